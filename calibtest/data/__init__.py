@@ -1,0 +1,1 @@
+"""Small example data shipped with calibtest (see ``README.md`` in this folder)."""

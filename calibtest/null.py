@@ -1,0 +1,95 @@
+"""The calibrated-regime null: sigma0^2 in closed form and the z test.
+
+The paper's Theorem (clt_calibrated_model): for a calibrated model
+``n sqrt(w) T / sigma0 -> N(0, 1)`` with
+
+    sigma0^2 = 2 * integral over the support of g(z),
+    g(z) = ||z||_2^2 - 2 ||z||_3^3 + ||z||_2^4,
+
+(eq. var_calibrated) where g(z) = tr(Sigma(z)^2) for the multinomial
+covariance Sigma(z) = diag(z) - z z^T.  The integrals are computed exactly in
+rational arithmetic: g is a symmetric polynomial, and the integral of a
+monomial over the scaled simplex {z >= 0, sum z <= t} in R^d is
+
+    t^(d + |a|) * prod_i Gamma(a_i + 1) / Gamma(d + |a| + 1).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from math import factorial
+
+import numpy as np
+from scipy import stats as _sps
+
+__all__ = ["sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test"]
+
+
+def _simplex_monomial(exponents: tuple[int, ...], d: int, t: Fraction) -> Fraction:
+    """Integral of prod z_i^a_i (the listed exponents, others 0) over {z >= 0, sum z <= t} in R^d."""
+    total = sum(exponents)
+    num = 1
+    for a in exponents:
+        num *= factorial(a)
+    return t ** (d + total) * Fraction(num, factorial(d + total))
+
+
+def _g_integral_scaled_simplex(d: int, t: Fraction) -> Fraction:
+    """Integral of g over {z >= 0, sum z <= t} in R^d, by symmetry of g.
+
+    g = sum z_i^2 - 2 sum z_i^3 + sum z_i^4 + 2 sum_{i<j} z_i^2 z_j^2.
+    """
+    value = d * (_simplex_monomial((2,), d, t) - 2 * _simplex_monomial((3,), d, t)
+                 + _simplex_monomial((4,), d, t))
+    if d >= 2:
+        value += d * (d - 1) * _simplex_monomial((2, 2), d, t)
+    return value
+
+
+def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Fraction:
+    """sigma0^2 as an exact rational number.
+
+    Parameters
+    ----------
+    mode : {"binary", "top1", "topk"}
+        ``binary``: support [0, 1], sigma0^2 = 2 * int_0^1 z^2 (1-z)^2 dz = 1/15.
+        ``top1``: support [1/K, 1].
+        ``topk``: support the truncated Weyl chamber Delta(K, k) of the paper's
+        eq. (Deck), {z_1 >= ... >= z_k >= 0, k/K <= sum z <= 1}.  Because g is
+        symmetric, the integral over Delta(K, k) is 1/k! times the integral over
+        {z >= 0, k/K <= sum z <= 1}, a difference of two scaled simplices.
+    n_classes : int
+        K (required for ``top1`` and ``topk``).
+    k : int
+        Dimension of the top-k vector (``topk``).
+    """
+    if mode == "binary":
+        return 2 * _g_integral_scaled_simplex(1, Fraction(1))
+    if mode == "top1":
+        k = 1
+    elif mode != "topk":
+        raise ValueError(f"unknown mode {mode!r}")
+    if n_classes is None:
+        raise ValueError("n_classes is required for the top-1 and top-k modes")
+    lower = Fraction(k, n_classes)
+    outer = _g_integral_scaled_simplex(k, Fraction(1))
+    inner = _g_integral_scaled_simplex(k, lower)
+    return 2 * (outer - inner) / factorial(k)
+
+
+def sigma0_sq(mode: str, n_classes: int | None = None, k: int = 1) -> float:
+    """sigma0^2 of the paper's eq. (var_calibrated) as a float (see :func:`sigma0_sq_exact`)."""
+    return float(sigma0_sq_exact(mode, n_classes, k))
+
+
+def bin_volume(n_bins: int, d: int) -> float:
+    """Volume w = B^-d of one cube of the partition."""
+    return float(n_bins) ** (-d)
+
+
+def null_test(estimate: float, n: int, volume: float, sigma0_sq_value: float):
+    """Calibrated-regime z statistic and one-sided p-value.
+
+    z0 = n sqrt(w) T / sigma0 and p = 1 - Phi(z0) (``SPEC.md``, "The interval").
+    """
+    z0 = n * np.sqrt(volume) * estimate / np.sqrt(sigma0_sq_value)
+    return float(z0), float(_sps.norm.sf(z0))

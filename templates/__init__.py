@@ -1,0 +1,1 @@
+"""Jinja2 templates for calibtest reports (installed as ``calibtest.templates``)."""
