@@ -1,0 +1,35 @@
+"""calibtest: confidence intervals and tests for the l2 expected calibration error.
+
+Implements Sun, Chaudhari, Barnett & Dobriban, "A Confidence Interval for the
+l2 Expected Calibration Error" (debiased binned estimator, its calibrated and
+miscalibrated asymptotic regimes, and the adjusted interval that respects
+ECE >= 0).
+
+>>> import calibtest as ct
+>>> res = ct.calib_ci("y ~ p", data=df)            # doctest: +SKIP
+>>> print(res.summary())                           # doctest: +SKIP
+"""
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from .api import calib_ci
+from .binning import auto_n_bins
+from .hosmer_lemeshow import HosmerLemeshowResult
+from .null import sigma0_sq
+from .results import CalibrationResult, ConfidenceInterval
+from .stats import BinStats
+
+try:
+    __version__ = _version("calibtest")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "calib_ci",
+    "CalibrationResult",
+    "ConfidenceInterval",
+    "HosmerLemeshowResult",
+    "BinStats",
+    "auto_n_bins",
+    "sigma0_sq",
+    "__version__",
+]

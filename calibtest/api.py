@@ -1,0 +1,141 @@
+"""Public entry points: thin, validating, dispatching."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .binning import resolve_n_bins
+from .estimation import cube_bin_stats, result_from_stats
+from .formula import capture_env, parse_formula
+from .intervals import check_alpha
+from .modes import prepare
+from .results import CalibrationResult
+
+__all__ = ["calib_ci"]
+
+_MISSING = ("raise", "drop")
+
+
+def _missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
+    """Rows with a missing value; raise when ``missing='raise'``."""
+    y_na = np.asarray(pd.isna(y), dtype=bool)
+    p_na = np.isnan(probs)
+    if p_na.ndim == 1:
+        p_na = p_na[:, None]
+    mask = y_na | p_na.any(axis=1)
+    if mask.any() and missing == "raise":
+        cols = ([y_name] if y_na.any() else []) + [nm for j, nm in enumerate(prob_names) if p_na[:, j].any()]
+        raise ValueError(f"{int(mask.sum())} rows have missing values (NaN) in {', '.join(map(repr, cols))}; "
+                         "pass missing='drop' to drop them")
+    return mask
+
+
+def _format_call(formula, data, y, probs, options: dict) -> str:
+    parts = []
+    if formula is not None:
+        parts.append(repr(formula))
+        shape = getattr(data, "shape", None)
+        parts.append(f"data=<{type(data).__name__} {shape[0]}x{shape[1]}>" if shape else "data=...")
+    else:
+        parts.append(f"y=<array n={np.shape(y)[0]}>")
+        parts.append(f"probs=<array shape={tuple(np.shape(probs))}>")
+    parts += [f"{k}={v!r}" for k, v in options.items() if v is not None]
+    return "calib_ci(" + ", ".join(parts) + ")"
+
+
+def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
+             k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
+             eval_env: int = 0) -> CalibrationResult:
+    """Confidence interval and test for the l2 expected calibration error.
+
+    Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
+    Interval for the l2 Expected Calibration Error": the debiased binned
+    estimator T of ECE^2, its two asymptotic regimes (calibrated: n sqrt(w) T /
+    sigma0 -> N(0, 1); miscalibrated: sqrt(n)(T - E T) / sigma1 -> N(0, 1)),
+    and the adjusted interval that respects ECE >= 0, with the zero rule.
+
+    Parameters
+    ----------
+    formula : str, optional
+        ``"y ~ p"`` (binary: p = P(y = 1)), ``"correct ~ confidence"`` with
+        ``n_classes`` (top-1 confidence), or ``"label ~ p0 + p1 + ..."`` (a
+        probability matrix, one column per class).  Parsed with patsy, so
+        ``I(p / 100)`` and functions of columns work; the intercept is ignored.
+        Labels are integer codes 0..K-1 in column order or values equal to the
+        probability columns' names.
+    data : pandas.DataFrame or dict, optional
+        Data for the formula.
+    y, probs : array_like, optional
+        Array input instead of a formula: ``probs`` is (n,) or (n, K).
+    n_classes : int, optional
+        K for a single confidence column (top-1 mode); without it a single
+        column is the binary mode.
+    k : int, optional
+        Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
+    n_bins : int or "auto"
+        Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
+        ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
+    alpha : float
+        Significance level in (0, 1); the interval has level 1 - alpha.
+    missing : {"raise", "drop"}
+        Rows with NaN raise a ValueError by default; ``"drop"`` drops them and
+        the summary reports how many.
+    eval_env : int
+        Frames above the caller in which formula names not in ``data`` are
+        looked up (patsy semantics; 0 is the caller).
+
+    Returns
+    -------
+    CalibrationResult
+
+    Examples
+    --------
+    >>> import calibtest as ct
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())  # doctest: +SKIP
+    >>> print(res.summary())                              # doctest: +SKIP
+    """
+    alpha = check_alpha(alpha)
+    if missing not in _MISSING:
+        raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
+    if formula is not None:
+        if y is not None or probs is not None:
+            raise ValueError("give either a formula with data, or y= and probs=, not both")
+        if data is None:
+            raise ValueError("a formula needs data=")
+        parsed = parse_formula(formula, data, capture_env(eval_env + 1))
+        y_arr, p_arr, y_name, prob_names = parsed.y, parsed.probs, parsed.y_name, parsed.prob_names
+        class_names = prob_names
+    else:
+        if y is None or probs is None:
+            raise ValueError("give a formula with data=, or both y= and probs=")
+        if data is not None:
+            raise ValueError("data= is used only with a formula")
+        y_arr = y.to_numpy() if isinstance(y, (pd.Series, pd.Index)) else np.asarray(y)
+        p_arr = probs.to_numpy() if isinstance(probs, (pd.Series, pd.DataFrame)) else np.asarray(probs)
+        if p_arr.dtype.kind not in "biuf":
+            raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
+        if y_arr.ndim != 1:
+            raise ValueError(f"y must be one-dimensional, got shape {y_arr.shape}")
+        if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
+            raise ValueError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
+                             f"got {p_arr.shape}")
+        y_name = "y"
+        prob_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else \
+            (["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])])
+        class_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else None
+    p_arr = np.asarray(p_arr, dtype=np.float64)
+    mask = _missing_mask(y_arr, p_arr, y_name, prob_names, missing)
+    n_dropped = int(mask.sum())
+    if n_dropped:
+        y_arr, p_arr = y_arr[~mask], p_arr[~mask]
+    prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
+                       y_name=y_name, prob_names=prob_names)
+    B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)
+    stats = cube_bin_stats(prepared, B)
+    call = _format_call(formula, data, y_arr, p_arr,
+                        {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
+                         "missing": missing if missing != "raise" else None})
+    return result_from_stats(
+        stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
+        n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
+        n_dropped=n_dropped, call=call, data=prepared)

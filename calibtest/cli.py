@@ -1,0 +1,81 @@
+"""Command-line interface: ``calibtest ci``, ``calibtest demo``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+
+__all__ = ["main"]
+
+
+def _bins(value: str):
+    return value if value == "auto" else int(value)
+
+
+def _k(value: str):
+    return value if value == "full" else int(value)
+
+
+def _read_csv(path: str) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise SystemExit(f"calibtest: file not found: {path}")
+
+
+def _cmd_ci(args) -> int:
+    from .api import calib_ci
+    df = _read_csv(args.file)
+    res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
+                   alpha=args.alpha, missing=args.missing)
+    if args.json:
+        print(json.dumps(res.to_dict()))
+    else:
+        print(res.summary())
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from .api import calib_ci
+    from .datasets import load_demo
+    df = load_demo()
+    res = calib_ci("y ~ p", data=df)
+    print("calibtest demo: calibration of a logistic risk model on held-out data "
+          "(see calibtest/data/README.md)\n")
+    print(res.summary())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="calibtest",
+                                     description="Confidence intervals and tests for the l2 expected calibration error.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ci = sub.add_parser("ci", help="interval and test for one model's calibration error")
+    ci.add_argument("file", help="CSV file with outcomes and predictions")
+    ci.add_argument("--formula", required=True, help='e.g. "correct ~ confidence" or "label ~ p0 + p1 + p2"')
+    ci.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
+    ci.add_argument("--k", type=_k, default=None, help="top-1-to-k calibration for a probability matrix")
+    ci.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
+    ci.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    ci.add_argument("--missing", choices=["raise", "drop"], default="raise")
+    ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    ci.set_defaults(func=_cmd_ci)
+    demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError) as exc:
+        print(f"calibtest: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

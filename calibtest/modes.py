@@ -1,0 +1,203 @@
+"""Validate labels and probabilities and turn them into (Z, U) for a calibration target.
+
+Three targets (``SPEC.md``, "Three calibration targets"):
+
+* ``binary``: one probability column ``p = P(y = 1)``; Z = p, U = y - p.
+* ``top1``: one confidence column with ``n_classes = K``; Z = conf, U = correct - conf.
+  A K-column matrix with ``k = 1`` gives the same target (confidence = row maximum).
+* ``topk`` (1 < k < K): Z is the top-k probabilities sorted in non-increasing
+  order, ties broken by the lower class index first (stable), and U is the
+  label indicators of those k classes minus Z (paper, Section 2.2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PreparedData", "prepare", "ROW_SUM_TOL"]
+
+#: Rows of a probability matrix must sum to 1 within this absolute tolerance.
+ROW_SUM_TOL = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedData:
+    """Binned vectors and errors of every row, ready for binning.
+
+    Attributes
+    ----------
+    z : ndarray, shape (n, d)
+        The binned prediction vector (p, the confidence, or the sorted top-k).
+    u : ndarray, shape (n, d)
+        U = Y - Z.
+    mode : str
+        ``binary``, ``top1`` or ``topk``.
+    k : int
+        Dimension d of the binned vector (1 for binary and top-1).
+    n_classes : int or None
+        K (None in binary mode).
+    """
+
+    z: np.ndarray
+    u: np.ndarray
+    mode: str
+    k: int
+    n_classes: int | None
+
+    @property
+    def n(self) -> int:
+        return self.z.shape[0]
+
+    @property
+    def y(self) -> np.ndarray:
+        """The label indicators Y = U + Z (exact 0/1 up to rounding)."""
+        return self.u + self.z
+
+
+def _as_float(values, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
+    return arr.astype(np.float64, copy=False)
+
+
+def _check_probabilities(p: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(p)):
+        bad = np.argwhere(~np.isfinite(p))[0]
+        raise ValueError(f"{name} contains NaN or infinite values (first at row {bad[0]}); "
+                         "use missing='drop' to drop rows with NaN")
+    lo, hi = p.min(), p.max()
+    if lo < 0.0 or hi > 1.0:
+        raise ValueError(f"{name} must lie in [0, 1]; found values in [{lo:.6g}, {hi:.6g}]")
+
+
+def _binary_labels(y, name: str, n: int) -> np.ndarray:
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must be one-dimensional with {n} rows, got shape {arr.shape}")
+    if arr.dtype == object or arr.dtype.kind in "USO":
+        raise TypeError(f"{name} must hold 0/1 outcomes, got dtype {arr.dtype}")
+    arr = _as_float(arr, name)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values; use missing='drop' to drop rows with NaN")
+    if not np.all((arr == 0.0) | (arr == 1.0)):
+        bad = np.unique(arr[(arr != 0.0) & (arr != 1.0)])[:5]
+        raise ValueError(f"{name} must be binary (0/1) in this mode; found values {bad.tolist()}")
+    return arr
+
+
+def _class_codes(y, n: int, class_names, name: str) -> np.ndarray:
+    """Integer class codes 0..K-1 from codes or from values equal to the column names."""
+    K = len(class_names)
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must be one-dimensional with {n} rows, got shape {arr.shape}")
+    if arr.dtype.kind in "USO":
+        lookup = {str(c): j for j, c in enumerate(class_names)}
+        uniq, inv = np.unique(arr.astype(str), return_inverse=True)
+        codes = np.array([lookup.get(u, -1) for u in uniq], dtype=np.int64)[inv.ravel()]
+        if np.any(codes < 0):
+            bad = sorted(set(uniq[[lookup.get(u, -1) < 0 for u in uniq]].tolist()))[:5]
+            raise ValueError(f"{name} has labels {bad} that are not among the probability columns "
+                             f"{[str(c) for c in class_names]}")
+        return codes
+    arr = _as_float(arr, name)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values; use missing='drop' to drop rows with NaN")
+    if not np.all(arr == np.round(arr)):
+        raise ValueError(f"{name} must hold integer class codes 0..{K - 1}")
+    if arr.min() < 0 or arr.max() > K - 1:
+        raise ValueError(f"{name} has class codes outside 0..{K - 1} (found {arr.min():g}..{arr.max():g})")
+    return arr.astype(np.int64)
+
+
+def check_k(k, n_classes: int) -> int:
+    """Validate k for a K-column probability matrix (1 <= k < K)."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an integer, got {k!r}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if k >= n_classes:
+        raise ValueError(f"k must be < K = {n_classes} (the number of probability columns) in top-k mode, got k={k}")
+    return int(k)
+
+
+def prepare(y, probs, *, n_classes=None, k=None, class_names=None,
+            y_name: str = "y", prob_names=None) -> PreparedData:
+    """Validate inputs and compute the binned vector Z and the error U per row.
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        Outcomes: 0/1 in binary and top-1 modes; class codes 0..K-1 (or values
+        equal to the column names ``class_names``) for a probability matrix.
+    probs : array_like, shape (n,) or (n, K)
+        One probability/confidence column or a K-column probability matrix whose
+        rows sum to 1 within ``ROW_SUM_TOL`` = 1e-6.
+    n_classes : int, optional
+        K for a single confidence column (top-1 mode).  Without it a single
+        column is the binary mode.
+    k : int, optional
+        Number of top classes for a probability matrix (default 1).
+    """
+    P = _as_float(probs, "probs")
+    if P.ndim == 2 and P.shape[1] == 1:
+        P = P[:, 0]
+    if P.ndim not in (1, 2):
+        raise ValueError(f"probs must be of shape (n,) or (n, K), got shape {P.shape}")
+    n = P.shape[0]
+    if n < 2:
+        raise ValueError(f"need at least n = 2 rows, got {n}")
+    if P.ndim == 1:
+        return _prepare_one_column(y, P, n_classes, k, y_name, prob_names)
+    return _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names)
+
+
+def _prepare_one_column(y, p, n_classes, k, y_name, prob_names) -> PreparedData:
+    pname = prob_names[0] if prob_names else "probs"
+    _check_probabilities(p, pname)
+    if k not in (None, 1):
+        raise ValueError(f"k={k!r} needs a probability matrix with one column per class; "
+                         "a single column supports only k=1")
+    yy = _binary_labels(y, y_name, p.shape[0])
+    if n_classes is None:
+        mode = "binary"
+    else:
+        if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)):
+            raise TypeError(f"n_classes must be an integer, got {n_classes!r}")
+        if n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+        floor = 1.0 / n_classes
+        if p.min() < floor - 1e-12:
+            raise ValueError(
+                f"{pname}: a top-1 confidence of a {n_classes}-class prediction cannot be below 1/K = "
+                f"{floor:.6g} (found {p.min():.6g}); to check calibration of these numbers as "
+                "probabilities of the outcome, omit n_classes (binary mode)")
+        mode = "top1"
+    z = p[:, None]
+    return PreparedData(z=z, u=yy[:, None] - z, mode=mode, k=1,
+                        n_classes=None if n_classes is None else int(n_classes))
+
+
+def _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names) -> PreparedData:
+    n, K = P.shape
+    if K < 2:
+        raise ValueError("probs needs at least 2 columns")
+    if n_classes is not None and n_classes != K:
+        raise ValueError(f"n_classes={n_classes} does not match the {K} probability columns")
+    _check_probabilities(P, "probs" if not prob_names else "probability columns " + ", ".join(prob_names))
+    dev = np.abs(P.sum(axis=1) - 1.0)
+    if dev.max() > ROW_SUM_TOL:
+        row = int(np.argmax(dev))
+        raise ValueError(f"rows of the probability matrix must sum to 1 (tolerance {ROW_SUM_TOL:g}); "
+                         f"row {row} sums to {P[row].sum():.10g}")
+    k = check_k(1 if k is None else k, K)
+    names = list(class_names) if class_names is not None else list(range(K))
+    codes = _class_codes(y, n, names, y_name)
+    order = np.argsort(-P, axis=1, kind="stable")[:, :k]
+    z = np.take_along_axis(P, order, axis=1)
+    yk = (order == codes[:, None]).astype(np.float64)
+    return PreparedData(z=z, u=yk - z, mode="top1" if k == 1 else "topk", k=k, n_classes=K)

@@ -1,0 +1,170 @@
+"""statsmodels-style Summary tables and the JSON-safe dict of a result.
+
+Tables are stored as DataFrames (``statsmodels.iolib.summary2.Summary``) and
+formatted only when rendered; numbers are rounded for display only.
+"""
+from __future__ import annotations
+
+import copy
+import html
+import math
+
+import numpy as np
+import pandas as pd
+from statsmodels.iolib import summary2
+
+__all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "fmt"]
+
+_MODE_TEXT = {
+    "binary": "binary (E[y | p] = p)",
+    "top1": "top-1 confidence",
+    "topk": "top-1-to-k",
+}
+
+
+def fmt(x, digits: int = 6) -> str:
+    """Display a number with ``digits`` significant digits (``nan`` for missing)."""
+    if x is None:
+        return ""
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}"
+
+
+class CalibSummary(summary2.Summary):
+    """A statsmodels ``Summary`` whose HTML escapes user-supplied text.
+
+    ``print(s)`` gives text, ``s.as_html()`` HTML, ``s.as_latex()`` LaTeX; it
+    displays as HTML in notebooks.
+    """
+
+    def as_html(self) -> str:
+        escaped = copy.copy(self)
+        escaped.tables = [t.map(lambda v: html.escape(v) if isinstance(v, str) else v)
+                          .rename(index=lambda v: html.escape(v) if isinstance(v, str) else v,
+                                  columns=lambda v: html.escape(v) if isinstance(v, str) else v)
+                          for t in self.tables]
+        escaped.extra_txt = [html.escape(t) for t in self.extra_txt]
+        escaped.title = html.escape(self.title) if self.title else self.title
+        return summary2.Summary.as_html(escaped)
+
+    def __str__(self) -> str:
+        return self.as_text()
+
+    def __repr__(self) -> str:
+        return self.as_text()
+
+
+def result_notes(res) -> list[str]:
+    """Numbered notes for the summary footer."""
+    notes = []
+    level = f"{100 * (1 - res.alpha):g}%"
+    if res.contains_zero:
+        notes.append(f"T+ = {fmt(res.estimate_pos)} is below the calibrated-regime threshold "
+                     f"{fmt(res.threshold)}, so 0 belongs to the {level} interval: no evidence of "
+                     f"miscalibration at level {res.alpha:g} (this is not evidence that the model is calibrated).")
+    elif res.ci_lower_open:
+        notes.append("The interval is open at 0: (0, upper]. The calibrated-regime test rejects ECE = 0, "
+                     "while the lower bound of the miscalibrated-regime interval reaches 0.")
+    if res.estimate < 0:
+        notes.append("The debiased estimate T is negative (possible when ECE is small); T+ = 0 is used.")
+    if res.n_occupied_bins and res.n_singleton_bins > res.n_occupied_bins / 2:
+        notes.append(f"{res.n_singleton_bins} of {res.n_occupied_bins} occupied bins hold fewer than 2 rows "
+                     "and do not enter T; consider fewer bins.")
+    if res.n_dropped:
+        notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
+    notes.append(f"Plug-in (biased) estimate T_m on the same bins: {fmt(res.plugin_estimate)}.")
+    if res.mode == "binary":
+        notes.append("Binary mode measures calibration of p itself; it equals the paper's K = 2 full "
+                     "calibration error divided by 2.")
+    return notes
+
+
+def _settings_table(res) -> dict:
+    model = res.formula if res.formula else f"{res.y_name} ~ {' + '.join(res.prob_names) or 'probs'}"
+    out = {
+        "Model:": model,
+        "Mode:": _MODE_TEXT.get(res.mode, res.mode) + (f" (k = {res.k})" if res.mode == "topk" else ""),
+        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
+        "No. observations:": str(res.n),
+        "Bins per dim. (B):": f"{res.n_bins} ({res.n_bins_rule})",
+        "Occupied bins:": str(res.n_occupied_bins),
+        "Bin volume (w):": fmt(res.bin_volume),
+        "Method:": res.method,
+        "Alpha:": fmt(res.alpha),
+    }
+    return out
+
+
+def build_summary(res, alpha=None) -> CalibSummary:
+    """Summary of a :class:`~calibtest.results.CalibrationResult`."""
+    alpha = res.alpha if alpha is None else alpha
+    ci = res.conf_int(alpha)
+    ci_ece = res.conf_int(alpha, scale="ece")
+    smry = CalibSummary()
+    smry.add_title("Calibration error: debiased l2-ECE with adjusted interval")
+    smry.add_dict(_settings_table(res), ncols=2)
+    est = pd.DataFrame(
+        {"estimate": [fmt(res.estimate), fmt(res.ece)],
+         "std err": [fmt(res.se), ""],
+         "ci lower": [fmt(ci.lower), fmt(ci_ece.lower)],
+         "ci upper": [fmt(ci.upper), fmt(ci_ece.upper)]},
+        index=["ECE^2 (T)", "ECE (sqrt T+)"])
+    smry.add_df(est)
+    tests = pd.DataFrame(
+        {"variance": [fmt(res.sigma0_sq), fmt(res.sigma1_sq)],
+         "statistic": [fmt(res.null_zstat), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
+         "p-value": [fmt(res.null_pvalue, 4), ""],
+         "threshold": [fmt(res.threshold), ""]},
+        index=["calibrated: z0 = n sqrt(w) T / sigma0", "miscalibrated: T / (sigma1 / sqrt(n))"])
+    smry.add_df(tests)
+    interval_note = (f"Adjusted {100 * (1 - alpha):g}% confidence interval (Algorithm 1): "
+                     f"{ci} for ECE^2, {ci_ece} for ECE.")
+    notes = [interval_note] + (result_notes(res) if alpha == res.alpha else result_notes(res)[-2:])
+    smry.add_text("Notes:")
+    for i, note in enumerate(notes, 1):
+        smry.add_text(f"[{i}] {note}")
+    return smry
+
+
+def _json_safe(v):
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    return v
+
+
+def result_dict(res) -> dict:
+    """JSON-safe dict of a result's scalars (CLI ``--json`` keys first)."""
+    ci_ece = res.conf_int(scale="ece")
+    out = {
+        "estimate": res.estimate, "ece": res.ece,
+        "ci_lower": res.ci_lower, "ci_upper": res.ci_upper, "ci_lower_open": res.ci_lower_open,
+        "ece_ci_lower": ci_ece.lower, "ece_ci_upper": ci_ece.upper,
+        "contains_zero": res.contains_zero, "sigma1_sq": res.sigma1_sq, "sigma0_sq": res.sigma0_sq,
+        "se": res.se, "threshold": res.threshold, "null_zstat": res.null_zstat,
+        "null_pvalue": res.null_pvalue, "n": res.n, "n_bins": res.n_bins, "k": res.k,
+        "n_classes": res.n_classes, "mode": res.mode, "alpha": res.alpha,
+        "estimate_pos": res.estimate_pos, "plugin_estimate": res.plugin_estimate,
+        "ci_branch": res.ci_branch, "n_bins_rule": res.n_bins_rule, "bin_width": res.bin_width,
+        "bin_volume": res.bin_volume, "n_occupied_bins": res.n_occupied_bins,
+        "n_singleton_bins": res.n_singleton_bins, "method": res.method, "formula": res.formula,
+        "y_name": res.y_name, "prob_names": list(res.prob_names), "n_dropped": res.n_dropped,
+        "notes": result_notes(res),
+    }
+    return _json_safe(out)
