@@ -45,7 +45,9 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0) -> CalibrationResult:
+             eval_env: int = 0,
+             method: str = "adjusted", n_resamples: int | None = None,
+             rng=None, progress: bool | None = None) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -83,6 +85,23 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     eval_env : int
         Frames above the caller in which formula names not in ``data`` are
         looked up (patsy semantics; 0 is the caller).
+    method : {"adjusted", "bootstrap", "subsampling", "hulc"}
+        How the interval is made.  ``"adjusted"`` (default) is the paper's
+        Algorithm 1.  The others are the resampling baselines of the paper's
+        simulations (``calibtest.resampling``): percentile bootstrap,
+        subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
+        (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
+        rows on the same bins; the estimate and the calibrated-regime z test
+        are unchanged.
+    n_resamples : int, optional
+        Resamples / subsamples (default 500; HulC uses them to estimate its
+        median bias).  Only for resampling methods.
+    rng : None, int or numpy.random.Generator
+        Seed of the resampling; the result records it (``res.seed``; with
+        ``None`` a fresh seed is drawn and recorded).
+    progress : bool, optional
+        Progress bar (needs tqdm) for long resampling runs; by default only in
+        an interactive terminal and never when the ``CI`` variable is set.
 
     Returns
     -------
@@ -95,6 +114,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     >>> print(res.summary())                              # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
+    _check_method(method, n_resamples, rng, progress)
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
     if formula is not None:
@@ -134,8 +154,38 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     stats = cube_bin_stats(prepared, B)
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-                         "missing": missing if missing != "raise" else None})
-    return result_from_stats(
+                         "missing": missing if missing != "raise" else None,
+                         "method": method if method != "adjusted" else None, "n_resamples": n_resamples,
+                         "rng": rng if isinstance(rng, (int, np.integer)) else None})
+    res = result_from_stats(
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
+    if method != "adjusted":
+        from .resampling import resampled_result, row_bin_index
+        res = resampled_result(res, row_bin_index(prepared, B), method, n_resamples=n_resamples, rng=rng,
+                               progress=progress)
+    return res
+
+
+def _check_method(method, n_resamples, rng=None, progress=None) -> None:
+    """Validate ``method=``, ``n_resamples=``, ``rng=`` and ``progress=`` of :func:`calib_ci`."""
+    from .resampling import METHODS
+    allowed = ("adjusted",) + METHODS
+    if not isinstance(method, str) or method not in allowed:
+        raise ValueError(f"method must be one of {allowed}, got {method!r}")
+    if n_resamples is not None:
+        if method == "adjusted":
+            raise ValueError("n_resamples applies only to the resampling methods "
+                             "(method='bootstrap', 'subsampling' or 'hulc')")
+        if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)):
+            raise TypeError(f"n_resamples must be an integer, got {n_resamples!r}")
+        if n_resamples < 2:
+            raise ValueError(f"n_resamples must be >= 2, got {n_resamples}")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+            raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+        if rng < 0:
+            raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be None, True or False, got {progress!r}")
