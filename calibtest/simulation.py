@@ -49,7 +49,11 @@ __all__ = [
 N_CLASSES = {1: 2, 2: 2, 3: 10}
 
 #: Calibration targets for which :func:`true_ece_sq` knows the truth.
-TARGETS = {1: ("binary", "top1", "full"), 2: ("binary", "top1", "full"), 3: ("top1", "top2", "full")}
+TARGETS = {
+    1: ("binary", "top1", "full"),
+    2: ("binary", "top1", "full"),
+    3: ("top1", "top2", "full"),
+}
 
 #: Shape parameters (a, b) of the Beta law of ``s`` in Setting 2.
 BETA_PARAMS = (5.0, 0.5)
