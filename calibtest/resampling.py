@@ -164,26 +164,37 @@ class BinnedRows:
 
 
 def row_bin_index(prepared, n_bins: int) -> BinnedRows:
-    """Per-row bin numbers of the cube partition ``floor(z * B)`` (``SPEC.md``, "Binning").
+    """Per-row bin numbers of the partition the estimator uses.
+
+    The cube partition ``floor(z * B)`` (``SPEC.md``, "Binning") for the
+    ``binary``, ``top1`` and ``topk`` modes; the equal-volume simplex cells of
+    :func:`calibtest.simplex.simplex_groups` for full calibration (``mode
+    "full"``, when that module is present).
 
     Parameters
     ----------
     prepared : calibtest.modes.PreparedData
-        Rows of a cube-binned mode (``binary``, ``top1``, ``topk``).
     n_bins : int
         Bins per dimension B.
 
     Returns
     -------
     BinnedRows
-        The numbering is that of :func:`calibtest.estimation.cube_bin_stats`,
-        so ``T`` of all rows equals the reported estimate.
+        The numbering is that of the estimator's bin sums, so ``T`` of all
+        rows equals the reported estimate.
     """
-    if prepared.mode not in ("binary", "top1", "topk"):
+    if prepared.mode in ("binary", "top1", "topk"):
+        inverse, keys = group_keys(cube_indices(prepared.z, n_bins), n_bins + 1)
+    elif prepared.mode == "full":
+        try:
+            from .simplex import simplex_groups
+        except ImportError:  # pragma: no cover - full calibration not installed
+            raise NotImplementedError("full calibration needs calibtest.simplex") from None
+        inverse, keys = simplex_groups(prepared.z, n_bins)
+    else:
         raise NotImplementedError(
             f"resampling methods need per-row bin numbers for mode {prepared.mode!r}; "
             "pass a BinnedRows built from that partition to resampling_interval")
-    inverse, keys = group_keys(cube_indices(prepared.z, n_bins), n_bins + 1)
     return BinnedRows(inverse, prepared.u, keys.shape[0])
 
 
