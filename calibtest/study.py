@@ -22,13 +22,15 @@ resampling interval may reach below 0).  Coverage and rejection use each
 method's own interval: the adjusted set with the zero rule (open at 0 when it
 says so), the closed resampling intervals as the methods define them.
 
-Seeding: data set i of beta number j (0-based position in that setting's
-grid) of setting s uses ``numpy.random.SeedSequence(seed, spawn_key=(s, j, i))``
-(the child ``SeedSequence(seed).spawn(s+1)[s].spawn(j+1)[j].spawn(i+1)[i]``),
+Seeding: data set i at beta b of setting s uses
+``numpy.random.SeedSequence(seed, spawn_key=(s, beta_key(b), i))`` with
+``beta_key(b) = 2 round(|b| 10^6) + (b < 0)`` (the child
+``SeedSequence(seed).spawn(s+1)[s].spawn(k+1)[k].spawn(i+1)[i]``, k = beta_key(b)),
 whose five children seed, in order, the data, the bootstrap, the subsampling,
 HulC and T-Cal.  Results therefore do not depend on the number of worker
-processes, on the chunking, or on which other methods run, and two studies
-with the same seed and grid (e.g. different bin counts) see the same data sets.
+processes, on the chunking, on the rest of the beta grid, or on which other
+methods run, and two studies with the same seed (e.g. different bin counts)
+see the same data sets.
 """
 from __future__ import annotations
 
@@ -48,8 +50,7 @@ from .binning import cube_indices, group_keys
 from .intervals import adjusted_interval, check_alpha
 from .modes import prepare
 from .null import bin_volume, sigma0_sq
-from .resampling import (BinnedRows, DEFAULT_N_RESAMPLES, resample_statistic, resampling_interval,
-                         subsampling_interval)
+from .resampling import BinnedRows, DEFAULT_N_RESAMPLES, resampling_interval, subsampling_interval
 from .stats import bin_sums, debiased_statistic, sigma1_sq
 
 __all__ = [
@@ -57,14 +58,18 @@ __all__ = [
     "PAPER_BINS",
     "PAPER_TARGETS",
     "available_methods",
+    "beta_key",
     "run_study",
     "simulate_intervals",
     "summarise_study",
 ]
 
-#: Interval methods of the study ("subsampling_reflected" is the Politis-Romano
-#: form of the subsampling interval, computed from the same subsamples).
-INTERVAL_METHODS = ("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected")
+#: Interval methods of the study.  ``"subsampling_reflected"`` is the
+#: Politis-Romano form of the subsampling interval, computed from the same
+#: subsamples; ``"adjusted_full"`` is the adjusted interval's test of full
+#: calibration in settings 1-2 (K = 2: binary mode, whose z test is that of
+#: full calibration), recorded for power only, as the paper compares it with T-Cal.
+INTERVAL_METHODS = ("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected", "adjusted_full")
 
 #: The paper's bins per dimension: n = 100 in the main text, n = 1000 in the supplement.
 PAPER_BINS = {100: {1: 20, 2: 20, 3: 10}, 1000: {1: 50, 2: 50, 3: 20}}
@@ -98,10 +103,15 @@ def _prepared(data: "sim.SimulatedData", target: str):
     raise ValueError(f"target must be 'binary', 'top1' or 'top2' in the study, got {target!r}")
 
 
+def beta_key(beta: float) -> int:
+    """Seed key of a beta: ``2 round(|beta| 10^6) + (beta < 0)`` (a non-negative int)."""
+    return 2 * int(round(abs(beta) * 1e6)) + int(beta < 0)
+
+
 @dataclass(frozen=True)
 class _Task:
     setting: int
-    beta_index: int
+    beta_key: int
     beta: float
     start: int
     stop: int
@@ -117,7 +127,7 @@ class _Task:
 
 def _one_dataset(task: _Task, i: int) -> np.ndarray:
     """Intervals of every method on data set i: array (n_methods, len(_FIELDS))."""
-    ss = np.random.SeedSequence(task.seed, spawn_key=(task.setting, task.beta_index, i))
+    ss = np.random.SeedSequence(task.seed, spawn_key=(task.setting, task.beta_key, i))
     data_ss, boot_ss, sub_ss, hulc_ss, tcal_ss = ss.spawn(5)
     gen = getattr(sim, f"setting{task.setting}")
     data = gen(task.n, task.beta, rng=np.random.default_rng(data_ss))
@@ -127,21 +137,18 @@ def _one_dataset(task: _Task, i: int) -> np.ndarray:
     rows = BinnedRows(inverse, prep.u, keys.shape[0])
     out = np.full((len(task.methods), len(_FIELDS)), np.nan)
     n = prep.n
-    t = None
+    stats = bin_sums(inverse, keys, prep.u, prep.z)
+    t = debiased_statistic(stats, n)  # the estimate every method of this data set uses
     sub_iv = None
     for row, method in enumerate(task.methods):
         if method == "adjusted":
-            stats = bin_sums(inverse, keys, prep.u, prep.z)
-            t = debiased_statistic(stats, n)
-            se = math.sqrt(sigma1_sq(stats, n) / n)
-            w = bin_volume(B, prep.k)
-            thr = _sps.norm.isf(task.alpha) * math.sqrt(_sigma0_sq(prep.mode, prep.n_classes, prep.k)) \
-                / (n * math.sqrt(w))
-            iv = adjusted_interval(t, se, thr, task.alpha)
-            out[row, :4] = (iv.lower, iv.upper, iv.lower_open, not iv.contains_zero)
+            out[row, :4] = _adjusted(prep, stats, B, task.alpha)
+        elif method == "adjusted_full":
+            if task.setting in (1, 2):  # K = 2 full calibration = binary mode (same z test, ends doubled)
+                binary = _prepared(data, "binary")
+                inv_b, keys_b = group_keys(cube_indices(binary.z, B), B + 1)
+                out[row, 3] = _adjusted(binary, bin_sums(inv_b, keys_b, binary.u, binary.z), B, task.alpha)[3]
         elif method in ("bootstrap", "subsampling", "hulc"):
-            if t is None:
-                t = float(resample_statistic(rows, np.arange(n, dtype=np.intp)[None, :])[0])
             seed_ss = {"bootstrap": boot_ss, "subsampling": sub_ss, "hulc": hulc_ss}[method]
             iv = resampling_interval(rows, method, alpha=task.alpha, estimate=t, n_resamples=task.n_resamples,
                                      rng=np.random.default_rng(seed_ss), progress=False)
@@ -173,6 +180,17 @@ def _tcal_reject(data, task: _Task, gen) -> bool:
     res = calibtest.tcal_test(y=data.labels, probs=data.probs, k="full", alpha=task.alpha,
                               n_draws=task.tcal_draws, rng=gen)
     return bool(res.reject)
+
+
+def _adjusted(prep, stats, B: int, alpha: float):
+    """(lower, upper, lower_open, reject) of the adjusted interval (Algorithm 1) from the bin sums."""
+    n = prep.n
+    t = debiased_statistic(stats, n)
+    se = math.sqrt(sigma1_sq(stats, n) / n)
+    w = bin_volume(B, prep.k)
+    thr = _sps.norm.isf(alpha) * math.sqrt(_sigma0_sq(prep.mode, prep.n_classes, prep.k)) / (n * math.sqrt(w))
+    iv = adjusted_interval(t, se, thr, alpha)
+    return iv.lower, iv.upper, iv.lower_open, not iv.contains_zero
 
 
 def _run_task(task: _Task) -> np.ndarray:
@@ -264,9 +282,9 @@ def simulate_intervals(*, settings=(1, 2, 3), betas=None, n: int = 100, n_bins=N
     targets = dict(PAPER_TARGETS if targets is None else targets)
     tasks = []
     for s in settings:
-        for j, beta in enumerate(betas[s]):
+        for beta in betas[s]:
             for start in range(0, n_datasets, chunk_size):
-                tasks.append(_Task(s, j, float(beta), start, min(start + chunk_size, n_datasets), int(n),
+                tasks.append(_Task(s, beta_key(float(beta)), float(beta), start, min(start + chunk_size, n_datasets), int(n),
                                    int(n_bins[s]), targets[s], alpha, methods, int(n_resamples),
                                    int(tcal_draws), int(seed)))
     bar = None

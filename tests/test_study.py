@@ -15,8 +15,9 @@ from calibtest import study
 GRID = {1: [1.0, 0.5], 3: [0.0, 0.05]}
 
 
-def _dataset(setting, beta_index, beta, i, seed, n):
-    ss = np.random.SeedSequence(seed, spawn_key=(setting, beta_index, i))
+def _dataset(setting, beta, i, seed, n):
+    key = 2 * int(round(abs(beta) * 1e6)) + int(beta < 0)
+    ss = np.random.SeedSequence(seed, spawn_key=(setting, key, i))
     data_ss, boot_ss, sub_ss, hulc_ss, _ = ss.spawn(5)
     data = getattr(sim, f"setting{setting}")(n, beta, rng=np.random.default_rng(data_ss))
     return data, boot_ss, sub_ss, hulc_ss
@@ -27,8 +28,8 @@ def test_study_intervals_equal_calib_ci_on_the_same_data():
                                    alpha=0.1, methods=("adjusted", "bootstrap", "subsampling", "hulc"),
                                    n_resamples=30, seed=4)
     assert len(raw) == 2 * 2 * 3 * 4
-    for (s, j, beta, i) in [(1, 1, 0.5, 2), (3, 0, 0.0, 1)]:
-        data, boot_ss, sub_ss, hulc_ss = _dataset(s, j, beta, i, 4, 60)
+    for (s, beta, i) in [(1, 0.5, 2), (3, 0.0, 1)]:
+        data, boot_ss, sub_ss, hulc_ss = _dataset(s, beta, i, 4, 60)
         if s == 1:
             kw = dict(y=data.correct, probs=data.confidence, n_classes=2, n_bins=10)
         else:
@@ -48,15 +49,28 @@ def test_study_intervals_equal_calib_ci_on_the_same_data():
         assert (got["true_ece_sq"] == truth).all()
 
 
+def test_full_calibration_rejection_is_the_binary_z_test():
+    raw = study.simulate_intervals(settings=(1, 3), betas={1: [0.6], 3: [0.05]}, n=80, n_bins={1: 10, 3: 5},
+                                   n_datasets=4, methods=("adjusted", "adjusted_full"), seed=7)
+    assert set(raw[raw.setting == 3].method) == {"adjusted"}  # run in settings 1-2 only
+    full = raw[raw.method == "adjusted_full"].set_index("dataset")
+    assert full["lower"].isna().all() and full["covered"].isna().all()
+    for i in range(4):
+        data, *_ = _dataset(1, 0.6, i, 7, 80)
+        res = ct.calib_ci(y=(data.labels == 0).astype(int), probs=data.probs[:, 0], n_bins=10, alpha=0.1)
+        assert bool(full.loc[i, "reject"]) == (not res.contains_zero)
+
+
 def test_results_do_not_depend_on_workers_or_chunks():
     kw = dict(settings=(1, 3), betas=GRID, n=50, n_bins={1: 10, 3: 5}, n_datasets=6, n_resamples=20, seed=1,
               methods=("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected"))
     one = study.simulate_intervals(n_jobs=1, chunk_size=6, **kw)
     two = study.simulate_intervals(n_jobs=2, chunk_size=4, **kw)
     pd.testing.assert_frame_equal(one, two)
-    fewer = study.simulate_intervals(**{**kw, "methods": ("adjusted", "hulc")})
-    merged = one[one.method.isin(["adjusted", "hulc"])].reset_index(drop=True)
+    fewer = study.simulate_intervals(**{**kw, "methods": ("adjusted", "hulc"), "betas": {1: [0.5], 3: [0.05]}})
+    merged = one[one.method.isin(["adjusted", "hulc"]) & one.beta.isin([0.5, 0.05])].reset_index(drop=True)
     pd.testing.assert_frame_equal(fewer, merged)
+    assert study.beta_key(0.05) == 100000 and study.beta_key(-0.05) == 100001 and study.beta_key(0.0) == 0
 
 
 def test_summary_by_hand():
