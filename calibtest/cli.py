@@ -29,12 +29,22 @@ def _cmd_ci(args) -> int:
     from .api import calib_ci
     df = _read_csv(args.file)
     res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                   alpha=args.alpha, missing=args.missing)
+                   alpha=args.alpha, missing=args.missing, **_resampling_options(args))
     if args.json:
         print(json.dumps(res.to_dict()))
     else:
         print(res.summary())
     return 0
+
+
+def _resampling_options(args) -> dict:
+    """``--method``, ``--n-resamples`` and ``--seed`` as calib_ci keywords (only those given)."""
+    out = {}
+    if getattr(args, "method", "adjusted") != "adjusted":
+        out.update(method=args.method, n_resamples=args.n_resamples, rng=args.seed)
+    elif getattr(args, "n_resamples", None) is not None:
+        out.update(n_resamples=args.n_resamples)  # calib_ci explains that it needs a resampling method
+    return out
 
 
 def _cmd_demo(args) -> int:
@@ -61,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     ci.add_argument("--missing", choices=["raise", "drop"], default="raise")
     ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
+                    help="interval: the paper's adjusted interval (default) or a resampling baseline")
+    ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
+    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method")
     ci.set_defaults(func=_cmd_ci)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)

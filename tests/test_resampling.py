@@ -381,3 +381,20 @@ def test_binned_rows_validation():
         rs.subsample_estimates(rows, 4, 3, 0)
     with pytest.raises(ValueError, match="method must be"):
         rs.resampling_interval(rows, "adjusted", alpha=0.1)
+
+
+def test_cli_resampling_options(tmp_path, capsys):
+    import json
+
+    from calibtest.cli import main
+    y, p = _data_binary(120)
+    path = tmp_path / "d.csv"
+    path.write_text("y,p\n" + "\n".join(f"{int(a)},{float(b)!r}" for a, b in zip(y, p)))
+    assert main(["ci", str(path), "--formula", "y ~ p", "--bins", "6", "--method", "subsampling",
+                 "--n-resamples", "25", "--seed", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    res = ct.calib_ci(y=y, probs=p, n_bins=6, method="subsampling", n_resamples=25, rng=4)
+    assert out["method"] == "subsampling" and out["seed"] == "4" and out["n_resamples"] == 25
+    assert out["ci_upper"] == pytest.approx(res.ci_upper, rel=1e-12)
+    assert main(["ci", str(path), "--formula", "y ~ p", "--n-resamples", "25"]) == 2
+    assert "only to the resampling methods" in capsys.readouterr().err
