@@ -24,13 +24,14 @@ block, m the number of occupied bins) turns all per-(resample, bin) sums into
 one ``np.bincount`` per column of U (plus one for the counts and one for
 ||U||^2); T of every resample in the block is then a row sum of a (block, m)
 array.  There is no Python loop over resamples or rows; memory is
-O(block * s + block * m).
+O(block * s + block * m) (plus a (block, n) boolean matrix for subsampling
+without replacement).
 
 Randomness and block-size independence
 --------------------------------------
 Every random draw is a standard uniform double from ``Generator.random``,
-whose stream is the same whether it is drawn in one call or in several
-(one 64-bit output per double).  Resample r always consumes the same
+whose stream of doubles is the same whether it is drawn in one call or in
+several (no buffering between calls).  Resample r always consumes the same
 doubles, in the same order, whatever the block size, so the results are
 bit-for-bit independent of ``block_size``:
 
@@ -44,6 +45,28 @@ bit-for-bit independent of ``block_size``:
 
 ``floor(u * n)`` with a 53-bit uniform u is uniform on 0..n-1 up to a relative
 error n / 2^53 (below 1e-9 for n up to 10^7).
+
+Choices where the sources differ
+--------------------------------
+* Subsampling: ``SPEC.md`` defines ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})``
+  with q the quantiles of ``T_b - T``; Politis and Romano (1994) give the
+  reflected ``T - sqrt(b/n) (q_{1-alpha/2}, q_{alpha/2})``.  calibtest follows
+  ``SPEC.md`` (binding for this package); ``subsampling_interval(reflect=True)``
+  gives the other.  On the paper's settings the SPEC form has the higher
+  coverage (``vignettes/simulation_study.md``).
+* HulC: the median bias is estimated as in the authors' R code
+  (``subsamp_median_bias``): subsamples of round(n^(2/3)) rows without
+  replacement, Delta = |mean(T_sub <= T) - 1/2|, here from ``n_resamples``
+  subsamples (the R default is 1000).  Splits have sizes differing by at most
+  one row.
+
+References
+----------
+Efron (1979), bootstrap; Politis and Romano (1994), "Large sample confidence
+regions based on subsamples under minimal assumptions", Ann. Statist. 22;
+Kuchibhotla, Balakrishnan and Wasserman (2024), "The HulC: confidence regions
+from convex hulls", JRSS-B 86; Bentley and Floyd (1987), "Programming pearls:
+a sample of brilliance", CACM 30.
 """
 from __future__ import annotations
 
@@ -77,6 +100,10 @@ __all__ = [
     "resampling_interval",
     "row_bin_index",
     "resolve_rng",
+    "raw_interval",
+    "clip_interval",
+    "resampled_result",
+    "resampling_notes",
 ]
 
 #: The resampling methods of ``calib_ci(method=...)``.
@@ -462,8 +489,9 @@ def hulc_n_splits(alpha: float, delta: float, u: float | None = None, max_splits
         raise ValueError(f"median bias must be in [0, 1/2], got {delta}")
     if delta == 0.5:
         return None
-    B = 1
-    while _miscoverage(B, delta) > alpha:  # at most a few hundred steps
+    # P(B) > (1/2 + Delta)^B > alpha for every B < log(alpha) / log(1/2 + Delta): start there.
+    B = max(1, math.floor(math.log(alpha) / math.log(0.5 + delta)))
+    while _miscoverage(B, delta) > alpha:  # a step or two
         B += 1
         if max_splits is not None and B - 1 > max_splits:
             return None
