@@ -173,12 +173,24 @@ def _one_dataset(task: _Task, i: int) -> np.ndarray:
 
 
 def _tcal_reject(data, task: _Task, gen) -> bool:
-    """T-Cal test of full calibration (settings 1-2, as the paper), if the package provides it."""
+    """T-Cal test of full calibration (settings 1-2, as the paper), if the package provides it.
+
+    Full calibration of the K = 2 probability matrix, on the study's bins,
+    with ``task.tcal_draws`` Monte Carlo draws for the threshold.
+    """
+    import inspect
+
     import calibtest
     if not hasattr(calibtest, "tcal_test"):
         raise ValueError("method 'tcal' needs calibtest.tcal_test (the full-calibration issue)")
-    res = calibtest.tcal_test(y=data.labels, probs=data.probs, k="full", alpha=task.alpha,
-                              n_draws=task.tcal_draws, rng=gen)
+    params = inspect.signature(calibtest.tcal_test).parameters
+    kw = {"y": data.labels, "probs": data.probs, "k": "full", "alpha": task.alpha, "rng": gen}
+    if "n_bins" in params:
+        kw["n_bins"] = task.n_bins
+    draws = next((name for name in ("n_draws", "n_resamples", "n_mc", "n_simulations") if name in params), None)
+    if draws is not None:
+        kw[draws] = task.tcal_draws
+    res = calibtest.tcal_test(**kw)
     return bool(res.reject)
 
 
