@@ -743,15 +743,16 @@ def resampled_result(result, rows: BinnedRows, method: str, *, n_resamples: int 
         hulc_splits=iv.hulc_splits, hulc_median_bias=iv.hulc_median_bias, resample_estimates=iv.estimates)
 
 
-def resampling_notes(result) -> list[str]:
-    """Summary notes describing a resampling interval."""
+def resampling_notes(result, alpha: float | None = None) -> list[str]:
+    """Summary notes describing a resampling interval (at level 1 - alpha; default the stored alpha)."""
     if result.method not in METHODS:
         return []
-    level = f"{100 * (1 - result.alpha):g}%"
+    alpha = result.alpha if alpha is None else alpha
+    level = f"{100 * (1 - alpha):g}%"
     seed = result.seed
     seed_txt = "a numpy Generator (no integer seed)" if seed == "Generator" else f"rng={seed}"
     if result.method == "bootstrap":
-        how = (f"percentile bootstrap: the {result.alpha / 2:g} and {1 - result.alpha / 2:g} quantiles of T "
+        how = (f"percentile bootstrap: the {alpha / 2:g} and {1 - alpha / 2:g} quantiles of T "
                f"over {result.n_resamples} resamples of n = {result.n} rows drawn with replacement")
     elif result.method == "subsampling":
         how = (f"subsampling: T + sqrt(b/n) (q_{{a/2}}, q_{{1-a/2}}) with q the quantiles of T_b - T over "
@@ -765,11 +766,11 @@ def resampling_notes(result) -> list[str]:
                f"{result.hulc_median_bias:.4g} estimated from {result.n_resamples} subsamples of "
                f"{result.resample_size} rows")
     notes = [f"The {level} interval is a resampling interval ({how}); {seed_txt} reproduces it."]
-    lo, hi = raw_interval(result)
+    lo, hi = raw_interval(result, alpha)
     if lo < 0.0 or hi < 0.0:
         notes.append(f"The method's interval [{lo:.6g}, {hi:.6g}] reaches below 0; the reported interval "
                      "is its intersection with [0, inf)" + (" (empty: shown as [0, 0])." if hi < 0 else "."))
-    notes.append("0 belongs to the interval" if result.contains_zero else "0 is outside the interval")
+    notes.append("0 belongs to the interval" if lo <= 0.0 <= hi else "0 is outside the interval")
     notes[-1] += (f"; the calibrated-regime z test (p = {result.null_pvalue:.4g}) is reported separately and "
                   "does not decide the interval.")
     return notes
