@@ -11,8 +11,10 @@ ECE >= 0).
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
+from . import datasets, simulation
 from .api import calib_ci
 from .binning import auto_n_bins
+from .datasets import load_demo
 from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
 from .results import CalibrationResult, ConfidenceInterval
@@ -26,6 +28,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "calib_ci",
+    "load_demo",
+    "datasets",
+    "simulation",
     "CalibrationResult",
     "ConfidenceInterval",
     "HosmerLemeshowResult",

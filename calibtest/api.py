@@ -19,7 +19,7 @@ _MISSING = ("raise", "drop")
 
 def _missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
     """Rows with a missing value; raise when ``missing='raise'``."""
-    y_na = np.asarray(pd.isna(y), dtype=bool)
+    y_na = np.zeros(len(y), dtype=bool) if y.dtype.kind in "biu" else np.asarray(pd.isna(y), dtype=bool)
     p_na = np.isnan(probs)
     if p_na.ndim == 1:
         p_na = p_na[:, None]
