@@ -19,6 +19,7 @@ from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
 from .results import CalibrationResult, ConfidenceInterval
 from .stats import BinStats
+from .tcal import TCalResult, tcal_test
 
 try:
     __version__ = _version("calibtest")
@@ -36,5 +37,7 @@ __all__ = [
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",
+    "tcal_test",
+    "TCalResult",
     "__version__",
 ]
