@@ -158,11 +158,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
     if is_full_request(k, p_arr):  # full calibration, k = K: equal-volume simplex bins
-        return full_calibration_result(
+        res = full_calibration_result(
             y_arr, p_arr, n_bins=n_bins, alpha=alpha, class_names=class_names, n_classes=n_classes,
             y_name=y_name, prob_names=prob_names, formula=formula, n_dropped=n_dropped,
             call=_format_call(formula, data, y_arr, p_arr, {"n_classes": n_classes, "k": k, "n_bins": n_bins,
-                                                              "alpha": alpha, "missing": missing if missing != "raise" else None}))
+                                                              "alpha": alpha, "missing": missing if missing != "raise" else None,
+                                                              "method": method if method != "adjusted" else None,
+                                                              "n_resamples": n_resamples,
+                                                              "rng": rng if isinstance(rng, (int, np.integer)) else None}))
+        if method != "adjusted":
+            from .resampling import resampled_result, row_bin_index
+            res = resampled_result(res, row_bin_index(res.data, res.n_bins), method, n_resamples=n_resamples,
+                                   rng=rng, progress=progress)
+        return res
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)

@@ -398,3 +398,20 @@ def test_cli_resampling_options(tmp_path, capsys):
     assert out["ci_upper"] == pytest.approx(res.ci_upper, rel=1e-12)
     assert main(["ci", str(path), "--formula", "y ~ p", "--n-resamples", "25"]) == 2
     assert "only to the resampling methods" in capsys.readouterr().err
+
+
+def test_full_calibration_mode_resamples_on_the_simplex_cells():
+    pytest.importorskip("calibtest.simplex")
+    gen = np.random.default_rng(6)
+    P = gen.dirichlet(np.ones(3), 60)
+    y = np.array([gen.choice(3, p=p) for p in P])
+    res = ct.calib_ci(y=y, probs=P, k="full", n_bins=3, alpha=0.2, method="bootstrap", n_resamples=25, rng=2)
+    assert res.mode == "full" and res.method == "bootstrap"
+    prep = res.data
+    rows = rs.row_bin_index(prep, 3)
+    # the numbering is the estimator's: T of all rows is the reported estimate
+    assert rs.resample_statistic(rows, np.arange(60)[None, :])[0] == pytest.approx(res.estimate, rel=1e-12)
+    lo, hi, _ = slow_bootstrap(rows.inverse, rows.u, 25, 2, 0.2)
+    assert (res.ci_lower, res.ci_upper) == pytest.approx((max(lo, 0.0), max(hi, 0.0)), abs=1e-15)
+    sub = ct.calib_ci(y=y, probs=P, k="full", n_bins=3, method="subsampling", rng=1)
+    assert sub.resample_size == 7 and "method='subsampling'" in sub.call

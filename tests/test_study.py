@@ -61,6 +61,21 @@ def test_full_calibration_rejection_is_the_binary_z_test():
         assert bool(full.loc[i, "reject"]) == (not res.contains_zero)
 
 
+def test_tcal_in_the_study_is_tcal_test_on_full_calibration():
+    if "tcal" not in study.available_methods():
+        pytest.skip("calibtest.tcal_test not available")
+    raw = study.simulate_intervals(settings=(1, 3), betas={1: [0.4], 3: [0.0]}, n=60, n_bins={1: 10, 3: 5},
+                                   n_datasets=3, methods=("adjusted", "tcal"), tcal_draws=50, seed=5)
+    assert set(raw[raw.setting == 3].method) == {"adjusted"}  # the paper runs T-Cal in settings 1-2
+    tc = raw[raw.method == "tcal"].set_index("dataset")
+    for i in range(3):
+        ss = np.random.SeedSequence(5, spawn_key=(1, study.beta_key(0.4), i)).spawn(5)
+        data = sim.setting1(60, 0.4, rng=np.random.default_rng(ss[0]))
+        res = ct.tcal_test(y=data.labels, probs=data.probs, k="full", n_bins=10, alpha=0.1, n_draws=50,
+                           rng=np.random.default_rng(ss[4]))
+        assert bool(tc.loc[i, "reject"]) == bool(res.reject)
+
+
 def test_results_do_not_depend_on_workers_or_chunks():
     kw = dict(settings=(1, 3), betas=GRID, n=50, n_bins={1: 10, 3: 5}, n_datasets=6, n_resamples=20, seed=1,
               methods=("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected"))
