@@ -200,7 +200,8 @@ def fig_power(df: pd.DataFrame, n: int, path: Path) -> None:
                         ls=":" if m == "adjusted_full" else "-")
         ax.axhline(ALPHA, color="k", ls="--", lw=1, label="alpha = 0.1")
         ax.set_title(_panel_title(s, n, int(d.n_bins.iloc[0]), d.target.iloc[0]))
-        ax.set_xlabel("true ECE (l2) of the target" if s == 3 else "true top-1 ECE (l2); full-calibration tests at the same beta")
+        ax.set_xlabel("true ECE (l2)" if s == 3
+                      else "true top-1 ECE (l2); full-calibration tests at the same beta")
         ax.set_ylim(-0.02, 1.02)
     axes[0].set_ylabel("rejection rate of ECE = 0")
     axes[0].legend(loc="lower right", fontsize=8)
