@@ -70,6 +70,13 @@ TARGET_TEXT = {"top1": "top-1", "top2": "top-1-to-2"}
 # --------------------------------------------------------------------------- running with a cache
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the worker processes)."""
+    import resource
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _cached(name: str, params: dict, compute, rerun: bool) -> tuple[pd.DataFrame, dict]:
     csv, meta_path = RESULTS / f"{name}.csv", RESULTS / f"{name}.json"
     if not rerun and csv.exists() and meta_path.exists():
@@ -79,11 +86,13 @@ def _cached(name: str, params: dict, compute, rerun: bool) -> tuple[pd.DataFrame
             return pd.read_csv(csv), meta
     print(f"computing {name} ...", flush=True)
     t0 = time.perf_counter()
+    cpu0 = _cpu_seconds()
     df = compute()
     wall = time.perf_counter() - t0
+    cpu = _cpu_seconds() - cpu0
     RESULTS.mkdir(parents=True, exist_ok=True)
     df.to_csv(csv, index=False)
-    meta = dict(params, wall_seconds=wall, load_average_after=list(os.getloadavg()),
+    meta = dict(params, wall_seconds=wall, cpu_seconds=cpu, load_average_after=list(os.getloadavg()),
                 calibtest=calibtest.__version__)
     meta_path.write_text(json.dumps(meta, indent=1))
     print(f"  {name}: {wall:.0f} s", flush=True)
@@ -365,10 +374,15 @@ def write_markdown(results: dict, metas: dict, bins: pd.DataFrame, path: Path) -
              f"near 0.9 with 1000 data sets is {math.sqrt(0.09 / 1000):.4f}.", ""]
     for n in (100, 1000):
         df, meta = results[n], metas[n]
+        cpu = meta.get("cpu_seconds")
         lines += [f"## n = {n}", "",
-                  f"Wall time of this configuration: {meta['wall_seconds'] / 60:.1f} min on 2 worker processes "
-                  f"(load average afterwards {meta.get('load_average_after', ['?'])[0]:.1f}; the machine "
-                  "was shared).", "",
+                  f"Wall time of the interval methods (63,000 data sets): {meta['wall_seconds'] / 60:.1f} min on "
+                  f"2 worker processes (load average afterwards {meta.get('load_average_after', ['?'])[0]:.1f} "
+                  "on 2 cores: the machine was shared with other jobs)"
+                  + (f"; CPU time {cpu / 60:.1f} min, i.e. about {cpu / 120:.1f} min of wall time on 2 idle "
+                     "cores" if cpu else "") + "."
+                  + (f" T-Cal (1000 Monte Carlo draws, {meta['tcal_datasets']} data sets per beta, settings 1-2): "
+                     f"{meta['tcal_wall_seconds'] / 60:.1f} min wall." if "tcal_datasets" in meta else ""), "",
                   f"![coverage](coverage_n{n}.png)", "", f"![length](length_n{n}.png)", "",
                   f"![power](power_n{n}.png)", "", "### The paper's claims", ""]
         lines += [f"* {c}" for c in claims(df, n)]
