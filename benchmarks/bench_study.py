@@ -50,7 +50,7 @@ def time_methods(repeats: int = 20) -> float:
           "(method rows: increment over drawing, binning and T)")
     print(f"{'setting':>8} {'method':>22} {'wall':>8} {'cpu':>8}")
     tcal = "tcal" in study.available_methods()
-    per_set = []
+    per_set, tcal_cpu = [], []
     for s in (1, 2, 3):
         methods = ("adjusted", "bootstrap", "subsampling", "hulc") + (("adjusted_full",) if s < 3 else ()) \
             + (("tcal",) if tcal and s < 3 else ())
@@ -66,15 +66,23 @@ def time_methods(repeats: int = 20) -> float:
         tot_wall, tot_cpu = base_wall, base_cpu
         for m in methods:
             wall, cpu = _median_ms(task((m,)), repeats)
+            print(f"{s:>8} {m:>22} {wall - base_wall:8.2f} {cpu - base_cpu:8.2f}")
+            if m == "tcal":
+                tcal_cpu.append(cpu - base_cpu)
+                continue
             tot_wall += wall - base_wall
             tot_cpu += cpu - base_cpu
-            print(f"{s:>8} {m:>22} {wall - base_wall:8.2f} {cpu - base_cpu:8.2f}")
-        print(f"{s:>8} {'one data set, all':>22} {tot_wall:8.2f} {tot_cpu:8.2f}")
+        print(f"{s:>8} {'interval methods, all':>22} {tot_wall:8.2f} {tot_cpu:8.2f}")
         per_set.append(tot_cpu)
     mean_cpu = sum(per_set) / 3
     est = 3 * 21 * 1000 * mean_cpu / 1e3 / 2 / 60
-    print(f"CPU per data set (mean over settings): {mean_cpu:.1f} ms -> whole n = 1000 study "
+    print(f"Interval methods, CPU per data set (mean over settings): {mean_cpu:.1f} ms -> the n = 1000 study "
           f"(63,000 data sets) on 2 idle cores: about {est:.1f} min")
+    if tcal_cpu:
+        t = sum(tcal_cpu) / len(tcal_cpu)
+        print(f"T-Cal (1000 draws), CPU per data set: {t:.1f} ms -> settings 1-2 x 21 betas x 1000 data sets on "
+              f"2 idle cores: about {2 * 21 * 1000 * t / 1e3 / 2 / 60:.1f} min more (the vignette uses 250 "
+              f"data sets per beta at n = 1000: {2 * 21 * 250 * t / 1e3 / 2 / 60:.1f} min)")
     return mean_cpu
 
 

@@ -146,6 +146,12 @@ class BinnedRows:
         U = Y - Z of each row.
     n_groups : int
         m, the number of bins the numbers refer to (``inverse.max() + 1`` at least).
+
+    Notes
+    -----
+    The bins are renumbered 0..m'-1 over the occupied ones (an empty bin adds
+    nothing to T), so ``n_groups`` is the number of occupied bins and every
+    per-(resample, bin) array has R * m' entries.
     """
 
     inverse: np.ndarray
@@ -166,6 +172,12 @@ class BinnedRows:
         m = int(self.n_groups)
         if inv.min() < 0 or inv.max() >= m:
             raise ValueError(f"bin numbers must lie in 0..{m - 1}")
+        counts = np.bincount(inv, minlength=m)
+        if counts.min() == 0:  # renumber the occupied bins 0..m'-1
+            occupied = np.flatnonzero(counts)
+            lookup = np.zeros(m, dtype=np.intp)
+            lookup[occupied] = np.arange(occupied.size)
+            inv, m = lookup[inv], occupied.size
         object.__setattr__(self, "inverse", _frozen(inv.astype(np.intp)))
         object.__setattr__(self, "u", _frozen(u))
         object.__setattr__(self, "n_groups", m)
@@ -175,7 +187,7 @@ class BinnedRows:
 
     @classmethod
     def from_inverse(cls, inverse, u) -> "BinnedRows":
-        """Rows with arbitrary non-negative bin numbers (renumbered is not needed)."""
+        """Rows with arbitrary non-negative bin numbers."""
         inverse = np.asarray(inverse)
         return cls(inverse, u, int(inverse.max()) + 1)
 

@@ -376,7 +376,8 @@ def test_binned_rows_validation():
     with pytest.raises(TypeError, match="integer"):
         rs.BinnedRows(np.array([0.0, 1.0]), np.zeros(2), 2)
     rows = rs.BinnedRows.from_inverse(np.array([0, 2, 2]), np.array([0.1, 0.2, 0.3]))
-    assert rows.n_groups == 3 and rows.n == 3 and rows.dim == 1
+    assert rows.n_groups == 2 and rows.n == 3 and rows.dim == 1  # empty bin 1 dropped
+    assert rows.inverse.tolist() == [0, 1, 1]
     with pytest.raises(ValueError, match="exceeds"):
         rs.subsample_estimates(rows, 4, 3, 0)
     with pytest.raises(ValueError, match="method must be"):
