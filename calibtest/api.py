@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from .binning import resolve_n_bins
+from .conditional import check_null_options, with_null
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, parse_formula
 from .intervals import check_alpha
@@ -45,7 +46,8 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0) -> CalibrationResult:
+             eval_env: int = 0, null: str = "asymptotic", rng=None,
+             n_null_draws: int = 2000) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -83,6 +85,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     eval_env : int
         Frames above the caller in which formula names not in ``data`` are
         looked up (patsy semantics; 0 is the caller).
+    null : {"asymptotic", "conditional", "monte-carlo"}
+        Null law of the test of H0: calibrated, which also decides whether 0
+        joins the interval (iff that test does not reject at level alpha).
+        ``"asymptotic"`` (default) is the paper's n sqrt(w) T / sigma0 ~ N(0, 1);
+        ``"conditional"`` uses the exact moments of T given the predictions
+        and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
+        redraws the labels from the predictions ``n_null_draws`` times
+        (see :mod:`calibtest.conditional`).  The summary always shows the
+        asymptotic and the conditional p-values.
+    rng : None, int or numpy.random.Generator
+        Seed of the Monte Carlo null (recorded as ``mc_seed``).
+    n_null_draws : int
+        Label draws R of the Monte Carlo null (default 2000).
 
     Returns
     -------
@@ -95,6 +110,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     >>> print(res.summary())                              # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
+    check_null_options(null, n_null_draws, rng)
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
     if formula is not None:
@@ -135,7 +151,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                          "missing": missing if missing != "raise" else None})
-    return result_from_stats(
+    res = result_from_stats(
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
+    return with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)
