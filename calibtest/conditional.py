@@ -159,30 +159,45 @@ def _sym3(d: int):
     return i, j, l, mult
 
 
-def _row_kappa(z: np.ndarray, i, j, l) -> np.ndarray:
-    """Unique entries (i <= j <= l) of the third central moment tensor K_a of each row.
+def _row_columns(z: np.ndarray, iu, ju, triples) -> list[np.ndarray]:
+    """Per-row terms as contiguous columns (fast ``np.bincount``), for the rows ``z`` (n, d).
 
-    Written in factored form for accuracy near z = 0 and z = 1:
-    K_iii = z_i (1 - z_i)(1 - 2 z_i), K_iil = -z_i z_l (1 - 2 z_i) (i < l),
-    K_ijj = -z_i z_j (1 - 2 z_j) (i < j), K_ijl = 2 z_i z_j z_l (i < j < l).
+    Returns the upper-triangle entries of Sigma_a = diag(z) - z z^T (diagonal
+    as z (1 - z) for accuracy near 0 and 1), those of Sigma_a^2, the unique
+    entries i <= j <= l of the third central moment tensor K_a in factored form
+    (K_iii = z_i (1 - z_i)(1 - 2 z_i), K_iil = -z_i z_l (1 - 2 z_i),
+    K_ijj = -z_i z_j (1 - 2 z_j), K_ijl = 2 z_i z_j z_l for distinct indices),
+    then tr(Sigma_a^2), tr(Sigma_a^3) and ||K_a||^2.
     """
-    zi, zj, zl = z[:, i], z[:, j], z[:, l]
-    all_eq = (i == j) & (j == l)
-    first = (i == j) & (j != l)
-    second = (i != j) & (j == l)
-    out = 2.0 * zi * zj * zl
-    out[:, all_eq] = (zi * (1.0 - zi) * (1.0 - 2.0 * zi))[:, all_eq]
-    out[:, first] = (-zi * zl * (1.0 - 2.0 * zi))[:, first]
-    out[:, second] = (-zi * zj * (1.0 - 2.0 * zj))[:, second]
-    return out
-
-
-def _row_sigma(z: np.ndarray) -> np.ndarray:
-    """Sigma_a = diag(z_a) - z_a z_a^T for each row, shape (n, d, d); diagonal as z (1 - z)."""
-    sig = -z[:, :, None] * z[:, None, :]
     d = z.shape[1]
-    sig[:, np.arange(d), np.arange(d)] = z * (1.0 - z)
-    return sig
+    zc = [np.ascontiguousarray(z[:, i]) for i in range(d)]
+    sig = [[None] * d for _ in range(d)]
+    for i in range(d):  # loops over the few coordinates, not rows
+        sig[i][i] = zc[i] * (1.0 - zc[i])
+        for j in range(i + 1, d):
+            sig[i][j] = sig[j][i] = -zc[i] * zc[j]
+    sig2 = {}
+    for i, j in zip(iu, ju):
+        acc = sig[i][0] * sig[0][j]
+        for l in range(1, d):
+            acc = acc + sig[i][l] * sig[l][j]
+        sig2[i, j] = acc
+    tr2 = sum((1.0 if i == j else 2.0) * sig[i][j] ** 2 for i, j in zip(iu, ju))
+    tr3 = sum((1.0 if i == j else 2.0) * sig2[i, j] * sig[i][j] for i, j in zip(iu, ju))
+    kap, ksq = [], 0.0
+    for i, j, l, mult in triples:
+        if i == j == l:
+            k = sig[i][i] * (1.0 - 2.0 * zc[i])
+        elif i == j:
+            k = sig[i][l] * (1.0 - 2.0 * zc[i])
+        elif j == l:
+            k = sig[i][j] * (1.0 - 2.0 * zc[j])
+        else:
+            k = 2.0 * zc[i] * zc[j] * zc[l]
+        kap.append(k)
+        ksq = ksq + mult * k * k
+    return ([sig[i][j] for i, j in zip(iu, ju)] + [sig2[i, j] for i, j in zip(iu, ju)] + kap
+            + [tr2, tr3, ksq])
 
 
 # ---------------------------------------------------------------------------
@@ -250,7 +265,7 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
     Notes
     -----
     Cost O(n d^3) in chunks of rows; ``d (d+1) + d(d+1)(d+2)/6 + 4`` weighted
-    ``np.bincount`` calls.
+    ``np.bincount`` calls over contiguous per-row columns.
     """
     z = np.asarray(z, dtype=np.float64)
     if z.ndim == 1:
@@ -260,34 +275,26 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
     m = int(inverse.max()) + 1 if m is None else int(m)
     iu, ju = np.triu_indices(d)
     ti, tj, tl, mult = _sym3(d)
-    ncols = 2 * iu.size + ti.size + 3
-    out = np.zeros((m, ncols))
-    step = max(1, _CHUNK_ENTRIES // max(ncols, d * d * d))
+    triples = list(zip(ti.tolist(), tj.tolist(), tl.tolist(), mult.tolist()))
+    p, u = iu.size, ti.size
+    out = np.zeros((2 * p + u + 3, m))
+    step = max(1, _CHUNK_ENTRIES // (2 * p + u + 3 + d))
     for start in range(0, n, step):  # a handful of chunks bounding memory
-        zc = z[start:start + step]
-        sig = _row_sigma(zc)
-        sig2 = np.einsum("nij,njk->nik", sig, sig)
-        kap = _row_kappa(zc, ti, tj, tl)
-        cols = np.concatenate([
-            sig[:, iu, ju], sig2[:, iu, ju], kap,
-            np.einsum("nij,nij->n", sig, sig)[:, None],
-            np.einsum("nij,nij->n", sig2, sig)[:, None],
-            (kap * kap) @ mult[:, None]], axis=1)
-        out += _bincount_cols(inverse[start:start + step], cols, m)
+        inv = inverse[start:start + step]
+        cols = _row_columns(z[start:start + step], iu, ju, triples)
+        for c, col in enumerate(cols):  # a loop over the columns, not rows or bins
+            out[c] += np.bincount(inv, weights=col, minlength=m)
     count = np.bincount(inverse, minlength=m).astype(np.float64)
-    p = iu.size
 
     def unpack(block):
         mat = np.empty((m, d, d))
-        mat[:, iu, ju] = block
-        mat[:, ju, iu] = block
+        mat[:, iu, ju] = block.T
+        mat[:, ju, iu] = block.T
         return mat
 
-    u = ti.size
-    return ConditionalBinSums(count=count, sigma=unpack(out[:, :p]), sigma_sq=unpack(out[:, p:2 * p]),
-                              kappa=out[:, 2 * p:2 * p + u], tr2=out[:, 2 * p + u],
-                              tr3=out[:, 2 * p + u + 1], kappa_sq=out[:, 2 * p + u + 2],
-                              kappa_mult=mult)
+    return ConditionalBinSums(count=count, sigma=unpack(out[:p]), sigma_sq=unpack(out[p:2 * p]),
+                              kappa=out[2 * p:2 * p + u].T, tr2=out[2 * p + u], tr3=out[2 * p + u + 1],
+                              kappa_sq=out[2 * p + u + 2], kappa_mult=mult)
 
 
 @dataclass(frozen=True)
