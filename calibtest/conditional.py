@@ -627,6 +627,16 @@ def _cube_inverse(data: PreparedData, n_bins: int) -> np.ndarray:
     return inverse
 
 
+def _call_with_null(call, null: str, seed, n_draws: int):
+    """The recorded call with the null options appended (``calib_ci(..., null='conditional')``)."""
+    if not call or not call.endswith(")"):
+        return call
+    extra = f", null={null!r}"
+    if null == "monte-carlo":
+        extra += (f", rng={seed}" if seed is not None else "") + (f", n_null_draws={n_draws}" if n_draws != 2000 else "")
+    return call[:-1] + extra + ")"
+
+
 def with_null(result, data: PreparedData, n_bins: int, *, null: str = "asymptotic", rng=None,
               n_null_draws: int = 2000, inverse=None, alpha: float | None = None):
     """Return ``result`` with the conditional null recorded and the chosen null applied.
@@ -673,7 +683,8 @@ def with_null(result, data: PreparedData, n_bins: int, *, null: str = "asymptoti
                               complete=data.mode == "full")
         pvalue, threshold = mc.pvalue, mc.critical_value(alpha)
         fields.update(mc_pvalue=mc.pvalue, mc_draws=mc.n_draws, mc_seed=mc.seed)
-    fields.update(null_zstat=cond.zstat, null_pvalue=pvalue, threshold=threshold)
+    fields.update(null_zstat=cond.zstat, null_pvalue=pvalue, threshold=threshold,
+                  call=_call_with_null(result.call, null, fields.get("mc_seed"), n_null_draws))
     if result.method == "adjusted":
         iv = adjusted_interval(result.estimate, result.se, math.inf if pvalue > alpha else -math.inf, alpha)
         fields.update(contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper,
