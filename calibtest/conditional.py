@@ -83,9 +83,10 @@ Given mean 0, variance v and skewness g > 0 of T, T is approximated by
   reproduces exactly for one weight and closely for several;
 * the shifted gamma is a proper distribution for every skewness, so its
   p-value is monotone in T and in [0, 1], whereas the Cornish-Fisher quantile
-  ``z + g (z^2 - 1) / 6`` is not monotone once g is large (the sparse bins of
-  high-confidence top-1 predictions give skewness of 1-3), and inverting it
-  for a p-value is then ill-posed.
+  ``z + g (z^2 - 1) / 6`` is not monotone in z below z = -3/g, so once g is
+  large (skewness near 1 is common at n = 100 in the paper's settings, and a
+  few sparse bins of near-certain predictions give more) inverting it for a
+  p-value is ill-posed and its lower tail is not a distribution.
 
 A negative skewness uses the reflected gamma; |g| < 1e-6 uses the normal law.
 
