@@ -250,9 +250,14 @@ def main(argv=None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--power-reps", type=int, default=None)
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite the markdown and figures from the saved CSV tables")
     args = parser.parse_args(argv)
     reps = args.reps or (100 if args.quick else 1000)
     power_reps = args.power_reps or (50 if args.quick else 500)
+    if args.report_only:
+        report_from_csv(reps, power_reps, args.workers)
+        return
     ns = (100, 1000) if args.quick else (100, 1000, 10000)
     t0 = time.time()
 
@@ -290,6 +295,37 @@ def main(argv=None) -> None:
     write_markdown(size, power, reps, power_reps, names, t_size, t_total, args.workers)
 
 
+def report_from_csv(reps: int, power_reps: int, workers: int) -> None:
+    """Rewrite the markdown and figures from ``null_calibration_{size,power}.csv``."""
+    import re
+    size = pd.read_csv(HERE / "null_calibration_size.csv")
+    power = pd.read_csv(HERE / "null_calibration_power.csv")
+    t_size = t_total = float("nan")
+    md = HERE / "null_calibration.md"
+    if md.exists():
+        found = re.search(r"(\d+) min for the size study, (\d+) min in all", md.read_text())
+        if found:
+            t_size, t_total = 60.0 * float(found.group(1)), 60.0 * float(found.group(2))
+    names = figures(size, power, reps, power_reps)
+    write_markdown(size, power, reps, power_reps, names, t_size, t_total, workers)
+
+
+def md_outside(size: pd.DataFrame, reps: int) -> str:
+    """The cells outside alpha +- 3 s.e., with their distance in standard errors."""
+    lines = []
+    for null in NULLS:
+        bad = []
+        for _, r in size.iterrows():
+            for alpha in ALPHAS:
+                if not r[f"{null} {alpha:g} ok"]:
+                    se = math.sqrt(alpha * (1 - alpha) / reps)
+                    rate = r[f"{null} {alpha:g}"]
+                    bad.append(f"Setting {int(r.setting)}, n = {int(r.n)}, {r.bins} bins (B = {int(r.B)}), "
+                               f"alpha = {alpha:g}: {rate:.3f} ({(rate - alpha) / se:+.1f} s.e.)")
+        lines.append(f"* **{null}**: " + ("none." if not bad else f"{len(bad)} cells -- " + "; ".join(bad) + "."))
+    return "\n".join(lines)
+
+
 def write_markdown(size, power, reps, power_reps, names, t_size, t_total, workers) -> None:
     n_out = {null: sum(int(not r[f"{null} {a:g} ok"]) for _, r in size.iterrows() for a in ALPHAS)
              for null in NULLS}
@@ -312,7 +348,9 @@ Each data set is tested with the three nulls of `calib_ci(null=...)` (one call w
 A rate is marked `*` when it lies outside alpha +- 3 Monte Carlo standard errors
 (s.e. = sqrt(alpha (1 - alpha) / {reps})). Out of {cells} (setting, n, bins, alpha) cells:
 asymptotic {n_out['asymptotic']}, conditional {n_out['conditional']}, Monte Carlo {n_out['monte-carlo']}
-outside the band.
+outside the band:
+
+{md_outside(size, reps)}
 
 ## Size under H0
 {md_size(size, reps)}
