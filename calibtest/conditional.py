@@ -274,6 +274,8 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
     inverse = np.asarray(inverse, dtype=np.intp)
     n, d = z.shape
     m = int(inverse.max()) + 1 if m is None else int(m)
+    if d == 1:
+        return _one_dim_bin_sums(z[:, 0], inverse, m)
     iu, ju = np.triu_indices(d)
     ti, tj, tl, mult = _sym3(d)
     triples = list(zip(ti.tolist(), tj.tolist(), tl.tolist(), mult.tolist()))
@@ -296,6 +298,18 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
     return ConditionalBinSums(count=count, sigma=unpack(out[:p]), sigma_sq=unpack(out[p:2 * p]),
                               kappa=out[2 * p:2 * p + u].T, tr2=out[2 * p + u], tr3=out[2 * p + u + 1],
                               kappa_sq=out[2 * p + u + 2], kappa_mult=mult)
+
+
+def _one_dim_bin_sums(p: np.ndarray, inverse: np.ndarray, m: int) -> ConditionalBinSums:
+    """The 1-dim case with four bincounts: v = p(1-p), Sigma^2 = tr Sigma^2 = v^2, tr Sigma^3 = v^3,
+    K = v (1 - 2p) and K^2 = v^2 (1 - 4v) (as (1 - 2p)^2 = 1 - 4v)."""
+    v = p * (1.0 - p)
+    v2 = v * v
+    sums = [np.bincount(inverse, weights=w, minlength=m) for w in (v, v2, v2 * v, v * (1.0 - 2.0 * p))]
+    sv, sv2, sv3, sk = sums
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    return ConditionalBinSums(count=count, sigma=sv[:, None, None], sigma_sq=sv2[:, None, None], tr2=sv2,
+                              tr3=sv3, kappa=sk[:, None], kappa_sq=sv2 - 4.0 * sv3, kappa_mult=np.ones(1))
 
 
 @dataclass(frozen=True)
