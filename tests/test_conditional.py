@@ -370,7 +370,7 @@ def test_rows_with_certain_confidence():
 def test_size_smoke_setting3():
     """Setting 3 (K=10, top-1-to-2, calibrated), n=200, B=10: the paper's test is far too
     conservative; the conditional and Monte Carlo nulls hold the 10% level."""
-    reps, alpha = 200, 0.10
+    reps, alpha = 400, 0.10
     rej = {"asymptotic": 0, "conditional": 0, "monte-carlo": 0}
     for i in range(reps):
         y, P = _setting3(200, np.random.default_rng([20, i]))
