@@ -45,7 +45,8 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0) -> CalibrationResult:
+             eval_env: int = 0,
+             chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -63,8 +64,15 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``I(p / 100)`` and functions of columns work; the intercept is ignored.
         Labels are integer codes 0..K-1 in column order or values equal to the
         probability columns' names.
-    data : pandas.DataFrame or dict, optional
-        Data for the formula.
+    data : pandas.DataFrame, dict, path or dask DataFrame, optional
+        Data for the formula.  A path (``str`` or ``pathlib.Path``) to a
+        ``.csv`` (possibly compressed) or ``.parquet`` file is streamed in
+        chunks of ``chunksize`` rows, reading only the formula's columns, with
+        memory bounded by the chunk size; a ``dask.dataframe.DataFrame`` is
+        reduced partition by partition on the active Dask scheduler (a
+        ``dask.distributed`` cluster if a ``Client`` exists).  Both give the
+        in-memory answer from the additive per-bin sums, with ``data=None`` and
+        provenance in ``result.source`` (see ``docs/scale.md``).
     y, probs : array_like, optional
         Array input instead of a formula: ``probs`` is (n,) or (n, K).
     n_classes : int, optional
@@ -83,6 +91,11 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     eval_env : int
         Frames above the caller in which formula names not in ``data`` are
         looked up (patsy semantics; 0 is the caller).
+    chunksize : int, optional
+        Rows per chunk for a file (default 1,000,000).
+    progress : bool, optional
+        Progress bar for a file (needs tqdm): by default only in an
+        interactive terminal outside CI; ``False`` never, ``True`` always.
 
     Returns
     -------
@@ -97,6 +110,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     alpha = check_alpha(alpha)
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
+    from .outofcore import calib_ci_out_of_core, is_out_of_core
+    if is_out_of_core(data):
+        return calib_ci_out_of_core(formula, data, env=capture_env(eval_env + 1), y=y, probs=probs,
+                                    n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha, missing=missing,
+                                    chunksize=chunksize, progress=progress)
+    if chunksize is not None:
+        raise ValueError("chunksize= applies only to data given as a file path")
     if formula is not None:
         if y is not None or probs is not None:
             raise ValueError("give either a formula with data, or y= and probs=, not both")
