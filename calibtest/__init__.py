@@ -17,6 +17,7 @@ from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
 from .results import CalibrationResult, ConfidenceInterval
 from .stats import BinStats
+from .streaming import BinAccumulator
 
 try:
     __version__ = _version("calibtest")
@@ -29,6 +30,7 @@ __all__ = [
     "ConfidenceInterval",
     "HosmerLemeshowResult",
     "BinStats",
+    "BinAccumulator",
     "auto_n_bins",
     "sigma0_sq",
     "__version__",

@@ -20,7 +20,7 @@ from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
 
 __all__ = ["FormulaData", "parse_formula", "capture_env", "formula_names", "formula_columns",
-           "freeze_env", "thaw_env"]
+           "freeze_env", "thaw_env", "unresolved_names"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,7 +160,7 @@ def freeze_env(formula: str, env, columns=()) -> dict:
     functions such as ``np`` travel by reference) can be shipped to workers and
     turned back into an environment with :func:`thaw_env`.
     """
-    skip = {str(c) for c in columns}
+    skip = {str(c) for c in columns} | set(vars(_patsy_builtins))  # columns and I, Q, scale, ... shadow env
     out = {}
     for nm in formula_names(formula):
         if nm in skip:
@@ -175,3 +175,10 @@ def freeze_env(formula: str, env, columns=()) -> dict:
 def thaw_env(namespace: dict):
     """An evaluation environment made of ``namespace`` only (inverse of :func:`freeze_env`)."""
     return patsy.EvalEnvironment([dict(namespace)])
+
+
+def unresolved_names(formula: str, columns, env) -> list[str]:
+    """Formula names that are neither in ``columns``, nor patsy or Python builtins, nor variables of ``env``."""
+    import builtins
+    known = {str(c) for c in columns} | set(vars(_patsy_builtins)) | set(freeze_env(formula, env, columns))
+    return [nm for nm in formula_names(formula) if nm not in known and not hasattr(builtins, nm)]

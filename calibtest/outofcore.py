@@ -9,16 +9,11 @@ they are refused here with a clear error.
 """
 from __future__ import annotations
 
-import builtins
 import os
 
-from .formula import formula_names, freeze_env
+from .formula import unresolved_names
 
 __all__ = ["is_out_of_core", "check_in_memory_method", "check_formula_names", "calib_ci_out_of_core"]
-
-#: Names patsy provides to every formula (``I(...)``, ``Q("...")``).
-_PATSY_BUILTINS = ("I", "Q")
-
 
 def _is_dask(data) -> bool:
     return type(data).__module__.split(".")[0] == "dask"
@@ -49,12 +44,11 @@ def check_in_memory_method(method, what: str) -> None:
 
 def check_formula_names(formula: str, columns, env, where: str) -> None:
     """Raise a ValueError naming the first formula name that is neither a column nor a variable."""
-    known = {str(c) for c in columns} | set(freeze_env(formula, env, columns)) | set(_PATSY_BUILTINS)
-    for nm in formula_names(formula):
-        if nm not in known and not hasattr(builtins, nm):
-            shown = ", ".join(map(repr, list(columns)[:20])) + (", ..." if len(columns) > 20 else "")
-            raise ValueError(f"formula {formula!r} names column {nm!r}, which is not in {where} "
-                             f"(columns: {shown})")
+    bad = unresolved_names(formula, columns, env)
+    if bad:
+        shown = ", ".join(map(repr, list(columns)[:20])) + (", ..." if len(columns) > 20 else "")
+        raise ValueError(f"formula {formula!r} names column {bad[0]!r}, which is not in {where} "
+                         f"(columns: {shown})")
 
 
 def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",

@@ -117,8 +117,10 @@ def merge_stats(parts) -> BinStats:
     m = uniq.shape[0]
 
     def add(name: str) -> np.ndarray:
-        stacked = np.concatenate([getattr(p, name).reshape(p.keys.shape[0], -1) for p in parts])
-        return _bincount_columns(inverse, stacked, m).reshape((m,) + getattr(parts[0], name).shape[1:])
+        tail = getattr(parts[0], name).shape[1:]
+        width = int(np.prod(tail, dtype=np.int64))
+        stacked = np.concatenate([getattr(p, name).reshape(p.keys.shape[0], width) for p in parts])
+        return _bincount_columns(inverse, stacked, m).reshape((m,) + tail)
 
     return BinStats(uniq, add("count"), add("sum_u"), add("sum_uu"), add("sum_z"))
 
