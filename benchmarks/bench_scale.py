@@ -97,12 +97,13 @@ def task_generate(path: str, rows: int) -> dict:
     return {"seconds": time.perf_counter() - t0, "size_bytes": os.path.getsize(path)}
 
 
-def task_floor(path: str, chunksize: int) -> dict:
+def task_floor(path: str, chunksize: int, pre_buffer: str = "no") -> dict:
     import pyarrow.parquet as pq
     t0 = time.perf_counter()
     rows = 0
     total = 0.0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=chunksize, columns=["confidence", "correct"]):
+    pf = pq.ParquetFile(path, pre_buffer=(pre_buffer == "yes"))
+    for batch in pf.iter_batches(batch_size=chunksize, columns=["confidence", "correct"]):
         conf = batch.column(0).to_numpy()
         correct = batch.column(1).to_numpy()
         rows += conf.shape[0]
@@ -133,17 +134,27 @@ def task_dask(path: str, workers: int) -> dict:
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR)
     client = Client(cluster)
+    client.run(lambda: __import__("calibtest.dask_backend") and __import__("pyarrow.parquet"))  # warm imports
     t_start = time.perf_counter() - t0
     # one partition per row group (10^6 rows): a worker holds one partition at a time
     ddf = dd.read_parquet(path, columns=["confidence", "correct"], split_row_groups=True)
+    from dask.utils import key_split
+    from distributed import get_task_stream
     t0 = time.perf_counter()
-    res = ct.calib_ci(FORMULA, data=ddf, n_classes=K)
+    with get_task_stream(client) as stream:
+        res = ct.calib_ci(FORMULA, data=ddf, n_classes=K)
     seconds = time.perf_counter() - t0
+    busy: dict = {}
+    for task in stream.data:  # worker time per kind of task
+        compute = [s for s in task["startstops"] if s["action"] == "compute"]
+        busy[key_split(task["key"])] = busy.get(key_split(task["key"]), 0.0) + sum(
+            s["stop"] - s["start"] for s in compute)
     worker_rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     client.close()
     cluster.close()
     return {"seconds": seconds, "cluster_start_seconds": t_start, "npartitions": int(ddf.npartitions),
-            "worker_peak_rss_mib": sorted(worker_rss.values()), "result": _summary(res)}
+            "worker_peak_rss_mib": sorted(worker_rss.values()), "result": _summary(res),
+            "worker_busy_seconds": busy}
 
 
 def _old_merge(a, b):
@@ -246,10 +257,14 @@ def main() -> None:
         print(f"\n[2] Parquet file: {rows:,} rows in row groups of {ROW_GROUP:,}, "
               f"{g['size_bytes'] / 2**30:.2f} GiB, written in {g['seconds']:.1f} s "
               f"(generator peak RSS {g['peak_rss_mib']:.0f} MiB)")
-        f = run_child("floor", path, args.chunksize)
+        f = run_child("floor", path, args.chunksize, "no")
         report["floor"] = f
         print(f"    pyarrow read of both columns (floor): {f['seconds']:7.2f} s  {rate(rows, f['seconds'])}"
-              f"   peak RSS {f['peak_rss_mib']:.0f} MiB")
+              f"   peak RSS {f['peak_rss_mib']:.0f} MiB   (ParquetFile(pre_buffer=False), as calibtest reads)")
+        fb = run_child("floor", path, args.chunksize, "yes")
+        report["floor_pre_buffer"] = fb
+        print(f"    the same with pyarrow's default pre_buffer=True: {fb['seconds']:7.2f} s  "
+              f"{rate(rows, fb['seconds'])}   peak RSS {fb['peak_rss_mib']:.0f} MiB")
         h = run_child("sha256", path)
         report["sha256"] = h
         print(f"    SHA-256 of the file alone            : {h['seconds']:7.2f} s  "
@@ -268,9 +283,11 @@ def main() -> None:
             rel = abs(d["result"]["estimate"] - s["result"]["estimate"]) / abs(s["result"]["estimate"])
             print(f"    calib_ci on Dask, LocalCluster {args.workers} workers x 1 thread, "
                   f"{d['npartitions']} partitions: {d['seconds']:7.2f} s  {rate(rows, d['seconds'])}")
-            print(f"        cluster start {d['cluster_start_seconds']:.1f} s; worker peak RSS "
+            print(f"        cluster start and worker imports {d['cluster_start_seconds']:.1f} s (not included); worker peak RSS "
                   f"{', '.join(f'{v:.0f}' for v in d['worker_peak_rss_mib'])} MiB; "
                   f"|T_dask - T_stream| / T = {rel:.1e}")
+            print("        worker busy time by task: " + ", ".join(
+                f"{k} {v:.1f} s" for k, v in sorted(d["worker_busy_seconds"].items(), key=lambda kv: -kv[1])[:4]))
     finally:
         if args.keep:
             print(f"\n    kept {path}")

@@ -80,7 +80,9 @@ class _ParquetReader:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("reading Parquet files needs pyarrow: pip install 'calibtest[parquet]'") from exc
         self.path = path
-        self._file = pq.ParquetFile(path)
+        # pre_buffer=False: with read-ahead buffering pyarrow keeps the column chunks of the row
+        # groups already read, so memory grows with the file instead of the chunk.
+        self._file = pq.ParquetFile(path, pre_buffer=False)
         self.columns = list(self._file.schema_arrow.names)
         self.num_rows = int(self._file.metadata.num_rows)
 
