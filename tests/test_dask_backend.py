@@ -21,7 +21,7 @@ def frame(n: int = 4000, seed: int = 1) -> pd.DataFrame:
     conf[:5] = 1.0
     df = pd.DataFrame({"conf": conf, "correct": (rng.uniform(size=n) < conf ** 1.3).astype(np.int8),
                        "extra": rng.normal(size=n)})
-    df.loc[[17, 3001], "conf"] = np.nan
+    df.loc[[17, 3 * n // 4 + 1], "conf"] = np.nan
     return df
 
 
@@ -39,7 +39,7 @@ def client():
                                        dashboard_address=None, silence_logs=logging.ERROR)
     cl = distributed.Client(cluster)
     yield cl
-    cl.close()
+    cl.shutdown()  # stops the workers at once (close() waits for them to time out)
     cluster.close()
 
 
@@ -56,8 +56,8 @@ def test_local_cluster_equals_in_memory(parquet_dir, client):
     assert res.source["npartitions"] == 7 and res.source["columns"] == ["correct", "conf"]
     # the per-partition sums were computed by the worker processes of the cluster
     ran = {(_task_prefix(t["key"]), t["worker"]) for t in stream.data}
-    assert {p for p, _ in ran} >= {"_partition_usable", "_partition_sums", "_merge"}
-    assert {w for p, w in ran if p == "_partition_sums"} <= set(client.scheduler_info()["workers"])
+    assert {p for p, _ in ran} >= {"partition_usable", "partition_sums", "merge"}
+    assert {w for p, w in ran if p == "partition_sums"} <= set(client.scheduler_info()["workers"])
 
 def _task_prefix(key) -> str:
     from dask.utils import key_split
