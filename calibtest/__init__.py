@@ -15,6 +15,7 @@ from .api import calib_ci
 from .binning import auto_n_bins
 from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
+from .reporting import report
 from .results import CalibrationResult, ConfidenceInterval
 from .stats import BinStats
 
@@ -31,5 +32,6 @@ __all__ = [
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",
+    "report",
     "__version__",
 ]
