@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci``, ``calibtest demo``."""
+"""Command-line interface: ``calibtest ci``, ``calibtest report``, ``calibtest demo``."""
 from __future__ import annotations
 
 import argparse
@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--missing", choices=["raise", "drop"], default="raise")
     ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     ci.set_defaults(func=_cmd_ci)
+    from .report_cli import add_report_parser
+    add_report_parser(sub)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
     return parser
