@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci``, ``calibtest report``, ``calibtest demo``."""
+"""Command-line interface: ``calibtest ci``, ``calibtest demo``."""
 from __future__ import annotations
 
 import argparse
