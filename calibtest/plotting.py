@@ -1,19 +1,22 @@
 """Reliability diagrams of calibration results (matplotlib, imported lazily).
 
-A reliability diagram plots, for every bin of a result's partition, the mean
-outcome of the rows in the bin against their mean prediction, with a Wilson
-binomial confidence interval for the mean outcome (Wilson 1927, through
+A reliability diagram plots, for the rows grouped by the interval
+[i/B, (i+1)/B) of width 1/B that holds their prediction, the observed
+frequency of the outcome against the mean prediction, with a Wilson binomial
+confidence interval (Wilson 1927, through
 ``statsmodels.stats.proportion.proportion_confint(method="wilson")``), the
 diagonal ``observed = predicted`` of perfect calibration, and underneath a strip
-with the number of rows per interval of width 1/B.
+with the number of rows per interval.
 
-The bins are exactly those the estimator T uses (``result.bin_table()``), so a
-point far from the diagonal *with many rows* is a bin that contributes to T.
-For the multi-coordinate targets (top-1-to-k, full calibration) each
-coordinate j gets its own panel with the points ``(mean_pred_j,
-mean_outcome_j)`` of every bin: for the sorted top-k vector, coordinate j is
-the j-th largest probability and the outcome the indicator that the label is
-that class; for full calibration, coordinate j is class j.
+For the binary and top-1 targets the groups are exactly the bins of the
+estimator T (``result.bin_table()``), so a point far from the diagonal *with
+many rows* is a bin that contributes to T.  For the multi-coordinate targets
+(top-1-to-k, full calibration) each coordinate j gets its own panel with the
+marginal (class-wise) groups of z_j: for the sorted top-k vector, coordinate j
+is the j-th largest probability and the outcome the indicator that the label
+is that class; for full calibration, coordinate j is class j.  The estimator's
+own d-dimensional bins often hold a handful of rows each; they are listed in
+the bin table rather than plotted.
 """
 from __future__ import annotations
 
@@ -51,8 +54,54 @@ def coordinate_columns(table) -> list[tuple[str, str]]:
     return pairs
 
 
+_CUBE_MODES = ("binary", "top1", "topk")
+
+
+def _marginal_groups(result, coordinate: int):
+    """(count, sum of predictions, sum of outcomes) per interval of coordinate j.
+
+    Interval i is [i/B, (i+1)/B); a coordinate exactly 1.0 has its own index B.
+    Cube partitions (binary, top-1, top-k) aggregate the bin table by the bin
+    key's j-th index (exact, needs no rows); other partitions (full
+    calibration's simplices) group the rows themselves, or, for a result
+    without rows, the bins by floor(B * mean prediction_j).
+    """
+    B = result.n_bins
+    table = result.bin_table()
+    pred_col, obs_col = coordinate_columns(table)[coordinate]
+    count = table["count"].to_numpy(np.float64)
+    if result.mode in _CUBE_MODES:
+        key = np.array([k[coordinate] for k in table["bin"]], dtype=np.int64)
+        sum_pred = count * table[pred_col].to_numpy(np.float64)
+        sum_obs = count * table[obs_col].to_numpy(np.float64)
+    elif result.data is not None and result.data.z.shape[1] == len(coordinate_columns(table)):
+        z = result.data.z[:, coordinate]
+        key = np.floor(z * B).astype(np.int64)
+        count = np.ones_like(z)
+        sum_pred = z
+        sum_obs = result.data.u[:, coordinate] + z
+    else:
+        pred = table[pred_col].to_numpy(np.float64)
+        key = np.floor(pred * B).astype(np.int64)
+        sum_pred = count * pred
+        sum_obs = count * table[obs_col].to_numpy(np.float64)
+    n_keys = B + 1
+    c = np.bincount(key, weights=count, minlength=n_keys)
+    sp = np.bincount(key, weights=sum_pred, minlength=n_keys)
+    so = np.bincount(key, weights=sum_obs, minlength=n_keys)
+    keep = c > 0
+    return c[keep], sp[keep], so[keep]
+
+
 def reliability_points(result, coordinate: int = 0, alpha: float | None = None) -> dict:
-    """Per-bin points of one panel of the reliability diagram.
+    """Points of one panel of the reliability diagram.
+
+    The rows are grouped by the interval [i/B, (i+1)/B) that holds their
+    coordinate j (a coordinate exactly 1 is its own group, as in the
+    estimator's bins).  For the 1-dim modes these groups are exactly the bins
+    of the estimator; for top-k and full calibration they are the marginal
+    (class-wise) groups of coordinate j, which stay readable when the d-dim
+    bins hold few rows each (those bins are listed in ``bin_table()``).
 
     Parameters
     ----------
@@ -65,24 +114,22 @@ def reliability_points(result, coordinate: int = 0, alpha: float | None = None) 
     Returns
     -------
     dict of ndarray
-        ``pred`` (mean prediction), ``observed`` (mean outcome), ``count``,
-        ``events`` (count x observed, rounded to the nearest integer: the
-        outcomes are 0/1 indicators), ``lower`` and ``upper`` (Wilson interval
-        of the proportion events / count), sorted by ``pred``.
+        ``pred`` (mean prediction), ``observed`` (events / count), ``count``,
+        ``events`` (rows whose outcome indicator is 1: the sum of the 0/1
+        outcomes, rounded to remove floating-point error), ``lower`` and
+        ``upper`` (Wilson interval of events / count), sorted by ``pred``.
     """
     from statsmodels.stats.proportion import proportion_confint
 
     alpha = result.alpha if alpha is None else alpha
-    table = result.bin_table()
-    pred_col, obs_col = coordinate_columns(table)[coordinate]
-    count = table["count"].to_numpy(np.int64)
-    pred = table[pred_col].to_numpy(np.float64)
-    observed = table[obs_col].to_numpy(np.float64)
-    events = np.rint(observed * count)
+    count, sum_pred, sum_obs = _marginal_groups(result, coordinate)
+    count = np.rint(count).astype(np.int64)
+    events = np.rint(sum_obs).astype(np.int64)
+    pred = sum_pred / count
+    observed = events / count
     lower, upper = proportion_confint(events, count, alpha=alpha, method="wilson")
     order = np.argsort(pred, kind="stable")
-    return {"pred": pred[order], "observed": observed[order], "count": count[order],
-            "events": events[order].astype(np.int64),
+    return {"pred": pred[order], "observed": observed[order], "count": count[order], "events": events[order],
             "lower": np.asarray(lower, dtype=float)[order], "upper": np.asarray(upper, dtype=float)[order]}
 
 
@@ -109,6 +156,8 @@ def _model_label(result, index: int) -> str:
     if formula and "~" in formula:
         return formula.split("~", 1)[1].strip()
     names = tuple(getattr(result, "prob_names", ()) or ())
+    if names and all(str(nm).startswith("probs[") for nm in names):
+        return "probs"  # array input without column names
     return " + ".join(names) if names else f"model {index + 1}"
 
 
@@ -128,20 +177,13 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
     for i, (res, label) in enumerate(zip(results, labels)):
         pts = reliability_points(res, coordinate, alpha)
         color = colors[i % len(colors)]
-        # max(., 0): the mean outcome carries float rounding of sum(u) + sum(z) (~1e-16).
+        # max(., 0) guards the bar lengths against rounding in the Wilson end points.
         yerr = np.maximum(np.vstack([pts["observed"] - pts["lower"], pts["upper"] - pts["observed"]]), 0.0)
         level = f"{100 * (1 - (res.alpha if alpha is None else alpha)):g}%"
-        text = label if overlay else f"bin mean ({level} Wilson CI)"
-        if n_coords == 1:
-            ax.errorbar(pts["pred"], pts["observed"], yerr=yerr, fmt=markers[i % len(markers)] + "-",
-                        color=color, markersize=4, linewidth=1, elinewidth=0.8, capsize=2, label=text,
-                        alpha=0.9)
-        else:
-            ax.errorbar(pts["pred"], pts["observed"], yerr=yerr, fmt="none", ecolor=color,
-                        elinewidth=0.6, alpha=0.6)
-            sizes = 8 + 60 * np.sqrt(pts["count"] / pts["count"].max())
-            ax.scatter(pts["pred"], pts["observed"], s=sizes, color=color, marker=markers[i % len(markers)],
-                       alpha=0.8, label=text, edgecolors="white", linewidths=0.4)
+        text = label if overlay else f"observed frequency ({level} Wilson CI)"
+        ax.errorbar(pts["pred"], pts["observed"], yerr=yerr, fmt=markers[i % len(markers)] + "-",
+                    color=color, markersize=4 if n_coords == 1 else 3, linewidth=1, elinewidth=0.8, capsize=2,
+                    label=text, alpha=0.9)
         edges, counts = _strip_counts(pts, res.n_bins)
         strip.stairs(counts, edges, fill=not overlay, color=color, alpha=0.55 if not overlay else 0.9,
                      linewidth=1.2)
@@ -153,12 +195,13 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
     title = _panel_title(results[0], coordinate, n_coords)
     if title:
         ax.set_title(title, fontsize="medium")
-    ax.legend(loc="upper left", fontsize="small", frameon=False)
+    if coordinate == 0:  # one legend per figure
+        ax.legend(loc="upper left", fontsize="small" if n_coords == 1 else "x-small", frameon=False)
     strip.set_ylabel("rows", fontsize="small")
     strip.tick_params(labelsize="small")
     strip.set_ylim(bottom=0)
     strip.set_xlabel("mean " + _MODE_AXIS_LABEL.get(results[0].mode, "predicted probability")
-                     if n_coords == 1 else f"mean predicted probability (coordinate {coordinate + 1})")
+                     if n_coords == 1 else "mean predicted probability")
 
 
 def _as_results(result) -> list:
@@ -209,14 +252,14 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
 
     Notes
     -----
-    Each point is one bin b of the estimator's partition: x = mean prediction
-    of its rows, y = their observed frequency ``o_b = e_b / c_b`` with ``e_b``
-    the number of rows whose outcome indicator is 1 and ``c_b`` the bin count;
-    the vertical bar is the Wilson interval
-    ``(o + z^2/(2c) -/+ z sqrt(o(1-o)/c + z^2/(4c^2))) / (1 + z^2/c)``,
+    Each point is one group g of rows (see :func:`reliability_points`):
+    x = mean prediction of its rows, y = their observed frequency
+    ``o_g = e_g / c_g`` with ``e_g`` the number of rows whose outcome
+    indicator is 1 and ``c_g`` the group size; the vertical bar is the Wilson
+    interval ``(o + z^2/(2c) -/+ z sqrt(o(1-o)/c + z^2/(4c^2))) / (1 + z^2/c)``,
     z = Phi^-1(1 - alpha/2).  The strip shows the rows per interval
-    [i/B, (i+1)/B) of the bins' mean predictions; rows with a prediction of
-    exactly 1 (their own bin) are counted in the last interval.
+    [i/B, (i+1)/B); rows with a prediction of exactly 1 (their own group) are
+    counted in the last interval.
     """
     results = _as_results(result) + (list(overlay) if overlay is not None else [])
     results = _as_results(results)

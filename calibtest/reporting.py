@@ -257,12 +257,13 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
     return estimates, regimes
 
 
-def conclusion(d: dict, method: str | None = None) -> str:
+def conclusion(d: dict, method: str | None = None, test_name: str = "calibrated-regime test") -> str:
     """One plain-language sentence stating what the interval and test found.
 
     A non-rejection is worded as "no evidence of miscalibration at level
     alpha", never as "the model is calibrated".  Numbers have 3 significant
-    digits (the tables give 6).
+    digits (the tables give 6).  For a resampling interval the sentence
+    follows the interval and also quotes the test, flagging a disagreement.
     """
     method = d["method"] if method is None else method
     alpha = fmt(d["alpha"])
@@ -270,21 +271,30 @@ def conclusion(d: dict, method: str | None = None) -> str:
     ece = _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 3)
     sq = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 3)
     upper = fmt(d["ece_ci_upper"], 3)
+    p = fmt(d["null_pvalue"], 3)
     if method == "adjusted":
-        p = fmt(d["null_pvalue"], 3)
         if d["contains_zero"]:
-            return (f"At level α = {alpha} the data give no evidence of miscalibration (calibrated-regime "
-                    f"test p = {p}); this does not show that the model is calibrated: the {level} confidence "
+            return (f"At level α = {alpha} the data give no evidence of miscalibration ({test_name} "
+                    f"p = {p}); this does not show that the model is calibrated: the {level} confidence "
                     f"interval for the l2-ECE, {ece}, allows calibration errors from 0 up to {upper}.")
-        return (f"At level α = {alpha} the data give evidence of miscalibration (calibrated-regime test "
+        return (f"At level α = {alpha} the data give evidence of miscalibration ({test_name} "
                 f"p = {p}): the estimated l2-ECE is {fmt(d['ece'], 3)}, with {level} confidence interval {ece} "
                 f"({sq} for ECE²).")
+    rejects = d["null_pvalue"] is not None and d["null_pvalue"] <= d["alpha"]
     if d["contains_zero"]:
+        clash = f"; note that the {test_name} rejects ECE = 0 (p = {p})" if rejects else f" ({test_name} p = {p})"
         return (f"At level α = {alpha} the data give no evidence of miscalibration: the {level} {method} "
-                f"interval for the l2-ECE, {ece}, includes 0 (this does not show that the model is calibrated; "
-                f"errors up to {upper} are compatible with the data).")
+                f"interval for the l2-ECE, {ece}, includes 0{clash}; this does not show that the model is "
+                f"calibrated: errors up to {upper} are compatible with the data.")
+    clash = (f"; note that the {test_name} does not reject ECE = 0 (p = {p})" if not rejects
+             else f" ({test_name} p = {p})")
     return (f"At level α = {alpha} the data give evidence of miscalibration: the {level} {method} interval "
-            f"for the l2-ECE, {ece}, excludes 0 (estimate {fmt(d['ece'], 3)}; {sq} for ECE²).")
+            f"for the l2-ECE, {ece}, excludes 0 (estimate {fmt(d['ece'], 3)}; {sq} for ECE²){clash}.")
+
+
+def _test_name(res) -> str:
+    null = str(getattr(res, "null", "asymptotic"))
+    return "calibrated-regime test" if null == "asymptotic" else f"{null} test of ECE = 0"
 
 
 def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
@@ -404,7 +414,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "name": name,
         "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
         "anchor": f"model-{index + 1}",
-        "conclusion": conclusion(d),
+        "conclusion": conclusion(d, test_name=_test_name(res)),
         "provenance": _provenance(res, d, source, command),
         "settings": _settings(res, d),
         "estimates": estimates,
@@ -425,13 +435,20 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     if figure:
         ctx["figure"] = _png_data_uri(reliability_figure(res, labels=[name]))
         n_coords = _n_coordinates(res)
-        ctx["figure_caption"] = (
-            f"Reliability diagram of {name}: each point is one of the {d['n_occupied_bins']} occupied bins "
-            f"(mean prediction against observed frequency, with {_level(d['alpha'])} Wilson intervals); the "
-            "dashed line is perfect calibration; the strip underneath counts the rows per interval of width "
-            f"1/B = {fmt(d['bin_width'], 4)}."
-            + (f" One panel per coordinate ({n_coords}); point area grows with the bin count."
-               if n_coords > 1 else ""))
+        level = _level(d["alpha"])
+        if n_coords == 1:
+            ctx["figure_caption"] = (
+                f"Reliability diagram of {name}: each point is one of the {d['n_occupied_bins']} occupied bins "
+                f"of width 1/B = {fmt(d['bin_width'], 4)} (mean prediction against observed frequency, with "
+                f"{level} Wilson intervals); the dashed line is perfect calibration; the strip underneath "
+                "counts the rows per bin.")
+        else:
+            ctx["figure_caption"] = (
+                f"Reliability diagram of {name}, one panel per coordinate ({n_coords}): the rows are grouped "
+                f"by the interval of width 1/B = {fmt(d['bin_width'], 4)} that holds that coordinate (mean "
+                f"prediction against observed frequency of the corresponding label, with {level} Wilson "
+                "intervals); the strip counts the rows per interval. The estimator's own "
+                f"{d['n_occupied_bins']} {n_coords}-dimensional bins are listed in the bin table below.")
     return ctx
 
 

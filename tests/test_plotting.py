@@ -94,26 +94,50 @@ def test_binary_diagram_draws_points_intervals_and_counts(demo, demo_result):
     assert values.sum() == len(demo)
 
 
+def _marginal(z, y, B):
+    """Rows grouped by floor(z * B): (mean z, events, count) sorted by mean z, by pandas."""
+    frame = pd.DataFrame({"key": np.floor(z * B).astype(int), "z": z, "y": y})
+    g = frame.groupby("key").agg(pred=("z", "mean"), events=("y", "sum"), count=("y", "size"))
+    return g.sort_values("pred")
+
+
 def test_topk_one_panel_per_coordinate(topk_result):
     res, probs, labels = topk_result
     axes = plot_reliability(res)
     assert isinstance(axes, np.ndarray) and axes.shape == (2,)
-    # independent: sorted top-2 vector, bins floor(z * 5) on both coordinates
+    # independent: the sorted top-2 vector and its label indicators, grouped per coordinate
     order = np.argsort(-probs, axis=1, kind="stable")[:, :2]
     z = np.take_along_axis(probs, order, axis=1)
-    yind = (order == labels[:, None]).astype(float)
-    keys = [tuple(r) for r in np.floor(z * 5).astype(int)]
-    frame = pd.DataFrame({"key": keys, "z1": z[:, 0], "z2": z[:, 1], "y1": yind[:, 0], "y2": yind[:, 1]})
-    g = frame.groupby("key").mean()
+    yind = (order == labels[:, None]).astype(int)
     for j, ax in enumerate(axes):
-        coll = [c for c in ax.collections if c.get_offsets().shape[0] == len(g) and c.get_sizes().size == len(g)]
-        assert coll, "scatter of bin means missing"
-        got = np.asarray(coll[0].get_offsets())
-        want = g[[f"z{j + 1}", f"y{j + 1}"]].to_numpy()
-        got = got[np.lexsort(got.T[::-1])]
-        want = want[np.lexsort(want.T[::-1])]
-        np.testing.assert_allclose(got, want, atol=1e-12)
+        g = _marginal(z[:, j], yind[:, j], 5)
+        pts = reliability_points(res, coordinate=j)
+        np.testing.assert_array_equal(pts["count"], g["count"].to_numpy())
+        np.testing.assert_array_equal(pts["events"], g["events"].to_numpy())
+        np.testing.assert_allclose(pts["pred"], g["pred"].to_numpy(), rtol=1e-12)
+        lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == len(g)]
+        np.testing.assert_allclose(lines[0].get_xdata(), g["pred"].to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(lines[0].get_ydata(), (g["events"] / g["count"]).to_numpy(), rtol=1e-12)
         assert "rank" in ax.get_title()
+    assert sum(len(reliability_points(res, coordinate=j)["count"]) for j in range(2)) > 0
+
+
+def test_full_mode_panels_group_rows_by_class_if_available():
+    rng = np.random.default_rng(4)
+    probs = rng.dirichlet([2.0, 1.0, 1.0], size=400)
+    labels = (rng.random(400)[:, None] > probs.cumsum(axis=1)).sum(axis=1)
+    try:
+        res = ct.calib_ci(y=labels, probs=probs, k="full", n_bins=6)
+    except (TypeError, ValueError) as exc:
+        pytest.skip(f"full calibration is not on this branch: {exc}")
+    axes = plot_reliability(res)
+    assert axes.shape == (3,)
+    for j in range(3):
+        g = _marginal(probs[:, j], (labels == j).astype(int), 6)
+        pts = reliability_points(res, coordinate=j)
+        np.testing.assert_array_equal(pts["count"], g["count"].to_numpy())
+        np.testing.assert_array_equal(pts["events"], g["events"].to_numpy())
+        np.testing.assert_allclose(pts["pred"], g["pred"].to_numpy(), rtol=1e-12)
 
 
 def test_overlay_two_models_and_bad_input(demo):
