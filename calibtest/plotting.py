@@ -174,6 +174,7 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
     strip = _append_strip(ax)
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.45", linewidth=1, label="perfect calibration")
     markers = "osD^vP*X"
+    all_counts = []
     for i, (res, label) in enumerate(zip(results, labels)):
         pts = reliability_points(res, coordinate, alpha)
         color = colors[i % len(colors)]
@@ -187,6 +188,7 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
         edges, counts = _strip_counts(pts, res.n_bins)
         strip.stairs(counts, edges, fill=not overlay, color=color, alpha=0.55 if not overlay else 0.9,
                      linewidth=1.2)
+        all_counts.append(counts)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_aspect("auto")
@@ -197,7 +199,16 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
         ax.set_title(title, fontsize="medium")
     if coordinate == 0:  # one legend per figure
         ax.legend(loc="upper left", fontsize="small" if n_coords == 1 else "x-small", frameon=False)
-    strip.set_ylabel("rows", fontsize="small")
+    counts = np.concatenate(all_counts)
+    positive = counts[counts > 0]
+    if positive.size and positive.max() > 100 * np.median(positive):
+        # very uneven counts (e.g. most confidences near 1): a linear strip would show one bar only
+        strip.set_yscale("symlog", linthresh=1.0)
+        top = math.ceil(math.log10(positive.max()))
+        strip.set_yticks([0] + [10.0**e for e in range(0, top + 1, 2 if top > 3 else 1)])
+        strip.set_ylabel("rows (log)", fontsize="small")
+    else:
+        strip.set_ylabel("rows", fontsize="small")
     strip.tick_params(labelsize="small")
     strip.set_ylim(bottom=0)
     strip.set_xlabel("mean " + _MODE_AXIS_LABEL.get(results[0].mode, "predicted probability")
@@ -259,7 +270,8 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
     interval ``(o + z^2/(2c) -/+ z sqrt(o(1-o)/c + z^2/(4c^2))) / (1 + z^2/c)``,
     z = Phi^-1(1 - alpha/2).  The strip shows the rows per interval
     [i/B, (i+1)/B); rows with a prediction of exactly 1 (their own group) are
-    counted in the last interval.
+    counted in the last interval.  When the largest count exceeds 100 times
+    the median count the strip uses a symmetric-log scale.
     """
     results = _as_results(result) + (list(overlay) if overlay is not None else [])
     results = _as_results(results)

@@ -79,6 +79,13 @@ def _interval_text(lower: float, upper: float, lower_open: bool, digits: int = 6
     return f"{'(' if lower_open else '['}{fmt(lower, digits)}, {fmt(upper, digits)}]"
 
 
+def fmt_p(p, digits: int = 4) -> str:
+    """A p-value for display: ``fmt`` with ``digits`` significant digits, "< 1e-300" when it underflowed to 0."""
+    if p is not None and p == 0:
+        return "< 1e-300"
+    return fmt(p, digits)
+
+
 def _level(alpha: float) -> str:
     return f"{100 * (1 - alpha):g}%"
 
@@ -249,7 +256,7 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
         ("Variance constant", f"σ₀² = {fmt(d['sigma0_sq'])} (exact)", f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"),
         ("Standard error of T", f"σ₀ / (n·√w) = {fmt(se0)}", f"se = σ₁ / √n = {fmt(se)}"),
         ("Statistic", f"z₀ = n·√w·T / σ₀ = {fmt(d['null_zstat'], 4)}", f"T / se = {z1}"),
-        ("p-value of H0: ECE = 0", f"{fmt(d['null_pvalue'], 4)} (one-sided, 1 − Φ(z₀))", "—"),
+        ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (one-sided, 1 − Φ(z₀))", "—"),
         ("Role in the interval",
          f"0 belongs to the interval iff T⁺ < z(1−α)·σ₀ / (n·√w) = {fmt(d['threshold'])}", role1),
     ]
@@ -271,23 +278,24 @@ def conclusion(d: dict, method: str | None = None, test_name: str = "calibrated-
     ece = _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 3)
     sq = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 3)
     upper = fmt(d["ece_ci_upper"], 3)
-    p = fmt(d["null_pvalue"], 3)
+    p = fmt_p(d["null_pvalue"], 3)
+    p = p if p.startswith("<") else f"= {p}"
     if method == "adjusted":
         if d["contains_zero"]:
             return (f"At level α = {alpha} the data give no evidence of miscalibration ({test_name} "
-                    f"p = {p}); this does not show that the model is calibrated: the {level} confidence "
+                    f"p {p}); this does not show that the model is calibrated: the {level} confidence "
                     f"interval for the l2-ECE, {ece}, allows calibration errors from 0 up to {upper}.")
         return (f"At level α = {alpha} the data give evidence of miscalibration ({test_name} "
-                f"p = {p}): the estimated l2-ECE is {fmt(d['ece'], 3)}, with {level} confidence interval {ece} "
+                f"p {p}): the estimated l2-ECE is {fmt(d['ece'], 3)}, with {level} confidence interval {ece} "
                 f"({sq} for ECE²).")
     rejects = d["null_pvalue"] is not None and d["null_pvalue"] <= d["alpha"]
     if d["contains_zero"]:
-        clash = f"; note that the {test_name} rejects ECE = 0 (p = {p})" if rejects else f" ({test_name} p = {p})"
+        clash = f"; note that the {test_name} rejects ECE = 0 (p {p})" if rejects else f" ({test_name} p {p})"
         return (f"At level α = {alpha} the data give no evidence of miscalibration: the {level} {method} "
                 f"interval for the l2-ECE, {ece}, includes 0{clash}; this does not show that the model is "
                 f"calibrated: errors up to {upper} are compatible with the data.")
-    clash = (f"; note that the {test_name} does not reject ECE = 0 (p = {p})" if not rejects
-             else f" ({test_name} p = {p})")
+    clash = (f"; note that the {test_name} does not reject ECE = 0 (p {p})" if not rejects
+             else f" ({test_name} p {p})")
     return (f"At level α = {alpha} the data give evidence of miscalibration: the {level} {method} interval "
             f"for the l2-ECE, {ece}, excludes 0 (estimate {fmt(d['ece'], 3)}; {sq} for ECE²){clash}.")
 
@@ -308,8 +316,8 @@ def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
     test = _table(["Statistic", "Value"], [
         ("HL chi-square", fmt(h["statistic"])),
         ("groups g (of equal size, by sorted prediction)", fmt(h["groups"])),
-        ("p-value, df = g - 2 (development-data reference)", fmt(h["pvalue"], 4)),
-        ("p-value, df = g (independent validation data)", fmt(h["pvalue_df_groups"], 4)),
+        ("p-value, df = g - 2 (development-data reference)", fmt_p(h["pvalue"])),
+        ("p-value, df = g (independent validation data)", fmt_p(h["pvalue_df_groups"])),
     ])
     compare = _table(["Estimator of ECE²", f"on the B = {res.n_bins} bins of this report",
                       f"on the {groups} HL groups"], [
@@ -458,7 +466,7 @@ def _comparison_context(cmp, index: int) -> dict:
         headers = ["model a", "model b", "Δ = ECE_a² − ECE_b²", "std err", "z", "p-value", "p (Holm)",
                    "reject (Holm)", "CI lower", "CI upper", "paired"]
         rows = [(r.get("model_a", ""), r.get("model_b", ""), fmt(r.get("estimate")), fmt(r.get("se")),
-                 fmt(r.get("statistic"), 4), fmt(r.get("pvalue"), 4), fmt(r.get("pvalue_holm"), 4),
+                 fmt(r.get("statistic"), 4), fmt_p(r.get("pvalue")), fmt_p(r.get("pvalue_holm")),
                  fmt(r.get("reject")), fmt(r.get("ci_lower")), fmt(r.get("ci_upper")), fmt(r.get("paired")))
                 for r in d["comparisons"]]
         title = f"Pairwise comparison {index + 1}: {len(d.get('names', []))} models, Holm-adjusted"
@@ -475,7 +483,7 @@ def _comparison_context(cmp, index: int) -> dict:
         hi = "inf" if d.get("ci_upper") is None else fmt(d.get("ci_upper"))
         ci = f"({lo}, {hi})" if lo == "-inf" and hi == "inf" else (f"({lo}, {hi}]" if lo == "-inf" else f"[{lo}, {hi})")
     row = (d.get("name_a", "A"), d.get("name_b", "B"), fmt(d.get("estimate_a")), fmt(d.get("estimate_b")),
-           fmt(d.get("estimate")), fmt(d.get("se")), fmt(d.get("statistic"), 4), fmt(d.get("pvalue"), 4), ci,
+           fmt(d.get("estimate")), fmt(d.get("se")), fmt(d.get("statistic"), 4), fmt_p(d.get("pvalue")), ci,
            f"{fmt(d.get('paired'))} ({d.get('pairing', '')})" if "paired" in d else "",
            d.get("alternative", ""))
     title = f"Comparison {index + 1}: {d.get('name_a', 'A')} vs {d.get('name_b', 'B')}"
@@ -489,7 +497,7 @@ def _overview(results, names) -> dict:
         rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"]),
                      _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"]), fmt(d["ece"]),
                      _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"]),
-                     fmt(d["null_pvalue"], 4)))
+                     fmt_p(d["null_pvalue"])))
     return _table(["Model", "mode", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE",
                    "p (ECE = 0)"], rows)
 

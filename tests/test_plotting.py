@@ -168,3 +168,17 @@ def test_given_axes_are_used(demo_result):
     out = plot_reliability(demo_result, ax=ax)
     assert out is ax
     assert len(fig.axes) == 2
+
+
+def test_count_strip_switches_to_log_scale_for_piled_up_confidences():
+    rng = np.random.default_rng(9)
+    conf = np.concatenate([np.full(3000, 1.0), rng.uniform(0.3, 0.99, 200)])
+    correct = (rng.random(conf.size) < conf).astype(int)
+    res = ct.calib_ci(y=correct, probs=conf, n_classes=10, n_bins=20)
+    ax = plot_reliability(res)
+    strip = next(a for a in ax.figure.axes if a is not ax)
+    assert strip.get_yscale() == "symlog"
+    values = next(p for p in strip.patches if isinstance(p, StepPatch)).get_data()[0]
+    assert values[-1] == 3000 + np.sum(conf[3000:] >= 0.95)  # the rows at 1.0 join the last interval
+    lin = plot_reliability(ct.calib_ci(y=correct[3000:], probs=conf[3000:], n_classes=10, n_bins=20))
+    assert next(a for a in lin.figure.axes if a is not lin).get_yscale() == "linear"

@@ -302,10 +302,11 @@ def test_pdf_text_has_estimate_and_interval(tmp_path):
     from pypdf import PdfReader
     rng = np.random.default_rng(2)
     p = rng.uniform(0.05, 0.95, 150)
-    res = ct.calib_ci(y=(rng.random(150) < p).astype(int), probs=p)
+    res = ct.calib_ci(y=(rng.random(150) < p).astype(int), probs=p, n_bins=5)
     out = res.report(tmp_path / "r.pdf", title="PDF check")
     reader = PdfReader(str(out))
-    text = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in reader.pages))
+    assert len(reader.pages) >= 2
+    text = re.sub(r"\s+", " ", reader.pages[0].extract_text())  # the estimate table is on page 1
     assert "PDF check" in text
     assert fmt(res.estimate) in text
     d = res.to_dict()
@@ -402,3 +403,36 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     doc = parse(out.read_text(encoding="utf-8"))
     assert "from the wheel" in doc.body_text and len(decode_images(doc)) == 1
+
+
+def test_conclusion_sentences_for_every_case(demo_result):
+    from calibtest.reporting import conclusion
+    base = demo_result.to_dict()
+    # open-at-zero interval: evidence, interval written (0, upper]
+    d = dict(base, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ece_ci_lower=0.0,
+             ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.01, ece=0.02)
+    s = conclusion(d)
+    assert "evidence of miscalibration" in s and "no evidence" not in s
+    assert "(0, 0.05]" in s and "(0, 0.0025]" in s and "p = 0.01" in s
+    # a resampling interval that excludes 0 while the test does not reject: both are stated
+    d = dict(base, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
+             ece_ci_lower=0.02, ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.39)
+    s = conclusion(d)
+    assert "95% bootstrap interval" in s and "[0.02, 0.05]" in s and "excludes 0" in s
+    assert "does not reject ECE = 0 (p = 0.39)" in s
+    # a resampling interval that contains 0: no evidence, never "is calibrated" unnegated
+    d = dict(base, method="hulc", contains_zero=True, ci_lower=0.0, ece_ci_lower=0.0, null_pvalue=0.5)
+    s = conclusion(d)
+    assert "no evidence of miscalibration" in s and "does not show that the model is calibrated" in s
+    assert s.count("is calibrated") == s.count("not show that the model is calibrated") == 1
+    # a different alpha appears in the sentence and the level
+    d = dict(base, alpha=0.1)
+    assert "α = 0.1" in conclusion(d) and "90% confidence interval" in conclusion(d)
+
+
+def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
+    from calibtest.reporting import conclusion, fmt_p
+    assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
+    d = dict(demo_result.to_dict(), contains_zero=False, null_pvalue=0.0)
+    s = conclusion(d)
+    assert "p < 1e-300" in s and "p = 0)" not in s
