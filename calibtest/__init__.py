@@ -13,6 +13,8 @@ from importlib.metadata import PackageNotFoundError, version as _version
 
 from .api import calib_ci
 from .binning import auto_n_bins
+from .compare import calib_compare
+from .compare_results import ComparisonResult, PairwiseComparisonResult
 from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
 from .results import CalibrationResult, ConfidenceInterval
@@ -25,6 +27,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "calib_ci",
+    "calib_compare",
+    "ComparisonResult",
+    "PairwiseComparisonResult",
     "CalibrationResult",
     "ConfidenceInterval",
     "HosmerLemeshowResult",

@@ -1,12 +1,11 @@
 """Frozen results of :func:`calibtest.calib_compare` and their summaries."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _sps
+from scipy import special as _special
 
 from .intervals import check_alpha
 from .results import CalibrationResult, ConfidenceInterval
@@ -22,20 +21,20 @@ def z_pvalue(statistic, alternative: str):
     """p-value of a standard normal statistic: two-sided 2 Phi(-|z|), 'greater' 1 - Phi(z), 'less' Phi(z)."""
     statistic = np.asarray(statistic, dtype=float)
     if alternative == "two-sided":
-        p = np.minimum(2.0 * _sps.norm.sf(np.abs(statistic)), 1.0)
+        p = np.minimum(2.0 * _special.ndtr(-np.abs(statistic)), 1.0)
     elif alternative == "greater":
-        p = _sps.norm.sf(statistic)
+        p = _special.ndtr(-statistic)
     else:
-        p = _sps.norm.cdf(statistic)
+        p = _special.ndtr(statistic)
     return float(p) if p.ndim == 0 else p
 
 
 def z_interval(estimate, se, alpha: float, alternative: str):
     """Normal interval matching ``alternative`` (scipy convention: one-sided ends are infinite)."""
     if alternative == "two-sided":
-        q = _sps.norm.isf(alpha / 2.0)
+        q = -_special.ndtri(alpha / 2.0)
         return estimate - q * se, estimate + q * se
-    q = _sps.norm.isf(alpha)
+    q = -_special.ndtri(alpha)
     if alternative == "greater":
         return estimate - q * se, np.inf * np.ones_like(estimate)
     return -np.inf * np.ones_like(estimate), estimate + q * se
@@ -266,6 +265,3 @@ class PairwiseComparisonResult:
     def __repr__(self) -> str:
         return f"<PairwiseComparisonResult {len(self.names)} models, {len(self.comparisons)} pairs>"
 
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else float("nan")

@@ -35,8 +35,13 @@ L and Q are uncorrelated.  For two models A and B scored on the same rows:
   ||sum_i W_i||_F^2 - sum_i ||W_i||_F^2 with W_i = U^A_i (U^B_i)^T, so the whole
   term costs O(n d^2) with ``np.bincount``.
 
+* **plug-in bias of the first order**: psi uses the estimated bin means, whose
+  noise inflates Var_n(psi^A - psi^B)/n by about 2 * V2 computed with weights
+  1/c instead of 1/(c - 1); ``variance="corrected"`` subtracts that estimate
+  (floored at 0) before adding V2.
+
 For independent evaluation sets the two statistics are independent and the
-variance is the sum of the one-model variances sigma1^2/n + V2.
+variance is the sum of the one-model variances.
 """
 from __future__ import annotations
 
