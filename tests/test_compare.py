@@ -396,8 +396,13 @@ def test_coverage_when_eces_differ():
 
 @pytest.mark.slow
 def test_paired_test_beats_non_overlapping_intervals():
-    runs = _run(lambda rng: _shift(rng, 0.09, -0.03), seed=404)
+    def make(rng):  # two over-confident models: A = expit(1.8 logit q), B = expit(1.2 logit q)
+        q = rng.uniform(0.1, 0.9, N)
+        y = (rng.random(N) < q).astype(float)
+        return y, expit(1.8 * logit(q)), expit(1.2 * logit(q))
+
+    runs = _run(make, reps=200, seed=404)
     paired = np.array([r[2].pvalue < ALPHA for r in runs])
     naive = np.array([(a.ci_lower > b.ci_upper) or (b.ci_lower > a.ci_upper) for a, b, _ in runs])
     diff = paired.astype(float) - naive
-    assert diff.mean() > 3 * diff.std(ddof=1) / np.sqrt(REPS), (paired.mean(), naive.mean())
+    assert diff.mean() > 3 * diff.std(ddof=1) / np.sqrt(len(runs)), (paired.mean(), naive.mean())
