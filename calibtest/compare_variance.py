@@ -150,6 +150,26 @@ def second_order_var_single(inverse: np.ndarray, u: np.ndarray, n: int | None = 
     return float(2.0 / n**2 * np.sum(pairs * _inv_count(count, shift) ** 2))
 
 
+def _paired_pair_sums(inv_a, u_a, inv_b, u_b):
+    """Counts and distinct-pair sums of the A-bins, the B-bins and the (A-bin, B-bin) cells."""
+    count_a, pairs_a = pair_sums_single(inv_a, u_a)
+    count_b, pairs_b = pair_sums_single(inv_b, u_b)
+    # Cells of the cross partition: pairs that share an A-bin and a B-bin.
+    cells, keys = group_keys(np.column_stack([inv_a, inv_b]).astype(np.int64),
+                             np.array([count_a.size, count_b.size]))
+    pairs_c = _distinct_pair_sums(cells, keys.shape[0], u_a, u_b)
+    return count_a, pairs_a, count_b, pairs_b, keys, pairs_c
+
+
+def _paired_from_sums(n, sums, shift):
+    count_a, pairs_a, count_b, pairs_b, keys, pairs_c = sums
+    w_a, w_b = _inv_count(count_a, shift), _inv_count(count_b, shift)
+    var_a = 2.0 / n**2 * np.sum(pairs_a * w_a**2)
+    var_b = 2.0 / n**2 * np.sum(pairs_b * w_b**2)
+    cov = 2.0 / n**2 * np.sum(pairs_c * w_a[keys[:, 0]] * w_b[keys[:, 1]])
+    return float(var_a), float(var_b), float(cov)
+
+
 def second_order_var_paired(inv_a: np.ndarray, u_a: np.ndarray, inv_b: np.ndarray,
                             u_b: np.ndarray, shift: float = 1.0) -> tuple[float, float, float]:
     """Second-order variance of T_A - T_B on shared rows.
@@ -164,19 +184,7 @@ def second_order_var_paired(inv_a: np.ndarray, u_a: np.ndarray, inv_b: np.ndarra
         it is (2/n^2) sum_{i != j} (a_ij U^A_i.U^A_j - b_ij U^B_i.U^B_j)^2).
         ``shift=0`` replaces c - 1 by c.
     """
-    n = u_a.shape[0]
-    m_a = int(inv_a.max()) + 1
-    m_b = int(inv_b.max()) + 1
-    var_a = second_order_var_single(inv_a, u_a, n, shift)
-    var_b = second_order_var_single(inv_b, u_b, n, shift)
-    w_a = _inv_count(np.bincount(inv_a, minlength=m_a).astype(np.float64), shift)
-    w_b = _inv_count(np.bincount(inv_b, minlength=m_b).astype(np.float64), shift)
-    # Cells of the cross partition: pairs that share an A-bin and a B-bin.
-    cell_keys = np.column_stack([inv_a, inv_b]).astype(np.int64)
-    cells, keys = group_keys(cell_keys, np.array([m_a, m_b]))
-    pairs = _distinct_pair_sums(cells, keys.shape[0], u_a, u_b)
-    cov = float(2.0 / n**2 * np.sum(pairs * w_a[keys[:, 0]] * w_b[keys[:, 1]]))
-    return var_a, var_b, cov
+    return _paired_from_sums(u_a.shape[0], _paired_pair_sums(inv_a, u_a, inv_b, u_b), shift)
 
 
 @dataclass(frozen=True)
@@ -234,13 +242,17 @@ def difference_variance(inv_a: np.ndarray, u_a: np.ndarray, inv_b: np.ndarray, u
         if u_a.shape != u_b.shape:
             raise ValueError(f"paired rows need equal shapes, got {u_a.shape} and {u_b.shape}")
         plugin = first_order_var_paired(inv_a, u_a, inv_b, u_b)
-        va, vb, cov = second_order_var_paired(inv_a, u_a, inv_b, u_b, 1.0)
-        ca, cb, ccov = second_order_var_paired(inv_a, u_a, inv_b, u_b, 0.0)
+        sums = _paired_pair_sums(inv_a, u_a, inv_b, u_b)
+        va, vb, cov = _paired_from_sums(u_a.shape[0], sums, 1.0)
+        ca, cb, ccov = _paired_from_sums(u_a.shape[0], sums, 0.0)
         second, bias = va + vb - 2.0 * cov, 2.0 * (ca + cb - 2.0 * ccov)
     else:
         plugin = first_order_var_single(inv_a, u_a) + first_order_var_single(inv_b, u_b)
-        second = second_order_var_single(inv_a, u_a) + second_order_var_single(inv_b, u_b)
-        bias = 2.0 * (second_order_var_single(inv_a, u_a, shift=0.0)
-                      + second_order_var_single(inv_b, u_b, shift=0.0))
+        second = bias = 0.0
+        for inv, u in ((inv_a, u_a), (inv_b, u_b)):
+            count, pairs = pair_sums_single(inv, u)
+            n = u.shape[0]
+            second += 2.0 / n**2 * np.sum(pairs * _inv_count(count, 1.0) ** 2)
+            bias += 4.0 / n**2 * np.sum(pairs * _inv_count(count, 0.0) ** 2)
     # Rounding can leave sums of squares a hair below zero.
     return DifferenceVariance(float(plugin), float(max(bias, 0.0)), float(max(second, 0.0)))
