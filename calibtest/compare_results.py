@@ -170,22 +170,24 @@ class ComparisonResult:
             "Alternative:": self.alternative, "Variance:": self.variance,
         }
         smry.add_dict(settings, ncols=2)
-        lo, hi = f"[{alpha / 2:g}" if self.alternative == "two-sided" else f"[{alpha:g}", \
-            f"{1 - alpha / 2:g}]" if self.alternative == "two-sided" else f"{1 - alpha:g}]"
         table = pd.DataFrame(
             {"estimate": [fmt(self.estimate_a), fmt(self.estimate_b), fmt(self.estimate)],
              "std err": [_one_se(self.result_a), _one_se(self.result_b), fmt(self.se)],
              "z": ["", "", fmt(self.statistic, 4)],
-             "P>|z|" if self.alternative == "two-sided" else "p-value": ["", "", fmt(self.pvalue, 4)],
-             lo: ["", "", fmt(ci.lower)], hi: ["", "", fmt(ci.upper)]},
+             "p-value": ["", "", fmt(self.pvalue, 4)],
+             "ci lower": ["", "", fmt(ci.lower)], "ci upper": ["", "", fmt(ci.upper)]},
             index=[f"ECE_A^2 ({self.name_a})", f"ECE_B^2 ({self.name_b})", "Delta = A - B"])
         smry.add_df(table)
         parts = pd.DataFrame(
             {"std err": [fmt(self.se_first_order), fmt(self.se_second_order), fmt(self.se_first_order_plugin)]},
             index=["first order (influence)", "second order (degenerate)", "first order, plug-in"])
         smry.add_df(parts)
+        side = {"two-sided": "two-sided", "greater": "one-sided (H1: Delta > 0)",
+                "less": "one-sided (H1: Delta < 0)"}[self.alternative]
+        level = (f"{100 * (1 - alpha):g}% {side} normal interval for Delta: {ci}. The std err of "
+                 "ECE_A^2 and ECE_B^2 are the one-model sigma1 / sqrt(n) of calib_ci.")
         smry.add_text("Notes:")
-        for i, note in enumerate(self.notes(), 1):
+        for i, note in enumerate([level] + self.notes(), 1):
             smry.add_text(f"[{i}] {note}")
         return smry
 

@@ -223,8 +223,8 @@ def main(argv=None):
               "shared rows (the typical case of a model and a partly recalibrated version of it). True Delta "
               f"= ECE^2(beta) - ECE^2(1.2) by numerical integration (ECE^2(1.2) = {ece_b:.6f}). At beta = 1.2 "
               "the models are identical, T_A - T_B = 0 exactly and no method rejects. (In the equal-ECE "
-              "size design the models err in opposite directions and the correlation is negative, which is "
-              "why ignoring the pairing is anti-conservative there.)", "",
+              "size design the models err in opposite directions and the correlation of their errors is "
+              "negative.)", "",
               "| n | beta | Delta | " + " | ".join(METHODS) + " |", "|---|---|---|" + "---|" * len(METHODS)]
     for n in ns:
         for beta, delta in zip(betas, deltas):
