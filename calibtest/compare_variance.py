@@ -57,18 +57,24 @@ __all__ = ["row_bins", "influence_values", "pair_sums_single", "second_order_var
 
 
 def row_bins(z: np.ndarray, n_bins: int) -> tuple[np.ndarray, int]:
-    """Bin number of each row on the cube partition ``floor(z * B)``.
+    """Bin number of each row on the cube partition ``floor(z * B)``, over the non-empty bins only.
 
     Returns
     -------
     inverse : ndarray of intp, shape (n,)
-        Bin number 0..m-1 of each row (the order of :func:`calibtest.binning.group_keys`,
-        hence of ``CalibrationResult.bin_stats``).
+        Bin number 0..m-1 of each row, numbering the non-empty bins in the
+        order of their linear key (the order of ``CalibrationResult.bin_stats``).
     m : int
         Number of non-empty bins.
     """
     inverse, keys = group_keys(cube_indices(z, n_bins), n_bins + 1)
-    return inverse, keys.shape[0]
+    # group_keys may number empty bins too (small key spaces): renumber the occupied ones.
+    occupied = np.flatnonzero(np.bincount(inverse, minlength=keys.shape[0]))
+    if occupied.size < keys.shape[0]:
+        lookup = np.zeros(keys.shape[0], dtype=np.intp)
+        lookup[occupied] = np.arange(occupied.size)
+        inverse = lookup[inverse]
+    return inverse, int(occupied.size)
 
 
 def _bin_columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
