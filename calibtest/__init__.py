@@ -11,8 +11,12 @@ ECE >= 0).
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
+from . import datasets, simulation
 from .api import calib_ci
 from .binning import auto_n_bins
+from .compare import calib_compare
+from .compare_results import ComparisonResult, PairwiseComparisonResult
+from .datasets import load_demo
 from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
 from .reporting import report
@@ -26,6 +30,12 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "calib_ci",
+    "calib_compare",
+    "ComparisonResult",
+    "PairwiseComparisonResult",
+    "load_demo",
+    "datasets",
+    "simulation",
     "CalibrationResult",
     "ConfidenceInterval",
     "HosmerLemeshowResult",

@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
+    from .compare_cli import add_compare_parser
+    add_compare_parser(sub)
     return parser
 
 
