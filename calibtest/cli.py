@@ -75,8 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--chunksize", type=int, default=None,
                     help="stream the file in chunks of this many rows (Parquet files are always streamed)")
     ci.set_defaults(func=_cmd_ci)
+    from .report_cli import add_report_parser
+    add_report_parser(sub)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
+    from .compare_cli import add_compare_parser
+    add_compare_parser(sub)
     return parser
 
 

@@ -75,9 +75,10 @@ class BinStats:
 
 def _bincount_columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
     """Per-bin sums of each column of ``values`` (shape (n, p)) -> (m, p)."""
-    out = np.empty((m, values.shape[1]))
-    for j in range(values.shape[1]):  # loop over the few columns, not rows or bins
-        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=m)
+    columns = np.ascontiguousarray(values.T)
+    out = np.empty((m, columns.shape[0]))
+    for j, col in enumerate(columns):  # loop over the few columns, not rows or bins
+        out[:, j] = np.bincount(inverse, weights=col, minlength=m)
     return out
 
 
@@ -89,7 +90,8 @@ def merge_stats(parts) -> BinStats:
     :func:`calibtest.binning.group_keys` on the linear key (a ``bincount``
     lookup or a 1-d sort) and each column summed with ``np.bincount``, so
     merging p parts holding M bins in all costs O(M log M) at worst, however
-    many parts; the merged bins are in the order :func:`group_keys` gives.
+    many parts; the merged bins are the non-empty ones, in the order of the
+    linear key (:func:`group_keys`).
 
     Parameters
     ----------
@@ -122,18 +124,22 @@ def merge_stats(parts) -> BinStats:
         stacked = np.concatenate([getattr(p, name).reshape(p.keys.shape[0], width) for p in parts])
         return _bincount_columns(inverse, stacked, m).reshape((m,) + tail)
 
-    return BinStats(uniq, add("count"), add("sum_u"), add("sum_uu"), add("sum_z"))
+    arrays = [uniq, add("count"), add("sum_u"), add("sum_uu"), add("sum_z")]
+    occupied = arrays[1] > 0  # group_keys may number every key of a small key space
+    if not occupied.all():
+        arrays = [a[occupied] for a in arrays]
+    return BinStats(*arrays)
 
 
 def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
-    """Accumulate the per-bin sums of U, U U^T and z.
+    """Accumulate the per-bin sums of U, U U^T and z; empty bins are dropped.
 
     Parameters
     ----------
     inverse : ndarray of intp, shape (n,)
         Bin number of each row (from :func:`calibtest.binning.group_keys`).
     keys : ndarray, shape (m, q)
-        Key of each bin.
+        Key of each bin number.
     u : ndarray, shape (n, d)
         U = Y - Z for each row.
     z : ndarray, shape (n, d)
@@ -150,10 +156,14 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
     sum_u = _bincount_columns(inverse, u, m)
     sum_z = _bincount_columns(inverse, z, m)
     iu, ju = np.triu_indices(d)
-    upper = _bincount_columns(inverse, u[:, iu] * u[:, ju], m)
+    products = u * u if d == 1 else u[:, iu] * u[:, ju]
+    upper = _bincount_columns(inverse, products, m)
     sum_uu = np.empty((m, d, d))
     sum_uu[:, iu, ju] = upper
     sum_uu[:, ju, iu] = upper
+    occupied = count > 0
+    if not occupied.all():
+        keys, count, sum_u, sum_uu, sum_z = (a[occupied] for a in (keys, count, sum_u, sum_uu, sum_z))
     return BinStats(keys, count, sum_u, sum_uu, sum_z)
 
 
