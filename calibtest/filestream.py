@@ -28,7 +28,7 @@ from .streaming import BinAccumulator
 
 __all__ = ["DEFAULT_CHUNKSIZE", "file_format", "sha256_file", "stream_file"]
 
-#: Rows per chunk when ``chunksize`` is not given (about 50-100 MB of working memory for top-1 data).
+#: Rows per chunk when ``chunksize`` is not given (about 150-200 MB of working memory for top-1 data).
 DEFAULT_CHUNKSIZE = 1_000_000
 
 _CSV_COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")

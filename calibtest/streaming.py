@@ -27,7 +27,7 @@ from .binning import resolve_n_bins
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, freeze_env, parse_formula, thaw_env
 from .intervals import check_alpha
-from .modes import prepare
+from .modes import PreparedData, prepare
 from .results import CalibrationResult
 from .stats import BinStats, merge_stats
 
@@ -62,11 +62,10 @@ def _prepare_rows(y, p, **options):
     is validated and transformed as the first row of itself doubled, since Z
     and U are computed row by row.
     """
-    if p.shape[0] == 1:
-        prepared = prepare(np.concatenate([y, y]), np.concatenate([p, p]), **options)
-        return prepared.z[:1], prepared.u[:1], prepared
-    prepared = prepare(y, p, **options)
-    return prepared.z, prepared.u, prepared
+    if p.shape[0] != 1:
+        return prepare(y, p, **options)
+    twice = prepare(np.concatenate([y, y]), np.concatenate([p, p]), **options)
+    return PreparedData(z=twice.z[:1], u=twice.u[:1], mode=twice.mode, k=twice.k, n_classes=twice.n_classes)
 
 
 class BinAccumulator:
@@ -239,12 +238,10 @@ class BinAccumulator:
         if n_drop:
             y_arr, p_arr = y_arr[~mask], p_arr[~mask]
         if p_arr.shape[0]:
-            z, u, prepared = _prepare_rows(y_arr, p_arr, n_classes=self.n_classes, k=self.k,
-                                           class_names=class_names, y_name=y_name, prob_names=prob_names)
+            prepared = _prepare_rows(y_arr, p_arr, n_classes=self.n_classes, k=self.k,
+                                     class_names=class_names, y_name=y_name, prob_names=prob_names)
             self._check_target((prepared.mode, prepared.k, prepared.n_classes, y_name, tuple(prob_names)))
-            prepared_chunk = type(prepared)(z=z, u=u, mode=prepared.mode, k=prepared.k,
-                                            n_classes=prepared.n_classes)
-            self._push(0, cube_bin_stats(prepared_chunk, self.n_bins))
+            self._push(0, cube_bin_stats(prepared, self.n_bins))
         self.n_dropped += n_drop
         self.n_seen += int(mask.shape[0])
         return self
