@@ -193,3 +193,17 @@ def test_cli_streams_parquet(files, capsys):
     assert math.isclose(out["estimate"], ref.estimate, rel_tol=1e-12)
     with pytest.raises(SystemExit, match="file not found"):
         main(["ci", "nowhere.parquet", "--formula", "correct ~ conf"])
+
+
+def test_formula_names_and_quoted_columns(tmp_path):
+    from calibtest.formula import formula_columns, formula_names
+    assert formula_names('label ~ Q("odd name") + np.log(x) + I(p / 100)') == \
+        ["label", "odd name", "x", "np", "I", "p"]
+    assert formula_names('y ~ Q("Q")') == ["y", "Q"]  # a column that happens to be called Q
+    assert formula_columns("y ~ I(p / 100)", ["p", "q", "y"]) == ["y", "p"]
+    df = frame(300, seed=5).rename(columns={"conf": "odd name"})
+    path = tmp_path / "odd.csv"
+    df.to_csv(path, index=False)
+    res = ct.calib_ci('correct ~ Q("odd name")', data=path, n_classes=10, n_bins=6, chunksize=100)
+    assert res.source["columns"] == ["correct", "odd name"]
+    assert_same_result(res, ct.calib_ci('correct ~ Q("odd name")', data=df, n_classes=10, n_bins=6))
