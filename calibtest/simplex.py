@@ -54,7 +54,7 @@ from .modes import PreparedData
 from .stats import BinStats, bin_sums
 
 __all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume", "simplex_bin_stats",
-           "decode_order", "cell_barycentres"]
+           "simplex_groups", "sparse_bin_sums", "decode_order", "cell_barycentres"]
 
 
 def simplex_cell_volume(n_bins: int, n_classes: int) -> float:
@@ -73,21 +73,19 @@ def partial_sums(z: np.ndarray, n_bins: int) -> np.ndarray:
     return np.cumsum(z[:, :-1], axis=1) * n_bins
 
 
-def _ranks(frac: np.ndarray) -> np.ndarray:
-    """Rank of each fractional part in the stable ascending order (ties: lower index ranks lower)."""
-    order = np.argsort(frac, axis=1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(frac.shape[1])[None, :], axis=1)
-    return ranks
+def _order_code(frac: np.ndarray) -> np.ndarray:
+    """Lehmer code of the stable ascending order of each row's fractional parts.
 
-
-def _lehmer(ranks: np.ndarray) -> np.ndarray:
-    """Lehmer code of each row's rank vector (a permutation of 0..d-1)."""
-    n, d = ranks.shape
+    With rank_j the position of f_j in the stable ascending sort (ties: the
+    lower index ranks lower), the Lehmer digit of position j is
+    #{i > j : rank_i < rank_j} = #{i > j : f_i < f_j} (a tie with i > j ranks
+    i higher), so no sort is needed: code = sum_j digit_j (d - 1 - j)!.
+    """
+    n, d = frac.shape
     code = np.zeros(n, dtype=np.int64)
     for j in range(d - 1):  # loop over the d columns, vectorised over rows
-        smaller_after = (ranks[:, j + 1:] < ranks[:, j:j + 1]).sum(axis=1)
-        code += smaller_after * factorial(d - 1 - j)
+        digit = (frac[:, j + 1:] < frac[:, j:j + 1]).sum(axis=1)
+        code += digit * factorial(d - 1 - j)
     return code
 
 
@@ -114,7 +112,7 @@ def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
     frac = s - a
     keys = np.empty((s.shape[0], s.shape[1] + 1), dtype=np.int64)
     keys[:, :-1] = a
-    keys[:, -1] = _lehmer(_ranks(frac)) if s.shape[1] > 1 else 0
+    keys[:, -1] = _order_code(frac) if s.shape[1] > 1 else 0
     return keys
 
 
@@ -122,10 +120,50 @@ def simplex_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
     """Bin the rows of a full-calibration target on the simplex and accumulate their sums.
 
     ``data.z`` is the (n, K) probability matrix; the keys are those of
-    :func:`simplex_cells`.
+    :func:`simplex_cells`.  The sums are those of
+    :func:`calibtest.stats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
     """
     inverse, keys = simplex_groups(data.z, n_bins)
-    return bin_sums(inverse, keys, data.u, data.z)
+    return sparse_bin_sums(inverse, keys, data.u, data.z)
+
+
+def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
+    """:func:`calibtest.stats.bin_sums` for partitions whose bins hold few rows each.
+
+    Full calibration with many classes has up to B^(K-1) cells, most holding
+    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
+    passes over as many bins as rows.  Here one row of each non-empty bin
+    contributes directly (its outer product U U^T is one vectorised
+    broadcast), and only the remaining rows go through ``bin_sums``, on the
+    bins they occupy.  Same sums up to the order of floating-point additions;
+    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
+    """
+    n = inverse.shape[0]
+    m = keys.shape[0]
+    rep = np.full(m, -1, dtype=np.intp)
+    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
+    occupied = np.flatnonzero(rep >= 0)
+    if occupied.size * 8 < n:
+        return bin_sums(inverse, keys, u, z)
+    first = rep[occupied]
+    ur = u[first]
+    count = np.ones(occupied.size)
+    sum_u = ur.copy()
+    sum_z = z[first].copy()
+    sum_uu = ur[:, :, None] * ur[:, None, :]
+    rest = np.ones(n, dtype=bool)
+    rest[first] = False
+    if rest.any():
+        slot = np.empty(m, dtype=np.intp)
+        slot[occupied] = np.arange(occupied.size)
+        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
+        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
+        at = part.keys[:, 0]
+        count[at] += part.count
+        sum_u[at] += part.sum_u
+        sum_z[at] += part.sum_z
+        sum_uu[at] += part.sum_uu
+    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)
 
 
 def simplex_groups(z: np.ndarray, n_bins: int):
