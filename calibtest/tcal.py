@@ -222,8 +222,8 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
     rng : None, int or numpy.random.Generator
         Seed or generator; the same seed gives the same output.
     full : bool
-        ``z`` rows are complete probability vectors (the last class takes the
-        remainder; no "none" outcome).
+        ``z`` rows are complete probability vectors (no "none" outcome; rows
+        are renormalised to sum to 1 for the label draws).
     block_size : int, optional
         Resamples processed together (default: about 2^20 / n).  The output
         for a given seed depends on it.
