@@ -14,9 +14,12 @@ from importlib.metadata import PackageNotFoundError, version as _version
 from . import datasets, simulation
 from .api import calib_ci
 from .binning import auto_n_bins
+from .compare import calib_compare
+from .compare_results import ComparisonResult, PairwiseComparisonResult
 from .datasets import load_demo
 from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
+from .reporting import report
 from .results import CalibrationResult, ConfidenceInterval
 from .stats import BinStats
 from .tcal import TCalResult, tcal_test
@@ -28,6 +31,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "calib_ci",
+    "calib_compare",
+    "ComparisonResult",
+    "PairwiseComparisonResult",
     "load_demo",
     "datasets",
     "simulation",
@@ -37,6 +43,7 @@ __all__ = [
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",
+    "report",
     "tcal_test",
     "TCalResult",
     "__version__",

@@ -20,9 +20,14 @@ _MISSING = ("raise", "drop")
 def _missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
     """Rows with a missing value; raise when ``missing='raise'``."""
     y_na = np.zeros(len(y), dtype=bool) if y.dtype.kind in "biu" else np.asarray(pd.isna(y), dtype=bool)
-    p_na = np.isnan(probs)
-    if p_na.ndim == 1:
-        p_na = p_na[:, None]
+    if probs.ndim == 1:
+        p_na = np.isnan(probs)[:, None]
+    else:
+        # a row sum is NaN iff the row holds a NaN (or +inf and -inf): one BLAS pass,
+        # then the exact per-column check on the few flagged rows only
+        p_na = np.zeros(probs.shape, dtype=bool)
+        flagged = np.flatnonzero(np.isnan(probs @ np.ones(probs.shape[1])))
+        p_na[flagged] = np.isnan(probs[flagged])
     mask = y_na | p_na.any(axis=1)
     if mask.any() and missing == "raise":
         cols = ([y_name] if y_na.any() else []) + [nm for j, nm in enumerate(prob_names) if p_na[:, j].any()]

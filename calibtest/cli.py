@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci``, ``calibtest tcal``, ``calibtest demo``."""
+"""Command-line interface: ``calibtest ci``, ``calibtest demo``."""
 from __future__ import annotations
 
 import argparse
@@ -48,16 +48,6 @@ def _cmd_demo(args) -> int:
     return 0
 
 
-def _cmd_tcal(args) -> int:
-    from .tcal import tcal_test
-    df = _read_csv(args.file)
-    res = tcal_test(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                    alpha=args.alpha, n_draws=args.draws, adaptive=args.adaptive, rng=args.seed,
-                    missing=args.missing)
-    print(json.dumps(res.to_dict()) if args.json else res.summary())
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calibtest",
                                      description="Confidence intervals and tests for the l2 expected calibration error.")
@@ -72,21 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--missing", choices=["raise", "drop"], default="raise")
     ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     ci.set_defaults(func=_cmd_ci)
-    tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)")
-    tc.add_argument("file", help="CSV file with outcomes and predictions")
-    tc.add_argument("--formula", required=True, help='e.g. "y ~ p" or "label ~ p0 + p1 + p2"')
-    tc.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
-    tc.add_argument("--k", type=_k, default=None, help="top-1-to-k, or 'full' for full calibration")
-    tc.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    tc.add_argument("--alpha", type=float, default=0.05, help="level of the test (default 0.05)")
-    tc.add_argument("--draws", type=int, default=1000, help="Monte Carlo resamples (default 1000)")
-    tc.add_argument("--adaptive", action="store_true", help="adaptive T-Cal over dyadic bin counts")
-    tc.add_argument("--seed", type=int, default=None, help="random seed")
-    tc.add_argument("--missing", choices=["raise", "drop"], default="raise")
-    tc.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    tc.set_defaults(func=_cmd_tcal)
+    from .report_cli import add_report_parser
+    add_report_parser(sub)
+    from .tcal_cli import add_tcal_parser
+    add_tcal_parser(sub)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
+    from .compare_cli import add_compare_parser
+    add_compare_parser(sub)
     return parser
 
 

@@ -213,7 +213,7 @@ def _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names) -> Prep
     if n_classes is not None and n_classes != K:
         raise ValueError(f"n_classes={n_classes} does not match the {K} probability columns")
     _check_probabilities(P, "probs" if not prob_names else "probability columns " + ", ".join(prob_names))
-    dev = np.abs(P.sum(axis=1) - 1.0)
+    dev = np.abs(P @ np.ones(K) - 1.0)
     if dev.max() > ROW_SUM_TOL:
         row = int(np.argmax(dev))
         raise ValueError(f"rows of the probability matrix must sum to 1 (tolerance {ROW_SUM_TOL:g}); "

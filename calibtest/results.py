@@ -224,6 +224,20 @@ class CalibrationResult:
         from .summary import result_dict
         return result_dict(self)
 
+    def plot_reliability(self, ax=None, **kwargs):
+        """Reliability diagram with Wilson intervals and a bin-count strip.
+
+        See :func:`calibtest.plotting.plot_reliability` (returns the Axes, or an
+        array of Axes with one panel per coordinate for top-k/full modes).
+        """
+        from .plotting import plot_reliability
+        return plot_reliability(self, ax=ax, **kwargs)
+
+    def report(self, path, **kwargs):
+        """Write an HTML or PDF validation report; see :func:`calibtest.reporting.report`."""
+        from .reporting import report
+        return report(self, path, **kwargs)
+
     def __repr__(self) -> str:
         ci = self.conf_int()
         return (f"<CalibrationResult mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: "

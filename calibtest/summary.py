@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from statsmodels.iolib import summary2
 
+from .results import _threshold
+
 __all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "fmt"]
 
 _MODE_TEXT = {
@@ -63,15 +65,17 @@ class CalibSummary(summary2.Summary):
         return self.as_text()
 
 
-def result_notes(res) -> list[str]:
-    """Numbered notes for the summary footer."""
+def result_notes(res, alpha: float | None = None) -> list[str]:
+    """Numbered notes for the summary footer (for the interval at level 1 - alpha)."""
     notes = []
-    level = f"{100 * (1 - res.alpha):g}%"
-    if res.contains_zero:
-        notes.append(f"T+ = {fmt(res.estimate_pos)} is below the calibrated-regime threshold "
-                     f"{fmt(res.threshold)}, so 0 belongs to the {level} interval: no evidence of "
-                     f"miscalibration at level {res.alpha:g} (this is not evidence that the model is calibrated).")
-    elif res.ci_lower_open:
+    alpha = res.alpha if alpha is None else alpha
+    ci = res.conf_int(alpha)
+    level = f"{100 * (1 - alpha):g}%"
+    if ci.contains_zero:
+        notes.append(f"T+ = {fmt(res.estimate_pos)} is below the calibrated-regime threshold, so 0 belongs "
+                     f"to the {level} interval: no evidence of miscalibration at level {alpha:g} "
+                     "(this is not evidence that the model is calibrated).")
+    elif ci.lower_open:
         notes.append("The interval is open at 0: (0, upper]. The calibrated-regime test rejects ECE = 0, "
                      "while the lower bound of the miscalibrated-regime interval reaches 0.")
     if res.estimate < 0:
@@ -126,12 +130,12 @@ def build_summary(res, alpha=None) -> CalibSummary:
         {"variance": [fmt(res.sigma0_sq), fmt(res.sigma1_sq)],
          "statistic": [fmt(res.null_zstat), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
          "p-value": [fmt(res.null_pvalue, 4), ""],
-         "threshold": [fmt(res.threshold), ""]},
+         "threshold": [fmt(_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume)), ""]},
         index=["calibrated: z0 = n sqrt(w) T / sigma0", "miscalibrated: T / (sigma1 / sqrt(n))"])
     smry.add_df(tests)
     interval_note = (f"Adjusted {100 * (1 - alpha):g}% confidence interval (Algorithm 1): "
                      f"{ci} for ECE^2, {ci_ece} for ECE.")
-    notes = [interval_note] + (result_notes(res) if alpha == res.alpha else result_notes(res)[-2:])
+    notes = [interval_note] + result_notes(res, alpha)
     smry.add_text("Notes:")
     for i, note in enumerate(notes, 1):
         smry.add_text(f"[{i}] {note}")
