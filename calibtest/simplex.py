@@ -12,8 +12,8 @@ the simplex is the scaled order simplex {0 <= s_1 <= ... <= s_d <= B}.  The
 Kuhn triangulation cuts each unit cube ``a + [0, 1)^d`` (``a`` integer) into
 d! simplices, one per order of the fractional parts f = s - a.  A row's cell
 is therefore the integer parts ``a = floor(s)`` together with the order of
-the fractional parts.  The map z -> s has unit Jacobian times B^d, so every
-cell has volume
+the fractional parts.  The map (z_1, ..., z_d) -> s is linear with determinant
+B^d and every Kuhn simplex has volume 1/d! in s, so every cell has volume
 
     w = 1 / ((K - 1)! B^(K - 1))
 
@@ -34,7 +34,10 @@ of the B^(K-1) cells of the subdivision.  A point with z_K = 0 exactly (the
 face opposite the last vertex) has s_d = B and lands in a cell with
 ``a_d = B`` just beyond the face -- the analogue of the cube convention that
 puts a coordinate exactly 1.0 into a cube of its own.  No row is ever dropped.
-For K = 2 this is exactly the binary-mode binning ``floor(z_1 * B)``.
+For K = 2 this is exactly the binary-mode binning ``floor(z_1 * B)``.  The
+partial sums are computed in float64 by a cumulative sum (rows sum to 1 only
+within ``ROW_SUM_TOL``), so the rule applies to the computed s: a point within
+rounding error of a boundary may land on either side of it.
 
 Keys
 ----
