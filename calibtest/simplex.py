@@ -85,10 +85,13 @@ def _order_code(frac: np.ndarray) -> np.ndarray:
     i higher), so no sort is needed: code = sum_j digit_j (d - 1 - j)!.
     """
     n, d = frac.shape
+    cols = np.ascontiguousarray(frac.T)
     code = np.zeros(n, dtype=np.int64)
-    for j in range(d - 1):  # loop over the d columns, vectorised over rows
-        digit = (frac[:, j + 1:] < frac[:, j:j + 1]).sum(axis=1)
-        code += digit * factorial(d - 1 - j)
+    for j in range(d - 1):  # loops over the d(d-1)/2 column pairs, vectorised over rows
+        digit = np.zeros(n, dtype=np.int16)
+        for i in range(j + 1, d):
+            digit += cols[i] < cols[j]
+        code += digit.astype(np.int64) * factorial(d - 1 - j)
     return code
 
 
