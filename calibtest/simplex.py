@@ -152,11 +152,10 @@ def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.
     if occupied.size * 8 < n:
         return bin_sums(inverse, keys, u, z)
     first = rep[occupied]
-    ur = u[first]
     count = np.ones(occupied.size)
-    sum_u = ur.copy()
-    sum_z = z[first].copy()
-    sum_uu = ur[:, :, None] * ur[:, None, :]
+    sum_u = u[first]                                   # fancy indexing: fresh arrays
+    sum_z = z[first]
+    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
     rest = np.ones(n, dtype=bool)
     rest[first] = False
     if rest.any():
