@@ -23,6 +23,7 @@ from .reporting import report
 from .results import CalibrationResult, ConfidenceInterval
 from .stats import BinStats
 from .streaming import BinAccumulator
+from .tcal import TCalResult, tcal_test
 
 try:
     __version__ = _version("calibtest")
@@ -45,5 +46,7 @@ __all__ = [
     "auto_n_bins",
     "sigma0_sq",
     "report",
+    "tcal_test",
+    "TCalResult",
     "__version__",
 ]

@@ -7,6 +7,7 @@ import pandas as pd
 from .binning import resolve_n_bins
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, parse_formula
+from .full import full_calibration_result, is_full_request
 from .intervals import check_alpha
 from .modes import prepare
 from .results import CalibrationResult
@@ -83,8 +84,11 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     n_classes : int, optional
         K for a single confidence column (top-1 mode); without it a single
         column is the binary mode.
-    k : int, optional
+    k : int or "full", optional
         Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
+        ``k="full"`` (or ``k=K``) is full (canonical) calibration: U = Y - Z on
+        the whole probability vector, binned into B^(K-1) equal-volume simplices
+        (:mod:`calibtest.simplex`; ``n_bins="auto"`` uses d = K - 1).
     n_bins : int or "auto"
         Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
         ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
@@ -153,6 +157,12 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     n_dropped = int(mask.sum())
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
+    if is_full_request(k, p_arr):  # full calibration, k = K: equal-volume simplex bins
+        return full_calibration_result(
+            y_arr, p_arr, n_bins=n_bins, alpha=alpha, class_names=class_names, n_classes=n_classes,
+            y_name=y_name, prob_names=prob_names, formula=formula, n_dropped=n_dropped,
+            call=_format_call(formula, data, y_arr, p_arr, {"n_classes": n_classes, "k": k, "n_bins": n_bins,
+                                                              "alpha": alpha, "missing": missing if missing != "raise" else None}))
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)

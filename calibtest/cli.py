@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     ci.set_defaults(func=_cmd_ci)
     from .report_cli import add_report_parser
     add_report_parser(sub)
+    from .tcal_cli import add_tcal_parser
+    add_tcal_parser(sub)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
     from .compare_cli import add_compare_parser

@@ -21,6 +21,7 @@ _MODE_TEXT = {
     "binary": "binary (E[y | p] = p)",
     "top1": "top-1 confidence",
     "topk": "top-1-to-k",
+    "full": "full (canonical, k = K)",
 }
 
 
@@ -88,6 +89,9 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.mode == "binary":
         notes.append("Binary mode measures calibration of p itself; it equals the paper's K = 2 full "
                      "calibration error divided by 2.")
+    if res.mode == "full":
+        notes.append(f"Full calibration: the simplex is cut into B^(K-1) = {res.n_bins}^{res.n_classes - 1} "
+                     "equal-volume simplices (edgewise subdivision); only non-empty cells are stored.")
     return notes
 
 
