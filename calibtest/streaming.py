@@ -27,8 +27,11 @@ from .binning import resolve_n_bins
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, freeze_env, parse_formula, thaw_env
 from .intervals import check_alpha
+from .full import is_full_request, prepare_full, sigma1_sq_quadratic
 from .modes import PreparedData, prepare
+from .null import sigma0_sq_full
 from .results import CalibrationResult
+from .simplex import simplex_bin_stats, simplex_cell_volume
 from .stats import BinStats, merge_stats
 
 __all__ = ["BinAccumulator"]
@@ -55,16 +58,16 @@ def _array_input(y, probs):
     return y_arr, p_arr, "y", prob_names, class_names
 
 
-def _prepare_rows(y, p, **options):
-    """:func:`calibtest.modes.prepare` for a chunk of any size >= 1.
+def _prepare_rows(prep, y, p, **options) -> PreparedData:
+    """``prep`` (:func:`calibtest.modes.prepare` or :func:`calibtest.full.prepare_full`) for a chunk of any size >= 1.
 
-    ``prepare`` insists on n >= 2 (a whole data set needs it); a one-row chunk
-    is validated and transformed as the first row of itself doubled, since Z
-    and U are computed row by row.
+    Both insist on n >= 2 (a whole data set needs it); a one-row chunk is
+    validated and transformed as the first row of itself doubled, since Z and
+    U are computed row by row.
     """
     if p.shape[0] != 1:
-        return prepare(y, p, **options)
-    twice = prepare(np.concatenate([y, y]), np.concatenate([p, p]), **options)
+        return prep(y, p, **options)
+    twice = prep(np.concatenate([y, y]), np.concatenate([p, p]), **options)
     return PreparedData(z=twice.z[:1], u=twice.u[:1], mode=twice.mode, k=twice.k, n_classes=twice.n_classes)
 
 
@@ -85,11 +88,13 @@ class BinAccumulator:
         As in :func:`calibtest.calib_ci` (``"correct ~ confidence"``,
         ``"label ~ p0 + p1 + p2"``); each chunk is then a DataFrame (or dict of
         columns).  Without a formula, chunks are given as ``update(y=, probs=)``.
-    n_classes, k : int, optional
-        The calibration target, as in :func:`calibtest.calib_ci`.
+    n_classes, k : int or "full", optional
+        The calibration target, as in :func:`calibtest.calib_ci` (``k="full"``
+        or ``k=K``: full calibration on the equal-volume simplex bins).
     n_bins : int or "auto"
         Bins per dimension B.  Rows are binned as they arrive, so ``"auto"``
-        (which depends on n) needs ``n_rows``.
+        (which depends on n) needs ``n_rows``; it is resolved with the
+        dimension of the target when the first rows arrive.
     n_rows : int, optional
         The number of rows the stream will contribute (after dropping missing
         values), used only to resolve ``n_bins="auto"``; :meth:`result` raises
@@ -111,8 +116,8 @@ class BinAccumulator:
         Rows dropped for missing values.
     n_seen : int
         Rows received (used plus dropped).
-    n_bins : int
-        B.
+    n_bins : int or None
+        B (None until the first rows when ``n_bins="auto"``).
     n_bins_rule : str
         ``"user"`` or ``"auto"``.
 
@@ -152,10 +157,13 @@ class BinAccumulator:
         if isinstance(n_bins, str) and n_bins == "auto" and n_rows is None:
             raise ValueError("n_bins='auto' depends on the number of rows n, unknown for a stream: "
                              "give an integer n_bins or the row count n_rows=")
-        d = 1 if k is None else k
-        if not isinstance(d, (int, np.integer)) or isinstance(d, (bool, np.bool_)) or d < 1:
-            raise TypeError(f"k must be a positive integer, got {k!r}")
-        self.n_bins, self.n_bins_rule = resolve_n_bins(n_bins, n_rows if n_rows is not None else 2, int(d))
+        if not (k is None or k == "full" or (isinstance(k, (int, np.integer))
+                                             and not isinstance(k, (bool, np.bool_)) and k >= 1)):
+            raise TypeError(f"k must be a positive integer or 'full', got {k!r}")
+        if isinstance(n_bins, str) and n_bins == "auto":
+            self.n_bins, self.n_bins_rule = None, "auto"  # resolved from n_rows and d with the first rows
+        else:
+            self.n_bins, self.n_bins_rule = resolve_n_bins(n_bins, 2, 1)
         self.formula = formula
         self.n_classes = n_classes
         self.k = k
@@ -190,7 +198,8 @@ class BinAccumulator:
 
     # ------------------------------------------------------------------ settings
     def _settings(self) -> tuple:
-        return (self.formula, self.n_bins, self.n_bins_rule, self.n_rows, self.n_classes, self.k, self.missing)
+        return (self.formula, self.n_bins_rule, self.n_rows, self.n_classes, self.k, self.missing,
+                self.n_bins if self.n_bins_rule == "user" else None)
 
     def _spawn(self) -> "BinAccumulator":
         """An empty accumulator with the same settings and environment."""
@@ -200,6 +209,8 @@ class BinAccumulator:
         new.n_seen = 0
         new._target = None
         new._parts = []
+        if new.n_bins_rule == "auto":
+            new.n_bins = None
         return new
 
     # ------------------------------------------------------------------ feeding
@@ -238,10 +249,18 @@ class BinAccumulator:
         if n_drop:
             y_arr, p_arr = y_arr[~mask], p_arr[~mask]
         if p_arr.shape[0]:
-            prepared = _prepare_rows(y_arr, p_arr, n_classes=self.n_classes, k=self.k,
-                                     class_names=class_names, y_name=y_name, prob_names=prob_names)
+            if is_full_request(self.k, p_arr):  # k = K: full calibration on the simplex bins
+                prepared = _prepare_rows(prepare_full, y_arr, p_arr, n_classes=self.n_classes,
+                                         class_names=class_names, y_name=y_name, prob_names=prob_names)
+                dim, binner = prepared.n_classes - 1, simplex_bin_stats
+            else:
+                prepared = _prepare_rows(prepare, y_arr, p_arr, n_classes=self.n_classes, k=self.k,
+                                         class_names=class_names, y_name=y_name, prob_names=prob_names)
+                dim, binner = prepared.k, cube_bin_stats
             self._check_target((prepared.mode, prepared.k, prepared.n_classes, y_name, tuple(prob_names)))
-            self._push(0, cube_bin_stats(prepared, self.n_bins))
+            if self.n_bins is None:
+                self.n_bins = resolve_n_bins("auto", self.n_rows, dim)[0]
+            self._push(0, binner(prepared, self.n_bins))
         self.n_dropped += n_drop
         self.n_seen += int(mask.shape[0])
         return self
@@ -290,6 +309,7 @@ class BinAccumulator:
         for acc in accs:
             if acc._target is not None:
                 out._check_target(acc._target)
+                out.n_bins = acc.n_bins
             out.n_dropped += acc.n_dropped
             out.n_seen += acc.n_seen
         stats = [s for acc in accs for _, s in acc._parts]
@@ -339,15 +359,19 @@ class BinAccumulator:
                              f"but {self.n} rows were accumulated; give the true row count or an integer n_bins")
         mode, k, n_classes, y_name, prob_names = self._target
         if call is None:
-            options = {"n_classes": self.n_classes, "k": self.k, "n_bins": self.n_bins, "n_rows": self.n_rows,
+            options = {"n_classes": self.n_classes, "k": self.k,
+                       "n_bins": self.n_bins if self.n_bins_rule == "user" else "auto", "n_rows": self.n_rows,
                        "alpha": alpha, "missing": self.missing if self.missing != "raise" else None}
             call = "BinAccumulator(" + ", ".join(
                 ([repr(self.formula)] if self.formula else []) +
                 [f"{key}={val!r}" for key, val in options.items() if val is not None]) + ")"
+        full = {} if mode != "full" else {
+            "volume": simplex_cell_volume(self.n_bins, n_classes), "sigma0_sq_value": sigma0_sq_full(n_classes),
+            "sigma1_sq_value": sigma1_sq_quadratic(stats)}
         return result_from_stats(
             stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
             alpha=alpha, formula=self.formula, y_name=y_name, prob_names=prob_names,
-            n_dropped=self.n_dropped, call=call, source=source, data=None)
+            n_dropped=self.n_dropped, call=call, source=source, data=None, **full)
 
     def __repr__(self) -> str:
         target = "no rows yet" if self._target is None else f"mode={self._target[0]} k={self._target[1]}"

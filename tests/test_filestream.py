@@ -105,6 +105,20 @@ def test_topk_with_string_labels(tmp_path):
     assert_same_result(res, ref)
 
 
+def test_full_calibration_from_a_file(tmp_path):
+    rng = np.random.default_rng(12)
+    n, K = 900, 3
+    P = rng.dirichlet(np.ones(K) * 2, size=n)
+    df = pd.DataFrame(P, columns=["a", "b", "c"])
+    df["label"] = [rng.choice(K, p=row) for row in P]
+    path = tmp_path / "full.parquet"
+    df.to_parquet(path, row_group_size=200)
+    ref = ct.calib_ci("label ~ a + b + c", data=df, k="full")
+    res = ct.calib_ci("label ~ a + b + c", data=path, k="full", chunksize=128)
+    assert res.mode == "full" and res.n_bins == ct.auto_n_bins(n, K - 1)
+    assert_same_result(res, ref)
+
+
 def test_formula_variables_from_the_callers_environment(tmp_path):
     df = frame(500, seed=9)
     df["pct"] = df["conf"] * 100

@@ -35,7 +35,7 @@ def make_frame(kind: str, n: int, seed: int, n_classes: int = 4) -> tuple[pd.Dat
     names = [f"c{j}" for j in range(n_classes)]
     df = pd.DataFrame(P, columns=names)
     df["label"] = np.array(names)[labels]  # string labels equal to the column names
-    return df, "label ~ " + " + ".join(names), {"k": 2}
+    return df, "label ~ " + " + ".join(names), {"k": 2 if kind == "topk" else "full"}
 
 
 def cut_points(draw_sizes, n: int) -> list[int]:
@@ -50,7 +50,7 @@ def cut_points(draw_sizes, n: int) -> list[int]:
 
 # ---------------------------------------------------------------- the property
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kind=st.sampled_from(["binary", "top1", "topk"]),
+@given(kind=st.sampled_from(["binary", "top1", "topk", "full"]),
        n=st.integers(2, 250),
        seed=st.integers(0, 2**32 - 1),
        n_bins=st.integers(1, 25),
@@ -196,8 +196,13 @@ def test_auto_needs_n_rows_and_checks_it():
     assert acc.n_bins == ct.auto_n_bins(101, 1)
     with pytest.raises(ValueError, match="n_rows=101"):
         acc.result()
-    acc_k = BinAccumulator("label ~ c0 + c1 + c2 + c3", k=2, n_bins="auto", n_rows=1000)
-    assert acc_k.n_bins == ct.auto_n_bins(1000, 2)
+    # B is resolved with the dimension d of the target when the first rows arrive
+    matrix, formula_k, _ = make_frame("topk", 10, 1)
+    acc_k = BinAccumulator(formula_k, k=2, n_bins="auto", n_rows=1000)
+    assert acc_k.n_bins is None
+    assert acc_k.update(matrix).n_bins == ct.auto_n_bins(1000, 2)
+    acc_full = BinAccumulator(formula_k, k="full", n_bins="auto", n_rows=1000).update(matrix)
+    assert acc_full.n_bins == ct.auto_n_bins(1000, 3)  # d = K - 1 on the simplex
 
 
 def test_settings_must_match_to_merge():
