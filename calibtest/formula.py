@@ -93,7 +93,10 @@ def parse_formula(formula: str, data, env) -> FormulaData:
         raise ValueError(f"formula {formula!r} must have exactly one outcome on the left of '~'")
     if not rhs:
         raise ValueError(f"formula {formula!r} names no probability column on the right of '~'")
-    namespace = VarLookupDict([data, vars(_patsy_builtins)])
+    # columns first, then the caller's variables, then patsy's builtins (I, Q, ...) last,
+    # as patsy itself does: a caller variable named like a builtin is not hidden
+    namespace = VarLookupDict([data])
+    env = env.with_outer_namespace(vars(_patsy_builtins))
     y_code = _single_factor(lhs[0], "left", formula)
     prob_codes = [_single_factor(t, "right", formula) for t in rhs]
     y = _evaluate(y_code, env, namespace, formula)
@@ -160,7 +163,7 @@ def freeze_env(formula: str, env, columns=()) -> dict:
     functions such as ``np`` travel by reference) can be shipped to workers and
     turned back into an environment with :func:`thaw_env`.
     """
-    skip = {str(c) for c in columns} | set(vars(_patsy_builtins))  # columns and I, Q, scale, ... shadow env
+    skip = {str(c) for c in columns}  # columns shadow the environment
     out = {}
     for nm in formula_names(formula):
         if nm in skip:
