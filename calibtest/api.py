@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from .binning import resolve_n_bins
+from .conditional import check_null_options, with_null
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, parse_formula
 from .full import full_calibration_result, is_full_request
@@ -51,7 +52,7 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0,
+             eval_env: int = 0, null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
              chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
@@ -100,6 +101,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     eval_env : int
         Frames above the caller in which formula names not in ``data`` are
         looked up (patsy semantics; 0 is the caller).
+    null : {"asymptotic", "conditional", "monte-carlo"}
+        Null law of the test of H0: calibrated, which also decides whether 0
+        joins the interval (iff that test does not reject at level alpha).
+        ``"asymptotic"`` (default) is the paper's n sqrt(w) T / sigma0 ~ N(0, 1);
+        ``"conditional"`` uses the exact moments of T given the predictions
+        and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
+        redraws the labels from the predictions ``n_null_draws`` times
+        (see :mod:`calibtest.conditional`).  The summary always shows the
+        asymptotic and the conditional p-values.
+    rng : None, int or numpy.random.Generator
+        Seed of the Monte Carlo null (recorded as ``mc_seed``).
+    n_null_draws : int
+        Label draws R of the Monte Carlo null (default 2000).
     chunksize : int, optional
         Rows per chunk for a file (default 1,000,000).
     progress : bool, optional
@@ -117,10 +131,14 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     >>> print(res.summary())                              # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
+    check_null_options(null, n_null_draws, rng)
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
     from .outofcore import calib_ci_out_of_core, is_out_of_core
     if is_out_of_core(data):
+        if null != "asymptotic":
+            raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
+                             "Dask frames support the default null='asymptotic'")
         return calib_ci_out_of_core(formula, data, env=capture_env(eval_env + 1), y=y, probs=probs,
                                     n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha, missing=missing,
                                     chunksize=chunksize, progress=progress)
@@ -158,11 +176,14 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
     if is_full_request(k, p_arr):  # full calibration, k = K: equal-volume simplex bins
-        return full_calibration_result(
+        res = full_calibration_result(
             y_arr, p_arr, n_bins=n_bins, alpha=alpha, class_names=class_names, n_classes=n_classes,
             y_name=y_name, prob_names=prob_names, formula=formula, n_dropped=n_dropped,
             call=_format_call(formula, data, y_arr, p_arr, {"n_classes": n_classes, "k": k, "n_bins": n_bins,
                                                               "alpha": alpha, "missing": missing if missing != "raise" else None}))
+        from .tcal import row_bins
+        return with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
+                         inverse=row_bins(res.data, res.n_bins))
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)
@@ -170,7 +191,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                          "missing": missing if missing != "raise" else None})
-    return result_from_stats(
+    res = result_from_stats(
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
+    return with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)

@@ -221,3 +221,13 @@ def test_formula_names_and_quoted_columns(tmp_path):
     res = ct.calib_ci('correct ~ Q("odd name")', data=path, n_classes=10, n_bins=6, chunksize=100)
     assert res.source["columns"] == ["correct", "odd name"]
     assert_same_result(res, ct.calib_ci('correct ~ Q("odd name")', data=df, n_classes=10, n_bins=6))
+
+
+def test_conditional_null_needs_in_memory_data(tmp_path):
+    import pandas as pd
+    import pytest
+    import calibtest as ct
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"y": [0, 1, 1, 0], "p": [0.2, 0.7, 0.6, 0.3]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match="null='conditional' needs the rows in memory"):
+        ct.calib_ci("y ~ p", data=str(path), null="conditional", n_bins=2)
