@@ -52,7 +52,8 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0, null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+             eval_env: int = 0, method: str = "adjusted", n_resamples: int | None = None,
+             null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
              chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
@@ -101,6 +102,24 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     eval_env : int
         Frames above the caller in which formula names not in ``data`` are
         looked up (patsy semantics; 0 is the caller).
+    method : {"adjusted", "bootstrap", "subsampling", "hulc"}
+        How the interval is made.  ``"adjusted"`` (default) is the paper's
+        Algorithm 1.  The others are the resampling baselines of the paper's
+        simulations (``calibtest.resampling``): percentile bootstrap,
+        subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
+        (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
+        rows on the same bins; the estimate and the calibrated-regime z test
+        are unchanged.
+    n_resamples : int, optional
+        Resamples / subsamples (default 500; HulC uses them to estimate its
+        median bias).  Only for resampling methods.
+    rng : None, int or numpy.random.Generator
+        Seed of the resampling (recorded as ``res.seed``; with ``None`` a fresh
+        seed is drawn and recorded) and of the Monte Carlo null (``mc_seed``).
+    progress : bool, optional
+        Progress bar (needs tqdm) for long resampling runs and for files; by
+        default only in an interactive terminal and never when the ``CI``
+        variable is set; ``False`` never, ``True`` always.
     null : {"asymptotic", "conditional", "monte-carlo"}
         Null law of the test of H0: calibrated, which also decides whether 0
         joins the interval (iff that test does not reject at level alpha).
@@ -110,15 +129,10 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         redraws the labels from the predictions ``n_null_draws`` times
         (see :mod:`calibtest.conditional`).  The summary always shows the
         asymptotic and the conditional p-values.
-    rng : None, int or numpy.random.Generator
-        Seed of the Monte Carlo null (recorded as ``mc_seed``).
     n_null_draws : int
         Label draws R of the Monte Carlo null (default 2000).
     chunksize : int, optional
         Rows per chunk for a file (default 1,000,000).
-    progress : bool, optional
-        Progress bar for a file (needs tqdm): by default only in an
-        interactive terminal outside CI; ``False`` never, ``True`` always.
 
     Returns
     -------
@@ -132,6 +146,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null_options(null, n_null_draws, rng)
+    _check_method(method, n_resamples, rng, progress)
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
     from .outofcore import calib_ci_out_of_core, is_out_of_core
@@ -141,7 +156,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                              "Dask frames support the default null='asymptotic'")
         return calib_ci_out_of_core(formula, data, env=capture_env(eval_env + 1), y=y, probs=probs,
                                     n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha, missing=missing,
-                                    chunksize=chunksize, progress=progress)
+                                    chunksize=chunksize, progress=progress, method=method)
     if chunksize is not None:
         raise ValueError("chunksize= applies only to data given as a file path")
     if formula is not None:
@@ -180,19 +195,57 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
             y_arr, p_arr, n_bins=n_bins, alpha=alpha, class_names=class_names, n_classes=n_classes,
             y_name=y_name, prob_names=prob_names, formula=formula, n_dropped=n_dropped,
             call=_format_call(formula, data, y_arr, p_arr, {"n_classes": n_classes, "k": k, "n_bins": n_bins,
-                                                              "alpha": alpha, "missing": missing if missing != "raise" else None}))
+                                                              "alpha": alpha, "missing": missing if missing != "raise" else None,
+                                                              "method": method if method != "adjusted" else None,
+                                                              "n_resamples": n_resamples,
+                                                              "rng": rng if isinstance(rng, (int, np.integer)) else None}))
         from .tcal import row_bins
-        return with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
-                         inverse=row_bins(res.data, res.n_bins))
+        inverse = row_bins(res.data, res.n_bins)
+        res = with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
+                        inverse=inverse)
+        if method != "adjusted":
+            from .resampling import resampled_result
+            res = resampled_result(res, inverse, method, n_resamples=n_resamples, rng=rng, progress=progress)
+        return res
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)
     stats = cube_bin_stats(prepared, B)
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-                         "missing": missing if missing != "raise" else None})
+                         "missing": missing if missing != "raise" else None,
+                         "method": method if method != "adjusted" else None, "n_resamples": n_resamples,
+                         "rng": rng if isinstance(rng, (int, np.integer)) else None})
     res = result_from_stats(
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
-    return with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)
+    res = with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)
+    if method != "adjusted":
+        from .resampling import resampled_result, row_bin_index
+        res = resampled_result(res, row_bin_index(prepared, B), method, n_resamples=n_resamples, rng=rng,
+                               progress=progress)
+    return res
+
+
+def _check_method(method, n_resamples, rng=None, progress=None) -> None:
+    """Validate ``method=``, ``n_resamples=``, ``rng=`` and ``progress=`` of :func:`calib_ci`."""
+    from .resampling import METHODS
+    allowed = ("adjusted",) + METHODS
+    if not isinstance(method, str) or method not in allowed:
+        raise ValueError(f"method must be one of {allowed}, got {method!r}")
+    if n_resamples is not None:
+        if method == "adjusted":
+            raise ValueError("n_resamples applies only to the resampling methods "
+                             "(method='bootstrap', 'subsampling' or 'hulc')")
+        if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)):
+            raise TypeError(f"n_resamples must be an integer, got {n_resamples!r}")
+        if n_resamples < 2:
+            raise ValueError(f"n_resamples must be >= 2, got {n_resamples}")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+            raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+        if rng < 0:
+            raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be None, True or False, got {progress!r}")

@@ -30,7 +30,7 @@ def _cmd_ci(args) -> int:
     stream = _streamed(args)
     df = args.file if stream else _read_csv(args.file)
     res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                   alpha=args.alpha, missing=args.missing, **stream)
+                   alpha=args.alpha, missing=args.missing, **stream, **_resampling_options(args))
     if args.json:
         print(json.dumps(res.to_dict()))
     else:
@@ -46,6 +46,16 @@ def _streamed(args) -> dict:
     if not os.path.isfile(args.file):
         raise SystemExit(f"calibtest: file not found: {args.file}")
     return {"chunksize": args.chunksize}
+
+
+def _resampling_options(args) -> dict:
+    """``--method``, ``--n-resamples`` and ``--seed`` as calib_ci keywords (only those given)."""
+    out = {}
+    if getattr(args, "method", "adjusted") != "adjusted":
+        out.update(method=args.method, n_resamples=args.n_resamples, rng=args.seed)
+    elif getattr(args, "n_resamples", None) is not None:
+        out.update(n_resamples=args.n_resamples)  # calib_ci explains that it needs a resampling method
+    return out
 
 
 def _cmd_demo(args) -> int:
@@ -74,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     ci.add_argument("--chunksize", type=int, default=None,
                     help="stream the file in chunks of this many rows (Parquet files are always streamed)")
+    ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
+                    help="interval: the paper's adjusted interval (default) or a resampling baseline")
+    ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
+    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method")
     ci.set_defaults(func=_cmd_ci)
     from .report_cli import add_report_parser
     add_report_parser(sub)

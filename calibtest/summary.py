@@ -72,7 +72,10 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     alpha = res.alpha if alpha is None else alpha
     ci = res.conf_int(alpha)
     level = f"{100 * (1 - alpha):g}%"
-    if ci.contains_zero and res.null != "asymptotic":
+    if res.method != "adjusted":
+        from .resampling import resampling_notes
+        notes += resampling_notes(res, alpha)
+    elif ci.contains_zero and res.null != "asymptotic":
         notes.append(f"The {res.null} test does not reject ECE = 0 (p = {fmt(res.null_pvalue, 4)}), so 0 "
                      f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
                      "(this is not evidence that the model is calibrated).")
@@ -115,6 +118,19 @@ def _settings_table(res) -> dict:
         "Alpha:": fmt(res.alpha),
         "Null:": res.null,
     }
+    if res.method != "adjusted":
+        out.update(_resampling_settings(res))
+    return out
+
+
+def _resampling_settings(res) -> dict:
+    """Settings rows of a resampling interval: resamples, their size, seed, HulC details."""
+    label = {"bootstrap": "Resamples:", "subsampling": "Subsamples:", "hulc": "Bias subsamples:"}
+    out = {label.get(res.method, "Resamples:"): f"{fmt(res.n_resamples)} x {fmt(res.resample_size)} rows",
+           "Seed:": "Generator" if res.seed == "Generator" else fmt(res.seed)}
+    if res.method == "hulc":
+        out["HulC splits:"] = "more than n" if res.hulc_splits is None else fmt(res.hulc_splits)
+        out["Median bias:"] = fmt(res.hulc_median_bias, 4)
     return out
 
 
@@ -124,7 +140,8 @@ def build_summary(res, alpha=None) -> CalibSummary:
     ci = res.conf_int(alpha)
     ci_ece = res.conf_int(alpha, scale="ece")
     smry = CalibSummary()
-    smry.add_title("Calibration error: debiased l2-ECE with adjusted interval")
+    smry.add_title("Calibration error: debiased l2-ECE with adjusted interval" if res.method == "adjusted"
+                   else f"Calibration error: debiased l2-ECE with {res.method} interval")
     smry.add_dict(_settings_table(res), ncols=2)
     est = pd.DataFrame(
         {"estimate": [fmt(res.estimate), fmt(res.ece)],
@@ -143,6 +160,10 @@ def build_summary(res, alpha=None) -> CalibSummary:
     smry.add_df(tests)
     interval_note = (f"Adjusted {100 * (1 - alpha):g}% confidence interval (Algorithm 1): "
                      f"{ci} for ECE^2, {ci_ece} for ECE.")
+    if res.method != "adjusted":
+        name = {"bootstrap": "Percentile bootstrap", "subsampling": "Subsampling", "hulc": "Adaptive HulC"}
+        interval_note = (f"{name.get(res.method, res.method)} {100 * (1 - alpha):g}% confidence interval: "
+                         f"{ci} for ECE^2, {ci_ece} for ECE.")
     notes = [interval_note] + result_notes(res, alpha)
     smry.add_text("Notes:")
     for i, note in enumerate(notes, 1):
@@ -188,4 +209,7 @@ def result_dict(res) -> dict:
         "conditional_pvalue": res.conditional_pvalue, "conditional_threshold": res.conditional_threshold,
         "mc_pvalue": res.mc_pvalue, "mc_draws": res.mc_draws, "mc_seed": res.mc_seed,
     }
+    out.update({"n_resamples": res.n_resamples, "seed": None if res.seed is None else str(res.seed),
+                "resample_size": res.resample_size, "hulc_splits": res.hulc_splits,
+                "hulc_median_bias": res.hulc_median_bias})
     return _json_safe(out)
