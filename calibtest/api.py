@@ -204,8 +204,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         res = with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
                         inverse=inverse)
         if method != "adjusted":
-            from .resampling import resampled_result
-            res = resampled_result(res, inverse, method, n_resamples=n_resamples, rng=rng, progress=progress)
+            from .resampling import resampled_result, row_bin_index
+            res = resampled_result(res, row_bin_index(res.data, res.n_bins), method, n_resamples=n_resamples,
+                                   rng=rng, progress=progress)
         return res
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
