@@ -2,40 +2,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .binning import resolve_n_bins
 from .conditional import check_null_options, with_null
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, parse_formula
 from .full import full_calibration_result, is_full_request
+from .inputs import MISSING_OPTIONS, array_input, missing_mask
 from .intervals import check_alpha
 from .modes import prepare
 from .results import CalibrationResult
 
 __all__ = ["calib_ci"]
-
-_MISSING = ("raise", "drop")
-
-
-def _missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
-    """Rows with a missing value; raise when ``missing='raise'``."""
-    y_na = np.zeros(len(y), dtype=bool) if y.dtype.kind in "biu" else np.asarray(pd.isna(y), dtype=bool)
-    if probs.ndim == 1:
-        p_na = np.isnan(probs)[:, None]
-    else:
-        # a row sum is NaN iff the row holds a NaN (or +inf and -inf): one BLAS pass,
-        # then the exact per-column check on the few flagged rows only
-        p_na = np.zeros(probs.shape, dtype=bool)
-        flagged = np.flatnonzero(np.isnan(probs @ np.ones(probs.shape[1])))
-        p_na[flagged] = np.isnan(probs[flagged])
-    mask = y_na | p_na.any(axis=1)
-    if mask.any() and missing == "raise":
-        cols = ([y_name] if y_na.any() else []) + [nm for j, nm in enumerate(prob_names) if p_na[:, j].any()]
-        raise ValueError(f"{int(mask.sum())} rows have missing values (NaN) in {', '.join(map(repr, cols))}; "
-                         "pass missing='drop' to drop them")
-    return mask
-
 
 def _format_call(formula, data, y, probs, options: dict) -> str:
     parts = []
@@ -147,8 +125,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     alpha = check_alpha(alpha)
     check_null_options(null, n_null_draws, rng)
     _check_method(method, n_resamples, rng, progress)
-    if missing not in _MISSING:
-        raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
+    if missing not in MISSING_OPTIONS:
+        raise ValueError(f"missing must be one of {MISSING_OPTIONS}, got {missing!r}")
     from .outofcore import calib_ci_out_of_core, is_out_of_core
     if is_out_of_core(data):
         if null != "asymptotic":
@@ -172,21 +150,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
             raise ValueError("give a formula with data=, or both y= and probs=")
         if data is not None:
             raise ValueError("data= is used only with a formula")
-        y_arr = y.to_numpy() if isinstance(y, (pd.Series, pd.Index)) else np.asarray(y)
-        p_arr = probs.to_numpy() if isinstance(probs, (pd.Series, pd.DataFrame)) else np.asarray(probs)
-        if p_arr.dtype.kind not in "biuf":
-            raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
-        if y_arr.ndim != 1:
-            raise ValueError(f"y must be one-dimensional, got shape {y_arr.shape}")
-        if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
-            raise ValueError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
-                             f"got {p_arr.shape}")
-        y_name = "y"
-        prob_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else \
-            (["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])])
-        class_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else None
+        y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
     p_arr = np.asarray(p_arr, dtype=np.float64)
-    mask = _missing_mask(y_arr, p_arr, y_name, prob_names, missing)
+    mask = missing_mask(y_arr, p_arr, y_name, prob_names, missing)
     n_dropped = int(mask.sum())
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]

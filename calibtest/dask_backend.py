@@ -24,7 +24,7 @@ with the tasks.
 """
 from __future__ import annotations
 
-from .api import _missing_mask
+from .inputs import missing_mask
 from .formula import formula_columns, freeze_env, parse_formula, thaw_env
 from .results import CalibrationResult
 from .streaming import BinAccumulator
@@ -63,7 +63,7 @@ def _partition_usable(formula: str, namespace: dict, missing: str, part, index: 
     """Rows of one partition that survive the missing-value rule."""
     try:
         parsed = parse_formula(formula, part, thaw_env(namespace))
-        mask = _missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
+        mask = missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
     except (ValueError, TypeError) as exc:
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         raise kind(f"Dask partition {index}: {exc}") from exc

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .api import _missing_mask
+from .inputs import missing_mask
 from .formula import formula_columns, parse_formula
 from .results import CalibrationResult
 from .streaming import BinAccumulator
@@ -141,7 +141,7 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
         stop = start + len(chunk)
         try:
             parsed = parse_formula(formula, chunk, env)
-            mask = _missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
+            mask = missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
         except (ValueError, TypeError) as exc:
             raise _with_rows(exc, name, start, stop) from exc
         total += int(mask.shape[0] - mask.sum())

@@ -20,9 +20,8 @@ a counting pass); ``result`` checks that hint against the rows accumulated.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from .api import _missing_mask
+from .inputs import MISSING_OPTIONS, array_input, missing_mask
 from .binning import resolve_n_bins
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, freeze_env, parse_formula, thaw_env
@@ -35,28 +34,6 @@ from .simplex import simplex_bin_stats, simplex_cell_volume
 from .stats import BinStats, merge_stats
 
 __all__ = ["BinAccumulator"]
-
-_MISSING = ("raise", "drop")
-
-
-def _array_input(y, probs):
-    """Arrays and names from ``y=``/``probs=`` input (the rules of :func:`calibtest.calib_ci`)."""
-    y_arr = y.to_numpy() if isinstance(y, (pd.Series, pd.Index)) else np.asarray(y)
-    p_arr = probs.to_numpy() if isinstance(probs, (pd.Series, pd.DataFrame)) else np.asarray(probs)
-    if p_arr.dtype.kind not in "biuf":
-        raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
-    if y_arr.ndim != 1:
-        raise ValueError(f"y must be one-dimensional, got shape {y_arr.shape}")
-    if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
-        raise ValueError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
-                         f"got {p_arr.shape}")
-    if isinstance(probs, pd.DataFrame):
-        prob_names = class_names = list(probs.columns)
-    else:
-        prob_names = ["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])]
-        class_names = None
-    return y_arr, p_arr, "y", prob_names, class_names
-
 
 def _prepare_rows(prep, y, p, **options) -> PreparedData:
     """``prep`` (:func:`calibtest.modes.prepare` or :func:`calibtest.full.prepare_full`) for a chunk of any size >= 1.
@@ -143,8 +120,8 @@ class BinAccumulator:
                  eval_env=0):
         if formula is not None and not isinstance(formula, str):
             raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
-        if missing not in _MISSING:
-            raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
+        if missing not in MISSING_OPTIONS:
+            raise ValueError(f"missing must be one of {MISSING_OPTIONS}, got {missing!r}")
         if n_rows is not None:
             if isinstance(n_rows, (bool, np.bool_)) or not isinstance(n_rows, (int, np.integer)):
                 raise TypeError(f"n_rows must be an integer, got {type(n_rows).__name__}")
@@ -242,9 +219,9 @@ class BinAccumulator:
                 raise ValueError("this accumulator has no formula: pass each chunk as y= and probs=")
             if y is None or probs is None:
                 raise ValueError("update needs both y= and probs=")
-            y_arr, p_arr, y_name, prob_names, class_names = _array_input(y, probs)
+            y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
         p_arr = np.asarray(p_arr, dtype=np.float64)
-        mask = _missing_mask(y_arr, p_arr, y_name, prob_names, self.missing)
+        mask = missing_mask(y_arr, p_arr, y_name, prob_names, self.missing)
         n_drop = int(mask.sum())
         if n_drop:
             y_arr, p_arr = y_arr[~mask], p_arr[~mask]
