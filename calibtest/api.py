@@ -2,34 +2,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .binning import resolve_n_bins
 from .conditional import check_null_options, with_null
 from .estimation import cube_bin_stats, result_from_stats
 from .formula import capture_env, parse_formula
+from .full import full_calibration_result, is_full_request
+from .inputs import MISSING_OPTIONS, array_input, missing_mask
 from .intervals import check_alpha
 from .modes import prepare
 from .results import CalibrationResult
 
 __all__ = ["calib_ci"]
-
-_MISSING = ("raise", "drop")
-
-
-def _missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
-    """Rows with a missing value; raise when ``missing='raise'``."""
-    y_na = np.asarray(pd.isna(y), dtype=bool)
-    p_na = np.isnan(probs)
-    if p_na.ndim == 1:
-        p_na = p_na[:, None]
-    mask = y_na | p_na.any(axis=1)
-    if mask.any() and missing == "raise":
-        cols = ([y_name] if y_na.any() else []) + [nm for j, nm in enumerate(prob_names) if p_na[:, j].any()]
-        raise ValueError(f"{int(mask.sum())} rows have missing values (NaN) in {', '.join(map(repr, cols))}; "
-                         "pass missing='drop' to drop them")
-    return mask
-
 
 def _format_call(formula, data, y, probs, options: dict) -> str:
     parts = []
@@ -46,8 +30,9 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0, null: str = "asymptotic", rng=None,
-             n_null_draws: int = 2000) -> CalibrationResult:
+             eval_env: int = 0, method: str = "adjusted", n_resamples: int | None = None,
+             null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+             chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -65,15 +50,25 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``I(p / 100)`` and functions of columns work; the intercept is ignored.
         Labels are integer codes 0..K-1 in column order or values equal to the
         probability columns' names.
-    data : pandas.DataFrame or dict, optional
-        Data for the formula.
+    data : pandas.DataFrame, dict, path or dask DataFrame, optional
+        Data for the formula.  A path (``str`` or ``pathlib.Path``) to a
+        ``.csv`` (possibly compressed) or ``.parquet`` file is streamed in
+        chunks of ``chunksize`` rows, reading only the formula's columns, with
+        memory bounded by the chunk size; a ``dask.dataframe.DataFrame`` is
+        reduced partition by partition on the active Dask scheduler (a
+        ``dask.distributed`` cluster if a ``Client`` exists).  Both give the
+        in-memory answer from the additive per-bin sums, with ``data=None`` and
+        provenance in ``result.source`` (see ``docs/scale.md``).
     y, probs : array_like, optional
         Array input instead of a formula: ``probs`` is (n,) or (n, K).
     n_classes : int, optional
         K for a single confidence column (top-1 mode); without it a single
         column is the binary mode.
-    k : int, optional
+    k : int or "full", optional
         Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
+        ``k="full"`` (or ``k=K``) is full (canonical) calibration: U = Y - Z on
+        the whole probability vector, binned into B^(K-1) equal-volume simplices
+        (:mod:`calibtest.simplex`; ``n_bins="auto"`` uses d = K - 1).
     n_bins : int or "auto"
         Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
         ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
@@ -85,6 +80,24 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     eval_env : int
         Frames above the caller in which formula names not in ``data`` are
         looked up (patsy semantics; 0 is the caller).
+    method : {"adjusted", "bootstrap", "subsampling", "hulc"}
+        How the interval is made.  ``"adjusted"`` (default) is the paper's
+        Algorithm 1.  The others are the resampling baselines of the paper's
+        simulations (``calibtest.resampling``): percentile bootstrap,
+        subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
+        (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
+        rows on the same bins; the estimate and the calibrated-regime z test
+        are unchanged.
+    n_resamples : int, optional
+        Resamples / subsamples (default 500; HulC uses them to estimate its
+        median bias).  Only for resampling methods.
+    rng : None, int or numpy.random.Generator
+        Seed of the resampling (recorded as ``res.seed``; with ``None`` a fresh
+        seed is drawn and recorded) and of the Monte Carlo null (``mc_seed``).
+    progress : bool, optional
+        Progress bar (needs tqdm) for long resampling runs and for files; by
+        default only in an interactive terminal and never when the ``CI``
+        variable is set; ``False`` never, ``True`` always.
     null : {"asymptotic", "conditional", "monte-carlo"}
         Null law of the test of H0: calibrated, which also decides whether 0
         joins the interval (iff that test does not reject at level alpha).
@@ -94,10 +107,10 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         redraws the labels from the predictions ``n_null_draws`` times
         (see :mod:`calibtest.conditional`).  The summary always shows the
         asymptotic and the conditional p-values.
-    rng : None, int or numpy.random.Generator
-        Seed of the Monte Carlo null (recorded as ``mc_seed``).
     n_null_draws : int
         Label draws R of the Monte Carlo null (default 2000).
+    chunksize : int, optional
+        Rows per chunk for a file (default 1,000,000).
 
     Returns
     -------
@@ -111,8 +124,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null_options(null, n_null_draws, rng)
-    if missing not in _MISSING:
-        raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
+    _check_method(method, n_resamples, rng, progress)
+    if missing not in MISSING_OPTIONS:
+        raise ValueError(f"missing must be one of {MISSING_OPTIONS}, got {missing!r}")
+    from .outofcore import calib_ci_out_of_core, is_out_of_core
+    if is_out_of_core(data):
+        if null != "asymptotic":
+            raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
+                             "Dask frames support the default null='asymptotic'")
+        return calib_ci_out_of_core(formula, data, env=capture_env(eval_env + 1), y=y, probs=probs,
+                                    n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha, missing=missing,
+                                    chunksize=chunksize, progress=progress, method=method)
+    if chunksize is not None:
+        raise ValueError("chunksize= applies only to data given as a file path")
     if formula is not None:
         if y is not None or probs is not None:
             raise ValueError("give either a formula with data, or y= and probs=, not both")
@@ -126,33 +150,69 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
             raise ValueError("give a formula with data=, or both y= and probs=")
         if data is not None:
             raise ValueError("data= is used only with a formula")
-        y_arr = y.to_numpy() if isinstance(y, (pd.Series, pd.Index)) else np.asarray(y)
-        p_arr = probs.to_numpy() if isinstance(probs, (pd.Series, pd.DataFrame)) else np.asarray(probs)
-        if p_arr.dtype.kind not in "biuf":
-            raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
-        if y_arr.ndim != 1:
-            raise ValueError(f"y must be one-dimensional, got shape {y_arr.shape}")
-        if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
-            raise ValueError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
-                             f"got {p_arr.shape}")
-        y_name = "y"
-        prob_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else \
-            (["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])])
-        class_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else None
+        y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
     p_arr = np.asarray(p_arr, dtype=np.float64)
-    mask = _missing_mask(y_arr, p_arr, y_name, prob_names, missing)
+    mask = missing_mask(y_arr, p_arr, y_name, prob_names, missing)
     n_dropped = int(mask.sum())
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
+    if is_full_request(k, p_arr):  # full calibration, k = K: equal-volume simplex bins
+        res = full_calibration_result(
+            y_arr, p_arr, n_bins=n_bins, alpha=alpha, class_names=class_names, n_classes=n_classes,
+            y_name=y_name, prob_names=prob_names, formula=formula, n_dropped=n_dropped,
+            call=_format_call(formula, data, y_arr, p_arr, {"n_classes": n_classes, "k": k, "n_bins": n_bins,
+                                                              "alpha": alpha, "missing": missing if missing != "raise" else None,
+                                                              "method": method if method != "adjusted" else None,
+                                                              "n_resamples": n_resamples,
+                                                              "rng": rng if isinstance(rng, (int, np.integer)) else None}))
+        from .tcal import row_bins
+        inverse = row_bins(res.data, res.n_bins)
+        res = with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
+                        inverse=inverse)
+        if method != "adjusted":
+            from .resampling import resampled_result, row_bin_index
+            res = resampled_result(res, row_bin_index(res.data, res.n_bins), method, n_resamples=n_resamples,
+                                   rng=rng, progress=progress)
+        return res
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)
     stats = cube_bin_stats(prepared, B)
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-                         "missing": missing if missing != "raise" else None})
+                         "missing": missing if missing != "raise" else None,
+                         "method": method if method != "adjusted" else None, "n_resamples": n_resamples,
+                         "rng": rng if isinstance(rng, (int, np.integer)) else None})
     res = result_from_stats(
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
-    return with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)
+    res = with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)
+    if method != "adjusted":
+        from .resampling import resampled_result, row_bin_index
+        res = resampled_result(res, row_bin_index(prepared, B), method, n_resamples=n_resamples, rng=rng,
+                               progress=progress)
+    return res
+
+
+def _check_method(method, n_resamples, rng=None, progress=None) -> None:
+    """Validate ``method=``, ``n_resamples=``, ``rng=`` and ``progress=`` of :func:`calib_ci`."""
+    from .resampling import METHODS
+    allowed = ("adjusted",) + METHODS
+    if not isinstance(method, str) or method not in allowed:
+        raise ValueError(f"method must be one of {allowed}, got {method!r}")
+    if n_resamples is not None:
+        if method == "adjusted":
+            raise ValueError("n_resamples applies only to the resampling methods "
+                             "(method='bootstrap', 'subsampling' or 'hulc')")
+        if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)):
+            raise TypeError(f"n_resamples must be an integer, got {n_resamples!r}")
+        if n_resamples < 2:
+            raise ValueError(f"n_resamples must be >= 2, got {n_resamples}")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+            raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+        if rng < 0:
+            raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be None, True or False, got {progress!r}")

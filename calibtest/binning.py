@@ -17,6 +17,9 @@ __all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins"]
 #: Largest dense key space (product of the index ranges) binned with a direct
 #: ``bincount`` instead of a sort-based ``np.unique``.
 _DENSE_LIMIT = 1 << 22
+#: Largest key space whose linear key is used directly as the bin number (bins
+#: may then be empty until :func:`calibtest.stats.bin_sums` drops them).
+_RAW_LIMIT = 1 << 16
 
 
 def auto_n_bins(n: int, d: int) -> int:
@@ -65,7 +68,8 @@ def cube_indices(z: np.ndarray, n_bins: int) -> np.ndarray:
     ndarray of int64, shape (n, d)
         Values in ``0..B``; ``B`` only for a coordinate exactly equal to 1.
     """
-    return np.floor(z * n_bins).astype(np.int64)
+    # z >= 0 (validated), so truncation toward zero is floor
+    return (z * n_bins).astype(np.int64)
 
 
 def group_keys(idx: np.ndarray, upper: int | np.ndarray):
@@ -83,7 +87,8 @@ def group_keys(idx: np.ndarray, upper: int | np.ndarray):
     inverse : ndarray of intp, shape (n,)
         Bin number of each row, ``0..m-1``.
     keys : ndarray of int64, shape (m, q)
-        The distinct keys, in lexicographic order of the key columns read
+        The keys of bins ``0..m-1`` (for a small key space all possible keys,
+        some of them empty; :func:`calibtest.stats.bin_sums` drops empty bins), in lexicographic order of the key columns read
         from the last to the first (the order of the linear key).
     """
     n, q = idx.shape
@@ -95,7 +100,12 @@ def group_keys(idx: np.ndarray, upper: int | np.ndarray):
     if space < 2.0**62:
         strides = np.concatenate(([1], np.cumprod(upper[:-1]))).astype(np.int64)
         linear = idx @ strides if q > 1 else idx[:, 0]
-        if space <= max(_DENSE_LIMIT, 4 * n):
+        if space <= max(_RAW_LIMIT, n // 8):
+            # small key space: the linear key itself is the bin number; empty bins
+            # are dropped after the sums (BinStats.compact), saving a gather
+            uniq = np.arange(int(space), dtype=np.int64)
+            inverse = linear
+        elif space <= max(_DENSE_LIMIT, 4 * n):
             occupied = np.flatnonzero(np.bincount(linear, minlength=int(space)))
             lookup = np.empty(int(space), dtype=np.intp)
             lookup[occupied] = np.arange(occupied.size)

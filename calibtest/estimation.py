@@ -27,7 +27,8 @@ def cube_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
 
 def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int,
                       n_bins_rule: str, alpha: float, volume: float | None = None,
-                      sigma0_sq_value: float | None = None, **extra) -> CalibrationResult:
+                      sigma0_sq_value: float | None = None, sigma1_sq_value: float | None = None,
+                      **extra) -> CalibrationResult:
     """Compute T, sigma1^2, sigma0^2, the test and the adjusted interval from bin sums.
 
     Parameters
@@ -43,6 +44,9 @@ def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: 
     volume, sigma0_sq_value : float, optional
         Override the cube volume B^-k and the cube-partition sigma0^2 (used by
         other partitions).
+    sigma1_sq_value : float, optional
+        sigma1^2 computed by the caller from the same sums (default:
+        :func:`calibtest.stats.sigma1_sq`).
     **extra
         Further fields of the result (formula, names, data, ...).
     """
@@ -50,7 +54,7 @@ def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: 
     w = bin_volume(n_bins, k) if volume is None else volume
     s0 = sigma0_sq(mode, n_classes, k) if sigma0_sq_value is None else sigma0_sq_value
     t = debiased_statistic(stats, n)
-    s1 = sigma1_sq(stats, n)
+    s1 = sigma1_sq(stats, n) if sigma1_sq_value is None else sigma1_sq_value
     se = math.sqrt(s1 / n)
     threshold = _threshold(alpha, s0, n, w)
     z0, p0 = null_test(t, n, w, s0)

@@ -65,13 +65,14 @@ def _as_float(values, name: str) -> np.ndarray:
 
 
 def _check_probabilities(p: np.ndarray, name: str) -> None:
+    lo, hi = p.min(), p.max()  # NaN propagates, inf exceeds 1: one check covers all
+    if lo >= 0.0 and hi <= 1.0:
+        return
     if not np.all(np.isfinite(p)):
         bad = np.argwhere(~np.isfinite(p))[0]
         raise ValueError(f"{name} contains NaN or infinite values (first at row {bad[0]}); "
                          "use missing='drop' to drop rows with NaN")
-    lo, hi = p.min(), p.max()
-    if lo < 0.0 or hi > 1.0:
-        raise ValueError(f"{name} must lie in [0, 1]; found values in [{lo:.6g}, {hi:.6g}]")
+    raise ValueError(f"{name} must lie in [0, 1]; found values in [{lo:.6g}, {hi:.6g}]")
 
 
 def _binary_labels(y, name: str, n: int) -> np.ndarray:
@@ -80,6 +81,11 @@ def _binary_labels(y, name: str, n: int) -> np.ndarray:
         raise ValueError(f"{name} must be one-dimensional with {n} rows, got shape {arr.shape}")
     if arr.dtype == object or arr.dtype.kind in "USO":
         raise TypeError(f"{name} must hold 0/1 outcomes, got dtype {arr.dtype}")
+    if arr.dtype.kind in "biu":  # integers: a range check suffices
+        if arr.size and (arr.min() < 0 or arr.max() > 1):
+            bad = np.unique(arr[(arr != 0) & (arr != 1)])[:5]
+            raise ValueError(f"{name} must be binary (0/1) in this mode; found values {bad.tolist()}")
+        return arr.astype(np.float64)
     arr = _as_float(arr, name)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values; use missing='drop' to drop rows with NaN")
@@ -112,6 +118,24 @@ def _class_codes(y, n: int, class_names, name: str) -> np.ndarray:
     if arr.min() < 0 or arr.max() > K - 1:
         raise ValueError(f"{name} has class codes outside 0..{K - 1} (found {arr.min():g}..{arr.max():g})")
     return arr.astype(np.int64)
+
+
+def top_k_classes(P: np.ndarray, k: int) -> np.ndarray:
+    """Classes of the k largest probabilities per row, in non-increasing order.
+
+    Ties are broken by the lower class index first (``SPEC.md``).  For small k,
+    k passes of ``argmax`` (which returns the first maximum) over a working copy
+    whose chosen entries are set to -inf; otherwise a stable argsort.
+    """
+    if k > 4:
+        return np.argsort(-P, axis=1, kind="stable")[:, :k]
+    work = P.copy()
+    rows = np.arange(P.shape[0])
+    order = np.empty((P.shape[0], k), dtype=np.intp)
+    for j in range(k):  # loop over the k ranks, not over rows
+        order[:, j] = np.argmax(work, axis=1)
+        work[rows, order[:, j]] = -np.inf
+    return order
 
 
 def check_k(k, n_classes: int) -> int:
@@ -189,7 +213,7 @@ def _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names) -> Prep
     if n_classes is not None and n_classes != K:
         raise ValueError(f"n_classes={n_classes} does not match the {K} probability columns")
     _check_probabilities(P, "probs" if not prob_names else "probability columns " + ", ".join(prob_names))
-    dev = np.abs(P.sum(axis=1) - 1.0)
+    dev = np.abs(P @ np.ones(K) - 1.0)
     if dev.max() > ROW_SUM_TOL:
         row = int(np.argmax(dev))
         raise ValueError(f"rows of the probability matrix must sum to 1 (tolerance {ROW_SUM_TOL:g}); "
@@ -197,7 +221,7 @@ def _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names) -> Prep
     k = check_k(1 if k is None else k, K)
     names = list(class_names) if class_names is not None else list(range(K))
     codes = _class_codes(y, n, names, y_name)
-    order = np.argsort(-P, axis=1, kind="stable")[:, :k]
+    order = top_k_classes(P, k)
     z = np.take_along_axis(P, order, axis=1)
     yk = (order == codes[:, None]).astype(np.float64)
     return PreparedData(z=z, u=yk - z, mode="top1" if k == 1 else "topk", k=k, n_classes=K)

@@ -21,7 +21,7 @@ from math import factorial
 import numpy as np
 from scipy import stats as _sps
 
-__all__ = ["sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test"]
+__all__ = ["sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact"]
 
 
 def _simplex_monomial(exponents: tuple[int, ...], d: int, t: Fraction) -> Fraction:
@@ -50,20 +50,23 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
 
     Parameters
     ----------
-    mode : {"binary", "top1", "topk"}
+    mode : {"binary", "top1", "topk", "full"}
         ``binary``: support [0, 1], sigma0^2 = 2 * int_0^1 z^2 (1-z)^2 dz = 1/15.
         ``top1``: support [1/K, 1].
         ``topk``: support the truncated Weyl chamber Delta(K, k) of the paper's
         eq. (Deck), {z_1 >= ... >= z_k >= 0, k/K <= sum z <= 1}.  Because g is
         symmetric, the integral over Delta(K, k) is 1/k! times the integral over
         {z >= 0, k/K <= sum z <= 1}, a difference of two scaled simplices.
+        ``full``: the simplex Delta_{K-1} (:func:`sigma0_sq_full_exact`).
     n_classes : int
-        K (required for ``top1`` and ``topk``).
+        K (required for ``top1``, ``topk`` and ``full``).
     k : int
         Dimension of the top-k vector (``topk``).
     """
     if mode == "binary":
         return 2 * _g_integral_scaled_simplex(1, Fraction(1))
+    if mode == "full":  # k = K: the whole simplex (sigma0_sq_full_exact)
+        return sigma0_sq_full_exact(n_classes)
     if mode == "top1":
         k = 1
     elif mode != "topk":
@@ -93,3 +96,38 @@ def null_test(estimate: float, n: int, volume: float, sigma0_sq_value: float):
     """
     z0 = n * np.sqrt(volume) * estimate / np.sqrt(sigma0_sq_value)
     return float(z0), float(_sps.norm.sf(z0))
+
+
+def _dirichlet_monomial(exponents: tuple[int, ...], n_classes: int) -> Fraction:
+    """Integral of prod z_i^a_i over Delta_{K-1} in the coordinates z_1..z_{K-1} (z_K = 1 - sum).
+
+    Dirichlet(1, ..., 1) moments: prod_i Gamma(a_i + 1) / Gamma(K + |a|), the
+    listed exponents on distinct coordinates and 0 on the others.
+    """
+    num = 1
+    for a in exponents:
+        num *= factorial(a)
+    return Fraction(num, factorial(n_classes - 1 + sum(exponents)))
+
+
+def sigma0_sq_full_exact(n_classes: int) -> Fraction:
+    """sigma0^2 of full calibration (k = K) as an exact rational number.
+
+    sigma0^2 = 2 * int_{Delta_{K-1}} g(z) dz_1 ... dz_{K-1} with
+    g = sum z_i^2 - 2 sum z_i^3 + sum z_i^4 + 2 sum_{i<j} z_i^2 z_j^2 over all
+    K coordinates (z_K = 1 - z_1 - ... - z_{K-1}); by exchangeability of the
+    flat Dirichlet every coordinate contributes the same monomial integrals
+    (:func:`_dirichlet_monomial`).  K = 2 gives 4/15 = 4 x the binary 1/15.
+    """
+    K = int(n_classes)
+    if K < 2:
+        raise ValueError(f"full calibration needs K >= 2 classes, got {n_classes}")
+    value = K * (_dirichlet_monomial((2,), K) - 2 * _dirichlet_monomial((3,), K)
+                 + _dirichlet_monomial((4,), K))
+    value += K * (K - 1) * _dirichlet_monomial((2, 2), K)
+    return 2 * value
+
+
+def sigma0_sq_full(n_classes: int) -> float:
+    """sigma0^2 of full calibration as a float (see :func:`sigma0_sq_full_exact`)."""
+    return float(sigma0_sq_full_exact(n_classes))

@@ -132,6 +132,22 @@ class CalibrationResult:
         Number of label draws R.
     mc_seed : int or None
         Seed that reproduces the draws (None when a Generator was passed).
+    n_resamples : int or None
+        Resampling methods: resamples (bootstrap), subsamples (subsampling) or
+        median-bias subsamples (HulC).
+    seed : int, str or None
+        Resampling methods: the int seed that reproduces the interval
+        (``rng=seed``; drawn from OS entropy when ``rng=None``), or
+        ``"Generator"`` when a ``numpy.random.Generator`` was passed.
+    resample_size : int or None
+        Rows per resample: n (bootstrap), b = floor(sqrt(n)) (subsampling),
+        round(n^(2/3)) (HulC's median-bias subsamples).
+    hulc_splits, hulc_median_bias : int, float or None
+        HulC's number of splits (None when it would exceed n) and estimated median bias.
+    resample_estimates : ndarray or None
+        Read-only resampled statistics (bootstrap T*, subsample T_b, or the
+        HulC split estimates), from which ``conf_int(alpha)`` recomputes a
+        bootstrap or subsampling interval at another level.
     """
 
     estimate: float
@@ -180,6 +196,12 @@ class CalibrationResult:
     mc_pvalue: float | None = None
     mc_draws: int | None = None
     mc_seed: int | None = None
+    n_resamples: int | None = None
+    seed: int | str | None = None
+    resample_size: int | None = None
+    hulc_splits: int | None = None
+    hulc_median_bias: float | None = None
+    resample_estimates: np.ndarray | None = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- intervals
     def _interval(self, alpha: float) -> AdjustedInterval:
@@ -189,13 +211,17 @@ class CalibrationResult:
         return adjusted_interval(self.estimate, self.se, threshold, alpha)
 
     def conf_int(self, alpha: float | None = None, scale: str = "squared") -> ConfidenceInterval:
-        """Adjusted confidence interval (Algorithm 1 with the zero rule).
+        """Adjusted confidence interval (Algorithm 1 with the zero rule), or the resampling interval.
 
         Parameters
         ----------
         alpha : float, optional
             Significance level; defaults to the stored ``alpha``.  Another
-            level is recomputed from the stored T, sigma1^2 and sigma0^2.
+            level is recomputed from the stored T, sigma1^2 and sigma0^2
+            (adjusted), or from the stored resampled statistics (bootstrap,
+            subsampling; HulC raises ``ValueError`` because its number of
+            splits depends on alpha).  Resampling intervals are intersected
+            with [0, inf).
         scale : {"squared", "ece"}
             ``"squared"`` for ECE^2, ``"ece"`` for ECE (square roots of both ends).
 
@@ -210,6 +236,10 @@ class CalibrationResult:
         if alpha == self.alpha:
             lower, upper = self.ci_lower, self.ci_upper
             open_, zero = self.ci_lower_open, self.contains_zero
+        elif self.method != "adjusted":
+            from .resampling import clip_interval, raw_interval
+            lower, upper, zero = clip_interval(*raw_interval(self, alpha))
+            open_ = False
         else:
             iv = self._interval(alpha)
             lower, upper, open_, zero = iv.lower, iv.upper, iv.lower_open, iv.contains_zero
@@ -253,6 +283,20 @@ class CalibrationResult:
         """All scalar results as a JSON-safe dict (no arrays, no NaN: NaN becomes None)."""
         from .summary import result_dict
         return result_dict(self)
+
+    def plot_reliability(self, ax=None, **kwargs):
+        """Reliability diagram with Wilson intervals and a bin-count strip.
+
+        See :func:`calibtest.plotting.plot_reliability` (returns the Axes, or an
+        array of Axes with one panel per coordinate for top-k/full modes).
+        """
+        from .plotting import plot_reliability
+        return plot_reliability(self, ax=ax, **kwargs)
+
+    def report(self, path, **kwargs):
+        """Write an HTML or PDF validation report; see :func:`calibtest.reporting.report`."""
+        from .reporting import report
+        return report(self, path, **kwargs)
 
     def __repr__(self) -> str:
         ci = self.conf_int()

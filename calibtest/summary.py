@@ -14,6 +14,7 @@ import pandas as pd
 from statsmodels.iolib import summary2
 
 from .null_summary import asymptotic_test, null_notes, null_rows
+from .results import _threshold
 
 __all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "fmt"]
 
@@ -21,6 +22,7 @@ _MODE_TEXT = {
     "binary": "binary (E[y | p] = p)",
     "top1": "top-1 confidence",
     "topk": "top-1-to-k",
+    "full": "full (canonical, k = K)",
 }
 
 
@@ -64,19 +66,24 @@ class CalibSummary(summary2.Summary):
         return self.as_text()
 
 
-def result_notes(res) -> list[str]:
-    """Numbered notes for the summary footer."""
+def result_notes(res, alpha: float | None = None) -> list[str]:
+    """Numbered notes for the summary footer (for the interval at level 1 - alpha)."""
     notes = []
-    level = f"{100 * (1 - res.alpha):g}%"
-    if res.contains_zero and res.null != "asymptotic":
+    alpha = res.alpha if alpha is None else alpha
+    ci = res.conf_int(alpha)
+    level = f"{100 * (1 - alpha):g}%"
+    if res.method != "adjusted":
+        from .resampling import resampling_notes
+        notes += resampling_notes(res, alpha)
+    elif ci.contains_zero and res.null != "asymptotic":
         notes.append(f"The {res.null} test does not reject ECE = 0 (p = {fmt(res.null_pvalue, 4)}), so 0 "
-                     f"belongs to the {level} interval: no evidence of miscalibration at level {res.alpha:g} "
+                     f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
                      "(this is not evidence that the model is calibrated).")
-    elif res.contains_zero:
-        notes.append(f"T+ = {fmt(res.estimate_pos)} is below the calibrated-regime threshold "
-                     f"{fmt(res.threshold)}, so 0 belongs to the {level} interval: no evidence of "
-                     f"miscalibration at level {res.alpha:g} (this is not evidence that the model is calibrated).")
-    elif res.ci_lower_open:
+    elif ci.contains_zero:
+        notes.append(f"T+ = {fmt(res.estimate_pos)} is below the calibrated-regime threshold, so 0 belongs "
+                     f"to the {level} interval: no evidence of miscalibration at level {alpha:g} "
+                     "(this is not evidence that the model is calibrated).")
+    elif ci.lower_open:
         notes.append("The interval is open at 0: (0, upper]. The calibrated-regime test rejects ECE = 0, "
                      "while the lower bound of the miscalibrated-regime interval reaches 0.")
     notes += null_notes(res)
@@ -91,6 +98,9 @@ def result_notes(res) -> list[str]:
     if res.mode == "binary":
         notes.append("Binary mode measures calibration of p itself; it equals the paper's K = 2 full "
                      "calibration error divided by 2.")
+    if res.mode == "full":
+        notes.append(f"Full calibration: the simplex is cut into B^(K-1) = {res.n_bins}^{res.n_classes - 1} "
+                     "equal-volume simplices (edgewise subdivision); only non-empty cells are stored.")
     return notes
 
 
@@ -108,6 +118,19 @@ def _settings_table(res) -> dict:
         "Alpha:": fmt(res.alpha),
         "Null:": res.null,
     }
+    if res.method != "adjusted":
+        out.update(_resampling_settings(res))
+    return out
+
+
+def _resampling_settings(res) -> dict:
+    """Settings rows of a resampling interval: resamples, their size, seed, HulC details."""
+    label = {"bootstrap": "Resamples:", "subsampling": "Subsamples:", "hulc": "Bias subsamples:"}
+    out = {label.get(res.method, "Resamples:"): f"{fmt(res.n_resamples)} x {fmt(res.resample_size)} rows",
+           "Seed:": "Generator" if res.seed == "Generator" else fmt(res.seed)}
+    if res.method == "hulc":
+        out["HulC splits:"] = "more than n" if res.hulc_splits is None else fmt(res.hulc_splits)
+        out["Median bias:"] = fmt(res.hulc_median_bias, 4)
     return out
 
 
@@ -117,7 +140,8 @@ def build_summary(res, alpha=None) -> CalibSummary:
     ci = res.conf_int(alpha)
     ci_ece = res.conf_int(alpha, scale="ece")
     smry = CalibSummary()
-    smry.add_title("Calibration error: debiased l2-ECE with adjusted interval")
+    smry.add_title("Calibration error: debiased l2-ECE with adjusted interval" if res.method == "adjusted"
+                   else f"Calibration error: debiased l2-ECE with {res.method} interval")
     smry.add_dict(_settings_table(res), ncols=2)
     est = pd.DataFrame(
         {"estimate": [fmt(res.estimate), fmt(res.ece)],
@@ -130,13 +154,17 @@ def build_summary(res, alpha=None) -> CalibSummary:
         {"variance": [fmt(res.sigma0_sq), fmt(res.sigma1_sq)],
          "statistic": [fmt(asymptotic_test(res)[0]), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
          "p-value": [fmt(asymptotic_test(res)[1], 4), ""],
-         "threshold": [fmt(asymptotic_test(res)[2]), ""]},
+         "threshold": [fmt(_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume)), ""]},
         index=["calibrated: z0 = n sqrt(w) T / sigma0", "miscalibrated: T / (sigma1 / sqrt(n))"])
     tests = pd.concat([tests, null_rows(res)]) if res.conditional_pvalue is not None else tests
     smry.add_df(tests)
     interval_note = (f"Adjusted {100 * (1 - alpha):g}% confidence interval (Algorithm 1): "
                      f"{ci} for ECE^2, {ci_ece} for ECE.")
-    notes = [interval_note] + (result_notes(res) if alpha == res.alpha else result_notes(res)[-2:])
+    if res.method != "adjusted":
+        name = {"bootstrap": "Percentile bootstrap", "subsampling": "Subsampling", "hulc": "Adaptive HulC"}
+        interval_note = (f"{name.get(res.method, res.method)} {100 * (1 - alpha):g}% confidence interval: "
+                         f"{ci} for ECE^2, {ci_ece} for ECE.")
+    notes = [interval_note] + result_notes(res, alpha)
     smry.add_text("Notes:")
     for i, note in enumerate(notes, 1):
         smry.add_text(f"[{i}] {note}")
@@ -181,4 +209,7 @@ def result_dict(res) -> dict:
         "conditional_pvalue": res.conditional_pvalue, "conditional_threshold": res.conditional_threshold,
         "mc_pvalue": res.mc_pvalue, "mc_draws": res.mc_draws, "mc_seed": res.mc_seed,
     }
+    out.update({"n_resamples": res.n_resamples, "seed": None if res.seed is None else str(res.seed),
+                "resample_size": res.resample_size, "hulc_splits": res.hulc_splits,
+                "hulc_median_bias": res.hulc_median_bias})
     return _json_safe(out)

@@ -407,3 +407,17 @@ def test_with_null_generic_in_the_covariance_full_mode():
     assert out.conditional_variance == pytest.approx(second, rel=1e-10)
     exact = _exact_pvalue(law, pair_statistic(u, bins))
     assert abs(out.mc_pvalue - exact) < 4.5 * math.sqrt(exact * (1 - exact) / 20000) + 1e-4
+
+
+def test_full_mode_accepts_every_null():
+    import calibtest as ct
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(3), size=2000)
+    labels = (rng.uniform(size=(2000, 1)) > P.cumsum(1)).sum(1).clip(max=2)
+    res = {null: ct.calib_ci(y=labels, probs=P, k="full", n_bins=8, null=null, rng=1)
+           for null in ("asymptotic", "conditional", "monte-carlo")}
+    assert {r.mode for r in res.values()} == {"full"}
+    assert res["conditional"].null_pvalue == res["asymptotic"].conditional_pvalue
+    # the Monte Carlo p-value estimates the exact conditional one: within 4 MC standard errors
+    p_mc, p_cond = res["monte-carlo"].null_pvalue, res["conditional"].null_pvalue
+    assert abs(p_mc - p_cond) < 4 * np.sqrt(p_cond * (1 - p_cond) / 2000) + 0.01

@@ -1,0 +1,115 @@
+"""Benchmark: the resampling baselines and the paper's n = 1000 simulation study.
+
+Prints
+1. the time of one data set's worth of each method at n = 1000 (the paper's
+   supplement configuration: settings 1-2 top-1 with B = 50, setting 3
+   top-1-to-2 with B = 20; 500 resamples), wall and CPU time, median of repeats;
+2. with ``--full``: the wall time of the whole n = 1000 study (3 settings x 21
+   betas x 1000 data sets x every method, 500 resamples, 2 worker processes).
+   Target: under 20 minutes on a 2-core machine.  This is the n = 1000 part of
+   ``vignettes/simulation_study.py`` and shares its cache
+   (``vignettes/results/study_n1000.csv`` with a JSON sidecar of the
+   parameters and the wall time); ``--rerun`` recomputes it.
+
+Usage::
+
+    python benchmarks/bench_study.py            # per-method timings (seconds)
+    python benchmarks/bench_study.py --full     # + the whole study (~10-20 min)
+    python benchmarks/bench_study.py --full --datasets 100   # a 10% version
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from calibtest import simulation as sim
+from calibtest import study
+from calibtest.study import _Task, _one_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _median_ms(task, repeats):
+    walls, cpus = [], []
+    for i in range(repeats):
+        w0, c0 = time.perf_counter(), time.process_time()
+        _one_dataset(task, i)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
+
+
+def time_methods(repeats: int = 20) -> float:
+    """Per-method cost of one data set; returns the mean CPU ms per data set over the settings."""
+    print(f"One data set at n = 1000, 500 resamples: median of {repeats} repeats, ms "
+          "(method rows: increment over drawing, binning and T)")
+    print(f"{'setting':>8} {'method':>22} {'wall':>8} {'cpu':>8}")
+    tcal = "tcal" in study.available_methods()
+    per_set = []
+    for s in (1, 2, 3):
+        methods = ("adjusted", "bootstrap", "subsampling", "hulc") + (("adjusted_full",) if s < 3 else ()) \
+            + (("tcal",) if tcal and s < 3 else ())
+        B = study.PAPER_BINS[1000][s]
+        beta = float(sim.paper_betas(s)[10])
+
+        def task(ms):
+            return _Task(s, study.beta_key(beta), beta, 0, 1, 1000, B, study.PAPER_TARGETS[s], 0.1, ms,
+                         500, 1000, 0)
+
+        base_wall, base_cpu = _median_ms(task(()), repeats)
+        print(f"{s:>8} {'data, bins, T':>22} {base_wall:8.2f} {base_cpu:8.2f}")
+        tot_wall, tot_cpu = base_wall, base_cpu
+        for m in methods:
+            wall, cpu = _median_ms(task((m,)), repeats)
+            tot_wall += wall - base_wall
+            tot_cpu += cpu - base_cpu
+            print(f"{s:>8} {m:>22} {wall - base_wall:8.2f} {cpu - base_cpu:8.2f}")
+        print(f"{s:>8} {'one data set, all':>22} {tot_wall:8.2f} {tot_cpu:8.2f}")
+        per_set.append(tot_cpu)
+    mean_cpu = sum(per_set) / 3
+    est = 3 * 21 * 1000 * mean_cpu / 1e3 / 2 / 60
+    print(f"CPU per data set (mean over settings): {mean_cpu:.1f} ms -> whole n = 1000 study "
+          f"(63,000 data sets) on 2 idle cores: about {est:.1f} min")
+    return mean_cpu
+
+
+def full_study(n_datasets: int, n_jobs: int, rerun: bool) -> None:
+    """The vignette's n = 1000 study (its cache is shared: ``vignettes/results/study_n1000.csv``)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "vignettes"))
+    import simulation_study as vignette
+
+    methods = ("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected", "adjusted_full")
+    print(f"\nWhole n = 1000 study: 3 settings x 21 betas x {n_datasets} data sets, methods {methods}, "
+          f"500 resamples, {n_jobs} workers")
+    c0 = time.process_time()
+    _, meta = vignette.main_study(1000, n_datasets, n_jobs, rerun)
+    wall = meta["wall_seconds"]
+    print(f"wall time: {wall:.1f} s = {wall / 60:.2f} min (load average afterwards "
+          f"{meta.get('load_average_after', ['?'])[0]})"
+          + (f"; extrapolated to 1000 data sets: {wall * 1000 / n_datasets / 60:.2f} min"
+             if n_datasets != 1000 else ""))
+    del c0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="also run the whole n = 1000 study")
+    parser.add_argument("--datasets", type=int, default=1000, help="data sets per beta in --full")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes in --full")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--rerun", action="store_true", help="recompute even when the vignette cache matches")
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    time_methods(args.repeats)
+    if args.full:
+        full_study(args.datasets, args.jobs, args.rerun)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,776 @@
+"""Resampling intervals for ECE^2: percentile bootstrap, subsampling and adaptive HulC.
+
+These are the baselines the paper compares its adjusted interval against
+(Section 4.1; ``SPEC.md``, "Baselines").  All three work on the *binned
+representation* of the data: each row's bin number (fixed by its prediction,
+so it is computed once) and its error vector U.  Any calibration target that
+yields per-row bin numbers and U (binary, top-1, top-k, full calibration)
+is therefore supported by the same code.
+
+The debiased statistic of a row multiset R (a resample, subsample or split)
+of size s is the paper's eq. (debiased_estimator) on the same bins::
+
+    T(R) = (1/s) * sum over bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1),
+
+with c_b, S_b = sum U and Q_b = sum ||U||^2 over the rows of R in bin b; a
+row drawn twice by the bootstrap counts twice (its copies are distinct rows of
+the resample).
+
+Vectorisation
+-------------
+Resamples are index matrices of shape (block, s) processed a block at a time.
+For a block, the combined key ``r * m + bin`` (r the resample within the
+block, m the number of occupied bins) turns all per-(resample, bin) sums into
+one ``np.bincount`` per column of U (plus one for the counts and one for
+||U||^2); T of every resample in the block is then a row sum of a (block, m)
+array.  There is no Python loop over resamples or rows; memory is
+O(block * s + block * m) (plus a (block, n) boolean matrix for subsampling
+without replacement).
+
+Randomness and block-size independence
+--------------------------------------
+Every random draw is a standard uniform double from ``Generator.random``,
+whose stream of doubles is the same whether it is drawn in one call or in
+several (no buffering between calls).  Resample r always consumes the same
+doubles, in the same order, whatever the block size, so the results are
+bit-for-bit independent of ``block_size``:
+
+* bootstrap: n doubles per resample, row ``floor(u * n)``;
+* subsampling (without replacement): s doubles per subsample, used by
+  Floyd's algorithm (for j = n-s, ..., n-1: ``t = floor(u * (j + 1))``; take t
+  unless already taken, else j), giving a uniformly random s-subset;
+* HulC: the subsamples of the median-bias estimate first, then one double for
+  the randomised number of splits, then n doubles whose ranks
+  (``argsort``) give the random permutation of the rows.
+
+``floor(u * n)`` with a 53-bit uniform u is uniform on 0..n-1 up to a relative
+error n / 2^53 (below 1e-9 for n up to 10^7).
+
+Choices where the sources differ
+--------------------------------
+* Subsampling: ``SPEC.md`` defines ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})``
+  with q the quantiles of ``T_b - T``; Politis and Romano (1994) give the
+  reflected ``T - sqrt(b/n) (q_{1-alpha/2}, q_{alpha/2})``.  calibtest follows
+  ``SPEC.md`` (binding for this package); ``subsampling_interval(reflect=True)``
+  gives the other.  On the paper's settings the SPEC form has the higher
+  coverage (``vignettes/simulation_study.md``).
+* HulC: the median bias is estimated as in the authors' R code
+  (``subsamp_median_bias``): subsamples of round(n^(2/3)) rows without
+  replacement, Delta = |mean(T_sub <= T) - 1/2|, here from ``n_resamples``
+  subsamples (the R default is 1000).  Splits have sizes differing by at most
+  one row.
+
+References
+----------
+Efron (1979), bootstrap; Politis and Romano (1994), "Large sample confidence
+regions based on subsamples under minimal assumptions", Ann. Statist. 22;
+Kuchibhotla, Balakrishnan and Wasserman (2024), "The HulC: confidence regions
+from convex hulls", JRSS-B 86; Bentley and Floyd (1987), "Programming pearls:
+a sample of brilliance", CACM 30.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .binning import cube_indices, group_keys
+
+__all__ = [
+    "METHODS",
+    "DEFAULT_N_RESAMPLES",
+    "BinnedRows",
+    "ResamplingInterval",
+    "bootstrap_estimates",
+    "subsample_estimates",
+    "subsample_size",
+    "hulc_subsample_size",
+    "interval_from_estimates",
+    "resample_statistic",
+    "percentile_interval",
+    "subsampling_interval",
+    "hulc_n_splits",
+    "hulc_split_estimates",
+    "median_bias",
+    "resampling_interval",
+    "row_bin_index",
+    "resolve_rng",
+    "raw_interval",
+    "clip_interval",
+    "resampled_result",
+    "resampling_notes",
+]
+
+#: The resampling methods of ``calib_ci(method=...)``.
+METHODS = ("bootstrap", "subsampling", "hulc")
+
+#: Default number of resamples (bootstrap), subsamples (subsampling) and
+#: median-bias subsamples (HulC).
+DEFAULT_N_RESAMPLES = 500
+
+#: Default block: this many (resample, row) index entries per block (~8 MB of
+#: indices; peak memory about five times that).
+BLOCK_ELEMENTS = 1 << 20
+
+#: Exponent of the HulC median-bias subsample size round(n ** (2/3)), the
+#: default ``subsamp_exp`` of the authors' R code (Kuchibhotla et al. 2024).
+HULC_SUBSAMPLE_EXPONENT = 2.0 / 3.0
+
+#: Show a progress bar only when a run has at least this many index entries.
+_PROGRESS_MIN_ELEMENTS = 50_000_000
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class BinnedRows:
+    """The binned representation of the rows: bin number and U per row.
+
+    Attributes
+    ----------
+    inverse : ndarray of intp, shape (n,)
+        Bin number of each row, 0..m-1 (as from :func:`calibtest.binning.group_keys`).
+    u : ndarray of float64, shape (n, d)
+        U = Y - Z of each row.
+    n_groups : int
+        m, the number of bins the numbers refer to (``inverse.max() + 1`` at least).
+    """
+
+    inverse: np.ndarray
+    u: np.ndarray
+    n_groups: int
+
+    def __post_init__(self):
+        inv = np.asarray(self.inverse)
+        if inv.ndim != 1 or not np.issubdtype(inv.dtype, np.integer):
+            raise TypeError("inverse must be a one-dimensional integer array of bin numbers")
+        u = np.asarray(self.u, dtype=np.float64)
+        if u.ndim == 1:
+            u = u[:, None]
+        if u.ndim != 2 or u.shape[0] != inv.shape[0]:
+            raise ValueError(f"u must have shape (n,) or (n, d) with n = {inv.shape[0]}, got {np.shape(self.u)}")
+        if inv.shape[0] < 2:
+            raise ValueError(f"need at least 2 rows, got {inv.shape[0]}")
+        m = int(self.n_groups)
+        if inv.min() < 0 or inv.max() >= m:
+            raise ValueError(f"bin numbers must lie in 0..{m - 1}")
+        object.__setattr__(self, "inverse", _frozen(inv.astype(np.intp)))
+        object.__setattr__(self, "u", _frozen(u))
+        object.__setattr__(self, "n_groups", m)
+        # Contiguous columns and ||U||^2, gathered by every resample.
+        object.__setattr__(self, "_cols", tuple(_frozen(u[:, j].copy()) for j in range(u.shape[1])))
+        object.__setattr__(self, "_sq", _frozen(np.einsum("ij,ij->i", u, u)))
+
+    @classmethod
+    def from_inverse(cls, inverse, u) -> "BinnedRows":
+        """Rows with arbitrary non-negative bin numbers (renumbered is not needed)."""
+        inverse = np.asarray(inverse)
+        return cls(inverse, u, int(inverse.max()) + 1)
+
+    @property
+    def n(self) -> int:
+        """Number of rows."""
+        return self.inverse.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Dimension d of U."""
+        return self.u.shape[1]
+
+
+def row_bin_index(prepared, n_bins: int) -> BinnedRows:
+    """Per-row bin numbers of the partition the estimator uses.
+
+    The cube partition ``floor(z * B)`` (``SPEC.md``, "Binning") for the
+    ``binary``, ``top1`` and ``topk`` modes; the equal-volume simplex cells of
+    :func:`calibtest.simplex.simplex_groups` for full calibration (``mode
+    "full"``, when that module is present).
+
+    Parameters
+    ----------
+    prepared : calibtest.modes.PreparedData
+    n_bins : int
+        Bins per dimension B.
+
+    Returns
+    -------
+    BinnedRows
+        The numbering is that of the estimator's bin sums, so ``T`` of all
+        rows equals the reported estimate.
+    """
+    if prepared.mode in ("binary", "top1", "topk"):
+        inverse, keys = group_keys(cube_indices(prepared.z, n_bins), n_bins + 1)
+    elif prepared.mode == "full":
+        try:
+            from .simplex import simplex_groups
+        except ImportError:  # pragma: no cover - full calibration not installed
+            raise NotImplementedError("full calibration needs calibtest.simplex") from None
+        inverse, keys = simplex_groups(prepared.z, n_bins)
+    else:
+        raise NotImplementedError(
+            f"resampling methods need per-row bin numbers for mode {prepared.mode!r}; "
+            "pass a BinnedRows built from that partition to resampling_interval")
+    return BinnedRows(inverse, prepared.u, keys.shape[0])
+
+
+def resolve_rng(rng):
+    """A Generator and the seed to record: ``(generator, seed)``.
+
+    ``rng=None`` draws fresh OS entropy and records it, so the run can be
+    repeated with ``rng=seed``; an int is used as the seed; a Generator is used
+    as is (and consumed) and recorded as ``"Generator"``.
+    """
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy) >> 65  # 63 bits of OS entropy
+        return np.random.default_rng(seed), seed
+    if isinstance(rng, np.random.Generator):
+        return rng, "Generator"
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
+        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+    if rng < 0:
+        raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
+    return np.random.default_rng(int(rng)), int(rng)
+
+
+def _check_count(value, name: str, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------- the kernel
+
+
+def resample_statistic(rows: BinnedRows, idx: np.ndarray) -> np.ndarray:
+    """T of each row multiset given by the rows of an index matrix.
+
+    Parameters
+    ----------
+    rows : BinnedRows
+    idx : ndarray of int, shape (R, s)
+        Row numbers of R resamples of size s (repeats allowed).
+
+    Returns
+    -------
+    ndarray of float64, shape (R,)
+        ``T_r = (1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / (c_rb - 1)``.
+
+    Notes
+    -----
+    One combined (resample, bin) key ``r * m + bin`` and ``d + 2`` bincounts
+    for the whole matrix; no loop over resamples.
+    """
+    R, s = idx.shape
+    m = rows.n_groups
+    key = rows.inverse[idx]
+    key += (np.arange(R, dtype=np.intp) * m)[:, None]
+    key = key.ravel()
+    size = R * m
+    flat = idx.ravel()
+    count = np.bincount(key, minlength=size)
+    num = -np.bincount(key, weights=rows._sq[flat], minlength=size)
+    for col in rows._cols:  # loop over the d columns of U
+        s_j = np.bincount(key, weights=col[flat], minlength=size)
+        num += s_j * s_j
+    contrib = np.zeros(size)
+    np.divide(num, count - 1.0, out=contrib, where=count >= 2)
+    return contrib.reshape(R, m).sum(axis=1) / s
+
+
+def _block_size(block_size, n_resamples: int, size: int) -> int:
+    if block_size is None:
+        return max(1, min(n_resamples, BLOCK_ELEMENTS // max(size, 1)))
+    return _check_count(block_size, "block_size", 1)
+
+
+def _want_progress(progress, elements: int) -> bool:
+    """Progress bar only for long runs in an interactive terminal, never in CI."""
+    if progress is False:
+        return False
+    if progress is None:
+        if elements < _PROGRESS_MIN_ELEMENTS or os.environ.get("CI"):
+            return False
+        try:
+            if not sys.stderr.isatty():
+                return False
+        except (AttributeError, ValueError):
+            return False
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        if progress:
+            warnings.warn("progress=True needs tqdm (pip install 'calibtest[progress]'); no progress bar shown",
+                          stacklevel=3)
+        return False
+    return True
+
+
+def _blocked(rows: BinnedRows, n_resamples: int, size: int, make_idx, rng, block_size, progress,
+             desc: str) -> np.ndarray:
+    """Run ``make_idx(rng, block)`` -> (block, size) index matrices block after block."""
+    blk = _block_size(block_size, n_resamples, size)
+    out = np.empty(n_resamples)
+    starts = range(0, n_resamples, blk)
+    bar = None
+    if _want_progress(progress, n_resamples * size):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=n_resamples, desc=desc, unit="resample", file=sys.stderr)
+    try:
+        for start in starts:  # loop over blocks, not resamples
+            stop = min(start + blk, n_resamples)
+            out[start:stop] = resample_statistic(rows, make_idx(rng, stop - start))
+            if bar is not None:
+                bar.update(stop - start)
+    finally:
+        if bar is not None:
+            bar.close()
+    return out
+
+
+def _bootstrap_idx(n: int):
+    """Rows ``floor(u * n)``; ``u * n < n`` after rounding for u <= 1 - 2^-53, so no clamp is needed."""
+    def make(rng, count):
+        u = rng.random((count, n))
+        u *= n
+        return u.astype(np.intp)
+    return make
+
+
+def _subsample_idx(n: int, size: int):
+    """Floyd's algorithm (Bentley and Floyd 1987), vectorised across subsamples.
+
+    For j = n - s, ..., n - 1 (step i = j - n + s) draw ``t = floor(u_i (j + 1))``
+    in 0..j; keep t unless it was chosen before, else keep j.  Every s-subset of
+    0..n-1 is equally likely.  A (count, n) boolean matrix records the chosen
+    rows, so each step is O(count); the loop runs over the s positions.
+    """
+    def make(rng, count):
+        u = np.ascontiguousarray(rng.random((count, size)).T)  # row i: the i-th draw of every subsample
+        chosen = np.zeros(count * n, dtype=bool)
+        base = np.arange(count, dtype=np.intp) * n
+        out = np.empty((size, count), dtype=np.intp)
+        for i in range(size):  # loop over positions within a subsample
+            j = n - size + i
+            ui = u[i]
+            ui *= j + 1  # < j + 1 after rounding, so floor(ui) <= j
+            t = ui.astype(np.intp)
+            t += base
+            t = np.where(chosen[t], base + j, t)
+            chosen[t] = True
+            np.subtract(t, base, out=out[i])
+        return out.T
+    return make
+
+
+def bootstrap_estimates(rows: BinnedRows, n_resamples: int = DEFAULT_N_RESAMPLES, rng=None, *,
+                        block_size: int | None = None, progress: bool | None = None) -> np.ndarray:
+    """T of ``n_resamples`` bootstrap resamples (n rows drawn with replacement).
+
+    Resample r uses n uniform doubles u and the rows ``floor(u * n)``.
+
+    Returns
+    -------
+    ndarray, shape (n_resamples,)
+    """
+    gen, _ = resolve_rng(rng)
+    n_resamples = _check_count(n_resamples, "n_resamples", 1)
+    return _blocked(rows, n_resamples, rows.n, _bootstrap_idx(rows.n), gen, block_size, progress, "bootstrap")
+
+
+def subsample_estimates(rows: BinnedRows, size: int, n_resamples: int = DEFAULT_N_RESAMPLES, rng=None, *,
+                        block_size: int | None = None, progress: bool | None = None) -> np.ndarray:
+    """T of ``n_resamples`` subsamples of ``size`` rows drawn without replacement.
+
+    Subsample r uses ``size`` uniform doubles in Floyd's algorithm, so every
+    ``size``-subset of the rows is equally likely.
+    """
+    gen, _ = resolve_rng(rng)
+    n_resamples = _check_count(n_resamples, "n_resamples", 1)
+    size = _check_count(size, "size", 1)
+    if size > rows.n:
+        raise ValueError(f"subsample size {size} exceeds the number of rows {rows.n}")
+    if block_size is None:  # the (block, n) boolean matrix of Floyd's algorithm stays below 8 MB
+        block_size = max(1, min(n_resamples, BLOCK_ELEMENTS // size, 8 * BLOCK_ELEMENTS // rows.n))
+    return _blocked(rows, n_resamples, size, _subsample_idx(rows.n, size), gen, block_size, progress,
+                    "subsampling")
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def percentile_interval(estimates: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Percentile bootstrap interval ``(q_{alpha/2}, q_{1-alpha/2})`` of the resampled T.
+
+    Quantiles are numpy's default (linear interpolation, Hyndman-Fan type 7).
+    """
+    lo, hi = np.quantile(estimates, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return float(lo), float(hi)
+
+
+def subsampling_interval(estimate: float, estimates: np.ndarray, n: int, size: int, alpha: float, *,
+                         reflect: bool = False) -> tuple[float, float]:
+    """Subsampling interval for ECE^2 at the sqrt(n) rate.
+
+    With q_p the p-quantile (type 7) of ``T_b - T`` over the subsamples of size
+    b, the interval of ``SPEC.md`` ("Baselines") is::
+
+        [T + sqrt(b/n) q_{alpha/2},  T + sqrt(b/n) q_{1-alpha/2}]      (reflect=False)
+
+    ``reflect=True`` gives the interval of Politis and Romano (1994)::
+
+        [T - sqrt(b/n) q_{1-alpha/2},  T - sqrt(b/n) q_{alpha/2}],
+
+    which follows from approximating the law of ``sqrt(n) (T - theta)`` by that
+    of ``sqrt(b) (T_b - T)``.  The two have the same length and coincide when
+    the subsampling law is symmetric; they differ when it is skewed, as T_b is
+    for a small ECE.  The default follows ``SPEC.md`` (binding for this
+    package); it also reproduces the paper's finding that subsampling keeps
+    at least nominal coverage better than the reflected form does (measured
+    side by side in ``vignettes/simulation_study.md``).
+    """
+    lo_q, hi_q = np.quantile(np.asarray(estimates) - estimate, [alpha / 2.0, 1.0 - alpha / 2.0])
+    scale = math.sqrt(size / n)
+    if reflect:
+        return float(estimate - scale * hi_q), float(estimate - scale * lo_q)
+    return float(estimate + scale * lo_q), float(estimate + scale * hi_q)
+
+
+def median_bias(estimate: float, estimates: np.ndarray) -> float:
+    """Subsampling estimate of the median bias, ``|mean(T_b <= T) - 1/2|``.
+
+    As ``subsamp_median_bias`` of the HulC authors' R code (ties count as
+    ``T_b <= T``).
+    """
+    return float(abs(np.mean(np.asarray(estimates) <= estimate) - 0.5))
+
+
+def _miscoverage(n_splits: int, delta: float) -> float:
+    """P(B; Delta) = (1/2 - Delta)^B + (1/2 + Delta)^B (HulC, eq. (3))."""
+    return (0.5 - delta) ** n_splits + (0.5 + delta) ** n_splits
+
+
+def hulc_n_splits(alpha: float, delta: float, u: float | None = None, max_splits: int | None = None):
+    """Number of HulC splits, randomised between B - 1 and B (HulC Algorithm 1).
+
+    B is the smallest integer with ``P(B; Delta) <= alpha``; with
+    ``tau = (alpha - P(B)) / (P(B-1) - P(B))`` the number of splits is
+    ``B - 1`` if ``u <= tau`` and ``B`` otherwise, so that the expected
+    miscoverage bound ``tau P(B-1) + (1 - tau) P(B)`` equals alpha.
+
+    Parameters
+    ----------
+    alpha : float
+    delta : float
+        Median bias in [0, 1/2].
+    u : float, optional
+        A standard uniform; ``None`` returns B without randomising.
+    max_splits : int, optional
+        Give up (return ``None``) once B would exceed this.
+
+    Returns
+    -------
+    int or None
+    """
+    if not 0.0 <= delta <= 0.5:
+        raise ValueError(f"median bias must be in [0, 1/2], got {delta}")
+    if delta == 0.5:
+        return None
+    # P(B) > (1/2 + Delta)^B > alpha for every B < log(alpha) / log(1/2 + Delta): start there.
+    B = max(1, math.floor(math.log(alpha) / math.log(0.5 + delta)))
+    while _miscoverage(B, delta) > alpha:  # a step or two
+        B += 1
+        if max_splits is not None and B - 1 > max_splits:
+            return None
+    if u is not None:
+        p1, p0 = _miscoverage(B, delta), _miscoverage(B - 1, delta)
+        tau = (alpha - p1) / (p0 - p1)
+        if u <= tau:
+            B -= 1
+    if max_splits is not None and B > max_splits:
+        return None
+    return B
+
+
+def _split_groups(n: int, n_splits: int) -> np.ndarray:
+    """Split number of each position 0..n-1: contiguous groups, sizes differing by at most one
+    (the first ``n % B`` groups get the extra row, as ``numpy.array_split``)."""
+    base, extra = divmod(n, n_splits)
+    sizes = np.full(n_splits, base)
+    sizes[:extra] += 1
+    return np.repeat(np.arange(n_splits), sizes), sizes
+
+
+def hulc_split_estimates(rows: BinnedRows, n_splits: int, rng) -> np.ndarray:
+    """T on each of ``n_splits`` disjoint random splits of the rows.
+
+    The permutation is the ranks (``argsort``) of n uniform doubles; split j is
+    the j-th contiguous group of the permuted rows (sizes differ by at most 1).
+    """
+    gen, _ = resolve_rng(rng)
+    n = rows.n
+    perm = np.argsort(gen.random(n), kind="stable")
+    group, sizes = _split_groups(n, n_splits)
+    m = rows.n_groups
+    key = group * m + rows.inverse[perm]
+    size = n_splits * m
+    count = np.bincount(key, minlength=size)
+    num = -np.bincount(key, weights=rows._sq[perm], minlength=size)
+    for col in rows._cols:
+        s_j = np.bincount(key, weights=col[perm], minlength=size)
+        num += s_j * s_j
+    contrib = np.zeros(size)
+    np.divide(num, count - 1.0, out=contrib, where=count >= 2)
+    return contrib.reshape(n_splits, m).sum(axis=1) / sizes
+
+
+# --------------------------------------------------------------------------- one call
+
+
+@dataclass(frozen=True, eq=False)
+class ResamplingInterval:
+    """A resampling interval for ECE^2 and what produced it.
+
+    Attributes
+    ----------
+    method : str
+        ``"bootstrap"``, ``"subsampling"`` or ``"hulc"``.
+    lower, upper : float
+        The interval as the method defines it (not intersected with [0, inf);
+        ``lower`` may be negative).  HulC gives (-inf, inf) when it needs more
+        splits than rows.
+    estimate : float
+        T of all rows.
+    alpha : float
+    estimates : ndarray (read-only)
+        The resampled statistics: bootstrap T*, subsample T_b, or the HulC split
+        estimates (the median-bias subsample estimates are in ``bias_estimates``).
+    n_resamples : int
+        Resamples, subsamples, or HulC median-bias subsamples.
+    resample_size : int
+        Rows per resample: n, b = floor(sqrt(n)), or HulC's median-bias subsample size.
+    seed : int, str or None
+        The int seed (drawn from OS entropy when ``rng=None``), or ``"Generator"``.
+    hulc_splits : int or None
+        HulC's number of splits (None if it exceeded n).
+    hulc_median_bias : float or None
+        HulC's estimated median bias Delta.
+    bias_estimates : ndarray or None
+        HulC's median-bias subsample estimates.
+    """
+
+    method: str
+    lower: float
+    upper: float
+    estimate: float
+    alpha: float
+    estimates: np.ndarray
+    n_resamples: int
+    resample_size: int
+    seed: object = None
+    hulc_splits: int | None = None
+    hulc_median_bias: float | None = None
+    bias_estimates: np.ndarray | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "estimates", _frozen(np.asarray(self.estimates, dtype=float)))
+        if self.bias_estimates is not None:
+            object.__setattr__(self, "bias_estimates", _frozen(np.asarray(self.bias_estimates, dtype=float)))
+
+    @property
+    def contains_zero(self) -> bool:
+        """0 lies in the closed interval [lower, upper] (no rejection of ECE = 0)."""
+        return bool(self.lower <= 0.0 <= self.upper)
+
+
+def subsample_size(n: int) -> int:
+    """b = floor(sqrt(n)), the paper's subsample size (computed in integers)."""
+    return math.isqrt(int(n))
+
+
+def hulc_subsample_size(n: int) -> int:
+    """round(n^(2/3)), the HulC authors' median-bias subsample size (at least 2, at most n)."""
+    return int(min(n, max(2, round(n ** HULC_SUBSAMPLE_EXPONENT))))
+
+
+def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate: float | None = None,
+                        n_resamples: int | None = None, rng=None, block_size: int | None = None,
+                        progress: bool | None = None) -> ResamplingInterval:
+    """A bootstrap, subsampling or adaptive HulC interval for ECE^2.
+
+    Parameters
+    ----------
+    rows : BinnedRows
+        Per-row bin numbers and U (see :func:`row_bin_index`).
+    method : {"bootstrap", "subsampling", "hulc"}
+        * ``bootstrap``: percentile interval ``(q_{alpha/2}, q_{1-alpha/2})``
+          of T over ``n_resamples`` resamples of n rows with replacement.
+        * ``subsampling``: ``[T + sqrt(b/n) q_{alpha/2}, T + sqrt(b/n) q_{1-alpha/2}]``
+          with q the quantiles of ``T_b - T`` over ``n_resamples`` subsamples of
+          b = floor(sqrt(n)) rows without replacement (``SPEC.md``; see
+          :func:`subsampling_interval` for the reflected Politis-Romano form).
+        * ``hulc``: adaptive HulC (Kuchibhotla, Balakrishnan and Wasserman 2024,
+          Algorithm 1 with the median bias estimated by subsampling):
+          Delta = |mean(T_s <= T) - 1/2| over ``n_resamples`` subsamples of
+          s = round(n^(2/3)) rows, the randomised number of splits B of
+          :func:`hulc_n_splits`, and the interval ``[min, max]`` of T over B
+          disjoint random splits.  When B > n it returns (-inf, inf).
+    alpha : float
+        Significance level.
+    estimate : float, optional
+        T of all rows (computed when omitted).
+    n_resamples : int, optional
+        Default 500.
+    rng : None, int or numpy.random.Generator
+    block_size : int, optional
+        Resamples per block (default: about 2^20 index entries per block).
+        The result does not depend on it.
+    progress : bool, optional
+        Progress bar (tqdm): ``None`` shows one only for long runs in an
+        interactive terminal (``sys.stderr.isatty()``) with no ``CI``
+        environment variable; ``False`` never.
+
+    Returns
+    -------
+    ResamplingInterval
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    gen, seed = resolve_rng(rng)
+    R = DEFAULT_N_RESAMPLES if n_resamples is None else _check_count(n_resamples, "n_resamples", 2)
+    n = rows.n
+    if estimate is None:
+        estimate = float(resample_statistic(rows, np.arange(n, dtype=np.intp)[None, :])[0])
+    kw = dict(block_size=block_size, progress=progress)
+    if method == "bootstrap":
+        est = bootstrap_estimates(rows, R, gen, **kw)
+        lo, hi = percentile_interval(est, alpha)
+        return ResamplingInterval(method, lo, hi, estimate, alpha, est, R, n, seed)
+    if method == "subsampling":
+        b = subsample_size(n)
+        est = subsample_estimates(rows, b, R, gen, **kw)
+        lo, hi = subsampling_interval(estimate, est, n, b, alpha)
+        return ResamplingInterval(method, lo, hi, estimate, alpha, est, R, b, seed)
+    s = hulc_subsample_size(n)
+    bias_est = subsample_estimates(rows, s, R, gen, **kw)
+    delta = median_bias(estimate, bias_est)
+    B = hulc_n_splits(alpha, delta, u=float(gen.random()), max_splits=n)
+    if B is None:
+        return ResamplingInterval(method, -math.inf, math.inf, estimate, alpha, np.empty(0), R, s, seed,
+                                  None, delta, bias_est)
+    splits = hulc_split_estimates(rows, B, gen)
+    return ResamplingInterval(method, float(splits.min()), float(splits.max()), estimate, alpha, splits, R, s,
+                              seed, B, delta, bias_est)
+
+
+def interval_from_estimates(method: str, estimate: float, estimates: np.ndarray, *, n: int, size: int,
+                            alpha: float) -> tuple[float, float]:
+    """Recompute a bootstrap or subsampling interval at another alpha from stored statistics.
+
+    HulC cannot be recomputed: its number of splits depends on alpha, so the
+    stored split estimates do not determine the interval at another level.
+    """
+    if method == "bootstrap":
+        return percentile_interval(estimates, alpha)
+    if method == "subsampling":
+        return subsampling_interval(estimate, estimates, n, size, alpha)
+    if method == "hulc":
+        raise ValueError("a HulC interval cannot be recomputed at another alpha: its number of splits "
+                         "depends on alpha; call calib_ci(..., method='hulc', alpha=...) again")
+    raise ValueError(f"unknown resampling method {method!r}")
+
+
+# --------------------------------------------------------------------------- results objects
+
+
+def raw_interval(result, alpha: float | None = None) -> tuple[float, float]:
+    """The resampling interval of a result as the method defines it (ends may be negative).
+
+    ``result.ci_lower`` and ``result.ci_upper`` hold this interval intersected
+    with [0, inf), the parameter space of ECE^2.
+    """
+    if result.method not in METHODS:
+        raise ValueError(f"result was made with method={result.method!r}, not a resampling method")
+    alpha = result.alpha if alpha is None else alpha
+    est = result.resample_estimates
+    if result.method == "hulc":
+        if alpha != result.alpha:
+            interval_from_estimates("hulc", result.estimate, est, n=result.n, size=0, alpha=alpha)
+        if est is None or est.size == 0:
+            return -math.inf, math.inf
+        return float(est.min()), float(est.max())
+    return interval_from_estimates(result.method, result.estimate, est, n=result.n,
+                                   size=result.resample_size, alpha=alpha)
+
+
+def clip_interval(lower: float, upper: float) -> tuple[float, float, bool]:
+    """Intersect ``[lower, upper]`` with [0, inf): ``(max(lower, 0), max(upper, 0), 0 in [lower, upper])``."""
+    return max(lower, 0.0), max(upper, 0.0), bool(lower <= 0.0 <= upper)
+
+
+def resampled_result(result, rows: BinnedRows, method: str, *, n_resamples: int | None = None, rng=None,
+                     block_size: int | None = None, progress: bool | None = None):
+    """The result of :func:`calibtest.calib_ci` with its interval replaced by a resampling interval.
+
+    T, sigma1^2, the calibrated-regime test and everything else are kept;
+    ``ci_lower``/``ci_upper`` become the method's interval intersected with
+    [0, inf) (ECE^2 >= 0), ``contains_zero`` says whether 0 lies in the
+    method's interval, ``ci_lower_open`` is False and ``ci_branch`` 0.  The
+    method, number of resamples, seed, resample size, HulC's number of splits
+    and median bias, and the resampled statistics (read-only) are recorded.
+    """
+    import dataclasses
+
+    iv = resampling_interval(rows, method, alpha=result.alpha, estimate=result.estimate,
+                             n_resamples=n_resamples, rng=rng, block_size=block_size, progress=progress)
+    lower, upper, zero = clip_interval(iv.lower, iv.upper)
+    return dataclasses.replace(
+        result, method=method, ci_lower=lower, ci_upper=upper, ci_lower_open=False, ci_branch=0,
+        contains_zero=zero, n_resamples=iv.n_resamples, seed=iv.seed, resample_size=iv.resample_size,
+        hulc_splits=iv.hulc_splits, hulc_median_bias=iv.hulc_median_bias, resample_estimates=iv.estimates)
+
+
+def resampling_notes(result, alpha: float | None = None) -> list[str]:
+    """Summary notes describing a resampling interval (at level 1 - alpha; default the stored alpha)."""
+    if result.method not in METHODS:
+        return []
+    alpha = result.alpha if alpha is None else alpha
+    level = f"{100 * (1 - alpha):g}%"
+    seed = result.seed
+    seed_txt = "a numpy Generator (no integer seed)" if seed == "Generator" else f"rng={seed}"
+    if result.method == "bootstrap":
+        how = (f"percentile bootstrap: the {alpha / 2:g} and {1 - alpha / 2:g} quantiles of T "
+               f"over {result.n_resamples} resamples of n = {result.n} rows drawn with replacement")
+    elif result.method == "subsampling":
+        how = (f"subsampling: T + sqrt(b/n) (q_{{a/2}}, q_{{1-a/2}}) with q the quantiles of T_b - T over "
+               f"{result.n_resamples} subsamples of b = {result.resample_size} rows without replacement")
+    elif result.hulc_splits is None:
+        how = (f"adaptive HulC: estimated median bias {result.hulc_median_bias:.4g} (from {result.n_resamples} "
+               f"subsamples of {result.resample_size} rows) needs more splits than rows, so the interval is "
+               "the whole line")
+    else:
+        how = (f"adaptive HulC: [min, max] of T over {result.hulc_splits} disjoint random splits; median bias "
+               f"{result.hulc_median_bias:.4g} estimated from {result.n_resamples} subsamples of "
+               f"{result.resample_size} rows")
+    notes = [f"The {level} interval is a resampling interval ({how}); {seed_txt} reproduces it."]
+    lo, hi = raw_interval(result, alpha)
+    if lo < 0.0 or hi < 0.0:
+        notes.append(f"The method's interval [{lo:.6g}, {hi:.6g}] reaches below 0; the reported interval "
+                     "is its intersection with [0, inf)" + (" (empty: shown as [0, 0])." if hi < 0 else "."))
+    notes.append("0 belongs to the interval" if lo <= 0.0 <= hi else "0 is outside the interval")
+    notes[-1] += (f"; the calibrated-regime z test (p = {result.null_pvalue:.4g}) is reported separately and "
+                  "does not decide the interval.")
+    return notes

@@ -1,0 +1,223 @@
+"""Equal-volume binning of the probability simplex (full calibration, k = K).
+
+The simplex Delta_{K-1} = {z in R^K : z >= 0, sum z = 1} is binned into
+B^(K-1) simplices of equal volume by the edgewise (Freudenthal/Kuhn)
+subdivision used by T-Cal (Lee, Huang, Hassani & Dobriban 2023, Sec. 8.2.3)
+and by the paper's binning scheme for k = K.  With d = K - 1 and the partial
+sums
+
+    s_j = B * (z_1 + ... + z_j),    j = 1..d,
+
+the simplex is the scaled order simplex {0 <= s_1 <= ... <= s_d <= B}.  The
+Kuhn triangulation cuts each unit cube ``a + [0, 1)^d`` (``a`` integer) into
+d! simplices, one per order of the fractional parts f = s - a.  A row's cell
+is therefore the integer parts ``a = floor(s)`` together with the order of
+the fractional parts.  The map (z_1, ..., z_d) -> s is linear with determinant
+B^d and every Kuhn simplex has volume 1/d! in s, so every cell has volume
+
+    w = 1 / ((K - 1)! B^(K - 1))
+
+in the coordinates (z_1, ..., z_{K-1}) (the simplex itself has volume
+1/(K-1)!), and exactly B^d cells meet the simplex in a set of positive volume.
+Only non-empty cells are ever materialised: a cell is an integer key, and rows
+are grouped with :func:`calibtest.binning.group_keys`.
+
+Boundary points (``SPEC.md`` conventions, extended)
+----------------------------------------------------
+Cells are half-open.  A fractional part exactly 0 belongs to the upper cube
+(``floor``), and equal fractional parts f_i = f_j with i < j are ordered as if
+f_i < f_j (a stable sort).  Equivalently: **a point on a cell boundary belongs
+to the cell that contains z + eps * (1, ..., 1, -(K-1)) for every small
+eps > 0**, i.e. the cell reached by moving a little mass from the last class
+to all the others.  Every point of the simplex with z_K > 0 thus lands in one
+of the B^(K-1) cells of the subdivision.  A point with z_K = 0 exactly (the
+face opposite the last vertex) has s_d = B and lands in a cell with
+``a_d = B`` just beyond the face -- the analogue of the cube convention that
+puts a coordinate exactly 1.0 into a cube of its own.  No row is ever dropped.
+For K = 2 this is exactly the binary-mode binning ``floor(z_1 * B)``.  The
+partial sums are computed in float64 by a cumulative sum (rows sum to 1 only
+within ``ROW_SUM_TOL``), so the rule applies to the computed s: a point within
+rounding error of a boundary may land on either side of it.
+
+Keys
+----
+A cell's key is the integer vector ``(a_1, ..., a_d, code)`` where ``code`` is
+the Lehmer code (0..d!-1) of the ranks of the fractional parts: ``rank_j`` is
+the position of f_j in the stable ascending order, and
+``code = sum_j #{i > j : rank_i < rank_j} * (d - 1 - j)!``.
+"""
+from __future__ import annotations
+
+from math import factorial
+
+import numpy as np
+
+from .binning import group_keys
+from .modes import PreparedData
+from .stats import BinStats, bin_sums
+
+__all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume", "simplex_bin_stats",
+           "simplex_groups", "sparse_bin_sums", "decode_order", "cell_barycentres"]
+
+
+def simplex_cell_volume(n_bins: int, n_classes: int) -> float:
+    """Volume w = 1 / ((K-1)! B^(K-1)) of one cell, in the coordinates z_1..z_{K-1}."""
+    d = n_classes - 1
+    return 1.0 / (factorial(d) * float(n_bins) ** d)
+
+
+def partial_sums(z: np.ndarray, n_bins: int) -> np.ndarray:
+    """s_j = B * (z_1 + ... + z_j) for j = 1..K-1, shape (n, K-1), non-decreasing per row.
+
+    The cumulative sum is taken in float64 before scaling; for K = 2 it is
+    ``z_1 * B``, the binary-mode product.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    return np.cumsum(z[:, :-1], axis=1) * n_bins
+
+
+def _order_code(frac: np.ndarray) -> np.ndarray:
+    """Lehmer code of the stable ascending order of each row's fractional parts.
+
+    With rank_j the position of f_j in the stable ascending sort (ties: the
+    lower index ranks lower), the Lehmer digit of position j is
+    #{i > j : rank_i < rank_j} = #{i > j : f_i < f_j} (a tie with i > j ranks
+    i higher), so no sort is needed: code = sum_j digit_j (d - 1 - j)!.
+    """
+    n, d = frac.shape
+    cols = np.ascontiguousarray(frac.T)
+    code = np.zeros(n, dtype=np.int64)
+    for j in range(d - 1):  # loops over the d(d-1)/2 column pairs, vectorised over rows
+        digit = np.zeros(n, dtype=np.int16)
+        for i in range(j + 1, d):
+            digit += cols[i] < cols[j]
+        code += digit.astype(np.int64) * factorial(d - 1 - j)
+    return code
+
+
+def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
+    """Integer cell key of each row under the edgewise subdivision.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n, K)
+        Probability vectors (rows on the simplex), K >= 2.
+    n_bins : int
+        Subdivisions B per edge; B^(K-1) cells.
+
+    Returns
+    -------
+    ndarray of int64, shape (n, K)
+        ``(a_1, ..., a_{K-1}, code)``: the integer parts ``floor(s_j)`` of the
+        partial sums s_j = B (z_1 + ... + z_j) and the Lehmer code of the
+        order of their fractional parts (see the module docstring for the
+        boundary rule).
+    """
+    s = partial_sums(z, n_bins)
+    a = np.floor(s)
+    frac = s - a
+    keys = np.empty((s.shape[0], s.shape[1] + 1), dtype=np.int64)
+    keys[:, :-1] = a
+    keys[:, -1] = _order_code(frac) if s.shape[1] > 1 else 0
+    return keys
+
+
+def simplex_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
+    """Bin the rows of a full-calibration target on the simplex and accumulate their sums.
+
+    ``data.z`` is the (n, K) probability matrix; the keys are those of
+    :func:`simplex_cells`.  The sums are those of
+    :func:`calibtest.stats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
+    """
+    inverse, keys = simplex_groups(data.z, n_bins)
+    return sparse_bin_sums(inverse, keys, data.u, data.z)
+
+
+def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
+    """:func:`calibtest.stats.bin_sums` for partitions whose bins hold few rows each.
+
+    Full calibration with many classes has up to B^(K-1) cells, most holding
+    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
+    passes over as many bins as rows.  Here one row of each non-empty bin
+    contributes directly (its outer product U U^T is one vectorised
+    broadcast), and only the remaining rows go through ``bin_sums``, on the
+    bins they occupy.  Same sums up to the order of floating-point additions;
+    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
+    """
+    n = inverse.shape[0]
+    m = keys.shape[0]
+    rep = np.full(m, -1, dtype=np.intp)
+    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
+    occupied = np.flatnonzero(rep >= 0)
+    if occupied.size * 8 < n:
+        return bin_sums(inverse, keys, u, z)
+    first = rep[occupied]
+    count = np.ones(occupied.size)
+    sum_u = u[first]                                   # fancy indexing: fresh arrays
+    sum_z = z[first]
+    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
+    rest = np.ones(n, dtype=bool)
+    rest[first] = False
+    if rest.any():
+        slot = np.empty(m, dtype=np.intp)
+        slot[occupied] = np.arange(occupied.size)
+        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
+        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
+        at = part.keys[:, 0]
+        count[at] += part.count
+        sum_u[at] += part.sum_u
+        sum_z[at] += part.sum_z
+        sum_uu[at] += part.sum_uu
+    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)
+
+
+def simplex_groups(z: np.ndarray, n_bins: int):
+    """``(inverse, keys)`` of the non-empty cells (:func:`calibtest.binning.group_keys`)."""
+    keys = simplex_cells(z, n_bins)
+    d = keys.shape[1] - 1
+    upper = np.array([n_bins + 1] * d + [factorial(d)], dtype=np.int64)
+    return group_keys(keys, upper)
+
+
+def decode_order(codes: np.ndarray, d: int) -> np.ndarray:
+    """Rank vectors (m, d) from Lehmer codes (inverse of the key's last column)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    m = codes.shape[0]
+    ranks = np.empty((m, d), dtype=np.int64)
+    available = np.ones((m, d), dtype=bool)
+    rest = codes.copy()
+    for j in range(d):  # loop over positions, vectorised over cells
+        f = factorial(d - 1 - j)
+        digit = rest // f
+        rest = rest % f
+        # the digit-th smallest rank still available
+        pos = np.cumsum(available, axis=1) - 1
+        hit = available & (pos == digit[:, None])
+        chosen = np.argmax(hit, axis=1)
+        ranks[:, j] = chosen
+        available[np.arange(m), chosen] = False
+    return ranks
+
+
+def cell_barycentres(keys: np.ndarray, n_bins: int) -> np.ndarray:
+    """Barycentre (in z, shape (m, K)) of the part of each cell that lies in the simplex.
+
+    A cell with integer parts ``a`` and fractional-part ranks ``r`` is the Kuhn
+    simplex with vertices a, a + e_(largest f), ..., a + (1, ..., 1) in s
+    coordinates; its barycentre is ``s = a + (r + 1) / (d + 1)``.  A cell with
+    ``a_d = B`` (rows with z_K = 0) meets the simplex only in its face
+    {s_d = B}, whose vertices are the first ``d - r_d`` of the list; the
+    barycentre of that face is ``s = a + max(r - r_d, 0) / (d - r_d)``.  The
+    s -> z map is z_1 = s_1 / B, z_j = (s_j - s_{j-1}) / B, z_K = 1 - s_d / B.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    d = keys.shape[1] - 1
+    a = keys[:, :d].astype(np.float64)
+    ranks = decode_order(keys[:, d], d).astype(np.float64)
+    s = a + (ranks + 1.0) / (d + 1.0)
+    face = keys[:, d - 1] >= n_bins
+    if face.any():
+        rd = ranks[face, d - 1:d]
+        s[face] = a[face] + np.maximum(ranks[face] - rd, 0.0) / (d - rd)
+    edges = np.concatenate([np.zeros((s.shape[0], 1)), s, np.full((s.shape[0], 1), float(n_bins))], axis=1)
+    return np.diff(edges, axis=1) / n_bins

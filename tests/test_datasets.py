@@ -1,0 +1,75 @@
+"""The packaged demo data set: loader, content and bit-for-bit regeneration."""
+from __future__ import annotations
+
+from importlib.resources import files
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+
+from calibtest.data import make_demo
+from calibtest.datasets import load_demo
+
+
+def test_load_demo_shape_and_types():
+    df = load_demo()
+    assert list(df.columns) == ["y", "p"]
+    assert df["y"].dtype == np.int64 and df["p"].dtype == np.float64
+    n_source = len(sm.datasets.fair.load_pandas().data)
+    assert len(df) == n_source - n_source // 2
+    assert set(np.unique(df["y"])) == {0, 1}
+    assert np.all((df["p"] > 0) & (df["p"] < 1))
+
+
+def test_demo_file_is_small():
+    resource = files("calibtest.data").joinpath("demo.csv")
+    assert len(resource.read_bytes()) < 300_000
+
+
+def test_demo_outcomes_are_the_validation_half_of_fair():
+    # Independent re-derivation of the split and outcome from the source data.
+    raw = sm.datasets.fair.load_pandas().data
+    n = len(raw)
+    perm = np.random.default_rng(make_demo.SEED).permutation(n)
+    valid_rows = np.setdiff1d(np.arange(n), perm[: n // 2])
+    expected_y = (raw["affairs"].to_numpy()[valid_rows] > 0).astype(np.int64)
+    np.testing.assert_array_equal(load_demo()["y"].to_numpy(), expected_y)
+
+
+def test_demo_probabilities_match_an_independent_irls_fit():
+    # Refit the same model by hand (patsy design + numpy IRLS), not via make_demo.
+    import patsy
+
+    raw = sm.datasets.fair.load_pandas().data
+    df = raw.assign(y=(raw["affairs"] > 0).astype(float))
+    n = len(df)
+    perm = np.random.default_rng(make_demo.SEED).permutation(n)
+    train = np.zeros(n, dtype=bool)
+    train[perm[: n // 2]] = True
+    y, X = patsy.dmatrices(make_demo.FORMULA, df, return_type="matrix")
+    y = np.asarray(y).ravel()
+    X = np.asarray(X)
+    beta = np.zeros(X.shape[1])
+    for _ in range(50):  # Newton/IRLS iterations, not a loop over rows
+        mu = 1.0 / (1.0 + np.exp(-X[train] @ beta))
+        w = mu * (1.0 - mu)
+        step = np.linalg.solve((X[train] * w[:, None]).T @ X[train], X[train].T @ (y[train] - mu))
+        beta += step
+        if np.max(np.abs(step)) < 1e-13:
+            break
+    p_expected = 1.0 / (1.0 + np.exp(-X[~train] @ beta))
+    np.testing.assert_allclose(load_demo()["p"].to_numpy(), p_expected, rtol=1e-9)
+
+
+def test_make_demo_regenerates_bit_for_bit(tmp_path):
+    out = make_demo.write_demo(tmp_path / "demo.csv")
+    shipped = files("calibtest.data").joinpath("demo.csv").read_bytes()
+    assert out.read_bytes() == shipped
+
+
+def test_make_demo_main_writes_requested_path(tmp_path, capsys):
+    target = tmp_path / "sub.csv"
+    assert make_demo.main(["--output", str(target)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    back = pd.read_csv(target, dtype={"y": np.int64, "p": np.float64}, engine="python")
+    pd.testing.assert_frame_equal(back, load_demo())

@@ -1,0 +1,265 @@
+"""The T-Cal test: statistic, consistency resampling, Monte Carlo decision, adaptive version.
+
+References: the statistic against ``calib_ci``; the vectorised resampled
+statistics against ``calib_ci`` run on each explicitly built resampled data
+set; label draws against exact alias-table algebra and a chi-square check;
+the Monte Carlo decision against hand-counted order statistics; size and power
+by Monte Carlo.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+import calibtest as ct
+from calibtest import tcal
+from calibtest.cli import main
+
+
+def draw_labels(rng, Q):
+    return np.minimum((rng.random(Q.shape[0])[:, None] >= np.cumsum(Q, axis=1)).sum(axis=1), Q.shape[1] - 1)
+
+
+@pytest.fixture(scope="module")
+def multiclass():
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.ones(4), size=400)
+    return P, draw_labels(rng, P)
+
+
+# ----------------------------------------------------------------------------- statistic
+@pytest.mark.parametrize("case", ["binary", "top1", "top1_matrix", "topk", "full"])
+def test_statistic_equals_calib_ci(case, multiclass):
+    P, labels = multiclass
+    conf = P.max(axis=1)
+    correct = (P.argmax(axis=1) == labels).astype(int)
+    kwargs = {"binary": dict(y=correct, probs=conf),
+              "top1": dict(y=correct, probs=conf, n_classes=4),
+              "top1_matrix": dict(y=labels, probs=P),
+              "topk": dict(y=labels, probs=P, k=2),
+              "full": dict(y=labels, probs=P, k="full")}[case]
+    res = ct.tcal_test(**kwargs, n_bins=5, n_draws=50, rng=0)
+    ref = ct.calib_ci(**kwargs, n_bins=5)
+    assert res.statistic == pytest.approx(ref.estimate, rel=1e-12, abs=1e-16)
+    assert res.mode == ref.mode and res.n == ref.n and res.k == ref.k and res.n_bins == 5
+
+
+def test_formula_form(multiclass):
+    P, labels = multiclass
+    df = pd.DataFrame(P, columns=["a", "b", "c", "d"]).assign(y=labels)
+    res = ct.tcal_test("y ~ a + b + c + d", data=df, k="full", n_bins=3, n_draws=30, rng=1)
+    arr = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=30, rng=1)
+    assert res.statistic == arr.statistic and res.pvalue == arr.pvalue
+    assert res.formula == "y ~ a + b + c + d" and res.call.startswith("tcal_test(")
+
+
+def test_same_seed_same_output(multiclass):
+    P, labels = multiclass
+    a = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=120, rng=7)
+    b = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=120, rng=np.random.default_rng(7))
+    c = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=120, rng=8)
+    assert a.to_dict() == b.to_dict()
+    assert np.array_equal(a.null_draws, b.null_draws)
+    assert not np.array_equal(a.null_draws, c.null_draws)
+
+
+# ----------------------------------------------------------------------------- resampling
+def explicit_statistic(case, P, z, idx_r, lab_r, B):
+    """calib_ci on the r-th resampled data set built row by row."""
+    if case == "binary":
+        return ct.calib_ci(y=(lab_r == 0).astype(int), probs=z[idx_r, 0], n_bins=B).estimate
+    if case == "full":
+        return ct.calib_ci(y=lab_r, probs=P[idx_r], k="full", n_bins=B).estimate
+    # top-2: label 0/1 = the class ranked 1st/2nd in the resampled row, 2 = a class outside the top 2
+    order = np.argsort(-P[idx_r], axis=1, kind="stable")
+    y = order[np.arange(len(idx_r)), np.minimum(lab_r, 2)]
+    return ct.calib_ci(y=y, probs=P[idx_r], k=2, n_bins=B).estimate
+
+
+@pytest.mark.parametrize("case", ["binary", "topk", "full"])
+def test_block_statistics_match_explicit_resamples(case, multiclass):
+    P, labels = multiclass
+    rng = np.random.default_rng(3)
+    B = 4
+    res = ct.calib_ci(y=labels if case != "binary" else (P[:, 0] > 0.3).astype(int),
+                      probs=P if case != "binary" else P[:, 0], k={"binary": None, "topk": 2, "full": "full"}[case],
+                      n_bins=B)
+    z, n = res.data.z, res.n
+    full = case == "full"
+    bins = tcal.row_bins(res.data, B)
+    bins = np.unique(bins, return_inverse=True)[1].ravel()
+    tables = tcal._alias_tables(tcal._category_probs(z, full))
+    idx, lab = tcal._draw_block(rng, 6, n, tables)
+    out = tcal._block_statistics(idx, lab, z, [bins], [int(bins.max()) + 1], full)
+    for r in range(6):
+        assert out[0, r] == pytest.approx(explicit_statistic(case, P, z, idx[r], lab[r], B), rel=1e-10, abs=1e-15)
+
+
+def test_alias_tables_reproduce_probabilities():
+    rng = np.random.default_rng(4)
+    p = np.vstack([rng.dirichlet(np.ones(5) * 0.5, size=200), np.eye(5), np.full((1, 5), 0.2)])
+    prob, alias, _ = tcal._alias_tables(p)
+    n, c = p.shape
+    prob, alias = prob.reshape(n, c), alias.reshape(n, c)
+    back = prob.copy()
+    for j in range(c):  # add the alias mass of column j to its alias target
+        np.add.at(back, (np.arange(n), alias[:, j]), 1.0 - prob[:, j])
+    np.testing.assert_allclose(back / c, p, atol=1e-14)
+    assert np.all((prob >= -1e-14) & (prob <= 1 + 1e-14))
+
+
+def test_label_draws_follow_the_predictions():
+    z = np.array([[0.5, 0.3], [0.1, 0.05], [0.9, 0.1], [0.0, 0.0]])    # top-2 vectors; rest = "none"
+    tables = tcal._alias_tables(tcal._category_probs(z, full=False))
+    idx, lab = tcal._draw_block(np.random.default_rng(5), 5000, 4, tables)
+    probs = np.column_stack([z, 1 - z.sum(1)])
+    for i in range(4):
+        counts = np.bincount(lab[idx == i], minlength=3)
+        expected = probs[i] * counts.sum()
+        keep = expected > 0
+        assert np.all(counts[~keep] == 0)
+        if keep.sum() > 1:
+            assert stats.chisquare(counts[keep], expected[keep]).pvalue > 1e-4
+    assert np.all(np.bincount(idx.ravel(), minlength=4) > 4000)
+
+
+# ----------------------------------------------------------------------------- decision
+def test_monte_carlo_decision_by_hand():
+    draws = np.arange(1.0, 20.0)[None, :]                 # R = 19 draws 1..19
+    thr, p = tcal._mc_decision(np.array([19.5]), draws, 0.05)
+    assert thr[0] == 19.0 and p[0] == pytest.approx(1 / 20)     # j = floor(0.05 * 20) - 1 = 0: the maximum
+    thr, p = tcal._mc_decision(np.array([19.0]), draws, 0.05)
+    assert p[0] == pytest.approx(2 / 20)                   # ties count against rejection
+    thr, _ = tcal._mc_decision(np.array([5.0]), draws, 0.10)
+    assert thr[0] == 18.0                                  # j = 1: the second largest
+    thr, p = tcal._mc_decision(np.array([100.0]), np.arange(10.0)[None, :], 0.05)
+    assert np.isinf(thr[0]) and p[0] == pytest.approx(1 / 11)   # R = 10 cannot reach level 0.05
+
+
+def test_reject_iff_pvalue_at_most_alpha():
+    rng = np.random.default_rng(6)
+    draws = rng.integers(0, 30, size=(400, 99)).astype(float)    # many ties
+    stat = rng.integers(0, 32, size=400).astype(float)
+    for alpha in (0.01, 0.05, 0.1, 0.2):
+        thr, p = tcal._mc_decision(stat, draws, alpha)
+        assert np.array_equal(stat > thr, p <= alpha + 1e-12)
+
+
+# ----------------------------------------------------------------------------- adaptive
+def test_adaptive_scales():
+    # d = 1, n = 1000: 2 log2(1000 / sqrt(log 1000)) = 17.14 -> 2^1..2^17
+    assert tcal.adaptive_scales(1000, 1) == tuple(2**b for b in range(1, 18))
+    assert tcal.adaptive_scales(1000, 2) == tuple(2**b for b in range(1, 9))
+    assert tcal.adaptive_scales(50, 9) == (2,)
+
+
+def test_adaptive_result(multiclass):
+    P, labels = multiclass
+    res = ct.tcal_test(y=labels, probs=P, k="full", adaptive=True, n_draws=60, rng=2)
+    L = len(res.scales)
+    # d = 3: (2/3) log2(400 / sqrt(log 400)) = 4.90 -> B = 2, 4, 8, 16
+    assert res.adaptive and res.scales == (2, 4, 8, 16) and L == 4
+    assert res.level == pytest.approx(0.05 / L)
+    assert res.pvalue == pytest.approx(min(1.0, L * min(res.pvalues)))
+    assert res.reject == any(t > c for t, c in zip(res.statistics, res.thresholds))
+    best = int(np.argmin(res.pvalues))
+    assert res.n_bins == res.scales[best] and res.statistic == res.statistics[best]
+    for B, t in zip(res.scales, res.statistics):
+        assert t == pytest.approx(ct.calib_ci(y=labels, probs=P, k="full", n_bins=B).estimate, rel=1e-12, abs=1e-16)
+    listed = ct.tcal_test(y=labels, probs=P, k="full", n_bins=[2, 4, 8, 16], n_draws=60, rng=2)
+    assert listed.adaptive and listed.to_dict() == res.to_dict()
+    tab = res.scale_table()
+    assert list(tab["n_bins"]) == list(res.scales)
+
+
+def test_adaptive_detects_miscalibration():
+    rng = np.random.default_rng(9)
+    p = rng.random(600)
+    y = (rng.random(600) < special.expit(0.3 * special.logit(p))).astype(int)
+    res = ct.tcal_test(y=y, probs=p, adaptive=True, n_draws=300, rng=1)
+    assert res.reject and res.pvalue <= 0.05
+
+
+# ----------------------------------------------------------------------------- output, errors
+def test_summary_dict_iter(multiclass):
+    P, labels = multiclass
+    res = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=15, rng=3)
+    stat, pval = res
+    assert stat == res.statistic and pval == res.pvalue
+    text = str(res.summary())
+    assert "T-Cal" in text and "B = 3" in text and "full (canonical" in text
+    assert "R = 15 resamples are too few" in text            # 0.05 * 16 < 1: threshold infinite
+    d = res.to_dict()
+    json.dumps(d)
+    assert d["threshold"] is None and d["method"] == "tcal" and d["reject"] is False
+    assert "TCalResult" in repr(res)
+
+
+def test_bad_input(multiclass):
+    P, labels = multiclass
+    with pytest.raises(ValueError, match="n_draws must be >= 1"):
+        ct.tcal_test(y=labels, probs=P, n_draws=0)
+    with pytest.raises(TypeError, match="n_draws"):
+        ct.tcal_test(y=labels, probs=P, n_draws=10.5)
+    with pytest.raises(TypeError, match="rng"):
+        ct.tcal_test(y=labels, probs=P, rng="seed")
+    with pytest.raises(ValueError, match="adaptive=True chooses the bin counts"):
+        ct.tcal_test(y=labels, probs=P, adaptive=True, n_bins=5)
+    with pytest.raises(ValueError, match="n_bins must hold integers >= 1"):
+        ct.tcal_test(y=labels, probs=P, n_bins=[4, 0])
+    with pytest.raises(ValueError, match="binary mode already is full calibration"):
+        ct.tcal_test(y=labels == 0, probs=P[:, 0], k="full")
+    with pytest.raises(ValueError, match="bins must be integer bin numbers"):
+        tcal.tcal_statistic_threshold(P[:, :1], P[:, :1], np.zeros(3, dtype=int))
+
+
+def test_cli_tcal(tmp_path, capsys, multiclass):
+    P, labels = multiclass
+    df = pd.DataFrame(P, columns=["p0", "p1", "p2", "p3"]).assign(label=labels)
+    path = tmp_path / "preds.csv"
+    df.to_csv(path, index=False, float_format="%.17g")
+    assert main(["tcal", str(path), "--formula", "label ~ p0 + p1 + p2 + p3", "--k", "full", "--bins", "3",
+                 "--draws", "50", "--seed", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = ct.tcal_test("label ~ p0 + p1 + p2 + p3", data=df, k="full", n_bins=3, n_draws=50, rng=4)
+    assert out == ref.to_dict()
+    assert main(["tcal", str(path), "--formula", "label ~ p0 + p1 + p2 + p3", "--draws", "50"]) == 0
+    assert "T-Cal test" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- Monte Carlo
+@pytest.mark.slow
+def test_tcal_size_and_power_full_calibration():
+    """Size at a calibrated model: the paper's Setting 1 as full calibration (K = 2) and K = 3 Dirichlet.
+
+    n = 300, B = 10 (K = 2) and B = 5 (K = 3), R = 99 draws (alpha (R + 1) = 5 is an
+    integer); 300 and 200 data sets: MC s.e. of a rate near 0.05 is 0.0126 and
+    0.0154.  Power at beta = 0.4 on 40 data sets shows the test is not trivially
+    conservative.
+    """
+    rng = np.random.default_rng(31)
+    n, alpha = 300, 0.05
+
+    def setting1(beta):
+        z1 = rng.random(n)
+        y1 = rng.random(n) < special.expit(beta * special.logit(z1))
+        return np.column_stack([z1, 1 - z1]), np.where(y1, 0, 1)
+
+    def dirichlet3(beta):
+        P = rng.dirichlet(np.ones(3), size=n)
+        Q = P**beta / (P**beta).sum(axis=1, keepdims=True)
+        return P, draw_labels(rng, Q)
+
+    for make, B, reps in ((setting1, 10, 300), (dirichlet3, 5, 200)):
+        se = math.sqrt(alpha * (1 - alpha) / reps)
+        rejects = sum(ct.tcal_test(y=y, probs=P, k="full", n_bins=B, n_draws=99, rng=rng).reject
+                      for P, y in (make(1.0) for _ in range(reps)))
+        assert rejects / reps <= alpha + 3 * se
+        power = np.mean([ct.tcal_test(y=y, probs=P, k="full", n_bins=B, n_draws=99, rng=rng).reject
+                         for P, y in (make(0.4) for _ in range(40))])
+        assert power >= 0.8

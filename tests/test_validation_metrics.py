@@ -1,0 +1,342 @@
+"""val_prob against R's rms::val.prob and against slow, obviously correct computations.
+
+The reference numbers in ``tests/reference/valprob_reference.json`` were written by
+``tests/reference/valprob_reference.R`` (R 4.2.2, rms 6.5.0, Hmisc 4.8.0); the
+numeric tests read that file and need no R.  ``test_rerun_r_reference`` runs the
+R script again and skips when ``Rscript`` or rms is not installed.  Data sets
+under ``../shared`` are skipped when that folder is absent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import optimize, stats
+
+from calibtest.datasets import load_demo
+from calibtest.validation_metrics import ValProbResult, val_prob
+
+REPO = Path(__file__).resolve().parents[1]
+REF_DIR = REPO / "tests" / "reference"
+REF_JSON = REF_DIR / "valprob_reference.json"
+REF_SCRIPT = REF_DIR / "valprob_reference.R"
+SHARED_TCAL = REPO.parent / "shared" / "data" / "tcal"
+
+RTOL = 1e-6  # closed-form and GLM statistics
+RTOL_LOWESS = 1e-3  # Emax, E90, Eavg (smoother implementations differ slightly)
+LOWESS_STATS = {"Emax", "E90", "Eavg"}
+# R computes U:p as 1 - pchisq(), exact only to ~1e-16 absolute (0 below that).
+ATOL_PVALUE = 1e-15
+
+
+def _reference() -> dict:
+    with REF_JSON.open() as fh:
+        return json.load(fh)
+
+
+def _load_dataset(entry: dict) -> tuple[np.ndarray, np.ndarray]:
+    path = (REPO / entry["path"]).resolve()
+    if not path.exists():
+        pytest.skip(f"{entry['path']} not found (../shared absent?)")
+    digest = hashlib.md5(path.read_bytes()).hexdigest()
+    assert digest == entry["md5"], f"{entry['path']} changed since the R reference was made"
+    df = pd.read_csv(path)
+    return df[entry["p_column"]].to_numpy(np.float64), df[entry["y_column"]].to_numpy(np.int64)
+
+
+def _compare_to_r(res: ValProbResult, entry: dict) -> dict:
+    """Assert res matches one data set's R output; return the relative differences."""
+    rel = {}
+    ours = res.valprob_dict()
+    for label, r_value in entry["val_prob"].items():
+        mine = ours[label]
+        if r_value is None:  # D:p, which val.prob leaves NA
+            continue
+        rtol = RTOL_LOWESS if label in LOWESS_STATS else RTOL
+        atol = ATOL_PVALUE if label in {"U:p", "S:p"} else 0.0
+        np.testing.assert_allclose(mine, r_value, rtol=rtol, atol=atol, err_msg=label)
+        if r_value != 0:
+            rel[label] = abs(mine - r_value) / abs(r_value)
+    # D:p: val.prob prints NA; ours is the chi-square(1) tail of R's D:Chi-sq.
+    np.testing.assert_allclose(res.d_p, stats.chi2.sf(entry["val_prob"]["D:Chi-sq"], 1), rtol=RTOL)
+
+    gj = entry["glm_joint"]
+    pairs = {
+        "glm intercept": (res.intercept, gj["intercept"]),
+        "glm slope": (res.slope, gj["slope"]),
+        "intercept_se": (res.intercept_se, gj["intercept_se"]),
+        "slope_se": (res.slope_se, gj["slope_se"]),
+        "intercept_ci_lower": (res.intercept_ci[0], gj["intercept_ci_lower"]),
+        "intercept_ci_upper": (res.intercept_ci[1], gj["intercept_ci_upper"]),
+        "slope_ci_lower": (res.slope_ci[0], gj["slope_ci_lower"]),
+        "slope_ci_upper": (res.slope_ci[1], gj["slope_ci_upper"]),
+        "citl": (res.citl, entry["glm_offset"]["intercept"]),
+        "citl_se": (res.citl_se, entry["glm_offset"]["intercept_se"]),
+        "citl_ci_lower": (res.citl_ci[0], entry["glm_offset"]["intercept_ci_lower"]),
+        "citl_ci_upper": (res.citl_ci[1], entry["glm_offset"]["intercept_ci_upper"]),
+        "exact C (somers2)": (res.auc, entry["somers2_C"]),
+    }
+    for label, (mine, r_value) in pairs.items():
+        np.testing.assert_allclose(mine, r_value, rtol=RTOL, err_msg=label)
+        rel[label] = abs(mine - r_value) / abs(r_value)
+    assert res.n == entry["n"]
+    return rel
+
+
+# --------------------------------------------------------------------------- R reference
+
+
+@pytest.mark.parametrize("name", ["demo", "cifar10_resnet50", "cifar100_resnet56"])
+def test_matches_stored_r_valprob(name):
+    ref = _reference()
+    entry = ref["datasets"][name]
+    p, y = _load_dataset(entry)
+    assert ref["rms_version"] == "6.5.0"
+    _compare_to_r(val_prob(p, y), entry)
+
+
+def test_demo_reference_is_for_the_shipped_demo_file():
+    entry = _reference()["datasets"]["demo"]
+    assert entry["path"] == "calibtest/data/demo.csv"
+    p, y = _load_dataset(entry)  # checks the md5
+    d = load_demo()
+    np.testing.assert_array_equal(p, d["p"].to_numpy())
+    np.testing.assert_array_equal(y, d["y"].to_numpy())
+
+
+def _r_with_rms() -> str | None:
+    rscript = shutil.which("Rscript")
+    if rscript is None:
+        return None
+    probe = subprocess.run(
+        [rscript, "-e", 'quit(status = if (requireNamespace("rms", quietly = TRUE)) 0 else 1)'],
+        capture_output=True, timeout=120,
+    )
+    return rscript if probe.returncode == 0 else None
+
+
+def test_rerun_r_reference(tmp_path):
+    rscript = _r_with_rms()
+    if rscript is None:
+        pytest.skip("Rscript with the rms package not available")
+    out = tmp_path / "fresh.json"
+    proc = subprocess.run(
+        [rscript, str(REF_SCRIPT), str(out)], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    fresh = json.loads(out.read_text())
+    stored = _reference()
+    assert "demo" in fresh["datasets"]
+    for name, entry in fresh["datasets"].items():
+        p, y = _load_dataset(entry)
+        _compare_to_r(val_prob(p, y), entry)
+        if (fresh["R_version"], fresh["rms_version"]) == (stored["R_version"], stored["rms_version"]):
+            old = stored["datasets"][name]
+            for block in ("val_prob", "glm_joint", "glm_offset"):
+                for key, value in entry[block].items():
+                    if value is None:
+                        assert old[block][key] is None
+                    else:
+                        np.testing.assert_allclose(value, old[block][key], rtol=1e-12, atol=1e-300,
+                                                   err_msg=f"{name} {block} {key}")
+
+
+# --------------------------------------------------------------------------- hand checks
+
+
+def _pairwise_c(score: np.ndarray, y: np.ndarray) -> float:
+    """C index by comparing every event with every non-event (ties count 1/2)."""
+    pos = score[y == 1][:, None]
+    neg = score[y == 0][None, :]
+    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
+
+
+def test_brier_and_c_by_brute_force_on_demo():
+    d = load_demo()
+    p, y = d["p"].to_numpy(), d["y"].to_numpy()
+    res = val_prob(p, y)
+    brier = math.fsum((float(pi) - int(yi)) ** 2 for pi, yi in zip(p, y)) / len(p)
+    assert res.brier == pytest.approx(brier, rel=1e-13)
+    assert res.auc == pytest.approx(_pairwise_c(p, y), rel=1e-12)
+    # val.prob's C: probabilities in cells floor(5000 p) + 1, then the same C.
+    assert res.c_statistic == pytest.approx(_pairwise_c(np.floor(5000 * p), y), rel=1e-12)
+    assert res.dxy == pytest.approx(2 * _pairwise_c(np.floor(5000 * p), y) - 1, rel=1e-12)
+
+
+def test_c_by_brute_force_on_subsample_with_ties():
+    rng = np.random.default_rng(7)
+    d = load_demo()
+    idx = rng.choice(len(d), size=400, replace=False)
+    p = np.round(d["p"].to_numpy()[idx], 2)  # rounding creates many ties
+    y = d["y"].to_numpy()[idx]
+    res = val_prob(p, y)
+    assert res.auc == pytest.approx(_pairwise_c(p, y), rel=1e-12)
+    assert res.brier == pytest.approx(math.fsum((a - b) ** 2 for a, b in zip(p.tolist(), y.tolist())) / 400)
+
+
+def test_c_statistic_is_coarse_near_one():
+    # Many probabilities within 1/5000 of 1 share val.prob's top cell.
+    p = np.array([0.99991, 0.99992, 0.99993, 0.99994, 0.3, 0.6])
+    y = np.array([0, 1, 0, 1, 0, 1])
+    res = val_prob(p, y)
+    assert res.auc == pytest.approx(_pairwise_c(p, y))
+    assert res.c_statistic == pytest.approx(_pairwise_c(np.floor(5000 * p), y))
+    assert res.c_statistic != res.auc
+
+
+def _neg_loglik(beta, X, y):
+    eta = X @ beta
+    return float(np.sum(np.logaddexp(0.0, eta) - y * eta))
+
+
+def test_calibration_fits_by_direct_likelihood_and_wald_formula():
+    d = load_demo()
+    p, y = d["p"].to_numpy(), d["y"].to_numpy().astype(float)
+    L = np.log(p) - np.log1p(-p)
+    alpha = 0.1
+    res = val_prob(p, y, alpha=alpha)
+    # Joint fit a + b L by a generic optimizer, SEs from the analytic information.
+    X = np.column_stack([np.ones_like(L), L])
+    opt = optimize.minimize(_neg_loglik, x0=[0.0, 1.0], args=(X, y), method="BFGS",
+                            jac=lambda b, X, y: X.T @ (1 / (1 + np.exp(-X @ b)) - y),
+                            options={"gtol": 1e-10})
+    np.testing.assert_allclose([res.intercept, res.slope], opt.x, rtol=1e-6)
+    mu = 1 / (1 + np.exp(-X @ opt.x))
+    se = np.sqrt(np.diag(np.linalg.inv((X * (mu * (1 - mu))[:, None]).T @ X)))
+    np.testing.assert_allclose([res.intercept_se, res.slope_se], se, rtol=1e-6)
+    zq = stats.norm.ppf(1 - alpha / 2)
+    np.testing.assert_allclose(res.slope_ci, (res.slope - zq * res.slope_se, res.slope + zq * res.slope_se),
+                               rtol=1e-12)
+    # Calibration in the large: root of the score equation sum(y - expit(a0 + L)) = 0.
+    a0 = optimize.brentq(lambda a: np.sum(y - 1 / (1 + np.exp(-(a + L)))), -5, 5, xtol=1e-14)
+    assert res.citl == pytest.approx(a0, rel=1e-8)
+    mu0 = 1 / (1 + np.exp(-(a0 + L)))
+    assert res.citl_se == pytest.approx(1 / math.sqrt(np.sum(mu0 * (1 - mu0))), rel=1e-6)
+    np.testing.assert_allclose(res.citl_ci, (res.citl - zq * res.citl_se, res.citl + zq * res.citl_se),
+                               rtol=1e-12)
+    # Likelihood statistics from the fitted deviances.
+    dev_p = -2 * np.sum(y * np.log(p) + (1 - y) * np.log1p(-p))
+    ybar = y.mean()
+    dev_0 = -2 * len(y) * (ybar * np.log(ybar) + (1 - ybar) * np.log1p(-ybar))
+    dev_rc = 2 * _neg_loglik(opt.x, X, y)
+    assert res.d_chisq == pytest.approx(dev_0 - dev_p, rel=1e-10)
+    assert res.u_chisq == pytest.approx(dev_p - dev_rc, rel=1e-6)
+    assert res.q == pytest.approx(res.d - res.u, rel=1e-12)
+    assert res.r2 == pytest.approx((1 - np.exp(-(dev_0 - dev_p) / len(y))) / (1 - np.exp(-dev_0 / len(y))))
+
+
+def test_calibration_fits_converge_where_plain_irls_overshoots():
+    # From the default start, IRLS diverges on this offset model (a full Newton
+    # step overshoots); the estimate must still be the root of the score equation.
+    p = np.array([0.99991, 0.99992, 0.99993, 0.99994, 0.3, 0.6])
+    y = np.array([0, 1, 0, 1, 0, 1], dtype=float)
+    L = np.log(p) - np.log1p(-p)
+    res = val_prob(p, y)
+    a0 = optimize.brentq(lambda a: np.sum(y - 1 / (1 + np.exp(-(a + L)))), -30, 30, xtol=1e-14)
+    assert res.citl == pytest.approx(a0, rel=1e-8)
+    X = np.column_stack([np.ones_like(L), L])
+    opt = optimize.minimize(_neg_loglik, x0=[0.0, 0.0], args=(X, y), method="Nelder-Mead",
+                            options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 20000})
+    np.testing.assert_allclose([res.intercept, res.slope], opt.x, rtol=1e-5, atol=1e-7)
+
+
+def test_spiegelhalter_on_tiny_example():
+    p = np.array([0.1, 0.4, 0.8, 0.3])
+    y = np.array([1, 0, 1, 0])
+    num = (1 - 0.1) * 0.8 + (0 - 0.4) * 0.2 + (1 - 0.8) * (-0.6) + (0 - 0.3) * 0.4
+    den = math.sqrt(0.8**2 * 0.09 + 0.2**2 * 0.24 + 0.6**2 * 0.16 + 0.4**2 * 0.21)
+    res = val_prob(p, y)
+    assert res.spiegelhalter_z == pytest.approx(num / den, rel=1e-12)
+    assert res.spiegelhalter_p == pytest.approx(math.erfc(abs(num / den) / math.sqrt(2)), rel=1e-12)
+    assert res.brier == pytest.approx((0.81 + 0.16 + 0.04 + 0.09) / 4, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- result object
+
+
+def test_result_is_frozen_and_json_safe():
+    d = load_demo()
+    res = val_prob(d["p"], d["y"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.slope = 1.0  # type: ignore[misc]
+    out = res.to_dict()
+    text = json.dumps(out, allow_nan=False)
+    back = json.loads(text)
+    assert back["slope"] == res.slope and back["intercept_ci"] == list(res.intercept_ci)
+    assert set(back) == {f.name for f in dataclasses.fields(ValProbResult)}
+    assert list(res.valprob_dict())[:3] == ["Dxy", "C (ROC)", "R2"]
+    text = res.summary(digits=2)
+    assert f"{res.slope:.2f}" in text and "Intercept 95% CI" in text
+
+
+def test_input_forms_agree():
+    d = load_demo().sample(n=500, random_state=3)
+    a = val_prob(d["p"], d["y"])
+    b = val_prob(d["p"].tolist(), d["y"].astype(bool).to_numpy())
+    c = val_prob(d["p"].to_numpy(), d["y"].to_numpy(dtype=float))
+    assert a == b == c
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0])
+def test_p_exactly_zero_or_one_is_rejected_not_clipped(bad):
+    p = np.array([0.2, 0.5, 0.7, bad])
+    with pytest.raises(ValueError, match=r"p has 1 value\(s\) exactly 0 or 1.*logit"):
+        val_prob(p, [0, 1, 1, 0])
+
+
+def test_imagenet_file_with_confidence_one_is_rejected():
+    path = SHARED_TCAL / "imagenet_resnet152.csv"
+    if not path.exists():
+        pytest.skip("../shared absent")
+    df = pd.read_csv(path)
+    with pytest.raises(ValueError, match="exactly 0 or 1"):
+        val_prob(df["confidence"], df["correct"])
+
+
+@pytest.mark.parametrize(
+    "p, y, exc, pattern",
+    [
+        ([0.2, 0.5, 0.7], [0, 1], ValueError, "same length"),
+        ([[0.2, 0.5, 0.7]], [[0, 1, 1]], ValueError, "p must be 1-D"),
+        ([0.2, np.nan, 0.7], [0, 1, 1], ValueError, "p must be finite"),
+        ([0.2, 0.5, 0.7], [0, np.nan, 1], ValueError, "y must be finite"),
+        ([0.2, 1.5, 0.7], [0, 1, 1], ValueError, "p must be probabilities"),
+        ([0.2, 0.5, 0.7], [0, 2, 1], ValueError, "y must contain only 0 and 1"),
+        ([0.2, 0.5, 0.7], [1, 1, 1], ValueError, "both 0 and 1"),
+        ([0.5, 0.5, 0.5], [0, 1, 1], ValueError, "single distinct value"),
+        ([0.2, 0.5, 0.7, 0.4], [0, 1, 1, 0], ValueError, "p separates y"),
+        ([0.2, 0.5, 0.5, 0.4], [1, 0, 1, 1], ValueError, "p separates y"),
+        ([0.2, 0.5], [0, 1], ValueError, "at least 3"),
+        (["a", "b", "c"], [0, 1, 1], TypeError, "p must be array-like of numbers"),
+        ([0.2, 0.5, 0.7], ["0", "1", "1"], TypeError, "y must be array-like of numbers"),
+    ],
+)
+def test_bad_input(p, y, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        val_prob(p, y)
+
+
+@pytest.mark.parametrize("alpha, exc", [(0.0, ValueError), (1.0, ValueError), ("0.05", TypeError),
+                                        (True, TypeError), (None, TypeError)])
+def test_bad_alpha(alpha, exc):
+    with pytest.raises(exc, match="alpha"):
+        val_prob([0.2, 0.5, 0.7], [0, 1, 1], alpha=alpha)
+
+
+def test_bad_summary_digits():
+    res = val_prob([0.2, 0.5, 0.7, 0.4], [0, 1, 0, 1])
+    with pytest.raises(TypeError, match="digits"):
+        res.summary(digits=2.5)
+    with pytest.raises(ValueError, match="digits"):
+        res.summary(digits=-1)
