@@ -648,7 +648,9 @@ def _call_with_null(call, null: str, seed, n_draws: int):
         return call
     extra = f", null={null!r}"
     if null == "monte-carlo":
-        extra += (f", rng={seed}" if seed is not None else "") + (f", n_null_draws={n_draws}" if n_draws != 2000 else "")
+        if seed is not None and "rng=" not in call:  # calib_ci records an int rng itself
+            extra += f", rng={seed}"
+        extra += f", n_null_draws={n_draws}" if n_draws != 2000 else ""
     return call[:-1] + extra + ")"
 
 

@@ -333,7 +333,7 @@ def test_monte_carlo_same_seed_same_result():
     a = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=7, n_null_draws=300)
     b = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=7, n_null_draws=300)
     assert a.mc_pvalue == b.mc_pvalue
-    assert a.call.endswith("null='monte-carlo', rng=7, n_null_draws=300)")
+    assert a.call.count("rng=7") == 1 and "null='monte-carlo'" in a.call and "n_null_draws=300" in a.call
     c = ct.calib_ci(y=y, probs=p, null="monte-carlo", n_null_draws=300)
     d = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=c.mc_seed, n_null_draws=300)
     assert c.mc_pvalue == d.mc_pvalue  # the recorded seed reproduces an unseeded run
