@@ -135,8 +135,11 @@ __all__ = [
 #: The null laws ``calib_ci(null=...)`` accepts.
 NULLS = ("asymptotic", "conditional", "monte-carlo")
 
-#: Rows per chunk times entries per row kept in memory at once.
+#: Largest number of per-row entries (rows per chunk times columns) kept in memory at once.
 _CHUNK_ENTRIES = 1 << 22
+
+#: Rows per chunk that keep the per-row temporaries in cache.
+_CACHE_ROWS = 1 << 15
 
 #: |skewness| below which the normal law replaces the shifted gamma.
 _SKEW_NORMAL = 1e-6
@@ -281,7 +284,7 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
     triples = list(zip(ti.tolist(), tj.tolist(), tl.tolist(), mult.tolist()))
     p, u = iu.size, ti.size
     out = np.zeros((2 * p + u + 3, m))
-    step = max(1, _CHUNK_ENTRIES // (2 * p + u + 3 + d))
+    step = max(1, min(_CHUNK_ENTRIES // (2 * p + u + 3 + d), max(_CACHE_ROWS, m)))
     for start in range(0, n, step):  # a handful of chunks bounding memory
         inv = inverse[start:start + step]
         cols = _row_columns(z[start:start + step], iu, ju, triples)
@@ -302,11 +305,26 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
 
 def _one_dim_bin_sums(p: np.ndarray, inverse: np.ndarray, m: int) -> ConditionalBinSums:
     """The 1-dim case with four bincounts: v = p(1-p), Sigma^2 = tr Sigma^2 = v^2, tr Sigma^3 = v^3,
-    K = v (1 - 2p) and K^2 = v^2 (1 - 4v) (as (1 - 2p)^2 = 1 - 4v)."""
-    v = p * (1.0 - p)
-    v2 = v * v
-    sums = [np.bincount(inverse, weights=w, minlength=m) for w in (v, v2, v2 * v, v * (1.0 - 2.0 * p))]
-    sv, sv2, sv3, sk = sums
+    K = v (1 - 2p) and K^2 = v^2 (1 - 4v) (as (1 - 2p)^2 = 1 - 4v).
+
+    Rows go in cache-sized chunks (at least m rows, so the per-chunk O(m) cost stays small).
+    """
+    out = np.zeros((4, m))
+    step = max(_CACHE_ROWS, m)
+    for start in range(0, p.shape[0], step):  # chunks of rows that stay in cache
+        pc, ic = p[start:start + step], inverse[start:start + step]
+        v = 1.0 - pc
+        v *= pc
+        k = pc * -2.0
+        k += 1.0
+        k *= v
+        v2 = v * v
+        out[0] += np.bincount(ic, weights=v, minlength=m)
+        out[1] += np.bincount(ic, weights=v2, minlength=m)
+        out[2] += np.bincount(ic, weights=k, minlength=m)
+        v2 *= v
+        out[3] += np.bincount(ic, weights=v2, minlength=m)
+    sv, sv2, sk, sv3 = out
     count = np.bincount(inverse, minlength=m).astype(np.float64)
     return ConditionalBinSums(count=count, sigma=sv[:, None, None], sigma_sq=sv2[:, None, None], tr2=sv2,
                               tr3=sv3, kappa=sk[:, None], kappa_sq=sv2 - 4.0 * sv3, kappa_mult=np.ones(1))

@@ -145,6 +145,21 @@ def test_chunking_does_not_change_sums(monkeypatch):
     assert chunked.third_moment == pytest.approx(whole.third_moment, rel=1e-12)
 
 
+def test_one_dim_chunks_and_hand_variance(monkeypatch):
+    rng = np.random.default_rng(12)
+    p = rng.random(5000)
+    bins = rng.integers(0, 40, 5000)
+    whole = cond.conditional_moments(cond.conditional_bin_sums(p, bins), 5000)
+    monkeypatch.setattr(cond, "_CACHE_ROWS", 7)
+    chunked = cond.conditional_moments(cond.conditional_bin_sums(p, bins), 5000)
+    assert chunked.third_moment == pytest.approx(whole.third_moment, rel=1e-12)
+    v = p * (1 - p)
+    s1 = np.bincount(bins, weights=v)
+    s2 = np.bincount(bins, weights=v**2)
+    c = np.bincount(bins)
+    assert chunked.variance == pytest.approx(2 * np.sum((s1**2 - s2) / (c - 1) ** 2) / 5000**2, rel=1e-12)
+
+
 def test_certain_predictions_have_no_variance():
     z = np.array([1.0, 1.0, 0.0, 0.0])
     mom = cond.conditional_moments(cond.conditional_bin_sums(z, np.array([0, 0, 1, 1])), 4)
