@@ -100,6 +100,14 @@ counted with scipy's relative tolerance).  The draws are vectorised over
 blocks of draws with one combined (draw, bin, class) ``np.bincount``; the
 uniforms are consumed in the same order whatever the block size, so a seed
 gives the same p-value for any block size.
+
+Validation
+----------
+``vignettes/null_calibration.md``: on the paper's Settings 1-3 at n = 100,
+1000 and 10000 with the automatic and the paper's bins (1000 calibrated data
+sets per point), the conditional and Monte Carlo nulls are within alpha +- 3
+Monte Carlo s.e. in all 36 cells at alpha = 0.05 and 0.10 (the asymptotic null is outside
+in 19 of 36), and the two agree to 0.006 in rejection rate.
 """
 from __future__ import annotations
 
