@@ -30,7 +30,8 @@ def _cmd_ci(args) -> int:
     stream = _streamed(args)
     df = args.file if stream else _read_csv(args.file)
     res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                   alpha=args.alpha, missing=args.missing, **stream, **_resampling_options(args))
+                   alpha=args.alpha, missing=args.missing, **stream, **_resampling_options(args),
+                   **_null_options(args))
     if args.json:
         print(json.dumps(res.to_dict()))
     else:
@@ -46,6 +47,16 @@ def _streamed(args) -> dict:
     if not os.path.isfile(args.file):
         raise SystemExit(f"calibtest: file not found: {args.file}")
     return {"chunksize": args.chunksize}
+
+
+def _null_options(args) -> dict:
+    """``--null`` (and ``--seed`` for the Monte Carlo null) as calib_ci keywords."""
+    if args.null == "asymptotic":
+        return {}
+    out = {"null": args.null}
+    if args.null == "monte-carlo" and args.method == "adjusted":
+        out["rng"] = args.seed
+    return out
 
 
 def _resampling_options(args) -> dict:
@@ -87,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
                     help="interval: the paper's adjusted interval (default) or a resampling baseline")
     ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
-    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method")
+    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
+    ci.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default="asymptotic",
+                    help="null law of the calibration test (default: the paper's asymptotic one)")
     ci.set_defaults(func=_cmd_ci)
     from .report_cli import add_report_parser
     add_report_parser(sub)
