@@ -5,7 +5,7 @@ import numpy as np
 
 from .binning import resolve_n_bins
 from .conditional import check_null_options, with_null
-from .estimation import cube_bin_stats, result_from_stats
+from .estimation import cube_bin_stats, cube_rows, result_from_stats
 from .formula import capture_env, parse_formula
 from .full import full_calibration_result, is_full_request
 from .inputs import MISSING_OPTIONS, array_input, missing_mask
@@ -177,7 +177,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)
-    stats = cube_bin_stats(prepared, B)
+    rows = cube_rows(prepared, B)
+    stats = cube_bin_stats(prepared, B, rows)
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                          "missing": missing if missing != "raise" else None,
@@ -187,7 +188,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
-    res = with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws)
+    res = with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws, inverse=rows[0])
     if method != "adjusted":
         from .resampling import resampled_result, row_bin_index
         res = resampled_result(res, row_bin_index(prepared, B), method, n_resamples=n_resamples, rng=rng,

@@ -15,14 +15,22 @@ from .null import bin_volume, null_test, sigma0_sq
 from .results import CalibrationResult, _threshold
 from .stats import BinStats, bin_sums, debiased_statistic, plugin_statistic, sigma1_sq
 
-__all__ = ["cube_bin_stats", "result_from_stats"]
+__all__ = ["cube_bin_stats", "cube_rows", "result_from_stats"]
 
 
-def cube_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
-    """Bin the rows on the cube partition ``floor(z * B)`` and accumulate their sums."""
-    idx = cube_indices(data.z, n_bins)
-    inverse, keys = group_keys(idx, n_bins + 1)
+def cube_bin_stats(data: PreparedData, n_bins: int, rows=None) -> BinStats:
+    """Bin the rows on the cube partition ``floor(z * B)`` and accumulate their sums.
+
+    ``rows`` is the ``(inverse, keys)`` pair of :func:`cube_rows` when the caller
+    already has it (it is computed otherwise).
+    """
+    inverse, keys = cube_rows(data, n_bins) if rows is None else rows
     return bin_sums(inverse, keys, data.u, data.z)
+
+
+def cube_rows(data: PreparedData, n_bins: int):
+    """Bin number of each row on the cube partition, and the bins' keys (see ``group_keys``)."""
+    return group_keys(cube_indices(data.z, n_bins), n_bins + 1)
 
 
 def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int,
