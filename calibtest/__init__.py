@@ -14,11 +14,15 @@ from importlib.metadata import PackageNotFoundError, version as _version
 from . import datasets, simulation
 from .api import calib_ci
 from .binning import auto_n_bins
+from .compare import calib_compare
+from .compare_results import ComparisonResult, PairwiseComparisonResult
 from .datasets import load_demo
 from .hosmer_lemeshow import HosmerLemeshowResult
 from .null import sigma0_sq
+from .reporting import report
 from .results import CalibrationResult, ConfidenceInterval
 from .stats import BinStats
+from .streaming import BinAccumulator
 from .tcal import TCalResult, tcal_test
 
 try:
@@ -28,6 +32,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "calib_ci",
+    "calib_compare",
+    "ComparisonResult",
+    "PairwiseComparisonResult",
     "load_demo",
     "datasets",
     "simulation",
@@ -35,8 +42,10 @@ __all__ = [
     "ConfidenceInterval",
     "HosmerLemeshowResult",
     "BinStats",
+    "BinAccumulator",
     "auto_n_bins",
     "sigma0_sq",
+    "report",
     "tcal_test",
     "TCalResult",
     "__version__",

@@ -2,39 +2,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .binning import resolve_n_bins
-from .estimation import cube_bin_stats, result_from_stats
+from .conditional import check_null_options, with_null
+from .estimation import cube_bin_stats, cube_rows, result_from_stats
 from .formula import capture_env, parse_formula
 from .full import full_calibration_result, is_full_request
+from .inputs import MISSING_OPTIONS, array_input, missing_mask
 from .intervals import check_alpha
 from .modes import prepare
 from .results import CalibrationResult
 
 __all__ = ["calib_ci"]
-
-_MISSING = ("raise", "drop")
-
-
-def _missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
-    """Rows with a missing value; raise when ``missing='raise'``."""
-    y_na = np.zeros(len(y), dtype=bool) if y.dtype.kind in "biu" else np.asarray(pd.isna(y), dtype=bool)
-    if probs.ndim == 1:
-        p_na = np.isnan(probs)[:, None]
-    else:
-        # a row sum is NaN iff the row holds a NaN (or +inf and -inf): one BLAS pass,
-        # then the exact per-column check on the few flagged rows only
-        p_na = np.zeros(probs.shape, dtype=bool)
-        flagged = np.flatnonzero(np.isnan(probs @ np.ones(probs.shape[1])))
-        p_na[flagged] = np.isnan(probs[flagged])
-    mask = y_na | p_na.any(axis=1)
-    if mask.any() and missing == "raise":
-        cols = ([y_name] if y_na.any() else []) + [nm for j, nm in enumerate(prob_names) if p_na[:, j].any()]
-        raise ValueError(f"{int(mask.sum())} rows have missing values (NaN) in {', '.join(map(repr, cols))}; "
-                         "pass missing='drop' to drop them")
-    return mask
-
 
 def _format_call(formula, data, y, probs, options: dict) -> str:
     parts = []
@@ -51,9 +30,9 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
 
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-             eval_env: int = 0,
-             method: str = "adjusted", n_resamples: int | None = None,
-             rng=None, progress: bool | None = None) -> CalibrationResult:
+             eval_env: int = 0, method: str = "adjusted", n_resamples: int | None = None,
+             null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+             chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -71,8 +50,15 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``I(p / 100)`` and functions of columns work; the intercept is ignored.
         Labels are integer codes 0..K-1 in column order or values equal to the
         probability columns' names.
-    data : pandas.DataFrame or dict, optional
-        Data for the formula.
+    data : pandas.DataFrame, dict, path or dask DataFrame, optional
+        Data for the formula.  A path (``str`` or ``pathlib.Path``) to a
+        ``.csv`` (possibly compressed) or ``.parquet`` file is streamed in
+        chunks of ``chunksize`` rows, reading only the formula's columns, with
+        memory bounded by the chunk size; a ``dask.dataframe.DataFrame`` is
+        reduced partition by partition on the active Dask scheduler (a
+        ``dask.distributed`` cluster if a ``Client`` exists).  Both give the
+        in-memory answer from the additive per-bin sums, with ``data=None`` and
+        provenance in ``result.source`` (see ``docs/scale.md``).
     y, probs : array_like, optional
         Array input instead of a formula: ``probs`` is (n,) or (n, K).
     n_classes : int, optional
@@ -106,11 +92,25 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Resamples / subsamples (default 500; HulC uses them to estimate its
         median bias).  Only for resampling methods.
     rng : None, int or numpy.random.Generator
-        Seed of the resampling; the result records it (``res.seed``; with
-        ``None`` a fresh seed is drawn and recorded).
+        Seed of the resampling (recorded as ``res.seed``; with ``None`` a fresh
+        seed is drawn and recorded) and of the Monte Carlo null (``mc_seed``).
     progress : bool, optional
-        Progress bar (needs tqdm) for long resampling runs; by default only in
-        an interactive terminal and never when the ``CI`` variable is set.
+        Progress bar (needs tqdm) for long resampling runs and for files; by
+        default only in an interactive terminal and never when the ``CI``
+        variable is set; ``False`` never, ``True`` always.
+    null : {"asymptotic", "conditional", "monte-carlo"}
+        Null law of the test of H0: calibrated, which also decides whether 0
+        joins the interval (iff that test does not reject at level alpha).
+        ``"asymptotic"`` (default) is the paper's n sqrt(w) T / sigma0 ~ N(0, 1);
+        ``"conditional"`` uses the exact moments of T given the predictions
+        and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
+        redraws the labels from the predictions ``n_null_draws`` times
+        (see :mod:`calibtest.conditional`).  The summary always shows the
+        asymptotic and the conditional p-values.
+    n_null_draws : int
+        Label draws R of the Monte Carlo null (default 2000).
+    chunksize : int, optional
+        Rows per chunk for a file (default 1,000,000).
 
     Returns
     -------
@@ -123,9 +123,20 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     >>> print(res.summary())                              # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
+    check_null_options(null, n_null_draws, rng)
     _check_method(method, n_resamples, rng, progress)
-    if missing not in _MISSING:
-        raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
+    if missing not in MISSING_OPTIONS:
+        raise ValueError(f"missing must be one of {MISSING_OPTIONS}, got {missing!r}")
+    from .outofcore import calib_ci_out_of_core, is_out_of_core
+    if is_out_of_core(data):
+        if null != "asymptotic":
+            raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
+                             "Dask frames support the default null='asymptotic'")
+        return calib_ci_out_of_core(formula, data, env=capture_env(eval_env + 1), y=y, probs=probs,
+                                    n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha, missing=missing,
+                                    chunksize=chunksize, progress=progress, method=method)
+    if chunksize is not None:
+        raise ValueError("chunksize= applies only to data given as a file path")
     if formula is not None:
         if y is not None or probs is not None:
             raise ValueError("give either a formula with data, or y= and probs=, not both")
@@ -139,21 +150,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
             raise ValueError("give a formula with data=, or both y= and probs=")
         if data is not None:
             raise ValueError("data= is used only with a formula")
-        y_arr = y.to_numpy() if isinstance(y, (pd.Series, pd.Index)) else np.asarray(y)
-        p_arr = probs.to_numpy() if isinstance(probs, (pd.Series, pd.DataFrame)) else np.asarray(probs)
-        if p_arr.dtype.kind not in "biuf":
-            raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
-        if y_arr.ndim != 1:
-            raise ValueError(f"y must be one-dimensional, got shape {y_arr.shape}")
-        if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
-            raise ValueError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
-                             f"got {p_arr.shape}")
-        y_name = "y"
-        prob_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else \
-            (["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])])
-        class_names = list(probs.columns) if isinstance(probs, pd.DataFrame) else None
+        y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
     p_arr = np.asarray(p_arr, dtype=np.float64)
-    mask = _missing_mask(y_arr, p_arr, y_name, prob_names, missing)
+    mask = missing_mask(y_arr, p_arr, y_name, prob_names, missing)
     n_dropped = int(mask.sum())
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
@@ -166,6 +165,10 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                                               "method": method if method != "adjusted" else None,
                                                               "n_resamples": n_resamples,
                                                               "rng": rng if isinstance(rng, (int, np.integer)) else None}))
+        from .tcal import row_bins
+        inverse = row_bins(res.data, res.n_bins)
+        res = with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
+                        inverse=inverse)
         if method != "adjusted":
             from .resampling import resampled_result, row_bin_index
             res = resampled_result(res, row_bin_index(res.data, res.n_bins), method, n_resamples=n_resamples,
@@ -174,7 +177,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     prepared = prepare(y_arr, p_arr, n_classes=n_classes, k=k, class_names=class_names,
                        y_name=y_name, prob_names=prob_names)
     B, rule = resolve_n_bins(n_bins, prepared.n, prepared.k)
-    stats = cube_bin_stats(prepared, B)
+    rows = cube_rows(prepared, B)
+    stats = cube_bin_stats(prepared, B, rows)
     call = _format_call(formula, data, y_arr, p_arr,
                         {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                          "missing": missing if missing != "raise" else None,
@@ -184,6 +188,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         stats, mode=prepared.mode, k=prepared.k, n_classes=prepared.n_classes, n_bins=B,
         n_bins_rule=rule, alpha=alpha, formula=formula, y_name=y_name, prob_names=tuple(prob_names),
         n_dropped=n_dropped, call=call, data=prepared)
+    res = with_null(res, prepared, B, null=null, rng=rng, n_null_draws=n_null_draws, inverse=rows[0])
     if method != "adjusted":
         from .resampling import resampled_result, row_bin_index
         res = resampled_result(res, row_bin_index(prepared, B), method, n_resamples=n_resamples, rng=rng,

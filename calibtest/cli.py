@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci``, ``calibtest tcal``, ``calibtest demo``."""
+"""Command-line interface: ``calibtest ci``, ``calibtest demo``."""
 from __future__ import annotations
 
 import argparse
@@ -27,14 +27,36 @@ def _read_csv(path: str) -> pd.DataFrame:
 
 def _cmd_ci(args) -> int:
     from .api import calib_ci
-    df = _read_csv(args.file)
+    stream = _streamed(args)
+    df = args.file if stream else _read_csv(args.file)
     res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                   alpha=args.alpha, missing=args.missing, **_resampling_options(args))
+                   alpha=args.alpha, missing=args.missing, **stream, **_resampling_options(args),
+                   **_null_options(args))
     if args.json:
         print(json.dumps(res.to_dict()))
     else:
         print(res.summary())
     return 0
+
+
+def _streamed(args) -> dict:
+    """Options for streaming the file in chunks (Parquet files, or CSV with --chunksize), else {}."""
+    if args.chunksize is None and not args.file.lower().endswith((".parquet", ".pq")):
+        return {}
+    import os
+    if not os.path.isfile(args.file):
+        raise SystemExit(f"calibtest: file not found: {args.file}")
+    return {"chunksize": args.chunksize}
+
+
+def _null_options(args) -> dict:
+    """``--null`` (and ``--seed`` for the Monte Carlo null) as calib_ci keywords."""
+    if args.null == "asymptotic":
+        return {}
+    out = {"null": args.null}
+    if args.null == "monte-carlo" and args.method == "adjusted":
+        out["rng"] = args.seed
+    return out
 
 
 def _resampling_options(args) -> dict:
@@ -58,22 +80,12 @@ def _cmd_demo(args) -> int:
     return 0
 
 
-def _cmd_tcal(args) -> int:
-    from .tcal import tcal_test
-    df = _read_csv(args.file)
-    res = tcal_test(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                    alpha=args.alpha, n_draws=args.draws, adaptive=args.adaptive, rng=args.seed,
-                    missing=args.missing)
-    print(json.dumps(res.to_dict()) if args.json else res.summary())
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calibtest",
                                      description="Confidence intervals and tests for the l2 expected calibration error.")
     sub = parser.add_subparsers(dest="command", required=True)
     ci = sub.add_parser("ci", help="interval and test for one model's calibration error")
-    ci.add_argument("file", help="CSV file with outcomes and predictions")
+    ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
     ci.add_argument("--formula", required=True, help='e.g. "correct ~ confidence" or "label ~ p0 + p1 + p2"')
     ci.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
     ci.add_argument("--k", type=_k, default=None, help="top-1-to-k calibration for a probability matrix")
@@ -81,26 +93,23 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     ci.add_argument("--missing", choices=["raise", "drop"], default="raise")
     ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    ci.add_argument("--chunksize", type=int, default=None,
+                    help="stream the file in chunks of this many rows (Parquet files are always streamed)")
     ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
                     help="interval: the paper's adjusted interval (default) or a resampling baseline")
     ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
-    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method")
+    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
+    ci.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default="asymptotic",
+                    help="null law of the calibration test (default: the paper's asymptotic one)")
     ci.set_defaults(func=_cmd_ci)
-    tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)")
-    tc.add_argument("file", help="CSV file with outcomes and predictions")
-    tc.add_argument("--formula", required=True, help='e.g. "y ~ p" or "label ~ p0 + p1 + p2"')
-    tc.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
-    tc.add_argument("--k", type=_k, default=None, help="top-1-to-k, or 'full' for full calibration")
-    tc.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    tc.add_argument("--alpha", type=float, default=0.05, help="level of the test (default 0.05)")
-    tc.add_argument("--draws", type=int, default=1000, help="Monte Carlo resamples (default 1000)")
-    tc.add_argument("--adaptive", action="store_true", help="adaptive T-Cal over dyadic bin counts")
-    tc.add_argument("--seed", type=int, default=None, help="random seed")
-    tc.add_argument("--missing", choices=["raise", "drop"], default="raise")
-    tc.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    tc.set_defaults(func=_cmd_tcal)
+    from .report_cli import add_report_parser
+    add_report_parser(sub)
+    from .tcal_cli import add_tcal_parser
+    add_tcal_parser(sub)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
+    from .compare_cli import add_compare_parser
+    add_compare_parser(sub)
     return parser
 
 

@@ -15,19 +15,28 @@ from .null import bin_volume, null_test, sigma0_sq
 from .results import CalibrationResult, _threshold
 from .stats import BinStats, bin_sums, debiased_statistic, plugin_statistic, sigma1_sq
 
-__all__ = ["cube_bin_stats", "result_from_stats"]
+__all__ = ["cube_bin_stats", "cube_rows", "result_from_stats"]
 
 
-def cube_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
-    """Bin the rows on the cube partition ``floor(z * B)`` and accumulate their sums."""
-    idx = cube_indices(data.z, n_bins)
-    inverse, keys = group_keys(idx, n_bins + 1)
+def cube_bin_stats(data: PreparedData, n_bins: int, rows=None) -> BinStats:
+    """Bin the rows on the cube partition ``floor(z * B)`` and accumulate their sums.
+
+    ``rows`` is the ``(inverse, keys)`` pair of :func:`cube_rows` when the caller
+    already has it (it is computed otherwise).
+    """
+    inverse, keys = cube_rows(data, n_bins) if rows is None else rows
     return bin_sums(inverse, keys, data.u, data.z)
+
+
+def cube_rows(data: PreparedData, n_bins: int):
+    """Bin number of each row on the cube partition, and the bins' keys (see ``group_keys``)."""
+    return group_keys(cube_indices(data.z, n_bins), n_bins + 1)
 
 
 def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int,
                       n_bins_rule: str, alpha: float, volume: float | None = None,
-                      sigma0_sq_value: float | None = None, **extra) -> CalibrationResult:
+                      sigma0_sq_value: float | None = None, sigma1_sq_value: float | None = None,
+                      **extra) -> CalibrationResult:
     """Compute T, sigma1^2, sigma0^2, the test and the adjusted interval from bin sums.
 
     Parameters
@@ -43,6 +52,9 @@ def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: 
     volume, sigma0_sq_value : float, optional
         Override the cube volume B^-k and the cube-partition sigma0^2 (used by
         other partitions).
+    sigma1_sq_value : float, optional
+        sigma1^2 computed by the caller from the same sums (default:
+        :func:`calibtest.stats.sigma1_sq`).
     **extra
         Further fields of the result (formula, names, data, ...).
     """
@@ -50,7 +62,7 @@ def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: 
     w = bin_volume(n_bins, k) if volume is None else volume
     s0 = sigma0_sq(mode, n_classes, k) if sigma0_sq_value is None else sigma0_sq_value
     t = debiased_statistic(stats, n)
-    s1 = sigma1_sq(stats, n)
+    s1 = sigma1_sq(stats, n) if sigma1_sq_value is None else sigma1_sq_value
     se = math.sqrt(s1 / n)
     threshold = _threshold(alpha, s0, n, w)
     z0, p0 = null_test(t, n, w, s0)

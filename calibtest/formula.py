@@ -10,6 +10,7 @@ values are the caller's decision (``missing=``).
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,8 @@ import patsy
 from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
 
-__all__ = ["FormulaData", "parse_formula", "capture_env"]
+__all__ = ["FormulaData", "parse_formula", "capture_env", "formula_names", "formula_columns",
+           "freeze_env", "thaw_env", "unresolved_names"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +93,10 @@ def parse_formula(formula: str, data, env) -> FormulaData:
         raise ValueError(f"formula {formula!r} must have exactly one outcome on the left of '~'")
     if not rhs:
         raise ValueError(f"formula {formula!r} names no probability column on the right of '~'")
-    namespace = VarLookupDict([data, vars(_patsy_builtins)])
+    # columns first, then the caller's variables, then patsy's builtins (I, Q, ...) last,
+    # as patsy itself does: a caller variable named like a builtin is not hidden
+    namespace = VarLookupDict([data])
+    env = env.with_outer_namespace(vars(_patsy_builtins))
     y_code = _single_factor(lhs[0], "left", formula)
     prob_codes = [_single_factor(t, "right", formula) for t in rhs]
     y = _evaluate(y_code, env, namespace, formula)
@@ -104,3 +109,79 @@ def parse_formula(formula: str, data, env) -> FormulaData:
             raise TypeError(f"probability column {code!r} must be numeric, got dtype {col.dtype}")
     probs = np.column_stack([c.astype(np.float64) for c in cols])
     return FormulaData(y=y, probs=probs, y_name=y_code, prob_names=prob_codes)
+
+
+def _factor_codes(formula: str) -> list[str]:
+    """The factor codes of both sides of ``formula`` (no evaluation)."""
+    if not isinstance(formula, str):
+        raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
+    try:
+        desc = patsy.ModelDesc.from_formula(formula)
+    except patsy.PatsyError as exc:
+        raise ValueError(f"could not parse formula {formula!r}: {exc}") from exc
+    return [f.code for t in list(desc.lhs_termlist) + list(desc.rhs_termlist) for f in t.factors]
+
+
+def formula_names(formula: str) -> list[str]:
+    """Every name a formula refers to (each once), without evaluating it.
+
+    Python names in the factor codes (``"np"`` and ``"x"`` in ``np.log(x)``)
+    and the column names quoted with patsy's ``Q("odd name")``; the ``Q``
+    itself is not listed.  Used to read only the needed columns of a file and
+    to ship only the needed variables of the caller's environment to workers.
+    """
+    names: list[str] = []
+    for code in _factor_codes(formula):
+        quoted_calls = set()  # ast.walk is breadth-first: a call is seen before its function name
+        for node in ast.walk(ast.parse(code, mode="eval")):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Q"
+                    and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)):
+                quoted_calls.add(id(node.func))
+                names.append(node.args[0].value)
+            elif isinstance(node, ast.Name) and id(node) not in quoted_calls:
+                names.append(node.id)
+    return list(dict.fromkeys(names))
+
+
+def formula_columns(formula: str, columns) -> list[str]:
+    """The entries of ``columns`` (a file's or frame's column names) that ``formula`` uses.
+
+    Examples
+    --------
+    >>> formula_columns("correct ~ I(conf / 100)", ["id", "conf", "correct"])
+    ['correct', 'conf']
+    """
+    available = {str(c): c for c in columns}
+    return [available[nm] for nm in formula_names(formula) if nm in available]
+
+
+def freeze_env(formula: str, env, columns=()) -> dict:
+    """A picklable namespace: the variables of ``env`` that ``formula`` uses and ``columns`` do not hold.
+
+    patsy's ``EvalEnvironment`` cannot be pickled; this dict (modules and
+    functions such as ``np`` travel by reference) can be shipped to workers and
+    turned back into an environment with :func:`thaw_env`.
+    """
+    skip = {str(c) for c in columns}  # columns shadow the environment
+    out = {}
+    for nm in formula_names(formula):
+        if nm in skip:
+            continue
+        try:
+            out[nm] = env.namespace[nm]
+        except KeyError:
+            continue  # a Python builtin (abs, round) or a name that will fail to evaluate with a clear error
+    return out
+
+
+def thaw_env(namespace: dict):
+    """An evaluation environment made of ``namespace`` only (inverse of :func:`freeze_env`)."""
+    return patsy.EvalEnvironment([dict(namespace)])
+
+
+def unresolved_names(formula: str, columns, env) -> list[str]:
+    """Formula names that are neither in ``columns``, nor patsy or Python builtins, nor variables of ``env``."""
+    import builtins
+    known = {str(c) for c in columns} | set(vars(_patsy_builtins)) | set(freeze_env(formula, env, columns))
+    return [nm for nm in formula_names(formula) if nm not in known and not hasattr(builtins, nm)]

@@ -27,8 +27,9 @@ from .modes import PreparedData, ROW_SUM_TOL, _check_probabilities, _class_codes
 from .null import sigma0_sq_full
 from .results import CalibrationResult
 from .simplex import simplex_bin_stats, simplex_cell_volume
+from .stats import BinStats
 
-__all__ = ["is_full_request", "prepare_full", "full_calibration_result"]
+__all__ = ["is_full_request", "prepare_full", "full_calibration_result", "sigma1_sq_quadratic"]
 
 
 def is_full_request(k, probs: np.ndarray) -> bool:
@@ -87,6 +88,24 @@ def prepare_full(y, probs, *, n_classes=None, class_names=None, y_name: str = "y
     return PreparedData(z=P, u=onehot - P, mode="full", k=K, n_classes=K)
 
 
+def sigma1_sq_quadratic(stats: BinStats) -> float:
+    """sigma1^2 of the paper's eq. (sigma1_plug_in_estimator) without forming Cov_b.
+
+    Same quantity as :func:`calibtest.stats.sigma1_sq`, using
+    mu_b^T Cov_b mu_b = mu_b^T M_b mu_b / c_b - ||mu_b||^4 (M_b = sum U U^T), so
+    no (m, K, K) temporaries are built: with K = 10 and a million cells the
+    covariance arrays would be 800 MB each.
+    """
+    n = stats.n
+    c = stats.count
+    p = c / n
+    mu = stats.sum_u / c[:, None]
+    mu_sq = np.einsum("bi,bi->b", mu, mu)
+    quad = np.einsum("bi,bij,bj->b", mu, stats.sum_uu, mu) / c - mu_sq**2
+    value = np.sum(p * mu_sq**2) - np.sum(p * mu_sq) ** 2 + 4.0 * np.sum(p * quad)
+    return float(max(value, 0.0))
+
+
 def full_calibration_result(y, probs, *, n_bins, alpha: float, class_names=None, n_classes=None,
                             y_name: str = "y", prob_names=(), **extra) -> CalibrationResult:
     """Algorithm 1 for full calibration on the equal-volume simplex bins.
@@ -102,4 +121,5 @@ def full_calibration_result(y, probs, *, n_bins, alpha: float, class_names=None,
     return result_from_stats(
         stats, mode="full", k=K, n_classes=K, n_bins=B, n_bins_rule=rule, alpha=alpha,
         volume=simplex_cell_volume(B, K), sigma0_sq_value=sigma0_sq_full(K),
+        sigma1_sq_value=sigma1_sq_quadratic(stats),
         y_name=y_name, prob_names=tuple(prob_names), data=prepared, **extra)

@@ -50,15 +50,16 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
 
     Parameters
     ----------
-    mode : {"binary", "top1", "topk"}
+    mode : {"binary", "top1", "topk", "full"}
         ``binary``: support [0, 1], sigma0^2 = 2 * int_0^1 z^2 (1-z)^2 dz = 1/15.
         ``top1``: support [1/K, 1].
         ``topk``: support the truncated Weyl chamber Delta(K, k) of the paper's
         eq. (Deck), {z_1 >= ... >= z_k >= 0, k/K <= sum z <= 1}.  Because g is
         symmetric, the integral over Delta(K, k) is 1/k! times the integral over
         {z >= 0, k/K <= sum z <= 1}, a difference of two scaled simplices.
+        ``full``: the simplex Delta_{K-1} (:func:`sigma0_sq_full_exact`).
     n_classes : int
-        K (required for ``top1`` and ``topk``).
+        K (required for ``top1``, ``topk`` and ``full``).
     k : int
         Dimension of the top-k vector (``topk``).
     """

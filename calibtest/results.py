@@ -115,6 +115,23 @@ class CalibrationResult:
     prob_names : tuple of str
     n_dropped : int
         Rows dropped for missing values (``missing="drop"``).
+    null : str
+        The null law that decided ``null_zstat``, ``null_pvalue``, ``threshold`` and
+        the zero rule: ``"asymptotic"`` (the paper), ``"conditional"`` (exact
+        conditional moments, shifted-gamma p-value) or ``"monte-carlo"``
+        (see :mod:`calibtest.conditional`).
+    asymptotic_zstat, asymptotic_pvalue : float or None
+        The paper's calibrated-regime test whatever the chosen null.
+    conditional_variance, conditional_skewness : float or None
+        Var(T | Z) and the skewness of T given the predictions, under H0.
+    conditional_zstat, conditional_pvalue, conditional_threshold : float or None
+        T / sd(T | Z), the shifted-gamma p-value and critical value of T at ``alpha``.
+    mc_pvalue : float or None
+        Conditional Monte Carlo p-value (``null="monte-carlo"``).
+    mc_draws : int or None
+        Number of label draws R.
+    mc_seed : int or None
+        Seed that reproduces the draws (None when a Generator was passed).
     n_resamples : int or None
         Resampling methods: resamples (bootstrap), subsamples (subsampling) or
         median-bias subsamples (HulC).
@@ -168,6 +185,17 @@ class CalibrationResult:
     source: dict | None = field(default=None, repr=False)
     bin_stats: BinStats | None = field(default=None, repr=False)
     data: PreparedData | None = field(default=None, repr=False)
+    null: str = "asymptotic"
+    asymptotic_zstat: float | None = None
+    asymptotic_pvalue: float | None = None
+    conditional_variance: float | None = None
+    conditional_skewness: float | None = None
+    conditional_zstat: float | None = None
+    conditional_pvalue: float | None = None
+    conditional_threshold: float | None = None
+    mc_pvalue: float | None = None
+    mc_draws: int | None = None
+    mc_seed: int | None = None
     n_resamples: int | None = None
     seed: int | str | None = None
     resample_size: int | None = None
@@ -178,6 +206,8 @@ class CalibrationResult:
     # ----------------------------------------------------------------- intervals
     def _interval(self, alpha: float) -> AdjustedInterval:
         threshold = _threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
+        if self.null != "asymptotic":  # zero joins iff the chosen null's test does not reject
+            threshold = math.inf if self.null_pvalue > alpha else -math.inf
         return adjusted_interval(self.estimate, self.se, threshold, alpha)
 
     def conf_int(self, alpha: float | None = None, scale: str = "squared") -> ConfidenceInterval:
@@ -253,6 +283,20 @@ class CalibrationResult:
         """All scalar results as a JSON-safe dict (no arrays, no NaN: NaN becomes None)."""
         from .summary import result_dict
         return result_dict(self)
+
+    def plot_reliability(self, ax=None, **kwargs):
+        """Reliability diagram with Wilson intervals and a bin-count strip.
+
+        See :func:`calibtest.plotting.plot_reliability` (returns the Axes, or an
+        array of Axes with one panel per coordinate for top-k/full modes).
+        """
+        from .plotting import plot_reliability
+        return plot_reliability(self, ax=ax, **kwargs)
+
+    def report(self, path, **kwargs):
+        """Write an HTML or PDF validation report; see :func:`calibtest.reporting.report`."""
+        from .reporting import report
+        return report(self, path, **kwargs)
 
     def __repr__(self) -> str:
         ci = self.conf_int()

@@ -12,8 +12,8 @@ the simplex is the scaled order simplex {0 <= s_1 <= ... <= s_d <= B}.  The
 Kuhn triangulation cuts each unit cube ``a + [0, 1)^d`` (``a`` integer) into
 d! simplices, one per order of the fractional parts f = s - a.  A row's cell
 is therefore the integer parts ``a = floor(s)`` together with the order of
-the fractional parts.  The map z -> s has unit Jacobian times B^d, so every
-cell has volume
+the fractional parts.  The map (z_1, ..., z_d) -> s is linear with determinant
+B^d and every Kuhn simplex has volume 1/d! in s, so every cell has volume
 
     w = 1 / ((K - 1)! B^(K - 1))
 
@@ -34,7 +34,10 @@ of the B^(K-1) cells of the subdivision.  A point with z_K = 0 exactly (the
 face opposite the last vertex) has s_d = B and lands in a cell with
 ``a_d = B`` just beyond the face -- the analogue of the cube convention that
 puts a coordinate exactly 1.0 into a cube of its own.  No row is ever dropped.
-For K = 2 this is exactly the binary-mode binning ``floor(z_1 * B)``.
+For K = 2 this is exactly the binary-mode binning ``floor(z_1 * B)``.  The
+partial sums are computed in float64 by a cumulative sum (rows sum to 1 only
+within ``ROW_SUM_TOL``), so the rule applies to the computed s: a point within
+rounding error of a boundary may land on either side of it.
 
 Keys
 ----
@@ -54,7 +57,7 @@ from .modes import PreparedData
 from .stats import BinStats, bin_sums
 
 __all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume", "simplex_bin_stats",
-           "decode_order", "cell_barycentres"]
+           "simplex_groups", "sparse_bin_sums", "decode_order", "cell_barycentres"]
 
 
 def simplex_cell_volume(n_bins: int, n_classes: int) -> float:
@@ -73,21 +76,22 @@ def partial_sums(z: np.ndarray, n_bins: int) -> np.ndarray:
     return np.cumsum(z[:, :-1], axis=1) * n_bins
 
 
-def _ranks(frac: np.ndarray) -> np.ndarray:
-    """Rank of each fractional part in the stable ascending order (ties: lower index ranks lower)."""
-    order = np.argsort(frac, axis=1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(frac.shape[1])[None, :], axis=1)
-    return ranks
+def _order_code(frac: np.ndarray) -> np.ndarray:
+    """Lehmer code of the stable ascending order of each row's fractional parts.
 
-
-def _lehmer(ranks: np.ndarray) -> np.ndarray:
-    """Lehmer code of each row's rank vector (a permutation of 0..d-1)."""
-    n, d = ranks.shape
+    With rank_j the position of f_j in the stable ascending sort (ties: the
+    lower index ranks lower), the Lehmer digit of position j is
+    #{i > j : rank_i < rank_j} = #{i > j : f_i < f_j} (a tie with i > j ranks
+    i higher), so no sort is needed: code = sum_j digit_j (d - 1 - j)!.
+    """
+    n, d = frac.shape
+    cols = np.ascontiguousarray(frac.T)
     code = np.zeros(n, dtype=np.int64)
-    for j in range(d - 1):  # loop over the d columns, vectorised over rows
-        smaller_after = (ranks[:, j + 1:] < ranks[:, j:j + 1]).sum(axis=1)
-        code += smaller_after * factorial(d - 1 - j)
+    for j in range(d - 1):  # loops over the d(d-1)/2 column pairs, vectorised over rows
+        digit = np.zeros(n, dtype=np.int16)
+        for i in range(j + 1, d):
+            digit += cols[i] < cols[j]
+        code += digit.astype(np.int64) * factorial(d - 1 - j)
     return code
 
 
@@ -114,7 +118,7 @@ def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
     frac = s - a
     keys = np.empty((s.shape[0], s.shape[1] + 1), dtype=np.int64)
     keys[:, :-1] = a
-    keys[:, -1] = _lehmer(_ranks(frac)) if s.shape[1] > 1 else 0
+    keys[:, -1] = _order_code(frac) if s.shape[1] > 1 else 0
     return keys
 
 
@@ -122,10 +126,49 @@ def simplex_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
     """Bin the rows of a full-calibration target on the simplex and accumulate their sums.
 
     ``data.z`` is the (n, K) probability matrix; the keys are those of
-    :func:`simplex_cells`.
+    :func:`simplex_cells`.  The sums are those of
+    :func:`calibtest.stats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
     """
     inverse, keys = simplex_groups(data.z, n_bins)
-    return bin_sums(inverse, keys, data.u, data.z)
+    return sparse_bin_sums(inverse, keys, data.u, data.z)
+
+
+def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
+    """:func:`calibtest.stats.bin_sums` for partitions whose bins hold few rows each.
+
+    Full calibration with many classes has up to B^(K-1) cells, most holding
+    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
+    passes over as many bins as rows.  Here one row of each non-empty bin
+    contributes directly (its outer product U U^T is one vectorised
+    broadcast), and only the remaining rows go through ``bin_sums``, on the
+    bins they occupy.  Same sums up to the order of floating-point additions;
+    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
+    """
+    n = inverse.shape[0]
+    m = keys.shape[0]
+    rep = np.full(m, -1, dtype=np.intp)
+    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
+    occupied = np.flatnonzero(rep >= 0)
+    if occupied.size * 8 < n:
+        return bin_sums(inverse, keys, u, z)
+    first = rep[occupied]
+    count = np.ones(occupied.size)
+    sum_u = u[first]                                   # fancy indexing: fresh arrays
+    sum_z = z[first]
+    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
+    rest = np.ones(n, dtype=bool)
+    rest[first] = False
+    if rest.any():
+        slot = np.empty(m, dtype=np.intp)
+        slot[occupied] = np.arange(occupied.size)
+        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
+        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
+        at = part.keys[:, 0]
+        count[at] += part.count
+        sum_u[at] += part.sum_u
+        sum_z[at] += part.sum_z
+        sum_uu[at] += part.sum_uu
+    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)
 
 
 def simplex_groups(z: np.ndarray, n_bins: int):

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BinStats", "bin_sums", "debiased_statistic", "plugin_statistic", "sigma1_sq"]
+from .binning import group_keys
+
+__all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq"]
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -67,22 +69,8 @@ class BinStats:
         return np.trace(self.sum_uu, axis1=1, axis2=2)
 
     def merge(self, other: "BinStats") -> "BinStats":
-        """Sums of the union of two disjoint row sets binned the same way."""
-        if self.dim != other.dim or self.keys.shape[1] != other.keys.shape[1]:
-            raise ValueError("cannot merge BinStats of different dimensions")
-        keys = np.concatenate([self.keys, other.keys])
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = inverse.ravel()
-        m = uniq.shape[0]
-
-        def add(a, b):
-            stacked = np.concatenate([a, b])
-            out = np.zeros((m,) + stacked.shape[1:])
-            np.add.at(out, inverse, stacked)
-            return out
-
-        return BinStats(uniq, add(self.count, other.count), add(self.sum_u, other.sum_u),
-                        add(self.sum_uu, other.sum_uu), add(self.sum_z, other.sum_z))
+        """Sums of the union of two disjoint row sets binned the same way (see :func:`merge_stats`)."""
+        return merge_stats([self, other])
 
 
 def _bincount_columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
@@ -92,6 +80,55 @@ def _bincount_columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.nda
     for j, col in enumerate(columns):  # loop over the few columns, not rows or bins
         out[:, j] = np.bincount(inverse, weights=col, minlength=m)
     return out
+
+
+def merge_stats(parts) -> BinStats:
+    """Merge the per-bin sums of any number of disjoint row sets in one pass.
+
+    Bins with equal keys are added: count, S_b, M_b and sum z of the union are
+    the sums of the parts' (the sums are additive).  The keys are grouped with
+    :func:`calibtest.binning.group_keys` on the linear key (a ``bincount``
+    lookup or a 1-d sort) and each column summed with ``np.bincount``, so
+    merging p parts holding M bins in all costs O(M log M) at worst, however
+    many parts; the merged bins are the non-empty ones, in the order of the
+    linear key (:func:`group_keys`).
+
+    Parameters
+    ----------
+    parts : sequence of BinStats
+        Sums of disjoint row sets binned on the same partition.
+
+    Returns
+    -------
+    BinStats
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("merge_stats needs at least one BinStats")
+    d, q = parts[0].dim, parts[0].keys.shape[1]
+    if any(p.dim != d or p.keys.shape[1] != q for p in parts):
+        raise ValueError("cannot merge BinStats of different dimensions")
+    if len(parts) == 1:
+        return parts[0]
+    keys = np.concatenate([p.keys for p in parts])
+    if keys.shape[0] == 0:
+        return parts[0]
+    if keys.min() < 0:
+        raise ValueError("bin keys must be non-negative integers")
+    inverse, uniq = group_keys(keys, keys.max(axis=0) + 1)
+    m = uniq.shape[0]
+
+    def add(name: str) -> np.ndarray:
+        tail = getattr(parts[0], name).shape[1:]
+        width = int(np.prod(tail, dtype=np.int64))
+        stacked = np.concatenate([getattr(p, name).reshape(p.keys.shape[0], width) for p in parts])
+        return _bincount_columns(inverse, stacked, m).reshape((m,) + tail)
+
+    arrays = [uniq, add("count"), add("sum_u"), add("sum_uu"), add("sum_z")]
+    occupied = arrays[1] > 0  # group_keys may number every key of a small key space
+    if not occupied.all():
+        arrays = [a[occupied] for a in arrays]
+    return BinStats(*arrays)
 
 
 def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:

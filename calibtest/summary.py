@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from statsmodels.iolib import summary2
 
+from .null_summary import asymptotic_test, null_notes, null_rows
 from .results import _threshold
 
 __all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "fmt"]
@@ -74,6 +75,10 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.method != "adjusted":
         from .resampling import resampling_notes
         notes += resampling_notes(res, alpha)
+    elif ci.contains_zero and res.null != "asymptotic":
+        notes.append(f"The {res.null} test does not reject ECE = 0 (p = {fmt(res.null_pvalue, 4)}), so 0 "
+                     f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
+                     "(this is not evidence that the model is calibrated).")
     elif ci.contains_zero:
         notes.append(f"T+ = {fmt(res.estimate_pos)} is below the calibrated-regime threshold, so 0 belongs "
                      f"to the {level} interval: no evidence of miscalibration at level {alpha:g} "
@@ -81,6 +86,7 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     elif ci.lower_open:
         notes.append("The interval is open at 0: (0, upper]. The calibrated-regime test rejects ECE = 0, "
                      "while the lower bound of the miscalibrated-regime interval reaches 0.")
+    notes += null_notes(res)
     if res.estimate < 0:
         notes.append("The debiased estimate T is negative (possible when ECE is small); T+ = 0 is used.")
     if res.n_occupied_bins and res.n_singleton_bins > res.n_occupied_bins / 2:
@@ -110,6 +116,7 @@ def _settings_table(res) -> dict:
         "Bin volume (w):": fmt(res.bin_volume),
         "Method:": res.method,
         "Alpha:": fmt(res.alpha),
+        "Null:": res.null,
     }
     if res.method != "adjusted":
         out.update(_resampling_settings(res))
@@ -145,10 +152,11 @@ def build_summary(res, alpha=None) -> CalibSummary:
     smry.add_df(est)
     tests = pd.DataFrame(
         {"variance": [fmt(res.sigma0_sq), fmt(res.sigma1_sq)],
-         "statistic": [fmt(res.null_zstat), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
-         "p-value": [fmt(res.null_pvalue, 4), ""],
+         "statistic": [fmt(asymptotic_test(res)[0]), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
+         "p-value": [fmt(asymptotic_test(res)[1], 4), ""],
          "threshold": [fmt(_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume)), ""]},
         index=["calibrated: z0 = n sqrt(w) T / sigma0", "miscalibrated: T / (sigma1 / sqrt(n))"])
+    tests = pd.concat([tests, null_rows(res)]) if res.conditional_pvalue is not None else tests
     smry.add_df(tests)
     interval_note = (f"Adjusted {100 * (1 - alpha):g}% confidence interval (Algorithm 1): "
                      f"{ci} for ECE^2, {ci_ece} for ECE.")
@@ -195,6 +203,11 @@ def result_dict(res) -> dict:
         "n_singleton_bins": res.n_singleton_bins, "method": res.method, "formula": res.formula,
         "y_name": res.y_name, "prob_names": list(res.prob_names), "n_dropped": res.n_dropped,
         "notes": result_notes(res),
+        "null": res.null, "asymptotic_zstat": res.asymptotic_zstat,
+        "asymptotic_pvalue": res.asymptotic_pvalue, "conditional_variance": res.conditional_variance,
+        "conditional_skewness": res.conditional_skewness, "conditional_zstat": res.conditional_zstat,
+        "conditional_pvalue": res.conditional_pvalue, "conditional_threshold": res.conditional_threshold,
+        "mc_pvalue": res.mc_pvalue, "mc_draws": res.mc_draws, "mc_seed": res.mc_seed,
     }
     out.update({"n_resamples": res.n_resamples, "seed": None if res.seed is None else str(res.seed),
                 "resample_size": res.resample_size, "hulc_splits": res.hulc_splits,

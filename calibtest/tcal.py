@@ -42,7 +42,7 @@ from .binning import cube_indices, group_keys
 from .intervals import check_alpha
 from .stats import bin_sums, debiased_statistic
 
-__all__ = ["TCalCore", "TCalResult", "tcal_statistic_threshold", "tcal_test", "adaptive_scales"]
+__all__ = ["TCalCore", "TCalResult", "tcal_statistic_threshold", "tcal_test", "adaptive_scales", "row_bins"]
 
 #: Elements (draws x rows) processed per block of resamples.
 _BLOCK_ELEMENTS = 1 << 20
@@ -222,8 +222,8 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
     rng : None, int or numpy.random.Generator
         Seed or generator; the same seed gives the same output.
     full : bool
-        ``z`` rows are complete probability vectors (the last class takes the
-        remainder; no "none" outcome).
+        ``z`` rows are complete probability vectors (no "none" outcome; rows
+        are renormalised to sum to 1 for the label draws).
     block_size : int, optional
         Resamples processed together (default: about 2^20 / n).  The output
         for a given seed depends on it.
@@ -275,7 +275,7 @@ def adaptive_scales(n: int, d: int) -> tuple[int, ...]:
     return tuple(2 ** b for b in range(1, max(1, top) + 1))
 
 
-def _row_bins(data, n_bins: int) -> np.ndarray:
+def row_bins(data, n_bins: int) -> np.ndarray:
     """Bin number of each row of prepared data (cube or simplex partition)."""
     if data.mode == "full":
         from .simplex import simplex_groups
@@ -477,7 +477,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     if scales is None:
         scales = adaptive_scales(res.n, d) if adaptive else (res.n_bins,)
     level = alpha / len(scales)
-    bins = np.stack([_row_bins(prepared, b) for b in scales])
+    bins = np.stack([row_bins(prepared, b) for b in scales])
     core = tcal_statistic_threshold(prepared.z, prepared.u, bins, alpha=level, n_draws=R, rng=gen,
                                     full=prepared.mode == "full")
     stats = core.statistic

@@ -238,3 +238,10 @@ def test_auto_bins_reproduce_the_papers_choices():
     p = rng.uniform(size=1000)
     res = ct.calib_ci(y=(rng.uniform(size=1000) < p).astype(int), probs=p)
     assert res.n_bins == 48 and res.n_bins_rule == "auto" and res.bin_width == 1 / 48
+
+
+def test_caller_variable_named_like_a_patsy_builtin_is_not_hidden(binary_df):
+    scale = 100.0  # patsy has a builtin called scale; the caller's variable wins, as in patsy
+    res = ct.calib_ci("y ~ I(pct / scale)", data=binary_df)
+    same(res, ct.calib_ci("y ~ p", data=binary_df), rtol=1e-12)
+    assert scale == 100.0

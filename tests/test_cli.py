@@ -56,3 +56,13 @@ def test_console_script_demo():
                          check=True).stdout
     res = ct.calib_ci("y ~ p", data=ct.load_demo())
     assert "No. observations:" in out and str(res.n) in out
+
+
+@pytest.mark.parametrize("null", ["conditional", "monte-carlo"])
+def test_null_option(csv, capsys, null):
+    path, df = csv
+    assert main(["ci", str(path), "--formula", "label ~ p0 + p1 + p2 + p3", "--k", "2", "--bins", "6",
+                 "--null", null, "--seed", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    res = ct.calib_ci("label ~ p0 + p1 + p2 + p3", data=df, k=2, n_bins=6, null=null, rng=3)
+    assert out["null"] == null and out["null_pvalue"] == res.null_pvalue

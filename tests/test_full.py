@@ -148,6 +148,18 @@ def test_estimates_match_slow_reference(K, B, n):
     assert res.sigma0_sq == float(sigma0_sq_full_exact(K))
 
 
+@pytest.mark.parametrize("K,B", [(3, 3), (10, 10)])
+def test_sigma1_quadratic_form_equals_core(K, B):
+    from calibtest.full import sigma1_sq_quadratic
+    from calibtest.simplex import simplex_groups, sparse_bin_sums
+    from calibtest.stats import sigma1_sq
+    rng = np.random.default_rng(K)
+    P = rng.dirichlet(np.ones(K), size=4000)
+    U = np.eye(K)[draw_labels(rng, P**2 / (P**2).sum(1, keepdims=True))] - P
+    stats = sparse_bin_sums(*simplex_groups(P, B), U, P)
+    assert sigma1_sq_quadratic(stats) == pytest.approx(sigma1_sq(stats), rel=1e-12)
+
+
 def test_k_equal_K_and_formula_labels():
     rng = np.random.default_rng(5)
     P = rng.dirichlet(np.ones(3), size=400)

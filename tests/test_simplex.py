@@ -169,3 +169,20 @@ def test_partial_sums_non_decreasing():
     s = partial_sums(z, 7)
     assert np.all(np.diff(s, axis=1) >= 0)
     assert s.shape == (1000, 5)
+
+
+@pytest.mark.parametrize("K,B,n", [(2, 7, 3000), (3, 4, 5000), (3, 60, 3000), (5, 6, 4000), (10, 10, 3000)])
+def test_sparse_bin_sums_equal_core_bin_sums(K, B, n):
+    """The full-mode accumulator gives calibtest.stats.bin_sums' sums (few and many rows per cell)."""
+    from calibtest.simplex import sparse_bin_sums
+    from calibtest.stats import bin_sums
+    rng = np.random.default_rng(K + B)
+    P = rng.dirichlet(np.ones(K), size=n)
+    P[:3] = np.eye(K)[np.arange(3) % K]          # vertices: cells on the faces
+    U = np.eye(K)[rng.integers(0, K, n)] - P
+    inverse, keys = simplex_groups(P, B)
+    ref = bin_sums(inverse, keys, U, P)
+    got = sparse_bin_sums(inverse, keys, U, P)
+    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.count, ref.count)
+    for name in ("sum_u", "sum_z", "sum_uu"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=1e-12)

@@ -91,7 +91,7 @@ def test_block_statistics_match_explicit_resamples(case, multiclass):
                       n_bins=B)
     z, n = res.data.z, res.n
     full = case == "full"
-    bins = tcal._row_bins(res.data, B)
+    bins = tcal.row_bins(res.data, B)
     bins = np.unique(bins, return_inverse=True)[1].ravel()
     tables = tcal._alias_tables(tcal._category_probs(z, full))
     idx, lab = tcal._draw_block(rng, 6, n, tables)

@@ -1,0 +1,735 @@
+r"""Finite-sample null calibration: exact conditional moments of T and a Monte Carlo test.
+
+The paper's test of H0: "the model is calibrated" uses the asymptotic law
+``n sqrt(w) T / sigma0 -> N(0, 1)`` (Theorem clt_calibrated_model), with
+sigma0^2 an integral over the whole support.  This module replaces it by the
+law of T *conditionally on the observed predictions*.
+
+The conditional null
+--------------------
+Under H0, E[Y | Z] = Z.  Given the predictions z_1, ..., z_n the label
+vectors are independent, so U_a = Y_a - z_a are independent with
+
+* E[U_a] = 0 and Cov(U_a) = Sigma_a = diag(z_a) - z_a z_a^T, the multinomial
+  covariance of the label indicators of the binned classes (the top-k block
+  for ``top1``/``topk``: the block of a categorical vector has the same
+  formula restricted to the block; p(1 - p) in the 1-dim modes; the whole
+  K-vector in full calibration),
+* third central moment tensor K_a with entries
+  ``K_ijl = z_i d_ijl - z_i z_j d_jl - z_i z_j d_il - z_i z_l d_ij + 2 z_i z_j z_l``
+  (d = Kronecker delta), since E[Y_i Y_j Y_l] = z_i d_ijl for one-hot Y.
+  In one dimension K = p (1 - p) (1 - 2p).
+
+The statistic is ``T = (1/n) sum_bins W_b / (c_b - 1)`` over bins with
+c_b >= 2, with ``W_b = sum_{a != b in bin} U_a^T U_b`` (ordered pairs), the
+paper's eq. (debiased_estimator).
+
+**Mean.**  E[W_b] = 0 (independent mean-zero factors), so E[T | Z] = 0.
+
+**Variance.**  ``E[W^2] = sum_{a != b} sum_{c != d} E[U_a^T U_b U_c^T U_d]``;
+a term vanishes unless every row appears at least twice, i.e.
+(c, d) = (a, b) or (b, a), and each of the two gives
+E[(U_a^T U_b)^2] = tr(Sigma_a Sigma_b).  Bins are independent and W_b has
+mean zero, so cross-bin terms vanish and::
+
+    Var(T | Z) = (1/n^2) sum_b E[W_b^2] / (c_b - 1)^2,
+    E[W_b^2]   = 2 sum_{a != b} tr(Sigma_a Sigma_b) = 2 [tr(S^2) - sum_a tr(Sigma_a^2)],
+
+with S = sum_{a in bin} Sigma_a.
+
+**Third moment.**  ``E[W^3]`` is a sum over three ordered pairs; every row
+that appears must appear at least twice among the six slots, so at most three
+rows are involved:
+
+* three distinct rows, each twice: the pairs form a triangle a-b-c.  For one
+  set {a, b, c} there are 3! orders of the edges times 2^3 orientations = 48
+  terms, each E[U_a^T U_b U_b^T U_c U_c^T U_a] = tr(Sigma_a Sigma_b Sigma_c)
+  (the trace of a product of three symmetric matrices does not depend on the
+  order).  Over ordered triples of distinct rows this is
+  ``8 sum_{a,b,c distinct} tr(Sigma_a Sigma_b Sigma_c)
+  = 8 [tr(S^3) - 3 sum_a tr(Sigma_a^2 S) + 2 sum_a tr(Sigma_a^3)]``
+  (inclusion-exclusion over the coincidences a=b, a=c, b=c and a=b=c).
+* two distinct rows: all three pairs are {a, b}, 2^3 = 8 orientations per
+  unordered pair, each E[(U_a^T U_b)^3] = <K_a, K_b> (Frobenius inner product
+  of the third-moment tensors).  Over ordered pairs this is
+  ``4 sum_{a != b} <K_a, K_b> = 4 [||sum_a K_a||^2 - sum_a ||K_a||^2]``.
+
+The two-row term is *not* negligible: in a bin of high-confidence rows
+(z near 1) K_a ~ -(1 - z_a) while Sigma_a ~ (1 - z_a), so the pair term is of
+order c^2 (1-z)^2 against c^3 (1-z)^3 for the triangles -- it dominates when a
+bin expects fewer than about one error, which is exactly where T is most
+skewed.  Both terms are checked against exact enumeration of all label
+configurations in ``tests/test_conditional.py``.  Hence::
+
+    E[(T - E T)^3 | Z] = (1/n^3) sum_b E[W_b^3] / (c_b - 1)^3,
+    E[W_b^3] = 8 [tr(S^3) - 3 sum_a tr(Sigma_a^2 S) + 2 sum_a tr(Sigma_a^3)]
+               + 4 [||sum_a K_a||^2 - sum_a ||K_a||^2].
+
+Every quantity is an additive per-bin sum of per-row terms (Sigma_a,
+Sigma_a^2, tr Sigma_a^2, tr Sigma_a^3, K_a, ||K_a||^2) -- note
+``sum_a tr(Sigma_a^2 S) = tr((sum_a Sigma_a^2) S)`` -- so one pass of
+``np.bincount`` over the rows suffices.
+
+The skewness-corrected p-value: a moment-matched shifted gamma
+---------------------------------------------------------------
+Given mean 0, variance v and skewness g > 0 of T, T is approximated by
+``G - k theta`` with G ~ Gamma(shape k = 4 / g^2, scale theta = sqrt(v) g / 2)
+(Pearson's three-moment approximation, as used for quadratic forms by Imhof
+1961 and Satterthwaite-Welch).  The choice over Cornish-Fisher:
+
+* T is a degenerate U-statistic, a quadratic form in the label errors; its
+  Gaussian-label limit is a weighted sum of centred chi-squares, a law of the
+  gamma family's shape (lower-bounded, right-skewed), which the shifted gamma
+  reproduces exactly for one weight and closely for several;
+* the shifted gamma is a proper distribution for every skewness, so its
+  p-value is monotone in T and in [0, 1], whereas the Cornish-Fisher quantile
+  ``z + g (z^2 - 1) / 6`` is not monotone in z below z = -3/g, so once g is
+  large (skewness near 1 is common at n = 100 in the paper's settings, and a
+  few sparse bins of near-certain predictions give more) inverting it for a
+  p-value is ill-posed and its lower tail is not a distribution.
+
+A negative skewness uses the reflected gamma; |g| < 1e-6 uses the normal law.
+
+The conditional Monte Carlo test
+--------------------------------
+Keeping the predictions fixed, R label vectors are drawn from them (one
+categorical draw per row over the d binned classes plus "another class",
+by inverse CDF on uniforms), T* is recomputed for each, and
+``p = (1 + #{T* >= T}) / (1 + R)`` (exact-size Monte Carlo p-value; ties are
+counted with scipy's relative tolerance).  The draws are vectorised over
+blocks of draws with one combined (draw, bin, class) ``np.bincount``; the
+uniforms are consumed in the same order whatever the block size, so a seed
+gives the same p-value for any block size.
+
+Validation
+----------
+``vignettes/null_calibration.md``: on the paper's Settings 1-3 at n = 100,
+1000 and 10000 with the automatic and the paper's bins (1000 calibrated data
+sets per point), the conditional and Monte Carlo nulls are within alpha +- 3
+Monte Carlo s.e. in all 36 cells at alpha = 0.05 and 0.10 (the asymptotic null is outside
+in 19 of 36), and the two agree to 0.006 in rejection rate.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _sps
+
+from .binning import cube_indices, group_keys
+from .intervals import adjusted_interval
+from .modes import PreparedData
+
+__all__ = [
+    "NULLS",
+    "ConditionalBinSums",
+    "ConditionalMoments",
+    "ConditionalTest",
+    "MonteCarloTest",
+    "check_null_options",
+    "conditional_bin_sums",
+    "conditional_moments",
+    "conditional_test",
+    "monte_carlo_test",
+    "shifted_gamma_sf",
+    "shifted_gamma_isf",
+    "label_classes",
+    "with_null",
+]
+
+#: The null laws ``calib_ci(null=...)`` accepts.
+NULLS = ("asymptotic", "conditional", "monte-carlo")
+
+#: Largest number of per-row entries (rows per chunk times columns) kept in memory at once.
+_CHUNK_ENTRIES = 1 << 22
+
+#: Rows per chunk that keep the per-row temporaries in cache.
+_CACHE_ROWS = 1 << 15
+
+#: |skewness| below which the normal law replaces the shifted gamma.
+_SKEW_NORMAL = 1e-6
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+# ---------------------------------------------------------------------------
+# index helpers for symmetric tensors
+
+
+def _sym3(d: int):
+    """Unique index triples i <= j <= l of a symmetric d x d x d tensor and their multiplicities."""
+    i, j, l = np.array([(a, b, c) for a in range(d) for b in range(a, d) for c in range(b, d)],
+                       dtype=np.intp).T
+    mult = np.where((i == j) & (j == l), 1.0, np.where((i == j) | (j == l), 3.0, 6.0))
+    return i, j, l, mult
+
+
+def _row_columns(z: np.ndarray, iu, ju, triples) -> list[np.ndarray]:
+    """Per-row terms as contiguous columns (fast ``np.bincount``), for the rows ``z`` (n, d).
+
+    Returns the upper-triangle entries of Sigma_a = diag(z) - z z^T (diagonal
+    as z (1 - z) for accuracy near 0 and 1), those of Sigma_a^2, the unique
+    entries i <= j <= l of the third central moment tensor K_a in factored form
+    (K_iii = z_i (1 - z_i)(1 - 2 z_i), K_iil = -z_i z_l (1 - 2 z_i),
+    K_ijj = -z_i z_j (1 - 2 z_j), K_ijl = 2 z_i z_j z_l for distinct indices),
+    then tr(Sigma_a^2), tr(Sigma_a^3) and ||K_a||^2.
+    """
+    d = z.shape[1]
+    zc = [np.ascontiguousarray(z[:, i]) for i in range(d)]
+    sig = [[None] * d for _ in range(d)]
+    for i in range(d):  # loops over the few coordinates, not rows
+        sig[i][i] = zc[i] * (1.0 - zc[i])
+        for j in range(i + 1, d):
+            sig[i][j] = sig[j][i] = -zc[i] * zc[j]
+    sig2 = {}
+    for i, j in zip(iu, ju):
+        acc = sig[i][0] * sig[0][j]
+        for l in range(1, d):
+            acc = acc + sig[i][l] * sig[l][j]
+        sig2[i, j] = acc
+    tr2 = sum((1.0 if i == j else 2.0) * sig[i][j] ** 2 for i, j in zip(iu, ju))
+    tr3 = sum((1.0 if i == j else 2.0) * sig2[i, j] * sig[i][j] for i, j in zip(iu, ju))
+    kap, ksq = [], 0.0
+    for i, j, l, mult in triples:
+        if i == j == l:
+            k = sig[i][i] * (1.0 - 2.0 * zc[i])
+        elif i == j:
+            k = sig[i][l] * (1.0 - 2.0 * zc[i])
+        elif j == l:
+            k = sig[i][j] * (1.0 - 2.0 * zc[j])
+        else:
+            k = 2.0 * zc[i] * zc[j] * zc[l]
+        kap.append(k)
+        ksq = ksq + mult * k * k
+    return ([sig[i][j] for i, j in zip(iu, ju)] + [sig2[i, j] for i, j in zip(iu, ju)] + kap
+            + [tr2, tr3, ksq])
+
+
+# ---------------------------------------------------------------------------
+# per-bin sums and the moments
+
+
+@dataclass(frozen=True, eq=False)
+class ConditionalBinSums:
+    """Additive per-bin sums of the per-row null moments (one entry per non-empty bin).
+
+    Attributes
+    ----------
+    count : ndarray, shape (m,)
+        c_b, rows per bin.
+    sigma : ndarray, shape (m, d, d)
+        S_b = sum of Sigma_a = diag(z_a) - z_a z_a^T over the bin.
+    sigma_sq : ndarray, shape (m, d, d)
+        sum of Sigma_a^2.
+    tr2, tr3 : ndarray, shape (m,)
+        sum of tr(Sigma_a^2) and of tr(Sigma_a^3).
+    kappa : ndarray, shape (m, u)
+        sum of K_a, unique entries i <= j <= l (u = d(d+1)(d+2)/6).
+    kappa_sq : ndarray, shape (m,)
+        sum of ||K_a||^2 (Frobenius).
+    kappa_mult : ndarray, shape (u,)
+        Multiplicity (1, 3 or 6) of each unique entry in the full tensor.
+    """
+
+    count: np.ndarray
+    sigma: np.ndarray
+    sigma_sq: np.ndarray
+    tr2: np.ndarray
+    tr3: np.ndarray
+    kappa: np.ndarray
+    kappa_sq: np.ndarray
+    kappa_mult: np.ndarray
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+
+
+def _bincount_cols(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    out = np.empty((m, values.shape[1]))
+    for c in range(values.shape[1]):  # a loop over the few columns, not rows or bins
+        out[:, c] = np.bincount(inverse, weights=values[:, c], minlength=m)
+    return out
+
+
+def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums:
+    """Per-bin sums of the conditional null moments of the label errors.
+
+    Parameters
+    ----------
+    z : array_like, shape (n, d) or (n,)
+        The binned prediction vector of each row: p (binary), the top-1
+        confidence, the sorted top-k probabilities, or the whole K-vector
+        (full calibration).  Rows of Y are one-hot over these d classes plus,
+        when sum z < 1, "another class".
+    inverse : array_like of int, shape (n,)
+        Bin number 0..m-1 of each row.
+    m : int, optional
+        Number of bins (default ``inverse.max() + 1``).
+
+    Notes
+    -----
+    Cost O(n d^3) in chunks of rows; ``d (d+1) + d(d+1)(d+2)/6 + 4`` weighted
+    ``np.bincount`` calls over contiguous per-row columns.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 1:
+        z = z[:, None]
+    inverse = np.asarray(inverse, dtype=np.intp)
+    n, d = z.shape
+    m = int(inverse.max()) + 1 if m is None else int(m)
+    if d == 1:
+        return _one_dim_bin_sums(z[:, 0], inverse, m)
+    iu, ju = np.triu_indices(d)
+    ti, tj, tl, mult = _sym3(d)
+    triples = list(zip(ti.tolist(), tj.tolist(), tl.tolist(), mult.tolist()))
+    p, u = iu.size, ti.size
+    out = np.zeros((2 * p + u + 3, m))
+    step = max(1, min(_CHUNK_ENTRIES // (2 * p + u + 3 + d), max(_CACHE_ROWS, m)))
+    for start in range(0, n, step):  # a handful of chunks bounding memory
+        inv = inverse[start:start + step]
+        cols = _row_columns(z[start:start + step], iu, ju, triples)
+        for c, col in enumerate(cols):  # a loop over the columns, not rows or bins
+            out[c] += np.bincount(inv, weights=col, minlength=m)
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+
+    def unpack(block):
+        mat = np.empty((m, d, d))
+        mat[:, iu, ju] = block.T
+        mat[:, ju, iu] = block.T
+        return mat
+
+    return ConditionalBinSums(count=count, sigma=unpack(out[:p]), sigma_sq=unpack(out[p:2 * p]),
+                              kappa=out[2 * p:2 * p + u].T, tr2=out[2 * p + u], tr3=out[2 * p + u + 1],
+                              kappa_sq=out[2 * p + u + 2], kappa_mult=mult)
+
+
+def _one_dim_bin_sums(p: np.ndarray, inverse: np.ndarray, m: int) -> ConditionalBinSums:
+    """The 1-dim case with four bincounts: v = p(1-p), Sigma^2 = tr Sigma^2 = v^2, tr Sigma^3 = v^3,
+    K = v (1 - 2p) and K^2 = v^2 (1 - 4v) (as (1 - 2p)^2 = 1 - 4v).
+
+    Rows go in cache-sized chunks (at least m rows, so the per-chunk O(m) cost stays small).
+    """
+    out = np.zeros((4, m))
+    step = max(_CACHE_ROWS, m)
+    for start in range(0, p.shape[0], step):  # chunks of rows that stay in cache
+        pc, ic = p[start:start + step], inverse[start:start + step]
+        v = 1.0 - pc
+        v *= pc
+        k = pc * -2.0
+        k += 1.0
+        k *= v
+        v2 = v * v
+        out[0] += np.bincount(ic, weights=v, minlength=m)
+        out[1] += np.bincount(ic, weights=v2, minlength=m)
+        out[2] += np.bincount(ic, weights=k, minlength=m)
+        v2 *= v
+        out[3] += np.bincount(ic, weights=v2, minlength=m)
+    sv, sv2, sk, sv3 = out
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    return ConditionalBinSums(count=count, sigma=sv[:, None, None], sigma_sq=sv2[:, None, None], tr2=sv2,
+                              tr3=sv3, kappa=sk[:, None], kappa_sq=sv2 - 4.0 * sv3, kappa_mult=np.ones(1))
+
+
+@dataclass(frozen=True)
+class ConditionalMoments:
+    """Exact moments of T given the predictions, under H0.
+
+    Attributes
+    ----------
+    variance : float
+        Var(T | Z) = (2/n^2) sum_b [tr(S_b^2) - sum_a tr(Sigma_a^2)] / (c_b - 1)^2.
+    third_moment : float
+        E[T^3 | Z] (E[T | Z] = 0), see the module docstring.
+    skewness : float
+        third_moment / variance^1.5 (0 when the variance is 0).
+    """
+
+    variance: float
+    third_moment: float
+    skewness: float
+
+    @classmethod
+    def from_moments(cls, variance: float, third: float) -> "ConditionalMoments":
+        variance = max(float(variance), 0.0)
+        skew = float(third) / variance ** 1.5 if variance > 0 else 0.0
+        return cls(variance, float(third), skew)
+
+
+def conditional_moments(sums: ConditionalBinSums, n: int) -> ConditionalMoments:
+    """Var(T | Z) and E[T^3 | Z] under H0 from per-bin sums (module docstring for the derivation).
+
+    Parameters
+    ----------
+    sums : ConditionalBinSums
+    n : int
+        Total number of rows (the 1/n of T).
+    """
+    keep = sums.count >= 2
+    c1 = sums.count[keep] - 1.0
+    S = sums.sigma[keep]
+    tr_s2 = np.einsum("bij,bij->b", S, S)
+    e2 = 2.0 * (tr_s2 - sums.tr2[keep])
+    tr_s3 = np.einsum("bij,bjk,bki->b", S, S, S)
+    triangles = tr_s3 - 3.0 * np.einsum("bij,bij->b", sums.sigma_sq[keep], S) + 2.0 * sums.tr3[keep]
+    kap = sums.kappa[keep]
+    pairs = (kap * kap) @ sums.kappa_mult - sums.kappa_sq[keep]
+    e3 = 8.0 * triangles + 4.0 * pairs
+    variance = float(np.sum(e2 / c1**2)) / n**2
+    third = float(np.sum(e3 / c1**3)) / n**3
+    return ConditionalMoments.from_moments(variance, third)
+
+
+# ---------------------------------------------------------------------------
+# the shifted gamma law
+
+
+def _gamma_params(variance: float, skewness: float):
+    g = abs(skewness)
+    shape = 4.0 / g**2
+    scale = math.sqrt(variance) * g / 2.0
+    return shape, scale
+
+
+def shifted_gamma_sf(t, variance: float, skewness: float):
+    """P(X >= t) for the shifted gamma X with mean 0, the given variance and skewness.
+
+    X = G - k theta, G ~ Gamma(k = 4/g^2, theta = sqrt(v) g / 2) for g > 0;
+    the reflection -(G - k theta) for g < 0; N(0, v) for |g| < 1e-6.  With
+    variance 0 the law is the point mass at 0: p = 1 for t <= 0, else 0.
+    """
+    t = np.asarray(t, dtype=float)
+    if variance <= 0:
+        out = np.where(t <= 0, 1.0, 0.0)
+    elif abs(skewness) < _SKEW_NORMAL:
+        out = _sps.norm.sf(t / math.sqrt(variance))
+    else:
+        k, theta = _gamma_params(variance, skewness)
+        if skewness > 0:
+            out = _sps.gamma.sf(k + t / theta, k)
+        else:
+            out = _sps.gamma.cdf(k - t / theta, k)
+    return float(out) if out.ndim == 0 else out
+
+
+def shifted_gamma_isf(alpha: float, variance: float, skewness: float) -> float:
+    """Upper alpha critical value of the shifted gamma: P(X >= c) = alpha (see :func:`shifted_gamma_sf`)."""
+    if variance <= 0:
+        return 0.0
+    if abs(skewness) < _SKEW_NORMAL:
+        return float(math.sqrt(variance) * _sps.norm.isf(alpha))
+    k, theta = _gamma_params(variance, skewness)
+    if skewness > 0:
+        return float(theta * (_sps.gamma.isf(alpha, k) - k))
+    return float(theta * (k - _sps.gamma.ppf(alpha, k)))
+
+
+@dataclass(frozen=True)
+class ConditionalTest:
+    """The conditional test of H0: calibrated, with the shifted-gamma p-value.
+
+    Attributes
+    ----------
+    statistic : float
+        T.
+    zstat : float
+        T / sqrt(Var(T | Z)) (nan when the variance is 0 and T = 0; +-inf when only T is).
+    pvalue : float
+        P(X >= T) for the moment-matched shifted gamma X.
+    threshold : float
+        Critical value c of T at the level alpha: P(X >= c) = alpha.
+    variance, skewness, third_moment : float
+        Conditional moments of T under H0.
+    """
+
+    statistic: float
+    zstat: float
+    pvalue: float
+    threshold: float
+    variance: float
+    skewness: float
+    third_moment: float
+
+
+def conditional_test(t: float, moments: ConditionalMoments, alpha: float) -> ConditionalTest:
+    """Skewness-corrected conditional test of H0 for the observed T."""
+    v = moments.variance
+    if v > 0:
+        z = t / math.sqrt(v)
+    else:
+        z = math.nan if t == 0 else math.copysign(math.inf, t)
+    p = shifted_gamma_sf(t, v, moments.skewness)
+    thr = shifted_gamma_isf(alpha, v, moments.skewness)
+    return ConditionalTest(float(t), float(z), float(p), thr, v, moments.skewness, moments.third_moment)
+
+
+# ---------------------------------------------------------------------------
+# the conditional Monte Carlo test
+
+
+def _check_rng(rng):
+    """Return (Generator, recorded seed) from None, an int or a Generator."""
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy)
+        return np.random.default_rng(seed), seed
+    if isinstance(rng, (bool, np.bool_)):
+        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
+    if isinstance(rng, numbers.Integral):
+        if rng < 0:
+            raise ValueError(f"rng seed must be non-negative, got {rng}")
+        return np.random.default_rng(int(rng)), int(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng, None
+    raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+
+
+def _check_draws(n_draws) -> int:
+    if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, numbers.Integral):
+        raise TypeError(f"n_null_draws must be a positive integer, got {n_draws!r}")
+    if n_draws < 1:
+        raise ValueError(f"n_null_draws must be >= 1, got {n_draws}")
+    return int(n_draws)
+
+
+def check_null_options(null, n_null_draws=2000, rng=None) -> None:
+    """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of :func:`calibtest.calib_ci` up front."""
+    if not isinstance(null, str) or null not in NULLS:
+        raise ValueError(f"null must be one of {NULLS}, got {null!r}")
+    _check_draws(n_null_draws)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
+            raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
+        if rng < 0:
+            raise ValueError(f"rng seed must be non-negative, got {rng}")
+
+
+@dataclass(frozen=True, eq=False)
+class MonteCarloTest:
+    """Conditional Monte Carlo test of H0: calibrated (labels redrawn from the predictions).
+
+    Attributes
+    ----------
+    statistic : float
+        T of the observed labels (computed by the same code as the draws).
+    pvalue : float
+        (1 + #{T* >= T}) / (1 + R).
+    n_draws : int
+        R.
+    seed : int or None
+        The seed that reproduces the draws (None when a Generator was passed).
+    null_draws : ndarray, shape (R,)
+        The T* of the draws, in draw order.
+    """
+
+    statistic: float
+    pvalue: float
+    n_draws: int
+    seed: int | None
+    null_draws: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, "null_draws", _frozen(self.null_draws))
+
+    def critical_value(self, alpha: float) -> float:
+        """Smallest D such that T > D rejects at level alpha (inf if no T rejects)."""
+        allowed = math.floor(alpha * (self.n_draws + 1) + 1e-9) - 1  # max #{T* >= T} that rejects
+        if allowed < 0:
+            return math.inf
+        ordered = np.sort(self.null_draws)[::-1]
+        return float(ordered[allowed]) if allowed < ordered.size else -math.inf
+
+
+def label_classes(data: PreparedData) -> np.ndarray:
+    """Class code 0..d-1 of each row among the d binned classes, d for "another class"."""
+    y = np.rint(data.y)
+    hit = y.max(axis=1) > 0.5
+    return np.where(hit, np.argmax(y, axis=1), y.shape[1]).astype(np.intp)
+
+
+class _DrawPlan:
+    """Rows of the bins with c >= 2 and the per-row constants every draw needs."""
+
+    def __init__(self, z: np.ndarray, inverse: np.ndarray, n: int, complete: bool):
+        count = np.bincount(inverse)
+        rows = np.flatnonzero(count[inverse] >= 2)
+        kept_bins, b = np.unique(inverse[rows], return_inverse=True)
+        self.n = n
+        self.rows = rows
+        self.bin = b.ravel().astype(np.intp)
+        self.m = kept_bins.size
+        zk = z[rows]
+        self.nk, self.d = zk.shape
+        self.inv_c1 = 1.0 / (count[kept_bins] - 1.0)
+        self.zsum = _bincount_cols(self.bin, zk, self.m)
+        cum = np.cumsum(zk, axis=1)
+        if complete:
+            cum[:, -1] = np.inf  # the d classes exhaust the labels (full calibration)
+        self.cum = cum
+        # h[a, j] = ||e_j - z_a||^2 / (c - 1), with e_d = 0 ("another class"); T's within-row
+        # part sum_a h[a, class_a] = sum_a h[a, d] + sum_{j<d} sum_a 1{class_a = j} (h[a, j] - h[a, d])
+        q2 = np.einsum("ni,ni->n", zk, zk)
+        w = self.inv_c1[self.bin]
+        self.h_other = float(np.sum(q2 * w))
+        self.h_diff = (1.0 - 2.0 * zk) * w[:, None]
+        self._base = {}
+
+    def classes(self, u: np.ndarray) -> np.ndarray:
+        """Inverse-CDF categorical draws: class = #{j : cum_j <= u} (int8, 0..d)."""
+        cls = (u >= self.cum[:, 0]).view(np.int8)
+        for j in range(1, self.d):  # a loop over the few classes
+            cls = cls + (u >= self.cum[:, j]).view(np.int8)
+        return cls
+
+    def _cells(self, R: int) -> np.ndarray:
+        """(draw, bin) cell of each row-draw times (d + 1), cached per block size."""
+        if R not in self._base:
+            self._base[R] = (np.arange(R, dtype=np.intp)[:, None] * self.m + self.bin) * (self.d + 1)
+        return self._base[R]
+
+    def statistics(self, cls: np.ndarray) -> np.ndarray:
+        """T for each row of ``cls`` (shape (R, nk), class codes 0..d)."""
+        R = cls.shape[0]
+        d1 = self.d + 1
+        cell = self._cells(R) + cls
+        counts = np.bincount(cell.ravel(), minlength=R * self.m * d1).reshape(R, self.m, d1)
+        s = counts[:, :, :self.d] - self.zsum
+        between = np.einsum("rbi,rbi,b->r", s, s, self.inv_c1)
+        within = np.full(R, self.h_other)
+        for j in range(self.d):  # a loop over the few classes; einsum avoids threaded BLAS
+            within += np.einsum("rn,n->r", cls == j, self.h_diff[:, j])
+        return (between - within) / self.n
+
+
+def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int = 2000, rng=None,
+                     complete: bool = False, block_size: int | None = None) -> MonteCarloTest:
+    """Conditional Monte Carlo test: redraw labels from the predictions and recompute T.
+
+    Parameters
+    ----------
+    z : array_like, shape (n, d) or (n,)
+        Binned prediction vectors (as for :func:`conditional_bin_sums`).
+    inverse : array_like of int, shape (n,)
+        Bin of each row.
+    observed : array_like of int, shape (n,)
+        Observed class code of each row among the d binned classes, d for
+        another class (see :func:`label_classes`); in the 1-dim modes 0 means
+        y = 1 and 1 means y = 0.
+    n : int, optional
+        Divisor of T (default: number of rows).
+    n_draws : int
+        R, the number of label draws (default 2000).
+    rng : None, int or numpy.random.Generator
+        Seed; the same seed gives the same p-value whatever ``block_size``.
+    complete : bool
+        The d classes exhaust the labels (full calibration: z sums to 1).
+    block_size : int, optional
+        Draws per vectorised block (default: about 2^21 row-draws per block).
+
+    Returns
+    -------
+    MonteCarloTest
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 1:
+        z = z[:, None]
+    inverse = np.asarray(inverse, dtype=np.intp)
+    observed = np.asarray(observed, dtype=np.intp)
+    n_draws = _check_draws(n_draws)
+    gen, seed = _check_rng(rng)
+    plan = _DrawPlan(z, inverse, z.shape[0] if n is None else int(n), complete)
+    if plan.nk == 0:  # no bin holds two rows: T = 0 for every label vector
+        return MonteCarloTest(0.0, 1.0, n_draws, seed, np.zeros(n_draws))
+    t_obs = float(plan.statistics(observed[plan.rows][None, :])[0])
+    if block_size is None:
+        block_size = max(1, (1 << 21) // (plan.nk * plan.d))
+    draws = np.empty(n_draws)
+    for start in range(0, n_draws, block_size):  # a handful of blocks
+        r = min(block_size, n_draws - start)
+        u = gen.random((r, plan.nk))
+        draws[start:start + r] = plan.statistics(plan.classes(u))
+    tol = 100 * np.finfo(np.float64).eps * abs(t_obs)  # ties as in scipy.stats.permutation_test
+    pvalue = (1.0 + np.count_nonzero(draws >= t_obs - tol)) / (1.0 + n_draws)
+    return MonteCarloTest(t_obs, float(pvalue), n_draws, seed, draws)
+
+
+# ---------------------------------------------------------------------------
+# glue for calib_ci
+
+
+def _cube_inverse(data: PreparedData, n_bins: int) -> np.ndarray:
+    inverse, _ = group_keys(cube_indices(data.z, n_bins), n_bins + 1)
+    return inverse
+
+
+def _call_with_null(call, null: str, seed, n_draws: int):
+    """The recorded call with the null options appended (``calib_ci(..., null='conditional')``)."""
+    if not call or not call.endswith(")"):
+        return call
+    extra = f", null={null!r}"
+    if null == "monte-carlo":
+        if seed is not None and "rng=" not in call:  # calib_ci records an int rng itself
+            extra += f", rng={seed}"
+        extra += f", n_null_draws={n_draws}" if n_draws != 2000 else ""
+    return call[:-1] + extra + ")"
+
+
+def with_null(result, data: PreparedData, n_bins: int, *, null: str = "asymptotic", rng=None,
+              n_null_draws: int = 2000, inverse=None, alpha: float | None = None):
+    """Return ``result`` with the conditional null recorded and the chosen null applied.
+
+    The conditional moments and the shifted-gamma p-value are always recorded
+    (the summary shows them next to the asymptotic p-value).  With
+    ``null="conditional"`` or ``"monte-carlo"`` the chosen test also sets
+    ``null_zstat``, ``null_pvalue``, ``threshold`` and the zero rule: 0 joins
+    the interval iff the chosen test does not reject at level alpha
+    (p-value > alpha).  ``null_zstat`` is T / sd(T | Z) for both.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+        From :func:`calibtest.estimation.result_from_stats` (asymptotic null).
+    data : PreparedData
+        The rows behind ``result``.
+    n_bins : int
+        B of the cube partition (ignored when ``inverse`` is given).
+    inverse : array_like of int, optional
+        Bin of each row for a partition other than the cube partition.
+    """
+    check_null_options(null, n_null_draws, rng)
+    alpha = result.alpha if alpha is None else alpha
+    if inverse is None:
+        if data.mode not in ("binary", "top1", "topk"):
+            raise ValueError(f"the conditional null needs the bin of each row for mode {data.mode!r}; "
+                             "pass inverse=")
+        inverse = _cube_inverse(data, n_bins)
+    inverse = np.asarray(inverse, dtype=np.intp)
+    n = result.n
+    sums = conditional_bin_sums(data.z, inverse)
+    cond = conditional_test(result.estimate, conditional_moments(sums, n), alpha)
+    fields = dict(null=null, asymptotic_zstat=result.null_zstat, asymptotic_pvalue=result.null_pvalue,
+                  conditional_variance=cond.variance, conditional_skewness=cond.skewness,
+                  conditional_zstat=cond.zstat, conditional_pvalue=cond.pvalue,
+                  conditional_threshold=cond.threshold)
+    if null == "asymptotic":
+        return dataclasses.replace(result, **fields)
+    if null == "conditional":
+        pvalue, threshold = cond.pvalue, cond.threshold
+    else:
+        mc = monte_carlo_test(data.z, inverse, label_classes(data), n=n, n_draws=n_null_draws, rng=rng,
+                              complete=data.mode == "full")
+        pvalue, threshold = mc.pvalue, mc.critical_value(alpha)
+        fields.update(mc_pvalue=mc.pvalue, mc_draws=mc.n_draws, mc_seed=mc.seed)
+    fields.update(null_zstat=cond.zstat, null_pvalue=pvalue, threshold=threshold,
+                  call=_call_with_null(result.call, null, fields.get("mc_seed"), n_null_draws))
+    if result.method == "adjusted":
+        iv = adjusted_interval(result.estimate, result.se, math.inf if pvalue > alpha else -math.inf, alpha)
+        fields.update(contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper,
+                      ci_lower_open=iv.lower_open, ci_branch=iv.branch)
+    return dataclasses.replace(result, **fields)

@@ -1,0 +1,248 @@
+"""Stream a CSV or Parquet file through a :class:`~calibtest.streaming.BinAccumulator`.
+
+``calib_ci(formula, data="big.parquet")`` lands here.  Only the columns the
+formula uses are read (CSV: ``pandas.read_csv(usecols=..., chunksize=...)``;
+Parquet: ``pyarrow.parquet.ParquetFile.iter_batches``, pyarrow being the
+optional extra ``calibtest[parquet]``), each chunk is binned and reduced to
+its per-bin sums and then dropped, so memory is bounded by the chunk size
+(for Parquet by the larger of the chunk and a row group), not the file.  The
+file's SHA-256 is computed in a background thread during the same pass and
+stored with its name, size and modification time in ``result.source``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .inputs import missing_mask
+from .formula import formula_columns, parse_formula
+from .results import CalibrationResult
+from .streaming import BinAccumulator
+
+__all__ = ["DEFAULT_CHUNKSIZE", "file_format", "sha256_file", "stream_file"]
+
+#: Rows per chunk when ``chunksize`` is not given (about 150-200 MB of working memory for top-1 data).
+DEFAULT_CHUNKSIZE = 1_000_000
+
+_CSV_COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
+_PARQUET = (".parquet", ".pq")
+
+
+def file_format(path: Path) -> str:
+    """``"csv"`` or ``"parquet"`` from the file name (``.csv`` possibly compressed, ``.parquet``, ``.pq``)."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in _PARQUET:
+        return "parquet"
+    if suffixes and (suffixes[-1] == ".csv" or (len(suffixes) >= 2 and suffixes[-2] == ".csv"
+                                                 and suffixes[-1] in _CSV_COMPRESSION)):
+        return "csv"
+    raise ValueError(f"data={str(path)!r}: cannot tell the file format from its name; supported are "
+                     ".csv (also .csv.gz, .csv.bz2, .csv.zip, .csv.xz, .csv.zst), .parquet and .pq")
+
+
+def sha256_file(path: Path, stop: threading.Event | None = None, block: int = 1 << 22) -> str | None:
+    """SHA-256 hex digest of a file, read in ``block``-byte pieces (None if ``stop`` is set first)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            if stop is not None and stop.is_set():
+                return None
+            buf = fh.read(block)
+            if not buf:
+                return h.hexdigest()
+            h.update(buf)
+
+
+class _CsvReader:
+    def __init__(self, path: Path):
+        import pandas as pd
+        self._pd = pd
+        self.path = path
+        self.columns = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+        self.num_rows = None
+
+    def chunks(self, columns, chunksize: int):
+        with self._pd.read_csv(self.path, usecols=columns, chunksize=chunksize) as reader:
+            yield from reader
+
+
+class _ParquetReader:
+    def __init__(self, path: Path):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("reading Parquet files needs pyarrow: pip install 'calibtest[parquet]'") from exc
+        self.path = path
+        # pre_buffer=False: with read-ahead buffering pyarrow keeps the column chunks of the row
+        # groups already read, so memory grows with the file instead of the chunk.
+        self._file = pq.ParquetFile(path, pre_buffer=False)
+        self.columns = list(self._file.schema_arrow.names)
+        self.num_rows = int(self._file.metadata.num_rows)
+
+    def chunks(self, columns, chunksize: int):
+        for batch in self._file.iter_batches(batch_size=chunksize, columns=list(columns)):
+            yield batch.to_pandas()
+
+
+def _progress_bar(progress, total, desc: str):
+    """A tqdm bar on stderr, or None.
+
+    ``progress=None`` (default): only when stderr is an interactive terminal,
+    the ``CI`` environment variable is unset and tqdm is installed;
+    ``True``: always (tqdm required); ``False``: never.
+    """
+    if progress is None:
+        if not sys.stderr.isatty() or os.environ.get("CI"):
+            return None
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return None
+    elif progress is True:
+        try:
+            from tqdm import tqdm
+        except ImportError as exc:
+            raise ImportError("progress=True needs tqdm: pip install 'calibtest[progress]'") from exc
+    elif progress is False:
+        return None
+    else:
+        raise TypeError(f"progress must be True, False or None, got {progress!r}")
+    return tqdm(total=total, unit="rows", unit_scale=True, desc=desc, file=sys.stderr)
+
+
+def check_chunksize(chunksize) -> int:
+    """Validate ``chunksize`` (None means :data:`DEFAULT_CHUNKSIZE`)."""
+    if chunksize is None:
+        return DEFAULT_CHUNKSIZE
+    if isinstance(chunksize, (bool, np.bool_)) or not isinstance(chunksize, (int, np.integer)):
+        raise TypeError(f"chunksize must be a positive integer (rows per chunk), got {chunksize!r}")
+    if chunksize < 1:
+        raise ValueError(f"chunksize must be >= 1, got {chunksize}")
+    return int(chunksize)
+
+
+def _with_rows(exc: Exception, name: str, start: int, stop: int) -> Exception:
+    """The same kind of error, saying where in the file it happened."""
+    kind = TypeError if isinstance(exc, TypeError) else ValueError
+    return kind(f"{name}, rows {start}..{stop - 1} (0-based data rows): {exc}")
+
+
+def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: int, name: str) -> int:
+    """Rows that survive the missing-value rule (first pass for ``n_bins="auto"``)."""
+    total = start = 0
+    for chunk in reader.chunks(columns, chunksize):
+        stop = start + len(chunk)
+        try:
+            parsed = parse_formula(formula, chunk, env)
+            mask = missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
+        except (ValueError, TypeError) as exc:
+            raise _with_rows(exc, name, start, stop) from exc
+        total += int(mask.shape[0] - mask.sum())
+        start = stop
+    return total
+
+
+def _format_call(formula, path: Path, options: dict) -> str:
+    parts = [repr(formula), f"data={path.name!r}"] + [f"{k}={v!r}" for k, v in options.items() if v is not None]
+    return "calib_ci(" + ", ".join(parts) + ")"
+
+
+def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
+                missing: str = "raise", chunksize: int | None = None, progress=None) -> CalibrationResult:
+    """:func:`calibtest.calib_ci` on a CSV or Parquet file, read in chunks.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; its format comes from the name (see :func:`file_format`).
+    formula : str
+        As in :func:`calibtest.calib_ci`; only the columns it names are read.
+    env : patsy.EvalEnvironment
+        Where names that are not columns are looked up.
+    n_classes, k, n_bins, alpha, missing
+        As in :func:`calibtest.calib_ci`.  ``n_bins="auto"`` needs the number
+        of usable rows n before binning: a Parquet file with
+        ``missing="raise"`` gives it in its metadata (one pass); otherwise a
+        first pass counts the rows (two passes; an integer ``n_bins`` avoids it).
+    chunksize : int, optional
+        Rows per chunk (default :data:`DEFAULT_CHUNKSIZE`); working memory is
+        proportional to it.
+    progress : bool or None
+        Progress bar (tqdm) on stderr: None shows it only in an interactive
+        terminal outside CI, False never, True always.
+
+    Returns
+    -------
+    CalibrationResult
+        Equal to the in-memory result up to floating-point summation order,
+        with ``data=None`` and ``source`` = {``path``, ``name``, ``format``,
+        ``size_bytes``, ``modified``, ``sha256``, ``columns``, ``chunksize``,
+        ``n_chunks``, ``n_rows_read``, ``passes``}.
+    """
+    path = Path(os.fspath(path))
+    chunksize = check_chunksize(chunksize)
+    fmt = file_format(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {str(path)!r}")
+    stat0 = path.stat()
+    reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
+    from .outofcore import check_formula_names
+    check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
+    columns = formula_columns(formula, reader.columns)
+    passes = 1
+    n_rows = None
+    if isinstance(n_bins, str) and n_bins == "auto":
+        if fmt == "parquet" and missing == "raise":
+            n_rows = reader.num_rows  # a missing value would raise anyway
+        else:
+            n_rows = _count_usable(reader, columns, formula, env, missing, chunksize, path.name)
+            passes = 2
+        if n_rows < 2:
+            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
+    acc = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
+                         missing=missing, eval_env=env)
+    stop_hash = threading.Event()
+    bar = _progress_bar(progress, reader.num_rows, path.name)
+    n_chunks = 0
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            digest = pool.submit(sha256_file, path, stop_hash)
+            try:
+                start = 0
+                for chunk in reader.chunks(columns, chunksize):
+                    stop = start + len(chunk)
+                    try:
+                        acc.update(chunk)
+                    except (ValueError, TypeError) as exc:
+                        raise _with_rows(exc, path.name, start, stop) from exc
+                    n_chunks += 1
+                    start = stop
+                    if bar is not None:
+                        bar.update(len(chunk))
+            except BaseException:
+                stop_hash.set()
+                raise
+            sha256 = digest.result()
+    finally:
+        if bar is not None:
+            bar.close()
+    stat1 = path.stat()
+    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
+        raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
+    source = {
+        "path": str(path.resolve()), "name": path.name, "format": fmt, "size_bytes": int(stat0.st_size),
+        "modified": _dt.datetime.fromtimestamp(stat0.st_mtime, tz=_dt.timezone.utc).isoformat(),
+        "sha256": sha256, "columns": list(columns), "chunksize": chunksize, "n_chunks": n_chunks,
+        "n_rows_read": acc.n_seen, "passes": passes,
+    }
+    call = _format_call(formula, path, {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
+                                        "missing": missing if missing != "raise" else None,
+                                        "chunksize": chunksize if chunksize != DEFAULT_CHUNKSIZE else None})
+    return acc.result(call=call, source=source)

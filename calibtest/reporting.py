@@ -1,0 +1,691 @@
+"""Self-contained HTML and PDF validation reports of calibration results.
+
+``report(results, "out.html")`` renders the Jinja2 template
+``templates/report.html`` (installed as the package ``calibtest.templates``)
+with autoescaping on, from a context made only of ``to_dict()``-style values
+and preformatted strings: the template does no arithmetic.  Figures are PNG
+images embedded as ``data:`` URIs and the CSS is inline, so the HTML file is a
+single document that needs no network and no JavaScript.  ``"out.pdf"`` runs
+the same HTML through WeasyPrint (the optional extra ``calibtest[pdf]``).
+
+The module is named ``reporting`` so that the function ``calibtest.report``
+does not shadow a module of the same name.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+import platform
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .summary import fmt
+
+__all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
+           "file_provenance", "FIGURE_DPI", "MAX_BIN_ROWS"]
+
+#: Resolution of the embedded figures (pixels per inch).
+FIGURE_DPI = 120
+
+#: At most this many rows of the bin table are printed (the rest are summarised).
+MAX_BIN_ROWS = 200
+
+_PDF_HINT = ('writing a PDF report needs WeasyPrint: pip install "calibtest[pdf]" '
+             "(WeasyPrint also needs the Pango library, e.g. Debian/Ubuntu: "
+             "apt-get install libpango-1.0-0 libpangoft2-1.0-0)")
+
+_MODE_TEXT = {
+    "binary": "calibration of p = P(y = 1): E[y | p] = p",
+    "top1": "confidence calibration: P(correct | confidence) = confidence",
+    "topk": "top-1-to-k calibration of the sorted top-k probability vector",
+    "full": "full (canonical) calibration of the whole probability vector",
+}
+
+_METHOD_TEXT = {
+    "adjusted": "adjusted interval (Algorithm 1 of Sun et al.)",
+    "bootstrap": "percentile bootstrap of T",
+    "subsampling": "subsampling of T",
+    "hulc": "adaptive HulC (Kuchibhotla, Balakrishnan and Wasserman 2024)",
+}
+
+_BRANCH_TEXT = {
+    1: "case 1 of eq. (aci): T⁺ − z(1−α/2)·se",
+    2: "case 2 of eq. (aci): max(0, T⁺ − z(1−α)·se)",
+    3: "case 3 of eq. (aci): T⁺ / 2",
+}
+
+
+# --------------------------------------------------------------------------- helpers
+def file_provenance(path) -> dict:
+    """File name, size and SHA-256 of an input file (read in 1 MiB chunks)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"file": str(path), "sha256": digest.hexdigest(), "size_bytes": path.stat().st_size}
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence]) -> dict:
+    return {"headers": list(headers), "rows": [[str(c) for c in row] for row in rows]}
+
+
+def _interval_text(lower: float, upper: float, lower_open: bool, digits: int = 6) -> str:
+    return f"{'(' if lower_open else '['}{fmt(lower, digits)}, {fmt(upper, digits)}]"
+
+
+def fmt_p(p, digits: int = 4) -> str:
+    """A p-value for display: ``fmt`` with ``digits`` significant digits, "< 1e-300" when it underflowed to 0."""
+    if p is not None and p == 0:
+        return "< 1e-300"
+    return fmt(p, digits)
+
+
+def _level(alpha: float) -> str:
+    return f"{100 * (1 - alpha):g}%"
+
+
+def _model_name(res, index: int) -> str:
+    from .plotting import _model_label
+    return _model_label(res, index)
+
+
+def _n_coordinates(res) -> int:
+    from .plotting import coordinate_columns
+    return len(coordinate_columns(res.bin_table()))
+
+
+def _versions() -> list[tuple[str, str]]:
+    import jinja2
+    import matplotlib
+    import pandas
+    import scipy
+    import statsmodels
+
+    from . import __version__
+    return [("calibtest", __version__), ("numpy", np.__version__), ("scipy", scipy.__version__),
+            ("statsmodels", statsmodels.__version__), ("pandas", pandas.__version__),
+            ("matplotlib", matplotlib.__version__), ("jinja2", jinja2.__version__),
+            ("Python", platform.python_version()), ("platform", platform.platform())]
+
+
+# --------------------------------------------------------------------------- figures
+def figure_size(n_coordinates: int) -> tuple[float, float]:
+    """Figure size in inches of a report's reliability diagram.
+
+    One panel: 7.2 x 5.0.  d > 1 coordinates: ``ncols = min(d, 3)`` panels per
+    row, ``nrows = ceil(d / ncols)``, width ``max(7.2, 3.3 ncols)``, height
+    ``3.9 nrows``.  At :data:`FIGURE_DPI` = 120 one panel is 864 x 600 pixels.
+    """
+    if n_coordinates == 1:
+        return 7.2, 5.0
+    ncols = min(n_coordinates, 3)
+    nrows = math.ceil(n_coordinates / ncols)
+    return max(7.2, 3.3 * ncols), 3.9 * nrows
+
+
+def reliability_figure(results, labels: Sequence[str] | None = None):
+    """A matplotlib ``Figure`` (Agg canvas, no pyplot state) with the reliability diagram.
+
+    ``results`` is one result or a list to overlay; see
+    :func:`calibtest.plotting.plot_reliability`.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .plotting import plot_reliability
+
+    results = list(results) if isinstance(results, (list, tuple)) else [results]
+    d = _n_coordinates(results[0])
+    fig = Figure(figsize=figure_size(d), dpi=FIGURE_DPI)
+    FigureCanvasAgg(fig)
+    if d == 1:
+        ax = fig.add_subplot()
+        fig.subplots_adjust(left=0.09, right=0.98, top=0.97, bottom=0.1)
+    else:
+        ncols = min(d, 3)
+        nrows = math.ceil(d / ncols)
+        grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        for extra in grid[d:]:
+            extra.remove()
+        ax = grid[:d]
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.93, bottom=0.1, wspace=0.3, hspace=0.45)
+    plot_reliability(results, ax=ax, labels=labels)
+    return fig
+
+
+def _png_data_uri(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+# --------------------------------------------------------------------------- sections
+def _settings(res, d: dict) -> dict:
+    dim = _n_coordinates(res)
+    if d["n_bins_rule"] == "auto":
+        rule = (f"{d['n_bins']} (chosen automatically: B = max(2, round(6 / (d + 1) · n^(2 / (4 + d)))) "
+                f"with d = {dim}, n = {d['n']})")
+    else:
+        rule = f"{d['n_bins']} (set by the user)"
+    method = d["method"]
+    method_text = _METHOD_TEXT.get(method, method)
+    n_resamples = getattr(res, "n_resamples", None)
+    if n_resamples is not None:
+        method_text += f", {n_resamples} resamples"
+    resample_size = getattr(res, "resample_size", None)
+    if resample_size is not None:
+        method_text += f" of {resample_size} rows"
+    hulc_splits = getattr(res, "hulc_splits", None)
+    if hulc_splits is not None:
+        method_text += f", {hulc_splits} splits"
+    rows = [
+        ("Target (mode)", f"{d['mode']}: {_MODE_TEXT.get(d['mode'], d['mode'])}"),
+        ("k (coordinates calibrated)", fmt(d["k"])),
+        ("K (classes)", "2" if d["n_classes"] is None else fmt(d["n_classes"])),
+        ("Model", d["formula"] or f"{d['y_name']} ~ {' + '.join(d['prob_names'])}"),
+        ("Outcome column", d["y_name"]),
+        ("Prediction columns", ", ".join(d["prob_names"])),
+        ("Bins per dimension B", rule),
+        ("Bin width 1/B; bin volume w = B^(−d)", f"{fmt(d['bin_width'])}, {fmt(d['bin_volume'])}"),
+        ("Occupied bins (single-row bins)", f"{fmt(d['n_occupied_bins'])} ({fmt(d['n_singleton_bins'])})"),
+        ("Significance level α", f"{fmt(d['alpha'])} (confidence level {_level(d['alpha'])})"),
+        ("Interval method", method_text),
+    ]
+    null = getattr(res, "null", "asymptotic")
+    if null != "asymptotic":
+        rows.append(("Null distribution of the test", str(null)))
+    return _table(["Setting", "Value"], rows)
+
+
+def _provenance(res, d: dict, source: dict | None, command: str | None) -> dict:
+    rows = []
+    src = source if source is not None else getattr(res, "source", None)
+    if src:
+        for key, value in src.items():
+            label = {"file": "Input file", "sha256": "SHA-256 of the input file",
+                     "size_bytes": "Input file size (bytes)"}.get(key, str(key))
+            rows.append((label, str(value)))
+    else:
+        rows.append(("Input", "in-memory data (no file; no checksum available)"))
+    rows.append(("Rows used n", fmt(d["n"])))
+    if d["n_dropped"]:
+        rows.append(("Rows dropped (missing values)", fmt(d["n_dropped"])))
+    seeds = []
+    for attr, label in (("seed", "resampling seed"), ("mc_seed", "Monte Carlo null seed")):
+        value = getattr(res, attr, None)
+        if value is not None:
+            seeds.append(f"{label} {value}")
+    rows.append(("Random seed", "; ".join(seeds) if seeds else "none (no resampling: the result is deterministic)"))
+    rows.append(("Python call", res.call or "not recorded"))
+    if command:
+        rows.append(("Command line", command))
+    return _table(["Item", "Value"], rows)
+
+
+def _estimates(res, d: dict) -> tuple[dict, dict]:
+    level = _level(d["alpha"])
+    method = d["method"]
+    kind = "adjusted" if method == "adjusted" else method
+    sq = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"])
+    ece = _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"])
+    estimate_rows = [
+        ("Point estimate", f"T = {fmt(d['estimate'])}  (T⁺ = max(T, 0) = {fmt(d['estimate_pos'])})",
+         f"√T⁺ = {fmt(d['ece'])}"),
+        (f"{level} {kind} confidence interval", sq, ece),
+        ("Plug-in estimate T_m (biased upward; for comparison)", fmt(d["plugin_estimate"]),
+         fmt(math.sqrt(max(d["plugin_estimate"], 0.0)))),
+    ]
+    estimates = _table(["Quantity", "ECE² scale", "ECE scale"], estimate_rows)
+    se = d["se"]
+    n, w = d["n"], d["bin_volume"]
+    se0 = math.sqrt(d["sigma0_sq"]) / (n * math.sqrt(w))
+    z1 = fmt(d["estimate"] / se, 4) if se and se > 0 else "undefined (se = 0)"
+    if method == "adjusted":
+        branch = _BRANCH_TEXT.get(d["ci_branch"], str(d["ci_branch"]))
+        role1 = f"upper end T⁺ + z(1−α/2)·se; lower end by {branch}"
+    else:
+        role1 = f"not used: the interval comes from {method}"
+    regime_rows = [
+        ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", "√n·(T − ECE²) / σ₁ → N(0, 1)"),
+        ("Variance constant", f"σ₀² = {fmt(d['sigma0_sq'])} (exact)", f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"),
+        ("Standard error of T", f"σ₀ / (n·√w) = {fmt(se0)}", f"se = σ₁ / √n = {fmt(se)}"),
+        ("Statistic", f"z₀ = n·√w·T / σ₀ = {fmt(d['null_zstat'], 4)}", f"T / se = {z1}"),
+        ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (one-sided, 1 − Φ(z₀))", "—"),
+        ("Role in the interval",
+         f"0 belongs to the interval iff T⁺ < z(1−α)·σ₀ / (n·√w) = {fmt(d['threshold'])}", role1),
+    ]
+    regimes = _table(["", "Calibrated regime (ECE = 0)", "Miscalibrated regime (ECE > 0)"], regime_rows)
+    return estimates, regimes
+
+
+def conclusion(d: dict, method: str | None = None, test_name: str = "calibrated-regime test") -> str:
+    """One plain-language sentence stating what the interval and test found.
+
+    A non-rejection is worded as "no evidence of miscalibration at level
+    alpha", never as "the model is calibrated".  Numbers have 3 significant
+    digits (the tables give 6).  For a resampling interval the sentence
+    follows the interval and also quotes the test, flagging a disagreement.
+    """
+    method = d["method"] if method is None else method
+    alpha = fmt(d["alpha"])
+    level = _level(d["alpha"])
+    ece = _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 3)
+    sq = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 3)
+    upper = fmt(d["ece_ci_upper"], 3)
+    p = fmt_p(d["null_pvalue"], 3)
+    p = p if p.startswith("<") else f"= {p}"
+    if method == "adjusted":
+        if d["contains_zero"]:
+            return (f"At level α = {alpha} the data give no evidence of miscalibration ({test_name} "
+                    f"p {p}); this does not show that the model is calibrated: the {level} confidence "
+                    f"interval for the l2-ECE, {ece}, allows calibration errors from 0 up to {upper}.")
+        return (f"At level α = {alpha} the data give evidence of miscalibration ({test_name} "
+                f"p {p}): the estimated l2-ECE is {fmt(d['ece'], 3)}, with {level} confidence interval {ece} "
+                f"({sq} for ECE²).")
+    rejects = d["null_pvalue"] is not None and d["null_pvalue"] <= d["alpha"]
+    if d["contains_zero"]:
+        clash = f"; note that the {test_name} rejects ECE = 0 (p {p})" if rejects else f" ({test_name} p {p})"
+        return (f"At level α = {alpha} the data give no evidence of miscalibration: the {level} {method} "
+                f"interval for the l2-ECE, {ece}, includes 0{clash}; this does not show that the model is "
+                f"calibrated: errors up to {upper} are compatible with the data.")
+    clash = (f"; note that the {test_name} does not reject ECE = 0 (p {p})" if not rejects
+             else f" ({test_name} p {p})")
+    return (f"At level α = {alpha} the data give evidence of miscalibration: the {level} {method} interval "
+            f"for the l2-ECE, {ece}, excludes 0 (estimate {fmt(d['ece'], 3)}; {sq} for ECE²){clash}.")
+
+
+def _test_name(res) -> str:
+    null = str(getattr(res, "null", "asymptotic"))
+    return "calibrated-regime test" if null == "asymptotic" else f"{null} test of ECE = 0"
+
+
+def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
+    if res.mode not in ("binary", "top1") or res.k != 1:
+        return None, None
+    try:
+        hl = res.hosmer_lemeshow(groups)
+    except ValueError as exc:
+        return None, f"Hosmer–Lemeshow test not computed: {exc}."
+    h = hl.to_dict()
+    test = _table(["Statistic", "Value"], [
+        ("HL chi-square", fmt(h["statistic"])),
+        ("groups g (of equal size, by sorted prediction)", fmt(h["groups"])),
+        ("p-value, df = g - 2 (development-data reference)", fmt_p(h["pvalue"])),
+        ("p-value, df = g (independent validation data)", fmt_p(h["pvalue_df_groups"])),
+    ])
+    compare = _table(["Estimator of ECE²", f"on the B = {res.n_bins} bins of this report",
+                      f"on the {groups} HL groups"], [
+        ("plug-in T_m (unweighted HL-type statistic / n)", fmt(h["plugin_estimate"]), fmt(h["plugin_estimate_groups"])),
+        ("debiased T (this report)", fmt(h["debiased_estimate"]), fmt(h["debiased_estimate_groups"])),
+    ])
+    t = hl.table
+    groups_table = _table(["group", "n", "mean prediction", "observed events", "expected events",
+                           "observed rate", "chi-square term"],
+                          [(fmt(int(r.group)), fmt(int(r.n)), fmt(r.mean_pred, 4), fmt(float(r.observed), 5),
+                            fmt(r.expected, 5), fmt(r.observed_rate, 4), fmt(r.chi2, 4))
+                           for r in t.itertuples(index=False)])
+    return {"test": test, "compare": compare, "groups": groups_table}, None
+
+
+_VALPROB_ROWS = (
+    ("c_statistic", "C (ROC), val.prob's", "discrimination; 0.5 = none, 1 = perfect"),
+    ("auc", "C (ROC), exact", "Mann–Whitney U / (n1 n0)"),
+    ("dxy", "Dxy", "Somers' rank correlation 2 (C - 1/2)"),
+    ("r2", "R2", "Nagelkerke's R²"),
+    ("d", "D", "discrimination index (D:Chi-sq - 1) / n"),
+    ("d_chisq", "D:Chi-sq", "LR chi-square of the predictions vs the constant model"),
+    ("d_p", "D:p", "chi-square(1) p-value"),
+    ("u", "U", "unreliability index (U:Chi-sq - 2) / n"),
+    ("u_chisq", "U:Chi-sq", "LR chi-square of intercept 0 and slope 1"),
+    ("u_p", "U:p", "chi-square(2) p-value"),
+    ("q", "Q", "quality index D - U"),
+    ("brier", "Brier", "mean (p − y)²"),
+    ("intercept", "Intercept", "a of logit P(y = 1) = a + b logit(p), joint fit (val.prob)"),
+    ("slope", "Slope", "b of the same fit; 1 for no over/underfitting"),
+    ("citl", "Calibration-in-the-large", "a0 of logit P(y = 1) = a0 + logit(p) (offset, slope 1)"),
+    ("emax", "Emax", "max |p - lowess(y ~ p)|"),
+    ("e90", "E90", "0.9 quantile of |p - lowess(y ~ p)|"),
+    ("eavg", "Eavg", "mean |p - lowess(y ~ p)|"),
+    ("spiegelhalter_z", "S:z", "Spiegelhalter's z"),
+    ("spiegelhalter_p", "S:p", "two-sided p-value of S:z"),
+)
+
+
+def _valprob(res) -> tuple[dict | None, str | None]:
+    if res.mode not in ("binary", "top1") or res.k != 1:
+        return None, None
+    if res.data is None:
+        return None, "Validation metrics not computed: the result holds no rows (bin sums only)."
+    from .validation_metrics import val_prob
+    p = res.data.z[:, 0]
+    y = np.rint(res.data.y[:, 0])
+    try:
+        v = val_prob(p, y, alpha=res.alpha)
+    except (ValueError, RuntimeError) as exc:
+        return None, f"Validation metrics (rms::val.prob) not computed: {exc}."
+    vd = v.to_dict()
+    level = _level(res.alpha)
+    cis = {"intercept": vd["intercept_ci"], "slope": vd["slope_ci"], "citl": vd["citl_ci"]}
+    rows = []
+    for key, label, meaning in _VALPROB_ROWS:
+        ci = cis.get(key)
+        ci_text = "" if ci is None else f"[{fmt(ci[0], 4)}, {fmt(ci[1], 4)}]"
+        rows.append((label, fmt(vd[key], 4), ci_text, meaning))
+    table = _table(["Statistic", "Value", f"{level} Wald CI", "Definition"], rows)
+    note = (f"n = {vd['n']} rows, {vd['n_events']} events"
+            + ("; for the top-1 target p is the confidence and y the indicator that the top class is correct"
+               if res.mode == "top1" else "") + ".")
+    return table, note
+
+
+def _bin_rows(res) -> tuple[dict, str | None]:
+    from .plotting import coordinate_columns
+    t = res.bin_table()
+    pairs = coordinate_columns(t)
+    d = len(pairs)
+    headers = ["bin"] + (["lower", "upper"] if d == 1 else []) + ["count"]
+    for j, (pc, oc) in enumerate(pairs, 1):
+        headers += (["mean prediction", "observed frequency"] if d == 1
+                    else [f"mean pred. {j}", f"observed {j}"])
+    headers.append("contribution to T")
+    rows = []
+    for rec in t.head(MAX_BIN_ROWS).to_dict(orient="records"):
+        key = rec["bin"]
+        row = [str(key[0]) if d == 1 and len(key) == 1 else str(key)]
+        if d == 1:
+            row += [fmt(rec["lower"], 4), fmt(rec["upper"], 4)]
+        row.append(fmt(int(rec["count"])))
+        for pc, oc in pairs:
+            row += [fmt(rec[pc], 4), fmt(rec[oc], 4)]
+        row.append(fmt(rec["contribution"], 4))
+        rows.append(row)
+    note = None
+    if len(t) > MAX_BIN_ROWS:
+        note = (f"The first {MAX_BIN_ROWS} of {len(t)} occupied bins are shown (ordered by bin index); "
+                "the full table is res.bin_table().")
+    return _table(headers, rows), note
+
+
+def _model_context(res, name: str, index: int, *, source, command, hl_groups: int, figure: bool) -> dict:
+    d = res.to_dict()
+    estimates, regimes = _estimates(res, d)
+    hl, hl_note = _hosmer_lemeshow(res, hl_groups)
+    vp, vp_note = _valprob(res)
+    bins, bins_note = _bin_rows(res)
+    ctx = {
+        "name": name,
+        "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
+        "anchor": f"model-{index + 1}",
+        "conclusion": conclusion(d, test_name=_test_name(res)),
+        "provenance": _provenance(res, d, source, command),
+        "settings": _settings(res, d),
+        "estimates": estimates,
+        "regimes": regimes,
+        "notes": list(d["notes"]),
+        "hl": hl,
+        "hl_note": hl_note,
+        "valprob": vp,
+        "valprob_note": vp_note,
+        "bins": bins,
+        "bins_note": bins_note,
+        "figure": None,
+        "figure_caption": None,
+        "level": _level(d["alpha"]),
+        "mode": d["mode"],
+        "evidence": not d["contains_zero"],
+    }
+    if figure:
+        ctx["figure"] = _png_data_uri(reliability_figure(res, labels=[name]))
+        n_coords = _n_coordinates(res)
+        level = _level(d["alpha"])
+        if n_coords == 1:
+            ctx["figure_caption"] = (
+                f"Reliability diagram of {name}: each point is one of the {d['n_occupied_bins']} occupied bins "
+                f"of width 1/B = {fmt(d['bin_width'], 4)} (mean prediction against observed frequency, with "
+                f"{level} Wilson intervals); the dashed line is perfect calibration; the strip underneath "
+                "counts the rows per bin.")
+        else:
+            ctx["figure_caption"] = (
+                f"Reliability diagram of {name}, one panel per coordinate ({n_coords}): the rows are grouped "
+                f"by the interval of width 1/B = {fmt(d['bin_width'], 4)} that holds that coordinate (mean "
+                f"prediction against observed frequency of the corresponding label, with {level} Wilson "
+                "intervals); the strip counts the rows per interval. The estimator's own "
+                f"{d['n_occupied_bins']} {n_coords}-dimensional bins are listed in the bin table below.")
+    return ctx
+
+
+def _comparison_context(cmp, index: int) -> dict:
+    d = cmp.to_dict()
+    if "comparisons" in d:  # all pairwise comparisons (Holm)
+        headers = ["model a", "model b", "Δ = ECE_a² − ECE_b²", "std err", "z", "p-value", "p (Holm)",
+                   "reject (Holm)", "CI lower", "CI upper", "paired"]
+        rows = [(r.get("model_a", ""), r.get("model_b", ""), fmt(r.get("estimate")), fmt(r.get("se")),
+                 fmt(r.get("statistic"), 4), fmt_p(r.get("pvalue")), fmt_p(r.get("pvalue_holm")),
+                 fmt(r.get("reject")), fmt(r.get("ci_lower")), fmt(r.get("ci_upper")), fmt(r.get("paired")))
+                for r in d["comparisons"]]
+        title = f"Pairwise comparison {index + 1}: {len(d.get('names', []))} models, Holm-adjusted"
+        notes = [f"Family-wise error rate {fmt(d.get('alpha'))}, alternative: {d.get('alternative', '')}; "
+                 f"correction: {d.get('correction', '')}."]
+        return {"title": title, "table": _table(headers, rows), "notes": notes}
+    alpha = d.get("alpha")
+    level = _level(alpha) if alpha is not None else ""
+    headers = ["model A", "model B", "ECE_A²", "ECE_B²", "Δ = A − B", "std err", "z", "p-value",
+               f"{level} CI for Δ", "paired", "alternative"]
+    ci = f"[{fmt(d.get('ci_lower'))}, {fmt(d.get('ci_upper'))}]"
+    if d.get("ci_lower") is None or d.get("ci_upper") is None:  # one-sided: an infinite end
+        lo = "-inf" if d.get("ci_lower") is None else fmt(d.get("ci_lower"))
+        hi = "inf" if d.get("ci_upper") is None else fmt(d.get("ci_upper"))
+        ci = f"({lo}, {hi})" if lo == "-inf" and hi == "inf" else (f"({lo}, {hi}]" if lo == "-inf" else f"[{lo}, {hi})")
+    row = (d.get("name_a", "A"), d.get("name_b", "B"), fmt(d.get("estimate_a")), fmt(d.get("estimate_b")),
+           fmt(d.get("estimate")), fmt(d.get("se")), fmt(d.get("statistic"), 4), fmt_p(d.get("pvalue")), ci,
+           f"{fmt(d.get('paired'))} ({d.get('pairing', '')})" if "paired" in d else "",
+           d.get("alternative", ""))
+    title = f"Comparison {index + 1}: {d.get('name_a', 'A')} vs {d.get('name_b', 'B')}"
+    return {"title": title, "table": _table(headers, [row]), "notes": list(d.get("notes", []))}
+
+
+def _overview(results, names) -> dict:
+    rows = []
+    for res, name in zip(results, names):
+        d = res.to_dict()
+        rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"]),
+                     _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"]), fmt(d["ece"]),
+                     _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"]),
+                     fmt_p(d["null_pvalue"])))
+    return _table(["Model", "mode", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE",
+                   "p (ECE = 0)"], rows)
+
+
+def _unique_names(results, labels) -> list[str]:
+    if labels is not None:
+        labels = [str(x) for x in labels]
+        if len(labels) != len(results):
+            raise ValueError(f"labels must have one name per result ({len(results)}), got {len(labels)}")
+        return labels
+    names = [_model_name(r, i) for i, r in enumerate(results)]
+    if len(set(names)) < len(names):
+        names = [f"{nm} [{i + 1}]" for i, nm in enumerate(names)]
+    return names
+
+
+def _as_result_list(results) -> list:
+    results = list(results) if isinstance(results, (list, tuple)) else [results]
+    if not results:
+        raise ValueError("results must hold at least one CalibrationResult")
+    for r in results:
+        if not (hasattr(r, "to_dict") and hasattr(r, "bin_table") and hasattr(r, "conf_int")):
+            raise TypeError(f"results must be CalibrationResult objects, got {type(r).__name__}")
+    return results
+
+
+def build_context(results, *, comparisons=None, title: str | None = None, purpose: str | None = None,
+                  labels: Sequence[str] | None = None, source=None, command: str | None = None,
+                  hl_groups: int = 10, figures: bool = True, generated: datetime | None = None) -> dict:
+    """The template context: strings, lists and ``to_dict()`` values only.
+
+    Parameters are those of :func:`report`; ``figures=False`` skips the
+    (slowest) figure rendering.
+    """
+    results = _as_result_list(results)
+    names = _unique_names(results, labels)
+    if source is None or isinstance(source, dict):
+        sources = [source] * len(results)
+    else:
+        sources = list(source)
+        if len(sources) != len(results):
+            raise ValueError(f"source must be a dict or one dict per result ({len(results)}), got {len(sources)}")
+    if comparisons is None:
+        comparisons = []
+    elif hasattr(comparisons, "to_dict"):
+        comparisons = [comparisons]
+    else:
+        comparisons = list(comparisons)
+    for c in comparisons:
+        if not hasattr(c, "to_dict"):
+            raise TypeError(f"comparisons must be results of calibtest.calib_compare, got {type(c).__name__}")
+    generated = datetime.now().astimezone() if generated is None else generated
+    models = [_model_context(r, nm, i, source=s, command=command, hl_groups=hl_groups, figure=figures)
+              for i, (r, nm, s) in enumerate(zip(results, names, sources))]
+    overlay = None
+    overlay_caption = None
+    same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
+    if figures and len(results) > 1 and same_target:
+        overlay = _png_data_uri(reliability_figure(results, labels=names))
+        overlay_caption = ("Reliability diagrams of the models overlaid (each on its own bins), with Wilson "
+                           "intervals; the strips count rows per bin-width interval.")
+    methods = {r.method for r in results}
+    null_kinds = {str(getattr(r, "null", "asymptotic")) for r in results}
+    ctx = {
+        "title": title if title else "Calibration validation report",
+        "purpose": purpose,
+        "generated": generated.isoformat(timespec="seconds"),
+        "versions": _table(["Software", "Version"], _versions()),
+        "command": command,
+        "multi": len(results) > 1,
+        "overview": _overview(results, names) if len(results) > 1 else None,
+        "overlay_figure": overlay,
+        "overlay_caption": overlay_caption,
+        "comparisons": [_comparison_context(c, i) for i, c in enumerate(comparisons)],
+        "models": models,
+        "alpha_text": ", ".join(sorted({fmt(r.alpha) for r in results})),
+        "uses_hulc": "hulc" in methods,
+        "uses_bootstrap": "bootstrap" in methods,
+        "uses_subsampling": "subsampling" in methods,
+        "uses_tcal": any(r.mode == "full" for r in results) or any("tcal" in m for m in methods | null_kinds),
+        "uses_conditional_null": bool(null_kinds - {"asymptotic"}),
+        "has_hl": any(m["hl"] is not None for m in models),
+        "has_valprob": any(m["valprob"] is not None for m in models),
+        "has_comparisons": bool(comparisons),
+        "auto_bins": any(r.n_bins_rule == "auto" for r in results),
+    }
+    return ctx
+
+
+# --------------------------------------------------------------------------- rendering
+def _packaged_template(name: str):
+    """Source of a template shipped in the package ``calibtest.templates`` (None if absent)."""
+    from importlib.resources import files
+
+    resource = files("calibtest.templates").joinpath(name)
+    if not resource.is_file():
+        return None
+    return resource.read_text(encoding="utf-8")
+
+
+def _template_environment():
+    import jinja2
+
+    loaders = []
+    source_tree = Path(__file__).resolve().parents[1]
+    # Running from a source checkout (tests with PYTHONPATH): the top-level templates/ folder.
+    if (source_tree / "pyproject.toml").is_file() and (source_tree / "templates" / "report.html").is_file():
+        loaders.append(jinja2.FileSystemLoader(str(source_tree / "templates")))
+    loaders.append(jinja2.FunctionLoader(_packaged_template))
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "htm", "xml"), default=True,
+                                            default_for_string=True),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def render_html(results, **kwargs) -> str:
+    """The report as one self-contained HTML string (arguments of :func:`report`)."""
+    ctx = build_context(results, **kwargs)
+    return _template_environment().get_template("report.html").render(**ctx)
+
+
+def _import_weasyprint():
+    try:
+        import weasyprint
+    except (ImportError, OSError) as exc:  # OSError: WeasyPrint present but Pango missing
+        raise ImportError(_PDF_HINT + f" [{type(exc).__name__}: {exc}]") from exc
+    return weasyprint
+
+
+def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
+           labels: Sequence[str] | None = None, source=None, command: str | None = None,
+           hl_groups: int = 10) -> Path:
+    """Write a validation report of one or more calibration results as HTML or PDF.
+
+    Parameters
+    ----------
+    results : CalibrationResult or list of CalibrationResult
+        The models to report (each gets its own section; several are also
+        summarised in one table and, when they share a target, in one
+        overlaid reliability diagram).
+    path : str or path-like
+        Output file; the suffix decides the format: ``.html``/``.htm`` or
+        ``.pdf`` (WeasyPrint, ``pip install "calibtest[pdf]"``).
+    comparisons : result of :func:`calibtest.calib_compare` or a list of them, optional
+        Shown as comparison tables (anything with a ``to_dict()`` in the
+        ``ComparisonResult`` or ``PairwiseComparisonResult`` layout).
+    title, purpose : str, optional
+        Report title and a free-text statement of what is evaluated and why.
+    labels : sequence of str, optional
+        Model names (default: right-hand sides of the formulas).
+    source : dict or list of dict, optional
+        Provenance of the input (e.g. ``file_provenance("data.csv")``: file
+        name, size, SHA-256), one dict for all results or one per result;
+        defaults to each result's ``source``.
+    command : str, optional
+        The command line that produced the report (the CLI passes it).
+    hl_groups : int
+        Groups of the Hosmer–Lemeshow test (binary and top-1 targets).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    ValueError
+        For a suffix other than .html, .htm or .pdf.
+    ImportError
+        For a PDF without WeasyPrint (the message names the extra to install).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".html", ".htm", ".pdf"):
+        raise ValueError(f"path must end in .html, .htm or .pdf, got {str(path)!r}")
+    weasyprint = _import_weasyprint() if suffix == ".pdf" else None
+    html = render_html(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
+                       source=source, command=command, hl_groups=hl_groups)
+    if weasyprint is None:
+        path.write_text(html, encoding="utf-8")
+    else:
+        weasyprint.HTML(string=html, base_url=None).write_pdf(str(path))
+    return path
+
+
+def _argv_command(argv: Sequence[str]) -> str:
+    """``calibtest`` followed by the shell-quoted arguments."""
+    import shlex
+    return "calibtest " + " ".join(shlex.quote(a) for a in argv)
+

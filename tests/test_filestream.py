@@ -1,0 +1,233 @@
+"""calib_ci on CSV and Parquet files: chunked reading gives the in-memory result, with provenance."""
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calibtest as ct
+from calibtest import filestream
+from calibtest.outofcore import calib_ci_out_of_core
+from calibtest.streaming import BinAccumulator
+from scale_helpers import assert_same_result
+
+pyarrow = pytest.importorskip("pyarrow")
+
+
+def frame(n: int = 3000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    conf = rng.uniform(0.1, 1, n)
+    conf[:7] = 1.0
+    return pd.DataFrame({"id": np.arange(n), "conf": conf,
+                         "correct": (rng.uniform(size=n) < conf ** 1.5).astype(np.int8),
+                         "note": rng.choice(["a", "b"], n)})
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("files")
+    df = frame()
+    df.loc[[11, 2500], "conf"] = np.nan
+    paths = {"csv": d / "preds.csv", "gz": d / "preds.csv.gz", "parquet": d / "preds.parquet"}
+    df.to_csv(paths["csv"], index=False)
+    df.to_csv(paths["gz"], index=False)
+    df.to_parquet(paths["parquet"], row_group_size=700)
+    return df, paths
+
+
+@pytest.mark.parametrize("kind", ["csv", "gz", "parquet"])
+@pytest.mark.parametrize("n_bins", ["auto", 17])
+def test_file_equals_in_memory(files, kind, n_bins):
+    df, paths = files
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=10, n_bins=n_bins, missing="drop")
+    res = ct.calib_ci("correct ~ conf", data=paths[kind], n_classes=10, n_bins=n_bins, missing="drop",
+                      chunksize=499, progress=False)
+    assert_same_result(res, ref)
+    assert res.n_dropped == 2 and res.data is None
+    src = res.source
+    raw = paths[kind].read_bytes()
+    assert src["sha256"] == hashlib.sha256(raw).hexdigest()
+    assert src["size_bytes"] == len(raw)
+    assert src["name"] == paths[kind].name and Path(src["path"]) == paths[kind].resolve()
+    assert src["format"] == ("parquet" if kind == "parquet" else "csv")
+    assert sorted(src["columns"]) == ["conf", "correct"]  # only the formula's columns are read
+    assert src["n_chunks"] == math.ceil(len(df) / 499) and src["n_rows_read"] == len(df)
+    # auto bins with dropped rows need a counting pass first; an integer B does not
+    assert src["passes"] == (2 if n_bins == "auto" else 1)
+    assert f"data={paths[kind].name!r}" in res.call and "chunksize=499" in res.call
+
+
+def test_parquet_auto_bins_from_metadata_in_one_pass(files, tmp_path):
+    df = files[0].dropna()
+    path = tmp_path / "clean.parquet"
+    df.to_parquet(path, row_group_size=1000)
+    res = ct.calib_ci("correct ~ conf", data=str(path), n_classes=10, progress=False)
+    assert res.source["passes"] == 1
+    assert res.n_bins == ct.auto_n_bins(len(df), 1)
+    assert_same_result(res, ct.calib_ci("correct ~ conf", data=df, n_classes=10))
+
+
+def test_chunks_never_exceed_chunksize(files, monkeypatch):
+    seen = []
+    original = BinAccumulator.update
+
+    def spy(self, data=None, **kw):
+        seen.append(len(data))
+        return original(self, data, **kw)
+
+    monkeypatch.setattr(BinAccumulator, "update", spy)
+    _, paths = files
+    for kind in ("csv", "parquet"):
+        seen.clear()
+        ct.calib_ci("correct ~ conf", data=paths[kind], n_classes=10, n_bins=5, missing="drop", chunksize=256)
+        assert max(seen) <= 256 and sum(seen) == 3000
+
+
+def test_topk_with_string_labels(tmp_path):
+    rng = np.random.default_rng(4)
+    n, K = 800, 4
+    logits = rng.normal(size=(n, K)) * 1.5
+    P = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    names = ["cat", "dog", "owl", "yak"]
+    df = pd.DataFrame(P, columns=names)
+    df["label"] = [names[rng.choice(K, p=row)] for row in P]
+    path = tmp_path / "topk.csv"
+    df.to_csv(path, index=False)
+    formula = "label ~ cat + dog + owl + yak"
+    ref = ct.calib_ci(formula, data=df, k=2, n_bins=6)
+    res = ct.calib_ci(formula, data=path, k=2, n_bins=6, chunksize=97)
+    assert res.mode == "topk" and res.k == 2
+    assert_same_result(res, ref)
+
+
+def test_full_calibration_from_a_file(tmp_path):
+    rng = np.random.default_rng(12)
+    n, K = 900, 3
+    P = rng.dirichlet(np.ones(K) * 2, size=n)
+    df = pd.DataFrame(P, columns=["a", "b", "c"])
+    df["label"] = [rng.choice(K, p=row) for row in P]
+    path = tmp_path / "full.parquet"
+    df.to_parquet(path, row_group_size=200)
+    ref = ct.calib_ci("label ~ a + b + c", data=df, k="full")
+    res = ct.calib_ci("label ~ a + b + c", data=path, k="full", chunksize=128)
+    assert res.mode == "full" and res.n_bins == ct.auto_n_bins(n, K - 1)
+    assert_same_result(res, ref)
+
+
+def test_formula_variables_from_the_callers_environment(tmp_path):
+    df = frame(500, seed=9)
+    df["pct"] = df["conf"] * 100
+    path = tmp_path / "pct.csv"
+    df.to_csv(path, index=False)
+    divisor = 100.0
+    ref = ct.calib_ci("correct ~ np.minimum(pct / divisor, 1)", data=df, n_classes=10, n_bins=8)
+    res = ct.calib_ci("correct ~ np.minimum(pct / divisor, 1)", data=path, n_classes=10, n_bins=8, chunksize=64)
+    assert res.source["columns"] == ["correct", "pct"]
+    assert_same_result(res, ref)
+
+
+def test_error_messages_name_file_rows_and_columns(tmp_path, files):
+    df = frame(40)
+    df.loc[23, "conf"] = 1.5
+    path = tmp_path / "bad.csv"
+    df.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"bad\.csv, rows 20\.\.29 .*must lie in \[0, 1\]"):
+        ct.calib_ci("correct ~ conf", data=path, n_classes=10, n_bins=4, chunksize=10)
+    _, paths = files
+    with pytest.raises(ValueError, match=r"rows 0\.\.2999.*missing values"):
+        ct.calib_ci("correct ~ conf", data=paths["parquet"], n_classes=10, n_bins=4, chunksize=5000)
+    with pytest.raises(ValueError, match="names column 'confidence', which is not in file 'preds.csv'"):
+        ct.calib_ci("correct ~ confidence", data=paths["csv"], n_classes=10)
+    with pytest.raises(FileNotFoundError, match="nowhere.csv"):
+        ct.calib_ci("correct ~ conf", data=tmp_path / "nowhere.csv")
+    with pytest.raises(ValueError, match="file format"):
+        ct.calib_ci("correct ~ conf", data="preds.xlsx")
+    with pytest.raises(ValueError, match="needs a formula"):
+        ct.calib_ci(data=paths["csv"])
+    with pytest.raises(ValueError, match="y= and probs="):
+        ct.calib_ci(data=paths["csv"], y=[0, 1], probs=[0.5, 0.5])
+    with pytest.raises(ValueError, match="chunksize= applies only"):
+        ct.calib_ci("correct ~ conf", data=df, chunksize=10)
+    with pytest.raises(TypeError, match="chunksize"):
+        ct.calib_ci("correct ~ conf", data=paths["csv"], chunksize=2.5)
+    with pytest.raises(ValueError, match="chunksize must be >= 1"):
+        ct.calib_ci("correct ~ conf", data=paths["csv"], chunksize=0)
+    with pytest.raises(TypeError, match="progress"):
+        ct.calib_ci("correct ~ conf", data=paths["csv"], n_classes=10, missing="drop", progress="yes")
+
+
+@pytest.mark.parametrize("method", ["bootstrap", "subsampling", "hulc"])
+def test_resampling_methods_need_in_memory_data(files, method):
+    _, paths = files
+    with pytest.raises(ValueError, match=f"method='{method}' resamples rows and needs in-memory data"):
+        calib_ci_out_of_core("correct ~ conf", paths["parquet"], env=None, n_classes=10, method=method)
+    import inspect
+    if "method" in inspect.signature(ct.calib_ci).parameters:  # once calib_ci has method= (resampling branch)
+        with pytest.raises(ValueError, match="needs in-memory data"):
+            ct.calib_ci("correct ~ conf", data=paths["parquet"], n_classes=10, method=method)
+
+
+class _FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("progress, tty, ci_env, shown", [
+    (None, False, None, False), (None, True, None, True), (None, True, "true", False),
+    (False, True, None, False), (True, False, "true", True)])
+def test_progress_bar_only_in_interactive_terminals(files, monkeypatch, progress, tty, ci_env, shown):
+    pytest.importorskip("tqdm")
+    _, paths = files
+    err = _FakeTTY() if tty else io.StringIO()
+    monkeypatch.setattr(filestream.sys, "stderr", err)
+    if ci_env is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci_env)
+    ct.calib_ci("correct ~ conf", data=paths["parquet"], n_classes=10, n_bins=5, missing="drop",
+                progress=progress)
+    assert ("rows" in err.getvalue()) is shown
+
+
+def test_cli_streams_parquet(files, capsys):
+    import json
+
+    from calibtest.cli import main
+    df, paths = files
+    assert main(["ci", str(paths["parquet"]), "--formula", "correct ~ conf", "--n-classes", "10",
+                 "--bins", "9", "--missing", "drop", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=10, n_bins=9, missing="drop")
+    assert out["n"] == ref.n and out["n_dropped"] == 2
+    assert math.isclose(out["estimate"], ref.estimate, rel_tol=1e-12)
+    with pytest.raises(SystemExit, match="file not found"):
+        main(["ci", "nowhere.parquet", "--formula", "correct ~ conf"])
+
+
+def test_formula_names_and_quoted_columns(tmp_path):
+    from calibtest.formula import formula_columns, formula_names
+    assert formula_names('label ~ Q("odd name") + np.log(x) + I(p / 100)') == \
+        ["label", "odd name", "x", "np", "I", "p"]
+    assert formula_names('y ~ Q("Q")') == ["y", "Q"]  # a column that happens to be called Q
+    assert formula_columns("y ~ I(p / 100)", ["p", "q", "y"]) == ["y", "p"]
+    df = frame(300, seed=5).rename(columns={"conf": "odd name"})
+    path = tmp_path / "odd.csv"
+    df.to_csv(path, index=False)
+    res = ct.calib_ci('correct ~ Q("odd name")', data=path, n_classes=10, n_bins=6, chunksize=100)
+    assert res.source["columns"] == ["correct", "odd name"]
+    assert_same_result(res, ct.calib_ci('correct ~ Q("odd name")', data=df, n_classes=10, n_bins=6))
+
+
+def test_conditional_null_needs_in_memory_data(tmp_path):
+    import pandas as pd
+    import pytest
+    import calibtest as ct
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"y": [0, 1, 1, 0], "p": [0.2, 0.7, 0.6, 0.3]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match="null='conditional' needs the rows in memory"):
+        ct.calib_ci("y ~ p", data=str(path), null="conditional", n_bins=2)

@@ -1,0 +1,438 @@
+"""HTML/PDF reports: structure, numbers, escaping, figures, PDF text, CLI and the installed wheel.
+
+The HTML is parsed with the standard library's ``html.parser``; the numbers
+are those of ``res.to_dict()`` formatted as the report formats them
+(``calibtest.summary.fmt``: 6 significant digits, p-values 4); the PNG size is
+read from the IHDR chunk and compared with the hand-computed pixel size
+(inches x 120 dpi).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calibtest as ct
+from calibtest import cli
+from calibtest.datasets import load_demo
+from calibtest.reporting import render_html, report
+from calibtest.summary import fmt
+
+REPO = Path(__file__).resolve().parents[1]
+
+VOID = {"meta", "img", "br", "hr", "link", "input", "col", "area", "base", "source", "wbr"}
+
+
+class _Doc(HTMLParser):
+    """Collects text, tags, attributes and images; checks that tags are balanced."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str, str | None]] = []
+        self.text: list[str] = []
+        self.images: list[str] = []
+        self.conclusions: list[str] = []
+        self._in_conclusion = 0
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            self.attrs.append((tag, name, value))
+        if tag == "img":
+            self.images.append(dict(attrs).get("src", ""))
+        if tag not in VOID:
+            self.stack.append(tag)
+            if tag == "div" and "conclusion" in (dict(attrs).get("class") or ""):
+                self._in_conclusion = len(self.stack)
+                self.conclusions.append("")
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"unbalanced </{tag}> (open: {self.stack[-3:]})")
+            return
+        if self._in_conclusion == len(self.stack):
+            self._in_conclusion = 0
+        self.stack.pop()
+
+    def handle_data(self, data):
+        if self.stack and self.stack[-1] in ("style", "title"):
+            return
+        self.text.append(data)
+        if self._in_conclusion:
+            self.conclusions[-1] += data
+
+    @property
+    def body_text(self) -> str:
+        return re.sub(r"\s+", " ", " ".join(self.text))
+
+
+def parse(html: str) -> _Doc:
+    doc = _Doc()
+    doc.feed(html)
+    doc.close()
+    assert not doc.errors, doc.errors[:5]
+    assert not doc.stack, f"unclosed tags {doc.stack}"
+    return doc
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def decode_images(doc: _Doc) -> list[bytes]:
+    out = []
+    for src in doc.images:
+        assert src.startswith("data:image/png;base64,"), src[:40]
+        out.append(base64.b64decode(src.split(",", 1)[1]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_demo()
+
+
+@pytest.fixture(scope="module")
+def demo_result(demo):
+    return ct.calib_ci("y ~ p", data=demo)
+
+
+@pytest.fixture(scope="module")
+def demo_html(demo_result):
+    return render_html(demo_result, title="Demo validation", purpose="Held-out check of a risk model.")
+
+
+@pytest.fixture(scope="module")
+def miscalibrated():
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, 800)
+    y = (rng.random(800) < np.clip(p + 0.15, 0, 1)).astype(int)
+    return ct.calib_ci("y ~ p", data=pd.DataFrame({"y": y, "p": p}))
+
+
+NUMBER_KEYS = ("estimate", "ece", "ci_lower", "ci_upper", "ece_ci_lower", "ece_ci_upper", "sigma1_sq",
+               "sigma0_sq", "se", "threshold", "plugin_estimate", "estimate_pos", "bin_volume", "bin_width",
+               "n", "n_bins", "n_occupied_bins", "n_singleton_bins", "alpha")
+
+
+def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
+    doc = parse(demo_html)
+    text = doc.body_text
+    d = demo_result.to_dict()
+    for key in NUMBER_KEYS:
+        assert fmt(d[key]) in text, (key, fmt(d[key]))
+    assert fmt(d["null_pvalue"], 4) in text
+    assert fmt(d["null_zstat"], 4) in text
+    interval = f"[{fmt(d['ci_lower'])}, {fmt(d['ci_upper'])}]"
+    assert interval in text
+    assert f"[{fmt(d['ece_ci_lower'])}, {fmt(d['ece_ci_upper'])}]" in text
+    for section in ("Demo validation", "Held-out check of a risk model.", "Settings", "Provenance",
+                    "Hosmer–Lemeshow", "rms::val.prob", "Bin table", "Methods", "Limitations",
+                    "A Confidence Interval for the ℓ2 Expected Calibration Error", "independent"):
+        assert section in text, section
+    # the call, n and the versions of the numerical stack
+    assert demo_result.call in text
+    import scipy
+    import statsmodels
+    for version in (ct.__version__, np.__version__, scipy.__version__, statsmodels.__version__):
+        assert version in text
+    # every occupied bin is a row of the bin table, with its count and its term of T
+    table = demo_result.bin_table()
+    for rec in table.itertuples(index=False):
+        assert f"{rec.bin[0]} {fmt(rec.lower, 4)} {fmt(rec.upper, 4)} {rec.count} " in text
+
+
+def test_hosmer_lemeshow_and_valprob_numbers(demo, demo_result, demo_html):
+    from calibtest.validation_metrics import val_prob
+    text = parse(demo_html).body_text
+    hl = demo_result.hosmer_lemeshow(10)
+    assert fmt(hl.statistic) in text and fmt(hl.pvalue, 4) in text
+    assert fmt(hl.plugin_estimate_groups) in text and fmt(hl.debiased_estimate_groups) in text
+    v = val_prob(demo["p"].to_numpy(), demo["y"].to_numpy(), alpha=0.05)
+    for value in (v.brier, v.c_statistic, v.slope, v.intercept, v.citl, v.eavg, v.spiegelhalter_z):
+        assert fmt(value, 4) in text
+    assert f"[{fmt(v.slope_ci[0], 4)}, {fmt(v.slope_ci[1], 4)}]" in text
+
+
+def test_conclusion_wording(demo_result, demo_html, miscalibrated):
+    doc = parse(demo_html)
+    assert len(doc.conclusions) == 1
+    c = re.sub(r"\s+", " ", doc.conclusions[0])
+    assert demo_result.contains_zero
+    assert "no evidence of miscalibration" in c and "α = 0.05" in c
+    # "calibrated" is only ever negated
+    assert "does not show that the model is calibrated" in c
+    assert c.count("is calibrated") == 1
+    assert "[0, 0.0484]" in c  # 3 significant digits of sqrt(ci_upper)
+    assert fmt(demo_result.conf_int(scale="ece").upper, 3) == "0.0484"
+
+    assert not miscalibrated.contains_zero
+    doc2 = parse(render_html(miscalibrated))
+    c2 = re.sub(r"\s+", " ", doc2.conclusions[0])
+    ci = miscalibrated.conf_int(scale="ece")
+    assert "evidence of miscalibration" in c2 and "no evidence" not in c2 and "is calibrated" not in c2
+    assert f"[{fmt(ci.lower, 3)}, {fmt(ci.upper, 3)}]" in c2
+    assert fmt(miscalibrated.ece, 3) in c2
+
+
+def test_self_contained_and_figure_size(demo_html):
+    doc = parse(demo_html)
+    assert "script" not in doc.tags and "link" not in doc.tags and "iframe" not in doc.tags
+    for tag, name, value in doc.attrs:
+        assert not name.startswith("on"), (tag, name)
+        if name in ("src", "href"):
+            assert value.startswith("data:") or value.startswith("#"), value[:40]
+    assert "http://" not in demo_html.split("<body>")[0] and "@import" not in demo_html
+    images = decode_images(doc)
+    assert len(images) == 1
+    assert png_size(images[0]) == (864, 600)  # 7.2 x 5.0 inches at 120 dpi
+    import matplotlib.image as mpimg
+    pixels = mpimg.imread(io.BytesIO(images[0]), format="png")
+    assert pixels.std() > 0.05  # not a blank image
+
+
+def test_topk_report_has_one_panel_per_coordinate():
+    rng = np.random.default_rng(11)
+    probs = rng.dirichlet([1.5, 1.0, 1.0], size=300)
+    labels = (rng.random(300)[:, None] > probs.cumsum(axis=1)).sum(axis=1)
+    res = ct.calib_ci(y=labels, probs=probs, k=2, n_bins=4)
+    doc = parse(render_html(res))
+    images = decode_images(doc)
+    assert png_size(images[0]) == (864, 468)  # 2 panels: max(7.2, 6.6) x 3.9 inches at 120 dpi
+    text = doc.body_text
+    assert "Hosmer" not in text.split("Methods")[0]  # HL and val.prob only for 1-dim targets
+    assert "mean pred. 2" in text and "observed 2" in text
+    assert fmt(res.estimate) in text
+
+
+def test_autoescaping_of_names_title_and_file(tmp_path):
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.1, 0.9, 200)
+    evil_col = '<script>alert("p")</script>'
+    df = pd.DataFrame({"y'\"<b>": (rng.random(200) < p).astype(int), evil_col: p})
+    res = ct.calib_ci("Q('y\\'\"<b>') ~ Q('<script>alert(\"p\")</script>')", data=df)
+    title = '<script>alert(1)</script> "quoted" & \'single\''
+    source = {"file": 'data"<script>x</script>.csv', "sha256": "0" * 64}
+    out = report(res, tmp_path / "evil.html", title=title, purpose="<img src=x onerror=alert(1)>",
+                 source=source, labels=['"><script>bad()</script>'])
+    html = out.read_text(encoding="utf-8")
+    doc = parse(html)
+    assert "script" not in doc.tags
+    assert doc.tags.count("img") == 1  # only the figure, not the purpose's <img>
+    for tag, name, value in doc.attrs:
+        assert not name.startswith("on"), (tag, name)
+    text = doc.body_text
+    assert title in text
+    assert "<img src=x onerror=alert(1)>" in text
+    assert 'data"<script>x</script>.csv' in text
+    assert evil_col in text and "<script>bad()</script>" in text
+    assert "&lt;script&gt;" in html and "<script>" not in html
+
+
+def test_multi_model_report_with_comparisons(demo):
+    df = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
+    a = ct.calib_ci("y ~ p", data=df)
+    b = ct.calib_ci("y ~ q", data=df)
+
+    class FakeComparison:  # the to_dict() layout of calibtest.calib_compare's ComparisonResult
+        def to_dict(self):
+            return {"estimate": a.estimate - b.estimate, "estimate_a": a.estimate, "estimate_b": b.estimate,
+                    "se": 0.00123456, "statistic": -2.5, "pvalue": 0.0124, "alternative": "two-sided",
+                    "alpha": 0.05, "ci_lower": -0.0111, "ci_upper": -0.00222, "paired": True,
+                    "pairing": "formula", "name_a": "p", "name_b": "q", "notes": ["paired <note>"]}
+
+    class FakePairwise:
+        def to_dict(self):
+            return {"names": ["p", "q"], "alpha": 0.05, "alternative": "two-sided", "correction": "holm",
+                    "comparisons": [{"model_a": "p", "model_b": "q", "estimate": -0.00765432, "se": 0.002,
+                                     "statistic": -3.8, "pvalue": 0.000145, "pvalue_holm": 0.00029,
+                                     "reject": True, "ci_lower": -0.0116, "ci_upper": -0.0037, "paired": True}]}
+
+    html = render_html([a, b], comparisons=[FakeComparison(), FakePairwise()], title="Two models")
+    doc = parse(html)
+    text = doc.body_text
+    images = decode_images(doc)
+    assert len(images) == 3  # overlay + one per model
+    assert png_size(images[0]) == (864, 600)
+    for res in (a, b):
+        assert fmt(res.estimate) in text and fmt(res.ci_upper) in text
+    assert fmt(a.estimate - b.estimate) in text and "0.00123456" in text and "0.0124" in text
+    assert "-0.00765432" in text and "0.00029" in text
+    assert "paired <note>" in text
+    assert "Model 1: p" in text and "Model 2: q" in text
+    assert "not adjusted for multiplicity" in text
+
+
+def test_real_calib_compare_if_available(demo):
+    if not hasattr(ct, "calib_compare"):
+        pytest.skip("calibtest.calib_compare is not on this branch")
+    df = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
+    cmp = ct.calib_compare("y ~ p", "y ~ q", data=df)
+    text = parse(render_html([cmp.result_a, cmp.result_b], comparisons=cmp)).body_text
+    d = cmp.to_dict()
+    assert fmt(d["estimate"]) in text and fmt(d["pvalue"], 4) in text
+
+
+def test_pdf_text_has_estimate_and_interval(tmp_path):
+    pytest.importorskip("pypdf")
+    try:
+        import weasyprint  # noqa: F401
+    except (ImportError, OSError) as exc:
+        pytest.skip(f"WeasyPrint unavailable: {exc}")
+    from pypdf import PdfReader
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.05, 0.95, 150)
+    res = ct.calib_ci(y=(rng.random(150) < p).astype(int), probs=p, n_bins=5)
+    out = res.report(tmp_path / "r.pdf", title="PDF check")
+    reader = PdfReader(str(out))
+    assert len(reader.pages) >= 2
+    text = re.sub(r"\s+", " ", reader.pages[0].extract_text())  # the estimate table is on page 1
+    assert "PDF check" in text
+    assert fmt(res.estimate) in text
+    d = res.to_dict()
+    assert f"[{fmt(d['ci_lower'])}, {fmt(d['ci_upper'])}]" in text
+    assert f"[{fmt(d['ece_ci_lower'])}, {fmt(d['ece_ci_upper'])}]" in text
+
+
+def test_missing_weasyprint_names_the_extra(tmp_path, monkeypatch, demo_result):
+    monkeypatch.setitem(sys.modules, "weasyprint", None)  # makes "import weasyprint" raise ImportError
+    with pytest.raises(ImportError, match=re.escape('pip install "calibtest[pdf]"')):
+        demo_result.report(tmp_path / "x.pdf")
+    assert not (tmp_path / "x.pdf").exists()
+
+
+def test_bad_arguments(tmp_path, demo_result):
+    with pytest.raises(ValueError, match=r"\.html, \.htm or \.pdf"):
+        report(demo_result, tmp_path / "x.docx")
+    with pytest.raises(TypeError, match="CalibrationResult"):
+        report([demo_result, "nope"], tmp_path / "x.html")
+    with pytest.raises(ValueError, match="one name per result"):
+        report(demo_result, tmp_path / "x.html", labels=["a", "b"])
+    with pytest.raises(TypeError, match="calib_compare"):
+        report(demo_result, tmp_path / "x.html", comparisons=[object()])
+
+
+def test_top_level_function_and_method_write_the_same_report(tmp_path, miscalibrated):
+    a = ct.report(miscalibrated, tmp_path / "a.html", title="Same")
+    b = miscalibrated.report(tmp_path / "b.html", title="Same")
+    strip = re.compile(r"Generated [^ <]+|data:image/png;base64,[A-Za-z0-9+/=]+")
+    assert strip.sub("", a.read_text()) == strip.sub("", b.read_text())
+
+
+def test_cli_report_records_file_hash_and_command(tmp_path, demo, monkeypatch, capsys):
+    csv = tmp_path / "demo data.csv"
+    demo.to_csv(csv, index=False)
+    digest = hashlib.sha256(csv.read_bytes()).hexdigest()
+    out = tmp_path / "out.html"
+    seen = {}
+    real = ct.api.calib_ci
+
+    def spy(*args, **kwargs):
+        seen.clear()
+        seen.update(kwargs)
+        if "method" in kwargs:  # calib_ci(method=) comes from another branch: stop here
+            raise ValueError("method seen")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ct.api, "calib_ci", spy)
+    rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(out), "--title", "CLI <report>",
+                   "--bins", "20", "--alpha", "0.1"])
+    assert rc == 0 and out.exists()
+    assert "method" not in seen and seen["n_bins"] == 20 and seen["alpha"] == 0.1
+    text = parse(out.read_text()).body_text
+    assert digest in text and str(csv) in text and "CLI <report>" in text
+    assert "calibtest report" in text and "--bins 20 --alpha 0.1 --method adjusted" in text
+    assert f"'{csv}'" in text  # the path with a space is shell-quoted
+    res = real("y ~ p", data=demo, n_bins=20, alpha=0.1)
+    assert fmt(res.estimate) in text and fmt(res.ci_upper) in text
+    rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(tmp_path / "o.html"), "--method", "bootstrap"])
+    assert seen["method"] == "bootstrap" and rc == 2 and "method seen" in capsys.readouterr().err
+    rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(tmp_path / "o.txt")])
+    assert rc == 2 and ".html, .htm or .pdf" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
+    """Build the wheel, install it into a new venv and render a report there."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "tests", "vignettes", "benchmarks"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    build = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check",
+                            "--outdir", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, env=env)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next((tmp_path / "dist").glob("calibtest-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"calibtest/templates/report.html", "calibtest/templates/report.css",
+            "calibtest/reporting.py", "calibtest/plotting.py"} <= set(names)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    install = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check",
+                              "-q", str(wheel)], capture_output=True, text=True, env=env)
+    assert install.returncode == 0, install.stderr[-2000:]
+    script = (
+        "import sys, calibtest\n"
+        "from calibtest.datasets import load_demo\n"
+        "assert calibtest.__file__.startswith(sys.prefix), calibtest.__file__\n"
+        "r = calibtest.calib_ci('y ~ p', data=load_demo().iloc[:400])\n"
+        "print(r.report(sys.argv[1], title='from the wheel'))\n")
+    out = tmp_path / "wheel.html"
+    run = subprocess.run([str(py), "-c", script, str(out)], capture_output=True, text=True, env=env,
+                         cwd=str(tmp_path))
+    assert run.returncode == 0, run.stderr[-2000:]
+    doc = parse(out.read_text(encoding="utf-8"))
+    assert "from the wheel" in doc.body_text and len(decode_images(doc)) == 1
+
+
+def test_conclusion_sentences_for_every_case(demo_result):
+    from calibtest.reporting import conclusion
+    base = demo_result.to_dict()
+    # open-at-zero interval: evidence, interval written (0, upper]
+    d = dict(base, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ece_ci_lower=0.0,
+             ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.01, ece=0.02)
+    s = conclusion(d)
+    assert "evidence of miscalibration" in s and "no evidence" not in s
+    assert "(0, 0.05]" in s and "(0, 0.0025]" in s and "p = 0.01" in s
+    # a resampling interval that excludes 0 while the test does not reject: both are stated
+    d = dict(base, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
+             ece_ci_lower=0.02, ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.39)
+    s = conclusion(d)
+    assert "95% bootstrap interval" in s and "[0.02, 0.05]" in s and "excludes 0" in s
+    assert "does not reject ECE = 0 (p = 0.39)" in s
+    # a resampling interval that contains 0: no evidence, never "is calibrated" unnegated
+    d = dict(base, method="hulc", contains_zero=True, ci_lower=0.0, ece_ci_lower=0.0, null_pvalue=0.5)
+    s = conclusion(d)
+    assert "no evidence of miscalibration" in s and "does not show that the model is calibrated" in s
+    assert s.count("is calibrated") == s.count("not show that the model is calibrated") == 1
+    # a different alpha appears in the sentence and the level
+    d = dict(base, alpha=0.1)
+    assert "α = 0.1" in conclusion(d) and "90% confidence interval" in conclusion(d)
+
+
+def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
+    from calibtest.reporting import conclusion, fmt_p
+    assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
+    d = dict(demo_result.to_dict(), contains_zero=False, null_pvalue=0.0)
+    s = conclusion(d)
+    assert "p < 1e-300" in s and "p = 0)" not in s
