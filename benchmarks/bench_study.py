@@ -25,7 +25,6 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 
 from calibtest import simulation as sim
 from calibtest import study

@@ -296,9 +296,9 @@ def simulate_intervals(*, settings=(1, 2, 3), betas=None, n: int = 100, n_bins=N
     for s in settings:
         for beta in betas[s]:
             for start in range(0, n_datasets, chunk_size):
-                tasks.append(_Task(s, beta_key(float(beta)), float(beta), start, min(start + chunk_size, n_datasets), int(n),
-                                   int(n_bins[s]), targets[s], alpha, methods, int(n_resamples),
-                                   int(tcal_draws), int(seed)))
+                stop = min(start + chunk_size, n_datasets)
+                tasks.append(_Task(s, beta_key(float(beta)), float(beta), start, stop, int(n), int(n_bins[s]),
+                                   targets[s], alpha, methods, int(n_resamples), int(tcal_draws), int(seed)))
     bar = None
     if _want_bar(progress):
         from tqdm.auto import tqdm
