@@ -28,6 +28,10 @@ def _format_call(formula, data, y, probs, options: dict) -> str:
     return "calib_ci(" + ", ".join(parts) + ")"
 
 
+#: Full calibration records the conditional null moments by default only up to this K.
+_CONDITIONAL_BY_DEFAULT_MAX_K = 4
+
+
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
              eval_env: int = 0, method: str = "adjusted", n_resamples: int | None = None,
@@ -106,7 +110,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
         redraws the labels from the predictions ``n_null_draws`` times
         (see :mod:`calibtest.conditional`).  The summary always shows the
-        asymptotic and the conditional p-values.
+        asymptotic and the conditional p-values, except for full calibration
+        with K > 4 under the default null, where the conditional moments (per-row
+        K x K x K terms) are computed only when ``null`` asks for them.
     n_null_draws : int
         Label draws R of the Monte Carlo null (default 2000).
     chunksize : int, optional
@@ -165,10 +171,12 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                                               "method": method if method != "adjusted" else None,
                                                               "n_resamples": n_resamples,
                                                               "rng": rng if isinstance(rng, (int, np.integer)) else None}))
-        from .tcal import row_bins
-        inverse = row_bins(res.data, res.n_bins)
-        res = with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
-                        inverse=inverse)
+        if null != "asymptotic" or res.k <= _CONDITIONAL_BY_DEFAULT_MAX_K:
+            # the conditional moments need per-row K x K and K x K x K terms: recorded by
+            # default only for small K, always computed when a non-asymptotic null is asked for
+            from .tcal import row_bins
+            res = with_null(res, res.data, res.n_bins, null=null, rng=rng, n_null_draws=n_null_draws,
+                            inverse=row_bins(res.data, res.n_bins))
         if method != "adjusted":
             from .resampling import resampled_result, row_bin_index
             res = resampled_result(res, row_bin_index(res.data, res.n_bins), method, n_resamples=n_resamples,

@@ -436,3 +436,15 @@ def test_full_mode_accepts_every_null():
     # the Monte Carlo p-value estimates the exact conditional one: within 4 MC standard errors
     p_mc, p_cond = res["monte-carlo"].null_pvalue, res["conditional"].null_pvalue
     assert abs(p_mc - p_cond) < 4 * np.sqrt(p_cond * (1 - p_cond) / 2000) + 0.01
+
+
+def test_full_mode_large_k_skips_conditional_moments_unless_asked():
+    import calibtest as ct
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.ones(6), size=300)
+    labels = (rng.uniform(size=(300, 1)) > P.cumsum(1)).sum(1).clip(max=5)
+    default = ct.calib_ci(y=labels, probs=P, k="full", n_bins=2)
+    assert default.conditional_pvalue is None and "conditional" not in str(default.summary())
+    asked = ct.calib_ci(y=labels, probs=P, k="full", n_bins=2, null="conditional")
+    assert asked.conditional_pvalue is not None and asked.null_pvalue == asked.conditional_pvalue
+    assert asked.estimate == default.estimate
