@@ -92,6 +92,7 @@ __all__ = [
     "hulc_subsample_size",
     "interval_from_estimates",
     "resample_statistic",
+    "multiset_statistics",
     "percentile_interval",
     "subsampling_interval",
     "hulc_n_splits",
@@ -113,9 +114,11 @@ METHODS = ("bootstrap", "subsampling", "hulc")
 #: median-bias subsamples (HulC).
 DEFAULT_N_RESAMPLES = 500
 
-#: Default block: this many (resample, row) index entries per block (~8 MB of
-#: indices; peak memory about five times that).
-BLOCK_ELEMENTS = 1 << 20
+#: Default block: this many (resample, row) index entries per block (~0.5 MB of
+#: indices; peak memory about five times that).  Blocks this small stay in the
+#: CPU cache: at n = 1000 the bootstrap runs about twice as fast as with 2^20
+#: entries per block (``benchmarks/bench_study.py``).
+BLOCK_ELEMENTS = 1 << 15
 
 #: Exponent of the HulC median-bias subsample size round(n ** (2/3)), the
 #: default ``subsamp_exp`` of the authors' R code (Kuchibhotla et al. 2024).
@@ -284,23 +287,58 @@ def resample_statistic(rows: BinnedRows, idx: np.ndarray) -> np.ndarray:
     Notes
     -----
     One combined (resample, bin) key ``r * m + bin`` and ``d + 2`` bincounts
-    for the whole matrix; no loop over resamples.
+    for the whole matrix; no loop over resamples (see :func:`multiset_statistics`).
+    """
+    return multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, rows._sq, idx)[0]
+
+
+def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """T of each row multiset of an index matrix, on one or several binnings of the rows.
+
+    Parameters
+    ----------
+    inverses : sequence of L ndarrays of intp, shape (N,)
+        Bin number (0..m_l-1) of each of the N rows, one array per binning.
+    sizes : sequence of L int
+        m_l, the number of bins of each binning.
+    cols : sequence of d ndarrays, shape (N,)
+        The columns of U, one value per row.
+    sq : ndarray, shape (N,)
+        ||U||^2 of each row.
+    idx : ndarray of int, shape (R, s)
+        Row numbers of R multisets of size s.
+
+    Returns
+    -------
+    ndarray of float64, shape (L, R)
+        ``T_lr = (1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / (c_rb - 1)`` on binning l
+        (the paper's eq. (debiased_estimator) on the multiset).
+
+    Notes
+    -----
+    The weights U[idx] and ||U[idx]||^2 are gathered once and shared by the
+    binnings; each binning adds one key ``r * m + bin`` and ``d + 2``
+    bincounts.  No loop over multisets, rows or bins.
     """
     R, s = idx.shape
-    m = rows.n_groups
-    key = rows.inverse[idx]
-    key += (np.arange(R, dtype=np.intp) * m)[:, None]
-    key = key.ravel()
-    size = R * m
     flat = idx.ravel()
-    count = np.bincount(key, minlength=size)
-    num = -np.bincount(key, weights=rows._sq[flat], minlength=size)
-    for col in rows._cols:  # loop over the d columns of U
-        s_j = np.bincount(key, weights=col[flat], minlength=size)
-        num += s_j * s_j
-    contrib = np.zeros(size)
-    np.divide(num, count - 1.0, out=contrib, where=count >= 2)
-    return contrib.reshape(R, m).sum(axis=1) / s
+    w_sq = sq[flat]
+    w_cols = [col[flat] for col in cols]  # loop over the d columns of U
+    out = np.empty((len(sizes), R))
+    for l, (inverse, m) in enumerate(zip(inverses, sizes)):  # loop over the few binnings
+        key = inverse[idx]
+        key += (np.arange(R, dtype=np.intp) * m)[:, None]
+        key = key.ravel()
+        size = R * m
+        count = np.bincount(key, minlength=size)
+        num = -np.bincount(key, weights=w_sq, minlength=size)
+        for w in w_cols:
+            s_j = np.bincount(key, weights=w, minlength=size)
+            num += s_j * s_j
+        contrib = np.zeros(size)
+        np.divide(num, count - 1.0, out=contrib, where=count >= 2)
+        out[l] = contrib.reshape(R, m).sum(axis=1) / s
+    return out
 
 
 def _block_size(block_size, n_resamples: int, size: int) -> int:
@@ -415,7 +453,7 @@ def subsample_estimates(rows: BinnedRows, size: int, n_resamples: int = DEFAULT_
     size = _check_count(size, "size", 1)
     if size > rows.n:
         raise ValueError(f"subsample size {size} exceeds the number of rows {rows.n}")
-    if block_size is None:  # the (block, n) boolean matrix of Floyd's algorithm stays below 8 MB
+    if block_size is None:  # the (block, n) boolean matrix of Floyd's algorithm stays below 0.5 MB
         block_size = max(1, min(n_resamples, BLOCK_ELEMENTS // size, 8 * BLOCK_ELEMENTS // rows.n))
     return _blocked(rows, n_resamples, size, _subsample_idx(rows.n, size), gen, block_size, progress,
                     "subsampling")
@@ -648,7 +686,7 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
         Default 500.
     rng : None, int or numpy.random.Generator
     block_size : int, optional
-        Resamples per block (default: about 2^20 index entries per block).
+        Resamples per block (default: about 2^16 index entries per block).
         The result does not depend on it.
     progress : bool, optional
         Progress bar (tqdm): ``None`` shows one only for long runs in an

@@ -40,12 +40,11 @@ import pandas as pd
 
 from .binning import cube_indices, group_keys
 from .intervals import check_alpha
+from .resampling import BLOCK_ELEMENTS, multiset_statistics
 from .stats import bin_sums, debiased_statistic
 
 __all__ = ["TCalCore", "TCalResult", "tcal_statistic_threshold", "tcal_test", "adaptive_scales", "row_bins"]
 
-#: Elements (draws x rows) processed per block of resamples.
-_BLOCK_ELEMENTS = 1 << 20
 
 
 # --------------------------------------------------------------------------- array core
@@ -97,15 +96,14 @@ def _category_probs(z: np.ndarray, full: bool) -> np.ndarray:
     return p / p.sum(axis=1, keepdims=True)
 
 
-def _alias_tables(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _alias_tables(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Walker/Vose alias tables of the categorical rows of ``p`` (n, c), vectorised over rows.
 
     Drawing J uniform on 0..c-1 and V ~ U(0, 1), the label is J if V < prob[J]
     and alias[J] otherwise; label l then has probability
     (prob[l] + sum_{j: alias[j] = l} (1 - prob[j])) / c = p[l].  Each of the c - 1
     steps pairs the smallest remaining scaled mass (<= 1) with the largest (>= 1).
-    Returns the flattened ``prob`` and ``alias`` and the first column p[:, 0]
-    (used directly when c = 2).
+    Returns ``prob`` and ``alias`` flattened row by row (entry i * c + j).
     """
     n, c = p.shape
     scaled = p * c
@@ -120,37 +118,87 @@ def _alias_tables(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         alias[rows, small] = large
         scaled[rows, large] -= 1.0 - scaled[rows, small]
         active[rows, small] = False
-    return prob.ravel(), alias.ravel(), np.ascontiguousarray(p[:, 0])
+    return prob.ravel(), alias.ravel()
 
 
-def _draw_block(gen: np.random.Generator, size: int, n: int, tables) -> tuple[np.ndarray, np.ndarray]:
-    """One block of consistency resamples: row indices (size, n) and labels (size, n).
+def _helmert(d: int) -> np.ndarray:
+    """Orthonormal basis (d, d - 1) of the vectors whose coordinates sum to zero (Helmert contrasts)."""
+    h = np.zeros((d, d - 1))
+    for j in range(1, d):  # loop over the d - 1 basis vectors
+        h[:j, j - 1] = 1.0 / math.sqrt(j * (j + 1))
+        h[j, j - 1] = -j / math.sqrt(j * (j + 1))
+    return h
 
-    Rows are drawn with replacement; each copy's label is drawn from its own
-    row's categorical distribution with one uniform V: by the alias method, or
-    for two categories directly (category 0 iff V < p_0).
+
+@dataclass(frozen=True, eq=False)
+class _PairTables:
+    """Everything a consistency resample needs, per (row, label) pair p = row * c + label.
+
+    Attributes
+    ----------
+    prob, alias : ndarray, shape (n * c,)
+        Alias tables: pair p is kept with probability prob[p], else replaced by alias[p].
+    cols : tuple of ndarray, shape (n * c,)
+        Coordinates of U* = onehot(label) - z_row; in full mode expressed in an
+        orthonormal basis of the sum-zero hyperplane (K - 1 coordinates, the
+        same norms and inner products since U* sums to 0).
+    sq : ndarray, shape (n * c,)
+        ||U*||^2 in the same coordinates.
+    c : int
+        Categories per row (d + 1 with "none", or K in full mode).
     """
-    prob, alias, first = tables
-    c = prob.size // n
-    idx = gen.integers(0, n, size=(size, n))
-    v = gen.random((size, n))
-    if c == 2:
-        return idx, (v >= first[idx]).astype(np.int64)
-    x = v * c
-    j = np.minimum(x.astype(np.int64), c - 1)
-    flat = idx * c + j
-    labels = np.where(x - j < prob[flat], j, alias[flat])
-    return idx, labels
+
+    prob: np.ndarray
+    alias: np.ndarray
+    cols: tuple
+    sq: np.ndarray
+    c: int
 
 
-def _block_statistics(idx: np.ndarray, labels: np.ndarray, z: np.ndarray, bins, sizes, full: bool) -> np.ndarray:
+def _pair_tables(z: np.ndarray, full: bool) -> _PairTables:
+    p = _category_probs(z, full)
+    n, c = p.shape
+    prob, alias = _alias_tables(p)
+    alias_pair = np.repeat(np.arange(n) * c, c) + alias
+    d = z.shape[1]
+    onehot = np.vstack([np.eye(d), np.zeros((1, d))])[:c] if not full else np.eye(d)
+    u = (onehot[None, :, :] - z[:, None, :]).reshape(n * c, d)
+    if full and d > 1:
+        u = u @ _helmert(d)
+    cols = tuple(np.ascontiguousarray(u[:, j]) for j in range(u.shape[1]))
+    return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c)
+
+
+def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables) -> np.ndarray:
+    """One block of consistency resamples as (row, label) pair numbers, shape (size, n).
+
+    One uniform u per copy gives both the row and the label: x = u * n * c,
+    f = floor(x) is a uniform (row, column) cell of the alias table and
+    V = x - f its uniform coin (exact up to a relative error n c / 2^53); the
+    pair is f if V < prob[f], else alias[f].  Copy r of a block always uses
+    the r-th run of n doubles of the stream, so the draws do not depend on the
+    block size.
+    """
+    x = gen.random((size, n))
+    x *= n * tables.c
+    f = x.astype(np.intp)
+    x -= f
+    return np.where(x < tables.prob[f], f, tables.alias[f])
+
+
+def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and label of pair numbers (the inverse of p = row * c + label)."""
+    return np.divmod(pairs, c)
+
+
+def _block_statistics(pairs: np.ndarray, tables: _PairTables, bins, sizes) -> np.ndarray:
     """Debiased T of each resampled data set in a block, at each scale: shape (L, D).
 
     Parameters
     ----------
-    idx, labels : ndarray of int, shape (D, n)
-        Resampled row of each copy and its label (0..d-1 a class, d = "none").
-    z : ndarray, shape (n, d)
+    pairs : ndarray of int, shape (D, n)
+        (row, label) pair number of each copy (from :func:`_draw_pairs`).
+    tables : _PairTables
     bins : list of ndarray, shape (n,)
         Bin number (0..m-1) of each original row, one array per scale.
     sizes : list of int
@@ -158,35 +206,13 @@ def _block_statistics(idx: np.ndarray, labels: np.ndarray, z: np.ndarray, bins, 
 
     Notes
     -----
-    Copy a of data set r in bin b gets the combined key r * m + b, so one
-    ``bincount`` per coordinate of U* = onehot(label) - z* gives all the
-    (data set, bin) sums S_b; Q_b = sum ||U*||^2 (with ||U*||^2 =
-    ||z*||^2 - 2 z*_label + 1, or ||z*||^2 for "none") and c_b are two more.
-    T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1).  No loop over data
-    sets, rows or bins.
+    A copy keeps its row's bin, so pair p = row * c + label lies in bin
+    bins[row]; :func:`calibtest.resampling.multiset_statistics` then gives
+    T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1) of every data set with
+    one key and d + 2 bincounts per scale.  No loop over data sets, rows or bins.
     """
-    D, n = idx.shape
-    d = z.shape[1]
-    offset = np.arange(D, dtype=np.int64)[:, None]
-    keys = [(offset * m + b[idx]).ravel() for b, m in zip(bins, sizes)]
-    lab = labels.ravel()
-    real = lab < d
-    z_lab = np.where(real, z.ravel()[idx.ravel() * d + np.minimum(lab, d - 1)], 0.0)
-    q_copy = (z * z).sum(axis=1)[idx].ravel() + real - 2.0 * z_lab
-    sq = [np.zeros(D * m) for m in sizes]
-    for j in range(d):  # loop over the d coordinates of U*
-        u_j = (lab == j) - z[:, j][idx].ravel()
-        for l, key in enumerate(keys):  # loop over the few scales
-            s = np.bincount(key, weights=u_j, minlength=D * sizes[l])
-            sq[l] += s * s
-    out = np.empty((len(sizes), D))
-    for l, key in enumerate(keys):
-        cnt = np.bincount(key, minlength=D * sizes[l]).astype(np.float64)
-        num = sq[l] - np.bincount(key, weights=q_copy, minlength=D * sizes[l])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            term = np.where(cnt >= 2, num / (cnt - 1.0), 0.0)
-        out[l] = term.reshape(D, sizes[l]).sum(axis=1) / n
-    return out
+    pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), tables.c) for b in bins]
+    return multiset_statistics(pair_bins, sizes, tables.cols, tables.sq, pairs)
 
 
 def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
@@ -225,8 +251,8 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
         ``z`` rows are complete probability vectors (no "none" outcome; rows
         are renormalised to sum to 1 for the label draws).
     block_size : int, optional
-        Resamples processed together (default: about 2^20 / n).  The output
-        for a given seed depends on it.
+        Resamples processed together (default: about 2^16 / n); it changes
+        memory use only, not the output.
 
     Returns
     -------
@@ -251,13 +277,12 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
     # the observed statistic exactly as calib_ci computes it
     observed = np.array([debiased_statistic(bin_sums(b, np.arange(m)[:, None], u, z), n)
                          for b, m in zip(bins, sizes)])
-    tables = _alias_tables(_category_probs(z, full))
-    D = block_size or max(1, min(R, _BLOCK_ELEMENTS // max(n, 1)))
+    tables = _pair_tables(z, full)
+    D = block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
     draws = np.empty((len(sizes), R))
     for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
         size = min(D, R - start)
-        idx, labels = _draw_block(gen, size, n, tables)
-        draws[:, start:start + size] = _block_statistics(idx, labels, z, bins, sizes, full)
+        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables, bins, sizes)
     threshold, pvalue = _mc_decision(observed, draws, alpha)
     return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
 

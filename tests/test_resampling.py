@@ -416,3 +416,25 @@ def test_full_calibration_mode_resamples_on_the_simplex_cells():
     assert (res.ci_lower, res.ci_upper) == pytest.approx((max(lo, 0.0), max(hi, 0.0)), abs=1e-15)
     sub = ct.calib_ci(y=y, probs=P, k="full", n_bins=3, method="subsampling", rng=1)
     assert sub.resample_size == 7 and "method='subsampling'" in sub.call
+
+
+def test_monte_carlo_null_and_bootstrap_use_separate_streams_of_one_seed():
+    rng = np.random.default_rng(21)
+    p = rng.random(300)
+    y = (rng.random(300) < p).astype(int)
+    both = ct.calib_ci(y=y, probs=p, n_bins=6, method="bootstrap", n_resamples=80, null="monte-carlo",
+                       n_null_draws=200, rng=5)
+    boot = ct.calib_ci(y=y, probs=p, n_bins=6, method="bootstrap", n_resamples=80, rng=5)
+    null = ct.calib_ci(y=y, probs=p, n_bins=6, null="monte-carlo", n_null_draws=200, rng=5)
+    np.testing.assert_array_equal(both.resample_estimates, boot.resample_estimates)
+    assert both.mc_pvalue == null.mc_pvalue and both.seed == both.mc_seed == 5
+    # the bootstrap consumes default_rng(5); the Monte Carlo null default_rng([5, 1]), not the same doubles
+    rows = rs.row_bin_index(both.data, 6)
+    direct = rs.bootstrap_estimates(rows, 80, np.random.default_rng(5))
+    np.testing.assert_array_equal(direct, boot.resample_estimates)
+    from calibtest.conditional import with_null
+    from calibtest.estimation import cube_rows
+    plain = ct.calib_ci(y=y, probs=p, n_bins=6)
+    mc = with_null(plain, plain.data, 6, null="monte-carlo", inverse=cube_rows(plain.data, 6)[0],
+                   n_null_draws=200, rng=np.random.default_rng([5, 1]))
+    assert mc.mc_pvalue == both.mc_pvalue

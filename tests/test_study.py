@@ -153,3 +153,28 @@ def test_smoke_study_reproduces_the_papers_qualitative_findings():
         assert cov[(s, "hulc")] >= 0.9 - 3 * se
         assert cov[(s, "subsampling")] >= 0.9 - 3 * se
         assert ratio[(s, "hulc")] > 1.0 and ratio[(s, "bootstrap")] > 1.0
+
+
+@pytest.mark.slow
+def test_vignette_script_smoke(tmp_path):
+    """The vignette script end to end with 3 data sets per beta: figures, cached results, markdown."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "vignettes" / "simulation_study.py"
+    if not script.exists():
+        pytest.skip("vignettes/ not present")
+    subprocess.run([sys.executable, str(script), "--datasets", "3", "--jobs", "2", "--out", str(tmp_path)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    for name in ("coverage_n100", "coverage_n1000", "length_n100", "length_n1000", "power_n100",
+                 "power_n1000", "bins_coverage", "bins_length"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (tmp_path / "simulation_study.md").read_text()
+    assert "## n = 100" in text and "## n = 1000" in text and "## Bin sensitivity (n = 1000)" in text
+    results = pd.read_csv(tmp_path / "results" / "study_n1000.csv")
+    assert set(results.method) >= {"adjusted", "bootstrap", "subsampling", "hulc"}
+    assert (results.n_datasets == 3).all() and len(results[results.method == "adjusted"]) == 3 * 21
+    meta = json.loads((tmp_path / "results" / "study_n1000_tcal.json").read_text())
+    assert meta["n_datasets"] == 3 and meta["tcal_draws"] == 1000 and meta["wall_seconds"] > 0

@@ -93,17 +93,34 @@ def test_block_statistics_match_explicit_resamples(case, multiclass):
     full = case == "full"
     bins = tcal.row_bins(res.data, B)
     bins = np.unique(bins, return_inverse=True)[1].ravel()
-    tables = tcal._alias_tables(tcal._category_probs(z, full))
-    idx, lab = tcal._draw_block(rng, 6, n, tables)
-    out = tcal._block_statistics(idx, lab, z, [bins], [int(bins.max()) + 1], full)
+    tables = tcal._pair_tables(z, full)
+    pairs = tcal._draw_pairs(rng, 6, n, tables)
+    idx, lab = tcal._pair_rows(pairs, tables.c)
+    out = tcal._block_statistics(pairs, tables, [bins], [int(bins.max()) + 1])
     for r in range(6):
         assert out[0, r] == pytest.approx(explicit_statistic(case, P, z, idx[r], lab[r], B), rel=1e-10, abs=1e-15)
+
+
+def test_helmert_basis_is_orthonormal_and_sum_zero():
+    for d in (2, 3, 7):
+        h = tcal._helmert(d)
+        np.testing.assert_allclose(h.T @ h, np.eye(d - 1), atol=1e-14)
+        np.testing.assert_allclose(h.sum(axis=0), 0.0, atol=1e-14)
+    np.testing.assert_allclose(tcal._helmert(2)[:, 0], [2 ** -0.5, -(2 ** -0.5)])
+
+
+def test_draws_do_not_depend_on_block_size(multiclass):
+    P, labels = multiclass
+    core = [tcal.tcal_statistic_threshold(P, np.eye(4)[labels] - P, tcal.row_bins(
+        ct.calib_ci(y=labels, probs=P, k="full", n_bins=3).data, 3), n_draws=70, rng=11, full=True,
+        block_size=bs).null_draws for bs in (1, 13, 70)]
+    assert np.array_equal(core[0], core[1]) and np.array_equal(core[0], core[2])
 
 
 def test_alias_tables_reproduce_probabilities():
     rng = np.random.default_rng(4)
     p = np.vstack([rng.dirichlet(np.ones(5) * 0.5, size=200), np.eye(5), np.full((1, 5), 0.2)])
-    prob, alias, _ = tcal._alias_tables(p)
+    prob, alias = tcal._alias_tables(p)
     n, c = p.shape
     prob, alias = prob.reshape(n, c), alias.reshape(n, c)
     back = prob.copy()
@@ -115,8 +132,8 @@ def test_alias_tables_reproduce_probabilities():
 
 def test_label_draws_follow_the_predictions():
     z = np.array([[0.5, 0.3], [0.1, 0.05], [0.9, 0.1], [0.0, 0.0]])    # top-2 vectors; rest = "none"
-    tables = tcal._alias_tables(tcal._category_probs(z, full=False))
-    idx, lab = tcal._draw_block(np.random.default_rng(5), 5000, 4, tables)
+    tables = tcal._pair_tables(z, full=False)
+    idx, lab = tcal._pair_rows(tcal._draw_pairs(np.random.default_rng(5), 5000, 4, tables), tables.c)
     probs = np.column_stack([z, 1 - z.sum(1)])
     for i in range(4):
         counts = np.bincount(lab[idx == i], minlength=3)

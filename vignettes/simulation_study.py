@@ -52,10 +52,6 @@ ALPHA = 0.1
 N_RESAMPLES = 500
 BIN_GRID = (10, 20, 30, 50)
 BIN_BETA_INDEX = (0, 3, 6, 9, 12, 15, 18, 20)  # eight of the 21 paper betas
-#: Data sets per beta for T-Cal (1000 Monte Carlo draws each): all of them at n = 100; at n = 1000
-#: one T-Cal test costs about 0.1 s of CPU, so 42 betas x 1000 data sets would take over an hour on
-#: 2 cores, and 250 data sets (power s.e. <= 0.032) are used.
-TCAL_DATASETS = {100: 1000, 1000: 250}
 
 LABEL = {"adjusted": "Adjusted (ours)", "bootstrap": "Bootstrap", "subsampling": "Subsampling",
          "hulc": "Adaptive HulC", "subsampling_reflected": "Subsampling (reflected)",
@@ -107,7 +103,7 @@ def main_study(n: int, n_datasets: int, jobs: int, rerun: bool):
         n=n, n_datasets=n_datasets, alpha=ALPHA, methods=methods, n_resamples=N_RESAMPLES, seed=SEED,
         n_jobs=jobs, chunk_size=25), rerun)
     if "tcal" in study.available_methods():
-        n_tcal = min(n_datasets, TCAL_DATASETS.get(n, n_datasets))
+        n_tcal = n_datasets
         params_t = dict(params, n_datasets=n_tcal, methods=["adjusted_full", "tcal"], tcal_draws=1000)
         tc, meta_t = _cached(f"study_n{n}_tcal", params_t, lambda: study.run_study(
             settings=(1, 2), n=n, n_datasets=n_tcal, alpha=ALPHA, methods=("adjusted_full", "tcal"), seed=SEED,
