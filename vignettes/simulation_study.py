@@ -386,8 +386,9 @@ def write_markdown(results: dict, metas: dict, bins: pd.DataFrame, path: Path) -
         cpu = meta.get("cpu_seconds")
         lines += [f"## n = {n}", "",
                   f"Wall time of the interval methods (63,000 data sets): {meta['wall_seconds'] / 60:.1f} min on "
-                  f"2 worker processes (load average afterwards {meta.get('load_average_after', ['?'])[0]:.1f} "
-                  "on 2 cores: the machine was shared with other jobs)"
+                  f"2 worker processes (load average afterwards {meta.get('load_average_after', [0])[0]:.1f} "
+                  "on 2 cores" + (": the machine was shared with other jobs)"
+                                  if meta.get("load_average_after", [0])[0] > 2.5 else ")")
                   + (f"; CPU time {cpu / 60:.1f} min, i.e. about {cpu / 120:.1f} min of wall time on 2 idle "
                      "cores" if cpu else "") + "."
                   + (f" T-Cal (1000 Monte Carlo draws, {meta['tcal_datasets']} data sets per beta, settings 1-2): "
