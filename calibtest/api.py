@@ -98,6 +98,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     rng : None, int or numpy.random.Generator
         Seed of the resampling (recorded as ``res.seed``; with ``None`` a fresh
         seed is drawn and recorded) and of the Monte Carlo null (``mc_seed``).
+        An int seed s gives the Monte Carlo null ``default_rng(s)`` and the
+        resampling ``default_rng([s, 1])``: independent streams.  A Generator
+        is consumed by both, in that order.
     progress : bool, optional
         Progress bar (needs tqdm) for long resampling runs and for files; by
         default only in an interactive terminal and never when the ``CI``

@@ -474,23 +474,20 @@ def conditional_test(t: float, moments: ConditionalMoments, alpha: float) -> Con
 # the conditional Monte Carlo test
 
 
-#: Second word of the Monte Carlo null's seed: an int seed s starts the stream
-#: ``default_rng([s, 1])``, independent of the resampling intervals' stream
-#: ``default_rng(s)`` when one ``calib_ci(rng=s)`` call asks for both.
-_MC_NULL_STREAM = 1
-
-
 def _check_rng(rng):
-    """Return (Generator, recorded seed) from None, an int or a Generator.
-
-    None records fresh OS entropy; an int seed s gives ``default_rng([s, 1])``
-    (see ``_MC_NULL_STREAM``); a Generator is used as is (recorded as None).
-    """
-    from .resampling import resolve_rng
-    gen, seed = resolve_rng(rng)
+    """Return (Generator, recorded seed) from None, an int or a Generator."""
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy)
+        return np.random.default_rng(seed), seed
+    if isinstance(rng, (bool, np.bool_)):
+        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
+    if isinstance(rng, numbers.Integral):
+        if rng < 0:
+            raise ValueError(f"rng seed must be non-negative, got {rng}")
+        return np.random.default_rng(int(rng)), int(rng)
     if isinstance(rng, np.random.Generator):
-        return gen, None
-    return np.random.default_rng([seed, _MC_NULL_STREAM]), seed
+        return rng, None
+    raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
 
 
 def _check_draws(n_draws) -> int:

@@ -240,23 +240,31 @@ def row_bin_index(prepared, n_bins: int) -> BinnedRows:
     return BinnedRows(inverse, prepared.u, keys.shape[0])
 
 
+#: Second word of the resampling seed: an int seed s starts ``default_rng([s, 1])``, a
+#: stream independent of ``default_rng(s)``, which the Monte Carlo null (``null="monte-carlo"``)
+#: of the same ``calib_ci(rng=s)`` call uses.
+RESAMPLING_STREAM = 1
+
+
 def resolve_rng(rng):
     """A Generator and the seed to record: ``(generator, seed)``.
 
     ``rng=None`` draws fresh OS entropy and records it, so the run can be
-    repeated with ``rng=seed``; an int is used as the seed; a Generator is used
-    as is (and consumed) and recorded as ``"Generator"``.
+    repeated with ``rng=seed``; an int seed s gives ``default_rng([s, 1])``
+    (:data:`RESAMPLING_STREAM`: independent of the Monte Carlo null's
+    ``default_rng(s)``); a Generator is used as is (and consumed) and recorded
+    as ``"Generator"``.
     """
     if rng is None:
         seed = int(np.random.SeedSequence().entropy) >> 65  # 63 bits of OS entropy
-        return np.random.default_rng(seed), seed
+        return np.random.default_rng([seed, RESAMPLING_STREAM]), seed
     if isinstance(rng, np.random.Generator):
         return rng, "Generator"
     if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
         raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
     if rng < 0:
         raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
-    return np.random.default_rng(int(rng)), int(rng)
+    return np.random.default_rng([int(rng), RESAMPLING_STREAM]), int(rng)
 
 
 def _check_count(value, name: str, minimum: int) -> int:
