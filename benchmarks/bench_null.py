@@ -20,7 +20,6 @@ import numpy as np
 import calibtest as ct
 import calibtest.api as api
 from calibtest.conditional import _cube_inverse, label_classes, monte_carlo_test
-from calibtest.modes import prepare
 
 
 def best_of(fn, repeat: int) -> float:

@@ -8,7 +8,7 @@ from .conditional import check_null_options, with_null
 from .estimation import cube_bin_stats, cube_rows, result_from_stats
 from .formula import capture_env, parse_formula
 from .full import full_calibration_result, is_full_request
-from .inputs import MISSING_OPTIONS, array_input, missing_mask
+from .inputs import MISSING_OPTIONS, array_input, check_count, check_seed, missing_mask
 from .intervals import check_alpha
 from .modes import prepare
 from .results import CalibrationResult
@@ -217,14 +217,7 @@ def _check_method(method, n_resamples, rng=None, progress=None) -> None:
         if method == "adjusted":
             raise ValueError("n_resamples applies only to the resampling methods "
                              "(method='bootstrap', 'subsampling' or 'hulc')")
-        if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)):
-            raise TypeError(f"n_resamples must be an integer, got {n_resamples!r}")
-        if n_resamples < 2:
-            raise ValueError(f"n_resamples must be >= 2, got {n_resamples}")
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
-            raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
-        if rng < 0:
-            raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
+        check_count(n_resamples, "n_resamples", 2)
+    check_seed(rng)
     if progress is not None and not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be None, True or False, got {progress!r}")

@@ -6,10 +6,6 @@ import json
 __all__ = ["add_compare_parser"]
 
 
-def _bins(value: str):
-    return value if value == "auto" else int(value)
-
-
 def _cmd_compare(args) -> int:
     from .cli import _read_csv
     from .compare import calib_compare
@@ -23,6 +19,7 @@ def _cmd_compare(args) -> int:
 
 def add_compare_parser(sub) -> None:
     """Add the ``compare`` subcommand to an argparse subparsers object."""
+    from .cli import _bins
     cmp = sub.add_parser("compare", help="test whether two models' calibration errors differ (paired)")
     cmp.add_argument("file", help="CSV file with the outcomes and both models' predictions")
     cmp.add_argument("--formula-a", required=True, help='model A, e.g. "y ~ p_old"')

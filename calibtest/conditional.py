@@ -113,13 +113,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as _sps
 
 from .binning import cube_indices, group_keys
+from .inputs import check_count, check_seed
 from .intervals import adjusted_interval
 from .modes import PreparedData
 
@@ -479,35 +479,17 @@ def _check_rng(rng):
     if rng is None:
         seed = int(np.random.SeedSequence().entropy)
         return np.random.default_rng(seed), seed
-    if isinstance(rng, (bool, np.bool_)):
-        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
-    if isinstance(rng, numbers.Integral):
-        if rng < 0:
-            raise ValueError(f"rng seed must be non-negative, got {rng}")
-        return np.random.default_rng(int(rng)), int(rng)
-    if isinstance(rng, np.random.Generator):
+    if isinstance(check_seed(rng), np.random.Generator):
         return rng, None
-    raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
-
-
-def _check_draws(n_draws) -> int:
-    if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, numbers.Integral):
-        raise TypeError(f"n_null_draws must be a positive integer, got {n_draws!r}")
-    if n_draws < 1:
-        raise ValueError(f"n_null_draws must be >= 1, got {n_draws}")
-    return int(n_draws)
+    return np.random.default_rng(int(rng)), int(rng)
 
 
 def check_null_options(null, n_null_draws=2000, rng=None) -> None:
     """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of :func:`calibtest.calib_ci` up front."""
     if not isinstance(null, str) or null not in NULLS:
         raise ValueError(f"null must be one of {NULLS}, got {null!r}")
-    _check_draws(n_null_draws)
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
-            raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
-        if rng < 0:
-            raise ValueError(f"rng seed must be non-negative, got {rng}")
+    check_count(n_null_draws, "n_null_draws")
+    check_seed(rng)
 
 
 @dataclass(frozen=True, eq=False)
@@ -641,7 +623,7 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
         z = z[:, None]
     inverse = np.asarray(inverse, dtype=np.intp)
     observed = np.asarray(observed, dtype=np.intp)
-    n_draws = _check_draws(n_draws)
+    n_draws = check_count(n_draws, "n_draws")
     gen, seed = _check_rng(rng)
     plan = _DrawPlan(z, inverse, z.shape[0] if n is None else int(n), complete)
     if plan.nk == 0:  # no bin holds two rows: T = 0 for every label vector

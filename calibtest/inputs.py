@@ -1,10 +1,12 @@
-"""Input arrays shared by every front end: array input and missing-value rules."""
+"""Input checks shared by every front end: array input, missing-value rules, seeds and counts."""
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["MISSING_OPTIONS", "array_input", "missing_mask"]
+__all__ = ["MISSING_OPTIONS", "array_input", "missing_mask", "check_seed", "check_count"]
 
 MISSING_OPTIONS = ("raise", "drop")
 
@@ -45,3 +47,23 @@ def array_input(y, probs):
         prob_names = ["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])]
         class_names = None
     return y_arr, p_arr, "y", prob_names, class_names
+
+
+def check_seed(rng):
+    """Check an ``rng=`` argument: None, a non-negative int seed or a numpy Generator; return it."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
+        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+    if rng < 0:
+        raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
+    return rng
+
+
+def check_count(value, name: str, minimum: int = 1) -> int:
+    """Check a count argument (an integer >= ``minimum``, not a bool) and return it as an int."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)

@@ -71,7 +71,6 @@ a sample of brilliance", CACM 30.
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import sys
 import warnings
@@ -80,6 +79,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .binning import cube_indices, group_keys
+from .inputs import check_count, check_seed
 
 __all__ = [
     "METHODS",
@@ -258,21 +258,9 @@ def resolve_rng(rng):
     if rng is None:
         seed = int(np.random.SeedSequence().entropy) >> 65  # 63 bits of OS entropy
         return np.random.default_rng([seed, RESAMPLING_STREAM]), seed
-    if isinstance(rng, np.random.Generator):
+    if isinstance(check_seed(rng), np.random.Generator):
         return rng, "Generator"
-    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
-        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
-    if rng < 0:
-        raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
     return np.random.default_rng([int(rng), RESAMPLING_STREAM]), int(rng)
-
-
-def _check_count(value, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -352,7 +340,7 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) 
 def _block_size(block_size, n_resamples: int, size: int) -> int:
     if block_size is None:
         return max(1, min(n_resamples, BLOCK_ELEMENTS // max(size, 1)))
-    return _check_count(block_size, "block_size", 1)
+    return check_count(block_size, "block_size", 1)
 
 
 def _want_progress(progress, elements: int) -> bool:
@@ -445,7 +433,7 @@ def bootstrap_estimates(rows: BinnedRows, n_resamples: int = DEFAULT_N_RESAMPLES
     ndarray, shape (n_resamples,)
     """
     gen, _ = resolve_rng(rng)
-    n_resamples = _check_count(n_resamples, "n_resamples", 1)
+    n_resamples = check_count(n_resamples, "n_resamples", 1)
     return _blocked(rows, n_resamples, rows.n, _bootstrap_idx(rows.n), gen, block_size, progress, "bootstrap")
 
 
@@ -457,8 +445,8 @@ def subsample_estimates(rows: BinnedRows, size: int, n_resamples: int = DEFAULT_
     ``size``-subset of the rows is equally likely.
     """
     gen, _ = resolve_rng(rng)
-    n_resamples = _check_count(n_resamples, "n_resamples", 1)
-    size = _check_count(size, "size", 1)
+    n_resamples = check_count(n_resamples, "n_resamples", 1)
+    size = check_count(size, "size", 1)
     if size > rows.n:
         raise ValueError(f"subsample size {size} exceeds the number of rows {rows.n}")
     if block_size is None:  # the (block, n) boolean matrix of Floyd's algorithm stays below 0.5 MB
@@ -708,7 +696,7 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     gen, seed = resolve_rng(rng)
-    R = DEFAULT_N_RESAMPLES if n_resamples is None else _check_count(n_resamples, "n_resamples", 2)
+    R = DEFAULT_N_RESAMPLES if n_resamples is None else check_count(n_resamples, "n_resamples", 2)
     n = rows.n
     if estimate is None:
         estimate = float(resample_statistic(rows, np.arange(n, dtype=np.intp)[None, :])[0])

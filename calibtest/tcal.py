@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .binning import cube_indices, group_keys
+from .inputs import check_count, check_seed
 from .intervals import check_alpha
 from .resampling import BLOCK_ELEMENTS, multiset_statistics
 from .stats import bin_sums, debiased_statistic
@@ -71,19 +72,8 @@ class TCalCore:
 
 
 def _as_rng(rng) -> np.random.Generator:
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, (bool, np.bool_))):
-        return np.random.default_rng(rng)
-    raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
-
-
-def _check_draws(n_draws) -> int:
-    if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, (int, np.integer)):
-        raise TypeError(f"n_draws must be a positive integer, got {n_draws!r}")
-    if n_draws < 1:
-        raise ValueError(f"n_draws must be >= 1, got {n_draws}")
-    return int(n_draws)
+    rng = check_seed(rng)
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
 def _category_probs(z: np.ndarray, full: bool) -> np.ndarray:
@@ -146,6 +136,10 @@ class _PairTables:
         ||U*||^2 in the same coordinates.
     c : int
         Categories per row (d + 1 with "none", or K in full mode).
+    bins : list of ndarray, shape (n * c,)
+        Bin number of each pair at each scale: a copy keeps its row's bin.
+    sizes : list of int
+        Number of bins m at each scale.
     """
 
     prob: np.ndarray
@@ -153,9 +147,12 @@ class _PairTables:
     cols: tuple
     sq: np.ndarray
     c: int
+    bins: list
+    sizes: list
 
 
-def _pair_tables(z: np.ndarray, full: bool) -> _PairTables:
+def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
+    """Alias tables, U* coordinates and bins of every (row, label) pair (``bins``: per scale, per row)."""
     p = _category_probs(z, full)
     n, c = p.shape
     prob, alias = _alias_tables(p)
@@ -166,7 +163,9 @@ def _pair_tables(z: np.ndarray, full: bool) -> _PairTables:
     if full and d > 1:
         u = u @ _helmert(d)
     cols = tuple(np.ascontiguousarray(u[:, j]) for j in range(u.shape[1]))
-    return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c)
+    pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), c) for b in bins]
+    return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
+                       bins=pair_bins, sizes=list(sizes))
 
 
 def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables) -> np.ndarray:
@@ -191,7 +190,7 @@ def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     return np.divmod(pairs, c)
 
 
-def _block_statistics(pairs: np.ndarray, tables: _PairTables, bins, sizes) -> np.ndarray:
+def _block_statistics(pairs: np.ndarray, tables: _PairTables) -> np.ndarray:
     """Debiased T of each resampled data set in a block, at each scale: shape (L, D).
 
     Parameters
@@ -199,10 +198,7 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, bins, sizes) -> np
     pairs : ndarray of int, shape (D, n)
         (row, label) pair number of each copy (from :func:`_draw_pairs`).
     tables : _PairTables
-    bins : list of ndarray, shape (n,)
-        Bin number (0..m-1) of each original row, one array per scale.
-    sizes : list of int
-        m at each scale.
+        With the bin of every pair at each scale.
 
     Notes
     -----
@@ -211,8 +207,7 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, bins, sizes) -> np
     T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1) of every data set with
     one key and d + 2 bincounts per scale.  No loop over data sets, rows or bins.
     """
-    pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), tables.c) for b in bins]
-    return multiset_statistics(pair_bins, sizes, tables.cols, tables.sq, pairs)
+    return multiset_statistics(tables.bins, tables.sizes, tables.cols, tables.sq, pairs)
 
 
 def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
@@ -270,19 +265,19 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
         raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
     if bins.min() < 0:
         raise ValueError("bins must be non-negative bin numbers")
-    R = _check_draws(n_draws)
+    R = check_count(n_draws, "n_draws")
     gen = _as_rng(rng)
     bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
     sizes = [int(b.max()) + 1 for b in bins]
     # the observed statistic exactly as calib_ci computes it
     observed = np.array([debiased_statistic(bin_sums(b, np.arange(m)[:, None], u, z), n)
                          for b, m in zip(bins, sizes)])
-    tables = _pair_tables(z, full)
+    tables = _pair_tables(z, full, bins, sizes)
     D = block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
     draws = np.empty((len(sizes), R))
     for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
         size = min(D, R - start)
-        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables, bins, sizes)
+        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables)
     threshold, pvalue = _mc_decision(observed, draws, alpha)
     return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
 
@@ -484,7 +479,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     """
     from .api import calib_ci
     alpha = check_alpha(alpha)
-    R = _check_draws(n_draws)
+    R = check_count(n_draws, "n_draws")
     gen = _as_rng(rng)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
         scales = _check_scales(n_bins)

@@ -93,10 +93,10 @@ def test_block_statistics_match_explicit_resamples(case, multiclass):
     full = case == "full"
     bins = tcal.row_bins(res.data, B)
     bins = np.unique(bins, return_inverse=True)[1].ravel()
-    tables = tcal._pair_tables(z, full)
+    tables = tcal._pair_tables(z, full, [bins], [int(bins.max()) + 1])
     pairs = tcal._draw_pairs(rng, 6, n, tables)
     idx, lab = tcal._pair_rows(pairs, tables.c)
-    out = tcal._block_statistics(pairs, tables, [bins], [int(bins.max()) + 1])
+    out = tcal._block_statistics(pairs, tables)
     for r in range(6):
         assert out[0, r] == pytest.approx(explicit_statistic(case, P, z, idx[r], lab[r], B), rel=1e-10, abs=1e-15)
 
@@ -132,7 +132,7 @@ def test_alias_tables_reproduce_probabilities():
 
 def test_label_draws_follow_the_predictions():
     z = np.array([[0.5, 0.3], [0.1, 0.05], [0.9, 0.1], [0.0, 0.0]])    # top-2 vectors; rest = "none"
-    tables = tcal._pair_tables(z, full=False)
+    tables = tcal._pair_tables(z, False, [np.zeros(4, dtype=np.intp)], [1])
     idx, lab = tcal._pair_rows(tcal._draw_pairs(np.random.default_rng(5), 5000, 4, tables), tables.c)
     probs = np.column_stack([z, 1 - z.sum(1)])
     for i in range(4):
