@@ -136,9 +136,9 @@ class _PairTables:
         ||U*||^2 in the same coordinates.
     c : int
         Categories per row (d + 1 with "none", or K in full mode).
-    bins : list of ndarray, shape (n * c,)
+    bins : tuple of ndarray, shape (n * c,)
         Bin number of each pair at each scale: a copy keeps its row's bin.
-    sizes : list of int
+    sizes : tuple of int
         Number of bins m at each scale.
     """
 
@@ -147,8 +147,8 @@ class _PairTables:
     cols: tuple
     sq: np.ndarray
     c: int
-    bins: list
-    sizes: list
+    bins: tuple
+    sizes: tuple
 
 
 def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
@@ -163,9 +163,9 @@ def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
     if full and d > 1:
         u = u @ _helmert(d)
     cols = tuple(np.ascontiguousarray(u[:, j]) for j in range(u.shape[1]))
-    pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), c) for b in bins]
+    pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), c) for b in bins]  # loop over the few scales
     return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
-                       bins=pair_bins, sizes=list(sizes))
+                       bins=tuple(pair_bins), sizes=tuple(sizes))
 
 
 def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables) -> np.ndarray:
@@ -246,7 +246,7 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
         ``z`` rows are complete probability vectors (no "none" outcome; rows
         are renormalised to sum to 1 for the label draws).
     block_size : int, optional
-        Resamples processed together (default: about 2^16 / n); it changes
+        Resamples processed together (default: about 2^15 / n); it changes
         memory use only, not the output.
 
     Returns
