@@ -18,8 +18,8 @@ from unittest import mock
 import numpy as np
 
 import calibtest as ct
-import calibtest.api as api
-from calibtest.conditional import _cube_inverse, label_classes, monte_carlo_test
+import calibtest.ece as api
+from calibtest.core.conditional import _cube_inverse, label_classes, monte_carlo_test
 
 
 def best_of(fn, repeat: int) -> float:

@@ -112,7 +112,7 @@ def task_floor(path: str, chunksize: int, pre_buffer: str = "no") -> dict:
 
 
 def task_sha256(path: str) -> dict:
-    from calibtest.filestream import sha256_file
+    from calibtest.backends.files import sha256_file
     t0 = time.perf_counter()
     digest = sha256_file(Path(path))
     return {"seconds": time.perf_counter() - t0, "sha256": digest}
@@ -159,7 +159,7 @@ def task_dask(path: str, workers: int) -> dict:
 
 def _old_merge(a, b):
     """BinStats.merge before merge_stats: np.unique over key rows and np.add.at."""
-    from calibtest.stats import BinStats
+    from calibtest.core.binstats import BinStats
     keys = np.concatenate([a.keys, b.keys])
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.ravel()
@@ -176,7 +176,7 @@ def _old_merge(a, b):
 
 
 def task_merge(parts: int, bins: int) -> dict:
-    from calibtest.stats import BinStats, merge_stats
+    from calibtest.core.binstats import BinStats, merge_stats
     rng = np.random.default_rng(1)
     partials = []
     for _ in range(parts):

@@ -29,8 +29,8 @@ from pathlib import Path
 
 
 from calibtest import simulation as sim
-from calibtest import study
-from calibtest.study import _Task, _one_dataset
+from calibtest.simulation import study
+from calibtest.simulation.study import _Task, _one_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 

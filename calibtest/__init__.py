@@ -1,52 +1,56 @@
 """calibtest: confidence intervals and tests for the l2 expected calibration error.
 
 Implements Sun, Chaudhari, Barnett & Dobriban, "A Confidence Interval for the
-l2 Expected Calibration Error" (debiased binned estimator, its calibrated and
-miscalibrated asymptotic regimes, and the adjusted interval that respects
-ECE >= 0).
+l2 Expected Calibration Error" (arXiv:2408.08998): the debiased binned
+estimator, its calibrated and miscalibrated asymptotic regimes, and the
+adjusted interval that respects ECE >= 0.
 
 >>> import calibtest as ct
 >>> res = ct.calib_ci("y ~ p", data=df)            # doctest: +SKIP
 >>> print(res.summary())                           # doctest: +SKIP
+
+The public surface is this module; the layers below it are
+``calibtest.core`` (numpy/scipy engines), ``calibtest.backends`` (files,
+Dask frames, the streaming accumulator), ``calibtest.reporting`` (HTML/PDF
+reports and plots) and ``calibtest.simulation`` (the paper's settings and
+simulation study).
 """
-from importlib.metadata import PackageNotFoundError, version as _version
+from calibtest import datasets, simulation
+from calibtest._format import package_version
+from calibtest.backends.accumulator import BinAccumulator
+from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
+from calibtest.core.binning import auto_n_bins
+from calibtest.core.binstats import BinStats
+from calibtest.core.null import sigma0_sq
+from calibtest.datasets import load_demo
+from calibtest.ece import calib_ci
+from calibtest.hosmer_lemeshow import HosmerLemeshowResult
+from calibtest.reporting import report
+from calibtest.results import CalibrationResult, ConfidenceInterval
+from calibtest.tcal import TCalResult, tcal_test
+from calibtest.valprob import ValProbResult, val_prob
 
-from . import datasets, simulation
-from .api import calib_ci
-from .binning import auto_n_bins
-from .compare import calib_compare
-from .compare_results import ComparisonResult, PairwiseComparisonResult
-from .datasets import load_demo
-from .hosmer_lemeshow import HosmerLemeshowResult
-from .null import sigma0_sq
-from .reporting import report
-from .results import CalibrationResult, ConfidenceInterval
-from .stats import BinStats
-from .streaming import BinAccumulator
-from .tcal import TCalResult, tcal_test
-
-try:
-    __version__ = _version("calibtest")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = package_version()
 
 __all__ = [
     "calib_ci",
     "calib_compare",
+    "tcal_test",
+    "val_prob",
+    "report",
+    "BinAccumulator",
+    "CalibrationResult",
+    "ConfidenceInterval",
     "ComparisonResult",
     "PairwiseComparisonResult",
+    "TCalResult",
+    "HosmerLemeshowResult",
+    "ValProbResult",
+    "BinStats",
+    "auto_n_bins",
+    "sigma0_sq",
     "load_demo",
     "datasets",
     "simulation",
-    "CalibrationResult",
-    "ConfidenceInterval",
-    "HosmerLemeshowResult",
-    "BinStats",
-    "BinAccumulator",
-    "auto_n_bins",
-    "sigma0_sq",
-    "report",
-    "tcal_test",
-    "TCalResult",
     "__version__",
 ]

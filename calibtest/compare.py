@@ -29,37 +29,286 @@ with equal ``n`` is trusted (the outcomes may legitimately differ, e.g. top-1
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import special as _special
 
-from .compare_results import ALTERNATIVES, ComparisonResult, PairwiseComparisonResult, z_interval, z_pvalue
-from .compare_variance import difference_variance, row_bins
-from .formula import capture_env, parse_formula
-from .intervals import check_alpha
-from .results import CalibrationResult
+from calibtest._format import fmt, json_safe, model_name
+from calibtest._validation import check_alpha, check_bool, check_choice, check_missing
+from calibtest.core.difference_variance import difference_variance
+from calibtest.ece import calib_ci
+from calibtest.formula import parse_formula, resolve_env
+from calibtest.results import CalibrationResult, ConfidenceInterval
+from calibtest.summary import CalibSummary
 
-__all__ = ["calib_compare"]
+__all__ = ["calib_compare", "ComparisonResult", "PairwiseComparisonResult", "ALTERNATIVES", "z_pvalue",
+           "z_interval"]
+
+#: Alternatives of the test of H0: Delta = 0 (scipy naming).
+ALTERNATIVES = ("two-sided", "less", "greater")
+
+
+def z_pvalue(statistic, alternative: str):
+    """p-value of a standard normal statistic: two-sided 2 Phi(-|z|), 'greater' 1 - Phi(z), 'less' Phi(z)."""
+    statistic = np.asarray(statistic, dtype=float)
+    if alternative == "two-sided":
+        p = np.minimum(2.0 * _special.ndtr(-np.abs(statistic)), 1.0)
+    elif alternative == "greater":
+        p = _special.ndtr(-statistic)
+    else:
+        p = _special.ndtr(statistic)
+    return float(p) if p.ndim == 0 else p
+
+
+def z_interval(estimate, se, alpha: float, alternative: str):
+    """Normal interval matching ``alternative`` (scipy convention: one-sided ends are infinite)."""
+    if alternative == "two-sided":
+        q = -_special.ndtri(alpha / 2.0)
+        return estimate - q * se, estimate + q * se
+    q = -_special.ndtri(alpha)
+    if alternative == "greater":
+        return estimate - q * se, np.inf * np.ones_like(estimate)
+    return -np.inf * np.ones_like(estimate), estimate + q * se
+
+
+@dataclass(frozen=True, eq=False)
+class ComparisonResult:
+    """Test and interval for Delta = ECE_A^2 - ECE_B^2.
+
+    Attributes
+    ----------
+    estimate : float
+        T_A - T_B, the difference of the debiased estimators.
+    estimate_a, estimate_b : float
+        T_A and T_B.
+    se : float
+        Standard error of T_A - T_B: sqrt(se_first_order^2 + se_second_order^2).
+    se_first_order : float
+        First-order (influence-value) part; with ``variance="corrected"`` after
+        subtracting the estimated plug-in bias (floored at 0).
+    se_second_order : float
+        Second-order (degenerate U-statistic) part.
+    se_first_order_plugin : float
+        The uncorrected plug-in first-order part, Var_n(psi^A - psi^B)/n
+        (paired) or sigma1_A^2/n_A + sigma1_B^2/n_B (unpaired), square-rooted.
+    statistic : float
+        z = estimate / se.
+    pvalue : float
+        p-value of H0: Delta = 0 against ``alternative``.
+    alternative : {"two-sided", "less", "greater"}
+        "greater": H1 Delta > 0 (model A is worse calibrated).
+    alpha : float
+        Significance level of ``ci_lower``/``ci_upper``.
+    ci_lower, ci_upper : float
+        Normal interval for Delta at level 1 - alpha matching ``alternative``.
+    paired : bool
+        Whether the two estimates were treated as computed on the same rows.
+    pairing : str
+        Why (``"formula"``, ``"caller"``, ``"identical outcomes"``, ``"different n"``,
+        ``"outcomes differ"``).
+    variance : {"corrected", "plugin"}
+        Which first-order variance was used.
+    name_a, name_b : str
+        Model names (right-hand sides of the formulas, or given).
+    n_a, n_b : int
+        Rows of each evaluation.
+    n_bins_a, n_bins_b : int
+        Bins per dimension of each model.
+    mode, k, n_classes : str, int, int or None
+        Calibration target.
+    result_a, result_b : CalibrationResult
+        The one-model results.
+    """
+
+    estimate: float
+    estimate_a: float
+    estimate_b: float
+    se: float
+    se_first_order: float
+    se_second_order: float
+    se_first_order_plugin: float
+    statistic: float
+    pvalue: float
+    alternative: str
+    alpha: float
+    ci_lower: float
+    ci_upper: float
+    paired: bool
+    pairing: str
+    variance: str
+    name_a: str
+    name_b: str
+    n_a: int
+    n_b: int
+    n_bins_a: int
+    n_bins_b: int
+    mode: str
+    k: int
+    n_classes: int | None
+    result_a: CalibrationResult | None = field(default=None, repr=False)
+    result_b: CalibrationResult | None = field(default=None, repr=False)
+
+    def __iter__(self):
+        """``statistic, pvalue = res`` (statsmodels/scipy test-result idiom)."""
+        return iter((self.statistic, self.pvalue))
+
+    def conf_int(self, alpha: float | None = None) -> ConfidenceInterval:
+        """Normal confidence interval for Delta = ECE_A^2 - ECE_B^2.
+
+        Two-sided: estimate -/+ z_{1 - alpha/2} se.  With ``alternative="greater"``
+        the interval is [estimate - z_{1 - alpha} se, inf), with ``"less"``
+        (-inf, estimate + z_{1 - alpha} se] (scipy's convention).
+        """
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        lower, upper = z_interval(self.estimate, self.se, alpha, self.alternative)
+        lower, upper = float(lower), float(upper)
+        return ConfidenceInterval(lower, upper, False, bool(lower <= 0.0 <= upper), 1.0 - alpha, "squared")
+
+    def notes(self) -> list[str]:
+        """Plain-text notes for the summary footer."""
+        notes = []
+        if self.paired:
+            notes.append(f"Paired comparison ({self.pairing}): both models scored on the same {self.n_a} rows; "
+                         "the variance accounts for the correlation of the two estimates.")
+        else:
+            notes.append(f"Unpaired comparison ({self.pairing}): independent evaluation sets, "
+                         "Var = Var(T_A) + Var(T_B).")
+        if self.variance == "corrected":
+            notes.append("Standard error = sqrt(first order + second order); the first-order (influence) "
+                         "variance has its plug-in bias from the estimated bin means removed "
+                         "(docs/compare.md).")
+        else:
+            notes.append("Standard error = sqrt(plug-in first order + second order) (variance='plugin', "
+                         "conservative near calibration).")
+        if self.se == 0:
+            notes.append("The standard error is 0 (identical or degenerate estimates); the test is undefined.")
+        notes.append("Delta compares ECE^2 on each model's own bins; a negative estimate favours model A.")
+        return notes
+
+    def summary(self, alpha: float | None = None) -> CalibSummary:
+        """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``)."""
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        ci = self.conf_int(alpha)
+        smry = CalibSummary()
+        smry.add_title("Comparison of calibration errors: Delta = ECE_A^2 - ECE_B^2")
+        settings = {
+            "Model A:": self.name_a, "Model B:": self.name_b,
+            "Mode:": self.mode + (f" (k = {self.k})" if self.mode == "topk" else ""),
+            "Classes (K):": "2" if self.n_classes is None else str(self.n_classes),
+            "No. obs. A:": str(self.n_a), "No. obs. B:": str(self.n_b),
+            "Bins A / B:": f"{self.n_bins_a} / {self.n_bins_b}",
+            "Paired:": f"{fmt(self.paired)} ({self.pairing})",
+            "Alternative:": self.alternative, "Variance:": self.variance,
+        }
+        smry.add_dict(settings, ncols=2)
+        table = pd.DataFrame(
+            {"estimate": [fmt(self.estimate_a), fmt(self.estimate_b), fmt(self.estimate)],
+             "std err": [_one_se(self.result_a), _one_se(self.result_b), fmt(self.se)],
+             "z": ["", "", fmt(self.statistic, 4)],
+             "p-value": ["", "", fmt(self.pvalue, 4)],
+             "ci lower": ["", "", fmt(ci.lower)], "ci upper": ["", "", fmt(ci.upper)]},
+            index=[f"ECE_A^2 ({self.name_a})", f"ECE_B^2 ({self.name_b})", "Delta = A - B"])
+        smry.add_df(table)
+        parts = pd.DataFrame(
+            {"std err": [fmt(self.se_first_order), fmt(self.se_second_order), fmt(self.se_first_order_plugin)]},
+            index=["first order (influence)", "second order (degenerate)", "first order, plug-in"])
+        smry.add_df(parts)
+        side = {"two-sided": "two-sided", "greater": "one-sided (H1: Delta > 0)",
+                "less": "one-sided (H1: Delta < 0)"}[self.alternative]
+        level = (f"{100 * (1 - alpha):g}% {side} normal interval for Delta: {ci}. The std err of "
+                 "ECE_A^2 and ECE_B^2 are the one-model sigma1 / sqrt(n) of calib_ci.")
+        smry.add_text("Notes:")
+        for i, note in enumerate([level] + self.notes(), 1):
+            smry.add_text(f"[{i}] {note}")
+        return smry
+
+    def to_dict(self) -> dict:
+        """All scalar results as a JSON-safe dict (NaN and infinities become None)."""
+        out = {f: getattr(self, f) for f in (
+            "estimate", "estimate_a", "estimate_b", "se", "se_first_order", "se_second_order",
+            "se_first_order_plugin", "statistic", "pvalue", "alternative", "alpha", "ci_lower",
+            "ci_upper", "paired", "pairing", "variance", "name_a", "name_b", "n_a", "n_b",
+            "n_bins_a", "n_bins_b", "mode", "k", "n_classes")}
+        out["notes"] = self.notes()
+        return json_safe(out)
+
+    def __repr__(self) -> str:
+        return (f"<ComparisonResult {self.name_a} vs {self.name_b} ({'paired' if self.paired else 'unpaired'}, "
+                f"mode={self.mode}): Delta={self.estimate:.6g}, se={self.se:.4g}, z={self.statistic:.4g}, "
+                f"p={self.pvalue:.4g}>")
+
+
+def _one_se(res) -> str:
+    return "" if res is None else fmt(res.se)
+
+
+@dataclass(frozen=True, eq=False)
+class PairwiseComparisonResult:
+    """All pairwise comparisons of several models with Holm-adjusted p-values.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per pair (i < j): ``model_a``, ``model_b``, ``estimate``
+        (T_a - T_b), ``se``, ``statistic``, ``pvalue``, ``pvalue_holm``,
+        ``reject`` (Holm at ``alpha``), ``ci_lower``, ``ci_upper``, ``paired``.
+    comparisons : tuple of ComparisonResult
+        The comparisons, in the order of ``table``.
+    names : tuple of str
+        Model names.
+    alpha : float
+    alternative : str
+    correction : str
+        ``"holm"`` (``statsmodels.stats.multitest.multipletests``).
+    """
+
+    table: pd.DataFrame
+    comparisons: tuple
+    names: tuple
+    alpha: float
+    alternative: str
+    correction: str = "holm"
+
+    def summary(self) -> CalibSummary:
+        """A statsmodels-style summary of the pairwise table."""
+        smry = CalibSummary()
+        smry.add_title("Pairwise comparison of calibration errors: Delta = ECE_a^2 - ECE_b^2")
+        shown = pd.DataFrame({
+            "model a": self.table["model_a"], "model b": self.table["model_b"],
+            "Delta": [fmt(v) for v in self.table["estimate"]],
+            "std err": [fmt(v) for v in self.table["se"]],
+            "z": [fmt(v, 4) for v in self.table["statistic"]],
+            "p-value": [fmt(v, 4) for v in self.table["pvalue"]],
+            "p (Holm)": [fmt(v, 4) for v in self.table["pvalue_holm"]],
+            "reject": [fmt(bool(v)) for v in self.table["reject"]],
+        })
+        smry.add_df(shown, index=False)
+        smry.add_text("Notes:")
+        smry.add_text(f"[1] {len(self.comparisons)} comparisons of {len(self.names)} models; p-values adjusted "
+                      f"by Holm's step-down method, family-wise error rate {self.alpha:g} "
+                      f"(alternative: {self.alternative}).")
+        return smry
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict: the table as a list of records plus the settings."""
+        return json_safe({"names": list(self.names), "alpha": self.alpha, "alternative": self.alternative,
+                           "correction": self.correction,
+                           "comparisons": self.table.to_dict(orient="records")})
+
+    def __repr__(self) -> str:
+        return f"<PairwiseComparisonResult {len(self.names)} models, {len(self.comparisons)} pairs>"
+
 
 _VARIANCES = ("corrected", "plugin")
 _CUBE_MODES = ("binary", "top1", "topk")
 
 
 def _check_options(paired, alternative, variance):
-    if paired is not None and not isinstance(paired, (bool, np.bool_)):
-        raise TypeError(f"paired must be None, True or False, got {paired!r}")
-    if alternative not in ALTERNATIVES:
-        raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
-    if variance not in _VARIANCES:
-        raise ValueError(f"variance must be one of {_VARIANCES}, got {variance!r}")
-
-
-def _model_name(res: CalibrationResult, default: str) -> str:
-    if res.formula and "~" in res.formula:
-        return res.formula.split("~", 1)[1].strip()
-    if res.prob_names:
-        return " + ".join(res.prob_names)
-    return default
+    check_bool(paired, "paired", allow_none=True)
+    check_choice(alternative, "alternative", ALTERNATIVES)
+    check_choice(variance, "variance", _VARIANCES)
 
 
 def _rows(res: CalibrationResult, which: str):
@@ -67,16 +316,12 @@ def _rows(res: CalibrationResult, which: str):
     if not isinstance(res, CalibrationResult):
         raise TypeError(f"{which} must be a CalibrationResult from calib_ci (or a formula string), "
                         f"got {type(res).__name__}")
-    if res.data is None:
+    if res.data is None or res.partition is None:
         raise ValueError(f"{which} holds no row-level data (result.data is None); calib_compare needs the "
                          "rows, so pass a result of calib_ci computed in memory")
     if res.mode not in _CUBE_MODES:
         raise ValueError(f"{which}: calib_compare supports the modes {_CUBE_MODES}, got {res.mode!r}")
-    inverse, m = row_bins(res.data.z, res.n_bins)
-    if res.bin_stats is not None and (m != res.bin_stats.count.size or
-                                      not np.array_equal(np.bincount(inverse, minlength=m), res.bin_stats.count)):
-        raise ValueError(f"{which}: its bins are not the cube partition floor(z * B) with B = {res.n_bins}")
-    return inverse, res.data.u
+    return res.partition.inverse, res.data.u
 
 
 def _outcomes(res: CalibrationResult) -> np.ndarray:
@@ -149,20 +394,18 @@ def _names(results, names) -> list[str]:
             raise ValueError(f"names must be distinct, got {names}")
         return names
     letters = [chr(ord("A") + i) if i < 26 else f"M{i + 1}" for i in range(len(results))]
-    out = [_model_name(r, letter) if isinstance(r, CalibrationResult) else letter
+    out = [model_name(r.formula, r.prob_names, letter) if isinstance(r, CalibrationResult) else letter
            for r, letter in zip(results, letters)]
     if len(set(out)) != len(out):
         out = [f"{letter}: {name}" for letter, name in zip(letters, out)]
     return out
 
 
-def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, eval_env):
+def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env):
     """calib_ci for each formula on the same rows (rows with NaN in any formula dropped jointly)."""
-    from .api import calib_ci
     if data is None:
         raise ValueError("the formula form needs data=")
-    if missing not in ("raise", "drop"):
-        raise ValueError(f"missing must be one of ('raise', 'drop'), got {missing!r}")
+    check_missing(missing)
     if missing == "drop":
         masks = []
         for f in formulas:
@@ -175,18 +418,12 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, eval_en
                 data = data.loc[~mask]
             else:
                 data = {key: np.asarray(val)[~mask] for key, val in data.items()}
-    # calib_ci looks names up eval_env frames above its caller (this frame); the user's frame is
-    # two above it (this function <- calib_compare <- user), plus the user's own eval_env.
-    # (A plain loop: a comprehension is a frame of its own before Python 3.12.)
-    results = []
-    for f in formulas:
-        results.append(calib_ci(f, data=data, n_classes=n_classes, k=k, n_bins=n_bins, eval_env=eval_env + 2))
-    return results
+    return [calib_ci(f, data=data, n_classes=n_classes, k=k, n_bins=n_bins, eval_env=env) for f in formulas]
 
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
-                  missing: str = "raise", eval_env: int = 0):
+                  missing: str = "raise", eval_env=0):
     """Test whether two models' l2 calibration errors differ: H0 Delta = ECE_A^2 - ECE_B^2 = 0.
 
     Parameters
@@ -254,7 +491,7 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
             raise ValueError("the formula form evaluates all models on the same rows of data, so it is paired; "
                              "pass paired=None or True")
         results = _fit_formulas(models, data, n_classes=n_classes, k=k, n_bins=n_bins, missing=missing,
-                                env=capture_env(eval_env + 1), eval_env=eval_env)
+                                env=resolve_env(eval_env))
         forced = (True, "formula")
     else:
         if data is not None:

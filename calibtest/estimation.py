@@ -1,78 +1,164 @@
-"""From binned sums to a :class:`~calibtest.results.CalibrationResult` (Algorithm 1, steps 2-4).
+"""From bin sums to one :class:`~calibtest.results.CalibrationResult`, built once.
 
-Shared by the in-memory path (:func:`calibtest.calib_ci`) and by anything
-else that produces :class:`~calibtest.stats.BinStats` (chunked files,
-distributed frames): the answer depends on the data only through the sums.
+Algorithm 1 of Sun, Chaudhari, Barnett and Dobriban, steps 2-4: the debiased
+estimator T of ECE^2 (eq. (6)), the plug-in sigma1^2 (eq. (8)), the
+calibrated-regime test with the exact sigma0^2 (eq. (12)) and the adjusted
+interval with the zero rule (eq. (10)).  The in-memory path adds the
+optional parts that need the rows: the conditional null, the Monte Carlo
+null and a resampling interval; each is computed by its engine in
+:mod:`calibtest.core` and nested in the result as it is built.
+
+The answer depends on the data only through the bin sums, so the in-memory
+path (:func:`estimate_rows`) and the streaming and distributed backends
+(:func:`result_from_sums`) share the same last step.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
 """
 from __future__ import annotations
 
 import math
 
-from .binning import cube_indices, group_keys
-from .intervals import adjusted_interval
-from .modes import PreparedData
-from .null import bin_volume, null_test, sigma0_sq
-from .results import CalibrationResult, _threshold
-from .stats import BinStats, bin_sums, debiased_statistic, plugin_statistic, sigma1_sq
+from calibtest._format import Call
+from calibtest.core.binstats import BinStats, debiased_statistic, plugin_statistic, sigma1_sq, sigma1_sq_quadratic
+from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test,
+                                        label_classes, monte_carlo_test)
+from calibtest.core.intervals import adjusted_interval
+from calibtest.core.null import null_test, threshold as null_threshold
+from calibtest.core.partition import Partition
+from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
+from calibtest.core.targets import PreparedData
+from calibtest.results import CalibrationResult
 
-__all__ = ["cube_bin_stats", "cube_rows", "result_from_stats"]
+__all__ = ["result_from_sums", "estimate_rows", "CONDITIONAL_BY_DEFAULT_MAX_K"]
 
-
-def cube_bin_stats(data: PreparedData, n_bins: int, rows=None) -> BinStats:
-    """Bin the rows on the cube partition ``floor(z * B)`` and accumulate their sums.
-
-    ``rows`` is the ``(inverse, keys)`` pair of :func:`cube_rows` when the caller
-    already has it (it is computed otherwise).
-    """
-    inverse, keys = cube_rows(data, n_bins) if rows is None else rows
-    return bin_sums(inverse, keys, data.u, data.z)
+#: Full calibration records the conditional null moments by default only up to this K
+#: (they need per-row K x K and K x K x K terms: 20x the estimator at K = 10).
+CONDITIONAL_BY_DEFAULT_MAX_K = 4
 
 
-def cube_rows(data: PreparedData, n_bins: int):
-    """Bin number of each row on the cube partition, and the bins' keys (see ``group_keys``)."""
-    return group_keys(cube_indices(data.z, n_bins), n_bins + 1)
-
-
-def result_from_stats(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int,
-                      n_bins_rule: str, alpha: float, volume: float | None = None,
-                      sigma0_sq_value: float | None = None, sigma1_sq_value: float | None = None,
-                      **extra) -> CalibrationResult:
-    """Compute T, sigma1^2, sigma0^2, the test and the adjusted interval from bin sums.
+def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int, n_bins_rule: str,
+                     volume: float, sigma0_sq: float, alpha: float, null: str = "asymptotic",
+                     conditional=None, monte_carlo=None, resampling=None, call: Call | None = None,
+                     **extra) -> CalibrationResult:
+    """T, sigma1^2, the test of H0: calibrated and the interval, from bin sums; the result built once.
 
     Parameters
     ----------
     stats : BinStats
         Per-bin sums of the rows.
     mode, k, n_classes : str, int, int or None
-        Calibration target (decides sigma0^2 and the bin volume).
-    n_bins : int
-        Bins per dimension B.
+        Calibration target.
+    n_bins, n_bins_rule : int, str
+        B and how it was chosen.
+    volume, sigma0_sq : float
+        Cell volume w and the calibrated-regime constant sigma0^2 of the partition.
     alpha : float
         Significance level (already validated).
-    volume, sigma0_sq_value : float, optional
-        Override the cube volume B^-k and the cube-partition sigma0^2 (used by
-        other partitions).
-    sigma1_sq_value : float, optional
-        sigma1^2 computed by the caller from the same sums (default:
-        :func:`calibtest.stats.sigma1_sq`).
+    null : {"asymptotic", "conditional", "monte-carlo"}
+        The null law that decides the test and whether 0 joins the interval.
+    conditional : ConditionalTest, optional
+        The conditional test given the predictions (required by ``null="conditional"``).
+    monte_carlo : MonteCarloTest, optional
+        The Monte Carlo test (required by ``null="monte-carlo"``).
+    resampling : ResamplingInterval, optional
+        A resampling interval, which then replaces the adjusted interval
+        (intersected with [0, inf), the parameter space of ECE^2).
+    call : Call, optional
+        The call that produced the result.
     **extra
-        Further fields of the result (formula, names, data, ...).
+        Further fields of the result (formula, names, data, partition, ...).
+
+    Notes
+    -----
+    With T the debiased statistic, se = sigma1 / sqrt(n) and the chosen
+    null's p-value p, zero joins the interval iff p > alpha; the asymptotic
+    null's threshold is z_alpha sigma0 / (n sqrt(w)).
     """
     n = stats.n
-    w = bin_volume(n_bins, k) if volume is None else volume
-    s0 = sigma0_sq(mode, n_classes, k) if sigma0_sq_value is None else sigma0_sq_value
     t = debiased_statistic(stats, n)
-    s1 = sigma1_sq(stats, n) if sigma1_sq_value is None else sigma1_sq_value
+    s1 = sigma1_sq_quadratic(stats) if mode == "full" else sigma1_sq(stats, n)
     se = math.sqrt(s1 / n)
-    threshold = _threshold(alpha, s0, n, w)
-    z0, p0 = null_test(t, n, w, s0)
-    iv = adjusted_interval(t, se, threshold, alpha)
+    z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
+    zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
+    if null == "conditional":
+        zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
+    elif null == "monte-carlo":
+        zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
+    if null != "asymptotic":
+        threshold_rule = math.inf if pvalue > alpha else -math.inf
+        call = None if call is None else _null_call(call, null, monte_carlo)
+    else:
+        threshold_rule = threshold
+    iv = adjusted_interval(t, se, threshold_rule, alpha)
+    lower, upper, lower_open, zero, branch = iv.lower, iv.upper, iv.lower_open, iv.contains_zero, iv.branch
+    if resampling is not None:
+        lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
+        lower_open, branch = False, 0
     t_pos = max(t, 0.0)
     return CalibrationResult(
-        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos),
-        plugin_estimate=plugin_statistic(stats, n), sigma1_sq=s1, sigma0_sq=s0, se=se,
-        threshold=threshold, null_zstat=z0, null_pvalue=p0, contains_zero=iv.contains_zero,
-        ci_lower=iv.lower, ci_upper=iv.upper, ci_lower_open=iv.lower_open, ci_branch=iv.branch,
-        n=n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins, bin_volume=w,
+        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin_statistic(stats, n),
+        sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
+        contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open, ci_branch=branch,
+        n=n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins, bin_volume=volume,
         n_occupied_bins=int(stats.count.size), n_singleton_bins=int((stats.count < 2).sum()),
-        k=k, n_classes=n_classes, mode=mode, alpha=alpha, bin_stats=stats, **extra)
+        k=k, n_classes=n_classes, mode=mode, alpha=alpha, bin_stats=stats, null=null,
+        method="adjusted" if resampling is None else resampling.method,
+        asymptotic=None if conditional is None else (z_asym, p_asym), conditional=conditional,
+        monte_carlo=monte_carlo, resampling=resampling, call_record=call, **extra)
+
+
+def _null_call(call: Call, null: str, monte_carlo) -> Call:
+    """The call with the null options that reproduce it (the drawn Monte Carlo seed included)."""
+    options = {"null": null}
+    if monte_carlo is not None:
+        if monte_carlo.seed is not None and call.options.get("rng") is None:
+            options["rng"] = monte_carlo.seed
+        if monte_carlo.n_draws != 2000:
+            options["n_null_draws"] = monte_carlo.n_draws
+    return call.with_options(**options)
+
+
+def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, null: str = "asymptotic",
+                  rng=None, n_null_draws: int = 2000, method: str = "adjusted", n_resamples=None,
+                  progress=None, call: Call | None = None, **extra) -> CalibrationResult:
+    """The whole in-memory estimate: bin sums, the nulls that need the rows, the interval; one result.
+
+    Parameters
+    ----------
+    data : PreparedData
+        Z and U of every row.
+    partition : Partition
+        The rows' bins, built once by :func:`calibtest.core.partition.partition_rows`.
+    alpha, null, rng, n_null_draws, method, n_resamples, progress
+        As in :func:`calibtest.calib_ci` (already validated).  The Monte Carlo
+        null draws first, then the resampling interval: an int seed s gives
+        them the independent streams ``default_rng(s)`` and ``default_rng([s, 1])``,
+        a Generator is consumed by both in that order.
+    call : Call, optional
+    **extra
+        Bookkeeping fields of the result.
+
+    Returns
+    -------
+    CalibrationResult
+    """
+    stats = partition.bin_sums(data)
+    t = debiased_statistic(stats, stats.n)
+    conditional = monte_carlo = resampling = None
+    if null != "asymptotic" or data.mode != "full" or data.k <= CONDITIONAL_BY_DEFAULT_MAX_K:
+        sums = conditional_bin_sums(data.z, partition.inverse)
+        conditional = conditional_test(t, conditional_moments(sums, data.n), alpha)
+    if null == "monte-carlo":
+        monte_carlo = monte_carlo_test(data.z, partition.inverse, label_classes(data), n=data.n,
+                                       n_draws=n_null_draws, rng=rng, complete=data.mode == "full")
+    if method != "adjusted":
+        resampling = resampling_interval(binned_rows(partition, data.u), method, alpha=alpha, estimate=t,
+                                         n_resamples=n_resamples, rng=rng, progress=progress)
+    return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
+                            n_bins_rule=partition.n_bins_rule, volume=partition.volume,
+                            sigma0_sq=partition.sigma0_sq, alpha=alpha, null=null, conditional=conditional,
+                            monte_carlo=monte_carlo, resampling=resampling, call=call, data=data,
+                            partition=partition, **extra)

@@ -19,8 +19,8 @@ import patsy
 from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
 
-__all__ = ["FormulaData", "parse_formula", "capture_env", "formula_names", "formula_columns",
-           "freeze_env", "thaw_env", "unresolved_names"]
+__all__ = ["FormulaData", "parse_formula", "capture_env", "resolve_env", "formula_names", "formula_columns",
+           "freeze_env", "thaw_env", "unresolved_names", "check_formula_names"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +47,37 @@ class FormulaData:
 def capture_env(depth: int):
     """The caller's evaluation environment, ``depth`` frames up (patsy semantics)."""
     return patsy.EvalEnvironment.capture(depth + 1)
+
+
+def resolve_env(eval_env, depth: int = 0):
+    """The evaluation environment of a public function's ``eval_env=`` argument, as an object.
+
+    Public functions capture the environment once, where the user called
+    them, and pass the object on; nothing below them counts frames.
+
+    Parameters
+    ----------
+    eval_env : int, dict or patsy.EvalEnvironment
+        An int is a number of frames above the public function's caller
+        (patsy semantics: 0 is the caller); a dict is a namespace of
+        variables; an ``EvalEnvironment`` is used as it is.
+    depth : int
+        Frames between this call and the user's call (0: called directly by
+        the public function).
+
+    Raises
+    ------
+    TypeError
+        ``eval_env`` is none of these (a bool is not a frame count).
+    """
+    if isinstance(eval_env, patsy.EvalEnvironment):
+        return eval_env
+    if isinstance(eval_env, dict):
+        return patsy.EvalEnvironment([eval_env])
+    if isinstance(eval_env, bool) or not isinstance(eval_env, (int, np.integer)) or eval_env < 0:
+        raise TypeError(f"eval_env must be a non-negative integer (frames above the caller), a dict of "
+                        f"variables or a patsy EvalEnvironment, got {eval_env!r}")
+    return patsy.EvalEnvironment.capture(int(eval_env) + depth + 2)
 
 
 def _single_factor(term, side: str, formula: str) -> str:
@@ -185,3 +216,12 @@ def unresolved_names(formula: str, columns, env) -> list[str]:
     import builtins
     known = {str(c) for c in columns} | set(vars(_patsy_builtins)) | set(freeze_env(formula, env, columns))
     return [nm for nm in formula_names(formula) if nm not in known and not hasattr(builtins, nm)]
+
+
+def check_formula_names(formula: str, columns, env, where: str) -> None:
+    """Raise a ValueError naming the first formula name that is neither a column nor a variable."""
+    bad = unresolved_names(formula, columns, env)
+    if bad:
+        shown = ", ".join(map(repr, list(columns)[:20])) + (", ..." if len(columns) > 20 else "")
+        raise ValueError(f"formula {formula!r} names column {bad[0]!r}, which is not in {where} "
+                         f"(columns: {shown})")

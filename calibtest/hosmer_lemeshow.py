@@ -22,7 +22,7 @@ import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
-from .stats import bin_sums, debiased_statistic, plugin_statistic
+from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
 
 __all__ = ["HosmerLemeshowResult", "hosmer_lemeshow"]
 

@@ -1,14 +1,19 @@
-"""Input checks shared by every front end: array input, missing-value rules, seeds and counts."""
+"""Rows in memory from a formula or from arrays, with the missing-value rule applied.
+
+Shared by every front end that holds the rows (``calib_ci``, ``tcal_test``,
+``calib_compare``, ``BinAccumulator`` chunks): one reading of the data
+argument, one missing-value rule.
+"""
 from __future__ import annotations
 
-import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["MISSING_OPTIONS", "array_input", "missing_mask", "check_seed", "check_count"]
+from calibtest.formula import parse_formula
 
-MISSING_OPTIONS = ("raise", "drop")
+__all__ = ["Rows", "read_rows", "array_input", "missing_mask"]
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
@@ -49,21 +54,57 @@ def array_input(y, probs):
     return y_arr, p_arr, "y", prob_names, class_names
 
 
-def check_seed(rng):
-    """Check an ``rng=`` argument: None, a non-negative int seed or a numpy Generator; return it."""
-    if rng is None or isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
-        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
-    if rng < 0:
-        raise ValueError(f"rng must be a non-negative integer seed, got {rng}")
-    return rng
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """Outcomes and predictions read from the user's data, missing rows already removed.
+
+    Attributes
+    ----------
+    y : ndarray, shape (n,)
+    probs : ndarray of float64, shape (n,) or (n, K)
+    y_name : str
+        Name of the outcome (formula term or ``"y"``).
+    prob_names : list
+        Names of the probability columns.
+    class_names : list or None
+        Class labels in column order (probability column names), if any.
+    n_dropped : int
+        Rows dropped for missing values (``missing="drop"``).
+    """
+
+    y: np.ndarray
+    probs: np.ndarray
+    y_name: str
+    prob_names: list
+    class_names: list | None
+    n_dropped: int
 
 
-def check_count(value, name: str, minimum: int = 1) -> int:
-    """Check a count argument (an integer >= ``minimum``, not a bool) and return it as an int."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
+    """Read the rows of a formula with ``data=`` or of ``y=``/``probs=`` arrays, and apply ``missing``.
+
+    Raises
+    ------
+    ValueError
+        Both input forms given, or neither; missing values with ``missing="raise"``.
+    """
+    if formula is not None:
+        if y is not None or probs is not None:
+            raise ValueError("give either a formula with data, or y= and probs=, not both")
+        if data is None:
+            raise ValueError("a formula needs data=")
+        parsed = parse_formula(formula, data, env)
+        y_arr, p_arr, y_name, prob_names = parsed.y, parsed.probs, parsed.y_name, parsed.prob_names
+        class_names = prob_names
+    else:
+        if y is None or probs is None:
+            raise ValueError("give a formula with data=, or both y= and probs=")
+        if data is not None:
+            raise ValueError("data= is used only with a formula")
+        y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
+    p_arr = np.asarray(p_arr, dtype=np.float64)
+    mask = missing_mask(y_arr, p_arr, y_name, prob_names, missing)
+    n_dropped = int(mask.sum())
+    if n_dropped:
+        y_arr, p_arr = y_arr[~mask], p_arr[~mask]
+    return Rows(y_arr, p_arr, y_name, list(prob_names), class_names, n_dropped)

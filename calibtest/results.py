@@ -7,13 +7,19 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _sps
 
-from .intervals import AdjustedInterval, adjusted_interval, check_alpha
-from .modes import PreparedData
-from .stats import BinStats
+from calibtest._format import Call
+from calibtest._validation import check_alpha, check_choice
+from calibtest.core.binstats import BinStats
+from calibtest.core.conditional import ConditionalTest, MonteCarloTest
+from calibtest.core.intervals import AdjustedInterval, adjusted_interval
+from calibtest.core.null import threshold as null_threshold
+from calibtest.core.partition import Partition
+from calibtest.core.resampling import ResamplingInterval, clip_interval
+from calibtest.core.simplex import cell_barycentres, decode_order
+from calibtest.core.targets import PreparedData
 
-__all__ = ["CalibrationResult", "ConfidenceInterval"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "raw_interval"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,7 @@ class ConfidenceInterval:
         Ends of the interval.
     lower_open : bool
         True when the set is ``(0, upper]``: it excludes 0 although its
-        infimum is 0 (see ``SPEC.md``, "The interval").
+        infimum is 0 (see ``docs/conventions.md``, "The interval").
     contains_zero : bool
         Zero belongs to the set (the calibrated-regime test does not reject).
     level : float
@@ -54,11 +60,6 @@ class ConfidenceInterval:
     def __str__(self) -> str:
         left = "(" if self.lower_open else "["
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
-
-
-def _threshold(alpha: float, sigma0_sq: float, n: int, volume: float) -> float:
-    """threshold = z_alpha sigma0 / (n sqrt(w)) (Algorithm 1, step 4)."""
-    return float(_sps.norm.isf(alpha) * math.sqrt(sigma0_sq) / (n * math.sqrt(volume)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,35 +120,32 @@ class CalibrationResult:
         The null law that decided ``null_zstat``, ``null_pvalue``, ``threshold`` and
         the zero rule: ``"asymptotic"`` (the paper), ``"conditional"`` (exact
         conditional moments, shifted-gamma p-value) or ``"monte-carlo"``
-        (see :mod:`calibtest.conditional`).
-    asymptotic_zstat, asymptotic_pvalue : float or None
-        The paper's calibrated-regime test whatever the chosen null.
-    conditional_variance, conditional_skewness : float or None
-        Var(T | Z) and the skewness of T given the predictions, under H0.
-    conditional_zstat, conditional_pvalue, conditional_threshold : float or None
-        T / sd(T | Z), the shifted-gamma p-value and critical value of T at ``alpha``.
-    mc_pvalue : float or None
-        Conditional Monte Carlo p-value (``null="monte-carlo"``).
-    mc_draws : int or None
-        Number of label draws R.
-    mc_seed : int or None
-        Seed that reproduces the draws (None when a Generator was passed).
-    n_resamples : int or None
-        Resampling methods: resamples (bootstrap), subsamples (subsampling) or
-        median-bias subsamples (HulC).
-    seed : int, str or None
-        Resampling methods: the int seed that reproduces the interval
-        (``rng=seed``; drawn from OS entropy when ``rng=None``), or
-        ``"Generator"`` when a ``numpy.random.Generator`` was passed.
-    resample_size : int or None
-        Rows per resample: n (bootstrap), b = floor(sqrt(n)) (subsampling),
-        round(n^(2/3)) (HulC's median-bias subsamples).
-    hulc_splits, hulc_median_bias : int, float or None
-        HulC's number of splits (None when it would exceed n) and estimated median bias.
-    resample_estimates : ndarray or None
-        Read-only resampled statistics (bootstrap T*, subsample T_b, or the
-        HulC split estimates), from which ``conf_int(alpha)`` recomputes a
-        bootstrap or subsampling interval at another level.
+        (see :mod:`calibtest.core.conditional`).
+    asymptotic : tuple of float
+        ``(zstat, pvalue)`` of the paper's calibrated-regime test, whatever the chosen null.
+    conditional : ConditionalTest or None
+        The conditional test given the predictions (variance, skewness, z,
+        shifted-gamma p-value and critical value of T at ``alpha``); None when
+        it was not computed (data not in memory, or full calibration with
+        K > 4 under the asymptotic null).
+    monte_carlo : MonteCarloTest or None
+        The conditional Monte Carlo test (``null="monte-carlo"``): p-value,
+        draws, seed.
+    resampling : ResamplingInterval or None
+        The resampling interval (``method="bootstrap"``, ``"subsampling"`` or
+        ``"hulc"``): the method's own interval, resamples, seed, HulC details
+        and the resampled statistics.
+    call_record : Call or None
+        The call that produced the result, as data; ``call`` renders it.
+    partition : Partition or None
+        The row-to-bin assignment (in-memory data only).
+
+    The flat attributes of earlier versions remain as read-only properties:
+    ``asymptotic_zstat``, ``asymptotic_pvalue``, ``conditional_variance``,
+    ``conditional_skewness``, ``conditional_zstat``, ``conditional_pvalue``,
+    ``conditional_threshold``, ``mc_pvalue``, ``mc_draws``, ``mc_seed``,
+    ``n_resamples``, ``seed``, ``resample_size``, ``hulc_splits``,
+    ``hulc_median_bias`` and ``resample_estimates`` (None when the part is absent).
     """
 
     estimate: float
@@ -181,31 +179,56 @@ class CalibrationResult:
     y_name: str = "y"
     prob_names: tuple = ()
     n_dropped: int = 0
-    call: str | None = None
+    call_record: Call | None = field(default=None, repr=False)
     source: dict | None = field(default=None, repr=False)
     bin_stats: BinStats | None = field(default=None, repr=False)
     data: PreparedData | None = field(default=None, repr=False)
+    partition: Partition | None = field(default=None, repr=False)
     null: str = "asymptotic"
-    asymptotic_zstat: float | None = None
-    asymptotic_pvalue: float | None = None
-    conditional_variance: float | None = None
-    conditional_skewness: float | None = None
-    conditional_zstat: float | None = None
-    conditional_pvalue: float | None = None
-    conditional_threshold: float | None = None
-    mc_pvalue: float | None = None
-    mc_draws: int | None = None
-    mc_seed: int | None = None
-    n_resamples: int | None = None
-    seed: int | str | None = None
-    resample_size: int | None = None
-    hulc_splits: int | None = None
-    hulc_median_bias: float | None = None
-    resample_estimates: np.ndarray | None = field(default=None, repr=False)
+    asymptotic: tuple | None = None
+    conditional: ConditionalTest | None = field(default=None, repr=False)
+    monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
+    resampling: ResamplingInterval | None = field(default=None, repr=False)
+
+    # ----------------------------------------------------------------- nested parts, flat names
+    @property
+    def call(self) -> str | None:
+        """The call that produced the result, as text (``calib_ci('y ~ p', data=<DataFrame 3183x2>)``)."""
+        return None if self.call_record is None else str(self.call_record)
+
+    def _part(self, part: str, name: str):
+        obj = getattr(self, part)
+        return None if obj is None else getattr(obj, name)
+
+    # the paper's test, whatever null was chosen (None when no finite-sample null was computed)
+    asymptotic_zstat = property(lambda self: None if self.asymptotic is None else self.asymptotic[0],
+                                doc="z0 of the paper's calibrated-regime test (None without a conditional part).")
+    asymptotic_pvalue = property(lambda self: None if self.asymptotic is None else self.asymptotic[1],
+                                 doc="p-value of the paper's calibrated-regime test.")
+    conditional_variance = property(lambda self: self._part("conditional", "variance"),
+                                    doc="Var(T | Z) under H0.")
+    conditional_skewness = property(lambda self: self._part("conditional", "skewness"),
+                                    doc="Skewness of T given the predictions under H0.")
+    conditional_zstat = property(lambda self: self._part("conditional", "zstat"), doc="T / sd(T | Z).")
+    conditional_pvalue = property(lambda self: self._part("conditional", "pvalue"),
+                                  doc="Shifted-gamma conditional p-value.")
+    conditional_threshold = property(lambda self: self._part("conditional", "threshold"),
+                                     doc="Critical value of T at alpha under the conditional null.")
+    mc_pvalue = property(lambda self: self._part("monte_carlo", "pvalue"), doc="Monte Carlo p-value.")
+    mc_draws = property(lambda self: self._part("monte_carlo", "n_draws"), doc="Monte Carlo label draws R.")
+    mc_seed = property(lambda self: self._part("monte_carlo", "seed"), doc="Seed of the Monte Carlo draws.")
+    n_resamples = property(lambda self: self._part("resampling", "n_resamples"), doc="Resamples.")
+    seed = property(lambda self: self._part("resampling", "seed"), doc="Seed of the resampling interval.")
+    resample_size = property(lambda self: self._part("resampling", "resample_size"), doc="Rows per resample.")
+    hulc_splits = property(lambda self: self._part("resampling", "hulc_splits"), doc="HulC's splits.")
+    hulc_median_bias = property(lambda self: self._part("resampling", "hulc_median_bias"),
+                                doc="HulC's estimated median bias.")
+    resample_estimates = property(lambda self: self._part("resampling", "estimates"),
+                                  doc="The resampled statistics (read-only).")
 
     # ----------------------------------------------------------------- intervals
     def _interval(self, alpha: float) -> AdjustedInterval:
-        threshold = _threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
+        threshold = null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
         if self.null != "asymptotic":  # zero joins iff the chosen null's test does not reject
             threshold = math.inf if self.null_pvalue > alpha else -math.inf
         return adjusted_interval(self.estimate, self.se, threshold, alpha)
@@ -231,13 +254,11 @@ class CalibrationResult:
             Unpacks as ``lower, upper``; ``lower_open`` says when 0 is excluded.
         """
         alpha = self.alpha if alpha is None else check_alpha(alpha)
-        if scale not in ("squared", "ece"):
-            raise ValueError(f"scale must be 'squared' or 'ece', got {scale!r}")
+        check_choice(scale, "scale", ("squared", "ece"))
         if alpha == self.alpha:
             lower, upper = self.ci_lower, self.ci_upper
             open_, zero = self.ci_lower_open, self.contains_zero
         elif self.method != "adjusted":
-            from .resampling import clip_interval, raw_interval
             lower, upper, zero = clip_interval(*raw_interval(self, alpha))
             open_ = False
         else:
@@ -257,7 +278,6 @@ class CalibrationResult:
         (||S_b||^2 - Q_b) / (n (c_b - 1)) of T (0 for a single-row bin), so the
         column sums to ``estimate``.
         """
-        from .tables import bin_table
         return bin_table(self)
 
     def hosmer_lemeshow(self, groups: int = 10):
@@ -265,23 +285,23 @@ class CalibrationResult:
 
         See :func:`calibtest.hosmer_lemeshow.hosmer_lemeshow`.
         """
-        from .hosmer_lemeshow import hosmer_lemeshow
+        from calibtest.hosmer_lemeshow import hosmer_lemeshow
         return hosmer_lemeshow(self, groups=groups)
 
     # ----------------------------------------------------------------- output
     def summary(self, alpha: float | None = None):
         """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``)."""
-        from .summary import build_summary
+        from calibtest.summary import build_summary
         return build_summary(self, alpha=alpha)
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""
-        from .summary import result_notes
+        from calibtest.summary import result_notes
         return result_notes(self)
 
     def to_dict(self) -> dict:
         """All scalar results as a JSON-safe dict (no arrays, no NaN: NaN becomes None)."""
-        from .summary import result_dict
+        from calibtest.summary import result_dict
         return result_dict(self)
 
     def plot_reliability(self, ax=None, **kwargs):
@@ -290,12 +310,12 @@ class CalibrationResult:
         See :func:`calibtest.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
-        from .plotting import plot_reliability
+        from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
     def report(self, path, **kwargs):
         """Write an HTML or PDF validation report; see :func:`calibtest.reporting.report`."""
-        from .reporting import report
+        from calibtest.reporting.html import report
         return report(self, path, **kwargs)
 
     def __repr__(self) -> str:
@@ -303,3 +323,85 @@ class CalibrationResult:
         return (f"<CalibrationResult mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: "
                 f"ECE^2={self.estimate:.6g}, {100 * (1 - self.alpha):g}% CI {ci}, "
                 f"p(ECE=0)={self.null_pvalue:.4g}>")
+
+
+# --------------------------------------------------------------------------- helpers
+def raw_interval(result, alpha: float | None = None) -> tuple[float, float]:
+    """The resampling interval of a result as the method defines it (ends may be negative).
+
+    ``result.ci_lower`` and ``result.ci_upper`` hold this interval intersected
+    with [0, inf), the parameter space of ECE^2.
+    """
+    if result.resampling is None:
+        raise ValueError(f"result was made with method={result.method!r}, not a resampling method")
+    return result.resampling.at_level(alpha)
+
+
+
+def bin_table(result) -> pd.DataFrame:
+    """One row per non-empty bin of ``result`` (see ``CalibrationResult.bin_table``).
+
+    For the cube partition, bin key ``i`` covers ``[i/B, (i+1)/B)`` on each
+    coordinate; the key ``B`` (a coordinate exactly 1.0) covers the point 1.
+    ``mean_outcome_j`` is the mean of the label indicator Y_j = U_j + Z_j.
+    """
+    stats = result.bin_stats
+    if stats is None:
+        raise ValueError("this result holds no bin sums")
+    if result.mode == "full":
+        return _simplex_bin_table(result)
+    B = result.n_bins
+    c = stats.count
+    d = stats.dim
+    keys = stats.keys
+    table = {"bin": [tuple(int(v) for v in row) for row in keys]}
+    for j in range(d):
+        suffix = "" if d == 1 else f"_{j + 1}"
+        table[f"lower{suffix}"] = keys[:, j] / B
+        table[f"upper{suffix}"] = np.minimum(keys[:, j] + 1, B) / B
+    table["count"] = c.astype(np.int64)
+    for j in range(d):
+        suffix = "" if d == 1 else f"_{j + 1}"
+        mean_pred = stats.sum_z[:, j] / c
+        table[f"mean_pred{suffix}"] = mean_pred
+        table[f"mean_outcome{suffix}"] = mean_pred + stats.sum_u[:, j] / c
+    num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        contrib = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
+    table["contribution"] = contrib
+    df = pd.DataFrame(table)
+    return df.sort_values("bin", kind="stable").reset_index(drop=True)
+
+
+def _simplex_bin_table(result) -> pd.DataFrame:
+    """Bin table of full calibration: one row per non-empty simplex cell.
+
+    Columns: ``bin`` (the cell key ``(a_1, ..., a_{K-1}, code)`` of
+    :func:`calibtest.simplex.simplex_cells`), ``floor`` (the integer parts
+    a = floor(s)), ``order`` (the ranks of the fractional parts of s),
+    ``barycentre_j`` (the barycentre of the cell's part of the simplex, per
+    class), ``count``, ``mean_pred_j``, ``mean_outcome_j`` and ``contribution``
+    (the cell's term of T; the column sums to ``estimate``).
+    """
+    stats = result.bin_stats
+    keys = stats.keys
+    c = stats.count
+    K = stats.dim
+    d = keys.shape[1] - 1
+    ranks = decode_order(keys[:, d], d)
+    bary = cell_barycentres(keys, result.n_bins)
+    table = {"bin": [tuple(int(v) for v in row) for row in keys],
+             "floor": [tuple(int(v) for v in row) for row in keys[:, :d]],
+             "order": [tuple(int(v) for v in row) for row in ranks]}
+    for j in range(K):
+        table[f"barycentre_{j + 1}"] = bary[:, j]
+    table["count"] = c.astype(np.int64)
+    for j in range(K):
+        mean_pred = stats.sum_z[:, j] / c
+        table[f"mean_pred_{j + 1}"] = mean_pred
+        table[f"mean_outcome_{j + 1}"] = mean_pred + stats.sum_u[:, j] / c
+    num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["contribution"] = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
+    df = pd.DataFrame(table)
+    return df.sort_values("bin", kind="stable").reset_index(drop=True)

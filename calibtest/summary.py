@@ -7,39 +7,15 @@ from __future__ import annotations
 
 import copy
 import html
-import math
 
-import numpy as np
 import pandas as pd
 from statsmodels.iolib import summary2
 
-from .null_summary import asymptotic_test, null_notes, null_rows
-from .results import _threshold
+from calibtest._format import fmt, json_safe, mode_text
+from calibtest.core.null import threshold as null_threshold
 
-__all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "fmt"]
-
-_MODE_TEXT = {
-    "binary": "binary (E[y | p] = p)",
-    "top1": "top-1 confidence",
-    "topk": "top-1-to-k",
-    "full": "full (canonical, k = K)",
-}
-
-
-def fmt(x, digits: int = 6) -> str:
-    """Display a number with ``digits`` significant digits (``nan`` for missing)."""
-    if x is None:
-        return ""
-    if isinstance(x, (bool, np.bool_)):
-        return "yes" if x else "no"
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if x == 0:
-        return "0"
-    return f"{x:.{digits}g}"
+__all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
+           "asymptotic_test", "resampling_notes"]
 
 
 class CalibSummary(summary2.Summary):
@@ -73,7 +49,6 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     ci = res.conf_int(alpha)
     level = f"{100 * (1 - alpha):g}%"
     if res.method != "adjusted":
-        from .resampling import resampling_notes
         notes += resampling_notes(res, alpha)
     elif ci.contains_zero and res.null != "asymptotic":
         notes.append(f"The {res.null} test does not reject ECE = 0 (p = {fmt(res.null_pvalue, 4)}), so 0 "
@@ -108,7 +83,7 @@ def _settings_table(res) -> dict:
     model = res.formula if res.formula else f"{res.y_name} ~ {' + '.join(res.prob_names) or 'probs'}"
     out = {
         "Model:": model,
-        "Mode:": _MODE_TEXT.get(res.mode, res.mode) + (f" (k = {res.k})" if res.mode == "topk" else ""),
+        "Mode:": mode_text(res.mode, res.k),
         "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
         "No. observations:": str(res.n),
         "Bins per dim. (B):": f"{res.n_bins} ({res.n_bins_rule})",
@@ -154,7 +129,7 @@ def build_summary(res, alpha=None) -> CalibSummary:
         {"variance": [fmt(res.sigma0_sq), fmt(res.sigma1_sq)],
          "statistic": [fmt(asymptotic_test(res)[0]), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
          "p-value": [fmt(asymptotic_test(res)[1], 4), ""],
-         "threshold": [fmt(_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume)), ""]},
+         "threshold": [fmt(null_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume)), ""]},
         index=["calibrated: z0 = n sqrt(w) T / sigma0", "miscalibrated: T / (sigma1 / sqrt(n))"])
     tests = pd.concat([tests, null_rows(res)]) if res.conditional_pvalue is not None else tests
     smry.add_df(tests)
@@ -169,21 +144,6 @@ def build_summary(res, alpha=None) -> CalibSummary:
     for i, note in enumerate(notes, 1):
         smry.add_text(f"[{i}] {note}")
     return smry
-
-
-def _json_safe(v):
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        return None if math.isnan(v) or math.isinf(v) else v
-    if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _json_safe(x) for k, x in v.items()}
-    return v
 
 
 def result_dict(res) -> dict:
@@ -212,4 +172,83 @@ def result_dict(res) -> dict:
     out.update({"n_resamples": res.n_resamples, "seed": None if res.seed is None else str(res.seed),
                 "resample_size": res.resample_size, "hulc_splits": res.hulc_splits,
                 "hulc_median_bias": res.hulc_median_bias})
-    return _json_safe(out)
+    return json_safe(out)
+
+
+# --------------------------------------------------------------------------- the finite-sample nulls
+def asymptotic_test(res) -> tuple[float, float, float]:
+    """(z0, p-value, threshold) of the paper's calibrated-regime test, whatever the chosen null."""
+    if res.null == "asymptotic" or res.asymptotic_pvalue is None:
+        return res.null_zstat, res.null_pvalue, res.threshold
+    return res.asymptotic_zstat, res.asymptotic_pvalue, null_threshold(res.alpha, res.sigma0_sq, res.n,
+                                                                       res.bin_volume)
+
+
+def null_rows(res) -> pd.DataFrame:
+    """Rows of the tests table for the conditional and Monte Carlo nulls."""
+    rows = {"conditional: T / sd(T | Z), shifted gamma": {
+        "variance": fmt(res.conditional_variance), "statistic": fmt(res.conditional_zstat),
+        "p-value": fmt(res.conditional_pvalue, 4), "threshold": fmt(res.conditional_threshold)}}
+    if res.mc_pvalue is not None:
+        rows[f"Monte Carlo: {res.mc_draws} label draws"] = {
+            "variance": "", "statistic": "", "p-value": fmt(res.mc_pvalue, 4),
+            "threshold": fmt(res.threshold) if res.null == "monte-carlo" else ""}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def null_notes(res) -> list[str]:
+    """Notes on the null used, and on disagreement between the nulls at ``res.alpha``."""
+    if res.conditional_pvalue is None:
+        return []
+    notes = []
+    tests = {"asymptotic": asymptotic_test(res)[1], "conditional": res.conditional_pvalue}
+    if res.mc_pvalue is not None:
+        tests["monte-carlo"] = res.mc_pvalue
+    rejects = {name: p <= res.alpha for name, p in tests.items()}
+    if len(set(rejects.values())) > 1:
+        said = "; ".join(f"{name} p = {fmt(p, 4)} ({'rejects' if rejects[name] else 'does not reject'})"
+                         for name, p in tests.items())
+        notes.append(f"The tests of ECE = 0 disagree at level {res.alpha:g}: {said}. The {res.null} null "
+                     "(null=) decides whether 0 joins the interval; the conditional and Monte Carlo nulls "
+                     "hold their size in finite samples, the asymptotic one may not.")
+    if res.conditional_skewness is not None:
+        notes.append(f"Conditional null given the predictions: sd(T | Z) = "
+                     f"{fmt(res.conditional_variance ** 0.5 if res.conditional_variance else 0.0)}, "
+                     f"skewness {fmt(res.conditional_skewness, 3)}.")
+    if res.mc_seed is not None:
+        notes.append(f"Monte Carlo null: {res.mc_draws} label draws, seed {res.mc_seed} (rng=) reproduces them.")
+    return notes
+
+
+# --------------------------------------------------------------------------- resampling intervals
+def resampling_notes(result, alpha: float | None = None) -> list[str]:
+    """Summary notes describing a resampling interval (at level 1 - alpha; default the stored alpha)."""
+    if result.resampling is None:
+        return []
+    alpha = result.alpha if alpha is None else alpha
+    level = f"{100 * (1 - alpha):g}%"
+    seed = result.seed
+    seed_txt = "a numpy Generator (no integer seed)" if seed == "Generator" else f"rng={seed}"
+    if result.method == "bootstrap":
+        how = (f"percentile bootstrap: the {alpha / 2:g} and {1 - alpha / 2:g} quantiles of T "
+               f"over {result.n_resamples} resamples of n = {result.n} rows drawn with replacement")
+    elif result.method == "subsampling":
+        how = (f"subsampling: T + sqrt(b/n) (q_{{a/2}}, q_{{1-a/2}}) with q the quantiles of T_b - T over "
+               f"{result.n_resamples} subsamples of b = {result.resample_size} rows without replacement")
+    elif result.hulc_splits is None:
+        how = (f"adaptive HulC: estimated median bias {result.hulc_median_bias:.4g} (from {result.n_resamples} "
+               f"subsamples of {result.resample_size} rows) needs more splits than rows, so the interval is "
+               "the whole line")
+    else:
+        how = (f"adaptive HulC: [min, max] of T over {result.hulc_splits} disjoint random splits; median bias "
+               f"{result.hulc_median_bias:.4g} estimated from {result.n_resamples} subsamples of "
+               f"{result.resample_size} rows")
+    notes = [f"The {level} interval is a resampling interval ({how}); {seed_txt} reproduces it."]
+    lo, hi = result.resampling.at_level(alpha)
+    if lo < 0.0 or hi < 0.0:
+        notes.append(f"The method's interval [{lo:.6g}, {hi:.6g}] reaches below 0; the reported interval "
+                     "is its intersection with [0, inf)" + (" (empty: shown as [0, 0])." if hi < 0 else "."))
+    notes.append("0 belongs to the interval" if lo <= 0.0 <= hi else "0 is outside the interval")
+    notes[-1] += (f"; the calibrated-regime z test (p = {result.null_pvalue:.4g}) is reported separately and "
+                  "does not decide the interval.")
+    return notes

@@ -32,275 +32,21 @@ min(1, L * min_l p_l).  All scales share the same resampled data sets.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .binning import cube_indices, group_keys
-from .inputs import check_count, check_seed
-from .intervals import check_alpha
-from .resampling import BLOCK_ELEMENTS, multiset_statistics
-from .stats import bin_sums, debiased_statistic
+from calibtest._format import Call, fmt, json_safe, mode_text, record_call
+from calibtest._validation import check_alpha, check_count, check_missing, check_seed, is_integer
+from calibtest.core.partition import binned_dimension, partition_rows
+from calibtest.core.targets import prepare_target
+from calibtest.core.tcal import adaptive_scales, tcal_statistic_threshold
+from calibtest.formula import resolve_env
+from calibtest.inputs import read_rows
+from calibtest.summary import CalibSummary
 
-__all__ = ["TCalCore", "TCalResult", "tcal_statistic_threshold", "tcal_test", "adaptive_scales", "row_bins"]
-
-
-
-# --------------------------------------------------------------------------- array core
-@dataclass(frozen=True, eq=False)
-class TCalCore:
-    """Per-scale output of :func:`tcal_statistic_threshold` (arrays of length L = number of scales).
-
-    Attributes
-    ----------
-    statistic : ndarray, shape (L,)
-        Debiased T on the observed data at each scale.
-    threshold : ndarray, shape (L,)
-        Monte Carlo threshold at the given level (``inf`` if R is too small).
-    pvalue : ndarray, shape (L,)
-        Monte Carlo p-value (1 + #{T* >= T}) / (R + 1).
-    null_draws : ndarray, shape (L, R)
-        The resampled statistics T*.
-    """
-
-    statistic: np.ndarray
-    threshold: np.ndarray
-    pvalue: np.ndarray
-    null_draws: np.ndarray = field(repr=False)
-
-
-def _as_rng(rng) -> np.random.Generator:
-    rng = check_seed(rng)
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
-def _category_probs(z: np.ndarray, full: bool) -> np.ndarray:
-    """Label distribution of each row: classes 1..d with probability z_j, plus "none" unless ``full``.
-
-    Rows are renormalised to sum to 1 (they do within ``ROW_SUM_TOL``); the
-    "none" mass 1 - sum z is clipped at 0.
-    """
-    p = z if full else np.column_stack([z, np.maximum(1.0 - z.sum(axis=1), 0.0)])
-    return p / p.sum(axis=1, keepdims=True)
-
-
-def _alias_tables(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Walker/Vose alias tables of the categorical rows of ``p`` (n, c), vectorised over rows.
-
-    Drawing J uniform on 0..c-1 and V ~ U(0, 1), the label is J if V < prob[J]
-    and alias[J] otherwise; label l then has probability
-    (prob[l] + sum_{j: alias[j] = l} (1 - prob[j])) / c = p[l].  Each of the c - 1
-    steps pairs the smallest remaining scaled mass (<= 1) with the largest (>= 1).
-    Returns ``prob`` and ``alias`` flattened row by row (entry i * c + j).
-    """
-    n, c = p.shape
-    scaled = p * c
-    prob = np.ones((n, c))
-    alias = np.tile(np.arange(c), (n, 1))
-    active = np.ones((n, c), dtype=bool)
-    rows = np.arange(n)
-    for _ in range(c - 1):  # loop over the c categories, vectorised over rows
-        small = np.where(active, scaled, np.inf).argmin(axis=1)
-        large = np.where(active, scaled, -np.inf).argmax(axis=1)
-        prob[rows, small] = scaled[rows, small]
-        alias[rows, small] = large
-        scaled[rows, large] -= 1.0 - scaled[rows, small]
-        active[rows, small] = False
-    return prob.ravel(), alias.ravel()
-
-
-def _helmert(d: int) -> np.ndarray:
-    """Orthonormal basis (d, d - 1) of the vectors whose coordinates sum to zero (Helmert contrasts)."""
-    h = np.zeros((d, d - 1))
-    for j in range(1, d):  # loop over the d - 1 basis vectors
-        h[:j, j - 1] = 1.0 / math.sqrt(j * (j + 1))
-        h[j, j - 1] = -j / math.sqrt(j * (j + 1))
-    return h
-
-
-@dataclass(frozen=True, eq=False)
-class _PairTables:
-    """Everything a consistency resample needs, per (row, label) pair p = row * c + label.
-
-    Attributes
-    ----------
-    prob, alias : ndarray, shape (n * c,)
-        Alias tables: pair p is kept with probability prob[p], else replaced by alias[p].
-    cols : tuple of ndarray, shape (n * c,)
-        Coordinates of U* = onehot(label) - z_row; in full mode expressed in an
-        orthonormal basis of the sum-zero hyperplane (K - 1 coordinates, the
-        same norms and inner products since U* sums to 0).
-    sq : ndarray, shape (n * c,)
-        ||U*||^2 in the same coordinates.
-    c : int
-        Categories per row (d + 1 with "none", or K in full mode).
-    bins : tuple of ndarray, shape (n * c,)
-        Bin number of each pair at each scale: a copy keeps its row's bin.
-    sizes : tuple of int
-        Number of bins m at each scale.
-    """
-
-    prob: np.ndarray
-    alias: np.ndarray
-    cols: tuple
-    sq: np.ndarray
-    c: int
-    bins: tuple
-    sizes: tuple
-
-
-def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
-    """Alias tables, U* coordinates and bins of every (row, label) pair (``bins``: per scale, per row)."""
-    p = _category_probs(z, full)
-    n, c = p.shape
-    prob, alias = _alias_tables(p)
-    alias_pair = np.repeat(np.arange(n) * c, c) + alias
-    d = z.shape[1]
-    onehot = np.vstack([np.eye(d), np.zeros((1, d))])[:c] if not full else np.eye(d)
-    u = (onehot[None, :, :] - z[:, None, :]).reshape(n * c, d)
-    if full and d > 1:
-        u = u @ _helmert(d)
-    cols = tuple(np.ascontiguousarray(u[:, j]) for j in range(u.shape[1]))
-    pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), c) for b in bins]  # loop over the few scales
-    return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
-                       bins=tuple(pair_bins), sizes=tuple(sizes))
-
-
-def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables) -> np.ndarray:
-    """One block of consistency resamples as (row, label) pair numbers, shape (size, n).
-
-    One uniform u per copy gives both the row and the label: x = u * n * c,
-    f = floor(x) is a uniform (row, column) cell of the alias table and
-    V = x - f its uniform coin (exact up to a relative error n c / 2^53); the
-    pair is f if V < prob[f], else alias[f].  Copy r of a block always uses
-    the r-th run of n doubles of the stream, so the draws do not depend on the
-    block size.
-    """
-    x = gen.random((size, n))
-    x *= n * tables.c
-    f = x.astype(np.intp)
-    x -= f
-    return np.where(x < tables.prob[f], f, tables.alias[f])
-
-
-def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row and label of pair numbers (the inverse of p = row * c + label)."""
-    return np.divmod(pairs, c)
-
-
-def _block_statistics(pairs: np.ndarray, tables: _PairTables) -> np.ndarray:
-    """Debiased T of each resampled data set in a block, at each scale: shape (L, D).
-
-    Parameters
-    ----------
-    pairs : ndarray of int, shape (D, n)
-        (row, label) pair number of each copy (from :func:`_draw_pairs`).
-    tables : _PairTables
-        With the bin of every pair at each scale.
-
-    Notes
-    -----
-    A copy keeps its row's bin, so pair p = row * c + label lies in bin
-    bins[row]; :func:`calibtest.resampling.multiset_statistics` then gives
-    T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1) of every data set with
-    one key and d + 2 bincounts per scale.  No loop over data sets, rows or bins.
-    """
-    return multiset_statistics(tables.bins, tables.sizes, tables.cols, tables.sq, pairs)
-
-
-def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
-    """Threshold and p-value of the Monte Carlo test, per scale (rows of ``draws``)."""
-    L, R = draws.shape
-    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (L,))
-    pvalue = (1.0 + (draws >= statistic[:, None]).sum(axis=1)) / (R + 1.0)
-    j = np.floor(alpha * (R + 1) + 1e-9).astype(np.int64) - 1
-    ordered = np.sort(draws, axis=1)
-    threshold = np.where(j >= 0, ordered[np.arange(L), np.clip(R - 1 - j, 0, R - 1)], np.inf)
-    return threshold, pvalue
-
-
-def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng=None,
-                             full: bool = False, block_size: int | None = None) -> TCalCore:
-    """Debiased statistic and consistency-resampling threshold (array-level T-Cal core).
-
-    Parameters
-    ----------
-    z : ndarray, shape (n, d)
-        Binned prediction vector of each row: p (binary), the top-1 confidence,
-        the sorted top-k vector, or the full probability vector (``full=True``).
-        A resampled label is class j with probability z_j, otherwise "none".
-    u : ndarray, shape (n, d)
-        Observed U = Y - Z (gives the observed statistic).
-    bins : ndarray of int, shape (n,) or (L, n)
-        Bin number (0..m-1) of each row, at one or at L scales.  Bins are a
-        function of z, so a resampled row keeps its bin.
-    alpha : float or array_like of shape (L,)
-        Level of each scale's test (pass alpha / L for a Bonferroni split).
-    n_draws : int
-        Monte Carlo resamples R.
-    rng : None, int or numpy.random.Generator
-        Seed or generator; the same seed gives the same output.
-    full : bool
-        ``z`` rows are complete probability vectors (no "none" outcome; rows
-        are renormalised to sum to 1 for the label draws).
-    block_size : int, optional
-        Resamples processed together (default: about 2^15 / n); it changes
-        memory use only, not the output.
-
-    Returns
-    -------
-    TCalCore
-        ``statistic``, ``threshold``, ``pvalue`` (arrays of length L) and
-        ``null_draws`` (L, R).
-    """
-    z = np.asarray(z, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    if z.ndim != 2 or u.shape != z.shape:
-        raise ValueError(f"z and u must be arrays of the same shape (n, d), got {z.shape} and {u.shape}")
-    n = z.shape[0]
-    bins = np.atleast_2d(np.asarray(bins))
-    if bins.shape[1] != n or bins.dtype.kind not in "iu":
-        raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
-    if bins.min() < 0:
-        raise ValueError("bins must be non-negative bin numbers")
-    R = check_count(n_draws, "n_draws")
-    gen = _as_rng(rng)
-    bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
-    sizes = [int(b.max()) + 1 for b in bins]
-    # the observed statistic exactly as calib_ci computes it
-    observed = np.array([debiased_statistic(bin_sums(b, np.arange(m)[:, None], u, z), n)
-                         for b, m in zip(bins, sizes)])
-    tables = _pair_tables(z, full, bins, sizes)
-    D = block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
-    draws = np.empty((len(sizes), R))
-    for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
-        size = min(D, R - start)
-        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables)
-    threshold, pvalue = _mc_decision(observed, draws, alpha)
-    return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
-
-
-# --------------------------------------------------------------------------- scales
-def adaptive_scales(n: int, d: int) -> tuple[int, ...]:
-    """Dyadic bin counts 2, 4, ..., 2^L of the adaptive T-Cal test.
-
-    L = max(1, floor((2/d) log2(n / sqrt(log n)))), the end of T-Cal's adaptive
-    range m <= (n / sqrt(log n))^(2/d) (d = 1: the reference code's
-    ``int(2 * log2(n / sqrt(log n)))``).
-    """
-    n = max(int(n), 3)
-    top = int(math.floor(2.0 / d * math.log2(n / math.sqrt(math.log(n)))))
-    return tuple(2 ** b for b in range(1, max(1, top) + 1))
-
-
-def row_bins(data, n_bins: int) -> np.ndarray:
-    """Bin number of each row of prepared data (cube or simplex partition)."""
-    if data.mode == "full":
-        from .simplex import simplex_groups
-        return simplex_groups(data.z, n_bins)[0]
-    return group_keys(cube_indices(data.z, n_bins), n_bins + 1)[0]
+__all__ = ["TCalResult", "tcal_test"]
 
 
 def _check_scales(n_bins) -> tuple[int, ...]:
@@ -308,7 +54,7 @@ def _check_scales(n_bins) -> tuple[int, ...]:
     if not scales:
         raise ValueError("n_bins must list at least one bin count")
     for b in scales:
-        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)):
+        if not is_integer(b):
             raise TypeError(f"n_bins must hold positive integers, got {b!r}")
         if b < 1:
             raise ValueError(f"n_bins must hold integers >= 1, got {b}")
@@ -346,8 +92,8 @@ class TCalResult:
     n_draws : int
         Monte Carlo resamples R.
     n, k, n_classes, mode : calibration target as in :class:`~calibtest.CalibrationResult`.
-    formula, y_name, prob_names, n_dropped, call
-        Bookkeeping.
+    formula, y_name, prob_names, n_dropped, call_record
+        Bookkeeping (``call`` renders the call as text).
     null_draws : ndarray, shape (L, R)
         The resampled statistics.
     """
@@ -373,8 +119,13 @@ class TCalResult:
     y_name: str = "y"
     prob_names: tuple = ()
     n_dropped: int = 0
-    call: str | None = None
+    call_record: Call | None = field(default=None, repr=False)
     null_draws: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def call(self) -> str | None:
+        """The call that produced the result, as text."""
+        return None if self.call_record is None else str(self.call_record)
 
     def __iter__(self):
         return iter((self.statistic, self.pvalue))
@@ -391,7 +142,6 @@ class TCalResult:
 
     def to_dict(self) -> dict:
         """All scalar results as a JSON-safe dict (infinite thresholds become None)."""
-        from .summary import _json_safe
         out = {"statistic": self.statistic, "threshold": self.threshold, "pvalue": self.pvalue,
                "reject": self.reject, "alpha": self.alpha, "level": self.level, "n_bins": self.n_bins,
                "scales": list(self.scales), "statistics": list(self.statistics),
@@ -400,7 +150,7 @@ class TCalResult:
                "n_classes": self.n_classes, "mode": self.mode, "formula": self.formula,
                "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
                "method": "tcal"}
-        return _json_safe(out)
+        return json_safe(out)
 
     def __repr__(self) -> str:
         kind = f"adaptive over B in {list(self.scales)}" if self.adaptive else f"B={self.n_bins}"
@@ -409,11 +159,10 @@ class TCalResult:
 
 
 def _build_summary(res: TCalResult):
-    from .summary import CalibSummary, _MODE_TEXT, fmt
     smry = CalibSummary()
     smry.add_title("T-Cal test of calibration (consistency resampling)")
     model = res.formula if res.formula else f"{res.y_name} ~ {' + '.join(map(str, res.prob_names)) or 'probs'}"
-    mode = _MODE_TEXT.get(res.mode, res.mode) + (f" (k = {res.k})" if res.mode == "topk" else "")
+    mode = mode_text(res.mode, res.k)
     smry.add_dict({"Model:": model, "Mode:": mode,
                    "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
                    "No. observations:": str(res.n), "Resamples (R):": str(res.n_draws),
@@ -477,10 +226,11 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> res = ct.tcal_test("y ~ p", data=df, rng=1)            # doctest: +SKIP
     >>> res.reject, res.pvalue                                  # doctest: +SKIP
     """
-    from .api import calib_ci
     alpha = check_alpha(alpha)
     R = check_count(n_draws, "n_draws")
-    gen = _as_rng(rng)
+    gen = np.random.default_rng(check_seed(rng))
+    check_missing(missing)
+    env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
         scales = _check_scales(n_bins)
         first = scales[0]
@@ -490,25 +240,29 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
             raise ValueError("adaptive=True chooses the bin counts itself: use n_bins='auto' or give a "
                              "sequence of bin counts")
         scales, first = None, n_bins
-    res = calib_ci(formula, data, y=y, probs=probs, n_classes=n_classes, k=k, n_bins=first, alpha=alpha,
-                   missing=missing, eval_env=eval_env + 1)
-    prepared = res.data
-    d = prepared.k - 1 if prepared.mode == "full" else prepared.k
+    rows = read_rows(formula, data, y, probs, env, missing)
+    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
+                            y_name=rows.y_name, prob_names=rows.prob_names)
+    partition = partition_rows(target, first)
     if scales is None:
-        scales = adaptive_scales(res.n, d) if adaptive else (res.n_bins,)
+        scales = adaptive_scales(target.n, binned_dimension(target.mode, target.k)) if adaptive \
+            else (partition.n_bins,)
     level = alpha / len(scales)
-    bins = np.stack([row_bins(prepared, b) for b in scales])
-    core = tcal_statistic_threshold(prepared.z, prepared.u, bins, alpha=level, n_draws=R, rng=gen,
-                                    full=prepared.mode == "full")
+    bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
+    core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=gen,
+                                    full=target.mode == "full")
     stats = core.statistic
     best = int(np.argmin(core.pvalue))
     reject = bool(np.any(stats > core.threshold))
     pvalue = float(min(1.0, len(scales) * core.pvalue[best]))
-    call = (res.call or "").replace("calib_ci(", "tcal_test(", 1)
+    call = record_call("tcal_test", formula, data, rows.y, rows.probs,
+                       {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
+                        "missing": missing if missing != "raise" else None})
     return TCalResult(
         statistic=float(stats[best]), threshold=float(core.threshold[best]), pvalue=pvalue, reject=reject,
         alpha=alpha, level=level, n_bins=int(scales[best]), scales=tuple(int(b) for b in scales),
         statistics=tuple(float(v) for v in stats), thresholds=tuple(float(v) for v in core.threshold),
-        pvalues=tuple(float(v) for v in core.pvalue), adaptive=bool(adaptive), n_draws=R, n=res.n,
-        k=res.k, n_classes=res.n_classes, mode=res.mode, formula=res.formula, y_name=res.y_name,
-        prob_names=res.prob_names, n_dropped=res.n_dropped, call=call, null_draws=core.null_draws)
+        pvalues=tuple(float(v) for v in core.pvalue), adaptive=bool(adaptive), n_draws=R, n=target.n,
+        k=target.k, n_classes=target.n_classes, mode=target.mode, formula=formula, y_name=rows.y_name,
+        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call,
+        null_draws=core.null_draws)

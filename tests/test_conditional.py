@@ -15,8 +15,8 @@ import pytest
 from scipy import stats
 
 import calibtest as ct
-from calibtest import conditional as cond
-from calibtest.modes import prepare
+from calibtest.core import conditional as cond
+from calibtest.core.targets import prepare
 
 
 # ---------------------------------------------------------------------------
@@ -400,28 +400,20 @@ def test_size_smoke_setting3():
     assert rej["asymptotic"] / reps < alpha - 3 * se
 
 
-def test_with_null_generic_in_the_covariance_full_mode():
-    """Full calibration (d = K, Sigma of the whole K-vector) through with_null with the rows' bins."""
-    from calibtest.estimation import result_from_stats
-    from calibtest.modes import PreparedData
-    from calibtest.stats import bin_sums
-
+def test_conditional_engines_generic_in_the_covariance_full_mode():
+    """Full calibration (d = K, Sigma of the whole K-vector) with arbitrary row bins: exact moments and MC."""
     P, z, bins, to_u = _full_case(7, 5, 3, 2)
     labels = np.array([0, 2, 1, 1, 0])
     u = to_u(labels)
-    data = PreparedData(z=z, u=u, mode="full", k=3, n_classes=3)
-    keys, inverse = np.unique(bins, return_inverse=True)
-    stats_ = bin_sums(inverse, keys[:, None], u, z)
-    res = result_from_stats(stats_, mode="full", k=3, n_classes=3, n_bins=2, n_bins_rule="user",
-                            alpha=0.05, volume=0.5, sigma0_sq_value=1.0, data=data)
-    with pytest.raises(ValueError, match="inverse="):
-        cond.with_null(res, data, 2, null="conditional")
-    out = cond.with_null(res, data, 2, null="monte-carlo", inverse=inverse, rng=3, n_null_draws=20000)
+    _, inverse = np.unique(bins, return_inverse=True)
+    inverse = inverse.ravel()
+    variance = cond.conditional_moments(cond.conditional_bin_sums(z, inverse), 5).variance
+    mc = cond.monte_carlo_test(z, inverse, labels, n=5, n_draws=20000, rng=3, complete=True)
     law = enumerate_law(P, bins, to_u)
     _, mean, second, _ = law_moments(law)
-    assert out.conditional_variance == pytest.approx(second, rel=1e-10)
+    assert variance == pytest.approx(second, rel=1e-10)
     exact = _exact_pvalue(law, pair_statistic(u, bins))
-    assert abs(out.mc_pvalue - exact) < 4.5 * math.sqrt(exact * (1 - exact) / 20000) + 1e-4
+    assert abs(mc.pvalue - exact) < 4.5 * math.sqrt(exact * (1 - exact) / 20000) + 1e-4
 
 
 def test_full_mode_accepts_every_null():

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest import filestream
-from calibtest.outofcore import calib_ci_out_of_core
-from calibtest.streaming import BinAccumulator
+from calibtest.backends import files as filestream
+from calibtest.backends.dispatch import calib_ci_out_of_core
+from calibtest.backends.accumulator import BinAccumulator
 from scale_helpers import assert_same_result
 
 pyarrow = pytest.importorskip("pyarrow")

@@ -16,9 +16,9 @@ import pytest
 from scipy import integrate, special
 
 import calibtest as ct
-from calibtest.binning import auto_n_bins
+from calibtest.core.binning import auto_n_bins
 from calibtest.cli import main
-from calibtest.null import sigma0_sq, sigma0_sq_full, sigma0_sq_full_exact
+from calibtest.core.null import sigma0_sq, sigma0_sq_exact, sigma0_sq_full, sigma0_sq_full_exact
 
 
 def g(z):
@@ -62,7 +62,7 @@ def slow_full(P, labels, B):
 
 # ----------------------------------------------------------------------------- sigma0
 def test_sigma0_full_k2_is_four_times_binary():
-    assert sigma0_sq_full_exact(2) == Fraction(4, 15) == 4 * ct.null.sigma0_sq_exact("binary")
+    assert sigma0_sq_full_exact(2) == Fraction(4, 15) == 4 * sigma0_sq_exact("binary")
     assert sigma0_sq("full", 2) == sigma0_sq_full(2) == pytest.approx(4 / 15, rel=1e-15)
 
 
@@ -150,9 +150,9 @@ def test_estimates_match_slow_reference(K, B, n):
 
 @pytest.mark.parametrize("K,B", [(3, 3), (10, 10)])
 def test_sigma1_quadratic_form_equals_core(K, B):
-    from calibtest.full import sigma1_sq_quadratic
-    from calibtest.simplex import simplex_groups, sparse_bin_sums
-    from calibtest.stats import sigma1_sq
+    from calibtest.core.binstats import sigma1_sq_quadratic
+    from calibtest.core.simplex import simplex_groups, sparse_bin_sums
+    from calibtest.core.binstats import sigma1_sq
     rng = np.random.default_rng(K)
     P = rng.dirichlet(np.ones(K), size=4000)
     U = np.eye(K)[draw_labels(rng, P**2 / (P**2).sum(1, keepdims=True))] - P

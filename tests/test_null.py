@@ -8,7 +8,7 @@ from scipy import integrate
 from scipy.special import roots_legendre
 
 import calibtest as ct
-from calibtest.null import null_test, sigma0_sq_exact
+from calibtest.core.null import null_test, sigma0_sq_exact
 
 
 def g(*z):

@@ -19,7 +19,7 @@ from scipy import stats  # noqa: E402
 
 import calibtest as ct  # noqa: E402
 from calibtest.datasets import load_demo  # noqa: E402
-from calibtest.plotting import plot_reliability, reliability_points  # noqa: E402
+from calibtest.reporting.plotting import plot_reliability, reliability_points  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import calibtest as ct
-from calibtest import resampling as rs
-from calibtest.estimation import cube_bin_stats
-from calibtest.modes import prepare
-from calibtest.stats import debiased_statistic
+from calibtest.core import resampling as rs
+from calibtest.core.partition import partition_rows
+from calibtest.core.targets import prepare
+from calibtest.core.binstats import debiased_statistic
 
 
 # --------------------------------------------------------------------------- slow references
@@ -122,7 +122,7 @@ def _rows_top1(n=40, seed=0, B=5):
     conf = gen.uniform(0.5, 1.0, n)
     correct = (gen.random(n) < conf ** 1.5).astype(int)
     prep = prepare(correct, conf, n_classes=2)
-    return prep, rs.row_bin_index(prep, B)
+    return prep, rs.binned_rows(partition_rows(prep, B), prep.u)
 
 
 def _rows_top2(n=45, seed=1, B=4):
@@ -130,7 +130,7 @@ def _rows_top2(n=45, seed=1, B=4):
     P = gen.dirichlet(np.ones(4), n)
     y = np.array([gen.choice(4, p=p) for p in P])
     prep = prepare(y, P, k=2)
-    return prep, rs.row_bin_index(prep, B)
+    return prep, rs.binned_rows(partition_rows(prep, B), prep.u)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -141,7 +141,7 @@ def test_statistic_of_all_rows_is_the_estimate(maker):
     prep, rows = maker()
     B = 5 if prep.k == 1 else 4
     T_all = rs.resample_statistic(rows, np.arange(prep.n)[None, :])[0]
-    assert T_all == pytest.approx(debiased_statistic(cube_bin_stats(prep, B)), rel=1e-12, abs=1e-15)
+    assert T_all == pytest.approx(debiased_statistic(partition_rows(prep, B).bin_sums(prep)), rel=1e-12, abs=1e-15)
     assert T_all == pytest.approx(slow_T(rows.inverse, rows.u, list(range(prep.n))), rel=1e-12, abs=1e-15)
 
 
@@ -298,7 +298,7 @@ def test_calib_ci_bootstrap_matches_slow_code_in_every_mode(kwargs):
         y, P = _data_binary(n)
     res = ct.calib_ci(y=y, probs=P, n_bins=4, alpha=0.2, method="bootstrap", n_resamples=30, rng=7, **kwargs)
     prep = prepare(y, P, **kwargs)
-    rows = rs.row_bin_index(prep, 4)
+    rows = rs.binned_rows(partition_rows(prep, 4), prep.u)
     lo, hi, _ = slow_bootstrap(rows.inverse, rows.u, 30, 7, 0.2)
     assert res.method == "bootstrap" and res.n_resamples == 30 and res.seed == 7
     assert res.ci_lower == pytest.approx(max(lo, 0.0), abs=1e-15)
@@ -407,14 +407,14 @@ def test_cli_resampling_options(tmp_path, capsys):
 
 
 def test_full_calibration_mode_resamples_on_the_simplex_cells():
-    pytest.importorskip("calibtest.simplex")
+    pytest.importorskip("calibtest.core.simplex")
     gen = np.random.default_rng(6)
     P = gen.dirichlet(np.ones(3), 60)
     y = np.array([gen.choice(3, p=p) for p in P])
     res = ct.calib_ci(y=y, probs=P, k="full", n_bins=3, alpha=0.2, method="bootstrap", n_resamples=25, rng=2)
     assert res.mode == "full" and res.method == "bootstrap"
     prep = res.data
-    rows = rs.row_bin_index(prep, 3)
+    rows = rs.binned_rows(partition_rows(prep, 3), prep.u)
     # the numbering is the estimator's: T of all rows is the reported estimate
     assert rs.resample_statistic(rows, np.arange(60)[None, :])[0] == pytest.approx(res.estimate, rel=1e-12)
     lo, hi, _ = slow_bootstrap(rows.inverse, rows.u, 25, 2, 0.2)
@@ -434,12 +434,11 @@ def test_monte_carlo_null_and_bootstrap_use_separate_streams_of_one_seed():
     np.testing.assert_array_equal(both.resample_estimates, boot.resample_estimates)
     assert both.mc_pvalue == null.mc_pvalue and both.seed == both.mc_seed == 5
     # the bootstrap consumes default_rng([5, 1]); the Monte Carlo null default_rng(5): not the same doubles
-    rows = rs.row_bin_index(both.data, 6)
+    rows = rs.binned_rows(both.partition, both.data.u)
     direct = rs.bootstrap_estimates(rows, 80, np.random.default_rng([5, 1]))
     np.testing.assert_array_equal(direct, boot.resample_estimates)
-    from calibtest.conditional import with_null
-    from calibtest.estimation import cube_rows
+    from calibtest.core.conditional import label_classes, monte_carlo_test
     plain = ct.calib_ci(y=y, probs=p, n_bins=6)
-    mc = with_null(plain, plain.data, 6, null="monte-carlo", inverse=cube_rows(plain.data, 6)[0],
-                   n_null_draws=200, rng=np.random.default_rng(5))
-    assert mc.mc_pvalue == both.mc_pvalue
+    mc = monte_carlo_test(plain.data.z, plain.partition.inverse, label_classes(plain.data), n=plain.n,
+                          n_draws=200, rng=np.random.default_rng(5))
+    assert mc.pvalue == both.mc_pvalue

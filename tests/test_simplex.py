@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibtest.binning import cube_indices
-from calibtest.simplex import (cell_barycentres, decode_order, partial_sums, simplex_cell_volume,
+from calibtest.core.binning import cube_indices
+from calibtest.core.simplex import (cell_barycentres, decode_order, partial_sums, simplex_cell_volume,
                                simplex_cells, simplex_groups)
 
 
@@ -174,8 +174,8 @@ def test_partial_sums_non_decreasing():
 @pytest.mark.parametrize("K,B,n", [(2, 7, 3000), (3, 4, 5000), (3, 60, 3000), (5, 6, 4000), (10, 10, 3000)])
 def test_sparse_bin_sums_equal_core_bin_sums(K, B, n):
     """The full-mode accumulator gives calibtest.stats.bin_sums' sums (few and many rows per cell)."""
-    from calibtest.simplex import sparse_bin_sums
-    from calibtest.stats import bin_sums
+    from calibtest.core.simplex import sparse_bin_sums
+    from calibtest.core.binstats import bin_sums
     rng = np.random.default_rng(K + B)
     P = rng.dirichlet(np.ones(K), size=n)
     P[:3] = np.eye(K)[np.arange(3) % K]          # vertices: cells on the faces

@@ -22,7 +22,7 @@ import pytest
 from scipy import special, stats
 from scipy.integrate import simpson
 
-from calibtest.simulation import (
+from calibtest.simulation.settings import (
     SimulatedData,
     paper_betas,
     setting1,

@@ -7,8 +7,8 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 import calibtest as ct
-from calibtest.binning import cube_indices, group_keys
-from calibtest.stats import BinStats, bin_sums, debiased_statistic, sigma1_sq
+from calibtest.core.binning import cube_indices, group_keys
+from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic, sigma1_sq
 
 from conftest import slow_estimates
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import calibtest as ct
-from calibtest.stats import BinStats, merge_stats
-from calibtest.streaming import BinAccumulator
+from calibtest.core.binstats import BinStats, merge_stats
+from calibtest.backends.accumulator import BinAccumulator
 from scale_helpers import assert_same_result
 
 

@@ -10,7 +10,7 @@ from scipy import stats
 
 import calibtest as ct
 from calibtest import simulation as sim
-from calibtest import study
+from calibtest.simulation import study
 
 GRID = {1: [1.0, 0.5], 3: [0.0, 0.05]}
 

@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import calibtest as ct
-from calibtest.summary import fmt
+from calibtest._format import fmt
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from scipy import special, stats
 
 import calibtest as ct
-from calibtest import tcal
+from calibtest.core import tcal
 from calibtest.cli import main
 
 
@@ -91,8 +91,7 @@ def test_block_statistics_match_explicit_resamples(case, multiclass):
                       n_bins=B)
     z, n = res.data.z, res.n
     full = case == "full"
-    bins = tcal.row_bins(res.data, B)
-    bins = np.unique(bins, return_inverse=True)[1].ravel()
+    bins = res.partition.inverse
     tables = tcal._pair_tables(z, full, [bins], [int(bins.max()) + 1])
     pairs = tcal._draw_pairs(rng, 6, n, tables)
     idx, lab = tcal._pair_rows(pairs, tables.c)
@@ -111,9 +110,9 @@ def test_helmert_basis_is_orthonormal_and_sum_zero():
 
 def test_draws_do_not_depend_on_block_size(multiclass):
     P, labels = multiclass
-    core = [tcal.tcal_statistic_threshold(P, np.eye(4)[labels] - P, tcal.row_bins(
-        ct.calib_ci(y=labels, probs=P, k="full", n_bins=3).data, 3), n_draws=70, rng=11, full=True,
-        block_size=bs).null_draws for bs in (1, 13, 70)]
+    bins = ct.calib_ci(y=labels, probs=P, k="full", n_bins=3).partition.inverse
+    core = [tcal.tcal_statistic_threshold(P, np.eye(4)[labels] - P, bins, n_draws=70, rng=11, full=True,
+                                          block_size=bs).null_draws for bs in (1, 13, 70)]
     assert np.array_equal(core[0], core[1]) and np.array_equal(core[0], core[2])
 
 

@@ -22,7 +22,7 @@ import pytest
 from scipy import optimize, stats
 
 from calibtest.datasets import load_demo
-from calibtest.validation_metrics import ValProbResult, val_prob
+from calibtest.valprob import ValProbResult, val_prob
 
 REPO = Path(__file__).resolve().parents[1]
 REF_DIR = REPO / "tests" / "reference"

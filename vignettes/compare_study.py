@@ -39,7 +39,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import calibtest as ct  # noqa: E402
-from calibtest.compare_variance import row_bins  # noqa: E402
 
 ALPHA = 0.05
 Z_HALF = 1.959963984540054
@@ -96,8 +95,8 @@ def _boot_T(inv, u, idx, m):
 
 def paired_bootstrap(res_a, res_b, rng, n_boot=N_BOOT):
     """T_A* - T_B* over resamples of the shared rows (and the resample indices)."""
-    inv_a, m_a = row_bins(res_a.data.z, res_a.n_bins)
-    inv_b, m_b = row_bins(res_b.data.z, res_b.n_bins)
+    inv_a, m_a = res_a.partition.inverse, res_a.partition.m
+    inv_b, m_b = res_b.partition.inverse, res_b.partition.m
     idx = rng.integers(0, res_a.n, size=(n_boot, res_a.n))
     diff = _boot_T(inv_a, res_a.data.u[:, 0], idx, m_a) - _boot_T(inv_b, res_b.data.u[:, 0], idx, m_b)
     return diff, idx
@@ -107,7 +106,7 @@ def check_bootstrap(rng):
     """The vectorised resample statistic equals calib_ci on the explicitly resampled rows."""
     y, pa, _ = shift_design(0.05, -0.02)(rng, 300)
     ra = ct.calib_ci(y=y, probs=pa)
-    inv, m = row_bins(ra.data.z, ra.n_bins)
+    inv, m = ra.partition.inverse, ra.partition.m
     idx = rng.integers(0, 300, size=(3, 300))
     fast = _boot_T(inv, ra.data.u[:, 0], idx, m)
     for r in range(3):

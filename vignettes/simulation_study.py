@@ -43,7 +43,7 @@ import pandas as pd  # noqa: E402
 
 import calibtest  # noqa: E402
 from calibtest import simulation as sim  # noqa: E402
-from calibtest import study  # noqa: E402
+from calibtest.simulation import study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"  # set by --out

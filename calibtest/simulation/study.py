@@ -34,7 +34,6 @@ see the same data sets.
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
@@ -43,15 +42,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _sps
 
-from . import simulation as sim
-from .binning import cube_indices, group_keys
-from .intervals import adjusted_interval, check_alpha
-from .modes import prepare
-from .null import bin_volume, sigma0_sq
-from .resampling import BinnedRows, DEFAULT_N_RESAMPLES, resampling_interval, subsampling_interval
-from .stats import bin_sums, debiased_statistic, sigma1_sq
+from calibtest import simulation as sim
+from calibtest._validation import check_alpha
+from calibtest.core.binstats import debiased_statistic, sigma1_sq
+from calibtest.core.intervals import adjusted_interval
+from calibtest.core.null import threshold as null_threshold
+from calibtest.core.partition import partition_rows
+from calibtest.core.resampling import DEFAULT_N_RESAMPLES, binned_rows, resampling_interval, subsampling_interval
+from calibtest.core.targets import prepare
+from calibtest.tcal import tcal_test
 
 __all__ = [
     "INTERVAL_METHODS",
@@ -82,15 +82,8 @@ _FIELDS = ("lower", "upper", "lower_open", "reject", "hulc_splits", "hulc_median
 
 
 def available_methods() -> tuple[str, ...]:
-    """The default methods: the four intervals, and ``"tcal"`` when :func:`calibtest.tcal_test` exists."""
-    import calibtest
-    base = ("adjusted", "bootstrap", "subsampling", "hulc")
-    return base + (("tcal",) if hasattr(calibtest, "tcal_test") else ())
-
-
-@functools.lru_cache(maxsize=None)
-def _sigma0_sq(mode: str, n_classes, k: int) -> float:
-    return sigma0_sq(mode, n_classes, k)
+    """The default methods: the four intervals and T-Cal."""
+    return ("adjusted", "bootstrap", "subsampling", "hulc", "tcal")
 
 
 def _prepared(data: "sim.SimulatedData", target: str):
@@ -133,21 +126,21 @@ def _one_dataset(task: _Task, i: int) -> np.ndarray:
     data = gen(task.n, task.beta, rng=np.random.default_rng(data_ss))
     prep = _prepared(data, task.target)
     B = task.n_bins
-    inverse, keys = group_keys(cube_indices(prep.z, B), B + 1)
-    rows = BinnedRows(inverse, prep.u, keys.shape[0])
+    partition = partition_rows(prep, B)
+    rows = binned_rows(partition, prep.u)
     out = np.full((len(task.methods), len(_FIELDS)), np.nan)
     n = prep.n
-    stats = bin_sums(inverse, keys, prep.u, prep.z)
+    stats = partition.bin_sums(prep)
     t = debiased_statistic(stats, n)  # the estimate every method of this data set uses
     sub_iv = None
     for row, method in enumerate(task.methods):
         if method == "adjusted":
-            out[row, :4] = _adjusted(prep, stats, B, task.alpha)
+            out[row, :4] = _adjusted(partition, stats, task.alpha)
         elif method == "adjusted_full":
             if task.setting in (1, 2):  # K = 2 full calibration = binary mode (same z test, ends doubled)
                 binary = _prepared(data, "binary")
-                inv_b, keys_b = group_keys(cube_indices(binary.z, B), B + 1)
-                out[row, 3] = _adjusted(binary, bin_sums(inv_b, keys_b, binary.u, binary.z), B, task.alpha)[3]
+                part_b = partition_rows(binary, B)
+                out[row, 3] = _adjusted(part_b, part_b.bin_sums(binary), task.alpha)[3]
         elif method in ("bootstrap", "subsampling", "hulc"):
             seed_ss = {"bootstrap": boot_ss, "subsampling": sub_ss, "hulc": hulc_ss}[method]
             iv = resampling_interval(rows, method, alpha=task.alpha, estimate=t, n_resamples=task.n_resamples,
@@ -173,34 +166,22 @@ def _one_dataset(task: _Task, i: int) -> np.ndarray:
 
 
 def _tcal_reject(data, task: _Task, gen) -> bool:
-    """T-Cal test of full calibration (settings 1-2, as the paper), if the package provides it.
+    """T-Cal test of full calibration (settings 1-2, as the paper).
 
     Full calibration of the K = 2 probability matrix, on the study's bins,
     with ``task.tcal_draws`` Monte Carlo draws for the threshold.
     """
-    import inspect
-
-    import calibtest
-    if not hasattr(calibtest, "tcal_test"):
-        raise ValueError("method 'tcal' needs calibtest.tcal_test (the full-calibration issue)")
-    params = inspect.signature(calibtest.tcal_test).parameters
-    kw = {"y": data.labels, "probs": data.probs, "k": "full", "alpha": task.alpha, "rng": gen}
-    if "n_bins" in params:
-        kw["n_bins"] = task.n_bins
-    draws = next((name for name in ("n_draws", "n_resamples", "n_mc", "n_simulations") if name in params), None)
-    if draws is not None:
-        kw[draws] = task.tcal_draws
-    res = calibtest.tcal_test(**kw)
+    res = tcal_test(y=data.labels, probs=data.probs, k="full", alpha=task.alpha, rng=gen, n_bins=task.n_bins,
+                    n_draws=task.tcal_draws)
     return bool(res.reject)
 
 
-def _adjusted(prep, stats, B: int, alpha: float):
+def _adjusted(partition, stats, alpha: float):
     """(lower, upper, lower_open, reject) of the adjusted interval (Algorithm 1) from the bin sums."""
-    n = prep.n
+    n = partition.n
     t = debiased_statistic(stats, n)
     se = math.sqrt(sigma1_sq(stats, n) / n)
-    w = bin_volume(B, prep.k)
-    thr = _sps.norm.isf(alpha) * math.sqrt(_sigma0_sq(prep.mode, prep.n_classes, prep.k)) / (n * math.sqrt(w))
+    thr = null_threshold(alpha, partition.sigma0_sq, n, partition.volume)
     iv = adjusted_interval(t, se, thr, alpha)
     return iv.lower, iv.upper, iv.lower_open, not iv.contains_zero
 

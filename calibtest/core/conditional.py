@@ -118,10 +118,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
-from .binning import cube_indices, group_keys
-from .inputs import check_count, check_seed
-from .intervals import adjusted_interval
-from .modes import PreparedData
+from calibtest._validation import NULLS, check_count, check_seed
+from calibtest.core.targets import PreparedData
 
 __all__ = [
     "NULLS",
@@ -129,7 +127,6 @@ __all__ = [
     "ConditionalMoments",
     "ConditionalTest",
     "MonteCarloTest",
-    "check_null_options",
     "conditional_bin_sums",
     "conditional_moments",
     "conditional_test",
@@ -137,11 +134,7 @@ __all__ = [
     "shifted_gamma_sf",
     "shifted_gamma_isf",
     "label_classes",
-    "with_null",
 ]
-
-#: The null laws ``calib_ci(null=...)`` accepts.
-NULLS = ("asymptotic", "conditional", "monte-carlo")
 
 #: Largest number of per-row entries (rows per chunk times columns) kept in memory at once.
 _CHUNK_ENTRIES = 1 << 22
@@ -484,14 +477,6 @@ def _check_rng(rng):
     return np.random.default_rng(int(rng)), int(rng)
 
 
-def check_null_options(null, n_null_draws=2000, rng=None) -> None:
-    """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of :func:`calibtest.calib_ci` up front."""
-    if not isinstance(null, str) or null not in NULLS:
-        raise ValueError(f"null must be one of {NULLS}, got {null!r}")
-    check_count(n_null_draws, "n_null_draws")
-    check_seed(rng)
-
-
 @dataclass(frozen=True, eq=False)
 class MonteCarloTest:
     """Conditional Monte Carlo test of H0: calibrated (labels redrawn from the predictions).
@@ -639,79 +624,3 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     tol = 100 * np.finfo(np.float64).eps * abs(t_obs)  # ties as in scipy.stats.permutation_test
     pvalue = (1.0 + np.count_nonzero(draws >= t_obs - tol)) / (1.0 + n_draws)
     return MonteCarloTest(t_obs, float(pvalue), n_draws, seed, draws)
-
-
-# ---------------------------------------------------------------------------
-# glue for calib_ci
-
-
-def _cube_inverse(data: PreparedData, n_bins: int) -> np.ndarray:
-    inverse, _ = group_keys(cube_indices(data.z, n_bins), n_bins + 1)
-    return inverse
-
-
-def _call_with_null(call, null: str, seed, n_draws: int):
-    """The recorded call with the null options appended (``calib_ci(..., null='conditional')``)."""
-    if not call or not call.endswith(")"):
-        return call
-    extra = f", null={null!r}"
-    if null == "monte-carlo":
-        if seed is not None and "rng=" not in call:  # calib_ci records an int rng itself
-            extra += f", rng={seed}"
-        extra += f", n_null_draws={n_draws}" if n_draws != 2000 else ""
-    return call[:-1] + extra + ")"
-
-
-def with_null(result, data: PreparedData, n_bins: int, *, null: str = "asymptotic", rng=None,
-              n_null_draws: int = 2000, inverse=None, alpha: float | None = None):
-    """Return ``result`` with the conditional null recorded and the chosen null applied.
-
-    The conditional moments and the shifted-gamma p-value are always recorded
-    (the summary shows them next to the asymptotic p-value).  With
-    ``null="conditional"`` or ``"monte-carlo"`` the chosen test also sets
-    ``null_zstat``, ``null_pvalue``, ``threshold`` and the zero rule: 0 joins
-    the interval iff the chosen test does not reject at level alpha
-    (p-value > alpha).  ``null_zstat`` is T / sd(T | Z) for both.
-
-    Parameters
-    ----------
-    result : CalibrationResult
-        From :func:`calibtest.estimation.result_from_stats` (asymptotic null).
-    data : PreparedData
-        The rows behind ``result``.
-    n_bins : int
-        B of the cube partition (ignored when ``inverse`` is given).
-    inverse : array_like of int, optional
-        Bin of each row for a partition other than the cube partition.
-    """
-    check_null_options(null, n_null_draws, rng)
-    alpha = result.alpha if alpha is None else alpha
-    if inverse is None:
-        if data.mode not in ("binary", "top1", "topk"):
-            raise ValueError(f"the conditional null needs the bin of each row for mode {data.mode!r}; "
-                             "pass inverse=")
-        inverse = _cube_inverse(data, n_bins)
-    inverse = np.asarray(inverse, dtype=np.intp)
-    n = result.n
-    sums = conditional_bin_sums(data.z, inverse)
-    cond = conditional_test(result.estimate, conditional_moments(sums, n), alpha)
-    fields = dict(null=null, asymptotic_zstat=result.null_zstat, asymptotic_pvalue=result.null_pvalue,
-                  conditional_variance=cond.variance, conditional_skewness=cond.skewness,
-                  conditional_zstat=cond.zstat, conditional_pvalue=cond.pvalue,
-                  conditional_threshold=cond.threshold)
-    if null == "asymptotic":
-        return dataclasses.replace(result, **fields)
-    if null == "conditional":
-        pvalue, threshold = cond.pvalue, cond.threshold
-    else:
-        mc = monte_carlo_test(data.z, inverse, label_classes(data), n=n, n_draws=n_null_draws, rng=rng,
-                              complete=data.mode == "full")
-        pvalue, threshold = mc.pvalue, mc.critical_value(alpha)
-        fields.update(mc_pvalue=mc.pvalue, mc_draws=mc.n_draws, mc_seed=mc.seed)
-    fields.update(null_zstat=cond.zstat, null_pvalue=pvalue, threshold=threshold,
-                  call=_call_with_null(result.call, null, fields.get("mc_seed"), n_null_draws))
-    if result.method == "adjusted":
-        iv = adjusted_interval(result.estimate, result.se, math.inf if pvalue > alpha else -math.inf, alpha)
-        fields.update(contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper,
-                      ci_lower_open=iv.lower_open, ci_branch=iv.branch)
-    return dataclasses.replace(result, **fields)

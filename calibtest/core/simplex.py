@@ -52,9 +52,9 @@ from math import factorial
 
 import numpy as np
 
-from .binning import group_keys
-from .modes import PreparedData
-from .stats import BinStats, bin_sums
+from calibtest.core.binning import group_keys
+from calibtest.core.targets import PreparedData
+from calibtest.core.binstats import BinStats, bin_sums
 
 __all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume", "simplex_bin_stats",
            "simplex_groups", "sparse_bin_sums", "decode_order", "cell_barycentres"]

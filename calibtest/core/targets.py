@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PreparedData", "prepare", "ROW_SUM_TOL"]
+__all__ = ["PreparedData", "prepare", "prepare_full", "is_full_request", "prepare_target",
+           "ROW_SUM_TOL"]
 
 #: Rows of a probability matrix must sum to 1 within this absolute tolerance.
 ROW_SUM_TOL = 1e-6
@@ -225,3 +226,74 @@ def _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names) -> Prep
     z = np.take_along_axis(P, order, axis=1)
     yk = (order == codes[:, None]).astype(np.float64)
     return PreparedData(z=z, u=yk - z, mode="top1" if k == 1 else "topk", k=k, n_classes=K)
+
+
+def is_full_request(k, probs: np.ndarray) -> bool:
+    """True when ``k`` asks for full calibration (``"full"`` or K for K probability columns).
+
+    Raises
+    ------
+    ValueError
+        ``k="full"`` with a single probability column, or an unknown string.
+    """
+    if isinstance(k, str):
+        if k != "full":
+            raise ValueError(f"k must be an integer or 'full', got {k!r}")
+        if np.ndim(probs) == 1 or (np.ndim(probs) == 2 and np.shape(probs)[1] == 1):
+            raise ValueError(
+                "k='full' needs a probability matrix with one column per class (K >= 2). With a single "
+                "column p = P(y = 1), binary mode already is full calibration for K = 2: omit k (the "
+                "paper's K = 2 full ECE^2 is twice the binary ECE^2)")
+        return True
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        return False
+    return np.ndim(probs) == 2 and np.shape(probs)[1] >= 2 and int(k) == np.shape(probs)[1]
+
+
+def prepare_full(y, probs, *, n_classes=None, class_names=None, y_name: str = "y",
+                 prob_names=None) -> PreparedData:
+    """Validate a K-column probability matrix and labels; Z = probs, U = onehot(y) - Z.
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        Class codes 0..K-1 in column order, or values equal to ``class_names``.
+    probs : array_like, shape (n, K)
+        Probability rows summing to 1 within ``ROW_SUM_TOL``.
+    n_classes : int, optional
+        Must equal K when given.
+    """
+    P = np.asarray(probs, dtype=np.float64)
+    if P.ndim != 2 or P.shape[1] < 2:
+        raise ValueError(f"full calibration needs a probability matrix of shape (n, K) with K >= 2, "
+                         f"got shape {P.shape}")
+    n, K = P.shape
+    if n < 2:
+        raise ValueError(f"need at least n = 2 rows, got {n}")
+    if n_classes is not None and n_classes != K:
+        raise ValueError(f"n_classes={n_classes} does not match the {K} probability columns")
+    _check_probabilities(P, "probs" if not prob_names else "probability columns " + ", ".join(map(str, prob_names)))
+    dev = np.abs(P.sum(axis=1) - 1.0)
+    if dev.max() > ROW_SUM_TOL:
+        row = int(np.argmax(dev))
+        raise ValueError(f"rows of the probability matrix must sum to 1 (tolerance {ROW_SUM_TOL:g}); "
+                         f"row {row} sums to {P[row].sum():.10g}")
+    names = list(class_names) if class_names is not None else list(range(K))
+    codes = _class_codes(y, n, names, y_name)
+    onehot = (codes[:, None] == np.arange(K)[None, :]).astype(np.float64)
+    return PreparedData(z=P, u=onehot - P, mode="full", k=K, n_classes=K)
+
+
+def prepare_target(y, probs, *, n_classes=None, k=None, class_names=None, y_name: str = "y",
+                   prob_names=()) -> PreparedData:
+    """Z and U of the calibration target that ``k`` and the shape of ``probs`` ask for.
+
+    Full calibration (``k="full"`` or k = K for a K-column matrix, see
+    :func:`is_full_request`) goes to :func:`prepare_full`, every other target
+    (binary, top-1, top-k) to :func:`prepare`.
+    """
+    if is_full_request(k, probs):
+        return prepare_full(y, probs, n_classes=n_classes, class_names=class_names, y_name=y_name,
+                            prob_names=prob_names)
+    return prepare(y, probs, n_classes=n_classes, k=k, class_names=class_names, y_name=y_name,
+                   prob_names=prob_names)

@@ -24,10 +24,11 @@ with the tasks.
 """
 from __future__ import annotations
 
-from .inputs import missing_mask
-from .formula import formula_columns, freeze_env, parse_formula, thaw_env
-from .results import CalibrationResult
-from .streaming import BinAccumulator
+from calibtest._format import Call
+from calibtest.backends.accumulator import BinAccumulator
+from calibtest.formula import check_formula_names, formula_columns, freeze_env, thaw_env
+from calibtest.inputs import read_rows
+from calibtest.results import CalibrationResult
 
 __all__ = ["dask_bin_accumulator", "dask_calib_ci"]
 
@@ -62,12 +63,11 @@ def _merge(*accs: BinAccumulator) -> BinAccumulator:
 def _partition_usable(formula: str, namespace: dict, missing: str, part, index: int) -> int:
     """Rows of one partition that survive the missing-value rule."""
     try:
-        parsed = parse_formula(formula, part, thaw_env(namespace))
-        mask = missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
+        rows = read_rows(formula, part, None, None, thaw_env(namespace), missing)
     except (ValueError, TypeError) as exc:
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         raise kind(f"Dask partition {index}: {exc}") from exc
-    return int(mask.shape[0] - mask.sum())
+    return int(rows.probs.shape[0])
 
 
 def _tree(nodes: list, combine, split_every: int):
@@ -113,7 +113,6 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
         raise TypeError(f"Dask input must be a dask.dataframe.DataFrame, got {type(ddf).__name__}")
     if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
         raise ValueError(f"split_every must be an integer >= 2, got {split_every!r}")
-    from .outofcore import check_formula_names
     check_formula_names(formula, list(ddf.columns), env, where="the Dask DataFrame")
     columns = formula_columns(formula, list(ddf.columns))
     ddf = ddf[columns]
@@ -159,6 +158,5 @@ def dask_calib_ci(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="aut
               "n_rows_read": acc.n_seen, "scheduler": _scheduler_name()}
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                "missing": missing if missing != "raise" else None}
-    call = "calib_ci(" + ", ".join([repr(formula), f"data=<dask DataFrame npartitions={ddf.npartitions}>"] +
-                                   [f"{key}={v!r}" for key, v in options.items() if v is not None]) + ")"
+    call = Call("calib_ci", (repr(formula), f"data=<dask DataFrame npartitions={ddf.npartitions}>"), options)
     return acc.result(call=call, source=source)

@@ -2,8 +2,8 @@
 
 The adjusted interval (Algorithm 1) needs only additive per-bin sums, so it
 is exact on data of any size: a CSV/Parquet file is streamed in chunks
-(:mod:`calibtest.filestream`), a Dask DataFrame is reduced partition by
-partition on its cluster (:mod:`calibtest.dask_backend`).  Resampling methods
+(:mod:`calibtest.backends.files`), a Dask DataFrame is reduced partition by
+partition on its cluster (:mod:`calibtest.backends.dask_frames`).  Resampling methods
 (bootstrap, subsampling, HulC) draw rows at random and need the rows in memory;
 they are refused here with a clear error.
 """
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
-from .formula import unresolved_names
+from calibtest.backends.dask_frames import dask_calib_ci
+from calibtest.backends.files import stream_file
 
-__all__ = ["is_out_of_core", "check_in_memory_method", "check_formula_names", "calib_ci_out_of_core"]
+__all__ = ["is_out_of_core", "check_in_memory_method", "calib_ci_out_of_core"]
 
 def _is_dask(data) -> bool:
     return type(data).__module__.split(".")[0] == "dask"
@@ -40,15 +41,6 @@ def check_in_memory_method(method, what: str) -> None:
     raise ValueError(f"method={method!r} resamples rows and needs in-memory data (a pandas DataFrame or "
                      f"arrays), but data is {what}; use method='adjusted' (Algorithm 1, exact from per-bin "
                      "sums on data of any size), or load the rows into memory (e.g. a random sample)")
-
-
-def check_formula_names(formula: str, columns, env, where: str) -> None:
-    """Raise a ValueError naming the first formula name that is neither a column nor a variable."""
-    bad = unresolved_names(formula, columns, env)
-    if bad:
-        shown = ", ".join(map(repr, list(columns)[:20])) + (", ..." if len(columns) > 20 else "")
-        raise ValueError(f"formula {formula!r} names column {bad[0]!r}, which is not in {where} "
-                         f"(columns: {shown})")
 
 
 def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
@@ -80,9 +72,7 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
         if chunksize is not None:
             raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
                              "(use ddf.repartition to change their size)")
-        from .dask_backend import dask_calib_ci
         return dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                              missing=missing)
-    from .filestream import stream_file
     return stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                        missing=missing, chunksize=chunksize, progress=progress)

@@ -21,30 +21,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from .inputs import MISSING_OPTIONS, array_input, missing_mask
-from .binning import resolve_n_bins
-from .estimation import cube_bin_stats, result_from_stats
-from .formula import capture_env, freeze_env, parse_formula, thaw_env
-from .intervals import check_alpha
-from .full import is_full_request, prepare_full, sigma1_sq_quadratic
-from .modes import PreparedData, prepare
-from .null import sigma0_sq_full
-from .results import CalibrationResult
-from .simplex import simplex_bin_stats, simplex_cell_volume
-from .stats import BinStats, merge_stats
+from calibtest._format import Call
+from calibtest._validation import check_alpha, check_missing, is_integer
+from calibtest.core.binning import resolve_n_bins
+from calibtest.core.binstats import BinStats, merge_stats
+from calibtest.core.partition import binned_dimension, cell_geometry, partition_rows
+from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.estimation import result_from_sums
+from calibtest.formula import freeze_env, resolve_env, thaw_env
+from calibtest.inputs import read_rows
+from calibtest.results import CalibrationResult
 
 __all__ = ["BinAccumulator"]
 
-def _prepare_rows(prep, y, p, **options) -> PreparedData:
-    """``prep`` (:func:`calibtest.modes.prepare` or :func:`calibtest.full.prepare_full`) for a chunk of any size >= 1.
+def _prepare_rows(y, p, **options) -> PreparedData:
+    """:func:`calibtest.core.targets.prepare_target` for a chunk of any size >= 1.
 
     Both insist on n >= 2 (a whole data set needs it); a one-row chunk is
     validated and transformed as the first row of itself doubled, since Z and
     U are computed row by row.
     """
     if p.shape[0] != 1:
-        return prep(y, p, **options)
-    twice = prep(np.concatenate([y, y]), np.concatenate([p, p]), **options)
+        return prepare_target(y, p, **options)
+    twice = prepare_target(np.concatenate([y, y]), np.concatenate([p, p]), **options)
     return PreparedData(z=twice.z[:1], u=twice.u[:1], mode=twice.mode, k=twice.k, n_classes=twice.n_classes)
 
 
@@ -120,10 +119,9 @@ class BinAccumulator:
                  eval_env=0):
         if formula is not None and not isinstance(formula, str):
             raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
-        if missing not in MISSING_OPTIONS:
-            raise ValueError(f"missing must be one of {MISSING_OPTIONS}, got {missing!r}")
+        check_missing(missing)
         if n_rows is not None:
-            if isinstance(n_rows, (bool, np.bool_)) or not isinstance(n_rows, (int, np.integer)):
+            if not is_integer(n_rows):
                 raise TypeError(f"n_rows must be an integer, got {type(n_rows).__name__}")
             if n_rows < 2:
                 raise ValueError(f"n_rows must be >= 2, got {n_rows}")
@@ -134,8 +132,7 @@ class BinAccumulator:
         if isinstance(n_bins, str) and n_bins == "auto" and n_rows is None:
             raise ValueError("n_bins='auto' depends on the number of rows n, unknown for a stream: "
                              "give an integer n_bins or the row count n_rows=")
-        if not (k is None or k == "full" or (isinstance(k, (int, np.integer))
-                                             and not isinstance(k, (bool, np.bool_)) and k >= 1)):
+        if not (k is None or k == "full" or (is_integer(k) and k >= 1)):
             raise TypeError(f"k must be a positive integer or 'full', got {k!r}")
         if isinstance(n_bins, str) and n_bins == "auto":
             self.n_bins, self.n_bins_rule = None, "auto"  # resolved from n_rows and d with the first rows
@@ -147,14 +144,7 @@ class BinAccumulator:
         self.n_rows = n_rows
         self.alpha = check_alpha(alpha)
         self.missing = missing
-        if formula is None:
-            self._env = None
-        elif isinstance(eval_env, (int, np.integer)) and not isinstance(eval_env, bool):
-            self._env = capture_env(int(eval_env) + 1)
-        elif hasattr(eval_env, "eval"):
-            self._env = eval_env
-        else:
-            raise TypeError(f"eval_env must be an integer or a patsy EvalEnvironment, got {eval_env!r}")
+        self._env = None if formula is None else resolve_env(eval_env)
         self.n_dropped = 0
         self.n_seen = 0
         self._target = None  # (mode, k, n_classes, y_name, prob_names), fixed by the first rows
@@ -211,35 +201,22 @@ class BinAccumulator:
                 raise ValueError("this accumulator has a formula: pass each chunk as data, not y=/probs=")
             if data is None:
                 raise ValueError("update needs a chunk: data=<DataFrame>")
-            parsed = parse_formula(self.formula, data, self._env)
-            y_arr, p_arr, y_name, prob_names = parsed.y, parsed.probs, parsed.y_name, parsed.prob_names
-            class_names = prob_names
         else:
             if data is not None:
                 raise ValueError("this accumulator has no formula: pass each chunk as y= and probs=")
             if y is None or probs is None:
                 raise ValueError("update needs both y= and probs=")
-            y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
-        p_arr = np.asarray(p_arr, dtype=np.float64)
-        mask = missing_mask(y_arr, p_arr, y_name, prob_names, self.missing)
-        n_drop = int(mask.sum())
-        if n_drop:
-            y_arr, p_arr = y_arr[~mask], p_arr[~mask]
-        if p_arr.shape[0]:
-            if is_full_request(self.k, p_arr):  # k = K: full calibration on the simplex bins
-                prepared = _prepare_rows(prepare_full, y_arr, p_arr, n_classes=self.n_classes,
-                                         class_names=class_names, y_name=y_name, prob_names=prob_names)
-                dim, binner = prepared.n_classes - 1, simplex_bin_stats
-            else:
-                prepared = _prepare_rows(prepare, y_arr, p_arr, n_classes=self.n_classes, k=self.k,
-                                         class_names=class_names, y_name=y_name, prob_names=prob_names)
-                dim, binner = prepared.k, cube_bin_stats
-            self._check_target((prepared.mode, prepared.k, prepared.n_classes, y_name, tuple(prob_names)))
+        rows = read_rows(self.formula, data, y, probs, self._env, self.missing)
+        if rows.probs.shape[0]:
+            prepared = _prepare_rows(rows.y, rows.probs, n_classes=self.n_classes, k=self.k,
+                                     class_names=rows.class_names, y_name=rows.y_name, prob_names=rows.prob_names)
+            self._check_target((prepared.mode, prepared.k, prepared.n_classes, rows.y_name,
+                                tuple(rows.prob_names)))
             if self.n_bins is None:
-                self.n_bins = resolve_n_bins("auto", self.n_rows, dim)[0]
-            self._push(0, binner(prepared, self.n_bins))
-        self.n_dropped += n_drop
-        self.n_seen += int(mask.shape[0])
+                self.n_bins = resolve_n_bins("auto", self.n_rows, binned_dimension(prepared.mode, prepared.k))[0]
+            self._push(0, partition_rows(prepared, self.n_bins).bin_sums(prepared))
+        self.n_dropped += rows.n_dropped
+        self.n_seen += int(rows.probs.shape[0]) + rows.n_dropped
         return self
 
     def _check_target(self, target: tuple) -> None:
@@ -309,7 +286,7 @@ class BinAccumulator:
         """Rows accumulated (after dropping missing values)."""
         return self.n_seen - self.n_dropped
 
-    def result(self, alpha: float | None = None, *, call: str | None = None,
+    def result(self, alpha: float | None = None, *, call: Call | None = None,
                source: dict | None = None) -> CalibrationResult:
         """The calibration result from the accumulated sums.
 
@@ -339,16 +316,12 @@ class BinAccumulator:
             options = {"n_classes": self.n_classes, "k": self.k,
                        "n_bins": self.n_bins if self.n_bins_rule == "user" else "auto", "n_rows": self.n_rows,
                        "alpha": alpha, "missing": self.missing if self.missing != "raise" else None}
-            call = "BinAccumulator(" + ", ".join(
-                ([repr(self.formula)] if self.formula else []) +
-                [f"{key}={val!r}" for key, val in options.items() if val is not None]) + ")"
-        full = {} if mode != "full" else {
-            "volume": simplex_cell_volume(self.n_bins, n_classes), "sigma0_sq_value": sigma0_sq_full(n_classes),
-            "sigma1_sq_value": sigma1_sq_quadratic(stats)}
-        return result_from_stats(
+            call = Call("BinAccumulator", (repr(self.formula),) if self.formula else (), options)
+        volume, sigma0_sq = cell_geometry(mode, k, n_classes, self.n_bins)
+        return result_from_sums(
             stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
-            alpha=alpha, formula=self.formula, y_name=y_name, prob_names=prob_names,
-            n_dropped=self.n_dropped, call=call, source=source, data=None, **full)
+            volume=volume, sigma0_sq=sigma0_sq, alpha=alpha, call=call, formula=self.formula, y_name=y_name,
+            prob_names=prob_names, n_dropped=self.n_dropped, source=source)
 
     def __repr__(self) -> str:
         target = "no rows yet" if self._target is None else f"mode={self._target[0]} k={self._target[1]}"

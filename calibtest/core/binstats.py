@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .binning import group_keys
+from calibtest.core.binning import group_keys
 
-__all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq"]
+__all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
+           "sigma1_sq_quadratic"]
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -206,5 +207,23 @@ def sigma1_sq(stats: BinStats, n: int | None = None) -> float:
     mu_sq = np.einsum("bi,bi->b", mu, mu)
     cov = stats.sum_uu / c[:, None, None] - mu[:, :, None] * mu[:, None, :]
     quad = np.einsum("bi,bij,bj->b", mu, cov, mu)
+    value = np.sum(p * mu_sq**2) - np.sum(p * mu_sq) ** 2 + 4.0 * np.sum(p * quad)
+    return float(max(value, 0.0))
+
+
+def sigma1_sq_quadratic(stats: BinStats) -> float:
+    """sigma1^2 of the paper's eq. (sigma1_plug_in_estimator) without forming Cov_b.
+
+    Same quantity as :func:`calibtest.stats.sigma1_sq`, using
+    mu_b^T Cov_b mu_b = mu_b^T M_b mu_b / c_b - ||mu_b||^4 (M_b = sum U U^T), so
+    no (m, K, K) temporaries are built: with K = 10 and a million cells the
+    covariance arrays would be 800 MB each.
+    """
+    n = stats.n
+    c = stats.count
+    p = c / n
+    mu = stats.sum_u / c[:, None]
+    mu_sq = np.einsum("bi,bi->b", mu, mu)
+    quad = np.einsum("bi,bij,bj->b", mu, stats.sum_uu, mu) / c - mu_sq**2
     value = np.sum(p * mu_sq**2) - np.sum(p * mu_sq) ** 2 + 4.0 * np.sum(p * quad)
     return float(max(value, 0.0))

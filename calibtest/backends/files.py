@@ -1,4 +1,4 @@
-"""Stream a CSV or Parquet file through a :class:`~calibtest.streaming.BinAccumulator`.
+"""Stream a CSV or Parquet file through a :class:`~calibtest.BinAccumulator`.
 
 ``calib_ci(formula, data="big.parquet")`` lands here.  Only the columns the
 formula uses are read (CSV: ``pandas.read_csv(usecols=..., chunksize=...)``;
@@ -12,19 +12,19 @@ stored with its name, size and modification time in ``result.source``.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 
-from .inputs import missing_mask
-from .formula import formula_columns, parse_formula
-from .results import CalibrationResult
-from .streaming import BinAccumulator
+from calibtest._format import Call, sha256_file
+from calibtest._validation import is_integer
+from calibtest.backends.accumulator import BinAccumulator
+from calibtest.formula import check_formula_names, formula_columns
+from calibtest.inputs import read_rows
+from calibtest.results import CalibrationResult
 
 __all__ = ["DEFAULT_CHUNKSIZE", "file_format", "sha256_file", "stream_file"]
 
@@ -45,19 +45,6 @@ def file_format(path: Path) -> str:
         return "csv"
     raise ValueError(f"data={str(path)!r}: cannot tell the file format from its name; supported are "
                      ".csv (also .csv.gz, .csv.bz2, .csv.zip, .csv.xz, .csv.zst), .parquet and .pq")
-
-
-def sha256_file(path: Path, stop: threading.Event | None = None, block: int = 1 << 22) -> str | None:
-    """SHA-256 hex digest of a file, read in ``block``-byte pieces (None if ``stop`` is set first)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            if stop is not None and stop.is_set():
-                return None
-            buf = fh.read(block)
-            if not buf:
-                return h.hexdigest()
-            h.update(buf)
 
 
 class _CsvReader:
@@ -121,7 +108,7 @@ def check_chunksize(chunksize) -> int:
     """Validate ``chunksize`` (None means :data:`DEFAULT_CHUNKSIZE`)."""
     if chunksize is None:
         return DEFAULT_CHUNKSIZE
-    if isinstance(chunksize, (bool, np.bool_)) or not isinstance(chunksize, (int, np.integer)):
+    if not is_integer(chunksize):
         raise TypeError(f"chunksize must be a positive integer (rows per chunk), got {chunksize!r}")
     if chunksize < 1:
         raise ValueError(f"chunksize must be >= 1, got {chunksize}")
@@ -140,18 +127,12 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
     for chunk in reader.chunks(columns, chunksize):
         stop = start + len(chunk)
         try:
-            parsed = parse_formula(formula, chunk, env)
-            mask = missing_mask(parsed.y, parsed.probs, parsed.y_name, parsed.prob_names, missing)
+            rows = read_rows(formula, chunk, None, None, env, missing)
         except (ValueError, TypeError) as exc:
             raise _with_rows(exc, name, start, stop) from exc
-        total += int(mask.shape[0] - mask.sum())
+        total += int(rows.probs.shape[0])
         start = stop
     return total
-
-
-def _format_call(formula, path: Path, options: dict) -> str:
-    parts = [repr(formula), f"data={path.name!r}"] + [f"{k}={v!r}" for k, v in options.items() if v is not None]
-    return "calib_ci(" + ", ".join(parts) + ")"
 
 
 def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
@@ -193,7 +174,6 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         raise FileNotFoundError(f"data file not found: {str(path)!r}")
     stat0 = path.stat()
     reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
-    from .outofcore import check_formula_names
     check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
     columns = formula_columns(formula, reader.columns)
     passes = 1
@@ -242,7 +222,8 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         "sha256": sha256, "columns": list(columns), "chunksize": chunksize, "n_chunks": n_chunks,
         "n_rows_read": acc.n_seen, "passes": passes,
     }
-    call = _format_call(formula, path, {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-                                        "missing": missing if missing != "raise" else None,
-                                        "chunksize": chunksize if chunksize != DEFAULT_CHUNKSIZE else None})
+    call = Call("calib_ci", (repr(formula), f"data={path.name!r}"),
+                {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
+                 "missing": missing if missing != "raise" else None,
+                 "chunksize": chunksize if chunksize != DEFAULT_CHUNKSIZE else None})
     return acc.result(call=call, source=source)

@@ -15,13 +15,16 @@ monomial over the scaled simplex {z >= 0, sum z <= t} in R^d is
 """
 from __future__ import annotations
 
+import functools
+import math
 from fractions import Fraction
 from math import factorial
 
 import numpy as np
 from scipy import stats as _sps
 
-__all__ = ["sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact"]
+__all__ = ["sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact",
+           "threshold"]
 
 
 def _simplex_monomial(exponents: tuple[int, ...], d: int, t: Fraction) -> Fraction:
@@ -79,6 +82,7 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
     return 2 * (outer - inner) / factorial(k)
 
 
+@functools.lru_cache(maxsize=None)
 def sigma0_sq(mode: str, n_classes: int | None = None, k: int = 1) -> float:
     """sigma0^2 of the paper's eq. (var_calibrated) as a float (see :func:`sigma0_sq_exact`)."""
     return float(sigma0_sq_exact(mode, n_classes, k))
@@ -128,6 +132,16 @@ def sigma0_sq_full_exact(n_classes: int) -> Fraction:
     return 2 * value
 
 
+@functools.lru_cache(maxsize=None)
 def sigma0_sq_full(n_classes: int) -> float:
     """sigma0^2 of full calibration as a float (see :func:`sigma0_sq_full_exact`)."""
     return float(sigma0_sq_full_exact(n_classes))
+
+
+def threshold(alpha: float, sigma0_sq_value: float, n: int, volume: float) -> float:
+    """Critical value of T in the calibrated regime: z_alpha sigma0 / (n sqrt(w)).
+
+    Zero joins the adjusted interval iff T+ is below it (Algorithm 1, step 4;
+    the calibrated-regime limit with the variance of the paper's eq. (12)).
+    """
+    return float(_sps.norm.isf(alpha) * math.sqrt(sigma0_sq_value) / (n * math.sqrt(volume)))

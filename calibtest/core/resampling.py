@@ -78,8 +78,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .binning import cube_indices, group_keys
-from .inputs import check_count, check_seed
+
+from calibtest._validation import RESAMPLING_METHODS, check_count, check_seed
 
 __all__ = [
     "METHODS",
@@ -99,16 +99,13 @@ __all__ = [
     "hulc_split_estimates",
     "median_bias",
     "resampling_interval",
-    "row_bin_index",
-    "resolve_rng",
-    "raw_interval",
+    "binned_rows",
     "clip_interval",
-    "resampled_result",
-    "resampling_notes",
+    "resolve_rng",
 ]
 
 #: The resampling methods of ``calib_ci(method=...)``.
-METHODS = ("bootstrap", "subsampling", "hulc")
+METHODS = RESAMPLING_METHODS
 
 #: Default number of resamples (bootstrap), subsamples (subsampling) and
 #: median-bias subsamples (HulC).
@@ -205,39 +202,13 @@ class BinnedRows:
         return self.u.shape[1]
 
 
-def row_bin_index(prepared, n_bins: int) -> BinnedRows:
-    """Per-row bin numbers of the partition the estimator uses.
+def binned_rows(partition, u) -> BinnedRows:
+    """The rows of a :class:`~calibtest.core.partition.Partition` with their U, for resampling.
 
-    The cube partition ``floor(z * B)`` (``SPEC.md``, "Binning") for the
-    ``binary``, ``top1`` and ``topk`` modes; the equal-volume simplex cells of
-    :func:`calibtest.simplex.simplex_groups` for full calibration (``mode
-    "full"``, when that module is present).
-
-    Parameters
-    ----------
-    prepared : calibtest.modes.PreparedData
-    n_bins : int
-        Bins per dimension B.
-
-    Returns
-    -------
-    BinnedRows
-        The numbering is that of the estimator's bin sums, so ``T`` of all
-        rows equals the reported estimate.
+    The bin numbering is the partition's (that of the estimator's bin sums),
+    so ``T`` of all rows equals the reported estimate.
     """
-    if prepared.mode in ("binary", "top1", "topk"):
-        inverse, keys = group_keys(cube_indices(prepared.z, n_bins), n_bins + 1)
-    elif prepared.mode == "full":
-        try:
-            from .simplex import simplex_groups
-        except ImportError:  # pragma: no cover - full calibration not installed
-            raise NotImplementedError("full calibration needs calibtest.simplex") from None
-        inverse, keys = simplex_groups(prepared.z, n_bins)
-    else:
-        raise NotImplementedError(
-            f"resampling methods need per-row bin numbers for mode {prepared.mode!r}; "
-            "pass a BinnedRows built from that partition to resampling_interval")
-    return BinnedRows(inverse, prepared.u, keys.shape[0])
+    return BinnedRows(partition.inverse, u, partition.m)
 
 
 #: Second word of the resampling seed: an int seed s starts ``default_rng([s, 1])``, a
@@ -616,6 +587,8 @@ class ResamplingInterval:
         HulC's estimated median bias Delta.
     bias_estimates : ndarray or None
         HulC's median-bias subsample estimates.
+    n : int or None
+        Rows of the data set.
     """
 
     method: str
@@ -630,6 +603,7 @@ class ResamplingInterval:
     hulc_splits: int | None = None
     hulc_median_bias: float | None = None
     bias_estimates: np.ndarray | None = None
+    n: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "estimates", _frozen(np.asarray(self.estimates, dtype=float)))
@@ -640,6 +614,24 @@ class ResamplingInterval:
     def contains_zero(self) -> bool:
         """0 lies in the closed interval [lower, upper] (no rejection of ECE = 0)."""
         return bool(self.lower <= 0.0 <= self.upper)
+
+    def at_level(self, alpha: float | None = None) -> tuple[float, float]:
+        """The method's interval at level 1 - alpha, recomputed from the stored statistics (ends may be negative).
+
+        Raises
+        ------
+        ValueError
+            HulC at another alpha: its number of splits depends on alpha.
+        """
+        alpha = self.alpha if alpha is None else alpha
+        if self.method == "hulc":
+            if alpha != self.alpha:
+                interval_from_estimates("hulc", self.estimate, self.estimates, n=self.n, size=0, alpha=alpha)
+            if self.estimates.size == 0:
+                return -math.inf, math.inf
+            return float(self.estimates.min()), float(self.estimates.max())
+        return interval_from_estimates(self.method, self.estimate, self.estimates, n=self.n,
+                                       size=self.resample_size, alpha=alpha)
 
 
 def subsample_size(n: int) -> int:
@@ -704,22 +696,22 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
     if method == "bootstrap":
         est = bootstrap_estimates(rows, R, gen, **kw)
         lo, hi = percentile_interval(est, alpha)
-        return ResamplingInterval(method, lo, hi, estimate, alpha, est, R, n, seed)
+        return ResamplingInterval(method, lo, hi, estimate, alpha, est, R, n, seed, n=n)
     if method == "subsampling":
         b = subsample_size(n)
         est = subsample_estimates(rows, b, R, gen, **kw)
         lo, hi = subsampling_interval(estimate, est, n, b, alpha)
-        return ResamplingInterval(method, lo, hi, estimate, alpha, est, R, b, seed)
+        return ResamplingInterval(method, lo, hi, estimate, alpha, est, R, b, seed, n=n)
     s = hulc_subsample_size(n)
     bias_est = subsample_estimates(rows, s, R, gen, **kw)
     delta = median_bias(estimate, bias_est)
     B = hulc_n_splits(alpha, delta, u=float(gen.random()), max_splits=n)
     if B is None:
         return ResamplingInterval(method, -math.inf, math.inf, estimate, alpha, np.empty(0), R, s, seed,
-                                  None, delta, bias_est)
+                                  None, delta, bias_est, n=n)
     splits = hulc_split_estimates(rows, B, gen)
     return ResamplingInterval(method, float(splits.min()), float(splits.max()), estimate, alpha, splits, R, s,
-                              seed, B, delta, bias_est)
+                              seed, B, delta, bias_est, n=n)
 
 
 def interval_from_estimates(method: str, estimate: float, estimates: np.ndarray, *, n: int, size: int,
@@ -739,84 +731,6 @@ def interval_from_estimates(method: str, estimate: float, estimates: np.ndarray,
     raise ValueError(f"unknown resampling method {method!r}")
 
 
-# --------------------------------------------------------------------------- results objects
-
-
-def raw_interval(result, alpha: float | None = None) -> tuple[float, float]:
-    """The resampling interval of a result as the method defines it (ends may be negative).
-
-    ``result.ci_lower`` and ``result.ci_upper`` hold this interval intersected
-    with [0, inf), the parameter space of ECE^2.
-    """
-    if result.method not in METHODS:
-        raise ValueError(f"result was made with method={result.method!r}, not a resampling method")
-    alpha = result.alpha if alpha is None else alpha
-    est = result.resample_estimates
-    if result.method == "hulc":
-        if alpha != result.alpha:
-            interval_from_estimates("hulc", result.estimate, est, n=result.n, size=0, alpha=alpha)
-        if est is None or est.size == 0:
-            return -math.inf, math.inf
-        return float(est.min()), float(est.max())
-    return interval_from_estimates(result.method, result.estimate, est, n=result.n,
-                                   size=result.resample_size, alpha=alpha)
-
-
 def clip_interval(lower: float, upper: float) -> tuple[float, float, bool]:
     """Intersect ``[lower, upper]`` with [0, inf): ``(max(lower, 0), max(upper, 0), 0 in [lower, upper])``."""
     return max(lower, 0.0), max(upper, 0.0), bool(lower <= 0.0 <= upper)
-
-
-def resampled_result(result, rows: BinnedRows, method: str, *, n_resamples: int | None = None, rng=None,
-                     block_size: int | None = None, progress: bool | None = None):
-    """The result of :func:`calibtest.calib_ci` with its interval replaced by a resampling interval.
-
-    T, sigma1^2, the calibrated-regime test and everything else are kept;
-    ``ci_lower``/``ci_upper`` become the method's interval intersected with
-    [0, inf) (ECE^2 >= 0), ``contains_zero`` says whether 0 lies in the
-    method's interval, ``ci_lower_open`` is False and ``ci_branch`` 0.  The
-    method, number of resamples, seed, resample size, HulC's number of splits
-    and median bias, and the resampled statistics (read-only) are recorded.
-    """
-    import dataclasses
-
-    iv = resampling_interval(rows, method, alpha=result.alpha, estimate=result.estimate,
-                             n_resamples=n_resamples, rng=rng, block_size=block_size, progress=progress)
-    lower, upper, zero = clip_interval(iv.lower, iv.upper)
-    return dataclasses.replace(
-        result, method=method, ci_lower=lower, ci_upper=upper, ci_lower_open=False, ci_branch=0,
-        contains_zero=zero, n_resamples=iv.n_resamples, seed=iv.seed, resample_size=iv.resample_size,
-        hulc_splits=iv.hulc_splits, hulc_median_bias=iv.hulc_median_bias, resample_estimates=iv.estimates)
-
-
-def resampling_notes(result, alpha: float | None = None) -> list[str]:
-    """Summary notes describing a resampling interval (at level 1 - alpha; default the stored alpha)."""
-    if result.method not in METHODS:
-        return []
-    alpha = result.alpha if alpha is None else alpha
-    level = f"{100 * (1 - alpha):g}%"
-    seed = result.seed
-    seed_txt = "a numpy Generator (no integer seed)" if seed == "Generator" else f"rng={seed}"
-    if result.method == "bootstrap":
-        how = (f"percentile bootstrap: the {alpha / 2:g} and {1 - alpha / 2:g} quantiles of T "
-               f"over {result.n_resamples} resamples of n = {result.n} rows drawn with replacement")
-    elif result.method == "subsampling":
-        how = (f"subsampling: T + sqrt(b/n) (q_{{a/2}}, q_{{1-a/2}}) with q the quantiles of T_b - T over "
-               f"{result.n_resamples} subsamples of b = {result.resample_size} rows without replacement")
-    elif result.hulc_splits is None:
-        how = (f"adaptive HulC: estimated median bias {result.hulc_median_bias:.4g} (from {result.n_resamples} "
-               f"subsamples of {result.resample_size} rows) needs more splits than rows, so the interval is "
-               "the whole line")
-    else:
-        how = (f"adaptive HulC: [min, max] of T over {result.hulc_splits} disjoint random splits; median bias "
-               f"{result.hulc_median_bias:.4g} estimated from {result.n_resamples} subsamples of "
-               f"{result.resample_size} rows")
-    notes = [f"The {level} interval is a resampling interval ({how}); {seed_txt} reproduces it."]
-    lo, hi = raw_interval(result, alpha)
-    if lo < 0.0 or hi < 0.0:
-        notes.append(f"The method's interval [{lo:.6g}, {hi:.6g}] reaches below 0; the reported interval "
-                     "is its intersection with [0, inf)" + (" (empty: shown as [0, 0])." if hi < 0 else "."))
-    notes.append("0 belongs to the interval" if lo <= 0.0 <= hi else "0 is outside the interval")
-    notes[-1] += (f"; the calibrated-regime z test (p = {result.null_pvalue:.4g}) is reported separately and "
-                  "does not decide the interval.")
-    return notes

@@ -49,32 +49,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .binning import cube_indices, group_keys
+from calibtest.core.binning import group_keys
 
-__all__ = ["row_bins", "influence_values", "pair_sums_single", "second_order_var_single",
+__all__ = ["influence_values", "pair_sums_single", "second_order_var_single",
            "second_order_var_paired", "first_order_var_paired", "first_order_var_single",
            "DifferenceVariance", "difference_variance"]
-
-
-def row_bins(z: np.ndarray, n_bins: int) -> tuple[np.ndarray, int]:
-    """Bin number of each row on the cube partition ``floor(z * B)``, over the non-empty bins only.
-
-    Returns
-    -------
-    inverse : ndarray of intp, shape (n,)
-        Bin number 0..m-1 of each row, numbering the non-empty bins in the
-        order of their linear key (the order of ``CalibrationResult.bin_stats``).
-    m : int
-        Number of non-empty bins.
-    """
-    inverse, keys = group_keys(cube_indices(z, n_bins), n_bins + 1)
-    # group_keys may number empty bins too (small key spaces): renumber the occupied ones.
-    occupied = np.flatnonzero(np.bincount(inverse, minlength=keys.shape[0]))
-    if occupied.size < keys.shape[0]:
-        lookup = np.zeros(keys.shape[0], dtype=np.intp)
-        lookup[occupied] = np.arange(occupied.size)
-        inverse = lookup[inverse]
-    return inverse, int(occupied.size)
 
 
 def _bin_columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Self-contained HTML and PDF validation reports of calibration results.
 
 ``report(results, "out.html")`` renders the Jinja2 template
-``templates/report.html`` (installed as the package ``calibtest.templates``)
+``calibtest/reporting/templates/report.html`` (shipped inside the package)
 with autoescaping on, from a context made only of ``to_dict()``-style values
 and preformatted strings: the template does no arithmetic.  Figures are PNG
 images embedded as ``data:`` URIs and the CSS is inline, so the HTML file is a
@@ -14,7 +14,6 @@ does not shadow a module of the same name.
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import math
 import platform
@@ -24,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .summary import fmt
+from calibtest._format import fmt, fmt_p, package_version, sha256_file
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
            "file_provenance", "FIGURE_DPI", "MAX_BIN_ROWS"]
@@ -62,13 +61,9 @@ _BRANCH_TEXT = {
 
 # --------------------------------------------------------------------------- helpers
 def file_provenance(path) -> dict:
-    """File name, size and SHA-256 of an input file (read in 1 MiB chunks)."""
+    """File name, size and SHA-256 of an input file."""
     path = Path(path)
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return {"file": str(path), "sha256": digest.hexdigest(), "size_bytes": path.stat().st_size}
+    return {"file": str(path), "sha256": sha256_file(path), "size_bytes": path.stat().st_size}
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence]) -> dict:
@@ -79,24 +74,17 @@ def _interval_text(lower: float, upper: float, lower_open: bool, digits: int = 6
     return f"{'(' if lower_open else '['}{fmt(lower, digits)}, {fmt(upper, digits)}]"
 
 
-def fmt_p(p, digits: int = 4) -> str:
-    """A p-value for display: ``fmt`` with ``digits`` significant digits, "< 1e-300" when it underflowed to 0."""
-    if p is not None and p == 0:
-        return "< 1e-300"
-    return fmt(p, digits)
-
-
 def _level(alpha: float) -> str:
     return f"{100 * (1 - alpha):g}%"
 
 
 def _model_name(res, index: int) -> str:
-    from .plotting import _model_label
+    from calibtest.reporting.plotting import _model_label
     return _model_label(res, index)
 
 
 def _n_coordinates(res) -> int:
-    from .plotting import coordinate_columns
+    from calibtest.reporting.plotting import coordinate_columns
     return len(coordinate_columns(res.bin_table()))
 
 
@@ -107,8 +95,8 @@ def _versions() -> list[tuple[str, str]]:
     import scipy
     import statsmodels
 
-    from . import __version__
-    return [("calibtest", __version__), ("numpy", np.__version__), ("scipy", scipy.__version__),
+
+    return [("calibtest", package_version()), ("numpy", np.__version__), ("scipy", scipy.__version__),
             ("statsmodels", statsmodels.__version__), ("pandas", pandas.__version__),
             ("matplotlib", matplotlib.__version__), ("jinja2", jinja2.__version__),
             ("Python", platform.python_version()), ("platform", platform.platform())]
@@ -138,7 +126,7 @@ def reliability_figure(results, labels: Sequence[str] | None = None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .plotting import plot_reliability
+    from calibtest.reporting.plotting import plot_reliability
 
     results = list(results) if isinstance(results, (list, tuple)) else [results]
     d = _n_coordinates(results[0])
@@ -362,7 +350,7 @@ def _valprob(res) -> tuple[dict | None, str | None]:
         return None, None
     if res.data is None:
         return None, "Validation metrics not computed: the result holds no rows (bin sums only)."
-    from .validation_metrics import val_prob
+    from calibtest.valprob import val_prob
     p = res.data.z[:, 0]
     y = np.rint(res.data.y[:, 0])
     try:
@@ -385,7 +373,7 @@ def _valprob(res) -> tuple[dict | None, str | None]:
 
 
 def _bin_rows(res) -> tuple[dict, str | None]:
-    from .plotting import coordinate_columns
+    from calibtest.reporting.plotting import coordinate_columns
     t = res.bin_table()
     pairs = coordinate_columns(t)
     d = len(pairs)
@@ -588,27 +576,12 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
 
 
 # --------------------------------------------------------------------------- rendering
-def _packaged_template(name: str):
-    """Source of a template shipped in the package ``calibtest.templates`` (None if absent)."""
-    from importlib.resources import files
-
-    resource = files("calibtest.templates").joinpath(name)
-    if not resource.is_file():
-        return None
-    return resource.read_text(encoding="utf-8")
-
-
 def _template_environment():
+    """Jinja2 environment over the templates shipped inside the package (autoescaping every template)."""
     import jinja2
 
-    loaders = []
-    source_tree = Path(__file__).resolve().parents[1]
-    # Running from a source checkout (tests with PYTHONPATH): the top-level templates/ folder.
-    if (source_tree / "pyproject.toml").is_file() and (source_tree / "templates" / "report.html").is_file():
-        loaders.append(jinja2.FileSystemLoader(str(source_tree / "templates")))
-    loaders.append(jinja2.FunctionLoader(_packaged_template))
     return jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders),
+        loader=jinja2.PackageLoader("calibtest.reporting", "templates"),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "htm", "xml"), default=True,
                                             default_for_string=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)

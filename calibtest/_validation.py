@@ -1,0 +1,108 @@
+"""Argument checks shared by every public function, one copy of each.
+
+Modelled on statsmodels' ``tools/validation`` and scipy's ``_iv`` helpers:
+each check takes the value and the argument's name, returns the value in
+canonical form (a Python ``int``/``float``/``bool``), and raises a
+``TypeError`` for a value of the wrong kind or a ``ValueError`` for a value
+out of range, with a message that names the argument.  Booleans are never
+accepted as numbers (``True`` is an ``int`` in Python, but ``n_bins=True`` is
+a mistake).
+
+This module imports only numpy: every layer of the package may use it.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "check_bool", "check_choice",
+           "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "METHODS",
+           "RESAMPLING_METHODS"]
+
+MISSING_OPTIONS = ("raise", "drop")
+NULLS = ("asymptotic", "conditional", "monte-carlo")
+RESAMPLING_METHODS = ("bootstrap", "subsampling", "hulc")
+METHODS = ("adjusted",) + RESAMPLING_METHODS
+
+
+def is_bool(value) -> bool:
+    """True for ``bool`` and ``numpy.bool_`` (which must not pass as numbers)."""
+    return isinstance(value, (bool, np.bool_))
+
+
+def is_integer(value) -> bool:
+    """True for Python and numpy integers, False for booleans."""
+    return not is_bool(value) and isinstance(value, numbers.Integral)
+
+
+def check_alpha(alpha, name: str = "alpha") -> float:
+    """Validate a significance level in the open interval (0, 1) and return it as a float."""
+    if is_bool(alpha) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"{name} must be a number in (0, 1), got {type(alpha).__name__}")
+    alpha = float(alpha)
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"{name} must be in the open interval (0, 1), got {alpha}")
+    return alpha
+
+
+def check_count(value, name: str, minimum: int = 1) -> int:
+    """Check a count argument (an integer >= ``minimum``, not a bool) and return it as an int."""
+    if not is_integer(value):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_seed(rng, name: str = "rng"):
+    """Check a seed argument: None, a non-negative int seed or a ``numpy.random.Generator``; return it."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng
+    if not is_integer(rng):
+        raise TypeError(f"{name} must be None, an int seed or a numpy.random.Generator, "
+                        f"got {type(rng).__name__}")
+    if rng < 0:
+        raise ValueError(f"{name} must be a non-negative integer seed, got {rng}")
+    return rng
+
+
+def check_bool(value, name: str, *, allow_none: bool = False):
+    """Check a flag: ``True`` or ``False`` (or ``None`` when ``allow_none``); return it as a bool."""
+    if value is None and allow_none:
+        return None
+    if not is_bool(value):
+        allowed = "None, True or False" if allow_none else "True or False"
+        raise TypeError(f"{name} must be {allowed}, got {value!r}")
+    return bool(value)
+
+
+def check_choice(value, name: str, choices) -> str:
+    """Check that ``value`` is one of the strings ``choices`` and return it."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_missing(missing) -> str:
+    """The missing-value rule: ``"raise"`` or ``"drop"``."""
+    return check_choice(missing, "missing", MISSING_OPTIONS)
+
+
+def check_null(null, n_null_draws=2000, rng=None) -> None:
+    """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of the finite-sample nulls."""
+    check_choice(null, "null", NULLS)
+    check_count(n_null_draws, "n_null_draws")
+    check_seed(rng)
+
+
+def check_method(method, n_resamples, rng=None, progress=None) -> None:
+    """Validate ``method=``, ``n_resamples=``, ``rng=`` and ``progress=`` of an interval."""
+    check_choice(method, "method", METHODS)
+    if n_resamples is not None:
+        if method == "adjusted":
+            raise ValueError("n_resamples applies only to the resampling methods "
+                             "(method='bootstrap', 'subsampling' or 'hulc')")
+        check_count(n_resamples, "n_resamples", 2)
+    check_seed(rng)
+    check_bool(progress, "progress", allow_none=True)

@@ -1,0 +1,156 @@
+"""The partition of one call: which bin each row falls in, built once.
+
+Every engine that needs bins takes a :class:`Partition` instead of binning the
+rows again: the estimator's bin sums, the conditional and Monte Carlo nulls,
+the resampling intervals, T-Cal, ``bin_table()``, the streaming accumulator
+and the two-model difference variance.
+
+Two kinds of partition exist (see ``docs/conventions.md``, "Binning"):
+
+* ``"cube"`` (binary, top-1 and top-k targets): the binned vector z in
+  [0, 1]^d is cut into half-open cubes ``[i/B, (i+1)/B)`` per coordinate, a
+  coordinate exactly 1.0 getting the index B (its own cube); the cell volume
+  is w = B^-d.
+* ``"simplex"`` (full calibration, k = K): the probability simplex
+  Delta_{K-1} is cut into B^(K-1) equal-volume simplices by the edgewise
+  subdivision of :mod:`calibtest.core.simplex`; w = 1 / ((K-1)! B^(K-1)).
+
+The partition also carries sigma0^2, the calibrated-regime variance constant
+of the paper's eq. (12) for its support, since it depends only on the
+target and the partition's geometry.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024, Section 2.3.
+.. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
+       calibration of predictive models", JMLR 24 (2023), Section 8.2.3.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibtest.core.binning import cube_indices, group_keys, resolve_n_bins
+from calibtest.core.binstats import BinStats, bin_sums
+from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
+from calibtest.core.simplex import simplex_cell_volume, simplex_groups, sparse_bin_sums
+from calibtest.core.targets import PreparedData
+
+__all__ = ["Partition", "partition_rows", "binned_dimension", "cell_geometry"]
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _occupied(inverse: np.ndarray, keys: np.ndarray):
+    """Renumber the non-empty bins 0..m-1 (``group_keys`` numbers every key of a small key space)."""
+    counts = np.bincount(inverse, minlength=keys.shape[0])
+    occupied = np.flatnonzero(counts)
+    if occupied.size < keys.shape[0]:
+        lookup = np.zeros(keys.shape[0], dtype=np.intp)
+        lookup[occupied] = np.arange(occupied.size)
+        inverse = lookup[inverse]
+        keys = keys[occupied]
+    return np.asarray(inverse, dtype=np.intp), keys, counts[occupied]
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """Row-to-bin assignment of one data set on one partition.
+
+    Attributes
+    ----------
+    kind : {"cube", "simplex"}
+        Cube partition of [0, 1]^d or equal-volume simplex cells.
+    n_bins : int
+        Bins per dimension B (subdivisions per edge for the simplex).
+    n_bins_rule : {"auto", "user"}
+        How B was chosen.
+    dim : int
+        Dimension d of the binned space (k for cubes, K - 1 for the simplex).
+    inverse : ndarray of intp, shape (n,), read-only
+        Bin number 0..m-1 of each row, numbering the non-empty bins in the
+        order of their linear key.
+    keys : ndarray of int64, shape (m, q), read-only
+        Key of each non-empty bin: cube indices ``floor(z * B)``, or the
+        simplex key ``(a_1, ..., a_{K-1}, code)``.
+    counts : ndarray of int64, shape (m,), read-only
+        Rows per non-empty bin.
+    volume : float
+        Cell volume w.
+    sigma0_sq : float
+        The exact calibrated-regime variance constant of the target.
+    """
+
+    kind: str
+    n_bins: int
+    n_bins_rule: str
+    dim: int
+    inverse: np.ndarray = field(repr=False)
+    keys: np.ndarray = field(repr=False)
+    counts: np.ndarray = field(repr=False)
+    volume: float
+    sigma0_sq: float
+
+    @property
+    def n(self) -> int:
+        """Number of rows."""
+        return int(self.inverse.shape[0])
+
+    @property
+    def m(self) -> int:
+        """Number of non-empty bins."""
+        return int(self.keys.shape[0])
+
+    def bin_sums(self, data: PreparedData) -> BinStats:
+        """Per-bin sums c_b, S_b, M_b and sum z of the rows of ``data`` (the rows this partition binned)."""
+        if self.kind == "simplex":
+            return sparse_bin_sums(self.inverse, self.keys, data.u, data.z)
+        return bin_sums(self.inverse, self.keys, data.u, data.z)
+
+
+def binned_dimension(mode: str, k: int) -> int:
+    """Dimension d of the binned space: K - 1 on the simplex (full calibration), k on the cube."""
+    return k - 1 if mode == "full" else k
+
+
+def cell_geometry(mode: str, k: int, n_classes, n_bins: int) -> tuple[float, float]:
+    """``(w, sigma0^2)``: the cell volume and the calibrated-regime constant of a target's partition."""
+    if mode == "full":
+        return simplex_cell_volume(n_bins, k), sigma0_sq_full(k)
+    return bin_volume(n_bins, k), sigma0_sq(mode, n_classes, k)
+
+
+def _row_keys(data: PreparedData, B: int):
+    if data.mode == "full":
+        return simplex_groups(data.z, B)
+    return group_keys(cube_indices(data.z, B), B + 1)
+
+
+def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
+    """Bin the rows of a prepared target on its partition.
+
+    Parameters
+    ----------
+    data : PreparedData
+        The target's rows (``mode`` decides the partition: ``"full"`` bins
+        the simplex, the others the cube).
+    n_bins : int or "auto"
+        B, or ``"auto"``: ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``
+        with d the dimension of the binned space.
+
+    Returns
+    -------
+    Partition
+    """
+    d = binned_dimension(data.mode, data.k)
+    B, rule = resolve_n_bins(n_bins, data.n, d)
+    inverse, keys, counts = _occupied(*_row_keys(data, B))
+    volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
+    return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,
+                     inverse=_frozen(inverse), keys=_frozen(keys), counts=_frozen(counts), volume=volume,
+                     sigma0_sq=s0)

@@ -1,0 +1,155 @@
+"""``calib_ci``: the confidence interval and test for the l2 expected calibration error.
+
+One pipeline, one way through: validate the options, resolve the data
+source (rows in memory, a file, a Dask frame), prepare the calibration
+target (Z and U), bin the rows once (:class:`~calibtest.core.partition.Partition`),
+and build one result from the bin sums and the engines that need the rows
+(:func:`calibtest.estimation.estimate_rows`).
+"""
+from __future__ import annotations
+
+
+from calibtest._format import record_call
+from calibtest._validation import check_alpha, check_method, check_missing, check_null, is_integer
+from calibtest.backends.dispatch import calib_ci_out_of_core, is_out_of_core
+from calibtest.core.partition import partition_rows
+from calibtest.core.targets import prepare_target
+from calibtest.estimation import estimate_rows
+from calibtest.formula import resolve_env
+from calibtest.inputs import read_rows
+from calibtest.results import CalibrationResult
+
+__all__ = ["calib_ci"]
+
+def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng) -> dict:
+    """The options a call shows: defaults are left out."""
+    return {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
+            "missing": missing if missing != "raise" else None,
+            "method": method if method != "adjusted" else None, "n_resamples": n_resamples,
+            "rng": rng if is_integer(rng) else None}
+
+
+def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
+             k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
+             eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
+             null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+             chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
+    """Confidence interval and test for the l2 expected calibration error.
+
+    Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
+    Interval for the l2 Expected Calibration Error": the debiased binned
+    estimator T of ECE^2, its two asymptotic regimes (calibrated: n sqrt(w) T /
+    sigma0 -> N(0, 1); miscalibrated: sqrt(n)(T - E T) / sigma1 -> N(0, 1)),
+    and the adjusted interval that respects ECE >= 0, with the zero rule.
+
+    Parameters
+    ----------
+    formula : str, optional
+        ``"y ~ p"`` (binary: p = P(y = 1)), ``"correct ~ confidence"`` with
+        ``n_classes`` (top-1 confidence), or ``"label ~ p0 + p1 + ..."`` (a
+        probability matrix, one column per class).  Parsed with patsy, so
+        ``I(p / 100)`` and functions of columns work; the intercept is ignored.
+        Labels are integer codes 0..K-1 in column order or values equal to the
+        probability columns' names.
+    data : pandas.DataFrame, dict, path or dask DataFrame, optional
+        Data for the formula.  A path (``str`` or ``pathlib.Path``) to a
+        ``.csv`` (possibly compressed) or ``.parquet`` file is streamed in
+        chunks of ``chunksize`` rows, reading only the formula's columns, with
+        memory bounded by the chunk size; a ``dask.dataframe.DataFrame`` is
+        reduced partition by partition on the active Dask scheduler (a
+        ``dask.distributed`` cluster if a ``Client`` exists).  Both give the
+        in-memory answer from the additive per-bin sums, with ``data=None`` and
+        provenance in ``result.source`` (see ``docs/scale.md``).
+    y, probs : array_like, optional
+        Array input instead of a formula: ``probs`` is (n,) or (n, K).
+    n_classes : int, optional
+        K for a single confidence column (top-1 mode); without it a single
+        column is the binary mode.
+    k : int or "full", optional
+        Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
+        ``k="full"`` (or ``k=K``) is full (canonical) calibration: U = Y - Z on
+        the whole probability vector, binned into B^(K-1) equal-volume simplices
+        (:mod:`calibtest.simplex`; ``n_bins="auto"`` uses d = K - 1).
+    n_bins : int or "auto"
+        Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
+        ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
+    alpha : float
+        Significance level in (0, 1); the interval has level 1 - alpha.
+    missing : {"raise", "drop"}
+        Rows with NaN raise a ValueError by default; ``"drop"`` drops them and
+        the summary reports how many.
+    eval_env : int, dict or patsy.EvalEnvironment
+        Where formula names that are not columns of ``data`` are looked up:
+        an int counts frames above the caller (patsy semantics; 0 is the
+        caller), a dict is a namespace, an ``EvalEnvironment`` is used as is.
+    method : {"adjusted", "bootstrap", "subsampling", "hulc"}
+        How the interval is made.  ``"adjusted"`` (default) is the paper's
+        Algorithm 1.  The others are the resampling baselines of the paper's
+        simulations (``calibtest.resampling``): percentile bootstrap,
+        subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
+        (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
+        rows on the same bins; the estimate and the calibrated-regime z test
+        are unchanged.
+    n_resamples : int, optional
+        Resamples / subsamples (default 500; HulC uses them to estimate its
+        median bias).  Only for resampling methods.
+    rng : None, int or numpy.random.Generator
+        Seed of the resampling (recorded as ``res.seed``; with ``None`` a fresh
+        seed is drawn and recorded) and of the Monte Carlo null (``mc_seed``).
+        An int seed s gives the Monte Carlo null ``default_rng(s)`` and the
+        resampling ``default_rng([s, 1])``: independent streams.  A Generator
+        is consumed by both, in that order.
+    progress : bool, optional
+        Progress bar (needs tqdm) for long resampling runs and for files; by
+        default only in an interactive terminal and never when the ``CI``
+        variable is set; ``False`` never, ``True`` always.
+    null : {"asymptotic", "conditional", "monte-carlo"}
+        Null law of the test of H0: calibrated, which also decides whether 0
+        joins the interval (iff that test does not reject at level alpha).
+        ``"asymptotic"`` (default) is the paper's n sqrt(w) T / sigma0 ~ N(0, 1);
+        ``"conditional"`` uses the exact moments of T given the predictions
+        and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
+        redraws the labels from the predictions ``n_null_draws`` times
+        (see :mod:`calibtest.conditional`).  The summary always shows the
+        asymptotic and the conditional p-values, except for full calibration
+        with K > 4 under the default null, where the conditional moments (per-row
+        K x K x K terms) are computed only when ``null`` asks for them.
+    n_null_draws : int
+        Label draws R of the Monte Carlo null (default 2000).
+    chunksize : int, optional
+        Rows per chunk for a file (default 1,000,000).
+
+    Returns
+    -------
+    CalibrationResult
+
+    Examples
+    --------
+    >>> import calibtest as ct
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())  # doctest: +SKIP
+    >>> print(res.summary())                              # doctest: +SKIP
+    """
+    alpha = check_alpha(alpha)
+    check_null(null, n_null_draws, rng)
+    check_method(method, n_resamples, rng, progress)
+    check_missing(missing)
+    env = resolve_env(eval_env)
+    options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
+    if is_out_of_core(data):
+        if null != "asymptotic":
+            raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
+                             "Dask frames support the default null='asymptotic'")
+        return calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
+                                    n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
+                                    progress=progress, method=method)
+    if chunksize is not None:
+        raise ValueError("chunksize= applies only to data given as a file path")
+    rows = read_rows(formula, data, y, probs, env, missing)
+    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
+                            y_name=rows.y_name, prob_names=rows.prob_names)
+    partition = partition_rows(target, n_bins)
+    call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
+    return estimate_rows(target, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
+                         method=method, n_resamples=n_resamples, progress=progress, call=call,
+                         formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                         n_dropped=rows.n_dropped)
