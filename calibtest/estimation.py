@@ -27,7 +27,7 @@ from calibtest.core.conditional import (conditional_bin_sums, conditional_moment
                                         label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
-from calibtest.core.partition import Partition
+from calibtest.core.partition import Partition, cell_geometry
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData
 from calibtest.results import CalibrationResult
@@ -40,9 +40,8 @@ CONDITIONAL_BY_DEFAULT_MAX_K = 4
 
 
 def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int, n_bins_rule: str,
-                     volume: float, sigma0_sq: float, alpha: float, null: str = "asymptotic",
-                     conditional=None, monte_carlo=None, resampling=None, call: Call | None = None,
-                     **extra) -> CalibrationResult:
+                     alpha: float, null: str = "asymptotic", conditional=None, monte_carlo=None,
+                     resampling=None, call: Call | None = None, **extra) -> CalibrationResult:
     """T, sigma1^2, the test of H0: calibrated and the interval, from bin sums; the result built once.
 
     Parameters
@@ -52,9 +51,8 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     mode, k, n_classes : str, int, int or None
         Calibration target.
     n_bins, n_bins_rule : int, str
-        B and how it was chosen.
-    volume, sigma0_sq : float
-        Cell volume w and the calibrated-regime constant sigma0^2 of the partition.
+        B and how it was chosen; with the target they give the cell volume w
+        and sigma0^2 (:func:`calibtest.core.partition.cell_geometry`).
     alpha : float
         Significance level (already validated).
     null : {"asymptotic", "conditional", "monte-carlo"}
@@ -67,7 +65,7 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
         A resampling interval, which then replaces the adjusted interval
         (intersected with [0, inf), the parameter space of ECE^2).
     call : Call, optional
-        The call that produced the result.
+        The call that produced the result (with the null options already added).
     **extra
         Further fields of the result (formula, names, data, partition, ...).
 
@@ -80,18 +78,16 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     n = stats.n
     t = debiased_statistic(stats, n)
     s1 = sigma1_sq_quadratic(stats) if mode == "full" else sigma1_sq(stats, n)
+    plugin = plugin_statistic(stats, n)
     se = math.sqrt(s1 / n)
+    volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
     z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
     zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
     if null == "conditional":
         zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
     elif null == "monte-carlo":
         zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
-    if null != "asymptotic":
-        threshold_rule = math.inf if pvalue > alpha else -math.inf
-        call = None if call is None else _null_call(call, null, monte_carlo)
-    else:
-        threshold_rule = threshold
+    threshold_rule = threshold if null == "asymptotic" else (math.inf if pvalue > alpha else -math.inf)
     iv = adjusted_interval(t, se, threshold_rule, alpha)
     lower, upper, lower_open, zero, branch = iv.lower, iv.upper, iv.lower_open, iv.contains_zero, iv.branch
     if resampling is not None:
@@ -99,7 +95,7 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
         lower_open, branch = False, 0
     t_pos = max(t, 0.0)
     return CalibrationResult(
-        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin_statistic(stats, n),
+        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin,
         sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
         contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open, ci_branch=branch,
         n=n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins, bin_volume=volume,
@@ -157,8 +153,9 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     if method != "adjusted":
         resampling = resampling_interval(binned_rows(partition, data.u), method, alpha=alpha, estimate=t,
                                          n_resamples=n_resamples, rng=rng, progress=progress)
+    if call is not None and null != "asymptotic":
+        call = _null_call(call, null, monte_carlo)
     return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
-                            n_bins_rule=partition.n_bins_rule, volume=partition.volume,
-                            sigma0_sq=partition.sigma0_sq, alpha=alpha, null=null, conditional=conditional,
+                            n_bins_rule=partition.n_bins_rule, alpha=alpha, null=null, conditional=conditional,
                             monte_carlo=monte_carlo, resampling=resampling, call=call, data=data,
                             partition=partition, **extra)

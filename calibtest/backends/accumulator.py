@@ -25,7 +25,7 @@ from calibtest._format import Call
 from calibtest._validation import check_alpha, check_missing, is_integer
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, merge_stats
-from calibtest.core.partition import binned_dimension, cell_geometry, partition_rows
+from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.estimation import result_from_sums
 from calibtest.formula import freeze_env, resolve_env, thaw_env
@@ -317,10 +317,9 @@ class BinAccumulator:
                        "n_bins": self.n_bins if self.n_bins_rule == "user" else "auto", "n_rows": self.n_rows,
                        "alpha": alpha, "missing": self.missing if self.missing != "raise" else None}
             call = Call("BinAccumulator", (repr(self.formula),) if self.formula else (), options)
-        volume, sigma0_sq = cell_geometry(mode, k, n_classes, self.n_bins)
         return result_from_sums(
             stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
-            volume=volume, sigma0_sq=sigma0_sq, alpha=alpha, call=call, formula=self.formula, y_name=y_name,
+            alpha=alpha, call=call, formula=self.formula, y_name=y_name,
             prob_names=prob_names, n_dropped=self.n_dropped, source=source)
 
     def __repr__(self) -> str:
