@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from calibtest._validation import is_integer
+
 __all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins"]
 
 #: Largest dense key space (product of the index ranges) binned with a direct
@@ -46,7 +48,7 @@ def resolve_n_bins(n_bins, n: int, d: int) -> tuple[int, str]:
         if n_bins != "auto":
             raise ValueError(f"n_bins must be a positive integer or 'auto', got {n_bins!r}")
         return auto_n_bins(n, d), "auto"
-    if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)):
+    if not is_integer(n_bins):
         raise TypeError(f"n_bins must be a positive integer or 'auto', got {type(n_bins).__name__}")
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1, got {n_bins}")

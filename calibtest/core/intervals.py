@@ -10,17 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
-__all__ = ["AdjustedInterval", "adjusted_interval", "check_alpha"]
-
-
-def check_alpha(alpha, name: str = "alpha") -> float:
-    """Validate a significance level in the open interval (0, 1)."""
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number in (0, 1), got {type(alpha).__name__}")
-    alpha = float(alpha)
-    if not (0.0 < alpha < 1.0):
-        raise ValueError(f"{name} must be in the open interval (0, 1), got {alpha}")
-    return alpha
+__all__ = ["AdjustedInterval", "adjusted_interval"]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibtest._validation import is_integer
+
 __all__ = ["PreparedData", "prepare", "prepare_full", "is_full_request", "prepare_target",
            "ROW_SUM_TOL"]
 
@@ -141,7 +143,7 @@ def top_k_classes(P: np.ndarray, k: int) -> np.ndarray:
 
 def check_k(k, n_classes: int) -> int:
     """Validate k for a K-column probability matrix (1 <= k < K)."""
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+    if not is_integer(k):
         raise TypeError(f"k must be an integer, got {k!r}")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -191,7 +193,7 @@ def _prepare_one_column(y, p, n_classes, k, y_name, prob_names) -> PreparedData:
     if n_classes is None:
         mode = "binary"
     else:
-        if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)):
+        if not is_integer(n_classes):
             raise TypeError(f"n_classes must be an integer, got {n_classes!r}")
         if n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {n_classes}")
@@ -245,7 +247,7 @@ def is_full_request(k, probs: np.ndarray) -> bool:
                 "column p = P(y = 1), binary mode already is full calibration for K = 2: omit k (the "
                 "paper's K = 2 full ECE^2 is twice the binary ECE^2)")
         return True
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+    if not is_integer(k):
         return False
     return np.ndim(probs) == 2 and np.shape(probs)[1] >= 2 and int(k) == np.shape(probs)[1]
 

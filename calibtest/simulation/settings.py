@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import integrate, special
 
+from calibtest._validation import is_bool, is_integer
+
 __all__ = [
     "SimulatedData",
     "paper_betas",
@@ -141,14 +143,14 @@ class SimulatedData:
 
 
 def _check_setting(setting) -> int:
-    if isinstance(setting, (bool, np.bool_)) or not isinstance(setting, numbers.Integral) \
+    if not is_integer(setting) \
             or int(setting) not in N_CLASSES:
         raise ValueError(f"setting must be 1, 2 or 3, got {setting!r}")
     return int(setting)
 
 
 def _check_n(n) -> int:
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
+    if not is_integer(n):
         raise ValueError(f"n must be a positive integer, got {n!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -156,7 +158,7 @@ def _check_n(n) -> int:
 
 
 def _check_beta(beta, setting: int) -> float:
-    if isinstance(beta, (bool, np.bool_)) or not isinstance(beta, numbers.Real):
+    if is_bool(beta) or not isinstance(beta, numbers.Real):
         raise ValueError(f"beta must be a real number, got {beta!r}")
     beta = float(beta)
     if not math.isfinite(beta):
