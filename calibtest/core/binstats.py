@@ -13,16 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 
 __all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
            "sigma1_sq_quadratic"]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,7 +47,7 @@ class BinStats:
 
     def __post_init__(self):
         for name in ("keys", "count", "sum_u", "sum_uu", "sum_z"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            object.__setattr__(self, name, read_only(getattr(self, name)))
 
     @property
     def n(self) -> int:

@@ -119,6 +119,7 @@ import numpy as np
 from scipy import stats as _sps
 
 from calibtest._validation import NULLS, check_count, check_seed
+from calibtest.core.arrays import read_only
 from calibtest.core.targets import PreparedData
 
 __all__ = [
@@ -144,12 +145,6 @@ _CACHE_ROWS = 1 << 15
 
 #: |skewness| below which the normal law replaces the shifted gamma.
 _SKEW_NORMAL = 1e-6
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.setflags(write=False)
-    return a
 
 
 # ---------------------------------------------------------------------------
@@ -242,7 +237,7 @@ class ConditionalBinSums:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+            object.__setattr__(self, f.name, read_only(getattr(self, f.name)))
 
 
 def _bincount_cols(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
@@ -502,7 +497,7 @@ class MonteCarloTest:
     null_draws: np.ndarray
 
     def __post_init__(self):
-        object.__setattr__(self, "null_draws", _frozen(self.null_draws))
+        object.__setattr__(self, "null_draws", read_only(self.null_draws))
 
     def critical_value(self, alpha: float) -> float:
         """Smallest D such that T > D rejects at level alpha (inf if no T rejects)."""

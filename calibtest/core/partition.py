@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from calibtest.core.arrays import read_only
 from calibtest.core.binning import cube_indices, group_keys, resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums
 from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
@@ -39,11 +40,6 @@ from calibtest.core.simplex import simplex_cell_volume, simplex_groups, sparse_b
 from calibtest.core.targets import PreparedData
 
 __all__ = ["Partition", "partition_rows", "binned_dimension", "cell_geometry"]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 def _occupied(inverse: np.ndarray, keys: np.ndarray):
@@ -152,5 +148,5 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
     inverse, keys, counts = _occupied(*_row_keys(data, B))
     volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
     return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,
-                     inverse=_frozen(inverse), keys=_frozen(keys), counts=_frozen(counts), volume=volume,
+                     inverse=read_only(inverse), keys=read_only(keys), counts=read_only(counts), volume=volume,
                      sigma0_sq=s0)

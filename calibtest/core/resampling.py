@@ -78,8 +78,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 from calibtest._validation import RESAMPLING_METHODS, check_count, check_seed
+from calibtest.core.arrays import read_only
 
 __all__ = [
     "METHODS",
@@ -128,12 +128,6 @@ _PROGRESS_MIN_ELEMENTS = 50_000_000
 # --------------------------------------------------------------------------- inputs
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.setflags(write=False)
-    return a
-
-
 @dataclass(frozen=True, eq=False)
 class BinnedRows:
     """The binned representation of the rows: bin number and U per row.
@@ -178,12 +172,12 @@ class BinnedRows:
             lookup = np.zeros(m, dtype=np.intp)
             lookup[occupied] = np.arange(occupied.size)
             inv, m = lookup[inv], occupied.size
-        object.__setattr__(self, "inverse", _frozen(inv.astype(np.intp)))
-        object.__setattr__(self, "u", _frozen(u))
+        object.__setattr__(self, "inverse", read_only(inv.astype(np.intp)))
+        object.__setattr__(self, "u", read_only(u))
         object.__setattr__(self, "n_groups", m)
         # Contiguous columns and ||U||^2, gathered by every resample.
-        object.__setattr__(self, "_cols", tuple(_frozen(u[:, j].copy()) for j in range(u.shape[1])))
-        object.__setattr__(self, "_sq", _frozen(np.einsum("ij,ij->i", u, u)))
+        object.__setattr__(self, "_cols", tuple(read_only(u[:, j].copy()) for j in range(u.shape[1])))
+        object.__setattr__(self, "_sq", read_only(np.einsum("ij,ij->i", u, u)))
 
     @classmethod
     def from_inverse(cls, inverse, u) -> "BinnedRows":
@@ -606,9 +600,9 @@ class ResamplingInterval:
     n: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "estimates", _frozen(np.asarray(self.estimates, dtype=float)))
+        object.__setattr__(self, "estimates", read_only(np.asarray(self.estimates, dtype=float)))
         if self.bias_estimates is not None:
-            object.__setattr__(self, "bias_estimates", _frozen(np.asarray(self.bias_estimates, dtype=float)))
+            object.__setattr__(self, "bias_estimates", read_only(np.asarray(self.bias_estimates, dtype=float)))
 
     @property
     def contains_zero(self) -> bool:

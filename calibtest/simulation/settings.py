@@ -37,6 +37,7 @@ import numpy as np
 from scipy import integrate, special
 
 from calibtest._validation import is_bool, is_integer
+from calibtest.core.arrays import read_only
 
 __all__ = [
     "SimulatedData",
@@ -64,12 +65,6 @@ BETA_PARAMS = (5.0, 0.5)
 # which the result is refused instead of returned.
 _QUAD_KW = dict(epsabs=1e-13, epsrel=1e-12, limit=500)
 _QUAD_MAX_ERR = 1e-10
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,10 +111,10 @@ class SimulatedData:
         labels = labels.astype(np.int64)
         top = np.argmax(probs, axis=1)  # first maximum: ties go to the lowest index
         rows = np.arange(probs.shape[0])
-        object.__setattr__(self, "probs", _frozen(probs))
-        object.__setattr__(self, "labels", _frozen(labels))
-        object.__setattr__(self, "confidence", _frozen(probs[rows, top]))
-        object.__setattr__(self, "correct", _frozen((labels == top).astype(np.int64)))
+        object.__setattr__(self, "probs", read_only(probs))
+        object.__setattr__(self, "labels", read_only(labels))
+        object.__setattr__(self, "confidence", read_only(probs[rows, top]))
+        object.__setattr__(self, "correct", read_only((labels == top).astype(np.int64)))
 
     @property
     def n(self) -> int:
