@@ -127,7 +127,7 @@ def merge_stats(parts) -> BinStats:
     return BinStats(*arrays)
 
 
-def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
+def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray, count=None) -> BinStats:
     """Accumulate the per-bin sums of U, U U^T and z; empty bins are dropped.
 
     Parameters
@@ -140,6 +140,8 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
         U = Y - Z for each row.
     z : ndarray, shape (n, d)
         The binned prediction vector of each row.
+    count : ndarray, shape (m,), optional
+        Rows per bin, when the caller already has them (a partition does).
 
     Notes
     -----
@@ -148,7 +150,8 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
     """
     m = keys.shape[0]
     d = u.shape[1]
-    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    count = np.bincount(inverse, minlength=m) if count is None else count
+    count = np.asarray(count, dtype=np.float64)
     sum_u = _bincount_columns(inverse, u, m)
     sum_z = _bincount_columns(inverse, z, m)
     iu, ju = np.triu_indices(d)

@@ -106,7 +106,7 @@ class Partition:
         """Per-bin sums c_b, S_b, M_b and sum z of the rows of ``data`` (the rows this partition binned)."""
         if self.kind == "simplex":
             return sparse_bin_sums(self.inverse, self.keys, data.u, data.z)
-        return bin_sums(self.inverse, self.keys, data.u, data.z)
+        return bin_sums(self.inverse, self.keys, data.u, data.z, count=self.counts)
 
 
 def binned_dimension(mode: str, k: int) -> int:
