@@ -102,10 +102,6 @@ class Call:
     inputs: tuple = ()
     options: dict = field(default_factory=dict)
 
-    def with_function(self, function: str) -> "Call":
-        """The same call under another function name."""
-        return Call(function, self.inputs, dict(self.options))
-
     def with_options(self, **options) -> "Call":
         """The call with ``options`` added (or replaced)."""
         return Call(self.function, self.inputs, {**self.options, **options})

@@ -655,10 +655,3 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     else:
         weasyprint.HTML(string=html, base_url=None).write_pdf(str(path))
     return path
-
-
-def _argv_command(argv: Sequence[str]) -> str:
-    """``calibtest`` followed by the shell-quoted arguments."""
-    import shlex
-    return "calibtest " + " ".join(shlex.quote(a) for a in argv)
-
