@@ -12,20 +12,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["fmt", "fmt_p", "json_safe", "MODE_TEXT", "mode_text", "model_name", "Call", "record_call", "describe_data", "sha256_file", "package_version"]
+__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data", "sha256_file", "package_version"]
 
-#: Short description of each calibration target (summaries; the report has longer ones).
-MODE_TEXT = {
-    "binary": "binary (E[y | p] = p)",
-    "top1": "top-1 confidence",
-    "topk": "top-1-to-k",
-    "full": "full (canonical, k = K)",
+#: Each calibration target: a short name (summaries) and a sentence (reports).
+MODES = {
+    "binary": ("binary (E[y | p] = p)", "calibration of p = P(y = 1): E[y | p] = p"),
+    "top1": ("top-1 confidence", "confidence calibration: P(correct | confidence) = confidence"),
+    "topk": ("top-1-to-k", "top-1-to-k calibration of the sorted top-k probability vector"),
+    "full": ("full (canonical, k = K)", "full (canonical) calibration of the whole probability vector"),
 }
 
 
 def mode_text(mode: str, k: int | None = None) -> str:
-    """``MODE_TEXT[mode]``, with ``(k = ...)`` for top-k."""
-    return MODE_TEXT.get(mode, mode) + (f" (k = {k})" if mode == "topk" else "")
+    """The short name of a target, with ``(k = ...)`` for top-k."""
+    return MODES[mode][0] + (f" (k = {k})" if mode == "topk" else "") if mode in MODES else mode
+
+
+def mode_description(mode: str) -> str:
+    """The sentence describing a target (reports)."""
+    return MODES[mode][1] if mode in MODES else mode
 
 
 def fmt(x, digits: int = 6) -> str:
@@ -68,12 +73,16 @@ def json_safe(v):
 
 
 def model_name(formula: str | None, prob_names=(), default: str = "model") -> str:
-    """A model's display name: the right-hand side of its formula, else its probability columns."""
+    """A model's display name: the right-hand side of its formula, else its probability columns.
+
+    Array input without column names (``probs``, ``probs[:, 0]``, ...) is shown as ``probs``.
+    """
     if formula and "~" in formula:
         return formula.split("~", 1)[1].strip()
-    if prob_names:
-        return " + ".join(map(str, prob_names))
-    return default
+    names = [str(nm) for nm in prob_names or ()]
+    if names and all(nm.startswith("probs[") for nm in names):
+        return "probs"
+    return " + ".join(names) if names else default
 
 
 def describe_data(data) -> str:

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from calibtest._format import fmt, fmt_p, package_version, sha256_file
+from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
            "file_provenance", "FIGURE_DPI", "MAX_BIN_ROWS"]
@@ -37,13 +37,6 @@ MAX_BIN_ROWS = 200
 _PDF_HINT = ('writing a PDF report needs WeasyPrint: pip install "calibtest[pdf]" '
              "(WeasyPrint also needs the Pango library, e.g. Debian/Ubuntu: "
              "apt-get install libpango-1.0-0 libpangoft2-1.0-0)")
-
-_MODE_TEXT = {
-    "binary": "calibration of p = P(y = 1): E[y | p] = p",
-    "top1": "confidence calibration: P(correct | confidence) = confidence",
-    "topk": "top-1-to-k calibration of the sorted top-k probability vector",
-    "full": "full (canonical) calibration of the whole probability vector",
-}
 
 _METHOD_TEXT = {
     "adjusted": "adjusted interval (Algorithm 1 of Sun et al.)",
@@ -79,8 +72,7 @@ def _level(alpha: float) -> str:
 
 
 def _model_name(res, index: int) -> str:
-    from calibtest.reporting.plotting import _model_label
-    return _model_label(res, index)
+    return model_name(res.formula, res.prob_names, f"model {index + 1}")
 
 
 def _n_coordinates(res) -> int:
@@ -173,7 +165,7 @@ def _settings(res, d: dict) -> dict:
     if hulc_splits is not None:
         method_text += f", {hulc_splits} splits"
     rows = [
-        ("Target (mode)", f"{d['mode']}: {_MODE_TEXT.get(d['mode'], d['mode'])}"),
+        ("Target (mode)", f"{d['mode']}: {mode_description(d['mode'])}"),
         ("k (coordinates calibrated)", fmt(d["k"])),
         ("K (classes)", "2" if d["n_classes"] is None else fmt(d["n_classes"])),
         ("Model", d["formula"] or f"{d['y_name']} ~ {' + '.join(d['prob_names'])}"),

@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from calibtest._format import model_name
+
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points"]
 
 #: Height of the count strip relative to the panel it sits under.
@@ -151,16 +153,6 @@ def _panel_title(result, coordinate: int, n_coords: int) -> str:
     return f"class {coordinate + 1}"
 
 
-def _model_label(result, index: int) -> str:
-    formula = getattr(result, "formula", None)
-    if formula and "~" in formula:
-        return formula.split("~", 1)[1].strip()
-    names = tuple(getattr(result, "prob_names", ()) or ())
-    if names and all(str(nm).startswith("probs[") for nm in names):
-        return "probs"  # array input without column names
-    return " + ".join(names) if names else f"model {index + 1}"
-
-
 def _append_strip(ax):
     from mpl_toolkits.axes_grid1 import make_axes_locatable
 
@@ -282,7 +274,7 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
                          + ", ".join(f"{m} (k={k})" for m, k in sorted(modes, key=str)))
     n_coords = dims.pop()
     if labels is None:
-        labels = [_model_label(r, i) for i, r in enumerate(results)]
+        labels = [model_name(r.formula, r.prob_names, f"model {i + 1}") for i, r in enumerate(results)]
     elif len(labels) != len(results):
         raise ValueError(f"labels must have one name per result ({len(results)}), got {len(labels)}")
     if colors is None:
