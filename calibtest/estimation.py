@@ -32,7 +32,7 @@ from calibtest.core.resampling import binned_rows, clip_interval, resampling_int
 from calibtest.core.targets import PreparedData
 from calibtest.results import CalibrationResult
 
-__all__ = ["result_from_sums", "estimate_rows", "CONDITIONAL_BY_DEFAULT_MAX_K"]
+__all__ = ["result_from_sums", "estimate_rows", "null_law", "CONDITIONAL_BY_DEFAULT_MAX_K"]
 
 #: Full calibration records the conditional null moments by default only up to this K
 #: (they need per-row K x K and K x K x K terms: 20x the estimator at K = 10).
@@ -83,9 +83,10 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
     z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
     zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
-    if null == "conditional":
+    null_method = null_law(null, conditional)
+    if null_method == "shifted gamma":
         zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
-    elif null == "monte-carlo":
+    elif null_method == "monte carlo":
         zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
     threshold_rule = threshold if null == "asymptotic" else (math.inf if pvalue > alpha else -math.inf)
     iv = adjusted_interval(t, se, threshold_rule, alpha)
@@ -100,10 +101,25 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
         contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open, ci_branch=branch,
         n=n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins, bin_volume=volume,
         n_occupied_bins=int(stats.count.size), n_singleton_bins=int((stats.count < 2).sum()),
-        k=k, n_classes=n_classes, mode=mode, alpha=alpha, bin_stats=stats, null=null,
+        k=k, n_classes=n_classes, mode=mode, alpha=alpha, bin_stats=stats, null=null, null_method=null_method,
         method="adjusted" if resampling is None else resampling.method,
         asymptotic=None if conditional is None else (z_asym, p_asym), conditional=conditional,
         monte_carlo=monte_carlo, resampling=resampling, call_record=call, **extra)
+
+
+def null_law(null: str, conditional) -> str:
+    """How the chosen null's p-value is computed: ``"normal"``, ``"shifted gamma"`` or ``"monte carlo"``.
+
+    ``null="conditional"`` uses the shifted gamma only while it is reliable
+    (conditional skewness at most
+    :data:`~calibtest.core.conditional.SHIFTED_GAMMA_MAX_SKEWNESS`); beyond,
+    the exact conditional Monte Carlo test decides.
+    """
+    if null == "asymptotic":
+        return "normal"
+    if null == "conditional" and conditional.reliable:
+        return "shifted gamma"
+    return "monte carlo"
 
 
 def _null_call(call: Call, null: str, monte_carlo) -> Call:
@@ -147,7 +163,7 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     if null != "asymptotic" or data.mode != "full" or data.k <= CONDITIONAL_BY_DEFAULT_MAX_K:
         sums = conditional_bin_sums(data.z, partition.inverse)
         conditional = conditional_test(t, conditional_moments(sums, data.n), alpha)
-    if null == "monte-carlo":
+    if null != "asymptotic" and null_law(null, conditional) == "monte carlo":
         monte_carlo = monte_carlo_test(data.z, partition.inverse, label_classes(data), n=data.n,
                                        n_draws=n_null_draws, rng=rng, complete=data.mode == "full")
     if method != "adjusted":

@@ -121,6 +121,12 @@ class CalibrationResult:
         the zero rule: ``"asymptotic"`` (the paper), ``"conditional"`` (exact
         conditional moments, shifted-gamma p-value) or ``"monte-carlo"``
         (see :mod:`calibtest.core.conditional`).
+    null_method : {"normal", "shifted gamma", "monte carlo"}
+        How the chosen null's p-value was computed.  ``null="conditional"``
+        uses the shifted gamma while the conditional skewness is at most
+        3 and the exact conditional Monte Carlo test beyond (the gamma
+        approximation fails for nearly degenerate label noise, e.g. every
+        prediction near 0 or 1).
     asymptotic : tuple of float
         ``(zstat, pvalue)`` of the paper's calibrated-regime test, whatever the chosen null.
     conditional : ConditionalTest or None
@@ -185,6 +191,7 @@ class CalibrationResult:
     data: PreparedData | None = field(default=None, repr=False)
     partition: Partition | None = field(default=None, repr=False)
     null: str = "asymptotic"
+    null_method: str = "normal"
     asymptotic: tuple | None = None
     conditional: ConditionalTest | None = field(default=None, repr=False)
     monte_carlo: MonteCarloTest | None = field(default=None, repr=False)

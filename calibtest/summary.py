@@ -12,6 +12,7 @@ import pandas as pd
 from statsmodels.iolib import summary2
 
 from calibtest._format import fmt, json_safe, mode_text
+from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
 from calibtest.core.null import threshold as null_threshold
 
 __all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
@@ -163,7 +164,7 @@ def result_dict(res) -> dict:
         "n_singleton_bins": res.n_singleton_bins, "method": res.method, "formula": res.formula,
         "y_name": res.y_name, "prob_names": list(res.prob_names), "n_dropped": res.n_dropped,
         "notes": result_notes(res),
-        "null": res.null, "asymptotic_zstat": res.asymptotic_zstat,
+        "null": res.null, "null_method": res.null_method, "asymptotic_zstat": res.asymptotic_zstat,
         "asymptotic_pvalue": res.asymptotic_pvalue, "conditional_variance": res.conditional_variance,
         "conditional_skewness": res.conditional_skewness, "conditional_zstat": res.conditional_zstat,
         "conditional_pvalue": res.conditional_pvalue, "conditional_threshold": res.conditional_threshold,
@@ -196,12 +197,25 @@ def null_rows(res) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def _unreliable_gamma_note(res) -> str:
+    """Why the shifted-gamma p-value was not used (or should not be read)."""
+    head = (f"The conditional skewness of T is {fmt(res.conditional_skewness, 3)} (above "
+            f"{SHIFTED_GAMMA_MAX_SKEWNESS:g}): the label noise is nearly degenerate (predictions near 0 or 1), "
+            "and the shifted-gamma approximation of the conditional null cannot be trusted.")
+    if res.null == "conditional":
+        return head + (f" The conditional p-value is the exact conditional Monte Carlo p-value from "
+                       f"{res.mc_draws} label draws.")
+    return head + " Its p-value is shown for reference only; null='monte-carlo' gives an exact-size test."
+
+
 def null_notes(res) -> list[str]:
     """Notes on the null used, and on disagreement between the nulls at ``res.alpha``."""
     if res.conditional_pvalue is None:
         return []
     notes = []
-    tests = {"asymptotic": asymptotic_test(res)[1], "conditional": res.conditional_pvalue}
+    tests = {"asymptotic": asymptotic_test(res)[1]}
+    if res.conditional.reliable:  # an unreliable shifted gamma is explained in its own note
+        tests["conditional"] = res.conditional_pvalue
     if res.mc_pvalue is not None:
         tests["monte-carlo"] = res.mc_pvalue
     rejects = {name: p <= res.alpha for name, p in tests.items()}
@@ -211,6 +225,8 @@ def null_notes(res) -> list[str]:
         notes.append(f"The tests of ECE = 0 disagree at level {res.alpha:g}: {said}. The {res.null} null "
                      "(null=) decides whether 0 joins the interval; the conditional and Monte Carlo nulls "
                      "hold their size in finite samples, the asymptotic one may not.")
+    if res.conditional is not None and not res.conditional.reliable:
+        notes.append(_unreliable_gamma_note(res))
     if res.conditional_skewness is not None:
         notes.append(f"Conditional null given the predictions: sd(T | Z) = "
                      f"{fmt(res.conditional_variance ** 0.5 if res.conditional_variance else 0.0)}, "

@@ -18,6 +18,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
 
 from calibtest._format import Call, sha256_file
 from calibtest._validation import is_integer
@@ -26,7 +28,7 @@ from calibtest.formula import check_formula_names, formula_columns
 from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
 
-__all__ = ["DEFAULT_CHUNKSIZE", "file_format", "sha256_file", "stream_file"]
+__all__ = ["DEFAULT_CHUNKSIZE", "file_format", "check_csv_fields", "stream_file"]
 
 #: Rows per chunk when ``chunksize`` is not given (about 150-200 MB of working memory for top-1 data).
 DEFAULT_CHUNKSIZE = 1_000_000
@@ -47,6 +49,89 @@ def file_format(path: Path) -> str:
                      ".csv (also .csv.gz, .csv.bz2, .csv.zip, .csv.xz, .csv.zst), .parquet and .pq")
 
 
+#: Bytes of (decompressed) CSV text examined at once by :func:`check_csv_fields`.
+_FIELD_CHECK_BLOCK = 1 << 24
+
+
+def _malformed_line(counts: np.ndarray, blank: np.ndarray, width: int) -> int | None:
+    """Index of the first non-blank line whose number of separators is not ``width - 1`` (None if none)."""
+    bad = np.flatnonzero((counts != width - 1) & ~blank)
+    return int(bad[0]) if bad.size else None
+
+
+def _check_fields_with_csv_module(path: Path, width: int) -> None:
+    """Exact field counts with Python's csv module (quoted fields, separators inside quotes)."""
+    import csv
+    import io
+    from pandas.io.common import get_handle
+    with get_handle(path, "rb", compression="infer", is_text=False) as handles:
+        reader = csv.reader(io.TextIOWrapper(handles.handle, encoding="utf-8", newline=""))
+        next(reader, None)
+        for record in reader:
+            if record and len(record) != width:
+                raise ValueError(f"{path.name}, line {reader.line_num}: {len(record)} fields, but the header "
+                                 f"has {width}; the file is malformed (an extra or missing separator)")
+
+
+def check_csv_fields(path, width: int) -> None:
+    """Raise a ValueError naming the first line of a CSV file whose field count differs from the header's.
+
+    pandas reads only the formula's columns (``usecols``), which silently
+    accepts a row with an extra field (``1,0,7`` read as y = 1, p = 0) and
+    pads a short row with NaN.  This pass counts the separators of every
+    line, vectorised over blocks of bytes with numpy; a file holding a quote
+    character is checked field by field with the csv module instead (a quoted
+    field may hold separators and line breaks).  Blank lines are skipped, as
+    pandas skips them.  Line numbers are 1-based and count the header.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The CSV file (possibly compressed; compression inferred from the name).
+    width : int
+        Fields of the header.
+    """
+    from pandas.io.common import get_handle
+    line = 0       # physical lines completed so far
+    tail = b""
+    with get_handle(path, "rb", compression="infer", is_text=False) as handles:
+        fh = handles.handle
+        while True:
+            block = fh.read(_FIELD_CHECK_BLOCK)
+            data = tail + block
+            if b'"' in data:
+                return _check_fields_with_csv_module(path, width)
+            if not block:
+                lines = [data] if data else []
+                tail = b""
+            else:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    tail = data
+                    continue
+                lines, tail = data[:cut + 1], data[cut + 1:]
+                lines = [lines]
+            for chunk in lines:
+                a = np.frombuffer(chunk, dtype=np.uint8)
+                ends = np.flatnonzero(a == 10)
+                if not chunk.endswith(b"\n"):
+                    ends = np.append(ends, a.size)
+                starts = np.concatenate(([0], ends[:-1] + 1))
+                commas = np.concatenate(([0], np.cumsum(a == 44)))
+                counts = commas[ends] - commas[starts]
+                length = ends - starts - (a[np.maximum(ends - 1, 0)] == 13) * (ends > starts)
+                first = 1 if line == 0 else 0  # the header
+                bad = _malformed_line(counts[first:], length[first:] == 0, width)
+                if bad is not None:
+                    number = line + first + bad + 1
+                    raise ValueError(f"{path.name}, line {number}: {int(counts[first + bad]) + 1} fields, but "
+                                     f"the header has {width}; the file is malformed (an extra or missing "
+                                     "separator)")
+                line += ends.size
+            if not block:
+                return None
+
+
 class _CsvReader:
     def __init__(self, path: Path):
         import pandas as pd
@@ -54,6 +139,7 @@ class _CsvReader:
         self.path = path
         self.columns = [str(c) for c in pd.read_csv(path, nrows=0).columns]
         self.num_rows = None
+        check_csv_fields(path, len(self.columns))
 
     def chunks(self, columns, chunksize: int):
         with self._pd.read_csv(self.path, usecols=columns, chunksize=chunksize) as reader:
