@@ -1,7 +1,7 @@
 """A mergeable accumulator of the per-bin sums: the streaming form of :func:`calibtest.calib_ci`.
 
 T, sigma1^2 and the bin table depend on the rows only through additive
-per-bin sums (``SPEC.md``, "The estimator and its variances"): for bin b the
+per-bin sums (``docs/conventions.md``, "The estimator and its variances"): for bin b the
 count c_b, S_b = sum U, M_b = sum U U^T (whose trace is Q_b = sum ||U||^2) and
 sum z.  The sums of the union of disjoint row sets are the sums of the sums,
 so data of any size can be fed chunk by chunk (``update``), accumulated on

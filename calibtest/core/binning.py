@@ -3,7 +3,7 @@
 Pure functions: they turn the binned vectors of the rows into integer bin keys
 and never look at the labels.
 
-Conventions (``SPEC.md``, "Binning"): a coordinate ``z`` goes to the cube index
+Conventions (``docs/conventions.md``, "Binning"): a coordinate ``z`` goes to the cube index
 ``floor(z * B)`` computed in float64, so cubes are half-open ``[i/B, (i+1)/B)``
 and a coordinate exactly 1.0 gets the index ``B``, a cube of its own.  No row is
 ever dropped.
@@ -25,10 +25,11 @@ _RAW_LIMIT = 1 << 16
 def auto_n_bins(n: int, d: int) -> int:
     """Number of bins per dimension chosen from the sample size.
 
-    ``B = max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))`` (``SPEC.md``): the
-    rate ``n^{2/(4s+d)}`` with ``s = 1`` is the MSE-optimal order of the paper's
-    Remark "Binning Scheme"; the constant ``6/(d+1)`` reproduces the bins the
-    paper used (d = 1: 19 and 48 bins at n = 100 and 1000; d = 2: 9 and 20).
+    ``B = max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``
+    (``docs/conventions.md``, "Number of bins"): the rate ``n^{2/(4s+d)}``
+    with ``s = 1`` is the MSE-optimal order of the paper's Remark "Binning
+    Scheme"; the constant ``6/(d+1)`` reproduces the bins the paper used
+    (d = 1: 19 and 48 bins at n = 100 and 1000; d = 2: 9 and 20).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Per-bin sufficient statistics, and T and sigma1^2 computed from them.
 
 Everything the adjusted interval needs is a function of additive per-bin sums
-(``SPEC.md``, "The estimator and its variances"): for bin b, the count c_b,
+(``docs/conventions.md``, "The estimator and its variances"): for bin b, the count c_b,
 S_b = sum U, Q_b = sum ||U||^2 and M_b = sum U U^T.  The bin table also uses
 the sum of the binned vectors, sum z.  Because the sums are additive, the same
 object serves in-memory data, chunked files and distributed frames: two

@@ -50,7 +50,7 @@ class AdjustedInterval:
 
 
 def adjusted_interval(estimate, se, threshold, alpha):
-    """Adjusted interval for ECE^2 (paper eq. (aci) and (adjusted_KI); ``SPEC.md``).
+    """Adjusted interval for ECE^2 (paper eq. (aci) and (adjusted_KI); ``docs/conventions.md``, "The interval").
 
     With T+ = max(T, 0), z_a = Phi^-1(1 - alpha), z_h = Phi^-1(1 - alpha/2)::
 

@@ -96,7 +96,7 @@ def bin_volume(n_bins: int, d: int) -> float:
 def null_test(estimate: float, n: int, volume: float, sigma0_sq_value: float):
     """Calibrated-regime z statistic and one-sided p-value.
 
-    z0 = n sqrt(w) T / sigma0 and p = 1 - Phi(z0) (``SPEC.md``, "The interval").
+    z0 = n sqrt(w) T / sigma0 and p = 1 - Phi(z0) (``docs/conventions.md``, "The interval").
     """
     z0 = n * np.sqrt(volume) * estimate / np.sqrt(sigma0_sq_value)
     return float(z0), float(_sps.norm.sf(z0))

@@ -1,7 +1,7 @@
 """Resampling intervals for ECE^2: percentile bootstrap, subsampling and adaptive HulC.
 
 These are the baselines the paper compares its adjusted interval against
-(Section 4.1; ``SPEC.md``, "Baselines").  All three work on the *binned
+(Section 4.1; ``docs/conventions.md``, "Resampling baselines").  All three work on the *binned
 representation* of the data: each row's bin number (fixed by its prediction,
 so it is computed once) and its error vector U.  Any calibration target that
 yields per-row bin numbers and U (binary, top-1, top-k, full calibration)
@@ -48,11 +48,11 @@ error n / 2^53 (below 1e-9 for n up to 10^7).
 
 Choices where the sources differ
 --------------------------------
-* Subsampling: ``SPEC.md`` defines ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})``
-  with q the quantiles of ``T_b - T``; Politis and Romano (1994) give the
+* Subsampling: ``docs/conventions.md`` ("Resampling baselines") defines
+  ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})`` with q the quantiles of ``T_b - T``; Politis and Romano (1994) give the
   reflected ``T - sqrt(b/n) (q_{1-alpha/2}, q_{alpha/2})``.  calibtest follows
-  ``SPEC.md`` (binding for this package); ``subsampling_interval(reflect=True)``
-  gives the other.  On the paper's settings the SPEC form has the higher
+  ``docs/conventions.md``; ``subsampling_interval(reflect=True)`` gives the
+  other.  On the paper's settings the documented form has the higher
   coverage (``vignettes/simulation_study.md``).
 * HulC: the median bias is estimated as in the authors' R code
   (``subsamp_median_bias``): subsamples of round(n^(2/3)) rows without
@@ -443,7 +443,7 @@ def subsampling_interval(estimate: float, estimates: np.ndarray, n: int, size: i
     """Subsampling interval for ECE^2 at the sqrt(n) rate.
 
     With q_p the p-quantile (type 7) of ``T_b - T`` over the subsamples of size
-    b, the interval of ``SPEC.md`` ("Baselines") is::
+    b, the interval of ``docs/conventions.md`` ("Resampling baselines") is::
 
         [T + sqrt(b/n) q_{alpha/2},  T + sqrt(b/n) q_{1-alpha/2}]      (reflect=False)
 
@@ -454,8 +454,8 @@ def subsampling_interval(estimate: float, estimates: np.ndarray, n: int, size: i
     which follows from approximating the law of ``sqrt(n) (T - theta)`` by that
     of ``sqrt(b) (T_b - T)``.  The two have the same length and coincide when
     the subsampling law is symmetric; they differ when it is skewed, as T_b is
-    for a small ECE.  The default follows ``SPEC.md`` (binding for this
-    package); it also reproduces the paper's finding that subsampling keeps
+    for a small ECE.  The default follows ``docs/conventions.md``
+    ("Resampling baselines"); it also reproduces the paper's finding that subsampling keeps
     at least nominal coverage better than the reflected form does (measured
     side by side in ``vignettes/simulation_study.md``).
     """
@@ -658,7 +658,7 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
           of T over ``n_resamples`` resamples of n rows with replacement.
         * ``subsampling``: ``[T + sqrt(b/n) q_{alpha/2}, T + sqrt(b/n) q_{1-alpha/2}]``
           with q the quantiles of ``T_b - T`` over ``n_resamples`` subsamples of
-          b = floor(sqrt(n)) rows without replacement (``SPEC.md``; see
+          b = floor(sqrt(n)) rows without replacement (``docs/conventions.md``; see
           :func:`subsampling_interval` for the reflected Politis-Romano form).
         * ``hulc``: adaptive HulC (Kuchibhotla, Balakrishnan and Wasserman 2024,
           Algorithm 1 with the median bias estimated by subsampling):

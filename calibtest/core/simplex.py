@@ -22,7 +22,7 @@ in the coordinates (z_1, ..., z_{K-1}) (the simplex itself has volume
 Only non-empty cells are ever materialised: a cell is an integer key, and rows
 are grouped with :func:`calibtest.binning.group_keys`.
 
-Boundary points (``SPEC.md`` conventions, extended)
+Boundary points (``docs/conventions.md``, "Binning")
 ----------------------------------------------------
 Cells are half-open.  A fractional part exactly 0 belongs to the upper cube
 (``floor``), and equal fractional parts f_i = f_j with i < j are ordered as if

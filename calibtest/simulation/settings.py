@@ -392,7 +392,7 @@ def true_ece_sq(setting, beta, target) -> float:
     ``g(1 - z) = g(z)``.  Let ``s`` be the probability drawn (Unif(0, 1) in
     Setting 1, Beta(5, 0.5) in Setting 2).
 
-    * ``"binary"`` -- calibration of ``Z_1`` (``SPEC.md`` mode ``binary``):
+    * ``"binary"`` -- calibration of ``Z_1`` (target ``binary`` of ``docs/conventions.md``, "Calibration targets"):
       :math:`E[(P(Y_1=1 \\mid Z_1) - Z_1)^2] = E[g(Z_1)]`.  In Setting 2,
       ``Z_1 = s`` or ``1 - s``, and ``P(Y_1 = 1 | Z) = p_beta(Z_1)`` in both
       cases, so ``E g(Z_1) = E g(s)`` by the symmetry of g: randomising the
