@@ -69,7 +69,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
         ``k="full"`` (or ``k=K``) is full (canonical) calibration: U = Y - Z on
         the whole probability vector, binned into B^(K-1) equal-volume simplices
-        (:mod:`calibtest.simplex`; ``n_bins="auto"`` uses d = K - 1).
+        (:mod:`calibtest.core.simplex`; ``n_bins="auto"`` uses d = K - 1).
     n_bins : int or "auto"
         Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
         ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
@@ -85,7 +85,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     method : {"adjusted", "bootstrap", "subsampling", "hulc"}
         How the interval is made.  ``"adjusted"`` (default) is the paper's
         Algorithm 1.  The others are the resampling baselines of the paper's
-        simulations (``calibtest.resampling``): percentile bootstrap,
+        simulations (``calibtest.core.resampling``): percentile bootstrap,
         subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
         (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
         rows on the same bins; the estimate and the calibrated-regime z test
@@ -110,7 +110,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``"conditional"`` uses the exact moments of T given the predictions
         and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
         redraws the labels from the predictions ``n_null_draws`` times
-        (see :mod:`calibtest.conditional`).  The summary always shows the
+        (see :mod:`calibtest.core.conditional`).  The summary always shows the
         asymptotic and the conditional p-values, except for full calibration
         with K > 4 under the default null, where the conditional moments (per-row
         K x K x K terms) are computed only when ``null`` asks for them.

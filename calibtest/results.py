@@ -307,14 +307,14 @@ class CalibrationResult:
     def plot_reliability(self, ax=None, **kwargs):
         """Reliability diagram with Wilson intervals and a bin-count strip.
 
-        See :func:`calibtest.plotting.plot_reliability` (returns the Axes, or an
+        See :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
     def report(self, path, **kwargs):
-        """Write an HTML or PDF validation report; see :func:`calibtest.reporting.report`."""
+        """Write an HTML or PDF validation report; see :func:`calibtest.report`."""
         from calibtest.reporting.html import report
         return report(self, path, **kwargs)
 
@@ -377,7 +377,7 @@ def _simplex_bin_table(result) -> pd.DataFrame:
     """Bin table of full calibration: one row per non-empty simplex cell.
 
     Columns: ``bin`` (the cell key ``(a_1, ..., a_{K-1}, code)`` of
-    :func:`calibtest.simplex.simplex_cells`), ``floor`` (the integer parts
+    :func:`calibtest.core.simplex.simplex_cells`), ``floor`` (the integer parts
     a = floor(s)), ``order`` (the ranks of the fractional parts of s),
     ``barycentre_j`` (the barycentre of the cell's part of the simplex, per
     class), ``count``, ``mean_pred_j``, ``mean_outcome_j`` and ``contribution``

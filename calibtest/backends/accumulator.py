@@ -109,7 +109,7 @@ class BinAccumulator:
     Notes
     -----
     Chunks are binned immediately and their sums kept in a binary counter of
-    partial :class:`~calibtest.stats.BinStats` (two partials of the same
+    partial :class:`~calibtest.core.binstats.BinStats` (two partials of the same
     level are merged), so p chunks cost O(M log p) merge work for M bins and
     memory holds O(log p) partials, not the rows.
     """

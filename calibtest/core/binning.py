@@ -18,7 +18,7 @@ __all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins"]
 #: ``bincount`` instead of a sort-based ``np.unique``.
 _DENSE_LIMIT = 1 << 22
 #: Largest key space whose linear key is used directly as the bin number (bins
-#: may then be empty until :func:`calibtest.stats.bin_sums` drops them).
+#: may then be empty until :func:`calibtest.core.binstats.bin_sums` drops them).
 _RAW_LIMIT = 1 << 16
 
 
@@ -89,7 +89,7 @@ def group_keys(idx: np.ndarray, upper: int | np.ndarray):
         Bin number of each row, ``0..m-1``.
     keys : ndarray of int64, shape (m, q)
         The keys of bins ``0..m-1`` (for a small key space all possible keys,
-        some of them empty; :func:`calibtest.stats.bin_sums` drops empty bins), in lexicographic order of the key columns read
+        some of them empty; :func:`calibtest.core.binstats.bin_sums` drops empty bins), in lexicographic order of the key columns read
         from the last to the first (the order of the linear key).
     """
     n, q = idx.shape

@@ -88,7 +88,7 @@ def merge_stats(parts) -> BinStats:
 
     Bins with equal keys are added: count, S_b, M_b and sum z of the union are
     the sums of the parts' (the sums are additive).  The keys are grouped with
-    :func:`calibtest.binning.group_keys` on the linear key (a ``bincount``
+    :func:`calibtest.core.binning.group_keys` on the linear key (a ``bincount``
     lookup or a 1-d sort) and each column summed with ``np.bincount``, so
     merging p parts holding M bins in all costs O(M log M) at worst, however
     many parts; the merged bins are the non-empty ones, in the order of the
@@ -138,7 +138,7 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
     Parameters
     ----------
     inverse : ndarray of intp, shape (n,)
-        Bin number of each row (from :func:`calibtest.binning.group_keys`).
+        Bin number of each row (from :func:`calibtest.core.binning.group_keys`).
     keys : ndarray, shape (m, q)
         Key of each bin number.
     u : ndarray, shape (n, d)
@@ -214,7 +214,7 @@ def sigma1_sq(stats: BinStats, n: int | None = None) -> float:
 def sigma1_sq_quadratic(stats: BinStats) -> float:
     """sigma1^2 of the paper's eq. (sigma1_plug_in_estimator) without forming Cov_b.
 
-    Same quantity as :func:`calibtest.stats.sigma1_sq`, using
+    Same quantity as :func:`calibtest.core.binstats.sigma1_sq`, using
     mu_b^T Cov_b mu_b = mu_b^T M_b mu_b / c_b - ||mu_b||^4 (M_b = sum U U^T), so
     no (m, K, K) temporaries are built: with K = 10 and a million cells the
     covariance arrays would be 800 MB each.

@@ -141,7 +141,7 @@ class BinnedRows:
     Attributes
     ----------
     inverse : ndarray of intp, shape (n,)
-        Bin number of each row, 0..m-1 (as from :func:`calibtest.binning.group_keys`).
+        Bin number of each row, 0..m-1 (as from :func:`calibtest.core.binning.group_keys`).
     u : ndarray of float64, shape (n, d)
         U = Y - Z of each row.
     n_groups : int

@@ -20,7 +20,7 @@ B^d and every Kuhn simplex has volume 1/d! in s, so every cell has volume
 in the coordinates (z_1, ..., z_{K-1}) (the simplex itself has volume
 1/(K-1)!), and exactly B^d cells meet the simplex in a set of positive volume.
 Only non-empty cells are ever materialised: a cell is an integer key, and rows
-are grouped with :func:`calibtest.binning.group_keys`.
+are grouped with :func:`calibtest.core.binning.group_keys`.
 
 Boundary points (``docs/conventions.md``, "Binning")
 ----------------------------------------------------
@@ -127,14 +127,14 @@ def simplex_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
 
     ``data.z`` is the (n, K) probability matrix; the keys are those of
     :func:`simplex_cells`.  The sums are those of
-    :func:`calibtest.stats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
+    :func:`calibtest.core.binstats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
     """
     inverse, keys = simplex_groups(data.z, n_bins)
     return sparse_bin_sums(inverse, keys, data.u, data.z)
 
 
 def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
-    """:func:`calibtest.stats.bin_sums` for partitions whose bins hold few rows each.
+    """:func:`calibtest.core.binstats.bin_sums` for partitions whose bins hold few rows each.
 
     Full calibration with many classes has up to B^(K-1) cells, most holding
     one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
@@ -172,7 +172,7 @@ def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.
 
 
 def simplex_groups(z: np.ndarray, n_bins: int):
-    """``(inverse, keys)`` of the non-empty cells (:func:`calibtest.binning.group_keys`)."""
+    """``(inverse, keys)`` of the non-empty cells (:func:`calibtest.core.binning.group_keys`)."""
     keys = simplex_cells(z, n_bins)
     d = keys.shape[1] - 1
     upper = np.array([n_bins + 1] * d + [factorial(d)], dtype=np.int64)

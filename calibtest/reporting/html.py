@@ -121,7 +121,7 @@ def reliability_figure(results, labels: Sequence[str] | None = None):
     """A matplotlib ``Figure`` (Agg canvas, no pyplot state) with the reliability diagram.
 
     ``results`` is one result or a list to overlay; see
-    :func:`calibtest.plotting.plot_reliability`.
+    :func:`calibtest.reporting.plotting.plot_reliability`.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
