@@ -169,7 +169,7 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
 
 
 def debiased_statistic(stats: BinStats, n: int | None = None) -> float:
-    """The debiased estimator T of the paper's eq. (debiased_estimator).
+    """The debiased estimator T of the paper's eq. (6).
 
     T = (1/n) * sum over bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1),
 
@@ -183,7 +183,7 @@ def debiased_statistic(stats: BinStats, n: int | None = None) -> float:
 
 
 def plugin_statistic(stats: BinStats, n: int | None = None) -> float:
-    """The biased plug-in estimate T_m of the paper's eq. (Hosmer_Lemeshow_version).
+    """The biased plug-in estimate T_m of the paper's eq. (2).
 
     T_m = sum_b (c_b / n) ||S_b / c_b||^2 = (1/n) sum_b ||S_b||^2 / c_b.
     """
@@ -192,7 +192,7 @@ def plugin_statistic(stats: BinStats, n: int | None = None) -> float:
 
 
 def sigma1_sq(stats: BinStats, n: int | None = None) -> float:
-    """Plug-in variance of the miscalibrated regime, the paper's eq. (sigma1_plug_in_estimator).
+    """Plug-in variance of the miscalibrated regime, the paper's eq. (8).
 
     With mu_b = S_b / c_b, Cov_b = M_b / c_b - mu_b mu_b^T and p_b = c_b / n,
     over all non-empty bins::
@@ -212,7 +212,7 @@ def sigma1_sq(stats: BinStats, n: int | None = None) -> float:
 
 
 def sigma1_sq_quadratic(stats: BinStats) -> float:
-    """sigma1^2 of the paper's eq. (sigma1_plug_in_estimator) without forming Cov_b.
+    """sigma1^2 of the paper's eq. (8) without forming Cov_b.
 
     Same quantity as :func:`calibtest.core.binstats.sigma1_sq`, using
     mu_b^T Cov_b mu_b = mu_b^T M_b mu_b / c_b - ||mu_b||^4 (M_b = sum U U^T), so

@@ -1,8 +1,9 @@
 r"""Finite-sample null calibration: exact conditional moments of T and a Monte Carlo test.
 
 The paper's test of H0: "the model is calibrated" uses the asymptotic law
-``n sqrt(w) T / sigma0 -> N(0, 1)`` (Theorem clt_calibrated_model), with
-sigma0^2 an integral over the whole support.  This module replaces it by the
+``n sqrt(w) T / sigma0 -> N(0, 1)`` (the theorem "Limiting distribution for a
+top-1-to-k calibrated model"), with sigma0^2 an integral over the whole
+support.  This module replaces it by the
 law of T *conditionally on the observed predictions*.
 
 The conditional null
@@ -22,7 +23,7 @@ vectors are independent, so U_a = Y_a - z_a are independent with
 
 The statistic is ``T = (1/n) sum_bins W_b / (c_b - 1)`` over bins with
 c_b >= 2, with ``W_b = sum_{a != b in bin} U_a^T U_b`` (ordered pairs), the
-paper's eq. (debiased_estimator).
+paper's eq. (6).
 
 **Mean.**  E[W_b] = 0 (independent mean-zero factors), so E[T | Z] = 0.
 

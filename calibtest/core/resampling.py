@@ -1,14 +1,14 @@
 """Resampling intervals for ECE^2: percentile bootstrap, subsampling and adaptive HulC.
 
 These are the baselines the paper compares its adjusted interval against
-(Section 4.1; ``docs/conventions.md``, "Resampling baselines").  All three work on the *binned
-representation* of the data: each row's bin number (fixed by its prediction,
-so it is computed once) and its error vector U.  Any calibration target that
+(Section 4.1; ``docs/conventions.md``, "Resampling baselines").  All three
+work on the *binned representation* of the data: each row's bin number (fixed
+by its prediction, so it is computed once) and its error vector U.  Any calibration target that
 yields per-row bin numbers and U (binary, top-1, top-k, full calibration)
 is therefore supported by the same code.
 
 The debiased statistic of a row multiset R (a resample, subsample or split)
-of size s is the paper's eq. (debiased_estimator) on the same bins::
+of size s is the paper's eq. (6) on the same bins::
 
     T(R) = (1/s) * sum over bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1),
 
@@ -279,7 +279,7 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) 
     -------
     ndarray of float64, shape (L, R)
         ``T_lr = (1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / (c_rb - 1)`` on binning l
-        (the paper's eq. (debiased_estimator) on the multiset).
+        (the paper's eq. (6) on the multiset).
 
     Notes
     -----

@@ -53,9 +53,9 @@ _METHOD_TEXT = {
 }
 
 _BRANCH_TEXT = {
-    1: "case 1 of eq. (aci): T⁺ − z(1−α/2)·se",
-    2: "case 2 of eq. (aci): max(0, T⁺ − z(1−α)·se)",
-    3: "case 3 of eq. (aci): T⁺ / 2",
+    1: "case 1 of eq. (10): T⁺ − z(1−α/2)·se",
+    2: "case 2 of eq. (10): max(0, T⁺ − z(1−α)·se)",
+    3: "case 3 of eq. (10): T⁺ / 2",
 }
 
 

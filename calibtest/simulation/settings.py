@@ -5,7 +5,7 @@ Confidence Interval for the l2 Expected Calibration Error*, generates
 i.i.d. pairs (Z, Y) of a predicted probability vector Z and a label Y:
 
 * **Setting 1** (K = 2): ``Z_1 ~ Unif(0, 1)``, ``Z = (Z_1, 1 - Z_1)`` and
-  ``P(Y = 0 | Z) = p_beta(Z_1)`` (the paper's eq. (lr)), where
+  ``P(Y = 0 | Z) = p_beta(Z_1)`` (the paper's eq. (14)), where
 
   .. math:: p_\\beta(s) = \\operatorname{logistic}(\\beta\\,\\operatorname{logit}(s))
             = \\frac{s^\\beta}{s^\\beta + (1-s)^\\beta}.
