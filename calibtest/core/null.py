@@ -1,7 +1,7 @@
 """The calibrated-regime null: sigma0^2 in closed form and the z test.
 
-The paper's theorem "Limiting distribution for a top-1-to-k calibrated model":
-for a calibrated model ``n sqrt(w) T / sigma0 -> N(0, 1)`` with
+The paper's theorem "Limiting distribution for a top-1-to-k calibrated model"
+[1]_: for a calibrated model ``n sqrt(w) T / sigma0 -> N(0, 1)`` with
 
     sigma0^2 = 2 * integral over the support of g(z),
     g(z) = ||z||_2^2 - 2 ||z||_3^3 + ||z||_2^4,
@@ -12,6 +12,11 @@ rational arithmetic: g is a symmetric polynomial, and the integral of a
 monomial over the scaled simplex {z >= 0, sum z <= t} in R^d is
 
     t^(d + |a|) * prod_i Gamma(a_i + 1) / Gamma(d + |a| + 1).
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
 """
 from __future__ import annotations
 

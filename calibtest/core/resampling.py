@@ -1,11 +1,11 @@
 """Resampling intervals for ECE^2: percentile bootstrap, subsampling and adaptive HulC.
 
-These are the baselines the paper compares its adjusted interval against
-(Section 4.1; ``docs/conventions.md``, "Resampling baselines").  All three
-work on the *binned representation* of the data: each row's bin number (fixed
-by its prediction, so it is computed once) and its error vector U.  Any calibration target that
-yields per-row bin numbers and U (binary, top-1, top-k, full calibration)
-is therefore supported by the same code.
+These are the baselines the paper [1]_ compares its adjusted interval against
+(Section 4.1; ``docs/conventions.md``, "Resampling baselines"). All three work
+on the *binned representation* of the data: each row's bin number (fixed by
+its prediction, so it is computed once) and its error vector U. Any
+calibration target that yields per-row bin numbers and U (binary, top-1,
+top-k, full calibration) is therefore supported by the same code.
 
 The debiased statistic of a row multiset R (a resample, subsample or split)
 of size s is the paper's eq. (6) on the same bins::
@@ -49,7 +49,7 @@ error n / 2^53 (below 1e-9 for n up to 10^7).
 Choices where the sources differ
 --------------------------------
 * Subsampling: ``docs/conventions.md`` ("Resampling baselines") defines
-  ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})`` with q the quantiles of ``T_b - T``; Politis and Romano (1994) give the
+  ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})`` with q the quantiles of ``T_b - T``; Politis and Romano (1994) [3]_ give the
   reflected ``T - sqrt(b/n) (q_{1-alpha/2}, q_{alpha/2})``.  calibtest follows
   ``docs/conventions.md``; ``subsampling_interval(reflect=True)`` gives the
   other.  On the paper's settings the documented form has the higher
@@ -62,11 +62,18 @@ Choices where the sources differ
 
 References
 ----------
-Efron (1979), bootstrap; Politis and Romano (1994), "Large sample confidence
-regions based on subsamples under minimal assumptions", Ann. Statist. 22;
-Kuchibhotla, Balakrishnan and Wasserman (2024), "The HulC: confidence regions
-from convex hulls", JRSS-B 86; Bentley and Floyd (1987), "Programming pearls:
-a sample of brilliance", CACM 30.
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+.. [2] Efron, "Bootstrap methods: another look at the jackknife", Annals of
+       Statistics 7:1-26, 1979.
+.. [3] Politis and Romano, "Large sample confidence regions based on
+       subsamples under minimal assumptions", Annals of Statistics
+       22:2031-2050, 1994.
+.. [4] Kuchibhotla, Balakrishnan and Wasserman, "The HulC: confidence regions
+       from convex hulls", Journal of the Royal Statistical Society Series B
+       86, 2024.
+.. [5] Bentley and Floyd, "Programming pearls: a sample of brilliance",
+       Communications of the ACM 30, 1987.
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 The simplex Delta_{K-1} = {z in R^K : z >= 0, sum z = 1} is binned into
 B^(K-1) simplices of equal volume by the edgewise (Freudenthal/Kuhn)
-subdivision used by T-Cal (Lee, Huang, Hassani & Dobriban 2023, Sec. 8.2.3)
-and by the paper's binning scheme for k = K.  With d = K - 1 and the partial
-sums
+subdivision used by T-Cal (Lee, Huang, Hassani & Dobriban 2023, Sec. 8.2.3
+[2]_) and by the paper's binning scheme for k = K [1]_. With d = K - 1 and the
+partial sums
 
     s_j = B * (z_1 + ... + z_j),    j = 1..d,
 
@@ -45,6 +45,14 @@ A cell's key is the integer vector ``(a_1, ..., a_d, code)`` where ``code`` is
 the Lehmer code (0..d!-1) of the ranks of the fractional parts: ``rank_j`` is
 the position of f_j in the stable ascending order, and
 ``code = sum_j #{i > j : rank_i < rank_j} * (d - 1 - j)!``.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+.. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
+       calibration of predictive models", Journal of Machine Learning
+       Research 24(335), 2023.
 """
 from __future__ import annotations
 

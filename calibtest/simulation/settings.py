@@ -1,7 +1,7 @@
 """The three data-generating settings of the paper's simulations, with their true ECE^2.
 
 Section 4.1 ("Simulated Data") of Sun, Chaudhari, Barnett and Dobriban, *A
-Confidence Interval for the l2 Expected Calibration Error*, generates
+Confidence Interval for the l2 Expected Calibration Error* [1]_, generates
 i.i.d. pairs (Z, Y) of a predicted probability vector Z and a label Y:
 
 * **Setting 1** (K = 2): ``Z_1 ~ Unif(0, 1)``, ``Z = (Z_1, 1 - Z_1)`` and
@@ -26,6 +26,11 @@ The true ECE^2 of each setting is in :func:`true_ece_sq`; the paper's beta
 grids are in :func:`paper_betas`.  Randomness comes only from the ``rng``
 argument (an int seed, a ``numpy.random.Generator`` or ``None``), passed to
 ``numpy.random.default_rng``, so a seed reproduces a data set bit for bit.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
 """
 from __future__ import annotations
 
