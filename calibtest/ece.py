@@ -37,7 +37,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
-    Interval for the l2 Expected Calibration Error": the debiased binned
+    Interval for the l2 Expected Calibration Error" [1]_: the debiased binned
     estimator T of ECE^2, its two asymptotic regimes (calibrated: n sqrt(w) T /
     sigma0 -> N(0, 1); miscalibrated: sqrt(n)(T - E T) / sigma1 -> N(0, 1)),
     and the adjusted interval that respects ECE >= 0, with the zero rule.
@@ -69,7 +69,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
         ``k="full"`` (or ``k=K``) is full (canonical) calibration: U = Y - Z on
         the whole probability vector, binned into B^(K-1) equal-volume simplices
-        (:mod:`calibtest.simplex`; ``n_bins="auto"`` uses d = K - 1).
+        (:mod:`calibtest.core.simplex`; ``n_bins="auto"`` uses d = K - 1).
     n_bins : int or "auto"
         Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
         ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
@@ -85,9 +85,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     method : {"adjusted", "bootstrap", "subsampling", "hulc"}
         How the interval is made.  ``"adjusted"`` (default) is the paper's
         Algorithm 1.  The others are the resampling baselines of the paper's
-        simulations (``calibtest.resampling``): percentile bootstrap,
-        subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
-        (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
+        simulations (``calibtest.core.resampling``): percentile bootstrap [4]_,
+        subsampling [3]_ with b = floor(sqrt(n)) rows, and adaptive HulC
+        (Kuchibhotla, Balakrishnan and Wasserman 2024 [2]_).  They resample the
         rows on the same bins; the estimate and the calibrated-regime z test
         are unchanged.
     n_resamples : int, optional
@@ -110,7 +110,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``"conditional"`` uses the exact moments of T given the predictions
         and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
         redraws the labels from the predictions ``n_null_draws`` times
-        (see :mod:`calibtest.conditional`).  The summary always shows the
+        (see :mod:`calibtest.core.conditional`).  The summary always shows the
         asymptotic and the conditional p-values, except for full calibration
         with K > 4 under the default null, where the conditional moments (per-row
         K x K x K terms) are computed only when ``null`` asks for them.
@@ -122,6 +122,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     Returns
     -------
     CalibrationResult
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+    .. [2] Kuchibhotla, Balakrishnan and Wasserman, "The HulC: confidence
+           regions from convex hulls", Journal of the Royal Statistical
+           Society Series B 86, 2024.
+    .. [3] Politis and Romano, "Large sample confidence regions based on
+           subsamples under minimal assumptions", Annals of Statistics
+           22:2031-2050, 1994.
+    .. [4] Efron, "Bootstrap methods: another look at the jackknife", Annals
+           of Statistics 7:1-26, 1979.
 
     Examples
     --------
