@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pandas as pd
@@ -14,10 +14,12 @@ from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 from calibtest.core.null import threshold as null_threshold
-from calibtest.core.partition import Partition
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
+
+if TYPE_CHECKING:  # annotations only
+    from calibtest.core.partition import Partition
 
 __all__ = ["CalibrationResult", "ConfidenceInterval", "raw_interval"]
 

@@ -17,7 +17,7 @@ from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 
 __all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
-           "sigma1_sq_quadratic"]
+           "sigma1_sq_quadratic", "sparse_bin_sums"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,3 +225,41 @@ def sigma1_sq_quadratic(stats: BinStats) -> float:
     quad = np.einsum("bi,bij,bj->b", mu, stats.sum_uu, mu) / c - mu_sq**2
     value = np.sum(p * mu_sq**2) - np.sum(p * mu_sq) ** 2 + 4.0 * np.sum(p * quad)
     return float(max(value, 0.0))
+
+
+def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
+    """:func:`calibtest.core.binstats.bin_sums` for partitions whose bins hold few rows each.
+
+    Full calibration with many classes has up to B^(K-1) cells, most holding
+    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
+    passes over as many bins as rows.  Here one row of each non-empty bin
+    contributes directly (its outer product U U^T is one vectorised
+    broadcast), and only the remaining rows go through ``bin_sums``, on the
+    bins they occupy.  Same sums up to the order of floating-point additions;
+    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
+    """
+    n = inverse.shape[0]
+    m = keys.shape[0]
+    rep = np.full(m, -1, dtype=np.intp)
+    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
+    occupied = np.flatnonzero(rep >= 0)
+    if occupied.size * 8 < n:
+        return bin_sums(inverse, keys, u, z)
+    first = rep[occupied]
+    count = np.ones(occupied.size)
+    sum_u = u[first]                                   # fancy indexing: fresh arrays
+    sum_z = z[first]
+    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
+    rest = np.ones(n, dtype=bool)
+    rest[first] = False
+    if rest.any():
+        slot = np.empty(m, dtype=np.intp)
+        slot[occupied] = np.arange(occupied.size)
+        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
+        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
+        at = part.keys[:, 0]
+        count[at] += part.count
+        sum_u[at] += part.sum_u
+        sum_z[at] += part.sum_z
+        sum_uu[at] += part.sum_uu
+    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)

@@ -61,11 +61,9 @@ from math import factorial
 import numpy as np
 
 from calibtest.core.binning import group_keys
-from calibtest.core.targets import PreparedData
-from calibtest.core.binstats import BinStats, bin_sums
 
-__all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume", "simplex_bin_stats",
-           "simplex_groups", "sparse_bin_sums", "decode_order", "cell_barycentres"]
+__all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume",
+           "simplex_groups", "decode_order", "cell_barycentres"]
 
 
 def simplex_cell_volume(n_bins: int, n_classes: int) -> float:
@@ -128,55 +126,6 @@ def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
     keys[:, :-1] = a
     keys[:, -1] = _order_code(frac) if s.shape[1] > 1 else 0
     return keys
-
-
-def simplex_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
-    """Bin the rows of a full-calibration target on the simplex and accumulate their sums.
-
-    ``data.z`` is the (n, K) probability matrix; the keys are those of
-    :func:`simplex_cells`.  The sums are those of
-    :func:`calibtest.core.binstats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
-    """
-    inverse, keys = simplex_groups(data.z, n_bins)
-    return sparse_bin_sums(inverse, keys, data.u, data.z)
-
-
-def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
-    """:func:`calibtest.core.binstats.bin_sums` for partitions whose bins hold few rows each.
-
-    Full calibration with many classes has up to B^(K-1) cells, most holding
-    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
-    passes over as many bins as rows.  Here one row of each non-empty bin
-    contributes directly (its outer product U U^T is one vectorised
-    broadcast), and only the remaining rows go through ``bin_sums``, on the
-    bins they occupy.  Same sums up to the order of floating-point additions;
-    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
-    """
-    n = inverse.shape[0]
-    m = keys.shape[0]
-    rep = np.full(m, -1, dtype=np.intp)
-    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
-    occupied = np.flatnonzero(rep >= 0)
-    if occupied.size * 8 < n:
-        return bin_sums(inverse, keys, u, z)
-    first = rep[occupied]
-    count = np.ones(occupied.size)
-    sum_u = u[first]                                   # fancy indexing: fresh arrays
-    sum_z = z[first]
-    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
-    rest = np.ones(n, dtype=bool)
-    rest[first] = False
-    if rest.any():
-        slot = np.empty(m, dtype=np.intp)
-        slot[occupied] = np.arange(occupied.size)
-        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
-        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
-        at = part.keys[:, 0]
-        count[at] += part.count
-        sum_u[at] += part.sum_u
-        sum_z[at] += part.sum_z
-        sum_uu[at] += part.sum_uu
-    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)
 
 
 def simplex_groups(z: np.ndarray, n_bins: int):
