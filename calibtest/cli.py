@@ -1,13 +1,25 @@
-"""Command-line interface: ``calibtest ci``, ``calibtest demo``."""
+"""Command-line interface: ``calibtest ci | report | tcal | compare | demo`` and ``calibtest --version``.
+
+One parser.  The options that several subcommands take (``--formula``,
+``--n-classes``, ``--k``, ``--bins``, ``--alpha``, ``--missing``, ``--json``)
+are declared once, in the parent parsers built by :func:`_shared_options`, so
+every subcommand parses them with the same type and help text.  ``--formula``
+is repeatable (``action="append"``): ``ci``, ``report`` and ``tcal`` take one,
+``compare`` takes two (``--formula-a``/``--formula-b`` are kept as aliases of
+the older spelling).  Errors raised by the statistics functions are printed
+as one line, ``calibtest: error: ...``, and exit with status 2.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 
 import pandas as pd
 
+from calibtest._format import package_version
 from calibtest.compare import calib_compare
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
@@ -17,44 +29,126 @@ from calibtest.tcal import tcal_test
 __all__ = ["main", "build_parser", "report_command"]
 
 
+# ----------------------------------------------------------------------------- option types
 def _bins(value: str):
-    return value if value == "auto" else int(value)
+    """``--bins``: an integer number of bins per dimension, or 'auto'."""
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
 
 
 def _k(value: str):
-    return value if value == "full" else int(value)
-
-
-def _read_csv(path: str) -> pd.DataFrame:
+    """``--k``: an integer k, or 'full'."""
+    if value == "full":
+        return value
     try:
-        return pd.read_csv(path)
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'full', got {value!r}") from None
+
+
+# ----------------------------------------------------------------------------- the shared options
+def _shared_options() -> dict[str, argparse.ArgumentParser]:
+    """Parent parsers holding each shared option once: ``formula``, ``model`` (n-classes, k, bins,
+    alpha, missing) and ``json``.  A subcommand lists the parents it takes."""
+    formula = argparse.ArgumentParser(add_help=False)
+    formula.add_argument("--formula", action="append", default=None, metavar="FORMULA",
+                         help='model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2"; '
+                              "compare takes two (--formula A --formula B)")
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument("--n-classes", type=int, default=None,
+                       help="K, the number of classes, for a single top-1 confidence column")
+    model.add_argument("--k", type=_k, default=None,
+                       help="top-1-to-k calibration for a probability matrix (an integer), or 'full' "
+                            "for full calibration")
+    model.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
+    model.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    model.add_argument("--missing", choices=["raise", "drop"], default="raise",
+                       help="rows with a missing value: raise an error (default) or drop them")
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    return {"formula": formula, "model": model, "json": as_json}
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser that also checks the number of ``--formula`` options of a subcommand.
+
+    argparse's ``action="append"`` cannot require an exact count, so a
+    subcommand parser made with ``n_formulas=1`` (or 2) checks it after
+    parsing and replaces ``formula`` by the one formula (or the list of two).
+    A wrong count is a usage error (exit status 2) naming the subcommand.
+    """
+
+    def __init__(self, *args, n_formulas: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.n_formulas = n_formulas
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if self.n_formulas:
+            namespace.formula = self._formulas(namespace)
+        return namespace, extras
+
+    def _formulas(self, ns):
+        given = list(ns.formula or [])
+        aliases = [getattr(ns, "formula_a", None), getattr(ns, "formula_b", None)]
+        if aliases != [None, None]:
+            if given:
+                self.error("give the two formulas either as --formula twice or as --formula-a/--formula-b, "
+                           "not both")
+            if None in aliases:
+                self.error("--formula-a and --formula-b go together (or give --formula twice)")
+            given = aliases
+        if self.n_formulas == 1 and len(given) != 1:
+            self.error("the following arguments are required: --formula" if not given else
+                       f"--formula given {len(given)} times; this subcommand takes one model formula")
+        if self.n_formulas == 2 and len(given) != 2:
+            self.error(f"compare needs exactly two --formula options (model A, then model B), got {len(given)}")
+        return given[0] if self.n_formulas == 1 else given
+
+
+def _model_keywords(args) -> dict:
+    """The shared model options as keywords of calib_ci, tcal_test and calib_compare."""
+    return {"n_classes": args.n_classes, "k": args.k, "n_bins": args.bins, "alpha": args.alpha,
+            "missing": args.missing}
+
+
+# ----------------------------------------------------------------------------- input and output
+def _fail(message: str):
+    """Stop with one line on stderr, ``calibtest: error: <message>`` (exit status 1)."""
+    raise SystemExit(f"calibtest: error: {message}")
+
+
+def _read_input(args, *, stream: bool = False):
+    """``(data, keywords)`` for the input file ``args.file``.
+
+    The CSV file read into a DataFrame and ``{}``; or, when ``stream`` is
+    allowed (``ci``) and the file is Parquet or ``--chunksize`` is given, the
+    path itself and ``{"chunksize": ...}`` so that calib_ci reads it in chunks.
+    """
+    path = args.file
+    if stream and (args.chunksize is not None or path.lower().endswith((".parquet", ".pq"))):
+        if not os.path.isfile(path):
+            _fail(f"file not found: {path}")
+        return path, {"chunksize": args.chunksize}
+    try:
+        return pd.read_csv(path), {}
     except FileNotFoundError:
-        raise SystemExit(f"calibtest: file not found: {path}")
+        _fail(f"file not found: {path}")
+    except OSError as exc:  # a directory, no permission, ...
+        _fail(f"cannot read {path}: {exc.strerror or exc}")
 
 
-def _cmd_ci(args) -> int:
-    stream = _streamed(args)
-    df = args.file if stream else _read_csv(args.file)
-    res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                   alpha=args.alpha, missing=args.missing, **stream, **_resampling_options(args),
-                   **_null_options(args))
-    if args.json:
-        print(json.dumps(res.to_dict()))
-    else:
-        print(res.summary())
+def _print_result(res, as_json: bool = False) -> int:
+    """Print ``res`` as one JSON object or as its summary; the exit status 0."""
+    print(json.dumps(res.to_dict()) if as_json else res.summary())
     return 0
 
 
-def _streamed(args) -> dict:
-    """Options for streaming the file in chunks (Parquet files, or CSV with --chunksize), else {}."""
-    if args.chunksize is None and not args.file.lower().endswith((".parquet", ".pq")):
-        return {}
-    import os
-    if not os.path.isfile(args.file):
-        raise SystemExit(f"calibtest: file not found: {args.file}")
-    return {"chunksize": args.chunksize}
-
-
+# ----------------------------------------------------------------------------- ci
 def _null_options(args) -> dict:
     """``--null`` (and ``--seed`` for the Monte Carlo null) as calib_ci keywords."""
     if args.null == "asymptotic":
@@ -68,23 +162,36 @@ def _null_options(args) -> dict:
 def _resampling_options(args) -> dict:
     """``--method``, ``--n-resamples`` and ``--seed`` as calib_ci keywords (only those given)."""
     out = {}
-    if getattr(args, "method", "adjusted") != "adjusted":
+    if args.method != "adjusted":
         out.update(method=args.method, n_resamples=args.n_resamples, rng=args.seed)
-    elif getattr(args, "n_resamples", None) is not None:
+    elif args.n_resamples is not None:
         out.update(n_resamples=args.n_resamples)  # calib_ci explains that it needs a resampling method
     return out
 
 
-def _cmd_demo(args) -> int:
-    df = load_demo()
-    res = calib_ci("y ~ p", data=df)
-    print("calibtest demo: calibration of a logistic risk model on held-out data "
-          "(see calibtest/data/README.md)\n")
-    print(res.summary())
-    return 0
+def _cmd_ci(args) -> int:
+    data, stream = _read_input(args, stream=True)
+    res = calib_ci(args.formula, data=data, **_model_keywords(args), **stream, **_resampling_options(args),
+                   **_null_options(args))
+    return _print_result(res, args.json)
 
 
+def _add_ci_parser(sub, shared) -> None:
+    ci = sub.add_parser("ci", help="interval and test for one model's calibration error", n_formulas=1,
+                        parents=[shared["formula"], shared["model"], shared["json"]])
+    ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
+    ci.add_argument("--chunksize", type=int, default=None,
+                    help="stream the file in chunks of this many rows (Parquet files are always streamed)")
+    ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
+                    help="interval: the paper's adjusted interval (default) or a resampling baseline")
+    ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
+    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
+    ci.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default="asymptotic",
+                    help="null law of the calibration test (default: the paper's asymptotic one)")
+    ci.set_defaults(func=_cmd_ci)
 
+
+# ----------------------------------------------------------------------------- report
 def report_command(args) -> str:
     """The complete command line (every option, defaults included) that reproduces the report."""
     parts = ["calibtest", "report", args.file, "--formula", args.formula, "-o", args.output]
@@ -104,123 +211,99 @@ def report_command(args) -> str:
 def _cmd_report(args) -> int:
     if not args.output.lower().endswith((".html", ".htm", ".pdf")):
         raise ValueError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
-    df = _read_csv(args.file)
+    df, _ = _read_input(args)
     source = file_provenance(args.file)
-    res = calib_ci(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                   alpha=args.alpha, missing=args.missing, method=args.method)
+    res = calib_ci(args.formula, data=df, **_model_keywords(args), method=args.method)
     try:
         path = report(res, args.output, title=args.title, purpose=args.purpose, source=source,
                       command=report_command(args))
     except ImportError as exc:
-        raise SystemExit(f"calibtest: error: {exc}")
+        _fail(str(exc))
     print(f"calibtest: wrote {path}")
     return 0
 
 
-def add_report_parser(sub) -> None:
-    """Add the ``report`` subcommand to an argparse subparsers object."""
-    rep = sub.add_parser("report", help="write an HTML or PDF validation report for one model")
+def _add_report_parser(sub, shared) -> None:
+    rep = sub.add_parser("report", help="write an HTML or PDF validation report for one model", n_formulas=1,
+                         parents=[shared["formula"], shared["model"]])
     rep.add_argument("file", help="CSV file with outcomes and predictions")
-    rep.add_argument("--formula", required=True, help='e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1"')
     rep.add_argument("-o", "--output", required=True, help="output file: .html or .pdf (PDF needs calibtest[pdf])")
     rep.add_argument("--title", default=None, help="report title")
     rep.add_argument("--purpose", default=None, help="free text: what is evaluated and why")
-    rep.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
-    rep.add_argument("--k", type=_k, default=None, help="top-1-to-k calibration for a probability matrix, or 'full'")
-    rep.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    rep.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     rep.add_argument("--method", default="adjusted",
                      help="interval method: adjusted (default, the paper's Algorithm 1), or a resampling "
                           "method calib_ci supports (bootstrap, subsampling, hulc)")
-    rep.add_argument("--missing", choices=["raise", "drop"], default="raise")
     rep.set_defaults(func=_cmd_report)
 
 
+# ----------------------------------------------------------------------------- tcal
 def _cmd_tcal(args) -> int:
-    df = _read_csv(args.file)
-    res = tcal_test(args.formula, data=df, n_classes=args.n_classes, k=args.k, n_bins=args.bins,
-                    alpha=args.alpha, n_draws=args.draws, adaptive=args.adaptive, rng=args.seed,
-                    missing=args.missing)
-    print(json.dumps(res.to_dict()) if args.json else res.summary())
-    return 0
+    df, _ = _read_input(args)
+    res = tcal_test(args.formula, data=df, **_model_keywords(args), n_draws=args.draws, adaptive=args.adaptive,
+                    rng=args.seed)
+    return _print_result(res, args.json)
 
 
-def add_tcal_parser(sub) -> None:
-    """Add the ``tcal`` subcommand to an argparse subparsers object."""
-    tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)")
+def _add_tcal_parser(sub, shared) -> None:
+    tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)", n_formulas=1,
+                        parents=[shared["formula"], shared["model"], shared["json"]])
     tc.add_argument("file", help="CSV file with outcomes and predictions")
-    tc.add_argument("--formula", required=True, help='e.g. "y ~ p" or "label ~ p0 + p1 + p2"')
-    tc.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
-    tc.add_argument("--k", type=_k, default=None, help="top-1-to-k, or 'full' for full calibration")
-    tc.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    tc.add_argument("--alpha", type=float, default=0.05, help="level of the test (default 0.05)")
     tc.add_argument("--draws", type=int, default=1000, help="Monte Carlo resamples (default 1000)")
     tc.add_argument("--adaptive", action="store_true", help="adaptive T-Cal over dyadic bin counts")
     tc.add_argument("--seed", type=int, default=None, help="random seed")
-    tc.add_argument("--missing", choices=["raise", "drop"], default="raise")
-    tc.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     tc.set_defaults(func=_cmd_tcal)
 
 
+# ----------------------------------------------------------------------------- compare
 def _cmd_compare(args) -> int:
-    df = _read_csv(args.file)
-    res = calib_compare(args.formula_a, args.formula_b, data=df, n_classes=args.n_classes, k=args.k,
-                        n_bins=args.bins, alpha=args.alpha, alternative=args.alternative,
-                        variance=args.variance, missing=args.missing)
-    print(json.dumps(res.to_dict()) if args.json else res.summary())
-    return 0
+    df, _ = _read_input(args)
+    formula_a, formula_b = args.formula
+    res = calib_compare(formula_a, formula_b, data=df, **_model_keywords(args), alternative=args.alternative,
+                        variance=args.variance)
+    return _print_result(res, args.json)
 
 
-def add_compare_parser(sub) -> None:
-    """Add the ``compare`` subcommand to an argparse subparsers object."""
-    cmp = sub.add_parser("compare", help="test whether two models' calibration errors differ (paired)")
+def _add_compare_parser(sub, shared) -> None:
+    cmp = sub.add_parser("compare", help="test whether two models' calibration errors differ (paired)",
+                         n_formulas=2, parents=[shared["formula"], shared["model"], shared["json"]],
+                         epilog='e.g. calibtest compare preds.csv --formula "y ~ p_old" --formula "y ~ p_new"')
     cmp.add_argument("file", help="CSV file with the outcomes and both models' predictions")
-    cmp.add_argument("--formula-a", required=True, help='model A, e.g. "y ~ p_old"')
-    cmp.add_argument("--formula-b", required=True, help='model B, e.g. "y ~ p_new"')
-    cmp.add_argument("--n-classes", type=int, default=None, help="K for single top-1 confidence columns")
-    cmp.add_argument("--k", type=int, default=None, help="top-1-to-k calibration for probability matrices")
-    cmp.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    cmp.add_argument("--alternative", choices=["two-sided", "less", "greater"], default="two-sided")
-    cmp.add_argument("--variance", choices=["corrected", "plugin"], default="corrected")
-    cmp.add_argument("--missing", choices=["raise", "drop"], default="raise")
-    cmp.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    cmp.add_argument("--formula-a", default=None, help="alias: model A, the same as the first --formula")
+    cmp.add_argument("--formula-b", default=None, help="alias: model B, the same as the second --formula")
+    cmp.add_argument("--alternative", choices=["two-sided", "less", "greater"], default="two-sided",
+                     help="alternative hypothesis on Delta = ECE_A^2 - ECE_B^2 (default two-sided; "
+                          "greater: model A worse calibrated)")
+    cmp.add_argument("--variance", choices=["corrected", "plugin"], default="corrected",
+                     help="variance estimate: corrected (default) or plugin (conservative near calibration)")
     cmp.set_defaults(func=_cmd_compare)
 
 
+# ----------------------------------------------------------------------------- demo
+def _cmd_demo(args) -> int:
+    res = calib_ci("y ~ p", data=load_demo())
+    print("calibtest demo: calibration of a logistic risk model on held-out data "
+          "(see calibtest/data/README.md)\n")
+    return _print_result(res)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="calibtest",
-                                     description="Confidence intervals and tests for the l2 expected calibration error.")
+    """The ``calibtest`` parser with every subcommand."""
+    parser = _Parser(prog="calibtest",
+                     description="Confidence intervals and tests for the l2 expected calibration error.")
+    parser.add_argument("--version", action="version", version=f"calibtest {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    ci = sub.add_parser("ci", help="interval and test for one model's calibration error")
-    ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
-    ci.add_argument("--formula", required=True, help='e.g. "correct ~ confidence" or "label ~ p0 + p1 + p2"')
-    ci.add_argument("--n-classes", type=int, default=None, help="K for a single top-1 confidence column")
-    ci.add_argument("--k", type=_k, default=None, help="top-1-to-k calibration for a probability matrix")
-    ci.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    ci.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    ci.add_argument("--missing", choices=["raise", "drop"], default="raise")
-    ci.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    ci.add_argument("--chunksize", type=int, default=None,
-                    help="stream the file in chunks of this many rows (Parquet files are always streamed)")
-    ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
-                    help="interval: the paper's adjusted interval (default) or a resampling baseline")
-    ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
-    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
-    ci.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default="asymptotic",
-                    help="null law of the calibration test (default: the paper's asymptotic one)")
-    ci.set_defaults(func=_cmd_ci)
-    add_report_parser(sub)
-    add_tcal_parser(sub)
+    shared = _shared_options()
+    _add_ci_parser(sub, shared)
+    _add_report_parser(sub, shared)
+    _add_tcal_parser(sub, shared)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
-    add_compare_parser(sub)
+    _add_compare_parser(sub, shared)
     return parser
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (ValueError, TypeError) as exc:

@@ -8,10 +8,12 @@ and build one result from the bin sums and the engines that need the rows
 """
 from __future__ import annotations
 
+import os
 
 from calibtest._format import record_call
 from calibtest._validation import check_alpha, check_method, check_missing, check_null, is_integer
-from calibtest.backends.dispatch import calib_ci_out_of_core, is_out_of_core
+from calibtest.backends.dask_frames import dask_calib_ci
+from calibtest.backends.files import stream_file
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.estimation import estimate_rows
@@ -19,7 +21,8 @@ from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
 
-__all__ = ["calib_ci"]
+__all__ = ["calib_ci", "is_out_of_core", "calib_ci_out_of_core"]
+
 
 def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng) -> dict:
     """The options a call shows: defaults are left out."""
@@ -37,7 +40,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
-    Interval for the l2 Expected Calibration Error": the debiased binned
+    Interval for the l2 Expected Calibration Error" [1]_: the debiased binned
     estimator T of ECE^2, its two asymptotic regimes (calibrated: n sqrt(w) T /
     sigma0 -> N(0, 1); miscalibrated: sqrt(n)(T - E T) / sigma1 -> N(0, 1)),
     and the adjusted interval that respects ECE >= 0, with the zero rule.
@@ -69,7 +72,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Top-1-to-k calibration for a probability matrix, 1 <= k < K (default 1).
         ``k="full"`` (or ``k=K``) is full (canonical) calibration: U = Y - Z on
         the whole probability vector, binned into B^(K-1) equal-volume simplices
-        (:mod:`calibtest.simplex`; ``n_bins="auto"`` uses d = K - 1).
+        (:mod:`calibtest.core.simplex`; ``n_bins="auto"`` uses d = K - 1).
     n_bins : int or "auto"
         Bins per dimension B over [0, 1] (the paper's mK).  ``"auto"``:
         ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``.
@@ -85,9 +88,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     method : {"adjusted", "bootstrap", "subsampling", "hulc"}
         How the interval is made.  ``"adjusted"`` (default) is the paper's
         Algorithm 1.  The others are the resampling baselines of the paper's
-        simulations (``calibtest.resampling``): percentile bootstrap,
-        subsampling with b = floor(sqrt(n)) rows, and adaptive HulC
-        (Kuchibhotla, Balakrishnan and Wasserman 2024).  They resample the
+        simulations (``calibtest.core.resampling``): percentile bootstrap [4]_,
+        subsampling [3]_ with b = floor(sqrt(n)) rows, and adaptive HulC
+        (Kuchibhotla, Balakrishnan and Wasserman 2024 [2]_).  They resample the
         rows on the same bins; the estimate and the calibrated-regime z test
         are unchanged.
     n_resamples : int, optional
@@ -110,7 +113,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``"conditional"`` uses the exact moments of T given the predictions
         and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
         redraws the labels from the predictions ``n_null_draws`` times
-        (see :mod:`calibtest.conditional`).  The summary always shows the
+        (see :mod:`calibtest.core.conditional`).  The summary always shows the
         asymptotic and the conditional p-values, except for full calibration
         with K > 4 under the default null, where the conditional moments (per-row
         K x K x K terms) are computed only when ``null`` asks for them.
@@ -122,6 +125,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     Returns
     -------
     CalibrationResult
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+    .. [2] Kuchibhotla, Balakrishnan and Wasserman, "The HulC: confidence
+           regions from convex hulls", Journal of the Royal Statistical
+           Society Series B 86, 2024.
+    .. [3] Politis and Romano, "Large sample confidence regions based on
+           subsamples under minimal assumptions", Annals of Statistics
+           22:2031-2050, 1994.
+    .. [4] Efron, "Bootstrap methods: another look at the jackknife", Annals
+           of Statistics 7:1-26, 1979.
 
     Examples
     --------
@@ -153,3 +169,66 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                          method=method, n_resamples=n_resamples, progress=progress, call=call,
                          formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                          n_dropped=rows.n_dropped)
+
+
+# --------------------------------------------------------------------------- data not in memory
+def _is_dask(data) -> bool:
+    return type(data).__module__.split(".")[0] == "dask"
+
+
+def is_out_of_core(data) -> bool:
+    """True for a file path (``str`` or ``os.PathLike``) or a Dask collection."""
+    return isinstance(data, (str, os.PathLike)) or _is_dask(data)
+
+
+def check_in_memory_method(method, what: str) -> None:
+    """Refuse interval methods other than ``"adjusted"`` for data that is not in memory.
+
+    Raises
+    ------
+    ValueError
+        For ``method="bootstrap"``, ``"subsampling"``, ``"hulc"`` or any other
+        value: they resample rows and need the data in memory.
+    """
+    if method == "adjusted":
+        return
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a string, got {type(method).__name__}")
+    raise ValueError(f"method={method!r} resamples rows and needs in-memory data (a pandas DataFrame or "
+                     f"arrays), but data is {what}; use method='adjusted' (Algorithm 1, exact from per-bin "
+                     "sums on data of any size), or load the rows into memory (e.g. a random sample)")
+
+
+def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
+                         alpha: float = 0.05, missing: str = "raise", chunksize=None, progress=None,
+                         method: str = "adjusted"):
+    """:func:`calibtest.calib_ci` for a file path or a Dask DataFrame.
+
+    Parameters
+    ----------
+    formula : str
+        Required: it names the columns to read.
+    data : str, os.PathLike or dask.dataframe.DataFrame
+        A ``.csv`` (optionally compressed) or ``.parquet`` file, streamed in
+        chunks of ``chunksize`` rows; or a Dask DataFrame, reduced with Dask.
+    env : patsy.EvalEnvironment
+        The caller's environment for names that are not columns.
+    method : str
+        Only ``"adjusted"``; resampling methods raise a ValueError.
+    Other parameters as in :func:`calibtest.calib_ci`.
+    """
+    dask = _is_dask(data)
+    what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
+    check_in_memory_method(method, what)
+    if y is not None or probs is not None:
+        raise ValueError(f"y= and probs= cannot be combined with data={what}; name the columns in a formula")
+    if formula is None:
+        raise ValueError(f"data={what} needs a formula naming its columns, e.g. 'correct ~ confidence'")
+    if dask:
+        if chunksize is not None:
+            raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
+                             "(use ddf.repartition to change their size)")
+        return dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                             missing=missing)
+    return stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                       missing=missing, chunksize=chunksize, progress=progress)

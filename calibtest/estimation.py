@@ -3,7 +3,7 @@
 Algorithm 1 of Sun, Chaudhari, Barnett and Dobriban, steps 2-4: the debiased
 estimator T of ECE^2 (eq. (6)), the plug-in sigma1^2 (eq. (8)), the
 calibrated-regime test with the exact sigma0^2 (eq. (12)) and the adjusted
-interval with the zero rule (eq. (10)).  The in-memory path adds the
+interval with the zero rule (eqs. (10) and (7)).  The in-memory path adds the
 optional parts that need the rows: the conditional null, the Monte Carlo
 null and a resampling interval; each is computed by its engine in
 :mod:`calibtest.core` and nested in the result as it is built.

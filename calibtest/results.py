@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pandas as pd
@@ -14,10 +14,12 @@ from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 from calibtest.core.null import threshold as null_threshold
-from calibtest.core.partition import Partition
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
+
+if TYPE_CHECKING:  # annotations only
+    from calibtest.core.partition import Partition
 
 __all__ = ["CalibrationResult", "ConfidenceInterval", "raw_interval"]
 
@@ -72,17 +74,17 @@ class CalibrationResult:
     Attributes
     ----------
     estimate : float
-        The debiased estimator T of ECE^2 (paper eq. (debiased_estimator)); may be negative.
+        The debiased estimator T of ECE^2 (paper eq. (6)); may be negative.
     estimate_pos : float
         T+ = max(T, 0).
     ece : float
         sqrt(T+), the point estimate on the ECE scale.
     plugin_estimate : float
-        The biased plug-in estimate T_m (paper eq. (Hosmer_Lemeshow_version)) on the same bins.
+        The biased plug-in estimate T_m (paper eq. (2)) on the same bins.
     sigma1_sq : float
-        Plug-in variance of the miscalibrated regime (paper eq. (sigma1_plug_in_estimator)).
+        Plug-in variance of the miscalibrated regime (paper eq. (8)).
     sigma0_sq : float
-        Exact variance constant of the calibrated regime (paper eq. (var_calibrated)).
+        Exact variance constant of the calibrated regime (paper eq. (12)).
     se : float
         sigma1 / sqrt(n).
     threshold : float
@@ -96,7 +98,7 @@ class CalibrationResult:
     ci_lower_open : bool
         The interval is ``(0, ci_upper]``.
     ci_branch : int
-        Case of the paper's eq. (aci) that gave the lower end (1, 2 or 3).
+        Case of the paper's eq. (10) that gave the lower end (1, 2 or 3).
     n : int
         Rows used.
     n_bins : int
@@ -314,14 +316,14 @@ class CalibrationResult:
     def plot_reliability(self, ax=None, **kwargs):
         """Reliability diagram with Wilson intervals and a bin-count strip.
 
-        See :func:`calibtest.plotting.plot_reliability` (returns the Axes, or an
+        See :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
     def report(self, path, **kwargs):
-        """Write an HTML or PDF validation report; see :func:`calibtest.reporting.report`."""
+        """Write an HTML or PDF validation report; see :func:`calibtest.report`."""
         from calibtest.reporting.html import report
         return report(self, path, **kwargs)
 
@@ -384,7 +386,7 @@ def _simplex_bin_table(result) -> pd.DataFrame:
     """Bin table of full calibration: one row per non-empty simplex cell.
 
     Columns: ``bin`` (the cell key ``(a_1, ..., a_{K-1}, code)`` of
-    :func:`calibtest.simplex.simplex_cells`), ``floor`` (the integer parts
+    :func:`calibtest.core.simplex.simplex_cells`), ``floor`` (the integer parts
     a = floor(s)), ``order`` (the ranks of the fractional parts of s),
     ``barycentre_j`` (the barycentre of the cell's part of the simplex, per
     class), ``count``, ``mean_pred_j``, ``mean_outcome_j`` and ``contribution``

@@ -21,8 +21,8 @@ def tcal_file(name: str) -> Path:
 def slow_estimates(z: np.ndarray, u: np.ndarray, B: int):
     """T, plug-in T_m and sigma1^2 by explicit loops over bins and pairs of rows.
 
-    An obviously-correct transcription of the paper's eq. (debiased_estimator),
-    (Hosmer_Lemeshow_version) and (sigma1_plug_in_estimator); z, u of shape (n, d).
+    An obviously-correct transcription of the paper's eqs. (6),
+    (2) and (8); z, u of shape (n, d).
     """
     n = z.shape[0]
     bins: dict = {}

@@ -1,4 +1,4 @@
-"""Tests of calibtest.conditional: exact conditional null moments, shifted gamma, Monte Carlo test.
+"""Tests of calibtest.core.conditional: exact conditional null moments, shifted gamma, Monte Carlo test.
 
 Independent references: exhaustive enumeration of every label configuration on
 tiny data sets (the law of T given the predictions is a finite mixture), T

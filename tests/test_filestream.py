@@ -12,7 +12,7 @@ import pytest
 
 import calibtest as ct
 from calibtest.backends import files as filestream
-from calibtest.backends.dispatch import calib_ci_out_of_core
+from calibtest.ece import calib_ci_out_of_core
 from calibtest.backends.accumulator import BinAccumulator
 from scale_helpers import assert_same_result
 

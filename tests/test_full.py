@@ -151,7 +151,8 @@ def test_estimates_match_slow_reference(K, B, n):
 @pytest.mark.parametrize("K,B", [(3, 3), (10, 10)])
 def test_sigma1_quadratic_form_equals_core(K, B):
     from calibtest.core.binstats import sigma1_sq_quadratic
-    from calibtest.core.simplex import simplex_groups, sparse_bin_sums
+    from calibtest.core.binstats import sparse_bin_sums
+    from calibtest.core.simplex import simplex_groups
     from calibtest.core.binstats import sigma1_sq
     rng = np.random.default_rng(K)
     P = rng.dirichlet(np.ones(K), size=4000)

@@ -173,8 +173,8 @@ def test_partial_sums_non_decreasing():
 
 @pytest.mark.parametrize("K,B,n", [(2, 7, 3000), (3, 4, 5000), (3, 60, 3000), (5, 6, 4000), (10, 10, 3000)])
 def test_sparse_bin_sums_equal_core_bin_sums(K, B, n):
-    """The full-mode accumulator gives calibtest.stats.bin_sums' sums (few and many rows per cell)."""
-    from calibtest.core.simplex import sparse_bin_sums
+    """The full-mode accumulator gives calibtest.core.binstats.bin_sums' sums (few and many rows per cell)."""
+    from calibtest.core.binstats import sparse_bin_sums
     from calibtest.core.binstats import bin_sums
     rng = np.random.default_rng(K + B)
     P = rng.dirichlet(np.ones(K), size=n)

@@ -349,7 +349,7 @@ def claims(df: pd.DataFrame, n: int) -> list[str]:
                    "was not run; the table below gives the adjusted test of full calibration (K = 2: the "
                    "binary-mode z test) that the paper compares with T-Cal.")
     sub = df[df.method.isin(["subsampling", "subsampling_reflected"]) & (df.true_ece_sq == 0)]
-    out.append("Subsampling form at the calibrated model (SPEC.md form / reflected Politis-Romano form): " + ", ".join(
+    out.append("Subsampling form at the calibrated model (docs/conventions.md form / reflected Politis-Romano form): " + ", ".join(
         f"setting {s} {sub[(sub.setting == s) & (sub.method == 'subsampling')].coverage.iloc[0]:.3f} / "
         f"{sub[(sub.setting == s) & (sub.method == 'subsampling_reflected')].coverage.iloc[0]:.3f}"
         for s in (1, 2, 3)) + " coverage.")
@@ -375,7 +375,7 @@ def write_markdown(results: dict, metas: dict, bins: pd.DataFrame, path: Path) -
              "* Targets: top-1 calibration in settings 1-2 (true ECE^2 by numerical integration), top-1-to-2 in "
              "setting 3 (true ECE^2 = 2 beta^2). Bins per dimension B: 20/20/10 at n = 100, 50/50/20 at n = 1000.",
              "* Methods: the adjusted interval (Algorithm 1); percentile bootstrap (500 resamples); subsampling "
-             "with b = floor(sqrt(n)) (500 subsamples; the interval of SPEC.md, T + sqrt(b/n) (q_{a/2}, "
+             "with b = floor(sqrt(n)) (500 subsamples; the interval of docs/conventions.md, T + sqrt(b/n) (q_{a/2}, "
              "q_{1-a/2}) of T_b - T); adaptive HulC (median bias from 500 subsamples of round(n^(2/3)) rows, "
              "randomised number of splits). Resampling intervals are reported as the methods define them for "
              "coverage and rejection (0 outside the interval) and intersected with [0, inf) for length.",
@@ -424,10 +424,10 @@ def write_markdown(results: dict, metas: dict, bins: pd.DataFrame, path: Path) -
               f"shorter than subsampling in {100 * share['subsampling']:.0f}% and than HulC in "
               f"{100 * share['hulc']:.0f}% of the (setting, B, beta) points.", ""]
     lines += ["## Notes on the methods", "",
-              "* **Subsampling form.** SPEC.md defines the interval T + sqrt(b/n) (q_{a/2}, q_{1-a/2}) of "
+              "* **Subsampling form.** docs/conventions.md defines the interval T + sqrt(b/n) (q_{a/2}, q_{1-a/2}) of "
               "T_b - T; Politis and Romano's subsampling interval is the reflected T - sqrt(b/n) (q_{1-a/2}, "
               "q_{a/2}). They have the same length and differ when T_b - T is skewed, as it is for small ECE. "
-              "calibtest follows SPEC.md; the tables above list the reflected form as 'Subsampling "
+              "calibtest follows docs/conventions.md; the tables above list the reflected form as 'Subsampling "
               "(reflected)' computed from the same subsamples.",
               "* **HulC.** When the estimated median bias is so large that the number of splits would exceed n, "
               "HulC has no finite interval; calibtest then returns (-inf, inf) and the study leaves those "

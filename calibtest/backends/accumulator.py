@@ -1,7 +1,7 @@
 """A mergeable accumulator of the per-bin sums: the streaming form of :func:`calibtest.calib_ci`.
 
 T, sigma1^2 and the bin table depend on the rows only through additive
-per-bin sums (``SPEC.md``, "The estimator and its variances"): for bin b the
+per-bin sums (``docs/conventions.md``, "The estimator and its variances"): for bin b the
 count c_b, S_b = sum U, M_b = sum U U^T (whose trace is Q_b = sum ||U||^2) and
 sum z.  The sums of the union of disjoint row sets are the sums of the sums,
 so data of any size can be fed chunk by chunk (``update``), accumulated on
@@ -54,7 +54,7 @@ class BinAccumulator:
     every chunk of the data and ``result()`` gives the same
     :class:`~calibtest.results.CalibrationResult` as
     ``calib_ci(formula, data=all_chunks)`` (Algorithm 1 of Sun, Chaudhari,
-    Barnett & Dobriban from the additive sums c_b, S_b, M_b, sum z), up to the
+    Barnett & Dobriban [1]_ from the additive sums c_b, S_b, M_b, sum z), up to the
     order of floating-point additions.  Accumulators of disjoint rows built
     with the same settings combine with :meth:`merge`.
 
@@ -97,6 +97,18 @@ class BinAccumulator:
     n_bins_rule : str
         ``"user"`` or ``"auto"``.
 
+    Notes
+    -----
+    Chunks are binned immediately and their sums kept in a binary counter of
+    partial :class:`~calibtest.core.binstats.BinStats` (two partials of the same
+    level are merged), so p chunks cost O(M log p) merge work for M bins and
+    memory holds O(log p) partials, not the rows.
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+
     Examples
     --------
     >>> import pandas as pd
@@ -105,13 +117,6 @@ class BinAccumulator:
     >>> for chunk in pd.read_csv("preds.csv", chunksize=100_000):  # doctest: +SKIP
     ...     acc.update(chunk)
     >>> res = acc.result()                                          # doctest: +SKIP
-
-    Notes
-    -----
-    Chunks are binned immediately and their sums kept in a binary counter of
-    partial :class:`~calibtest.stats.BinStats` (two partials of the same
-    level are merged), so p chunks cost O(M log p) merge work for M bins and
-    memory holds O(log p) partials, not the rows.
     """
 
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k: int | None = None,

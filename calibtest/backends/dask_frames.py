@@ -3,7 +3,7 @@
 ``calib_ci(formula, data=ddf)`` with a ``dask.dataframe.DataFrame`` lands
 here (``dask[dataframe,distributed]`` is the optional extra
 ``calibtest[dask]``).  Each partition is turned into a
-:class:`~calibtest.streaming.BinAccumulator` where it lives (only the
+:class:`~calibtest.backends.accumulator.BinAccumulator` where it lives (only the
 formula's columns are loaded), the accumulators, a few kilobytes each, are
 merged ``split_every`` at a time in a tree of ``dask.delayed`` tasks, and the
 client computes the interval from the final sums.  The graph runs on

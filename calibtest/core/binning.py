@@ -3,7 +3,7 @@
 Pure functions: they turn the binned vectors of the rows into integer bin keys
 and never look at the labels.
 
-Conventions (``SPEC.md``, "Binning"): a coordinate ``z`` goes to the cube index
+Conventions (``docs/conventions.md``, "Binning"): a coordinate ``z`` goes to the cube index
 ``floor(z * B)`` computed in float64, so cubes are half-open ``[i/B, (i+1)/B)``
 and a coordinate exactly 1.0 gets the index ``B``, a cube of its own.  No row is
 ever dropped.
@@ -20,17 +20,18 @@ __all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins"]
 #: ``bincount`` instead of a sort-based ``np.unique``.
 _DENSE_LIMIT = 1 << 22
 #: Largest key space whose linear key is used directly as the bin number (bins
-#: may then be empty until :func:`calibtest.stats.bin_sums` drops them).
+#: may then be empty until :func:`calibtest.core.binstats.bin_sums` drops them).
 _RAW_LIMIT = 1 << 16
 
 
 def auto_n_bins(n: int, d: int) -> int:
     """Number of bins per dimension chosen from the sample size.
 
-    ``B = max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))`` (``SPEC.md``): the
-    rate ``n^{2/(4s+d)}`` with ``s = 1`` is the MSE-optimal order of the paper's
-    Remark "Binning Scheme"; the constant ``6/(d+1)`` reproduces the bins the
-    paper used (d = 1: 19 and 48 bins at n = 100 and 1000; d = 2: 9 and 20).
+    ``B = max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``
+    (``docs/conventions.md``, "Number of bins"): the rate ``n^{2/(4s+d)}``
+    with ``s = 1`` is the MSE-optimal order of the paper's Remark "Binning
+    Scheme"; the constant ``6/(d+1)`` reproduces the bins the paper used
+    (d = 1: 19 and 48 bins at n = 100 and 1000; d = 2: 9 and 20).
 
     Parameters
     ----------
@@ -90,7 +91,7 @@ def group_keys(idx: np.ndarray, upper: int | np.ndarray):
         Bin number of each row, ``0..m-1``.
     keys : ndarray of int64, shape (m, q)
         The keys of bins ``0..m-1`` (for a small key space all possible keys,
-        some of them empty; :func:`calibtest.stats.bin_sums` drops empty bins), in lexicographic order of the key columns read
+        some of them empty; :func:`calibtest.core.binstats.bin_sums` drops empty bins), in lexicographic order of the key columns read
         from the last to the first (the order of the linear key).
     """
     n, q = idx.shape

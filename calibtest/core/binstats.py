@@ -1,7 +1,7 @@
 """Per-bin sufficient statistics, and T and sigma1^2 computed from them.
 
 Everything the adjusted interval needs is a function of additive per-bin sums
-(``SPEC.md``, "The estimator and its variances"): for bin b, the count c_b,
+(``docs/conventions.md``, "The estimator and its variances"): for bin b, the count c_b,
 S_b = sum U, Q_b = sum ||U||^2 and M_b = sum U U^T.  The bin table also uses
 the sum of the binned vectors, sum z.  Because the sums are additive, the same
 object serves in-memory data, chunked files and distributed frames: two
@@ -17,7 +17,7 @@ from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 
 __all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
-           "sigma1_sq_quadratic"]
+           "sigma1_sq_quadratic", "sparse_bin_sums"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +83,7 @@ def merge_stats(parts) -> BinStats:
 
     Bins with equal keys are added: count, S_b, M_b and sum z of the union are
     the sums of the parts' (the sums are additive).  The keys are grouped with
-    :func:`calibtest.binning.group_keys` on the linear key (a ``bincount``
+    :func:`calibtest.core.binning.group_keys` on the linear key (a ``bincount``
     lookup or a 1-d sort) and each column summed with ``np.bincount``, so
     merging p parts holding M bins in all costs O(M log M) at worst, however
     many parts; the merged bins are the non-empty ones, in the order of the
@@ -133,7 +133,7 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
     Parameters
     ----------
     inverse : ndarray of intp, shape (n,)
-        Bin number of each row (from :func:`calibtest.binning.group_keys`).
+        Bin number of each row (from :func:`calibtest.core.binning.group_keys`).
     keys : ndarray, shape (m, q)
         Key of each bin number.
     u : ndarray, shape (n, d)
@@ -167,7 +167,7 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
 
 
 def debiased_statistic(stats: BinStats, n: int | None = None) -> float:
-    """The debiased estimator T of the paper's eq. (debiased_estimator).
+    """The debiased estimator T of the paper's eq. (6).
 
     T = (1/n) * sum over bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1),
 
@@ -181,7 +181,7 @@ def debiased_statistic(stats: BinStats, n: int | None = None) -> float:
 
 
 def plugin_statistic(stats: BinStats, n: int | None = None) -> float:
-    """The biased plug-in estimate T_m of the paper's eq. (Hosmer_Lemeshow_version).
+    """The biased plug-in estimate T_m of the paper's eq. (2).
 
     T_m = sum_b (c_b / n) ||S_b / c_b||^2 = (1/n) sum_b ||S_b||^2 / c_b.
     """
@@ -190,7 +190,7 @@ def plugin_statistic(stats: BinStats, n: int | None = None) -> float:
 
 
 def sigma1_sq(stats: BinStats, n: int | None = None) -> float:
-    """Plug-in variance of the miscalibrated regime, the paper's eq. (sigma1_plug_in_estimator).
+    """Plug-in variance of the miscalibrated regime, the paper's eq. (8).
 
     With mu_b = S_b / c_b, Cov_b = M_b / c_b - mu_b mu_b^T and p_b = c_b / n,
     over all non-empty bins::
@@ -210,9 +210,9 @@ def sigma1_sq(stats: BinStats, n: int | None = None) -> float:
 
 
 def sigma1_sq_quadratic(stats: BinStats) -> float:
-    """sigma1^2 of the paper's eq. (sigma1_plug_in_estimator) without forming Cov_b.
+    """sigma1^2 of the paper's eq. (8) without forming Cov_b.
 
-    Same quantity as :func:`calibtest.stats.sigma1_sq`, using
+    Same quantity as :func:`calibtest.core.binstats.sigma1_sq`, using
     mu_b^T Cov_b mu_b = mu_b^T M_b mu_b / c_b - ||mu_b||^4 (M_b = sum U U^T), so
     no (m, K, K) temporaries are built: with K = 10 and a million cells the
     covariance arrays would be 800 MB each.
@@ -225,3 +225,41 @@ def sigma1_sq_quadratic(stats: BinStats) -> float:
     quad = np.einsum("bi,bij,bj->b", mu, stats.sum_uu, mu) / c - mu_sq**2
     value = np.sum(p * mu_sq**2) - np.sum(p * mu_sq) ** 2 + 4.0 * np.sum(p * quad)
     return float(max(value, 0.0))
+
+
+def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
+    """:func:`calibtest.core.binstats.bin_sums` for partitions whose bins hold few rows each.
+
+    Full calibration with many classes has up to B^(K-1) cells, most holding
+    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
+    passes over as many bins as rows.  Here one row of each non-empty bin
+    contributes directly (its outer product U U^T is one vectorised
+    broadcast), and only the remaining rows go through ``bin_sums``, on the
+    bins they occupy.  Same sums up to the order of floating-point additions;
+    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
+    """
+    n = inverse.shape[0]
+    m = keys.shape[0]
+    rep = np.full(m, -1, dtype=np.intp)
+    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
+    occupied = np.flatnonzero(rep >= 0)
+    if occupied.size * 8 < n:
+        return bin_sums(inverse, keys, u, z)
+    first = rep[occupied]
+    count = np.ones(occupied.size)
+    sum_u = u[first]                                   # fancy indexing: fresh arrays
+    sum_z = z[first]
+    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
+    rest = np.ones(n, dtype=bool)
+    rest[first] = False
+    if rest.any():
+        slot = np.empty(m, dtype=np.intp)
+        slot[occupied] = np.arange(occupied.size)
+        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
+        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
+        at = part.keys[:, 0]
+        count[at] += part.count
+        sum_u[at] += part.sum_u
+        sum_z[at] += part.sum_z
+        sum_uu[at] += part.sum_uu
+    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)

@@ -1,9 +1,10 @@
 r"""Finite-sample null calibration: exact conditional moments of T and a Monte Carlo test.
 
-The paper's test of H0: "the model is calibrated" uses the asymptotic law
-``n sqrt(w) T / sigma0 -> N(0, 1)`` (Theorem clt_calibrated_model), with
-sigma0^2 an integral over the whole support.  This module replaces it by the
-law of T *conditionally on the observed predictions*.
+The paper's [1]_ test of H0: "the model is calibrated" uses the asymptotic law
+``n sqrt(w) T / sigma0 -> N(0, 1)`` (the theorem "Limiting distribution for a
+top-1-to-k calibrated model"), with sigma0^2 an integral over the whole
+support. This module replaces it by the law of T *conditionally on the
+observed predictions*.
 
 The conditional null
 --------------------
@@ -22,7 +23,7 @@ vectors are independent, so U_a = Y_a - z_a are independent with
 
 The statistic is ``T = (1/n) sum_bins W_b / (c_b - 1)`` over bins with
 c_b >= 2, with ``W_b = sum_{a != b in bin} U_a^T U_b`` (ordered pairs), the
-paper's eq. (debiased_estimator).
+paper's eq. (6).
 
 **Mean.**  E[W_b] = 0 (independent mean-zero factors), so E[T | Z] = 0.
 
@@ -75,7 +76,7 @@ The skewness-corrected p-value: a moment-matched shifted gamma
 Given mean 0, variance v and skewness g > 0 of T, T is approximated by
 ``G - k theta`` with G ~ Gamma(shape k = 4 / g^2, scale theta = sqrt(v) g / 2)
 (Pearson's three-moment approximation, as used for quadratic forms by Imhof
-1961 and Satterthwaite-Welch).  The choice over Cornish-Fisher:
+1961 [2]_ and Satterthwaite-Welch).  The choice over Cornish-Fisher:
 
 * T is a degenerate U-statistic, a quadratic form in the label errors; its
   Gaussian-label limit is a weighted sum of centred chi-squares, a law of the
@@ -108,6 +109,13 @@ Validation
 sets per point), the conditional and Monte Carlo nulls are within alpha +- 3
 Monte Carlo s.e. in all 36 cells at alpha = 0.05 and 0.10 (the asymptotic null is outside
 in 19 of 36), and the two agree to 0.006 in rejection rate.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+.. [2] Imhof, "Computing the distribution of quadratic forms in normal
+       variables", Biometrika 48:419-426, 1961.
 """
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def influence_values(inverse: np.ndarray, u: np.ndarray) -> np.ndarray:
     """psi_i = ||mu_b||^2 + 2 mu_b^T (U_i - mu_b), mu_b the mean of U over row i's bin.
 
     Their population variance over the rows is the paper's plug-in sigma1^2
-    (eq. sigma1_plug_in_estimator).
+    (eq. (8)).
     """
     m = int(inverse.max()) + 1
     count = np.bincount(inverse, minlength=m).astype(np.float64)

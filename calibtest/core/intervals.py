@@ -28,7 +28,7 @@ class AdjustedInterval:
         The set is ``(0, upper]``: zero was removed (paper: C_{m,n,1} \\ {0})
         and not added back by the zero rule.
     branch : int
-        Which case of the paper's eq. (aci) gave the lower end: 1 (symmetric),
+        Which case of the paper's eq. (10) gave the lower end: 1 (symmetric),
         2 (one-sided, ``max(0, T+ - z_a se)``) or 3 (``T+/2``).
     """
 
@@ -40,7 +40,7 @@ class AdjustedInterval:
 
 
 def adjusted_interval(estimate, se, threshold, alpha):
-    """Adjusted interval for ECE^2 (paper eq. (aci) and (adjusted_KI); ``SPEC.md``).
+    """Adjusted interval for ECE^2 (paper eqs. (10) and (7); ``docs/conventions.md``, "The interval").
 
     With T+ = max(T, 0), z_a = Phi^-1(1 - alpha), z_h = Phi^-1(1 - alpha/2)::
 

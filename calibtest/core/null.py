@@ -1,17 +1,22 @@
 """The calibrated-regime null: sigma0^2 in closed form and the z test.
 
-The paper's Theorem (clt_calibrated_model): for a calibrated model
-``n sqrt(w) T / sigma0 -> N(0, 1)`` with
+The paper's theorem "Limiting distribution for a top-1-to-k calibrated model"
+[1]_: for a calibrated model ``n sqrt(w) T / sigma0 -> N(0, 1)`` with
 
     sigma0^2 = 2 * integral over the support of g(z),
     g(z) = ||z||_2^2 - 2 ||z||_3^3 + ||z||_2^4,
 
-(eq. var_calibrated) where g(z) = tr(Sigma(z)^2) for the multinomial
+(eq. (12)) where g(z) = tr(Sigma(z)^2) for the multinomial
 covariance Sigma(z) = diag(z) - z z^T.  The integrals are computed exactly in
 rational arithmetic: g is a symmetric polynomial, and the integral of a
 monomial over the scaled simplex {z >= 0, sum z <= t} in R^d is
 
     t^(d + |a|) * prod_i Gamma(a_i + 1) / Gamma(d + |a| + 1).
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
 """
 from __future__ import annotations
 
@@ -57,7 +62,7 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
         ``binary``: support [0, 1], sigma0^2 = 2 * int_0^1 z^2 (1-z)^2 dz = 1/15.
         ``top1``: support [1/K, 1].
         ``topk``: support the truncated Weyl chamber Delta(K, k) of the paper's
-        eq. (Deck), {z_1 >= ... >= z_k >= 0, k/K <= sum z <= 1}.  Because g is
+        eq. (5), {z_1 >= ... >= z_k >= 0, k/K <= sum z <= 1}.  Because g is
         symmetric, the integral over Delta(K, k) is 1/k! times the integral over
         {z >= 0, k/K <= sum z <= 1}, a difference of two scaled simplices.
         ``full``: the simplex Delta_{K-1} (:func:`sigma0_sq_full_exact`).
@@ -84,7 +89,7 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
 
 @functools.lru_cache(maxsize=None)
 def sigma0_sq(mode: str, n_classes: int | None = None, k: int = 1) -> float:
-    """sigma0^2 of the paper's eq. (var_calibrated) as a float (see :func:`sigma0_sq_exact`)."""
+    """sigma0^2 of the paper's eq. (12) as a float (see :func:`sigma0_sq_exact`)."""
     return float(sigma0_sq_exact(mode, n_classes, k))
 
 
@@ -96,7 +101,7 @@ def bin_volume(n_bins: int, d: int) -> float:
 def null_test(estimate: float, n: int, volume: float, sigma0_sq_value: float):
     """Calibrated-regime z statistic and one-sided p-value.
 
-    z0 = n sqrt(w) T / sigma0 and p = 1 - Phi(z0) (``SPEC.md``, "The interval").
+    z0 = n sqrt(w) T / sigma0 and p = 1 - Phi(z0) (``docs/conventions.md``, "The interval").
     """
     z0 = n * np.sqrt(volume) * estimate / np.sqrt(sigma0_sq_value)
     return float(z0), float(_sps.norm.sf(z0))

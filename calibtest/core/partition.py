@@ -34,9 +34,9 @@ import numpy as np
 
 from calibtest.core.arrays import read_only
 from calibtest.core.binning import cube_indices, group_keys, resolve_n_bins
-from calibtest.core.binstats import BinStats, bin_sums
+from calibtest.core.binstats import BinStats, bin_sums, sparse_bin_sums
 from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
-from calibtest.core.simplex import simplex_cell_volume, simplex_groups, sparse_bin_sums
+from calibtest.core.simplex import simplex_cell_volume, simplex_groups
 from calibtest.core.targets import PreparedData
 
 __all__ = ["Partition", "partition_rows", "binned_dimension", "cell_geometry"]

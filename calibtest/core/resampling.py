@@ -1,14 +1,14 @@
 """Resampling intervals for ECE^2: percentile bootstrap, subsampling and adaptive HulC.
 
-These are the baselines the paper compares its adjusted interval against
-(Section 4.1; ``SPEC.md``, "Baselines").  All three work on the *binned
-representation* of the data: each row's bin number (fixed by its prediction,
-so it is computed once) and its error vector U.  Any calibration target that
-yields per-row bin numbers and U (binary, top-1, top-k, full calibration)
-is therefore supported by the same code.
+These are the baselines the paper [1]_ compares its adjusted interval against
+(Section 4.1; ``docs/conventions.md``, "Resampling baselines"). All three work
+on the *binned representation* of the data: each row's bin number (fixed by
+its prediction, so it is computed once) and its error vector U. Any
+calibration target that yields per-row bin numbers and U (binary, top-1,
+top-k, full calibration) is therefore supported by the same code.
 
 The debiased statistic of a row multiset R (a resample, subsample or split)
-of size s is the paper's eq. (debiased_estimator) on the same bins::
+of size s is the paper's eq. (6) on the same bins::
 
     T(R) = (1/s) * sum over bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1),
 
@@ -48,11 +48,11 @@ error n / 2^53 (below 1e-9 for n up to 10^7).
 
 Choices where the sources differ
 --------------------------------
-* Subsampling: ``SPEC.md`` defines ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})``
-  with q the quantiles of ``T_b - T``; Politis and Romano (1994) give the
+* Subsampling: ``docs/conventions.md`` ("Resampling baselines") defines
+  ``T + sqrt(b/n) (q_{alpha/2}, q_{1-alpha/2})`` with q the quantiles of ``T_b - T``; Politis and Romano (1994) [3]_ give the
   reflected ``T - sqrt(b/n) (q_{1-alpha/2}, q_{alpha/2})``.  calibtest follows
-  ``SPEC.md`` (binding for this package); ``subsampling_interval(reflect=True)``
-  gives the other.  On the paper's settings the SPEC form has the higher
+  ``docs/conventions.md``; ``subsampling_interval(reflect=True)`` gives the
+  other.  On the paper's settings the documented form has the higher
   coverage (``vignettes/simulation_study.md``).
 * HulC: the median bias is estimated as in the authors' R code
   (``subsamp_median_bias``): subsamples of round(n^(2/3)) rows without
@@ -62,11 +62,18 @@ Choices where the sources differ
 
 References
 ----------
-Efron (1979), bootstrap; Politis and Romano (1994), "Large sample confidence
-regions based on subsamples under minimal assumptions", Ann. Statist. 22;
-Kuchibhotla, Balakrishnan and Wasserman (2024), "The HulC: confidence regions
-from convex hulls", JRSS-B 86; Bentley and Floyd (1987), "Programming pearls:
-a sample of brilliance", CACM 30.
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+.. [2] Efron, "Bootstrap methods: another look at the jackknife", Annals of
+       Statistics 7:1-26, 1979.
+.. [3] Politis and Romano, "Large sample confidence regions based on
+       subsamples under minimal assumptions", Annals of Statistics
+       22:2031-2050, 1994.
+.. [4] Kuchibhotla, Balakrishnan and Wasserman, "The HulC: confidence regions
+       from convex hulls", Journal of the Royal Statistical Society Series B
+       86, 2024.
+.. [5] Bentley and Floyd, "Programming pearls: a sample of brilliance",
+       Communications of the ACM 30, 1987.
 """
 from __future__ import annotations
 
@@ -135,7 +142,7 @@ class BinnedRows:
     Attributes
     ----------
     inverse : ndarray of intp, shape (n,)
-        Bin number of each row, 0..m-1 (as from :func:`calibtest.binning.group_keys`).
+        Bin number of each row, 0..m-1 (as from :func:`calibtest.core.binning.group_keys`).
     u : ndarray of float64, shape (n, d)
         U = Y - Z of each row.
     n_groups : int
@@ -273,7 +280,7 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) 
     -------
     ndarray of float64, shape (L, R)
         ``T_lr = (1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / (c_rb - 1)`` on binning l
-        (the paper's eq. (debiased_estimator) on the multiset).
+        (the paper's eq. (6) on the multiset).
 
     Notes
     -----
@@ -437,7 +444,7 @@ def subsampling_interval(estimate: float, estimates: np.ndarray, n: int, size: i
     """Subsampling interval for ECE^2 at the sqrt(n) rate.
 
     With q_p the p-quantile (type 7) of ``T_b - T`` over the subsamples of size
-    b, the interval of ``SPEC.md`` ("Baselines") is::
+    b, the interval of ``docs/conventions.md`` ("Resampling baselines") is::
 
         [T + sqrt(b/n) q_{alpha/2},  T + sqrt(b/n) q_{1-alpha/2}]      (reflect=False)
 
@@ -448,8 +455,8 @@ def subsampling_interval(estimate: float, estimates: np.ndarray, n: int, size: i
     which follows from approximating the law of ``sqrt(n) (T - theta)`` by that
     of ``sqrt(b) (T_b - T)``.  The two have the same length and coincide when
     the subsampling law is symmetric; they differ when it is skewed, as T_b is
-    for a small ECE.  The default follows ``SPEC.md`` (binding for this
-    package); it also reproduces the paper's finding that subsampling keeps
+    for a small ECE.  The default follows ``docs/conventions.md``
+    ("Resampling baselines"); it also reproduces the paper's finding that subsampling keeps
     at least nominal coverage better than the reflected form does (measured
     side by side in ``vignettes/simulation_study.md``).
     """
@@ -652,7 +659,7 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
           of T over ``n_resamples`` resamples of n rows with replacement.
         * ``subsampling``: ``[T + sqrt(b/n) q_{alpha/2}, T + sqrt(b/n) q_{1-alpha/2}]``
           with q the quantiles of ``T_b - T`` over ``n_resamples`` subsamples of
-          b = floor(sqrt(n)) rows without replacement (``SPEC.md``; see
+          b = floor(sqrt(n)) rows without replacement (``docs/conventions.md``; see
           :func:`subsampling_interval` for the reflected Politis-Romano form).
         * ``hulc``: adaptive HulC (Kuchibhotla, Balakrishnan and Wasserman 2024,
           Algorithm 1 with the median bias estimated by subsampling):

@@ -2,9 +2,9 @@
 
 The simplex Delta_{K-1} = {z in R^K : z >= 0, sum z = 1} is binned into
 B^(K-1) simplices of equal volume by the edgewise (Freudenthal/Kuhn)
-subdivision used by T-Cal (Lee, Huang, Hassani & Dobriban 2023, Sec. 8.2.3)
-and by the paper's binning scheme for k = K.  With d = K - 1 and the partial
-sums
+subdivision used by T-Cal (Lee, Huang, Hassani & Dobriban 2023, Sec. 8.2.3
+[2]_) and by the paper's binning scheme for k = K [1]_. With d = K - 1 and the
+partial sums
 
     s_j = B * (z_1 + ... + z_j),    j = 1..d,
 
@@ -20,9 +20,9 @@ B^d and every Kuhn simplex has volume 1/d! in s, so every cell has volume
 in the coordinates (z_1, ..., z_{K-1}) (the simplex itself has volume
 1/(K-1)!), and exactly B^d cells meet the simplex in a set of positive volume.
 Only non-empty cells are ever materialised: a cell is an integer key, and rows
-are grouped with :func:`calibtest.binning.group_keys`.
+are grouped with :func:`calibtest.core.binning.group_keys`.
 
-Boundary points (``SPEC.md`` conventions, extended)
+Boundary points (``docs/conventions.md``, "Binning")
 ----------------------------------------------------
 Cells are half-open.  A fractional part exactly 0 belongs to the upper cube
 (``floor``), and equal fractional parts f_i = f_j with i < j are ordered as if
@@ -45,6 +45,14 @@ A cell's key is the integer vector ``(a_1, ..., a_d, code)`` where ``code`` is
 the Lehmer code (0..d!-1) of the ranks of the fractional parts: ``rank_j`` is
 the position of f_j in the stable ascending order, and
 ``code = sum_j #{i > j : rank_i < rank_j} * (d - 1 - j)!``.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+.. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
+       calibration of predictive models", Journal of Machine Learning
+       Research 24(335), 2023.
 """
 from __future__ import annotations
 
@@ -53,11 +61,9 @@ from math import factorial
 import numpy as np
 
 from calibtest.core.binning import group_keys
-from calibtest.core.targets import PreparedData
-from calibtest.core.binstats import BinStats, bin_sums
 
-__all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume", "simplex_bin_stats",
-           "simplex_groups", "sparse_bin_sums", "decode_order", "cell_barycentres"]
+__all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume",
+           "simplex_groups", "decode_order", "cell_barycentres"]
 
 
 def simplex_cell_volume(n_bins: int, n_classes: int) -> float:
@@ -122,57 +128,8 @@ def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
     return keys
 
 
-def simplex_bin_stats(data: PreparedData, n_bins: int) -> BinStats:
-    """Bin the rows of a full-calibration target on the simplex and accumulate their sums.
-
-    ``data.z`` is the (n, K) probability matrix; the keys are those of
-    :func:`simplex_cells`.  The sums are those of
-    :func:`calibtest.stats.bin_sums` (accumulated by :func:`sparse_bin_sums`).
-    """
-    inverse, keys = simplex_groups(data.z, n_bins)
-    return sparse_bin_sums(inverse, keys, data.u, data.z)
-
-
-def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray) -> BinStats:
-    """:func:`calibtest.stats.bin_sums` for partitions whose bins hold few rows each.
-
-    Full calibration with many classes has up to B^(K-1) cells, most holding
-    one row, and a K-dimensional U: ``bin_sums`` would make K(K+1)/2 bincount
-    passes over as many bins as rows.  Here one row of each non-empty bin
-    contributes directly (its outer product U U^T is one vectorised
-    broadcast), and only the remaining rows go through ``bin_sums``, on the
-    bins they occupy.  Same sums up to the order of floating-point additions;
-    with fewer than n/8 non-empty bins ``bin_sums`` itself is used.
-    """
-    n = inverse.shape[0]
-    m = keys.shape[0]
-    rep = np.full(m, -1, dtype=np.intp)
-    rep[inverse] = np.arange(n)                       # some row of each non-empty bin
-    occupied = np.flatnonzero(rep >= 0)
-    if occupied.size * 8 < n:
-        return bin_sums(inverse, keys, u, z)
-    first = rep[occupied]
-    count = np.ones(occupied.size)
-    sum_u = u[first]                                   # fancy indexing: fresh arrays
-    sum_z = z[first]
-    sum_uu = np.einsum("bi,bj->bij", sum_u, sum_u)     # before the remaining rows are added
-    rest = np.ones(n, dtype=bool)
-    rest[first] = False
-    if rest.any():
-        slot = np.empty(m, dtype=np.intp)
-        slot[occupied] = np.arange(occupied.size)
-        where, local = np.unique(slot[inverse[rest]], return_inverse=True)
-        part = bin_sums(local.ravel(), where[:, None], u[rest], z[rest])
-        at = part.keys[:, 0]
-        count[at] += part.count
-        sum_u[at] += part.sum_u
-        sum_z[at] += part.sum_z
-        sum_uu[at] += part.sum_uu
-    return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)
-
-
 def simplex_groups(z: np.ndarray, n_bins: int):
-    """``(inverse, keys)`` of the non-empty cells (:func:`calibtest.binning.group_keys`)."""
+    """``(inverse, keys)`` of the non-empty cells (:func:`calibtest.core.binning.group_keys`)."""
     keys = simplex_cells(z, n_bins)
     d = keys.shape[1] - 1
     upper = np.array([n_bins + 1] * d + [factorial(d)], dtype=np.int64)

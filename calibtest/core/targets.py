@@ -1,6 +1,6 @@
 """Validate labels and probabilities and turn them into (Z, U) for a calibration target.
 
-Three targets (``SPEC.md``, "Three calibration targets"):
+Three targets (``docs/conventions.md``, "Calibration targets"):
 
 * ``binary``: one probability column ``p = P(y = 1)``; Z = p, U = y - p.
 * ``top1``: one confidence column with ``n_classes = K``; Z = conf, U = correct - conf.
@@ -126,7 +126,8 @@ def _class_codes(y, n: int, class_names, name: str) -> np.ndarray:
 def top_k_classes(P: np.ndarray, k: int) -> np.ndarray:
     """Classes of the k largest probabilities per row, in non-increasing order.
 
-    Ties are broken by the lower class index first (``SPEC.md``).  For small k,
+    Ties are broken by the lower class index first (``docs/conventions.md``,
+    "Calibration targets").  For small k,
     k passes of ``argmax`` (which returns the first maximum) over a working copy
     whose chosen entries are set to -inf; otherwise a stable argsort.
     """

@@ -186,7 +186,7 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables) -> np.ndarray:
     Notes
     -----
     A copy keeps its row's bin, so pair p = row * c + label lies in bin
-    bins[row]; :func:`calibtest.resampling.multiset_statistics` then gives
+    bins[row]; :func:`calibtest.core.resampling.multiset_statistics` then gives
     T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1) of every data set with
     one key and d + 2 bincounts per scale.  No loop over data sets, rows or bins.
     """

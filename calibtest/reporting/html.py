@@ -46,9 +46,9 @@ _METHOD_TEXT = {
 }
 
 _BRANCH_TEXT = {
-    1: "case 1 of eq. (aci): T⁺ − z(1−α/2)·se",
-    2: "case 2 of eq. (aci): max(0, T⁺ − z(1−α)·se)",
-    3: "case 3 of eq. (aci): T⁺ / 2",
+    1: "case 1 of eq. (10): T⁺ − z(1−α/2)·se",
+    2: "case 2 of eq. (10): max(0, T⁺ − z(1−α)·se)",
+    3: "case 3 of eq. (10): T⁺ / 2",
 }
 
 
@@ -113,7 +113,7 @@ def reliability_figure(results, labels: Sequence[str] | None = None):
     """A matplotlib ``Figure`` (Agg canvas, no pyplot state) with the reliability diagram.
 
     ``results`` is one result or a list to overlay; see
-    :func:`calibtest.plotting.plot_reliability`.
+    :func:`calibtest.reporting.plotting.plot_reliability`.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -634,6 +634,39 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         For a suffix other than .html, .htm or .pdf.
     ImportError
         For a PDF without WeasyPrint (the message names the extra to install).
+
+    Notes
+    -----
+    The report explains the method (the debiased estimator, its two regimes
+    and the adjusted interval of Algorithm 1 [1]_; T-Cal [2]_ and HulC [3]_
+    when used), the Hosmer-Lemeshow test [4]_ and the validation metrics
+    [5]_, [6]_, [7]_ for binary and top-1 targets, and the reliability
+    diagram with Wilson intervals [8]_.  Its own reference list has the same
+    numbering.
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+    .. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
+           calibration of predictive models", Journal of Machine Learning
+           Research 24(335), 2023.
+    .. [3] Kuchibhotla, Balakrishnan and Wasserman, "The HulC: confidence
+           regions from convex hulls", Journal of the Royal Statistical
+           Society Series B 86, 2024.
+    .. [4] Hosmer and Lemeshow, "Goodness of fit tests for the multiple
+           logistic regression model", Communications in Statistics - Theory
+           and Methods 9(10), 1980.
+    .. [5] Harrell, *Regression Modeling Strategies*, 2nd ed., Springer, 2015
+           (R package rms, ``val.prob``).
+    .. [6] Spiegelhalter, "Probabilistic prediction in patient management and
+           clinical trials", Statistics in Medicine 5, 1986.
+    .. [7] Austin and Steyerberg, "The Integrated Calibration Index (ICI) and
+           related metrics for quantifying the calibration of logistic
+           regression models", Statistics in Medicine 38, 2019.
+    .. [8] Wilson, "Probable inference, the law of succession, and statistical
+           inference", Journal of the American Statistical Association 22,
+           1927.
     """
     path = Path(path)
     suffix = path.suffix.lower()

@@ -1,11 +1,11 @@
 """The three data-generating settings of the paper's simulations, with their true ECE^2.
 
 Section 4.1 ("Simulated Data") of Sun, Chaudhari, Barnett and Dobriban, *A
-Confidence Interval for the l2 Expected Calibration Error*, generates
+Confidence Interval for the l2 Expected Calibration Error* [1]_, generates
 i.i.d. pairs (Z, Y) of a predicted probability vector Z and a label Y:
 
 * **Setting 1** (K = 2): ``Z_1 ~ Unif(0, 1)``, ``Z = (Z_1, 1 - Z_1)`` and
-  ``P(Y = 0 | Z) = p_beta(Z_1)`` (the paper's eq. (lr)), where
+  ``P(Y = 0 | Z) = p_beta(Z_1)`` (the paper's eq. (14)), where
 
   .. math:: p_\\beta(s) = \\operatorname{logistic}(\\beta\\,\\operatorname{logit}(s))
             = \\frac{s^\\beta}{s^\\beta + (1-s)^\\beta}.
@@ -26,6 +26,11 @@ The true ECE^2 of each setting is in :func:`true_ece_sq`; the paper's beta
 grids are in :func:`paper_betas`.  Randomness comes only from the ``rng``
 argument (an int seed, a ``numpy.random.Generator`` or ``None``), passed to
 ``numpy.random.default_rng``, so a seed reproduces a data set bit for bit.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
 """
 from __future__ import annotations
 
@@ -389,7 +394,7 @@ def true_ece_sq(setting, beta, target) -> float:
     ``g(1 - z) = g(z)``.  Let ``s`` be the probability drawn (Unif(0, 1) in
     Setting 1, Beta(5, 0.5) in Setting 2).
 
-    * ``"binary"`` -- calibration of ``Z_1`` (``SPEC.md`` mode ``binary``):
+    * ``"binary"`` -- calibration of ``Z_1`` (target ``binary`` of ``docs/conventions.md``, "Calibration targets"):
       :math:`E[(P(Y_1=1 \\mid Z_1) - Z_1)^2] = E[g(Z_1)]`.  In Setting 2,
       ``Z_1 = s`` or ``1 - s``, and ``P(Y_1 = 1 | Z) = p_beta(Z_1)`` in both
       cases, so ``E g(Z_1) = E g(s)`` by the symmetry of g: randomising the
