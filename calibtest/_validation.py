@@ -16,9 +16,21 @@ import numbers
 
 import numpy as np
 
-__all__ = ["is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "check_bool", "check_choice",
+__all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "METHODS",
-           "RESAMPLING_METHODS"]
+           "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes"]
+
+class OptionError(ValueError):
+    """An option (argument other than the data) has an invalid value.
+
+    A ``ValueError``, so ``except ValueError`` catches it; the command line
+    reports it as a usage error (exit status 2), unlike errors in the data.
+    """
+
+
+class OptionTypeError(TypeError):
+    """An option has a value of the wrong type (a ``TypeError``; a usage error on the command line)."""
+
 
 MISSING_OPTIONS = ("raise", "drop")
 NULLS = ("asymptotic", "conditional", "monte-carlo")
@@ -39,19 +51,19 @@ def is_integer(value) -> bool:
 def check_alpha(alpha, name: str = "alpha") -> float:
     """Validate a significance level in the open interval (0, 1) and return it as a float."""
     if is_bool(alpha) or not isinstance(alpha, numbers.Real):
-        raise TypeError(f"{name} must be a number in (0, 1), got {type(alpha).__name__}")
+        raise OptionTypeError(f"{name} must be a number in (0, 1), got {type(alpha).__name__}")
     alpha = float(alpha)
     if not (0.0 < alpha < 1.0):
-        raise ValueError(f"{name} must be in the open interval (0, 1), got {alpha}")
+        raise OptionError(f"{name} must be in the open interval (0, 1), got {alpha}")
     return alpha
 
 
 def check_count(value, name: str, minimum: int = 1) -> int:
     """Check a count argument (an integer >= ``minimum``, not a bool) and return it as an int."""
     if not is_integer(value):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise OptionTypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise OptionError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
 
 
@@ -60,10 +72,10 @@ def check_seed(rng, name: str = "rng"):
     if rng is None or isinstance(rng, np.random.Generator):
         return rng
     if not is_integer(rng):
-        raise TypeError(f"{name} must be None, an int seed or a numpy.random.Generator, "
+        raise OptionTypeError(f"{name} must be None, an int seed or a numpy.random.Generator, "
                         f"got {type(rng).__name__}")
     if rng < 0:
-        raise ValueError(f"{name} must be a non-negative integer seed, got {rng}")
+        raise OptionError(f"{name} must be a non-negative integer seed, got {rng}")
     return rng
 
 
@@ -73,14 +85,14 @@ def check_bool(value, name: str, *, allow_none: bool = False):
         return None
     if not is_bool(value):
         allowed = "None, True or False" if allow_none else "True or False"
-        raise TypeError(f"{name} must be {allowed}, got {value!r}")
+        raise OptionTypeError(f"{name} must be {allowed}, got {value!r}")
     return bool(value)
 
 
 def check_choice(value, name: str, choices) -> str:
     """Check that ``value`` is one of the strings ``choices`` and return it."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise OptionError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value
 
 
@@ -101,8 +113,33 @@ def check_method(method, n_resamples, rng=None, progress=None) -> None:
     check_choice(method, "method", METHODS)
     if n_resamples is not None:
         if method == "adjusted":
-            raise ValueError("n_resamples applies only to the resampling methods "
+            raise OptionError("n_resamples applies only to the resampling methods "
                              "(method='bootstrap', 'subsampling' or 'hulc')")
         check_count(n_resamples, "n_resamples", 2)
     check_seed(rng)
     check_bool(progress, "progress", allow_none=True)
+
+
+#: Largest working memory a single step may ask for before it is refused (2 GiB).
+MAX_BYTES = 2 ** 31
+
+
+def format_bytes(nbytes: float) -> str:
+    """``1.9 GiB``, ``340 MiB``, ... for messages."""
+    for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{int(nbytes)} bytes"
+
+
+def check_memory(nbytes: float, what: str, how: str) -> None:
+    """Refuse a step whose estimated memory exceeds :data:`MAX_BYTES`, saying how to lower it.
+
+    Raises
+    ------
+    OptionError
+        With the estimated size, the step (``what``) and the remedy (``how``).
+    """
+    if nbytes > MAX_BYTES:
+        raise OptionError(f"{what} would need about {format_bytes(nbytes)} of memory (the limit is "
+                          f"{format_bytes(MAX_BYTES)}); {how}")
