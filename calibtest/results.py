@@ -286,8 +286,8 @@ class CalibrationResult(ResultDisplay):
 
         See :func:`calibtest.hosmer_lemeshow.hosmer_lemeshow`.
         """
-        from calibtest.hosmer_lemeshow import hosmer_lemeshow
-        return hosmer_lemeshow(self, groups=groups)
+        from calibtest.hosmer_lemeshow import _from_result
+        return _from_result(self, groups)
 
     # ----------------------------------------------------------------- output
     def _summary(self, alpha: float | None):
