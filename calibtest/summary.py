@@ -131,7 +131,9 @@ class CalibSummary(summary2.Summary):
         iw = max([len(v) for v in index]) if index else 0
         gap = 2
         total = lambda: iw + sum(w + gap for w in widths) - (0 if index else gap)
-        if index and total() > W:  # shorten the row labels first
+        if total() > W:  # narrower gaps before anything is cut
+            gap = 1
+        if index and total() > W:  # then shorten the row labels
             iw = max(W - (total() - iw), 8)
         while total() > W:  # then the widest column (text)
             j = int(np.argmax(widths))
