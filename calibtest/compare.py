@@ -2,7 +2,7 @@
 
 Estimand: Delta = ECE_A^2 - ECE_B^2, estimated by T_A - T_B (the paper's
 debiased estimator for each model on its own bins).  The z test and normal
-interval use the variance of ``calibtest.compare_variance`` (first-order
+interval use the variance of ``calibtest.core.difference_variance`` (first-order
 influence part plus second-order degenerate part; derivation in
 ``docs/compare.md``), which accounts for the correlation of the two estimates
 when both models are scored on the same rows.
@@ -486,7 +486,7 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
     -----
     z = (T_A - T_B) / se with se^2 = V1 + V2: V1 the first-order variance from
     the influence values psi_i = ||mu(b_i)||^2 + 2 mu(b_i)^T (U_i - mu(b_i))
-    (the decomposition behind the paper's sigma1^2, eq. sigma1_plug_in_estimator),
+    (the decomposition behind the paper's sigma1^2, eq. (8)),
     paired Var_n(psi^A - psi^B)/n; V2 the variance of the degenerate
     U-statistic parts, including their covariance on shared rows.
 

@@ -54,7 +54,7 @@ class HosmerLemeshowResult(ResultDisplay):
         Per group: ``n``, ``mean_pred``, ``observed`` (events), ``expected``
         (sum of p), ``observed_rate``, ``chi2`` contribution.
     plugin_estimate, debiased_estimate : float
-        T_m (paper eq. (Hosmer_Lemeshow_version)) and T on the result's B cubes.
+        T_m (paper eq. (2)) and T on the result's B cubes.
     plugin_estimate_groups, debiased_estimate_groups : float
         The same two estimators on the HL groups.
     n, n_bins, mode : int, int, str

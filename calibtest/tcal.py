@@ -8,7 +8,7 @@ Z*_1..Z*_n with replacement from the observed ones, draw each label from its
 own prediction, Y* ~ Categorical(Z*) (so the resampled model is calibrated by
 construction), recompute the statistic, and repeat.  The statistic here is the
 paper's debiased T (Sun, Chaudhari, Barnett & Dobriban, eq.
-(debiased_estimator)),
+(6)),
 
     T = (1/n) sum_{bins, c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1),
 
