@@ -24,7 +24,7 @@ from calibtest.core.binstats import BinStats
 from calibtest.core.null import sigma0_sq
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
-from calibtest.hosmer_lemeshow import HosmerLemeshowResult
+from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test
@@ -37,6 +37,7 @@ __all__ = [
     "calib_compare",
     "tcal_test",
     "val_prob",
+    "hosmer_lemeshow",
     "report",
     "BinAccumulator",
     "CalibrationResult",

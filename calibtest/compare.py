@@ -2,7 +2,7 @@
 
 Estimand: Delta = ECE_A^2 - ECE_B^2, estimated by T_A - T_B (the paper's
 debiased estimator for each model on its own bins).  The z test and normal
-interval use the variance of ``calibtest.compare_variance`` (first-order
+interval use the variance of ``calibtest.core.difference_variance`` (first-order
 influence part plus second-order degenerate part; derivation in
 ``docs/compare.md``), which accounts for the correlation of the two estimates
 when both models are scored on the same rows.
@@ -35,13 +35,13 @@ import numpy as np
 import pandas as pd
 from scipy import special as _special
 
-from calibtest._format import fmt, json_safe, model_name
+from calibtest._format import fmt, model_name
 from calibtest._validation import check_alpha, check_bool, check_choice, check_missing
 from calibtest.core.difference_variance import difference_variance
 from calibtest.ece import calib_ci
 from calibtest.formula import parse_formula, resolve_env
 from calibtest.results import CalibrationResult, ConfidenceInterval
-from calibtest.summary import CalibSummary
+from calibtest.summary import CalibSummary, ResultDisplay, short_name
 
 __all__ = ["calib_compare", "ComparisonResult", "PairwiseComparisonResult", "ALTERNATIVES", "z_pvalue",
            "z_interval"]
@@ -73,8 +73,8 @@ def z_interval(estimate, se, alpha: float, alternative: str):
     return -np.inf * np.ones_like(estimate), estimate + q * se
 
 
-@dataclass(frozen=True, eq=False)
-class ComparisonResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class ComparisonResult(ResultDisplay):
     """Test and interval for Delta = ECE_A^2 - ECE_B^2.
 
     Attributes
@@ -188,8 +188,14 @@ class ComparisonResult:
         return notes
 
     def summary(self, alpha: float | None = None) -> CalibSummary:
-        """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``)."""
-        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``).
+
+        ``alpha`` (default: the stored one) sets the level of the interval shown.
+        """
+        return ResultDisplay.summary(self, alpha)
+
+    def _summary(self, alpha: float | None) -> CalibSummary:
+        alpha = self.alpha if alpha is None else alpha
         ci = self.conf_int(alpha)
         smry = CalibSummary()
         smry.add_title("Comparison of calibration errors: Delta = ECE_A^2 - ECE_B^2")
@@ -201,51 +207,49 @@ class ComparisonResult:
             "Bins A / B:": f"{self.n_bins_a} / {self.n_bins_b}",
             "Paired:": f"{fmt(self.paired)} ({self.pairing})",
             "Alternative:": self.alternative, "Variance:": self.variance,
+            "Alpha:": fmt(alpha),
         }
-        smry.add_dict(settings, ncols=2)
+        smry.add_settings(settings)
         table = pd.DataFrame(
-            {"estimate": [fmt(self.estimate_a), fmt(self.estimate_b), fmt(self.estimate)],
-             "std err": [_one_se(self.result_a), _one_se(self.result_b), fmt(self.se)],
-             "z": ["", "", fmt(self.statistic, 4)],
-             "p-value": ["", "", fmt(self.pvalue, 4)],
-             "ci lower": ["", "", fmt(ci.lower)], "ci upper": ["", "", fmt(ci.upper)]},
-            index=[f"ECE_A^2 ({self.name_a})", f"ECE_B^2 ({self.name_b})", "Delta = A - B"])
-        smry.add_df(table)
+            {"estimate": [self.estimate_a, self.estimate_b, self.estimate],
+             "std err": [_one_se(self.result_a), _one_se(self.result_b), self.se],
+             "z": [None, None, self.statistic], "p-value": [None, None, self.pvalue],
+             "ci lower": [None, None, ci.lower], "ci upper": [None, None, ci.upper]},
+            index=["ECE_A^2 (model A)", "ECE_B^2 (model B)", "Delta = A - B"], dtype=object)
+        smry.add_table(table, {"estimate": 6, "std err": 6, "z": 4, "p-value": 4, "ci lower": 6,
+                               "ci upper": 6})
         parts = pd.DataFrame(
-            {"std err": [fmt(self.se_first_order), fmt(self.se_second_order), fmt(self.se_first_order_plugin)]},
-            index=["first order (influence)", "second order (degenerate)", "first order, plug-in"])
-        smry.add_df(parts)
+            {"std err": [self.se_first_order, self.se_second_order, self.se_first_order_plugin]},
+            index=["first order (influence)", "second order (degenerate)", "first order, plug-in"], dtype=object)
+        smry.add_table(parts, {"std err": 6})
         side = {"two-sided": "two-sided", "greater": "one-sided (H1: Delta > 0)",
                 "less": "one-sided (H1: Delta < 0)"}[self.alternative]
         level = (f"{100 * (1 - alpha):g}% {side} normal interval for Delta: {ci}. The std err of "
                  "ECE_A^2 and ECE_B^2 are the one-model sigma1 / sqrt(n) of calib_ci.")
-        smry.add_text("Notes:")
-        for i, note in enumerate([level] + self.notes(), 1):
-            smry.add_text(f"[{i}] {note}")
+        smry.add_notes([level] + self.notes())
         return smry
 
-    def to_dict(self) -> dict:
-        """All scalar results as a JSON-safe dict (NaN and infinities become None)."""
+    def _dict(self) -> dict:
         out = {f: getattr(self, f) for f in (
             "estimate", "estimate_a", "estimate_b", "se", "se_first_order", "se_second_order",
             "se_first_order_plugin", "statistic", "pvalue", "alternative", "alpha", "ci_lower",
             "ci_upper", "paired", "pairing", "variance", "name_a", "name_b", "n_a", "n_b",
             "n_bins_a", "n_bins_b", "mode", "k", "n_classes")}
         out["notes"] = self.notes()
-        return json_safe(out)
+        return out
 
-    def __repr__(self) -> str:
-        return (f"<ComparisonResult {self.name_a} vs {self.name_b} ({'paired' if self.paired else 'unpaired'}, "
-                f"mode={self.mode}): Delta={self.estimate:.6g}, se={self.se:.4g}, z={self.statistic:.4g}, "
-                f"p={self.pvalue:.4g}>")
-
-
-def _one_se(res) -> str:
-    return "" if res is None else fmt(res.se)
+    def _repr_parts(self) -> list[str]:
+        return [f"{short_name(self.name_a)} vs {short_name(self.name_b)} "
+                f"({'paired' if self.paired else 'unpaired'}, mode={self.mode}): Delta={self.estimate:.6g}",
+                f"se={self.se:.4g}", f"z={self.statistic:.4g}", f"p={self.pvalue:.4g}"]
 
 
-@dataclass(frozen=True, eq=False)
-class PairwiseComparisonResult:
+def _one_se(res):
+    return None if res is None else res.se
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PairwiseComparisonResult(ResultDisplay):
     """All pairwise comparisons of several models with Holm-adjusted p-values.
 
     Attributes
@@ -271,34 +275,47 @@ class PairwiseComparisonResult:
     alternative: str
     correction: str = "holm"
 
-    def summary(self) -> CalibSummary:
-        """A statsmodels-style summary of the pairwise table."""
+    def summary(self, alpha: float | None = None) -> CalibSummary:
+        """A statsmodels-style summary of the pairwise table.
+
+        ``alpha`` (default: the stored one) is the family-wise level of the
+        Holm rejections shown (the Holm-adjusted p-values do not depend on it).
+        """
+        return ResultDisplay.summary(self, alpha)
+
+    def _summary(self, alpha: float | None) -> CalibSummary:
+        alpha = self.alpha if alpha is None else alpha
+        reject = (self.table["reject"] if alpha == self.alpha
+                  else self.table["pvalue_holm"] <= alpha)
+        number = {name: i for i, name in enumerate(self.names, 1)}
         smry = CalibSummary()
         smry.add_title("Pairwise comparison of calibration errors: Delta = ECE_a^2 - ECE_b^2")
+        smry.add_settings({**{f"Model {i}:": name for name, i in number.items()},
+                           "Alternative:": self.alternative, "Correction:": self.correction,
+                           "Alpha (FWER):": fmt(alpha)})
         shown = pd.DataFrame({
-            "model a": self.table["model_a"], "model b": self.table["model_b"],
-            "Delta": [fmt(v) for v in self.table["estimate"]],
-            "std err": [fmt(v) for v in self.table["se"]],
-            "z": [fmt(v, 4) for v in self.table["statistic"]],
-            "p-value": [fmt(v, 4) for v in self.table["pvalue"]],
-            "p (Holm)": [fmt(v, 4) for v in self.table["pvalue_holm"]],
-            "reject": [fmt(bool(v)) for v in self.table["reject"]],
-        })
-        smry.add_df(shown, index=False)
-        smry.add_text("Notes:")
-        smry.add_text(f"[1] {len(self.comparisons)} comparisons of {len(self.names)} models; p-values adjusted "
-                      f"by Holm's step-down method, family-wise error rate {self.alpha:g} "
-                      f"(alternative: {self.alternative}).")
+            "Delta": list(self.table["estimate"]), "std err": list(self.table["se"]),
+            "z": list(self.table["statistic"]), "p-value": list(self.table["pvalue"]),
+            "p (Holm)": list(self.table["pvalue_holm"]), "reject": [bool(v) for v in reject]},
+            index=[f"{number[a]} - {number[b]}" for a, b in zip(self.table["model_a"], self.table["model_b"])],
+            dtype=object)
+        smry.add_table(shown, {"Delta": 6, "std err": 6, "z": 4, "p-value": 4, "p (Holm)": 4})
+        smry.add_notes([f"{len(self.comparisons)} comparisons of {len(self.names)} models (rows: model a - "
+                        f"model b, numbered as above); p-values adjusted by Holm's step-down method, "
+                        f"family-wise error rate {alpha:g} (alternative: {self.alternative})."])
         return smry
+
+    def _dict(self) -> dict:
+        """Settings plus the table as a list of flat records (one per pair)."""
+        return {"names": list(self.names), "alpha": self.alpha, "alternative": self.alternative,
+                "correction": self.correction, "comparisons": self.table.to_dict(orient="records")}
 
     def to_dict(self) -> dict:
         """JSON-safe dict: the table as a list of records plus the settings."""
-        return json_safe({"names": list(self.names), "alpha": self.alpha, "alternative": self.alternative,
-                           "correction": self.correction,
-                           "comparisons": self.table.to_dict(orient="records")})
+        return ResultDisplay.to_dict(self)
 
-    def __repr__(self) -> str:
-        return f"<PairwiseComparisonResult {len(self.names)} models, {len(self.comparisons)} pairs>"
+    def _repr_parts(self) -> list[str]:
+        return [f"{len(self.names)} models", f"{len(self.comparisons)} pairs", f"alpha={self.alpha:g}"]
 
 
 _VARIANCES = ("corrected", "plugin")
@@ -459,11 +476,17 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
     -------
     ComparisonResult or PairwiseComparisonResult
 
+    References
+    ----------
+    .. [1] Sun, Y., Chaudhari, P., Barnett, I. J. and Dobriban, E. (2024). "A
+       Confidence Interval for the l2 Expected Calibration Error."
+       arXiv:2408.08998.
+
     Notes
     -----
     z = (T_A - T_B) / se with se^2 = V1 + V2: V1 the first-order variance from
     the influence values psi_i = ||mu(b_i)||^2 + 2 mu(b_i)^T (U_i - mu(b_i))
-    (the decomposition behind the paper's sigma1^2, eq. sigma1_plug_in_estimator),
+    (the decomposition behind the paper's sigma1^2, eq. (8)),
     paired Var_n(psi^A - psi^B)/n; V2 the variance of the degenerate
     U-statistic parts, including their covariance on shared rows.
 

@@ -14,6 +14,7 @@ option) — the p-value with df = g is reported too.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -22,13 +23,18 @@ import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
+from calibtest._format import fmt, fmt_p
+from calibtest._validation import check_missing
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
+from calibtest.formula import resolve_env
+from calibtest.inputs import read_rows
+from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["HosmerLemeshowResult", "hosmer_lemeshow"]
 
 
-@dataclass(frozen=True, eq=False)
-class HosmerLemeshowResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class HosmerLemeshowResult(ResultDisplay):
     """Hosmer–Lemeshow goodness-of-fit test with debiased and plug-in ECE^2.
 
     Unpacks as ``statistic, pvalue = result``.
@@ -48,9 +54,13 @@ class HosmerLemeshowResult:
         Per group: ``n``, ``mean_pred``, ``observed`` (events), ``expected``
         (sum of p), ``observed_rate``, ``chi2`` contribution.
     plugin_estimate, debiased_estimate : float
-        T_m (paper eq. (Hosmer_Lemeshow_version)) and T on the result's B cubes.
+        T_m (paper eq. (2)) and T on the result's B cubes.
     plugin_estimate_groups, debiased_estimate_groups : float
         The same two estimators on the HL groups.
+    n, n_bins, mode : int, int, str
+        Rows, bins per dimension B of the plug-in and debiased estimates, target.
+    formula, y_name, prob_names, n_dropped
+        The model as given (for the summary) and rows dropped for missing values.
     """
 
     _iter_fields: ClassVar[tuple] = ("statistic", "pvalue")
@@ -65,28 +75,134 @@ class HosmerLemeshowResult:
     debiased_estimate: float
     plugin_estimate_groups: float
     debiased_estimate_groups: float
+    n: int | None = None
+    n_bins: int | None = None
+    mode: str = "binary"
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ()
+    n_dropped: int = 0
 
     def __iter__(self):
         return iter(getattr(self, f) for f in self._iter_fields)
 
-    def to_dict(self) -> dict:
+    def _dict(self) -> dict:
+        """Flat: the scalars, then the group table as one list per column (``table_n``, ...)."""
         out = {k: getattr(self, k) for k in ("statistic", "pvalue", "df", "pvalue_df_groups", "groups",
                                                "plugin_estimate", "debiased_estimate",
-                                               "plugin_estimate_groups", "debiased_estimate_groups")}
-        out["table"] = self.table.to_dict(orient="list")
+                                               "plugin_estimate_groups", "debiased_estimate_groups",
+                                               "n", "n_bins", "mode", "formula", "y_name", "n_dropped")}
+        out["prob_names"] = list(self.prob_names)
+        out.update({f"table_{c}": self.table[c].tolist() for c in self.table.columns})
         return out
 
+    def _summary(self, alpha: float | None) -> CalibSummary:
+        smry = CalibSummary()
+        smry.add_title("Hosmer-Lemeshow goodness-of-fit test")
+        settings = {"Model:": model_text(self.formula, self.y_name, self.prob_names), "Mode:": self.mode,
+                    "No. observations:": fmt(self.n), "Groups (g):": fmt(self.groups),
+                    "Bins (B):": fmt(self.n_bins)}
+        if alpha is not None:
+            settings["Alpha:"] = fmt(alpha)
+        smry.add_settings(settings)
+        tests = {"chi2": [self.statistic, self.statistic], "df": [self.df, self.groups],
+                 "p-value": [self.pvalue, self.pvalue_df_groups]}
+        if alpha is not None:
+            tests["reject"] = [self.pvalue <= alpha, self.pvalue_df_groups <= alpha]
+        smry.add_table(pd.DataFrame(tests, index=["HL, df = g - 2 (development)", "HL, df = g (validation)"],
+                                    dtype=object), {"chi2": 6, "df": 6, "p-value": fmt_p})
+        smry.add_table(pd.DataFrame({"plug-in T_m": [self.plugin_estimate, self.plugin_estimate_groups],
+                                     "debiased T": [self.debiased_estimate, self.debiased_estimate_groups]},
+                                    index=[f"on the B = {self.n_bins} bins", f"on the {self.groups} HL groups"],
+                                    dtype=object), {"plug-in T_m": 6, "debiased T": 6})
+        t = self.table
+        groups = pd.DataFrame({"n": t["n"].tolist(), "mean pred": t["mean_pred"].tolist(),
+                               "observed": t["observed"].tolist(), "expected": t["expected"].tolist(),
+                               "obs. rate": t["observed_rate"].tolist(), "chi2": t["chi2"].tolist()},
+                              index=[f"group {g}" for g in t["group"]], dtype=object)
+        smry.add_table(groups, {"n": 6, "mean pred": 4, "observed": 6, "expected": 6, "obs. rate": 4,
+                                "chi2": 4})
+        notes = ["Groups of (nearly) equal size by sorted prediction. df = g - 2 is the reference for the "
+                 "data the model was fitted on; df = g for independent validation data.",
+                 "T_m and T estimate ECE^2; T_m (the HL statistic's unweighted analogue / n) is biased "
+                 "upwards by about (number of groups) var / n, T is not."]
+        if self.n_dropped:
+            notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop').")
+        smry.add_notes(notes)
+        return smry
 
-def hosmer_lemeshow(result, groups: int = 10) -> HosmerLemeshowResult:
-    """Hosmer–Lemeshow test on the rows of a 1-dim ``result`` (binary or top-1).
+    def _repr_parts(self) -> list[str]:
+        return [f"g={self.groups}: HL={self.statistic:.6g}", f"df={self.df}", f"p={self.pvalue:.4g}"]
+
+
+def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int = 10,
+                    n_classes: int | None = None, n_bins="auto", missing: str = "raise",
+                    eval_env=0) -> HosmerLemeshowResult:
+    """Hosmer–Lemeshow test of a binary (or top-1) probability model, next to the ECE^2 estimates.
+
+    Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
+    (``hosmer_lemeshow("y ~ p", data=df, groups=10)``) or ``y=``/``probs=``
+    arrays (``hosmer_lemeshow(y=y, probs=p)``).
 
     Parameters
     ----------
-    result : CalibrationResult
-        Must hold its rows (in-memory input) and have ``k == 1``.
+    formula : str, optional
+        ``"y ~ p"`` (binary), or ``"correct ~ confidence"`` with ``n_classes``
+        (top-1).  For backward compatibility a
+        :class:`~calibtest.CalibrationResult` is accepted here (then the
+        second positional argument is ``groups``).
+    data : DataFrame or dict, optional
+        Data for the formula.
+    y, probs : array_like, optional
+        Outcomes and predicted probabilities, shape (n,), instead of a formula.
     groups : int
         Number of groups g (3 <= g <= n), default 10 (deciles of the prediction).
+    n_classes : int, optional
+        K for a top-1 confidence column.
+    n_bins : int or "auto"
+        Bins B of the plug-in and debiased estimates shown next to the test.
+    missing : {"raise", "drop"}
+    eval_env : int, dict or patsy.EvalEnvironment
+        As in :func:`calibtest.calib_ci`.
+
+    Returns
+    -------
+    HosmerLemeshowResult
+        Unpacks as ``statistic, pvalue``.
+
+    References
+    ----------
+    .. [1] Hosmer, D. W. and Lemeshow, S. (1980). "Goodness of fit tests for
+       the multiple logistic regression model." *Communications in
+       Statistics - Theory and Methods* A10, 1043-1069.
+    .. [2] Hosmer, D. W., Lemeshow, S. and Sturdivant, R. X. (2013).
+       *Applied Logistic Regression*, 3rd ed., Wiley.
+
+    Examples
+    --------
+    >>> import calibtest as ct
+    >>> hl = ct.hosmer_lemeshow("y ~ p", data=ct.load_demo(), groups=10)  # doctest: +SKIP
+    >>> stat, pvalue = hl                                               # doctest: +SKIP
     """
+    from calibtest.ece import calib_ci
+    from calibtest.results import CalibrationResult
+    if isinstance(formula, CalibrationResult):  # the earlier form hosmer_lemeshow(result, groups)
+        if data is not None:
+            groups = data
+        return _from_result(formula, groups)
+    check_missing(missing)
+    env = resolve_env(eval_env)
+    rows = read_rows(formula, data, y, probs, env, missing)
+    if rows.probs.ndim != 1 and rows.probs.shape[1] != 1:
+        raise ValueError("hosmer_lemeshow needs one probability column (binary, or top-1 with n_classes)")
+    result = calib_ci(y=rows.y, probs=rows.probs.reshape(-1), n_classes=n_classes, n_bins=n_bins)
+    hl = _from_result(result, groups)
+    return dataclasses.replace(hl, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                               n_dropped=rows.n_dropped)
+
+
+def _from_result(result, groups: int) -> HosmerLemeshowResult:
+    """Hosmer–Lemeshow test on the rows of a 1-dim ``result`` (binary or top-1)."""
     if result.k != 1 or result.mode not in ("binary", "top1"):
         raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
     if result.data is None:
@@ -119,4 +235,6 @@ def hosmer_lemeshow(result, groups: int = 10) -> HosmerLemeshowResult:
         pvalue_df_groups=float(_sps.chi2.sf(res.statistic, groups)), groups=groups, table=table,
         plugin_estimate=result.plugin_estimate, debiased_estimate=result.estimate,
         plugin_estimate_groups=plugin_statistic(gstats, n),
-        debiased_estimate_groups=debiased_statistic(gstats, n))
+        debiased_estimate_groups=debiased_statistic(gstats, n), n=n, n_bins=result.n_bins, mode=result.mode,
+        formula=result.formula, y_name=result.y_name, prob_names=tuple(result.prob_names),
+        n_dropped=result.n_dropped)

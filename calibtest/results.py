@@ -17,6 +17,7 @@ from calibtest.core.null import threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
+from calibtest.summary import ResultDisplay
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
@@ -64,8 +65,8 @@ class ConfidenceInterval:
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
 
 
-@dataclass(frozen=True, eq=False)
-class CalibrationResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class CalibrationResult(ResultDisplay):
     """Confidence interval and test for the l2 expected calibration error.
 
     Computed once by :func:`calibtest.calib_ci`; every attribute is exact
@@ -294,22 +295,28 @@ class CalibrationResult:
 
         See :func:`calibtest.hosmer_lemeshow.hosmer_lemeshow`.
         """
-        from calibtest.hosmer_lemeshow import hosmer_lemeshow
-        return hosmer_lemeshow(self, groups=groups)
+        from calibtest.hosmer_lemeshow import _from_result
+        return _from_result(self, groups)
 
     # ----------------------------------------------------------------- output
-    def summary(self, alpha: float | None = None):
-        """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``)."""
+    def _summary(self, alpha: float | None):
         from calibtest.summary import build_summary
         return build_summary(self, alpha=alpha)
+
+    def summary(self, alpha: float | None = None):
+        """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``).
+
+        ``alpha`` (default: the stored one) sets the level of everything shown:
+        the interval, the thresholds of the tests and the notes.
+        """
+        return ResultDisplay.summary(self, alpha)
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""
         from calibtest.summary import result_notes
         return result_notes(self)
 
-    def to_dict(self) -> dict:
-        """All scalar results as a JSON-safe dict (no arrays, no NaN: NaN becomes None)."""
+    def _dict(self) -> dict:
         from calibtest.summary import result_dict
         return result_dict(self)
 
@@ -327,11 +334,9 @@ class CalibrationResult:
         from calibtest.reporting.html import report
         return report(self, path, **kwargs)
 
-    def __repr__(self) -> str:
-        ci = self.conf_int()
-        return (f"<CalibrationResult mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: "
-                f"ECE^2={self.estimate:.6g}, {100 * (1 - self.alpha):g}% CI {ci}, "
-                f"p(ECE=0)={self.null_pvalue:.4g}>")
+    def _repr_parts(self) -> list[str]:
+        return [f"mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: ECE^2={self.estimate:.6g}",
+                f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}", f"p(ECE=0)={self.null_pvalue:.4g}"]
 
 
 # --------------------------------------------------------------------------- helpers

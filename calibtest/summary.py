@@ -5,42 +5,258 @@ formatted only when rendered; numbers are rounded for display only.
 """
 from __future__ import annotations
 
-import copy
 import html
+import re
+import textwrap
+
+import numpy as np
 
 import pandas as pd
 from statsmodels.iolib import summary2
 
 from calibtest._format import fmt, json_safe, mode_text
-from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
+from calibtest._validation import check_alpha
+from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma_isf
 from calibtest.core.null import threshold as null_threshold
 
-__all__ = ["CalibSummary", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
+__all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
            "asymptotic_test", "resampling_notes"]
 
 
-class CalibSummary(summary2.Summary):
-    """A statsmodels ``Summary`` whose HTML escapes user-supplied text.
+#: Width of every line of a text summary (characters).
+WIDTH = 78
 
-    ``print(s)`` gives text, ``s.as_html()`` HTML, ``s.as_latex()`` LaTeX; it
-    displays as HTML in notebooks.
+_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+_LATEX_RE = re.compile("|".join(re.escape(c) for c in _LATEX_SPECIAL))
+#: an interval such as "[0.001, 0.02]", "(0, 0.3]" or "(-inf, 1.2]": its ", " must not break a line
+_INTERVAL_RE = re.compile(r"[\[(][^\s\[\]()]*, [^\s\[\]()]*[\])]")
+_NBSP = "\x00"
+
+
+def latex_escape(text) -> str:
+    """``text`` with the LaTeX special characters & % $ # _ { } ~ ^ \\ escaped."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group()], str(text))
+
+
+def wrap_note(text: str, width: int, indent: str = "") -> list[str]:
+    """Lines of ``text`` wrapped at word boundaries to ``width``, never inside an interval "[a, b]"."""
+    protected = _INTERVAL_RE.sub(lambda m: m.group().replace(", ", "," + _NBSP), text)
+    lines = textwrap.wrap(protected, width, subsequent_indent=indent, break_on_hyphens=False)
+    return [line.replace(_NBSP, " ") for line in lines] or [""]
+
+
+def _cell(value, spec) -> str:
+    """One table cell as shown: ``spec`` is a number of significant digits, a callable or None (str)."""
+    if value is None:
+        return ""
+    if callable(spec):
+        return spec(value)
+    if isinstance(spec, int) and not isinstance(value, str):
+        return fmt(value, spec)
+    return fmt(value) if isinstance(value, (bool, np.bool_)) else str(value)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 3, 0)] + "..."
+
+
+class CalibSummary(summary2.Summary):
+    """A statsmodels ``Summary`` of fixed width with escaped HTML and LaTeX.
+
+    ``print(s)`` gives text whose lines all have :data:`WIDTH` characters,
+    ``s.as_html()`` HTML and ``s.as_latex()`` LaTeX, with user-supplied text
+    escaped; it displays as HTML in notebooks.  Tables hold numbers, formatted
+    only when rendered: each column has one format (``formats``).
     """
 
+    width = WIDTH
+
+    # ------------------------------------------------------------------ building
+    def add_settings(self, items: dict) -> None:
+        """Add ``label: value`` pairs (shown two per line when they fit)."""
+        df = pd.DataFrame({"key": [str(k) for k in items], "value": [str(v) for v in items.values()]})
+        self.tables.append(df)
+        self.settings.append({"kind": "settings", "index": False, "header": False})
+
+    def add_table(self, df: pd.DataFrame, formats: dict | None = None, index: bool = True) -> None:
+        """Add a table of numbers; ``formats`` maps a column to digits (see :func:`fmt`) or a callable."""
+        self.tables.append(df)
+        self.settings.append({"kind": "table", "index": index, "header": True, "formats": dict(formats or {})})
+
+    def add_notes(self, notes) -> None:
+        """Add numbered notes to the footer."""
+        self.add_text("Notes:")
+        for i, note in enumerate(notes, 1):
+            self.add_text(f"[{i}] {note}")
+
+    # ------------------------------------------------------------------ formatted cells
+    def _formatted(self, i: int):
+        """(header, index labels or None, rows of str) of table ``i``."""
+        df, st = self.tables[i], self.settings[i]
+        formats = st.get("formats", {})
+        header = [str(c) for c in df.columns]
+        rows = [[_cell(v, formats.get(c)) for c, v in zip(df.columns, row)]
+                for row in df.astype(object).itertuples(index=False, name=None)]
+        index = [str(v) for v in df.index] if st.get("index", True) else None
+        return header, index, rows
+
+    # ------------------------------------------------------------------ text
+    def _settings_text(self, i: int) -> list[str]:
+        W = self.width
+        df = self.tables[i]
+        pairs = list(zip(df["key"], df["value"]))
+        half = (W - 2) // 2
+        kw = max(len(k) for k, _ in pairs) + 1 if pairs else 0
+        short = lambda k, v: kw + len(v) <= half
+        lines, j = [], 0
+        while j < len(pairs):
+            k, v = pairs[j]
+            if short(k, v) and j + 1 < len(pairs) and short(*pairs[j + 1]):
+                k2, v2 = pairs[j + 1]
+                lines.append(f"{k:<{kw}}{v:<{half - kw}}  {k2:<{kw}}{v2}")
+                j += 2
+                continue
+            room = W - kw
+            chunks = textwrap.wrap(v, room, break_on_hyphens=False) or [""]
+            lines.append(f"{k:<{kw}}{chunks[0]}")
+            lines += [" " * kw + c for c in chunks[1:]]
+            j += 1
+        return lines
+
+    def _table_text(self, i: int) -> list[str]:
+        W = self.width
+        header, index, rows = self._formatted(i)
+        widths = [max([len(h)] + [len(r[j]) for r in rows]) for j, h in enumerate(header)]
+        iw = max([len(v) for v in index]) if index else 0
+        gap = 2
+        total = lambda: iw + sum(w + gap for w in widths) - (0 if index else gap)
+        if total() > W:  # narrower gaps before anything is cut
+            gap = 1
+        if index and total() > W:  # then shorten the row labels
+            iw = max(W - (total() - iw), 8)
+        while total() > W:  # then the widest column (text)
+            j = int(np.argmax(widths))
+            widths[j] -= total() - W
+        extra = W - total()
+        if widths:  # spread the spare width over the columns, so the table spans the line
+            share, rest = divmod(extra, len(widths))
+            widths = [w + share + (1 if j < rest else 0) for j, w in enumerate(widths)]
+        elif index:
+            iw += extra
+
+        def line(label, cells):
+            pieces = [_clip(label, iw).ljust(iw)] if index else []
+            pieces += [_clip(c, w).rjust(w) for c, w in zip(cells, widths)]
+            return (" " * gap).join(pieces)
+        lines = [line("", header), "-" * W]
+        lines += [line(label, r) for label, r in zip(index or [""] * len(rows), rows)]
+        return [ln.ljust(W) for ln in lines]
+
+    def as_text(self) -> str:
+        W = self.width
+        out = []
+        if self.title:
+            out += [t.center(W) for t in textwrap.wrap(self.title, W)]
+        out.append("=" * W)
+        for i, st in enumerate(self.settings):
+            if i:
+                out.append("-" * W if st.get("kind") == "settings" or self.settings[i - 1].get("kind")
+                           == "settings" else "=" * W)
+            out += self._settings_text(i) if st.get("kind") == "settings" else self._table_text(i)
+        out.append("=" * W)
+        for txt in self.extra_txt:
+            indent = " " * (txt.index("]") + 2) if txt.startswith("[") and "]" in txt else ""
+            out += wrap_note(txt, W, indent)
+        return "\n".join(line.ljust(W) for line in out)
+
+    # ------------------------------------------------------------------ HTML
     def as_html(self) -> str:
-        escaped = copy.copy(self)
-        escaped.tables = [t.map(lambda v: html.escape(v) if isinstance(v, str) else v)
-                          .rename(index=lambda v: html.escape(v) if isinstance(v, str) else v,
-                                  columns=lambda v: html.escape(v) if isinstance(v, str) else v)
-                          for t in self.tables]
-        escaped.extra_txt = [html.escape(t) for t in self.extra_txt]
-        escaped.title = html.escape(self.title) if self.title else self.title
-        return summary2.Summary.as_html(escaped)
+        esc = html.escape
+        parts = []
+        for i, st in enumerate(self.settings):
+            cap = f"<caption>{esc(self.title)}</caption>" if i == 0 and self.title else ""
+            if st.get("kind") == "settings":
+                df = self.tables[i]
+                body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>"
+                               for k, v in zip(df["key"], df["value"]))
+                parts.append(f'<table class="simpletable">{cap}{body}</table>')
+                continue
+            header, index, rows = self._formatted(i)
+            head = "<tr>" + ("<th></th>" if index else "") + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"
+            body = "".join("<tr>" + (f"<th>{esc(label)}</th>" if index else "")
+                           + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                           for label, r in zip(index or [None] * len(rows), rows))
+            parts.append(f'<table class="simpletable">{cap}{head}{body}</table>')
+        notes = "<br/>\n".join(esc(t) for t in self.extra_txt)
+        return "\n".join(parts) + "<br/>\n" + notes
+
+    # ------------------------------------------------------------------ LaTeX
+    def as_latex(self, label: str = "") -> str:
+        le = latex_escape
+        out = ["\\begin{table}", "\\caption{" + le(self.title or "") + "}", "\\label{" + le(label) + "}",
+               "\\begin{center}"]
+        for i, st in enumerate(self.settings):
+            if st.get("kind") == "settings":
+                df = self.tables[i]
+                out += ["\\begin{tabular}{ll}", "\\hline"]
+                out += [f"{le(k)} & {le(v)} \\\\" for k, v in zip(df["key"], df["value"])]
+            else:
+                header, index, rows = self._formatted(i)
+                cols = ("l" if index else "") + "r" * len(header)
+                out += ["\\begin{tabular}{" + cols + "}", "\\hline",
+                        " & ".join(([""] if index else []) + [le(h) for h in header]) + " \\\\", "\\hline"]
+                out += [" & ".join(([le(lb)] if index else []) + [le(c) for c in r]) + " \\\\"
+                        for lb, r in zip(index or [None] * len(rows), rows)]
+            out += ["\\hline", "\\end{tabular}", ""]
+        out += ["\\end{center}", "\\end{table}", "\\bigskip"]
+        out.append(" \\newline\n".join(le(t) for t in self.extra_txt))
+        return "\n".join(out)
 
     def __str__(self) -> str:
         return self.as_text()
 
     def __repr__(self) -> str:
         return self.as_text()
+
+
+class ResultDisplay:
+    """The display protocol shared by every result type.
+
+    A subclass implements ``_summary(alpha)`` (a :class:`CalibSummary`),
+    ``_dict()`` (a flat dict of scalars and lists) and ``_repr_parts()``
+    (short ``name=value`` strings); this mixin gives ``summary(alpha=None)``,
+    ``to_dict()`` (JSON-safe), a one-line ``__repr__`` and ``_repr_html_``.
+    Dataclasses using it pass ``repr=False`` so that this ``__repr__`` is kept.
+    """
+
+    def summary(self, alpha: float | None = None) -> CalibSummary:
+        """A statsmodels-style summary at level ``alpha`` (default: the result's own).
+
+        ``print`` it for text (every line the same width, at most 80
+        characters); ``.as_html()`` and ``.as_latex()`` escape user text.
+        """
+        return self._summary(None if alpha is None else check_alpha(alpha))
+
+    def to_dict(self) -> dict:
+        """All scalar results as a flat JSON-safe dict (NaN and infinities become None)."""
+        return json_safe(self._dict())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} " + ", ".join(self._repr_parts()) + ">"
+
+    def _repr_html_(self) -> str:
+        return self.summary().as_html()
+
+
+def short_name(text, width: int = 24) -> str:
+    """``text`` cut to ``width`` characters (for one-line reprs)."""
+    return _clip(str(text), width)
+
+
+def model_text(formula, y_name, prob_names) -> str:
+    """The model as shown in a summary: the formula, or ``y ~ p1 + p2``."""
+    return formula if formula else f"{y_name} ~ {' + '.join(map(str, prob_names)) or 'probs'}"
 
 
 def result_notes(res, alpha: float | None = None) -> list[str]:
@@ -62,7 +278,7 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     elif ci.lower_open:
         notes.append("The interval is open at 0: (0, upper]. The calibrated-regime test rejects ECE = 0, "
                      "while the lower bound of the miscalibrated-regime interval reaches 0.")
-    notes += null_notes(res)
+    notes += null_notes(res, alpha)
     if res.estimate < 0:
         notes.append("The debiased estimate T is negative (possible when ECE is small); T+ = 0 is used.")
     if res.n_occupied_bins and res.n_singleton_bins > res.n_occupied_bins / 2:
@@ -80,10 +296,9 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     return notes
 
 
-def _settings_table(res) -> dict:
-    model = res.formula if res.formula else f"{res.y_name} ~ {' + '.join(res.prob_names) or 'probs'}"
+def _settings_table(res, alpha: float) -> dict:
     out = {
-        "Model:": model,
+        "Model:": model_text(res.formula, res.y_name, res.prob_names),
         "Mode:": mode_text(res.mode, res.k),
         "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
         "No. observations:": str(res.n),
@@ -91,8 +306,8 @@ def _settings_table(res) -> dict:
         "Occupied bins:": str(res.n_occupied_bins),
         "Bin volume (w):": fmt(res.bin_volume),
         "Method:": res.method,
-        "Alpha:": fmt(res.alpha),
-        "Null:": res.null,
+        "Alpha:": fmt(alpha),
+        "Null:": res.null if res.null_method != "monte carlo" or res.null == "monte-carlo" else f"{res.null} (Monte Carlo)",
     }
     if res.method != "adjusted":
         out.update(_resampling_settings(res))
@@ -111,40 +326,44 @@ def _resampling_settings(res) -> dict:
 
 
 def build_summary(res, alpha=None) -> CalibSummary:
-    """Summary of a :class:`~calibtest.results.CalibrationResult`."""
+    """Summary of a :class:`~calibtest.results.CalibrationResult` at level 1 - alpha (default: its own)."""
     alpha = res.alpha if alpha is None else alpha
     ci = res.conf_int(alpha)
     ci_ece = res.conf_int(alpha, scale="ece")
     smry = CalibSummary()
     smry.add_title("Calibration error: debiased l2-ECE with adjusted interval" if res.method == "adjusted"
                    else f"Calibration error: debiased l2-ECE with {res.method} interval")
-    smry.add_dict(_settings_table(res), ncols=2)
+    smry.add_settings(_settings_table(res, alpha))
     est = pd.DataFrame(
-        {"estimate": [fmt(res.estimate), fmt(res.ece)],
-         "std err": [fmt(res.se), ""],
-         "ci lower": [fmt(ci.lower), fmt(ci_ece.lower)],
-         "ci upper": [fmt(ci.upper), fmt(ci_ece.upper)]},
-        index=["ECE^2 (T)", "ECE (sqrt T+)"])
-    smry.add_df(est)
+        {"estimate": [res.estimate, res.ece], "std err": [res.se, None],
+         "ci lower": [ci.lower, ci_ece.lower], "ci upper": [ci.upper, ci_ece.upper]},
+        index=["ECE^2 (T)", "ECE (sqrt T+)"], dtype=object)
+    smry.add_table(est, {"estimate": 6, "std err": 6, "ci lower": 6, "ci upper": 6})
+    z0, p0, _ = asymptotic_test(res)
     tests = pd.DataFrame(
-        {"variance": [fmt(res.sigma0_sq), fmt(res.sigma1_sq)],
-         "statistic": [fmt(asymptotic_test(res)[0]), fmt(res.estimate / res.se) if res.se > 0 else "nan"],
-         "p-value": [fmt(asymptotic_test(res)[1], 4), ""],
-         "threshold": [fmt(null_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume)), ""]},
-        index=["calibrated: z0 = n sqrt(w) T / sigma0", "miscalibrated: T / (sigma1 / sqrt(n))"])
-    tests = pd.concat([tests, null_rows(res)]) if res.conditional_pvalue is not None else tests
-    smry.add_df(tests)
-    interval_note = (f"Adjusted {100 * (1 - alpha):g}% confidence interval (Algorithm 1): "
-                     f"{ci} for ECE^2, {ci_ece} for ECE.")
+        {"variance": [res.sigma0_sq, res.sigma1_sq],
+         "statistic": [z0, res.estimate / res.se if res.se > 0 else float("nan")],
+         "p-value": [p0, None],
+         "threshold": [null_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume), None]},
+        index=["calibrated: z0", "miscalibrated: T / se"], dtype=object)
+    if res.conditional_pvalue is not None:
+        tests = pd.concat([tests, null_rows(res, alpha)])
+    smry.add_table(tests, TEST_FORMATS)
+    level = f"{100 * (1 - alpha):g}%"
+    interval_note = f"Adjusted {level} confidence interval (Algorithm 1): {ci} for ECE^2, {ci_ece} for ECE."
     if res.method != "adjusted":
         name = {"bootstrap": "Percentile bootstrap", "subsampling": "Subsampling", "hulc": "Adaptive HulC"}
-        interval_note = (f"{name.get(res.method, res.method)} {100 * (1 - alpha):g}% confidence interval: "
+        interval_note = (f"{name.get(res.method, res.method)} {level} confidence interval: "
                          f"{ci} for ECE^2, {ci_ece} for ECE.")
-    notes = [interval_note] + result_notes(res, alpha)
-    smry.add_text("Notes:")
-    for i, note in enumerate(notes, 1):
-        smry.add_text(f"[{i}] {note}")
+    tests_note = ("Tests of ECE = 0: calibrated regime z0 = n sqrt(w) T / sigma0 (variance sigma0^2; "
+                  f"threshold: the critical value of T at level {alpha:g}); miscalibrated regime "
+                  "T / se with se = sigma1 / sqrt(n) (variance sigma1^2).")
+    smry.add_notes([interval_note, tests_note] + result_notes(res, alpha))
     return smry
+
+
+#: One format per column of the tests table (significant digits).
+TEST_FORMATS = {"variance": 6, "statistic": 4, "p-value": 4, "threshold": 6}
 
 
 def result_dict(res) -> dict:
@@ -185,16 +404,20 @@ def asymptotic_test(res) -> tuple[float, float, float]:
                                                                        res.bin_volume)
 
 
-def null_rows(res) -> pd.DataFrame:
-    """Rows of the tests table for the conditional and Monte Carlo nulls."""
-    rows = {"conditional: T / sd(T | Z), shifted gamma": {
-        "variance": fmt(res.conditional_variance), "statistic": fmt(res.conditional_zstat),
-        "p-value": fmt(res.conditional_pvalue, 4), "threshold": fmt(res.conditional_threshold)}}
+def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
+    """Rows of the tests table for the conditional and Monte Carlo nulls (thresholds at ``alpha``)."""
+    alpha = res.alpha if alpha is None else alpha
+    threshold = res.conditional_threshold
+    if alpha != res.alpha:
+        threshold = shifted_gamma_isf(alpha, res.conditional_variance, res.conditional_skewness)
+    rows = {"conditional: T / sd(T | Z)": {
+        "variance": res.conditional_variance, "statistic": res.conditional_zstat,
+        "p-value": res.conditional_pvalue, "threshold": threshold}}
     if res.mc_pvalue is not None:
         rows[f"Monte Carlo: {res.mc_draws} label draws"] = {
-            "variance": "", "statistic": "", "p-value": fmt(res.mc_pvalue, 4),
-            "threshold": fmt(res.threshold) if res.null == "monte-carlo" else ""}
-    return pd.DataFrame.from_dict(rows, orient="index")
+            "variance": None, "statistic": None, "p-value": res.mc_pvalue,
+            "threshold": res.monte_carlo.critical_value(alpha)}
+    return pd.DataFrame(list(rows.values()), index=list(rows), dtype=object)
 
 
 def _unreliable_gamma_note(res) -> str:
@@ -208,21 +431,22 @@ def _unreliable_gamma_note(res) -> str:
     return head + " Its p-value is shown for reference only; null='monte-carlo' gives an exact-size test."
 
 
-def null_notes(res) -> list[str]:
-    """Notes on the null used, and on disagreement between the nulls at ``res.alpha``."""
+def null_notes(res, alpha: float | None = None) -> list[str]:
+    """Notes on the null used, and on disagreement between the nulls at ``alpha`` (default ``res.alpha``)."""
     if res.conditional_pvalue is None:
         return []
+    alpha = res.alpha if alpha is None else alpha
     notes = []
     tests = {"asymptotic": asymptotic_test(res)[1]}
     if res.conditional.reliable:  # an unreliable shifted gamma is explained in its own note
         tests["conditional"] = res.conditional_pvalue
     if res.mc_pvalue is not None:
         tests["monte-carlo"] = res.mc_pvalue
-    rejects = {name: p <= res.alpha for name, p in tests.items()}
+    rejects = {name: p <= alpha for name, p in tests.items()}
     if len(set(rejects.values())) > 1:
         said = "; ".join(f"{name} p = {fmt(p, 4)} ({'rejects' if rejects[name] else 'does not reject'})"
                          for name, p in tests.items())
-        notes.append(f"The tests of ECE = 0 disagree at level {res.alpha:g}: {said}. The {res.null} null "
+        notes.append(f"The tests of ECE = 0 disagree at level {alpha:g}: {said}. The {res.null} null "
                      "(null=) decides whether 0 joins the interval; the conditional and Monte Carlo nulls "
                      "hold their size in finite samples, the asymptotic one may not.")
     if res.conditional is not None and not res.conditional.reliable:

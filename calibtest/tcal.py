@@ -8,7 +8,7 @@ Z*_1..Z*_n with replacement from the observed ones, draw each label from its
 own prediction, Y* ~ Categorical(Z*) (so the resampled model is calibrated by
 construction), recompute the statistic, and repeat.  The statistic here is the
 paper's debiased T (Sun, Chaudhari, Barnett & Dobriban, eq.
-(debiased_estimator)),
+(6)),
 
     T = (1/n) sum_{bins, c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1),
 
@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import Call, fmt, json_safe, mode_text, record_call
+from calibtest._format import Call, fmt, mode_text, record_call
 from calibtest._validation import check_alpha, check_count, check_missing, check_seed, is_integer
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
-from calibtest.core.tcal import adaptive_scales, tcal_statistic_threshold
+from calibtest.core.tcal import _mc_decision, adaptive_scales, tcal_statistic_threshold
 from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
-from calibtest.summary import CalibSummary
+from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["TCalResult", "tcal_test"]
 
@@ -62,8 +62,8 @@ def _check_scales(n_bins) -> tuple[int, ...]:
 
 
 # --------------------------------------------------------------------------- result
-@dataclass(frozen=True, eq=False)
-class TCalResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class TCalResult(ResultDisplay):
     """T-Cal test of H0: the model is calibrated (threshold by consistency resampling).
 
     Unpacks as ``statistic, pvalue``.
@@ -136,57 +136,81 @@ class TCalResult:
                              "threshold": self.thresholds, "pvalue": self.pvalues,
                              "reject": [t > c for t, c in zip(self.statistics, self.thresholds)]})
 
-    def summary(self):
-        """statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``)."""
-        return _build_summary(self)
+    def thresholds_at(self, alpha: float | None = None) -> tuple:
+        """Per-scale Monte Carlo thresholds at overall level ``alpha`` (each scale at alpha / L).
+
+        The stored ``thresholds`` at the stored alpha; another alpha is read
+        from the stored resampled statistics ``null_draws``.
+        """
+        if alpha is None or alpha == self.alpha:
+            return self.thresholds
+        if self.null_draws is None:
+            raise ValueError("this result holds no resampled statistics; thresholds exist only at its alpha")
+        thr, _ = _mc_decision(np.asarray(self.statistics), np.asarray(self.null_draws),
+                              alpha / len(self.scales))
+        return tuple(float(v) for v in thr)
+
+    def summary(self, alpha: float | None = None):
+        """statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``).
+
+        ``alpha`` (default: the stored one) sets the level of the thresholds
+        and decisions shown (thresholds recomputed from ``null_draws``).
+        """
+        return ResultDisplay.summary(self, alpha)
+
+    def _summary(self, alpha: float | None):
+        return _build_summary(self, alpha)
+
+    def _dict(self) -> dict:
+        return {"statistic": self.statistic, "threshold": self.threshold, "pvalue": self.pvalue,
+                "reject": self.reject, "alpha": self.alpha, "level": self.level, "n_bins": self.n_bins,
+                "scales": list(self.scales), "statistics": list(self.statistics),
+                "thresholds": list(self.thresholds), "pvalues": list(self.pvalues),
+                "adaptive": self.adaptive, "n_draws": self.n_draws, "n": self.n, "k": self.k,
+                "n_classes": self.n_classes, "mode": self.mode, "formula": self.formula,
+                "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
+                "method": "tcal"}
 
     def to_dict(self) -> dict:
         """All scalar results as a JSON-safe dict (infinite thresholds become None)."""
-        out = {"statistic": self.statistic, "threshold": self.threshold, "pvalue": self.pvalue,
-               "reject": self.reject, "alpha": self.alpha, "level": self.level, "n_bins": self.n_bins,
-               "scales": list(self.scales), "statistics": list(self.statistics),
-               "thresholds": list(self.thresholds), "pvalues": list(self.pvalues),
-               "adaptive": self.adaptive, "n_draws": self.n_draws, "n": self.n, "k": self.k,
-               "n_classes": self.n_classes, "mode": self.mode, "formula": self.formula,
-               "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
-               "method": "tcal"}
-        return json_safe(out)
+        return ResultDisplay.to_dict(self)
 
-    def __repr__(self) -> str:
+    def _repr_parts(self) -> list[str]:
         kind = f"adaptive over B in {list(self.scales)}" if self.adaptive else f"B={self.n_bins}"
-        return (f"<TCalResult mode={self.mode} n={self.n} {kind}: T={self.statistic:.6g}, "
-                f"threshold={self.threshold:.6g}, p={self.pvalue:.4g}, reject={self.reject}>")
+        return [f"mode={self.mode} n={self.n} {kind}: T={self.statistic:.6g}",
+                f"threshold={self.threshold:.6g}", f"p={self.pvalue:.4g}", f"reject={self.reject}"]
 
 
-def _build_summary(res: TCalResult):
+def _build_summary(res: TCalResult, alpha: float | None = None):
+    alpha = res.alpha if alpha is None else alpha
+    level = alpha / len(res.scales)
+    thresholds = res.thresholds_at(alpha)
+    rejects = [bool(t > c) for t, c in zip(res.statistics, thresholds)]
     smry = CalibSummary()
     smry.add_title("T-Cal test of calibration (consistency resampling)")
-    model = res.formula if res.formula else f"{res.y_name} ~ {' + '.join(map(str, res.prob_names)) or 'probs'}"
-    mode = mode_text(res.mode, res.k)
-    smry.add_dict({"Model:": model, "Mode:": mode,
-                   "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
-                   "No. observations:": str(res.n), "Resamples (R):": str(res.n_draws),
-                   "Test:": "adaptive (Bonferroni)" if res.adaptive else "single scale",
-                   "Alpha:": fmt(res.alpha), "Level per scale:": fmt(res.level)}, ncols=2)
-    table = pd.DataFrame({"statistic T": [fmt(v) for v in res.statistics],
-                          "threshold": [fmt(v) for v in res.thresholds],
-                          "p-value": [fmt(v, 4) for v in res.pvalues],
-                          "reject": [fmt(bool(t > c)) for t, c in zip(res.statistics, res.thresholds)]},
-                         index=[f"B = {b}" for b in res.scales])
-    smry.add_df(table)
-    verdict = "rejects" if res.reject else "does not reject"
-    notes = [f"The test {verdict} H0: calibrated at level {res.alpha:g} (p-value {fmt(res.pvalue, 4)}"
+    smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
+                       "Mode:": mode_text(res.mode, res.k),
+                       "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
+                       "No. observations:": str(res.n), "Resamples (R):": str(res.n_draws),
+                       "Test:": "adaptive (Bonferroni)" if res.adaptive else "single scale",
+                       "Alpha:": fmt(alpha), "Level per scale:": fmt(level)})
+    table = pd.DataFrame({"statistic T": list(res.statistics), "threshold": list(thresholds),
+                          "p-value": list(res.pvalues), "reject": rejects},
+                         index=[f"B = {b}" for b in res.scales], dtype=object)
+    smry.add_table(table, {"statistic T": 6, "threshold": 6, "p-value": 4})
+    verdict = "rejects" if any(rejects) else "does not reject"
+    notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)}"
              + (", Bonferroni-adjusted over the scales)." if res.adaptive else ").")]
     notes.append("Threshold: the Monte Carlo quantile of T over R resampled data sets (predictions drawn "
                  "with replacement, labels drawn from them); p-value = (1 + #{T* >= T}) / (R + 1).")
-    if not np.all(np.isfinite(res.thresholds)):
-        notes.append(f"R = {res.n_draws} resamples are too few for level {res.level:g}: "
+    if not np.all(np.isfinite(thresholds)):
+        notes.append(f"R = {res.n_draws} resamples are too few for level {level:g}: "
                      "the test cannot reject; increase n_draws.")
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
-    smry.add_text("Notes:")
-    for i, note in enumerate(notes, 1):
-        smry.add_text(f"[{i}] {note}")
+    notes.append("Reference: Lee, Huang, Hassani & Dobriban, T-Cal: An optimal test for the calibration "
+                 "of predictive models, JMLR 24(335), 2023.")
+    smry.add_notes(notes)
     return smry
 
 
@@ -220,6 +244,12 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     Returns
     -------
     TCalResult
+
+    References
+    ----------
+    .. [1] Lee, D., Huang, X., Hassani, H. and Dobriban, E. (2023). "T-Cal: An
+       optimal test for the calibration of predictive models." *Journal of
+       Machine Learning Research* 24(335), 1-72.
 
     Examples
     --------

@@ -24,12 +24,20 @@ is ``statsmodels``' port of Cleveland's LOWESS, which is the algorithm of R's
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
+
+from calibtest._format import fmt
+from calibtest._validation import check_alpha, check_missing
+from calibtest.formula import resolve_env
+from calibtest.inputs import read_rows
+from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["ValProbResult", "val_prob"]
 
@@ -63,8 +71,8 @@ _VALPROB_LABELS = (
 )
 
 
-@dataclass(frozen=True)
-class ValProbResult:
+@dataclass(frozen=True, repr=False)
+class ValProbResult(ResultDisplay):
     """Validation statistics of predicted probabilities (see :func:`val_prob`).
 
     Values are stored exactly as computed (float64); rounding happens only in
@@ -143,6 +151,8 @@ class ValProbResult:
         ``Z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p))``.
     spiegelhalter_p : float
         Two-sided ``2 Phi(-|Z|)``.
+    formula, y_name, prob_names, n_dropped
+        The model as given (for the summary) and rows dropped for missing values.
     """
 
     n: int
@@ -174,43 +184,80 @@ class ValProbResult:
     eavg: float
     spiegelhalter_z: float
     spiegelhalter_p: float
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ("p",)
+    n_dropped: int = 0
+
+    def _dict(self) -> dict:
+        return asdict(self)
 
     def to_dict(self) -> dict:
         """All fields as a JSON-safe dict (Python floats/ints, lists; NaN/inf as None)."""
-        def clean(v):
-            if isinstance(v, tuple):
-                return [clean(x) for x in v]
-            if isinstance(v, (bool, np.bool_)):
-                return bool(v)
-            if isinstance(v, (int, np.integer)):
-                return int(v)
-            v = float(v)
-            return v if math.isfinite(v) else None
-
-        return {k: clean(v) for k, v in asdict(self).items()}
+        return ResultDisplay.to_dict(self)
 
     def valprob_dict(self) -> dict:
         """The 18 statistics under the names R's ``val.prob`` gives them, in its order."""
         return {label: getattr(self, name) for name, label in _VALPROB_LABELS}
 
-    def summary(self, digits: int = 3) -> str:
-        """A plain-text table of the statistics, rounded to ``digits`` decimals."""
+    def conf_int(self, alpha: float | None = None) -> pd.DataFrame:
+        """Wald intervals of the intercept, slope and CITL at level 1 - alpha (estimate -/+ z se)."""
+        if alpha is None or alpha == self.alpha:
+            cis = (self.intercept_ci, self.slope_ci, self.citl_ci)
+        else:
+            q = float(sps.norm.isf(alpha / 2.0))
+            cis = tuple((est - q * se, est + q * se) for est, se in (
+                (self.intercept, self.intercept_se), (self.slope, self.slope_se), (self.citl, self.citl_se)))
+        return pd.DataFrame(cis, index=["intercept", "slope", "citl"], columns=["lower", "upper"])
+
+    def summary(self, alpha: float | None = None, digits: int = 3) -> CalibSummary:
+        """A statsmodels-style summary; statistics rounded to ``digits`` decimals.
+
+        ``alpha`` (default: the stored one) sets the level of the Wald intervals.
+        """
         if isinstance(digits, (bool, np.bool_)) or not isinstance(digits, (int, np.integer)):
             raise TypeError(f"digits must be an int, got {type(digits).__name__}")
         if digits < 0:
             raise ValueError(f"digits must be >= 0, got {digits}")
-        level = f"{100 * (1 - self.alpha):g}%"
-        rows = [("n", f"{self.n}"), ("events", f"{self.n_events}"), ("C (exact)", f"{self.auc:.{digits}f}")]
-        for name, label in _VALPROB_LABELS:
-            rows.append((label, f"{getattr(self, name):.{digits}f}"))
-        rows += [
-            (f"Intercept {level} CI", _fmt_ci(self.intercept_ci, digits)),
-            (f"Slope {level} CI", _fmt_ci(self.slope_ci, digits)),
-            ("CITL (slope = 1)", f"{self.citl:.{digits}f}"),
-            (f"CITL {level} CI", _fmt_ci(self.citl_ci, digits)),
-        ]
-        width = max(len(r[0]) for r in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+        return self._summary(None if alpha is None else check_alpha(alpha), int(digits))
+
+    def _summary(self, alpha: float | None, digits: int = 3) -> CalibSummary:
+        alpha = self.alpha if alpha is None else alpha
+        dec = lambda v: f"{v:.{digits}f}"
+        smry = CalibSummary()
+        smry.add_title("Validation of predicted probabilities (rms::val.prob)")
+        smry.add_settings({"Model:": model_text(self.formula, self.y_name, self.prob_names),
+                           "No. observations:": fmt(self.n), "Events:": fmt(self.n_events),
+                           "Alpha:": fmt(alpha)})
+        labels = [("auc", "C (exact)")] + [(n, lb) for n, lb in _VALPROB_LABELS
+                                          if n not in ("intercept", "slope")]
+        half = (len(labels) + 1) // 2
+        left, right = labels[:half], labels[half:] + [(None, "")] * (2 * half - len(labels))
+        stats = pd.DataFrame({"value": [getattr(self, n) for n, _ in left],
+                              " ": [lb for _, lb in right],
+                              "value ": [None if n is None else getattr(self, n) for n, _ in right]},
+                             index=[lb for _, lb in left], dtype=object)
+        smry.add_table(stats, {"value": dec, "value ": dec})
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+        fits = pd.DataFrame({"estimate": [self.intercept, self.slope, self.citl],
+                             "std err": [self.intercept_se, self.slope_se, self.citl_se],
+                             "ci lower": list(ci["lower"]), "ci upper": list(ci["upper"])},
+                            index=["Intercept (joint fit)", "Slope (joint fit)", "CITL (slope = 1)"],
+                            dtype=object)
+        smry.add_table(fits, {c: dec for c in fits.columns})
+        smry.add_notes([
+            f"Intervals: Wald {level}, estimate -/+ z se. Intercept and slope: logit P(y = 1) = a + b logit(p) "
+            "(val.prob's); CITL: logit P(y = 1) = a0 + logit(p), slope fixed at 1.",
+            "C (exact) is the Mann-Whitney C index; C (ROC) and Dxy are val.prob's (5000 probability cells).",
+            "Emax, E90, Eavg: |p - lowess(y ~ p)|; S:z, S:p: Spiegelhalter's test."]
+            + ([f"{self.n_dropped} rows with missing values were dropped (missing='drop')."]
+               if self.n_dropped else []))
+        return smry
+
+    def _repr_parts(self) -> list[str]:
+        return [f"n={self.n} events={self.n_events}: C={self.auc:.4g}", f"slope={self.slope:.4g}",
+                f"CITL={self.citl:.4g}", f"Brier={self.brier:.4g}"]
 
 
 def _fmt_ci(ci: tuple[float, float], digits: int) -> str:
@@ -322,17 +369,36 @@ def _auc(score: np.ndarray, y: np.ndarray) -> float:
     return float(u) / (pos.size * neg.size)
 
 
-def val_prob(p, y, *, alpha: float = 0.05) -> ValProbResult:
+def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05, missing: str = "raise",
+             eval_env=0) -> ValProbResult:
     """Validation statistics of predicted probabilities, with R ``rms::val.prob``'s definitions.
+
+    Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
+    (``val_prob("y ~ p", data=df)``) or ``y=``/``probs=`` arrays
+    (``val_prob(y=y, probs=p)``); ``missing="drop"`` drops rows with NaN and
+    ``eval_env`` says where formula names are looked up.  Binary outcomes only.
+    The earlier form ``val_prob(p, y, alpha=...)`` (two positional arrays,
+    probabilities first) still works.
 
     Parameters
     ----------
-    p : array_like, shape (n,)
-        Predicted probabilities of ``y = 1``, finite and strictly inside (0, 1)
-        (the logit ``L = log(p / (1 - p))`` must exist; 0 and 1 are rejected,
-        not clipped).
+    formula : str, optional
+        ``"y ~ p"``: outcome on the left, one probability column on the right.
+    data : DataFrame or dict, optional
+        Data for the formula.
     y : array_like, shape (n,)
         Observed outcomes, 0 or 1 (bool, int or float), both present.
+    probs : array_like, shape (n,)
+        Predicted probabilities of ``y = 1`` (called ``p`` below), finite and
+        strictly inside (0, 1).
+    missing : {"raise", "drop"}
+        Rows with missing values raise (default) or are dropped.
+    eval_env : int, dict or patsy.EvalEnvironment
+        As in :func:`calibtest.calib_ci`.
+    p : array_like, shape (n,)
+        (Earlier positional form only.) Predicted probabilities of ``y = 1``, finite and strictly inside (0, 1)
+        (the logit ``L = log(p / (1 - p))`` must exist; 0 and 1 are rejected,
+        not clipped).
     alpha : float, optional
         The Wald intervals have level ``1 - alpha`` (default 0.05).
 
@@ -388,24 +454,50 @@ def val_prob(p, y, *, alpha: float = 0.05) -> ValProbResult:
 
     References
     ----------
-    Harrell, F. E. (2015). *Regression Modeling Strategies*, 2nd ed., Springer.
-    Spiegelhalter, D. J. (1986). Probabilistic prediction in patient management
-    and clinical trials. *Statistics in Medicine* 5, 421-433.
-    Austin, P. C. and Steyerberg, E. W. (2019). The Integrated Calibration Index
-    (ICI) and related metrics. *Statistics in Medicine* 38, 4051-4065.
+    .. [1] Harrell, F. E. ``val.prob``, in R package ``rms``: Regression
+       Modeling Strategies (https://CRAN.R-project.org/package=rms); see also
+       Harrell, F. E. (2015), *Regression Modeling Strategies*, 2nd ed., Springer.
+    .. [2] Spiegelhalter, D. J. (1986). "Probabilistic prediction in patient
+       management and clinical trials." *Statistics in Medicine* 5, 421-433.
+    .. [3] Cox, D. R. (1958). "Two further applications of a model for binary
+       regression." *Biometrika* 45, 562-565.
+    .. [4] Austin, P. C. and Steyerberg, E. W. (2019). "The Integrated
+       Calibration Index (ICI) and related metrics." *Statistics in Medicine*
+       38, 4051-4065.
 
     Examples
     --------
     >>> from calibtest.datasets import load_demo
     >>> d = load_demo()
-    >>> r = val_prob(d["p"], d["y"])
+    >>> r = val_prob("y ~ p", data=d)
     >>> round(r.slope, 3), round(r.citl, 3)
     (0.963, -0.02)
     """
+    if formula is not None and not isinstance(formula, str):  # earlier form val_prob(p, y)
+        if y is not None or probs is not None:
+            raise ValueError("give val_prob(p, y) positionally, or y= and probs=, not both")
+        p, y = formula, data
+        return _val_prob(*_validate(p, y, alpha))
+    check_missing(missing)
+    env = resolve_env(eval_env)
+    if formula is None and y is not None and probs is not None and data is None:
+        _as_1d_float(probs, "probs")
+    rows = read_rows(formula, data, y, probs, env, missing)
+    p = rows.probs
+    if p.ndim != 1:
+        if p.shape[1] != 1:
+            raise ValueError(f"val_prob needs one probability column (binary outcomes), got {p.shape[1]}")
+        p = p[:, 0]
+    res = _val_prob(*_validate(p, rows.y, alpha))
+    return dataclasses.replace(res, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                               n_dropped=rows.n_dropped)
+
+
+def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
+    """val_prob on validated arrays."""
     import statsmodels.api as sm
     from statsmodels.nonparametric.smoothers_lowess import lowess
 
-    p, y, alpha = _validate(p, y, alpha)
     n = p.size
     n1 = int(np.count_nonzero(y))
     logit = np.log(p / (1.0 - p))  # R's qlogis(p)

@@ -294,7 +294,7 @@ def test_pairwise_holm(df):
 # ---------------------------------------------------------------- output
 def test_summary_and_dict(df):
     res = ct.calib_compare("y ~ pa", "y ~ pb", data=df)
-    text = str(res.summary())
+    text = " ".join(str(res.summary()).split())  # notes are wrapped to the table width
     assert "Delta = A - B" in text and "pa" in text and "95% two-sided" in text and "formula" in text
     assert "<table" in res.summary().as_html()
     d = res.to_dict()

@@ -247,7 +247,7 @@ def test_bin_table_full(full_result):
 
 def test_summary_dict_and_html(full_result):
     res, _ = full_result
-    text = str(res.summary())
+    text = " ".join(str(res.summary()).split())  # notes are wrapped to the table width
     assert "full (canonical, k = K)" in text and "5^2 equal-volume simplices" in text
     d = res.to_dict()
     assert d["mode"] == "full" and d["k"] == 3 and d["n_classes"] == 3

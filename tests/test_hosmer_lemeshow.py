@@ -67,3 +67,22 @@ def test_bad_groups_and_modes():
     res2 = ct.calib_ci(y=rng.integers(0, 3, size=50), probs=P, k=2)
     with pytest.raises(ValueError, match="1-dim mode"):
         res2.hosmer_lemeshow()
+
+
+def test_formula_and_array_forms_match_the_result_form():
+    import pandas as pd
+    rng = np.random.default_rng(8)
+    p = rng.uniform(0.02, 0.98, size=400)
+    y = (rng.uniform(size=400) < p).astype(int)
+    old = ct.calib_ci(y=y, probs=p).hosmer_lemeshow(groups=7)
+    old_positional = ct.hosmer_lemeshow(ct.calib_ci(y=y, probs=p), 7)
+    df = pd.DataFrame({"y": y, "p": p})
+    new = ct.hosmer_lemeshow("y ~ p", data=df, groups=7)
+    arrays = ct.hosmer_lemeshow(y=y, probs=p, groups=7)
+    for hl in (old_positional, new, arrays):
+        assert hl.statistic == old.statistic and hl.pvalue == old.pvalue
+        assert hl.plugin_estimate_groups == old.plugin_estimate_groups
+    assert_allclose(new.statistic, textbook_hl(p, y, 7), rtol=1e-10)
+    dropped = ct.hosmer_lemeshow("y ~ p", data=df.assign(p=np.r_[np.nan, p[1:]]), groups=7, missing="drop")
+    assert dropped.n == 399 and dropped.n_dropped == 1 and "1 rows with missing values" in str(dropped.summary())
+    assert "References" in ct.hosmer_lemeshow.__doc__ and "1980" in ct.hosmer_lemeshow.__doc__

@@ -70,3 +70,106 @@ def test_sparse_bin_warning():
 
 def test_repr(res):
     assert repr(res).startswith("<CalibrationResult mode=topk k=2 n=800")
+
+
+# --------------------------------------------------------------------------- one protocol, fixed width
+import re
+
+from calibtest.core.conditional import shifted_gamma_isf
+from calibtest.summary import CalibSummary, latex_escape, wrap_note
+
+LONG = "p_" + "x" * 38                     # a 40-character column name
+LONG_B = "q_" + "z" * 38
+
+
+@pytest.fixture(scope="module")
+def long_df():
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.05, 0.95, size=600)
+    q = np.clip(p + rng.normal(0, 0.05, size=600), 0.02, 0.98)
+    y = (rng.uniform(size=600) < p).astype(int)
+    return pd.DataFrame({"y_" + "w" * 38: y, LONG: p, LONG_B: q})
+
+
+def _all_results(df):
+    yname = df.columns[0]
+    f_a, f_b = f"{yname} ~ {LONG}", f"{yname} ~ {LONG_B}"
+    res = ct.calib_ci(f_a, data=df, null="monte-carlo", n_null_draws=99, rng=1)
+    return {
+        "calib": res,
+        "compare": ct.calib_compare(f_a, f_b, data=df),
+        "pairwise": ct.calib_compare([f_a, f_b, f"{yname} ~ I({LONG} * 0.9)"], data=df),
+        "tcal": ct.tcal_test(f_a, data=df, n_draws=50, rng=2),
+        "hl": ct.hosmer_lemeshow(f_a, data=df, groups=10),
+        "valprob": ct.val_prob(f_a, data=df),
+    }
+
+
+def test_every_result_speaks_the_protocol_with_equal_width_lines(long_df):
+    for name, res in _all_results(long_df).items():
+        s = res.summary()
+        assert isinstance(s, CalibSummary), name
+        lines = str(s).splitlines()
+        widths = {len(line) for line in lines}
+        assert len(widths) == 1 and widths.pop() <= 80, (name, {len(x) for x in lines})
+        assert s.as_html() == res._repr_html_()
+        json.dumps(res.to_dict(), allow_nan=False)
+        assert not any(isinstance(v, dict) for v in res.to_dict().values()), name
+        r = repr(res)
+        assert "\n" not in r and r.startswith(f"<{type(res).__name__} ") and len(r) < 200, (name, r)
+        assert "\\_" in s.as_latex() or name == "pairwise"  # the formula's underscores are escaped
+        assert isinstance(res.summary(alpha=0.1), CalibSummary)
+
+
+def test_latex_and_html_escape_user_text():
+    assert latex_escape(r"a&b%c$d#e_f{g}h~i^j\k") == (r"a\&b\%c\$d\#e\_f\{g\}h\textasciitilde{}i"
+                                                      r"\textasciicircum{}j\textbackslash{}k")
+    df = pd.DataFrame({"y": [0, 1, 1, 0] * 10, "p_&%$#": np.linspace(0.1, 0.9, 40)})
+    res = ct.calib_ci('y ~ Q("p_&%$#")', data=df)
+    latex = res.summary().as_latex()
+    assert r"p\_\&\%\$\#" in latex and "p_&%$#" not in latex
+    assert "ECE\\textasciicircum{}2 (T)" in latex
+
+
+def test_notes_wrap_without_breaking_intervals():
+    text = "word " * 13 + "the interval [0.00123456, 0.0234567] for ECE^2 and (0, 0.153209] for ECE."
+    for width in range(30, 80):
+        lines = wrap_note(text, width, "    ")
+        assert all(len(line) <= width for line in lines)
+        joined = "\n".join(lines)
+        assert "[0.00123456, 0.0234567]" in joined and "(0, 0.153209]" in joined
+
+
+def _row(text, label):
+    line = next(line for line in text.splitlines() if line.startswith(label))
+    return line[len(label):].split()
+
+
+def test_summary_at_another_alpha_is_consistent():
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, size=700)
+    y = (rng.uniform(size=700) < np.clip(p + 0.02, 0, 1)).astype(int)
+    res = ct.calib_ci(y=y, probs=p, n_bins=12, null="monte-carlo", n_null_draws=199, rng=5)
+    assert res.alpha == 0.05
+    text = str(res.summary(alpha=0.1))
+    assert _row(text, "Alpha:")[0] == "0.1"
+    cond = shifted_gamma_isf(0.1, res.conditional_variance, res.conditional_skewness)
+    assert _row(text, "conditional: T / sd(T | Z)")[-1] == fmt(cond)
+    assert _row(text, "Monte Carlo: 199 label draws")[-1] == fmt(res.monte_carlo.critical_value(0.1))
+    z = 1.2815515655446004  # norm.isf(0.1)
+    calibrated = z * np.sqrt(res.sigma0_sq) / (res.n * np.sqrt(res.bin_volume))
+    assert float(_row(text, "calibrated: z0")[-1]) == pytest.approx(calibrated, rel=1e-5)
+    assert re.search(r"(?<![\d.])0\.05(?!\d)", text) is None and "95%" not in text and "90%" in text
+    # and at the stored alpha the stored values are shown
+    text05 = str(res.summary())
+    assert _row(text05, "conditional: T / sd(T | Z)")[-1] == fmt(res.conditional_threshold)
+    assert _row(text05, "Alpha:")[0] == "0.05"
+
+
+def test_summary_numbers_equal_the_attributes(res):
+    text = str(res.summary())
+    est = _row(text, "ECE^2 (T)")
+    assert est == [fmt(res.estimate), fmt(res.se), fmt(res.ci_lower), fmt(res.ci_upper)]
+    cal = _row(text, "calibrated: z0")
+    assert cal[:3] == [fmt(res.sigma0_sq), fmt(res.null_zstat, 4), fmt(res.null_pvalue, 4)]
+    assert _row(text, "No. observations:")[0] == str(res.n)

@@ -17,6 +17,7 @@ import pytest
 from scipy import special, stats
 
 import calibtest as ct
+from calibtest._format import fmt
 from calibtest.core import tcal
 from calibtest.cli import main
 
@@ -279,3 +280,18 @@ def test_tcal_size_and_power_full_calibration():
         power = np.mean([ct.tcal_test(y=y, probs=P, k="full", n_bins=B, n_draws=99, rng=rng).reject
                          for P, y in (make(0.4) for _ in range(40))])
         assert power >= 0.8
+
+
+def test_summary_at_another_alpha_and_reference():
+    rng = np.random.default_rng(9)
+    p = rng.uniform(size=300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    res = ct.tcal_test(y=y, probs=p, n_bins=6, n_draws=99, rng=1)
+    expected = np.sort(res.null_draws[0])[::-1][int(np.floor(0.1 * 100 + 1e-9)) - 1]
+    assert res.thresholds_at(0.1)[0] == expected
+    row = next(line for line in str(res.summary(alpha=0.1)).splitlines() if line.startswith("B = 6"))
+    assert row.split()[4] == fmt(expected)
+    assert res.thresholds_at() == res.thresholds
+    doc = " ".join(ct.tcal_test.__doc__.split())
+    assert "T-Cal: An optimal test" in doc and "24(335)" in doc
+    assert "2408.08998" in ct.calib_compare.__doc__

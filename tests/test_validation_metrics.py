@@ -23,6 +23,7 @@ from scipy import optimize, stats
 
 from calibtest.datasets import load_demo
 from calibtest.valprob import ValProbResult, val_prob
+from calibtest import val_prob as ct_val_prob
 
 REPO = Path(__file__).resolve().parents[1]
 REF_DIR = REPO / "tests" / "reference"
@@ -273,8 +274,8 @@ def test_result_is_frozen_and_json_safe():
     assert back["slope"] == res.slope and back["intercept_ci"] == list(res.intercept_ci)
     assert set(back) == {f.name for f in dataclasses.fields(ValProbResult)}
     assert list(res.valprob_dict())[:3] == ["Dxy", "C (ROC)", "R2"]
-    text = res.summary(digits=2)
-    assert f"{res.slope:.2f}" in text and "Intercept 95% CI" in text
+    text = str(res.summary(digits=2))
+    assert f"{res.slope:.2f}" in text and "Slope (joint fit)" in text and "Alpha:" in text
 
 
 def test_input_forms_agree():
@@ -340,3 +341,24 @@ def test_bad_summary_digits():
         res.summary(digits=2.5)
     with pytest.raises(ValueError, match="digits"):
         res.summary(digits=-1)
+
+
+def test_formula_and_keyword_forms_match_the_positional_form():
+    d = load_demo().sample(n=400, random_state=1)
+    old = val_prob(d["p"], d["y"], alpha=0.1)
+    new = ct_val_prob("y ~ p", data=d, alpha=0.1)
+    kw = ct_val_prob(y=d["y"].to_numpy(), probs=d["p"].to_numpy(), alpha=0.1)
+    for r in (new, kw):
+        assert (r.slope, r.citl, r.brier, r.auc, r.slope_ci) == (old.slope, old.citl, old.brier, old.auc, old.slope_ci)
+    assert new.formula == "y ~ p"
+    withna = d.assign(p=np.r_[np.nan, d["p"].to_numpy()[1:]])
+    with pytest.raises(ValueError, match="missing"):
+        ct_val_prob("y ~ p", data=withna)
+    dropped = ct_val_prob("y ~ p", data=withna, missing="drop")
+    assert dropped.n == 399 and dropped.n_dropped == 1
+    # intervals at another alpha: estimate -/+ z se
+    ci = old.conf_int(0.05)
+    assert ci.loc["slope", "lower"] == pytest.approx(old.slope - 1.959963984540054 * old.slope_se, rel=1e-12)
+    assert tuple(old.conf_int().loc["slope"]) == old.slope_ci
+    for ref in ("Spiegelhalter", "Cox", "val.prob", "421-433", "562-565"):
+        assert ref in ct_val_prob.__doc__
