@@ -105,6 +105,8 @@ def check_null(null, n_null_draws=2000, rng=None) -> None:
     """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of the finite-sample nulls."""
     check_choice(null, "null", NULLS)
     check_count(n_null_draws, "n_null_draws")
+    check_memory(8.0 * n_null_draws, f"n_null_draws={n_null_draws} (one statistic per label draw)",
+                 "lower n_null_draws: the Monte Carlo p-value's resolution is 1 / (n_null_draws + 1)")
     check_seed(rng)
 
 
@@ -116,6 +118,8 @@ def check_method(method, n_resamples, rng=None, progress=None) -> None:
             raise OptionError("n_resamples applies only to the resampling methods "
                              "(method='bootstrap', 'subsampling' or 'hulc')")
         check_count(n_resamples, "n_resamples", 2)
+        check_memory(16.0 * n_resamples, f"n_resamples={n_resamples} (the resampled statistics)",
+                     "lower n_resamples")
     check_seed(rng)
     check_bool(progress, "progress", allow_none=True)
 

@@ -113,10 +113,14 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``"conditional"`` uses the exact moments of T given the predictions
         and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
         redraws the labels from the predictions ``n_null_draws`` times
-        (see :mod:`calibtest.core.conditional`).  The summary always shows the
-        asymptotic and the conditional p-values, except for full calibration
-        with K > 4 under the default null, where the conditional moments (per-row
-        K x K x K terms) are computed only when ``null`` asks for them.
+        (see :mod:`calibtest.core.conditional`).  ``"conditional"`` falls back
+        to the Monte Carlo test when the conditional skewness exceeds 3 (the
+        shifted gamma fails for nearly degenerate label noise; ``res.null_method``
+        says which was used).  The summary always shows the asymptotic and the
+        conditional p-values, except for binned vectors of more than 4
+        coordinates (top-k with k > 4, full calibration with K > 4) under the
+        default null, where the conditional moments (per-row d x d x d terms)
+        are computed only when ``null`` asks for them.
     n_null_draws : int
         Label draws R of the Monte Carlo null (default 2000).
     chunksize : int, optional

@@ -22,9 +22,10 @@ from __future__ import annotations
 import math
 
 from calibtest._format import Call
+from calibtest._validation import check_memory
 from calibtest.core.binstats import BinStats, debiased_statistic, plugin_statistic, sigma1_sq, sigma1_sq_quadratic
-from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test,
-                                        label_classes, monte_carlo_test)
+from calibtest.core.conditional import (conditional_bin_sums, conditional_memory, conditional_moments,
+                                        conditional_test, label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry
@@ -32,11 +33,12 @@ from calibtest.core.resampling import binned_rows, clip_interval, resampling_int
 from calibtest.core.targets import PreparedData
 from calibtest.results import CalibrationResult
 
-__all__ = ["result_from_sums", "estimate_rows", "null_law", "CONDITIONAL_BY_DEFAULT_MAX_K"]
+__all__ = ["result_from_sums", "estimate_rows", "null_law", "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
-#: Full calibration records the conditional null moments by default only up to this K
-#: (they need per-row K x K and K x K x K terms: 20x the estimator at K = 10).
-CONDITIONAL_BY_DEFAULT_MAX_K = 4
+#: Under the asymptotic null the conditional moments are recorded by default only while the binned
+#: vector has at most this many coordinates (top-k with k <= 4, full calibration with K <= 4): they need
+#: per-row d x d and d x d x d terms (20x the estimator at d = 10).
+CONDITIONAL_BY_DEFAULT_MAX_DIM = 4
 
 
 def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int, n_bins_rule: str,
@@ -160,7 +162,12 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     stats = partition.bin_sums(data)
     t = debiased_statistic(stats, stats.n)
     conditional = monte_carlo = resampling = None
-    if null != "asymptotic" or data.mode != "full" or data.k <= CONDITIONAL_BY_DEFAULT_MAX_K:
+    d = data.z.shape[1]
+    if null != "asymptotic":
+        check_memory(conditional_memory(d, partition.m), f"null={null!r} (the conditional moments of T for "
+                     f"{d} binned coordinates and {partition.m} bins)",
+                     "use fewer coordinates (a smaller k) or fewer bins, or the asymptotic null")
+    if null != "asymptotic" or d <= CONDITIONAL_BY_DEFAULT_MAX_DIM:
         sums = conditional_bin_sums(data.z, partition.inverse)
         conditional = conditional_test(t, conditional_moments(sums, data.n), alpha)
     if null != "asymptotic" and null_law(null, conditional) == "monte carlo":

@@ -19,7 +19,7 @@ import patsy
 from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
 
-__all__ = ["FormulaData", "parse_formula", "capture_env", "resolve_env", "formula_names", "formula_columns",
+__all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns",
            "freeze_env", "thaw_env", "unresolved_names", "check_formula_names"]
 
 
@@ -87,6 +87,21 @@ def _single_factor(term, side: str, formula: str) -> str:
     return term.factors[0].code
 
 
+def column_values(value) -> np.ndarray:
+    """A column as a numpy array; pandas' nullable dtypes give floats with NaN for ``pd.NA``.
+
+    ``boolean``, ``Int64``, ``Float64`` and the other nullable numeric dtypes
+    hold ``pd.NA`` for a missing value, which numpy sees as an object; as
+    floats (0/1 for booleans) with NaN the missing-value rule applies to them
+    as to any NaN.
+    """
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and (
+            pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype)):
+        return np.asarray(pd.array(value).to_numpy(dtype=np.float64, na_value=np.nan))
+    return np.asarray(value.to_numpy() if isinstance(value, (pd.Series, pd.Index)) else value)
+
+
 def _evaluate(code: str, env, namespace, formula: str) -> np.ndarray:
     try:
         value = env.eval(code, inner_namespace=namespace)
@@ -95,8 +110,7 @@ def _evaluate(code: str, env, namespace, formula: str) -> np.ndarray:
         raise ValueError(f"formula {formula!r} names column {missing!r}, which is not in data") from exc
     except Exception as exc:  # evaluation errors inside user expressions
         raise ValueError(f"formula {formula!r}: could not evaluate {code!r}: {exc}") from exc
-    arr = np.asarray(value.to_numpy() if isinstance(value, (pd.Series, pd.Index)) else value)
-    return arr
+    return column_values(value)
 
 
 def parse_formula(formula: str, data, env) -> FormulaData:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibtest.formula import parse_formula
+from calibtest.formula import column_values, parse_formula
 
 __all__ = ["Rows", "read_rows", "array_input", "missing_mask"]
 
@@ -37,8 +37,12 @@ def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
 
 def array_input(y, probs):
     """Arrays and names from ``y=``/``probs=`` input (the rules of :func:`calibtest.calib_ci`)."""
-    y_arr = y.to_numpy() if isinstance(y, (pd.Series, pd.Index)) else np.asarray(y)
-    p_arr = probs.to_numpy() if isinstance(probs, (pd.Series, pd.DataFrame)) else np.asarray(probs)
+    y_arr = column_values(y)
+    if isinstance(probs, pd.DataFrame):
+        p_arr = np.column_stack([column_values(probs[c]) for c in probs.columns]) if probs.shape[1] \
+            else probs.to_numpy()
+    else:
+        p_arr = column_values(probs)
     if p_arr.dtype.kind not in "biuf":
         raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
     if y_arr.ndim != 1:
@@ -46,8 +50,9 @@ def array_input(y, probs):
     if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
         raise ValueError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
                          f"got {p_arr.shape}")
-    if isinstance(probs, pd.DataFrame):
-        prob_names = class_names = list(probs.columns)
+    if isinstance(probs, pd.DataFrame):  # names shown as text; labels matched against the columns as given
+        class_names = list(probs.columns)
+        prob_names = [str(c) for c in class_names]
     else:
         prob_names = ["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])]
         class_names = None

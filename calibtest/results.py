@@ -135,8 +135,9 @@ class CalibrationResult(ResultDisplay):
     conditional : ConditionalTest or None
         The conditional test given the predictions (variance, skewness, z,
         shifted-gamma p-value and critical value of T at ``alpha``); None when
-        it was not computed (data not in memory, or full calibration with
-        K > 4 under the asymptotic null).
+        it was not computed (data not in memory, or more than 4 binned
+        coordinates, top-k with k > 4 or full calibration with K > 4, under
+        the asymptotic null).
     monte_carlo : MonteCarloTest or None
         The conditional Monte Carlo test (``null="monte-carlo"``): p-value,
         draws, seed.

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text, record_call
-from calibtest._validation import check_alpha, check_count, check_missing, check_seed, is_integer
+from calibtest._validation import check_alpha, check_count, check_memory, check_missing, check_seed, is_integer
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.core.tcal import _mc_decision, adaptive_scales, tcal_statistic_threshold
@@ -277,6 +277,8 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     if scales is None:
         scales = adaptive_scales(target.n, binned_dimension(target.mode, target.k)) if adaptive \
             else (partition.n_bins,)
+    check_memory(8.0 * len(scales) * R, f"n_draws={R} at {len(scales)} scale(s) (one statistic per draw "
+                 "and scale)", "lower n_draws: the Monte Carlo p-value's resolution is 1 / (n_draws + 1)")
     level = alpha / len(scales)
     bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
     core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=gen,

@@ -128,7 +128,7 @@ def test_missing_raise_and_drop(binary_df):
 
 
 @pytest.mark.parametrize("bad,match", [
-    (np.inf, "NaN or infinite"),
+    (np.inf, "an infinite value"),
     (-0.1, r"must lie in \[0, 1\]"),
     (1.2, r"must lie in \[0, 1\]"),
 ])

@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibtest._validation import is_integer
+import math
 
-__all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins"]
+from calibtest._validation import OptionError, OptionTypeError, is_integer
+
+__all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins", "MAX_CELLS_LOG2"]
+
+#: The cells of a partition number at most 2^MAX_CELLS_LOG2: their volume w = 1 / cells then stays a
+#: normal float64 (its square root enters the test's threshold), and B itself at most 2^53, the range in
+#: which float64 holds every integer, so that the bin edges i / B are distinct.
+MAX_CELLS_LOG2 = 1000
 
 #: Largest dense key space (product of the index ranges) binned with a direct
 #: ``bincount`` instead of a sort-based ``np.unique``.
@@ -43,17 +50,55 @@ def auto_n_bins(n: int, d: int) -> int:
     return int(max(2, round(6.0 / (d + 1) * n ** (2.0 / (4 + d)))))
 
 
-def resolve_n_bins(n_bins, n: int, d: int) -> tuple[int, str]:
-    """Validate ``n_bins`` and return ``(B, how_chosen)``."""
+def max_n_bins(d: int, orderings: int = 1) -> int:
+    """The largest B for a partition of B^d cells (times ``orderings`` simplices per cube).
+
+    B^d * orderings <= 2^MAX_CELLS_LOG2 and B <= 2^53.
+    """
+    limit = (MAX_CELLS_LOG2 - math.log2(orderings)) / d
+    return int(min(2 ** 53, math.floor(2 ** limit) if limit < 60 else 2 ** 53))
+
+
+def resolve_n_bins(n_bins, n: int, d: int, orderings: int = 1) -> tuple[int, str]:
+    """Validate ``n_bins`` and return ``(B, how_chosen)``.
+
+    Parameters
+    ----------
+    n_bins : int or "auto"
+    n : int
+        Rows (for ``"auto"``).
+    d : int
+        Dimension of the binned space.
+    orderings : int
+        Cells per cube (the simplex partition of full calibration cuts each
+        cube of its B^(K-1) into (K-1)! simplices).
+
+    Raises
+    ------
+    OptionError, OptionTypeError
+        ``n_bins`` is not a positive integer or "auto", or exceeds
+        :func:`max_n_bins` for this target.
+    """
     if isinstance(n_bins, str):
         if n_bins != "auto":
-            raise ValueError(f"n_bins must be a positive integer or 'auto', got {n_bins!r}")
-        return auto_n_bins(n, d), "auto"
-    if not is_integer(n_bins):
-        raise TypeError(f"n_bins must be a positive integer or 'auto', got {type(n_bins).__name__}")
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
-    return int(n_bins), "user"
+            raise OptionError(f"n_bins must be a positive integer or 'auto', got {n_bins!r}")
+        B, rule = auto_n_bins(n, d), "auto"
+    elif not is_integer(n_bins):
+        raise OptionTypeError(f"n_bins must be a positive integer or 'auto', got {type(n_bins).__name__}")
+    elif n_bins < 1:
+        raise OptionError(f"n_bins must be >= 1, got {n_bins}")
+    else:
+        B, rule = int(n_bins), "user"
+    top = max_n_bins(d, orderings)
+    cells = "simplex cells" if orderings > 1 else "cubes"
+    if top < 2 and B >= 2:
+        raise ValueError(f"{d} binned coordinates are too many for a partition: even B = 2 gives more than "
+                         f"2^{MAX_CELLS_LOG2} {cells}; use fewer coordinates (a smaller k)")
+    if B > top:
+        raise OptionError(f"n_bins={B} is too large for this target (d = {d} binned coordinates): the largest B "
+                          f"allowed is {top}, so that the {cells} number at most 2^{MAX_CELLS_LOG2} and B at "
+                          "most 2^53")
+    return B, rule
 
 
 def cube_indices(z: np.ndarray, n_bins: int) -> np.ndarray:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibtest._validation import check_memory
 from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 
@@ -149,7 +150,10 @@ def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray
     of U U^T is accumulated.
     """
     m = keys.shape[0]
-    d = u.shape[1]
+    n, d = u.shape
+    check_memory(8.0 * (n * d * (d + 1) / 2 + 2.0 * m * d * d),
+                 f"the per-bin sums of U U^T for {d} binned coordinates ({n} rows, {m} bins)",
+                 "use fewer coordinates (a smaller k) or fewer bins")
     count = np.bincount(inverse, minlength=m) if count is None else count
     count = np.asarray(count, dtype=np.float64)
     sum_u = _bincount_columns(inverse, u, m)

@@ -137,6 +137,7 @@ __all__ = [
     "ConditionalTest",
     "MonteCarloTest",
     "conditional_bin_sums",
+    "conditional_memory",
     "conditional_moments",
     "conditional_test",
     "monte_carlo_test",
@@ -166,6 +167,17 @@ SHIFTED_GAMMA_MAX_SKEWNESS = 3.0
 
 # ---------------------------------------------------------------------------
 # index helpers for symmetric tensors
+
+
+def conditional_memory(d: int, m: int) -> float:
+    """Bytes that :func:`conditional_bin_sums` needs for a d-dimensional binned vector and m bins.
+
+    Per bin it keeps d(d+1) entries of Sigma and Sigma^2, the d(d+1)(d+2)/6
+    unique entries of the third-moment tensor and three traces, in float64,
+    plus the unpacked d x d matrices and the index of the tensor's entries.
+    """
+    terms = d * (d + 1) + d * (d + 1) * (d + 2) / 6 + 3
+    return 8.0 * (terms * m + 2 * m * d * d) + 100.0 * d * (d + 1) * (d + 2) / 6 + 8.0 * _CHUNK_ENTRIES
 
 
 def _sym3(d: int):

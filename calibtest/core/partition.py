@@ -29,6 +29,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import factorial
 
 import numpy as np
 
@@ -39,7 +40,10 @@ from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
 from calibtest.core.simplex import simplex_cell_volume, simplex_groups
 from calibtest.core.targets import PreparedData
 
-__all__ = ["Partition", "partition_rows", "binned_dimension", "cell_geometry"]
+__all__ = ["Partition", "partition_rows", "binned_dimension", "cell_geometry", "MAX_SIMPLEX_DIMENSION"]
+
+#: Largest K - 1 of full calibration: the simplex key's order code takes (K-1)! values in an int64.
+MAX_SIMPLEX_DIMENSION = 20
 
 
 def _occupied(inverse: np.ndarray, keys: np.ndarray):
@@ -117,8 +121,14 @@ def binned_dimension(mode: str, k: int) -> int:
 def cell_geometry(mode: str, k: int, n_classes, n_bins: int) -> tuple[float, float]:
     """``(w, sigma0^2)``: the cell volume and the calibrated-regime constant of a target's partition."""
     if mode == "full":
-        return simplex_cell_volume(n_bins, k), sigma0_sq_full(k)
-    return bin_volume(n_bins, k), sigma0_sq(mode, n_classes, k)
+        volume, s0 = simplex_cell_volume(n_bins, k), sigma0_sq_full(k)
+    else:
+        volume, s0 = bin_volume(n_bins, k), sigma0_sq(mode, n_classes, k)
+    if not s0 >= np.finfo(np.float64).tiny:
+        raise ValueError(f"the calibrated-regime variance sigma0^2 of this target ({binned_dimension(mode, k)} "
+                         "binned coordinates) is below the smallest normal float64, so the test of calibration "
+                         "cannot be computed; use fewer coordinates (a smaller k)")
+    return volume, s0
 
 
 def _row_keys(data: PreparedData, B: int):
@@ -144,7 +154,12 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
     Partition
     """
     d = binned_dimension(data.mode, data.k)
-    B, rule = resolve_n_bins(n_bins, data.n, d)
+    if data.mode == "full" and d > MAX_SIMPLEX_DIMENSION:
+        raise ValueError(f"full calibration supports at most K = {MAX_SIMPLEX_DIMENSION + 1} classes: a "
+                         f"simplex cell is keyed by the order of K - 1 fractional parts, (K - 1)! values, "
+                         f"which int64 keys hold only up to K = {MAX_SIMPLEX_DIMENSION + 1}; got K = {data.k}. "
+                         "Use top-k calibration (k < K) or group the classes")
+    B, rule = resolve_n_bins(n_bins, data.n, d, factorial(d) if data.mode == "full" else 1)
     inverse, keys, counts = _occupied(*_row_keys(data, B))
     volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
     return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,

@@ -73,9 +73,13 @@ def _check_probabilities(p: np.ndarray, name: str) -> None:
         return
     if not np.all(np.isfinite(p)):
         bad = np.argwhere(~np.isfinite(p))[0]
-        raise ValueError(f"{name} contains NaN or infinite values (first at row {bad[0]}); "
-                         "use missing='drop' to drop rows with NaN")
-    raise ValueError(f"{name} must lie in [0, 1]; found values in [{lo:.6g}, {hi:.6g}]")
+        what = "NaN" if np.isnan(p[tuple(bad)]) else "an infinite value"
+        raise ValueError(f"{name} contains {what} (first at row {bad[0]})"
+                         + ("; use missing='drop' to drop rows with NaN" if what == "NaN" else
+                            "; infinite values are not missing values and cannot be dropped"))
+    outside = np.argwhere((p < 0.0) | (p > 1.0))[0]
+    raise ValueError(f"{name} must lie in [0, 1]; found {float(p[tuple(outside)])!r} at row {outside[0]} "
+                     f"(values range over [{float(lo)!r}, {float(hi)!r}])")
 
 
 def _binary_labels(y, name: str, n: int) -> np.ndarray:
@@ -104,6 +108,9 @@ def _class_codes(y, n: int, class_names, name: str) -> np.ndarray:
     arr = np.asarray(y)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"{name} must be one-dimensional with {n} rows, got shape {arr.shape}")
+    if arr.dtype == bool:
+        raise TypeError(f"{name} holds True/False, but with a probability matrix it must hold class labels: "
+                        f"integer codes 0..{K - 1} in column order, or values equal to the column names")
     if arr.dtype.kind in "USO":
         lookup = {str(c): j for j, c in enumerate(class_names)}
         uniq, inv = np.unique(arr.astype(str), return_inverse=True)
