@@ -410,8 +410,10 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)  # plain: own site-packages
     py = venv / "bin" / "python"
+    # --no-compile: byte-compiling all of scipy/pandas/matplotlib/statsmodels roughly doubles the install time;
+    # the few modules the script imports are compiled on import.
     install = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "--retries", "2",
-                              "-q", str(wheel)], capture_output=True, text=True, env=env)
+                              "--no-compile", "-q", str(wheel)], capture_output=True, text=True, env=env)
     if install.returncode != 0:
         log = install.stdout + install.stderr
         hit = next((m for m in _PIP_OFFLINE_MARKERS if m in log), None)
