@@ -17,7 +17,7 @@ def load_demo() -> pd.DataFrame:
     ``y = 1{affairs > 0}`` and the probability ``p = expit(x' b_hat)`` predicted
     by a logistic regression fitted on the other half.  See
     ``calibtest/data/README.md`` and :mod:`calibtest.data.make_demo`, which
-    regenerates the file bit for bit.
+    regenerates its values (to within 1e-9).
 
     Returns
     -------

@@ -1,1 +1,1 @@
-"""Jinja2 templates for calibtest reports (installed as ``calibtest.templates``)."""
+"""Jinja2 templates for calibtest reports, shipped inside the package and loaded with ``jinja2.PackageLoader``."""
