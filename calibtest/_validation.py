@@ -116,7 +116,7 @@ def check_method(method, n_resamples, rng=None, progress=None) -> None:
     if n_resamples is not None:
         if method == "adjusted":
             raise OptionError("n_resamples applies only to the resampling methods "
-                             "(method='bootstrap', 'subsampling' or 'hulc')")
+                              "(method='bootstrap', method='subsampling' or method='hulc')")
         check_count(n_resamples, "n_resamples", 2)
         check_memory(16.0 * n_resamples, f"n_resamples={n_resamples} (the resampled statistics)",
                      "lower n_resamples")

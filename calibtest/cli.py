@@ -6,20 +6,29 @@ are declared once, in the parent parsers built by :func:`_shared_options`, so
 every subcommand parses them with the same type and help text.  ``--formula``
 is repeatable (``action="append"``): ``ci``, ``report`` and ``tcal`` take one,
 ``compare`` takes two (``--formula-a``/``--formula-b`` are kept as aliases of
-the older spelling).  Errors raised by the statistics functions are printed
-as one line, ``calibtest: error: ...``, and exit with status 2.
+the older spelling).  Every error is one line on stderr, ``calibtest: error:
+...``, in the command line's spellings (``--missing drop``, not
+``missing='drop'``): exit status 2 for usage errors (options), 1 for errors in
+the data or the files; ``calibtest --debug ...`` shows the traceback instead.
+
+Formulas are evaluated by patsy with numpy available as ``np``
+(``--formula "y ~ np.clip(p, 0, 1)"``); like Python code, a formula can run
+arbitrary expressions, so formulas are trusted input.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 
-import pandas as pd
+import numpy as np
 
 from calibtest._format import package_version
+from calibtest._validation import OptionError, OptionTypeError
+from calibtest.backends.files import read_csv_file
 from calibtest.compare import calib_compare
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
@@ -56,8 +65,9 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
     alpha, missing) and ``json``.  A subcommand lists the parents it takes."""
     formula = argparse.ArgumentParser(add_help=False)
     formula.add_argument("--formula", action="append", default=None, metavar="FORMULA",
-                         help='model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2"; '
-                              "compare takes two (--formula A --formula B)")
+                         help='model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2" '
+                              "(numpy is available as np); compare takes two (--formula A --formula B). "
+                              "Formulas are evaluated as Python expressions: trusted input only")
     model = argparse.ArgumentParser(add_help=False)
     model.add_argument("--n-classes", type=int, default=None,
                        help="K, the number of classes, for a single top-1 confidence column")
@@ -110,10 +120,14 @@ class _Parser(argparse.ArgumentParser):
         return given[0] if self.n_formulas == 1 else given
 
 
+#: What formulas evaluated by the command line can use besides the file's columns.
+FORMULA_NAMESPACE = {"np": np}
+
+
 def _model_keywords(args) -> dict:
     """The shared model options as keywords of calib_ci, tcal_test and calib_compare."""
     return {"n_classes": args.n_classes, "k": args.k, "n_bins": args.bins, "alpha": args.alpha,
-            "missing": args.missing}
+            "missing": args.missing, "eval_env": FORMULA_NAMESPACE}
 
 
 # ----------------------------------------------------------------------------- input and output
@@ -125,21 +139,19 @@ def _fail(message: str):
 def _read_input(args, *, stream: bool = False):
     """``(data, keywords)`` for the input file ``args.file``.
 
-    The CSV file read into a DataFrame and ``{}``; or, when ``stream`` is
-    allowed (``ci``) and the file is Parquet or ``--chunksize`` is given, the
-    path itself and ``{"chunksize": ...}`` so that calib_ci reads it in chunks.
+    The CSV file read into a DataFrame (every line checked for its number of
+    fields) and ``{}``; or, when ``stream`` is allowed (``ci``) and the file is
+    Parquet or ``--chunksize`` is given, the path itself and
+    ``{"chunksize": ...}`` so that calib_ci reads it in chunks.
     """
     path = args.file
-    if stream and (args.chunksize is not None or path.lower().endswith((".parquet", ".pq"))):
-        if not os.path.isfile(path):
-            _fail(f"file not found: {path}")
-        return path, {"chunksize": args.chunksize}
-    try:
-        return pd.read_csv(path), {}
-    except FileNotFoundError:
+    if os.path.isdir(path):
+        _fail(f"{path} is a directory, not a data file")
+    if not os.path.exists(path):
         _fail(f"file not found: {path}")
-    except OSError as exc:  # a directory, no permission, ...
-        _fail(f"cannot read {path}: {exc.strerror or exc}")
+    if stream and (args.chunksize is not None or path.lower().endswith((".parquet", ".pq"))):
+        return path, {"chunksize": args.chunksize}
+    return read_csv_file(path), {}
 
 
 def _print_result(res, as_json: bool = False) -> int:
@@ -210,7 +222,10 @@ def report_command(args) -> str:
 
 def _cmd_report(args) -> int:
     if not args.output.lower().endswith((".html", ".htm", ".pdf")):
-        raise ValueError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
+        raise OptionError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise OptionError(f"-o/--output {args.output}: the folder {os.path.dirname(args.output)} does not exist")
     df, _ = _read_input(args)
     source = file_provenance(args.file)
     res = calib_ci(args.formula, data=df, **_model_keywords(args), method=args.method)
@@ -291,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="calibtest",
                      description="Confidence intervals and tests for the l2 expected calibration error.")
     parser.add_argument("--version", action="version", version=f"calibtest {package_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True)
     shared = _shared_options()
     _add_ci_parser(sub, shared)
@@ -302,13 +319,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Python argument names and their command-line spellings, for messages.
+_SPELLINGS = {"n_bins": "--bins", "n_classes": "--n-classes", "n_resamples": "--n-resamples",
+              "n_draws": "--draws", "n_null_draws": "--draws", "rng": "--seed", "alpha": "--alpha",
+              "missing": "--missing", "method": "--method", "null": "--null", "k": "--k",
+              "chunksize": "--chunksize", "formula": "--formula"}
+
+
+def cli_spelling(message: str) -> str:
+    """``message`` with Python spellings of options replaced by the command line's.
+
+    ``missing='drop'`` becomes ``--missing drop`` and ``n_bins must ...``
+    becomes ``--bins must ...``; other text is left alone.
+    """
+    def option_value(m):
+        name, value = m.group(1), m.group(2)
+        return f"{_SPELLINGS[name]} {value}" if name in _SPELLINGS else m.group(0)
+
+    names = "|".join(sorted(_SPELLINGS, key=len, reverse=True))
+    message = re.sub(rf"\b({names})=['\"]?([^'\",)\s]*)['\"]?", option_value, message)
+    return re.sub(rf"(?<![\w.-])({names})(?= must| applies)", lambda m: _SPELLINGS[m.group(1)], message)
+
+
+def _message(exc: BaseException) -> str:
+    """One line describing ``exc``: its message, with the kind of error when that is not obvious."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (ValueError, TypeError)):
+        return text
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        return f"{exc.filename}: {exc.strerror or text}"
+    return f"{type(exc).__name__}: {text}"
+
+
 def main(argv=None) -> int:
+    """Run the command line; return the exit status (0 success, 1 data or file error, 2 usage error)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError) as exc:
-        print(f"calibtest: error: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:
+        if args.debug:
+            raise
+        usage = isinstance(exc, (OptionError, OptionTypeError))
+        print(f"calibtest: error: {cli_spelling(_message(exc))}", file=sys.stderr)
+        return 2 if usage else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

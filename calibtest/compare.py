@@ -449,7 +449,9 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
         Two results of :func:`calibtest.calib_ci` with the same mode, k and
         number of classes, or two formulas (``"y ~ p_a"``, ``"y ~ p_b"``)
         evaluated on ``data``.  A list of three or more results (or formulas)
-        as ``a`` with ``b=None`` gives all pairwise comparisons.
+        as ``a`` with ``b=None`` gives all pairwise comparisons.  Formulas are
+        evaluated by patsy and can run any Python expression: trusted input
+        only.
     data : DataFrame or dict, optional
         Data for the formula form (both formulas use the same rows: paired).
     paired : bool or None

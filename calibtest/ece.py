@@ -53,7 +53,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         probability matrix, one column per class).  Parsed with patsy, so
         ``I(p / 100)`` and functions of columns work; the intercept is ignored.
         Labels are integer codes 0..K-1 in column order or values equal to the
-        probability columns' names.
+        probability columns' names.  Formulas are evaluated by patsy and can
+        run any Python expression (as in statsmodels): they are trusted input,
+        never text from an untrusted source.
     data : pandas.DataFrame, dict, path or dask DataFrame, optional
         Data for the formula.  A path (``str`` or ``pathlib.Path``) to a
         ``.csv`` (possibly compressed) or ``.parquet`` file is streamed in

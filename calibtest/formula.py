@@ -11,6 +11,8 @@ values are the caller's decision (``missing=``).
 from __future__ import annotations
 
 import ast
+import importlib
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +20,8 @@ import pandas as pd
 import patsy
 from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
+
+from calibtest._validation import OptionTypeError
 
 __all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns",
            "freeze_env", "thaw_env", "unresolved_names", "check_formula_names"]
@@ -75,7 +79,7 @@ def resolve_env(eval_env, depth: int = 0):
     if isinstance(eval_env, dict):
         return patsy.EvalEnvironment([eval_env])
     if isinstance(eval_env, bool) or not isinstance(eval_env, (int, np.integer)) or eval_env < 0:
-        raise TypeError(f"eval_env must be a non-negative integer (frames above the caller), a dict of "
+        raise OptionTypeError(f"eval_env must be a non-negative integer (frames above the caller), a dict of "
                         f"variables or a patsy EvalEnvironment, got {eval_env!r}")
     return patsy.EvalEnvironment.capture(int(eval_env) + depth + 2)
 
@@ -201,12 +205,20 @@ def formula_columns(formula: str, columns) -> list[str]:
     return [available[nm] for nm in formula_names(formula) if nm in available]
 
 
+@dataclass(frozen=True)
+class _ModuleRef:
+    """A module in a frozen namespace, by name (modules do not pickle; ``np`` is re-imported on thawing)."""
+
+    name: str
+
+
 def freeze_env(formula: str, env, columns=()) -> dict:
     """A picklable namespace: the variables of ``env`` that ``formula`` uses and ``columns`` do not hold.
 
-    patsy's ``EvalEnvironment`` cannot be pickled; this dict (modules and
-    functions such as ``np`` travel by reference) can be shipped to workers and
-    turned back into an environment with :func:`thaw_env`.
+    patsy's ``EvalEnvironment`` cannot be pickled; this dict can be shipped to
+    workers (standard ``pickle`` or Dask's) and turned back into an environment
+    with :func:`thaw_env`.  Modules such as ``np`` travel by name and are
+    imported again there; functions travel as pickle sends them (by reference).
     """
     skip = {str(c) for c in columns}  # columns shadow the environment
     out = {}
@@ -214,15 +226,17 @@ def freeze_env(formula: str, env, columns=()) -> dict:
         if nm in skip:
             continue
         try:
-            out[nm] = env.namespace[nm]
+            value = env.namespace[nm]
         except KeyError:
             continue  # a Python builtin (abs, round) or a name that will fail to evaluate with a clear error
+        out[nm] = _ModuleRef(value.__name__) if isinstance(value, types.ModuleType) else value
     return out
 
 
 def thaw_env(namespace: dict):
     """An evaluation environment made of ``namespace`` only (inverse of :func:`freeze_env`)."""
-    return patsy.EvalEnvironment([dict(namespace)])
+    return patsy.EvalEnvironment([{nm: importlib.import_module(v.name) if isinstance(v, _ModuleRef) else v
+                                   for nm, v in namespace.items()}])
 
 
 def unresolved_names(formula: str, columns, env) -> list[str]:

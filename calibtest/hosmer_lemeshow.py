@@ -150,7 +150,8 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
         ``"y ~ p"`` (binary), or ``"correct ~ confidence"`` with ``n_classes``
         (top-1).  For backward compatibility a
         :class:`~calibtest.CalibrationResult` is accepted here (then the
-        second positional argument is ``groups``).
+        second positional argument is ``groups``).  Formulas are evaluated
+        by patsy and can run any Python expression: trusted input only.
     data : DataFrame or dict, optional
         Data for the formula.
     y, probs : array_like, optional

@@ -23,6 +23,10 @@ __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note"
            "asymptotic_test", "resampling_notes"]
 
 
+#: Below this n (or with fewer than 2 rows per occupied bin on average) the summary says that the
+#: asymptotic approximations are unreliable and which null to use instead.
+SMALL_N = 50
+
 #: Width of every line of a text summary (characters).
 WIDTH = 78
 
@@ -278,7 +282,18 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     elif ci.lower_open:
         notes.append("The interval is open at 0: (0, upper]. The calibrated-regime test rejects ECE = 0, "
                      "while the lower bound of the miscalibrated-regime interval reaches 0.")
+    if ci.upper == ci.lower:
+        notes.append(f"The {level} interval has zero width: the resampled statistics do not vary (too few rows "
+                     "per resample, e.g. subsampling with b = floor(sqrt(n)) = 1); it carries no information."
+                     if res.method != "adjusted" else
+                     f"The {level} interval has zero width: the estimated standard error is 0 (every bin's "
+                     "outcomes are constant); it carries no information about the sampling error.")
     notes += null_notes(res, alpha)
+    if res.n < SMALL_N or res.n < 2 * res.n_occupied_bins:
+        notes.append(f"Few rows for the asymptotic approximations (n = {res.n}, {res.n / res.n_occupied_bins:.3g} "
+                     f"rows per occupied bin on average; they are reliable from about n = {SMALL_N} with at "
+                     "least 2 rows per bin): the interval is approximate; for the test of calibration use "
+                     "null='monte-carlo', whose size is exact given the predictions, and fewer bins.")
     if res.estimate < 0:
         notes.append("The debiased estimate T is negative (possible when ECE is small); T+ = 0 is used.")
     if res.n_occupied_bins and res.n_singleton_bins > res.n_occupied_bins / 2:

@@ -91,6 +91,10 @@ class TCalResult(ResultDisplay):
     adaptive : bool
     n_draws : int
         Monte Carlo resamples R.
+    seed : int, str or None
+        The int seed that reproduces the draws (``rng=seed``; drawn from OS
+        entropy and recorded when ``rng=None``), or ``"Generator"`` when a
+        ``numpy.random.Generator`` was passed.
     n, k, n_classes, mode : calibration target as in :class:`~calibtest.CalibrationResult`.
     formula, y_name, prob_names, n_dropped, call_record
         Bookkeeping (``call`` renders the call as text).
@@ -120,6 +124,7 @@ class TCalResult(ResultDisplay):
     prob_names: tuple = ()
     n_dropped: int = 0
     call_record: Call | None = field(default=None, repr=False)
+    seed: int | str | None = None
     null_draws: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -169,7 +174,7 @@ class TCalResult(ResultDisplay):
                 "adaptive": self.adaptive, "n_draws": self.n_draws, "n": self.n, "k": self.k,
                 "n_classes": self.n_classes, "mode": self.mode, "formula": self.formula,
                 "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
-                "method": "tcal"}
+                "seed": None if self.seed is None else str(self.seed), "method": "tcal"}
 
     def to_dict(self) -> dict:
         """All scalar results as a JSON-safe dict (infinite thresholds become None)."""
@@ -179,6 +184,17 @@ class TCalResult(ResultDisplay):
         kind = f"adaptive over B in {list(self.scales)}" if self.adaptive else f"B={self.n_bins}"
         return [f"mode={self.mode} n={self.n} {kind}: T={self.statistic:.6g}",
                 f"threshold={self.threshold:.6g}", f"p={self.pvalue:.4g}", f"reject={self.reject}"]
+
+
+def _generator(rng):
+    """``(Generator, seed to record)``: ``rng=None`` draws a seed from OS entropy and records it."""
+    rng = check_seed(rng)
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy) >> 65  # 63 bits, as calib_ci's resampling seeds
+        return np.random.default_rng(seed), seed
+    if isinstance(rng, np.random.Generator):
+        return rng, "Generator"
+    return np.random.default_rng(int(rng)), int(rng)
 
 
 def _build_summary(res: TCalResult, alpha: float | None = None):
@@ -193,7 +209,8 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
                        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
                        "No. observations:": str(res.n), "Resamples (R):": str(res.n_draws),
                        "Test:": "adaptive (Bonferroni)" if res.adaptive else "single scale",
-                       "Alpha:": fmt(alpha), "Level per scale:": fmt(level)})
+                       "Alpha:": fmt(alpha), "Level per scale:": fmt(level),
+                       "Seed:": "Generator" if res.seed == "Generator" else fmt(res.seed)})
     table = pd.DataFrame({"statistic T": list(res.statistics), "threshold": list(thresholds),
                           "p-value": list(res.pvalues), "reject": rejects},
                          index=[f"B = {b}" for b in res.scales], dtype=object)
@@ -227,7 +244,8 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     Parameters
     ----------
     formula, data, y, probs, n_classes, k, missing, eval_env
-        As in :func:`calibtest.calib_ci`.
+        As in :func:`calibtest.calib_ci` (formulas are trusted input: patsy
+        evaluates them as Python expressions).
     n_bins : int, "auto" or sequence of int
         Bins per dimension B.  A sequence runs the test at each B with a
         Bonferroni-split level (as ``adaptive=True`` does on its dyadic grid).
@@ -258,7 +276,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     """
     alpha = check_alpha(alpha)
     R = check_count(n_draws, "n_draws")
-    gen = np.random.default_rng(check_seed(rng))
+    gen, seed = _generator(rng)
     check_missing(missing)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
@@ -289,12 +307,13 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     pvalue = float(min(1.0, len(scales) * core.pvalue[best]))
     call = record_call("tcal_test", formula, data, rows.y, rows.probs,
                        {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
-                        "missing": missing if missing != "raise" else None})
+                        "missing": missing if missing != "raise" else None,
+                        "rng": seed if is_integer(seed) else None})
     return TCalResult(
         statistic=float(stats[best]), threshold=float(core.threshold[best]), pvalue=pvalue, reject=reject,
         alpha=alpha, level=level, n_bins=int(scales[best]), scales=tuple(int(b) for b in scales),
         statistics=tuple(float(v) for v in stats), thresholds=tuple(float(v) for v in core.threshold),
         pvalues=tuple(float(v) for v in core.pvalue), adaptive=bool(adaptive), n_draws=R, n=target.n,
         k=target.k, n_classes=target.n_classes, mode=target.mode, formula=formula, y_name=rows.y_name,
-        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call,
+        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call, seed=seed,
         null_draws=core.null_draws)

@@ -384,6 +384,8 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     ----------
     formula : str, optional
         ``"y ~ p"``: outcome on the left, one probability column on the right.
+        Formulas are evaluated by patsy and can run any Python expression:
+        trusted input only.
     data : DataFrame or dict, optional
         Data for the formula.
     y : array_like, shape (n,)

@@ -136,7 +136,7 @@ def test_error_messages_name_file_rows_and_columns(tmp_path, files):
     df.loc[23, "conf"] = 1.5
     path = tmp_path / "bad.csv"
     df.to_csv(path, index=False)
-    with pytest.raises(ValueError, match=r"bad\.csv, rows 20\.\.29 .*must lie in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"bad\.csv, data rows 20\.\.29 .*must lie in \[0, 1\]; found 1\.5 at data row 23 \(line 25 of bad\.csv\)"):
         ct.calib_ci("correct ~ conf", data=path, n_classes=10, n_bins=4, chunksize=10)
     _, paths = files
     with pytest.raises(ValueError, match=r"rows 0\.\.2999.*missing values"):

@@ -268,7 +268,7 @@ def test_cli_k_full(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     ref = ct.calib_ci("label ~ p0 + p1 + p2", data=df, k="full", n_bins=4)
     assert out["mode"] == "full" and out["estimate"] == ref.estimate and out["ci_upper"] == ref.ci_upper
-    assert main(["ci", str(path), "--formula", "label ~ p0", "--k", "full"]) == 2
+    assert main(["ci", str(path), "--formula", "label ~ p0", "--k", "full"]) == 1
     assert "binary mode already is full calibration" in capsys.readouterr().err
 
 

@@ -64,7 +64,8 @@ def test_same_seed_same_output(multiclass):
     a = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=120, rng=7)
     b = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=120, rng=np.random.default_rng(7))
     c = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=120, rng=8)
-    assert a.to_dict() == b.to_dict()
+    assert {**a.to_dict(), "seed": None} == {**b.to_dict(), "seed": None}
+    assert a.seed == 7 and b.seed == "Generator"
     assert np.array_equal(a.null_draws, b.null_draws)
     assert not np.array_equal(a.null_draws, c.null_draws)
 

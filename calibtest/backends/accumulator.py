@@ -64,6 +64,8 @@ class BinAccumulator:
         As in :func:`calibtest.calib_ci` (``"correct ~ confidence"``,
         ``"label ~ p0 + p1 + p2"``); each chunk is then a DataFrame (or dict of
         columns).  Without a formula, chunks are given as ``update(y=, probs=)``.
+        Formulas are evaluated by patsy and can run any Python expression:
+        trusted input only.
     n_classes, k : int or "full", optional
         The calibration target, as in :func:`calibtest.calib_ci` (``k="full"``
         or ``k=K``: full calibration on the equal-volume simplex bins).
@@ -257,6 +259,9 @@ class BinAccumulator:
         if not accs:
             raise ValueError("merge_all needs at least one accumulator")
         first = accs[0]
+        if len({id(acc) for acc in accs}) < len(accs):
+            raise ValueError("an accumulator appears more than once among those merged; its rows would be "
+                             "counted twice (merge accumulators of disjoint rows)")
         for other in accs[1:]:
             if not isinstance(other, BinAccumulator):
                 raise TypeError(f"can only merge BinAccumulator objects, got {type(other).__name__}")

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +30,7 @@ from calibtest.formula import check_formula_names, formula_columns
 from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
 
-__all__ = ["DEFAULT_CHUNKSIZE", "file_format", "check_csv_fields", "stream_file"]
+__all__ = ["DEFAULT_CHUNKSIZE", "file_format", "check_csv_fields", "read_csv_file", "stream_file"]
 
 #: Rows per chunk when ``chunksize`` is not given (about 150-200 MB of working memory for top-1 data).
 DEFAULT_CHUNKSIZE = 1_000_000
@@ -132,17 +134,43 @@ def check_csv_fields(path, width: int) -> None:
                 return None
 
 
+def read_csv_file(path):
+    """A whole CSV file as a DataFrame, after checking that every line has the header's number of fields.
+
+    Raises
+    ------
+    ValueError
+        A malformed line (named with its 1-based line number), or a file with no header.
+    """
+    import pandas as pd
+    path = Path(os.fspath(path))
+    with reading(path):
+        try:
+            header = pd.read_csv(path, nrows=0).columns
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path.name} is empty: no header line") from None
+        check_csv_fields(path, len(header))
+        df = pd.read_csv(path)
+    if df.shape[0] == 0:
+        raise ValueError(f"{path.name} has a header but no data rows")
+    return df
+
+
 class _CsvReader:
     def __init__(self, path: Path):
         import pandas as pd
         self._pd = pd
         self.path = path
-        self.columns = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+        with reading(path):
+            try:
+                self.columns = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+            except pd.errors.EmptyDataError:
+                raise ValueError(f"{path.name} is empty: no header line") from None
+            check_csv_fields(path, len(self.columns))
         self.num_rows = None
-        check_csv_fields(path, len(self.columns))
 
     def chunks(self, columns, chunksize: int):
-        with self._pd.read_csv(self.path, usecols=columns, chunksize=chunksize) as reader:
+        with reading(self.path), self._pd.read_csv(self.path, usecols=columns, chunksize=chunksize) as reader:
             yield from reader
 
 
@@ -155,13 +183,15 @@ class _ParquetReader:
         self.path = path
         # pre_buffer=False: with read-ahead buffering pyarrow keeps the column chunks of the row
         # groups already read, so memory grows with the file instead of the chunk.
-        self._file = pq.ParquetFile(path, pre_buffer=False)
+        with reading(path):
+            self._file = pq.ParquetFile(path, pre_buffer=False)
         self.columns = list(self._file.schema_arrow.names)
         self.num_rows = int(self._file.metadata.num_rows)
 
     def chunks(self, columns, chunksize: int):
-        for batch in self._file.iter_batches(batch_size=chunksize, columns=list(columns)):
-            yield batch.to_pandas()
+        with reading(self.path):
+            for batch in self._file.iter_batches(batch_size=chunksize, columns=list(columns)):
+                yield batch.to_pandas()
 
 
 def _progress_bar(progress, total, desc: str):
@@ -202,15 +232,40 @@ def check_chunksize(chunksize) -> int:
 
 
 def _with_rows(exc: Exception, name: str, start: int, stop: int) -> Exception:
-    """The same kind of error, saying where in the file it happened."""
+    """The same kind of error, saying where in the file it happened.
+
+    A row number in the message (counted within the chunk) becomes the row of
+    the file and its 1-based line number (the header is line 1).
+    """
     kind = TypeError if isinstance(exc, TypeError) else ValueError
-    return kind(f"{name}, rows {start}..{stop - 1} (0-based data rows): {exc}")
+    text = re.sub(r"\brow (\d+)", lambda m: f"data row {start + int(m.group(1))} (line "
+                  f"{start + int(m.group(1)) + 2} of {name})", str(exc))
+    return kind(f"{name}, data rows {start}..{stop - 1} (0-based; lines {start + 2}..{stop + 1}): {text}")
+
+
+@contextmanager
+def reading(path: Path):
+    """Turn the errors of a damaged file (bad compression, bytes that are not text, a corrupt
+    Parquet body) into a ValueError that names the file."""
+    import zlib
+
+    import pandas as pd
+    try:
+        yield
+    except (EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise ValueError(f"cannot read {path.name}: {' '.join(str(exc).split())}") from exc
+    except OSError as exc:
+        if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
+            raise
+        raise ValueError(f"cannot read {path.name}: {' '.join(str(exc).split()) or type(exc).__name__}") from exc
 
 
 def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: int, name: str) -> int:
     """Rows that survive the missing-value rule (first pass for ``n_bins="auto"``)."""
     total = start = 0
     for chunk in reader.chunks(columns, chunksize):
+        if len(chunk) == 0:  # a header-only file gives one empty chunk
+            continue
         stop = start + len(chunk)
         try:
             rows = read_rows(formula, chunk, None, None, env, missing)
@@ -283,6 +338,8 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
             try:
                 start = 0
                 for chunk in reader.chunks(columns, chunksize):
+                    if len(chunk) == 0:
+                        continue
                     stop = start + len(chunk)
                     try:
                         acc.update(chunk)
@@ -299,6 +356,8 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
     finally:
         if bar is not None:
             bar.close()
+    if acc.n_seen == 0:
+        raise ValueError(f"{path.name} has a header but no data rows")
     stat1 = path.stat()
     if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
         raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
