@@ -131,9 +131,13 @@ def _model_keywords(args) -> dict:
 
 
 # ----------------------------------------------------------------------------- input and output
+class CommandError(Exception):
+    """An error of the command's input that :func:`main` prints as one line (exit status 1)."""
+
+
 def _fail(message: str):
     """Stop with one line on stderr, ``calibtest: error: <message>`` (exit status 1)."""
-    raise SystemExit(f"calibtest: error: {message}")
+    raise CommandError(message)
 
 
 def _read_input(args, *, stream: bool = False):
@@ -344,7 +348,7 @@ def cli_spelling(message: str) -> str:
 def _message(exc: BaseException) -> str:
     """One line describing ``exc``: its message, with the kind of error when that is not obvious."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, (ValueError, TypeError)):
+    if isinstance(exc, (ValueError, TypeError, CommandError)):
         return text
     if isinstance(exc, OSError) and getattr(exc, "filename", None):
         return f"{exc.filename}: {exc.strerror or text}"

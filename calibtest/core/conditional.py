@@ -376,7 +376,11 @@ class ConditionalMoments:
     @classmethod
     def from_moments(cls, variance: float, third: float) -> "ConditionalMoments":
         variance = max(float(variance), 0.0)
-        skew = float(third) / variance ** 1.5 if variance > 0 else 0.0
+        scale = math.sqrt(variance) ** 3  # underflows to 0 for a tiny positive variance
+        if scale > 0:
+            skew = float(third) / scale
+        else:
+            skew = 0.0 if variance == 0 or third == 0 else math.copysign(math.inf, third)
         return cls(variance, float(third), skew)
 
 
@@ -492,8 +496,11 @@ def conditional_test(t: float, moments: ConditionalMoments, alpha: float) -> Con
         z = t / math.sqrt(v)
     else:
         z = math.nan if t == 0 else math.copysign(math.inf, t)
-    p = shifted_gamma_sf(t, v, moments.skewness)
-    thr = shifted_gamma_isf(alpha, v, moments.skewness)
+    if math.isfinite(moments.skewness):
+        p = shifted_gamma_sf(t, v, moments.skewness)
+        thr = shifted_gamma_isf(alpha, v, moments.skewness)
+    else:  # no gamma law has infinite skewness: only the Monte Carlo test can decide (``reliable`` is False)
+        p = thr = math.nan
     return ConditionalTest(float(t), float(z), float(p), thr, v, moments.skewness, moments.third_moment)
 
 
