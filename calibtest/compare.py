@@ -38,7 +38,7 @@ from scipy import special as _special
 from calibtest._format import fmt, model_name
 from calibtest._validation import check_alpha, check_bool, check_choice, check_missing
 from calibtest.core.difference_variance import difference_variance
-from calibtest.ece import calib_ci
+from calibtest.estimation import estimate_in_memory
 from calibtest.formula import parse_formula, resolve_env
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.summary import CalibSummary, ResultDisplay, short_name
@@ -435,7 +435,9 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env):
                 data = data.loc[~mask]
             else:
                 data = {key: np.asarray(val)[~mask] for key, val in data.items()}
-    return [calib_ci(f, data=data, n_classes=n_classes, k=k, n_bins=n_bins, eval_env=env) for f in formulas]
+    options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": 0.05}  # as calib_ci records them
+    return [estimate_in_memory(f, data, None, None, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                               call_options=options) for f in formulas]
 
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import os
 
-from calibtest._format import record_call
 from calibtest._validation import check_alpha, check_method, check_missing, check_null, is_integer
 from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
-from calibtest.core.partition import partition_rows
-from calibtest.core.targets import prepare_target
-from calibtest.estimation import estimate_rows
+from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
 
 __all__ = ["calib_ci", "is_out_of_core", "calib_ci_out_of_core"]
@@ -166,15 +162,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                     progress=progress, method=method)
     if chunksize is not None:
         raise ValueError("chunksize= applies only to data given as a file path")
-    rows = read_rows(formula, data, y, probs, env, missing)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
-    partition = partition_rows(target, n_bins)
-    call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
-    return estimate_rows(target, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
-                         method=method, n_resamples=n_resamples, progress=progress, call=call,
-                         formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-                         n_dropped=rows.n_dropped)
+    return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                              alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
+                              method=method, n_resamples=n_resamples, progress=progress, call_options=options)
 
 
 # --------------------------------------------------------------------------- data not in memory

@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import math
 
-from calibtest._format import Call
+from calibtest._format import Call, record_call
 from calibtest._validation import check_memory
 from calibtest.core.binstats import BinStats, debiased_statistic, plugin_statistic, sigma1_sq, sigma1_sq_quadratic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_memory, conditional_moments,
                                         conditional_test, label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
-from calibtest.core.partition import Partition, cell_geometry
+from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
 
-__all__ = ["result_from_sums", "estimate_rows", "null_law", "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
+__all__ = ["result_from_sums", "estimate_rows", "null_law", "estimate_in_memory",
+           "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
 #: Under the asymptotic null the conditional moments are recorded by default only while the binned
 #: vector has at most this many coordinates (top-k with k <= 4, full calibration with K <= 4): they need
@@ -77,6 +79,7 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     null's p-value p, zero joins the interval iff p > alpha; the asymptotic
     null's threshold is z_alpha sigma0 / (n sqrt(w)).
     """
+    null_method = null_law(null, conditional)
     n = stats.n
     t = debiased_statistic(stats, n)
     s1 = sigma1_sq_quadratic(stats) if mode == "full" else sigma1_sq(stats, n)
@@ -85,7 +88,6 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
     z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
     zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
-    null_method = null_law(null, conditional)
     if null_method == "shifted gamma":
         zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
     elif null_method == "monte carlo":
@@ -182,3 +184,24 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
                             n_bins_rule=partition.n_bins_rule, alpha=alpha, null=null, conditional=conditional,
                             monte_carlo=monte_carlo, resampling=resampling, call=call, data=data,
                             partition=partition, **extra)
+
+
+def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
+                       missing: str = "raise", null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+                       method: str = "adjusted", n_resamples=None, progress=None,
+                       call_options: dict | None = None) -> CalibrationResult:
+    """:func:`calibtest.calib_ci` on rows in memory: read them, prepare the target, bin once, estimate.
+
+    The options are those of :func:`calibtest.calib_ci`, already validated;
+    ``env`` is the evaluation environment object of the formula and
+    ``call_options`` the options the recorded call shows.
+    """
+    rows = read_rows(formula, data, y, probs, env, missing)
+    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
+                            y_name=rows.y_name, prob_names=rows.prob_names)
+    partition = partition_rows(target, n_bins)
+    call = record_call("calib_ci", formula, data, rows.y, rows.probs, call_options or {})
+    return estimate_rows(target, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
+                         method=method, n_resamples=n_resamples, progress=progress, call=call,
+                         formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                         n_dropped=rows.n_dropped)

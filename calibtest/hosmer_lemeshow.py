@@ -14,7 +14,6 @@ option) — the p-value with df = g is reported too.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -26,6 +25,8 @@ from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 from calibtest._format import fmt, fmt_p
 from calibtest._validation import check_missing
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
+from calibtest.core.partition import partition_rows
+from calibtest.core.targets import prepare_target
 from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
@@ -185,9 +186,7 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     >>> hl = ct.hosmer_lemeshow("y ~ p", data=ct.load_demo(), groups=10)  # doctest: +SKIP
     >>> stat, pvalue = hl                                               # doctest: +SKIP
     """
-    from calibtest.ece import calib_ci
-    from calibtest.results import CalibrationResult
-    if isinstance(formula, CalibrationResult):  # the earlier form hosmer_lemeshow(result, groups)
+    if not (formula is None or isinstance(formula, str)):  # the earlier form hosmer_lemeshow(result, groups)
         if data is not None:
             groups = data
         return _from_result(formula, groups)
@@ -196,32 +195,40 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     rows = read_rows(formula, data, y, probs, env, missing)
     if rows.probs.ndim != 1 and rows.probs.shape[1] != 1:
         raise ValueError("hosmer_lemeshow needs one probability column (binary, or top-1 with n_classes)")
-    result = calib_ci(y=rows.y, probs=rows.probs.reshape(-1), n_classes=n_classes, n_bins=n_bins)
-    hl = _from_result(result, groups)
-    return dataclasses.replace(hl, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-                               n_dropped=rows.n_dropped)
+    target = prepare_target(rows.y, rows.probs.reshape(-1), n_classes=n_classes, y_name=rows.y_name,
+                            prob_names=rows.prob_names)
+    partition = partition_rows(target, n_bins)
+    return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, formula=formula,
+                            y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped)
 
 
 def _from_result(result, groups: int) -> HosmerLemeshowResult:
-    """Hosmer–Lemeshow test on the rows of a 1-dim ``result`` (binary or top-1)."""
-    if result.k != 1 or result.mode not in ("binary", "top1"):
-        raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
+    """Hosmer–Lemeshow test on the rows of a 1-dim ``result`` (binary or top-1) of calib_ci."""
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
+    return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, formula=result.formula,
+                            y_name=result.y_name, prob_names=tuple(result.prob_names),
+                            n_dropped=result.n_dropped)
+
+
+def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, **bookkeeping) -> HosmerLemeshowResult:
+    """The test on the rows ``data`` of a 1-dim target; ``stats`` are their sums on the B cubes."""
+    if data.k != 1 or data.mode not in ("binary", "top1"):
+        raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
     if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)):
         raise TypeError(f"groups must be an integer, got {groups!r}")
-    n = result.n
+    n = data.n
     if not 3 <= groups <= n:
         raise ValueError(f"groups must be between 3 and n = {n}, got {groups}")
-    p = result.data.z[:, 0]
-    y = result.data.y[:, 0].round()
+    p = data.z[:, 0]
+    y = data.y[:, 0].round()
     res = test_chisquare_binning(np.column_stack([y, 1 - y]), np.column_stack([p, 1 - p]),
                                  sort_var=p, bins=groups, df=groups - 2, sort_method="stable")
     sizes = np.array([len(ix) for ix in res.indices])
     group_of_row = np.repeat(np.arange(groups), sizes)
     inverse = np.empty(n, dtype=np.intp)
     inverse[np.concatenate(res.indices)] = group_of_row
-    gstats = bin_sums(inverse, np.arange(groups)[:, None], result.data.u, result.data.z)
+    gstats = bin_sums(inverse, np.arange(groups)[:, None], data.u, data.z)
     table = pd.DataFrame({
         "group": np.arange(1, groups + 1),
         "n": sizes,
@@ -234,8 +241,7 @@ def _from_result(result, groups: int) -> HosmerLemeshowResult:
     return HosmerLemeshowResult(
         statistic=float(res.statistic), pvalue=float(res.pvalue), df=groups - 2,
         pvalue_df_groups=float(_sps.chi2.sf(res.statistic, groups)), groups=groups, table=table,
-        plugin_estimate=result.plugin_estimate, debiased_estimate=result.estimate,
+        plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
         plugin_estimate_groups=plugin_statistic(gstats, n),
-        debiased_estimate_groups=debiased_statistic(gstats, n), n=n, n_bins=result.n_bins, mode=result.mode,
-        formula=result.formula, y_name=result.y_name, prob_names=tuple(result.prob_names),
-        n_dropped=result.n_dropped)
+        debiased_estimate_groups=debiased_statistic(gstats, n), n=n, n_bins=n_bins, mode=data.mode,
+        **bookkeeping)

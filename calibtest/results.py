@@ -244,6 +244,11 @@ class CalibrationResult(ResultDisplay):
             threshold = math.inf if self.null_pvalue > alpha else -math.inf
         return adjusted_interval(self.estimate, self.se, threshold, alpha)
 
+    def asymptotic_threshold(self, alpha: float | None = None) -> float:
+        """The paper's calibrated-regime critical value of T, z_alpha sigma0 / (n sqrt(w)), at ``alpha``."""
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        return null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
+
     def conf_int(self, alpha: float | None = None, scale: str = "squared") -> ConfidenceInterval:
         """Adjusted confidence interval (Algorithm 1 with the zero rule), or the resampling interval.
 

@@ -16,8 +16,6 @@ from statsmodels.iolib import summary2
 
 from calibtest._format import fmt, json_safe, mode_text
 from calibtest._validation import check_alpha
-from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma_isf
-from calibtest.core.null import threshold as null_threshold
 
 __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
            "asymptotic_test", "resampling_notes"]
@@ -359,7 +357,7 @@ def build_summary(res, alpha=None) -> CalibSummary:
         {"variance": [res.sigma0_sq, res.sigma1_sq],
          "statistic": [z0, res.estimate / res.se if res.se > 0 else float("nan")],
          "p-value": [p0, None],
-         "threshold": [null_threshold(alpha, res.sigma0_sq, res.n, res.bin_volume), None]},
+         "threshold": [res.asymptotic_threshold(alpha), None]},
         index=["calibrated: z0", "miscalibrated: T / se"], dtype=object)
     if res.conditional_pvalue is not None:
         tests = pd.concat([tests, null_rows(res, alpha)])
@@ -415,8 +413,7 @@ def asymptotic_test(res) -> tuple[float, float, float]:
     """(z0, p-value, threshold) of the paper's calibrated-regime test, whatever the chosen null."""
     if res.null == "asymptotic" or res.asymptotic_pvalue is None:
         return res.null_zstat, res.null_pvalue, res.threshold
-    return res.asymptotic_zstat, res.asymptotic_pvalue, null_threshold(res.alpha, res.sigma0_sq, res.n,
-                                                                       res.bin_volume)
+    return res.asymptotic_zstat, res.asymptotic_pvalue, res.asymptotic_threshold()
 
 
 def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
@@ -424,7 +421,7 @@ def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
     alpha = res.alpha if alpha is None else alpha
     threshold = res.conditional_threshold
     if alpha != res.alpha:
-        threshold = shifted_gamma_isf(alpha, res.conditional_variance, res.conditional_skewness)
+        threshold = res.conditional.threshold_at(alpha)
     rows = {"conditional: T / sd(T | Z)": {
         "variance": res.conditional_variance, "statistic": res.conditional_zstat,
         "p-value": res.conditional_pvalue, "threshold": threshold}}
@@ -438,7 +435,7 @@ def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
 def _unreliable_gamma_note(res) -> str:
     """Why the shifted-gamma p-value was not used (or should not be read)."""
     head = (f"The conditional skewness of T is {fmt(res.conditional_skewness, 3)} (above "
-            f"{SHIFTED_GAMMA_MAX_SKEWNESS:g}): the label noise is nearly degenerate (predictions near 0 or 1), "
+            f"{res.conditional.max_skewness:g}): the label noise is nearly degenerate (predictions near 0 or 1), "
             "and the shifted-gamma approximation of the conditional null cannot be trusted.")
     if res.null == "conditional":
         return head + (f" The conditional p-value is the exact conditional Monte Carlo p-value from "

@@ -122,13 +122,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from scipy import stats as _sps
 
 from calibtest._validation import NULLS, check_count, check_seed
 from calibtest.core.arrays import read_only
-from calibtest.core.targets import PreparedData
+
+if TYPE_CHECKING:  # annotations only
+    from calibtest.core.targets import PreparedData
 
 __all__ = [
     "NULLS",
@@ -479,6 +482,15 @@ class ConditionalTest:
     variance: float
     skewness: float
     third_moment: float
+
+    #: The largest skewness at which the shifted gamma is trusted (:data:`SHIFTED_GAMMA_MAX_SKEWNESS`).
+    max_skewness: ClassVar[float] = SHIFTED_GAMMA_MAX_SKEWNESS
+
+    def threshold_at(self, alpha: float) -> float:
+        """Critical value of T at level ``alpha`` under the shifted gamma (nan when it cannot be fitted)."""
+        if not math.isfinite(self.skewness):
+            return math.nan
+        return shifted_gamma_isf(alpha, self.variance, self.skewness)
 
     @property
     def reliable(self) -> bool:
