@@ -346,3 +346,18 @@ def test_tiny_conditional_variance_does_not_divide_by_zero():
     assert ct.calib_compare(other, res).pvalue == pytest.approx(ct.calib_compare(other, res).pvalue)
     cond = ct.calib_ci(y=np.zeros(2, int), probs=tiny, null="conditional", rng=1)
     assert cond.null_method == "monte carlo" and cond.null_pvalue == 1.0
+
+
+def test_degenerate_null_vignette_runs(tmp_path):
+    """Smoke version of vignettes/degenerate_null.py (the full study: 1000 data sets per design)."""
+    import importlib.util
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "vignettes" / "degenerate_null.py"
+    spec = importlib.util.spec_from_file_location("degenerate_null", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--reps", "2", "--scan-reps", "2", "--out", str(tmp_path)])
+    text = (tmp_path / "degenerate_null.md").read_text()
+    assert "## 2." in text and (tmp_path / "degenerate_null_size.csv").exists()
+    size = pd.read_csv(tmp_path / "degenerate_null_size.csv")
+    assert (size.loc[size["design"].str.startswith("every p"), "fallback share"] == 1.0).all()
