@@ -4,9 +4,11 @@ Pure functions: they turn the binned vectors of the rows into integer bin keys
 and never look at the labels.
 
 Conventions (``docs/conventions.md``, "Binning"): a coordinate ``z`` goes to the cube index
-``floor(z * B)`` computed in float64, so cubes are half-open ``[i/B, (i+1)/B)``
-and a coordinate exactly 1.0 gets the index ``B``, a cube of its own.  No row is
-ever dropped.
+i with ``i/B <= z < (i+1)/B`` (cubes are half-open), where a value whose float64
+product lies on an edge up to rounding, ``|z*B - round(z*B)| <= EDGE_TOL`` (1e-9),
+counts as on that edge and goes to the cube above it (so 0.58 at B = 50, whose
+product is 28.999999999999996, is in cube 29).  A coordinate exactly 1.0 gets the
+index ``B``, a cube of its own.  No row is ever dropped.
 """
 from __future__ import annotations
 
@@ -16,12 +18,16 @@ import math
 
 from calibtest._validation import OptionError, OptionTypeError, is_integer
 
-__all__ = ["auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins", "MAX_CELLS_LOG2"]
+__all__ = ["EDGE_TOL", "edge_floor", "auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins", "MAX_CELLS_LOG2"]
 
 #: The cells of a partition number at most 2^MAX_CELLS_LOG2: their volume w = 1 / cells then stays a
 #: normal float64 (its square root enters the test's threshold), and B itself at most 2^53, the range in
 #: which float64 holds every integer, so that the bin edges i / B are distinct.
 MAX_CELLS_LOG2 = 1000
+
+#: A scaled value p = z * B (or a simplex partial sum) within EDGE_TOL of an integer is on that bin edge:
+#: predictions on a grid (k/100, verbalized confidences) must not change bin with float64 rounding.
+EDGE_TOL = 1e-9
 
 #: Largest dense key space (product of the index ranges) binned with a direct
 #: ``bincount`` instead of a sort-based ``np.unique``.
@@ -101,8 +107,40 @@ def resolve_n_bins(n_bins, n: int, d: int, orderings: int = 1) -> tuple[int, str
     return B, rule
 
 
+def _bump_threshold(tol: float) -> float:
+    """Smallest float64 c with c >= 1 - tol exactly: for a float f, ``f >= c`` iff ``1 - f <= tol``."""
+    from fractions import Fraction
+
+    exact = 1 - Fraction(tol)
+    c = float(exact)
+    return float(np.nextafter(c, 2.0)) if Fraction(c) < exact else c
+
+
+#: For f = p - floor(p) (exact in float64): p is within EDGE_TOL below the integer floor(p) + 1 iff f >= _BUMP.
+_BUMP = _bump_threshold(EDGE_TOL)
+#: Rows of a block of :func:`cube_indices` (its scratch arrays stay in the cache).
+_BLOCK = 1 << 15
+
+
+def edge_floor(p: np.ndarray) -> np.ndarray:
+    """``floor(p)`` as int64, except that a p within :data:`EDGE_TOL` below an integer gives that integer.
+
+    ``p`` holds non-negative scaled values (z * B or partial sums), so truncation
+    is floor.  With f = p - floor(p) (exact in float64) the value is raised by
+    one when 1 - f <= EDGE_TOL, i.e. when |p - round(p)| <= EDGE_TOL with round(p)
+    above p; a p within EDGE_TOL above an integer already floors to it.  So the
+    result is the integer i with i <= p < i + 1 where a p on an edge up to
+    EDGE_TOL counts as on it.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    i = p.astype(np.int64)
+    frac = p - i
+    i += frac >= _BUMP
+    return i
+
+
 def cube_indices(z: np.ndarray, n_bins: int) -> np.ndarray:
-    """Integer cube coordinates ``floor(z * B)`` of each row.
+    """Integer cube coordinates of each row: ``floor(z * B)`` with values on an edge up to rounding on it.
 
     Parameters
     ----------
@@ -114,10 +152,30 @@ def cube_indices(z: np.ndarray, n_bins: int) -> np.ndarray:
     Returns
     -------
     ndarray of int64, shape (n, d)
-        Values in ``0..B``; ``B`` only for a coordinate exactly equal to 1.
+        :func:`edge_floor` of z * B: the i with i/B <= z < (i+1)/B, where a
+        coordinate with ``|z*B - round(z*B)| <= EDGE_TOL`` is on the edge
+        ``round(z*B) / B`` and gets the index ``round(z*B)``.  Values in
+        ``0..B``; ``B`` only for a coordinate equal to 1 (up to EDGE_TOL / B).
     """
-    # z >= 0 (validated), so truncation toward zero is floor
-    return (z * n_bins).astype(np.int64)
+    z = np.asarray(z, dtype=np.float64)
+    flat = np.ascontiguousarray(z).reshape(-1)
+    out = np.empty(flat.shape, dtype=np.int64)
+    size = min(_BLOCK, flat.size)
+    p = np.empty(size, dtype=np.float64)
+    bump = np.empty(size, dtype=bool)
+    scale = float(n_bins)
+    # blocks of rows (vectorised within each): the scratch arrays stay in the cache, which makes
+    # the four passes cheaper than the two of a plain floor over the whole array
+    for start in range(0, flat.size, _BLOCK):
+        zz = flat[start:start + _BLOCK]
+        k = zz.size
+        pp, ii, bb = p[:k], out[start:start + k], bump[:k]
+        np.multiply(zz, scale, out=pp)
+        ii[...] = pp                         # truncation = floor, z * B >= 0
+        np.subtract(pp, ii, out=pp)          # the fractional part, exact
+        np.greater_equal(pp, _BUMP, out=bb)  # within EDGE_TOL below the next edge
+        ii += bb
+    return out.reshape(z.shape)
 
 
 def group_keys(idx: np.ndarray, upper: int | np.ndarray):

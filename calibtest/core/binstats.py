@@ -28,7 +28,7 @@ class BinStats:
     Attributes
     ----------
     keys : ndarray of int64, shape (m, q)
-        Integer key of each non-empty bin (cube indices ``floor(z*B)`` for the
+        Integer key of each non-empty bin (cube indices ``i/B <= z < (i+1)/B`` for the
         cube partition).
     count : ndarray of float64, shape (m,)
         c_b, rows per bin.

@@ -8,9 +8,10 @@ and the two-model difference variance.
 Two kinds of partition exist (see ``docs/conventions.md``, "Binning"):
 
 * ``"cube"`` (binary, top-1 and top-k targets): the binned vector z in
-  [0, 1]^d is cut into half-open cubes ``[i/B, (i+1)/B)`` per coordinate, a
-  coordinate exactly 1.0 getting the index B (its own cube); the cell volume
-  is w = B^-d.
+  [0, 1]^d is cut into half-open cubes ``[i/B, (i+1)/B)`` per coordinate
+  (a value on an edge up to float64 rounding, ``|z B - round(z B)| <= 1e-9``,
+  counting as on it), a coordinate exactly 1.0 getting the index B (its own
+  cube); the cell volume is w = B^-d.
 * ``"simplex"`` (full calibration, k = K): the probability simplex
   Delta_{K-1} is cut into B^(K-1) equal-volume simplices by the edgewise
   subdivision of :mod:`calibtest.core.simplex`; w = 1 / ((K-1)! B^(K-1)).
@@ -76,7 +77,7 @@ class Partition:
         Bin number 0..m-1 of each row, numbering the non-empty bins in the
         order of their linear key.
     keys : ndarray of int64, shape (m, q), read-only
-        Key of each non-empty bin: cube indices ``floor(z * B)``, or the
+        Key of each non-empty bin: cube indices (``i/B <= z < (i+1)/B``, edges up to 1e-9 in z * B), or the
         simplex key ``(a_1, ..., a_{K-1}, code)``.
     counts : ndarray of int64, shape (m,), read-only
         Rows per non-empty bin.

@@ -34,10 +34,17 @@ of the B^(K-1) cells of the subdivision.  A point with z_K = 0 exactly (the
 face opposite the last vertex) has s_d = B and lands in a cell with
 ``a_d = B`` just beyond the face -- the analogue of the cube convention that
 puts a coordinate exactly 1.0 into a cube of its own.  No row is ever dropped.
-For K = 2 this is exactly the binary-mode binning ``floor(z_1 * B)``.  The
-partial sums are computed in float64 by a cumulative sum (rows sum to 1 only
-within ``ROW_SUM_TOL``), so the rule applies to the computed s: a point within
-rounding error of a boundary may land on either side of it.
+For K = 2 this is exactly the binary-mode binning of the cubes.
+
+The partial sums are computed in float64 by a cumulative sum, so a point on a
+boundary in exact arithmetic (a grid of predictions: 0.1 + 0.7 at B = 20 gives
+s = 15.999999999999998) may be computed just off it.  As for the cubes
+(:data:`calibtest.core.binning.EDGE_TOL`), a partial sum within 1e-9 of an
+integer counts as that integer (integer part that integer, fractional part 0),
+and two fractional parts within 1e-9 of each other count as equal (the boundary
+s_j - s_i integer, i.e. B (z_(i+1) + ... + z_j) on an edge), so the rule above
+is applied to the exact point.  Only a point within 1e-9 / B of a boundary
+without lying on it is moved onto it.
 
 Keys
 ----
@@ -60,7 +67,7 @@ from math import factorial
 
 import numpy as np
 
-from calibtest.core.binning import group_keys
+from calibtest.core.binning import EDGE_TOL, edge_floor, group_keys
 
 __all__ = ["partial_sums", "simplex_cells", "simplex_cell_volume",
            "simplex_groups", "decode_order", "cell_barycentres"]
@@ -101,6 +108,25 @@ def _order_code(frac: np.ndarray) -> np.ndarray:
     return code
 
 
+def _tie_levels(frac: np.ndarray) -> np.ndarray:
+    """Fractional parts with those equal up to EDGE_TOL made exactly equal (same order otherwise).
+
+    f_i = f_j is the boundary s_j - s_i = B (z_(i+1) + ... + z_j) integer, an edge
+    of the same kind as s_j integer, so it gets the same tolerance: per row the
+    sorted fractional parts are cut where consecutive ones differ by more than
+    EDGE_TOL, and each run gets one level (0, 1, 2, ... in ascending order).
+    Ties are then broken by position as for exactly equal parts.
+    """
+    n, d = frac.shape
+    order = np.argsort(frac, axis=1, kind="stable")
+    ordered = np.take_along_axis(frac, order, axis=1)
+    level = np.zeros((n, d), dtype=np.float64)
+    np.cumsum(np.diff(ordered, axis=1) > EDGE_TOL, axis=1, out=level[:, 1:])
+    out = np.empty_like(level)
+    np.put_along_axis(out, order, level, axis=1)
+    return out
+
+
 def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
     """Integer cell key of each row under the edgewise subdivision.
 
@@ -116,15 +142,17 @@ def simplex_cells(z: np.ndarray, n_bins: int) -> np.ndarray:
     ndarray of int64, shape (n, K)
         ``(a_1, ..., a_{K-1}, code)``: the integer parts ``floor(s_j)`` of the
         partial sums s_j = B (z_1 + ... + z_j) and the Lehmer code of the
-        order of their fractional parts (see the module docstring for the
-        boundary rule).
+        order of their fractional parts, with partial sums within 1e-9 of an
+        integer taken as that integer and fractional parts within 1e-9 of each
+        other as equal (see the module docstring for the boundary rule).
     """
     s = partial_sums(z, n_bins)
-    a = np.floor(s)
+    a = edge_floor(s)
     frac = s - a
+    frac[np.abs(frac) <= EDGE_TOL] = 0.0    # a partial sum on an integer up to EDGE_TOL is that integer
     keys = np.empty((s.shape[0], s.shape[1] + 1), dtype=np.int64)
     keys[:, :-1] = a
-    keys[:, -1] = _order_code(frac) if s.shape[1] > 1 else 0
+    keys[:, -1] = _order_code(_tie_levels(frac)) if s.shape[1] > 1 else 0
     return keys
 
 

@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from calibtest._format import model_name
+from calibtest.core.binning import cube_indices
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points"]
 
@@ -66,7 +67,10 @@ def _marginal_groups(result, coordinate: int):
     Cube partitions (binary, top-1, top-k) aggregate the bin table by the bin
     key's j-th index (exact, needs no rows); other partitions (full
     calibration's simplices) group the rows themselves, or, for a result
-    without rows, the bins by floor(B * mean prediction_j).
+    without rows, the bins by their mean prediction_j.  Both use the cube
+    rule of the estimator (:func:`calibtest.core.binning.cube_indices`: a
+    value on an edge up to float64 rounding is on it), so a grid value such as
+    0.58 at B = 50 is in interval 29 here as in a cube partition.
     """
     B = result.n_bins
     table = result.bin_table()
@@ -78,13 +82,13 @@ def _marginal_groups(result, coordinate: int):
         sum_obs = count * table[obs_col].to_numpy(np.float64)
     elif result.data is not None and result.data.z.shape[1] == len(coordinate_columns(table)):
         z = result.data.z[:, coordinate]
-        key = np.floor(z * B).astype(np.int64)
+        key = cube_indices(z[:, None], B)[:, 0]
         count = np.ones_like(z)
         sum_pred = z
         sum_obs = result.data.u[:, coordinate] + z
     else:
         pred = table[pred_col].to_numpy(np.float64)
-        key = np.floor(pred * B).astype(np.int64)
+        key = cube_indices(pred[:, None], B)[:, 0]
         sum_pred = count * pred
         sum_obs = count * table[obs_col].to_numpy(np.float64)
     n_keys = B + 1
@@ -136,9 +140,16 @@ def reliability_points(result, coordinate: int = 0, alpha: float | None = None) 
 
 
 def _strip_counts(points: dict, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows per interval [i/B, (i+1)/B) of the bins' mean predictions (1.0 in the last)."""
+    """Rows per interval [i/B, (i+1)/B) of the bins' mean predictions (1.0 in the last).
+
+    The intervals follow the cube rule of the estimator (a mean prediction on an
+    edge up to float64 rounding, e.g. 0.58 at B = 50, is in the interval above
+    it), not ``np.histogram``'s comparison with rounded ``linspace`` edges.
+    """
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    counts, _ = np.histogram(points["pred"], bins=edges, weights=points["count"])
+    pred = np.asarray(points["pred"], dtype=np.float64)
+    key = np.minimum(cube_indices(pred[:, None], n_bins)[:, 0], n_bins - 1)
+    counts = np.bincount(key, weights=np.asarray(points["count"], dtype=np.float64), minlength=n_bins)
     return edges, counts
 
 
