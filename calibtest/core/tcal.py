@@ -128,7 +128,7 @@ class TCalCore:
     statistic : ndarray, shape (L,)
         The statistic (T-Cal's or the debiased T) on the observed data at each scale.
     threshold : ndarray, shape (L,)
-        Monte Carlo threshold at the given level (``inf`` if R is too small).
+        Monte Carlo threshold at the given level (finite: too few draws raise).
     pvalue : ndarray, shape (L,)
         Monte Carlo p-value (1 + #{T* >= T}) / (R + 1).
     null_draws : ndarray, shape (L, R)
