@@ -6,15 +6,23 @@ calibrated by comparing a debiased binned estimate of ECE^2 with a threshold
 obtained by *consistency resampling* (their Sec. 4.1): draw the predictions
 Z*_1..Z*_n with replacement from the observed ones, draw each label from its
 own prediction, Y* ~ Categorical(Z*) (so the resampled model is calibrated by
-construction), recompute the statistic, and repeat.  The statistic here is the
-paper's debiased T (Sun, Chaudhari, Barnett & Dobriban, eq.
-(6)),
+construction), recompute the statistic, and repeat.  Two statistics, on
+exactly the bins of :func:`calibtest.calib_ci` (count c_b, S_b = sum of U,
+Q_b = sum of ||U||^2 per bin):
 
-    T = (1/n) sum_{bins, c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1),
+* ``statistic="tcal"`` (default), the authors' debiased plug-in estimator
+  (``plugin_ece(..., debias=True)`` of github.com/dh7401/T-Cal),
 
-on exactly the bins of :func:`calibtest.calib_ci`, so ``statistic`` equals
-``calib_ci(...).estimate``.  (T-Cal's own statistic divides by c_b instead of
-c_b - 1; either gives a valid resampling test, and T has the smaller bias.)
+      T = (1/n) sum_{bins} (||S_b||^2 - Q_b) / c_b;
+
+* ``statistic="debiased"``, the unbiased estimator of the binned ECE^2
+  (Sun, Chaudhari, Barnett & Dobriban, eq. (6); equal to ``calib_ci(...).estimate``),
+
+      T = (1/n) sum_{bins, c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1).
+
+Both give valid resampling tests; with many sparse bins the c_b - 1 divisor
+gives the noisy pairs of small bins more weight, and the authors' statistic is
+the more powerful (``benchmarks/tcal_statistic.py``).
 
 The labels are drawn for any target: with the binned vector z (d coordinates:
 p; the top-1 confidence; the sorted top-k vector; the full probability vector)
@@ -23,7 +31,14 @@ the label is class j with probability z_j, or "none of them" with probability
 
 Monte Carlo decision (R draws T*_1..T*_R): p-value = (1 + #{T*_r >= T}) / (R + 1);
 threshold = the (R - j)-th smallest T*_r with j = floor(alpha (R + 1)) - 1 (infinite
-when j < 0); T > threshold if and only if p-value <= alpha.
+when j < 0); T > threshold if and only if p-value <= alpha.  The default R is
+max(3000, smallest R with (R + 1) alpha / L >= 2) (the authors use 3000
+draws): every per-scale threshold is then finite and at worst the second
+largest draw.  An explicit ``n_draws`` with (n_draws + 1) alpha / L < 1 (a
+test that could never reject) raises ``ValueError``.  (The authors' code
+compares T with the interpolated ``np.quantile(T*, 1 - alpha / L)``; below
+level 1 / (R + 1) that interpolation can exceed the level, so calibtest keeps
+the exact Monte Carlo rule and adds draws instead.)
 
 The adaptive test (T-Cal, Sec. 4.2) runs the test at the dyadic bin counts
 B = 2, 4, ..., 2^L, L = max(1, floor((2/d) log2(n / sqrt(log n)))), each at level
@@ -41,7 +56,8 @@ from calibtest._format import Call, fmt, mode_text, record_call
 from calibtest._validation import check_alpha, check_count, check_memory, check_missing, check_seed, is_integer
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
-from calibtest.core.tcal import _mc_decision, adaptive_scales, tcal_statistic_threshold
+from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
+                                 tcal_statistic_threshold)
 from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
@@ -71,7 +87,7 @@ class TCalResult(ResultDisplay):
     Attributes
     ----------
     statistic : float
-        Debiased T at the reported scale (the only one, or for the adaptive
+        The statistic at the reported scale (the only one, or for the adaptive
         test the scale with the smallest p-value).
     threshold : float
         Monte Carlo threshold at that scale (at level ``level``).
@@ -91,6 +107,12 @@ class TCalResult(ResultDisplay):
     adaptive : bool
     n_draws : int
         Monte Carlo resamples R.
+    statistic_type : str
+        ``"tcal"`` (the authors' statistic, divisor c_b) or ``"debiased"``
+        (divisor c_b - 1, equal to ``calib_ci(...).estimate``).
+    draws_auto : bool
+        R was chosen by ``n_draws=None`` (max(3000, smallest R with
+        (R + 1) alpha / L >= 2)).
     seed : int, str or None
         The int seed that reproduces the draws (``rng=seed``; drawn from OS
         entropy and recorded when ``rng=None``), or ``"Generator"`` when a
@@ -126,6 +148,8 @@ class TCalResult(ResultDisplay):
     call_record: Call | None = field(default=None, repr=False)
     seed: int | str | None = None
     null_draws: np.ndarray | None = field(default=None, repr=False)
+    statistic_type: str = "tcal"
+    draws_auto: bool = False
 
     @property
     def call(self) -> str | None:
@@ -174,7 +198,8 @@ class TCalResult(ResultDisplay):
                 "adaptive": self.adaptive, "n_draws": self.n_draws, "n": self.n, "k": self.k,
                 "n_classes": self.n_classes, "mode": self.mode, "formula": self.formula,
                 "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
-                "seed": None if self.seed is None else str(self.seed), "method": "tcal"}
+                "seed": None if self.seed is None else str(self.seed), "method": "tcal",
+                "statistic_type": self.statistic_type, "draws_auto": self.draws_auto}
 
     def to_dict(self) -> dict:
         """All scalar results as a JSON-safe dict (infinite thresholds become None)."""
@@ -182,7 +207,7 @@ class TCalResult(ResultDisplay):
 
     def _repr_parts(self) -> list[str]:
         kind = f"adaptive over B in {list(self.scales)}" if self.adaptive else f"B={self.n_bins}"
-        return [f"mode={self.mode} n={self.n} {kind}: T={self.statistic:.6g}",
+        return [f"mode={self.mode} n={self.n} {kind} statistic={self.statistic_type}: T={self.statistic:.6g}",
                 f"threshold={self.threshold:.6g}", f"p={self.pvalue:.4g}", f"reject={self.reject}"]
 
 
@@ -197,6 +222,15 @@ def _generator(rng):
     return np.random.default_rng(int(rng)), int(rng)
 
 
+_STATISTIC_TEXT = {"tcal": "T-Cal (/ c_b)", "debiased": "debiased (/ (c_b - 1))"}
+_STATISTIC_NOTE = {
+    "tcal": "Statistic: T-Cal's debiased plug-in estimate T = (1/n) sum_b (||S_b||^2 - Q_b) / c_b "
+            "(Lee et al. 2023).",
+    "debiased": "Statistic: the unbiased estimate of the binned ECE^2, T = (1/n) sum_b (||S_b||^2 - Q_b) "
+                "/ (c_b - 1), as calib_ci's estimate.",
+}
+
+
 def _build_summary(res: TCalResult, alpha: float | None = None):
     alpha = res.alpha if alpha is None else alpha
     level = alpha / len(res.scales)
@@ -207,7 +241,9 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
     smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
                        "Mode:": mode_text(res.mode, res.k),
                        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
-                       "No. observations:": str(res.n), "Resamples (R):": str(res.n_draws),
+                       "No. observations:": str(res.n),
+                       "Resamples (R):": f"{res.n_draws} (auto)" if res.draws_auto else str(res.n_draws),
+                       "Statistic:": _STATISTIC_TEXT[res.statistic_type],
                        "Test:": "adaptive (Bonferroni)" if res.adaptive else "single scale",
                        "Alpha:": fmt(alpha), "Level per scale:": fmt(level),
                        "Seed:": "Generator" if res.seed == "Generator" else fmt(res.seed)})
@@ -218,6 +254,7 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
     verdict = "rejects" if any(rejects) else "does not reject"
     notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)}"
              + (", Bonferroni-adjusted over the scales)." if res.adaptive else ").")]
+    notes.append(_STATISTIC_NOTE[res.statistic_type])
     notes.append("Threshold: the Monte Carlo quantile of T over R resampled data sets (predictions drawn "
                  "with replacement, labels drawn from them); p-value = (1 + #{T* >= T}) / (R + 1).")
     if not np.all(np.isfinite(thresholds)):
@@ -233,13 +270,16 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
 
 # --------------------------------------------------------------------------- public function
 def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
-              k=None, n_bins="auto", alpha: float = 0.05, n_draws: int = 1000, adaptive: bool = False,
-              rng=None, missing: str = "raise", eval_env: int = 0) -> TCalResult:
+              k=None, n_bins="auto", alpha: float = 0.05, n_draws: int | None = None, adaptive: bool = False,
+              rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0) -> TCalResult:
     """T-Cal test of H0: calibrated, with the threshold from consistency resampling.
 
     Inputs and targets are those of :func:`calibtest.calib_ci` (binary, top-1,
-    top-1-to-k, and full calibration with ``k="full"``); the statistic is the
-    debiased T on the same bins (so it equals ``calib_ci(...).estimate``).
+    top-1-to-k, and full calibration with ``k="full"``), on the same bins.
+    The default statistic is the authors' debiased plug-in estimator
+    (1/n) sum_b (||S_b||^2 - Q_b) / c_b; ``statistic="debiased"`` divides by
+    c_b - 1 instead and equals ``calib_ci(...).estimate``, an unbiased
+    estimator of the binned ECE^2.
 
     Parameters
     ----------
@@ -251,13 +291,25 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         Bonferroni-split level (as ``adaptive=True`` does on its dyadic grid).
     alpha : float
         Level of the test.
-    n_draws : int
-        Monte Carlo resamples (default 1000, as in the paper and T-Cal).
+    n_draws : int, optional
+        Monte Carlo resamples R.  Default (None): R = max(3000, smallest R with
+        (R + 1) * alpha / L >= 2), L the number of scales: the authors' 3000
+        draws, raised when the per-scale level alpha / L needs more (e.g.
+        alpha = 0.01 over L = 23 scales gives R = 4599), so that every
+        per-scale threshold is finite and at worst the second largest draw.
+        An explicit R with (R + 1) * alpha / L < 1 raises ``ValueError`` (the
+        test could never reject).
     adaptive : bool
         Adaptive T-Cal: B = 2, 4, ..., 2^L (see :func:`adaptive_scales`), each
         at level alpha / L.  Requires ``n_bins="auto"`` or a sequence.
     rng : None, int or numpy.random.Generator
         Seed; the same seed gives identical output.
+    statistic : {"tcal", "debiased"}
+        ``"tcal"`` (default): T-Cal's statistic as in the authors' code,
+        (1/n) sum_b (||S_b||^2 - Q_b) / c_b.  ``"debiased"``: (1/n) sum over
+        bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1), equal to
+        ``calib_ci(...).estimate`` (an unbiased estimator of the binned ECE^2;
+        less powerful with many sparse bins).
 
     Returns
     -------
@@ -275,7 +327,8 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> res.reject, res.pvalue                                  # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
-    R = check_count(n_draws, "n_draws")
+    statistic = check_statistic(statistic)
+    R = None if n_draws is None else check_count(n_draws, "n_draws")
     gen, seed = _generator(rng)
     check_missing(missing)
     env = resolve_env(eval_env)
@@ -295,18 +348,23 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     if scales is None:
         scales = adaptive_scales(target.n, binned_dimension(target.mode, target.k)) if adaptive \
             else (partition.n_bins,)
+    level = alpha / len(scales)
+    draws_auto = R is None
+    if draws_auto:
+        R = default_draws(alpha, len(scales))
+    check_draws(R, level, f" (alpha={alpha:g} over {len(scales)} scale(s), level = alpha / {len(scales)})")
     check_memory(8.0 * len(scales) * R, f"n_draws={R} at {len(scales)} scale(s) (one statistic per draw "
                  "and scale)", "lower n_draws: the Monte Carlo p-value's resolution is 1 / (n_draws + 1)")
-    level = alpha / len(scales)
     bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
     core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=gen,
-                                    full=target.mode == "full")
+                                    full=target.mode == "full", statistic=statistic)
     stats = core.statistic
     best = int(np.argmin(core.pvalue))
     reject = bool(np.any(stats > core.threshold))
     pvalue = float(min(1.0, len(scales) * core.pvalue[best]))
     call = record_call("tcal_test", formula, data, rows.y, rows.probs,
                        {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
+                        "n_draws": None if draws_auto else R, "statistic": statistic,
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None})
     return TCalResult(
@@ -316,4 +374,4 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         pvalues=tuple(float(v) for v in core.pvalue), adaptive=bool(adaptive), n_draws=R, n=target.n,
         k=target.k, n_classes=target.n_classes, mode=target.mode, formula=formula, y_name=rows.y_name,
         prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call, seed=seed,
-        null_draws=core.null_draws)
+        null_draws=core.null_draws, statistic_type=statistic, draws_auto=draws_auto)

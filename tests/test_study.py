@@ -72,7 +72,7 @@ def test_tcal_in_the_study_is_tcal_test_on_full_calibration():
         ss = np.random.SeedSequence(5, spawn_key=(1, study.beta_key(0.4), i)).spawn(5)
         data = sim.setting1(60, 0.4, rng=np.random.default_rng(ss[0]))
         res = ct.tcal_test(y=data.labels, probs=data.probs, k="full", n_bins=10, alpha=0.1, n_draws=50,
-                           rng=np.random.default_rng(ss[4]))
+                           rng=np.random.default_rng(ss[4]), statistic="debiased")
         assert bool(tc.loc[i, "reject"]) == bool(res.reject)
 
 

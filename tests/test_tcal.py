@@ -1,8 +1,9 @@
 """The T-Cal test: statistic, consistency resampling, Monte Carlo decision, adaptive version.
 
-References: the statistic against ``calib_ci``; the vectorised resampled
-statistics against ``calib_ci`` run on each explicitly built resampled data
-set; label draws against exact alias-table algebra and a chi-square check;
+References: T-Cal's statistic against a loop over bins and pairs of rows
+(and against a transcription of the authors' ``plugin_ece``); the debiased
+statistic against ``calib_ci``; the vectorised resampled statistics against
+loops / ``calib_ci`` run on each explicitly built resampled data set; label draws against exact alias-table algebra and a chi-square check;
 the Monte Carlo decision against hand-counted order statistics; size and power
 by Monte Carlo.
 """
@@ -33,27 +34,95 @@ def multiclass():
     return P, draw_labels(rng, P)
 
 
-# ----------------------------------------------------------------------------- statistic
-@pytest.mark.parametrize("case", ["binary", "top1", "top1_matrix", "topk", "full"])
-def test_statistic_equals_calib_ci(case, multiclass):
-    P, labels = multiclass
+def slow_tcal_statistic(u, bins):
+    """T-Cal's statistic by loops: (1/n) sum_b (1/c_b) sum_{a != a' in bin b} U_a . U_a'."""
+    n = len(u)
+    total = 0.0
+    for b in set(bins.tolist()):
+        rows = [i for i in range(n) if bins[i] == b]
+        pair_sum = sum(float(u[i] @ u[j]) for i in rows for j in rows if i != j)
+        total += pair_sum / len(rows)
+    return total / n
+
+
+def authors_plugin_ece(scores, labels, num_bins):
+    """Transcription of ``plugin_ece(scores, labels, num_bins, p=2, debias=True)`` (github.com/dh7401/T-Cal)."""
+    indexes = np.floor(num_bins * scores).astype(int)
+    indexes = stats.rankdata(indexes, method="dense") - 1
+    counts = np.bincount(indexes)
+    counts[counts == 0] += 1
+    error = ((np.bincount(indexes, weights=scores - labels) ** 2
+              - np.bincount(indexes, weights=(scores - labels) ** 2)) / counts).sum()
+    return error / len(scores)
+
+
+KWARGS = ("binary", "top1", "top1_matrix", "topk", "full")
+
+
+def case_kwargs(case, P, labels):
     conf = P.max(axis=1)
     correct = (P.argmax(axis=1) == labels).astype(int)
-    kwargs = {"binary": dict(y=correct, probs=conf),
-              "top1": dict(y=correct, probs=conf, n_classes=4),
-              "top1_matrix": dict(y=labels, probs=P),
-              "topk": dict(y=labels, probs=P, k=2),
-              "full": dict(y=labels, probs=P, k="full")}[case]
-    res = ct.tcal_test(**kwargs, n_bins=5, n_draws=50, rng=0)
+    return {"binary": dict(y=correct, probs=conf),
+            "top1": dict(y=correct, probs=conf, n_classes=4),
+            "top1_matrix": dict(y=labels, probs=P),
+            "topk": dict(y=labels, probs=P, k=2),
+            "full": dict(y=labels, probs=P, k="full")}[case]
+
+
+# ----------------------------------------------------------------------------- statistic
+@pytest.mark.parametrize("case", KWARGS)
+def test_debiased_statistic_equals_calib_ci(case, multiclass):
+    P, labels = multiclass
+    kwargs = case_kwargs(case, P, labels)
+    res = ct.tcal_test(**kwargs, n_bins=5, n_draws=50, rng=0, statistic="debiased")
     ref = ct.calib_ci(**kwargs, n_bins=5)
     assert res.statistic == pytest.approx(ref.estimate, rel=1e-12, abs=1e-16)
     assert res.mode == ref.mode and res.n == ref.n and res.k == ref.k and res.n_bins == 5
+    assert res.statistic_type == "debiased" and res.to_dict()["statistic_type"] == "debiased"
+
+
+@pytest.mark.parametrize("case", KWARGS)
+def test_tcal_statistic_equals_a_loop_over_pairs(case, multiclass):
+    P, labels = multiclass
+    P, labels = P[:120], labels[:120]                      # small: the loop is O(n^2)
+    kwargs = case_kwargs(case, P, labels)
+    res = ct.tcal_test(**kwargs, n_bins=5, n_draws=50, rng=0)
+    ref = ct.calib_ci(**kwargs, n_bins=5)                  # only for its bins and U
+    expected = slow_tcal_statistic(ref.data.u, ref.partition.inverse)
+    assert res.statistic_type == "tcal"
+    assert res.statistic == pytest.approx(expected, rel=1e-12, abs=1e-16)
+    assert res.statistic != pytest.approx(ref.estimate, rel=1e-6)   # it is not the c_b - 1 version
+
+
+def test_tcal_statistic_equals_the_authors_code():
+    rng = np.random.default_rng(12)
+    p = rng.random(500)
+    y = (rng.random(500) < p ** 1.3).astype(int)
+    for B in (3, 10, 40):
+        res = ct.tcal_test(y=y, probs=p, n_bins=B, n_draws=20, rng=0)
+        assert np.array_equal(ct.calib_ci(y=y, probs=p, n_bins=B).partition.inverse,
+                              stats.rankdata(np.floor(B * p), method="dense") - 1)   # same equal-width bins
+        assert res.statistic == pytest.approx(authors_plugin_ece(p, y, B), rel=1e-12, abs=1e-16)
+
+
+def test_core_statistics_on_arbitrary_bins():
+    rng = np.random.default_rng(13)
+    z = rng.dirichlet(np.ones(3), size=60)
+    u = np.eye(3)[rng.integers(0, 3, 60)] - z
+    bins = rng.integers(0, 25, size=60)                    # sparse bins, many singletons
+    core = tcal.tcal_statistic_threshold(z, u, bins, n_draws=19, rng=0, full=True)
+    assert core.statistic[0] == pytest.approx(slow_tcal_statistic(u, bins), rel=1e-12)
+    deb = tcal.tcal_statistic_threshold(z, u, bins, n_draws=19, rng=0, full=True, statistic="debiased")
+    slow_deb = sum(sum(float(u[i] @ u[j]) for i in np.flatnonzero(bins == b) for j in np.flatnonzero(bins == b)
+                       if i != j) / ((bins == b).sum() - 1) for b in set(bins.tolist()) if (bins == b).sum() >= 2)
+    assert deb.statistic[0] == pytest.approx(slow_deb / 60, rel=1e-12)
 
 
 def test_formula_form(multiclass):
     P, labels = multiclass
     df = pd.DataFrame(P, columns=["a", "b", "c", "d"]).assign(y=labels)
     res = ct.tcal_test("y ~ a + b + c + d", data=df, k="full", n_bins=3, n_draws=30, rng=1)
+    assert "statistic='tcal'" in res.call and "n_draws=30" in res.call
     arr = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=30, rng=1)
     assert res.statistic == arr.statistic and res.pvalue == arr.pvalue
     assert res.formula == "y ~ a + b + c + d" and res.call.startswith("tcal_test(")
@@ -68,6 +137,11 @@ def test_same_seed_same_output(multiclass):
     assert a.seed == 7 and b.seed == "Generator"
     assert np.array_equal(a.null_draws, b.null_draws)
     assert not np.array_equal(a.null_draws, c.null_draws)
+    for statistic in ("tcal", "debiased"):                  # default draws, both statistics
+        d = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, rng=7, statistic=statistic)
+        e = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, rng=7, statistic=statistic)
+        assert d.to_dict() == e.to_dict() and np.array_equal(d.null_draws, e.null_draws)
+        assert d.n_draws == 3000 and d.draws_auto
 
 
 # ----------------------------------------------------------------------------- resampling
@@ -83,8 +157,9 @@ def explicit_statistic(case, P, z, idx_r, lab_r, B):
     return ct.calib_ci(y=y, probs=P[idx_r], k=2, n_bins=B).estimate
 
 
+@pytest.mark.parametrize("statistic", ["debiased", "tcal"])
 @pytest.mark.parametrize("case", ["binary", "topk", "full"])
-def test_block_statistics_match_explicit_resamples(case, multiclass):
+def test_block_statistics_match_explicit_resamples(case, statistic, multiclass):
     P, labels = multiclass
     rng = np.random.default_rng(3)
     B = 4
@@ -97,9 +172,15 @@ def test_block_statistics_match_explicit_resamples(case, multiclass):
     tables = tcal._pair_tables(z, full, [bins], [int(bins.max()) + 1])
     pairs = tcal._draw_pairs(rng, 6, n, tables)
     idx, lab = tcal._pair_rows(pairs, tables.c)
-    out = tcal._block_statistics(pairs, tables)
+    out = tcal._block_statistics(pairs, tables, statistic)
     for r in range(6):
-        assert out[0, r] == pytest.approx(explicit_statistic(case, P, z, idx[r], lab[r], B), rel=1e-10, abs=1e-15)
+        if statistic == "debiased":
+            expected = explicit_statistic(case, P, z, idx[r], lab[r], B)
+        else:   # the resampled data set built row by row: U* = onehot(label) - z* (label d = "none")
+            d = z.shape[1]
+            onehot = np.vstack([np.eye(d), np.zeros((1, d))]) if not full else np.eye(d)
+            expected = slow_tcal_statistic(onehot[lab[r]] - z[idx[r]], bins[idx[r]])
+        assert out[0, r] == pytest.approx(expected, rel=1e-10, abs=1e-15)
 
 
 def test_helmert_basis_is_orthonormal_and_sum_zero():
@@ -178,7 +259,7 @@ def test_adaptive_scales():
 
 def test_adaptive_result(multiclass):
     P, labels = multiclass
-    res = ct.tcal_test(y=labels, probs=P, k="full", adaptive=True, n_draws=60, rng=2)
+    res = ct.tcal_test(y=labels, probs=P, k="full", adaptive=True, n_draws=79, rng=2, statistic="debiased")
     L = len(res.scales)
     # d = 3: (2/3) log2(400 / sqrt(log 400)) = 4.90 -> B = 2, 4, 8, 16
     assert res.adaptive and res.scales == (2, 4, 8, 16) and L == 4
@@ -189,7 +270,8 @@ def test_adaptive_result(multiclass):
     assert res.n_bins == res.scales[best] and res.statistic == res.statistics[best]
     for B, t in zip(res.scales, res.statistics):
         assert t == pytest.approx(ct.calib_ci(y=labels, probs=P, k="full", n_bins=B).estimate, rel=1e-12, abs=1e-16)
-    listed = ct.tcal_test(y=labels, probs=P, k="full", n_bins=[2, 4, 8, 16], n_draws=60, rng=2)
+    listed = ct.tcal_test(y=labels, probs=P, k="full", n_bins=[2, 4, 8, 16], n_draws=79, rng=2,
+                          statistic="debiased")
     assert listed.adaptive and listed.to_dict() == res.to_dict()
     tab = res.scale_table()
     assert list(tab["n_bins"]) == list(res.scales)
@@ -203,19 +285,69 @@ def test_adaptive_detects_miscalibration():
     assert res.reject and res.pvalue <= 0.05
 
 
+def test_adaptive_rejects_at_alpha_001_over_many_scales():
+    rng = np.random.default_rng(21)
+    n = 2000
+    p = rng.random(n)
+    y = (rng.random(n) < special.expit(0.5 * special.logit(p))).astype(int)
+    # d = 1: 2 log2(2000 / sqrt(log 2000)) = 19.19 -> L = 19 scales, level 0.01 / 19
+    res = ct.tcal_test(y=y, probs=p, adaptive=True, alpha=0.01, rng=3)
+    assert len(res.scales) == 19
+    # default R: smallest R with (R + 1) * 0.01 / 19 >= 2 is 2 * 1900 - 1 = 3799 (> 3000)
+    assert res.n_draws == 3799 and res.draws_auto and res.null_draws.shape == (19, 3799)
+    assert all(math.isfinite(t) for t in res.thresholds)
+    # the threshold is the 2nd largest draw: j = floor(3800 * 0.01 / 19) - 1 = 1
+    assert res.thresholds[0] == np.sort(res.null_draws[0])[-2]
+    assert res.reject and res.pvalue <= 0.01
+    # the old default (1000 draws) could not reject here: it now raises instead
+    with pytest.raises(ValueError, match=r"n_draws=1000 is too small.*n_draws >= 1899"):
+        ct.tcal_test(y=y, probs=p, adaptive=True, alpha=0.01, n_draws=1000, rng=3)
+    ok = ct.tcal_test(y=y, probs=p, adaptive=True, alpha=0.01, n_draws=1899, rng=3)   # (1899 + 1) * 0.01 / 19 = 1
+    assert ok.thresholds[0] == ok.null_draws[0].max() and not ok.draws_auto
+
+
+def test_too_few_draws_raise():
+    rng = np.random.default_rng(22)
+    p = rng.random(200)
+    y = (rng.random(200) < p).astype(int)
+    with pytest.raises(ValueError, match=r"n_draws=18 is too small.*n_draws >= 19"):     # 19 * 0.05 < 1
+        ct.tcal_test(y=y, probs=p, n_bins=4, n_draws=18)
+    assert math.isfinite(ct.tcal_test(y=y, probs=p, n_bins=4, n_draws=19, rng=0).threshold)   # 20 * 0.05 = 1
+    with pytest.raises(ValueError, match=r"n_draws=98 is too small.*n_draws >= 99"):     # 99 * 0.01 < 1
+        ct.tcal_test(y=y, probs=p, n_bins=4, n_draws=98, alpha=0.01)
+    with pytest.raises(ValueError, match=r"n_draws=58 is too small.*n_draws >= 59"):     # 3 scales: 59 * 0.05 / 3 < 1
+        ct.tcal_test(y=y, probs=p, n_bins=[2, 4, 8], n_draws=58)
+    with pytest.raises(ValueError, match=r"n_draws=9 is too small"):
+        tcal.tcal_statistic_threshold(p[:, None], (y - p)[:, None], np.zeros(200, dtype=int), n_draws=9)
+
+
+def test_default_draws_rule():
+    assert tcal.min_draws(0.05) == 19 and tcal.min_draws(0.01) == 99 and tcal.min_draws(0.05 / 3) == 59
+    assert tcal.default_draws(0.05) == 3000 and tcal.default_draws(0.05, 23) == 3000
+    assert tcal.default_draws(0.01, 23) == 4599          # (4599 + 1) * 0.01 / 23 = 2
+    assert tcal.default_draws(0.001, 5) == 9999           # (9999 + 1) * 0.001 / 5 = 2
+
+
 # ----------------------------------------------------------------------------- output, errors
 def test_summary_dict_iter(multiclass):
     P, labels = multiclass
-    res = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=15, rng=3)
+    res = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, n_draws=19, rng=3)
     stat, pval = res
     assert stat == res.statistic and pval == res.pvalue
     text = str(res.summary())
     assert "T-Cal" in text and "B = 3" in text and "full (canonical" in text
-    assert "R = 15 resamples are too few" in text            # 0.05 * 16 < 1: threshold infinite
+    assert "T-Cal (/ c_b)" in text and "/ c_b (Lee et al. 2023)" in text
+    assert "too few" not in text
+    assert "R = 19 resamples are too few" in str(res.summary(alpha=0.01))   # 0.01 * 20 < 1: infinite
     d = res.to_dict()
     json.dumps(d)
-    assert d["threshold"] is None and d["method"] == "tcal" and d["reject"] is False
+    assert d["threshold"] == res.threshold and d["method"] == "tcal" and d["statistic_type"] == "tcal"
+    assert d["draws_auto"] is False and "statistic=tcal" in repr(res)
     assert "TCalResult" in repr(res)
+    deb = ct.tcal_test(y=labels, probs=P, k="full", n_bins=3, rng=3, statistic="debiased")
+    text = str(deb.summary())
+    assert "debiased (/ (c_b - 1))" in text and "3000 (auto)" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_bad_input(multiclass):
@@ -226,6 +358,8 @@ def test_bad_input(multiclass):
         ct.tcal_test(y=labels, probs=P, n_draws=10.5)
     with pytest.raises(TypeError, match="rng"):
         ct.tcal_test(y=labels, probs=P, rng="seed")
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        ct.tcal_test(y=labels, probs=P, statistic="plugin")
     with pytest.raises(ValueError, match="adaptive=True chooses the bin counts"):
         ct.tcal_test(y=labels, probs=P, adaptive=True, n_bins=5)
     with pytest.raises(ValueError, match="n_bins must hold integers >= 1"):

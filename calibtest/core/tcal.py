@@ -1,15 +1,31 @@
-"""T-Cal's consistency-resampling threshold for the debiased statistic (array level, no result objects).
+"""T-Cal's statistic and consistency-resampling threshold (array level, no result objects).
+
+Statistics (per bin b: count c_b, S_b = sum of U, Q_b = sum of ||U||^2):
+
+* ``"tcal"`` -- the authors' debiased plug-in estimator (DPE) of ECE^2,
+  ``(1/n) sum_b (||S_b||^2 - Q_b) / c_b`` (``plugin_ece(..., debias=True)`` in
+  the authors' code, github.com/dh7401/T-Cal, ``utils.py``; bins with
+  c_b = 1 contribute 0);
+* ``"debiased"`` -- ``(1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1)``, the
+  unbiased estimator of the binned ECE^2 of Sun, Chaudhari, Barnett and
+  Dobriban, eq. (6) (equal to ``calib_ci(...).estimate``).
 
 Consistency resampling (Lee, Huang, Hassani and Dobriban 2023, Section 4.1):
 draw the predictions Z*_1..Z*_n with replacement from the observed ones,
 draw each label from its own prediction, Y* ~ Categorical(Z*) (the
-resampled model is calibrated by construction), and recompute the debiased
+resampled model is calibrated by construction), and recompute the
 statistic on the same bins.  Every resampled data set of a block is handled
-by one set of ``np.bincount`` calls (:func:`calibtest.core.resampling.multiset_statistics`).
+by one set of ``np.bincount`` calls.
 
 Monte Carlo decision (R draws T*_1..T*_R): p-value = (1 + #{T*_r >= T}) / (R + 1);
 threshold = the (R - j)-th smallest T*_r with j = floor(alpha (R + 1)) - 1
-(infinite when j < 0); T > threshold if and only if p-value <= alpha.
+(infinite when j < 0); T > threshold if and only if p-value <= alpha.  The
+test can reject only when (R + 1) alpha >= 1 (:func:`min_draws`).  The
+authors' code instead compares T with ``np.quantile(T*, 1 - alpha / L)``
+(linear interpolation, 3000 draws); at levels below 1 / (R + 1) that
+interpolates between the two largest draws, and its size can exceed the
+level, so calibtest keeps the exact Monte Carlo rule and chooses R large
+enough (:func:`default_draws`).
 
 References
 ----------
@@ -24,11 +40,82 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibtest._validation import check_count, check_seed
-from calibtest.core.binstats import bin_sums, debiased_statistic
+from calibtest._validation import OptionError, check_count, check_seed
+from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
 from calibtest.core.resampling import BLOCK_ELEMENTS, multiset_statistics
 
-__all__ = ["TCalCore", "tcal_statistic_threshold", "adaptive_scales"]
+__all__ = ["TCalCore", "tcal_statistic_threshold", "adaptive_scales", "STATISTICS", "tcal_statistic",
+           "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
+
+#: The statistics of T-Cal: the authors' (divide by c_b) and calib_ci's debiased one (c_b - 1).
+STATISTICS = ("tcal", "debiased")
+
+#: Monte Carlo draws of the authors' adaptive T-Cal (``MC_trials=3000``); the default's floor.
+DEFAULT_DRAWS = 3000
+
+#: The default R makes (R + 1) * level >= DRAWS_MARGIN: the threshold is at worst the
+#: DRAWS_MARGIN-th largest draw, never a single extreme draw.
+DRAWS_MARGIN = 2
+
+_FLOOR_TOL = 1e-9  # the tolerance of floor(level * (R + 1)) in _mc_decision
+
+
+def _rank_at(level: float, R: int) -> int:
+    """j + 1 = floor(level (R + 1)): the threshold is the (j + 1)-th largest of R draws (0: none)."""
+    return int(math.floor(level * (R + 1) + _FLOOR_TOL))
+
+
+def min_draws(level: float, rank: int = 1) -> int:
+    """Smallest R with floor(level (R + 1)) >= ``rank`` (``rank = 1``: the test can reject at all).
+
+    With fewer draws the Monte Carlo threshold at ``level`` (the per-scale
+    level alpha / L) is infinite and the test cannot reject.
+    """
+    R = max(1, int(math.ceil(rank / level)) - 1)
+    while _rank_at(level, R) < rank:  # at most a step or two of float rounding
+        R += 1
+    while R > 1 and _rank_at(level, R - 1) >= rank:
+        R -= 1
+    return R
+
+
+def default_draws(alpha: float, n_scales: int = 1) -> int:
+    """Default Monte Carlo draws R for overall level ``alpha`` over ``n_scales`` scales (Bonferroni).
+
+    R = max(3000, smallest R with (R + 1) alpha / L >= 2): the authors' 3000
+    draws, raised when the per-scale level alpha / L is so small that the
+    threshold would be one of the two largest draws.
+    """
+    return max(DEFAULT_DRAWS, min_draws(alpha / n_scales, DRAWS_MARGIN))
+
+
+def check_draws(R: int, level: float, message: str = "") -> None:
+    """Raise ``OptionError`` (a ValueError) when R draws cannot reject at ``level``."""
+    need = min_draws(level)
+    if R < need:
+        raise OptionError(f"n_draws={R} is too small: the Monte Carlo test at level {level:.4g}{message} "
+                          f"needs (n_draws + 1) * level >= 1, i.e. n_draws >= {need}, or it can never "
+                          "reject; increase n_draws or leave n_draws=None (chosen automatically)")
+
+
+def check_statistic(statistic) -> str:
+    """Check the ``statistic`` option: ``"tcal"`` or ``"debiased"``."""
+    if not isinstance(statistic, str) or statistic not in STATISTICS:
+        raise OptionError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    return statistic
+
+
+def tcal_statistic(stats: BinStats, n: int | None = None) -> float:
+    """The authors' debiased plug-in estimator of ECE^2 (T-Cal's statistic).
+
+    (1/n) sum over bins with c_b >= 2 of (||S_b||^2 - Q_b) / c_b (a bin with one
+    row has ||S_b||^2 = Q_b and contributes 0, as in the authors' code).
+    """
+    n = stats.n if n is None else n
+    c = stats.count
+    keep = c >= 2
+    num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
+    return float(np.sum(num[keep] / c[keep]) / n)
 
 
 # --------------------------------------------------------------------------- array core
@@ -39,9 +126,9 @@ class TCalCore:
     Attributes
     ----------
     statistic : ndarray, shape (L,)
-        Debiased T on the observed data at each scale.
+        The statistic (T-Cal's or the debiased T) on the observed data at each scale.
     threshold : ndarray, shape (L,)
-        Monte Carlo threshold at the given level (``inf`` if R is too small).
+        Monte Carlo threshold at the given level (finite: too few draws raise).
     pvalue : ndarray, shape (L,)
         Monte Carlo p-value (1 + #{T* >= T}) / (R + 1).
     null_draws : ndarray, shape (L, R)
@@ -173,8 +260,37 @@ def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     return np.divmod(pairs, c)
 
 
-def _block_statistics(pairs: np.ndarray, tables: _PairTables) -> np.ndarray:
-    """Debiased T of each resampled data set in a block, at each scale: shape (L, D).
+def _multiset_tcal(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """T-Cal's statistic of each row multiset of an index matrix, shape (L, R).
+
+    The same bincounts as :func:`calibtest.core.resampling.multiset_statistics`
+    with the divisor c_b in place of c_b - 1:
+    ``(1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / c_rb``.  No loop over
+    multisets, rows or bins.
+    """
+    R, s = idx.shape
+    flat = idx.ravel()
+    w_sq = sq[flat]
+    w_cols = [col[flat] for col in cols]  # loop over the d columns of U
+    out = np.empty((len(sizes), R))
+    for l, (inverse, m) in enumerate(zip(inverses, sizes)):  # loop over the few binnings
+        key = inverse[idx]
+        key += (np.arange(R, dtype=np.intp) * m)[:, None]
+        key = key.ravel()
+        size = R * m
+        count = np.bincount(key, minlength=size)
+        num = -np.bincount(key, weights=w_sq, minlength=size)
+        for w in w_cols:
+            s_j = np.bincount(key, weights=w, minlength=size)
+            num += s_j * s_j
+        contrib = np.zeros(size)
+        np.divide(num, count, out=contrib, where=count >= 2)
+        out[l] = contrib.reshape(R, m).sum(axis=1) / s
+    return out
+
+
+def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "debiased") -> np.ndarray:
+    """The statistic of each resampled data set in a block, at each scale: shape (L, D).
 
     Parameters
     ----------
@@ -188,9 +304,12 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables) -> np.ndarray:
     A copy keeps its row's bin, so pair p = row * c + label lies in bin
     bins[row]; :func:`calibtest.core.resampling.multiset_statistics` then gives
     T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1) of every data set with
-    one key and d + 2 bincounts per scale.  No loop over data sets, rows or bins.
+    one key and d + 2 bincounts per scale (``statistic="debiased"``), or
+    :func:`_multiset_tcal`'s divisor c_b (``statistic="tcal"``).  No loop over
+    data sets, rows or bins.
     """
-    return multiset_statistics(tables.bins, tables.sizes, tables.cols, tables.sq, pairs)
+    fn = _multiset_tcal if statistic == "tcal" else multiset_statistics
+    return fn(tables.bins, tables.sizes, tables.cols, tables.sq, pairs)
 
 
 def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
@@ -204,9 +323,10 @@ def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.nd
     return threshold, pvalue
 
 
-def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng=None,
-                             full: bool = False, block_size: int | None = None) -> TCalCore:
-    """Debiased statistic and consistency-resampling threshold (array-level T-Cal core).
+def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None,
+                             full: bool = False, block_size: int | None = None,
+                             statistic: str = "tcal") -> TCalCore:
+    """Statistic and consistency-resampling threshold (array-level T-Cal core).
 
     Parameters
     ----------
@@ -221,8 +341,10 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
         function of z, so a resampled row keeps its bin.
     alpha : float or array_like of shape (L,)
         Level of each scale's test (pass alpha / L for a Bonferroni split).
-    n_draws : int
-        Monte Carlo resamples R.
+    n_draws : int, optional
+        Monte Carlo resamples R; default :func:`default_draws` at the smallest
+        level (``max(3000, ...)``).  Fewer than :func:`min_draws` of the
+        smallest level raise ``ValueError`` (the test could never reject).
     rng : None, int or numpy.random.Generator
         Seed or generator; the same seed gives the same output.
     full : bool
@@ -231,6 +353,8 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
     block_size : int, optional
         Resamples processed together (default: about 2^15 / n); it changes
         memory use only, not the output.
+    statistic : {"tcal", "debiased"}
+        The authors' statistic (divisor c_b) or the debiased T (c_b - 1).
 
     Returns
     -------
@@ -248,19 +372,24 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int = 1000, rng
         raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
     if bins.min() < 0:
         raise ValueError("bins must be non-negative bin numbers")
-    R = check_count(n_draws, "n_draws")
+    statistic = check_statistic(statistic)
+    smallest = float(np.min(np.asarray(alpha, dtype=float)))
+    R = default_draws(smallest) if n_draws is None else check_count(n_draws, "n_draws")
+    check_draws(R, smallest)
     gen = _as_rng(rng)
     bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
     sizes = [int(b.max()) + 1 for b in bins]
-    # the observed statistic exactly as calib_ci computes it
-    observed = np.array([debiased_statistic(bin_sums(b, np.arange(m)[:, None], u, z), n)
+    # the observed statistic (the debiased one exactly as calib_ci computes it)
+    stat_fn = tcal_statistic if statistic == "tcal" else debiased_statistic
+    observed = np.array([stat_fn(bin_sums(b, np.arange(m)[:, None], u, z), n)
                          for b, m in zip(bins, sizes)])
     tables = _pair_tables(z, full, bins, sizes)
     D = block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
     draws = np.empty((len(sizes), R))
     for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
         size = min(D, R - start)
-        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables)
+        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables,
+                                                                    statistic)
     threshold, pvalue = _mc_decision(observed, draws, alpha)
     return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
 

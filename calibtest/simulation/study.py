@@ -169,10 +169,14 @@ def _tcal_reject(data, task: _Task, gen) -> bool:
     """T-Cal test of full calibration (settings 1-2, as the paper).
 
     Full calibration of the K = 2 probability matrix, on the study's bins,
-    with ``task.tcal_draws`` Monte Carlo draws for the threshold.
+    with ``task.tcal_draws`` Monte Carlo draws for the threshold.  The study
+    uses the debiased statistic (divisor c_b - 1, as ``calib_ci``) and an
+    explicit number of draws, so that its published numbers reproduce
+    (``tcal_test``'s defaults are now T-Cal's own statistic and
+    max(3000, ...) draws).
     """
     res = tcal_test(y=data.labels, probs=data.probs, k="full", alpha=task.alpha, rng=gen, n_bins=task.n_bins,
-                    n_draws=task.tcal_draws)
+                    n_draws=task.tcal_draws, statistic="debiased")
     return bool(res.reject)
 
 
