@@ -267,7 +267,9 @@ def _add_tcal_parser(sub, shared) -> None:
     tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)", n_formulas=1,
                         parents=[shared["formula"], shared["model"], shared["json"]])
     tc.add_argument("file", help="CSV file with outcomes and predictions")
-    tc.add_argument("--draws", type=int, default=1000, help="Monte Carlo resamples (default 1000)")
+    tc.add_argument("--draws", type=int, default=None,
+                    help="Monte Carlo resamples per scale (default: at least 3000, and enough for every scale "
+                         "to be able to reject at --alpha)")
     tc.add_argument("--adaptive", action="store_true", help="adaptive T-Cal over dyadic bin counts")
     tc.add_argument("--seed", type=int, default=None, help="random seed")
     tc.set_defaults(func=_cmd_tcal)
