@@ -260,7 +260,8 @@ def resample_statistic(rows: BinnedRows, idx: np.ndarray) -> np.ndarray:
     return multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, rows._sq, idx)[0]
 
 
-def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, *,
+                        pair_divisor_offset: float = 1.0) -> np.ndarray:
     """T of each row multiset of an index matrix, on one or several binnings of the rows.
 
     Parameters
@@ -275,12 +276,15 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) 
         ||U||^2 of each row.
     idx : ndarray of int, shape (R, s)
         Row numbers of R multisets of size s.
+    pair_divisor_offset : float
+        o in the divisor c_rb - o of each bin's pair sum: 1 gives the paper's
+        debiased T (default), 0 gives T-Cal's statistic (divisor c_rb).
 
     Returns
     -------
     ndarray of float64, shape (L, R)
-        ``T_lr = (1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / (c_rb - 1)`` on binning l
-        (the paper's eq. (6) on the multiset).
+        ``T_lr = (1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / (c_rb - o)`` on binning l
+        (the paper's eq. (6) on the multiset for o = 1).
 
     Notes
     -----
@@ -304,7 +308,7 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) 
             s_j = np.bincount(key, weights=w, minlength=size)
             num += s_j * s_j
         contrib = np.zeros(size)
-        np.divide(num, count - 1.0, out=contrib, where=count >= 2)
+        np.divide(num, count - pair_divisor_offset, out=contrib, where=count >= 2)
         out[l] = contrib.reshape(R, m).sum(axis=1) / s
     return out
 

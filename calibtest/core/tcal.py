@@ -260,35 +260,6 @@ def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     return np.divmod(pairs, c)
 
 
-def _multiset_tcal(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """T-Cal's statistic of each row multiset of an index matrix, shape (L, R).
-
-    The same bincounts as :func:`calibtest.core.resampling.multiset_statistics`
-    with the divisor c_b in place of c_b - 1:
-    ``(1/s) sum_{b: c_rb >= 2} (||S_rb||^2 - Q_rb) / c_rb``.  No loop over
-    multisets, rows or bins.
-    """
-    R, s = idx.shape
-    flat = idx.ravel()
-    w_sq = sq[flat]
-    w_cols = [col[flat] for col in cols]  # loop over the d columns of U
-    out = np.empty((len(sizes), R))
-    for l, (inverse, m) in enumerate(zip(inverses, sizes)):  # loop over the few binnings
-        key = inverse[idx]
-        key += (np.arange(R, dtype=np.intp) * m)[:, None]
-        key = key.ravel()
-        size = R * m
-        count = np.bincount(key, minlength=size)
-        num = -np.bincount(key, weights=w_sq, minlength=size)
-        for w in w_cols:
-            s_j = np.bincount(key, weights=w, minlength=size)
-            num += s_j * s_j
-        contrib = np.zeros(size)
-        np.divide(num, count, out=contrib, where=count >= 2)
-        out[l] = contrib.reshape(R, m).sum(axis=1) / s
-    return out
-
-
 def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "debiased") -> np.ndarray:
     """The statistic of each resampled data set in a block, at each scale: shape (L, D).
 
@@ -304,12 +275,12 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "
     A copy keeps its row's bin, so pair p = row * c + label lies in bin
     bins[row]; :func:`calibtest.core.resampling.multiset_statistics` then gives
     T = (1/n) sum_{c_b >= 2} (||S_b||^2 - Q_b) / (c_b - 1) of every data set with
-    one key and d + 2 bincounts per scale (``statistic="debiased"``), or
-    :func:`_multiset_tcal`'s divisor c_b (``statistic="tcal"``).  No loop over
-    data sets, rows or bins.
+    one key and d + 2 bincounts per scale (``statistic="debiased"``), or the
+    same with the divisor c_b (``statistic="tcal"``).  No loop over data sets,
+    rows or bins.
     """
-    fn = _multiset_tcal if statistic == "tcal" else multiset_statistics
-    return fn(tables.bins, tables.sizes, tables.cols, tables.sq, pairs)
+    return multiset_statistics(tables.bins, tables.sizes, tables.cols, tables.sq, pairs,
+                               pair_divisor_offset=0.0 if statistic == "tcal" else 1.0)
 
 
 def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
