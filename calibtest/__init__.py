@@ -18,6 +18,7 @@ simulation study).
 from calibtest import datasets, simulation
 from calibtest._format import package_version
 from calibtest.backends.accumulator import BinAccumulator
+from calibtest.calibration_test import CalibrationTestResult, calib_test
 from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.binstats import BinStats
@@ -34,6 +35,7 @@ __version__ = package_version()
 
 __all__ = [
     "calib_ci",
+    "calib_test",
     "calib_compare",
     "tcal_test",
     "val_prob",
@@ -45,6 +47,7 @@ __all__ = [
     "ComparisonResult",
     "PairwiseComparisonResult",
     "TCalResult",
+    "CalibrationTestResult",
     "HosmerLemeshowResult",
     "ValProbResult",
     "BinStats",

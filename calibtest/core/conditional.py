@@ -144,6 +144,8 @@ __all__ = [
     "conditional_moments",
     "conditional_test",
     "monte_carlo_test",
+    "monte_carlo_draws",
+    "SharedDraws",
     "shifted_gamma_sf",
     "SHIFTED_GAMMA_MAX_SKEWNESS",
     "shifted_gamma_isf",
@@ -677,3 +679,170 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     tol = 100 * np.finfo(np.float64).eps * abs(t_obs)  # ties as in scipy.stats.permutation_test
     pvalue = (1.0 + np.count_nonzero(draws >= t_obs - tol)) / (1.0 + n_draws)
     return MonteCarloTest(t_obs, float(pvalue), n_draws, seed, draws)
+
+
+# ---------------------------------------------------------------------------
+# shared draws over several partitions (the multi-scale test)
+
+
+@dataclass(frozen=True, eq=False)
+class SharedDraws:
+    """T of the observed labels and of R shared label draws on several partitions of the same rows.
+
+    Attributes
+    ----------
+    statistic : ndarray, shape (L,)
+        T on each partition for the observed labels.
+    null_draws : ndarray, shape (L, R)
+        T*_r on each partition for the r-th label draw: column r uses the same
+        label vector on every partition.
+    n_draws : int
+    seed : int or None
+    """
+
+    statistic: np.ndarray
+    null_draws: np.ndarray
+    n_draws: int
+    seed: int | None
+
+    def __post_init__(self):
+        object.__setattr__(self, "statistic", read_only(self.statistic))
+        object.__setattr__(self, "null_draws", read_only(self.null_draws))
+
+
+def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: int = 2000, rng=None,
+                      complete: bool = False, block_size: int | None = None) -> SharedDraws:
+    """Conditional Monte Carlo draws of T on several partitions with the same label draws.
+
+    Each label vector is drawn once from the predictions (exactly as
+    :func:`monte_carlo_test`: inverse-CDF categorical draws on uniforms) and T
+    is recomputed on every partition in ``inverses`` for that same vector, so
+    the joint law of (T_1, ..., T_L) under H0 given the predictions is
+    reproduced exactly, dependence between the partitions included.
+
+    Uniforms are drawn only for the rows in a bin of >= 2 rows on at least one
+    partition (the other rows never enter any T), in row order.  With a
+    single partition those are the rows :func:`monte_carlo_test` draws, so
+    ``monte_carlo_draws(z, [inv], ...).null_draws[0]`` equals
+    ``monte_carlo_test(z, inv, ...).null_draws`` for the same seed.
+
+    Parameters
+    ----------
+    z, observed, n, n_draws, rng, complete, block_size
+        As for :func:`monte_carlo_test`.
+    inverses : sequence of array_like of int, each shape (n,)
+        Bin of each row on each partition.
+
+    Returns
+    -------
+    SharedDraws
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 1:
+        z = z[:, None]
+    observed = np.asarray(observed, dtype=np.intp)
+    inverses = [np.asarray(inv, dtype=np.intp) for inv in inverses]
+    if not inverses:
+        raise ValueError("give at least one partition")
+    n_draws = check_count(n_draws, "n_draws")
+    gen, seed = _check_rng(rng)
+    n_div = z.shape[0] if n is None else int(n)
+    used = np.zeros(z.shape[0], dtype=bool)
+    for inv in inverses:  # a loop over the few partitions
+        used |= np.bincount(inv)[inv] >= 2
+    rows = np.flatnonzero(used)
+    L = len(inverses)
+    stats = np.zeros(L)
+    draws = np.zeros((L, n_draws))
+    if rows.size == 0:  # no bin of any partition holds two rows: T = 0 for every label vector
+        return SharedDraws(stats, draws, n_draws, seed)
+    # one plan per partition on the used rows; plan.rows index into the used rows
+    plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
+    full = [p.rows.size == rows.size for p in plans]
+    obs = observed[rows][None, :]
+    for i, plan in enumerate(plans):
+        if plan.nk:
+            stats[i] = plan.statistics(obs if full[i] else obs[:, plan.rows])[0]
+    d = z.shape[1]
+    if block_size is None:
+        block_size = max(1, (1 << 21) // (rows.size * d))
+    if d == 1 and not complete:
+        fast = _SortedSegments.build(z[rows, 0], [inv[rows] for inv in inverses], n_div)
+        if fast is not None:
+            stats = fast.statistics(observed[rows][None, :] == 0)[:, 0]
+            for start in range(0, n_draws, block_size):  # a handful of blocks
+                r = min(block_size, n_draws - start)
+                draws[:, start:start + r] = fast.statistics(gen.random((r, rows.size)) < fast.p)
+            return SharedDraws(stats, draws, n_draws, seed)
+    cum = plans[0].cum if full[0] else None
+    if cum is None:  # the cumulative probabilities of all used rows
+        cum = np.cumsum(z[rows], axis=1)
+        if complete:
+            cum[:, -1] = np.inf
+    drawer = _DrawPlan.__new__(_DrawPlan)
+    drawer.cum, drawer.d = cum, d
+    for start in range(0, n_draws, block_size):  # a handful of blocks
+        r = min(block_size, n_draws - start)
+        cls = drawer.classes(gen.random((r, rows.size)))
+        for i, plan in enumerate(plans):  # a loop over the few partitions
+            if plan.nk:
+                draws[i, start:start + r] = plan.statistics(cls if full[i] else cls[:, plan.rows])
+    return SharedDraws(stats, draws, n_draws, seed)
+
+
+class _SortedSegments:
+    """The 1-dim fast path of :func:`monte_carlo_draws`: every partition's bins are intervals of p.
+
+    With the rows sorted by p, each partition's bins are runs of consecutive
+    rows, so all partitions are unions of the *segments* of their common
+    refinement (at most the sum of their bin counts).  Per draw it needs only
+    the successes N_s and the sum W_s of (1 - 2 p_a) over the successes of each
+    segment (two ``np.add.reduceat`` over the sorted rows); then for partition i
+
+        T_i = (1/n) [sum_b (N_b - sum_b p)^2 / (c_b - 1) - sum_a p_a^2 w_a - sum_s w_s W_s],
+
+    with N_b = sum of N_s over the bin's segments and w = 1 / (c_b - 1) on bins
+    with c_b >= 2 (0 on single-row bins), which is T = (1/n) sum_b
+    (S_b^2 - Q_b) / (c_b - 1) since (y - p)^2 = y (1 - 2p) + p^2 for y in {0, 1}.
+    """
+
+    @classmethod
+    def build(cls, p: np.ndarray, inverses, n: int):
+        order = np.argsort(p, kind="stable")
+        sorted_inv = [inv[order] for inv in inverses]
+        if any(np.any(np.diff(inv) < 0) for inv in sorted_inv):
+            return None  # some bin is not an interval of p: use the general path
+        self = cls()
+        self.n = n
+        self.p = p
+        self.order = None if np.all(order[1:] > order[:-1]) else order
+        ps = p[order]
+        change = np.zeros(ps.size, dtype=bool)
+        change[0] = True
+        for inv in sorted_inv:  # a loop over the few partitions
+            change[1:] |= inv[1:] != inv[:-1]
+        self.starts = np.flatnonzero(change)
+        self.q = 1.0 - 2.0 * ps
+        self.parts = []
+        for inv in sorted_inv:  # a loop over the few partitions
+            inv = np.concatenate(([0], np.cumsum(inv[1:] != inv[:-1])))  # renumber the bins 0..m-1 in order
+            count = np.bincount(inv)
+            w_bin = np.where(count >= 2, 1.0 / np.maximum(count - 1.0, 1.0), 0.0)
+            seg_bin = inv[self.starts]
+            bin_starts = np.flatnonzero(np.r_[True, seg_bin[1:] != seg_bin[:-1]])  # every bin is non-empty
+            zsum = np.bincount(inv, weights=ps, minlength=count.size)
+            h_other = float(np.sum(ps * ps * w_bin[inv]))
+            self.parts.append((bin_starts, w_bin, w_bin[seg_bin], zsum, h_other))
+        return self
+
+    def statistics(self, y: np.ndarray) -> np.ndarray:
+        """T on each partition (shape (L, R)) for the label rows ``y`` (shape (R, rows), True for y = 1)."""
+        if self.order is not None:
+            y = np.take(y, self.order, axis=1)
+        succ = np.add.reduceat(y.view(np.uint8), self.starts, axis=1, dtype=np.int64)
+        wsum = np.add.reduceat(y * self.q, self.starts, axis=1)
+        out = np.empty((len(self.parts), y.shape[0]))
+        for i, (bin_starts, w_bin, w_seg, zsum, h_other) in enumerate(self.parts):  # the few partitions
+            s = np.add.reduceat(succ, bin_starts, axis=1) - zsum  # bins are runs of segments
+            out[i] = ((s * s) @ w_bin - wsum @ w_seg - h_other) / self.n
+        return out

@@ -1,0 +1,192 @@
+"""calib_test: the multi-scale conditional Monte Carlo test, checked against slow explicit code."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calibtest as ct
+from calibtest.calibration_test import adaptive_grid
+
+
+def _data(n, seed, power=1.0):
+    g = np.random.default_rng(seed)
+    p = g.beta(2, 5, n)
+    return (g.random(n) < p).astype(int), p ** power
+
+
+def _t_explicit(y, p, B):
+    """Debiased T with explicit bins [i/B, (i+1)/B) and loops (independent of the package's binning)."""
+    n = len(y)
+    total = 0.0
+    for b in range(B + 1):
+        idx = [a for a in range(n) if min(int(p[a] * B), B) == b]
+        c = len(idx)
+        if c < 2:
+            continue
+        u = [y[a] - p[a] for a in idx]
+        pairs = sum(u[i] * u[j] for i in range(c) for j in range(c) if i != j)
+        total += pairs / (c - 1)
+    return total / n
+
+
+def _var_explicit(p, B):
+    """Var(T | p) = (2/n^2) sum_b sum_{a != a'} v_a v_a' / (c_b - 1)^2, v = p (1 - p)."""
+    n = len(p)
+    total = 0.0
+    for b in range(B + 1):
+        v = [p[a] * (1 - p[a]) for a in range(n) if min(int(p[a] * B), B) == b]
+        c = len(v)
+        if c < 2:
+            continue
+        total += 2 * (sum(v) ** 2 - sum(x * x for x in v)) / (c - 1) ** 2
+    return total / n ** 2
+
+
+def test_pvalue_equals_slow_explicit_implementation():
+    y, p = _data(60, 1, power=1.5)
+    grid, R, seed = (2, 4, 7), 300, 11
+    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed)
+    sd = [math.sqrt(_var_explicit(p, B)) for B in grid]
+    z_obs = max(_t_explicit(y, p, B) / s for B, s in zip(grid, sd))
+    # the draws: uniforms for every row in a bin of >= 2 rows at some scale (here all rows), row order
+    g = np.random.default_rng(seed)
+    count = 0
+    for _ in range(R):  # slow loop over draws
+        ystar = (g.random(len(p)) < p).astype(int)
+        zstar = max(_t_explicit(ystar, p, B) / s for B, s in zip(grid, sd))
+        count += zstar >= z_obs - 1e-12
+    assert res.pvalue == pytest.approx((1 + count) / (R + 1), abs=1e-12)
+    assert res.statistic == pytest.approx(z_obs, rel=1e-10)
+    assert np.allclose(res.scales["sd"], sd, rtol=1e-10)
+
+
+def test_fast_path_equals_general_path():
+    """The 1-dim sorted-segment path equals the general per-partition path draw for draw."""
+    from calibtest.core.conditional import _DrawPlan, monte_carlo_draws
+    y, p = _data(150, 2)
+    obs = np.where(y == 1, 0, 1)
+    invs = [np.unique(np.floor(p * b), return_inverse=True)[1].ravel() for b in (2, 5, 13)]
+    fast = monte_carlo_draws(p, invs, obs, n_draws=50, rng=4)
+    g = np.random.default_rng(4)
+    u = g.random((50, 150))
+    for i, inv in enumerate(invs):
+        plan = _DrawPlan(p[:, None], inv, 150, False)
+        cls = plan.classes(u)
+        slow = plan.statistics(cls[:, plan.rows])
+        assert np.allclose(fast.null_draws[i], slow, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("B", [5, 20])
+def test_single_scale_equals_calib_ci_monte_carlo(B):
+    y, p = _data(300, 3, power=1.3)
+    res = ct.calib_test(y=y, probs=p, n_bins=B, n_draws=999, rng=5)
+    ci = ct.calib_ci(y=y, probs=p, n_bins=B, null="monte-carlo", n_null_draws=999, rng=5)
+    assert res.pvalue == ci.null_pvalue
+    assert res.scales["T"][0] == pytest.approx(ci.estimate, rel=1e-10, abs=1e-15)
+    assert res.n_bins == (B,)
+
+
+def test_seed_reproduces_and_is_recorded():
+    y, p = _data(200, 4, power=1.2)
+    a = ct.calib_test(y=y, probs=p, rng=9, n_draws=300)
+    b = ct.calib_test(y=y, probs=p, rng=9, n_draws=300)
+    assert a.pvalue == b.pvalue and np.array_equal(a.null_draws, b.null_draws)
+    c = ct.calib_test(y=y, probs=p, n_draws=300)
+    assert isinstance(c.seed, int)
+    d = ct.calib_test(y=y, probs=p, n_draws=300, rng=c.seed)
+    assert d.pvalue == c.pvalue
+
+
+def test_adaptive_grid_doubles_up_to_auto():
+    assert adaptive_grid(472, 1) == (2, 4, 8, 16, 32, ct.auto_n_bins(472, 1))
+    assert adaptive_grid(10, 1)[-1] == ct.auto_n_bins(10, 1)
+    y, p = _data(472, 5)
+    assert ct.calib_test(y=y, probs=p, n_draws=99, rng=1).n_bins == adaptive_grid(472, 1)
+
+
+def test_size_smoke():
+    """200 calibrated data sets: rejection rate within alpha + 3 s.e."""
+    g = np.random.default_rng(123)
+    N, rej = 200, 0
+    for _ in range(N):
+        p = g.beta(2, 5, 100)
+        y = (g.random(100) < p).astype(int)
+        rej += ct.calib_test(y=y, probs=p, n_draws=99, rng=int(g.integers(2**31))).reject
+    assert rej / N <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / N)
+
+
+def test_power_on_squared_predictions():
+    y, p = _data(472, 6, power=1.25)
+    res = ct.calib_test(y=y, probs=p, rng=2)
+    assert res.pvalue_max_z <= res.pvalue_bonferroni + 1e-12 or res.pvalue < 0.05
+
+
+@pytest.mark.parametrize("k", [1, 2, "full"])
+def test_multiclass_targets(k):
+    g = np.random.default_rng(7)
+    P = g.dirichlet([2, 1, 1], 200)
+    y = np.array([g.choice(3, p=row) for row in P])
+    res = ct.calib_test(y=y, probs=P, k=k, n_draws=199, rng=1)
+    assert 0 < res.pvalue <= 1 and res.null_draws.shape == (len(res.n_bins), 199)
+    one = ct.calib_test(y=y, probs=P, k=k, n_bins=res.n_bins[-1], n_draws=199, rng=1)
+    ci = ct.calib_ci(y=y, probs=P, k=k, n_bins=res.n_bins[-1], null="monte-carlo", n_null_draws=199, rng=1)
+    assert one.pvalue == ci.null_pvalue
+
+
+def test_formula_and_display():
+    y, p = _data(200, 8)
+    df = pd.DataFrame({"y": y, "p": p})
+    res = ct.calib_test("y ~ p", data=df, rng=3, n_draws=199)
+    text = str(res.summary())
+    widths = {len(line) for line in text.splitlines()}
+    assert len(widths) == 1 and max(widths) <= 80
+    assert "\n" not in repr(res) and repr(res).startswith("<CalibrationTestResult")
+    assert "<table" in res._repr_html_()
+    d = res.to_dict()
+    assert d["pvalue"] == res.pvalue and d["n_bins"] == list(res.n_bins)
+    stat, pval = res
+    assert pval == res.pvalue
+    assert "calib_test(" in res.call
+
+
+def test_bad_arguments(tmp_path):
+    y, p = _data(50, 9)
+    with pytest.raises(ValueError):
+        ct.calib_test(y=y, probs=p, n_bins="auto")
+    with pytest.raises(ValueError):
+        ct.calib_test(y=y, probs=p, n_bins=0)
+    with pytest.raises(TypeError):
+        ct.calib_test(y=y, probs=p, n_bins=2.5)
+    with pytest.raises(ValueError):
+        ct.calib_test(y=y, probs=p, null="conditional")
+    with pytest.raises(ValueError):
+        ct.calib_test(y=y, probs=p, alpha=1.5)
+    with pytest.raises(ValueError):
+        ct.calib_test(y=y, probs=p, n_draws=0)
+    with pytest.raises(ValueError):
+        ct.calib_test(y=y, probs=p, combine="fisher")
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"y": y, "p": p}).to_csv(path, index=False)
+    with pytest.raises(TypeError, match="in memory"):
+        ct.calib_test("y ~ p", data=str(path))
+
+
+def test_study_smoke(tmp_path):
+    """The study script end to end on 3 data sets per row of two designs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "vignettes" / "calib_test_study.py"
+    if not script.exists():
+        pytest.skip("vignettes/ not present")
+    out = tmp_path / "study.md"
+    env = dict(os.environ, PYTHONPATH=str(root))
+    subprocess.run([sys.executable, str(script), "--reps", "3", "--draws", "49", "--n", "100",
+                    "--designs", "calibrated Beta(2,5);slope 0.7", "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=300, env=env)
+    text = out.read_text()
+    assert "| calibrated Beta(2,5) | size | 100 |" in text and "| slope 0.7 | power | 100 |" in text
