@@ -7,10 +7,22 @@ on the two outcome columns (y, 1 - y) against (p, 1 - p), i.e.
 
 with g groups of (nearly) equal size formed from the rows sorted by the prediction
 (stable sort, so tied predictions keep their row order; ``numpy.array_split``
-gives the first ``n mod g`` groups one extra row).  Convention: df = g - 2, the
-in-sample (development data) reference of Hosmer & Lemeshow; for a model
-validated on independent data some authors use df = g (Stata's outsample
-option) — the p-value with df = g is reported too.
+gives the first ``n mod g`` groups one extra row).
+
+Reference distribution, chosen by ``validation=``:
+
+* ``"external"`` (default): chi-squared with df = g.  The predictions were not
+  fitted on these rows (held-out or external validation data, what calibtest
+  is for), so no degrees of freedom are spent on estimation; Hosmer, Lemeshow
+  & Sturdivant (2013, Applied Logistic Regression, 3rd ed., chapter 5) refer
+  the statistic to chi2(g) for external validation (Stata's ``estat gof,
+  outsample``).
+* ``"development"``: chi-squared with df = g - 2, Hosmer & Lemeshow's (1980)
+  reference for the data the logistic model was fitted on.
+
+Both p-values are kept on the result (``pvalue_df_groups``, df = g, and
+``pvalue_df_groups_minus_2``, df = g - 2); ``pvalue`` and ``df`` are those of
+the chosen reference.
 """
 from __future__ import annotations
 
@@ -45,11 +57,19 @@ class HosmerLemeshowResult(ResultDisplay):
     statistic : float
         HL chi-square statistic.
     pvalue : float
-        Upper tail of chi2(df).
+        Upper tail of chi2(df), the chosen reference.
     df : int
-        groups - 2.
+        ``groups`` for ``validation="external"`` (the default), ``groups - 2``
+        for ``validation="development"``.
     pvalue_df_groups : float
-        p-value with df = groups (reference for independent validation data).
+        p-value with df = groups (reference for external validation data),
+        whatever ``validation`` is.
+    pvalue_df_groups_minus_2 : float
+        p-value with df = groups - 2 (reference for the development data),
+        whatever ``validation`` is.
+    validation : str
+        ``"external"`` or ``"development"``: which reference ``pvalue`` and
+        ``df`` use.
     groups : int
     table : pandas.DataFrame
         Per group: ``n``, ``mean_pred``, ``observed`` (events), ``expected``
@@ -70,6 +90,8 @@ class HosmerLemeshowResult(ResultDisplay):
     pvalue: float
     df: int
     pvalue_df_groups: float
+    pvalue_df_groups_minus_2: float
+    validation: str
     groups: int
     table: pd.DataFrame = field(repr=False)
     plugin_estimate: float
@@ -89,7 +111,8 @@ class HosmerLemeshowResult(ResultDisplay):
 
     def _dict(self) -> dict:
         """Flat: the scalars, then the group table as one list per column (``table_n``, ...)."""
-        out = {k: getattr(self, k) for k in ("statistic", "pvalue", "df", "pvalue_df_groups", "groups",
+        out = {k: getattr(self, k) for k in ("statistic", "pvalue", "df", "validation", "pvalue_df_groups",
+                                               "pvalue_df_groups_minus_2", "groups",
                                                "plugin_estimate", "debiased_estimate",
                                                "plugin_estimate_groups", "debiased_estimate_groups",
                                                "n", "n_bins", "mode", "formula", "y_name", "n_dropped")}
@@ -102,16 +125,21 @@ class HosmerLemeshowResult(ResultDisplay):
         smry.add_title("Hosmer-Lemeshow goodness-of-fit test")
         settings = {"Model:": model_text(self.formula, self.y_name, self.prob_names), "Mode:": self.mode,
                     "No. observations:": fmt(self.n), "Groups (g):": fmt(self.groups),
-                    "Bins (B):": fmt(self.n_bins)}
+                    "Bins (B):": fmt(self.n_bins),
+                    "Reference:": f"chi2({self.df}), df = {_DF_TEXT[self.validation]} ({self.validation})"}
         if alpha is not None:
             settings["Alpha:"] = fmt(alpha)
         smry.add_settings(settings)
-        tests = {"chi2": [self.statistic, self.statistic], "df": [self.df, self.groups],
-                 "p-value": [self.pvalue, self.pvalue_df_groups]}
+        refs = [("external", self.groups, self.pvalue_df_groups),
+                ("development", self.groups - 2, self.pvalue_df_groups_minus_2)]
+        tests = {"chi2": [self.statistic] * 2, "df": [df for _, df, _ in refs],
+                 "p-value": [pv for _, _, pv in refs]}
         if alpha is not None:
-            tests["reject"] = [self.pvalue <= alpha, self.pvalue_df_groups <= alpha]
-        smry.add_table(pd.DataFrame(tests, index=["HL, df = g - 2 (development)", "HL, df = g (validation)"],
-                                    dtype=object), {"chi2": 6, "df": 6, "p-value": fmt_p})
+            tests["reject"] = [pv <= alpha for _, _, pv in refs]
+        index = [f"HL, df = {_DF_TEXT[v]} ({v})" + (" [used]" if v == self.validation else "")
+                 for v, _, _ in refs]
+        smry.add_table(pd.DataFrame(tests, index=index, dtype=object),
+                       {"chi2": 6, "df": 6, "p-value": fmt_p})
         smry.add_table(pd.DataFrame({"plug-in T_m": [self.plugin_estimate, self.plugin_estimate_groups],
                                      "debiased T": [self.debiased_estimate, self.debiased_estimate_groups]},
                                     index=[f"on the B = {self.n_bins} bins", f"on the {self.groups} HL groups"],
@@ -123,8 +151,10 @@ class HosmerLemeshowResult(ResultDisplay):
                               index=[f"group {g}" for g in t["group"]], dtype=object)
         smry.add_table(groups, {"n": 6, "mean pred": 4, "observed": 6, "expected": 6, "obs. rate": 4,
                                 "chi2": 4})
-        notes = ["Groups of (nearly) equal size by sorted prediction. df = g - 2 is the reference for the "
-                 "data the model was fitted on; df = g for independent validation data.",
+        notes = ["Groups of (nearly) equal size by sorted prediction. p-value: chi2 with "
+                 f"df = {_DF_TEXT[self.validation]} = {self.df} (validation='{self.validation}'). df = g is the "
+                 "reference for external (held-out) validation data, df = g - 2 for the data the model was "
+                 "fitted on (Hosmer & Lemeshow 1980; Hosmer, Lemeshow & Sturdivant 2013).",
                  "T_m and T estimate ECE^2; T_m (the HL statistic's unweighted analogue / n) is biased "
                  "upwards by about (number of groups) var / n, T is not."]
         if self.n_dropped:
@@ -133,12 +163,23 @@ class HosmerLemeshowResult(ResultDisplay):
         return smry
 
     def _repr_parts(self) -> list[str]:
-        return [f"g={self.groups}: HL={self.statistic:.6g}", f"df={self.df}", f"p={self.pvalue:.4g}"]
+        return [f"g={self.groups}: HL={self.statistic:.6g}", f"df={self.df} ({self.validation})",
+                f"p={self.pvalue:.4g}"]
+
+
+_DF_TEXT = {"external": "g", "development": "g - 2"}
+
+
+def _check_validation(validation) -> str:
+    if not isinstance(validation, str) or validation not in _DF_TEXT:
+        raise ValueError(f"validation must be 'external' (df = g) or 'development' (df = g - 2), "
+                         f"got {validation!r}")
+    return validation
 
 
 def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int = 10,
-                    n_classes: int | None = None, n_bins="auto", missing: str = "raise",
-                    eval_env=0) -> HosmerLemeshowResult:
+                    validation: str = "external", n_classes: int | None = None, n_bins="auto",
+                    missing: str = "raise", eval_env=0) -> HosmerLemeshowResult:
     """Hosmer–Lemeshow test of a binary (or top-1) probability model, next to the ECE^2 estimates.
 
     Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
@@ -159,6 +200,17 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
         Outcomes and predicted probabilities, shape (n,), instead of a formula.
     groups : int
         Number of groups g (3 <= g <= n), default 10 (deciles of the prediction).
+    validation : {"external", "development"}
+        Reference distribution of ``pvalue`` and ``df``.  ``"external"``
+        (default): chi-squared with g degrees of freedom, for predictions
+        validated on data they were not fitted on (held-out, external
+        validation; Hosmer, Lemeshow & Sturdivant 2013 [2]_).
+        ``"development"``: g - 2 degrees of freedom, Hosmer and Lemeshow's
+        (1980) [1]_ reference for the data the logistic model was fitted on.
+        Both p-values are on the result whatever the choice
+        (``pvalue_df_groups``, ``pvalue_df_groups_minus_2``).  Before this
+        argument existed ``pvalue`` and ``df`` always used g - 2; pass
+        ``validation="development"`` for those numbers.
     n_classes : int, optional
         K for a top-1 confidence column.
     n_bins : int or "auto"
@@ -189,7 +241,8 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     if not (formula is None or isinstance(formula, str)):  # the earlier form hosmer_lemeshow(result, groups)
         if data is not None:
             groups = data
-        return _from_result(formula, groups)
+        return _from_result(formula, groups, validation)
+    validation = _check_validation(validation)
     check_missing(missing)
     env = resolve_env(eval_env)
     rows = read_rows(formula, data, y, probs, env, missing)
@@ -198,20 +251,24 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     target = prepare_target(rows.y, rows.probs.reshape(-1), n_classes=n_classes, y_name=rows.y_name,
                             prob_names=rows.prob_names)
     partition = partition_rows(target, n_bins)
-    return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, formula=formula,
+    return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, validation,
+                            formula=formula,
                             y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped)
 
 
-def _from_result(result, groups: int) -> HosmerLemeshowResult:
+def _from_result(result, groups: int, validation: str = "external") -> HosmerLemeshowResult:
     """Hosmer–Lemeshow test on the rows of a 1-dim ``result`` (binary or top-1) of calib_ci."""
+    validation = _check_validation(validation)
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
-    return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, formula=result.formula,
+    return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, validation,
+                            formula=result.formula,
                             y_name=result.y_name, prob_names=tuple(result.prob_names),
                             n_dropped=result.n_dropped)
 
 
-def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, **bookkeeping) -> HosmerLemeshowResult:
+def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str,
+                     **bookkeeping) -> HosmerLemeshowResult:
     """The test on the rows ``data`` of a 1-dim target; ``stats`` are their sums on the B cubes."""
     if data.k != 1 or data.mode not in ("binary", "top1"):
         raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
@@ -238,9 +295,13 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, **bookkeeping) -> Ho
         "observed_rate": res.freqs[:, 0] / sizes,
         "chi2": res.chi2_stat_groups,
     })
+    p_ext = float(_sps.chi2.sf(res.statistic, groups))
+    p_dev = float(res.pvalue)  # test_chisquare_binning's, df = groups - 2
+    external = validation == "external"
     return HosmerLemeshowResult(
-        statistic=float(res.statistic), pvalue=float(res.pvalue), df=groups - 2,
-        pvalue_df_groups=float(_sps.chi2.sf(res.statistic, groups)), groups=groups, table=table,
+        statistic=float(res.statistic), pvalue=p_ext if external else p_dev,
+        df=groups if external else groups - 2, pvalue_df_groups=p_ext, pvalue_df_groups_minus_2=p_dev,
+        validation=validation, groups=groups, table=table,
         plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
         plugin_estimate_groups=plugin_statistic(gstats, n),
         debiased_estimate_groups=debiased_statistic(gstats, n), n=n, n_bins=n_bins, mode=data.mode,

@@ -296,13 +296,15 @@ class CalibrationResult(ResultDisplay):
         """
         return bin_table(self)
 
-    def hosmer_lemeshow(self, groups: int = 10):
+    def hosmer_lemeshow(self, groups: int = 10, validation: str = "external"):
         """Hosmer–Lemeshow test next to the plug-in and debiased estimates.
 
-        See :func:`calibtest.hosmer_lemeshow.hosmer_lemeshow`.
+        ``validation="external"`` (default) refers the statistic to chi2(g),
+        for predictions not fitted on these data; ``"development"`` to
+        chi2(g - 2).  See :func:`calibtest.hosmer_lemeshow.hosmer_lemeshow`.
         """
         from calibtest.hosmer_lemeshow import _from_result
-        return _from_result(self, groups)
+        return _from_result(self, groups, validation)
 
     # ----------------------------------------------------------------- output
     def _summary(self, alpha: float | None):

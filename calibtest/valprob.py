@@ -8,8 +8,14 @@ that ``val.prob`` does not give: the exact C index, the calibration-in-the-large
 intercept with the slope fixed at 1, and Wald confidence intervals.
 
 Notation: ``n`` rows, ``L_i = logit(p_i) = log(p_i / (1 - p_i))``, ``n1`` events,
-``n0 = n - n1`` non-events.  Deviances are ``-2 log-likelihood`` of the
-Bernoulli model:
+``n0 = n - n1`` non-events.  Predictions exactly 0 or 1 are accepted; their
+logit is infinite, and, as in R's ``val.prob`` (``i <- !is.infinite(logit)``,
+``lrm.fit(logit[i], y[i])``), those rows are left out of everything computed
+from the logistic fits -- intercept, slope, CITL, ``D``, ``U``, ``Q``, ``R2``
+and val.prob's ``C (ROC)``/``Dxy`` -- which therefore use the ``n_f``
+finite-logit rows (``n`` is replaced by ``n_f`` in the formulas below).  Brier,
+Spiegelhalter's ``Z``, the exact C index ``auc`` and Emax/E90/Eavg use every
+row.  Deviances are ``-2 log-likelihood`` of the Bernoulli model:
 
 * ``L0  = -2 [n1 log(n1/n) + n0 log(n0/n)]``, the intercept-only model;
 * ``L01 = -2 sum [y_i log p_i + (1 - y_i) log(1 - p_i)]``, the predictions as
@@ -84,15 +90,26 @@ class ValProbResult(ResultDisplay):
         Number of rows.
     n_events : int
         Number of rows with ``y = 1``.
+    n_infinite_logit : int
+        Rows with ``p`` exactly 0 or 1 (infinite logit).  As in R's
+        ``val.prob``, they are left out of the logistic fits and of every
+        statistic taken from them (``c_statistic``, ``dxy``, ``r2``, ``d``,
+        ``d_chisq``, ``d_p``, ``u``, ``u_chisq``, ``u_p``, ``q``,
+        ``intercept``, ``slope`` and their intervals, ``citl``), which use the
+        ``n - n_infinite_logit`` other rows; ``auc``, ``brier``, ``emax``,
+        ``e90``, ``eavg`` and Spiegelhalter's ``Z`` use all ``n`` rows.
     alpha : float
         The intervals have level ``1 - alpha``.
     auc : float
-        Exact C index (area under the ROC curve) of ``p``:
+        Exact C index (area under the ROC curve) of ``p`` on all ``n`` rows
+        (rows with ``p`` = 0 or 1 included):
         ``C = [#{(i, j): y_i = 1, y_j = 0, p_i > p_j} + #{... p_i = p_j} / 2] / (n1 n0)``,
         the Mann-Whitney U statistic over ``n1 n0``.  Equals ``Hmisc::somers2``'s C.
     c_statistic : float
         val.prob's ``C (ROC)``: the same C index computed by rms's
-        ``lrm.fit`` on the probabilities grouped into 5000 cells,
+        ``lrm.fit`` on the probabilities of the finite-logit rows (val.prob
+        takes it from ``lrm.fit(logit[i], y[i])``, so rows with ``p`` = 0 or 1
+        are not in it) grouped into 5000 cells,
         ``cell_i = floor(5000 * plogis(min(max(L_i, -30), 30)) + 1)``, pairs in the
         same cell counting 1/2.  It differs from :attr:`auc` by at most the
         share of event/non-event pairs that share a cell (about 1e-6 when the
@@ -157,6 +174,7 @@ class ValProbResult(ResultDisplay):
 
     n: int
     n_events: int
+    n_infinite_logit: int
     alpha: float
     auc: float
     c_statistic: float
@@ -228,6 +246,7 @@ class ValProbResult(ResultDisplay):
         smry.add_title("Validation of predicted probabilities (rms::val.prob)")
         smry.add_settings({"Model:": model_text(self.formula, self.y_name, self.prob_names),
                            "No. observations:": fmt(self.n), "Events:": fmt(self.n_events),
+                           "p = 0 or 1 (not in fits):": fmt(self.n_infinite_logit),
                            "Alpha:": fmt(alpha)})
         labels = [("auc", "C (exact)")] + [(n, lb) for n, lb in _VALPROB_LABELS
                                           if n not in ("intercept", "slope")]
@@ -251,6 +270,10 @@ class ValProbResult(ResultDisplay):
             "(val.prob's); CITL: logit P(y = 1) = a0 + logit(p), slope fixed at 1.",
             "C (exact) is the Mann-Whitney C index; C (ROC) and Dxy are val.prob's (5000 probability cells).",
             "Emax, E90, Eavg: |p - lowess(y ~ p)|; S:z, S:p: Spiegelhalter's test."]
+            + ([f"{self.n_infinite_logit} of {self.n} rows have p exactly 0 or 1 (infinite logit) and are left "
+                "out of the logistic fits, as in R's val.prob: Intercept, Slope, CITL, C (ROC), Dxy, R2, D, U and "
+                f"Q use the other {self.n - self.n_infinite_logit} rows; C (exact), Brier, Emax, E90, Eavg and "
+                "S:z use all rows."] if self.n_infinite_logit else [])
             + ([f"{self.n_dropped} rows with missing values were dropped (missing='drop')."]
                if self.n_dropped else []))
         return smry
@@ -296,14 +319,7 @@ def _validate(p, y, alpha) -> tuple[np.ndarray, np.ndarray, float]:
     if not np.all(np.isfinite(y)):
         raise ValueError("y must be finite (no NaN or inf)")
     if np.any((p < 0) | (p > 1)):
-        raise ValueError("p must be probabilities in (0, 1)")
-    if np.any((p == 0) | (p == 1)):
-        k = int(np.count_nonzero((p == 0) | (p == 1)))
-        raise ValueError(
-            f"p has {k} value(s) exactly 0 or 1: the logit log(p / (1 - p)) used by the "
-            "calibration fits and the likelihood statistics is undefined there; p must be "
-            "strictly inside (0, 1) (values are not clipped)"
-        )
+        raise ValueError("p must be probabilities in [0, 1]")
     if not np.all((y == 0) | (y == 1)):
         raise ValueError("y must contain only 0 and 1")
     n1 = np.count_nonzero(y)
@@ -311,10 +327,22 @@ def _validate(p, y, alpha) -> tuple[np.ndarray, np.ndarray, float]:
         raise ValueError("y must contain both 0 and 1: the C index and the calibration fits are undefined")
     if np.all(p == p[0]):
         raise ValueError("p has a single distinct value: the calibration slope is not identifiable")
-    p1, p0 = p[y == 1], p[y == 0]
+    # The logistic fits use the rows with a finite logit (0 < p < 1), as R's val.prob.
+    fin = (p > 0) & (p < 1)
+    k = int(p.size - np.count_nonzero(fin))
+    where = (f" among the {int(np.count_nonzero(fin))} rows with 0 < p < 1 (the {k} rows with p exactly "
+             "0 or 1 have an infinite logit and are left out of the logistic fits)") if k else ""
+    pf, yf = p[fin], y[fin]
+    if pf.size == 0 or np.count_nonzero(yf) in (0, yf.size):
+        raise ValueError("y must contain both 0 and 1" + (where or "")
+                         + ": the calibration intercept and slope are undefined")
+    if np.all(pf == pf[0]):
+        raise ValueError("p has a single distinct value" + where
+                         + ": the calibration slope is not identifiable")
+    p1, p0 = pf[yf == 1], pf[yf == 0]
     if p1.min() >= p0.max() or p1.max() <= p0.min():
         raise ValueError(
-            "p separates y (completely or quasi-completely: every event has p >= every "
+            "p separates y" + where + " (completely or quasi-completely: every event has p >= every "
             "non-event, or <=): the calibration intercept and slope have no finite "
             "maximum-likelihood estimate"
         )
@@ -391,16 +419,17 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     y : array_like, shape (n,)
         Observed outcomes, 0 or 1 (bool, int or float), both present.
     probs : array_like, shape (n,)
-        Predicted probabilities of ``y = 1`` (called ``p`` below), finite and
-        strictly inside (0, 1).
+        Predicted probabilities of ``y = 1`` (called ``p`` below), in [0, 1].
+        Rows with ``p`` exactly 0 or 1 (infinite logit) are left out of the
+        logistic fits and the statistics based on them, as in R's
+        ``val.prob``, and counted in ``n_infinite_logit``.
     missing : {"raise", "drop"}
         Rows with missing values raise (default) or are dropped.
     eval_env : int, dict or patsy.EvalEnvironment
         As in :func:`calibtest.calib_ci`.
     p : array_like, shape (n,)
-        (Earlier positional form only.) Predicted probabilities of ``y = 1``, finite and strictly inside (0, 1)
-        (the logit ``L = log(p / (1 - p))`` must exist; 0 and 1 are rejected,
-        not clipped).
+        (Earlier positional form only.) Predicted probabilities of ``y = 1``, in [0, 1]
+        (0 and 1 are not clipped: those rows are left out of the logistic fits, as in R).
     alpha : float, optional
         The Wald intervals have level ``1 - alpha`` (default 0.05).
 
@@ -431,10 +460,11 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
         If ``p`` or ``y`` is not numeric, or ``alpha`` is not a real number.
     ValueError
         If ``p`` and ``y`` are not 1-D of one length (at least 3), contain
-        NaN/inf, ``p`` is outside (0, 1) or exactly 0 or 1, ``y`` is not 0/1 or
-        has a single class, ``p`` is constant, ``p`` separates the classes
-        (C = 0 or 1, so the logistic recalibration has no finite estimate), or
-        ``alpha`` is outside (0, 1).
+        NaN/inf, ``p`` is outside [0, 1], ``y`` is not 0/1 or has a single
+        class, ``p`` is constant, or, on the rows with 0 < p < 1 used by the
+        logistic fits, ``y`` has a single class, ``p`` is constant or ``p``
+        separates the classes (so the logistic recalibration has no finite
+        estimate), or ``alpha`` is outside (0, 1).
 
     Notes
     -----
@@ -446,6 +476,22 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     is rejected (val.prob returns a special vector there).  The GLMs are
     solved to full convergence, whereas ``lrm.fit`` stops once the deviance
     changes by less than 0.025; the coefficients agree to ~1e-12.
+
+    Predictions exactly 0 or 1 follow R's ``val.prob``, which computes
+    ``logit <- qlogis(p)``, ``i <- !is.infinite(logit)`` and fits
+    ``lrm.fit(logit[i], y[i])`` (warning "observations deleted from logistic
+    calibration due to probs. of 0 or 1"): C (ROC), Dxy, R2, D, U, Q,
+    intercept and slope (and here CITL and the Wald intervals) use the rows
+    with 0 < p < 1, with ``n`` the number of those rows; Brier
+    ``mean((p - y)^2)``, Spiegelhalter's ``Spi(p, y)`` and the lowess
+    ``Emax/E90/Eavg`` use every row, and so does ``auc`` (calibtest's exact
+    C, which is Hmisc ``somers2(p, y)``'s C).  One deliberate difference:
+    R computes L01 as ``-2 * sum(y * logit - log(1 + exp(logit)), na.rm =
+    TRUE)`` over *all* rows, so a row with ``p = 0`` and ``y = 1`` adds
+    ``+Inf`` (U:Chi-sq = U = Inf, Q = -Inf) while one with ``p = 1`` and
+    ``y = 0`` gives ``NaN`` and is silently dropped; calibtest computes L01 on
+    the same finite-logit rows as the fits in both cases (so U and Q stay
+    finite), which is what R gives whenever no ``p = 0`` row has ``y = 1``.
 
     The smoother is statsmodels' LOWESS, which with ``delta = 0`` reproduces R's
     ``clowess`` to ~1e-8.  With val.prob's ``delta = 0.01 range(p)`` the two
@@ -502,33 +548,39 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
 
     n = p.size
     n1 = int(np.count_nonzero(y))
-    logit = np.log(p / (1.0 - p))  # R's qlogis(p)
+    # R: i <- !is.infinite(logit); the logistic fits (lrm.fit) and every statistic
+    # taken from them (C (ROC), Dxy, R2, D, U, Q, intercept, slope) use rows i only.
+    fin = (p > 0.0) & (p < 1.0)
+    pf, yf = p[fin], y[fin]
+    nf = pf.size
+    logit = np.log(pf / (1.0 - pf))  # R's qlogis(p) on the finite-logit rows
     family = sm.families.Binomial()
 
-    # Joint recalibration fit a + b L (val.prob's lrm.fit(logit, y)).
-    joint = _fit_logistic_glm(y, np.column_stack([np.ones(n), logit]), None, np.array([0.0, 1.0]))
+    # Joint recalibration fit a + b L (val.prob's lrm.fit(logit[i], y[i])).
+    joint = _fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
     a, b = (float(v) for v in joint.params)
     a_se, b_se = (float(v) for v in joint.bse)
     ci = np.asarray(joint.conf_int(alpha=alpha))
     # Calibration in the large: a0 + offset L.
-    citl_fit = _fit_logistic_glm(y, np.ones((n, 1)), logit, np.array([0.0]))
+    citl_fit = _fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
     citl_ci = np.asarray(citl_fit.conf_int(alpha=alpha))[0]
 
-    # Deviances: L0 (intercept only), L01 (p as given), Lrc (joint fit).
+    # Deviances on the finite-logit rows: L0 (intercept only), L01 (p as given), Lrc (joint fit).
     dev_null = float(joint.null_deviance)
-    dev_p = float(-2.0 * family.loglike(y, p))
+    dev_p = float(-2.0 * family.loglike(yf, pf))
     dev_recal = float(joint.deviance)
     d_chisq = dev_null - dev_p
     u_chisq = dev_p - dev_recal
-    d_index = (d_chisq - 1.0) / n
-    u_index = (u_chisq - 2.0) / n
-    r2 = -math.expm1(-d_chisq / n) / -math.expm1(-dev_null / n)
+    d_index = (d_chisq - 1.0) / nf
+    u_index = (u_chisq - 2.0) / nf
+    r2 = -math.expm1(-d_chisq / nf) / -math.expm1(-dev_null / nf)
 
-    # Discrimination: exact C, and lrm.fit's C on 5000 probability cells.
+    # Discrimination: exact C on every row; lrm.fit's C on 5000 probability cells
+    # of the finite-logit rows (val.prob's C (ROC) and Dxy come from lrm.fit).
     auc = _auc(p, y)
     lrm_prob = 1.0 / (1.0 + np.exp(-np.clip(logit, -_LRM_LP_BOUND, _LRM_LP_BOUND)))
     cells = np.floor(_LRM_C_CELLS * lrm_prob + 1.0)
-    c_stat = _auc(cells, y)
+    c_stat = _auc(cells, yf)
 
     # Smooth calibration curve (R: lowess(p, y, iter = 0); approx at p).
     delta = 0.01 * float(np.ptp(p))
@@ -542,6 +594,7 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     return ValProbResult(
         n=int(n),
         n_events=n1,
+        n_infinite_logit=int(n - nf),
         alpha=alpha,
         auc=auc,
         c_statistic=c_stat,

@@ -25,9 +25,11 @@ def test_statistic_df_and_pvalue(groups):
     hl = ct.calib_ci(y=y, probs=p, n_bins=10).hosmer_lemeshow(groups=groups)
     expected = textbook_hl(p, y, groups)
     assert_allclose(hl.statistic, expected, rtol=1e-10)
-    assert hl.df == groups - 2
-    assert_allclose(hl.pvalue, stats.chi2.sf(expected, groups - 2), rtol=1e-10)
+    # default: external validation, chi2 with df = g (was df = g - 2 before validation= existed)
+    assert hl.validation == "external" and hl.df == groups
+    assert_allclose(hl.pvalue, stats.chi2.sf(expected, groups), rtol=1e-10)
     assert_allclose(hl.pvalue_df_groups, stats.chi2.sf(expected, groups), rtol=1e-10)
+    assert_allclose(hl.pvalue_df_groups_minus_2, stats.chi2.sf(expected, groups - 2), rtol=1e-10)
     stat, pval = hl
     assert stat == hl.statistic and pval == hl.pvalue
     table = hl.table
@@ -86,3 +88,60 @@ def test_formula_and_array_forms_match_the_result_form():
     dropped = ct.hosmer_lemeshow("y ~ p", data=df.assign(p=np.r_[np.nan, p[1:]]), groups=7, missing="drop")
     assert dropped.n == 399 and dropped.n_dropped == 1 and "1 rows with missing values" in str(dropped.summary())
     assert "References" in ct.hosmer_lemeshow.__doc__ and "1980" in ct.hosmer_lemeshow.__doc__
+
+
+@pytest.mark.parametrize("validation, df_shift", [("external", 0), ("development", 2)])
+def test_validation_chooses_the_reference_distribution(validation, df_shift):
+    import json
+    import pandas as pd
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0.05, 0.95, size=600)
+    y = (rng.uniform(size=600) < np.clip(p + 0.04, 0, 1)).astype(int)
+    expected = textbook_hl(p, y, 8)
+    res = ct.calib_ci(y=y, probs=p)
+    forms = [res.hosmer_lemeshow(8, validation=validation),
+             res.hosmer_lemeshow(groups=8, validation=validation),
+             ct.hosmer_lemeshow(res, 8, validation=validation),
+             ct.hosmer_lemeshow("y ~ p", data=pd.DataFrame({"y": y, "p": p}), groups=8, validation=validation),
+             ct.hosmer_lemeshow(y=y, probs=p, groups=8, validation=validation)]
+    for hl in forms:
+        assert hl.validation == validation and hl.df == 8 - df_shift
+        assert_allclose(hl.pvalue, stats.chi2.sf(expected, 8 - df_shift), rtol=1e-10)
+        # both p-values whatever the choice
+        assert_allclose(hl.pvalue_df_groups, stats.chi2.sf(expected, 8), rtol=1e-10)
+        assert_allclose(hl.pvalue_df_groups_minus_2, stats.chi2.sf(expected, 6), rtol=1e-10)
+        assert tuple(hl) == (hl.statistic, hl.pvalue)
+    hl = forms[0]
+    d = json.loads(json.dumps(hl.to_dict(), allow_nan=False))
+    assert d["validation"] == validation and d["df"] == 8 - df_shift and d["pvalue"] == hl.pvalue
+    assert d["pvalue_df_groups"] == hl.pvalue_df_groups
+    assert d["pvalue_df_groups_minus_2"] == hl.pvalue_df_groups_minus_2
+    text = " ".join(str(hl.summary()).split())
+    label = {"external": "df = g", "development": "df = g - 2"}[validation]
+    assert f"chi2({8 - df_shift}), {label} ({validation})" in text
+    assert f"HL, {label} ({validation}) [used]" in text and text.count("[used]") == 1
+    assert f"({validation})" in repr(hl)
+    # the external and development p-values differ, and external is the larger (more df, same statistic)
+    assert hl.pvalue_df_groups > hl.pvalue_df_groups_minus_2
+
+
+def test_default_is_external():
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.05, 0.95, size=300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    a = ct.hosmer_lemeshow(y=y, probs=p)
+    b = ct.hosmer_lemeshow(y=y, probs=p, validation="external")
+    c = ct.calib_ci(y=y, probs=p).hosmer_lemeshow()
+    assert a.validation == c.validation == "external" and a.df == c.df == 10
+    assert a.pvalue == b.pvalue == c.pvalue == a.pvalue_df_groups
+
+
+@pytest.mark.parametrize("bad", ["internal", "External", None, 1])
+def test_bad_validation(bad):
+    rng = np.random.default_rng(6)
+    p = rng.uniform(size=60)
+    y = (rng.uniform(size=60) < p).astype(int)
+    with pytest.raises(ValueError, match="validation must be 'external'"):
+        ct.hosmer_lemeshow(y=y, probs=p, validation=bad)
+    with pytest.raises(ValueError, match="validation must be 'external'"):
+        ct.calib_ci(y=y, probs=p).hosmer_lemeshow(5, validation=bad)

@@ -163,15 +163,39 @@ def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
 
 
 def test_hosmer_lemeshow_and_valprob_numbers(demo, demo_result, demo_html):
+    from calibtest._format import fmt_p
     from calibtest.valprob import val_prob
     text = parse(demo_html).body_text
     hl = demo_result.hosmer_lemeshow(10)
     assert fmt(hl.statistic) in text and fmt(hl.pvalue, 4) in text
+    # the report's HL p-value is the external-validation one (df = g), and says so
+    assert hl.validation == "external" and hl.df == 10
+    assert "chi-square with df = g = 10 (external validation" in text
+    assert f"p-value, df = 10 (the reference above) {fmt_p(hl.pvalue)}" in text
+    assert f"df = g - 2 (development-data reference, for comparison) {fmt_p(hl.pvalue_df_groups_minus_2)}" in text
     assert fmt(hl.plugin_estimate_groups) in text and fmt(hl.debiased_estimate_groups) in text
     v = val_prob(demo["p"].to_numpy(), demo["y"].to_numpy(), alpha=0.05)
     for value in (v.brier, v.c_statistic, v.slope, v.intercept, v.citl, v.eavg, v.spiegelhalter_z):
         assert fmt(value, 4) in text
     assert f"[{fmt(v.slope_ci[0], 4)}, {fmt(v.slope_ci[1], 4)}]" in text
+
+
+def test_valprob_metrics_with_predictions_exactly_one():
+    # confidences of 1.0 (common in ImageNet top-1 files) no longer drop the val.prob section
+    from calibtest.valprob import val_prob
+    rng = np.random.default_rng(12)
+    p = rng.uniform(0.2, 0.95, size=400)
+    p[:15] = 1.0
+    y = (rng.uniform(size=400) < np.minimum(p, 0.97)).astype(int)
+    res = ct.calib_ci(y=y, probs=p, n_bins=10)
+    text = " ".join(parse(render_html(res)).body_text.split())
+    assert "not computed" not in text
+    v = val_prob(p, y)
+    assert v.n_infinite_logit == 15
+    for value in (v.brier, v.slope, v.citl, v.eavg):
+        assert fmt(value, 4) in text
+    assert "15 rows have p exactly 0 or 1 (infinite logit)" in text
+    assert "use the other 385 rows" in text
 
 
 def test_conclusion_wording(demo_result, demo_html, miscalibrated):

@@ -289,20 +289,198 @@ def test_input_forms_agree():
 # --------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("bad", [0.0, 1.0])
-def test_p_exactly_zero_or_one_is_rejected_not_clipped(bad):
-    p = np.array([0.2, 0.5, 0.7, bad])
-    with pytest.raises(ValueError, match=r"p has 1 value\(s\) exactly 0 or 1.*logit"):
-        val_prob(p, [0, 1, 1, 0])
+# --------------------------------------------------------------------------- p exactly 0 or 1
+
+# R's val.prob (rms 6.5.0) leaves rows with an infinite logit out of its logistic
+# fits only: ``i <- !is.infinite(logit); lrm.fit(logit[i], y[i])``.  The data are
+# the demo file with the 12 smallest p set to 0 (all y = 0) and the 25 largest to 1
+# (4 of them y = 0); "quirk" also sets the 13th smallest to p = 0 with y = 1.
+_R_EXTREME_SCRIPT = r"""
+suppressPackageStartupMessages(library(rms))
+d <- read.csv(commandArgs(trailingOnly = TRUE)[1])
+p <- as.numeric(d$p); y <- as.numeric(d$y)
+vp <- suppressWarnings(val.prob(p, y, pl = FALSE))
+i <- !is.infinite(qlogis(p))
+lg <- qlogis(p[i]); yi <- y[i]
+fj <- glm(yi ~ lg, family = binomial, control = glm.control(epsilon = 1e-14, maxit = 100))
+fo <- glm(yi ~ 1, offset = lg, family = binomial, control = glm.control(epsilon = 1e-14, maxit = 100))
+out <- c(vp, "glm intercept" = unname(coef(fj)[1]), "glm slope" = unname(coef(fj)[2]),
+         "intercept_se" = sqrt(vcov(fj)[1, 1]), "slope_se" = sqrt(vcov(fj)[2, 2]),
+         "citl" = unname(coef(fo)[1]), "citl_se" = sqrt(vcov(fo)[1, 1]),
+         "somers2 C" = unname(somers2(p, y)["C"]), "n deleted" = sum(!i))
+cat(paste0(names(out), "\t", sprintf("%.17g", out)), sep = "\n")
+"""
+
+# Output of _R_EXTREME_SCRIPT with R 4.2.2, rms 6.5.0, Hmisc 4.8.0 (NA as None).
+_R_EXTREME = {
+    "plain": {
+        "Dxy": 0.46885613475137733, "C (ROC)": 0.73442806737568866, "R2": 0.20051582927029682,
+        "D": 0.15424063636902602, "D:Chi-sq": 486.24104201695582, "D:p": None,
+        "U": -0.00045891372134037272, "U:Chi-sq": 0.5562574326631875, "U:p": 0.75719935131868021,
+        "Q": 0.1546995500903664, "Brier": 0.18394219702751363, "Intercept": -0.036802508575500235,
+        "Slope": 0.96947579211363277, "Emax": 0.10379771705478025, "E90": 0.026332399943370079,
+        "Eavg": 0.012192084977168614, "S:z": 0.8313245096161922, "S:p": 0.40579033223297156,
+        "glm intercept": -0.036802508555972509, "glm slope": 0.96947579227337899,
+        "intercept_se": 0.052378159553631037, "slope_se": 0.048363166734209692,
+        "citl": -0.016732267011917965, "citl_se": 0.041749241794804139,
+        "somers2 C": 0.73996496304166015, "n deleted": 37,
+    },
+    "quirk": {
+        "Dxy": 0.46860805260973853, "C (ROC)": 0.73430402630486924, "R2": 0.20031228855063343,
+        "D": 0.15408115586924093, "D:Chi-sq": 485.5852352087627, "D:p": None,
+        "U": math.inf, "U:Chi-sq": math.inf, "U:p": 0.0, "Q": -math.inf,
+        "Brier": 0.18425541593109326, "Intercept": -0.036897184085270887, "Slope": 0.96918101177771532,
+        "Emax": 0.10379771705478025, "E90": 0.026347983656178409, "Eavg": 0.011771906666949161,
+        "S:z": 0.92800197973045817, "S:p": 0.35340654268638783,
+        "glm intercept": -0.036897184066398775, "glm slope": 0.96918101193282047,
+        "intercept_se": 0.052377216577778128, "slope_se": 0.048372267409629417,
+        "citl": -0.016637911509049461, "citl_se": 0.041750541767494181,
+        "somers2 C": 0.73912602425034402, "n deleted": 38,
+    },
+}
+# U, U:Chi-sq, U:p and Q differ by design in "quirk" (see val_prob's Notes).
+_R_U_STATS = {"U", "U:Chi-sq", "U:p", "Q"}
 
 
-def test_imagenet_file_with_confidence_one_is_rejected():
+def _extreme_demo(quirk: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    d = load_demo()
+    p, y = d["p"].to_numpy().copy(), d["y"].to_numpy().copy()
+    order = np.argsort(p, kind="stable")
+    p[order[:12]] = 0.0
+    p[order[-25:]] = 1.0
+    if quirk:
+        p[order[12]], y[order[12]] = 0.0, 1
+    return p, y
+
+
+def _compare_extreme_to_r(res: ValProbResult, r: dict, skip=frozenset()) -> None:
+    ours = res.valprob_dict()
+    for label, value in ours.items():
+        if label in skip or r[label] is None:
+            continue
+        rtol = RTOL_LOWESS if label in LOWESS_STATS else RTOL
+        np.testing.assert_allclose(value, r[label], rtol=rtol, atol=ATOL_PVALUE, err_msg=label)
+    pairs = {"glm intercept": res.intercept, "glm slope": res.slope, "intercept_se": res.intercept_se,
+             "slope_se": res.slope_se, "citl": res.citl, "citl_se": res.citl_se, "somers2 C": res.auc}
+    for label, value in pairs.items():
+        np.testing.assert_allclose(value, r[label], rtol=RTOL, err_msg=label)
+    assert res.n_infinite_logit == r["n deleted"]
+
+
+@pytest.mark.parametrize("case", ["plain", "quirk"])
+def test_p_exactly_zero_or_one_matches_stored_r_valprob(case):
+    p, y = _extreme_demo(quirk=case == "quirk")
+    res = val_prob(p, y)
+    assert res.n == 3183
+    _compare_extreme_to_r(res, _R_EXTREME[case], skip=_R_U_STATS if case == "quirk" else frozenset())
+
+
+def test_p_exactly_zero_or_one_rerun_r(tmp_path):
+    rscript = _r_with_rms()
+    if rscript is None:
+        pytest.skip("Rscript with the rms package not available")
+    script = tmp_path / "extreme.R"
+    script.write_text(_R_EXTREME_SCRIPT)
+    for case in ("plain", "quirk"):
+        p, y = _extreme_demo(quirk=case == "quirk")
+        csv = tmp_path / f"{case}.csv"
+        pd.DataFrame({"p": p, "y": y}).to_csv(csv, index=False)  # repr floats: exact round trip
+        proc = subprocess.run([rscript, str(script), str(csv)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        fresh = {}
+        for line in proc.stdout.strip().splitlines():
+            name, value = line.split("\t")
+            fresh[name] = None if value == "NA" else float(value)
+        _compare_extreme_to_r(val_prob(p, y), fresh, skip=_R_U_STATS if case == "quirk" else frozenset())
+        for name, value in _R_EXTREME[case].items():
+            if value is None or math.isinf(value):
+                assert fresh[name] == value, name
+            else:
+                np.testing.assert_allclose(fresh[name], value, rtol=1e-10, err_msg=f"{case} {name}")
+
+
+def test_p_zero_with_an_event_keeps_u_finite_by_design():
+    # R: L01 = -2 sum(y logit - log(1 + exp(logit)), na.rm = TRUE) over all rows, so p = 0 with
+    # y = 1 gives U:Chi-sq = Inf; calibtest takes L01 on the finite-logit rows like the fits.
+    p, y = _extreme_demo(quirk=True)
+    assert math.isinf(_R_EXTREME["quirk"]["U:Chi-sq"])
+    res = val_prob(p, y)
+    keep = (p > 0) & (p < 1)
+    sub = val_prob(p[keep], y[keep])
+    for name in ("u", "u_chisq", "u_p", "q", "d_chisq", "r2", "slope", "intercept", "citl", "c_statistic"):
+        assert getattr(res, name) == pytest.approx(getattr(sub, name), rel=1e-12, abs=1e-15), name
+    assert math.isfinite(res.u_chisq) and res.n_infinite_logit == 38
+
+
+def test_p_exactly_zero_or_one_by_independent_computation():
+    import statsmodels.api as sm
+    p, y = _extreme_demo()
+    res = val_prob(p, y, alpha=0.1)
+    keep = (p > 0) & (p < 1)
+    assert res.n_infinite_logit == int(np.sum(~keep)) == 37 and res.n == p.size
+    pf, yf = p[keep], y[keep].astype(float)
+    L = np.log(pf) - np.log1p(-pf)
+    joint = sm.GLM(yf, sm.add_constant(L), family=sm.families.Binomial()).fit(tol=1e-14)
+    np.testing.assert_allclose([res.intercept, res.slope], joint.params, rtol=1e-8)
+    np.testing.assert_allclose([res.intercept_se, res.slope_se], joint.bse, rtol=1e-8)
+    np.testing.assert_allclose(np.array([res.intercept_ci, res.slope_ci]), joint.conf_int(alpha=0.1), rtol=1e-8)
+    offset = sm.GLM(yf, np.ones_like(L), family=sm.families.Binomial(), offset=L).fit(tol=1e-14)
+    assert res.citl == pytest.approx(offset.params[0], rel=1e-8)
+    # likelihood statistics on the finite-logit rows, n = their number
+    nf = pf.size
+    dev_p = -2 * np.sum(yf * np.log(pf) + (1 - yf) * np.log1p(-pf))
+    assert res.d_chisq == pytest.approx(joint.null_deviance - dev_p, rel=1e-10)
+    assert res.d == pytest.approx((joint.null_deviance - dev_p - 1) / nf, rel=1e-10)
+    assert res.u == pytest.approx((dev_p - joint.deviance - 2) / nf, rel=1e-6)
+    # val.prob's C on the finite-logit rows; the exact C on every row
+    assert res.c_statistic == pytest.approx(_pairwise_c(np.floor(5000 * pf), y[keep]), rel=1e-12)
+    assert res.auc == pytest.approx(_pairwise_c(p, y), rel=1e-12)
+    # Brier and Spiegelhalter on every row
+    assert res.brier == pytest.approx(np.mean((p - y) ** 2), rel=1e-13)
+    w = 1 - 2 * p
+    z = np.sum((y - p) * w) / np.sqrt(np.sum(w * w * p * (1 - p)))
+    assert res.spiegelhalter_z == pytest.approx(z, rel=1e-12)
+    # the lowess E-statistics use every row: not those of the finite-logit rows alone
+    sub = val_prob(pf, y[keep])
+    assert res.eavg != pytest.approx(sub.eavg, rel=1e-3)
+    text = " ".join(str(res.summary()).split())
+    assert "37 of 3183 rows have p exactly 0 or 1" in text and "left out of the logistic fits" in text
+    assert res.to_dict()["n_infinite_logit"] == 37
+    assert val_prob(p[keep], y[keep]).n_infinite_logit == 0
+    assert "rows have p exactly" not in str(sub.summary())
+
+
+# R's val.prob(confidence, correct) on imagenet_resnet152.csv (328 confidences are 1.0).
+_R_IMAGENET = {"Dxy": 7.3342778145840903e-01, "C (ROC)": 8.6671389072920446e-01, "R2": 3.6701241467312734e-01,
+               "D": 2.7239335127209874e-01, "D:Chi-sq": 1.3531322544387687e+04, "U": 5.4312564387249240e-02,
+               "U:Chi-sq": 2.6998136982434444e+03, "U:p": 0.0, "Q": 2.1808078688484950e-01,
+               "Brier": 1.1812849232711550e-01, "Intercept": -1.9486306703165332e-01,
+               "Slope": 6.8060784313926637e-01, "Emax": 9.8033800034499463e-02, "E90": 9.3026601665516170e-02,
+               "Eavg": 4.7858553627176108e-02, "S:z": 4.8090934548705604e+01, "S:p": 0.0}
+
+
+def test_imagenet_file_with_confidence_one_matches_r():
     path = SHARED_TCAL / "imagenet_resnet152.csv"
     if not path.exists():
         pytest.skip("../shared absent")
     df = pd.read_csv(path)
-    with pytest.raises(ValueError, match="exactly 0 or 1"):
-        val_prob(df["confidence"], df["correct"])
+    res = val_prob(df["confidence"], df["correct"])
+    assert res.n == 50000 and res.n_infinite_logit == int((df["confidence"] == 1).sum()) == 328
+    ours = res.valprob_dict()
+    for label, value in _R_IMAGENET.items():
+        rtol = RTOL_LOWESS if label in LOWESS_STATS else RTOL
+        np.testing.assert_allclose(ours[label], value, rtol=rtol, atol=ATOL_PVALUE, err_msg=label)
+
+
+@pytest.mark.parametrize("p, y, pattern", [
+    ([0.0, 1.0, 0.0, 1.0], [0, 1, 1, 0], "both 0 and 1 among the 0 rows with 0 < p < 1"),
+    ([0.0, 0.3, 0.6, 1.0], [1, 0, 0, 0], "both 0 and 1 among the 2 rows"),
+    ([0.0, 0.3, 0.3, 1.0], [1, 0, 1, 0], "single distinct value among the 2 rows"),
+    ([0.0, 0.3, 0.6, 0.2, 1.0], [1, 0, 1, 0, 0], "p separates y among the 3 rows"),
+])
+def test_finite_logit_rows_must_support_the_fits(p, y, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        val_prob(p, y)
 
 
 @pytest.mark.parametrize(
@@ -312,7 +490,8 @@ def test_imagenet_file_with_confidence_one_is_rejected():
         ([[0.2, 0.5, 0.7]], [[0, 1, 1]], ValueError, "p must be 1-D"),
         ([0.2, np.nan, 0.7], [0, 1, 1], ValueError, "p must be finite"),
         ([0.2, 0.5, 0.7], [0, np.nan, 1], ValueError, "y must be finite"),
-        ([0.2, 1.5, 0.7], [0, 1, 1], ValueError, "p must be probabilities"),
+        ([0.2, 1.5, 0.7], [0, 1, 1], ValueError, r"p must be probabilities in \[0, 1\]"),
+        ([0.2, -0.1, 0.7], [0, 1, 1], ValueError, r"p must be probabilities in \[0, 1\]"),
         ([0.2, 0.5, 0.7], [0, 2, 1], ValueError, "y must contain only 0 and 1"),
         ([0.2, 0.5, 0.7], [1, 1, 1], ValueError, "both 0 and 1"),
         ([0.5, 0.5, 0.5], [0, 1, 1], ValueError, "single distinct value"),

@@ -296,8 +296,14 @@ def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
     test = _table(["Statistic", "Value"], [
         ("HL chi-square", fmt(h["statistic"])),
         ("groups g (of equal size, by sorted prediction)", fmt(h["groups"])),
-        ("p-value, df = g - 2 (development-data reference)", fmt_p(h["pvalue"])),
-        ("p-value, df = g (independent validation data)", fmt_p(h["pvalue_df_groups"])),
+        ("reference distribution", f"chi-square with df = g = {h['groups']} (external validation: "
+                                   "the predictions were not fitted on these rows)"
+         if h["validation"] == "external" else
+         f"chi-square with df = g - 2 = {h['df']} (development data: the model was fitted on these rows)"),
+        (f"p-value, df = {h['df']} (the reference above)", fmt_p(h["pvalue"])),
+        ("p-value, df = g - 2 (development-data reference, for comparison)", fmt_p(h["pvalue_df_groups_minus_2"]))
+        if h["validation"] == "external" else
+        ("p-value, df = g (independent validation data, for comparison)", fmt_p(h["pvalue_df_groups"])),
     ])
     compare = _table(["Estimator of ECE²", f"on the B = {res.n_bins} bins of this report",
                       f"on the {groups} HL groups"], [
@@ -360,7 +366,11 @@ def _valprob(res) -> tuple[dict | None, str | None]:
     table = _table(["Statistic", "Value", f"{level} Wald CI", "Definition"], rows)
     note = (f"n = {vd['n']} rows, {vd['n_events']} events"
             + ("; for the top-1 target p is the confidence and y the indicator that the top class is correct"
-               if res.mode == "top1" else "") + ".")
+               if res.mode == "top1" else "") + "."
+            + (f" {vd['n_infinite_logit']} rows have p exactly 0 or 1 (infinite logit) and, as in R's val.prob, "
+               "are left out of the logistic fits: Intercept, Slope, calibration-in-the-large, C (ROC) val.prob's, "
+               f"Dxy, R2, D, U and Q use the other {vd['n'] - vd['n_infinite_logit']} rows; the exact C, Brier, "
+               "Emax, E90, Eavg and S:z use all rows." if vd["n_infinite_logit"] else ""))
     return table, note
 
 
