@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "check_bool", "check_choice",
+__all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "resolve_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "METHODS",
            "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes"]
 
@@ -77,6 +77,22 @@ def check_seed(rng, name: str = "rng"):
     if rng < 0:
         raise OptionError(f"{name} must be a non-negative integer seed, got {rng}")
     return rng
+
+
+def resolve_seed(rng):
+    """``(Generator, seed to record)`` from an ``rng=`` argument, for results that must be reproducible.
+
+    ``None`` draws a 63-bit seed from OS entropy and records it (``rng=seed``
+    reproduces the run); an int seed s gives ``default_rng(s)``; a Generator is
+    used as it is and recorded as ``"Generator"``.
+    """
+    rng = check_seed(rng)
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy) >> 65
+        return np.random.default_rng(seed), seed
+    if isinstance(rng, np.random.Generator):
+        return rng, "Generator"
+    return np.random.default_rng(int(rng)), int(rng)
 
 
 def check_bool(value, name: str, *, allow_none: bool = False):

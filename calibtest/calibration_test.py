@@ -47,15 +47,15 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text, record_call
-from calibtest._validation import check_alpha, check_choice, check_count, check_memory, check_missing, is_integer
+from calibtest._validation import (check_alpha, check_choice, check_count, check_memory, check_missing, is_integer,
+                                   resolve_seed)
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows
+from calibtest.inputs import is_out_of_core, read_rows
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
-from calibtest.tcal import _generator
 
 __all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid"]
 
@@ -282,8 +282,6 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     >>> res = ct.calib_test("y ~ p", data=df, rng=1)      # doctest: +SKIP
     >>> res.pvalue, res.scales                            # doctest: +SKIP
     """
-    from calibtest.ece import is_out_of_core  # late: ece imports the whole estimation stack
-
     alpha = check_alpha(alpha)
     grid = _check_grid(n_bins)
     if null != "monte-carlo":
@@ -296,7 +294,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         raise TypeError("calib_test needs the rows in memory (the label draws use every row's prediction): "
                         "a file path or Dask DataFrame is not supported; load the columns into a pandas "
                         "DataFrame, or use calib_ci for out-of-core data")
-    gen, seed = _generator(rng)
+    gen, seed = resolve_seed(rng)
     env = resolve_env(eval_env)
     rows = read_rows(formula, data, y, probs, env, missing)
     target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,

@@ -15,9 +15,10 @@ from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
+from calibtest.inputs import is_dask, is_out_of_core
 from calibtest.results import CalibrationResult
 
-__all__ = ["calib_ci", "is_out_of_core", "calib_ci_out_of_core"]
+__all__ = ["calib_ci", "calib_ci_out_of_core"]
 
 
 def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng) -> dict:
@@ -168,15 +169,6 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
 
 # --------------------------------------------------------------------------- data not in memory
-def _is_dask(data) -> bool:
-    return type(data).__module__.split(".")[0] == "dask"
-
-
-def is_out_of_core(data) -> bool:
-    """True for a file path (``str`` or ``os.PathLike``) or a Dask collection."""
-    return isinstance(data, (str, os.PathLike)) or _is_dask(data)
-
-
 def check_in_memory_method(method, what: str) -> None:
     """Refuse interval methods other than ``"adjusted"`` for data that is not in memory.
 
@@ -213,7 +205,7 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
         Only ``"adjusted"``; resampling methods raise a ValueError.
     Other parameters as in :func:`calibtest.calib_ci`.
     """
-    dask = _is_dask(data)
+    dask = is_dask(data)
     what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
     check_in_memory_method(method, what)
     if y is not None or probs is not None:

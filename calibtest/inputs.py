@@ -6,6 +6,7 @@ argument, one missing-value rule.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +14,7 @@ import pandas as pd
 
 from calibtest.formula import column_values, parse_formula
 
-__all__ = ["Rows", "read_rows", "array_input", "missing_mask"]
+__all__ = ["Rows", "read_rows", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
@@ -113,3 +114,13 @@ def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
     return Rows(y_arr, p_arr, y_name, list(prob_names), class_names, n_dropped)
+
+
+def is_dask(data) -> bool:
+    """True for a Dask collection (recognised by its module, without importing Dask)."""
+    return type(data).__module__.split(".")[0] == "dask"
+
+
+def is_out_of_core(data) -> bool:
+    """True for a file path (``str`` or ``os.PathLike``) or a Dask collection."""
+    return isinstance(data, (str, os.PathLike)) or is_dask(data)

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text, record_call
-from calibtest._validation import check_alpha, check_count, check_memory, check_missing, check_seed, is_integer
+from calibtest._validation import check_alpha, check_count, check_memory, check_missing, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
@@ -211,17 +211,6 @@ class TCalResult(ResultDisplay):
                 f"threshold={self.threshold:.6g}", f"p={self.pvalue:.4g}", f"reject={self.reject}"]
 
 
-def _generator(rng):
-    """``(Generator, seed to record)``: ``rng=None`` draws a seed from OS entropy and records it."""
-    rng = check_seed(rng)
-    if rng is None:
-        seed = int(np.random.SeedSequence().entropy) >> 65  # 63 bits, as calib_ci's resampling seeds
-        return np.random.default_rng(seed), seed
-    if isinstance(rng, np.random.Generator):
-        return rng, "Generator"
-    return np.random.default_rng(int(rng)), int(rng)
-
-
 _STATISTIC_TEXT = {"tcal": "T-Cal (/ c_b)", "debiased": "debiased (/ (c_b - 1))"}
 _STATISTIC_NOTE = {
     "tcal": "Statistic: T-Cal's debiased plug-in estimate T = (1/n) sum_b (||S_b||^2 - Q_b) / c_b "
@@ -329,7 +318,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     alpha = check_alpha(alpha)
     statistic = check_statistic(statistic)
     R = None if n_draws is None else check_count(n_draws, "n_draws")
-    gen, seed = _generator(rng)
+    gen, seed = resolve_seed(rng)
     check_missing(missing)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
