@@ -158,11 +158,6 @@ class CalibrationTestResult(ResultDisplay):
     call_record: Call | None = field(default=None, repr=False)
     null_draws: np.ndarray | None = field(default=None, repr=False)
 
-    @property
-    def call(self) -> str | None:
-        """The call that produced the result, as text."""
-        return None if self.call_record is None else str(self.call_record)
-
     def __iter__(self):
         return iter((self.statistic, self.pvalue))
 

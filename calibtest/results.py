@@ -202,11 +202,6 @@ class CalibrationResult(ResultDisplay):
     resampling: ResamplingInterval | None = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- nested parts, flat names
-    @property
-    def call(self) -> str | None:
-        """The call that produced the result, as text (``calib_ci('y ~ p', data=<DataFrame 3183x2>)``)."""
-        return None if self.call_record is None else str(self.call_record)
-
     def _part(self, part: str, name: str):
         obj = getattr(self, part)
         return None if obj is None else getattr(obj, name)

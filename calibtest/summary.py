@@ -250,6 +250,12 @@ class ResultDisplay:
     def _repr_html_(self) -> str:
         return self.summary().as_html()
 
+    @property
+    def call(self) -> str | None:
+        """The call that produced the result, as text (rendered from ``call_record``)."""
+        record = getattr(self, "call_record", None)
+        return None if record is None else str(record)
+
 
 def short_name(text, width: int = 24) -> str:
     """``text`` cut to ``width`` characters (for one-line reprs)."""

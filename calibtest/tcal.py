@@ -151,11 +151,6 @@ class TCalResult(ResultDisplay):
     statistic_type: str = "tcal"
     draws_auto: bool = False
 
-    @property
-    def call(self) -> str | None:
-        """The call that produced the result, as text."""
-        return None if self.call_record is None else str(self.call_record)
-
     def __iter__(self):
         return iter((self.statistic, self.pvalue))
 
