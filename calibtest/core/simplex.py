@@ -3,7 +3,8 @@
 The simplex Delta_{K-1} = {z in R^K : z >= 0, sum z = 1} is binned into
 B^(K-1) simplices of equal volume by the edgewise (Freudenthal/Kuhn)
 subdivision used by T-Cal (Lee, Huang, Hassani & Dobriban 2023, Sec. 8.2.3
-[2]_) and by the paper's binning scheme for k = K [1]_. With d = K - 1 and the
+[1]_), which the paper's binning scheme takes for k = K (Sun, Chaudhari,
+Barnett and Dobriban, arXiv:2408.08998, Section 2.3). With d = K - 1 and the
 partial sums
 
     s_j = B * (z_1 + ... + z_j),    j = 1..d,
@@ -55,9 +56,7 @@ the position of f_j in the stable ascending order, and
 
 References
 ----------
-.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
-       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
-.. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
+.. [1] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
        calibration of predictive models", Journal of Machine Learning
        Research 24(335), 2023.
 """

@@ -276,10 +276,8 @@ def setting2(n, beta, rng=None) -> SimulatedData:
 
     Parameters
     ----------
-    n : int
-        Number of rows, >= 1.
-    beta : float
-        Any finite real; ``beta = 1`` is calibrated.
+    n, beta : int, float
+        As in :func:`setting1`: rows (>= 1), and any finite real (1 is calibrated).
     rng : None, int or numpy.random.Generator, optional
         Seed or generator, passed to ``numpy.random.default_rng``.  Draws, in
         order: ``s = rng.beta(5, 0.5, n)``, ``A = rng.integers(0, 2, n)``,
