@@ -87,8 +87,9 @@ def _verdict(reject: bool, interval: bool = False) -> str:
     return "rejects" if reject else "does not reject"
 
 
-def _iv(lo, hi, digits: int = 4) -> str:
-    return f"[{fmt(lo, digits)}, {fmt(hi, digits)}]"
+def _iv(lo, hi, digits: int = 4, lower_open: bool = False) -> str:
+    """``[lo, hi]``, or ``(0, hi]`` when 0 is excluded but the lower bound reaches it."""
+    return f"{'(' if lower_open else '['}{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
 # --------------------------------------------------------------------------- result
@@ -214,7 +215,8 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     level = f"{100 * (1 - alpha):g}%"
     iv = ci.conf_int()
     sentences.append(f"How much: the {level} interval for ECE^2 at B = {ci.n_bins} is "
-                     f"{_iv(iv.lower, iv.upper)} (ECE {_iv(math.sqrt(iv.lower), math.sqrt(iv.upper), 3)}); "
+                     f"{_iv(iv.lower, iv.upper, 4, iv.lower_open)} (ECE "
+                     f"{_iv(math.sqrt(iv.lower), math.sqrt(iv.upper), 3, iv.lower_open)}); "
                      f"ECE^2 is at most {fmt(iv.upper, 4)} (ECE at most {fmt(math.sqrt(iv.upper), 3)}).")
     # -- disagreement rules
     sc = test.scales
@@ -273,7 +275,7 @@ def _build_summary(res: EvidenceResult) -> CalibSummary:
         row = t.loc[key]
         if row["pvalue"] is not None and not (isinstance(row["pvalue"], float) and math.isnan(row["pvalue"])):
             return "p = " + fmt_p(row["pvalue"], 3)
-        return _iv(row["lower"], row["upper"], 3)
+        return _iv(row["lower"], row["upper"], 3, key == "calib_ci" and res.interval.conf_int().lower_open)
 
     shown = pd.DataFrame({"statistic": [t.loc[k, "statistic"] for k in ROWS],
                           "p / interval": [p_or_iv(k) for k in ROWS],
@@ -282,7 +284,8 @@ def _build_summary(res: EvidenceResult) -> CalibSummary:
     smry.add_table(shown, {"statistic": 4})
     s = res.sensitivity
     sens = pd.DataFrame({"T": s["T"].tolist(),
-                         "interval ECE^2": [_iv(lo, hi, 3) for lo, hi in zip(s["lower"], s["upper"])],
+                         "interval ECE^2": [_iv(lo, hi, 3, op)
+                                            for lo, hi, op in zip(s["lower"], s["upper"], s["lower_open"])],
                          "p-value": s["pvalue"].tolist(),
                          "verdict": ["rejects" if r else "does not reject" for r in s["reject"]]},
                         index=[f"B = {b}" + (" (auto)" if b == res.interval.n_bins else "")
@@ -393,7 +396,8 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         r = ci if b == ci.n_bins else calib_ci(**kw, n_bins=b, alpha=alpha, null="conditional", rng=sub_rng)
         civ = r.conf_int()
         sens_rows.append({"n_bins": int(b), "T": float(r.estimate), "lower": float(civ.lower),
-                          "upper": float(civ.upper), "pvalue": float(r.null_pvalue),
+                          "upper": float(civ.upper), "lower_open": bool(civ.lower_open),
+                          "pvalue": float(r.null_pvalue),
                           "reject": bool(r.null_pvalue <= alpha)})
     sens = pd.DataFrame(sens_rows)
     flag = bool(sens["reject"].nunique() > 1)

@@ -90,6 +90,8 @@ def test_rule_bins(smooth):
     assert ev.sensitivity["reject"].nunique() == 2
     assert "depends on the bin count" in ev.conclusion
     assert "The verdict changes with B." in str(ev.summary())
+    open_rows = ev.sensitivity[ev.sensitivity["lower_open"]]  # 0 excluded, lower bound at 0: (0, upper]
+    assert all(open_rows["reject"]) and all(f"(0, " in str(ev.summary()) for _ in open_rows.index)
 
 
 def test_rule_hl_sparse(hl_sparse):
@@ -147,8 +149,8 @@ def test_numbers_equal_direct_calls(name, request):
     for _, row in ev.sensitivity.iterrows():
         r = ct.calib_ci(y=y, probs=q, n_bins=int(row["n_bins"]), null="conditional", rng=1)
         civ = r.conf_int()
-        assert (row["T"], row["lower"], row["upper"], row["pvalue"]) == \
-            (r.estimate, civ.lower, civ.upper, r.null_pvalue)
+        assert (row["T"], row["lower"], row["upper"], row["lower_open"], row["pvalue"]) == \
+            (r.estimate, civ.lower, civ.upper, civ.lower_open, r.null_pvalue)
         assert row["reject"] == (r.null_pvalue <= 0.05)
     assert ev.sensitivity["n_bins"].tolist() == [b for b in (5, 10, 20, 35) if b < ci.n_bins] + [ci.n_bins]
 
