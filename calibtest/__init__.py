@@ -25,6 +25,7 @@ from calibtest.core.binstats import BinStats
 from calibtest.core.null import sigma0_sq
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
+from calibtest.evidence import EvidenceResult, evidence
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
@@ -37,6 +38,7 @@ __all__ = [
     "calib_ci",
     "calib_test",
     "calib_compare",
+    "evidence",
     "tcal_test",
     "val_prob",
     "hosmer_lemeshow",
@@ -47,6 +49,7 @@ __all__ = [
     "ComparisonResult",
     "PairwiseComparisonResult",
     "TCalResult",
+    "EvidenceResult",
     "CalibrationTestResult",
     "HosmerLemeshowResult",
     "ValProbResult",

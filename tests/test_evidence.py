@@ -1,0 +1,219 @@
+"""calibtest.evidence: the evidence table, bin sensitivity and the conclusion rules."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+
+import calibtest as ct
+
+
+def _beta_data(seed, power, n=472):
+    g = np.random.default_rng(seed)
+    p = g.beta(2, 5, n)
+    return (g.random(n) < p).astype(int), p ** power
+
+
+@pytest.fixture(scope="module")
+def squared():
+    y, q = _beta_data(2024, 2.0)
+    return y, q, ct.evidence("y ~ q", data=pd.DataFrame({"y": y, "q": q}), rng=1)
+
+
+@pytest.fixture(scope="module")
+def calibrated():
+    y, p = _beta_data(2024, 1.0)
+    return y, p, ct.evidence(y=y, probs=p, rng=1)
+
+
+@pytest.fixture(scope="module")
+def smooth():  # mild smooth miscalibration: q = p^1.3
+    y, q = _beta_data(1, 1.3)
+    return y, q, ct.evidence(y=y, probs=q, rng=1)
+
+
+@pytest.fixture(scope="module")
+def hl_sparse():  # calibrated, tiny probabilities: HL groups with expected counts below 5
+    g = np.random.default_rng(38)
+    q = g.uniform(0.002, 0.03, 600)
+    y = (g.random(600) < q).astype(int)
+    return y, q, ct.evidence(y=y, probs=q, rng=1)
+
+
+@pytest.fixture(scope="module")
+def spread():  # over-confident, level right: q = expit(1.8 L), true expit(L)
+    g = np.random.default_rng(0)
+    L = g.normal(0, 1.2, 472)
+    y = (g.random(472) < expit(L)).astype(int)
+    return y, expit(1.8 * L), ct.evidence(y=y, probs=expit(1.8 * L), rng=1)
+
+
+@pytest.fixture(scope="module")
+def level():  # predictions too low on the log-odds scale by 0.5
+    g = np.random.default_rng(0)
+    L = g.normal(-1, 1, 472)
+    y = (g.random(472) < expit(L + 0.5)).astype(int)
+    return y, expit(L), ct.evidence(y=y, probs=expit(L), rng=1)
+
+
+def test_squared_predictions_evidence(squared):
+    _, _, ev = squared
+    assert ev.table.loc["calib_test", "reject"]
+    assert ev.verdict == "evidence"
+    assert ev.conclusion.startswith("Evidence of miscalibration")
+    assert "multi-scale test rejects" in ev.conclusion
+    assert "How much" in ev.conclusion
+
+
+def test_calibrated_no_evidence_and_upper_bound(calibrated):
+    _, _, ev = calibrated
+    assert ev.verdict == "no evidence"
+    assert not any(ev.table["reject"])
+    assert ev.conclusion.startswith("No evidence of miscalibration")
+    assert "does not show that the model is calibrated" in ev.conclusion
+    upper = ev.table.loc["calib_ci", "upper"]
+    assert f"at most {ct._format.fmt(upper, 4)}" in ev.conclusion
+    assert ev.reasons == ()
+
+
+def test_rule_smooth(smooth):
+    _, _, ev = smooth
+    assert "smooth" in ev.reasons
+    assert ev.table.loc["calib_test", "reject"] and not ev.table.loc["calib_ci", "reject"]
+    assert "the miscalibration is smooth and the interval's B = 35 is large for n = 472" in ev.conclusion
+
+
+def test_rule_bins(smooth):
+    _, _, ev = smooth
+    assert ev.sensitivity_flag and "bins" in ev.reasons
+    assert ev.sensitivity["reject"].nunique() == 2
+    assert "depends on the bin count" in ev.conclusion
+    assert "The verdict changes with B." in str(ev.summary())
+    open_rows = ev.sensitivity[ev.sensitivity["lower_open"]]  # 0 excluded, lower bound at 0: (0, upper]
+    assert all(open_rows["reject"]) and all(f"(0, " in str(ev.summary()) for _ in open_rows.index)
+
+
+def test_rule_hl_sparse(hl_sparse):
+    _, _, ev = hl_sparse
+    assert ev.reasons == ("hl_sparse",)
+    assert ev.verdict == "mixed"
+    t = ev.hl.table
+    assert (np.minimum(t["expected"], t["n"] - t["expected"]) < 5).any()
+    assert "driven by groups with tiny expected counts" in ev.conclusion
+
+
+def test_rule_spread(spread):
+    _, _, ev = spread
+    assert "spread" in ev.reasons
+    assert ev.table.loc["slope", "reject"] and not ev.table.loc["citl", "reject"]
+    assert "the slope detects spread (over-confidence" in ev.conclusion and "not level" in ev.conclusion
+
+
+def test_rule_level(level):
+    _, _, ev = level
+    assert "level" in ev.reasons and "spread" not in ev.reasons
+    assert "off in level (too low on average" in ev.conclusion
+
+
+def test_rules_do_not_fire_on_squared(squared):
+    _, _, ev = squared
+    assert "hl_sparse" not in ev.reasons and "smooth" not in ev.reasons
+
+
+@pytest.mark.parametrize("name", ["squared", "smooth", "hl_sparse"])
+def test_numbers_equal_direct_calls(name, request):
+    y, q, ev = request.getfixturevalue(name)
+    t = ev.table
+    test = ct.calib_test(y=y, probs=q, rng=1)
+    assert t.loc["calib_test", "statistic"] == test.statistic
+    assert t.loc["calib_test", "pvalue"] == test.pvalue
+    assert t.loc["calib_test", "reject"] == test.reject
+    ci = ct.calib_ci(y=y, probs=q, null="conditional", rng=1)
+    iv = ci.conf_int()
+    assert t.loc["calib_ci", "statistic"] == ci.estimate
+    assert (t.loc["calib_ci", "lower"], t.loc["calib_ci", "upper"]) == (iv.lower, iv.upper)
+    assert t.loc["calib_ci", "reject"] == (not iv.contains_zero)
+    hl = ct.hosmer_lemeshow(y=y, probs=q, validation="external")
+    assert hl.df == 10
+    assert (t.loc["hosmer_lemeshow", "statistic"], t.loc["hosmer_lemeshow", "pvalue"]) == (hl.statistic, hl.pvalue)
+    vp = ct.val_prob(y=y, probs=q)
+    cis = vp.conf_int(0.05)
+    assert (t.loc["spiegelhalter", "statistic"], t.loc["spiegelhalter", "pvalue"]) == \
+        (vp.spiegelhalter_z, vp.spiegelhalter_p)
+    assert t.loc["citl", "statistic"] == vp.citl
+    assert (t.loc["citl", "lower"], t.loc["citl", "upper"]) == tuple(cis.loc["citl"])
+    assert t.loc["slope", "statistic"] == vp.slope
+    assert (t.loc["slope", "lower"], t.loc["slope", "upper"]) == tuple(cis.loc["slope"])
+    assert t.loc["slope", "reject"] == (not cis.loc["slope", "lower"] <= 1 <= cis.loc["slope", "upper"])
+    for _, row in ev.sensitivity.iterrows():
+        r = ct.calib_ci(y=y, probs=q, n_bins=int(row["n_bins"]), null="conditional", rng=1)
+        civ = r.conf_int()
+        assert (row["T"], row["lower"], row["upper"], row["lower_open"], row["pvalue"]) == \
+            (r.estimate, civ.lower, civ.upper, civ.lower_open, r.null_pvalue)
+        assert row["reject"] == (r.null_pvalue <= 0.05)
+    assert ev.sensitivity["n_bins"].tolist() == [b for b in (5, 10, 20, 35) if b < ci.n_bins] + [ci.n_bins]
+
+
+def test_verdict_words(squared, calibrated):
+    for _, _, ev in (squared, calibrated):
+        for key, row in ev.table.iterrows():
+            if key == "calib_ci":
+                assert row["verdict"] == ("excludes 0" if row["reject"] else "contains 0")
+            else:
+                assert row["verdict"] == ("rejects" if row["reject"] else "does not reject")
+
+
+@pytest.mark.parametrize("name", ["squared", "calibrated", "smooth", "hl_sparse", "spread"])
+def test_summary_width_and_dict(name, request):
+    _, _, ev = request.getfixturevalue(name)
+    lines = str(ev.summary()).splitlines()
+    assert len({len(ln) for ln in lines}) == 1 and len(lines[0]) <= 80
+    text = "\n".join(lines)
+    for word in ("multi-scale test", "Hosmer-Lemeshow", "Spiegelhalter", "CITL", "slope", "Conclusion"):
+        assert word in text
+    d = ev.to_dict()
+    json.dumps(d)
+    assert d["verdict"] == ev.verdict and d["calib_test_pvalue"] == ev.table.loc["calib_test", "pvalue"]
+    assert "<table" in ev._repr_html_()
+    assert repr(ev).startswith("<EvidenceResult ") and "\n" not in repr(ev)
+
+
+def test_frozen_and_alpha(calibrated):
+    _, _, ev = calibrated
+    with pytest.raises(Exception):
+        ev.verdict = "x"
+    with pytest.raises(ValueError):
+        ev.summary(alpha=0.1)
+    assert str(ev.summary(alpha=0.05)) == str(ev.summary())
+
+
+def test_top1_and_errors():
+    g = np.random.default_rng(3)
+    conf = g.uniform(1 / 3, 1, 300)
+    correct = (g.random(300) < conf).astype(int)
+    ev = ct.evidence(y=correct, probs=conf, n_classes=3, rng=2)
+    assert ev.mode == "top1" and ev.n_classes == 3
+    assert ev.table.loc["calib_test", "pvalue"] == ct.calib_test(y=correct, probs=conf, n_classes=3,
+                                                                  rng=2).pvalue
+    with pytest.raises(ValueError):
+        ct.evidence(y=np.array([0, 1, 2]), probs=g.dirichlet([1, 1, 1], 3))
+    with pytest.raises(ValueError):
+        ct.evidence(y=correct, probs=conf, alpha=2)
+
+
+def test_missing_drop():
+    y, q = _beta_data(5, 1.0, n=200)
+    q = q.copy()
+    q[:3] = np.nan
+    with pytest.raises(ValueError):
+        ct.evidence(y=y, probs=q, rng=1)
+    ev = ct.evidence(y=y, probs=q, rng=1, missing="drop")
+    assert ev.n == 197 and ev.n_dropped == 3
+    assert "3 rows with missing values" in str(ev.summary())
+
+
+def test_exported():
+    assert "evidence" in ct.__all__ and "EvidenceResult" in ct.__all__
+    assert isinstance(ct.evidence(y=[0, 1, 1, 0, 1] * 20, probs=[0.3, 0.6, 0.7, 0.4, 0.35] * 20, rng=1),
+                      ct.EvidenceResult)
