@@ -58,15 +58,14 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import fmt, fmt_p
-from calibtest._validation import check_alpha, check_missing
+from calibtest._validation import check_alpha, check_missing, resolve_seed
 from calibtest.calibration_test import CalibrationTestResult, calib_test
-from calibtest.ece import calib_ci
+from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
-from calibtest.tcal import _generator
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["EvidenceResult", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED"]
@@ -347,7 +346,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     alpha = check_alpha(alpha)
     check_missing(missing)
     env = resolve_env(eval_env)
-    gen, seed = _generator(rng)
+    gen, seed = resolve_seed(rng)
     sub_rng = gen if seed == "Generator" else seed
     rows = read_rows(formula, data, y, probs, env, missing)
     p = rows.probs
@@ -358,8 +357,15 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         p = p[:, 0]
     yv = rows.y
     kw = {"y": yv, "probs": p, "n_classes": n_classes}
+
+    def interval(n_bins="auto"):
+        """calib_ci(y=, probs=, n_classes=, n_bins=, alpha=, null="conditional", rng=) on these rows."""
+        options = {"n_classes": n_classes, "n_bins": n_bins, "alpha": alpha, "null": "conditional"}
+        return estimate_in_memory(None, None, yv, p, env=env, n_classes=n_classes, n_bins=n_bins, alpha=alpha,
+                                  null="conditional", rng=sub_rng, call_options=options)
+
     test = calib_test(**kw, alpha=alpha, rng=sub_rng)
-    ci = calib_ci(**kw, alpha=alpha, null="conditional", rng=sub_rng)
+    ci = interval()
     hl = hosmer_lemeshow(**kw, groups=10, validation="external")
     vp = val_prob(y=np.asarray(yv, dtype=float), probs=p, alpha=alpha)
 
@@ -393,7 +399,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
          for key, (nm, null, stat, pv, lo, hi, r) in records.items()], index=list(ROWS), dtype=object)
     sens_rows = []
     for b in _sensitivity_bins(ci.n_bins):
-        r = ci if b == ci.n_bins else calib_ci(**kw, n_bins=b, alpha=alpha, null="conditional", rng=sub_rng)
+        r = ci if b == ci.n_bins else interval(b)
         civ = r.conf_int()
         sens_rows.append({"n_bins": int(b), "T": float(r.estimate), "lower": float(civ.lower),
                           "upper": float(civ.upper), "lower_open": bool(civ.lower_open),
