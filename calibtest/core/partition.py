@@ -52,9 +52,13 @@ def _occupied(inverse: np.ndarray, keys: np.ndarray):
     counts = np.bincount(inverse, minlength=keys.shape[0])
     occupied = np.flatnonzero(counts)
     if occupied.size < keys.shape[0]:
-        lookup = np.zeros(keys.shape[0], dtype=np.intp)
-        lookup[occupied] = np.arange(occupied.size)
-        inverse = lookup[inverse]
+        lo = int(occupied[0])
+        if int(occupied[-1]) - lo + 1 == occupied.size:  # one run of occupied bins: a shift, no gather
+            inverse = inverse - lo
+        else:
+            lookup = np.zeros(keys.shape[0], dtype=np.intp)
+            lookup[occupied] = np.arange(occupied.size)
+            inverse = lookup[inverse]
         keys = keys[occupied]
     return np.asarray(inverse, dtype=np.intp), keys, counts[occupied]
 
@@ -73,9 +77,11 @@ class Partition:
         How B was chosen.
     dim : int
         Dimension d of the binned space (k for cubes, K - 1 for the simplex).
-    inverse : ndarray of intp, shape (n,), read-only
+    inverse : ndarray of intp, shape (n,)
         Bin number 0..m-1 of each row, numbering the non-empty bins in the
-        order of their linear key.
+        order of their linear key.  Treat it as read-only: it is left
+        writeable only because ``np.bincount``, which every engine runs on it,
+        is about a quarter slower on a read-only array (numpy 2.x).
     keys : ndarray of int64, shape (m, q), read-only
         Key of each non-empty bin: cube indices (``i/B <= z < (i+1)/B``, edges up to 1e-9 in z * B), or the
         simplex key ``(a_1, ..., a_{K-1}, code)``.
@@ -164,5 +170,5 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
     inverse, keys, counts = _occupied(*_row_keys(data, B))
     volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
     return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,
-                     inverse=read_only(inverse), keys=read_only(keys), counts=read_only(counts), volume=volume,
+                     inverse=inverse, keys=read_only(keys), counts=read_only(counts), volume=volume,
                      sigma0_sq=s0)
