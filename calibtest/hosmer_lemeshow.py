@@ -35,7 +35,7 @@ from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
 from calibtest._format import fmt, fmt_p
-from calibtest._validation import check_missing
+from calibtest._validation import OptionTypeError, check_missing, is_integer
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
@@ -272,8 +272,8 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str,
     """The test on the rows ``data`` of a 1-dim target; ``stats`` are their sums on the B cubes."""
     if data.k != 1 or data.mode not in ("binary", "top1"):
         raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
-    if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)):
-        raise TypeError(f"groups must be an integer, got {groups!r}")
+    if not is_integer(groups):
+        raise OptionTypeError(f"groups must be an integer, got {groups!r}")
     n = data.n
     if not 3 <= groups <= n:
         raise ValueError(f"groups must be between 3 and n = {n}, got {groups}")

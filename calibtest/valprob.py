@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -40,7 +39,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from calibtest._format import fmt
-from calibtest._validation import check_alpha, check_missing
+from calibtest._validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
@@ -233,8 +232,8 @@ class ValProbResult(ResultDisplay):
 
         ``alpha`` (default: the stored one) sets the level of the Wald intervals.
         """
-        if isinstance(digits, (bool, np.bool_)) or not isinstance(digits, (int, np.integer)):
-            raise TypeError(f"digits must be an int, got {type(digits).__name__}")
+        if not is_integer(digits):
+            raise OptionTypeError(f"digits must be an int, got {type(digits).__name__}")
         if digits < 0:
             raise ValueError(f"digits must be >= 0, got {digits}")
         return self._summary(None if alpha is None else check_alpha(alpha), int(digits))
@@ -303,11 +302,7 @@ def _as_1d_float(x, name: str) -> np.ndarray:
 
 
 def _validate(p, y, alpha) -> tuple[np.ndarray, np.ndarray, float]:
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, numbers.Real):
-        raise TypeError(f"alpha must be a real number, got {type(alpha).__name__}")
-    alpha = float(alpha)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    alpha = check_alpha(alpha)
     p = _as_1d_float(p, "p")
     y = _as_1d_float(y, "y")
     if p.shape != y.shape:
