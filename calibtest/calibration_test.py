@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import Call, fmt, mode_text, record_call
+from calibtest._format import fmt, mode_text, record_call
 from calibtest._validation import (check_alpha, check_choice, check_count, check_memory, check_missing, is_integer,
                                    resolve_seed)
 from calibtest.core.binning import auto_n_bins
@@ -55,7 +55,8 @@ from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.formula import resolve_env
 from calibtest.inputs import is_out_of_core, read_rows
-from calibtest.summary import CalibSummary, ResultDisplay, model_text
+from calibtest.results import TestOfCalibration
+from calibtest.summary import CalibSummary, model_text
 
 __all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid"]
 
@@ -97,7 +98,7 @@ def _pvalue(observed: float, draws: np.ndarray) -> float:
 
 # --------------------------------------------------------------------------- result
 @dataclass(frozen=True, eq=False, repr=False)
-class CalibrationTestResult(ResultDisplay):
+class CalibrationTestResult(TestOfCalibration):
     """Multi-scale conditional Monte Carlo test of H0: the model is calibrated.
 
     Unpacks as ``statistic, pvalue``.
@@ -147,19 +148,7 @@ class CalibrationTestResult(ResultDisplay):
     pvalue_bonferroni: float
     n_draws: int
     seed: int | str | None
-    n: int
-    k: int
-    n_classes: int | None
-    mode: str
-    formula: str | None = None
-    y_name: str = "y"
-    prob_names: tuple = ()
-    n_dropped: int = 0
-    call_record: Call | None = field(default=None, repr=False)
     null_draws: np.ndarray | None = field(default=None, repr=False)
-
-    def __iter__(self):
-        return iter((self.statistic, self.pvalue))
 
     def _summary(self, alpha: float | None):
         return _build_summary(self, alpha)

@@ -22,7 +22,7 @@ from calibtest.summary import ResultDisplay
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
 
-__all__ = ["CalibrationResult", "ConfidenceInterval", "raw_interval"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,35 @@ class ConfidenceInterval:
     def __str__(self) -> str:
         left = "(" if self.lower_open else "["
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+
+
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
+class TestOfCalibration(ResultDisplay):
+    """Fields shared by the results of the tests of calibration (``tcal_test``, ``calib_test``).
+
+    Keyword-only, so a subclass lists its own fields first; unpacks as
+    ``statistic, pvalue`` (the subclass defines both).
+
+    Attributes
+    ----------
+    n, k, n_classes, mode : int, int, int or None, str
+        The calibration target, as in :class:`CalibrationResult`.
+    formula, y_name, prob_names, n_dropped, call_record
+        Bookkeeping (``call`` renders the call as text).
+    """
+
+    n: int
+    k: int
+    n_classes: int | None
+    mode: str
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ()
+    n_dropped: int = 0
+    call_record: Call | None = field(default=None, repr=False)
+
+    def __iter__(self):
+        return iter((self.statistic, self.pvalue))
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import Call, fmt, mode_text, record_call
+from calibtest._format import fmt, mode_text, record_call
 from calibtest._validation import check_alpha, check_count, check_memory, check_missing, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import prepare_target
@@ -60,7 +60,8 @@ from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, che
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
-from calibtest.summary import CalibSummary, ResultDisplay, model_text
+from calibtest.results import TestOfCalibration
+from calibtest.summary import CalibSummary, model_text
 
 __all__ = ["TCalResult", "tcal_test"]
 
@@ -79,7 +80,7 @@ def _check_scales(n_bins) -> tuple[int, ...]:
 
 # --------------------------------------------------------------------------- result
 @dataclass(frozen=True, eq=False, repr=False)
-class TCalResult(ResultDisplay):
+class TCalResult(TestOfCalibration):
     """T-Cal test of H0: the model is calibrated (threshold by consistency resampling).
 
     Unpacks as ``statistic, pvalue``.
@@ -137,22 +138,10 @@ class TCalResult(ResultDisplay):
     pvalues: tuple
     adaptive: bool
     n_draws: int
-    n: int
-    k: int
-    n_classes: int | None
-    mode: str
-    formula: str | None = None
-    y_name: str = "y"
-    prob_names: tuple = ()
-    n_dropped: int = 0
-    call_record: Call | None = field(default=None, repr=False)
     seed: int | str | None = None
     null_draws: np.ndarray | None = field(default=None, repr=False)
     statistic_type: str = "tcal"
     draws_auto: bool = False
-
-    def __iter__(self):
-        return iter((self.statistic, self.pvalue))
 
     def scale_table(self) -> pd.DataFrame:
         """One row per scale: ``n_bins``, ``statistic``, ``threshold``, ``pvalue``, ``reject``."""
@@ -180,7 +169,7 @@ class TCalResult(ResultDisplay):
         ``alpha`` (default: the stored one) sets the level of the thresholds
         and decisions shown (thresholds recomputed from ``null_draws``).
         """
-        return ResultDisplay.summary(self, alpha)
+        return super().summary(alpha)
 
     def _summary(self, alpha: float | None):
         return _build_summary(self, alpha)
@@ -198,7 +187,7 @@ class TCalResult(ResultDisplay):
 
     def to_dict(self) -> dict:
         """All scalar results as a JSON-safe dict (infinite thresholds become None)."""
-        return ResultDisplay.to_dict(self)
+        return super().to_dict()
 
     def _repr_parts(self) -> list[str]:
         kind = f"adaptive over B in {list(self.scales)}" if self.adaptive else f"B={self.n_bins}"

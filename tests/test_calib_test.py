@@ -150,22 +150,19 @@ def test_formula_and_display():
     assert "calib_test(" in res.call
 
 
-def test_bad_arguments(tmp_path):
+@pytest.mark.parametrize("option,error", [
+    (dict(n_bins="auto"), ValueError), (dict(n_bins=0), ValueError), (dict(n_bins=2.5), TypeError),
+    (dict(null="conditional"), ValueError), (dict(alpha=1.5), ValueError), (dict(n_draws=0), ValueError),
+    (dict(combine="fisher"), ValueError),
+])
+def test_bad_arguments(option, error):
     y, p = _data(50, 9)
-    with pytest.raises(ValueError):
-        ct.calib_test(y=y, probs=p, n_bins="auto")
-    with pytest.raises(ValueError):
-        ct.calib_test(y=y, probs=p, n_bins=0)
-    with pytest.raises(TypeError):
-        ct.calib_test(y=y, probs=p, n_bins=2.5)
-    with pytest.raises(ValueError):
-        ct.calib_test(y=y, probs=p, null="conditional")
-    with pytest.raises(ValueError):
-        ct.calib_test(y=y, probs=p, alpha=1.5)
-    with pytest.raises(ValueError):
-        ct.calib_test(y=y, probs=p, n_draws=0)
-    with pytest.raises(ValueError):
-        ct.calib_test(y=y, probs=p, combine="fisher")
+    with pytest.raises(error):
+        ct.calib_test(y=y, probs=p, **option)
+
+
+def test_files_are_refused(tmp_path):
+    y, p = _data(50, 9)
     path = tmp_path / "d.csv"
     pd.DataFrame({"y": y, "p": p}).to_csv(path, index=False)
     with pytest.raises(TypeError, match="in memory"):
