@@ -26,6 +26,7 @@ same space and gives the same fitted curve (the tests check this).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,9 @@ __all__ = ["FlexibleCalibration", "flexible_calibration", "rcs_basis", "harrell_
 #: Number of points of the default grid.
 GRID_SIZE = 200
 
+#: A fitted linear predictor beyond +/- this (probability within 1e-13 of 0 or 1) means separation.
+_SATURATED = 30.0
+
 #: Harrell's default knot quantiles (``rms::rcspline.eval``) for 3 to 7 knots.
 _OUTER = {3: 0.10, 4: 0.05, 5: 0.05, 6: 0.05, 7: 0.025}
 
@@ -49,14 +53,14 @@ _OUTER = {3: 0.10, 4: 0.05, 5: 0.05, 6: 0.05, 7: 0.025}
 def harrell_knots(x, n_knots: int) -> np.ndarray:
     """Harrell's default knot positions of a restricted cubic spline (``rms::rcspline.eval``).
 
-    With ``n >= 100`` values the knots are the quantiles (R type 7, numpy's
-    default ``linear``) at ``linspace(q, 1 - q, K)``, ``q = 0.1`` for K = 3,
-    0.05 for K = 4, 5, 6 and 0.025 for K = 7 (so 5, 35, 65, 95 % for four
-    knots).  With fewer values the outer knots are the 5th smallest and 5th
-    largest value and the inner ones the quantiles at
-    ``linspace(0, 1, K)[1:-1]``.  (rms also moves an outer knot when one value
-    holds more than 5 % of the rows; that rule is not applied here: pass the
-    knots explicitly if the predictions are heavily tied.)
+    The knots are the quantiles (R type 7, numpy's default ``linear``) at
+    ``linspace(q, 1 - q, K)``, ``q = 0.1`` for K = 3, 0.05 for K = 4, 5, 6
+    and 0.025 for K = 7 (so 5, 35, 65, 95 % for four knots); with fewer than
+    100 values the outer knots are moved to the 5th smallest and 5th largest
+    value (Hmisc ``rcspline.eval``).  (Hmisc also moves an outer knot when the
+    smallest or largest value holds more than 5 % of the rows, and falls back
+    to other quantiles when knots coincide; those rules are not applied here:
+    tied knots raise an error, and the knots can be given explicitly.)
 
     Parameters
     ----------
@@ -78,11 +82,11 @@ def harrell_knots(x, n_knots: int) -> np.ndarray:
     n = x.size
     if n < 6:
         raise ValueError(f"p: Harrell's default knots need at least 6 rows with 0 < p < 1, got {n}")
-    if n < 100:
-        inner = np.quantile(x, np.linspace(0.0, 1.0, n_knots)[1:-1])
-        return np.concatenate([[x[4]], inner, [x[n - 5]]])
     q = _OUTER[n_knots]
-    return np.quantile(x, np.linspace(q, 1.0 - q, n_knots))
+    knots = np.quantile(x, np.linspace(q, 1.0 - q, n_knots))
+    if n < 100:
+        knots[0], knots[-1] = x[4], x[n - 5]
+    return knots
 
 
 def rcs_basis(x, knots) -> np.ndarray:
@@ -307,6 +311,10 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     n1 = int(np.count_nonzero(yf))
     if n1 in (0, pf.size):
         raise ValueError(f"y is constant{where}: the calibration curve is not estimable")
+    p1, p0 = pf[yf == 1], pf[yf == 0]
+    if p1.min() >= p0.max() or p1.max() <= p0.min():
+        raise ValueError("p separates y" + where + " (every event has p >= every non-event, or <=): the "
+                         "flexible calibration curve has no finite maximum-likelihood estimate")
     L = np.log(pf) - np.log1p(-pf)
     t = harrell_knots(L, knots) if isinstance(knots, int) else knots
     if np.any(np.diff(t) <= 0):
@@ -315,11 +323,21 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     X = np.column_stack([np.ones(pf.size), rcs_basis(L, t)])
     start = np.zeros(X.shape[1])
     start[1] = 1.0
+    from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
+
     try:
-        fit = _fit_logistic_glm(yf, X, None, start)
+        with warnings.catch_warnings():  # separation is reported below as a ValueError
+            warnings.simplefilter("ignore", PerfectSeparationWarning)
+            fit = _fit_logistic_glm(yf, X, None, start)
     except RuntimeError as exc:
-        raise ValueError("p separates y" + where + ": the flexible calibration curve has no finite "
-                         "maximum-likelihood estimate") from exc
+        fit = None
+        cause = exc
+    else:
+        cause = None
+    if fit is None or np.max(np.abs(X @ np.asarray(fit.params))) > _SATURATED:
+        raise ValueError("the spline of logit(p) separates y" + where + " (fitted probabilities reach 0 or 1): "
+                         "the flexible calibration curve has no finite maximum-likelihood estimate; use "
+                         "fewer knots") from cause
     if grid is None:
         g = np.linspace(pf.min(), pf.max(), GRID_SIZE)
     else:

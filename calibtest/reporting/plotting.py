@@ -398,7 +398,8 @@ def _outcome_strip(ax, p, y, edges, color, label) -> None:
     ax.axhline(0.0, color="0.3", linewidth=0.5)
     ax.set_ylim(-1.15, 1.15)
     ax.set_yticks([-1.0, 1.0], [f"{int(m0)}", f"{int(m1)}"], fontsize="x-small")
-    ax.set_ylabel(f"{label}\nrows/bin\ny=1 up, y=0 down", fontsize="x-small", rotation=0, ha="right", va="center")
+    ax.set_ylabel(f"{label}\nrows per bin\n(y = 1 up, y = 0 down)", fontsize="x-small", rotation=0, ha="right",
+                  va="center")
 
 
 def _stat_text(vp) -> str:
@@ -547,8 +548,9 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
     -------
     dict of ndarray
         ``pred``, ``observed``, ``count``, ``events``, ``lower``, ``upper``
-        (one entry per non-empty bin, in increasing order) and ``edges``
-        (the bin edges, including the empty bins').
+        (one entry per non-empty bin, in increasing order), ``edges`` (the
+        bin edges, empty bins included) and ``bin_count`` (rows per bin, one
+        per interval of ``edges``).
     """
     from statsmodels.stats.proportion import proportion_confint
 
@@ -569,7 +571,8 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
     count, events, sum_pred = count[keep], events[keep], sum_pred[keep]
     lower, upper = proportion_confint(events, count, alpha=alpha, method="wilson")
     return {"pred": sum_pred / count, "observed": events / count, "count": count, "events": events,
-            "lower": np.asarray(lower, dtype=float), "upper": np.asarray(upper, dtype=float), "edges": edges}
+            "lower": np.asarray(lower, dtype=float), "upper": np.asarray(upper, dtype=float), "edges": edges,
+            "bin_count": np.bincount(key, minlength=nb)}
 
 
 def _check_display_bins(n_bins):
@@ -653,10 +656,11 @@ def display_reliability_figure(results, labels=None, n_bins=None):
     modes = {(r.mode, r.k) for r in results}
     if len(modes) != 1 or len(dims) != 1:
         raise ValueError("results must share one target (mode, k and dimension) to be overlaid")
-    pts = []
+    pts, rows = [], []
     for r, lab in zip(results, labels):
         d = r.data.z.shape[1] if r.data is not None else 1
-        pts.append([display_bins(*_display_rows(r, j, lab), n_bins=n_bins, alpha=r.alpha) for j in range(d)])
+        rows.append([_display_rows(r, j, lab) for j in range(d)])
+        pts.append([display_bins(zj, yj, n_bins=n_bins, alpha=r.alpha) for zj, yj in rows[-1]])
     d = len(pts[0])
     m = len(results)
     ncols = min(d, 3)
@@ -671,8 +675,9 @@ def display_reliability_figure(results, labels=None, n_bins=None):
         strip = fig.add_subplot(sub[1], sharex=ax)
         ax.tick_params(labelbottom=False)
         panels.append((ax, strip))
-    lim_values = [np.concatenate([q["upper"], q["pred"]]) for per in pts for q in per]
-    lim = _axis_limit(lim_values)
+    lim = _axis_limit([np.concatenate([q["upper"], q["pred"]]) for per in pts for q in per])
+    strip_edges = np.linspace(0.0, lim, STRIP_BINS + 1)
+    beyond = [0] * m
     handles = [Line2D([], [], linestyle="--", color="0.45", linewidth=1)]
     texts = ["perfect calibration"]
     for j, (ax, strip) in enumerate(panels):
@@ -683,12 +688,15 @@ def display_reliability_figure(results, labels=None, n_bins=None):
             cont = ax.errorbar(q["pred"], q["observed"], yerr=yerr, fmt=_MARKERS[i % len(_MARKERS)] + "-",
                                color=f"C{i}", markersize=4 if d == 1 else 3, linewidth=0.9, elinewidth=0.8,
                                capsize=2)
-            width = np.diff(q["edges"])
-            centre = q["edges"][:-1] + width / 2
-            occupied = np.bincount(np.searchsorted(q["edges"][1:-1], q["pred"], side="right"),
-                                   weights=q["count"], minlength=width.size)
-            off = (i - (m - 1) / 2) * 0.8 / m
-            strip.bar(centre + off * width, occupied, width=0.8 * width / m, color=f"C{i}", alpha=0.8)
+            z = rows[i][j][0]
+            hist = np.histogram(z, bins=strip_edges)[0]
+            strip.stairs(hist, strip_edges, fill=m == 1, color=f"C{i}", alpha=0.6 if m == 1 else 1.0,
+                         linewidth=1.2)
+            beyond[i] += int(np.count_nonzero(z > lim))
+            if m == 1:
+                inner = q["edges"][(q["edges"] > 0.0) & (q["edges"] < lim)]
+                strip.vlines(inner, 0.0, 1.0, transform=strip.get_xaxis_transform(), color="0.2",
+                             linewidth=0.6)
             if j == 0:
                 handles.append(cont)
                 level = f"{100 * (1 - results[i].alpha):g}%"
@@ -700,10 +708,15 @@ def display_reliability_figure(results, labels=None, n_bins=None):
         title = _panel_title(results[0], j, d)
         if title:
             ax.set_title(title, fontsize="small")
-        strip.set_ylabel("rows", fontsize="small")
+        strip.set_ylabel("rows per\nbin of p", fontsize="x-small")
+        strip.set_ylim(bottom=0)
         strip.tick_params(labelsize="x-small")
-        strip.set_xlabel("mean predicted probability (display bin)" if d == 1 else "mean predicted probability",
-                         fontsize="small" if d > 1 else "medium")
+        strip.set_xlabel("predicted probability (points: mean of a display bin)" if d == 1
+                         else "predicted probability", fontsize="small" if d > 1 else "medium")
+    if any(beyond):
+        texts.append("predictions beyond the axis (not in the strip): "
+                     + ", ".join(f"{lab} {k}" for lab, k in zip(labels, beyond)))
+        handles.append(Line2D([], [], linestyle="none"))
     _legend_below(fig, handles, texts)
     return fig
 
@@ -739,7 +752,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
         of the single-scale test at each B (log scale; values below 1e-16
         drawn at 1e-16 with a downward marker) with the line p = alpha.
         Where the verdict (``reject``) differs from that at the next smaller
-        B, both panels carry a red ring and a dotted vertical line.
+        B, both panels carry a red ring.
     """
     import pandas as pd
     from matplotlib.lines import Line2D
@@ -783,9 +796,6 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     axp.plot(b[~tiny], pshow[~tiny], "s", color="C2", markersize=4)
     axp.plot(b[tiny], pshow[tiny], "v", color="C2", markersize=5)
     axp.axhline(alpha, color="C3", linestyle="--", linewidth=1)
-    for x in b[change]:
-        for a in (ax, axp):
-            a.axvline(x, color="C3", linestyle=":", linewidth=1)
     ax.plot(b[change], t[change], "o", mfc="none", mec="C3", markersize=11, mew=1.5)
     axp.plot(b[change], pshow[change], "o", mfc="none", mec="C3", markersize=11, mew=1.5)
     ax.set_xscale("log")
@@ -820,8 +830,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
         handles.append(Line2D([], [], marker="v", color="C2", linestyle="none"))
         texts.append(f"p-value below {P_FLOOR:g} (drawn at {P_FLOOR:g})")
     if change.any():
-        handles.append(Line2D([], [], marker="o", mfc="none", mec="C3", mew=1.5, linestyle=":", color="C3",
-                              markersize=9))
+        handles.append(Line2D([], [], marker="o", mfc="none", mec="C3", mew=1.5, linestyle="none", markersize=9))
         texts.append("verdict differs from the next smaller B")
     _legend_below(fig, handles, texts, ncols=2)
     return fig

@@ -1,6 +1,6 @@
 # Reference values for tests/test_flexible.py: R's rms::lrm(y ~ rcs(qlogis(p), 4)).
-# Run from the repository root:  Rscript tests/reference/flexible_rms.R
-# Writes tests/reference/flexible_rms.json.
+# Run from the repository root:  Rscript tests/reference/flexible_rms.R [OUT.json]
+# Writes tests/reference/flexible_rms.json (or OUT.json).
 suppressMessages(library(rms))
 library(jsonlite)
 one <- function(p, y, grid) {
@@ -23,4 +23,6 @@ out <- list(
   demo = one(demo$p, demo$y, c(0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)),
   small = c(one(p_small, y_small, c(0.1, 0.3, 0.5, 0.7)), list(p = p_small, y = y_small))
 )
-writeLines(toJSON(out, digits = NA, auto_unbox = TRUE, pretty = TRUE), "tests/reference/flexible_rms.json")
+args <- commandArgs(trailingOnly = TRUE)
+path <- if (length(args)) args[1] else "tests/reference/flexible_rms.json"
+writeLines(toJSON(out, digits = NA, auto_unbox = TRUE, pretty = TRUE), path)
