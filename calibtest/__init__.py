@@ -26,6 +26,7 @@ from calibtest.core.null import sigma0_sq
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
+from calibtest.flexible import FlexibleCalibration, flexible_calibration
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
@@ -41,6 +42,7 @@ __all__ = [
     "evidence",
     "tcal_test",
     "val_prob",
+    "flexible_calibration",
     "hosmer_lemeshow",
     "report",
     "BinAccumulator",
@@ -53,6 +55,7 @@ __all__ = [
     "CalibrationTestResult",
     "HosmerLemeshowResult",
     "ValProbResult",
+    "FlexibleCalibration",
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",

@@ -326,8 +326,10 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
 
     try:
-        with warnings.catch_warnings():  # separation is reported below as a ValueError
+        # separation (and the overflow it causes in the link) is reported below as a ValueError
+        with warnings.catch_warnings(), np.errstate(over="ignore"):
             warnings.simplefilter("ignore", PerfectSeparationWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
             fit = _fit_logistic_glm(yf, X, None, start)
     except RuntimeError as exc:
         fit = None
