@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
-from scipy.special import expit, logit
+from scipy.special import expit
 
 from calibtest.flexible import flexible_calibration
 

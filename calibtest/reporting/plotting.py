@@ -513,7 +513,8 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     edges = np.linspace(0.0, lim, STRIP_BINS + 1)
     for i, ((p, y), lab) in enumerate(zip(rows, labels)):
         _outcome_strip(axes[1 + i], p, y, edges, f"C{i}", lab if m > 1 else "")
-    axes[-1].set_xlabel("predicted probability p")
+    axes[-1].set_xlabel(_MODE_AXIS_LABEL[results[0].mode] if len({r.mode for r in results}) == 1
+                        else "predicted probability")
     stat_lines = [(f"{lab}: " if m > 1 else "") + _stat_text(vp) + f" ({level} CI)" for lab, vp in zip(labels, vps)]
     legend = _legend_below(fig, handles, texts)
     if _place_text(fig, ax, "\n".join(stat_lines), drawn) is None:
@@ -884,6 +885,7 @@ def prediction_strip_figure(results, labels=None):
         ax.set_title(lab, fontsize="small")
         ax.grid(True, linewidth=0.4, alpha=0.5)
     axes[-1].set_xlim(0.0, lim)
-    axes[-1].set_xlabel("predicted probability p")
+    axes[-1].set_xlabel(_MODE_AXIS_LABEL[results[0].mode] if len({r.mode for r in results}) == 1
+                        else "predicted probability")
     _legend_below(fig, handles, texts, ncols=2)
     return fig
