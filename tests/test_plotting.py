@@ -465,3 +465,22 @@ def test_prediction_strip_shares_by_outcome(demo, demo_result, rare_result):
     np.testing.assert_allclose(ev[0], 100 * np.histogram(p[y == 1], bins=ev[1])[0] / np.sum(y == 1))
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert f"demo: events (y = 1), n = {int(y.sum())}" in legend
+
+
+@pytest.mark.slow
+def test_flexible_figure_moves_the_numbers_to_the_legend_when_curves_cross_both_corners():
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 2.5, 3000)
+    over = ct.calib_ci(y=(rng.random(3000) < expit(0.3 * x)).astype(int), probs=expit(x))
+    x2 = rng.normal(0, 0.5, 3000)
+    under = ct.calib_ci(y=(rng.random(3000) < expit(3 * x2)).astype(int), probs=expit(x2))
+    fig = flexible_curve_figure([over, under], ["over", "under"])
+    assert len(fig.axes[0].texts) == 0
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(t.startswith("over: CITL") for t in legend) and any(t.startswith("under: CITL") for t in legend)
+    _assert_nothing_covers_data(fig)
+    # the over-confident model alone leaves the upper left corner free: the numbers sit there
+    fig = flexible_curve_figure(over, "over")
+    (text,) = fig.axes[0].texts
+    assert text.get_text().startswith("CITL") and text.get_position() == (0.02, 0.98)
+    assert not any("CITL" in t.get_text() for t in fig.legends[0].get_texts())
