@@ -46,21 +46,27 @@ GRID_SIZE = 200
 #: A fitted linear predictor beyond +/- this (probability within 1e-13 of 0 or 1) means separation.
 _SATURATED = 30.0
 
+#: Hmisc's ``fractied``: share of the rows at the smallest or largest value that moves an outer knot.
+_FRACTIED = 0.05
+
 #: Harrell's default knot quantiles (``rms::rcspline.eval``) for 3 to 7 knots.
 _OUTER = {3: 0.10, 4: 0.05, 5: 0.05, 6: 0.05, 7: 0.025}
 
 
 def harrell_knots(x, n_knots: int) -> np.ndarray:
-    """Harrell's default knot positions of a restricted cubic spline (``rms::rcspline.eval``).
+    """Harrell's default knot positions of a restricted cubic spline (Hmisc ``rcspline.eval``).
 
     The knots are the quantiles (R type 7, numpy's default ``linear``) at
     ``linspace(q, 1 - q, K)``, ``q = 0.1`` for K = 3, 0.05 for K = 4, 5, 6
     and 0.025 for K = 7 (so 5, 35, 65, 95 % for four knots); with fewer than
     100 values the outer knots are moved to the 5th smallest and 5th largest
-    value (Hmisc ``rcspline.eval``).  (Hmisc also moves an outer knot when the
-    smallest or largest value holds more than 5 % of the rows, and falls back
-    to other quantiles when knots coincide; those rules are not applied here:
-    tied knots raise an error, and the knots can be given explicitly.)
+    value.  Ties follow Hmisc (``fractied = 0.05``): when the smallest (or
+    largest) value holds at least 5 % of the rows and no interior value does,
+    the second smallest (largest) value becomes a knot and the other knots
+    are placed among the values strictly inside; when the quantiles coincide,
+    2K quantiles are tried; with at most K + 2 distinct values the interior
+    distinct values are the knots.  Duplicate knots are merged, so fewer than
+    K knots can result.
 
     Parameters
     ----------
@@ -71,21 +77,70 @@ def harrell_knots(x, n_knots: int) -> np.ndarray:
 
     Returns
     -------
-    ndarray, shape (K,)
+    ndarray
+        Strictly increasing knots (at least 3).
+
+    Raises
+    ------
+    ValueError
+        Fewer than 6 values, or fewer than 3 distinct knots.
 
     References
     ----------
     .. [1] Harrell, F. E. (2015). *Regression Modeling Strategies*, 2nd ed.,
        Springer, Section 2.4.6 (Table 2.3).
+    .. [2] Harrell, F. E. ``rcspline.eval``, R package Hmisc
+       (https://CRAN.R-project.org/package=Hmisc).
     """
-    x = np.sort(np.asarray(x, dtype=np.float64))
-    n = x.size
+    xx = np.sort(np.asarray(x, dtype=np.float64))
+    n = xx.size
     if n < 6:
         raise ValueError(f"p: Harrell's default knots need at least 6 rows with 0 < p < 1, got {n}")
-    q = _OUTER[n_knots]
-    knots = np.quantile(x, np.linspace(q, 1.0 - q, n_knots))
-    if n < 100:
-        knots[0], knots[-1] = x[4], x[n - 5]
+    xu, freq = np.unique(xx, return_counts=True)
+    nxu = xu.size
+    if nxu - 2 <= n_knots:
+        knots = xu[1:-1]
+    else:
+        outer = _OUTER[n_knots]
+        nke = n_knots
+        first = last = np.empty(0)
+        override_first = override_last = False
+        f = freq / n
+        if f[1:-1].max() < _FRACTIED:
+            if f[0] >= _FRACTIED:
+                first = xx[xx > xx[0]][:1]
+                xx = xx[xx > first[0]]
+                nke -= 1
+                override_first = True
+            if f[-1] >= _FRACTIED:
+                last = xx[xx < xx[-1]][-1:]
+                xx = xx[xx < last[0]]
+                nke -= 1
+                override_last = True
+        if nke == 1:
+            knots = np.array([np.median(xx)])
+        else:
+            if nxu <= nke:
+                knots = xu.copy()
+            else:
+                q = np.linspace(0.5, 1.0 - outer, nke) if nke == 2 else np.linspace(outer, 1.0 - outer, nke)
+                knots = np.quantile(xx, q)
+                if np.unique(knots).size < min(nke, 3):
+                    knots = np.quantile(xx, np.linspace(outer, 1.0 - outer, 2 * nke))
+                    if first.size and np.unique(knots).size < 3:
+                        mid = (first[0] + last[0]) / 2 if last.size else np.median(xx)
+                        top = last if last.size else np.quantile(xx, [1.0 - outer])
+                        knots = np.sort(np.concatenate([first, [mid], top]))
+            if xx.size < 100:
+                if not override_first:
+                    knots[0] = xx[4]
+                if not override_last:
+                    knots[nke - 1] = xx[xx.size - 5]
+        knots = np.concatenate([first, knots, last])
+    knots = np.unique(knots)
+    if knots.size < 3:
+        raise ValueError(f"p: fewer than 3 distinct knots ({knots.size}) from {nxu} distinct predictions; "
+                         "give the knot positions")
     return knots
 
 
@@ -246,7 +301,8 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
         Outcomes 0/1 (bool, int or float), both present among the fitted rows.
     knots : int or sequence of float
         Number of knots K (3 to 7; Harrell's default positions,
-        :func:`harrell_knots`, on the logit of the fitted rows), or the knot
+        :func:`harrell_knots`, on the logit of the fitted rows: heavily tied
+        predictions can give fewer, distinct knots, as in R), or the knot
         positions on the logit scale.  Default 4.
     alpha : float
         The band has pointwise level ``1 - alpha``.
@@ -265,8 +321,8 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     ValueError
         ``p`` outside [0, 1] or not finite, ``y`` not 0/1, lengths differ,
         ``y`` constant among the fitted rows, fewer fitted rows than
-        ``K + 1`` (the K coefficients and one residual degree of freedom), tied
-        knots (too few distinct predictions), ``grid`` outside (0, 1), or a
+        ``K + 1`` (the K coefficients and one residual degree of freedom), fewer
+        than 3 distinct knots (too few distinct predictions), ``grid`` outside (0, 1), or a
         fit without a finite maximum-likelihood estimate (separation).
 
     References
@@ -305,9 +361,9 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     where = (f" among the {pf.size} rows with 0 < p < 1 ({n_inf} rows with p exactly 0 or 1 are left out)"
              if n_inf else "")
     n_par = knots if isinstance(knots, int) else knots.size
-    if pf.size <= n_par:
+    if pf.size <= max(n_par, 5):
         raise ValueError(f"p: {pf.size} rows{where} for {n_par} coefficients; need more rows than "
-                         "coefficients (use fewer knots)")
+                         "coefficients and at least 6 (use fewer knots)")
     n1 = int(np.count_nonzero(yf))
     if n1 in (0, pf.size):
         raise ValueError(f"y is constant{where}: the calibration curve is not estimable")
@@ -317,9 +373,8 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
                          "flexible calibration curve has no finite maximum-likelihood estimate")
     L = np.log(pf) - np.log1p(-pf)
     t = harrell_knots(L, knots) if isinstance(knots, int) else knots
-    if np.any(np.diff(t) <= 0):
-        raise ValueError(f"p: the {t.size} default knots coincide (too few distinct predictions{where}); "
-                         "use fewer knots or give the knot positions")
+    if pf.size <= t.size:
+        raise ValueError(f"p: {pf.size} rows{where} for {t.size} coefficients; need more rows than coefficients")
     X = np.column_stack([np.ones(pf.size), rcs_basis(L, t)])
     start = np.zeros(X.shape[1])
     start[1] = 1.0

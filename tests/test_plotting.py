@@ -484,3 +484,22 @@ def test_flexible_figure_moves_the_numbers_to_the_legend_when_curves_cross_both_
     (text,) = fig.axes[0].texts
     assert text.get_text().startswith("CITL") and text.get_position() == (0.02, 0.98)
     assert not any("CITL" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_strips_switch_to_log_heights_when_predictions_pile_up():
+    rng = np.random.default_rng(11)
+    conf = np.concatenate([np.full(3000, 0.995), rng.uniform(0.3, 0.98, 300)])
+    correct = (rng.random(conf.size) < conf).astype(int)
+    res = ct.calib_ci(y=correct, probs=conf, n_classes=10, n_bins=20)
+    fig = display_reliability_figure(res, "piled")
+    assert fig.axes[1].get_yscale() == "symlog"
+    assert fig.axes[1].get_xlabel().startswith("top-1 confidence")
+    fig = flexible_curve_figure(res, "piled")
+    strip = fig.axes[1]
+    ups = strip.patches[0].get_data()
+    c1 = np.histogram(conf[correct == 1], bins=ups[1])[0]
+    np.testing.assert_allclose(ups[0], np.log1p(c1) / np.log1p(c1.max()))
+    assert "(log)" in strip.get_ylabel()
+    # spread-out predictions keep linear heights
+    assert display_reliability_figure(ct.calib_ci(y=correct[3000:], probs=conf[3000:], n_classes=10),
+                                      "spread").axes[1].get_yscale() == "linear"

@@ -388,18 +388,33 @@ def _legend_below(fig, handles, texts, ncols: int = 1):
     return fig.legend(handles, texts, loc="outside lower center", ncols=ncols, frameon=False, fontsize="small")
 
 
+def _piled(counts: np.ndarray) -> bool:
+    """Very uneven bin counts (the largest above 30 times the median occupied bin): use a log scale."""
+    positive = counts[counts > 0]
+    return bool(positive.size) and bool(positive.max() > 30 * np.median(positive))
+
+
 def _outcome_strip(ax, p, y, edges, color, label) -> None:
-    """Mirrored histogram of the predictions: events up, non-events down, each scaled to its maximum."""
+    """Mirrored histogram of the predictions: events up, non-events down, each scaled to its maximum.
+
+    Heights are ``c / max(c)``, or ``log(1 + c) / log(1 + max(c))`` when the counts pile up in a
+    few bins (e.g. confidences near 1), so that the other bins stay visible.
+    """
     c1 = np.histogram(p[y == 1], bins=edges)[0].astype(float)
     c0 = np.histogram(p[y == 0], bins=edges)[0].astype(float)
     m1, m0 = max(c1.max(), 1.0), max(c0.max(), 1.0)
-    ax.stairs(c1 / m1, edges, baseline=0.0, fill=True, color=color, alpha=0.8, linewidth=0)
-    ax.stairs(-c0 / m0, edges, baseline=0.0, fill=True, color=color, alpha=0.35, linewidth=0)
+    log = _piled(c1) or _piled(c0)
+    if log:
+        h1, h0 = np.log1p(c1) / np.log1p(m1), np.log1p(c0) / np.log1p(m0)
+    else:
+        h1, h0 = c1 / m1, c0 / m0
+    ax.stairs(h1, edges, baseline=0.0, fill=True, color=color, alpha=0.8, linewidth=0)
+    ax.stairs(-h0, edges, baseline=0.0, fill=True, color=color, alpha=0.35, linewidth=0)
     ax.axhline(0.0, color="0.3", linewidth=0.5)
     ax.set_ylim(-1.15, 1.15)
     ax.set_yticks([-1.0, 1.0], [f"{int(m0)}", f"{int(m1)}"], fontsize="x-small")
-    ax.set_ylabel(f"{label}\nrows per bin\n(y = 1 up, y = 0 down)", fontsize="x-small", rotation=0, ha="right",
-                  va="center")
+    ax.set_ylabel(f"{label}\nrows per bin{' (log)' if log else ''}\n(y = 1 up, y = 0 down)", fontsize="x-small",
+                  rotation=0, ha="right", va="center")
 
 
 def _stat_text(vp) -> str:
@@ -709,11 +724,19 @@ def display_reliability_figure(results, labels=None, n_bins=None):
         title = _panel_title(results[0], j, d)
         if title:
             ax.set_title(title, fontsize="small")
-        strip.set_ylabel("rows per\nbin of p", fontsize="x-small")
+        strip_counts = np.concatenate([np.histogram(rows[i][j][0], bins=strip_edges)[0] for i in range(m)])
+        if _piled(strip_counts):  # e.g. confidences near 1: a linear strip would show one bar only
+            strip.set_yscale("symlog", linthresh=1.0)
+            top = math.ceil(math.log10(strip_counts.max()))
+            strip.set_yticks([0] + [10.0**e for e in range(0, top + 1, 2)])
+            strip.set_ylabel("rows per\nbin of p (log)", fontsize="x-small")
+        else:
+            strip.set_ylabel("rows per\nbin of p", fontsize="x-small")
         strip.set_ylim(bottom=0)
         strip.tick_params(labelsize="x-small")
-        strip.set_xlabel("predicted probability (points: mean of a display bin)" if d == 1
-                         else "predicted probability", fontsize="small" if d > 1 else "medium")
+        what = _MODE_AXIS_LABEL.get(results[0].mode, "predicted probability") if d == 1 else "predicted probability"
+        strip.set_xlabel(f"{what} (points: mean of a display bin)" if d == 1 else what,
+                         fontsize="small" if d > 1 else "medium")
     if any(beyond):
         texts.append("predictions beyond the axis (not in the strip): "
                      + ", ".join(f"{lab} {k}" for lab, k in zip(labels, beyond)))
