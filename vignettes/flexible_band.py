@@ -1,6 +1,7 @@
 """Pointwise coverage of the flexible calibration curve's 95% band (calibtest.flexible_calibration).
 
 Run: PYTHONPATH=. python vignettes/flexible_band.py [--reps 1000] [--csv vignettes/flexible_band.csv]
+     PYTHONPATH=. python vignettes/flexible_band.py --table     (the markdown table of the CSV)
 Each design draws L = logit(p) from a normal law, y ~ Bernoulli(c(p)) with a known true calibration
 curve c, fits the restricted cubic spline recalibration (4 knots at Harrell's default quantiles)
 and records whether the pointwise band covers c at p = the 10%, 50% and 90% quantiles of the
@@ -62,12 +63,34 @@ def run_design(name: str, n: int, reps: int) -> dict:
     return row
 
 
+def table(path: Path) -> str:
+    """The results as a markdown table: coverage (MC s.e.) and mean band width at each quantile."""
+    df = pd.read_csv(path)
+    head = ("| design | in spline space | n | fits / data sets | "
+            + " | ".join(f"coverage at q{int(100 * q)} (s.e.)" for q in QUANTILES)
+            + " | " + " | ".join(f"width at q{int(100 * q)}" for q in QUANTILES) + " |")
+    lines = [head, "|" + "---|" * (4 + 2 * len(QUANTILES))]
+    for _, r in df.iterrows():
+        cells = []
+        for q in QUANTILES:
+            c = r[f"coverage_q{int(100 * q):02d}"]
+            cells.append(f"{c:.3f} ({np.sqrt(c * (1 - c) / r['fits']):.3f})")
+        cells += [f"{r[f'width_q{int(100 * q):02d}']:.3f}" for q in QUANTILES]
+        lines.append(f"| {r['design']} | {r['in_spline_space']} | {r['n']} | {r['fits']} / {r['reps']} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--csv", default="vignettes/flexible_band.csv")
+    ap.add_argument("--table", action="store_true", help="print the markdown table of the CSV and stop")
     args = ap.parse_args()
     path = Path(args.csv)
+    if args.table:
+        print(table(path))
+        return
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["design", "n"])
     for name in DESIGNS:
         for n in SIZES:
