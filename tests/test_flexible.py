@@ -240,3 +240,22 @@ def test_band_covers_the_true_curve_pointwise():
         hits += (fc.lower <= truth) & (truth <= fc.upper)
     coverage = hits / reps
     assert np.all(np.abs(coverage - 0.95) < 0.045), coverage
+
+
+@pytest.mark.slow
+def test_band_study_smoke(tmp_path):
+    """Smoke version of vignettes/flexible_band.py (the full study: 1000 data sets per design and n)."""
+    import importlib.util
+
+    script = REPO / "vignettes" / "flexible_band.py"
+    if not script.exists():
+        pytest.skip("vignettes/ not present")
+    spec = importlib.util.spec_from_file_location("flexible_band", script)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    row = study.run_design("slope 0.7, intercept +0.3", 300, 20)
+    assert row["fits"] == 20 and all(0.0 <= row[f"coverage_q{q}"] <= 1.0 for q in ("02", "10", "50", "90"))
+    path = tmp_path / "band.csv"
+    pd.DataFrame([row]).to_csv(path, index=False)
+    text = study.table(path)
+    assert "| slope 0.7, intercept +0.3 | yes | 300 | 20 / 20 |" in text
