@@ -378,12 +378,13 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     X = np.column_stack([np.ones(pf.size), rcs_basis(L, t)])
     start = np.zeros(X.shape[1])
     start[1] = 1.0
-    from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
+    from statsmodels.tools.sm_exceptions import HessianInversionWarning, PerfectSeparationWarning
 
     try:
         # separation (and the overflow it causes in the link) is reported below as a ValueError
         with warnings.catch_warnings(), np.errstate(over="ignore"):
             warnings.simplefilter("ignore", PerfectSeparationWarning)
+            warnings.simplefilter("ignore", HessianInversionWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
             fit = _fit_logistic_glm(yf, X, None, start)
     except RuntimeError as exc:

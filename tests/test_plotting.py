@@ -503,3 +503,18 @@ def test_strips_switch_to_log_heights_when_predictions_pile_up():
     # spread-out predictions keep linear heights
     assert display_reliability_figure(ct.calib_ci(y=correct[3000:], probs=conf[3000:], n_classes=10),
                                       "spread").axes[1].get_yscale() == "linear"
+
+
+def test_flexible_figure_drops_knots_when_a_rare_event_spline_has_no_estimate():
+    rng = np.random.default_rng(0)  # 27 events in 1000 rows: the 4-knot spline separates a tail
+    L = rng.normal(-4.3, 0.8, 1000)
+    y = (rng.random(1000) < expit(-0.2 + 0.9 * L)).astype(int)
+    with pytest.raises(ValueError, match="separates"):
+        flexible_calibration(expit(L), y, knots=4)
+    three = flexible_calibration(expit(L), y, knots=3)
+    fig = flexible_curve_figure(ct.calib_ci(y=y, probs=expit(L)), "rare")
+    line = [ln for ln in fig.axes[0].get_lines() if ln.get_color() == "C0"][0]
+    np.testing.assert_allclose(line.get_ydata(), three.fitted)
+    assert any("(3 knots)" in t.get_text() for t in fig.legends[0].get_texts())
+    with pytest.raises(ValueError, match="knots must be"):
+        flexible_curve_figure(ct.calib_ci(y=y, probs=expit(L)), "rare", knots=2)

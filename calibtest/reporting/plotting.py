@@ -451,6 +451,25 @@ def _place_text(fig, ax, text: str, curves):
     return None
 
 
+def _flexible_fit(fit, p, y, knots: int, alpha: float, label: str):
+    """The flexible curve with ``knots`` knots, or with fewer (down to 3) when that fit has no finite estimate.
+
+    With rare events a 4-knot spline often has no finite maximum-likelihood
+    estimate (no event in a tail); the figure then shows the 3-knot curve and
+    says so in the legend rather than failing.
+    """
+    from calibtest._validation import check_count
+
+    knots = check_count(knots, "knots", minimum=3)
+    for k in range(knots, 2, -1):
+        try:
+            return fit(p, y, knots=k, alpha=alpha)
+        except ValueError as exc:
+            if "separates" not in str(exc) or k == 3:
+                raise ValueError(f"results: {label!r}: {exc}") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05):
     """Flexible calibration curves with pointwise bands, CITL and slope, over a strip of the predictions.
 
@@ -475,7 +494,10 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     labels : str or sequence of str, optional
         One name per result (default: the formulas' right-hand sides).
     knots : int
-        Knots of the spline (3 to 7).
+        Knots of the spline (3 to 7).  When a model's spline has no finite
+        maximum-likelihood estimate (typically rare events with no event in a
+        tail), the curve is refitted with one knot fewer, down to 3, and the
+        legend gives the number used.
     alpha : float
         Level of the band and of the intervals of CITL and slope.
 
@@ -502,7 +524,7 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     results = _as_results(results)
     labels = _labels_for(results, labels)
     rows = [_binary_rows(r, lab) for r, lab in zip(results, labels)]
-    curves = [flexible_calibration(p, y, knots=knots, alpha=alpha) for p, y in rows]
+    curves = [_flexible_fit(flexible_calibration, p, y, knots, alpha, lab) for (p, y), lab in zip(rows, labels)]
     vps = [val_prob(y=y, probs=p, alpha=alpha) for p, y in rows]
     lim = _axis_limit([p for p, _ in rows] + [c.fitted for c in curves] + [c.upper for c in curves])
     m = len(results)
@@ -518,7 +540,12 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
         ax.fill_between(curve.grid, curve.lower, curve.upper, color=color, alpha=0.18, linewidth=0)
         ax.plot(curve.grid, curve.fitted, color=color, linewidth=1.6)
         drawn.append((curve.grid, curve.lower, curve.upper))
-        extra = f" ({curve.n_infinite_logit} rows with p = 0 or 1 not fitted)" if curve.n_infinite_logit else ""
+        notes = []
+        if curve.knots.size < knots:
+            notes.append(f"{curve.knots.size} knots")
+        if curve.n_infinite_logit:
+            notes.append(f"{curve.n_infinite_logit} rows with p = 0 or 1 not fitted")
+        extra = f" ({'; '.join(notes)})" if notes else ""
         handles.append((Patch(color=color, alpha=0.18, linewidth=0), Line2D([], [], color=color, linewidth=1.6)))
         texts.append(f"{lab}: flexible curve, pointwise {level} band{extra}")
     ax.set_xlim(0.0, lim)
