@@ -518,3 +518,22 @@ def test_flexible_figure_drops_knots_when_a_rare_event_spline_has_no_estimate():
     assert any("(3 knots)" in t.get_text() for t in fig.legends[0].get_texts())
     with pytest.raises(ValueError, match="knots must be"):
         flexible_curve_figure(ct.calib_ci(y=y, probs=expit(L)), "rare", knots=2)
+
+
+def test_display_reliability_full_calibration_one_panel_per_class():
+    rng = np.random.default_rng(4)
+    probs = rng.dirichlet([2.0, 1.0, 1.0], size=600)
+    labels = (rng.random(600)[:, None] > probs.cumsum(axis=1)).sum(axis=1)
+    try:
+        res = ct.calib_ci(y=labels, probs=probs, k="full", n_bins=4)
+    except (TypeError, ValueError) as exc:
+        pytest.skip(f"full calibration is not on this branch: {exc}")
+    fig = display_reliability_figure(res, "full", n_bins=5)
+    mains = [a for a in fig.axes if a.get_title()]
+    assert len(mains) == 3
+    for j, ax in enumerate(mains):
+        g = _marginal(probs[:, j], (labels == j).astype(int), 5)
+        line = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == len(g)][0]
+        np.testing.assert_allclose(line.get_xdata(), g["pred"].to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(line.get_ydata(), (g["events"] / g["count"]).to_numpy(), rtol=1e-12)
+    _assert_nothing_covers_data(fig)
