@@ -251,7 +251,8 @@ def _assert_nothing_covers_data(fig):
         inside = (pts[:, 0] >= leg.x0) & (pts[:, 0] <= leg.x1) & (pts[:, 1] >= leg.y0) & (pts[:, 1] <= leg.y1)
         assert not inside.any()
         for text in ax.texts:
-            bb = text.get_window_extent(renderer)
+            patch = text.get_bbox_patch()
+            bb = (patch if patch is not None else text).get_window_extent(renderer)
             hit = (pts[:, 0] >= bb.x0) & (pts[:, 0] <= bb.x1) & (pts[:, 1] >= bb.y0) & (pts[:, 1] <= bb.y1)
             assert not hit.any(), f"the text {text.get_text()[:30]!r} covers data"
     # sized for an A4 page: at most 16 cm wide
@@ -537,3 +538,22 @@ def test_display_reliability_full_calibration_one_panel_per_class():
         np.testing.assert_allclose(line.get_xdata(), g["pred"].to_numpy(), rtol=1e-12)
         np.testing.assert_allclose(line.get_ydata(), (g["events"] / g["count"]).to_numpy(), rtol=1e-12)
     _assert_nothing_covers_data(fig)
+
+
+def test_corner_check_sees_a_line_crossing_the_box():
+    from matplotlib.transforms import Bbox
+
+    from calibtest.reporting.plotting import _box_hits_curves, _figure
+
+    fig = _figure(4.0)
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    fig.draw_without_rendering()
+    diag = np.linspace(0.0, 1.0, 201)
+    box = Bbox(ax.transData.transform([[0.4, 0.45], [0.6, 0.55]]))  # the diagonal runs through it
+    corner = Bbox(ax.transData.transform([[0.0, 0.9], [0.5, 1.0]]))
+    assert _box_hits_curves(ax, box, [(diag, diag, diag)])
+    assert not _box_hits_curves(ax, corner, [(diag, diag, diag)])
+    # a band below the box but reaching into it from underneath
+    assert _box_hits_curves(ax, corner, [(diag, np.zeros_like(diag), np.full_like(diag, 0.95))])

@@ -445,7 +445,7 @@ def _place_text(fig, ax, text: str, curves):
         art = ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize="x-small",
                       bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
         fig.draw_without_rendering()
-        if not _box_hits_curves(ax, art.get_window_extent(renderer), curves):
+        if not _box_hits_curves(ax, art.get_bbox_patch().get_window_extent(renderer), curves):
             return art
         art.remove()
     return None
@@ -534,7 +534,8 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     handles = [Line2D([], [], linestyle="--", color="0.45", linewidth=1)]
     texts = ["perfect calibration"]
     level = f"{100 * (1 - alpha):g}%"
-    drawn = [(np.array([0.0, lim]), np.array([0.0, lim]), np.array([0.0, lim]))]
+    diagonal = np.linspace(0.0, lim, 201)  # dense, so that the corner test sees the line everywhere
+    drawn = [(diagonal, diagonal, diagonal)]
     for i, (curve, lab) in enumerate(zip(curves, labels)):
         color = f"C{i}"
         ax.fill_between(curve.grid, curve.lower, curve.upper, color=color, alpha=0.18, linewidth=0)
