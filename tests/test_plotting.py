@@ -530,6 +530,7 @@ def test_display_reliability_full_calibration_one_panel_per_class():
     except (TypeError, ValueError) as exc:
         pytest.skip(f"full calibration is not on this branch: {exc}")
     fig = display_reliability_figure(res, "full", n_bins=5)
+    assert "simplex" in display_bins_caption(res, n_bins=5) and "B = 4 subdivisions" in display_bins_caption(res)
     mains = [a for a in fig.axes if a.get_title()]
     assert len(mains) == 3
     for j, ax in enumerate(mains):

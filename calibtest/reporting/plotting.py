@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from calibtest._format import model_name
-from calibtest._validation import is_integer
+from calibtest._validation import OptionError, OptionTypeError, is_integer
 from calibtest.core.binning import cube_indices
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
@@ -623,9 +623,9 @@ def _check_display_bins(n_bins):
     if n_bins is None:
         return None
     if not is_integer(n_bins):
-        raise TypeError(f"n_bins must be None (deciles of risk) or an integer, got {type(n_bins).__name__}")
+        raise OptionTypeError(f"n_bins must be None (deciles of risk) or an integer, got {type(n_bins).__name__}")
     if not 2 <= int(n_bins) <= MAX_DISPLAY_BINS:
-        raise ValueError(f"n_bins must be between 2 and {MAX_DISPLAY_BINS} display bins, got {n_bins}")
+        raise OptionError(f"n_bins must be between 2 and {MAX_DISPLAY_BINS} display bins, got {n_bins}")
     return int(n_bins)
 
 
@@ -649,11 +649,14 @@ def display_bins_caption(results, n_bins=None) -> str:
     bs = sorted({int(r.n_bins) for r in results})
     b_text = ", ".join(map(str, bs))
     levels = sorted({f"{100 * (1 - r.alpha):g}%" for r in results})
+    if all(r.mode == "full" for r in results):
+        grid = f"the simplex cut into equal-volume cells with B = {b_text} subdivisions per edge"
+    else:
+        grid = f"B = {b_text} equal-width bins per coordinate"
     return (f"Points are display bins chosen for reading: {how}, each plotted at its mean prediction against "
             f"its observed proportion with a {'/'.join(levels)} Wilson interval. They are not the estimator's "
-            f"bins: the ECE estimate, its interval and the tests use B = {b_text} equal-width bins per "
-            "coordinate (listed in the bin table), many of which hold few rows; the display bins only "
-            "summarise the same rows for the eye.")
+            f"bins: the ECE estimate, its interval and the tests use {grid} (listed in the bin table), many "
+            "of which hold few rows; the display bins only summarise the same rows for the eye.")
 
 
 def _display_rows(res, coordinate: int, label: str):
@@ -671,8 +674,9 @@ def display_reliability_figure(results, labels=None, n_bins=None):
     prediction of its rows, y = observed proportion ``e_g / c_g``, with the
     Wilson interval at each result's level ``1 - alpha``
     (``statsmodels.stats.proportion.proportion_confint(method="wilson")``),
-    over the identity line; a strip under the panel gives the rows per
-    display bin.  The display bins are for reading only; the estimator's bins
+    over the identity line; a strip under the panel is a histogram of the
+    predictions (50 bins of the plotted range; symmetric-log scale when they
+    pile up) with the display-bin edges as vertical lines.  The display bins are for reading only; the estimator's bins
     are described by :func:`display_bins_caption`.  Binary and top-1 results
     give one panel; top-k and full-calibration results one panel per
     coordinate (the j-th largest probability, or class j) with its own
