@@ -1,4 +1,7 @@
-"""Reliability diagrams: the plotted points, intervals and counts against independent computations.
+"""Reliability diagrams and the report figures: what is drawn against independent computations.
+
+The report figures (flexible curve, display-bin reliability diagram, bin sensitivity, prediction
+strip) are also checked for legends and text boxes that cover drawn data, in display coordinates.
 
 The per-bin points are recomputed from the raw rows with a plain floor(p * B)
 grouping, and the Wilson interval from its closed form (Wilson 1927), not with
