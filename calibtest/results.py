@@ -10,6 +10,7 @@ import pandas as pd
 
 from calibtest._format import Call
 from calibtest._validation import check_alpha, check_choice
+from calibtest.core.binning import BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
@@ -22,7 +23,40 @@ from calibtest.summary import ResultDisplay
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
 
-__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation"]
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """Whether the interval's coverage is only approximate because of sparse cells, and why.
+
+    Given the cell counts, T is unbiased for
+    ``sum_b (c_b / n) 1{c_b >= 2} ||mu_b||^2``: the share of the binned ECE^2
+    carried by rows alone in their cell cannot be estimated (no unbiased
+    estimator of it exists), so T and its interval are biased down by it
+    (``docs/conventions.md``, "What the interval covers").
+
+    Attributes
+    ----------
+    approximate : bool
+        The interval is flagged as approximate.
+    reasons : tuple of str
+        Why (empty when not approximate).
+    singleton_fraction : float
+        Fraction of the rows alone in their cell.
+    max_singleton_fraction : float
+        The bound above which the result is flagged.
+    second_order_variance : float or None
+        V2, the second-order part of Var(T | Z) added to sigma1^2 / n in the
+        standard error (full calibration with K >= 3 on rows in memory; None
+        otherwise, see :func:`calibtest.core.binstats.second_order_variance`).
+    """
+
+    approximate: bool
+    reasons: tuple
+    singleton_fraction: float
+    max_singleton_fraction: float
+    second_order_variance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +212,11 @@ class CalibrationResult(ResultDisplay):
         The call that produced the result, as data; ``call`` renders it.
     partition : Partition or None
         The row-to-bin assignment (in-memory data only).
+    bin_rule : BinRule or None
+        How B was chosen, with the rule's inputs (B_rate, fraction of rows
+        alone in a cell at B_rate and at B); ``bin_rule.describe()`` states it.
+    approximation : Approximation or None
+        Sparse-cell diagnostics; ``approximate`` is its flag.
 
     The flat attributes of earlier versions remain as read-only properties:
     ``asymptotic_zstat``, ``asymptotic_pvalue``, ``conditional_variance``,
@@ -229,6 +268,13 @@ class CalibrationResult(ResultDisplay):
     conditional: ConditionalTest | None = field(default=None, repr=False)
     monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
     resampling: ResamplingInterval | None = field(default=None, repr=False)
+    bin_rule: BinRule | None = field(default=None, repr=False)
+    approximation: Approximation | None = field(default=None, repr=False)
+
+    @property
+    def approximate(self) -> bool:
+        """The interval is flagged as approximate (``approximation.reasons`` says why)."""
+        return self.approximation is not None and self.approximation.approximate
 
     # ----------------------------------------------------------------- nested parts, flat names
     def _part(self, part: str, name: str):

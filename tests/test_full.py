@@ -177,12 +177,28 @@ def test_k_equal_K_and_formula_labels():
     assert "k='full'" in c.call
 
 
+def _slow_auto_bins(P, d):
+    """The automatic rule by brute force: every B from the rate down, cells counted with a dict."""
+    from collections import Counter
+    from calibtest.core.simplex import simplex_cells
+
+    n = P.shape[0]
+    for B in range(auto_n_bins(n, d), 1, -1):
+        counts = Counter(map(tuple, simplex_cells(P, B)))
+        if sum(1 for c in counts.values() if c == 1) / n <= 0.05:
+            return B
+    return 2
+
+
 def test_auto_bins_use_d_equal_K_minus_1():
     rng = np.random.default_rng(6)
     for K, n in [(2, 1000), (3, 1000), (4, 5000)]:
         P = rng.dirichlet(np.ones(K), size=n)
         res = ct.calib_ci(y=draw_labels(rng, P), probs=P, k="full")
-        assert res.n_bins == auto_n_bins(n, K - 1) and res.n_bins_rule == "auto"
+        assert res.n_bins == _slow_auto_bins(P, K - 1) and res.n_bins_rule == "auto"
+        assert res.bin_rule.rate_n_bins == auto_n_bins(n, K - 1) and res.bin_rule.dim == K - 1
+        assert res.bin_rule.singleton_fraction <= 0.05 and not res.approximate
+    assert res.n_bins < auto_n_bins(5000, 3)  # the rate alone leaves most rows of K = 4 alone in a cell
     assert auto_n_bins(1000, 2) == 20 and auto_n_bins(1000, 1) == 48
 
 
