@@ -424,6 +424,9 @@ def result_dict(res) -> dict:
         "ci_branch": res.ci_branch, "n_bins_rule": res.n_bins_rule, "bin_width": res.bin_width,
         "bin_volume": res.bin_volume, "n_occupied_bins": res.n_occupied_bins,
         "n_singleton_bins": res.n_singleton_bins, "method": res.method, "formula": res.formula,
+        "approximate": bool(getattr(res, "approximate", False)),
+        "singleton_fraction": None if getattr(res, "approximation", None) is None
+        else res.approximation.singleton_fraction,
         "y_name": res.y_name, "prob_names": list(res.prob_names), "n_dropped": res.n_dropped,
         "notes": result_notes(res),
         "null": res.null, "null_method": res.null_method, "asymptotic_zstat": res.asymptotic_zstat,
