@@ -121,7 +121,8 @@ def test_full_calibration_from_a_file(tmp_path):
     assert res.mode == "full" and res.n_bins == B and res.n_bins_rule == "auto"
     for name in ("estimate", "sigma1_sq", "se", "ci_lower", "ci_upper", "null_pvalue", "threshold"):
         assert getattr(res, name) == pytest.approx(getattr(ref, name), rel=1e-12, abs=1e-15), name
-    assert res.approximation == ref.approximation
+    assert res.approximation == ref.approximation and res.approximation.second_order_variance > 0
+    assert res.bin_rule.rule == "rate" and res.bin_rule.singleton_fraction == ref.bin_rule.singleton_fraction
     assert ct.calib_ci("label ~ a + b + c", data=df, k="full").n_bins <= B
 
 

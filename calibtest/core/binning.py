@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from calibtest._validation import OptionError, OptionTypeError, is_integer
 
 __all__ = ["EDGE_TOL", "edge_floor", "auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins",
-           "MAX_CELLS_LOG2", "MAX_SINGLETON_FRACTION", "BinRule", "singleton_fraction", "occupancy_n_bins"]
+           "MAX_CELLS_LOG2", "MAX_SINGLETON_FRACTION", "BinRule", "singleton_fraction", "occupancy_n_bins",
+           "fixed_rule"]
 
 #: The automatic rule keeps at most this fraction of the rows in cells of their own (singleton cells,
 #: which T cannot use); a partition with more is flagged as approximate.
@@ -171,6 +172,21 @@ def occupancy_n_bins(counts_at, n: int, d: int, max_singleton_fraction: float = 
         fraction = singleton_fraction(counts_at(B))
     return BinRule(rule="auto", n_bins=B, rate_n_bins=rate, dim=d, singleton_fraction=fraction,
                    rate_singleton_fraction=rate_fraction, max_singleton_fraction=max_singleton_fraction)
+
+
+def fixed_rule(rule: str, n_bins: int, n: int, d: int, counts) -> BinRule:
+    """The :class:`BinRule` of a B fixed without the occupancy scan (given, or streamed rows).
+
+    ``rule`` is ``"user"`` for a given B; for ``"auto"`` on streamed rows (B fixed from n
+    before the predictions are seen) it is recorded as ``"rate"`` when d >= 2, and as
+    ``"auto"`` in one dimension, where the automatic rule is the rate.
+    """
+    fraction = singleton_fraction(counts)
+    if rule == "user":
+        return BinRule(rule="user", n_bins=int(n_bins), rate_n_bins=auto_n_bins(n, d), dim=d,
+                       singleton_fraction=fraction, rate_singleton_fraction=None)
+    return BinRule(rule="auto" if d == 1 else "rate", n_bins=int(n_bins), rate_n_bins=int(n_bins), dim=d,
+                   singleton_fraction=fraction, rate_singleton_fraction=fraction)
 
 
 def max_n_bins(d: int, orderings: int = 1) -> int:

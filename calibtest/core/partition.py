@@ -35,8 +35,8 @@ from math import factorial
 import numpy as np
 
 from calibtest.core.arrays import read_only
-from calibtest.core.binning import (BinRule, auto_n_bins, cube_indices, group_keys, occupancy_n_bins,
-                                    resolve_n_bins, singleton_fraction)
+from calibtest.core.binning import (BinRule, cube_indices, fixed_rule, group_keys, occupancy_n_bins,
+                                    resolve_n_bins)
 from calibtest.core.binstats import BinStats, bin_sums, second_order_sums, sparse_bin_sums
 from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
 from calibtest.core.simplex import simplex_cell_volume, simplex_groups
@@ -193,8 +193,7 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
         inverse, keys, counts = binned[B]
     else:
         inverse, keys, counts = _occupied(*_row_keys(data, B))
-        bin_rule = BinRule(rule=rule, n_bins=B, rate_n_bins=auto_n_bins(data.n, d), dim=d,
-                           singleton_fraction=singleton_fraction(counts), rate_singleton_fraction=None)
+        bin_rule = fixed_rule(rule, B, data.n, d, counts)
     volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
     return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,
                      inverse=inverse, keys=read_only(keys), counts=read_only(counts), volume=volume,
