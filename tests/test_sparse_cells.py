@@ -177,3 +177,26 @@ def test_flagged_result_says_so_in_the_summary():
     assert auto.se == pytest.approx(math.sqrt(auto.sigma1_sq / 2000 + v2), rel=1e-12)
     assert auto.to_dict()["approximate"] is False and sparse.to_dict()["approximate"] is True
     assert sparse.to_dict()["singleton_fraction"] == sparse.approximation.singleton_fraction
+
+
+@pytest.mark.slow
+def test_edges_study_smoke():
+    """A small run of vignettes/edges_coverage.py: full calibration, K = 4, n = 2000, pi ~ P^0.5.
+
+    The vignette measures (200 data sets) coverage of the binned ECE^2 0.27 with the rate and
+    se = sigma1/sqrt(n), about 0.9 with the automatic rule and V2; 40 data sets here.
+    """
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "vignettes" / "edges_coverage.py"
+    spec = importlib.util.spec_from_file_location("edges_coverage", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    study.TRUTH_DRAWS = 200_000
+    rows = [study.replicate(np.random.default_rng([7, r]), "full", 4, 4, 1.0, "temp", 2000) for r in range(40)]
+    assert all(r["B_after"] < r["B_before"] == ct.auto_n_bins(2000, 3) for r in rows)
+    assert all(r["singleton_before"] > 0.05 and r["singleton_after"] <= 0.05 and not r["approximate"] for r in rows)
+    before = sum(r["cov_bin_before"] for r in rows)
+    after = sum(r["cov_bin_after"] for r in rows)
+    assert before <= 24 and after >= 28, (before, after)

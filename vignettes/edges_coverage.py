@@ -38,6 +38,8 @@ from calibtest.core.targets import prepare_target
 from calibtest.estimation import result_from_sums
 
 ALPHA = 0.1
+#: Draws of Z for the Monte Carlo integrals of the true and binned ECE^2.
+TRUTH_DRAWS = 2_000_000
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results", "edges_coverage.csv")
 FIELDS = ["target", "K", "k", "conc", "miscal", "n", "rep", "B_before", "B_after", "cov_bin_before",
@@ -79,9 +81,10 @@ def z_and_gap(target, k, P, Pi):
 _TRUTH = {}
 
 
-def truth(target, K, k, conc, miscal, B=None, N=2_000_000):
+def truth(target, K, k, conc, miscal, B=None, N=None):
     """True ECE^2 (B None) or the binned ECE^2 at B: sum_b P(b) ||E[m(Z) | b]||^2, by Monte Carlo."""
-    key = (target, K, k, conc, miscal, B)
+    N = TRUTH_DRAWS if N is None else N
+    key = (target, K, k, conc, miscal, B, N)
     if key not in _TRUTH:
         if miscal == "cal":
             _TRUTH[key] = 0.0
