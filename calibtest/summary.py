@@ -333,8 +333,8 @@ def sparse_cell_notes(res) -> list[str]:
 
 #: What the approximate-interval note tells the user (coverage measured in vignettes/edges_coverage.md).
 SPARSE_ADVICE = ("With many rows alone in a cell the interval can cover the binned ECE^2 far less often than "
-                 "stated (measured: 0.27 at nominal 0.90 with 40% of the rows alone, full calibration with "
-                 "K = 4 at n = 2000). Use fewer bins (n_bins='auto' keeps at most 5% of the rows alone), fewer "
+                 "stated (measured with 200 data sets: 0.66, s.e. 0.03, at nominal 0.90 with 61% of the rows "
+                 "alone, full calibration with K = 5 at n = 2000 and B = 8; 0.90 to 0.99 in milder cases). Use fewer bins (n_bins='auto' keeps at most 5% of the rows alone), fewer "
                  "classes or a top-k target; the test of calibration alone stays exact in size with "
                  "null='conditional' or null='monte-carlo'.")
 

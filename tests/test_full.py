@@ -354,7 +354,7 @@ def test_dirichlet3_full_size_and_coverage():
     """K = 3, Z ~ Dirichlet(1,1,1), P(Y = j | Z) proportional to Z_j^beta, n = 1000, B = 10 (100 cells).
 
     Measured with 1000 data sets: size 0.068 at beta = 1; coverage 0.975 at beta = 0.5
-    (ECE^2 = 0.0283).  The auto rule's B = 20 (400 cells, 2.5 rows per cell) leaves
+    (ECE^2 = 0.0283).  The rate B = 20 (the automatic B before the occupancy rule) (400 cells, 2.5 rows per cell) leaves
     most cells with 0-2 rows: T is then biased down by the singleton cells and
     sigma1 underestimates its spread (coverage 0.79 at beta = 2 with B = 20, 0.91
     with B = 10), so this setting uses B = 10.

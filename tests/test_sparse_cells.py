@@ -45,7 +45,7 @@ def test_T_given_cell_counts_is_unbiased_for_the_kept_mass_estimand_binary():
     n = 4
     p_cell = np.array([Q[CELL == b].sum() for b in (0, 1)])
     mu_cell = np.array([np.sum(Q[CELL == b] * (PI - SUPPORT)[CELL == b]) / p_cell[b] for b in (0, 1)])
-    by_counts, prob_counts, by_z = {}, {}, []
+    by_counts, prob_counts = {}, {}
     e_t = 0.0
     for zi, pz, t, py in enumerate_binary(n):
         c = tuple(np.bincount(CELL[zi], minlength=2))
