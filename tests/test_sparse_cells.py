@@ -183,8 +183,9 @@ def test_flagged_result_says_so_in_the_summary():
 def test_edges_study_smoke():
     """A small run of vignettes/edges_coverage.py: full calibration, K = 4, n = 2000, pi ~ P^0.5.
 
-    The vignette measures (200 data sets) coverage of the binned ECE^2 0.27 with the rate and
-    se = sigma1/sqrt(n), about 0.9 with the automatic rule and V2; 40 data sets here.
+    The vignette measures (200 data sets) coverage of the binned ECE^2 0.685 with the rate and
+    se = sigma1/sqrt(n), 0.955 with the automatic rule and V2 (nominal 0.90); 40 data sets here,
+    so the bounds sit 2 (before) and 3 (after) binomial standard deviations from those values.
     """
     import importlib.util
     import pathlib
@@ -199,4 +200,4 @@ def test_edges_study_smoke():
     assert all(r["singleton_before"] > 0.05 and r["singleton_after"] <= 0.05 and not r["approximate"] for r in rows)
     before = sum(r["cov_bin_before"] for r in rows)
     after = sum(r["cov_bin_after"] for r in rows)
-    assert before <= 24 and after >= 28, (before, after)
+    assert before <= 33 and after >= 34 and after - before >= 5, (before, after)
