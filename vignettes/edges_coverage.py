@@ -279,7 +279,9 @@ def report(path=OUT) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--flagged":
+    if len(sys.argv) > 1 and sys.argv[1] == "--cells":  # the per-cell summary kept in the repository
+        report()[1].to_csv(os.path.join(HERE, "results", "edges_coverage_cells.csv"), index=False)
+    elif len(sys.argv) > 1 and sys.argv[1] == "--flagged":
         main_flagged()
     elif len(sys.argv) > 1 and sys.argv[1] == "--report":
         table, frame = report()
