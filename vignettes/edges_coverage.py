@@ -15,7 +15,7 @@ against the true (continuous) ECE^2; both are computed by Monte Carlo integratio
 below 1% of it).  Rows are written to ``vignettes/results/edges_coverage.csv`` as
 they are computed; a cut-off run resumes where it stopped.
 
-Run: ``nice -n 10 python vignettes/edges_coverage.py`` (about 15 CPU-minutes).
+Run: ``nice -n 10 python vignettes/edges_coverage.py`` (about 10 CPU-minutes; `--flagged` one more).
 """
 from __future__ import annotations
 
