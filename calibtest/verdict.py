@@ -54,6 +54,10 @@ Conclusion rules (:attr:`EvidenceResult.conclusion`)
      over-confidence; > 1: under-confidence), not level".
    * ``"level"``: CITL rejects while the slope does not -> "the predictions
      are off in level (too high or too low on average), not in spread".
+   * ``"logit_linear"``: CITL or the slope rejects while the multi-scale
+     test does not -> "CITL and the slope test one logit-linear departure,
+     where they are more powerful than a test against departures of every
+     shape".
    * ``"bins"``: the single-scale verdict changes with B in the
      bin-sensitivity table -> "the single-B verdict depends on the bin count".
 
@@ -159,7 +163,7 @@ class EvidenceResult(ResultDisplay):
         much (the interval) in its first sentence, then the disagreements.
     reasons : tuple of str
         Keys of the disagreement rules that fired (``"smooth"``, ``"hl_sparse"``,
-        ``"spread"``, ``"level"``, ``"bins"``).
+        ``"spread"``, ``"level"``, ``"logit_linear"``, ``"bins"``).
     alpha : float
     n, k, n_classes, mode, formula, y_name, prob_names, n_dropped
         The data (as in :class:`~calibtest.CalibrationResult`).
@@ -168,7 +172,7 @@ class EvidenceResult(ResultDisplay):
     seed : int or str
         Seed of the multi-scale test's label draws (``"Generator"`` for a Generator).
     scope : str
-        Which rows apply to the target, in words.
+        Which rows apply to the target or could not be computed, in words.
     test, interval, hl, valprob
         The underlying results of :func:`~calibtest.calib_test`,
         :func:`~calibtest.calib_ci`, :func:`~calibtest.hosmer_lemeshow` and
@@ -302,6 +306,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     """(verdict, conclusion text, reasons) from all rows (see the module docstring)."""
     keys = list(table.index)
     rej = {k: bool(table.loc[k, "reject"]) for k in keys}
+    said = dict.fromkeys(ROWS, False) | rej  # rows not computed count as not rejecting
     names = {k: table.loc[k, "name"] for k in keys}
     others = [k for k in keys if k != "calib_test" and rej[k]]
     sentences, reasons = [], []
@@ -340,7 +345,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     if hl is not None:
         n_small, share = _hl_sparse(hl)
         if (rej["hosmer_lemeshow"] and n_small
-                and not any(rej[k] for k in ("calib_test", "spiegelhalter", "citl", "slope"))):
+                and not any(said[k] for k in ("calib_test", "spiegelhalter", "citl", "slope"))):
             reasons.append("hl_sparse")
             sentences.append(f"Hosmer-Lemeshow rejects but the other tests do not: the HL statistic is driven "
                              f"by groups with tiny expected counts ({n_small} of {hl.groups} groups expect fewer "
@@ -358,6 +363,14 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
             sentences.append(f"CITL rejects but the slope does not: the predictions are off in level (too "
                              f"{'low' if vp.citl > 0 else 'high'} on average, CITL = {fmt(vp.citl, 3)}), "
                              f"not in spread.")
+    if vp is not None and not rej["calib_test"] and (rej["citl"] or rej["slope"]):
+        reasons.append("logit_linear")
+        which = [names[k] for k in ("citl", "slope") if rej[k]]
+        sentences.append(f"The multi-scale test does not reject while {' and '.join(which)} "
+                         f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one logit-linear "
+                         f"departure (level a0 = {fmt(vp.citl, 3)}, slope b = {fmt(vp.slope, 3)}), where "
+                         "they are more powerful than a test against departures of every shape; take "
+                         "their intervals as the size of that departure.")
     if flag:
         reasons.append("bins")
         at = sens.loc[sens["reject"], "n_bins"].tolist()
@@ -459,24 +472,33 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     if data.z.shape[1] == 1:
         y01 = np.rint(data.y[:, 0])
         p = data.z[:, 0]
-        hl = hosmer_lemeshow(y=y01, probs=p, n_classes=res.n_classes, groups=10, validation="external")
-        vp = val_prob(y=y01, probs=p, alpha=alpha)
-        cis = vp.conf_int(alpha)
-        s_lo, s_hi = cis.loc["slope", "lower"], cis.loc["slope", "upper"]
-        c_lo, c_hi = cis.loc["citl", "lower"], cis.loc["citl", "upper"]
-        records.update({
-            "hosmer_lemeshow": ("Hosmer-Lemeshow", f"observed = expected events in each of the {hl.groups} "
-                                f"groups (chi2, df = {hl.df})", hl.statistic, hl.pvalue, None, None,
-                                hl.pvalue <= alpha),
-            "spiegelhalter": ("Spiegelhalter z", "the squared errors (y - p)^2 have the mean implied by p "
-                              "(standard normal z)", vp.spiegelhalter_z, vp.spiegelhalter_p, None, None,
-                              vp.spiegelhalter_p <= alpha),
-            "citl": (f"CITL {level} CI", "calibration-in-the-large a0 = 0 in logit P(y=1) = a0 + logit(p)",
-                     vp.citl, None, c_lo, c_hi, not (c_lo <= 0.0 <= c_hi)),
-            "slope": (f"slope {level} CI", "calibration slope b = 1 in logit P(y=1) = a + b logit(p)",
-                      vp.slope, None, s_lo, s_hi, not (s_lo <= 1.0 <= s_hi)),
-        })
-        scope = ""
+        missing = []
+        try:
+            hl = hosmer_lemeshow(y=y01, probs=p, n_classes=res.n_classes, groups=10, validation="external")
+        except ValueError as exc:  # e.g. fewer distinct predictions than groups: said in the notes
+            missing.append(f"Hosmer-Lemeshow was not computed: {exc}.")
+        try:
+            vp = val_prob(y=y01, probs=p, alpha=alpha)
+        except ValueError as exc:  # e.g. y with one class: the logistic fits are undefined
+            missing.append(f"val_prob (Spiegelhalter, CITL, slope) was not computed: {exc}.")
+        if hl is not None:
+            records["hosmer_lemeshow"] = ("Hosmer-Lemeshow", f"observed = expected events in each of the "
+                                          f"{hl.groups} groups (chi2, df = {hl.df})", hl.statistic, hl.pvalue,
+                                          None, None, hl.pvalue <= alpha)
+        if vp is not None:
+            cis = vp.conf_int(alpha)
+            s_lo, s_hi = cis.loc["slope", "lower"], cis.loc["slope", "upper"]
+            c_lo, c_hi = cis.loc["citl", "lower"], cis.loc["citl", "upper"]
+            records.update({
+                "spiegelhalter": ("Spiegelhalter z", "the squared errors (y - p)^2 have the mean implied by p "
+                                  "(standard normal z)", vp.spiegelhalter_z, vp.spiegelhalter_p, None, None,
+                                  vp.spiegelhalter_p <= alpha),
+                "citl": (f"CITL {level} CI", "calibration-in-the-large a0 = 0 in logit P(y=1) = a0 + logit(p)",
+                         vp.citl, None, c_lo, c_hi, not (c_lo <= 0.0 <= c_hi)),
+                "slope": (f"slope {level} CI", "calibration slope b = 1 in logit P(y=1) = a + b logit(p)",
+                          vp.slope, None, s_lo, s_hi, not (s_lo <= 1.0 <= s_hi)),
+            })
+        scope = " ".join(missing)
     else:
         scope = (f"Hosmer-Lemeshow, Spiegelhalter's z, CITL and the calibration slope apply to one probability "
                  f"column (binary or top-1); for {mode_text(res.mode, res.k)} the evidence is the multi-scale "

@@ -335,3 +335,27 @@ def test_file_result_has_no_evidence(tmp_path):
         res.evidence()
     text = " ".join(str(res.summary()).split())
     assert "needs the rows in memory" in text and "Conclusion:" not in text and "B = 5 " not in text
+
+
+def test_rule_logit_linear():
+    """CITL rejects, the multi-scale test does not: mixed, explained by the tests' shapes."""
+    g = np.random.default_rng(1)
+    L = g.normal(-0.5, 1, 300)
+    y = (g.random(300) < expit(L + 0.35)).astype(int)
+    ev = ct.evidence(y=y, probs=expit(L), rng=1)
+    assert not ev.table.loc["calib_test", "reject"] and ev.table.loc["citl", "reject"]
+    assert ev.verdict == "mixed" and "logit_linear" in ev.reasons
+    assert ev.conclusion.startswith("Mixed evidence") and "CITL rejects" in ev.conclusion
+    assert f"level a0 = {ct._format.fmt(ev.valprob.citl, 3)}" in ev.conclusion
+
+
+def test_evidence_exists_when_val_prob_cannot_be_computed():
+    """Every label 1 (predictions near 1): val_prob's fits are undefined; the other rows remain, and it is said."""
+    res = ct.calib_ci(y=np.ones(40, int), probs=np.full(40, 0.9999), null="conditional", n_bins=2, rng=3)
+    ev = res.evidence()
+    assert list(ev.table.index) == ["calib_test", "calib_ci", "hosmer_lemeshow"] and ev.valprob is None
+    with pytest.raises(ValueError, match="both 0 and 1"):
+        ct.val_prob(y=np.ones(40), probs=np.full(40, 0.9999))
+    assert "val_prob (Spiegelhalter, CITL, slope) was not computed" in ev.scope
+    assert ev.verdict == "no evidence"
+    assert "was not computed" in " ".join(str(res.summary()).split())
