@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call
-from calibtest._validation import check_alpha, check_bool, check_choice
+from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
 from calibtest.base import TestOfCalibration
 from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
@@ -364,7 +364,11 @@ class CalibrationResult(ResultDisplay):
                                  "Hosmer-Lemeshow, val_prob) needs the rows in memory; this result was computed "
                                  "from a file or a Dask DataFrame, so the summary shows the interval and its "
                                  "test only.")
-        return build_summary(self, alpha, evidence=build_evidence(self, alpha))
+        try:
+            evidence = build_evidence(self, alpha)
+        except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
+            return build_summary(self, alpha, evidence_note=f"The evidence table was not computed: {exc}.")
+        return build_summary(self, alpha, evidence=evidence)
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""

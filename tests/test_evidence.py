@@ -92,7 +92,7 @@ def test_rule_bins(smooth):
     assert "depends on the bin count" in ev.conclusion
     assert "The verdict changes with B." in str(ev.summary())
     open_rows = ev.sensitivity[ev.sensitivity["lower_open"]]  # 0 excluded, lower bound at 0: (0, upper]
-    assert all(open_rows["reject"]) and all(f"(0, " in str(ev.summary()) for _ in open_rows.index)
+    assert all(open_rows["reject"]) and all("(0, " in str(ev.summary()) for _ in open_rows.index)
 
 
 def test_rule_hl_sparse(hl_sparse):

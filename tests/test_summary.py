@@ -224,3 +224,12 @@ def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
     mc = ct.calib_ci(y=res.data.y[:, 0].round(), probs=res.data.z[:, 0], null="monte-carlo", rng=2)
     text = " ".join(str(mc.summary(evidence=False)).split())
     assert "Monte Carlo (exact conditional)" in text and "The paper's asymptotic test" in text
+
+
+def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, monkeypatch):
+    import calibtest._validation as validation
+    _, _, res = binary_res
+    monkeypatch.setattr(validation, "MAX_BYTES", 1000.0)  # the multi-scale test's draws exceed it
+    text = " ".join(str(res.summary()).split())
+    assert "The evidence table was not computed:" in text and "lower n_draws" in text
+    assert "Conclusion:" not in text
