@@ -447,6 +447,17 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     ------
     ValueError
         When the result holds no rows (file or Dask input).
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for
+           the l2 Expected Calibration Error", arXiv:2408.08998, 2024
+           (the interval, eq. (10), and T, eq. (6)).
+    .. [2] Hosmer and Lemeshow, "Goodness of fit tests for the multiple
+           logistic regression model", Communications in Statistics
+           9:1043-1069, 1980.
+    .. [3] Spiegelhalter, "Probabilistic prediction in patient management
+           and clinical trials", Statistics in Medicine 5:421-433, 1986.
     """
     if res.data is None:
         raise ValueError("the evidence table needs the rows in memory; this result was computed from a file "

@@ -657,6 +657,11 @@ class BernoulliDraws:
     p : ndarray, shape (n,)
         P(y = 1) of each row, in [0, 1].
     gen : numpy.random.Generator
+
+    References
+    ----------
+    .. [1] Devroye, "Non-Uniform Random Variate Generation", Springer, 1986,
+           ch. XV (random bits and the comparison with the binary expansion of p).
     """
 
     def __init__(self, p: np.ndarray, gen: np.random.Generator):
