@@ -838,13 +838,6 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     draws = np.zeros((L, n_draws))
     if rows.size == 0:  # no bin of any partition holds two rows: T = 0 for every label vector
         return SharedDraws(stats, draws, n_draws, seed)
-    # one plan per partition on the used rows; plan.rows index into the used rows
-    plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
-    full = [p.rows.size == rows.size for p in plans]
-    obs = observed[rows][None, :]
-    for i, plan in enumerate(plans):
-        if plan.nk:
-            stats[i] = plan.statistics(obs if full[i] else obs[:, plan.rows])[0]
     d = z.shape[1]
     if block_size is None:
         block_size = max(1, (1 << 21) // (rows.size * d))
@@ -853,6 +846,13 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
         if fast is not None:
             stats = fast.statistics(fast.sorted_labels(observed[rows][None, :] == 0))[:, 0]
             return SharedDraws(stats, fast.draw_statistics(gen, n_draws, block_size), n_draws, seed)
+    # one plan per partition on the used rows; plan.rows index into the used rows
+    plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
+    full = [p.rows.size == rows.size for p in plans]
+    obs = observed[rows][None, :]
+    for i, plan in enumerate(plans):
+        if plan.nk:
+            stats[i] = plan.statistics(obs if full[i] else obs[:, plan.rows])[0]
     cum = plans[0].cum if full[0] else None
     if cum is None:  # the cumulative probabilities of all used rows
         cum = np.cumsum(z[rows], axis=1)
