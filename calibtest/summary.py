@@ -326,7 +326,7 @@ def _settings_table(res, alpha: float) -> dict:
         "Bin volume (w):": fmt(res.bin_volume),
         "Method:": res.method,
         "Alpha:": fmt(alpha),
-        "Null:": res.null if res.null_method != "monte carlo" or res.null == "monte-carlo" else f"{res.null} (Monte Carlo)",
+        "Null:": null_text(res),
     }
     if res.method != "adjusted":
         out.update(_resampling_settings(res))
