@@ -471,13 +471,15 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     test = calib_test_rows(data, alpha=alpha, rng=rng, **book)
     iv = res.conf_int(alpha)
     level = f"{100 * (1 - alpha):g}%"
+    # a resampling interval (bootstrap, subsampling, HulC) is not a test of ECE = 0: the null's test decides
+    decided = (f"; the {res.method} interval does not decide it" if res.method != "adjusted" else "")
     records = {
         "calib_test": ("multi-scale test", "E[Y | Z] = Z (calibrated), at every B of the grid "
                        f"{list(test.n_bins)}", test.statistic, test.pvalue, None, None, test.reject),
         "calib_ci": (f"ECE^2 {level} CI, B = {res.n_bins}",
                      f"ECE^2 = 0 at B = {res.n_bins}, tested with the {null_text(res)} null (statistic: "
-                     "the debiased T)",
-                     res.estimate, res.null_pvalue, iv.lower, iv.upper, not iv.contains_zero),
+                     f"the debiased T){decided}", res.estimate, res.null_pvalue, iv.lower, iv.upper,
+                     not iv.contains_zero if res.method == "adjusted" else res.null_pvalue <= alpha),
     }
     hl = vp = None
     if data.z.shape[1] == 1:
@@ -517,7 +519,7 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     table = pd.DataFrame(
         [{"name": nm, "null": null, "statistic": float(stat), "pvalue": None if pv is None else float(pv),
           "lower": None if lo is None else float(lo), "upper": None if hi is None else float(hi),
-          "reject": bool(r), "verdict": _verdict(bool(r), interval=key == "calib_ci")}  # CITL, slope: by intervals
+          "reject": bool(r), "verdict": _verdict(bool(r), interval=key == "calib_ci" and res.method == "adjusted")}
          for key, (nm, null, stat, pv, lo, hi, r) in records.items()], index=list(records), dtype=object)
     sens = _sensitivity(res, alpha, rng)
     flag = bool(sens["reject"].nunique() > 1)

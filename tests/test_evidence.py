@@ -359,3 +359,15 @@ def test_evidence_exists_when_val_prob_cannot_be_computed():
     assert "val_prob (Spiegelhalter, CITL, slope) was not computed" in ev.scope
     assert ev.verdict == "no evidence"
     assert "was not computed" in " ".join(str(res.summary()).split())
+
+
+def test_resampling_interval_does_not_decide_the_interval_row():
+    """A percentile bootstrap interval of T excludes 0 on calibrated data; the row's test is the null's."""
+    y, p = _beta_data(1, 1.0, n=300)
+    res = ct.calib_ci(y=y, probs=p, method="bootstrap", n_resamples=200, rng=4)
+    ev = res.evidence()
+    row = ev.table.loc["calib_ci"]
+    assert (row["lower"], row["upper"]) == tuple(res.conf_int())
+    assert row["reject"] == (res.null_pvalue <= 0.05) and row["verdict"] in ("rejects", "does not reject")
+    assert "bootstrap interval does not decide it" in row["null"]
+    assert ev.seed == 4
