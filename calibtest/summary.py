@@ -411,6 +411,9 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
     tests_note = ("Tests of ECE = 0: calibrated regime z0 = n sqrt(w) T / sigma0 (variance sigma0^2; "
                   f"threshold: the critical value of T at level {alpha:g}); miscalibrated regime "
                   "T / se with se = sigma1 / sqrt(n) (variance sigma1^2).")
+    if getattr(res, "approximation", None) is not None and res.approximation.second_order_variance is not None:
+        tests_note = tests_note.replace("se = sigma1 / sqrt(n) (variance sigma1^2)",
+                                        "se = sqrt(sigma1^2 / n + V2) (V2: the second-order variance of T)")
     head = [verdict_null_note(res, alpha)]
     if evidence is not None:
         head.append("The summary opens with the evidence on calibration from every test on these rows; the "
