@@ -1,0 +1,328 @@
+"""Power, expected interval width and simulated studies for planning a validation study.
+
+Pure numpy/scipy engines behind :mod:`calibtest.planning`.  A *population* is a
+finite sample of binned prediction vectors z_i (i = 1..m, each of mass 1/m)
+with the anticipated true probabilities q_i of the k classes that z_i lists
+(for binary and top-1 targets: q_i = c(p_i) = E[y | p_i]).  For a study of n
+rows drawn from the population:
+
+* per bin b (the cube partition at B bins per dimension): mass pi_b,
+  mu_b = E[U | bin] (U = Y - Z) and Sigma_b = Cov(U | bin), which is the mean
+  of Cov(Y | z) = diag(q) - q q^T (binary: c (1 - c)) plus the spread of
+  q - z inside the bin;
+* the binned population ECE^2_B = sum_b pi_b ||mu_b||^2, the value the
+  debiased estimator T of the paper's eq. (6) estimates;
+* sigma1^2 = sum pi_b ||mu_b||^4 - (sum pi_b ||mu_b||^2)^2
+  + 4 sum pi_b mu_b^T Sigma_b mu_b (the population form of eq. (8));
+* the exact mean and variance of T.  Given the bin counts c_b, the bin's term
+  (||S_b||^2 - Q_b) / (c_b - 1) is c_b times a U-statistic of order 2 with
+  kernel U_a^T U_a', whence (Hoeffding)
+
+      Var(T | c) = (1/n^2) sum_{c_b >= 2} [4 c_b mu_b^T Sigma_b mu_b
+                                           + 2 c_b / (c_b - 1) tr(Sigma_b^2)],
+
+  and with c ~ Multinomial(n, pi),
+
+      E T = (1/n) sum_b ||mu_b||^2 E[c_b; c_b >= 2],
+      Var T = E Var(T | c) + (1/n) [sum pi_b ||mu_b||^4 - (sum pi_b ||mu_b||^2)^2].
+
+  The first-order part is sigma1^2 / n (the miscalibrated regime); the second,
+  (2/n^2) sum_b E[c_b/(c_b - 1); c_b >= 2] tr(Sigma_b^2), is the calibrated
+  regime's variance (it equals sigma0^2 / (n^2 w) of the paper's eq. (12) when
+  every bin is occupied and the model is calibrated), so one normal law
+  N(E T, Var T) covers both regimes and the transition between them.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _sps
+
+from calibtest.core.binning import cube_indices, group_keys
+from calibtest.core.intervals import adjusted_interval
+
+__all__ = ["PopulationBins", "population_bins", "binned_ece_sq", "population_sigma1_sq", "t_moments",
+           "count_moments", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
+           "simulate_studies", "GH_NODES"]
+
+#: Gauss-Hermite nodes of the expected-width quadrature over T ~ N(E T, Var T).
+GH_NODES = 48
+#: Bins with n pi_b below this get the exact binomial sums of :func:`count_moments`.
+_EXACT_COUNT = 60.0
+#: Largest count summed exactly (n pi_b < 60 puts P(c_b > 200) below 1e-30).
+_COUNT_TOP = 200
+
+
+class PopulationBins:
+    """Per-bin population quantities at B bins per dimension (see the module docstring).
+
+    Attributes
+    ----------
+    n_bins : int
+        B.
+    inverse : ndarray of intp, shape (m,)
+        Bin of each population point.
+    pi : ndarray, shape (nb,)
+        Bin masses pi_b (sum 1); only occupied bins are kept.
+    mu : ndarray, shape (nb, d)
+        E[U | bin] under the alternative.
+    sigma : ndarray, shape (nb, d, d)
+        Cov(U | bin) under the alternative.
+    sigma_null : ndarray, shape (nb, d, d)
+        Mean of diag(z) - z z^T over the bin: Cov(U | bin) when labels are drawn from Z.
+    """
+
+    __slots__ = ("n_bins", "inverse", "pi", "mu", "sigma", "sigma_null")
+
+    def __init__(self, n_bins, inverse, pi, mu, sigma, sigma_null):
+        self.n_bins, self.inverse, self.pi, self.mu = int(n_bins), inverse, pi, mu
+        self.sigma, self.sigma_null = sigma, sigma_null
+
+
+def _label_cov(q: np.ndarray) -> np.ndarray:
+    """Cov(Y | z) = diag(q) - q q^T of the indicators of k listed classes with probabilities q (m, d)."""
+    d = q.shape[1]
+    return np.einsum("ij,jk->ijk", q, np.eye(d)) - q[:, :, None] * q[:, None, :]
+
+
+def population_bins(z: np.ndarray, q: np.ndarray, n_bins: int) -> PopulationBins:
+    """Bin the population on the cube partition and form pi_b, mu_b, Sigma_b.
+
+    Parameters
+    ----------
+    z : ndarray, shape (m, d)
+        Binned prediction vectors of the population (each of mass 1/m).
+    q : ndarray, shape (m, d)
+        True probabilities of the listed classes (E[Y | z]).
+    n_bins : int
+        B.
+
+    Returns
+    -------
+    PopulationBins
+
+    Notes
+    -----
+    Sigma_b = mean_bin[diag(q) - q q^T] + mean_bin[delta delta^T] - mu_b mu_b^T
+    with delta = q - z (law of total covariance); all sums are ``np.bincount``.
+    """
+    m, d = z.shape
+    inverse, keys = group_keys(cube_indices(z, n_bins), n_bins + 1)
+    nb = keys.shape[0]
+    count = np.bincount(inverse, minlength=nb).astype(float)
+    occupied = count > 0
+    remap = np.cumsum(occupied) - 1
+    inverse = remap[inverse]
+    count = count[occupied]
+    nb = count.size
+
+    def mean(values):  # values (m, ...) -> per-bin means (nb, ...)
+        flat = values.reshape(m, -1)
+        out = np.stack([np.bincount(inverse, weights=col, minlength=nb) for col in flat.T], axis=1)
+        return (out / count[:, None]).reshape((nb,) + values.shape[1:])
+
+    delta = q - z
+    mu = mean(delta)
+    sigma = mean(_label_cov(q) + delta[:, :, None] * delta[:, None, :]) - mu[:, :, None] * mu[:, None, :]
+    sigma_null = mean(_label_cov(z))
+    return PopulationBins(n_bins, inverse, count / m, mu, sigma, sigma_null)
+
+
+def binned_ece_sq(pb: PopulationBins) -> float:
+    """ECE^2_B = sum_b pi_b ||mu_b||^2, the binned population calibration error at B."""
+    return float(np.sum(pb.pi * np.einsum("bi,bi->b", pb.mu, pb.mu)))
+
+
+def population_sigma1_sq(pb: PopulationBins) -> float:
+    """sigma1^2 of the paper's eq. (8) with population bin masses, means and covariances."""
+    qb = np.einsum("bi,bi->b", pb.mu, pb.mu)
+    quad = np.einsum("bi,bij,bj->b", pb.mu, pb.sigma, pb.mu)
+    value = np.sum(pb.pi * qb**2) - np.sum(pb.pi * qb) ** 2 + 4.0 * np.sum(pb.pi * quad)
+    return float(max(value, 0.0))
+
+
+def count_moments(n: int, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(E[c; c >= 2], E[c / (c - 1); c >= 2])`` for c ~ Binomial(n, pi_b), per bin.
+
+    The first is n pi - n pi (1 - pi)^(n - 1) exactly.  The second is an exact
+    binomial sum over c = 2..200 for bins with n pi < 60, and otherwise
+    P(c >= 2) (1 + 1/(n pi - 1) + n pi (1 - pi) / (n pi - 1)^3) (second-order
+    delta method for E[1/(c - 1)]; P(c >= 2) = 1 to float precision there).
+    """
+    lam = n * pi
+    with np.errstate(divide="ignore"):
+        first = lam - lam * np.exp((n - 1) * np.log1p(-pi))
+    second = np.empty_like(lam)
+    small = lam < _EXACT_COUNT
+    if small.any():
+        c = np.arange(2, _COUNT_TOP + 1, dtype=float)
+        pmf = _sps.binom.pmf(c[None, :], n, pi[small][:, None])
+        second[small] = pmf @ (c / (c - 1.0))
+    big = ~small
+    lb = lam[big]
+    second[big] = 1.0 + 1.0 / (lb - 1.0) + lb * (1.0 - pi[big]) / (lb - 1.0) ** 3
+    return first, second
+
+
+def t_moments(n: int, pb: PopulationBins) -> tuple[float, float]:
+    """Exact-in-the-counts mean and variance of T for a study of n rows (module docstring).
+
+    Returns
+    -------
+    mean, variance : float
+    """
+    e1, e2 = count_moments(n, pb.pi)
+    qb = np.einsum("bi,bi->b", pb.mu, pb.mu)
+    zeta1 = np.einsum("bi,bij,bj->b", pb.mu, pb.sigma, pb.mu)
+    tr2 = np.einsum("bij,bji->b", pb.sigma, pb.sigma)
+    mean = float(np.sum(qb * e1) / n)
+    cond = np.sum(4.0 * zeta1 * e1 + 2.0 * tr2 * e2) / n**2
+    between = (np.sum(pb.pi * qb**2) - np.sum(pb.pi * qb) ** 2) / n
+    return mean, float(cond + max(between, 0.0))
+
+
+def null_variance(n: int, pb: PopulationBins) -> float:
+    """Variance of T when the labels are drawn from the predictions (calibrated; given the counts).
+
+    (2/n^2) sum_b E[c_b/(c_b - 1); c_b >= 2] tr(Sigma0_b^2), Sigma0_b the bin mean
+    of diag(z) - z z^T: the expected conditional-null variance of T.
+    """
+    _, e2 = count_moments(n, pb.pi)
+    tr2 = np.einsum("bij,bji->b", pb.sigma_null, pb.sigma_null)
+    return float(2.0 * np.sum(tr2 * e2) / n**2)
+
+
+def _inverse_count_moments(n: int, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(P(c >= 1), E[1/c; c >= 1])`` for c ~ Binomial(n, pi_b) (exact sums for n pi < 60)."""
+    lam = n * pi
+    with np.errstate(divide="ignore"):
+        occupied = -np.expm1(n * np.log1p(-pi))
+    inv = np.empty_like(lam)
+    small = lam < _EXACT_COUNT
+    if small.any():
+        c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+        inv[small] = _sps.binom.pmf(c[None, :], n, pi[small][:, None]) @ (1.0 / c)
+    lb = lam[~small]
+    inv[~small] = (1.0 + (1.0 - pi[~small]) / lb) / lb
+    return occupied, inv
+
+
+def expected_sigma1_sq(n: int, pb: PopulationBins) -> float:
+    """Approximate expectation of the plug-in sigma1^2 (eq. (8)) in a study of n rows.
+
+    In a bin with c rows the plug-in uses mu_hat_b = mu_b + e_b, Cov(e_b) = Sigma_b / c,
+    and Cov_hat_b with mean Sigma_b (c - 1) / c.  With Gaussian fourth moments of e_b
+    and the binomial law of c (P1 = P(c >= 1), J = E[1/c; c >= 1], q_b = ||mu_b||^2,
+    zeta_b = mu_b^T Sigma_b mu_b)::
+
+        E sum p ||mu_hat||^4 ~ sum pi q^2 + (1/n) sum [P1 (2 q tr Sigma + 4 zeta)
+                                                       + J ((tr Sigma)^2 + 2 tr Sigma^2)]
+        E (sum p ||mu_hat||^2)^2 ~ (sum pi q + (1/n) sum P1 tr Sigma)^2
+        E 4 sum p mu_hat^T Cov_hat mu_hat ~ (4/n) sum [(n pi - P1) zeta + (P1 - J) tr Sigma^2]
+
+    The correction to sigma1^2 dominates near the null, where sigma1 -> 0 but
+    the plug-in does not.
+    """
+    p1, inv = _inverse_count_moments(n, pb.pi)
+    qb = np.einsum("bi,bi->b", pb.mu, pb.mu)
+    zeta = np.einsum("bi,bij,bj->b", pb.mu, pb.sigma, pb.mu)
+    tr1 = np.einsum("bii->b", pb.sigma)
+    tr2 = np.einsum("bij,bji->b", pb.sigma, pb.sigma)
+    a = np.sum(pb.pi * qb**2) + np.sum(p1 * (2.0 * qb * tr1 + 4.0 * zeta) + inv * (tr1**2 + 2.0 * tr2)) / n
+    b = (np.sum(pb.pi * qb) + np.sum(p1 * tr1) / n) ** 2
+    c = 4.0 * np.sum((n * pb.pi - p1) * zeta + (p1 - inv) * tr2) / n
+    return float(max(a - b + c, 0.0))
+
+
+def normal_power(mean, variance, thr):
+    """P(T >= thr) for T ~ N(mean, variance): 1 - Phi((thr - mean) / sd)."""
+    return _sps.norm.sf((np.asarray(thr) - np.asarray(mean)) / np.sqrt(variance))
+
+
+def expected_width(mean: float, variance: float, sigma1_sq_hat: float, n: int, thr: float,
+                   alpha: float) -> float:
+    """Expected width of the ECE-scale adjusted interval, sqrt(upper) - sqrt(lower).
+
+    E over T ~ N(mean, variance) by Gauss-Hermite quadrature (:data:`GH_NODES`
+    nodes) of the interval of Algorithm 1 (with the zero rule: lower = 0 when
+    T+ < thr), at the standard error sqrt(sigma1_sq_hat / n) held fixed.
+    """
+    x, wts = np.polynomial.hermite_e.hermegauss(GH_NODES)
+    t = mean + np.sqrt(variance) * x
+    ci = adjusted_interval(t, np.full_like(t, np.sqrt(sigma1_sq_hat / n)), thr, alpha)
+    lower = np.where(ci.contains_zero, 0.0, ci.lower)
+    width = np.sqrt(ci.upper) - np.sqrt(lower)
+    return float(np.sum(wts * width) / np.sum(wts))
+
+
+def simulate_studies(z: np.ndarray, q: np.ndarray, inverse: np.ndarray, nb: int, n: int, n_sim: int,
+                     rng: np.random.Generator, *, want_sigma1: bool = True, max_block: int = 1 << 22):
+    """T and the plug-in sigma1^2 of ``n_sim`` simulated studies of n rows each.
+
+    Each study draws n population points with replacement and, for each, the
+    label: with u ~ U(0, 1), the j-th listed class is the label iff
+    q_1 + ... + q_{j-1} <= u < q_1 + ... + q_j (no listed class when
+    u >= sum q).  Studies are stacked with offsets (study s, bin b -> s nb + b)
+    so one ``np.bincount`` per column gives the bin sums of a block of studies.
+
+    Parameters
+    ----------
+    z, q : ndarray, shape (m, d)
+        Population vectors and true probabilities of the listed classes.
+    inverse : ndarray of intp, shape (m,)
+        Bin of each population point (:class:`PopulationBins`).
+    nb : int
+        Number of bins.
+    n, n_sim : int
+        Rows per study and studies.
+    rng : numpy.random.Generator
+    want_sigma1 : bool
+        Also compute the plug-in sigma1^2 (eq. (8)).
+
+    Returns
+    -------
+    t : ndarray, shape (n_sim,)
+        The debiased estimator of eq. (6) of each study.
+    sigma1_sq : ndarray, shape (n_sim,) or None
+    """
+    m, d = z.shape
+    cum = np.cumsum(q, axis=1)
+    lower = cum - q
+    per = max(1, min(n_sim, max_block // max(n * d, 1)))
+    t_all = np.empty(n_sim)
+    s1_all = np.empty(n_sim) if want_sigma1 else None
+    iu, ju = np.triu_indices(d)
+    for start in range(0, n_sim, per):  # blocks of studies (memory), vectorised within
+        r = min(per, n_sim - start)
+        idx = rng.integers(0, m, size=(r, n))
+        u = rng.random((r, n))
+        rows = idx.ravel()
+        uu = u.ravel()[:, None]
+        y = ((uu >= lower[rows]) & (uu < cum[rows])).astype(float)
+        U = y - z[rows]
+        key = (inverse[rows] + nb * np.repeat(np.arange(r), n)).astype(np.intp)
+        size = r * nb
+        c = np.bincount(key, minlength=size).reshape(r, nb)
+        S = np.stack([np.bincount(key, weights=U[:, j], minlength=size) for j in range(d)], axis=-1)
+        S = S.reshape(r, nb, d)
+        Q = np.bincount(key, weights=np.einsum("ij,ij->i", U, U), minlength=size).reshape(r, nb)
+        ss = np.einsum("rbj,rbj->rb", S, S)
+        keep = c >= 2
+        num = np.where(keep, (ss - Q) / np.where(keep, c - 1.0, 1.0), 0.0)
+        t_all[start:start + r] = num.sum(axis=1) / n
+        if want_sigma1:
+            prods = U[:, iu] * U[:, ju]
+            up = np.stack([np.bincount(key, weights=prods[:, j], minlength=size) for j in range(prods.shape[1])],
+                          axis=-1).reshape(r, nb, -1)
+            M = np.empty((r, nb, d, d))
+            M[..., iu, ju] = up
+            M[..., ju, iu] = up
+            occ = c > 0
+            cc = np.where(occ, c, 1.0)
+            mu = S / cc[..., None]
+            mq = np.einsum("rbi,rbi->rb", mu, mu)
+            cov = M / cc[..., None, None] - mu[..., :, None] * mu[..., None, :]
+            quad = np.einsum("rbi,rbij,rbj->rb", mu, cov, mu)
+            p = c / n
+            val = (np.sum(p * mq**2, axis=1) - np.sum(p * mq, axis=1) ** 2 + 4.0 * np.sum(p * quad, axis=1))
+            s1_all[start:start + r] = np.maximum(val, 0.0)
+    return t_all, s1_all
