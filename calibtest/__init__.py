@@ -27,6 +27,7 @@ from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test
@@ -42,6 +43,8 @@ __all__ = [
     "tcal_test",
     "val_prob",
     "hosmer_lemeshow",
+    "calib_power",
+    "calib_sample_size",
     "report",
     "BinAccumulator",
     "CalibrationResult",
@@ -53,6 +56,8 @@ __all__ = [
     "CalibrationTestResult",
     "HosmerLemeshowResult",
     "ValProbResult",
+    "PowerResult",
+    "SampleSizeResult",
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",
