@@ -25,6 +25,7 @@ from calibtest._validation import NULLS, OptionError, OptionTypeError, check_alp
     resolve_seed, is_bool
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
+from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.ece import calib_ci
@@ -128,7 +129,12 @@ def _check_n_array(n, name: str = "n"):
 
 
 def _logistic(p: np.ndarray, intercept: float, slope: float) -> np.ndarray:
-    """expit(a + b logit p), with p = 0 and p = 1 mapped to their limits (b > 0: 0 and 1)."""
+    """expit(a + b logit p), with p = 0 and p = 1 mapped to their limits (b > 0: 0 and 1).
+
+    a = 0, b = 1 (a calibrated model) gives p itself, exactly.
+    """
+    if intercept == 0.0 and slope == 1.0:
+        return p.copy()
     with np.errstate(divide="ignore", invalid="ignore"):
         lp = np.log(p) - np.log1p(-p)
         eta = intercept + slope * lp
@@ -264,7 +270,6 @@ class _Planner:
         if self.null == "asymptotic":
             t, s1 = _pw.simulate_studies(self.z, self.q, pb.inverse, pb.pi.size, n, n_sim, gen)
             thr = res["threshold"]
-            from calibtest.core.intervals import adjusted_interval
             ci = adjusted_interval(t, np.sqrt(s1 / n), thr, self.alpha)
             reject = ~np.asarray(ci.contains_zero)
             width = np.sqrt(ci.upper) - np.sqrt(np.where(ci.contains_zero, 0.0, ci.lower))
