@@ -251,10 +251,9 @@ class _Planner:
         mean, var = _pw.t_moments(n, pb)
         thr = self.threshold(n, pb)
         s1_hat = _pw.expected_sigma1_sq(n, pb)
-        lam = n * pb.pi
-        with np.errstate(divide="ignore"):
-            occ = float(np.sum(-np.expm1(n * np.log1p(-pb.pi))))
-            single = float(np.sum(lam * np.exp((n - 1) * np.log1p(-pb.pi))))
+        e1, _, p_occupied, _ = pb.counts(n)
+        occ = float(np.sum(p_occupied))
+        single = float(np.sum(n * pb.pi - e1))  # E #bins with one row = sum P(c_b = 1) = sum (n pi_b - E[c_b; c_b >= 2])
         sparse = single / occ if occ > 0 else 1.0
         return {"n": n, "n_bins": pb.n_bins, "power": float(_pw.normal_power(mean, var, thr)),
                 "expected_width": _pw.expected_width(mean, var, s1_hat, n, thr, self.alpha),
@@ -616,8 +615,8 @@ class SampleSizeResult(ResultDisplay):
     monte_carlo: MonteCarloPower | None = None
 
     def _repr_parts(self):
-        return [f"n={self.n}", f"{self.target}={self.target_value:g}", f"power={self.achieved_power:.3g}",
-                f"width={self.expected_width:.3g}"]
+        return [f"n={self.n}", f"target={self.target} {self.target_value:g}",
+                f"achieved_power={self.achieved_power:.3g}", f"expected_width={self.expected_width:.3g}"]
 
     def _summary(self, alpha):
         s = CalibSummary()

@@ -352,3 +352,17 @@ def test_riley_slope_criterion_against_glm():
     fit = sm.GLM(y, sm.add_constant(logit(pp)), family=sm.families.Binomial()).fit()
     n_glm = (2 * 1.959963984540054 / 0.2) ** 2 * fit.bse[1] ** 2 * N
     assert n_riley == pytest.approx(n_glm, rel=0.03)
+
+
+@pytest.mark.slow
+def test_expected_plugin_sigma1_matches_simulation():
+    """E sigma1_hat^2 (exact moments of the bin means, rare events with sparse tail bins) against simulation."""
+    p = np.random.default_rng(6).beta(0.5, 10, 20000)
+    c = expit(-0.3 + logit(p))
+    n = 800
+    pb = pw.population_bins(p[:, None], c[:, None], auto_n_bins(n, 1))
+    _, s1 = pw.simulate_studies(p[:, None], c[:, None], pb.inverse, pb.pi.size, n, 2000, np.random.default_rng(1))
+    expected = pw.expected_sigma1_sq(n, pb)
+    assert expected == pytest.approx(s1.mean(), abs=4 * s1.std() / math.sqrt(s1.size) + 0.01 * s1.mean())
+    # the population sigma1^2 alone is far below what the plug-in gives at this n
+    assert pw.population_sigma1_sq(pb) < 0.3 * s1.mean()

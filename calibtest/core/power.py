@@ -34,6 +34,8 @@ rows drawn from the population:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import stats as _sps
 
@@ -69,13 +71,22 @@ class PopulationBins:
         Cov(U | bin) under the alternative.
     sigma_null : ndarray, shape (nb, d, d)
         Mean of diag(z) - z z^T over the bin: Cov(U | bin) when labels are drawn from Z.
+    raw_moments : ndarray, shape (nb, 4) or None
+        E[U^j | bin], j = 1..4, for one-dimensional U (None otherwise).
     """
 
-    __slots__ = ("n_bins", "inverse", "pi", "mu", "sigma", "sigma_null")
+    __slots__ = ("n_bins", "inverse", "pi", "mu", "sigma", "sigma_null", "raw_moments", "_counts")
 
-    def __init__(self, n_bins, inverse, pi, mu, sigma, sigma_null):
+    def __init__(self, n_bins, inverse, pi, mu, sigma, sigma_null, raw_moments=None):
         self.n_bins, self.inverse, self.pi, self.mu = int(n_bins), inverse, pi, mu
-        self.sigma, self.sigma_null = sigma, sigma_null
+        self.sigma, self.sigma_null, self.raw_moments = sigma, sigma_null, raw_moments
+        self._counts = {}
+
+    def counts(self, n: int):
+        """:func:`_all_count_moments` at n (computed once per n)."""
+        if n not in self._counts:
+            self._counts[n] = _all_count_moments(n, self.pi)
+        return self._counts[n]
 
 
 def _label_cov(q: np.ndarray) -> np.ndarray:
@@ -124,7 +135,11 @@ def population_bins(z: np.ndarray, q: np.ndarray, n_bins: int) -> PopulationBins
     mu = mean(delta)
     sigma = mean(_label_cov(q) + delta[:, :, None] * delta[:, None, :]) - mu[:, :, None] * mu[:, None, :]
     sigma_null = mean(_label_cov(z))
-    return PopulationBins(n_bins, inverse, count / m, mu, sigma, sigma_null)
+    raw = None
+    if d == 1:  # E[(Y - z)^j] = q (1 - z)^j + (1 - q) (-z)^j
+        zz, qq = z[:, 0], q[:, 0]
+        raw = mean(np.stack([qq * (1 - zz) ** j + (1 - qq) * (-zz) ** j for j in (1, 2, 3, 4)], axis=1))
+    return PopulationBins(n_bins, inverse, count / m, mu, sigma, sigma_null, raw)
 
 
 def binned_ece_sq(pb: PopulationBins) -> float:
@@ -140,27 +155,44 @@ def population_sigma1_sq(pb: PopulationBins) -> float:
     return float(max(value, 0.0))
 
 
-def count_moments(n: int, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(E[c; c >= 2], E[c / (c - 1); c >= 2])`` for c ~ Binomial(n, pi_b), per bin.
+def _all_count_moments(n: int, pi: np.ndarray):
+    """``(E[c; c>=2], E[c/(c-1); c>=2], P(c>=1), E[1/c; c>=1])`` for c ~ Binomial(n, pi_b), per bin.
 
-    The first is n pi - n pi (1 - pi)^(n - 1) exactly.  The second is an exact
-    binomial sum over c = 2..200 for bins with n pi < 60, and otherwise
-    P(c >= 2) (1 + 1/(n pi - 1) + n pi (1 - pi) / (n pi - 1)^3) (second-order
-    delta method for E[1/(c - 1)]; P(c >= 2) = 1 to float precision there).
+    E[c; c >= 2] = n pi - n pi (1 - pi)^(n - 1) and P(c >= 1) = 1 - (1 - pi)^n
+    exactly; the other two are exact binomial sums over c = 1..200 for bins with
+    n pi < 60, and otherwise second-order delta-method expansions
+    E[c/(c-1)] ~ 1 + 1/(n pi - 1) + n pi (1 - pi) / (n pi - 1)^3 and
+    E[1/c] ~ (1 + (1 - pi) / (n pi)) / (n pi) (P(c <= 1) is below 1e-24 there).
     """
     lam = n * pi
     with np.errstate(divide="ignore"):
-        first = lam - lam * np.exp((n - 1) * np.log1p(-pi))
+        log_empty = np.log1p(-pi)
+        first = lam - lam * np.exp((n - 1) * log_empty)
+        occupied = -np.expm1(n * log_empty)
     second = np.empty_like(lam)
+    inv = np.empty_like(lam)
     small = lam < _EXACT_COUNT
     if small.any():
-        c = np.arange(2, _COUNT_TOP + 1, dtype=float)
+        c = np.arange(1, _COUNT_TOP + 1, dtype=float)
         pmf = _sps.binom.pmf(c[None, :], n, pi[small][:, None])
-        second[small] = pmf @ (c / (c - 1.0))
+        ratio = np.zeros_like(c)
+        ratio[1:] = c[1:] / (c[1:] - 1.0)
+        second[small] = pmf @ ratio
+        inv[small] = pmf @ (1.0 / c)
     big = ~small
-    lb = lam[big]
-    second[big] = 1.0 + 1.0 / (lb - 1.0) + lb * (1.0 - pi[big]) / (lb - 1.0) ** 3
-    return first, second
+    lb, pbig = lam[big], pi[big]
+    second[big] = 1.0 + 1.0 / (lb - 1.0) + lb * (1.0 - pbig) / (lb - 1.0) ** 3
+    inv[big] = (1.0 + (1.0 - pbig) / lb) / lb
+    return first, second, occupied, inv
+
+
+def count_moments(n: int, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(E[c; c >= 2], E[c / (c - 1); c >= 2])`` for c ~ Binomial(n, pi_b), per bin.
+
+    See :func:`_all_count_moments` (exact binomial sums for n pi < 60, a
+    second-order delta method above).
+    """
+    return _all_count_moments(n, pi)[:2]
 
 
 def t_moments(n: int, pb: PopulationBins) -> tuple[float, float]:
@@ -170,7 +202,7 @@ def t_moments(n: int, pb: PopulationBins) -> tuple[float, float]:
     -------
     mean, variance : float
     """
-    e1, e2 = count_moments(n, pb.pi)
+    e1, e2 = pb.counts(n)[:2]
     qb = np.einsum("bi,bi->b", pb.mu, pb.mu)
     zeta1 = np.einsum("bi,bij,bj->b", pb.mu, pb.sigma, pb.mu)
     tr2 = np.einsum("bij,bji->b", pb.sigma, pb.sigma)
@@ -186,51 +218,89 @@ def null_variance(n: int, pb: PopulationBins) -> float:
     (2/n^2) sum_b E[c_b/(c_b - 1); c_b >= 2] tr(Sigma0_b^2), Sigma0_b the bin mean
     of diag(z) - z z^T: the expected conditional-null variance of T.
     """
-    _, e2 = count_moments(n, pb.pi)
+    e2 = pb.counts(n)[1]
     tr2 = np.einsum("bij,bji->b", pb.sigma_null, pb.sigma_null)
     return float(2.0 * np.sum(tr2 * e2) / n**2)
 
 
-def _inverse_count_moments(n: int, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(P(c >= 1), E[1/c; c >= 1])`` for c ~ Binomial(n, pi_b) (exact sums for n pi < 60)."""
-    lam = n * pi
-    with np.errstate(divide="ignore"):
-        occupied = -np.expm1(n * np.log1p(-pi))
-    inv = np.empty_like(lam)
-    small = lam < _EXACT_COUNT
-    if small.any():
-        c = np.arange(1, _COUNT_TOP + 1, dtype=float)
-        inv[small] = _sps.binom.pmf(c[None, :], n, pi[small][:, None]) @ (1.0 / c)
-    lb = lam[~small]
-    inv[~small] = (1.0 + (1.0 - pi[~small]) / lb) / lb
-    return occupied, inv
+def _plugin_terms(c, a):
+    """Per-bin ``(c E[ubar^2], c(4 E[ubar^2 m2] - 3 E[ubar^4]))`` given c rows (1-d U, raw moments a).
+
+    ubar is the bin mean of U and m2 the bin mean of U^2, for c iid rows with
+    raw moments a_1..a_4; with these, the 1-d plug-in of eq. (8) is
+    sigma1_hat^2 = (1/n) sum_b c_b (4 ubar^2 m2 - 3 ubar^4) - ((1/n) sum_b c_b ubar^2)^2.
+    """
+    a1, a2, a3, a4 = (a[..., j] for j in range(4))
+    g0 = a2 + (c - 1.0) * a1**2
+    g1 = (a4 + (c - 1.0) * (a2**2 + 2.0 * a1 * a3) + (c - 1.0) * (c - 2.0) * a1**2 * a2) / c
+    g2 = (a4 + (c - 1.0) * (4.0 * a1 * a3 + 3.0 * a2**2) + 6.0 * (c - 1.0) * (c - 2.0) * a2 * a1**2
+          + (c - 1.0) * (c - 2.0) * (c - 3.0) * a1**4) / c**2
+    return g0, 4.0 * g1 - 3.0 * g2
 
 
 def expected_sigma1_sq(n: int, pb: PopulationBins) -> float:
     """Approximate expectation of the plug-in sigma1^2 (eq. (8)) in a study of n rows.
 
-    In a bin with c rows the plug-in uses mu_hat_b = mu_b + e_b, Cov(e_b) = Sigma_b / c,
-    and Cov_hat_b with mean Sigma_b (c - 1) / c.  With Gaussian fourth moments of e_b
-    and the binomial law of c (P1 = P(c >= 1), J = E[1/c; c >= 1], q_b = ||mu_b||^2,
-    zeta_b = mu_b^T Sigma_b mu_b)::
+    The plug-in overshoots sigma1^2 by O(B/n) (bins' mean errors enter squared),
+    which dominates near the null, where sigma1 -> 0 but the plug-in does not.
 
-        E sum p ||mu_hat||^4 ~ sum pi q^2 + (1/n) sum [P1 (2 q tr Sigma + 4 zeta)
-                                                       + J ((tr Sigma)^2 + 2 tr Sigma^2)]
-        E (sum p ||mu_hat||^2)^2 ~ (sum pi q + (1/n) sum P1 tr Sigma)^2
-        E 4 sum p mu_hat^T Cov_hat mu_hat ~ (4/n) sum [(n pi - P1) zeta + (P1 - J) tr Sigma^2]
+    One-dimensional U (binary, top-1): with ubar_b and m2_b the bin means of U
+    and U^2 and the exact moments of a mean of c iid rows
+    (:func:`_plugin_terms`, raw moments a_1..a_4 of U in the bin),
 
-    The correction to sigma1^2 dominates near the null, where sigma1 -> 0 but
-    the plug-in does not.
+        E sigma1_hat^2 ~ (1/n) sum_b E[c (4 ubar^2 m2 - 3 ubar^4); c >= 1]
+                         - ((1/n) sum_b E[c ubar^2; c >= 1])^2
+
+    (exact except that the square of the expectation replaces the
+    expectation of the square), the expectations over c ~ Binomial(n, pi_b)
+    by exact sums (n pi_b < 60) or a three-point rule f(l) + (f(l+s) - 2 f(l) + f(l-s)) / 2
+    at l = n pi_b, s = sd(c_b).  Top-k (k >= 2): Gaussian bin-mean errors,
+
+        E sigma1_hat^2 ~ sigma1^2 + (1/n) sum [P1 (2 q tr Sigma + 4 zeta) + J ((tr Sigma)^2 + 2 tr Sigma^2)]
+                         + (4/n) sum [(n pi - P1) zeta + (P1 - J) tr Sigma^2] - 4 sum pi zeta
+                         - ((sum pi q + (1/n) sum P1 tr Sigma)^2 - (sum pi q)^2)
+
+    with P1 = P(c >= 1), J = E[1/c; c >= 1], q_b = ||mu_b||^2, zeta_b = mu_b^T Sigma_b mu_b.
     """
-    p1, inv = _inverse_count_moments(n, pb.pi)
+    if pb.raw_moments is not None:
+        lam = n * pb.pi
+        small = lam < _EXACT_COUNT
+        e0 = np.empty_like(lam)
+        e1 = np.empty_like(lam)
+        a = pb.raw_moments
+        if small.any():
+            c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+            pmf = _sps.binom.pmf(c[None, :], n, pb.pi[small][:, None])
+            g0, g = _plugin_terms(c[None, :], a[small][:, None, :])
+            e0[small] = np.sum(pmf * g0, axis=1)
+            e1[small] = np.sum(pmf * g, axis=1)
+        big = ~small
+        if big.any():
+            lb = lam[big]
+            sd = np.sqrt(lb * (1.0 - pb.pi[big]))
+            ab = a[big]
+            vals = [_plugin_terms(x, ab) for x in (lb - sd, lb, lb + sd)]
+            e0[big] = vals[1][0] + 0.5 * (vals[0][0] - 2 * vals[1][0] + vals[2][0])
+            e1[big] = vals[1][1] + 0.5 * (vals[0][1] - 2 * vals[1][1] + vals[2][1])
+        return float(max(np.sum(e1) / n - (np.sum(e0) / n) ** 2, 0.0))
+    _, _, p1, inv = pb.counts(n)
     qb = np.einsum("bi,bi->b", pb.mu, pb.mu)
     zeta = np.einsum("bi,bij,bj->b", pb.mu, pb.sigma, pb.mu)
     tr1 = np.einsum("bii->b", pb.sigma)
     tr2 = np.einsum("bij,bji->b", pb.sigma, pb.sigma)
-    a = np.sum(pb.pi * qb**2) + np.sum(p1 * (2.0 * qb * tr1 + 4.0 * zeta) + inv * (tr1**2 + 2.0 * tr2)) / n
-    b = (np.sum(pb.pi * qb) + np.sum(p1 * tr1) / n) ** 2
-    c = 4.0 * np.sum((n * pb.pi - p1) * zeta + (p1 - inv) * tr2) / n
-    return float(max(a - b + c, 0.0))
+    a_ = np.sum(pb.pi * qb**2) + np.sum(p1 * (2.0 * qb * tr1 + 4.0 * zeta) + inv * (tr1**2 + 2.0 * tr2)) / n
+    b_ = (np.sum(pb.pi * qb) + np.sum(p1 * tr1) / n) ** 2
+    c_ = 4.0 * np.sum((n * pb.pi - p1) * zeta + (p1 - inv) * tr2) / n
+    return float(max(a_ - b_ + c_, 0.0))
+
+
+@functools.lru_cache(maxsize=1)
+def _gauss_hermite():
+    """Probabilists' Gauss-Hermite nodes and weights (:data:`GH_NODES`), computed once."""
+    x, w = np.polynomial.hermite_e.hermegauss(GH_NODES)
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
 
 
 def normal_power(mean, variance, thr):
@@ -246,7 +316,7 @@ def expected_width(mean: float, variance: float, sigma1_sq_hat: float, n: int, t
     nodes) of the interval of Algorithm 1 (with the zero rule: lower = 0 when
     T+ < thr), at the standard error sqrt(sigma1_sq_hat / n) held fixed.
     """
-    x, wts = np.polynomial.hermite_e.hermegauss(GH_NODES)
+    x, wts = _gauss_hermite()
     t = mean + np.sqrt(variance) * x
     ci = adjusted_interval(t, np.full_like(t, np.sqrt(sigma1_sq_hat / n)), thr, alpha)
     lower = np.where(ci.contains_zero, 0.0, ci.lower)
