@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _sps
 from scipy.special import expit
 
 from calibtest._validation import NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
     resolve_seed, is_bool
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
+from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma_isf
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 from calibtest.core.targets import prepare, top_k_classes
@@ -32,13 +32,15 @@ from calibtest.ece import calib_ci
 from calibtest.summary import CalibSummary, ResultDisplay
 
 __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult", "PlanningInputs",
-           "MonteCarloPower", "SPARSE_LIMIT", "default_null"]
+           "MonteCarloPower", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS", "default_null"]
 
 #: The analytic power is flagged unreliable (a warning recommends ``method="simulation"``) when more
 #: than this share of the occupied bins is expected to hold a single row, or n < 100.
 SPARSE_LIMIT = 0.2
 #: Below this n the analytic answer is flagged unreliable whatever the bins.
 SMALL_N = 100
+#: Above this skewness of T the three-moment (shifted gamma) law is not trusted (as for the conditional null).
+MAX_SKEWNESS = SHIFTED_GAMMA_MAX_SKEWNESS
 METHODS = ("analytic", "simulation")
 
 
@@ -243,23 +245,24 @@ class _Planner:
     def threshold(self, n: int, pb) -> float:
         if self.null == "asymptotic":
             return null_threshold(self.alpha, self.s0, int(n), bin_volume(pb.n_bins, self.d))
-        return float(_sps.norm.isf(self.alpha) * math.sqrt(_pw.null_variance(int(n), pb)))
+        return shifted_gamma_isf(self.alpha, _pw.null_variance(int(n), pb), _pw.null_skewness(int(n), pb))
 
     def analytic(self, n: int) -> dict:
         n = int(n)
         pb = self.bins(self.B(n))
         mean, var = _pw.t_moments(n, pb)
+        skew = _pw.t_skewness(n, pb, var)
         thr = self.threshold(n, pb)
         s1_hat = _pw.expected_sigma1_sq(n, pb)
-        e1, _, p_occupied, _ = pb.counts(n)
+        e1, _, p_occupied = pb.counts(n)[:3]
         occ = float(np.sum(p_occupied))
         single = float(np.sum(n * pb.pi - e1))  # E #bins with one row = sum P(c_b = 1) = sum (n pi_b - E[c_b; c_b >= 2])
         sparse = single / occ if occ > 0 else 1.0
-        return {"n": n, "n_bins": pb.n_bins, "power": float(_pw.normal_power(mean, var, thr)),
+        return {"n": n, "n_bins": pb.n_bins, "power": _pw.gamma_power(mean, var, skew, thr),
                 "expected_width": _pw.expected_width(mean, var, s1_hat, n, thr, self.alpha),
                 "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
-                "threshold": thr, "t_mean": mean, "t_sd": math.sqrt(var), "sparse_share": sparse,
-                "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT)}
+                "threshold": thr, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew, "sparse_share": sparse,
+                "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)}
 
     def simulate(self, n: int, n_sim: int, gen) -> dict:
         """Power and mean width over ``n_sim`` simulated studies (the package's estimator)."""
@@ -329,13 +332,15 @@ class PowerResult(ResultDisplay):
         Critical value of T (z_alpha sigma0 / (n sqrt(w)) for the asymptotic null).
     t_mean, t_sd : float or ndarray
         Mean and standard deviation of T (analytic, exact in the bin counts).
+    t_skewness : float or ndarray
+        Approximate skewness of T (analytic).
     expected_width : float or ndarray
         Expected width of the ECE-scale interval (analytic: quadrature over T;
         simulation: the mean over studies).
     sparse_share : float or ndarray
         Expected share of the occupied bins holding one row.
     reliable : bool or ndarray
-        n >= 100 and sparse_share <= :data:`SPARSE_LIMIT`.
+        n >= 100, sparse_share <= :data:`SPARSE_LIMIT` and t_skewness <= :data:`MAX_SKEWNESS`.
     method : str
     alpha : float
     inputs : PlanningInputs
@@ -352,6 +357,7 @@ class PowerResult(ResultDisplay):
     threshold: object
     t_mean: object
     t_sd: object
+    t_skewness: object
     expected_width: object
     sparse_share: object
     reliable: object
@@ -415,12 +421,13 @@ def _notes(inputs, reliable, method) -> list[str]:
              "H0: calibrated rejects); widths are of the ECE-scale interval. The test estimates the binned "
              "ECE at the B the study uses, which is smaller than the continuous ECE."]
     if method == "analytic":
-        notes.append("Analytic: T ~ normal with its exact mean and variance given the bin counts "
-                     "(first-order sigma1^2 / n plus the calibrated-regime second-order term).")
+        notes.append("Analytic: T ~ shifted gamma with its mean and variance exact given the bin counts "
+                     "(first-order sigma1^2 / n plus the calibrated-regime second-order term) and its "
+                     "approximate skewness.")
         if not np.all(reliable):
-            notes.append(f"Sparse bins or n < {SMALL_N} at some n (more than {SPARSE_LIMIT:.0%} of the "
-                         "occupied bins expected to hold one row): the normal approximation is unreliable "
-                         "there; use method='simulation'.")
+            notes.append(f"Sparse bins, n < {SMALL_N} or skewness of T above {MAX_SKEWNESS:g} at some n (more "
+                         f"than {SPARSE_LIMIT:.0%} of the occupied bins expected to hold one row): the "
+                         "approximation is unreliable there; use method='simulation'.")
     else:
         notes.append("Simulation: studies of n rows drawn from the prediction sample with labels from the "
                      "anticipated calibration, analysed with the package's estimator.")
@@ -432,7 +439,7 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
     df["ece_binned"] = np.sqrt(df["ece_sq_binned"])
     keep = ["n", "n_bins", "power"] + (["power_se"] if simulated else []) + ["expected_width"] + \
         (["width_se"] if simulated else []) + ["ece_sq_binned", "ece_binned", "sigma1_sq", "threshold", "t_mean",
-                                                "t_sd", "sparse_share", "reliable"]
+                                                "t_sd", "t_skewness", "sparse_share", "reliable"]
     return df[keep]
 
 
@@ -461,16 +468,18 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     (``auto_n_bins(n, d)`` unless ``n_bins`` is given) -- masses pi_b, means
     mu_b = E[U | bin] and covariances Sigma_b = Cov(U | bin), which include
     the label variance c (1 - c) and the spread of c(p) - p in the bin --
-    T is approximated by a normal law with its exact mean and variance given
-    Multinomial(n, pi) bin counts c_b::
+    T is approximated by a shifted gamma law with its mean and variance, exact
+    given Multinomial(n, pi) bin counts c_b, and an approximate skewness
+    (:func:`calibtest.core.power.t_skewness`)::
 
         E T   = (1/n) sum_b ||mu_b||^2 E[c_b; c_b >= 2]                     (~ ECE^2_B)
         Var T = sigma1^2 / n + (2/n^2) sum_b E[c_b/(c_b-1); c_b >= 2] tr(Sigma_b^2)
 
     (sigma1^2 of eq. (8) with population quantities; the second term is the
     calibrated-regime variance, sigma0^2 / (n^2 w) of eq. (12) when every bin
-    is occupied), so that power = 1 - Phi((thr - E T) / sd T) is right in both
-    regimes.  ``method="simulation"``: ``n_sim`` studies drawn and analysed
+    is occupied), so that power = P(T >= thr) is right in both regimes; the
+    skewness (2 sqrt(2) / sqrt(B) for T's degenerate part) corrects the
+    normal law's understatement of the size at moderate B.  ``method="simulation"``: ``n_sim`` studies drawn and analysed
     with the package's estimator (vectorised across studies), with the Monte
     Carlo standard error of the power.
 
@@ -499,9 +508,10 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
         K for a single confidence column (top-1).
     null : str, optional
         Null law of the test; default that of :func:`calibtest.calib_ci`.
-        The analytic power uses the paper's threshold for ``"asymptotic"`` and
-        z_alpha times the expected conditional-null standard deviation of T
-        (given the predictions) for the data-dependent nulls.
+        The analytic power uses the paper's threshold for ``"asymptotic"`` and,
+        for the data-dependent nulls, the upper alpha point of a shifted gamma
+        with the expected conditional-null variance and skewness of T given
+        the predictions.
     method : {"analytic", "simulation"}
     n_sim : int
         Simulated studies per n (simulation).
@@ -515,8 +525,9 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     Warns
     -----
     UserWarning
-        Analytic power at an n where it is unreliable (n < 100 or more than
-        :data:`SPARSE_LIMIT` of the occupied bins expected to hold one row).
+        Analytic power at an n where it is unreliable (n < 100, more than
+        :data:`SPARSE_LIMIT` of the occupied bins expected to hold one row, or
+        skewness of T above 3).
 
     References
     ----------
@@ -539,8 +550,9 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
         rows = [planner.analytic(v) for v in ns]  # one analytic evaluation per n (bins cached per B)
         bad = [r["n"] for r in rows if not r["reliable"]]
         if bad:
-            warnings.warn(f"analytic power is unreliable at n = {bad[:5]} (n < {SMALL_N} or more than "
-                          f"{SPARSE_LIMIT:.0%} of the occupied bins expected to hold one row); use "
+            warnings.warn(f"analytic power is unreliable at n = {bad[:5]} (n < {SMALL_N}, more than "
+                          f"{SPARSE_LIMIT:.0%} of the occupied bins expected to hold one row, or skewness "
+                          f"of T above {MAX_SKEWNESS:g}); use "
                           "method='simulation'", UserWarning, stacklevel=2)
     else:
         n_sim = check_count(n_sim, "n_sim", 2)
@@ -552,7 +564,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     col = lambda c: _pick(df[c].to_numpy(), scalar)
     return PowerResult(power=col("power"), n=_pick(ns, scalar), n_bins=col("n_bins"),
                        ece_sq_binned=col("ece_sq_binned"), sigma1_sq=col("sigma1_sq"), sigma0_sq=planner.s0,
-                       threshold=col("threshold"), t_mean=col("t_mean"), t_sd=col("t_sd"),
+                       threshold=col("threshold"), t_mean=col("t_mean"), t_sd=col("t_sd"), t_skewness=col("t_skewness"),
                        expected_width=col("expected_width"), sparse_share=col("sparse_share"),
                        reliable=col("reliable"), method=method, alpha=planner.alpha, inputs=inputs,
                        monte_carlo=mc, _table=df)
@@ -826,7 +838,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     curve = curve.sort_values(["source", "n"], kind="stable").reset_index(drop=True)
     reliable = bool(analytic(n_star)["reliable"])
     if method == "analytic" and not reliable:
-        warnings.warn(f"the analytic sample size n = {n_star} is in the range where the normal approximation is "
+        warnings.warn(f"the analytic sample size n = {n_star} is in the range where the analytic approximation is "
                       f"unreliable (n < {SMALL_N} or sparse bins); check it with method='simulation'",
                       UserWarning, stacklevel=2)
     return SampleSizeResult(n=int(n_star), target=target, target_value=value, achieved_power=float(at["power"]),

@@ -131,7 +131,14 @@ def test_calibrated_variance_is_sigma0_regime():
     res = ct.calib_power(n, probs=p)
     assert res.t_mean == pytest.approx(0.0, abs=1e-15)
     assert res.t_sd**2 == pytest.approx(sigma0_sq("binary") * B / n**2, rel=0.01)
-    assert res.power == pytest.approx(0.05, abs=0.002)
+    # skewness of the degenerate part: 8 B int g^{3/2} / (2 B int g)^{3/2}, g = (z(1-z))^2
+    g = 8 * B / 140 / (2 * B / 30) ** 1.5
+    assert res.t_skewness == pytest.approx(g, rel=0.02)
+    # size = P(shifted gamma >= z_alpha sd): Gamma(4/g^2) tail at 4/g^2 + 2 z_alpha / g
+    from scipy import stats
+    size = stats.gamma.sf(4 / g**2 + 2 * stats.norm.isf(0.05) / g, 4 / g**2)
+    assert res.power == pytest.approx(size, abs=0.002)
+    assert res.power > 0.05  # the right skew of T puts the size above alpha
     assert res.ece_sq_binned == 0.0
 
 
