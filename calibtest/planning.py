@@ -708,8 +708,9 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
 
     Expected width (analytic): Gauss-Hermite quadrature of the ECE-scale
     interval of Algorithm 1 over T ~ N(E T, Var T) (see :func:`calib_power`),
-    at the standard error sqrt(E sigma1_hat^2 / n) with the plug-in's
-    expectation to order 1/n (:func:`calibtest.core.power.expected_sigma1_sq`).
+    at the standard error sqrt(E sigma1_hat^2 / n), the plug-in's expectation
+    (:func:`calibtest.core.power.expected_sigma1_sq`: from the exact moments of
+    the bin means for one-column targets).
 
     Parameters
     ----------
