@@ -373,3 +373,25 @@ def test_expected_plugin_sigma1_matches_simulation():
     assert expected == pytest.approx(s1.mean(), abs=4 * s1.std() / math.sqrt(s1.size) + 0.01 * s1.mean())
     # the population sigma1^2 alone is far below what the plug-in gives at this n
     assert pw.population_sigma1_sq(pb) < 0.3 * s1.mean()
+
+
+@pytest.mark.slow
+def test_vignette_smoke(tmp_path, monkeypatch):
+    """A reduced run of the planning vignette: one design, one target, 300 studies per point."""
+    vig = _vignette()
+    p = np.random.default_rng(1).beta(2, 5, 3000)
+    monkeypatch.setattr(vig, "distributions", lambda: {"Beta(2,5)": (p, None)})
+    monkeypatch.setattr(vig, "MISCAL", [("intercept +0.3", 0.3, 1.0)])
+    monkeypatch.setattr(vig, "TARGETS", [("power", 0.8)])
+    monkeypatch.setattr(vig, "SMALL_N", [200])
+    monkeypatch.setattr(vig, "N_SIM", 300)
+    assert vig.main(out_dir=str(tmp_path)) == 0
+    import pandas as pd
+    check = pd.read_csv(tmp_path / "planning_check.csv")
+    assert len(check) == 1
+    assert check["n_analytic"].iloc[0] == ct.calib_sample_size(probs=p, intercept=0.3, power=0.8,
+                                                               null="asymptotic").n
+    assert 0.75 < check["ratio"].iloc[0] < 1.33
+    assert "Riley" in vig.tables(str(tmp_path))
+    assert vig.main(out_dir=str(tmp_path)) == 0  # resumed: nothing recomputed
+    assert len(pd.read_csv(tmp_path / "planning_check.csv")) == 1

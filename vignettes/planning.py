@@ -1,0 +1,211 @@
+"""Planning study: analytic sample sizes of calib_sample_size against simulated studies.
+
+For three prediction distributions (Beta(2,5); rare events Beta(0.5,10); top-1
+confidences near 1, K = 10) and five anticipated miscalibrations (logistic
+recalibration: intercept +-0.3, slope 0.7 / 0.85 / 1.2) this script
+
+1. computes the analytic n of :func:`calibtest.calib_sample_size` for three
+   targets (power 0.8; expected ECE-scale interval width 0.05 and 0.03);
+2. simulates N_SIM studies at n_a x {0.8, 1, 1.25} (more factors when the
+   target is not bracketed) with the package's estimator and finds the n at
+   which the simulated criterion crosses the target (linear interpolation in
+   log n between the two bracketing points);
+3. compares analytic and simulated power / width at small n (100, 200, 400),
+   with the expected share of single-row bins, to see where the analytic
+   answer fails;
+4. computes Riley et al.'s (2021) calibration-slope criterion (n such that the
+   95% interval for the calibration slope has width <= 0.2) from the inverse
+   Fisher information of the logistic recalibration model.
+
+Results go to CSV as they are computed (``planning_check.csv``,
+``planning_small_n.csv``, ``planning_riley.csv``); rerunning skips finished
+rows.  Run: ``nice -n 10 python vignettes/planning.py``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from scipy.special import expit
+
+from calibtest.planning import calib_power, calib_sample_size
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEED = 20261123
+N_SIM = int(os.environ.get("PLANNING_N_SIM", 2000))
+M_POP = 20000
+ALPHA = 0.05
+TARGETS = [("power", 0.8), ("ci_width", 0.05), ("ci_width", 0.03)]
+MISCAL = [("intercept +0.3", 0.3, 1.0), ("intercept -0.3", -0.3, 1.0), ("slope 0.7", 0.0, 0.7),
+          ("slope 0.85", 0.0, 0.85), ("slope 1.2", 0.0, 1.2)]
+SMALL_N = [100, 200, 400]
+
+
+def distributions():
+    """The three prediction samples (seeded), each of M_POP predictions, and K for top-1."""
+    rng = np.random.default_rng(SEED)
+    return {"Beta(2,5)": (rng.beta(2, 5, M_POP), None),
+            "Beta(0.5,10)": (rng.beta(0.5, 10, M_POP), None),
+            "top-1 conf, K=10": (1.0 - 0.9 * rng.beta(1, 12, M_POP), 10)}
+
+
+def riley_slope_n(p, intercept, slope, width=0.2, level=0.95):
+    """Riley et al. (2021) criterion: n with 95% CI width of the calibration slope <= ``width``.
+
+    The calibration model logit P(y=1) = a + b logit(p) at the anticipated (a, b);
+    per-observation Fisher information I = E[q (1 - q) x x^T], x = (1, logit p),
+    q = expit(a + b logit p), the expectation over the prediction sample.
+    Var(b_hat) = [I^-1]_22 / n, so n = (2 z / width)^2 [I^-1]_22.
+    """
+    lp = np.log(p) - np.log1p(-p)
+    q = expit(intercept + slope * lp)
+    w = q * (1 - q)
+    info = np.array([[w.mean(), (w * lp).mean()], [(w * lp).mean(), (w * lp * lp).mean()]])
+    v22 = np.linalg.inv(info)[1, 1]
+    z = stats.norm.isf((1 - level) / 2)
+    return math.ceil((2 * z / width) ** 2 * v22)
+
+
+def _done(path, keys):
+    if not os.path.exists(path):
+        return set()
+    df = pd.read_csv(path)
+    return set(map(tuple, df[keys].astype(str).to_numpy()))
+
+
+def _append(path, row: dict):
+    pd.DataFrame([row]).to_csv(path, mode="a", header=not os.path.exists(path), index=False)
+
+
+def _crossing(points, target, col):
+    """n where the simulated criterion crosses the target: log-linear interpolation between brackets."""
+    pts = sorted(points)
+    ok = lambda v: v >= target if col == "power" else v <= target
+    for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
+        if not ok(v0) and ok(v1):
+            f = (target - v0) / (v1 - v0) if v1 != v0 else 1.0
+            return math.exp(math.log(n0) + f * (math.log(n1) - math.log(n0)))
+    return float("nan")
+
+
+def main(out_dir=HERE):
+    warnings.simplefilter("ignore", UserWarning)
+    check_csv = os.path.join(out_dir, "planning_check.csv")
+    small_csv = os.path.join(out_dir, "planning_small_n.csv")
+    riley_csv = os.path.join(out_dir, "planning_riley.csv")
+    dists = distributions()
+    done_check = _done(check_csv, ["distribution", "miscalibration", "target", "target_value"])
+    done_small = _done(small_csv, ["distribution", "miscalibration", "n"])
+    done_riley = _done(riley_csv, ["distribution", "miscalibration"])
+    t_start = time.process_time()
+    for di, (dname, (p, K)) in enumerate(dists.items()):
+        for mi, (mname, a, b) in enumerate(MISCAL):
+            common = dict(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA, null="asymptotic")
+
+            def sim(n, tag):
+                gen = np.random.default_rng([SEED, di, mi, tag, int(n)])
+                r = calib_power(int(n), method="simulation", n_sim=N_SIM, rng=gen, **common)
+                return {"power": r.power, "expected_width": r.expected_width, "power_se": r.monte_carlo.power_se,
+                        "width_se": r.monte_carlo.width_se}
+
+            def analytic(n):
+                r = calib_power(int(n), **common)
+                return {"power": r.power, "expected_width": r.expected_width, "n_bins": r.n_bins,
+                        "sparse_share": r.sparse_share}
+
+            if (dname, mname) not in done_riley:
+                _append(riley_csv, {"distribution": dname, "miscalibration": mname,
+                                    "ece_continuous": calib_power(1000, **common).inputs.ece_sq_continuous ** 0.5,
+                                    "riley_slope_n": riley_slope_n(p, a, b)})
+            for n in SMALL_N:
+                if (dname, mname, str(n)) in done_small:
+                    continue
+                an = analytic(n)
+                sm = sim(n, 99)
+                _append(small_csv, {"distribution": dname, "miscalibration": mname, "n": n, "n_bins": an["n_bins"],
+                                    "sparse_share": an["sparse_share"], "power_analytic": an["power"],
+                                    "power_sim": sm["power"], "power_se": sm["power_se"],
+                                    "width_analytic": an["expected_width"], "width_sim": sm["expected_width"],
+                                    "width_se": sm["width_se"], "n_sim": N_SIM})
+            for ti, (tname, tval) in enumerate(TARGETS):
+                if (dname, mname, tname, str(tval)) in done_check:
+                    continue
+                kw = {tname: tval}
+                res = calib_sample_size(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA,
+                                        null="asymptotic", n_min=50, n_max=10**6, **kw)
+                n_a = res.n
+                col = "power" if tname == "power" else "expected_width"
+                points = {}
+                for f in (0.8, 1.0, 1.25):
+                    n = max(50, int(round(n_a * f)))
+                    points[n] = sim(n, ti)
+                for f in (0.6, 1.6, 0.4, 2.5):
+                    if not math.isnan(_crossing([(n, r[col]) for n, r in points.items()], tval, col)):
+                        break
+                    n = max(50, int(round(n_a * f)))
+                    points[n] = sim(n, ti)
+                n_sim_cross = _crossing([(n, r[col]) for n, r in points.items()], tval, col)
+                at = points[max(50, int(round(n_a)))]
+                se_col = "power_se" if col == "power" else "width_se"
+                _append(check_csv, {"distribution": dname, "miscalibration": mname, "target": tname,
+                                    "target_value": tval, "n_analytic": n_a, "n_bins": res.n_bins,
+                                    "ece_binned": math.sqrt(res.ece_sq_binned),
+                                    "analytic_value_at_n": res.achieved_power if col == "power" else res.expected_width,
+                                    "sim_value_at_n": at[col], "sim_se_at_n": at[se_col],
+                                    "n_simulated": n_sim_cross,
+                                    "ratio": n_a / n_sim_cross if n_sim_cross == n_sim_cross else float("nan"),
+                                    "reliable": res.reliable, "n_sim": N_SIM,
+                                    "points": ";".join(f"{n}:{r[col]:.4f}" for n, r in sorted(points.items()))})
+                print(f"{dname:18s} {mname:15s} {tname}={tval}: n_a={n_a} n_sim={n_sim_cross:.0f} "
+                      f"value@n_a sim={at[col]:.4f}+-{at[se_col]:.4f}  cpu={time.process_time() - t_start:.0f}s",
+                      flush=True)
+    return 0
+
+
+def tables(out_dir=HERE) -> str:
+    """The markdown tables of ``planning.md``, computed from the CSV files."""
+    check = pd.read_csv(os.path.join(out_dir, "planning_check.csv"))
+    small = pd.read_csv(os.path.join(out_dir, "planning_small_n.csv"))
+    riley = pd.read_csv(os.path.join(out_dir, "planning_riley.csv"))
+    out = []
+    for tname, tval in TARGETS:
+        part = check[(check["target"] == tname) & (check["target_value"] == tval)]
+        label = "power 0.8" if tname == "power" else f"expected ECE-scale width {tval}"
+        out.append(f"\n**Target: {label}** ({int(part['n_sim'].iloc[0])} simulated studies per point)\n")
+        out.append("| distribution | miscalibration | ECE_B at n | B | analytic n | simulated n | analytic / simulated "
+                   "| simulated value at analytic n (s.e.) |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for _, r in part.iterrows():
+            out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['ece_binned']:.4f} | {r['n_bins']} | "
+                       f"{r['n_analytic']} | {r['n_simulated']:.0f} | {r['ratio']:.3f} | "
+                       f"{r['sim_value_at_n']:.4f} ({r['sim_se_at_n']:.4f}) |")
+    out.append("\n**Small n: analytic against simulated power and width**\n")
+    out.append("| distribution | miscalibration | n | B | single-row share | power analytic | power simulated (s.e.) "
+               "| width analytic | width simulated |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for _, r in small.iterrows():
+        out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['n_bins']} | "
+                   f"{r['sparse_share']:.3f} | {r['power_analytic']:.3f} | {r['power_sim']:.3f} ({r['power_se']:.3f}) | "
+                   f"{r['width_analytic']:.4f} | {r['width_sim']:.4f} |")
+    out.append("\n**Riley et al. (2021) slope criterion against the power-0.8 sample size**\n")
+    out.append("| distribution | miscalibration | continuous ECE | Riley slope n (width 0.2) | calib_sample_size n "
+               "(power 0.8) |")
+    out.append("|---|---|---|---|---|")
+    pw_n = check[check["target"] == "power"].set_index(["distribution", "miscalibration"])["n_analytic"]
+    for _, r in riley.iterrows():
+        out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['ece_continuous']:.4f} | "
+                   f"{r['riley_slope_n']} | {pw_n.get((r['distribution'], r['miscalibration']), float('nan'))} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if "--tables" in sys.argv:
+        print(tables())
+        sys.exit(0)
+    sys.exit(main())
