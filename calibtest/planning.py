@@ -36,7 +36,7 @@ __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult"
 
 #: The analytic power is flagged unreliable (a warning recommends ``method="simulation"``) when more
 #: than this share of the occupied bins is expected to hold a single row, or n < 100.
-SPARSE_LIMIT = 0.2
+SPARSE_LIMIT = 0.15
 #: Below this n the analytic answer is flagged unreliable whatever the bins.
 SMALL_N = 100
 #: Above this skewness of T the three-moment (shifted gamma) law is not trusted (as for the conditional null).

@@ -45,6 +45,10 @@ TARGETS = [("power", 0.8), ("ci_width", 0.05), ("ci_width", 0.03)]
 MISCAL = [("intercept +0.3", 0.3, 1.0), ("intercept -0.3", -0.3, 1.0), ("slope 0.7", 0.0, 0.7),
           ("slope 0.85", 0.0, 0.85), ("slope 1.2", 0.0, 1.2)]
 SMALL_N = [100, 200, 400]
+#: The conditional-null check: studies per point (each one calib_ci call), designs and n.
+N_COND = 400
+COND_CASES = [("Beta(2,5)", "intercept +0.3", 500), ("Beta(2,5)", "intercept +0.3", 1500),
+              ("Beta(0.5,10)", "slope 0.7", 1000), ("top-1 conf, K=10", "slope 0.7", 800)]
 
 
 def distributions():
@@ -120,9 +124,12 @@ def main(out_dir=HERE):
                         "sparse_share": r.sparse_share}
 
             if (dname, mname) not in done_riley:
+                n_riley = riley_slope_n(p, a, b)
+                at_riley = calib_power(n_riley, **common)
                 _append(riley_csv, {"distribution": dname, "miscalibration": mname,
-                                    "ece_continuous": calib_power(1000, **common).inputs.ece_sq_continuous ** 0.5,
-                                    "riley_slope_n": riley_slope_n(p, a, b)})
+                                    "ece_continuous": at_riley.inputs.ece_sq_continuous ** 0.5,
+                                    "riley_slope_n": n_riley, "power_at_riley_n": at_riley.power,
+                                    "width_at_riley_n": at_riley.expected_width})
             for n in SMALL_N:
                 if (dname, mname, str(n)) in done_small:
                     continue
@@ -160,11 +167,24 @@ def main(out_dir=HERE):
                                     "sim_value_at_n": at[col], "sim_se_at_n": at[se_col],
                                     "n_simulated": n_sim_cross,
                                     "ratio": n_a / n_sim_cross if n_sim_cross == n_sim_cross else float("nan"),
-                                    "reliable": res.reliable, "n_sim": N_SIM,
+                                    "n_sim": N_SIM,
                                     "points": ";".join(f"{n}:{r[col]:.4f}" for n, r in sorted(points.items()))})
                 print(f"{dname:18s} {mname:15s} {tname}={tval}: n_a={n_a} n_sim={n_sim_cross:.0f} "
                       f"value@n_a sim={at[col]:.4f}+-{at[se_col]:.4f}  cpu={time.process_time() - t_start:.0f}s",
                       flush=True)
+    cond_csv = os.path.join(out_dir, "planning_conditional.csv")
+    done_cond = _done(cond_csv, ["distribution", "miscalibration", "n"])
+    mis = {m: (a, b) for m, a, b in MISCAL}
+    for ci, (dname, mname, n) in enumerate(COND_CASES):
+        if (dname, mname, str(n)) in done_cond or dname not in dists or mname not in mis:
+            continue
+        (p, K), (a, b) = dists[dname], mis[mname]
+        kw = dict(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA, null="conditional")
+        an = calib_power(n, **kw)
+        sm = calib_power(n, method="simulation", n_sim=N_COND, rng=np.random.default_rng([SEED, 7, ci]), **kw)
+        _append(cond_csv, {"distribution": dname, "miscalibration": mname, "n": n,
+                           "power_analytic": an.power, "power_sim": sm.power, "power_se": sm.monte_carlo.power_se,
+                           "n_sim": N_COND})
     return 0
 
 
@@ -193,14 +213,25 @@ def tables(out_dir=HERE) -> str:
         out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['n_bins']} | "
                    f"{r['sparse_share']:.3f} | {r['power_analytic']:.3f} | {r['power_sim']:.3f} ({r['power_se']:.3f}) | "
                    f"{r['width_analytic']:.4f} | {r['width_sim']:.4f} |")
+    cond_csv = os.path.join(out_dir, "planning_conditional.csv")
+    if os.path.exists(cond_csv):
+        cond = pd.read_csv(cond_csv)
+        out.append(f"\n**Conditional null: analytic against calib_ci(null='conditional') on "
+                   f"{int(cond['n_sim'].iloc[0])} simulated studies**\n")
+        out.append("| distribution | miscalibration | n | power analytic | power simulated (s.e.) |")
+        out.append("|---|---|---|---|---|")
+        for _, r in cond.iterrows():
+            out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['power_analytic']:.3f} | "
+                       f"{r['power_sim']:.3f} ({r['power_se']:.3f}) |")
     out.append("\n**Riley et al. (2021) slope criterion against the power-0.8 sample size**\n")
     out.append("| distribution | miscalibration | continuous ECE | Riley slope n (width 0.2) | calib_sample_size n "
-               "(power 0.8) |")
-    out.append("|---|---|---|---|---|")
+               "(power 0.8) | power at Riley's n | expected ECE width at Riley's n |")
+    out.append("|---|---|---|---|---|---|---|")
     pw_n = check[check["target"] == "power"].set_index(["distribution", "miscalibration"])["n_analytic"]
     for _, r in riley.iterrows():
         out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['ece_continuous']:.4f} | "
-                   f"{r['riley_slope_n']} | {pw_n.get((r['distribution'], r['miscalibration']), float('nan'))} |")
+                   f"{r['riley_slope_n']} | {pw_n.get((r['distribution'], r['miscalibration']), float('nan'))} | "
+                   f"{r['power_at_riley_n']:.3f} | {r['width_at_riley_n']:.4f} |")
     return "\n".join(out)
 
 
