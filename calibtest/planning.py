@@ -788,9 +788,13 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         else:
             lo = mid
     n_star = max(hi, n_min)
-    rule = (f"n is the smallest integer found by bisection between log-spaced grid points ({len(grid)} in "
-            f"[{n_min}, {n_max}]) after which the target holds at every larger grid point; it holds at n "
-            f"and fails at n - 1.")
+    if i_star == 0:
+        rule = f"the target holds at n_min = {n_min} and at every larger grid point ({len(grid)} log-spaced in " \
+               f"[{n_min}, {n_max}]); lower n_min to search below it."
+    else:
+        rule = (f"n is the smallest integer found by bisection between log-spaced grid points ({len(grid)} in "
+                f"[{n_min}, {n_max}]) after which the target holds at every larger grid point; it holds at n "
+                f"and fails at n - 1.")
     mc = None
     sim_rows = []
     at = analytic(n_star)
@@ -813,6 +817,11 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
             raise ValueError(f"the target {target}={value:g} is not reached by simulation at n_max={n_max}")
         r_lo = simulated(lo_s)
         sim_rows.append(r_lo)
+        while _meets(r_lo[col], target, value) and lo_s > n_min:  # move the bracket down
+            hi_s, r_hi = lo_s, r_lo
+            lo_s = max(n_min, lo_s // 2)
+            r_lo = simulated(lo_s)
+            sim_rows.append(r_lo)
         if _meets(r_lo[col], target, value):
             hi_s, r_hi = lo_s, r_lo
         else:

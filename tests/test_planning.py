@@ -169,6 +169,7 @@ def test_topk_moments_match_simulation():
     assert t.mean() == pytest.approx(an.t_mean, abs=4 * t.std() / math.sqrt(t.size))
     assert t.std() == pytest.approx(an.t_sd, rel=0.06)
     assert abs(an.power - sim.power) <= 3 * sim.monte_carlo.power_se + 0.025
+    assert an.expected_width == pytest.approx(sim.expected_width, rel=0.06)
 
 
 @pytest.mark.slow
@@ -245,6 +246,13 @@ def test_sample_size_power_rule(beta_probs):
     grid = res.curve[res.curve["n"] >= res.n]
     assert (grid["power"] >= 0.8).all()
     assert res.n_bins == auto_n_bins(res.n, 1)
+
+
+def test_sample_size_target_met_at_n_min(beta_probs):
+    res = ct.calib_sample_size(probs=beta_probs, slope=0.3, power=0.8, n_min=2000, n_max=20000, n_grid=20)
+    assert res.n == 2000
+    assert ct.calib_power(2000, probs=beta_probs, slope=0.3).power >= 0.8
+    assert "n_min" in res.rule
 
 
 def test_sample_size_width_rule(beta_probs):
