@@ -394,6 +394,7 @@ def test_vignette_smoke(tmp_path, monkeypatch):
     monkeypatch.setattr(vig, "SMALL_N", [200])
     monkeypatch.setattr(vig, "N_SIM", 300)
     monkeypatch.setattr(vig, "COND_CASES", [])
+    monkeypatch.setattr(vig, "SIZE_CASES", [(0.0, 300)])
     assert vig.main(out_dir=str(tmp_path)) == 0
     import pandas as pd
     check = pd.read_csv(tmp_path / "planning_check.csv")

@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import stats
 from scipy.special import expit
 
+from calibtest.core.power import normal_power
 from calibtest.planning import calib_power, calib_sample_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,6 +48,8 @@ MISCAL = [("intercept +0.3", 0.3, 1.0), ("intercept -0.3", -0.3, 1.0), ("slope 0
 SMALL_N = [100, 200, 400]
 #: The conditional-null check: studies per point (each one calib_ci call), designs and n.
 N_COND = 400
+#: The normal law against the shifted gamma: Beta(2,5), calibrated and intercept +0.3.
+SIZE_CASES = [(0.0, 200), (0.0, 1000), (0.0, 5000), (0.3, 1000)]
 COND_CASES = [("Beta(2,5)", "intercept +0.3", 500), ("Beta(2,5)", "intercept +0.3", 1500),
               ("Beta(0.5,10)", "slope 0.7", 1000), ("top-1 conf, K=10", "slope 0.7", 800)]
 
@@ -172,6 +175,20 @@ def main(out_dir=HERE):
                 print(f"{dname:18s} {mname:15s} {tname}={tval}: n_a={n_a} n_sim={n_sim_cross:.0f} "
                       f"value@n_a sim={at[col]:.4f}+-{at[se_col]:.4f}  cpu={time.process_time() - t_start:.0f}s",
                       flush=True)
+    size_csv = os.path.join(out_dir, "planning_size.csv")
+    done_size = _done(size_csv, ["intercept", "n"])
+    if "Beta(2,5)" in dists:
+        p = dists["Beta(2,5)"][0]
+        for si, (a, n) in enumerate(SIZE_CASES):
+            if (str(a), str(n)) in done_size:
+                continue
+            kw = dict(probs=p, intercept=a, alpha=ALPHA, null="asymptotic")
+            an = calib_power(n, **kw)
+            sm = calib_power(n, method="simulation", n_sim=N_SIM, rng=np.random.default_rng([SEED, 8, si]), **kw)
+            _append(size_csv, {"intercept": a, "n": n, "n_bins": an.n_bins, "t_skewness": an.t_skewness,
+                               "power_normal": float(normal_power(an.t_mean, an.t_sd**2, an.threshold)),
+                               "power_gamma": an.power, "power_sim": sm.power,
+                               "power_se": sm.monte_carlo.power_se, "n_sim": N_SIM})
     cond_csv = os.path.join(out_dir, "planning_conditional.csv")
     done_cond = _done(cond_csv, ["distribution", "miscalibration", "n"])
     mis = {m: (a, b) for m, a, b in MISCAL}
@@ -213,6 +230,18 @@ def tables(out_dir=HERE) -> str:
         out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['n_bins']} | "
                    f"{r['sparse_share']:.3f} | {r['power_analytic']:.3f} | {r['power_sim']:.3f} ({r['power_se']:.3f}) | "
                    f"{r['width_analytic']:.4f} | {r['width_sim']:.4f} |")
+    size_csv = os.path.join(out_dir, "planning_size.csv")
+    if os.path.exists(size_csv):
+        size = pd.read_csv(size_csv)
+        out.append(f"\n**Normal law against shifted gamma for T (Beta(2,5); {int(size['n_sim'].iloc[0])} "
+                   "simulated studies)**\n")
+        out.append("| intercept | n | B | skewness of T | power, normal law | power, shifted gamma "
+                   "| power simulated (s.e.) |")
+        out.append("|---|---|---|---|---|---|---|")
+        for _, r in size.iterrows():
+            out.append(f"| {r['intercept']:g} | {int(r['n'])} | {int(r['n_bins'])} | {r['t_skewness']:.3f} | "
+                       f"{r['power_normal']:.3f} | {r['power_gamma']:.3f} | {r['power_sim']:.3f} "
+                       f"({r['power_se']:.3f}) |")
     cond_csv = os.path.join(out_dir, "planning_conditional.csv")
     if os.path.exists(cond_csv):
         cond = pd.read_csv(cond_csv)
