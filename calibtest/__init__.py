@@ -28,6 +28,7 @@ from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
 from calibtest.flexible import FlexibleCalibration, flexible_calibration
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test
@@ -44,6 +45,8 @@ __all__ = [
     "val_prob",
     "flexible_calibration",
     "hosmer_lemeshow",
+    "calib_power",
+    "calib_sample_size",
     "report",
     "BinAccumulator",
     "CalibrationResult",
@@ -56,6 +59,8 @@ __all__ = [
     "HosmerLemeshowResult",
     "ValProbResult",
     "FlexibleCalibration",
+    "PowerResult",
+    "SampleSizeResult",
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",
