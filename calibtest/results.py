@@ -22,7 +22,7 @@ from calibtest.summary import ResultDisplay
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
 
-__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "Weighting", "raw_interval"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,71 @@ class ConfidenceInterval:
     def __str__(self) -> str:
         left = "(" if self.lower_open else "["
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Weighting:
+    """How the rows of a weighted result were weighted (``weights=``, ``prevalence=``).
+
+    The estimate, interval and test are for the population the weights
+    describe (see ``docs/populations.md`` and :mod:`calibtest.core.weighted`).
+
+    Attributes
+    ----------
+    kind : {"case weights", "prevalence", "case weights and prevalence"}
+    weights_name : str or None
+        The weights column (formula use), or None for an array.
+    n_eff : float
+        Kish's effective sample size (sum w)^2 / sum w^2.
+    weight_total : float
+        sum w.
+    prevalence, sample_prevalence : float or None
+        pi (the target population's event rate) and pi_hat (the sample's, weighted by
+        the case weights if any); None without ``prevalence=``.
+    null_variance : float
+        V_0, the estimated calibrated-regime variance of T_w (the test uses
+        z0 = T_w / sqrt(V_0); ``sigma0_sq`` of the result is n^2 w V_0).
+    contributions : ndarray
+        Each bin's term of T_w (in the order of ``bin_stats``).
+    weight_sum : ndarray
+        Sum of the weights per bin.
+    mean_pred, mean_outcome : ndarray, shape (m, d)
+        Weighted mean prediction and outcome per bin.
+    """
+
+    kind: str
+    weights_name: str | None
+    n_eff: float
+    weight_total: float
+    prevalence: float | None
+    sample_prevalence: float | None
+    null_variance: float
+    contributions: np.ndarray = field(repr=False)
+    weight_sum: np.ndarray = field(repr=False)
+    mean_pred: np.ndarray = field(repr=False)
+    mean_outcome: np.ndarray = field(repr=False)
+
+    def notes(self) -> list[str]:
+        """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
+        if self.prevalence is not None:
+            head = (f"The sample was re-weighted to a population prevalence pi = {self.prevalence:.4g} (sample "
+                    f"prevalence pi_hat = {self.sample_prevalence:.4g}; events weighted by pi / pi_hat, "
+                    "non-events by (1 - pi) / (1 - pi_hat))")
+            if self.kind != "prevalence":
+                head += ", on top of the case weights"
+        else:
+            head = "The rows were weighted by case weights" + (
+                f" (column {self.weights_name!r})" if self.weights_name else "")
+        return [head + f": the estimate, interval and test are for the population the weights describe. "
+                f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
+                "influence-function standard error and the calibrated-regime variance V_0 estimated from "
+                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2."]
+
+    def to_dict(self) -> dict:
+        """The scalar fields, flat (keys prefixed by their meaning)."""
+        return {"weighting": self.kind, "weights_name": self.weights_name, "n_eff": self.n_eff,
+                "weight_total": self.weight_total, "prevalence": self.prevalence,
+                "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance}
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
@@ -178,6 +243,11 @@ class CalibrationResult(ResultDisplay):
         The call that produced the result, as data; ``call`` renders it.
     partition : Partition or None
         The row-to-bin assignment (in-memory data only).
+    weighting : Weighting or None
+        Case weights or prevalence adjustment (``weights=``, ``prevalence=``):
+        then ``estimate`` is the weighted T_w, ``se`` its influence-function
+        standard error and the test uses the weighted null variance; None
+        for unweighted rows.
 
     The flat attributes of earlier versions remain as read-only properties:
     ``asymptotic_zstat``, ``asymptotic_pvalue``, ``conditional_variance``,
@@ -229,6 +299,7 @@ class CalibrationResult(ResultDisplay):
     conditional: ConditionalTest | None = field(default=None, repr=False)
     monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
     resampling: ResamplingInterval | None = field(default=None, repr=False)
+    weighting: Weighting | None = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- nested parts, flat names
     def _part(self, part: str, name: str):
@@ -316,7 +387,9 @@ class CalibrationResult(ResultDisplay):
         ``upper_j`` edges per coordinate, ``count``, ``mean_pred_j`` and
         ``mean_outcome_j`` per coordinate, and ``contribution``, the bin's term
         (||S_b||^2 - Q_b) / (n (c_b - 1)) of T (0 for a single-row bin), so the
-        column sums to ``estimate``.
+        column sums to ``estimate``.  A weighted result adds ``weight`` (sum of
+        the weights) and the weighted means ``mean_pred_weighted_j`` and
+        ``mean_outcome_weighted_j``, and ``contribution`` is the bin's term of T_w.
         """
         return bin_table(self)
 
@@ -414,6 +487,14 @@ def bin_table(result) -> pd.DataFrame:
     num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
     with np.errstate(divide="ignore", invalid="ignore"):
         contrib = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
+    if result.weighting is not None:  # weighted result: weighted means, the terms of T_w
+        wt = result.weighting
+        table["weight"] = wt.weight_sum
+        for j in range(d):
+            suffix = "" if d == 1 else f"_{j + 1}"
+            table[f"mean_pred_weighted{suffix}"] = wt.mean_pred[:, j]
+            table[f"mean_outcome_weighted{suffix}"] = wt.mean_outcome[:, j]
+        contrib = wt.contributions
     table["contribution"] = contrib
     df = pd.DataFrame(table)
     return df.sort_values("bin", kind="stable").reset_index(drop=True)
