@@ -26,6 +26,7 @@ from calibtest.core.null import sigma0_sq
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
+from calibtest.groups import GroupedCalibrationResult
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
@@ -45,6 +46,7 @@ __all__ = [
     "report",
     "BinAccumulator",
     "CalibrationResult",
+    "GroupedCalibrationResult",
     "ConfidenceInterval",
     "ComparisonResult",
     "PairwiseComparisonResult",

@@ -24,16 +24,17 @@ import math
 import numpy as np
 
 from calibtest._format import Call, record_call
-from calibtest._validation import check_memory, check_weights
+from calibtest._validation import check_memory, check_weights, resolve_seed
 from calibtest.core.binstats import BinStats, debiased_statistic, plugin_statistic, sigma1_sq, sigma1_sq_quadratic
-from calibtest.core.conditional import (conditional_bin_sums, conditional_memory, conditional_moments,
-                                        conditional_test, label_classes, monte_carlo_test)
+from calibtest.core.conditional import (MonteCarloTest, conditional_bin_sums, conditional_memory,
+                                        conditional_moments, conditional_test, label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.core.weighted import prevalence_weights, weighted_statistics
+from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
+                                    weighted_statistics)
 from calibtest.inputs import read_rows, row_values
 from calibtest.results import CalibrationResult, Weighting
 
@@ -192,8 +193,8 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
 
 def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alpha: float,
                       prevalence: float | None = None, weights_name: str | None = None,
-                      sample_prevalence: float | None = None, call: Call | None = None,
-                      **extra) -> CalibrationResult:
+                      sample_prevalence: float | None = None, null: str = "asymptotic", rng=None,
+                      n_null_draws: int = 2000, call: Call | None = None, **extra) -> CalibrationResult:
     """The weighted estimate (case weights and/or prevalence adjustment); one result.
 
     T_w, its influence-function variance and the calibrated-regime variance
@@ -216,6 +217,18 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         Name of the weights column, for the summary.
     sample_prevalence : float, optional
         pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
+    null : {"asymptotic", "monte-carlo"}
+        ``"asymptotic"``: z0 = T_w / sqrt(V_0) ~ N(0, 1), for case weights that
+        do not depend on the outcome given the prediction.  Prevalence weights
+        depend on the outcome, which biases T_w under H0 by a ratio effect of
+        the order of its null standard deviation when bins are small, and V_0
+        misses the noise of the random denominators; so with ``prevalence=``
+        (binary and top-1 modes) the calibrated-regime test is always the
+        Monte Carlo test given the predictions
+        (:func:`calibtest.core.weighted.weighted_null_draws`), as is
+        ``null="monte-carlo"`` with case weights.
+    rng, n_null_draws
+        Seed and number R of the Monte Carlo label draws.
     call : Call, optional
     **extra
         Bookkeeping fields of the result.
@@ -241,8 +254,32 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     t, s1 = ws.estimate, ws.sigma1_sq
     se = math.sqrt(s1 / n)
     zstat, pvalue = null_test(t, n, volume, s0)
+    p_normal = pvalue
     threshold = null_threshold(alpha, s0, n, volume)
-    iv = adjusted_interval(t, se, threshold, alpha)
+    monte_carlo, null_method, threshold_rule = None, "normal", threshold
+    if null == "monte-carlo" or prevalence is not None:
+        if data.z.shape[1] != 1:
+            raise ValueError(f"the weighted Monte Carlo null draws one outcome per row (binary and top-1 "
+                             f"modes), not mode {data.mode!r}; use null='asymptotic' with case weights")
+        gen, seed = resolve_seed(rng)
+        case = np.ones(n) if base is None else base
+        if prevalence is None:
+            w_event = w_non = case
+            q = data.z[:, 0]
+        else:
+            a, b = prevalence / pi_hat, (1.0 - prevalence) / (1.0 - pi_hat)
+            w_event, w_non = a * case, b * case
+            q = prevalence_event_prob(data.z[:, 0], a, b)
+        draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
+                                    rng=gen, m=partition.m)
+        tol = 1e-10 * max(abs(t), float(np.abs(draws).max(initial=0.0)))
+        mc_p = float((1.0 + np.count_nonzero(draws >= t - tol)) / (1.0 + draws.size))
+        monte_carlo = MonteCarloTest(statistic=t, pvalue=mc_p, n_draws=int(n_null_draws),
+                                     seed=seed if seed != "Generator" else None, null_draws=draws)
+        pvalue, threshold, null_method = mc_p, monte_carlo.critical_value(alpha), "monte carlo"
+        threshold_rule = math.inf if mc_p > alpha else -math.inf
+        null = "monte-carlo"
+    iv = adjusted_interval(t, se, threshold_rule, alpha)
     W_b = ws.weight_sum
     pos = np.maximum(W_b, np.finfo(float).tiny)[:, None]
     w_col = weights[:, None]
@@ -263,7 +300,16 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         bin_width=1.0 / partition.n_bins, bin_volume=volume, n_occupied_bins=int(stats.count.size),
         n_singleton_bins=int((stats.count < 2).sum()), k=data.k, n_classes=data.n_classes, mode=data.mode,
         alpha=alpha, bin_stats=stats, call_record=call, data=data, partition=partition, weighting=weighting,
-        **extra)
+        null=null, null_method=null_method, monte_carlo=monte_carlo,
+        asymptotic=None if monte_carlo is None else (zstat, p_normal), **extra)
+
+
+def check_weighted_options(null: str, method: str) -> None:
+    """Refuse the options the weighted estimate does not support (the conditional null, resampling)."""
+    if null == "conditional" or method != "adjusted":
+        raise ValueError("weights= and prevalence= support the adjusted interval (method='adjusted') with "
+                         "null='asymptotic' or null='monte-carlo': the conditional null's exact moments and the "
+                         "resampling intervals assume unweighted rows")
 
 
 def resolve_weights(weights, data, rows) -> tuple:
@@ -306,11 +352,8 @@ def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, 
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
     if w is not None or prevalence is not None:
-        if null != "asymptotic" or method != "adjusted":
-            raise ValueError("weights= and prevalence= support the adjusted interval with the asymptotic "
-                             "weighted null only (null='asymptotic', method='adjusted'): the conditional and "
-                             "Monte Carlo nulls and the resampling intervals assume unweighted rows")
+        check_weighted_options(null, method)
         return estimate_weighted(target, partition, w, alpha=alpha, prevalence=prevalence, weights_name=w_name,
-                                 call=call, **bookkeeping)
+                                 null=null, rng=rng, n_null_draws=n_null_draws, call=call, **bookkeeping)
     return estimate_rows(target, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
                          method=method, n_resamples=n_resamples, progress=progress, call=call, **bookkeeping)

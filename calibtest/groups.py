@@ -66,7 +66,7 @@ from calibtest.core.difference_variance import first_order_var_single, second_or
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
-from calibtest.estimation import estimate_rows, estimate_weighted, resolve_weights
+from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted, resolve_weights
 from calibtest.inputs import read_rows, row_values
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
@@ -422,8 +422,10 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     """
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
     weighted = weights is not None or prevalence is not None
-    if null is None or (weighted and null == "conditional"):
+    if null is None:
         null = "asymptotic" if weighted else "conditional"
+    if weighted:
+        check_weighted_options(null, method)
     rows = read_rows(formula, data, y, probs, env, missing)
     n_input = rows.y.shape[0] + rows.n_dropped
     names, values = group_labels(by, data, n_input)
@@ -452,7 +454,8 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     def one(sub, part, sub_w, group_null, gen, sub_call):
         if weighted:
             return estimate_weighted(sub, part, sub_w, alpha=alpha, prevalence=prevalence, weights_name=w_name,
-                                     sample_prevalence=pi_hat, call=sub_call, **bookkeeping)
+                                     sample_prevalence=pi_hat, null=group_null, rng=gen,
+                                     n_null_draws=n_null_draws, call=sub_call, **bookkeeping)
         return estimate_rows(sub, part, alpha=alpha, null=group_null, rng=gen, n_null_draws=n_null_draws,
                              method=method, n_resamples=n_resamples, progress=progress, call=sub_call,
                              **bookkeeping)
@@ -470,7 +473,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         group_null = null
         events = int(np.rint(sub.y[:, 0]).sum())
         small = sub.n < MIN_GROUP_ROWS or min(events, sub.n - events) < MIN_GROUP_EVENTS
-        if small and not weighted:
+        if small and (not weighted or sub.z.shape[1] == 1):
             group_null = "monte-carlo"
             group_notes[label] = (f"small group ({sub.n} rows, {events} events): the asymptotic approximations "
                                   "are unreliable, so the conditional Monte Carlo null decides its test "

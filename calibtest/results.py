@@ -121,7 +121,11 @@ class Weighting:
         return [head + f": the estimate, interval and test are for the population the weights describe. "
                 f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
                 "influence-function standard error and the calibrated-regime variance V_0 estimated from "
-                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2."]
+                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2."
+                + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
+                   "test given the predictions: outcomes redrawn with the sample's event probability of a "
+                   "population-calibrated model, the weights following them." if self.prevalence is not None
+                   else "")]
 
     def to_dict(self) -> dict:
         """The scalar fields, flat (keys prefixed by their meaning)."""

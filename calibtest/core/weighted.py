@@ -84,6 +84,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
+           "weighted_null_draws", "prevalence_event_prob",
            "prevalence_weights", "kish_n_eff"]
 
 
@@ -262,3 +263,70 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
         null_variance=weighted_null_variance(inverse, u, w, m),
         null_variance_plugin_weights=weighted_null_variance(inverse, u, w, m, shift=0.0),
         contributions=contributions, weight_sum=W_b, n_eff=kish_n_eff(w))
+
+
+def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.ndarray,
+                        weight_nonevent: np.ndarray, event_prob: np.ndarray, *, n_draws: int, rng,
+                        m: int | None = None, max_cells: int = 20_000_000) -> np.ndarray:
+    """T_w of ``n_draws`` label vectors drawn under H0 given the predictions (binary and top-1 rows).
+
+    Row i gets y_i ~ Bernoulli(event_prob_i) independently, U_i = y_i - z_i and
+    weight ``weight_event[i]`` if y_i = 1 else ``weight_nonevent[i]``; T_w of each
+    draw is computed from per-(draw, bin) sums with one ``np.bincount`` per
+    sum over blocks of draws (at most ``max_cells`` draw-rows at a time).
+
+    Under H0 (the population the weights describe is calibrated):
+
+    * case weights that do not depend on the outcome given the prediction:
+      event_prob = z and both weights are the case weights;
+    * prevalence weights (events pi / pi_hat, non-events (1 - pi) / (1 - pi_hat)):
+      the sample's event probability given z is q = z b / (z b + (1 - z) a)
+      with a = pi / pi_hat and b = (1 - pi) / (1 - pi_hat) (the population odds
+      times b / a), and the weights follow the drawn outcome.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n,)
+        The binned prediction (p, or the top-1 confidence).
+    inverse : ndarray of intp, shape (n,)
+    weight_event, weight_nonevent, event_prob : ndarray, shape (n,)
+    n_draws : int
+    rng : numpy.random.Generator
+    m : int, optional
+        Number of bins.
+
+    Returns
+    -------
+    ndarray, shape (n_draws,)
+    """
+    n = z.shape[0]
+    m = int(inverse.max()) + 1 if m is None else m
+    out = np.empty(n_draws)
+    block = max(1, min(n_draws, max_cells // max(n, 1)))
+    for start in range(0, n_draws, block):  # blocks of draws, each fully vectorised
+        r = min(block, n_draws - start)
+        y = rng.random((r, n)) < event_prob
+        w = np.where(y, weight_event, weight_nonevent)
+        u = y - z
+        cell = (np.arange(r)[:, None] * m + inverse).ravel()
+        size = r * m
+        W_b = np.bincount(cell, weights=w.ravel(), minlength=size).reshape(r, m)
+        P_b = np.bincount(cell, weights=(w * w).ravel(), minlength=size).reshape(r, m)
+        S_b = np.bincount(cell, weights=(w * u).ravel(), minlength=size).reshape(r, m)
+        Q_b = np.bincount(cell, weights=(w * w * u * u).ravel(), minlength=size).reshape(r, m)
+        D_b = W_b * W_b - P_b
+        keep = D_b > 1e-12 * np.maximum(W_b * W_b, np.finfo(float).tiny)
+        W = W_b.sum(axis=1, keepdims=True)
+        factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
+        out[start:start + r] = np.sum(factor * (S_b * S_b - Q_b), axis=1)
+    return out
+
+
+def prevalence_event_prob(z: np.ndarray, a: float, b: float) -> np.ndarray:
+    """q = z b / (z b + (1 - z) a): the sample's event probability given z when the population is calibrated.
+
+    a = pi / pi_hat and b = (1 - pi) / (1 - pi_hat) are the event and non-event
+    prevalence weights.
+    """
+    num = z * b
+    return num / (num + (1.0 - z) * a)
