@@ -304,6 +304,7 @@ class GroupedCalibrationResult(ResultDisplay):
         })
         cols = ["n", "events", "n_bins", "ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "pvalue_holm"]
         tab = self.table[cols].copy()
+        tab.index = [", ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in tab.index]
         pooled = self.pooled
         ci = pooled.conf_int(scale="ece")
         tab.loc["(pooled)"] = [pooled.n, _events(pooled), pooled.n_bins, pooled.ece, ci.lower, ci.upper,

@@ -119,7 +119,7 @@ def population_ece_sq(mu: float, sd: float, delta: float) -> float:
 PREV, PREV_SD = 0.05, 1.5
 
 
-def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500):
+def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500, n_bins="auto"):
     mu = _population_mu(PREV, PREV_SD)
     truth = population_ece_sq(mu, PREV_SD, delta)
     pool = int(3 * n_cases / PREV)
@@ -135,7 +135,7 @@ def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500):
         yy = y[idx].astype(int)
         out = {"truth": truth}
         for name, kw in (("unweighted", {}), ("adjusted", {"prevalence": PREV, "n_null_draws": 999, "rng": rng})):
-            res = ct.calib_ci(y=yy, probs=p, **kw)
+            res = ct.calib_ci(y=yy, probs=p, n_bins=n_bins, **kw)
             lo, hi = res.ci_lower, res.ci_upper
             out[f"{name}_cover"] = int(lo < truth <= hi if res.ci_lower_open else lo <= truth <= hi)
             out[f"{name}_p"] = res.null_pvalue
@@ -227,6 +227,9 @@ CELLS = {
     "prev_calibrated": (6, lambda: prevalence_cell(0.0)[0]),
     "prev_delta0.5": (7, lambda: prevalence_cell(0.5)[0]),
     "prev_delta1": (8, lambda: prevalence_cell(1.0)[0]),
+    "prev_delta0.5_B10": (11, lambda: prevalence_cell(0.5, n_bins=10)[0]),
+    "prev_delta0.5_n5000": (12, lambda: prevalence_cell(0.5, 2500, 2500)[0]),
+    "prev_calibrated_n5000": (13, lambda: prevalence_cell(0.0, 2500, 2500)[0]),
     "lognormal_calibrated": (9, lambda: lognormal_cell(0.0)),
     "lognormal_delta0.5": (10, lambda: lognormal_cell(0.5)),
 }
@@ -290,7 +293,8 @@ def tables(out: Path) -> str:
     lines.append("| model | data sets | population ECE | unweighted coverage | adjusted coverage | "
                  "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean n_eff |")
     lines.append("|---|---|---|---|---|---|---|---|")
-    for name in ("prev_calibrated", "prev_delta0.5", "prev_delta1"):
+    for name in ("prev_calibrated", "prev_delta0.5", "prev_delta1", "prev_delta0.5_B10", "prev_calibrated_n5000",
+                 "prev_delta0.5_n5000"):
         path = out / f"{name}.csv"
         if not path.exists():
             continue
