@@ -435,6 +435,10 @@ class CalibrationResult(ResultDisplay):
         See :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
+        if self.weighting is not None:
+            raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
+                             "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
+                             "of each bin (mean_pred_weighted, mean_outcome_weighted)")
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 

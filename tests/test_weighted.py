@@ -218,3 +218,33 @@ def test_weighted_null_variance_by_simulation():
     # the sample variance of 400 draws has relative s.e. about sqrt(2/399) = 0.07
     assert 0.8 < ratio < 1.25
     assert abs(t.mean()) < 4 * t.std() / np.sqrt(reps)
+
+
+def test_hosmer_lemeshow_with_weights(binary):
+    plain = ct.hosmer_lemeshow("y ~ p", binary)
+    unit = ct.hosmer_lemeshow("y ~ p", binary, weights="one")
+    assert unit.statistic == pytest.approx(plain.statistic, rel=1e-10)
+    assert unit.debiased_estimate == pytest.approx(plain.debiased_estimate, rel=1e-10)
+    res = ct.hosmer_lemeshow("y ~ p", binary, weights="w", groups=5)
+    # by hand: the 5 groups of equal size by sorted p, weighted O, E and variance
+    order = np.argsort(binary.p.to_numpy(), kind="stable")
+    w, y, p = (binary[c].to_numpy()[order] for c in ("w", "y", "p"))
+    stat = 0.0
+    for idx in np.array_split(np.arange(len(order)), 5):  # the 5 groups
+        O, E, W, W2 = (w[idx] * y[idx]).sum(), (w[idx] * p[idx]).sum(), w[idx].sum(), (w[idx] ** 2).sum()
+        stat += (O - E) ** 2 / (W2 * (E / W) * (1 - E / W))
+    assert res.statistic == pytest.approx(stat, rel=1e-10)
+    assert res.weighted and "Case weights" in str(res.summary())
+    assert res.debiased_estimate == pytest.approx(ct.calib_ci("y ~ p", binary, weights="w").estimate, rel=1e-10)
+
+
+def test_val_prob_and_reliability_diagram_refuse_weights(binary):
+    with pytest.raises(ValueError, match="val_prob does not take weights"):
+        ct.val_prob("y ~ p", binary, weights="w")
+    res = ct.calib_ci("y ~ p", binary, weights="w")
+    with pytest.raises(ValueError, match="weighted"):
+        res.plot_reliability()
+    with pytest.raises(ValueError, match="weighted"):
+        res.hosmer_lemeshow()
+    with pytest.raises(ValueError, match="weighted"):
+        ct.calib_compare(res, ct.calib_ci("y ~ p", binary), paired=True)
