@@ -25,7 +25,7 @@ LAYERS = [
     ("results", ["calibtest.results", "calibtest.summary"]),
     ("estimation", ["calibtest.estimation"]),
     ("backends", ["calibtest.backends"]),
-    ("api", ["calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.hosmer_lemeshow",
+    ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.hosmer_lemeshow",
              "calibtest.valprob"]),
     ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation"]),
     ("surface", ["calibtest.cli", "calibtest"]),

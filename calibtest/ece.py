@@ -16,7 +16,7 @@ from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
-from calibtest.groups import grouped_calib_ci
+from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci
 from calibtest.inputs import is_dask, is_out_of_core
 from calibtest.results import CalibrationResult
 
@@ -36,7 +36,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
              null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
              chunksize: int | None = None, progress: bool | None = None, weights=None,
-             prevalence: float | None = None, by=None):
+             prevalence: float | None = None, by=None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence

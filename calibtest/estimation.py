@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from calibtest._format import Call, record_call
-from calibtest._validation import check_memory, check_weights, resolve_seed
+from calibtest._validation import check_memory, resolve_seed
 from calibtest.core.binstats import BinStats, debiased_statistic, plugin_statistic, sigma1_sq, sigma1_sq_quadratic
 from calibtest.core.conditional import (MonteCarloTest, conditional_bin_sums, conditional_memory,
                                         conditional_moments, conditional_test, label_classes, monte_carlo_test)
@@ -35,10 +35,10 @@ from calibtest.core.resampling import binned_rows, clip_interval, resampling_int
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
                                     weighted_statistics)
-from calibtest.inputs import read_rows, row_values
+from calibtest.inputs import read_rows, resolve_weights
 from calibtest.results import CalibrationResult, Weighting
 
-__all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "resolve_weights", "null_law",
+__all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
            "estimate_in_memory",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
@@ -310,19 +310,6 @@ def check_weighted_options(null: str, method: str) -> None:
         raise ValueError("weights= and prevalence= support the adjusted interval (method='adjusted') with "
                          "null='asymptotic' or null='monte-carlo': the conditional null's exact moments and the "
                          "resampling intervals assume unweighted rows")
-
-
-def resolve_weights(weights, data, rows) -> tuple:
-    """(weights of the kept rows as float64, column name or None) from ``weights=``; (None, None) without."""
-    if weights is None:
-        return None, None
-    n_input = rows.y.shape[0] + rows.n_dropped
-    values = check_weights(row_values(weights, data, n_input, "weights"))
-    if rows.kept is not None:
-        values = values[rows.kept]
-        if not (values > 0).any():
-            raise ValueError("weights are all zero on the rows left after dropping missing values")
-    return values, weights if isinstance(weights, str) else None
 
 
 def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,

@@ -66,8 +66,8 @@ from calibtest.core.difference_variance import first_order_var_single, second_or
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
-from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted, resolve_weights
-from calibtest.inputs import read_rows, row_values
+from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted
+from calibtest.inputs import read_rows, resolve_weights, row_values
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 

@@ -40,9 +40,8 @@ from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statist
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.core.weighted import weighted_statistics
-from calibtest.estimation import resolve_weights
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows
+from calibtest.inputs import read_rows, resolve_weights
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["HosmerLemeshowResult", "hosmer_lemeshow"]

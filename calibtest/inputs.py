@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from calibtest._validation import check_weights
 from calibtest.formula import column_values, parse_formula
 
-__all__ = ["Rows", "read_rows", "row_values", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
+__all__ = ["Rows", "read_rows", "row_values", "resolve_weights", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
@@ -162,3 +163,16 @@ def is_dask(data) -> bool:
 def is_out_of_core(data) -> bool:
     """True for a file path (``str`` or ``os.PathLike``) or a Dask collection."""
     return isinstance(data, (str, os.PathLike)) or is_dask(data)
+
+
+def resolve_weights(weights, data, rows) -> tuple:
+    """(weights of the kept rows as float64, column name or None) from ``weights=``; (None, None) without."""
+    if weights is None:
+        return None, None
+    n_input = rows.y.shape[0] + rows.n_dropped
+    values = check_weights(row_values(weights, data, n_input, "weights"))
+    if rows.kept is not None:
+        values = values[rows.kept]
+        if not (values > 0).any():
+            raise ValueError("weights are all zero on the rows left after dropping missing values")
+    return values, weights if isinstance(weights, str) else None
