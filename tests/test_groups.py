@@ -199,3 +199,29 @@ def test_global_test_size_smoke():
         rejects += ct.calib_ci(y=y, probs=p, by=labels).global_pvalue <= 0.10
     # binomial(150, 0.10): mean 15, sd 3.7
     assert rejects <= 15 + 3 * 3.7
+
+
+@pytest.mark.slow
+def test_populations_study_smoke():
+    """The vignette's cells run end to end on one data set each and return what the tables read."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "vignettes" / "populations.py"
+    spec = importlib.util.spec_from_file_location("populations_study", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    rng = np.random.default_rng(0)
+    row = study.subgroup_cell(2, 0, 0.5)(rng)
+    assert set(row) >= {"global_bonferroni", "global_fisher", "heterogeneity", "cover_0", "cover_1"}
+    run, truth = study.prevalence_cell(0.5, 100, 100)
+    row = run(rng)
+    assert row["truth"] == pytest.approx(truth) and row["unweighted_cover"] in (0, 1)
+    assert study.lognormal_cell(0.5, 300)(rng)["n_eff"] < 300
+    # the population ECE of the prevalence design by a second route (Monte Carlo over the population)
+    x = np.random.default_rng(1).standard_normal(400_000)
+    mu = study._population_mu(study.PREV, study.PREV_SD)
+    r = 1 / (1 + np.exp(-(mu + study.PREV_SD * x)))
+    assert r.mean() == pytest.approx(study.PREV, abs=0.002)
+    p = 1 / (1 + np.exp(-(np.log(r / (1 - r)) - 0.5)))
+    assert np.mean((r - p) ** 2) == pytest.approx(truth, rel=0.03)
