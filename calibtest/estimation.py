@@ -36,7 +36,7 @@ from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
                                     weighted_statistics)
 from calibtest.inputs import read_rows, resolve_weights
-from calibtest.results import CalibrationResult, Weighting
+from calibtest.results import SPARSE_BIN_NEFF, CalibrationResult, Weighting
 
 __all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
            "estimate_in_memory",
@@ -287,10 +287,13 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                                           minlength=partition.m) for j in range(data.z.shape[1])])
     sum_wu = np.column_stack([np.bincount(partition.inverse, weights=w_col[:, 0] * data.u[:, j],
                                           minlength=partition.m) for j in range(data.u.shape[1])])
+    P_b = np.bincount(partition.inverse, weights=weights * weights, minlength=partition.m)
+    sparse = W_b * W_b < SPARSE_BIN_NEFF * P_b
     weighting = Weighting(kind=kind, weights_name=weights_name, n_eff=ws.n_eff, weight_total=float(W_b.sum()),
                           prevalence=prevalence, sample_prevalence=pi_hat, null_variance=ws.null_variance,
                           contributions=ws.contributions, weight_sum=W_b, mean_pred=sum_wz / pos,
-                          mean_outcome=(sum_wz + sum_wu) / pos)
+                          mean_outcome=(sum_wz + sum_wu) / pos,
+                          sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()))
     t_pos = max(t, 0.0)
     return CalibrationResult(
         estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=ws.plugin,

@@ -338,7 +338,7 @@ class GroupedCalibrationResult(ResultDisplay):
                 "pooled": self.pooled.to_dict(), "notes": self.notes()}
 
     def _repr_parts(self) -> list[str]:
-        return [f"by={'x'.join(self.by)} groups={self.n_groups}", f"global p={self.global_pvalue:.4g}",
+        return [f"by={'*'.join(self.by)} groups={self.n_groups}", f"global p={self.global_pvalue:.4g}",
                 f"heterogeneity p={self.heterogeneity_pvalue:.4g}"]
 
     def plot_forest(self, ax=None, **kwargs):

@@ -65,6 +65,10 @@ class ConfidenceInterval:
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
 
 
+#: A bin of a weighted result whose effective size (sum w)^2 / sum w^2 is below this is "sparse".
+SPARSE_BIN_NEFF = 5.0
+
+
 @dataclass(frozen=True, eq=False)
 class Weighting:
     """How the rows of a weighted result were weighted (``weights=``, ``prevalence=``).
@@ -93,6 +97,10 @@ class Weighting:
         Sum of the weights per bin.
     mean_pred, mean_outcome : ndarray, shape (m, d)
         Weighted mean prediction and outcome per bin.
+    sparse_weight_share : float
+        Share of the total weight in bins whose effective size (sum w)^2 / sum w^2
+        is below :data:`SPARSE_BIN_NEFF`; above 1% the summary warns that T_w is
+        biased upward there (ratios of few weighted pairs).
     """
 
     kind: str
@@ -106,6 +114,7 @@ class Weighting:
     weight_sum: np.ndarray = field(repr=False)
     mean_pred: np.ndarray = field(repr=False)
     mean_outcome: np.ndarray = field(repr=False)
+    sparse_weight_share: float = 0.0
 
     def notes(self) -> list[str]:
         """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
@@ -125,13 +134,18 @@ class Weighting:
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
                    "population-calibrated model, the weights following them." if self.prevalence is not None
-                   else "")]
+                   else "")] + ([
+            f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
+            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): there "
+            "the ratio estimator T_w is biased upward and the interval can miss the population ECE; use "
+            "fewer bins (n_bins=) or more rows (docs/populations.md)."] if self.sparse_weight_share > 0.01 else [])
 
     def to_dict(self) -> dict:
         """The scalar fields, flat (keys prefixed by their meaning)."""
         return {"weighting": self.kind, "weights_name": self.weights_name, "n_eff": self.n_eff,
                 "weight_total": self.weight_total, "prevalence": self.prevalence,
-                "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance}
+                "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance,
+                "sparse_weight_share": self.sparse_weight_share}
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)

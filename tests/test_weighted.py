@@ -248,3 +248,13 @@ def test_val_prob_and_reliability_diagram_refuse_weights(binary):
         res.hosmer_lemeshow()
     with pytest.raises(ValueError, match="weighted"):
         ct.calib_compare(res, ct.calib_ci("y ~ p", binary), paired=True)
+
+
+def test_sparse_weight_share_by_hand():
+    p = np.array([0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.6, 0.7, 0.8])
+    y = np.array([0, 0, 1, 0, 0, 1, 1, 0, 1])
+    w = np.array([1, 1, 1, 1, 1, 1, 10, 0.1, 0.1])
+    res = ct.calib_ci(y=y, probs=p, weights=w, n_bins=2)
+    # bin [0, 0.5): effective size 6; bin [0.5, 1): (10.2)^2 / 100.02 < 5, sparse
+    assert res.weighting.sparse_weight_share == pytest.approx(10.2 / 16.2)
+    assert any("effective size" in note for note in res.notes())
