@@ -447,8 +447,8 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     starts = np.searchsorted(flat[order], np.arange(int(np.prod(shape)) + 1))
     _, seed = resolve_seed(rng)
     options = dict(call_options or {})
-    options.update({"by": by if _by_names(by) else "<array>", "null": null if null != "conditional" else None,
-                    "rng": seed if null != "asymptotic" else options.get("rng")})
+    options.update({"by": by if _by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
+                    "rng": seed if seed != "Generator" else None})  # the seed of any Monte Carlo null used
     call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
@@ -477,8 +477,8 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         if small and (not weighted or sub.z.shape[1] == 1):
             group_null = "monte-carlo"
             group_notes[label] = (f"small group ({sub.n} rows, {events} events): the asymptotic approximations "
-                                  "are unreliable, so the conditional Monte Carlo null decides its test "
-                                  f"({n_null_draws} label draws); its interval is approximate.")
+                                  "are unreliable, so the Monte Carlo null given the predictions decides its "
+                                  f"test ({n_null_draws} label draws); its interval is approximate.")
         elif small:
             group_notes[label] = (f"small group ({sub.n} rows, {events} events): the weighted asymptotic "
                                   "approximations are unreliable here; read its interval and test with care.")
