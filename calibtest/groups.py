@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy import stats as _sps
-from statsmodels.stats.multitest import multipletests
 
 from calibtest._format import Call, fmt, json_safe, mode_text, record_call
 from calibtest._validation import check_choice, resolve_seed
@@ -67,87 +66,21 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted
-from calibtest.inputs import read_rows, resolve_weights, row_values
+from calibtest.grouping import GLOBAL_METHODS, by_names, global_test, group_labels, holm, levels
+from calibtest.inputs import read_rows, resolve_weights
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "group_labels", "global_test",
-           "heterogeneity_test", "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS", "grouped_tests"]
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "global_test", "heterogeneity_test",
+           "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
-#: How the per-group p-values are combined into the global test.
-GLOBAL_METHODS = ("bonferroni", "fisher", "stouffer")
 #: Below this many rows a group is analysed with the Monte Carlo null and a note.
 MIN_GROUP_ROWS = 50
 #: ... or with fewer events (or non-events) than this.
 MIN_GROUP_EVENTS = 5
 
 
-# --------------------------------------------------------------------------- group labels
-def _by_names(by) -> list:
-    if isinstance(by, str):
-        return [by]
-    if isinstance(by, (list, tuple)) and by and all(isinstance(b, str) for b in by):
-        return list(by)
-    return []
-
-
-def group_labels(by, data, n_input: int) -> tuple[list[str], list[np.ndarray]]:
-    """Names and values of the grouping variables (one array per variable, n_input rows).
-
-    ``by`` is a column name, a list of column names (crossed), an array
-    (``y=``/``probs=`` input; name ``"group"``) or a list of arrays.
-
-    Raises
-    ------
-    ValueError
-        Unknown column, wrong length, missing group labels, an empty list.
-    """
-    names = _by_names(by)
-    if names:
-        values = [row_values(nm, data, n_input, "by") for nm in names]
-    elif isinstance(by, (list, tuple)) and by and not np.isscalar(by[0]) and np.ndim(by[0]) == 1:
-        values = [row_values(b, data, n_input, "by") for b in by]
-        names = [getattr(b, "name", None) or f"group{i + 1}" for i, b in enumerate(by)]
-    elif isinstance(by, (list, tuple)) and not by:
-        raise ValueError("by must name at least one column")
-    else:
-        values = [row_values(by, data, n_input, "by")]
-        names = [getattr(by, "name", None) or "group"]
-    for nm, v in zip(names, values):
-        if pd.isna(pd.Series(v)).any():
-            raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
-                             "(e.g. 'unknown') or drop those rows")
-    return [str(nm) for nm in names], values
-
-
-def _levels(values) -> tuple[np.ndarray, list]:
-    """Integer codes and levels of one grouping variable (categorical: all its categories, in order)."""
-    series = pd.Series(values)
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        return series.cat.codes.to_numpy(np.int64), list(series.cat.categories)
-    codes, uniques = pd.factorize(series, sort=True)
-    return codes.astype(np.int64), list(uniques)
-
-
 # --------------------------------------------------------------------------- the tests across groups
-def global_test(pvalues, method: str = "bonferroni") -> tuple[float, float]:
-    """(statistic, p-value) of H0: calibrated in every group, from independent per-group p-values.
-
-    ``"bonferroni"``: statistic min p, p-value min(1, G min p) (valid under any
-    dependence; Holm's first step).  ``"fisher"``: -2 sum log p ~ chi2(2G).
-    ``"stouffer"``: sum Phi^-1(1 - p) / sqrt(G) ~ N(0, 1).  The last two assume
-    independent, uniform p-values under H0 (disjoint groups given the predictions).
-    """
-    p = np.asarray(pvalues, dtype=float)
-    if p.size == 0:
-        return math.nan, math.nan
-    if method == "bonferroni":
-        return float(p.min()), float(min(1.0, p.size * p.min()))
-    p = np.clip(p, np.finfo(float).tiny, 1.0)
-    stat, pval = _sps.combine_pvalues(p, method=method)
-    return float(stat), float(pval)
-
-
 def heterogeneity_test(estimates, variances) -> tuple[float, int, float, float]:
     """Cochran's Q of equal means of independent estimates with known variances.
 
@@ -440,14 +373,14 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         if target.mode not in ("binary", "top1"):
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
-    coded = [_levels(v) for v in values]
+    coded = [levels(v) for v in values]
     shape = tuple(max(len(levels), 1) for _, levels in coded)
     flat = np.ravel_multi_index(tuple(c for c, _ in coded), shape) if coded[0][0].size else np.zeros(0, int)
     order = np.argsort(flat, kind="stable")
     starts = np.searchsorted(flat[order], np.arange(int(np.prod(shape)) + 1))
     _, seed = resolve_seed(rng)
     options = dict(call_options or {})
-    options.update({"by": by if _by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
+    options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
                     "rng": seed if seed != "Generator" else None})  # the seed of any Monte Carlo null used
     call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
@@ -535,59 +468,8 @@ def _group_table(names, label_list, groups, reasons, group_notes, alpha) -> pd.D
                        note=group_notes.get(label, ""))
         records.append(rec)
     table = pd.DataFrame(records)
-    p = table["pvalue"].to_numpy(float)
-    holm = np.full(p.shape, np.nan)
-    ok = np.isfinite(p)
-    if ok.any():
-        holm[ok] = multipletests(p[ok], method="holm")[1]
-    table.insert(table.columns.get_loc("pvalue") + 1, "pvalue_holm", holm)
+    table.insert(table.columns.get_loc("pvalue") + 1, "pvalue_holm", holm(table["pvalue"].to_numpy(float)))
     for col in ("n", "events", "n_bins"):
         table[col] = table[col].astype("Int64")
     table = table.set_index(names if len(names) > 1 else names[0])
-    return table
-
-
-# --------------------------------------------------------------------------- tests by group
-def grouped_tests(test, formula, data, *, by, y=None, probs=None, **options) -> pd.DataFrame:
-    """Run a test of calibration (``calib_test``, ``tcal_test``) in each group; one row per group.
-
-    Columns ``n``, ``statistic``, ``pvalue`` and ``pvalue_holm`` (Holm over the
-    groups), and ``note`` (why a group was not tested: no rows, one row, a
-    single outcome class, or the error the test raised).  ``DataFrame.attrs``
-    holds the Bonferroni global p-value (``"global_pvalue"``) and the grouping
-    names (``"by"``).
-    """
-    n_input = len(data) if formula is not None else len(y)
-    names, values = group_labels(by, data, n_input)
-    coded = [_levels(v) for v in values]
-    records = []
-    for combo_codes in itertools.product(*[range(len(levels)) for _, levels in coded]):
-        mask = np.ones(n_input, dtype=bool)
-        for (codes, _), c in zip(coded, combo_codes):
-            mask &= codes == c
-        rec = {nm: levels[c] for nm, (_, levels), c in zip(names, coded, combo_codes)}
-        rec.update(n=int(mask.sum()), statistic=np.nan, pvalue=np.nan, note="")
-        if mask.sum() < 2:
-            rec["note"] = "no rows" if not mask.any() else "a single row"
-        else:
-            try:
-                if formula is not None:
-                    res = test(formula, data[mask] if hasattr(data, "iloc") else
-                               {key: np.asarray(v)[mask] for key, v in data.items()}, **options)
-                else:
-                    res = test(y=np.asarray(y)[mask], probs=np.asarray(probs)[mask], **options)
-                rec.update(statistic=res.statistic, pvalue=res.pvalue)
-            except ValueError as exc:
-                rec["note"] = str(exc)
-        records.append(rec)
-    table = pd.DataFrame(records)
-    p = table["pvalue"].to_numpy(float)
-    holm = np.full(p.shape, np.nan)
-    ok = np.isfinite(p)
-    if ok.any():
-        holm[ok] = multipletests(p[ok], method="holm")[1]
-    table.insert(table.columns.get_loc("pvalue") + 1, "pvalue_holm", holm)
-    table = table.set_index(names if len(names) > 1 else names[0])
-    table.attrs["global_pvalue"] = global_test(p[ok], "bonferroni")[1]
-    table.attrs["by"] = list(names)
     return table

@@ -59,7 +59,7 @@ from calibtest.core.targets import prepare_target
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
-from calibtest.groups import grouped_tests
+from calibtest.grouping import grouped_tests
 from calibtest.inputs import read_rows
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
@@ -292,7 +292,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         ``pvalue_holm`` (Holm over the groups) and ``note`` (why a group was
         not tested); ``DataFrame.attrs["global_pvalue"]`` is the Bonferroni
         min-p test of calibration in every group
-        (:func:`calibtest.groups.grouped_tests`).
+        (:func:`calibtest.grouping.grouped_tests`).
 
     Returns
     -------

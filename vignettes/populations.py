@@ -48,7 +48,7 @@ from scipy import integrate, optimize, special
 
 import calibtest as ct
 from calibtest.core.weighted import weighted_statistics
-from calibtest.groups import global_test
+from calibtest.grouping import global_test
 
 ALPHAS = (0.05, 0.10)
 HERE = Path(__file__).resolve().parent
