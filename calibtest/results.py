@@ -422,8 +422,12 @@ class CalibrationResult(ResultDisplay):
         Raises
         ------
         ValueError
-            When the result holds no rows (computed from a file or a Dask DataFrame).
+            When the result holds no rows (computed from a file or a Dask DataFrame),
+            or is weighted (its tests would ignore the weights).
         """
+        if self.weighting is not None:
+            raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
+                             "prevalence=): its interval and test are the weighted ones in summary()")
         return build_evidence(self, alpha, rng)
 
     # ----------------------------------------------------------------- output
@@ -450,6 +454,11 @@ class CalibrationResult(ResultDisplay):
         if not evidence:
             return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test and the "
                                  "other tests on these rows) was not computed: summary(evidence=False).")
+        if self.weighting is not None:
+            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
+                                 "Hosmer-Lemeshow, val_prob) tests the unweighted rows; this result is weighted "
+                                 "(weights= or prevalence=), so the summary shows the weighted interval and its "
+                                 "test only.")
         if self.data is None:
             return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
                                  "Hosmer-Lemeshow, val_prob) needs the rows in memory; this result was computed "

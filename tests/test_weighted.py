@@ -258,3 +258,12 @@ def test_sparse_weight_share_by_hand():
     # bin [0, 0.5): effective size 6; bin [0.5, 1): (10.2)^2 / 100.02 < 5, sparse
     assert res.weighting.sparse_weight_share == pytest.approx(10.2 / 16.2)
     assert any("effective size" in note for note in res.notes())
+
+
+def test_weighted_summary_has_no_unweighted_evidence(binary):
+    res = ct.calib_ci("y ~ p", binary, weights="w")
+    text = str(res.summary())
+    assert "multi-scale test" not in text.split("Model:")[0]
+    assert "this result is weighted" in text
+    with pytest.raises(ValueError, match="weighted"):
+        res.evidence()
