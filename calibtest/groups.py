@@ -16,7 +16,8 @@ whatever the group sizes, it needs no more than valid per-group p-values
 most power when one group is miscalibrated and the others are not, the
 pattern a subgroup analysis looks for.  Fisher's combination
 -2 sum log p_g ~ chi2(2G) and Stouffer's sum Phi^-1(1 - p_g) / sqrt(G) (both
-exact for independent uniform p-values) are available as ``global_method=``;
+exact for independent uniform p-values) are available in :func:`calibtest.grouping.global_test` and as
+``grouped_calib_ci(global_method=)``;
 ``vignettes/populations.md`` measures the size and power of the three.
 
 **Heterogeneity test** (H0: the same ECE^2 in every group).  The estimates
