@@ -5,11 +5,12 @@ columns, crossed) gets its own :class:`~calibtest.results.CalibrationResult`
 with its own automatic B.  Two tests look across the groups.
 
 **Global test** (H0: calibrated in every group).  The groups are disjoint sets
-of rows, so given the predictions their test statistics are independent, and
-each group's p-value is (nearly) exact in finite samples under the
-conditional null (the shifted gamma of the exact conditional moments, or the
-conditional Monte Carlo test), which is the default of a grouped analysis.
-The global p-value is the Bonferroni min-p, min(1, G min_g p_g), the first
+of rows, so given the predictions their test statistics are independent.
+Each group's p-value is taken with finite-sample size where available
+(:func:`finite_sample_pvalue`): the chosen null's if it is the conditional or
+Monte Carlo null, else the conditional (shifted-gamma) p-value computed
+alongside the asymptotic one; ``null="monte-carlo"`` makes every group's
+p-value exact given its predictions.  The global p-value is the Bonferroni min-p, min(1, G min_g p_g), the first
 step of Holm's procedure: its size is at most alpha under any dependence and
 whatever the group sizes, it needs no more than valid per-group p-values
 (Monte Carlo p-values are conservative, which keeps it valid), and it has the
