@@ -21,14 +21,14 @@ from pathlib import Path
 LAYERS = [
     ("leaves", ["calibtest._validation", "calibtest._format", "calibtest.datasets", "calibtest.data"]),
     ("core", ["calibtest.core"]),
-    ("input", ["calibtest.formula", "calibtest.inputs"]),
+    ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.grouping"]),
     ("display", ["calibtest.summary", "calibtest.base"]),
     ("tests on rows", ["calibtest.hosmer_lemeshow", "calibtest.valprob", "calibtest.calibration_test",
                        "calibtest.verdict", "calibtest.flexible"]),
     ("results", ["calibtest.results"]),
     ("estimation", ["calibtest.estimation"]),
     ("backends", ["calibtest.backends"]),
-    ("api", ["calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence"]),
+    ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence"]),
     ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation"]),
     ("surface", ["calibtest.cli", "calibtest"]),
 ]

@@ -27,6 +27,7 @@ from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
 from calibtest.flexible import FlexibleCalibration, flexible_calibration
+from calibtest.groups import GroupedCalibrationResult
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
 from calibtest.reporting import report
@@ -50,6 +51,7 @@ __all__ = [
     "report",
     "BinAccumulator",
     "CalibrationResult",
+    "GroupedCalibrationResult",
     "ConfidenceInterval",
     "ComparisonResult",
     "PairwiseComparisonResult",

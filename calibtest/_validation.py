@@ -18,7 +18,8 @@ import numpy as np
 
 __all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "resolve_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "METHODS",
-           "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes"]
+           "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes",
+           "check_weights", "check_prevalence"]
 
 class OptionError(ValueError):
     """An option (argument other than the data) has an invalid value.
@@ -163,3 +164,38 @@ def check_memory(nbytes: float, what: str, how: str) -> None:
     if nbytes > MAX_BYTES:
         raise OptionError(f"{what} would need about {format_bytes(nbytes)} of memory (the limit is "
                           f"{format_bytes(MAX_BYTES)}); {how}")
+
+
+def check_weights(weights, name: str = "weights") -> np.ndarray:
+    """Case weights as a float64 array: one-dimensional, finite, non-negative, not all zero.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric (or boolean) weights.
+    ValueError
+        NaN, infinite or negative weights, or all weights zero (naming ``name``).
+    """
+    arr = np.asarray(weights)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{name} must be finite: {int(bad.sum())} values are NaN or infinite "
+                         f"(first at row {int(np.flatnonzero(bad)[0])})")
+    if (arr < 0).any():
+        raise ValueError(f"{name} must be non-negative: {int((arr < 0).sum())} values are negative "
+                         f"(first at row {int(np.flatnonzero(arr < 0)[0])})")
+    if not (arr > 0).any():
+        raise ValueError(f"{name} are all zero")
+    return arr
+
+
+def check_prevalence(prevalence, name: str = "prevalence"):
+    """A population prevalence in the open interval (0, 1), or None."""
+    if prevalence is None:
+        return None
+    return check_alpha(prevalence, name)

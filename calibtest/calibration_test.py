@@ -61,6 +61,7 @@ from calibtest.core.conditional import conditional_bin_sums, conditional_moments
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.formula import resolve_env
+from calibtest.grouping import grouped_tests
 from calibtest.inputs import is_out_of_core, read_rows
 from calibtest.base import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
@@ -223,7 +224,7 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = 2000,
                rng=None, combine: str = "max-z", missing: str = "raise",
-               eval_env: int = 0) -> CalibrationTestResult:
+               eval_env: int = 0, by=None):
     """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
@@ -264,15 +265,29 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         draws (default, the more powerful in the study), or
         min(1, L min_B p_B).
 
+    by : str, list of str or array_like, optional
+        Subgroups (a column of ``data``, several columns crossed, or one label
+        per row): the test is run in each group and a ``pandas.DataFrame`` is
+        returned, one row per group with ``n``, ``statistic``, ``pvalue``,
+        ``pvalue_holm`` (Holm over the groups) and ``note`` (why a group was
+        not tested); ``DataFrame.attrs["global_pvalue"]`` is the Bonferroni
+        min-p test of calibration in every group
+        (:func:`calibtest.grouping.grouped_tests`).
+
     Returns
     -------
     CalibrationTestResult
+        Or a DataFrame with ``by=``.
 
     Examples
     --------
     >>> res = ct.calib_test("y ~ p", data=df, rng=1)      # doctest: +SKIP
     >>> res.pvalue, res.scales                            # doctest: +SKIP
     """
+    if by is not None:
+        return grouped_tests(calib_test, formula, data, by=by, y=y, probs=probs, n_classes=n_classes, k=k,
+                             alpha=alpha, n_bins=n_bins, null=null, n_draws=n_draws, rng=rng,
+                             combine=combine, missing=missing, eval_env=resolve_env(eval_env))
     alpha = check_alpha(alpha)
     grid = _check_grid(n_bins)
     if null != "monte-carlo":

@@ -187,10 +187,26 @@ def _resampling_options(args) -> dict:
     return out
 
 
+def _population_options(args) -> dict:
+    """``--by``, ``--weights`` and ``--prevalence`` as calib_ci keywords (only those given; the seed for
+    the Monte Carlo draws they may need)."""
+    out = {}
+    if args.by:
+        out["by"] = args.by[0] if len(args.by) == 1 else list(args.by)
+    if args.weights is not None:
+        out["weights"] = args.weights
+    if args.prevalence is not None:
+        out["prevalence"] = args.prevalence
+    if out and args.seed is not None:
+        out["rng"] = args.seed
+    return out
+
+
 def _cmd_ci(args) -> int:
     data, stream = _read_input(args, stream=True)
-    res = calib_ci(args.formula, data=data, **_model_keywords(args), **stream, **_resampling_options(args),
-                   **_null_options(args))
+    keywords = {**_model_keywords(args), **stream, **_resampling_options(args), **_null_options(args)}
+    keywords.update(_population_options(args))
+    res = calib_ci(args.formula, data=data, **keywords)
     return _print_result(res, args.json)
 
 
@@ -206,6 +222,13 @@ def _add_ci_parser(sub, shared) -> None:
     ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
     ci.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default="asymptotic",
                     help="null law of the calibration test (default: the paper's asymptotic one)")
+    ci.add_argument("--by", action="append", default=None, metavar="COLUMN",
+                    help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
+                         "the global and the heterogeneity tests")
+    ci.add_argument("--weights", default=None, metavar="COLUMN",
+                    help="column of case weights (survey or inverse-probability weights)")
+    ci.add_argument("--prevalence", type=float, default=None, metavar="PI",
+                    help="population prevalence: re-weight an enriched (e.g. case-control) sample to it")
     ci.set_defaults(func=_cmd_ci)
 
 

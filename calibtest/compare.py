@@ -369,6 +369,9 @@ def _decide_pairing(a: CalibrationResult, b: CalibrationResult, paired) -> tuple
 
 
 def _check_compatible(a: CalibrationResult, b: CalibrationResult):
+    if a.weighting is not None or b.weighting is not None:
+        raise ValueError("calib_compare takes unweighted results: the difference variance of weighted "
+                         "estimates (weights=, prevalence=) is not implemented")
     if a.mode != b.mode:
         raise ValueError(f"the two results have different modes ({a.mode!r} and {b.mode!r}); "
                          "compare calibration errors of the same target")

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 
-from calibtest._validation import check_alpha, check_method, check_missing, check_null, is_integer
+from calibtest._validation import (check_alpha, check_method, check_missing, check_null, check_prevalence,
+                                   is_integer)
 from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
+from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci
 from calibtest.inputs import is_dask, is_out_of_core
 from calibtest.results import CalibrationResult
 
@@ -33,7 +35,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
              null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
-             chunksize: int | None = None, progress: bool | None = None) -> CalibrationResult:
+             chunksize: int | None = None, progress: bool | None = None, weights=None,
+             prevalence: float | None = None, by=None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -124,10 +127,35 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Label draws R of the Monte Carlo null (default 2000).
     chunksize : int, optional
         Rows per chunk for a file (default 1,000,000).
+    weights : str or array_like, optional
+        Case weights (survey or inverse-probability weights): a column of
+        ``data`` (formula use) or one value per row; finite, non-negative, not
+        all zero.  The estimate becomes the weighted T_w of ECE^2 for the
+        population the weights describe, with its influence-function standard
+        error and the weighted calibrated-regime test (``res.weighting``; see
+        ``docs/populations.md``).  With unit weights T_w = T.
+    prevalence : float, optional
+        Population prevalence pi in (0, 1) for an enriched (e.g. case-control)
+        sample, binary and top-1 modes: events (y = 1, or a correct top-1
+        prediction) are weighted by pi / pi_hat and non-events by
+        (1 - pi) / (1 - pi_hat), pi_hat the sample prevalence, so the interval
+        is for the population with prevalence pi.  Weights and prevalence need
+        rows in memory, ``method="adjusted"`` and ``null="asymptotic"``.
+    by : str, list of str or array_like, optional
+        Subgroups: a column of ``data`` (or one label per row), or several
+        columns (crossed).  Returns a
+        :class:`~calibtest.groups.GroupedCalibrationResult`: one result per
+        group with its own automatic B, the pooled result, the global test of
+        calibration in every group and the heterogeneity test (see
+        :mod:`calibtest.groups`).  Small groups use the Monte Carlo null; the
+        global test combines finite-sample per-group p-values (the
+        conditional null's, computed alongside the asymptotic one).  Rows in
+        memory only.
 
     Returns
     -------
     CalibrationResult
+        Or :class:`~calibtest.groups.GroupedCalibrationResult` with ``by=``.
 
     References
     ----------
@@ -149,11 +177,21 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     >>> print(res.summary())                              # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
+    prevalence = check_prevalence(prevalence)
     check_null(null, n_null_draws, rng)
     check_method(method, n_resamples, rng, progress)
     check_missing(missing)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
+    if is_out_of_core(data) and (by is not None or weights is not None or prevalence is not None):
+        raise ValueError("by=, weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
+                         "file or a Dask frame, read the columns needed into pandas, or stream each group's rows "
+                         "into its own BinAccumulator (unweighted)")
+    if by is not None:
+        return grouped_calib_ci(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                                alpha=alpha, missing=missing, null=null, rng=rng,
+                                n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
+                                progress=progress, weights=weights, prevalence=prevalence, call_options=options)
     if is_out_of_core(data):
         if null != "asymptotic":
             raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
@@ -165,7 +203,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         raise ValueError("chunksize= applies only to data given as a file path")
     return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                               alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
-                              method=method, n_resamples=n_resamples, progress=progress, call_options=options)
+                              method=method, n_resamples=n_resamples, progress=progress, call_options=options,
+                              weights=weights, prevalence=prevalence)
 
 
 # --------------------------------------------------------------------------- data not in memory

@@ -21,22 +21,27 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from calibtest._format import Call, record_call
-from calibtest._validation import check_memory
+from calibtest._validation import check_memory, resolve_seed
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
 from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
                                      sigma1_sq_quadratic)
-from calibtest.core.conditional import (conditional_bin_sums, conditional_memory, conditional_moments,
-                                        conditional_test, label_classes, monte_carlo_test)
+from calibtest.core.conditional import (MonteCarloTest, conditional_bin_sums, conditional_memory,
+                                        conditional_moments, conditional_test, label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.inputs import read_rows
-from calibtest.results import Approximation, CalibrationResult
+from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
+                                     weighted_statistics)
+from calibtest.inputs import read_rows, resolve_weights
+from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
 
-__all__ = ["result_from_sums", "estimate_rows", "null_law", "estimate_in_memory", "sparse_cell_flags",
+__all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
+           "estimate_in_memory", "sparse_cell_flags",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
 #: Under the asymptotic null the conditional moments are recorded by default only while the binned
@@ -216,22 +221,159 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
                             **extra)
 
 
+def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alpha: float,
+                      prevalence: float | None = None, weights_name: str | None = None,
+                      sample_prevalence: float | None = None, null: str = "asymptotic", rng=None,
+                      n_null_draws: int = 2000, call: Call | None = None, **extra) -> CalibrationResult:
+    """The weighted estimate (case weights and/or prevalence adjustment); one result.
+
+    T_w, its influence-function variance and the calibrated-regime variance
+    V_0 (:mod:`calibtest.core.weighted`) take the places of T, sigma1^2 and
+    sigma0^2 / (n^2 w): the result's ``sigma0_sq`` is n^2 w V_0, so that
+    z0 = n sqrt(w) T_w / sigma0 = T_w / sqrt(V_0) and the threshold of the
+    zero rule is z_alpha sqrt(V_0) at any level.
+
+    Parameters
+    ----------
+    data, partition
+        The prepared rows and their bins.
+    weights : ndarray or None
+        Case weights (validated), or None for prevalence weights alone.
+    alpha : float
+    prevalence : float, optional
+        pi: events (binary y = 1, top-1 correct) get weight pi / pi_hat, non-events
+        (1 - pi) / (1 - pi_hat), times the case weights.
+    weights_name : str, optional
+        Name of the weights column, for the summary.
+    sample_prevalence : float, optional
+        pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
+    null : {"asymptotic", "monte-carlo"}
+        ``"asymptotic"``: z0 = T_w / sqrt(V_0) ~ N(0, 1), for case weights that
+        do not depend on the outcome given the prediction.  Prevalence weights
+        depend on the outcome, which biases T_w under H0 by a ratio effect of
+        the order of its null standard deviation when bins are small, and V_0
+        misses the noise of the random denominators; so with ``prevalence=``
+        (binary and top-1 modes) the calibrated-regime test is always the
+        Monte Carlo test given the predictions
+        (:func:`calibtest.core.weighted.weighted_null_draws`), as is
+        ``null="monte-carlo"`` with case weights.
+    rng, n_null_draws
+        Seed and number R of the Monte Carlo label draws.
+    call : Call, optional
+    **extra
+        Bookkeeping fields of the result.
+    """
+    base = weights
+    pi_hat = None
+    if prevalence is not None:
+        if data.mode not in ("binary", "top1"):
+            raise ValueError(f"prevalence= applies to the binary and top-1 modes (an event is y = 1, or a "
+                             f"correct top-1 prediction), not to mode {data.mode!r}")
+        events = np.rint(data.y[:, 0]) == 1
+        weights, pi_hat = prevalence_weights(events, prevalence, base, sample_prevalence)
+    kind = ("case weights" if prevalence is None else
+            "prevalence" if base is None else "case weights and prevalence")
+    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m)
+    n = data.n
+    stats = partition.bin_sums(data)
+    volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)
+    s0 = n * n * volume * ws.null_variance
+    if not s0 > 0:
+        raise ValueError("the weighted calibrated-regime variance is 0 (no bin holds two rows with positive "
+                         "weight and non-zero errors); use fewer bins or more rows")
+    t, s1 = ws.estimate, ws.sigma1_sq
+    se = math.sqrt(s1 / n)
+    zstat, pvalue = null_test(t, n, volume, s0)
+    p_normal = pvalue
+    threshold = null_threshold(alpha, s0, n, volume)
+    monte_carlo, null_method, threshold_rule = None, "normal", threshold
+    if null == "monte-carlo" or prevalence is not None:
+        if data.z.shape[1] != 1:
+            raise ValueError(f"the weighted Monte Carlo null draws one outcome per row (binary and top-1 "
+                             f"modes), not mode {data.mode!r}; use null='asymptotic' with case weights")
+        gen, seed = resolve_seed(rng)
+        case = np.ones(n) if base is None else base
+        if prevalence is None:
+            w_event = w_non = case
+            q = data.z[:, 0]
+        else:
+            a, b = prevalence / pi_hat, (1.0 - prevalence) / (1.0 - pi_hat)
+            w_event, w_non = a * case, b * case
+            q = prevalence_event_prob(data.z[:, 0], a, b)
+        draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
+                                    rng=gen, m=partition.m)
+        tol = 1e-10 * max(abs(t), float(np.abs(draws).max(initial=0.0)))
+        mc_p = float((1.0 + np.count_nonzero(draws >= t - tol)) / (1.0 + draws.size))
+        monte_carlo = MonteCarloTest(statistic=t, pvalue=mc_p, n_draws=int(n_null_draws),
+                                     seed=seed if seed != "Generator" else None, null_draws=draws)
+        pvalue, threshold, null_method = mc_p, monte_carlo.critical_value(alpha), "monte carlo"
+        threshold_rule = math.inf if mc_p > alpha else -math.inf
+        null = "monte-carlo"
+    iv = adjusted_interval(t, se, threshold_rule, alpha)
+    W_b = ws.weight_sum
+    pos = np.maximum(W_b, np.finfo(float).tiny)[:, None]
+    w_col = weights[:, None]
+    sum_wz = np.column_stack([np.bincount(partition.inverse, weights=w_col[:, 0] * data.z[:, j],
+                                          minlength=partition.m) for j in range(data.z.shape[1])])
+    sum_wu = np.column_stack([np.bincount(partition.inverse, weights=w_col[:, 0] * data.u[:, j],
+                                          minlength=partition.m) for j in range(data.u.shape[1])])
+    P_b = np.bincount(partition.inverse, weights=weights * weights, minlength=partition.m)
+    sparse = W_b * W_b < SPARSE_BIN_NEFF * P_b
+    weighting = Weighting(kind=kind, weights_name=weights_name, n_eff=ws.n_eff, weight_total=float(W_b.sum()),
+                          prevalence=prevalence, sample_prevalence=pi_hat, null_variance=ws.null_variance,
+                          contributions=ws.contributions, weight_sum=W_b, mean_pred=sum_wz / pos,
+                          mean_outcome=(sum_wz + sum_wu) / pos,
+                          sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()))
+    t_pos = max(t, 0.0)
+    return CalibrationResult(
+        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=ws.plugin,
+        sigma1_sq=s1, sigma0_sq=s0, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
+        contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper, ci_lower_open=iv.lower_open,
+        ci_branch=iv.branch, n=n, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule,
+        bin_width=1.0 / partition.n_bins, bin_volume=volume, n_occupied_bins=int(stats.count.size),
+        n_singleton_bins=int((stats.count < 2).sum()), k=data.k, n_classes=data.n_classes, mode=data.mode,
+        alpha=alpha, bin_stats=stats, call_record=call, data=data, partition=partition, weighting=weighting,
+        null=null, null_method=null_method, monte_carlo=monte_carlo,
+        asymptotic=None if monte_carlo is None else (zstat, p_normal), **extra)
+
+
+def check_weighted_options(null: str, method: str) -> None:
+    """Refuse the options the weighted estimate does not support (the conditional null, resampling)."""
+    if null == "conditional" or method != "adjusted":
+        raise ValueError("weights= and prevalence= support the adjusted interval (method='adjusted') with "
+                         "null='asymptotic' or null='monte-carlo': the conditional null's exact moments and the "
+                         "resampling intervals assume unweighted rows")
+
+
 def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
                        missing: str = "raise", null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
                        method: str = "adjusted", n_resamples=None, progress=None,
-                       call_options: dict | None = None) -> CalibrationResult:
+                       call_options: dict | None = None, weights=None,
+                       prevalence: float | None = None) -> CalibrationResult:
     """:func:`calibtest.calib_ci` on rows in memory: read them, prepare the target, bin once, estimate.
 
     The options are those of :func:`calibtest.calib_ci`, already validated;
     ``env`` is the evaluation environment object of the formula and
-    ``call_options`` the options the recorded call shows.
+    ``call_options`` the options the recorded call shows.  ``weights`` (a
+    column name or an array) and ``prevalence`` select the weighted estimate
+    (:func:`estimate_weighted`), which supports only the adjusted interval
+    and the asymptotic null.
     """
     rows = read_rows(formula, data, y, probs, env, missing)
     target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
                             y_name=rows.y_name, prob_names=rows.prob_names)
+    w, w_name = resolve_weights(weights, data, rows)
     partition = partition_rows(target, n_bins)
-    call = record_call("calib_ci", formula, data, rows.y, rows.probs, call_options or {})
+    options = dict(call_options or {})
+    if weights is not None or prevalence is not None:
+        options.update({"weights": w_name if w_name else ("<array>" if weights is not None else None),
+                        "prevalence": prevalence})
+    call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                       n_dropped=rows.n_dropped)
+    if w is not None or prevalence is not None:
+        check_weighted_options(null, method)
+        return estimate_weighted(target, partition, w, alpha=alpha, prevalence=prevalence, weights_name=w_name,
+                                 null=null, rng=rng, n_null_draws=n_null_draws, call=call, **bookkeeping)
     return estimate_rows(target, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
-                         method=method, n_resamples=n_resamples, progress=progress, call=call,
-                         formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-                         n_dropped=rows.n_dropped)
+                         method=method, n_resamples=n_resamples, progress=progress, call=call, **bookkeeping)

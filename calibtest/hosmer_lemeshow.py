@@ -39,8 +39,9 @@ from calibtest._validation import OptionTypeError, check_missing, is_integer
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
+from calibtest.core.weighted import weighted_statistics
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows
+from calibtest.inputs import read_rows, resolve_weights
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["HosmerLemeshowResult", "hosmer_lemeshow"]
@@ -82,6 +83,10 @@ class HosmerLemeshowResult(ResultDisplay):
         Rows, bins per dimension B of the plug-in and debiased estimates, target.
     formula, y_name, prob_names, n_dropped
         The model as given (for the summary) and rows dropped for missing values.
+    weighted : bool
+        Case weights were given: ``observed`` and ``expected`` are weighted
+        sums, the statistic is sum_g (O_g - E_g)^2 / (sum_g w^2 pbar_g (1 - pbar_g))
+        and the estimates are the weighted T_w and its plug-in.
     """
 
     _iter_fields: ClassVar[tuple] = ("statistic", "pvalue")
@@ -105,6 +110,7 @@ class HosmerLemeshowResult(ResultDisplay):
     y_name: str = "y"
     prob_names: tuple = ()
     n_dropped: int = 0
+    weighted: bool = False
 
     def __iter__(self):
         return iter(getattr(self, f) for f in self._iter_fields)
@@ -115,7 +121,8 @@ class HosmerLemeshowResult(ResultDisplay):
                                                "pvalue_df_groups_minus_2", "groups",
                                                "plugin_estimate", "debiased_estimate",
                                                "plugin_estimate_groups", "debiased_estimate_groups",
-                                               "n", "n_bins", "mode", "formula", "y_name", "n_dropped")}
+                                               "n", "n_bins", "mode", "formula", "y_name", "n_dropped",
+                                               "weighted")}
         out["prob_names"] = list(self.prob_names)
         out.update({f"table_{c}": self.table[c].tolist() for c in self.table.columns})
         return out
@@ -159,6 +166,11 @@ class HosmerLemeshowResult(ResultDisplay):
                  "upwards by about (number of groups) var / n, T is not."]
         if self.n_dropped:
             notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop').")
+        if self.weighted:
+            notes.append("Case weights: observed and expected are weighted sums O_g = sum w y and E_g = sum w p; "
+                         "the statistic is sum_g (O_g - E_g)^2 / (sum w^2 pbar_g (1 - pbar_g)), pbar_g = E_g / "
+                         "sum w, whose chi-squared reference assumes weights that do not depend on the outcome "
+                         "given the prediction; T_m and T are the weighted estimates.")
         smry.add_notes(notes)
         return smry
 
@@ -179,7 +191,7 @@ def _check_validation(validation) -> str:
 
 def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int = 10,
                     validation: str = "external", n_classes: int | None = None, n_bins="auto",
-                    missing: str = "raise", eval_env=0) -> HosmerLemeshowResult:
+                    missing: str = "raise", eval_env=0, weights=None) -> HosmerLemeshowResult:
     """Hosmer–Lemeshow test of a binary (or top-1) probability model, next to the ECE^2 estimates.
 
     Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
@@ -218,6 +230,18 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     missing : {"raise", "drop"}
     eval_env : int, dict or patsy.EvalEnvironment
         As in :func:`calibtest.calib_ci`.
+    weights : str or array_like, optional
+        Case weights (a column of ``data`` or one value per row; finite,
+        non-negative, not all zero).  The groups stay the g groups of equal
+        row counts by sorted prediction; O_g = sum w y, E_g = sum w p and the
+        statistic is sum_g (O_g - E_g)^2 / (sum_{i in g} w_i^2 pbar_g (1 - pbar_g))
+        with pbar_g = E_g / sum_{i in g} w_i, the usual HL statistic for unit
+        weights.  Under calibration with weights that do not depend on the
+        outcome given the prediction, Var(O_g - E_g) = sum w^2 p (1 - p),
+        approximated by the group mean as in the unweighted test, and the
+        same chi-squared references apply (approximately).  Prevalence
+        weights depend on the outcome and have no such reference: use
+        ``calib_ci(..., prevalence=pi)``.
 
     Returns
     -------
@@ -251,8 +275,9 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     target = prepare_target(rows.y, rows.probs.reshape(-1), n_classes=n_classes, y_name=rows.y_name,
                             prob_names=rows.prob_names)
     partition = partition_rows(target, n_bins)
+    w = resolve_weights(weights, data, rows)[0]
     return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, validation,
-                            formula=formula,
+                            formula=formula, weights=w, partition=partition,
                             y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped)
 
 
@@ -261,13 +286,16 @@ def _from_result(result, groups: int, validation: str = "external") -> HosmerLem
     validation = _check_validation(validation)
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
+    if getattr(result, "weighting", None) is not None:
+        raise ValueError("this result is weighted: call calibtest.hosmer_lemeshow(formula, data, weights=...) "
+                         "with the case weights (prevalence weights have no chi-squared reference)")
     return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, validation,
                             formula=result.formula,
                             y_name=result.y_name, prob_names=tuple(result.prob_names),
                             n_dropped=result.n_dropped)
 
 
-def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str,
+def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, weights=None, partition=None,
                      **bookkeeping) -> HosmerLemeshowResult:
     """The test on the rows ``data`` of a 1-dim target; ``stats`` are their sums on the B cubes."""
     if data.k != 1 or data.mode not in ("binary", "top1"):
@@ -295,14 +323,31 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str,
         "observed_rate": res.freqs[:, 0] / sizes,
         "chi2": res.chi2_stat_groups,
     })
-    p_ext = float(_sps.chi2.sf(res.statistic, groups))
-    p_dev = float(res.pvalue)  # test_chisquare_binning's, df = groups - 2
+    estimates = dict(plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
+                     plugin_estimate_groups=plugin_statistic(gstats, n),
+                     debiased_estimate_groups=debiased_statistic(gstats, n))
+    statistic, p_dev = float(res.statistic), float(res.pvalue)  # test_chisquare_binning's, df = groups - 2
+    if weights is not None:
+        w_g = np.bincount(inverse, weights=weights, minlength=groups)
+        w2_g = np.bincount(inverse, weights=weights * weights, minlength=groups)
+        obs = np.bincount(inverse, weights=weights * y, minlength=groups)
+        exp_ = np.bincount(inverse, weights=weights * p, minlength=groups)
+        pbar = np.divide(exp_, w_g, out=np.zeros(groups), where=w_g > 0)
+        var = w2_g * pbar * (1.0 - pbar)
+        contrib = np.divide((obs - exp_) ** 2, var, out=np.zeros(groups), where=var > 0)
+        statistic = float(contrib.sum())
+        p_dev = float(_sps.chi2.sf(statistic, groups - 2))
+        table["observed"], table["expected"], table["chi2"] = obs, exp_, contrib
+        table["observed_rate"] = np.divide(obs, w_g, out=np.full(groups, np.nan), where=w_g > 0)
+        table["weight"], table["mean_pred"] = w_g, pbar
+        full = weighted_statistics(partition.inverse, data.u, weights, partition.m)
+        grouped = weighted_statistics(inverse, data.u, weights, groups)
+        estimates = dict(plugin_estimate=full.plugin, debiased_estimate=full.estimate,
+                         plugin_estimate_groups=grouped.plugin, debiased_estimate_groups=grouped.estimate)
+    p_ext = float(_sps.chi2.sf(statistic, groups))
     external = validation == "external"
     return HosmerLemeshowResult(
-        statistic=float(res.statistic), pvalue=p_ext if external else p_dev,
+        statistic=statistic, pvalue=p_ext if external else p_dev,
         df=groups if external else groups - 2, pvalue_df_groups=p_ext, pvalue_df_groups_minus_2=p_dev,
-        validation=validation, groups=groups, table=table,
-        plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
-        plugin_estimate_groups=plugin_statistic(gstats, n),
-        debiased_estimate_groups=debiased_statistic(gstats, n), n=n, n_bins=n_bins, mode=data.mode,
-        **bookkeeping)
+        validation=validation, groups=groups, table=table, **estimates, n=n, n_bins=n_bins, mode=data.mode,
+        weighted=weights is not None, **bookkeeping)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from calibtest._validation import check_weights
 from calibtest.formula import column_values, parse_formula
 
-__all__ = ["Rows", "read_rows", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
+__all__ = ["Rows", "read_rows", "row_values", "resolve_weights", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
@@ -76,6 +77,9 @@ class Rows:
         Class labels in column order (probability column names), if any.
     n_dropped : int
         Rows dropped for missing values (``missing="drop"``).
+    kept : ndarray of bool or None
+        Which of the input rows were kept (None when none was dropped); aligns
+        row-wise extras such as case weights or group labels.
     """
 
     y: np.ndarray
@@ -84,6 +88,7 @@ class Rows:
     prob_names: list
     class_names: list | None
     n_dropped: int
+    kept: np.ndarray | None = None
 
 
 def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
@@ -113,7 +118,41 @@ def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
     n_dropped = int(mask.sum())
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
-    return Rows(y_arr, p_arr, y_name, list(prob_names), class_names, n_dropped)
+    return Rows(y_arr, p_arr, y_name, list(prob_names), class_names, n_dropped, None if not n_dropped else ~mask)
+
+
+def row_values(spec, data, n_input: int, name: str):
+    """Values of a row-wise extra argument (``weights=``, ``by=``): a column of ``data`` or an array.
+
+    Parameters
+    ----------
+    spec : str or array_like
+        A column name of ``data`` (formula use) or one value per input row.
+    data : DataFrame, dict or None
+    n_input : int
+        Rows of the input before missing rows were dropped.
+    name : str
+        The argument's name, for messages.
+
+    Raises
+    ------
+    ValueError
+        An unknown column, or a length other than ``n_input``.
+    """
+    if isinstance(spec, str):
+        if data is None or not hasattr(data, "__getitem__"):
+            raise ValueError(f"{name}={spec!r} names a column, which needs a formula with data=; "
+                             f"with y=/probs= give {name} as an array")
+        try:
+            values = data[spec]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(f"{name}={spec!r} is not a column of data") from None
+    else:
+        values = spec
+    values = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values)
+    if values.ndim != 1 or values.shape[0] != n_input:
+        raise ValueError(f"{name} must have one value per row of the data ({n_input}), got shape {values.shape}")
+    return values
 
 
 def is_dask(data) -> bool:
@@ -124,3 +163,16 @@ def is_dask(data) -> bool:
 def is_out_of_core(data) -> bool:
     """True for a file path (``str`` or ``os.PathLike``) or a Dask collection."""
     return isinstance(data, (str, os.PathLike)) or is_dask(data)
+
+
+def resolve_weights(weights, data, rows) -> tuple:
+    """(weights of the kept rows as float64, column name or None) from ``weights=``; (None, None) without."""
+    if weights is None:
+        return None, None
+    n_input = rows.y.shape[0] + rows.n_dropped
+    values = check_weights(row_values(weights, data, n_input, "weights"))
+    if rows.kept is not None:
+        values = values[rows.kept]
+        if not (values > 0).any():
+            raise ValueError("weights are all zero on the rows left after dropping missing values")
+    return values, weights if isinstance(weights, str) else None

@@ -25,7 +25,7 @@ from calibtest.verdict import EvidenceResult, build_evidence
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
 
-__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation", "Weighting"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,89 @@ class ConfidenceInterval:
     def __str__(self) -> str:
         left = "(" if self.lower_open else "["
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+
+
+#: A bin of a weighted result whose effective size (sum w)^2 / sum w^2 is below this is "sparse".
+SPARSE_BIN_NEFF = 5.0
+
+
+@dataclass(frozen=True, eq=False)
+class Weighting:
+    """How the rows of a weighted result were weighted (``weights=``, ``prevalence=``).
+
+    The estimate, interval and test are for the population the weights
+    describe (see ``docs/populations.md`` and :mod:`calibtest.core.weighted`).
+
+    Attributes
+    ----------
+    kind : {"case weights", "prevalence", "case weights and prevalence"}
+    weights_name : str or None
+        The weights column (formula use), or None for an array.
+    n_eff : float
+        Kish's effective sample size (sum w)^2 / sum w^2.
+    weight_total : float
+        sum w.
+    prevalence, sample_prevalence : float or None
+        pi (the target population's event rate) and pi_hat (the sample's, weighted by
+        the case weights if any); None without ``prevalence=``.
+    null_variance : float
+        V_0, the estimated calibrated-regime variance of T_w (the test uses
+        z0 = T_w / sqrt(V_0); ``sigma0_sq`` of the result is n^2 w V_0).
+    contributions : ndarray
+        Each bin's term of T_w (in the order of ``bin_stats``).
+    weight_sum : ndarray
+        Sum of the weights per bin.
+    mean_pred, mean_outcome : ndarray, shape (m, d)
+        Weighted mean prediction and outcome per bin.
+    sparse_weight_share : float
+        Share of the total weight in bins whose effective size (sum w)^2 / sum w^2
+        is below :data:`SPARSE_BIN_NEFF`; above 1% the summary warns that T_w is
+        biased upward there (ratios of few weighted pairs).
+    """
+
+    kind: str
+    weights_name: str | None
+    n_eff: float
+    weight_total: float
+    prevalence: float | None
+    sample_prevalence: float | None
+    null_variance: float
+    contributions: np.ndarray = field(repr=False)
+    weight_sum: np.ndarray = field(repr=False)
+    mean_pred: np.ndarray = field(repr=False)
+    mean_outcome: np.ndarray = field(repr=False)
+    sparse_weight_share: float = 0.0
+
+    def notes(self) -> list[str]:
+        """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
+        if self.prevalence is not None:
+            head = (f"The sample was re-weighted to a population prevalence pi = {self.prevalence:.4g} (sample "
+                    f"prevalence pi_hat = {self.sample_prevalence:.4g}; events weighted by pi / pi_hat, "
+                    "non-events by (1 - pi) / (1 - pi_hat))")
+            if self.kind != "prevalence":
+                head += ", on top of the case weights"
+        else:
+            head = "The rows were weighted by case weights" + (
+                f" (column {self.weights_name!r})" if self.weights_name else "")
+        return [head + f": the estimate, interval and test are for the population the weights describe. "
+                f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
+                "influence-function standard error and the calibrated-regime variance V_0 estimated from "
+                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2."
+                + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
+                   "test given the predictions: outcomes redrawn with the sample's event probability of a "
+                   "population-calibrated model, the weights following them." if self.prevalence is not None
+                   else "")] + ([
+            f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
+            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): there "
+            "the ratio estimator T_w is biased upward and the interval can miss the population ECE; use "
+            "fewer bins (n_bins=) or more rows (docs/populations.md)."] if self.sparse_weight_share > 0.01 else [])
+
+    def to_dict(self) -> dict:
+        """The scalar fields, flat (keys prefixed by their meaning)."""
+        return {"weighting": self.kind, "weights_name": self.weights_name, "n_eff": self.n_eff,
+                "weight_total": self.weight_total, "prevalence": self.prevalence,
+                "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance,
+                "sparse_weight_share": self.sparse_weight_share}
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -190,6 +273,11 @@ class CalibrationResult(ResultDisplay):
         alone in a cell at B_rate and at B); ``bin_rule.describe()`` states it.
     approximation : Approximation or None
         Sparse-cell diagnostics; ``approximate`` is its flag.
+    weighting : Weighting or None
+        Case weights or prevalence adjustment (``weights=``, ``prevalence=``):
+        then ``estimate`` is the weighted T_w, ``se`` its influence-function
+        standard error and the test uses the weighted null variance; None
+        for unweighted rows.
 
     The flat attributes of earlier versions remain as read-only properties:
     ``asymptotic_zstat``, ``asymptotic_pvalue``, ``conditional_variance``,
@@ -243,6 +331,7 @@ class CalibrationResult(ResultDisplay):
     resampling: ResamplingInterval | None = field(default=None, repr=False)
     bin_rule: BinRule | None = field(default=None, repr=False)
     approximation: Approximation | None = field(default=None, repr=False)
+    weighting: Weighting | None = field(default=None, repr=False)
 
     @property
     def approximate(self) -> bool:
@@ -335,7 +424,9 @@ class CalibrationResult(ResultDisplay):
         ``upper_j`` edges per coordinate, ``count``, ``mean_pred_j`` and
         ``mean_outcome_j`` per coordinate, and ``contribution``, the bin's term
         (||S_b||^2 - Q_b) / (n (c_b - 1)) of T (0 for a single-row bin), so the
-        column sums to ``estimate``.
+        column sums to ``estimate``.  A weighted result adds ``weight`` (sum of
+        the weights) and the weighted means ``mean_pred_weighted_j`` and
+        ``mean_outcome_weighted_j``, and ``contribution`` is the bin's term of T_w.
         """
         return bin_table(self)
 
@@ -377,8 +468,12 @@ class CalibrationResult(ResultDisplay):
         Raises
         ------
         ValueError
-            When the result holds no rows (computed from a file or a Dask DataFrame).
+            When the result holds no rows (computed from a file or a Dask DataFrame),
+            or is weighted (its tests would ignore the weights).
         """
+        if self.weighting is not None:
+            raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
+                             "prevalence=): its interval and test are the weighted ones in summary()")
         return build_evidence(self, alpha, rng)
 
     # ----------------------------------------------------------------- output
@@ -405,6 +500,11 @@ class CalibrationResult(ResultDisplay):
         if not evidence:
             return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test and the "
                                  "other tests on these rows) was not computed: summary(evidence=False).")
+        if self.weighting is not None:
+            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
+                                 "Hosmer-Lemeshow, val_prob) tests the unweighted rows; this result is weighted "
+                                 "(weights= or prevalence=), so the summary shows the weighted interval and its "
+                                 "test only.")
         if self.data is None:
             return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
                                  "Hosmer-Lemeshow, val_prob) needs the rows in memory; this result was computed "
@@ -431,6 +531,10 @@ class CalibrationResult(ResultDisplay):
         See :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
+        if self.weighting is not None:
+            raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
+                             "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
+                             "of each bin (mean_pred_weighted, mean_outcome_weighted)")
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
@@ -487,6 +591,14 @@ def bin_table(result) -> pd.DataFrame:
     num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
     with np.errstate(divide="ignore", invalid="ignore"):
         contrib = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
+    if result.weighting is not None:  # weighted result: weighted means, the terms of T_w
+        wt = result.weighting
+        table["weight"] = wt.weight_sum
+        for j in range(d):
+            suffix = "" if d == 1 else f"_{j + 1}"
+            table[f"mean_pred_weighted{suffix}"] = wt.mean_pred[:, j]
+            table[f"mean_outcome_weighted{suffix}"] = wt.mean_outcome[:, j]
+        contrib = wt.contributions
     table["contribution"] = contrib
     df = pd.DataFrame(table)
     return df.sort_values("bin", kind="stable").reset_index(drop=True)

@@ -272,6 +272,8 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     notes = []
     alpha = res.alpha if alpha is None else alpha
     ci = res.conf_int(alpha)
+    if getattr(res, "weighting", None) is not None:
+        notes += res.weighting.notes()
     level = f"{100 * (1 - alpha):g}%"
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
@@ -471,6 +473,8 @@ def result_dict(res) -> dict:
     out.update({"n_resamples": res.n_resamples, "seed": None if res.seed is None else str(res.seed),
                 "resample_size": res.resample_size, "hulc_splits": res.hulc_splits,
                 "hulc_median_bias": res.hulc_median_bias})
+    if getattr(res, "weighting", None) is not None:
+        out.update(res.weighting.to_dict())
     return json_safe(out)
 
 

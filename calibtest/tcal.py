@@ -59,6 +59,7 @@ from calibtest.core.targets import prepare_target
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
+from calibtest.grouping import grouped_tests
 from calibtest.inputs import read_rows
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
@@ -244,7 +245,7 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
 # --------------------------------------------------------------------------- public function
 def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
               k=None, n_bins="auto", alpha: float = 0.05, n_draws: int | None = None, adaptive: bool = False,
-              rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0) -> TCalResult:
+              rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0, by=None):
     """T-Cal test of H0: calibrated, with the threshold from consistency resampling.
 
     Inputs and targets are those of :func:`calibtest.calib_ci` (binary, top-1,
@@ -284,9 +285,19 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         ``calib_ci(...).estimate`` (an unbiased estimator of the binned ECE^2;
         less powerful with many sparse bins).
 
+    by : str, list of str or array_like, optional
+        Subgroups (a column of ``data``, several columns crossed, or one label
+        per row): the test is run in each group and a ``pandas.DataFrame`` is
+        returned, one row per group with ``n``, ``statistic``, ``pvalue``,
+        ``pvalue_holm`` (Holm over the groups) and ``note`` (why a group was
+        not tested); ``DataFrame.attrs["global_pvalue"]`` is the Bonferroni
+        min-p test of calibration in every group
+        (:func:`calibtest.grouping.grouped_tests`).
+
     Returns
     -------
     TCalResult
+        Or a DataFrame with ``by=``.
 
     References
     ----------
@@ -299,6 +310,10 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> res = ct.tcal_test("y ~ p", data=df, rng=1)            # doctest: +SKIP
     >>> res.reject, res.pvalue                                  # doctest: +SKIP
     """
+    if by is not None:
+        return grouped_tests(tcal_test, formula, data, by=by, y=y, probs=probs, n_classes=n_classes, k=k,
+                             n_bins=n_bins, alpha=alpha, n_draws=n_draws, adaptive=adaptive, rng=rng,
+                             statistic=statistic, missing=missing, eval_env=resolve_env(eval_env))
     alpha = check_alpha(alpha)
     statistic = check_statistic(statistic)
     R = None if n_draws is None else check_count(n_draws, "n_draws")

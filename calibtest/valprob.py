@@ -393,7 +393,7 @@ def _auc(score: np.ndarray, y: np.ndarray) -> float:
 
 
 def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05, missing: str = "raise",
-             eval_env=0) -> ValProbResult:
+             eval_env=0, weights=None) -> ValProbResult:
     """Validation statistics of predicted probabilities, with R ``rms::val.prob``'s definitions.
 
     Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
@@ -427,6 +427,11 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
         (0 and 1 are not clipped: those rows are left out of the logistic fits, as in R).
     alpha : float, optional
         The Wald intervals have level ``1 - alpha`` (default 0.05).
+
+    weights : None
+        Not supported: passing weights raises a ``ValueError`` (val.prob's
+        statistics have no weighted definition to match); weighted calibration
+        is in :func:`calibtest.calib_ci` and :func:`calibtest.hosmer_lemeshow`.
 
     Returns
     -------
@@ -516,6 +521,11 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     >>> round(r.slope, 3), round(r.citl, 3)
     (0.963, -0.02)
     """
+    if weights is not None:
+        raise ValueError("val_prob does not take weights: its statistics (R val.prob's deviance-based D, U, Q "
+                         "and R2, the C index, the lowess Emax/E90/Eavg) have no weighted definition in val.prob "
+                         "to match; use calib_ci(..., weights=) or hosmer_lemeshow(..., weights=) for weighted "
+                         "calibration, or calib_ci(..., prevalence=) for an enriched sample")
     if formula is not None and not isinstance(formula, str):  # earlier form val_prob(p, y)
         if y is not None or probs is not None:
             raise ValueError("give val_prob(p, y) positionally, or y= and probs=, not both")

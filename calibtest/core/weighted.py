@@ -1,0 +1,332 @@
+r"""The weighted debiased estimator of ECE^2, its influence-function variance and its null variance.
+
+Rows i = 1..n carry non-negative case weights w_i (survey or inverse-probability
+weights; prevalence weights are a special case).  The weights describe a
+population P_w with dP_w proportional to w dP, so that its binned squared
+calibration error is
+
+.. math::
+
+    \theta_w = \sum_b P_w(b) \lVert \mu_b \rVert^2, \qquad
+    P_w(b) = \frac{E[w 1_b]}{E[w]}, \qquad \mu_b = \frac{E[w U 1_b]}{E[w 1_b]}.
+
+**Estimator.**  Per bin, with W_b = sum w_i, S_b = sum w_i U_i and
+P_b = sum w_i^2 (sums over the rows of bin b), and W = sum_b W_b,
+
+.. math::
+
+    T_w = \sum_b \frac{W_b}{W}
+          \frac{\sum_{i \ne j \in b} w_i w_j U_i^\top U_j}{\sum_{i \ne j \in b} w_i w_j}
+        = \sum_b \frac{W_b}{W} \frac{\lVert S_b\rVert^2 - \sum_{i \in b} w_i^2 \lVert U_i\rVert^2}
+                                     {W_b^2 - P_b}.
+
+The numerator and the denominator are unbiased pair sums of (E[w U 1_b])^2
+and (E[w 1_b])^2, so the ratio estimates ||mu_b||^2 without the plug-in's
+bias; given the weights (weights fixed by the design, U independent across
+rows with mean mu_b) the ratio is exactly unbiased for ||mu_b||^2.  Bins
+with W_b^2 = P_b (a single row with positive weight) hold no pair and are
+left out, as in the unweighted T.  With unit weights W_b = c_b, P_b = c_b
+and T_w = (1/n) sum_b (||S_b||^2 - Q_b) / (c_b - 1) = T (the paper's eq. (6)).
+
+**Influence function.**  Writing theta_w = sum_b ||A_b||^2 / (B_b C) with
+A_b = E[w U 1_b], B_b = E[w 1_b], C = E[w], the influence value of row i
+(in bin b) is
+
+.. math::
+
+    \mathrm{IF}_i = \frac{w_i}{C}\,\bigl(2 \mu_b^\top U_i - \lVert\mu_b\rVert^2 - \theta_w\bigr),
+
+and sqrt(n) (T_w - theta_w) -> N(0, sigma_{1,w}^2) with
+sigma_{1,w}^2 = E[IF^2] away from calibration.  The plug-in uses
+mu_b = S_b / W_b, C = W / n and the weighted plug-in estimate
+sum_b (W_b / W) ||mu_b||^2 for theta_w (then the IF_i average to exactly 0).
+With unit weights IF_i = psi_i - mean(psi) and sigma_{1,w}^2 is the paper's
+sigma1^2 (eq. (8)).
+
+**Calibrated regime.**  When the population the weights describe is
+calibrated (E[w U 1_b] = 0 in every bin), the numerator of each bin is a
+degenerate U-statistic and, to leading order,
+
+.. math::
+
+    \operatorname{Var}_0(T_w) = V_0 = 2 \sum_b \Bigl(\frac{W_b}{W D_b}\Bigr)^2
+        \sum_{i \ne j \in b} E\bigl[(w_i w_j U_i^\top U_j)^2\bigr],
+    \qquad D_b = W_b^2 - P_b,
+
+estimated without a model by the products of distinct rows themselves
+(each (w_i w_j U_i.U_j)^2 is unbiased for its expectation).  With unit
+weights V_0 is the second-order variance (2/n^2) sum_b sum_{i != j}
+(U_i.U_j)^2 / (c_b - 1)^2 of ``calibtest.core.difference_variance``, whose
+limit with small bins is the paper's sigma0^2 / (n^2 w) (eq. (12)).  In the
+small-bin limit, with omega(z) = E[w | z] and m_2(z) = E[w^2 U U^T | z],
+
+.. math::
+
+    V_0 \approx \frac{2}{W^2 w} \int \frac{\operatorname{tr}(m_2(z)^2)}{\omega(z)^2}\,dz,
+
+which for unit weights and a calibrated model is 2 int tr(Sigma(z)^2) dz /
+(n^2 w) = sigma0^2 / (n^2 w).  Because the integrand depends on the law of
+the weights given z, the weighted test uses the data-based V_0 (there is no
+weight-free constant).
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024, eqs. (6), (8), (12).
+.. [2] Kish, "Survey Sampling", Wiley, 1965 (effective sample size).
+.. [3] Saerens, Latinne and Decaestecker, "Adjusting the outputs of a
+       classifier to new a priori probabilities", Neural Computation 14 (2002).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
+           "weighted_null_draws", "prevalence_event_prob",
+           "prevalence_weights", "kish_n_eff"]
+
+
+def _columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Per-bin sums of each column of ``values`` (n, p) -> (m, p); loops over the p columns only."""
+    out = np.empty((m, values.shape[1]))
+    for j in range(values.shape[1]):
+        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=m)
+    return out
+
+
+def kish_n_eff(w: np.ndarray) -> float:
+    """Kish's effective sample size (sum w)^2 / sum w^2."""
+    w = np.asarray(w, dtype=np.float64)
+    return float(w.sum() ** 2 / np.sum(w * w))
+
+
+def prevalence_weights(events: np.ndarray, prevalence: float, base=None, pi_hat: float | None = None
+                       ) -> tuple[np.ndarray, float]:
+    """Weights that move the sample's event rate to ``prevalence``.
+
+    w_i = pi / pi_hat for events and (1 - pi) / (1 - pi_hat) for non-events,
+    pi_hat the (``base``-weighted) sample prevalence; the weighted event rate
+    is then pi and the weights average to 1 (Saerens et al. 2002 [3]_).
+
+    Parameters
+    ----------
+    events : ndarray of bool, shape (n,)
+    prevalence : float
+        pi in (0, 1) (validated by the caller).
+    base : ndarray, shape (n,), optional
+        Case weights the prevalence weights multiply.
+    pi_hat : float, optional
+        The sample prevalence to use (default: that of these rows).  A subgroup
+        of an enriched sample uses the whole sample's, since the sampling
+        fractions of events and non-events are those of the whole design.
+
+    Returns
+    -------
+    weights, pi_hat : ndarray, float
+    """
+    events = np.asarray(events, dtype=bool)
+    base = np.ones(events.shape[0]) if base is None else np.asarray(base, dtype=np.float64)
+    if pi_hat is None:
+        pi_hat = float(np.sum(base * events) / np.sum(base))
+    if not 0.0 < pi_hat < 1.0:
+        raise ValueError(f"prevalence= needs both events and non-events in the data (sample prevalence "
+                         f"{pi_hat:g})")
+    factor = np.where(events, prevalence / pi_hat, (1.0 - prevalence) / (1.0 - pi_hat))
+    return base * factor, pi_hat
+
+
+@dataclass(frozen=True, eq=False)
+class WeightedStatistics:
+    """The weighted estimator and its variances for one set of weighted rows (see the module docstring).
+
+    Attributes
+    ----------
+    estimate : float
+        T_w.
+    plugin : float
+        sum_b (W_b / W) ||mu_b||^2, the weighted plug-in estimate.
+    sigma1_sq : float
+        mean of IF_i^2 (the miscalibrated-regime variance of sqrt(n) T_w).
+    null_variance : float
+        V_0, the calibrated-regime variance of T_w.
+    null_variance_plugin_weights : float
+        V_0 with D_b replaced by W_b^2 (the noise the estimated bin means add
+        to the plug-in sigma1^2 / n is about twice this).
+    contributions : ndarray, shape (m,)
+        Each bin's term of T_w (0 for bins without a weighted pair).
+    weight_sum : ndarray, shape (m,)
+        W_b.
+    n_eff : float
+        Kish's effective sample size of all rows.
+    """
+
+    estimate: float
+    plugin: float
+    sigma1_sq: float
+    null_variance: float
+    null_variance_plugin_weights: float
+    contributions: np.ndarray
+    weight_sum: np.ndarray
+    n_eff: float
+
+
+def _bin_parts(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int):
+    W_b = np.bincount(inverse, weights=w, minlength=m)
+    P_b = np.bincount(inverse, weights=w * w, minlength=m)
+    S_b = _columns(inverse, u * w[:, None], m)
+    Q_b = np.bincount(inverse, weights=w * w * np.einsum("ij,ij->i", u, u), minlength=m)
+    return W_b, P_b, S_b, Q_b
+
+
+def _pair_factor(W_b: np.ndarray, D_b: np.ndarray, W: float) -> np.ndarray:
+    """W_b / (W D_b) for bins with a weighted pair (D_b > 0), else 0."""
+    out = np.zeros_like(W_b)
+    keep = D_b > 1e-12 * np.maximum(W_b * W_b, np.finfo(float).tiny)
+    out[keep] = W_b[keep] / (W * D_b[keep])
+    return out
+
+
+def weighted_influence(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None) -> np.ndarray:
+    """IF_i = (w_i / C)(2 mu_b^T U_i - ||mu_b||^2 - theta), plug-in mu_b = S_b / W_b, C = W / n.
+
+    theta is the weighted plug-in estimate, so the values average to 0.
+    Rows of a bin with W_b = 0 (all weights zero) get IF = 0.
+    """
+    m = int(inverse.max()) + 1 if m is None else m
+    n = u.shape[0]
+    W_b = np.bincount(inverse, weights=w, minlength=m)
+    S_b = _columns(inverse, u * w[:, None], m)
+    pos = W_b > 0
+    mu = np.zeros_like(S_b)
+    mu[pos] = S_b[pos] / W_b[pos, None]
+    W = W_b.sum()
+    theta = float(np.sum(np.einsum("bi,bi->b", mu, mu) * W_b) / W)
+    mu_i = mu[inverse]
+    return (w * n / W) * (2.0 * np.einsum("ij,ij->i", mu_i, u) - np.einsum("ij,ij->i", mu_i, mu_i) - theta)
+
+
+def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None,
+                           shift: float = 1.0) -> float:
+    """V_0 = 2 sum_b (W_b / (W D_b))^2 sum_{i != j in b} (w_i w_j U_i.U_j)^2, D_b = W_b^2 - shift P_b.
+
+    The pair sums are ||sum_i w_i^2 U_i U_i^T||_F^2 - sum_i w_i^4 ||U_i||^4 per
+    bin (exact algebra), so the cost is O(n d^2).  ``shift=0`` gives the
+    weights 1 / (W W_b)^2 of the plug-in bias of sigma1^2 (see
+    ``calibtest.core.difference_variance``).
+    """
+    m = int(inverse.max()) + 1 if m is None else m
+    d = u.shape[1]
+    W_b = np.bincount(inverse, weights=w, minlength=m)
+    P_b = np.bincount(inverse, weights=w * w, minlength=m)
+    w2 = w * w
+    outer = (u[:, :, None] * u[:, None, :]).reshape(u.shape[0], d * d) * w2[:, None]
+    M = _columns(inverse, outer, m)
+    sq = w2 * np.einsum("ij,ij->i", u, u)
+    pairs = np.einsum("bj,bj->b", M, M) - np.bincount(inverse, weights=sq * sq, minlength=m)
+    factor = _pair_factor(W_b, W_b * W_b - shift * P_b, W_b.sum()) if shift else \
+        np.divide(1.0, W_b.sum() * W_b, out=np.zeros_like(W_b), where=W_b > 0)
+    return float(max(2.0 * np.sum(factor**2 * pairs), 0.0))
+
+
+def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None
+                        ) -> WeightedStatistics:
+    """T_w, the weighted plug-in, sigma_{1,w}^2 and V_0 of weighted rows (see the module docstring).
+
+    Parameters
+    ----------
+    inverse : ndarray of intp, shape (n,)
+        Bin number of each row.
+    u : ndarray, shape (n, d)
+        U = Y - Z of each row.
+    w : ndarray, shape (n,)
+        Non-negative finite weights, not all zero (validated by the caller).
+    m : int, optional
+        Number of bins (default: ``inverse.max() + 1``).
+
+    Returns
+    -------
+    WeightedStatistics
+    """
+    w = np.asarray(w, dtype=np.float64)
+    m = int(inverse.max()) + 1 if m is None else m
+    W_b, P_b, S_b, Q_b = _bin_parts(inverse, u, w, m)
+    W = float(W_b.sum())
+    factor = _pair_factor(W_b, W_b * W_b - P_b, W)
+    contributions = factor * (np.einsum("bi,bi->b", S_b, S_b) - Q_b)
+    pos = W_b > 0
+    plugin = float(np.sum(np.einsum("bi,bi->b", S_b[pos], S_b[pos]) / W_b[pos]) / W)
+    psi = weighted_influence(inverse, u, w, m)
+    return WeightedStatistics(
+        estimate=float(contributions.sum()), plugin=plugin, sigma1_sq=float(np.mean(psi * psi)),
+        null_variance=weighted_null_variance(inverse, u, w, m),
+        null_variance_plugin_weights=weighted_null_variance(inverse, u, w, m, shift=0.0),
+        contributions=contributions, weight_sum=W_b, n_eff=kish_n_eff(w))
+
+
+def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.ndarray,
+                        weight_nonevent: np.ndarray, event_prob: np.ndarray, *, n_draws: int, rng,
+                        m: int | None = None, max_cells: int = 20_000_000) -> np.ndarray:
+    """T_w of ``n_draws`` label vectors drawn under H0 given the predictions (binary and top-1 rows).
+
+    Row i gets y_i ~ Bernoulli(event_prob_i) independently, U_i = y_i - z_i and
+    weight ``weight_event[i]`` if y_i = 1 else ``weight_nonevent[i]``; T_w of each
+    draw is computed from per-(draw, bin) sums with one ``np.bincount`` per
+    sum over blocks of draws (at most ``max_cells`` draw-rows at a time).
+
+    Under H0 (the population the weights describe is calibrated):
+
+    * case weights that do not depend on the outcome given the prediction:
+      event_prob = z and both weights are the case weights;
+    * prevalence weights (events pi / pi_hat, non-events (1 - pi) / (1 - pi_hat)):
+      the sample's event probability given z is q = z b / (z b + (1 - z) a)
+      with a = pi / pi_hat and b = (1 - pi) / (1 - pi_hat) (the population odds
+      times b / a), and the weights follow the drawn outcome.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n,)
+        The binned prediction (p, or the top-1 confidence).
+    inverse : ndarray of intp, shape (n,)
+    weight_event, weight_nonevent, event_prob : ndarray, shape (n,)
+    n_draws : int
+    rng : numpy.random.Generator
+    m : int, optional
+        Number of bins.
+
+    Returns
+    -------
+    ndarray, shape (n_draws,)
+    """
+    n = z.shape[0]
+    m = int(inverse.max()) + 1 if m is None else m
+    out = np.empty(n_draws)
+    block = max(1, min(n_draws, max_cells // max(n, 1)))
+    for start in range(0, n_draws, block):  # blocks of draws, each fully vectorised
+        r = min(block, n_draws - start)
+        y = rng.random((r, n)) < event_prob
+        w = np.where(y, weight_event, weight_nonevent)
+        u = y - z
+        cell = (np.arange(r)[:, None] * m + inverse).ravel()
+        size = r * m
+        W_b = np.bincount(cell, weights=w.ravel(), minlength=size).reshape(r, m)
+        P_b = np.bincount(cell, weights=(w * w).ravel(), minlength=size).reshape(r, m)
+        S_b = np.bincount(cell, weights=(w * u).ravel(), minlength=size).reshape(r, m)
+        Q_b = np.bincount(cell, weights=(w * w * u * u).ravel(), minlength=size).reshape(r, m)
+        D_b = W_b * W_b - P_b
+        keep = D_b > 1e-12 * np.maximum(W_b * W_b, np.finfo(float).tiny)
+        W = W_b.sum(axis=1, keepdims=True)
+        factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
+        out[start:start + r] = np.sum(factor * (S_b * S_b - Q_b), axis=1)
+    return out
+
+
+def prevalence_event_prob(z: np.ndarray, a: float, b: float) -> np.ndarray:
+    """q = z b / (z b + (1 - z) a): the sample's event probability given z when the population is calibrated.
+
+    a = pi / pi_hat and b = (1 - pi) / (1 - pi_hat) are the event and non-event
+    prevalence weights.
+    """
+    num = z * b
+    return num / (num + (1.0 - z) * a)

@@ -1,0 +1,227 @@
+"""Calibration within subgroups: calib_ci(by=...), the global and heterogeneity tests, the forest plot."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import calibtest as ct
+from calibtest.groups import finite_sample_pvalue, global_test, heterogeneity_test
+
+
+@pytest.fixture(scope="module")
+def df():
+    rng = np.random.default_rng(21)
+    n = 2400
+    site = rng.choice(["A", "B", "C"], n, p=[0.5, 0.35, 0.15])
+    p = rng.uniform(size=n)
+    q = np.where(site == "C", np.clip(p + 0.15, 0, 1), p)
+    return pd.DataFrame({"y": (rng.random(n) < q).astype(int), "p": p, "site": site,
+                         "sex": rng.choice(["f", "m"], n), "w": rng.lognormal(0, 0.5, n)})
+
+
+@pytest.fixture(scope="module")
+def grouped(df):
+    return ct.calib_ci("y ~ p", df, by="site", rng=3)
+
+
+def test_each_group_is_calib_ci_on_its_rows(df, grouped):
+    for site in ("A", "B", "C"):
+        sub = df[df.site == site]
+        ref = ct.calib_ci("y ~ p", sub)
+        res = grouped.groups[site]
+        assert res.n == len(sub) and res.n_bins == ref.n_bins
+        assert res.estimate == pytest.approx(ref.estimate, rel=1e-12)
+        assert (res.ci_lower, res.ci_upper) == pytest.approx((ref.ci_lower, ref.ci_upper), rel=1e-12)
+    assert grouped.pooled.estimate == pytest.approx(ct.calib_ci("y ~ p", df).estimate, rel=1e-12)
+    assert grouped.groups["C"].ci_lower > 0  # the miscalibrated site
+
+
+def test_frame_holm_and_global(grouped):
+    frame = grouped.to_frame()
+    assert list(frame.index) == ["A", "B", "C"]
+    p = frame["pvalue"].to_numpy()
+    expected = [finite_sample_pvalue(grouped.groups[s])[0] for s in "ABC"]
+    np.testing.assert_allclose(p, expected)
+    # Holm by hand: sort, multiply by (G - rank), running maximum, cap at 1
+    order = np.argsort(p)
+    adj = np.minimum(np.maximum.accumulate(p[order] * (3 - np.arange(3))), 1.0)
+    holm = np.empty(3)
+    holm[order] = adj
+    np.testing.assert_allclose(frame["pvalue_holm"].to_numpy(), holm)
+    assert grouped.global_pvalue == pytest.approx(min(1.0, 3 * p.min()))
+    assert frame.loc["A", "n"] + frame.loc["B", "n"] + frame.loc["C", "n"] == grouped.pooled.n
+    assert frame["ece_ci_upper"].to_numpy() == pytest.approx(np.sqrt(frame["ci_upper"].to_numpy()))
+
+
+def test_global_combinations_by_hand():
+    p = np.array([0.2, 0.03, 0.6, 0.9])
+    assert global_test(p, "bonferroni") == pytest.approx((0.03, 0.12))
+    fisher = -2 * np.log(p).sum()
+    assert global_test(p, "fisher") == pytest.approx((fisher, stats.chi2.sf(fisher, 8)))
+    z = stats.norm.isf(p).sum() / 2
+    assert global_test(p, "stouffer") == pytest.approx((z, stats.norm.sf(z)))
+
+
+def test_two_group_heterogeneity_is_the_unpaired_comparison():
+    """Cochran's Q of two groups is the square of calib_compare's unpaired z (the same variance parts).
+
+    Both groups are miscalibrated, so neither group's corrected first-order
+    variance is floored at 0 (the grouped test floors each group's, the
+    comparison the sum).
+    """
+    rng = np.random.default_rng(6)
+    n = 3000
+    g = np.repeat([0, 1], [1800, 1200])
+    p = rng.uniform(size=n)
+    y = (rng.random(n) < np.clip(p + np.where(g == 0, 0.12, 0.2), 0, 1)).astype(int)
+    two = ct.calib_ci(y=y, probs=p, by=g)
+    cmp = ct.calib_compare(two.groups[0], two.groups[1], paired=False)
+    assert two.heterogeneity_df == 1
+    assert two.heterogeneity_statistic == pytest.approx(cmp.statistic ** 2, rel=1e-9)
+    assert two.heterogeneity_pvalue == pytest.approx(cmp.pvalue, rel=1e-9)
+
+
+def test_heterogeneity_by_hand():
+    t, v = np.array([0.01, 0.02, 0.05]), np.array([1e-5, 2e-5, 4e-5])
+    w = 1 / v
+    pooled = (w * t).sum() / w.sum()
+    q = (w * (t - pooled) ** 2).sum()
+    assert heterogeneity_test(t, v) == pytest.approx((q, 2, stats.chi2.sf(q, 2), pooled))
+
+
+def test_crossed_groups_list_empty_and_single_class_groups():
+    rng = np.random.default_rng(2)
+    n = 600
+    a = rng.choice(["x", "y"], n)
+    b = np.where(a == "x", rng.choice(["u", "v"], n), "u")   # (y, v) never occurs
+    p = rng.uniform(size=n)
+    y = (rng.random(n) < p).astype(int)
+    y[(a == "y")] = 1                                          # (y, u): a single outcome class
+    res = ct.calib_ci(y=y, probs=p, by=[pd.Series(a, name="a"), pd.Series(b, name="b")], rng=1)
+    assert res.by == ("a", "b")
+    assert set(res.groups) == {("x", "u"), ("x", "v"), ("y", "u"), ("y", "v")}
+    assert res.groups[("y", "v")] is None and res.reasons[("y", "v")] == "no rows"
+    assert res.groups[("y", "u")] is None and "single outcome class" in res.reasons[("y", "u")]
+    frame = res.to_frame()
+    assert frame.loc[("y", "v"), "note"] == "no rows" and pd.isna(frame.loc[("y", "v"), "estimate"])
+    assert "not analysed" in str(res.summary())
+    assert res.global_pvalue == pytest.approx(min(1.0, 2 * frame["pvalue"].min()))
+
+
+def test_small_group_gets_monte_carlo_null_and_note():
+    rng = np.random.default_rng(8)
+    n = 1030
+    g = np.r_[np.zeros(1000, int), np.ones(30, int)]
+    p = rng.uniform(size=n)
+    y = (rng.random(n) < p).astype(int)
+    res = ct.calib_ci(y=y, probs=p, by=g, rng=5, n_null_draws=300)
+    small = res.groups[1]
+    assert small.null == "monte-carlo" and small.monte_carlo.n_draws == 300
+    assert "small group" in res.group_notes[1]
+    assert res.to_frame().loc[1, "null"] == "monte-carlo"
+    assert res.groups[0].null == "asymptotic"
+
+
+def test_summary_dict_and_repr(grouped):
+    text = str(grouped.summary())
+    assert all(len(line) == 78 for line in text.splitlines())
+    assert "(pooled)" in text and "heterogeneity" in text
+    d = grouped.to_dict()
+    json.dumps(d)
+    assert d["global_pvalue"] == grouped.global_pvalue and len(d["groups"]) == 3
+    assert "global p=" in repr(grouped)
+    with pytest.raises(Exception):
+        grouped.global_pvalue = 0.0
+
+
+def test_weighted_and_prevalence_groups(df):
+    res = ct.calib_ci("y ~ p", df, by="site", weights="w")
+    sub = df[df.site == "B"]
+    ref = ct.calib_ci("y ~ p", sub, weights="w")
+    assert res.groups["B"].estimate == pytest.approx(ref.estimate, rel=1e-12)
+    assert np.isfinite(res.heterogeneity_pvalue)
+    prev = ct.calib_ci("y ~ p", df, by="site", prevalence=0.2, rng=1, n_null_draws=200)
+    pi_hat = df.y.mean()
+    assert all(r.weighting.sample_prevalence == pytest.approx(pi_hat) for r in prev.groups.values())
+
+
+def test_bad_by(df, tmp_path):
+    with pytest.raises(ValueError, match="not a column"):
+        ct.calib_ci("y ~ p", df, by="nope")
+    bad = df.assign(site=df.site.where(df.index % 7 != 0))
+    with pytest.raises(ValueError, match="missing values"):
+        ct.calib_ci("y ~ p", bad, by="site")
+    with pytest.raises(ValueError, match="one value per row"):
+        ct.calib_ci(y=df.y, probs=df.p, by=np.zeros(5))
+    path = tmp_path / "d.csv"
+    df.to_csv(path, index=False)
+    with pytest.raises(ValueError, match="in memory"):
+        ct.calib_ci("y ~ p", str(path), by="site")
+
+
+def test_calib_test_and_tcal_test_by_group(df):
+    table = ct.calib_test("y ~ p", df, by="site", rng=4, n_draws=200)
+    ref = ct.calib_test("y ~ p", df[df.site == "B"], rng=4, n_draws=200)
+    assert table.loc["B", "pvalue"] == ref.pvalue and table.loc["B", "n"] == (df.site == "B").sum()
+    assert table.attrs["global_pvalue"] == pytest.approx(min(1.0, 3 * table["pvalue"].min()))
+    tcal = ct.tcal_test("y ~ p", df, by=["site", "sex"], rng=4, n_draws=200)
+    assert len(tcal) == 6 and tcal["pvalue"].notna().all()
+
+
+def test_plot_forest(grouped):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    from calibtest.reporting import plot_forest
+    from calibtest.reporting.forest import forest_rows
+    ax = plot_forest(grouped)
+    rows = forest_rows(grouped)
+    assert [r["label"].split(" ")[0] for r in rows] == ["A", "B", "C", "pooled"]
+    assert len(ax.get_yticklabels()) == 4
+    assert rows[2]["upper"] == pytest.approx(grouped.groups["C"].conf_int(scale="ece").upper)
+
+
+@pytest.mark.slow
+def test_global_test_size_smoke():
+    """All groups calibrated: the Bonferroni global test rejects at about its level or less."""
+    rng = np.random.default_rng(12)
+    sizes = [100, 400, 1500]
+    labels = np.repeat(np.arange(3), sizes)
+    reps = 150
+    rejects = 0
+    for r in range(reps):  # independent data sets (the quantity under study)
+        p = rng.uniform(size=labels.size)
+        y = (rng.random(labels.size) < p).astype(int)
+        rejects += ct.calib_ci(y=y, probs=p, by=labels).global_pvalue <= 0.10
+    # binomial(150, 0.10): mean 15, sd 3.7
+    assert rejects <= 15 + 3 * 3.7
+
+
+@pytest.mark.slow
+def test_populations_study_smoke():
+    """The vignette's cells run end to end on one data set each and return what the tables read."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "vignettes" / "populations.py"
+    spec = importlib.util.spec_from_file_location("populations_study", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    rng = np.random.default_rng(0)
+    row = study.subgroup_cell(2, 0, 0.5)(rng)
+    assert set(row) >= {"global_bonferroni", "global_fisher", "heterogeneity", "cover_0", "cover_1"}
+    run, truth = study.prevalence_cell(0.5, 100, 100)
+    row = run(rng)
+    assert row["truth"] == pytest.approx(truth) and row["unweighted_cover"] in (0, 1)
+    assert study.lognormal_cell(0.5, 300)(rng)["n_eff"] < 300
+    # the population ECE of the prevalence design by a second route (Monte Carlo over the population)
+    x = np.random.default_rng(1).standard_normal(400_000)
+    mu = study._population_mu(study.PREV, study.PREV_SD)
+    r = 1 / (1 + np.exp(-(mu + study.PREV_SD * x)))
+    assert r.mean() == pytest.approx(study.PREV, abs=0.002)
+    p = 1 / (1 + np.exp(-(np.log(r / (1 - r)) - 0.5)))
+    assert np.mean((r - p) ** 2) == pytest.approx(truth, rel=0.03)

@@ -1,0 +1,269 @@
+"""Case weights and prevalence adjustment: calibtest.core.weighted and calib_ci(weights=, prevalence=)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calibtest as ct
+from calibtest.core.difference_variance import second_order_var_single
+from calibtest.core.weighted import (kish_n_eff, prevalence_event_prob, prevalence_weights, weighted_null_draws,
+                                     weighted_statistics)
+
+
+def brute_force(inverse, u, w):
+    """T_w, sigma_{1,w}^2 and V_0 by double loops over the rows (the definitions, written out)."""
+    n = len(w)
+    W = sum(w)
+    T = V0 = plug = 0.0
+    mu = {}
+    for b in set(inverse.tolist()):
+        rows = [i for i in range(n) if inverse[i] == b]
+        Wb = sum(w[i] for i in rows)
+        num = den = pairs = 0.0
+        for i in rows:
+            for j in rows:
+                if i != j:
+                    num += w[i] * w[j] * float(u[i] @ u[j])
+                    den += w[i] * w[j]
+                    pairs += (w[i] * w[j] * float(u[i] @ u[j])) ** 2
+        mu[b] = sum(w[i] * u[i] for i in rows) / Wb if Wb > 0 else np.zeros(u.shape[1])
+        plug += Wb / W * float(mu[b] @ mu[b])
+        if den > 0:
+            T += Wb / W * num / den
+            V0 += 2.0 * (Wb / (W * den)) ** 2 * pairs
+    s1 = sum((w[i] * n / W * (2 * float(mu[inverse[i]] @ u[i]) - float(mu[inverse[i]] @ mu[inverse[i]]) - plug)) ** 2
+             for i in range(n)) / n
+    return T, plug, s1, V0
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_matches_double_loop_on_small_inputs(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 31))
+    d = int(rng.integers(1, 3))
+    u = rng.normal(size=(n, d))
+    w = rng.lognormal(0.0, 1.0, n)
+    w[rng.random(n) < 0.15] = 0.0
+    w[0] = max(w[0], 0.5)
+    _, inverse = np.unique(rng.integers(0, max(1, n // 4), n), return_inverse=True)
+    fast = weighted_statistics(inverse, u, w)
+    T, plug, s1, V0 = brute_force(inverse, u, w)
+    np.testing.assert_allclose([fast.estimate, fast.plugin, fast.sigma1_sq, fast.null_variance],
+                               [T, plug, s1, V0], rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(fast.contributions.sum(), T, rtol=1e-9, atol=1e-14)
+
+
+@pytest.fixture(scope="module")
+def binary():
+    rng = np.random.default_rng(11)
+    n = 1200
+    p = rng.uniform(size=n)
+    y = rng.binomial(1, np.clip(p + 0.08 * np.sin(6 * p), 0, 1))
+    return pd.DataFrame({"y": y, "p": p, "w": rng.lognormal(0, 0.7, n), "one": np.ones(n)})
+
+
+def test_unit_weights_give_t_sigma1_and_second_order_variance(binary):
+    plain = ct.calib_ci("y ~ p", binary)
+    weighted = ct.calib_ci("y ~ p", binary, weights="one")
+    assert weighted.estimate == pytest.approx(plain.estimate, rel=1e-12, abs=1e-15)
+    assert weighted.sigma1_sq == pytest.approx(plain.sigma1_sq, rel=1e-12)
+    assert weighted.plugin_estimate == pytest.approx(plain.plugin_estimate, rel=1e-12)
+    assert weighted.se == pytest.approx(plain.se, rel=1e-12)
+    v2 = second_order_var_single(plain.partition.inverse, plain.data.u)
+    assert weighted.weighting.null_variance == pytest.approx(v2, rel=1e-12)
+    assert weighted.weighting.n_eff == pytest.approx(len(binary))
+    assert weighted.ci_upper == pytest.approx(plain.ci_upper, rel=1e-12)
+
+
+def test_scale_of_weights_does_not_matter(binary):
+    a = ct.calib_ci("y ~ p", binary, weights="w")
+    b = ct.calib_ci(y=binary.y, probs=binary.p, weights=7.5 * binary.w.to_numpy())
+    for name in ("estimate", "se", "sigma0_sq", "ci_lower", "ci_upper", "null_pvalue"):
+        assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-10)
+
+
+def test_zero_weight_rows_are_the_same_as_dropping_them(binary):
+    w = binary.w.to_numpy().copy()
+    w[::3] = 0.0
+    keep = w > 0
+    full = ct.calib_ci(y=binary.y, probs=binary.p, weights=w, n_bins=20)
+    sub = ct.calib_ci(y=binary.y[keep], probs=binary.p[keep], weights=w[keep], n_bins=20)
+    for name in ("estimate", "se", "plugin_estimate"):
+        assert getattr(full, name) == pytest.approx(getattr(sub, name), rel=1e-10)
+    assert full.weighting.null_variance == pytest.approx(sub.weighting.null_variance, rel=1e-10)
+
+
+def test_integer_weights_plugin_equals_replicated_rows(binary):
+    rng = np.random.default_rng(3)
+    k = rng.integers(1, 4, len(binary))
+    weighted = ct.calib_ci(y=binary.y, probs=binary.p, weights=k, n_bins=15)
+    rep = ct.calib_ci(y=np.repeat(binary.y, k), probs=np.repeat(binary.p, k), n_bins=15)
+    assert weighted.plugin_estimate == pytest.approx(rep.plugin_estimate, rel=1e-12)
+    table = weighted.bin_table()
+    rep_table = rep.bin_table()
+    np.testing.assert_allclose(table["weight"], rep_table["count"])
+    np.testing.assert_allclose(table["mean_outcome_weighted"], rep_table["mean_outcome"], rtol=1e-12)
+    assert table["contribution"].sum() == pytest.approx(weighted.estimate, rel=1e-10)
+
+
+def test_prevalence_weights_by_hand():
+    events = np.array([1] * 500 + [0] * 500, dtype=bool)
+    w, pi_hat = prevalence_weights(events, 0.05)
+    assert pi_hat == 0.5
+    np.testing.assert_allclose(w[:500], 0.1)
+    np.testing.assert_allclose(w[500:], 1.9)
+    assert np.sum(w * events) / np.sum(w) == pytest.approx(0.05)
+    assert kish_n_eff(w) == pytest.approx(1000**2 / (500 * 0.01 + 500 * 3.61))
+    # under H0 the sample's event probability, weighted back, is the prediction
+    z = np.linspace(0.01, 0.99, 9)
+    q = prevalence_event_prob(z, 0.1, 1.9)
+    np.testing.assert_allclose(q * 0.1 / (q * 0.1 + (1 - q) * 1.9), z)
+
+
+def test_weighted_null_draws_reduce_to_the_statistic():
+    """With event probabilities 0/1 every draw is the observed labels, so each draw is T_w of the data."""
+    rng = np.random.default_rng(4)
+    n = 200
+    z = rng.uniform(size=n)
+    y = (rng.random(n) < z).astype(float)
+    w = rng.lognormal(size=n)
+    _, inverse = np.unique(np.floor(z * 10), return_inverse=True)
+    draws = weighted_null_draws(z, inverse, w, w, y, n_draws=7, rng=rng, max_cells=3 * n)
+    t = weighted_statistics(inverse, (y - z)[:, None], w).estimate
+    np.testing.assert_allclose(draws, t, rtol=1e-12)
+
+
+def test_prevalence_result_records_pi_pi_hat_and_neff():
+    rng = np.random.default_rng(5)
+    p = np.concatenate([rng.beta(3, 2, 300), rng.beta(1, 6, 300)])
+    y = np.r_[np.ones(300), np.zeros(300)].astype(int)
+    res = ct.calib_ci(y=y, probs=p, prevalence=0.1, rng=1, n_null_draws=300)
+    assert res.weighting.prevalence == 0.1 and res.weighting.sample_prevalence == 0.5
+    a, b = 0.1 / 0.5, 0.9 / 0.5
+    assert res.weighting.n_eff == pytest.approx(600**2 / (300 * a * a + 300 * b * b))
+    assert res.null == "monte-carlo" and res.monte_carlo.n_draws == 300
+    text = str(res.summary())
+    assert "re-weighted" in text and "pi = 0.1" in text and "pi_hat = 0.5" in text
+    d = res.to_dict()
+    json.dumps(d)
+    assert d["prevalence"] == 0.1 and d["sample_prevalence"] == 0.5 and d["n_eff"] == pytest.approx(res.weighting.n_eff)
+    same = ct.calib_ci(y=y, probs=p, prevalence=0.1, rng=1, n_null_draws=300)
+    assert same.null_pvalue == res.null_pvalue
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    (np.r_[-1.0, np.ones(99)], ValueError, "non-negative"),
+    (np.r_[np.nan, np.ones(99)], ValueError, "finite"),
+    (np.zeros(100), ValueError, "all zero"),
+    (np.ones(99), ValueError, "one value per row"),
+    (np.array(["a"] * 100), TypeError, "numeric"),
+    ("nope", ValueError, "column"),
+])
+def test_bad_weights_name_the_argument(bad, exc, match):
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=100)
+    with pytest.raises(exc, match=match) as info:
+        ct.calib_ci(y=(rng.random(100) < p).astype(int), probs=p, weights=bad)
+    assert "weights" in str(info.value)
+
+
+@pytest.mark.parametrize("prevalence", [0.0, 1.0, -0.2, 1.5])
+def test_bad_prevalence(prevalence):
+    with pytest.raises(ValueError, match="prevalence"):
+        ct.calib_ci(y=[0, 1, 1, 0], probs=[0.2, 0.7, 0.6, 0.4], prevalence=prevalence)
+
+
+def test_unsupported_combinations(binary, tmp_path):
+    with pytest.raises(ValueError, match="null='asymptotic' or null='monte-carlo'"):
+        ct.calib_ci("y ~ p", binary, weights="w", null="conditional")
+    with pytest.raises(ValueError, match="method='adjusted'"):
+        ct.calib_ci("y ~ p", binary, weights="w", method="bootstrap")
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(3), 100)
+    labels = rng.integers(0, 3, 100)
+    with pytest.raises(ValueError, match="binary and top-1"):
+        ct.calib_ci(y=labels, probs=probs, k=2, prevalence=0.2)
+    path = tmp_path / "d.csv"
+    binary.to_csv(path, index=False)
+    with pytest.raises(ValueError, match="in memory"):
+        ct.calib_ci("y ~ p", str(path), weights="w")
+
+
+def test_missing_rows_drop_their_weights(binary):
+    df = binary.copy()
+    df.loc[::10, "p"] = np.nan
+    res = ct.calib_ci("y ~ p", df, weights="w", missing="drop")
+    keep = df.p.notna()
+    ref = ct.calib_ci(y=df.y[keep], probs=df.p[keep], weights=df.w[keep].to_numpy())
+    assert res.estimate == pytest.approx(ref.estimate, rel=1e-12)
+    assert res.n_dropped == int((~keep).sum())
+
+
+@pytest.mark.slow
+def test_weighted_null_variance_by_simulation():
+    """Var(T_w) over calibrated data sets with lognormal weights matches the mean estimated V_0."""
+    rng = np.random.default_rng(7)
+    n, reps = 400, 400
+    t, v0 = np.empty(reps), np.empty(reps)
+    for r in range(reps):  # independent data sets (the quantity under study)
+        p = rng.uniform(size=n)
+        y = (rng.random(n) < p).astype(int)
+        w = rng.lognormal(0, 0.5, n) * np.exp(2 * p)
+        res = ct.calib_ci(y=y, probs=p, weights=w, n_bins=20)
+        t[r], v0[r] = res.estimate, res.weighting.null_variance
+    ratio = t.var() / v0.mean()
+    # the sample variance of 400 draws has relative s.e. about sqrt(2/399) = 0.07
+    assert 0.8 < ratio < 1.25
+    assert abs(t.mean()) < 4 * t.std() / np.sqrt(reps)
+
+
+def test_hosmer_lemeshow_with_weights(binary):
+    plain = ct.hosmer_lemeshow("y ~ p", binary)
+    unit = ct.hosmer_lemeshow("y ~ p", binary, weights="one")
+    assert unit.statistic == pytest.approx(plain.statistic, rel=1e-10)
+    assert unit.debiased_estimate == pytest.approx(plain.debiased_estimate, rel=1e-10)
+    res = ct.hosmer_lemeshow("y ~ p", binary, weights="w", groups=5)
+    # by hand: the 5 groups of equal size by sorted p, weighted O, E and variance
+    order = np.argsort(binary.p.to_numpy(), kind="stable")
+    w, y, p = (binary[c].to_numpy()[order] for c in ("w", "y", "p"))
+    stat = 0.0
+    for idx in np.array_split(np.arange(len(order)), 5):  # the 5 groups
+        O, E, W, W2 = (w[idx] * y[idx]).sum(), (w[idx] * p[idx]).sum(), w[idx].sum(), (w[idx] ** 2).sum()
+        stat += (O - E) ** 2 / (W2 * (E / W) * (1 - E / W))
+    assert res.statistic == pytest.approx(stat, rel=1e-10)
+    assert res.weighted and "Case weights" in str(res.summary())
+    assert res.debiased_estimate == pytest.approx(ct.calib_ci("y ~ p", binary, weights="w").estimate, rel=1e-10)
+
+
+def test_val_prob_and_reliability_diagram_refuse_weights(binary):
+    with pytest.raises(ValueError, match="val_prob does not take weights"):
+        ct.val_prob("y ~ p", binary, weights="w")
+    res = ct.calib_ci("y ~ p", binary, weights="w")
+    with pytest.raises(ValueError, match="weighted"):
+        res.plot_reliability()
+    with pytest.raises(ValueError, match="weighted"):
+        res.hosmer_lemeshow()
+    with pytest.raises(ValueError, match="weighted"):
+        ct.calib_compare(res, ct.calib_ci("y ~ p", binary), paired=True)
+
+
+def test_sparse_weight_share_by_hand():
+    p = np.array([0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.6, 0.7, 0.8])
+    y = np.array([0, 0, 1, 0, 0, 1, 1, 0, 1])
+    w = np.array([1, 1, 1, 1, 1, 1, 10, 0.1, 0.1])
+    res = ct.calib_ci(y=y, probs=p, weights=w, n_bins=2)
+    # bin [0, 0.5): effective size 6; bin [0.5, 1): (10.2)^2 / 100.02 < 5, sparse
+    assert res.weighting.sparse_weight_share == pytest.approx(10.2 / 16.2)
+    assert any("effective size" in note for note in res.notes())
+
+
+def test_weighted_summary_has_no_unweighted_evidence(binary):
+    res = ct.calib_ci("y ~ p", binary, weights="w")
+    text = str(res.summary())
+    assert "multi-scale test" not in text.split("Model:")[0]
+    assert "this result is weighted" in text
+    with pytest.raises(ValueError, match="weighted"):
+        res.evidence()
