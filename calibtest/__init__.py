@@ -27,6 +27,7 @@ from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.plan import AnalysisPlan, plan
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test
@@ -43,6 +44,8 @@ __all__ = [
     "val_prob",
     "hosmer_lemeshow",
     "report",
+    "plan",
+    "AnalysisPlan",
     "BinAccumulator",
     "CalibrationResult",
     "ConfidenceInterval",
