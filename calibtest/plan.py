@@ -309,7 +309,8 @@ class AnalysisPlan:
         if used_k != self.k:
             add("k", self.k, used_k if used_k is not None else f"none ({result.mode} target)")
         # a probability matrix implies K; a planned None matches it, not a top-1 column's stated K
-        if (self.n_classes is not None or result.mode == "top1") and result.n_classes != self.n_classes:
+        stated = result.mode == "top1" and len(result.prob_names) == 1
+        if (self.n_classes is not None or stated) and result.n_classes != self.n_classes:
             add("n_classes", self.n_classes, result.n_classes)
         return tuple(out)
 
