@@ -496,7 +496,7 @@ def _model_figures(res, name: str, d: dict, ev) -> list[dict]:
     return figs
 
 
-_INTERNAL = re.compile(r"\s*\((?:see\s+)?``?docs/[\w.-]+\.md``?(?:,[^)]*)?\)|\s*``?docs/[\w.-]+\.md``?")
+_INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
 
 
 def _public(text: str) -> str:
@@ -625,14 +625,14 @@ def _overview(results, names) -> dict:
     rows = []
     for res, name in zip(results, names):
         d = res.to_dict()
-        rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"]),
-                     _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"]), fmt(d["ece"]),
-                     _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"]),
-                     fmt_p(d["null_pvalue"])))
+        rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"], 4),
+                     _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
+                     _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
+                     fmt_p(d["null_pvalue"], 3)))
     return {**_table(["Model", "target", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE",
                       "p (ECE = 0)"], rows),
-            "caption": ("The models at a glance: ECE² in squared probability units, ECE in probability "
-                        "units, intervals at each model's confidence level.")}
+            "caption": ("The models at a glance (4 significant digits): ECE² in squared probability units, "
+                        "ECE in probability units, intervals at each model's confidence level.")}
 
 
 def _unique_names(results, labels) -> list[str]:
