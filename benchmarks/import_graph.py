@@ -26,7 +26,7 @@ LAYERS = [
     ("estimation", ["calibtest.estimation"]),
     ("backends", ["calibtest.backends"]),
     ("api", ["calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.hosmer_lemeshow",
-             "calibtest.valprob"]),
+             "calibtest.valprob", "calibtest.flexible"]),
     ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation"]),
     ("surface", ["calibtest.cli", "calibtest"]),
 ]
