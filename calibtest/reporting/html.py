@@ -439,60 +439,46 @@ def _sensitivity_table(ev) -> dict:
                    "p (ECE = 0)", "single-B test"], rows)
 
 
-def _figure_functions():
-    """The plotting functions of the report's figures that this installation provides."""
-    from calibtest.reporting import plotting
-
-    names = ("flexible_curve_figure", "display_reliability_figure", "prediction_strip_figure",
-             "bin_sensitivity_figure")
-    return {nm: getattr(plotting, nm) for nm in names if hasattr(plotting, nm)}
-
-
 def _model_figures(res, name: str, d: dict, ev) -> list[dict]:
     """Figures of one model: flexible curve, display-bin reliability diagram, prediction strip, bin sensitivity."""
-    functions = _figure_functions()
+    from calibtest.reporting import plotting
+
     level = _level(d["alpha"])
     figs = []
-    binary = d["mode"] in ("binary", "top1") and d["k"] == 1
-    if binary and "flexible_curve_figure" in functions:
-        figs.append({"src": _png_data_uri(functions["flexible_curve_figure"]([res], [name])),
+    binary = d["mode"] in ("binary", "top1") and d["k"] == 1 and res.data is not None
+    if binary:
+        figs.append({"src": _png_data_uri(plotting.flexible_curve_figure([res], [name], alpha=d["alpha"])),
                      "alt": f"Flexible calibration curve of {name}",
                      "caption": (f"Flexible calibration curve of {name}: logistic recalibration of the outcome on "
-                                 f"a restricted cubic spline of logit(p), with a pointwise 95% band; the printed "
-                                 "calibration intercept and slope are those of the logistic recalibration "
-                                 "(Van Calster et al. [9]). The dashed diagonal is perfect calibration.")})
-    if binary and "display_reliability_figure" in functions:
-        figs.append({"src": _png_data_uri(functions["display_reliability_figure"]([res], [name])),
+                                 f"a restricted cubic spline of logit(p) (4 knots) with its pointwise {level} "
+                                 "band, over the diagonal of perfect calibration [9]. Printed: the "
+                                 "calibration-in-the-large a0 (logit P(y = 1) = a0 + logit(p)) and the "
+                                 "calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. "
+                                 "The strip underneath shows the predictions of events (up) and non-events "
+                                 "(down).")})
+    if res.data is not None:
+        figs.append({"src": _png_data_uri(plotting.display_reliability_figure([res], [name])),
                      "alt": f"Reliability diagram of {name} at display bins",
-                     "caption": (f"Reliability diagram of {name} at display bins chosen for reading (observed "
-                                 f"frequency against mean prediction with {level} Wilson intervals). These display "
-                                 f"bins are not the estimator's: T uses B = {d['n_bins']} bins of width "
-                                 f"{fmt(d['bin_width'], 4)}, listed in the bin table.")})
+                     "caption": f"Reliability diagram of {name}. " + plotting.display_bins_caption([res])})
     else:
-        n_coords = _n_coordinates(res)
-        if n_coords == 1:
-            caption = (f"Reliability diagram of {name}: each point is one of the {d['n_occupied_bins']} occupied "
-                       f"bins of width 1/B = {fmt(d['bin_width'], 4)} (mean prediction against observed "
-                       f"frequency, with {level} Wilson intervals); the dashed line is perfect calibration; "
-                       "the strip underneath counts the rows per bin.")
-        else:
-            caption = (f"Reliability diagram of {name}, one panel per coordinate ({n_coords}): the rows are "
-                       f"grouped by the interval of width 1/B = {fmt(d['bin_width'], 4)} that holds that "
-                       f"coordinate (mean prediction against observed frequency of the corresponding label, with "
-                       f"{level} Wilson intervals); the strip counts the rows per interval. The estimator's own "
-                       f"{d['n_occupied_bins']} {n_coords}-dimensional bins are listed in the bin table.")
         figs.append({"src": _png_data_uri(reliability_figure(res, labels=[name])),
-                     "alt": f"Reliability diagram of {name}", "caption": caption})
-    if binary and "prediction_strip_figure" in functions:
-        figs.append({"src": _png_data_uri(functions["prediction_strip_figure"]([res], [name])),
+                     "alt": f"Reliability diagram of {name}",
+                     "caption": (f"Reliability diagram of {name} at the estimator's {d['n_occupied_bins']} "
+                                 f"occupied bins of width 1/B = {fmt(d['bin_width'], 4)} (the result holds bin "
+                                 f"sums only, no rows): mean prediction against observed frequency with {level} "
+                                 "Wilson intervals; the strip counts the rows per bin.")})
+    if binary:
+        figs.append({"src": _png_data_uri(plotting.prediction_strip_figure([res], [name])),
                      "alt": f"Distribution of the predictions of {name} by outcome",
-                     "caption": f"Distribution of the predictions of {name}, by observed outcome (0 and 1)."})
-    if ev is not None and "bin_sensitivity_figure" in functions:
-        figs.append({"src": _png_data_uri(functions["bin_sensitivity_figure"](ev.sensitivity, name)),
+                     "caption": (f"Distribution of the predictions of {name} by observed outcome: the share of "
+                                 "the events (y = 1) and of the non-events (y = 0) in each of 50 equal-width "
+                                 "bins, in percent of their own group.")})
+    if ev is not None:
+        figs.append({"src": _png_data_uri(plotting.bin_sensitivity_figure(ev, name)),
                      "alt": f"Bin sensitivity of {name}",
-                     "caption": (f"Bin sensitivity of {name}: the debiased estimate T of ECE² and its "
-                                 f"{level} adjusted interval (conditional null) at several numbers of bins B; "
-                                 "the verdict of the single-B test at each B is in the bin-sensitivity table.")})
+                     "caption": (f"Bin sensitivity of {name}: the debiased estimate T of ECE² (squared "
+                                 f"probability units) with its {level} adjusted interval (conditional null), "
+                                 "and the p-value of the single-B test, against the number of bins B.")})
     return figs
 
 
@@ -828,13 +814,17 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     overlay = None
     same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
     if figures and multi and same_target:
-        functions = _figure_functions()
-        binary = all(r.mode in ("binary", "top1") and r.k == 1 for r in results)
-        if binary and "flexible_curve_figure" in functions:
-            overlay = {"src": _png_data_uri(functions["flexible_curve_figure"](results, names)),
+        from calibtest.reporting import plotting
+
+        binary = all(r.mode in ("binary", "top1") and r.k == 1 and r.data is not None for r in results)
+        if binary:
+            overlay = {"src": _png_data_uri(plotting.flexible_curve_figure(results, names,
+                                                                          alpha=results[0].alpha)),
                        "alt": "Flexible calibration curves of the models overlaid",
-                       "caption": ("Flexible calibration curves of the models overlaid, each with its pointwise "
-                                   "95% band and its calibration intercept and slope.")}
+                       "caption": ("Flexible calibration curves of the models overlaid (restricted cubic spline "
+                                   "logistic recalibration [9]), each with its pointwise band and its "
+                                   "calibration-in-the-large and slope; the strips show each model's "
+                                   "predictions of events (up) and non-events (down).")}
         else:
             overlay = {"src": _png_data_uri(reliability_figure(results, labels=names)),
                        "alt": "Reliability diagrams of the models overlaid",
