@@ -369,20 +369,21 @@ def _plan_bins(value: str):
     return value if value in ("auto", "adaptive") else _bins(value)
 
 
-def _add_plan_parser(sub) -> None:
+def _add_plan_parser(sub, shared) -> None:
+    helps = {a.dest: a.help for a in shared["model"]._actions}  # one help text per shared option
     pl = sub.add_parser("plan", help="write a pre-specified analysis plan (JSON with its SHA-256)",
                         epilog="e.g. calibtest plan -o plan.json --alpha 0.05 --n-bins auto "
                                "--tests calib_ci,hosmer_lemeshow")
     pl.add_argument("-o", "--output", required=True, help="the plan file to write (.json)")
-    pl.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    pl.add_argument("--alpha", type=float, default=0.05, help=helps["alpha"])
     pl.add_argument("--n-bins", type=_plan_bins, default="auto",
                     help="bins per dimension: an integer, 'auto' (default) or 'adaptive'")
     pl.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default=NULL_DEFAULT,
                     help=f"null law of the test of ECE = 0 (default {NULL_DEFAULT})")
     pl.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
                     help="interval method (default adjusted)")
-    pl.add_argument("--k", type=_k, default=None, help="top-1-to-k target (an integer) or 'full'")
-    pl.add_argument("--n-classes", type=int, default=None, help="K, for a top-1 confidence column")
+    pl.add_argument("--k", type=_k, default=None, help=helps["k"])
+    pl.add_argument("--n-classes", type=int, default=None, help=helps["n_classes"])
     pl.add_argument("--tests", default=None, metavar="T1,T2",
                     help="comma-separated tests to report: " + ", ".join(PLAN_TESTS))
     pl.add_argument("--subgroups", default=None, metavar="COL1,COL2", help="comma-separated subgroup columns")
@@ -458,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
     _add_compare_parser(sub, shared)
-    _add_plan_parser(sub)
+    _add_plan_parser(sub, shared)
     return parser
 
 

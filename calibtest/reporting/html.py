@@ -509,6 +509,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "anchor": f"model-{index + 1}",
         "conclusion": conclusion(d, test_name=_test_name(res)),
         "evidence_conclusion": ev.conclusion if ev is not None else None,
+        "evidence_verdict": ev.verdict if ev is not None else ("no evidence" if d["contains_zero"] else "evidence"),
         "evidence_table": None if ev is None else {**_evidence_table(ev), "caption": (
             f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
             f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")},
