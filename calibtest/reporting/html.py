@@ -439,47 +439,54 @@ def _sensitivity_table(ev) -> dict:
                    "p (ECE = 0)", "single-B test"], rows)
 
 
-def _model_figures(res, name: str, d: dict, ev) -> list[dict]:
-    """Figures of one model: flexible curve, display-bin reliability diagram, prediction strip, bin sensitivity."""
+def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
+    """Figures of one model (flexible curve, display-bin reliability diagram, prediction strip, bin
+    sensitivity) and a note for each figure the data do not allow (e.g. a constant outcome)."""
     from calibtest.reporting import plotting
 
     level = _level(d["alpha"])
-    figs = []
+    figs, notes = [], []
+
+    def add(title, draw, alt, caption):
+        try:
+            src = _png_data_uri(draw())
+        except ValueError as exc:
+            notes.append(f"The {title} of {name} was not drawn: {exc}.")
+            return
+        figs.append({"src": src, "alt": alt, "caption": caption})
+
     binary = d["mode"] in ("binary", "top1") and d["k"] == 1 and res.data is not None
     if binary:
-        figs.append({"src": _png_data_uri(plotting.flexible_curve_figure([res], [name], alpha=d["alpha"])),
-                     "alt": f"Flexible calibration curve of {name}",
-                     "caption": (f"Flexible calibration curve of {name}: logistic recalibration of the outcome on "
-                                 f"a restricted cubic spline of logit(p) (4 knots) with its pointwise {level} "
-                                 "band, over the diagonal of perfect calibration [9]. Printed: the "
-                                 "calibration-in-the-large a0 (logit P(y = 1) = a0 + logit(p)) and the "
-                                 "calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. "
-                                 "The strip underneath shows the predictions of events (up) and non-events "
-                                 "(down).")})
+        add("flexible calibration curve",
+            lambda: plotting.flexible_curve_figure([res], [name], alpha=d["alpha"]),
+            f"Flexible calibration curve of {name}",
+            f"Flexible calibration curve of {name}: logistic recalibration of the outcome on a restricted cubic "
+            f"spline of logit(p) (4 knots) with its pointwise {level} band, over the diagonal of perfect "
+            "calibration [9]. Printed: the calibration-in-the-large a0 (logit P(y = 1) = a0 + logit(p)) and the "
+            "calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip underneath "
+            "shows the predictions of events (up) and non-events (down).")
     if res.data is not None:
-        figs.append({"src": _png_data_uri(plotting.display_reliability_figure([res], [name])),
-                     "alt": f"Reliability diagram of {name} at display bins",
-                     "caption": f"Reliability diagram of {name}. " + plotting.display_bins_caption([res])})
+        add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
+            f"Reliability diagram of {name} at display bins",
+            f"Reliability diagram of {name}. " + plotting.display_bins_caption([res]))
     else:
-        figs.append({"src": _png_data_uri(reliability_figure(res, labels=[name])),
-                     "alt": f"Reliability diagram of {name}",
-                     "caption": (f"Reliability diagram of {name} at the estimator's {d['n_occupied_bins']} "
-                                 f"occupied bins of width 1/B = {fmt(d['bin_width'], 4)} (the result holds bin "
-                                 f"sums only, no rows): mean prediction against observed frequency with {level} "
-                                 "Wilson intervals; the strip counts the rows per bin.")})
+        add("reliability diagram", lambda: reliability_figure(res, labels=[name]),
+            f"Reliability diagram of {name}",
+            f"Reliability diagram of {name} at the estimator's {d['n_occupied_bins']} occupied bins of width "
+            f"1/B = {fmt(d['bin_width'], 4)} (the result holds bin sums only, no rows): mean prediction against "
+            f"observed frequency with {level} Wilson intervals; the strip counts the rows per bin.")
     if binary:
-        figs.append({"src": _png_data_uri(plotting.prediction_strip_figure([res], [name])),
-                     "alt": f"Distribution of the predictions of {name} by outcome",
-                     "caption": (f"Distribution of the predictions of {name} by observed outcome: the share of "
-                                 "the events (y = 1) and of the non-events (y = 0) in each of 50 equal-width "
-                                 "bins, in percent of their own group.")})
+        add("distribution of the predictions", lambda: plotting.prediction_strip_figure([res], [name]),
+            f"Distribution of the predictions of {name} by outcome",
+            f"Distribution of the predictions of {name} by observed outcome: the share of the events (y = 1) "
+            "and of the non-events (y = 0) in each of 50 equal-width bins, in percent of their own group.")
     if ev is not None:
-        figs.append({"src": _png_data_uri(plotting.bin_sensitivity_figure(ev, name)),
-                     "alt": f"Bin sensitivity of {name}",
-                     "caption": (f"Bin sensitivity of {name}: the debiased estimate T of ECE² (squared "
-                                 f"probability units) with its {level} adjusted interval (conditional null), "
-                                 "and the p-value of the single-B test, against the number of bins B.")})
-    return figs
+        add("bin-sensitivity figure", lambda: plotting.bin_sensitivity_figure(ev, name),
+            f"Bin sensitivity of {name}",
+            f"Bin sensitivity of {name}: the debiased estimate T of ECE² (squared probability units) with its "
+            f"{level} adjusted interval (conditional null), and the p-value of the single-B test, against the "
+            "number of bins B.")
+    return figs, notes
 
 
 _INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
@@ -503,6 +510,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     except (ValueError, RuntimeError) as exc:
         ev, ev_note = None, f"The evidence table was not computed: {exc}."
     level = _level(d["alpha"])
+    figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
     ctx = {
         "name": name,
         "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
@@ -540,7 +548,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "bins": {**bins, "caption": (f"Bin table of {name}: the estimator's {d['n_occupied_bins']} occupied "
                                      f"bins (B = {d['n_bins']}).")},
         "bins_note": bins_note,
-        "figures": _model_figures(res, name, d, ev) if figure else [],
+        "figures": figures,
+        "figure_notes": figure_notes,
         "level": level,
         "mode": d["mode"],
         "evidence": not d["contains_zero"],
@@ -819,8 +828,12 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
 
         binary = all(r.mode in ("binary", "top1") and r.k == 1 and r.data is not None for r in results)
         if binary:
-            overlay = {"src": _png_data_uri(plotting.flexible_curve_figure(results, names,
-                                                                          alpha=results[0].alpha)),
+            try:
+                src = _png_data_uri(plotting.flexible_curve_figure(results, names, alpha=results[0].alpha))
+            except ValueError:  # e.g. a constant outcome: the per-model sections say why
+                binary = False
+        if binary:
+            overlay = {"src": src,
                        "alt": "Flexible calibration curves of the models overlaid",
                        "caption": ("Flexible calibration curves of the models overlaid (restricted cubic spline "
                                    "logistic recalibration [9]), each with its pointwise band and its "
