@@ -618,6 +618,7 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
 
 
 def _overview(results, names) -> dict:
+    """The models side by side: one column per model (up to 5 models), else one row per model."""
     rows = []
     for res, name in zip(results, names):
         d = res.to_dict()
@@ -625,10 +626,14 @@ def _overview(results, names) -> dict:
                      _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
                      _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
                      fmt_p(d["null_pvalue"], 3)))
-    return {**_table(["Model", "target", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE",
-                      "p (ECE = 0)"], rows),
-            "caption": ("The models at a glance (4 significant digits): ECE² in squared probability units, "
-                        "ECE in probability units, intervals at each model's confidence level.")}
+    headers = ["Model", "target", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE", "p (ECE = 0)"]
+    caption = ("The models at a glance (4 significant digits): ECE² in squared probability units, ECE in "
+               "probability units, intervals at each model's confidence level.")
+    if len(rows) <= 5:  # transposed, so that the intervals fit the page width
+        return {**_table(["Quantity"] + [r[0] for r in rows],
+                         [[h] + [r[i] for r in rows] for i, h in enumerate(headers) if i > 0]),
+                "caption": caption}
+    return {**_table(headers, rows), "caption": caption}
 
 
 def _unique_names(results, labels) -> list[str]:
@@ -802,8 +807,10 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     (slowest) figure rendering.
     """
     results = _as_result_list(results)
-    names = _unique_names(results, labels)
     meta = check_metadata(metadata)
+    if labels is None and len(results) == 1 and meta["model_name"]:
+        labels = [meta["model_name"]]  # one model: the document's model name is its label
+    names = _unique_names(results, labels)
     plan = _resolve_plan(plan)
     if source is None or isinstance(source, dict):
         sources = [source] * len(results)
@@ -884,6 +891,10 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     _number(ctx)
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
+    for m in models:  # consecutive subsection numbers, only for the subsections the model has
+        shown = ["estimate", "settings"] + (["figures"] if m["figures"] or m["figure_notes"] else []) + \
+            ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
+        m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
     ctx["_attachments"] = pdf_attachments(results, names, comparisons, plan)
     return ctx
 
