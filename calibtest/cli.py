@@ -275,7 +275,9 @@ def report_command(args) -> str:
     if args.k is not None:
         parts += ["--k", str(args.k)]
     parts += ["--bins", str(args.bins), "--alpha", repr(args.alpha), "--method", args.method,
-              "--missing", args.missing, "--hl-groups", str(args.hl_groups), "--seed", str(args.seed)]
+              "--missing", args.missing, "--hl-groups", str(args.hl_groups)]
+    if args.seed is not None:
+        parts += ["--seed", str(args.seed)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -335,8 +337,8 @@ def _add_report_parser(sub, shared) -> None:
                      help="pre-specified analysis plan (written by 'calibtest plan'); the report checks the "
                           "analysis against it")
     rep.add_argument("--hl-groups", type=int, default=10, help="groups of the Hosmer-Lemeshow test (default 10)")
-    rep.add_argument("--seed", type=int, default=0,
-                     help="seed of the evidence table's Monte Carlo test (default 0)")
+    rep.add_argument("--seed", type=int, default=None,
+                     help="seed of the evidence table's multi-scale test (default: each result's recorded seed)")
     rep.add_argument("--method", default="adjusted",
                      help="interval method: adjusted (default, the paper's Algorithm 1), or a resampling "
                           "method calib_ci supports (bootstrap, subsampling, hulc)")

@@ -24,8 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from calibtest._format import fmt, fmt_p, json_safe, mode_description, model_name, package_version, sha256_file
-from calibtest.evidence import evidence
+from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, check_metadata, load_metadata,
                                           pdf_attachments, plan_check, reported_tests)
 
@@ -187,7 +186,7 @@ def _settings(res, d: dict) -> dict:
     return _table(["Setting", "Value"], rows)
 
 
-def _provenance(res, d: dict, source: dict | None, command: str | None) -> dict:
+def _provenance(res, d: dict, source: dict | None, command: str | None, evidence_seed=None) -> dict:
     rows = []
     src = source if source is not None else getattr(res, "source", None)
     if src:
@@ -206,6 +205,8 @@ def _provenance(res, d: dict, source: dict | None, command: str | None) -> dict:
         if value is not None:
             seeds.append(f"{label} {value}")
     rows.append(("Random seed", "; ".join(seeds) if seeds else "none (no resampling: the result is deterministic)"))
+    if evidence_seed is not None:
+        rows.append(("Seed of the evidence table's multi-scale test", str(evidence_seed)))
     rows.append(("Python call", res.call or "not recorded"))
     if command:
         rows.append(("Command line", command))
@@ -406,16 +407,16 @@ def _bin_rows(res) -> tuple[dict, str | None]:
     return _table(headers, rows), note
 
 
-def result_evidence(res, rng=0):
-    """The evidence table (:func:`calibtest.evidence`) of a binary or top-1 result's own rows.
+def result_evidence(res, rng=None):
+    """The evidence table of a result's own rows (:meth:`calibtest.CalibrationResult.evidence`).
 
-    Returns None for other targets and for results that hold no rows (bin
-    sums only).  ``rng`` seeds the Monte Carlo draws of the multi-scale test.
+    Returns None for a result that holds no rows (computed from a file or a
+    Dask frame).  ``rng=None`` uses the seed the result recorded, so the
+    report is the same at every call.
     """
-    if res.mode not in ("binary", "top1") or res.k != 1 or res.data is None:
+    if res.data is None:
         return None
-    return evidence(y=np.rint(res.data.y[:, 0]), probs=res.data.z[:, 0], n_classes=res.n_classes,
-                    alpha=res.alpha, rng=rng)
+    return res.evidence(rng=rng)
 
 
 def _evidence_table(ev) -> dict:
@@ -523,11 +524,12 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
             f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")},
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
-        "evidence_seed": None if ev is None else evidence_rng,
+        "evidence_seed": None if ev is None else ev.seed,
         "sensitivity": None if ev is None else {**_sensitivity_table(ev), "caption": (
             f"Bin sensitivity of {name}: the interval and the single-B test (conditional null) at several "
             "numbers of bins B per dimension.")},
-        "provenance": {**_provenance(res, d, source, command), "caption": f"Provenance of the result for {name}."},
+        "provenance": {**_provenance(res, d, source, command, None if ev is None else ev.seed),
+                       "caption": f"Provenance of the result for {name}."},
         "settings": {**_settings(res, d), "caption": f"Settings of the analysis of {name}."},
         "estimates": {**estimates, "caption": (
             f"Estimate and {level} confidence interval of {name}: ECE² in squared probability units, "
@@ -799,7 +801,7 @@ def _as_comparisons(comparisons) -> list:
 
 def build_context(results, *, comparisons=None, title: str | None = None, purpose: str | None = None,
                   labels: Sequence[str] | None = None, source=None, command: str | None = None,
-                  hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=0,
+                  hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
                   figures: bool = True, generated: datetime | None = None) -> dict:
     """The template context: strings, lists and ``to_dict()`` values only.
 
@@ -886,7 +888,6 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "has_flexible": any("Flexible" in f["caption"] for m in models for f in m["figures"]),
         "has_comparisons": bool(comparisons),
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),
-        "evidence_seed": rng,
     }
     _number(ctx)
     ctx["toc"] = _toc(ctx)
@@ -930,7 +931,7 @@ def _import_weasyprint():
 
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
-           hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=0) -> Path:
+           hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -983,9 +984,10 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         states that the analysis followed it (with its SHA-256 and creation
         time) or lists each deviation (option, planned, used); without a plan
         it states that the options were not pre-specified.
-    rng : int
-        Seed of the Monte Carlo draws of the evidence table's multi-scale
-        test (binary and top-1 targets), shown in the report.
+    rng : None or int
+        Seed of the label draws of the evidence table's multi-scale test;
+        None (default) uses each result's recorded seed, so the same result
+        gives the same report.  The seed used is shown in the provenance.
 
     Returns
     -------
