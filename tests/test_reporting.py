@@ -245,9 +245,12 @@ def test_topk_report_has_one_panel_per_coordinate():
     res = ct.calib_ci(y=labels, probs=probs, k=2, n_bins=4)
     doc = parse(render_html(res))
     images = decode_images(doc)
-    assert len(images) == 1  # the display-bin reliability diagram only (no flexible curve for top-k)
+    # the display-bin reliability diagram and the bin sensitivity (no flexible curve or strip for top-k)
+    assert len(images) == 2
     text = doc.body_text
-    assert "display bins" in text
+    assert "display bins" in text and "Bin sensitivity of probs" in text
+    ev = res.evidence()
+    assert "Table 1. Evidence on the calibration" in text and ev.conclusion.split(":")[0] in text
     assert "Hosmer" not in text.split("Methods")[0]  # HL and val.prob only for 1-dim targets
     assert "mean pred. 2" in text and "observed 2" in text
     assert fmt(res.estimate) in text
