@@ -84,6 +84,15 @@ class _Doc(HTMLParser):
         return re.sub(r"\s+", " ", " ".join(self.text))
 
 
+def _weasyprint_or_skip():
+    """WeasyPrint, or skip the test (it is missing, or present without the Pango library)."""
+    try:
+        import weasyprint
+    except (ImportError, OSError) as exc:
+        pytest.skip(f"WeasyPrint unavailable: {exc}")
+    return weasyprint
+
+
 def parse(html: str) -> _Doc:
     doc = _Doc()
     doc.feed(html)
@@ -325,10 +334,7 @@ def test_real_calib_compare_if_available(demo):
 
 def test_pdf_text_has_estimate_and_interval(tmp_path):
     pytest.importorskip("pypdf")
-    try:
-        import weasyprint  # noqa: F401
-    except (ImportError, OSError) as exc:
-        pytest.skip(f"WeasyPrint unavailable: {exc}")
+    _weasyprint_or_skip()
     from pypdf import PdfReader
     rng = np.random.default_rng(2)
     p = rng.uniform(0.05, 0.95, 150)
@@ -689,10 +695,7 @@ def test_plan_sample_size_is_shown(tmp_path, demo_result):
 @pytest.fixture(scope="module")
 def full_pdf(tmp_path_factory, demo):
     pytest.importorskip("pypdf")
-    try:
-        import weasyprint  # noqa: F401
-    except (ImportError, OSError) as exc:
-        pytest.skip(f"WeasyPrint unavailable: {exc}")
+    _weasyprint_or_skip()
     df = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
     a, b = ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df)
     cmp = ct.calib_compare(a, b, names=("current score", "inflated score"))
@@ -759,3 +762,23 @@ def test_pdf_no_word_outside_the_page(full_pdf, tmp_path):
             if x0 < 39.0 or x1 > width - 39.0 or y0 < 0 or y1 > height:
                 outside.append((m.group(5), x0, x1))
     assert not outside, outside[:10]
+
+
+def test_pdf_pairwise_table_of_three_models_fits_the_page(tmp_path, demo):
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    _weasyprint_or_skip()
+    df = demo.iloc[:1500].assign(q=lambda d: np.clip(d["p"] * 1.25, 0.001, 0.999),
+                                 r=lambda d: np.clip(d["p"] * 0.8, 0.001, 0.999))
+    results = [ct.calib_ci(f, data=df) for f in ("y ~ p", "y ~ q", "y ~ r")]
+    names = ["baseline model", "inflated model", "deflated model"]
+    pairwise = ct.calib_compare(results, names=names)
+    out = report(results, tmp_path / "three.pdf", comparisons=pairwise, labels=names)
+    subprocess.run(["pdftotext", "-bbox", str(out), str(tmp_path / "b.html")], check=True)
+    html = (tmp_path / "b.html").read_text(encoding="utf-8")
+    words = re.findall(r'<page width="([\d.]+)"|<word xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)"', html)
+    width = float(next(w for w, _, _ in words if w))
+    outside = [(x0, x1) for _, x0, x1 in words if x0 and (float(x0) < 39.0 or float(x1) > width - 39.0)]
+    assert not outside, outside[:10]
+    text = subprocess.run(["pdftotext", str(out), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Pairwise comparison of 3 models: baseline model, inflated model, deflated model" in " ".join(text.split())

@@ -594,7 +594,8 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
                  f"p-values adjusted by Holm's step-down method; Δ in squared probability units."]
         if rows and any(r.get("paired") for r in d["comparisons"]):
             notes.append("Paired comparisons: the models were scored on the same rows.")
-        return {"title": title, "table": {**_table(headers, rows), "caption": title + "."}, "notes": notes}
+        return {"title": title, "table": {**_table(headers, rows), "caption": title + "."}, "notes": notes,
+                "cls": "wide"}
     alpha = d.get("alpha")
     level = _level(alpha) if alpha is not None else ""
     name_a = label(d.get("name_a", "A"), getattr(cmp, "result_a", None))
@@ -616,7 +617,7 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
             ("Pairing", f"{'paired' if d.get('paired') else 'unpaired'} ({d.get('pairing', '')})")]
     title = f"Comparison of {name_a} with {name_b}"
     return {"title": title, "table": {**_table(["Quantity", "Value"], rows), "caption": title + "."},
-            "notes": [_public(n) for n in d.get("notes", [])]}
+            "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv"}
 
 
 def _overview(results, names) -> dict:
