@@ -28,7 +28,8 @@ LAYERS = [
     ("results", ["calibtest.results"]),
     ("estimation", ["calibtest.estimation"]),
     ("backends", ["calibtest.backends"]),
-    ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence"]),
+    ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence",
+             "calibtest.plan"]),
     ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation"]),
     ("surface", ["calibtest.cli", "calibtest"]),
 ]

@@ -30,6 +30,7 @@ from calibtest.flexible import FlexibleCalibration, flexible_calibration
 from calibtest.groups import GroupedCalibrationResult
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
+from calibtest.plan import AnalysisPlan, plan
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test
@@ -49,6 +50,8 @@ __all__ = [
     "calib_power",
     "calib_sample_size",
     "report",
+    "plan",
+    "AnalysisPlan",
     "BinAccumulator",
     "CalibrationResult",
     "GroupedCalibrationResult",

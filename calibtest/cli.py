@@ -1,12 +1,13 @@
-"""Command-line interface: ``calibtest ci | report | tcal | compare | sample-size | demo`` and ``calibtest --version``.
+"""Command-line interface: ``calibtest ci | report | plan | tcal | compare | sample-size | demo`` and ``calibtest --version``.
 
 One parser.  The options that several subcommands take (``--formula``,
 ``--n-classes``, ``--k``, ``--bins``, ``--alpha``, ``--missing``, ``--json``)
 are declared once, in the parent parsers built by :func:`_shared_options`, so
 every subcommand parses them with the same type and help text.  ``--formula``
-is repeatable (``action="append"``): ``ci``, ``report`` and ``tcal`` take one,
+is repeatable (``action="append"``): ``ci`` and ``tcal`` take one,
 ``compare`` takes two (``--formula-a``/``--formula-b`` are kept as aliases of
-the older spelling).  Every error is one line on stderr, ``calibtest: error:
+the older spelling); ``report`` takes one or more (or ``--model
+LABEL=FORMULA``).  Every error is one line on stderr, ``calibtest: error:
 ...``, in the command line's spellings (``--missing drop``, not
 ``missing='drop'``): exit status 2 for usage errors (options), 1 for errors in
 the data or the files; ``calibtest --debug ...`` shows the traceback instead.
@@ -34,6 +35,8 @@ from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.formula import parse_formula, resolve_env
 from calibtest.planning import calib_sample_size
+from calibtest.plan import NULL_DEFAULT, PLAN_TESTS, AnalysisPlan, plan
+from calibtest.reporting.document import load_metadata
 from calibtest.reporting.html import file_provenance, report
 from calibtest.tcal import tcal_test
 
@@ -282,19 +285,73 @@ def _add_sample_size_parser(sub, shared) -> None:
 
 
 # ----------------------------------------------------------------------------- report
+def _report_models(args) -> list[tuple[str, str]]:
+    """``(label, formula)`` of every model: ``--model LABEL=FORMULA`` options, or ``--formula`` with ``--label``."""
+    models = []
+    for spec in args.model or []:
+        label, sep, formula = spec.partition("=")
+        if not sep or not label.strip() or not formula.strip():
+            raise OptionError(f"--model must be LABEL=FORMULA (e.g. --model 'old=y ~ p_old'), got {spec!r}")
+        models.append((label.strip(), formula.strip()))
+    formulas = list(args.formula or [])
+    labels = list(args.label or [])
+    if formulas and models:
+        raise OptionError("give the models either as --model LABEL=FORMULA or as --formula (with --label), "
+                          "not both")
+    if labels and len(labels) != len(formulas):
+        raise OptionError(f"--label given {len(labels)} times for {len(formulas)} --formula options; "
+                          "give one label per formula")
+    if formulas:
+        models = list(zip(labels, formulas)) if labels else [(None, f) for f in formulas]
+    if not models:
+        raise OptionError("the following arguments are required: --model LABEL=FORMULA (or --formula)")
+    named = [m[0] for m in models if m[0] is not None]
+    if len(set(named)) < len(named):
+        raise OptionError(f"model labels must be distinct, got {named}")
+    return models
+
+
+def _report_comparisons(args, results, labels):
+    """The ``--compare`` options as comparison results: ``A,B`` (two labels) or ``all`` (pairwise, Holm)."""
+    out = []
+    for spec in args.compare or []:
+        if spec == "all":
+            if len(results) < 3:
+                raise OptionError("--compare all needs three or more models (for two, give --compare A,B)")
+            out.append(calib_compare(list(results), names=labels, alpha=args.alpha))
+            continue
+        pair = [part.strip() for part in spec.split(",")]
+        if len(pair) != 2 or pair[0] == pair[1]:
+            raise OptionError(f"--compare must be two different model labels separated by a comma, or 'all'; "
+                              f"got {spec!r}")
+        unknown = [p for p in pair if p not in labels]
+        if unknown:
+            raise OptionError(f"--compare {spec}: unknown model label {unknown[0]!r}; the labels are {labels}")
+        i, j = labels.index(pair[0]), labels.index(pair[1])
+        out.append(calib_compare(results[i], results[j], names=(labels[i], labels[j]), alpha=args.alpha))
+    return out
+
+
 def report_command(args) -> str:
     """The complete command line (every option, defaults included) that reproduces the report."""
-    parts = ["calibtest", "report", args.file, "--formula", args.formula, "-o", args.output]
-    if args.title is not None:
-        parts += ["--title", args.title]
-    if args.purpose is not None:
-        parts += ["--purpose", args.purpose]
+    parts = ["calibtest", "report", args.file]
+    for label, formula in _report_models(args):
+        parts += ["--model", f"{label}={formula}"] if label is not None else ["--formula", formula]
+    parts += ["-o", args.output]
+    for spec in args.compare or []:
+        parts += ["--compare", spec]
+    for option in ("title", "purpose", "metadata", "plan"):
+        value = getattr(args, option)
+        if value is not None:
+            parts += [f"--{option}", value]
     if args.n_classes is not None:
         parts += ["--n-classes", str(args.n_classes)]
     if args.k is not None:
         parts += ["--k", str(args.k)]
     parts += ["--bins", str(args.bins), "--alpha", repr(args.alpha), "--method", args.method,
-              "--missing", args.missing]
+              "--missing", args.missing, "--hl-groups", str(args.hl_groups)]
+    if args.seed is not None:
+        parts += ["--seed", str(args.seed)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -304,12 +361,25 @@ def _cmd_report(args) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise OptionError(f"-o/--output {args.output}: the folder {os.path.dirname(args.output)} does not exist")
+    models = _report_models(args)
+    metadata = load_metadata(args.metadata) if args.metadata is not None else None
+    plan = None
+    if args.plan is not None:
+        if not os.path.isfile(args.plan):
+            raise OptionError(f"--plan: file not found: {args.plan}")
+        plan = AnalysisPlan.read(args.plan)
     df, _ = _read_input(args)
     source = file_provenance(args.file)
-    res = calib_ci(args.formula, data=df, **_model_keywords(args), method=args.method)
+    results = [calib_ci(formula, data=df, **_model_keywords(args), method=args.method) for _, formula in models]
+    labels = [label for label, _ in models]
+    labels = None if None in labels else labels
+    names = labels if labels is not None else [r.formula for r in results]
+    comparisons = _report_comparisons(args, results, names)
     try:
-        path = report(res, args.output, title=args.title, purpose=args.purpose, source=source,
-                      command=report_command(args))
+        path = report(results if len(results) > 1 else results[0], args.output, comparisons=comparisons,
+                      title=args.title, purpose=args.purpose, labels=labels, source=source,
+                      command=report_command(args), hl_groups=args.hl_groups, metadata=metadata, plan=plan,
+                      rng=args.seed)
     except ImportError as exc:
         _fail(str(exc))
     print(f"calibtest: wrote {path}")
@@ -317,16 +387,85 @@ def _cmd_report(args) -> int:
 
 
 def _add_report_parser(sub, shared) -> None:
-    rep = sub.add_parser("report", help="write an HTML or PDF validation report for one model", n_formulas=1,
-                         parents=[shared["formula"], shared["model"]])
+    rep = sub.add_parser("report", help="write an HTML or PDF validation report of one or more models",
+                         parents=[shared["formula"], shared["model"]],
+                         epilog='e.g. calibtest report preds.csv --model "old=y ~ p_old" --model "new=y ~ p_new" '
+                                "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf")
     rep.add_argument("file", help="CSV file with outcomes and predictions")
     rep.add_argument("-o", "--output", required=True, help="output file: .html or .pdf (PDF needs calibtest[pdf])")
+    rep.add_argument("--model", action="append", default=None, metavar="LABEL=FORMULA",
+                     help="a model and its label, e.g. --model 'new=y ~ p_new'; repeat for several models")
+    rep.add_argument("--label", action="append", default=None,
+                     help="label of the model of the --formula in the same position (alternative to --model)")
+    rep.add_argument("--compare", action="append", default=None, metavar="A,B",
+                     help="compare the calibration errors of the models labelled A and B (repeatable), or "
+                          "'all' for every pair with Holm's adjustment")
     rep.add_argument("--title", default=None, help="report title")
     rep.add_argument("--purpose", default=None, help="free text: what is evaluated and why")
+    rep.add_argument("--metadata", default=None, metavar="FILE",
+                     help="document control (.json, or .toml on Python 3.11+): document_id, document_version, "
+                          "author, reviewer, approver, organisation, model_name, model_version, intended_use, "
+                          "population, outcome_definition, data_source, data_period, inclusion_criteria, "
+                          "revisions")
+    rep.add_argument("--plan", default=None, metavar="FILE",
+                     help="pre-specified analysis plan (written by 'calibtest plan'); the report checks the "
+                          "analysis against it")
+    rep.add_argument("--hl-groups", type=int, default=10, help="groups of the Hosmer-Lemeshow test (default 10)")
+    rep.add_argument("--seed", type=int, default=None,
+                     help="seed of the evidence table's multi-scale test (default: each result's recorded seed)")
     rep.add_argument("--method", default="adjusted",
                      help="interval method: adjusted (default, the paper's Algorithm 1), or a resampling "
                           "method calib_ci supports (bootstrap, subsampling, hulc)")
     rep.set_defaults(func=_cmd_report)
+
+
+# ----------------------------------------------------------------------------- plan
+def _cmd_plan(args) -> int:
+    if not args.output.lower().endswith(".json"):
+        raise OptionError(f"-o/--output must end in .json, got {args.output!r}")
+    sample_size = None
+    if args.sample_size is not None:
+        if not os.path.isfile(args.sample_size):
+            raise OptionError(f"--sample-size: file not found: {args.sample_size}")
+        try:
+            with open(args.sample_size, encoding="utf-8") as fh:
+                sample_size = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise OptionError(f"--sample-size {args.sample_size}: invalid JSON ({exc})") from None
+    split = (lambda v: None if v is None else [x.strip() for x in v.split(",") if x.strip()])
+    out = plan(args.output, alpha=args.alpha, n_bins=args.n_bins, null=args.null, method=args.method, k=args.k,
+               n_classes=args.n_classes, tests=split(args.tests), subgroups=split(args.subgroups),
+               sample_size=sample_size)
+    print(f"calibtest: wrote {args.output} (SHA-256 {out.sha256}, created {out.created})")
+    return 0
+
+
+def _plan_bins(value: str):
+    """``--n-bins``: an integer, 'auto' or 'adaptive'."""
+    return value if value in ("auto", "adaptive") else _bins(value)
+
+
+def _add_plan_parser(sub, shared) -> None:
+    helps = {a.dest: a.help for a in shared["model"]._actions}  # one help text per shared option
+    pl = sub.add_parser("plan", help="write a pre-specified analysis plan (JSON with its SHA-256)",
+                        epilog="e.g. calibtest plan -o plan.json --alpha 0.05 --n-bins auto "
+                               "--tests calib_ci,hosmer_lemeshow")
+    pl.add_argument("-o", "--output", required=True, help="the plan file to write (.json)")
+    pl.add_argument("--alpha", type=float, default=0.05, help=helps["alpha"])
+    pl.add_argument("--n-bins", type=_plan_bins, default="auto",
+                    help="bins per dimension: an integer, 'auto' (default) or 'adaptive'")
+    pl.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default=NULL_DEFAULT,
+                    help=f"null law of the test of ECE = 0 (default {NULL_DEFAULT})")
+    pl.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
+                    help="interval method (default adjusted)")
+    pl.add_argument("--k", type=_k, default=None, help=helps["k"])
+    pl.add_argument("--n-classes", type=int, default=None, help=helps["n_classes"])
+    pl.add_argument("--tests", default=None, metavar="T1,T2",
+                    help="comma-separated tests to report: " + ", ".join(PLAN_TESTS))
+    pl.add_argument("--subgroups", default=None, metavar="COL1,COL2", help="comma-separated subgroup columns")
+    pl.add_argument("--sample-size", default=None, metavar="FILE",
+                    help="JSON file with a sample-size calculation to store in the plan")
+    pl.set_defaults(func=_cmd_plan)
 
 
 # ----------------------------------------------------------------------------- tcal
@@ -397,6 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     _add_compare_parser(sub, shared)
     _add_sample_size_parser(sub, shared)
+    _add_plan_parser(sub, shared)
     return parser
 
 

@@ -168,10 +168,10 @@ def test_compare_needs_exactly_two_formulas(two_models, capsys, formulas):
     assert err.splitlines()[-1].startswith("calibtest compare: error: ") and "formula" in err.splitlines()[-1]
 
 
-@pytest.mark.parametrize("command", ["ci", "report", "tcal"])
+@pytest.mark.parametrize("command", ["ci", "tcal"])
 def test_single_model_commands_take_one_formula(csv, capsys, command):
     path, _ = csv
-    extra = ["-o", "r.html"] if command == "report" else []
+    extra = []
     for formulas in ([], ["--formula", "label ~ p0", "--formula", "label ~ p1"]):
         with pytest.raises(SystemExit) as exc:
             main([command, str(path), *extra, *formulas])
@@ -184,7 +184,8 @@ def test_shared_options_have_one_help_text_everywhere():
     takes = {name: {s for a in p._actions for s in a.option_strings if s in SHARED} for name, p in subs.items()}
     # every subcommand that fits a model takes the model options; the printing ones take --json
     assert takes == {"ci": set(SHARED), "report": set(SHARED) - {"--json"}, "tcal": set(SHARED),
-                     "compare": set(SHARED), "sample-size": set(SHARED), "demo": set()}
+                     "compare": set(SHARED), "sample-size": set(SHARED), "demo": set(),
+                     "plan": {"--alpha", "--k", "--n-classes"}}
     for option in SHARED:
         helps = {name: a.help for name, p in subs.items() for a in p._actions if option in a.option_strings}
         assert len(set(helps.values())) == 1, (option, helps)
@@ -231,3 +232,115 @@ def test_errors_are_one_line_without_traceback(csv, tmp_path, capsys):
         rc, out, err = _stderr_of(argv, capsys)
         assert rc != 0 and out == "", argv
         assert err.count("\n") == 1 and err.startswith("calibtest: error: ") and expected in err, (argv, err)
+
+
+# ----------------------------------------------------------------------------- report with several models, plan
+@pytest.fixture
+def two_col(tmp_path):
+    df = ct.load_demo().iloc[:1200]
+    df = df.assign(q=np.clip(df["p"] * 1.25, 0.001, 0.999))
+    path = tmp_path / "two.csv"
+    df.to_csv(path, index=False, float_format="%.17g")
+    return path, df
+
+
+def _text(path):
+    import re
+    from html.parser import HTMLParser
+
+    class T(HTMLParser):
+        chunks = []
+
+        def handle_data(self, data):
+            self.chunks.append(data)
+    t = T()
+    t.chunks = []
+    t.feed(path.read_text(encoding="utf-8"))
+    return re.sub(r"\s+", " ", " ".join(t.chunks))
+
+
+def test_report_several_models_with_labels_comparison_metadata_and_plan(two_col, tmp_path, capsys):
+    path, df = two_col
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"document_id": "DOC-7", "author": "A. Author", "model_name": "Risk score"}))
+    assert main(["plan", "-o", str(tmp_path / "plan.json"), "--alpha", "0.05", "--n-bins", "10"]) == 0
+    assert "SHA-256" in capsys.readouterr().out
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "--model", "current=y ~ p", "--model", "inflated=y ~ q",
+                 "--compare", "current,inflated", "--metadata", str(meta), "--plan", str(tmp_path / "plan.json"),
+                 "--title", "Two scores", "--hl-groups", "8", "-o", str(out)]) == 0
+    text = _text(out)
+    cmp = ct.calib_compare(ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df),
+                           names=("current", "inflated"))
+    from calibtest._format import fmt
+    assert "Comparison of current with inflated" in text and fmt(cmp.estimate) in text
+    assert "Model: current (y ~ p)" in text and "Model: inflated (y ~ q)" in text
+    assert "DOC-7" in text and "A. Author" in text and "Risk score" in text and "Two scores" in text
+    assert "groups g (of equal size, by sorted prediction) 8" in text
+    # the plan fixed B = 10, the CLI used the automatic B: one deviation per model
+    assert "deviated from the pre-specified plan" in text
+    assert text.count("76 (automatic)") == 0 and text.count("(automatic)") == 2
+    assert "--model 'current=y ~ p' --model 'inflated=y ~ q'" in text and "--plan" in text
+
+
+def test_report_formula_with_label(two_col, tmp_path):
+    path, _ = two_col
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "--formula", "y ~ p", "--label", "Score A", "-o", str(out)]) == 0
+    text = _text(out)
+    assert "Model: Score A (y ~ p)" in text
+    assert "The analysis options were not pre-specified" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "nolabel"], "--model must be LABEL=FORMULA"),
+    (["--model", "a=y ~ p", "--model", "a=y ~ q"], "labels must be distinct"),
+    (["--model", "a=y ~ p", "--formula", "y ~ q"], "not both"),
+    (["--formula", "y ~ p", "--label", "a", "--label", "b"], "one label per formula"),
+    ([], "--model LABEL=FORMULA"),
+    (["--model", "a=y ~ p", "--compare", "a,b"], "unknown model label 'b'"),
+    (["--model", "a=y ~ p", "--model", "b=y ~ q", "--compare", "a"], "two different model labels"),
+    (["--model", "a=y ~ p", "--model", "b=y ~ q", "--compare", "all"], "three or more"),
+    (["--formula", "y ~ p", "--metadata", "META_BAD"], "unknown keys ['colour']"),
+    (["--formula", "y ~ p", "--metadata", "META_TYPE"], "metadata['author'] must be a string"),
+    (["--formula", "y ~ p", "--metadata", "meta.yaml"], ".json or .toml"),
+    (["--formula", "y ~ p", "--plan", "PLAN_TAMPERED"], "does not match its content"),
+    (["--formula", "y ~ p", "--plan", "nowhere.json"], "file not found"),
+])
+def test_report_errors_are_one_line(two_col, tmp_path, capsys, args, message):
+    path, _ = two_col
+    (tmp_path / "bad.json").write_text(json.dumps({"colour": "red", "author": "x"}))
+    (tmp_path / "type.json").write_text(json.dumps({"author": 3}))
+    ct.plan(tmp_path / "plan.json")
+    raw = json.loads((tmp_path / "plan.json").read_text())
+    (tmp_path / "tampered.json").write_text(json.dumps(dict(raw, alpha=0.1)))
+    subst = {"META_BAD": str(tmp_path / "bad.json"), "META_TYPE": str(tmp_path / "type.json"),
+             "PLAN_TAMPERED": str(tmp_path / "tampered.json")}
+    args = [subst.get(a, a) for a in args]
+    status = main(["report", str(path), *args, "-o", str(tmp_path / "r.html")])
+    assert status in (1, 2)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("calibtest: error: ")
+    assert message in err, err
+    assert "Traceback" not in err and not (tmp_path / "r.html").exists()
+
+
+def test_plan_command_writes_the_plan_python_writes(tmp_path, capsys):
+    assert main(["plan", "-o", str(tmp_path / "p.json"), "--alpha", "0.01", "--n-bins", "adaptive", "--null",
+                 "conditional", "--k", "2", "--tests", "calib_ci, hosmer_lemeshow", "--subgroups", "site"]) == 0
+    p = ct.AnalysisPlan.read(tmp_path / "p.json")
+    assert (p.alpha, p.n_bins, p.null, p.k, p.tests, p.subgroups) == (
+        0.01, "adaptive", "conditional", 2, ("calib_ci", "hosmer_lemeshow"), ("site",))
+    assert p.sha256 in capsys.readouterr().out
+    (tmp_path / "ss.json").write_text(json.dumps({"n_required": 1800}))
+    assert main(["plan", "-o", str(tmp_path / "q.json"), "--sample-size", str(tmp_path / "ss.json")]) == 0
+    assert ct.AnalysisPlan.read(tmp_path / "q.json").sample_size == {"n_required": 1800}
+    for bad, message in ((["--tests", "anova"], "unknown entries ['anova']"), (["--n-bins", "many"], "--n-bins"),
+                         (["-o", str(tmp_path / "p.txt")], ".json")):
+        argv = ["plan", "-o", str(tmp_path / "z.json"), *bad] if bad[0] != "-o" else ["plan", *bad]
+        try:
+            status = main(argv)
+        except SystemExit as exc:  # argparse usage errors
+            status = exc.code
+        assert status == 2
+        assert message in capsys.readouterr().err

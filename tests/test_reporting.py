@@ -84,6 +84,15 @@ class _Doc(HTMLParser):
         return re.sub(r"\s+", " ", " ".join(self.text))
 
 
+def _weasyprint_or_skip():
+    """WeasyPrint, or skip the test (it is missing, or present without the Pango library)."""
+    try:
+        import weasyprint
+    except (ImportError, OSError) as exc:
+        pytest.skip(f"WeasyPrint unavailable: {exc}")
+    return weasyprint
+
+
 def parse(html: str) -> _Doc:
     doc = _Doc()
     doc.feed(html)
@@ -228,11 +237,14 @@ def test_self_contained_and_figure_size(demo_html):
             assert value.startswith("data:") or value.startswith("#"), value[:40]
     assert "http://" not in demo_html.split("<body>")[0] and "@import" not in demo_html
     images = decode_images(doc)
-    assert len(images) == 1
-    assert png_size(images[0]) == (864, 600)  # 7.2 x 5.0 inches at 120 dpi
+    # flexible curve, display-bin reliability diagram, prediction strip, bin sensitivity
+    assert len(images) == 4
     import matplotlib.image as mpimg
-    pixels = mpimg.imread(io.BytesIO(images[0]), format="png")
-    assert pixels.std() > 0.05  # not a blank image
+    for image in images:
+        width, height = png_size(image)
+        assert width >= 600 and height >= 300
+        pixels = mpimg.imread(io.BytesIO(image), format="png")
+        assert pixels.std() > 0.05  # not a blank image
 
 
 def test_topk_report_has_one_panel_per_coordinate():
@@ -242,8 +254,12 @@ def test_topk_report_has_one_panel_per_coordinate():
     res = ct.calib_ci(y=labels, probs=probs, k=2, n_bins=4)
     doc = parse(render_html(res))
     images = decode_images(doc)
-    assert png_size(images[0]) == (864, 468)  # 2 panels: max(7.2, 6.6) x 3.9 inches at 120 dpi
+    # the display-bin reliability diagram and the bin sensitivity (no flexible curve or strip for top-k)
+    assert len(images) == 2
     text = doc.body_text
+    assert "display bins" in text and "Bin sensitivity of probs" in text
+    ev = res.evidence()
+    assert "Table 1. Evidence on the calibration" in text and ev.conclusion.split(":")[0] in text
     assert "Hosmer" not in text.split("Methods")[0]  # HL and val.prob only for 1-dim targets
     assert "mean pred. 2" in text and "observed 2" in text
     assert fmt(res.estimate) in text
@@ -262,7 +278,7 @@ def test_autoescaping_of_names_title_and_file(tmp_path):
     html = out.read_text(encoding="utf-8")
     doc = parse(html)
     assert "script" not in doc.tags
-    assert doc.tags.count("img") == 1  # only the figure, not the purpose's <img>
+    assert doc.tags.count("img") == 4  # only the figures, not the purpose's <img>
     for tag, name, value in doc.attrs:
         assert not name.startswith("on"), (tag, name)
     text = doc.body_text
@@ -296,14 +312,13 @@ def test_multi_model_report_with_comparisons(demo):
     doc = parse(html)
     text = doc.body_text
     images = decode_images(doc)
-    assert len(images) == 3  # overlay + one per model
-    assert png_size(images[0]) == (864, 600)
+    assert len(images) == 9  # overlaid flexible curves + four per model
     for res in (a, b):
         assert fmt(res.estimate) in text and fmt(res.ci_upper) in text
     assert fmt(a.estimate - b.estimate) in text and "0.00123456" in text and "0.0124" in text
     assert "-0.00765432" in text and "0.00029" in text
     assert "paired <note>" in text
-    assert "Model 1: p" in text and "Model 2: q" in text
+    assert "Model: p (y ~ p)" in text and "Model: q (y ~ q)" in text
     assert "not adjusted for multiplicity" in text
 
 
@@ -319,10 +334,7 @@ def test_real_calib_compare_if_available(demo):
 
 def test_pdf_text_has_estimate_and_interval(tmp_path):
     pytest.importorskip("pypdf")
-    try:
-        import weasyprint  # noqa: F401
-    except (ImportError, OSError) as exc:
-        pytest.skip(f"WeasyPrint unavailable: {exc}")
+    _weasyprint_or_skip()
     from pypdf import PdfReader
     rng = np.random.default_rng(2)
     p = rng.uniform(0.05, 0.95, 150)
@@ -330,7 +342,7 @@ def test_pdf_text_has_estimate_and_interval(tmp_path):
     out = res.report(tmp_path / "r.pdf", title="PDF check")
     reader = PdfReader(str(out))
     assert len(reader.pages) >= 2
-    text = re.sub(r"\s+", " ", reader.pages[0].extract_text())  # the estimate table is on page 1
+    text = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in reader.pages))
     assert "PDF check" in text
     assert fmt(res.estimate) in text
     d = res.to_dict()
@@ -359,7 +371,7 @@ def test_bad_arguments(tmp_path, demo_result):
 def test_top_level_function_and_method_write_the_same_report(tmp_path, miscalibrated):
     a = ct.report(miscalibrated, tmp_path / "a.html", title="Same")
     b = miscalibrated.report(tmp_path / "b.html", title="Same")
-    strip = re.compile(r"Generated [^ <]+|data:image/png;base64,[A-Za-z0-9+/=]+")
+    strip = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d|data:image/png;base64,[A-Za-z0-9+/=]+")
     assert strip.sub("", a.read_text()) == strip.sub("", b.read_text())
 
 
@@ -465,7 +477,7 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     html = out.read_text(encoding="utf-8")
     doc = parse(html)
-    assert "from the wheel" in doc.body_text and len(decode_images(doc)) == 1
+    assert "from the wheel" in doc.body_text and len(decode_images(doc)) >= 1
     assert "Settings" in doc.body_text and "Provenance" in doc.body_text
     # the stylesheet came from the installed report.css (included inline by report.html)
     rule = next(line for line in css.splitlines() if line.startswith("body {"))
@@ -503,3 +515,270 @@ def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
     d = dict(demo_result.to_dict(), contains_zero=False, null_pvalue=0.0)
     s = conclusion(d)
     assert "p < 1e-300" in s and "p = 0)" not in s
+
+
+# ----------------------------------------------------------------------------- document control, plan, structure
+from calibtest.reporting.document import METADATA_FIELDS, check_metadata, load_metadata  # noqa: E402
+
+FULL_META = {
+    "document_id": "VAL-2026-017", "document_version": "1.1", "author": "Ann Author",
+    "reviewer": "Rita Reviewer", "approver": "Abe Approver", "organisation": "Example Trust",
+    "model_name": "Sepsis score", "model_version": "3.2.0", "intended_use": "Triage support",
+    "population": "Adult inpatients", "outcome_definition": "Sepsis within 48 h",
+    "data_source": "EHR extract", "data_period": "2024-01 to 2025-06", "inclusion_criteria": "Age 18 or more",
+    "revisions": [{"version": "1.0", "date": "2026-10-01", "description": "First issue"},
+                  {"version": "1.1", "date": "2026-11-20", "description": "Added comparison"}],
+}
+
+
+def _section(doc_text: str, start: str, end: str) -> str:
+    """The text between the last ``start`` (headings also appear in the contents) and the next ``end``."""
+    return doc_text.rsplit(start, 1)[1].split(end, 1)[0]
+
+
+def test_every_metadata_field_is_shown_and_missing_ones_say_not_stated(demo_result):
+    html = render_html(demo_result, metadata=FULL_META, figures=False)
+    text = parse(html).body_text
+    for key, value in FULL_META.items():
+        if key == "revisions":
+            for rev in value:
+                assert f"{rev['version']} {rev['date']} {rev['description']}" in text
+        else:
+            assert value in text, key
+    assert "not stated" not in text.split("Contents")[0]
+    # signature block: role, name, then empty date and signature cells
+    approval = _section(text, "Approval: prepared", "calibtest validation report")
+    for role, name in (("Prepared by (author)", "Ann Author"), ("Reviewed by (reviewer)", "Rita Reviewer"),
+                       ("Approved by (approver)", "Abe Approver")):
+        assert f"{role} {name}" in approval
+    # nothing given: every field shown, as "not stated" (the title block holds 8 of them, model and data 8)
+    bare = parse(render_html(demo_result, figures=False)).body_text
+    block = bare.split("Contents")[0]
+    assert block.count("not stated") == 8 + 2  # 8 rows + the hidden running-header id and version
+    model_data = _section(bare, "The model under validation and the validation data.", "Analysis plan")
+    assert model_data.count("not stated") == 8
+    assert "no revision history was given" in bare
+    assert bare.count("Prepared by (author) not stated") == 1
+
+
+def test_metadata_errors_name_the_field(tmp_path, demo_result):
+    with pytest.raises(ValueError, match=r"unknown keys \['colour', 'size'\]"):
+        check_metadata({"colour": "red", "size": 2, "author": "x"})
+    with pytest.raises(TypeError, match=r"metadata\['document_version'\] must be a string"):
+        check_metadata({"document_version": 1.0})
+    with pytest.raises(ValueError, match=r"revisions'\]\[0\] must have the keys"):
+        check_metadata({"revisions": [{"version": "1", "date": "2026-01-01"}]})
+    with pytest.raises(TypeError, match=r"revisions'\]\[1\]\['date'\] must be a string"):
+        check_metadata({"revisions": [{"version": "1", "date": "x", "description": "y"},
+                                      {"version": "2", "date": 20260101, "description": "z"}]})
+    with pytest.raises(TypeError, match="metadata must be a dict"):
+        report(demo_result, tmp_path / "x.html", metadata=[("author", "x")])
+    assert set(check_metadata(None)) == set(METADATA_FIELDS)
+
+
+def test_load_metadata_json_and_toml(tmp_path, monkeypatch):
+    import json as _json
+    (tmp_path / "m.json").write_text(_json.dumps(FULL_META), encoding="utf-8")
+    assert load_metadata(tmp_path / "m.json") == FULL_META
+    toml = "\n".join(f'{k} = "{v}"' for k, v in FULL_META.items() if k != "revisions")
+    toml += "".join(f'\n[[revisions]]\nversion = "{r["version"]}"\ndate = "{r["date"]}"\n'
+                    f'description = "{r["description"]}"' for r in FULL_META["revisions"])
+    (tmp_path / "m.toml").write_text(toml, encoding="utf-8")
+    if sys.version_info >= (3, 11):
+        assert load_metadata(tmp_path / "m.toml") == FULL_META
+    from calibtest.reporting import document
+    monkeypatch.setattr(document.sys, "version_info", (3, 10, 14))
+    with pytest.raises(ValueError, match="TOML needs Python 3.11"):
+        load_metadata(tmp_path / "m.toml")
+
+
+def test_every_new_field_is_escaped(tmp_path, demo_result):
+    evil = {k: f'<script>alert("{k}")</script>' for k in FULL_META if k != "revisions"}
+    evil["revisions"] = [{k: f"<script>{k}()</script>" for k in ("version", "date", "description")}]
+    out = report(demo_result, tmp_path / "evil.html", metadata=evil, labels=['<b onclick="x()">M</b>'])
+    html = out.read_text(encoding="utf-8")
+    doc = parse(html)
+    assert "script" not in doc.tags and "b" not in doc.tags
+    assert not any(name.startswith("on") for _, name, _ in doc.attrs)
+    text = doc.body_text
+    for value in list(evil.values())[:-1]:
+        assert value in text
+    for value in evil["revisions"][0].values():
+        assert value in text
+    # the author also goes into <meta name="author">, as an escaped attribute
+    assert ('content="&lt;script&gt;alert(&#34;author&#34;)&lt;/script&gt;"' in html
+            or 'content="&lt;script&gt;alert(&quot;author&quot;)&lt;/script&gt;"' in html)
+
+
+def test_toc_links_and_consecutive_numbering(demo):
+    df = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
+    a, b = ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df)
+    cmp = ct.calib_compare(a, b, names=("old", "new"))
+    html = render_html([a, b], comparisons=cmp, labels=["old", "new"], metadata=FULL_META)
+    doc = parse(html)
+    ids = [v for tag, name, v in doc.attrs if name == "id"]
+    assert len(ids) == len(set(ids))
+    toc = [v[1:] for tag, name, v in doc.attrs if tag == "a" and name == "href"]
+    assert toc and all(t in ids for t in toc)
+    sections = [t for t in toc if not t.startswith(("table-", "figure-"))]
+    assert sections[:4] == ["summary", "model-and-data", "analysis-plan", "comparisons"]
+    assert sections[-6:] == ["methods", "limitations", "software", "references", "revision-history", "approval"]
+    tables = [int(i.split("-")[1]) for i in ids if i.startswith("table-")]
+    figures = [int(i.split("-")[1]) for i in ids if i.startswith("figure-")]
+    assert tables == list(range(1, len(tables) + 1)) and figures == list(range(1, 10))
+    text = doc.body_text
+    # every caption carries its number; every "Table N"/"Figure N" the text cites exists
+    assert re.findall(r'<span class="label">Table (\d+)\.</span>', html) == [str(t) for t in tables]
+    assert re.findall(r'<span class="label">Figure (\d+)\.</span>', html) == [str(f) for f in figures]
+    assert len(re.findall(r"Table \d+\. ", text)) == len(tables)
+    assert len(re.findall(r"Figure \d+\. ", text)) == len(figures)
+    cited = {int(n) for n in re.findall(r"Table (\d+)", text)}
+    assert cited <= set(tables) and max(cited) == len(tables)
+    # the evidence tables come first, and the summary cites them
+    summary = _section(text, "1. Summary of findings", "2. Model and data")
+    assert "Table 1. Evidence on the calibration of old" in summary and "All tests: Table 1" in summary
+    assert "Table 2. Evidence on the calibration of new" in summary
+    # labels everywhere in the comparison, not the right-hand sides of the formulas
+    comp = _section(text, "Comparison of the models", "Model: old")
+    assert "Comparison of old with new" in comp and "Model A old" in comp and "Model B new" in comp
+    assert "p vs q" not in text and "docs/" not in text and "eq. (" not in text and "case 2" not in text
+
+
+def test_units_and_citations(demo_result):
+    text = parse(render_html(demo_result, figures=False)).body_text
+    assert "ECE is in probability units" in text and "ECE² in squared probability units" in text
+    refs = text.rsplit("References", 1)[1].rsplit("Revision history", 1)[0]
+    for needle in ("Sun, Y., Chaudhari, P., Barnett, I. J. and Dobriban, E. (2024)", "arXiv:2408.08998",
+                   "Journal of Machine Learning Research 24(335)", "Statistics in Medicine 5(5), 421–433",
+                   "10.1080/03610928008827941", "Regression Modeling Strategies", "val.prob",
+                   "Journal of Clinical Epidemiology 74, 167–176", "10.1016/j.jclinepi.2015.12.005"):
+        assert needle in refs, needle
+
+
+def test_plan_followed_and_each_deviation(tmp_path, demo):
+    res = ct.calib_ci("y ~ p", data=demo)
+    plan = ct.plan(tmp_path / "plan.json")
+    text = parse(render_html(res, plan=tmp_path / "plan.json", figures=False)).body_text
+    assert (f"The analysis followed the pre-specified plan (SHA-256 {plan.sha256}, created {plan.created})"
+            in text)
+    assert "Deviations of the analysis" not in text
+    none = parse(render_html(res, figures=False)).body_text
+    assert "The analysis options were not pre-specified" in none
+    deviating = ct.plan(tmp_path / "dev.json", alpha=0.01, n_bins=20, null="conditional", method="hulc",
+                        k=2, n_classes=3, tests=["calib_ci", "calib_compare"], subgroups=["site", "sex"])
+    text = parse(render_html(res, plan=deviating, labels=["score"], figures=False)).body_text
+    table = _section(text, "Deviations of the analysis from the pre-specified plan.", "Model: score")
+    expected = [("score", "alpha", "0.01", "0.05"), ("score", "n_bins", "20", "76 (automatic)"),
+                ("score", "null", "conditional", "asymptotic"), ("score", "method", "hulc", "adjusted"),
+                ("score", "k", "2", "none (binary target)"), ("score", "n_classes", "3", "not set"),
+                ("all models", "tests", "calib_compare", "not reported"),
+                ("all models", "subgroups", "site, sex", "not analysed")]
+    for row in expected:
+        assert " ".join(row) in table, row
+    assert "deviated from the pre-specified plan" in text and "in 8 options" in text
+    # tampered plan file
+    raw = (tmp_path / "plan.json").read_text().replace('"alpha": 0.05', '"alpha": 0.01')
+    (tmp_path / "bad.json").write_text(raw)
+    with pytest.raises(ValueError, match="does not match its content"):
+        render_html(res, plan=tmp_path / "bad.json", figures=False)
+    with pytest.raises(TypeError, match="plan must be"):
+        render_html(res, plan={"alpha": 0.05}, figures=False)
+
+
+def test_plan_sample_size_is_shown(tmp_path, demo_result):
+    ct.plan(tmp_path / "p.json", sample_size={"n": 2400, "target": {"width": 0.025, "level": 0.95}})
+    text = parse(render_html(demo_result, plan=tmp_path / "p.json", figures=False)).body_text
+    table = _section(text, "The sample-size calculation of the analysis plan.", "Model:")
+    assert "n 2400" in table and "target.width 0.025" in table and "target.level 0.95" in table
+
+
+@pytest.fixture(scope="module")
+def full_pdf(tmp_path_factory, demo):
+    pytest.importorskip("pypdf")
+    _weasyprint_or_skip()
+    df = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
+    a, b = ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df)
+    cmp = ct.calib_compare(a, b, names=("current score", "inflated score"))
+    folder = tmp_path_factory.mktemp("pdf")
+    plan = ct.plan(folder / "plan.json", n_bins=20)
+    out = report([a, b], folder / "full.pdf", comparisons=cmp, labels=["current score", "inflated score"],
+                 metadata=FULL_META, plan=plan, title="Validation of the sepsis score",
+                 purpose="External validation")
+    return out, (a, b, cmp, plan)
+
+
+def test_pdf_metadata_attachments_and_pdfa(full_pdf):
+    import json as _json
+    from pypdf import PdfReader
+    from calibtest._format import json_safe
+    path, (a, b, cmp, plan) = full_pdf
+    reader = PdfReader(str(path))
+    info = reader.metadata
+    assert info.title == "Validation of the sepsis score" and info.author == "Ann Author"
+    assert info.subject == "External validation" and "calibration" in info.get("/Keywords", "")
+    files = reader.attachments
+    assert sorted(files) == ["analysis-plan.json", "comparison-1.json", "result-1-current-score.json",
+                             "result-2-inflated-score.json"]
+    assert _json.loads(files["result-1-current-score.json"][0]) == _json.loads(_json.dumps(json_safe(a.to_dict())))
+    assert _json.loads(files["result-2-inflated-score.json"][0]) == _json.loads(_json.dumps(json_safe(b.to_dict())))
+    assert _json.loads(files["comparison-1.json"][0])["estimate"] == cmp.estimate
+    assert _json.loads(files["analysis-plan.json"][0]) == plan.to_dict()
+    xmp = reader.trailer["/Root"]["/Metadata"].get_object().get_data().decode("utf-8")
+    assert re.search(r"pdfaid:part(>|=\")3", xmp) and re.search(r"pdfaid:conformance(>|=\")B", xmp)
+    assert reader.trailer["/Root"]["/OutputIntents"][0]["/S"] == "/GTS_PDFA1"  # the sRGB output intent
+
+
+def test_pdf_running_header_footer_and_toc_page_numbers(full_pdf):
+    from pypdf import PdfReader
+    path, _ = full_pdf
+    pages = [re.sub(r"\s+", " ", p.extract_text()) for p in PdfReader(str(path)).pages]
+    n = len(pages)
+    for i, text in enumerate(pages, 1):
+        assert "Validation of the sepsis score" in text, i
+        assert "Document VAL-2026-017, version 1.1" in text, i
+        assert f"page {i} of {n}" in text, i
+    # the contents give each section's page: the heading is on that page
+    toc = pages[0].split("Contents", 1)[1]
+    entries = re.findall(r"(\d+)\. ([A-Z][A-Za-z ]+?|Model: [a-z ]+?) ?\.{3,} ?(\d+)", toc)
+    assert len(entries) >= 10
+    for number, title, page in entries:
+        assert f"{number}. {title.strip()}" in pages[int(page) - 1], (number, title, page)
+
+
+def test_pdf_no_word_outside_the_page(full_pdf, tmp_path):
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    path, _ = full_pdf
+    out = tmp_path / "bbox.html"
+    subprocess.run(["pdftotext", "-bbox", str(path), str(out)], check=True)
+    html = out.read_text(encoding="utf-8")
+    outside = []
+    for page in re.finditer(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', html, re.S):
+        width, height = float(page.group(1)), float(page.group(2))
+        for m in re.finditer(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>',
+                             page.group(3)):
+            x0, y0, x1, y1 = map(float, m.groups()[:4])
+            # inside the page and inside the side margins (14 mm = 39.7 pt) of the content box
+            if x0 < 39.0 or x1 > width - 39.0 or y0 < 0 or y1 > height:
+                outside.append((m.group(5), x0, x1))
+    assert not outside, outside[:10]
+
+
+def test_pdf_pairwise_table_of_three_models_fits_the_page(tmp_path, demo):
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    _weasyprint_or_skip()
+    df = demo.iloc[:1500].assign(q=lambda d: np.clip(d["p"] * 1.25, 0.001, 0.999),
+                                 r=lambda d: np.clip(d["p"] * 0.8, 0.001, 0.999))
+    results = [ct.calib_ci(f, data=df) for f in ("y ~ p", "y ~ q", "y ~ r")]
+    names = ["baseline model", "inflated model", "deflated model"]
+    pairwise = ct.calib_compare(results, names=names)
+    out = report(results, tmp_path / "three.pdf", comparisons=pairwise, labels=names)
+    subprocess.run(["pdftotext", "-bbox", str(out), str(tmp_path / "b.html")], check=True)
+    html = (tmp_path / "b.html").read_text(encoding="utf-8")
+    words = re.findall(r'<page width="([\d.]+)"|<word xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)"', html)
+    width = float(next(w for w, _, _ in words if w))
+    outside = [(x0, x1) for _, x0, x1 in words if x0 and (float(x0) < 39.0 or float(x1) > width - 39.0)]
+    assert not outside, outside[:10]
+    text = subprocess.run(["pdftotext", str(out), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Pairwise comparison of 3 models: baseline model, inflated model, deflated model" in " ".join(text.split())

@@ -17,6 +17,7 @@ import base64
 import io
 import math
 import platform
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Sequence
@@ -24,9 +25,12 @@ from typing import Sequence
 import numpy as np
 
 from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
+from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, check_metadata, load_metadata,
+                                          pdf_attachments, plan_check, reported_tests)
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
-           "file_provenance", "FIGURE_DPI", "MAX_BIN_ROWS"]
+           "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
+           "FIGURE_DPI", "MAX_BIN_ROWS", "METADATA_FIELDS", "NOT_STATED"]
 
 #: Resolution of the embedded figures (pixels per inch).
 FIGURE_DPI = 120
@@ -46,11 +50,10 @@ _METHOD_TEXT = {
 }
 
 _BRANCH_TEXT = {
-    1: "case 1 of eq. (10): T⁺ − z(1−α/2)·se",
-    2: "case 2 of eq. (10): max(0, T⁺ − z(1−α)·se)",
-    3: "case 3 of eq. (10): T⁺ / 2",
+    1: "T⁺ − z(1−α/2)·se (the interval lies clear of 0: symmetric)",
+    2: "max(0, T⁺ − z(1−α)·se) (near 0: one-sided)",
+    3: "T⁺ / 2 (0 excluded by the test but the symmetric lower end would fall below 0)",
 }
-
 
 # --------------------------------------------------------------------------- helpers
 def file_provenance(path) -> dict:
@@ -183,7 +186,7 @@ def _settings(res, d: dict) -> dict:
     return _table(["Setting", "Value"], rows)
 
 
-def _provenance(res, d: dict, source: dict | None, command: str | None) -> dict:
+def _provenance(res, d: dict, source: dict | None, command: str | None, evidence_seed=None) -> dict:
     rows = []
     src = source if source is not None else getattr(res, "source", None)
     if src:
@@ -202,6 +205,8 @@ def _provenance(res, d: dict, source: dict | None, command: str | None) -> dict:
         if value is not None:
             seeds.append(f"{label} {value}")
     rows.append(("Random seed", "; ".join(seeds) if seeds else "none (no resampling: the result is deterministic)"))
+    if evidence_seed is not None:
+        rows.append(("Seed of the evidence table's multi-scale test", str(evidence_seed)))
     rows.append(("Python call", res.call or "not recorded"))
     if command:
         rows.append(("Command line", command))
@@ -228,7 +233,7 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
     z1 = fmt(d["estimate"] / se, 4) if se and se > 0 else "undefined (se = 0)"
     if method == "adjusted":
         branch = _BRANCH_TEXT.get(d["ci_branch"], str(d["ci_branch"]))
-        role1 = f"upper end T⁺ + z(1−α/2)·se; lower end by {branch}"
+        role1 = f"upper end T⁺ + z(1−α/2)·se; lower end {branch}"
     else:
         role1 = f"not used: the interval comes from {method}"
     regime_rows = [
@@ -402,94 +407,236 @@ def _bin_rows(res) -> tuple[dict, str | None]:
     return _table(headers, rows), note
 
 
-def _model_context(res, name: str, index: int, *, source, command, hl_groups: int, figure: bool) -> dict:
+def result_evidence(res, rng=None):
+    """The evidence table of a result's own rows (:meth:`calibtest.CalibrationResult.evidence`).
+
+    Returns None for a result that holds no rows (computed from a file or a
+    Dask frame).  ``rng=None`` uses the seed the result recorded, so the
+    report is the same at every call.
+    """
+    if res.data is None:
+        return None
+    return res.evidence(rng=rng)
+
+
+def _evidence_table(ev) -> dict:
+    rows = []
+    for key, r in ev.table.iterrows():
+        if r["pvalue"] is not None:
+            result = f"p = {fmt_p(r['pvalue'])}"
+        else:
+            unit = " (squared probability units)" if key == "calib_ci" else ""
+            result = f"{_interval_text(r['lower'], r['upper'], False, 4)}{unit}"
+        rows.append((r["name"], r["null"], fmt(r["statistic"], 4), result, r["verdict"]))
+    return _table(["Test or measure", "Null hypothesis", "Statistic", "p-value or interval",
+                   f"Verdict at α = {fmt(ev.alpha)}"], rows)
+
+
+def _sensitivity_table(ev) -> dict:
+    rows = [(fmt(int(r.n_bins)), fmt(r.T), _interval_text(r.lower, r.upper, bool(r.lower_open)),
+             fmt_p(r.pvalue), "rejects" if r.reject else "does not reject")
+            for r in ev.sensitivity.itertuples(index=False)]
+    return _table(["B (bins)", "T (ECE², squared units)", f"{_level(ev.alpha)} CI for ECE²",
+                   "p (ECE = 0)", "single-B test"], rows)
+
+
+def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
+    """Figures of one model (flexible curve, display-bin reliability diagram, prediction strip, bin
+    sensitivity) and a note for each figure the data do not allow (e.g. a constant outcome)."""
+    from calibtest.reporting import plotting
+
+    level = _level(d["alpha"])
+    figs, notes = [], []
+
+    def add(title, draw, alt, caption):
+        try:
+            src = _png_data_uri(draw())
+        except ValueError as exc:
+            notes.append(f"The {title} of {name} was not drawn: {exc}.")
+            return
+        figs.append({"src": src, "alt": alt, "caption": caption})
+
+    binary = d["mode"] in ("binary", "top1") and d["k"] == 1 and res.data is not None
+    if binary:
+        add("flexible calibration curve",
+            lambda: plotting.flexible_curve_figure([res], [name], alpha=d["alpha"]),
+            f"Flexible calibration curve of {name}",
+            f"Flexible calibration curve of {name}: logistic recalibration of the outcome on a restricted cubic "
+            f"spline of logit(p) (4 knots) with its pointwise {level} band, over the diagonal of perfect "
+            "calibration [9]. Printed: the calibration-in-the-large a0 (logit P(y = 1) = a0 + logit(p)) and the "
+            "calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip underneath "
+            "shows the predictions of events (up) and non-events (down).")
+    if res.data is not None:
+        add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
+            f"Reliability diagram of {name} at display bins",
+            f"Reliability diagram of {name}. " + plotting.display_bins_caption([res]))
+    else:
+        add("reliability diagram", lambda: reliability_figure(res, labels=[name]),
+            f"Reliability diagram of {name}",
+            f"Reliability diagram of {name} at the estimator's {d['n_occupied_bins']} occupied bins of width "
+            f"1/B = {fmt(d['bin_width'], 4)} (the result holds bin sums only, no rows): mean prediction against "
+            f"observed frequency with {level} Wilson intervals; the strip counts the rows per bin.")
+    if binary:
+        add("distribution of the predictions", lambda: plotting.prediction_strip_figure([res], [name]),
+            f"Distribution of the predictions of {name} by outcome",
+            f"Distribution of the predictions of {name} by observed outcome: the share of the events (y = 1) "
+            "and of the non-events (y = 0) in each of 50 equal-width bins, in percent of their own group.")
+    if ev is not None:
+        add("bin-sensitivity figure", lambda: plotting.bin_sensitivity_figure(ev, name),
+            f"Bin sensitivity of {name}",
+            f"Bin sensitivity of {name}: the debiased estimate T of ECE² (squared probability units) with its "
+            f"{level} adjusted interval (conditional null), and the p-value of the single-B test, against the "
+            "number of bins B.")
+    return figs, notes
+
+
+_INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
+
+
+def _public(text: str) -> str:
+    """``text`` without references to the package's source documents (they are not part of the report)."""
+    return _INTERNAL.sub("", text)
+
+
+def _model_context(res, name: str, index: int, *, source, command, hl_groups: int, figure: bool,
+                   evidence_rng) -> dict:
     d = res.to_dict()
     estimates, regimes = _estimates(res, d)
     hl, hl_note = _hosmer_lemeshow(res, hl_groups)
     vp, vp_note = _valprob(res)
     bins, bins_note = _bin_rows(res)
+    try:
+        ev = result_evidence(res, evidence_rng)
+        ev_note = None
+    except (ValueError, RuntimeError) as exc:
+        ev, ev_note = None, f"The evidence table was not computed: {exc}."
+    level = _level(d["alpha"])
+    figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
     ctx = {
         "name": name,
         "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
         "anchor": f"model-{index + 1}",
         "conclusion": conclusion(d, test_name=_test_name(res)),
-        "provenance": _provenance(res, d, source, command),
-        "settings": _settings(res, d),
-        "estimates": estimates,
-        "regimes": regimes,
-        "notes": list(d["notes"]),
-        "hl": hl,
+        "evidence_conclusion": ev.conclusion if ev is not None else None,
+        "evidence_verdict": ev.verdict if ev is not None else ("no evidence" if d["contains_zero"] else "evidence"),
+        "evidence_table": None if ev is None else {**_evidence_table(ev), "caption": (
+            f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
+            f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")},
+        "evidence_keys": [] if ev is None else list(ev.table.index),
+        "evidence_note": ev_note,
+        "evidence_seed": None if ev is None else ev.seed,
+        "sensitivity": None if ev is None else {**_sensitivity_table(ev), "caption": (
+            f"Bin sensitivity of {name}: the interval and the single-B test (conditional null) at several "
+            "numbers of bins B per dimension.")},
+        "provenance": {**_provenance(res, d, source, command, None if ev is None else ev.seed),
+                       "caption": f"Provenance of the result for {name}."},
+        "settings": {**_settings(res, d), "caption": f"Settings of the analysis of {name}."},
+        "estimates": {**estimates, "caption": (
+            f"Estimate and {level} confidence interval of {name}: ECE² in squared probability units, "
+            "ECE (its square root) in probability units.")},
+        "regimes": {**regimes, "caption": f"The two asymptotic regimes of the debiased estimator T for {name}."},
+        "notes": [_public(n) for n in d["notes"]],
+        "hl": None if hl is None else {
+            "test": {**hl["test"], "caption": f"Hosmer–Lemeshow test of {name}."},
+            "compare": {**hl["compare"], "caption": (
+                f"Plug-in and debiased estimates of ECE² (squared probability units) for {name}, on the "
+                "report's bins and on the Hosmer–Lemeshow groups.")},
+            "groups": {**hl["groups"], "caption": f"Hosmer–Lemeshow groups of {name}."}},
         "hl_note": hl_note,
-        "valprob": vp,
+        "valprob": None if vp is None else {**vp, "caption": (
+            f"Validation metrics of {name} (definitions of R's rms::val.prob); Brier, Emax, E90 and Eavg in "
+            "probability units (Brier squared).")},
         "valprob_note": vp_note,
-        "bins": bins,
+        "bins": {**bins, "caption": (f"Bin table of {name}: the estimator's {d['n_occupied_bins']} occupied "
+                                     f"bins (B = {d['n_bins']}).")},
         "bins_note": bins_note,
-        "figure": None,
-        "figure_caption": None,
-        "level": _level(d["alpha"]),
+        "figures": figures,
+        "figure_notes": figure_notes,
+        "level": level,
         "mode": d["mode"],
         "evidence": not d["contains_zero"],
     }
-    if figure:
-        ctx["figure"] = _png_data_uri(reliability_figure(res, labels=[name]))
-        n_coords = _n_coordinates(res)
-        level = _level(d["alpha"])
-        if n_coords == 1:
-            ctx["figure_caption"] = (
-                f"Reliability diagram of {name}: each point is one of the {d['n_occupied_bins']} occupied bins "
-                f"of width 1/B = {fmt(d['bin_width'], 4)} (mean prediction against observed frequency, with "
-                f"{level} Wilson intervals); the dashed line is perfect calibration; the strip underneath "
-                "counts the rows per bin.")
-        else:
-            ctx["figure_caption"] = (
-                f"Reliability diagram of {name}, one panel per coordinate ({n_coords}): the rows are grouped "
-                f"by the interval of width 1/B = {fmt(d['bin_width'], 4)} that holds that coordinate (mean "
-                f"prediction against observed frequency of the corresponding label, with {level} Wilson "
-                "intervals); the strip counts the rows per interval. The estimator's own "
-                f"{d['n_occupied_bins']} {n_coords}-dimensional bins are listed in the bin table below.")
     return ctx
 
 
-def _comparison_context(cmp, index: int) -> dict:
+class _Labels:
+    """Map the names a comparison uses (formulas or right-hand sides) to the report's labels."""
+
+    def __init__(self, results, names):
+        self.by_formula = {r.formula: nm for r, nm in zip(results, names) if r.formula}
+        self.by_name = {_model_name(r, i): nm for i, (r, nm) in enumerate(zip(results, names))}
+
+    def __call__(self, name, result=None) -> str:
+        formula = getattr(result, "formula", None)
+        if formula in self.by_formula:
+            return self.by_formula[formula]
+        return self.by_name.get(name, name)
+
+
+def _comparison_context(cmp, index: int, label: _Labels) -> dict:
     d = cmp.to_dict()
     if "comparisons" in d:  # all pairwise comparisons (Holm)
+        level = _level(d.get("alpha"))
         headers = ["model a", "model b", "Δ = ECE_a² − ECE_b²", "std err", "z", "p-value", "p (Holm)",
-                   "reject (Holm)", "CI lower", "CI upper", "paired"]
-        rows = [(r.get("model_a", ""), r.get("model_b", ""), fmt(r.get("estimate")), fmt(r.get("se")),
-                 fmt(r.get("statistic"), 4), fmt_p(r.get("pvalue")), fmt_p(r.get("pvalue_holm")),
-                 fmt(r.get("reject")), fmt(r.get("ci_lower")), fmt(r.get("ci_upper")), fmt(r.get("paired")))
-                for r in d["comparisons"]]
-        title = f"Pairwise comparison {index + 1}: {len(d.get('names', []))} models, Holm-adjusted"
+                   "reject (Holm)", f"{level} CI for Δ"]
+        pairs = list(getattr(cmp, "comparisons", ()))
+        rows = []
+        for i, r in enumerate(d["comparisons"]):
+            pair = pairs[i] if i < len(pairs) else None
+            rows.append((label(r.get("model_a", ""), getattr(pair, "result_a", None)),
+                         label(r.get("model_b", ""), getattr(pair, "result_b", None)),
+                         fmt(r.get("estimate")), fmt(r.get("se")), fmt(r.get("statistic"), 4),
+                         fmt_p(r.get("pvalue")), fmt_p(r.get("pvalue_holm")), fmt(r.get("reject")),
+                         f"[{fmt(r.get('ci_lower'))}, {fmt(r.get('ci_upper'))}]"))
+        names = [label(n) for n in d.get("names", [])]
+        title = f"Pairwise comparison of {len(names)} models: {', '.join(names)}"
         notes = [f"Family-wise error rate {fmt(d.get('alpha'))}, alternative: {d.get('alternative', '')}; "
-                 f"correction: {d.get('correction', '')}."]
-        return {"title": title, "table": _table(headers, rows), "notes": notes}
+                 f"p-values adjusted by Holm's step-down method; Δ in squared probability units."]
+        if rows and any(r.get("paired") for r in d["comparisons"]):
+            notes.append("Paired comparisons: the models were scored on the same rows.")
+        return {"title": title, "table": {**_table(headers, rows), "caption": title + "."}, "notes": notes,
+                "cls": "wide"}
     alpha = d.get("alpha")
     level = _level(alpha) if alpha is not None else ""
-    headers = ["model A", "model B", "ECE_A²", "ECE_B²", "Δ = A − B", "std err", "z", "p-value",
-               f"{level} CI for Δ", "paired", "alternative"]
-    ci = f"[{fmt(d.get('ci_lower'))}, {fmt(d.get('ci_upper'))}]"
-    if d.get("ci_lower") is None or d.get("ci_upper") is None:  # one-sided: an infinite end
-        lo = "-inf" if d.get("ci_lower") is None else fmt(d.get("ci_lower"))
-        hi = "inf" if d.get("ci_upper") is None else fmt(d.get("ci_upper"))
-        ci = f"({lo}, {hi})" if lo == "-inf" and hi == "inf" else (f"({lo}, {hi}]" if lo == "-inf" else f"[{lo}, {hi})")
-    row = (d.get("name_a", "A"), d.get("name_b", "B"), fmt(d.get("estimate_a")), fmt(d.get("estimate_b")),
-           fmt(d.get("estimate")), fmt(d.get("se")), fmt(d.get("statistic"), 4), fmt_p(d.get("pvalue")), ci,
-           f"{fmt(d.get('paired'))} ({d.get('pairing', '')})" if "paired" in d else "",
-           d.get("alternative", ""))
-    title = f"Comparison {index + 1}: {d.get('name_a', 'A')} vs {d.get('name_b', 'B')}"
-    return {"title": title, "table": _table(headers, [row]), "notes": list(d.get("notes", []))}
+    name_a = label(d.get("name_a", "A"), getattr(cmp, "result_a", None))
+    name_b = label(d.get("name_b", "B"), getattr(cmp, "result_b", None))
+    lo, hi = d.get("ci_lower"), d.get("ci_upper")
+    if lo is None or hi is None:  # one-sided: an infinite end
+        ci = f"({'−∞' if lo is None else fmt(lo)}, {'∞' if hi is None else fmt(hi)}{')' if hi is None else ']'}"
+        if lo is not None:
+            ci = "[" + ci[1:]
+    else:
+        ci = f"[{fmt(lo)}, {fmt(hi)}]"
+    rows = [("Model A", name_a), ("Model B", name_b),
+            ("ECE_A² (squared probability units)", fmt(d.get("estimate_a"))),
+            ("ECE_B² (squared probability units)", fmt(d.get("estimate_b"))),
+            ("Δ = ECE_A² − ECE_B²", fmt(d.get("estimate"))), ("Standard error of Δ", fmt(d.get("se"))),
+            ("z", fmt(d.get("statistic"), 4)), ("p-value", fmt_p(d.get("pvalue"))),
+            (f"{level} confidence interval for Δ", ci),
+            ("Alternative hypothesis", str(d.get("alternative", ""))),
+            ("Pairing", f"{'paired' if d.get('paired') else 'unpaired'} ({d.get('pairing', '')})")]
+    title = f"Comparison of {name_a} with {name_b}"
+    return {"title": title, "table": {**_table(["Quantity", "Value"], rows), "caption": title + "."},
+            "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv"}
 
 
 def _overview(results, names) -> dict:
+    """The models side by side: one column per model (up to 5 models), else one row per model."""
     rows = []
     for res, name in zip(results, names):
         d = res.to_dict()
-        rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"]),
-                     _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"]), fmt(d["ece"]),
-                     _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"]),
-                     fmt_p(d["null_pvalue"])))
-    return _table(["Model", "mode", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE",
-                   "p (ECE = 0)"], rows)
+        rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"], 4),
+                     _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
+                     _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
+                     fmt_p(d["null_pvalue"], 3)))
+    headers = ["Model", "target", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE", "p (ECE = 0)"]
+    caption = ("The models at a glance (4 significant digits): ECE² in squared probability units, ECE in "
+               "probability units, intervals at each model's confidence level.")
+    if len(rows) <= 5:  # transposed, so that the intervals fit the page width
+        return {**_table(["Quantity"] + [r[0] for r in rows],
+                         [[h] + [r[i] for r in rows] for i, h in enumerate(headers) if i > 0]),
+                "caption": caption}
+    return {**_table(headers, rows), "caption": caption}
 
 
 def _unique_names(results, labels) -> list[str]:
@@ -497,6 +644,8 @@ def _unique_names(results, labels) -> list[str]:
         labels = [str(x) for x in labels]
         if len(labels) != len(results):
             raise ValueError(f"labels must have one name per result ({len(results)}), got {len(labels)}")
+        if len(set(labels)) < len(labels):
+            raise ValueError(f"labels must be distinct, got {labels}")
         return labels
     names = [_model_name(r, i) for i, r in enumerate(results)]
     if len(set(names)) < len(names):
@@ -514,22 +663,131 @@ def _as_result_list(results) -> list:
     return results
 
 
-def build_context(results, *, comparisons=None, title: str | None = None, purpose: str | None = None,
-                  labels: Sequence[str] | None = None, source=None, command: str | None = None,
-                  hl_groups: int = 10, figures: bool = True, generated: datetime | None = None) -> dict:
-    """The template context: strings, lists and ``to_dict()`` values only.
+def _shown(value) -> str:
+    return value if value else NOT_STATED
 
-    Parameters are those of :func:`report`; ``figures=False`` skips the
-    (slowest) figure rendering.
-    """
-    results = _as_result_list(results)
-    names = _unique_names(results, labels)
-    if source is None or isinstance(source, dict):
-        sources = [source] * len(results)
-    else:
-        sources = list(source)
-        if len(sources) != len(results):
-            raise ValueError(f"source must be a dict or one dict per result ({len(results)}), got {len(sources)}")
+
+def _document_control(meta: dict, title: str, generated: str) -> dict:
+    """Title block, model-and-data table, revision history and signature block."""
+    block = [(METADATA_FIELDS[k], _shown(meta[k])) for k in
+             ("document_id", "document_version", "organisation", "model_name", "model_version",
+              "author", "reviewer", "approver")]
+    block.append(("Date generated", generated))
+    model_data = _table(["Item", "Value"], [(METADATA_FIELDS[k], _shown(meta[k])) for k in
+                                            ("model_name", "model_version", "intended_use", "population",
+                                             "outcome_definition", "data_source", "data_period",
+                                             "inclusion_criteria")])
+    revisions = _table(["Version", "Date", "Description"],
+                       [(r["version"], r["date"], r["description"]) for r in meta["revisions"]]
+                       or [(NOT_STATED, NOT_STATED, "no revision history was given")])
+    signatures = _table(["Role", "Name", "Date", "Signature"],
+                        [("Prepared by (author)", _shown(meta["author"]), "", ""),
+                         ("Reviewed by (reviewer)", _shown(meta["reviewer"]), "", ""),
+                         ("Approved by (approver)", _shown(meta["approver"]), "", "")])
+    return {
+        "title_block": block,
+        "document_id": _shown(meta["document_id"]),
+        "document_version": _shown(meta["document_version"]),
+        "author": meta["author"] or "",
+        "model_data": {**model_data, "caption": "The model under validation and the validation data."},
+        "revisions": {**revisions, "caption": "Revision history of this document."},
+        "signatures": {**signatures, "caption": "Approval: prepared, reviewed and approved by."},
+    }
+
+
+def _plan_context(check: dict) -> dict:
+    plan = check["plan"]
+    out = {"statement": check["statement"], "has_plan": plan is not None, "options": None, "deviations": None,
+           "sample_size": None}
+    if plan is None:
+        return out
+    out["options"] = {**_table(["Option", "Planned value"], list(check["options"].items())),
+                      "caption": "The pre-specified analysis options."}
+    if check["deviations"]:
+        out["deviations"] = {**_table(["Model", "Option", "Planned", "Used"],
+                                      [(v.model, v.option, v.planned, v.used) for v in check["deviations"]]),
+                             "caption": "Deviations of the analysis from the pre-specified plan."}
+    if plan.sample_size:
+        flat = _flatten(plan.sample_size)
+        out["sample_size"] = {**_table(["Item", "Value"], flat),
+                              "caption": "The sample-size calculation of the analysis plan."}
+    return out
+
+
+def _flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
+    rows = []
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += _flatten(value, name + ".")
+        elif isinstance(value, float):
+            rows.append((name, fmt(value)))
+        elif isinstance(value, list):
+            rows.append((name, ", ".join(fmt(v) if isinstance(v, float) else str(v) for v in value)))
+        else:
+            rows.append((name, str(value)))
+    return rows
+
+
+def _number(ctx: dict) -> None:
+    """Number the tables and figures in the order the template shows them (adds label, id)."""
+    numbers = Numbering()
+    t, f = numbers.table, numbers.figure
+    for m in ctx["models"]:
+        if m["evidence_table"]:
+            t(m["evidence_table"])
+    if ctx["overview"]:
+        t(ctx["overview"])
+    t(ctx["doc"]["model_data"])
+    for key in ("options", "deviations", "sample_size"):
+        if ctx["plan"][key]:
+            t(ctx["plan"][key])
+    if ctx["overlay_figure"]:
+        f(ctx["overlay_figure"])
+    for c in ctx["comparisons"]:
+        t(c["table"])
+    for m in ctx["models"]:
+        for key in ("estimates", "regimes", "settings"):
+            t(m[key])
+        for fig in m["figures"]:
+            f(fig)
+        if m["sensitivity"]:
+            t(m["sensitivity"])
+        t(m["provenance"])
+        if m["hl"]:
+            for key in ("test", "compare", "groups"):
+                t(m["hl"][key])
+        if m["valprob"]:
+            t(m["valprob"])
+        t(m["bins"])
+    t(ctx["versions"])
+    t(ctx["doc"]["revisions"])
+    t(ctx["doc"]["signatures"])
+
+
+def _toc(ctx: dict) -> list[dict]:
+    entries = [("summary", "Summary of findings"), ("model-and-data", "Model and data"),
+               ("analysis-plan", "Analysis plan")]
+    if ctx["multi"] or ctx["has_comparisons"]:
+        entries.append(("comparisons", "Comparison of the models"))
+    entries += [(m["anchor"], m["section_title"]) for m in ctx["models"]]
+    entries += [("methods", "Methods"), ("limitations", "Limitations"),
+                ("software", "Software and reproducibility"), ("references", "References"),
+                ("revision-history", "Revision history"), ("approval", "Approval")]
+    return [{"anchor": a, "number": str(i), "title": title} for i, (a, title) in enumerate(entries, 1)]
+
+
+def _resolve_plan(plan):
+    from calibtest.plan import AnalysisPlan
+
+    if plan is None or isinstance(plan, AnalysisPlan):
+        return plan
+    if isinstance(plan, (str, Path)):
+        return AnalysisPlan.read(plan)
+    raise TypeError(f"plan must be a path to a plan file or an AnalysisPlan, got {type(plan).__name__}")
+
+
+def _as_comparisons(comparisons) -> list:
     if comparisons is None:
         comparisons = []
     elif hasattr(comparisons, "to_dict"):
@@ -539,29 +797,85 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     for c in comparisons:
         if not hasattr(c, "to_dict"):
             raise TypeError(f"comparisons must be results of calibtest.calib_compare, got {type(c).__name__}")
+    return comparisons
+
+
+def build_context(results, *, comparisons=None, title: str | None = None, purpose: str | None = None,
+                  labels: Sequence[str] | None = None, source=None, command: str | None = None,
+                  hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
+                  figures: bool = True, generated: datetime | None = None) -> dict:
+    """The template context: strings, lists and ``to_dict()`` values only.
+
+    Parameters are those of :func:`report`; ``figures=False`` skips the
+    (slowest) figure rendering.
+    """
+    results = _as_result_list(results)
+    meta = check_metadata(metadata)
+    if labels is None and len(results) == 1 and meta["model_name"]:
+        labels = [meta["model_name"]]  # one model: the document's model name is its label
+    names = _unique_names(results, labels)
+    plan = _resolve_plan(plan)
+    if source is None or isinstance(source, dict):
+        sources = [source] * len(results)
+    else:
+        sources = list(source)
+        if len(sources) != len(results):
+            raise ValueError(f"source must be a dict or one dict per result ({len(results)}), got {len(sources)}")
+    comparisons = _as_comparisons(comparisons)
     generated = datetime.now().astimezone() if generated is None else generated
-    models = [_model_context(r, nm, i, source=s, command=command, hl_groups=hl_groups, figure=figures)
+    generated_text = generated.isoformat(timespec="seconds")
+    title = title if title else "Calibration validation report"
+    models = [_model_context(r, nm, i, source=s, command=command, hl_groups=hl_groups, figure=figures,
+                             evidence_rng=rng)
               for i, (r, nm, s) in enumerate(zip(results, names, sources))]
+    multi = len(results) > 1
+    for m in models:
+        m["section_title"] = f"Model: {m['name']}"
     overlay = None
-    overlay_caption = None
     same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
-    if figures and len(results) > 1 and same_target:
-        overlay = _png_data_uri(reliability_figure(results, labels=names))
-        overlay_caption = ("Reliability diagrams of the models overlaid (each on its own bins), with Wilson "
-                           "intervals; the strips count rows per bin-width interval.")
+    if figures and multi and same_target:
+        from calibtest.reporting import plotting
+
+        binary = all(r.mode in ("binary", "top1") and r.k == 1 and r.data is not None for r in results)
+        if binary:
+            try:
+                src = _png_data_uri(plotting.flexible_curve_figure(results, names, alpha=results[0].alpha))
+            except ValueError:  # e.g. a constant outcome: the per-model sections say why
+                binary = False
+        if binary:
+            overlay = {"src": src,
+                       "alt": "Flexible calibration curves of the models overlaid",
+                       "caption": ("Flexible calibration curves of the models overlaid (restricted cubic spline "
+                                   "logistic recalibration [9]), each with its pointwise band and its "
+                                   "calibration-in-the-large and slope; the strips show each model's "
+                                   "predictions of events (up) and non-events (down).")}
+        else:
+            overlay = {"src": _png_data_uri(reliability_figure(results, labels=names)),
+                       "alt": "Reliability diagrams of the models overlaid",
+                       "caption": ("Reliability diagrams of the models overlaid (each on its own bins), with "
+                                   "Wilson intervals; the strips count rows per bin-width interval.")}
+    label = _Labels(results, names)
+    check = plan_check(plan, results, names, reported_tests(models, bool(comparisons)))
     methods = {r.method for r in results}
     null_kinds = {str(getattr(r, "null", "asymptotic")) for r in results}
+    doc = _document_control(meta, title, generated_text)
+    subject = purpose if purpose else ("Calibration validation of " + ", ".join(names))
     ctx = {
-        "title": title if title else "Calibration validation report",
+        "title": title,
         "purpose": purpose,
-        "generated": generated.isoformat(timespec="seconds"),
-        "versions": _table(["Software", "Version"], _versions()),
+        "subject": subject,
+        "keywords": "calibration, expected calibration error, l2-ECE, confidence interval, validation",
+        "generated": generated_text,
+        "versions": {**_table(["Software", "Version"], _versions()),
+                     "caption": "Software used to produce this report."},
         "command": command,
-        "multi": len(results) > 1,
-        "overview": _overview(results, names) if len(results) > 1 else None,
+        "multi": multi,
+        "doc": doc,
+        "meta_missing": [METADATA_FIELDS[k] for k, v in meta.items() if not v],
+        "plan": _plan_context(check),
+        "overview": _overview(results, names) if multi else None,
         "overlay_figure": overlay,
-        "overlay_caption": overlay_caption,
-        "comparisons": [_comparison_context(c, i) for i, c in enumerate(comparisons)],
+        "comparisons": [_comparison_context(c, i, label) for i, c in enumerate(comparisons)],
         "models": models,
         "alpha_text": ", ".join(sorted({fmt(r.alpha) for r in results})),
         "uses_hulc": "hulc" in methods,
@@ -571,9 +885,19 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "uses_conditional_null": bool(null_kinds - {"asymptotic"}),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),
+        "has_evidence": any(m["evidence_table"] is not None for m in models),
+        "has_flexible": any("Flexible" in f["caption"] for m in models for f in m["figures"]),
         "has_comparisons": bool(comparisons),
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),
     }
+    _number(ctx)
+    ctx["toc"] = _toc(ctx)
+    ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
+    for m in models:  # consecutive subsection numbers, only for the subsections the model has
+        shown = ["estimate", "settings"] + (["figures"] if m["figures"] or m["figure_notes"] else []) + \
+            ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
+        m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
+    ctx["_attachments"] = pdf_attachments(results, names, comparisons, plan)
     return ctx
 
 
@@ -589,10 +913,13 @@ def _template_environment():
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
+def _render(ctx: dict) -> str:
+    return _template_environment().get_template("report.html").render(**ctx)
+
+
 def render_html(results, **kwargs) -> str:
     """The report as one self-contained HTML string (arguments of :func:`report`)."""
-    ctx = build_context(results, **kwargs)
-    return _template_environment().get_template("report.html").render(**ctx)
+    return _render(build_context(results, **kwargs))
 
 
 def _import_weasyprint():
@@ -605,25 +932,37 @@ def _import_weasyprint():
 
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
-           hl_groups: int = 10) -> Path:
+           hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
+
+    The report is a controlled document: a title block with document id,
+    version and the people responsible, a table of contents, a summary with
+    the evidence table and its conclusion, the model and data, the check
+    against a pre-specified analysis plan, the comparison of the models, one
+    section per model (estimate and interval, settings, figures, provenance,
+    Hosmer–Lemeshow, validation metrics, bin table), methods, limitations,
+    software, references, revision history and a signature block.  Tables
+    and figures are numbered.  The PDF is PDF/A-3b with a running header
+    (title, document id, version) and footer ("page X of Y"), and embeds the
+    ``to_dict()`` of every result, of every comparison and the plan as JSON
+    file attachments.
 
     Parameters
     ----------
     results : CalibrationResult or list of CalibrationResult
         The models to report (each gets its own section; several are also
         summarised in one table and, when they share a target, in one
-        overlaid reliability diagram).
+        overlaid figure).
     path : str or path-like
         Output file; the suffix decides the format: ``.html``/``.htm`` or
         ``.pdf`` (WeasyPrint, ``pip install "calibtest[pdf]"``).
     comparisons : result of :func:`calibtest.calib_compare` or a list of them, optional
-        Shown as comparison tables (anything with a ``to_dict()`` in the
-        ``ComparisonResult`` or ``PairwiseComparisonResult`` layout).
+        Shown as comparison tables, with the models named by ``labels``.
     title, purpose : str, optional
         Report title and a free-text statement of what is evaluated and why.
     labels : sequence of str, optional
-        Model names (default: right-hand sides of the formulas).
+        Distinct model names used everywhere in the report (default: the
+        right-hand sides of the formulas).
     source : dict or list of dict, optional
         Provenance of the input (e.g. ``file_provenance("data.csv")``: file
         name, size, SHA-256), one dict for all results or one per result;
@@ -632,6 +971,24 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         The command line that produced the report (the CLI passes it).
     hl_groups : int
         Groups of the Hosmer–Lemeshow test (binary and top-1 targets).
+    metadata : dict, optional
+        Document control, every key optional (strings): ``document_id``,
+        ``document_version``, ``author``, ``reviewer``, ``approver``,
+        ``organisation``, ``model_name``, ``model_version``,
+        ``intended_use``, ``population``, ``outcome_definition``,
+        ``data_source``, ``data_period``, ``inclusion_criteria``, and
+        ``revisions`` (a list of ``{"version", "date", "description"}``).
+        A field not given is shown as "not stated".  :func:`load_metadata`
+        reads them from a JSON or TOML file.
+    plan : str, path-like or AnalysisPlan, optional
+        A pre-specified analysis plan (:func:`calibtest.plan`).  The report
+        states that the analysis followed it (with its SHA-256 and creation
+        time) or lists each deviation (option, planned, used); without a plan
+        it states that the options were not pre-specified.
+    rng : None or int
+        Seed of the label draws of the evidence table's multi-scale test;
+        None (default) uses each result's recorded seed, so the same result
+        gives the same report.  The seed used is shown in the provenance.
 
     Returns
     -------
@@ -641,7 +998,10 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     Raises
     ------
     ValueError
-        For a suffix other than .html, .htm or .pdf.
+        For a suffix other than .html, .htm or .pdf, unknown metadata keys
+        (all named), or a plan file whose SHA-256 does not match its content.
+    TypeError
+        For a metadata value that is not a string, naming the field.
     ImportError
         For a PDF without WeasyPrint (the message names the extra to install).
 
@@ -650,9 +1010,9 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     The report explains the method (the debiased estimator, its two regimes
     and the adjusted interval of Algorithm 1 [1]_; T-Cal [2]_ and HulC [3]_
     when used), the Hosmer-Lemeshow test [4]_ and the validation metrics
-    [5]_, [6]_, [7]_ for binary and top-1 targets, and the reliability
-    diagram with Wilson intervals [8]_.  Its own reference list has the same
-    numbering.
+    [5]_, [6]_, [7]_ for binary and top-1 targets, the reliability diagram
+    with Wilson intervals [8]_ and the flexible calibration curve [9]_.  Its
+    own reference list has the same numbering.
 
     References
     ----------
@@ -663,30 +1023,38 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
            Research 24(335), 2023.
     .. [3] Kuchibhotla, Balakrishnan and Wasserman, "The HulC: confidence
            regions from convex hulls", Journal of the Royal Statistical
-           Society Series B 86, 2024.
+           Society Series B 86(3), 2024.
     .. [4] Hosmer and Lemeshow, "Goodness of fit tests for the multiple
            logistic regression model", Communications in Statistics - Theory
            and Methods 9(10), 1980.
     .. [5] Harrell, *Regression Modeling Strategies*, 2nd ed., Springer, 2015
            (R package rms, ``val.prob``).
     .. [6] Spiegelhalter, "Probabilistic prediction in patient management and
-           clinical trials", Statistics in Medicine 5, 1986.
+           clinical trials", Statistics in Medicine 5(5), 1986.
     .. [7] Austin and Steyerberg, "The Integrated Calibration Index (ICI) and
            related metrics for quantifying the calibration of logistic
-           regression models", Statistics in Medicine 38, 2019.
+           regression models", Statistics in Medicine 38(21), 2019.
     .. [8] Wilson, "Probable inference, the law of succession, and statistical
            inference", Journal of the American Statistical Association 22,
            1927.
+    .. [9] Van Calster, Nieboer, Vergouwe, De Cock, Pencina and Steyerberg,
+           "A calibration hierarchy for risk models was defined: from utopia
+           to empirical data", Journal of Clinical Epidemiology 74, 2016.
     """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".html", ".htm", ".pdf"):
         raise ValueError(f"path must end in .html, .htm or .pdf, got {str(path)!r}")
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
-    html = render_html(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
-                       source=source, command=command, hl_groups=hl_groups)
+    ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
+                        source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
+                        rng=rng)
+    html = _render(ctx)
     if weasyprint is None:
         path.write_text(html, encoding="utf-8")
     else:
-        weasyprint.HTML(string=html, base_url=None).write_pdf(str(path))
+        attachments = [weasyprint.Attachment(string=text, name=name, description=desc)
+                       for name, text, desc in ctx["_attachments"]]
+        weasyprint.HTML(string=html, base_url=None).write_pdf(
+            str(path), pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
     return path

@@ -1,0 +1,231 @@
+"""Document control of a validation report: metadata, the analysis-plan check, numbering and attachments.
+
+A report is a controlled document: it names the model and the data, carries a
+document id, version, revision history and signature block
+(:func:`check_metadata`, :func:`load_metadata`), states whether the analysis
+followed a pre-specified plan (:func:`plan_check`), numbers its tables and
+figures (:class:`Numbering`), and embeds the machine-readable results in the
+PDF (:func:`pdf_attachments`).  Everything here returns plain strings, lists
+and dicts for the template.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from calibtest._format import json_safe
+from calibtest._validation import OptionError, OptionTypeError
+from calibtest.plan import AnalysisPlan, Deviation
+
+__all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
+           "reported_tests", "pdf_attachments"]
+
+#: Document-control fields of ``report(..., metadata=...)`` and their labels, in the order shown.
+METADATA_FIELDS = {
+    "document_id": "Document ID",
+    "document_version": "Document version",
+    "author": "Prepared by",
+    "reviewer": "Reviewed by",
+    "approver": "Approved by",
+    "organisation": "Organisation",
+    "model_name": "Model name",
+    "model_version": "Model version",
+    "intended_use": "Intended use",
+    "population": "Target population",
+    "outcome_definition": "Outcome definition",
+    "data_source": "Data source",
+    "data_period": "Data period",
+    "inclusion_criteria": "Inclusion criteria",
+    "revisions": "Revision history",
+}
+
+#: Shown for a document-control field that was not given.
+NOT_STATED = "not stated"
+
+_REVISION_KEYS = ("version", "date", "description")
+
+
+def check_metadata(metadata) -> dict:
+    """Validate ``metadata`` and return every field of :data:`METADATA_FIELDS`.
+
+    Text fields must be strings (a number such as a version is written as a
+    string, ``"1.0"``, so that nothing is reformatted); a field not given is
+    ``None``.  ``revisions`` is a list of dicts with the string fields
+    ``version``, ``date`` and ``description``.
+
+    Raises
+    ------
+    ValueError
+        For unknown keys (all named) or a revision with missing or unknown keys.
+    TypeError
+        For a value of the wrong type, naming the field.
+    """
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise OptionTypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+    unknown = sorted(str(k) for k in metadata if k not in METADATA_FIELDS)
+    if unknown:
+        raise OptionError(f"metadata has unknown keys {unknown}; allowed: {list(METADATA_FIELDS)}")
+    out = {}
+    for key in METADATA_FIELDS:
+        value = metadata.get(key)
+        if key == "revisions":
+            out[key] = _check_revisions(value)
+        elif value is None or isinstance(value, str):
+            out[key] = value if value is None or value.strip() else None
+        else:
+            raise OptionTypeError(f"metadata[{key!r}] must be a string, got {type(value).__name__} {value!r} "
+                                  "(write numbers and dates as strings)")
+    return out
+
+
+def _check_revisions(value) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise OptionTypeError(f"metadata['revisions'] must be a list of dicts, got {type(value).__name__}")
+    out = []
+    for i, rev in enumerate(value):
+        if not isinstance(rev, dict):
+            raise OptionTypeError(f"metadata['revisions'][{i}] must be a dict, got {type(rev).__name__}")
+        keys = set(rev)
+        if keys != set(_REVISION_KEYS):
+            raise OptionError(f"metadata['revisions'][{i}] must have the keys {list(_REVISION_KEYS)}; "
+                              f"unknown {sorted(map(str, keys - set(_REVISION_KEYS)))}, "
+                              f"missing {sorted(set(_REVISION_KEYS) - keys)}")
+        for k in _REVISION_KEYS:
+            if not isinstance(rev[k], str):
+                raise OptionTypeError(f"metadata['revisions'][{i}][{k!r}] must be a string, got "
+                                      f"{type(rev[k]).__name__} {rev[k]!r} (dates as 'YYYY-MM-DD')")
+        out.append({k: rev[k] for k in _REVISION_KEYS})
+    return out
+
+
+def load_metadata(path) -> dict:
+    """Read document-control metadata from a ``.json`` or ``.toml`` file and validate it.
+
+    TOML needs Python 3.11 or later (the standard library's :mod:`tomllib`);
+    on Python 3.10 a TOML file is refused with a message saying so.  In TOML,
+    the revisions are an array of tables (``[[revisions]]``).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".toml"):
+        raise OptionError(f"metadata file must end in .json or .toml, got {str(path)!r}")
+    if not path.is_file():
+        raise OptionError(f"metadata file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise OptionError(f"metadata file {path}: invalid JSON ({exc})") from None
+    else:
+        if sys.version_info < (3, 11):
+            raise OptionError(f"metadata file {path}: TOML needs Python 3.11 or later (tomllib); "
+                              "write the metadata as JSON instead")
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise OptionError(f"metadata file {path}: invalid TOML ({exc})") from None
+    return check_metadata(data)
+
+
+class Numbering:
+    """Consecutive numbers of tables and figures in the order they are created.
+
+    :meth:`table` and :meth:`figure` add ``number``, ``label`` ("Table 3")
+    and ``id`` to a table or figure dict (which holds its ``caption``), so
+    the template can refer to it by ``label`` anywhere in the text.
+    """
+
+    def __init__(self):
+        self.tables = 0
+        self.figures = 0
+
+    def table(self, t: dict) -> dict:
+        """Give the table dict ``t`` (with its ``caption``) the next table number; return it."""
+        self.tables += 1
+        t.update(number=self.tables, label=f"Table {self.tables}", id=f"table-{self.tables}")
+        return t
+
+    def figure(self, fig: dict) -> dict:
+        """Give the figure dict ``fig`` (``src``, ``alt``, ``caption``) the next figure number; return it."""
+        self.figures += 1
+        fig.update(number=self.figures, label=f"Figure {self.figures}", id=f"figure-{self.figures}")
+        return fig
+
+
+def reported_tests(models: list, has_comparisons: bool) -> set:
+    """The keys of :data:`calibtest.plan.PLAN_TESTS` that a report shows for every model."""
+    shown = None
+    for m in models:
+        keys = {"calib_ci"}
+        if m.get("evidence_keys"):
+            keys |= set(m["evidence_keys"])
+        if m.get("hl"):
+            keys.add("hosmer_lemeshow")
+        if m.get("valprob"):
+            keys.add("val_prob")
+        shown = keys if shown is None else shown & keys
+    shown = shown or set()
+    if has_comparisons:
+        shown.add("calib_compare")
+    return shown
+
+
+def plan_check(plan, results, names, shown_tests: set) -> dict:
+    """The plan statement and the deviations of ``results`` from ``plan``.
+
+    Returns a dict with ``plan`` (the AnalysisPlan or None), ``statement``
+    (one sentence), ``deviations`` (list of :class:`Deviation`) and
+    ``options`` (option -> planned value as text).  Planned tests that the
+    report does not show and planned subgroups (a report analyses the whole
+    sample) are deviations too.
+    """
+    if plan is None:
+        return {"plan": None, "deviations": [], "options": {},
+                "statement": "The analysis options were not pre-specified: no analysis plan was given."}
+    if isinstance(plan, (str, Path)):
+        plan = AnalysisPlan.read(plan)
+    if not isinstance(plan, AnalysisPlan):
+        raise OptionTypeError(f"plan must be a path to a plan file or an AnalysisPlan, got {type(plan).__name__}")
+    deviations = [dev for res, name in zip(results, names) for dev in plan.deviations(res, name)]
+    everyone = "all models"
+    for test in plan.tests or ():
+        if test not in shown_tests:
+            deviations.append(Deviation(everyone, "tests", test, "not reported"))
+    if plan.subgroups:
+        deviations.append(Deviation(everyone, "subgroups", ", ".join(plan.subgroups),
+                                    "not analysed (this report covers the whole sample)"))
+    ident = f"SHA-256 {plan.sha256}, created {plan.created}"
+    if deviations:
+        statement = (f"The analysis deviated from the pre-specified plan ({ident}) in {len(deviations)} "
+                     f"{'option' if len(deviations) == 1 else 'options'}, listed below.")
+    else:
+        statement = f"The analysis followed the pre-specified plan ({ident})."
+    return {"plan": plan, "deviations": deviations, "options": plan.options(), "statement": statement}
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_" else "-" for c in text)
+    return "-".join(part for part in keep.split("-") if part)[:40] or "model"
+
+
+def pdf_attachments(results, names, comparisons, plan) -> list[tuple[str, str, str]]:
+    """``(file name, JSON text, description)`` of every result's ``to_dict()``, each comparison and the plan."""
+    out = []
+    for i, (res, name) in enumerate(zip(results, names), 1):
+        out.append((f"result-{i}-{_slug(name)}.json", json.dumps(json_safe(res.to_dict()), indent=1),
+                    f"to_dict() of the calibration result of {name}"))
+    for i, cmp in enumerate(comparisons, 1):
+        out.append((f"comparison-{i}.json", json.dumps(json_safe(cmp.to_dict()), indent=1),
+                    f"to_dict() of comparison {i}"))
+    if plan is not None:
+        out.append(("analysis-plan.json", json.dumps(plan.to_dict(), indent=2, ensure_ascii=False),
+                    "the pre-specified analysis plan (its sha256 field fingerprints the other fields)"))
+    return out
