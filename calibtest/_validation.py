@@ -33,7 +33,7 @@ class OptionTypeError(TypeError):
 
 
 MISSING_OPTIONS = ("raise", "drop")
-NULLS = ("asymptotic", "conditional", "monte-carlo")
+NULLS = ("auto", "asymptotic", "conditional", "monte-carlo")
 RESAMPLING_METHODS = ("bootstrap", "subsampling", "hulc")
 METHODS = ("adjusted",) + RESAMPLING_METHODS
 
