@@ -161,11 +161,11 @@ def test_calib_test_study_smoke(tmp_path):
     """New designs of the calib_test study: size near alpha on calibrated top-2 data, power on slope 0.7."""
     mod = _load("calib_test_study")
     prefix = str(tmp_path / "cts")
-    mod.run_size(prefix + "_size.csv", 150, 150, 99, designs=["top-2 of K = 5, Dirichlet(0.5)"], ns=(300,))
+    mod.run_size(prefix + "_size.csv", 150, 150, 99, designs=["calibrated top-2 of K=5, Dirichlet(0.5)"], ns=(300,))
     size = pd.read_csv(prefix + "_size.csv")
     # exact level floor(0.05 * 100) / 100 = 0.05; 150 data sets: s.e. 0.018
     assert size["calib_test"].iloc[0] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 150)
     mod.run_power(prefix + "_power.csv", 60, 99, alternatives=["slope 0.7"], ns=(2000,))
     power = pd.read_csv(prefix + "_power.csv")
     assert power["calib_test"].iloc[0] > 0.8 and power["slope_wald"].iloc[0] > 0.8
-    assert "slope 0.7 | 2000 | 60 |" in mod.tables(prefix)
+    assert "| slope 0.7 | power | 2000 | 60 |" in mod.tables(prefix)
