@@ -84,6 +84,7 @@ def _bump(q):
 
 # truth p = f(q) for the reported prediction q
 ALTERNATIVES = {
+    "calibrated Beta(2,5)": lambda q: q,  # the size of every test on the power designs' predictions
     "intercept +0.3": lambda q: expit(logit(q) + 0.3),
     "intercept -0.3": lambda q: expit(logit(q) - 0.3),
     "slope 0.7": lambda q: expit(0.7 * logit(q)),
@@ -253,7 +254,8 @@ def tables(prefix):
                 others["T-Cal"] = tcal
             best = max(others, key=others.get)
             ttxt = f"{tcal:.3f} ({tN})" if tN else ""
-            out.append(f"| {r['design']} | power | {int(r['n'])} | {int(r['reps'])} | {r['calib_test']:.3f} | "
+            kind = "size" if r["design"].startswith("calibrated") else "power"
+            out.append(f"| {r['design']} | {kind} | {int(r['n'])} | {int(r['reps'])} | {r['calib_test']:.3f} | "
                        f"{r['bonferroni']:.3f} | {r['single_B']:.3f} | {r['HL_df8']:.3f} | {r['HL_df10']:.3f} | "
                        f"{r['spiegelhalter']:.3f} | {r['slope_wald']:.3f} | {ttxt} | {others[best]:.3f} ({best}) | "
                        f"{r['calib_test'] - others[best]:+.3f} | {r['diff_vs_single_B']:+.3f} +- {r['diff_se']:.3f} |")
