@@ -265,7 +265,8 @@ def tables(prefix):
                 f"n = {int(r['n'])}: {r['tcal_adaptive']:.3f} (N = {int(r['reps'])})"
                 for _, r in tc[tc["design"] == "calibrated Beta(2,5)"].iterrows()) + ".", ""]
     secs = sum(pd.read_csv(f)["seconds"].sum() for f in (size_csv, power_csv, tcal_csv) if os.path.exists(f))
-    out += [f"Compute: {secs / 60:.1f} CPU-minutes (sum of the cells' times).", ""]
+    out += [f"Run time: {secs / 60:.1f} wall-clock minutes (sum of the cells' times on a shared 2-core machine "
+            "under heavy load from other jobs, so well above the CPU time).", ""]
     return "\n".join(out)
 
 
