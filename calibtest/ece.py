@@ -121,9 +121,10 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``"auto"`` (default) is ``"conditional"`` for rows in memory whose
         binned vector has at most 4 coordinates (binary, top-1, top-k with
         k <= 4, full calibration with K <= 4), and ``"asymptotic"`` otherwise:
-        for files and Dask frames (only the bin sums are seen, and the
-        conditional moments need every row's prediction) and for more binned
-        coordinates (their conditional moments need per-row d x d x d terms).
+        for files and Dask frames (the streaming backends accumulate the
+        estimator's bin sums only, not those of the conditional moments) and
+        for more binned coordinates (their conditional moments need per-row
+        d x d x d terms).
         ``res.null`` records the null actually used.  The default follows a
         size and power study over every target, rare events, predictions
         near 1 and n = 100 to 10^5 (``vignettes/default_null.md``,
