@@ -243,7 +243,8 @@ def write_md(size_csv, power_csv, md):
               "Rejection rate over N calibrated data sets; `*` = outside alpha +- 3 s.e., "
               f"s.e. = sqrt(alpha (1 - alpha) / N) = {_se(alpha, 1000):.4f} at N = 1000, "
               f"{_se(alpha, 200):.4f} at N = 200.", "",
-              "| design | n | N | B | fallback | asymptotic | conditional | Monte Carlo |", "|---|---|---|---|---|---|---|---|"]
+              "| design | n | N | B | fallback | asymptotic | conditional | Monte Carlo |",
+              "|---|---|---|---|---|---|---|---|"]
         for _, r in size.iterrows():
             N = int(r["reps"])
             a, c = r[f"asym_{tag}"], r[f"cond_{tag}"]
