@@ -26,7 +26,9 @@ from calibtest.core.null import sigma0_sq
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
+from calibtest.flexible import FlexibleCalibration, flexible_calibration
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test
@@ -41,7 +43,10 @@ __all__ = [
     "evidence",
     "tcal_test",
     "val_prob",
+    "flexible_calibration",
     "hosmer_lemeshow",
+    "calib_power",
+    "calib_sample_size",
     "report",
     "BinAccumulator",
     "CalibrationResult",
@@ -53,6 +58,9 @@ __all__ = [
     "CalibrationTestResult",
     "HosmerLemeshowResult",
     "ValProbResult",
+    "FlexibleCalibration",
+    "PowerResult",
+    "SampleSizeResult",
     "BinStats",
     "auto_n_bins",
     "sigma0_sq",

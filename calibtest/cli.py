@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci | report | tcal | compare | demo`` and ``calibtest --version``.
+"""Command-line interface: ``calibtest ci | report | tcal | compare | sample-size | demo`` and ``calibtest --version``.
 
 One parser.  The options that several subcommands take (``--formula``,
 ``--n-classes``, ``--k``, ``--bins``, ``--alpha``, ``--missing``, ``--json``)
@@ -32,6 +32,8 @@ from calibtest.backends.files import read_csv_file
 from calibtest.compare import calib_compare
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
+from calibtest.formula import parse_formula, resolve_env
+from calibtest.planning import calib_sample_size
 from calibtest.reporting.html import file_provenance, report
 from calibtest.tcal import tcal_test
 
@@ -208,6 +210,55 @@ def _add_ci_parser(sub, shared) -> None:
     ci.set_defaults(func=_cmd_ci)
 
 
+# ----------------------------------------------------------------------------- sample-size
+#: Name of the placeholder outcome that lets a one-sided formula ("~ p") name the prediction columns.
+_NO_OUTCOME = "_calibtest_no_outcome_"
+
+
+def _cmd_sample_size(args) -> int:
+    data, _ = _read_input(args)
+    formula = args.formula.strip()
+    if formula.startswith("~"):  # predictions only: a placeholder outcome column for the parser
+        data = data.assign(**{_NO_OUTCOME: 0})
+        formula = f"{_NO_OUTCOME} {formula}"
+    try:
+        parsed = parse_formula(formula, data, resolve_env({"np": np}))
+    except ValueError as exc:  # the user's formula in the message, not the placeholder
+        raise ValueError(str(exc).replace(f"{_NO_OUTCOME} ", "")) from None
+    probs = parsed.probs
+    missing = np.isnan(probs).any(axis=1)
+    if missing.any():
+        if args.missing != "drop":
+            raise ValueError(f"the prediction column(s) {', '.join(parsed.prob_names)} hold missing values in "
+                             f"{int(missing.sum())} rows (first at row {int(np.argmax(missing))}); use "
+                             "--missing drop to drop them")
+        probs = probs[~missing]
+    probs = probs[:, 0] if probs.shape[1] == 1 else probs
+    res = calib_sample_size(probs=probs, intercept=args.intercept, slope=args.slope, power=args.power,
+                            ci_width=args.ci_width, alpha=args.alpha, n_bins=args.bins,
+                            k=1 if args.k is None else args.k, n_classes=args.n_classes, method=args.method,
+                            n_sim=args.n_sim, rng=args.seed)
+    return _print_result(res, args.json)
+
+
+def _add_sample_size_parser(sub, shared) -> None:
+    ss = sub.add_parser("sample-size", help="sample size of a validation study (power or interval width)",
+                        n_formulas=1, parents=[shared["formula"], shared["model"], shared["json"]])
+    ss.add_argument("file", help='CSV file whose predictions stand for the study population (formula "~ p")')
+    target = ss.add_mutually_exclusive_group(required=True)
+    target.add_argument("--power", type=float, default=None, help="target power of the test of calibration")
+    target.add_argument("--ci-width", type=float, default=None,
+                        help="target expected width of the ECE-scale interval")
+    ss.add_argument("--intercept", type=float, default=0.0,
+                    help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
+    ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
+    ss.add_argument("--method", choices=["analytic", "simulation"], default="analytic",
+                    help="analytic normal approximation (default) or simulated studies")
+    ss.add_argument("--n-sim", type=int, default=1000, help="simulated studies per n (--method simulation)")
+    ss.add_argument("--seed", type=int, default=None, help="seed of the simulation")
+    ss.set_defaults(func=_cmd_sample_size)
+
+
 # ----------------------------------------------------------------------------- report
 def report_command(args) -> str:
     """The complete command line (every option, defaults included) that reproduces the report."""
@@ -323,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
     demo.set_defaults(func=_cmd_demo)
     _add_compare_parser(sub, shared)
+    _add_sample_size_parser(sub, shared)
     return parser
 
 

@@ -23,7 +23,9 @@ import math
 
 from calibtest._format import Call, record_call
 from calibtest._validation import MAX_BYTES, check_memory
-from calibtest.core.binstats import BinStats, debiased_statistic, plugin_statistic, sigma1_sq, sigma1_sq_quadratic
+from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
+from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
+                                     sigma1_sq_quadratic)
 from calibtest.core.conditional import (conditional_bin_sums, conditional_memory, conditional_moments,
                                         conditional_test, label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
@@ -32,9 +34,9 @@ from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.inputs import read_rows
-from calibtest.results import CalibrationResult
+from calibtest.results import Approximation, CalibrationResult
 
-__all__ = ["result_from_sums", "estimate_rows", "null_law", "resolve_null", "estimate_in_memory",
+__all__ = ["result_from_sums", "estimate_rows", "null_law", "resolve_null", "estimate_in_memory", "sparse_cell_flags",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
 #: Under the asymptotic null the conditional moments are recorded by default only while the binned
@@ -81,10 +83,14 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     """
     null_method = null_law(null, conditional)
     n = stats.n
+    second_order = None
+    if mode == "full" and k >= 3 and stats.sum_zz is not None:
+        # V2, the second-order part of Var(T | Z) (core.binstats.second_order_variance): se^2 = sigma1^2/n + V2
+        second_order = second_order_from_sums(stats.count, stats.sum_z, stats.sum_zz, stats.sum_tr, n)
     t = debiased_statistic(stats, n)
     s1 = sigma1_sq_quadratic(stats) if mode == "full" else sigma1_sq(stats, n)
     plugin = plugin_statistic(stats, n)
-    se = math.sqrt(s1 / n)
+    se = math.sqrt(s1 / n + (second_order or 0.0))
     volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
     z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
     zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
@@ -99,6 +105,7 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
         lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
         lower_open, branch = False, 0
     t_pos = max(t, 0.0)
+    approximation = sparse_cell_flags(stats, mode=mode, k=k, second_order=second_order)
     return CalibrationResult(
         estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin,
         sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
@@ -108,7 +115,29 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
         k=k, n_classes=n_classes, mode=mode, alpha=alpha, bin_stats=stats, null=null, null_method=null_method,
         method="adjusted" if resampling is None else resampling.method,
         asymptotic=None if conditional is None else (z_asym, p_asym), conditional=conditional,
-        monte_carlo=monte_carlo, resampling=resampling, call_record=call, **extra)
+        monte_carlo=monte_carlo, resampling=resampling, call_record=call, approximation=approximation, **extra)
+
+
+def sparse_cell_flags(stats: BinStats, *, mode: str, k: int, second_order: float | None) -> Approximation:
+    """The sparse-cell diagnostics of a result: flagged when the interval's coverage is only approximate.
+
+    Flagged when more than :data:`~calibtest.core.binning.MAX_SINGLETON_FRACTION`
+    of the rows sit alone in their cell (their share of the binned ECE^2 is
+    lost to T, which no estimator can recover), or, for full calibration with
+    K >= 3, when the standard error lacks the second-order variance V2 (bin
+    sums without the sums of z z^T).
+    """
+    frac = singleton_fraction(stats.count)
+    reasons = []
+    if frac > MAX_SINGLETON_FRACTION:
+        reasons.append(f"{100 * frac:.3g}% of the rows sit alone in their cell (more than "
+                       f"{100 * MAX_SINGLETON_FRACTION:.3g}%): T cannot use them and is biased down by their "
+                       "share of the binned ECE^2")
+    if mode == "full" and k >= 3 and second_order is None and frac < 1.0:
+        reasons.append("the standard error lacks the second-order variance of T (the bin sums lack those of z z^T), "
+                       "which is not negligible when the simplex cells hold few rows")
+    return Approximation(approximate=bool(reasons), reasons=tuple(reasons), singleton_fraction=frac,
+                         max_singleton_fraction=MAX_SINGLETON_FRACTION, second_order_variance=second_order)
 
 
 def null_law(null: str, conditional) -> str:
@@ -217,7 +246,8 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
                             n_bins_rule=partition.n_bins_rule, alpha=alpha, null=null, conditional=conditional,
                             monte_carlo=monte_carlo, resampling=resampling, call=call, data=data,
-                            partition=partition, **extra)
+                            partition=partition, bin_rule=partition.bin_rule,
+                            **extra)
 
 
 def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,

@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call
-from calibtest._validation import check_alpha, check_choice
+from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
+from calibtest.base import TestOfCalibration
+from calibtest.core.binning import BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
@@ -17,12 +19,46 @@ from calibtest.core.null import threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
-from calibtest.summary import ResultDisplay
+from calibtest.summary import ResultDisplay, build_summary
+from calibtest.verdict import EvidenceResult, build_evidence
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
 
-__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation"]
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """Whether the interval's coverage is only approximate because of sparse cells, and why.
+
+    Given the cell counts, T is unbiased for
+    ``sum_b (c_b / n) 1{c_b >= 2} ||mu_b||^2``: the share of the binned ECE^2
+    carried by rows alone in their cell cannot be estimated (no unbiased
+    estimator of it exists), so T and its interval are biased down by it
+    (``docs/conventions.md``, "What the interval covers").
+
+    Attributes
+    ----------
+    approximate : bool
+        The interval is flagged as approximate.
+    reasons : tuple of str
+        Why (empty when not approximate).
+    singleton_fraction : float
+        Fraction of the rows alone in their cell.
+    max_singleton_fraction : float
+        The bound above which the result is flagged.
+    second_order_variance : float or None
+        V2, the second-order part of Var(T | Z) added to sigma1^2 / n in the
+        standard error (full calibration with K >= 3 on rows in memory; None
+        otherwise, see :func:`calibtest.core.binstats.second_order_variance`).
+    """
+
+    approximate: bool
+    reasons: tuple
+    singleton_fraction: float
+    max_singleton_fraction: float
+    second_order_variance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,35 +99,6 @@ class ConfidenceInterval:
     def __str__(self) -> str:
         left = "(" if self.lower_open else "["
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
-
-
-@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
-class TestOfCalibration(ResultDisplay):
-    """Fields shared by the results of the tests of calibration (``tcal_test``, ``calib_test``).
-
-    Keyword-only, so a subclass lists its own fields first; unpacks as
-    ``statistic, pvalue`` (the subclass defines both).
-
-    Attributes
-    ----------
-    n, k, n_classes, mode : int, int, int or None, str
-        The calibration target, as in :class:`CalibrationResult`.
-    formula, y_name, prob_names, n_dropped, call_record
-        Bookkeeping (``call`` renders the call as text).
-    """
-
-    n: int
-    k: int
-    n_classes: int | None
-    mode: str
-    formula: str | None = None
-    y_name: str = "y"
-    prob_names: tuple = ()
-    n_dropped: int = 0
-    call_record: Call | None = field(default=None, repr=False)
-
-    def __iter__(self):
-        return iter((self.statistic, self.pvalue))
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -178,6 +185,11 @@ class CalibrationResult(ResultDisplay):
         The call that produced the result, as data; ``call`` renders it.
     partition : Partition or None
         The row-to-bin assignment (in-memory data only).
+    bin_rule : BinRule or None
+        How B was chosen, with the rule's inputs (B_rate, fraction of rows
+        alone in a cell at B_rate and at B); ``bin_rule.describe()`` states it.
+    approximation : Approximation or None
+        Sparse-cell diagnostics; ``approximate`` is its flag.
 
     The flat attributes of earlier versions remain as read-only properties:
     ``asymptotic_zstat``, ``asymptotic_pvalue``, ``conditional_variance``,
@@ -229,6 +241,13 @@ class CalibrationResult(ResultDisplay):
     conditional: ConditionalTest | None = field(default=None, repr=False)
     monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
     resampling: ResamplingInterval | None = field(default=None, repr=False)
+    bin_rule: BinRule | None = field(default=None, repr=False)
+    approximation: Approximation | None = field(default=None, repr=False)
+
+    @property
+    def approximate(self) -> bool:
+        """The interval is flagged as approximate (``approximation.reasons`` says why)."""
+        return self.approximation is not None and self.approximation.approximate
 
     # ----------------------------------------------------------------- nested parts, flat names
     def _part(self, part: str, name: str):
@@ -330,18 +349,72 @@ class CalibrationResult(ResultDisplay):
         from calibtest.hosmer_lemeshow import _from_result
         return _from_result(self, groups, validation)
 
+    # ----------------------------------------------------------------- evidence
+    def evidence(self, alpha: float | None = None, rng=None) -> EvidenceResult:
+        """Every test of calibration on this result's rows, side by side, and one conclusion.
+
+        The multi-scale test of :func:`calibtest.calib_test` (whether), this
+        interval (how much), and for one probability column Hosmer-Lemeshow
+        (df = g), Spiegelhalter's z, CITL and the calibration slope, plus a
+        bin-sensitivity table; see :func:`calibtest.verdict.build_evidence`
+        and the conclusion rules of :mod:`calibtest.verdict`.  Deterministic:
+        the multi-scale test's label draws are seeded by the result's
+        recorded seed (the Monte Carlo null's, the resampling's or the call's
+        integer ``rng=``; :data:`calibtest.verdict.EVIDENCE_SEED` when none
+        was recorded), so two calls give the same numbers.
+
+        Parameters
+        ----------
+        alpha : float, optional
+            Level of every test and interval (default: the stored one).
+        rng : None, int or numpy.random.Generator
+            Another seed for the label draws (None: the recorded one).
+
+        Returns
+        -------
+        EvidenceResult
+
+        Raises
+        ------
+        ValueError
+            When the result holds no rows (computed from a file or a Dask DataFrame).
+        """
+        return build_evidence(self, alpha, rng)
+
     # ----------------------------------------------------------------- output
     def _summary(self, alpha: float | None):
-        from calibtest.summary import build_summary
-        return build_summary(self, alpha=alpha)
+        return self.summary(alpha)
 
-    def summary(self, alpha: float | None = None):
+    def summary(self, alpha: float | None = None, evidence: bool = True):
         """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``).
 
         ``alpha`` (default: the stored one) sets the level of everything shown:
         the interval, the thresholds of the tests and the notes.
+
+        With rows in memory and ``evidence=True`` (default) the summary opens
+        with the evidence table of :meth:`evidence` and its conclusion, and
+        shows the bin-sensitivity table: this runs the multi-scale test
+        (2000 label draws) and, for one probability column, Hosmer-Lemeshow
+        and val_prob, each time the summary is built (nothing is cached).
+        ``evidence=False`` skips that work (large n); a result computed from a
+        file or a Dask DataFrame holds no rows, and its summary shows the
+        interval and its test only.
         """
-        return ResultDisplay.summary(self, alpha)
+        alpha = None if alpha is None else check_alpha(alpha)
+        evidence = check_bool(evidence, "evidence")
+        if not evidence:
+            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test and the "
+                                 "other tests on these rows) was not computed: summary(evidence=False).")
+        if self.data is None:
+            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
+                                 "Hosmer-Lemeshow, val_prob) needs the rows in memory; this result was computed "
+                                 "from a file or a Dask DataFrame, so the summary shows the interval and its "
+                                 "test only.")
+        try:
+            evidence = build_evidence(self, alpha)
+        except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
+            return build_summary(self, alpha, evidence_note=f"The evidence table was not computed: {exc}.")
+        return build_summary(self, alpha, evidence=evidence)
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""

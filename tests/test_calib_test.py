@@ -43,38 +43,80 @@ def _var_explicit(p, B):
     return total / n ** 2
 
 
+def _explicit_draws(p, R, seed):
+    """Label draws of the 1-dim Monte Carlo null, one byte and one comparison at a time (slow, explicit).
+
+    Rows in the order of increasing p; draw r, row j uses byte r * n + j of the generator's raw 64-bit
+    words (little-endian); y = 1 iff byte < floor(256 p), and on byte == floor(256 p) iff the next
+    uniform of default_rng(first four raw words) is below 256 p - floor(256 p).
+    """
+    order = np.argsort(p, kind="stable")
+    n = len(p)
+    bits = np.random.default_rng(seed).bit_generator
+    ties = np.random.default_rng(bits.random_raw(4))
+    raw = bits.random_raw(-(-R * n // 8))
+    stream = [int(w) >> (8 * i) & 255 for w in raw for i in range(8)]  # slow: bytes one by one
+    out = []
+    for r in range(R):  # slow loop over draws
+        y = np.zeros(n, dtype=int)
+        for j, a in enumerate(order):  # slow loop over rows
+            t = math.floor(256 * p[a])
+            b = stream[r * n + j]
+            y[a] = 1 if b < t else (0 if b > t or t == 256 else int(ties.random() < 256 * p[a] - t))
+        out.append(y)
+    return out
+
+
 def test_pvalue_equals_slow_explicit_implementation():
     y, p = _data(60, 1, power=1.5)
     grid, R, seed = (2, 4, 7), 300, 11
     res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed)
     sd = [math.sqrt(_var_explicit(p, B)) for B in grid]
     z_obs = max(_t_explicit(y, p, B) / s for B, s in zip(grid, sd))
-    # the draws: uniforms for every row in a bin of >= 2 rows at some scale (here all rows), row order
-    g = np.random.default_rng(seed)
-    count = 0
-    for _ in range(R):  # slow loop over draws
-        ystar = (g.random(len(p)) < p).astype(int)
-        zstar = max(_t_explicit(ystar, p, B) / s for B, s in zip(grid, sd))
-        count += zstar >= z_obs - 1e-12
+    # every row is in a bin of >= 2 rows at some scale here, so every row is drawn
+    zstars = [max(_t_explicit(ystar, p, B) / s for B, s in zip(grid, sd)) for ystar in _explicit_draws(p, R, seed)]
+    np.testing.assert_allclose(np.sort(res.null_draws.max(axis=0)), np.sort(zstars), rtol=1e-9, atol=1e-12)
+    count = sum(z >= z_obs - 1e-12 for z in zstars)
     assert res.pvalue == pytest.approx((1 + count) / (R + 1), abs=1e-12)
     assert res.statistic == pytest.approx(z_obs, rel=1e-10)
     assert np.allclose(res.scales["sd"], sd, rtol=1e-10)
 
 
+def test_label_draws_are_exact_bernoulli():
+    """P(y = 1) = p, including p on the byte grid, just off it, 0 and 1 (the tie rule is exercised)."""
+    from calibtest.core.conditional import BernoulliDraws
+    p = np.array([0.0, 1.0, 3 / 256, 3 / 256 + 1e-3, 0.5 - 1e-9, 0.999, 0.0005, 0.3])
+    R = 200_000
+    y = BernoulliDraws(p, np.random.default_rng(5)).draw(R)
+    freq = y.mean(axis=0)
+    se = np.sqrt(p * (1 - p) / R)
+    assert freq[0] == 0.0 and freq[1] == 1.0
+    assert np.all(np.abs(freq - p) <= 4.5 * se + 1e-12)
+    # ties resolve to p's fractional part of the byte grid: rows at 0.0005 are drawn only through ties
+    assert 0 < y[:, 6].sum()
+    # the labels do not depend on how the draws are split into blocks
+    a = BernoulliDraws(p, np.random.default_rng(9))
+    b = BernoulliDraws(p, np.random.default_rng(9))
+    split = np.vstack([a.draw(3), a.draw(5), a.draw(1)])
+    np.testing.assert_array_equal(split, b.draw(9))
+
+
 def test_fast_path_equals_general_path():
-    """The 1-dim sorted-segment path equals the general per-partition path draw for draw."""
-    from calibtest.core.conditional import _DrawPlan, monte_carlo_draws
+    """The 1-dim sorted-segment path equals the general per-partition path on the same label draws."""
+    from calibtest.core.conditional import BernoulliDraws, _DrawPlan, monte_carlo_draws
     y, p = _data(150, 2)
     obs = np.where(y == 1, 0, 1)
     invs = [np.unique(np.floor(p * b), return_inverse=True)[1].ravel() for b in (2, 5, 13)]
     fast = monte_carlo_draws(p, invs, obs, n_draws=50, rng=4)
-    g = np.random.default_rng(4)
-    u = g.random((50, 150))
+    order = np.argsort(p, kind="stable")
+    ystar = np.empty((50, 150), dtype=bool)
+    ystar[:, order] = BernoulliDraws(p[order], np.random.default_rng(4)).draw(50)
+    cls = np.where(ystar, 0, 1).astype(np.int8)  # class 0: y = 1
     for i, inv in enumerate(invs):
         plan = _DrawPlan(p[:, None], inv, 150, False)
-        cls = plan.classes(u)
         slow = plan.statistics(cls[:, plan.rows])
         assert np.allclose(fast.null_draws[i], slow, rtol=1e-12, atol=1e-15)
+        assert fast.statistic[i] == pytest.approx(plan.statistics(obs[plan.rows][None, :])[0], rel=1e-12)
 
 
 @pytest.mark.parametrize("B", [5, 20])

@@ -184,7 +184,7 @@ def test_shared_options_have_one_help_text_everywhere():
     takes = {name: {s for a in p._actions for s in a.option_strings if s in SHARED} for name, p in subs.items()}
     # every subcommand that fits a model takes the model options; the printing ones take --json
     assert takes == {"ci": set(SHARED), "report": set(SHARED) - {"--json"}, "tcal": set(SHARED),
-                     "compare": set(SHARED), "demo": set()}
+                     "compare": set(SHARED), "sample-size": set(SHARED), "demo": set()}
     for option in SHARED:
         helps = {name: a.help for name, p in subs.items() for a in p._actions if option in a.option_strings}
         assert len(set(helps.values())) == 1, (option, helps)

@@ -63,7 +63,8 @@ def test_squared_predictions_evidence(squared):
     assert ev.verdict == "evidence"
     assert ev.conclusion.startswith("Evidence of miscalibration")
     assert "multi-scale test rejects" in ev.conclusion
-    assert "How much" in ev.conclusion
+    first = ev.conclusion.split("; how much: ")  # whether and how much in one sentence
+    assert len(first) == 2 and "interval for ECE^2" in first[1].split(". ")[0]
 
 
 def test_calibrated_no_evidence_and_upper_bound(calibrated):
@@ -91,7 +92,7 @@ def test_rule_bins(smooth):
     assert "depends on the bin count" in ev.conclusion
     assert "The verdict changes with B." in str(ev.summary())
     open_rows = ev.sensitivity[ev.sensitivity["lower_open"]]  # 0 excluded, lower bound at 0: (0, upper]
-    assert all(open_rows["reject"]) and all(f"(0, " in str(ev.summary()) for _ in open_rows.index)
+    assert all(open_rows["reject"]) and all("(0, " in str(ev.summary()) for _ in open_rows.index)
 
 
 def test_rule_hl_sparse(hl_sparse):
@@ -197,9 +198,9 @@ def test_top1_and_errors():
     assert ev.table.loc["calib_test", "pvalue"] == ct.calib_test(y=correct, probs=conf, n_classes=3,
                                                                   rng=2).pvalue
     with pytest.raises(ValueError):
-        ct.evidence(y=np.array([0, 1, 2]), probs=g.dirichlet([1, 1, 1], 3))
-    with pytest.raises(ValueError):
         ct.evidence(y=correct, probs=conf, alpha=2)
+    with pytest.raises(ValueError, match="null"):
+        ct.evidence(y=correct, probs=conf, null="bootstrap")
 
 
 def test_missing_drop():
@@ -217,3 +218,156 @@ def test_exported():
     assert "evidence" in ct.__all__ and "EvidenceResult" in ct.__all__
     assert isinstance(ct.evidence(y=[0, 1, 1, 0, 1] * 20, probs=[0.3, 0.6, 0.7, 0.4, 0.35] * 20, rng=1),
                       ct.EvidenceResult)
+
+
+# --------------------------------------------------------------------------- evidence of a result
+def _assert_rows_equal_direct_calls(ev, res, y, q, seed, null):
+    t = ev.table
+    test = ct.calib_test(y=y, probs=q, rng=seed)
+    assert ev.seed == seed
+    assert (t.loc["calib_test", "statistic"], t.loc["calib_test", "pvalue"]) == (test.statistic, test.pvalue)
+    iv = res.conf_int()
+    assert (t.loc["calib_ci", "lower"], t.loc["calib_ci", "upper"]) == (iv.lower, iv.upper)
+    assert t.loc["calib_ci", "pvalue"] == res.null_pvalue and t.loc["calib_ci", "statistic"] == res.estimate
+    hl = ct.hosmer_lemeshow(y=y, probs=q, validation="external")
+    assert (t.loc["hosmer_lemeshow", "statistic"], t.loc["hosmer_lemeshow", "pvalue"]) == (hl.statistic, hl.pvalue)
+    vp = ct.val_prob(y=y, probs=q)
+    assert (t.loc["spiegelhalter", "statistic"], t.loc["citl", "statistic"], t.loc["slope", "statistic"]) == \
+        (vp.spiegelhalter_z, vp.citl, vp.slope)
+    for _, row in ev.sensitivity.iterrows():
+        r = ct.calib_ci(y=y, probs=q, n_bins=int(row["n_bins"]), null=null, rng=seed)
+        civ = r.conf_int()
+        assert (row["T"], row["lower"], row["upper"], row["lower_open"], row["pvalue"]) == \
+            (r.estimate, civ.lower, civ.upper, civ.lower_open, r.null_pvalue)
+
+
+@pytest.mark.parametrize("null", ["asymptotic", "conditional", "monte-carlo"])
+def test_result_evidence_equals_direct_calls_and_is_deterministic(null):
+    y, q = _beta_data(7, 1.4, n=300)
+    res = ct.calib_ci(y=y, probs=q, null=null, rng=9)
+    ev = res.evidence()
+    _assert_rows_equal_direct_calls(ev, res, y, q, 9, null)
+    again = res.evidence()
+    pd.testing.assert_frame_equal(ev.table, again.table)
+    pd.testing.assert_frame_equal(ev.sensitivity, again.sensitivity)
+    assert ev.conclusion == again.conclusion and ev.null == null
+
+
+def test_result_evidence_seed_without_rng():
+    y, q = _beta_data(8, 1.0, n=200)
+    res = ct.calib_ci(y=y, probs=q, null="asymptotic")
+    ev = res.evidence()
+    assert ev.seed == 0  # nothing drawn, nothing recorded: the fixed seed
+    assert ev.table.loc["calib_test", "pvalue"] == ct.calib_test(y=y, probs=q, rng=0).pvalue
+    mc = ct.calib_ci(y=y, probs=q, null="monte-carlo")
+    assert mc.evidence().seed == mc.mc_seed
+    assert mc.evidence(rng=5).table.loc["calib_test", "pvalue"] == ct.calib_test(y=y, probs=q, rng=5).pvalue
+
+
+def test_result_evidence_at_another_alpha():
+    y, q = _beta_data(1, 1.3)
+    res = ct.calib_ci(y=y, probs=q, null="conditional", rng=1)
+    ev = res.evidence(alpha=0.2)
+    iv = res.conf_int(0.2)
+    assert ev.alpha == 0.2 and (ev.table.loc["calib_ci", "lower"], ev.table.loc["calib_ci", "upper"]) == \
+        (iv.lower, iv.upper)
+    assert ev.table.loc["calib_test", "reject"] == (ev.table.loc["calib_test", "pvalue"] <= 0.2)
+    assert "level 0.2" in ev.conclusion and "80% interval" in ev.conclusion
+
+
+def test_squared_predictions_of_a_logistic_model():
+    """The case of a user who squared a logistic model's predictions (n = 472 held-out patients)."""
+    import statsmodels.api as sm
+    g = np.random.default_rng(472)
+    beta = np.array([-1.0, 0.9, -0.7, 0.5])
+
+    def cohort(n):
+        X = sm.add_constant(g.normal(size=(n, 3)))
+        return X, (g.random(n) < expit(X @ beta)).astype(int)
+    X_dev, y_dev = cohort(2000)
+    fit = sm.Logit(y_dev, X_dev).fit(disp=0)
+    X_val, y_val = cohort(472)
+    q = fit.predict(X_val) ** 2
+    res = ct.calib_ci(y=y_val, probs=q)
+    ev = res.evidence()
+    assert ev.table.loc["calib_test", "reject"]
+    assert ev.verdict == "evidence" and ev.conclusion.startswith("Evidence of miscalibration")
+    assert "no evidence" not in ev.conclusion.lower()
+    # the calibration slope and CITL see it too: squaring makes predictions too low and too spread
+    assert ev.valprob.citl > 0 and ev.table.loc["citl", "reject"]
+    text = str(res.summary())
+    assert text.index("multi-scale test") < text.index("Conclusion: Evidence of miscalibration") \
+        < text.index("No. observations:")
+
+
+def test_interval_without_zero_exclusion_is_explained_as_smooth(smooth):
+    """Multi-scale test rejects, the B = 35 interval contains 0: the conclusion says evidence, and why."""
+    y, q, _ = smooth
+    res = ct.calib_ci(y=y, probs=q, null="conditional", rng=1)
+    ev = res.evidence()
+    assert res.contains_zero and ev.table.loc["calib_test", "reject"]
+    assert ev.verdict == "evidence" and "smooth" in ev.reasons
+    assert not ev.conclusion.startswith("No evidence")
+
+
+@pytest.mark.parametrize("k", [2, "full"])
+def test_multiclass_evidence_has_the_rows_that_apply(k):
+    g = np.random.default_rng(11)
+    P = g.dirichlet(np.ones(3), 300)
+    labels = (g.random(300)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
+    res = ct.calib_ci(y=labels, probs=P, k=k, rng=3)
+    ev = res.evidence()
+    assert list(ev.table.index) == ["calib_test", "calib_ci"] and ev.hl is None and ev.valprob is None
+    assert "apply to one probability column" in ev.scope
+    assert ev.table.loc["calib_test", "pvalue"] == ct.calib_test(y=labels, probs=P, k=k, rng=3).pvalue
+    text = " ".join(str(res.summary()).split())  # notes wrap: compare with single spaces
+    assert "multi-scale test" in text and "apply to one probability column" in text
+    json.dumps(ev.to_dict())
+
+
+def test_file_result_has_no_evidence(tmp_path):
+    y, q = _beta_data(3, 1.0, n=150)
+    path = tmp_path / "rows.csv"
+    pd.DataFrame({"y": y, "q": q}).to_csv(path, index=False)
+    res = ct.calib_ci("y ~ q", data=str(path))
+    assert res.data is None
+    with pytest.raises(ValueError, match="rows in memory"):
+        res.evidence()
+    text = " ".join(str(res.summary()).split())
+    assert "needs the rows in memory" in text and "Conclusion:" not in text and "B = 5 " not in text
+
+
+def test_rule_logit_linear():
+    """CITL rejects, the multi-scale test does not: mixed, explained by the tests' shapes."""
+    g = np.random.default_rng(1)
+    L = g.normal(-0.5, 1, 300)
+    y = (g.random(300) < expit(L + 0.35)).astype(int)
+    ev = ct.evidence(y=y, probs=expit(L), rng=1)
+    assert not ev.table.loc["calib_test", "reject"] and ev.table.loc["citl", "reject"]
+    assert ev.verdict == "mixed" and "logit_linear" in ev.reasons
+    assert ev.conclusion.startswith("Mixed evidence") and "CITL rejects" in ev.conclusion
+    assert f"level a0 = {ct._format.fmt(ev.valprob.citl, 3)}" in ev.conclusion
+
+
+def test_evidence_exists_when_val_prob_cannot_be_computed():
+    """Every label 1 (predictions near 1): val_prob's fits are undefined; the other rows remain, and it is said."""
+    res = ct.calib_ci(y=np.ones(40, int), probs=np.full(40, 0.9999), null="conditional", n_bins=2, rng=3)
+    ev = res.evidence()
+    assert list(ev.table.index) == ["calib_test", "calib_ci", "hosmer_lemeshow"] and ev.valprob is None
+    with pytest.raises(ValueError, match="both 0 and 1"):
+        ct.val_prob(y=np.ones(40), probs=np.full(40, 0.9999))
+    assert "val_prob (Spiegelhalter, CITL, slope) was not computed" in ev.scope
+    assert ev.verdict == "no evidence"
+    assert "was not computed" in " ".join(str(res.summary()).split())
+
+
+def test_resampling_interval_does_not_decide_the_interval_row():
+    """A percentile bootstrap interval of T excludes 0 on calibrated data; the row's test is the null's."""
+    y, p = _beta_data(1, 1.0, n=300)
+    res = ct.calib_ci(y=y, probs=p, method="bootstrap", n_resamples=200, rng=4)
+    ev = res.evidence()
+    row = ev.table.loc["calib_ci"]
+    assert (row["lower"], row["upper"]) == tuple(res.conf_int())
+    assert row["reject"] == (res.null_pvalue <= 0.05) and row["verdict"] in ("rejects", "does not reject")
+    assert "bootstrap interval does not decide it" in row["null"]
+    assert ev.seed == 4

@@ -177,12 +177,28 @@ def test_k_equal_K_and_formula_labels():
     assert "k='full'" in c.call
 
 
+def _slow_auto_bins(P, d):
+    """The automatic rule by brute force: every B from the rate down, cells counted with a dict."""
+    from collections import Counter
+    from calibtest.core.simplex import simplex_cells
+
+    n = P.shape[0]
+    for B in range(auto_n_bins(n, d), 1, -1):
+        counts = Counter(map(tuple, simplex_cells(P, B)))
+        if sum(1 for c in counts.values() if c == 1) / n <= 0.05:
+            return B
+    return 2
+
+
 def test_auto_bins_use_d_equal_K_minus_1():
     rng = np.random.default_rng(6)
     for K, n in [(2, 1000), (3, 1000), (4, 5000)]:
         P = rng.dirichlet(np.ones(K), size=n)
         res = ct.calib_ci(y=draw_labels(rng, P), probs=P, k="full")
-        assert res.n_bins == auto_n_bins(n, K - 1) and res.n_bins_rule == "auto"
+        assert res.n_bins == _slow_auto_bins(P, K - 1) and res.n_bins_rule == "auto"
+        assert res.bin_rule.rate_n_bins == auto_n_bins(n, K - 1) and res.bin_rule.dim == K - 1
+        assert res.bin_rule.singleton_fraction <= 0.05 and not res.approximate
+    assert res.n_bins < auto_n_bins(5000, 3)  # the rate alone leaves most rows of K = 4 alone in a cell
     assert auto_n_bins(1000, 2) == 20 and auto_n_bins(1000, 1) == 48
 
 
@@ -338,7 +354,7 @@ def test_dirichlet3_full_size_and_coverage():
     """K = 3, Z ~ Dirichlet(1,1,1), P(Y = j | Z) proportional to Z_j^beta, n = 1000, B = 10 (100 cells).
 
     Measured with 1000 data sets: size 0.068 at beta = 1; coverage 0.975 at beta = 0.5
-    (ECE^2 = 0.0283).  The auto rule's B = 20 (400 cells, 2.5 rows per cell) leaves
+    (ECE^2 = 0.0283).  The rate B = 20 (the automatic B before the occupancy rule) (400 cells, 2.5 rows per cell) leaves
     most cells with 0-2 rows: T is then biased down by the singleton cells and
     sigma1 underestimates its spread (coverage 0.79 at beta = 2 with B = 20, 0.91
     with B = 10), so this setting uses B = 10.

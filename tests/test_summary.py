@@ -178,3 +178,63 @@ def test_summary_numbers_equal_the_attributes(res):
     assert res.null == "conditional"  # the default for top-2 in memory
     assert cal[:3] == [fmt(res.sigma0_sq), fmt(z0, 4), fmt(stats.norm.sf(z0), 4)]
     assert _row(text, "No. observations:")[0] == str(res.n)
+
+
+# --------------------------------------------------------------------------- the evidence and the null
+@pytest.fixture(scope="module")
+def binary_res():
+    g = np.random.default_rng(21)
+    p = g.beta(2, 5, 400)
+    y = (g.random(400) < p).astype(int)
+    return y, p ** 1.2, ct.calib_ci(y=y, probs=p ** 1.2, null="conditional", rng=4)
+
+
+def test_summary_opens_with_the_evidence_table(binary_res):
+    y, q, res = binary_res
+    s = res.summary()
+    first = s.tables[0]
+    assert list(first.index)[:2] == ["multi-scale test", f"ECE^2 95% CI, B = {res.n_bins}"]
+    ev = res.evidence()
+    assert first["p-value"].iloc[0] == ct.calib_test(y=y, probs=q, rng=4).pvalue == ev.table.loc["calib_test",
+                                                                                                  "pvalue"]
+    assert first["statistic"].iloc[2] == ct.hosmer_lemeshow(y=y, probs=q).statistic
+    conclusion = s.tables[1]
+    assert conclusion["key"].iloc[0] == "Conclusion:" and conclusion["value"].iloc[0] == ev.conclusion
+    # the bin-sensitivity table follows the tests table
+    assert list(s.tables[-1]["T"]) == list(ev.sensitivity["T"])
+
+
+def test_summary_has_no_side_effects_and_can_skip_the_evidence(binary_res):
+    _, _, res = binary_res
+    before = res.to_dict()
+    assert str(res.summary()) == str(res.summary())
+    assert res.to_dict() == before
+    lean = str(res.summary(evidence=False))
+    assert "Conclusion:" not in lean and "summary(evidence=False)" in " ".join(lean.split())
+    assert lean.splitlines()[2].startswith("Model:")
+    with pytest.raises(TypeError, match="evidence"):
+        res.summary(evidence="no")
+
+
+def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
+    _, _, res = binary_res
+    text = " ".join(str(res.summary(evidence=False)).split())
+    assert "null='conditional'" in text and "conditional (shifted gamma)" in text
+    assert f"p = {ct._format.fmt_p(res.null_pvalue, 4)}" in text
+    assert f"The paper's asymptotic test: z0 = {fmt(res.asymptotic_zstat, 4)}, " \
+           f"p = {ct._format.fmt_p(res.asymptotic_pvalue, 4)}" in text
+    asym = ct.calib_ci(y=res.data.y[:, 0].round(), probs=res.data.z[:, 0], null="asymptotic")
+    text = " ".join(str(asym.summary(evidence=False)).split())
+    assert "null='asymptotic'" in text and "asymptotic (the paper's normal limit)" in text
+    mc = ct.calib_ci(y=res.data.y[:, 0].round(), probs=res.data.z[:, 0], null="monte-carlo", rng=2)
+    text = " ".join(str(mc.summary(evidence=False)).split())
+    assert "Monte Carlo (exact conditional)" in text and "The paper's asymptotic test" in text
+
+
+def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, monkeypatch):
+    import calibtest._validation as validation
+    _, _, res = binary_res
+    monkeypatch.setattr(validation, "MAX_BYTES", 1000.0)  # the multi-scale test's draws exceed it
+    text = " ".join(str(res.summary()).split())
+    assert "The evidence table was not computed:" in text and "lower n_draws" in text
+    assert "Conclusion:" not in text

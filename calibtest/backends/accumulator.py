@@ -23,7 +23,7 @@ import numpy as np
 
 from calibtest._format import Call
 from calibtest._validation import check_alpha, check_missing, is_integer
-from calibtest.core.binning import resolve_n_bins
+from calibtest.core.binning import fixed_rule, resolve_n_bins
 from calibtest.core.binstats import BinStats, merge_stats
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
@@ -327,9 +327,10 @@ class BinAccumulator:
                        "n_bins": self.n_bins if self.n_bins_rule == "user" else "auto", "n_rows": self.n_rows,
                        "alpha": alpha, "missing": self.missing if self.missing != "raise" else None}
             call = Call("BinAccumulator", (repr(self.formula),) if self.formula else (), options)
+        bin_rule = fixed_rule(self.n_bins_rule, self.n_bins, self.n, binned_dimension(mode, k), stats.count)
         return result_from_sums(
             stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
-            alpha=alpha, call=call, formula=self.formula, y_name=y_name,
+            alpha=alpha, call=call, formula=self.formula, y_name=y_name, bin_rule=bin_rule,
             prob_names=prob_names, n_dropped=self.n_dropped, source=source)
 
     def __repr__(self) -> str:

@@ -16,9 +16,17 @@ import numpy as np
 
 import math
 
+from dataclasses import dataclass
+
 from calibtest._validation import OptionError, OptionTypeError, is_integer
 
-__all__ = ["EDGE_TOL", "edge_floor", "auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins", "MAX_CELLS_LOG2"]
+__all__ = ["EDGE_TOL", "edge_floor", "auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins",
+           "MAX_CELLS_LOG2", "MAX_SINGLETON_FRACTION", "BinRule", "singleton_fraction", "occupancy_n_bins",
+           "fixed_rule"]
+
+#: The automatic rule keeps at most this fraction of the rows in cells of their own (singleton cells,
+#: which T cannot use); a partition with more is flagged as approximate.
+MAX_SINGLETON_FRACTION = 0.05
 
 #: The cells of a partition number at most 2^MAX_CELLS_LOG2: their volume w = 1 / cells then stays a
 #: normal float64 (its square root enters the test's threshold), and B itself at most 2^53, the range in
@@ -54,6 +62,131 @@ def auto_n_bins(n: int, d: int) -> int:
         Dimension of the binned vector (1 for binary/top-1, k for top-k).
     """
     return int(max(2, round(6.0 / (d + 1) * n ** (2.0 / (4 + d)))))
+
+
+def singleton_fraction(counts) -> float:
+    """Fraction of the rows that sit alone in their cell: ``#{b : c_b = 1} / sum_b c_b``.
+
+    These rows do not enter the debiased estimator T (a cell needs two rows
+    for a pair), so their share of the binned ECE^2 is lost.
+    """
+    counts = np.asarray(counts)
+    total = counts.sum()
+    return float(np.count_nonzero(counts == 1) / total) if total else 0.0
+
+
+@dataclass(frozen=True)
+class BinRule:
+    """How the number of bins B of a call was chosen, with the inputs of the rule.
+
+    Attributes
+    ----------
+    rule : {"auto", "rate", "user"}
+        ``"auto"``: the rate B_rate reduced until at most
+        ``max_singleton_fraction`` of the rows sit in singleton cells (the
+        rule of :func:`occupancy_n_bins`, computed from the predictions only);
+        ``"rate"``: B_rate alone (rows streamed in chunks, whose predictions
+        are not all in memory when B must be fixed); ``"user"``: B given.
+    n_bins : int
+        The B used.
+    rate_n_bins : int
+        B_rate = :func:`auto_n_bins` (n, d), the bias-variance rate.
+    dim : int
+        Dimension d of the binned space.
+    singleton_fraction : float
+        Fraction of the rows in singleton cells at the B used.
+    rate_singleton_fraction : float or None
+        The same at B_rate (None when the rule did not look at it).
+    max_singleton_fraction : float
+        The rule's bound tau (:data:`MAX_SINGLETON_FRACTION`).
+    """
+
+    rule: str
+    n_bins: int
+    rate_n_bins: int
+    dim: int
+    singleton_fraction: float
+    rate_singleton_fraction: float | None
+    max_singleton_fraction: float = MAX_SINGLETON_FRACTION
+
+    def describe(self) -> str:
+        """One sentence stating the rule and its inputs."""
+        if self.rule == "user":
+            return f"B = {self.n_bins} was given (the automatic rate would be {self.rate_n_bins})."
+        rate = (f"B_rate = max(2, round(6/(d+1) n^(2/(4+d)))) = {self.rate_n_bins} (d = {self.dim})")
+        if self.rule == "rate":
+            return f"B = {rate}; the rows were streamed, so the occupancy of the cells was not checked first."
+        if self.n_bins == self.rate_n_bins and self.dim == 1 and self.singleton_fraction > self.max_singleton_fraction:
+            return (f"B = {rate}, kept in one dimension although {100 * self.singleton_fraction:.3g}% of the rows "
+                    f"sit alone in a cell (more than {100 * self.max_singleton_fraction:.3g}%).")
+        if self.n_bins == self.rate_n_bins:
+            return (f"B = {rate}: {100 * self.singleton_fraction:.3g}% of the rows sit alone in a cell "
+                    f"(at most {100 * self.max_singleton_fraction:.3g}% allowed).")
+        reached = "" if self.singleton_fraction <= self.max_singleton_fraction else " (the smallest B allowed; the bound is not met)"
+        return (f"B = {self.n_bins}, reduced from {rate} where {100 * self.rate_singleton_fraction:.3g}% of the rows "
+                f"sit alone in a cell, to the largest B with at most {100 * self.max_singleton_fraction:.3g}% "
+                f"({100 * self.singleton_fraction:.3g}% at B = {self.n_bins}){reached}.")
+
+
+def occupancy_n_bins(counts_at, n: int, d: int, max_singleton_fraction: float = MAX_SINGLETON_FRACTION) -> BinRule:
+    """The automatic B: the largest B <= B_rate whose cells leave at most a fraction tau of rows alone.
+
+    ``B = max{B' in {2, ..., B_rate} : s(B') <= tau}`` (B = 2 when no B' qualifies), with
+    B_rate = :func:`auto_n_bins` (n, d) and s(B') = :func:`singleton_fraction` of the
+    cell counts of the predictions at B', scanned downward from B_rate.
+
+    B_rate is the bias-variance rate (binning bias O(B^-2) for a Lipschitz
+    calibration map against a standard error O(n^-1/2)); it keeps the cells
+    populated in one dimension (about n^(3/5)/3 rows per bin) but not on the
+    simplex of full calibration, where it puts O(1) or fewer rows in a cell.
+    Only singleton cells bias T (given the cell counts T is unbiased for
+    ``sum_b (c_b/n) 1{c_b >= 2} ||mu_b||^2``, so the rows alone in a cell carry
+    the lost share), and among the admissible B the largest has the smallest
+    binning bias.  The rule looks at the predictions only, so the partition
+    is fixed given Z and the conditional nulls stay exact.
+
+    In one dimension (binary, top-1) B_rate is kept as it is, so that these
+    results do not change: its bins hold about n^(3/5)/3 rows each, and where
+    more than tau of the rows are alone nonetheless (very small n, or
+    predictions piled at a few values) the result is flagged as approximate
+    instead.
+
+    Parameters
+    ----------
+    counts_at : callable
+        ``counts_at(B)`` returns the cell counts of the predictions at B.
+    n, d : int
+        Rows and dimension of the binned space.
+    max_singleton_fraction : float
+        tau.
+
+    Returns
+    -------
+    BinRule
+    """
+    rate = auto_n_bins(n, d)
+    rate_fraction = fraction = singleton_fraction(counts_at(rate))
+    B = rate
+    while d >= 2 and fraction > max_singleton_fraction and B > 2:  # a scan over at most B_rate candidate B
+        B -= 1
+        fraction = singleton_fraction(counts_at(B))
+    return BinRule(rule="auto", n_bins=B, rate_n_bins=rate, dim=d, singleton_fraction=fraction,
+                   rate_singleton_fraction=rate_fraction, max_singleton_fraction=max_singleton_fraction)
+
+
+def fixed_rule(rule: str, n_bins: int, n: int, d: int, counts) -> BinRule:
+    """The :class:`BinRule` of a B fixed without the occupancy scan (given, or streamed rows).
+
+    ``rule`` is ``"user"`` for a given B; for ``"auto"`` on streamed rows (B fixed from n
+    before the predictions are seen) it is recorded as ``"rate"`` when d >= 2, and as
+    ``"auto"`` in one dimension, where the automatic rule is the rate.
+    """
+    fraction = singleton_fraction(counts)
+    if rule == "user":
+        return BinRule(rule="user", n_bins=int(n_bins), rate_n_bins=auto_n_bins(n, d), dim=d,
+                       singleton_fraction=fraction, rate_singleton_fraction=None)
+    return BinRule(rule="auto" if d == 1 else "rate", n_bins=int(n_bins), rate_n_bins=int(n_bins), dim=d,
+                   singleton_fraction=fraction, rate_singleton_fraction=fraction)
 
 
 def max_n_bins(d: int, orderings: int = 1) -> int:

@@ -18,7 +18,8 @@ from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 
 __all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
-           "sigma1_sq_quadratic", "sparse_bin_sums"]
+           "sigma1_sq_quadratic", "sparse_bin_sums", "second_order_variance",
+           "second_order_sums", "second_order_from_sums"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,6 +39,11 @@ class BinStats:
         M_b = sum of U U^T over the bin (its trace is Q_b = sum ||U||^2).
     sum_z : ndarray, shape (m, d)
         Sum of the binned prediction vectors over the bin.
+    sum_zz : ndarray, shape (m, d, d), or None
+        Sum of z z^T over the bin (full calibration only: with ``sum_tr`` it
+        gives the second-order variance, :func:`second_order_from_sums`).
+    sum_tr : ndarray, shape (m,), or None
+        Sum of tr(Sigma_a^2) = ||z||^2 - 2 ||z||_3^3 + ||z||^4 over the bin (full calibration only).
     """
 
     keys: np.ndarray
@@ -45,10 +51,13 @@ class BinStats:
     sum_u: np.ndarray
     sum_uu: np.ndarray
     sum_z: np.ndarray
+    sum_zz: np.ndarray | None = None
+    sum_tr: np.ndarray | None = None
 
     def __post_init__(self):
-        for name in ("keys", "count", "sum_u", "sum_uu", "sum_z"):
-            object.__setattr__(self, name, read_only(getattr(self, name)))
+        for name in ("keys", "count", "sum_u", "sum_uu", "sum_z", "sum_zz", "sum_tr"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, read_only(getattr(self, name)))
 
     @property
     def n(self) -> int:
@@ -122,6 +131,8 @@ def merge_stats(parts) -> BinStats:
         return _bincount_columns(inverse, stacked, m).reshape((m,) + tail)
 
     arrays = [uniq, add("count"), add("sum_u"), add("sum_uu"), add("sum_z")]
+    if all(p.sum_zz is not None and p.sum_tr is not None for p in parts):
+        arrays += [add("sum_zz"), add("sum_tr")]
     occupied = arrays[1] > 0  # group_keys may number every key of a small key space
     if not occupied.all():
         arrays = [a[occupied] for a in arrays]
@@ -267,3 +278,90 @@ def sparse_bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.
         sum_z[at] += part.sum_z
         sum_uu[at] += part.sum_uu
     return BinStats(keys[occupied], count, sum_u, sum_uu, sum_z)
+
+
+def second_order_variance(z: np.ndarray, inverse: np.ndarray, n: int | None = None) -> float:
+    """The second-order (degenerate) part of Var(T | Z) for the full calibration target.
+
+    With U_a = Y_a - z_a and, given the predictions, independent rows of mean
+    m_a and covariance Sigma_a, T = (1/n) sum_b (c_b - 1)^-1 sum_{a != a' in b} U_a^T U_a'
+    has the Hoeffding decomposition T = E[T | Z] + linear part + quadratic part,
+    and the quadratic part (a degenerate U-statistic) has variance
+
+        V2 = (2 / n^2) sum_{b: c_b >= 2} (c_b - 1)^-2 sum_{a != a' in b} tr(Sigma_a Sigma_a').
+
+    The paper's sigma1^2 / n (eq. (8)) is the variance of the linear part at a
+    fixed partition; V2 is of order (number of cells) / n^2, negligible when
+    the cells hold many rows but as large as sigma1^2 / n when they hold a few
+    (full calibration on the simplex).  Sigma_a is taken as
+    diag(z_a) - z_a z_a^T, the covariance of the label vector under
+    calibration, so V2 is exactly the conditional null variance of T (the
+    variance of :func:`calibtest.core.conditional.conditional_moments`) and a
+    function of the predictions only.  With A_b = sum z_a and
+    G_b = sum z_a z_a^T over the cell,
+
+        sum_{a != a'} tr(Sigma_a Sigma_a') = tr(S_b^2) - sum_a tr(Sigma_a^2),
+        tr(S_b^2) = ||A_b||^2 - 2 sum_k A_bk G_bkk + ||G_b||_F^2,
+        tr(Sigma_a^2) = ||z_a||^2 - 2 ||z_a||_3^3 + ||z_a||^4,
+
+    with S_b = diag(A_b) - G_b.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n, K)
+        Predicted probability vectors.
+    inverse : ndarray of int, shape (n,)
+        Cell number of each row.
+    n : int, optional
+        The 1/n of T (default: the rows of ``z``).
+
+    Returns
+    -------
+    float
+        V2 (0 when no cell holds two rows).
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024, eqs. (6) and (8).
+    .. [2] Hoeffding, "A class of statistics with asymptotically normal
+           distribution", Ann. Math. Statist. 19 (1948).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    inverse = np.asarray(inverse, dtype=np.intp)
+    n = z.shape[0] if n is None else int(n)
+    m = int(inverse.max()) + 1 if inverse.size else 0
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    sum_z, sum_zz, sum_tr = second_order_sums(z, inverse, m)
+    return second_order_from_sums(count, sum_z, sum_zz, sum_tr, n)
+
+
+def _row_trace_sq(z: np.ndarray) -> np.ndarray:
+    """tr(Sigma_a^2) = ||z||^2 - 2 ||z||_3^3 + ||z||^4 for Sigma_a = diag(z_a) - z_a z_a^T, per row."""
+    sq = np.einsum("ak,ak->a", z, z)
+    return sq - 2.0 * np.einsum("ak,ak,ak->a", z, z, z) + sq * sq
+
+
+def second_order_sums(z: np.ndarray, inverse: np.ndarray, m: int):
+    """Additive per-cell sums ``(sum z, sum z z^T, sum tr(Sigma_a^2))`` that give V2 (shapes (m,K), (m,K,K), (m,))."""
+    K = z.shape[1]
+    iu, ju = np.triu_indices(K)
+    upper = _bincount_columns(inverse, z[:, iu] * z[:, ju], m)
+    zz = np.empty((m, K, K))
+    zz[:, iu, ju] = upper
+    zz[:, ju, iu] = upper
+    return (_bincount_columns(inverse, z, m), zz,
+            np.bincount(inverse, weights=_row_trace_sq(z), minlength=m))
+
+
+def second_order_from_sums(count, sum_z, sum_zz, sum_tr, n: int) -> float:
+    """V2 of :func:`second_order_variance` from the additive per-cell sums (cells with c_b >= 2 enter)."""
+    count = np.asarray(count, dtype=np.float64)
+    keep = count >= 2
+    if not keep.any():
+        return 0.0
+    A, G, c = np.asarray(sum_z)[keep], np.asarray(sum_zz)[keep], count[keep]
+    diag = np.einsum("bkk->bk", G)
+    tr_s2 = np.einsum("bk,bk->b", A, A) - 2.0 * np.einsum("bk,bk->b", A, diag) + np.einsum("bij,bij->b", G, G)
+    pairs = tr_s2 - np.asarray(sum_tr)[keep]
+    return float(max(2.0 * np.sum(pairs / (c - 1.0) ** 2) / float(n) ** 2, 0.0))

@@ -35,8 +35,9 @@ from math import factorial
 import numpy as np
 
 from calibtest.core.arrays import read_only
-from calibtest.core.binning import cube_indices, group_keys, resolve_n_bins
-from calibtest.core.binstats import BinStats, bin_sums, sparse_bin_sums
+from calibtest.core.binning import (BinRule, cube_indices, fixed_rule, group_keys, occupancy_n_bins,
+                                    resolve_n_bins)
+from calibtest.core.binstats import BinStats, bin_sums, second_order_sums, sparse_bin_sums
 from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
 from calibtest.core.simplex import simplex_cell_volume, simplex_groups
 from calibtest.core.targets import PreparedData
@@ -91,6 +92,9 @@ class Partition:
         Cell volume w.
     sigma0_sq : float
         The exact calibrated-regime variance constant of the target.
+    bin_rule : BinRule or None
+        How B was chosen and the inputs of the rule (B_rate, the fraction of
+        rows alone in a cell at B_rate and at B).
     """
 
     kind: str
@@ -102,6 +106,7 @@ class Partition:
     counts: np.ndarray = field(repr=False)
     volume: float
     sigma0_sq: float
+    bin_rule: BinRule | None = None
 
     @property
     def n(self) -> int:
@@ -114,9 +119,16 @@ class Partition:
         return int(self.keys.shape[0])
 
     def bin_sums(self, data: PreparedData) -> BinStats:
-        """Per-bin sums c_b, S_b, M_b and sum z of the rows of ``data`` (the rows this partition binned)."""
+        """Per-bin sums c_b, S_b, M_b and sum z of the rows of ``data`` (the rows this partition binned).
+
+        On the simplex with K >= 3 also the sums of z z^T and tr(Sigma^2) of the second-order variance.
+        """
         if self.kind == "simplex":
-            return sparse_bin_sums(self.inverse, self.keys, data.u, data.z)
+            stats = sparse_bin_sums(self.inverse, self.keys, data.u, data.z)
+            if data.z.shape[1] < 3:
+                return stats
+            sum_z, sum_zz, sum_tr = second_order_sums(data.z, self.inverse, self.m)
+            return BinStats(stats.keys, stats.count, stats.sum_u, stats.sum_uu, stats.sum_z, sum_zz, sum_tr)
         return bin_sums(self.inverse, self.keys, data.u, data.z, count=self.counts)
 
 
@@ -153,8 +165,9 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
         The target's rows (``mode`` decides the partition: ``"full"`` bins
         the simplex, the others the cube).
     n_bins : int or "auto"
-        B, or ``"auto"``: ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``
-        with d the dimension of the binned space.
+        B, or ``"auto"``: the largest B <= B_rate = ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``
+        (d the dimension of the binned space) at which at most 5% of the rows sit
+        alone in a cell (:func:`calibtest.core.binning.occupancy_n_bins`).
 
     Returns
     -------
@@ -167,8 +180,21 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
                          f"which int64 keys hold only up to K = {MAX_SIMPLEX_DIMENSION + 1}; got K = {data.k}. "
                          "Use top-k calibration (k < K) or group the classes")
     B, rule = resolve_n_bins(n_bins, data.n, d, factorial(d) if data.mode == "full" else 1)
-    inverse, keys, counts = _occupied(*_row_keys(data, B))
+    binned = {}
+
+    def counts_at(b: int) -> np.ndarray:  # keeps only the last B binned, the one the scan returns
+        binned.clear()
+        binned[b] = _occupied(*_row_keys(data, b))
+        return binned[b][2]
+
+    if rule == "auto":
+        bin_rule = occupancy_n_bins(counts_at, data.n, d)
+        B = bin_rule.n_bins
+        inverse, keys, counts = binned[B]
+    else:
+        inverse, keys, counts = _occupied(*_row_keys(data, B))
+        bin_rule = fixed_rule(rule, B, data.n, d, counts)
     volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
     return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,
                      inverse=inverse, keys=read_only(keys), counts=read_only(counts), volume=volume,
-                     sigma0_sq=s0)
+                     sigma0_sq=s0, bin_rule=bin_rule)

@@ -26,9 +26,12 @@ from typing import Sequence
 import numpy as np
 
 from calibtest._format import model_name
+from calibtest._validation import OptionError, OptionTypeError, is_integer
 from calibtest.core.binning import cube_indices
 
-__all__ = ["plot_reliability", "coordinate_columns", "reliability_points"]
+__all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
+           "display_reliability_figure", "display_bins", "display_bins_caption", "bin_sensitivity_figure",
+           "prediction_strip_figure"]
 
 #: Height of the count strip relative to the panel it sits under.
 STRIP_SIZE = "24%"
@@ -310,3 +313,634 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
     for j, panel in enumerate(axes):
         _draw_panel(panel, results, labels, j, n_coords, alpha, colors)
     return axes[0] if n_coords == 1 else np.array(axes, dtype=object)
+
+
+# =========================================================================== report figures
+# Figures of a calibration report: the flexible calibration curve, the reliability diagram at
+# display bins, the bin sensitivity of the verdict and the distribution of the predictions.
+# Each returns a new ``matplotlib.figure.Figure`` (not registered with pyplot: nothing to close),
+# at most 16 cm wide, with its legend below the axes so that it never covers data.
+
+#: Width of every report figure in inches (15.5 cm, inside an A4 page's text width).
+FIGURE_WIDTH = 15.5 / 2.54
+
+#: Largest number of equal-width display bins.
+MAX_DISPLAY_BINS = 15
+
+#: Bins of the prediction histograms (over the plotted range).
+STRIP_BINS = 50
+
+_MARKERS = "osD^vP*X"
+
+
+def _labels_for(results, labels) -> list[str]:
+    if labels is None:
+        return [model_name(r.formula, r.prob_names, f"model {i + 1}") for i, r in enumerate(results)]
+    if isinstance(labels, str):
+        labels = [labels]
+    labels = list(labels)
+    if len(labels) != len(results):
+        raise ValueError(f"labels must have one name per result ({len(results)}), got {len(labels)}")
+    for lab in labels:
+        if not isinstance(lab, str):
+            raise TypeError(f"labels must be strings, got {type(lab).__name__}")
+    return labels
+
+
+def _binary_rows(res, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """(p, y) of a binary or top-1 result whose rows are in memory."""
+    if res.mode not in ("binary", "top1"):
+        raise ValueError(f"results: {label!r} is a {res.mode} result; this figure needs a binary or top-1 "
+                         "result (one probability per row)")
+    if res.data is None:
+        raise ValueError(f"results: {label!r} holds no rows (streamed or aggregated data); this figure needs "
+                         "the rows in memory")
+    p = np.asarray(res.data.z[:, 0], dtype=np.float64)
+    y = np.rint(np.asarray(res.data.y[:, 0], dtype=np.float64))
+    return p, y
+
+
+def _axis_limit(values) -> float:
+    """Upper limit of both axes: 1, or a multiple of 0.05 above the data when they all lie below 0.5."""
+    top = max(float(np.max(v)) for v in values)
+    if top >= 0.5:
+        return 1.0
+    return min(1.0, math.ceil(top * 1.08 / 0.05) * 0.05)
+
+
+def _figure(height_in: float):
+    """A new Figure with an Agg canvas (not registered with pyplot, so there is nothing to close)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(FIGURE_WIDTH, height_in), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _new_figure(height_in: float, nrows: int, ratios):
+    fig = _figure(height_in)
+    axes = fig.subplots(nrows, 1, sharex=True, gridspec_kw={"height_ratios": list(ratios)}, squeeze=False)[:, 0]
+    return fig, axes
+
+
+def _legend_below(fig, handles, texts, ncols: int = 1):
+    return fig.legend(handles, texts, loc="outside lower center", ncols=ncols, frameon=False, fontsize="small")
+
+
+def _piled(counts: np.ndarray) -> bool:
+    """Very uneven bin counts (the largest above 30 times the median occupied bin): use a log scale."""
+    positive = counts[counts > 0]
+    return bool(positive.size) and bool(positive.max() > 30 * np.median(positive))
+
+
+def _outcome_strip(ax, p, y, edges, color, label) -> None:
+    """Mirrored histogram of the predictions: events up, non-events down, each scaled to its maximum.
+
+    Heights are ``c / max(c)``, or ``log(1 + c) / log(1 + max(c))`` when the counts pile up in a
+    few bins (e.g. confidences near 1), so that the other bins stay visible.
+    """
+    c1 = np.histogram(p[y == 1], bins=edges)[0].astype(float)
+    c0 = np.histogram(p[y == 0], bins=edges)[0].astype(float)
+    m1, m0 = max(c1.max(), 1.0), max(c0.max(), 1.0)
+    log = _piled(c1) or _piled(c0)
+    if log:
+        h1, h0 = np.log1p(c1) / np.log1p(m1), np.log1p(c0) / np.log1p(m0)
+    else:
+        h1, h0 = c1 / m1, c0 / m0
+    ax.stairs(h1, edges, baseline=0.0, fill=True, color=color, alpha=0.8, linewidth=0)
+    ax.stairs(-h0, edges, baseline=0.0, fill=True, color=color, alpha=0.35, linewidth=0)
+    ax.axhline(0.0, color="0.3", linewidth=0.5)
+    ax.set_ylim(-1.15, 1.15)
+    ax.set_yticks([-1.0, 1.0], [f"{int(m0)}", f"{int(m1)}"], fontsize="x-small")
+    ax.set_ylabel(f"{label}\nrows per bin{' (log)' if log else ''}\n(y = 1 up, y = 0 down)", fontsize="x-small",
+                  rotation=0, ha="right", va="center")
+
+
+def _stat_text(vp) -> str:
+    return (f"CITL {vp.citl:.2f} [{vp.citl_ci[0]:.2f}, {vp.citl_ci[1]:.2f}]; "
+            f"slope {vp.slope:.2f} [{vp.slope_ci[0]:.2f}, {vp.slope_ci[1]:.2f}]")
+
+
+def _box_hits_curves(ax, bbox, curves) -> bool:
+    """Whether a display-space box meets any (x, lower, upper) band or curve drawn in ``ax`` (data coords)."""
+    for x, lo, hi in curves:
+        lo_d = ax.transData.transform(np.column_stack([x, lo]))
+        hi_d = ax.transData.transform(np.column_stack([x, hi]))
+        inside = (lo_d[:, 0] >= bbox.x0) & (lo_d[:, 0] <= bbox.x1)
+        if np.any(inside & (np.minimum(lo_d[:, 1], hi_d[:, 1]) <= bbox.y1)
+                  & (np.maximum(lo_d[:, 1], hi_d[:, 1]) >= bbox.y0)):
+            return True
+    return False
+
+
+def _place_text(fig, ax, text: str, curves):
+    """Put ``text`` in the first corner of ``ax`` (upper left, lower right) where it covers no curve.
+
+    Returns the text artist, or None when every corner is taken (the caller
+    then prints the text in the legend below the axes).
+    """
+    renderer = fig.canvas.get_renderer()
+    for x, y, ha, va in ((0.02, 0.98, "left", "top"), (0.98, 0.02, "right", "bottom")):
+        art = ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize="x-small",
+                      bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
+        fig.draw_without_rendering()
+        if not _box_hits_curves(ax, art.get_bbox_patch().get_window_extent(renderer), curves):
+            return art
+        art.remove()
+    return None
+
+
+def _flexible_fit(fit, p, y, knots: int, alpha: float, label: str):
+    """The flexible curve with ``knots`` knots, or with fewer (down to 3) when that fit has no finite estimate.
+
+    With rare events a 4-knot spline often has no finite maximum-likelihood
+    estimate (no event in a tail); the figure then shows the 3-knot curve and
+    says so in the legend rather than failing.
+    """
+    from calibtest._validation import check_count
+
+    knots = check_count(knots, "knots", minimum=3)
+    for k in range(knots, 2, -1):
+        try:
+            return fit(p, y, knots=k, alpha=alpha)
+        except ValueError as exc:
+            if "separates" not in str(exc) or k == 3:
+                raise ValueError(f"results: {label!r}: {exc}") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05):
+    """Flexible calibration curves with pointwise bands, CITL and slope, over a strip of the predictions.
+
+    For each binary or top-1 result with its rows in memory the curve
+    ``P(y = 1 | p)`` of :func:`calibtest.flexible.flexible_calibration`
+    (logistic recalibration on Harrell's restricted cubic spline of
+    ``logit(p)``, ``knots`` knots) is drawn with its pointwise ``1 - alpha``
+    band (delta method on the linear predictor), over the identity line of
+    perfect calibration.  The calibration intercept (CITL, ``a0`` in
+    ``logit P(y=1) = a0 + logit(p)``) and slope (``b`` in
+    ``logit P(y=1) = a + b logit(p)``) of :func:`calibtest.val_prob`, with
+    their Wald ``1 - alpha`` intervals, are printed in a corner of the panel
+    that no curve crosses (or, if both corners are taken, in the legend).
+    Under the panel, one strip per model shows the predictions of events
+    (up) and non-events (down), each scaled to its largest bin count (the
+    tick labels give those counts).
+
+    Parameters
+    ----------
+    results : CalibrationResult or sequence of CalibrationResult
+        Binary or top-1 results with rows in memory (``res.data``).
+    labels : str or sequence of str, optional
+        One name per result (default: the formulas' right-hand sides).
+    knots : int
+        Knots of the spline (3 to 7).  When a model's spline has no finite
+        maximum-likelihood estimate (typically rare events with no event in a
+        tail), the curve is refitted with one knot fewer, down to 3, and the
+        legend gives the number used.
+    alpha : float
+        Level of the band and of the intervals of CITL and slope.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        15.5 cm wide; the legend is below the axes.  Rows with p exactly 0 or
+        1 are left out of the fits (as in R's ``val.prob``); their number is
+        given in the legend.
+
+    References
+    ----------
+    .. [1] Van Calster, B. et al. (2016). "A calibration hierarchy for risk
+       models was defined: from utopia to empirical data." *Journal of
+       Clinical Epidemiology* 74, 167-176. doi:10.1016/j.jclinepi.2015.12.005
+    .. [2] Harrell, F. E. (2015). *Regression Modeling Strategies*, 2nd ed., Springer.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from calibtest.flexible import flexible_calibration
+    from calibtest.valprob import val_prob
+
+    results = _as_results(results)
+    labels = _labels_for(results, labels)
+    rows = [_binary_rows(r, lab) for r, lab in zip(results, labels)]
+    curves = [_flexible_fit(flexible_calibration, p, y, knots, alpha, lab) for (p, y), lab in zip(rows, labels)]
+    vps = [val_prob(y=y, probs=p, alpha=alpha) for p, y in rows]
+    lim = _axis_limit([p for p, _ in rows] + [c.fitted for c in curves] + [c.upper for c in curves])
+    m = len(results)
+    fig, axes = _new_figure(4.3 + 0.55 * m + 0.2 * m, 1 + m, [4.0] + [0.75] * m)
+    ax = axes[0]
+    ax.plot([0, lim], [0, lim], linestyle="--", color="0.45", linewidth=1)
+    handles = [Line2D([], [], linestyle="--", color="0.45", linewidth=1)]
+    texts = ["perfect calibration"]
+    level = f"{100 * (1 - alpha):g}%"
+    diagonal = np.linspace(0.0, lim, 201)  # dense, so that the corner test sees the line everywhere
+    drawn = [(diagonal, diagonal, diagonal)]
+    for i, (curve, lab) in enumerate(zip(curves, labels)):
+        color = f"C{i}"
+        ax.fill_between(curve.grid, curve.lower, curve.upper, color=color, alpha=0.18, linewidth=0)
+        ax.plot(curve.grid, curve.fitted, color=color, linewidth=1.6)
+        drawn.append((curve.grid, curve.lower, curve.upper))
+        notes = []
+        if curve.knots.size < knots:
+            notes.append(f"{curve.knots.size} knots")
+        if curve.n_infinite_logit:
+            notes.append(f"{curve.n_infinite_logit} rows with p = 0 or 1 not fitted")
+        extra = f" ({'; '.join(notes)})" if notes else ""
+        handles.append((Patch(color=color, alpha=0.18, linewidth=0), Line2D([], [], color=color, linewidth=1.6)))
+        texts.append(f"{lab}: flexible curve, pointwise {level} band{extra}")
+    ax.set_xlim(0.0, lim)
+    ax.set_ylim(0.0, lim)
+    ax.set_ylabel("observed proportion P(y = 1 | p)")
+    ax.grid(True, linewidth=0.4, alpha=0.5)
+    edges = np.linspace(0.0, lim, STRIP_BINS + 1)
+    for i, ((p, y), lab) in enumerate(zip(rows, labels)):
+        _outcome_strip(axes[1 + i], p, y, edges, f"C{i}", lab if m > 1 else "")
+    axes[-1].set_xlabel(_MODE_AXIS_LABEL[results[0].mode] if len({r.mode for r in results}) == 1
+                        else "predicted probability")
+    stat_lines = [(f"{lab}: " if m > 1 else "") + _stat_text(vp) + f" ({level} CI)" for lab, vp in zip(labels, vps)]
+    legend = _legend_below(fig, handles, texts)
+    if _place_text(fig, ax, "\n".join(stat_lines), drawn) is None:
+        # both corners are crossed by a curve: the numbers go into the legend instead
+        legend.remove()
+        _legend_below(fig, handles + [Line2D([], [], linestyle="none")] * m, texts + stat_lines)
+    return fig
+
+
+# --------------------------------------------------------------------------- display bins
+def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
+    """Display bins of one coordinate: mean prediction, observed frequency, Wilson interval, count.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n,)
+        Predictions (probabilities in [0, 1]).
+    y : ndarray, shape (n,)
+        0/1 outcomes.
+    n_bins : int, optional
+        None: deciles of risk -- group g holds the rows with
+        ``q_{g/10} <= z < q_{(g+1)/10}`` (q the empirical quantiles, numpy's
+        default; the largest z in the last group), so tied predictions stay
+        together and a group may be empty (then dropped).  An integer B' (2 to
+        15): equal-width intervals ``[i/B', (i+1)/B')`` of [0, 1], 1.0 in the
+        last, with the estimator's edge rule (a value on an edge up to float64
+        rounding is on it).
+    alpha : float
+        The Wilson intervals have level ``1 - alpha``.
+
+    Returns
+    -------
+    dict of ndarray
+        ``pred``, ``observed``, ``count``, ``events``, ``lower``, ``upper``
+        (one entry per non-empty bin, in increasing order), ``edges`` (the
+        bin edges, empty bins included) and ``bin_count`` (rows per bin, one
+        per interval of ``edges``).
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    z = np.asarray(z, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if n_bins is None:
+        edges = np.quantile(z, np.linspace(0.0, 1.0, 11))
+        key = np.searchsorted(edges[1:-1], z, side="right")
+        nb = 10
+    else:
+        nb = int(n_bins)
+        edges = np.linspace(0.0, 1.0, nb + 1)
+        key = np.minimum(cube_indices(z[:, None], nb)[:, 0], nb - 1)
+    count = np.bincount(key, minlength=nb)
+    events = np.rint(np.bincount(key, weights=y, minlength=nb)).astype(np.int64)
+    sum_pred = np.bincount(key, weights=z, minlength=nb)
+    keep = count > 0
+    count, events, sum_pred = count[keep], events[keep], sum_pred[keep]
+    lower, upper = proportion_confint(events, count, alpha=alpha, method="wilson")
+    return {"pred": sum_pred / count, "observed": events / count, "count": count, "events": events,
+            "lower": np.asarray(lower, dtype=float), "upper": np.asarray(upper, dtype=float), "edges": edges,
+            "bin_count": np.bincount(key, minlength=nb)}
+
+
+def _check_display_bins(n_bins):
+    if n_bins is None:
+        return None
+    if not is_integer(n_bins):
+        raise OptionTypeError(f"n_bins must be None (deciles of risk) or an integer, got {type(n_bins).__name__}")
+    if not 2 <= int(n_bins) <= MAX_DISPLAY_BINS:
+        raise OptionError(f"n_bins must be between 2 and {MAX_DISPLAY_BINS} display bins, got {n_bins}")
+    return int(n_bins)
+
+
+def display_bins_caption(results, n_bins=None) -> str:
+    """A caption sentence saying that the reliability diagram shows display bins, and how they differ.
+
+    Parameters
+    ----------
+    results : CalibrationResult or sequence of CalibrationResult
+    n_bins : int, optional
+        As in :func:`display_reliability_figure`.
+
+    Returns
+    -------
+    str
+    """
+    results = _as_results(results)
+    n_bins = _check_display_bins(n_bins)
+    how = ("deciles of predicted risk (ten groups of about equal size)" if n_bins is None
+           else f"{n_bins} equal-width intervals of the predicted probability")
+    bs = sorted({int(r.n_bins) for r in results})
+    b_text = ", ".join(map(str, bs))
+    levels = sorted({f"{100 * (1 - r.alpha):g}%" for r in results})
+    if all(r.mode == "full" for r in results):
+        grid = f"the simplex cut into equal-volume cells with B = {b_text} subdivisions per edge"
+    else:
+        grid = f"B = {b_text} equal-width bins per coordinate"
+    return (f"Points are display bins chosen for reading: {how}, each plotted at its mean prediction against "
+            f"its observed proportion with a {'/'.join(levels)} Wilson interval. They are not the estimator's "
+            f"bins: the ECE estimate, its interval and the tests use {grid} (listed in the bin table), many "
+            "of which hold few rows; the display bins only summarise the same rows for the eye.")
+
+
+def _display_rows(res, coordinate: int, label: str):
+    if res.data is None:
+        raise ValueError(f"results: {label!r} holds no rows (streamed or aggregated data); the display bins "
+                         "need the rows in memory (plot_reliability draws the estimator's bins)")
+    return (np.asarray(res.data.z[:, coordinate], dtype=np.float64),
+            np.rint(np.asarray(res.data.y[:, coordinate], dtype=np.float64)))
+
+
+def display_reliability_figure(results, labels=None, n_bins=None):
+    """Reliability diagram at display bins: deciles of risk or at most 15 equal-width bins.
+
+    Each point is a display bin g (see :func:`display_bins`): x = mean
+    prediction of its rows, y = observed proportion ``e_g / c_g``, with the
+    Wilson interval at each result's level ``1 - alpha``
+    (``statsmodels.stats.proportion.proportion_confint(method="wilson")``),
+    over the identity line; a strip under the panel is a histogram of the
+    predictions (50 bins of the plotted range; symmetric-log scale when they
+    pile up) with the display-bin edges as vertical lines.  The display bins are for reading only; the estimator's bins
+    are described by :func:`display_bins_caption`.  Binary and top-1 results
+    give one panel; top-k and full-calibration results one panel per
+    coordinate (the j-th largest probability, or class j) with its own
+    display bins.
+
+    Parameters
+    ----------
+    results : CalibrationResult or sequence of CalibrationResult
+        Results of one target (mode and dimension), rows in memory.
+    labels : str or sequence of str, optional
+        One name per result.
+    n_bins : int, optional
+        None (default): deciles of risk.  An integer 2 to 15: equal-width bins.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.lines import Line2D
+
+    results = _as_results(results)
+    labels = _labels_for(results, labels)
+    n_bins = _check_display_bins(n_bins)
+    dims = {r.data.z.shape[1] if r.data is not None else None for r in results}
+    modes = {(r.mode, r.k) for r in results}
+    if len(modes) != 1 or len(dims) != 1:
+        raise ValueError("results must share one target (mode, k and dimension) to be overlaid")
+    pts, rows = [], []
+    for r, lab in zip(results, labels):
+        d = r.data.z.shape[1] if r.data is not None else 1
+        rows.append([_display_rows(r, j, lab) for j in range(d)])
+        pts.append([display_bins(zj, yj, n_bins=n_bins, alpha=r.alpha) for zj, yj in rows[-1]])
+    d = len(pts[0])
+    m = len(results)
+    ncols = min(d, 3)
+    nrows = math.ceil(d / ncols)
+    height = (4.6 if d == 1 else 2.9 * nrows + 0.4) + 0.25 * m
+    fig = _figure(height)
+    outer = fig.add_gridspec(nrows, ncols)
+    panels = []
+    for j in range(d):
+        sub = outer[j // ncols, j % ncols].subgridspec(2, 1, height_ratios=[4, 1], hspace=0.05)
+        ax = fig.add_subplot(sub[0])
+        strip = fig.add_subplot(sub[1], sharex=ax)
+        ax.tick_params(labelbottom=False)
+        panels.append((ax, strip))
+    lim = _axis_limit([np.concatenate([q["upper"], q["pred"]]) for per in pts for q in per])
+    strip_edges = np.linspace(0.0, lim, STRIP_BINS + 1)
+    beyond = [0] * m
+    handles = [Line2D([], [], linestyle="--", color="0.45", linewidth=1)]
+    texts = ["perfect calibration"]
+    for j, (ax, strip) in enumerate(panels):
+        ax.plot([0, lim], [0, lim], linestyle="--", color="0.45", linewidth=1)
+        for i, lab in enumerate(labels):
+            q = pts[i][j]
+            yerr = np.maximum(np.vstack([q["observed"] - q["lower"], q["upper"] - q["observed"]]), 0.0)
+            cont = ax.errorbar(q["pred"], q["observed"], yerr=yerr, fmt=_MARKERS[i % len(_MARKERS)] + "-",
+                               color=f"C{i}", markersize=4 if d == 1 else 3, linewidth=0.9, elinewidth=0.8,
+                               capsize=2)
+            z = rows[i][j][0]
+            hist = np.histogram(z, bins=strip_edges)[0]
+            strip.stairs(hist, strip_edges, fill=m == 1, color=f"C{i}", alpha=0.6 if m == 1 else 1.0,
+                         linewidth=1.2)
+            beyond[i] += int(np.count_nonzero(z > lim))
+            if m == 1:
+                inner = q["edges"][(q["edges"] > 0.0) & (q["edges"] < lim)]
+                strip.vlines(inner, 0.0, 1.0, transform=strip.get_xaxis_transform(), color="0.2",
+                             linewidth=0.6)
+            if j == 0:
+                handles.append(cont)
+                level = f"{100 * (1 - results[i].alpha):g}%"
+                texts.append(f"{lab}: observed proportion per display bin ({level} Wilson CI)")
+        ax.set_xlim(0.0, lim)
+        ax.set_ylim(0.0, lim)
+        ax.grid(True, linewidth=0.4, alpha=0.5)
+        ax.set_ylabel("observed proportion", fontsize="small" if d > 1 else "medium")
+        title = _panel_title(results[0], j, d)
+        if title:
+            ax.set_title(title, fontsize="small")
+        strip_counts = np.concatenate([np.histogram(rows[i][j][0], bins=strip_edges)[0] for i in range(m)])
+        if _piled(strip_counts):  # e.g. confidences near 1: a linear strip would show one bar only
+            strip.set_yscale("symlog", linthresh=1.0)
+            top = math.ceil(math.log10(strip_counts.max()))
+            strip.set_yticks([0] + [10.0**e for e in range(0, top + 1, 2)])
+            strip.set_ylabel("rows per\nbin of p (log)", fontsize="x-small")
+        else:
+            strip.set_ylabel("rows per\nbin of p", fontsize="x-small")
+        strip.set_ylim(bottom=0)
+        strip.tick_params(labelsize="x-small")
+        what = _MODE_AXIS_LABEL.get(results[0].mode, "predicted probability") if d == 1 else "predicted probability"
+        strip.set_xlabel(f"{what} (points: mean of a display bin)" if d == 1 else what,
+                         fontsize="small" if d > 1 else "medium")
+    if any(beyond):
+        texts.append("predictions beyond the axis (not in the strip): "
+                     + ", ".join(f"{lab} {k}" for lab, k in zip(labels, beyond)))
+        handles.append(Line2D([], [], linestyle="none"))
+    _legend_below(fig, handles, texts)
+    return fig
+
+
+# --------------------------------------------------------------------------- bin sensitivity
+_SENSITIVITY_COLUMNS = ("n_bins", "T", "lower", "upper", "lower_open", "pvalue", "reject")
+
+#: p-values below this are drawn at it (log axis) and marked as smaller.
+P_FLOOR = 1e-16
+
+
+def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
+    """T and the ECE^2 interval against the number of bins B, and the test's p-value, with verdict changes.
+
+    Parameters
+    ----------
+    sensitivity_df : pandas.DataFrame or EvidenceResult
+        ``EvidenceResult.sensitivity`` (columns ``n_bins``, ``T``, ``lower``,
+        ``upper``, ``lower_open``, ``pvalue``, ``reject``), or the
+        :class:`~calibtest.evidence.EvidenceResult` itself (its ``alpha`` is then used).
+    label : str, optional
+        The model's name, in the title.
+    alpha : float, optional
+        Level of the test, drawn as a line on the p-value panel (default: the
+        EvidenceResult's alpha, else 0.05).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Top panel: the debiased estimate T of ECE^2 (squared probability
+        units) and its interval at each B, log-scaled B axis; an interval open
+        at 0 has an open marker at its lower end.  Bottom panel: the p-value
+        of the single-scale test at each B (log scale; values below 1e-16
+        drawn at 1e-16 with a downward marker) with the line p = alpha.
+        Where the verdict (``reject``) differs from that at the next smaller
+        B, both panels carry a red ring.
+    """
+    import pandas as pd
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    from calibtest._validation import check_alpha
+
+    if hasattr(sensitivity_df, "sensitivity"):
+        alpha = sensitivity_df.alpha if alpha is None else alpha
+        sensitivity_df = sensitivity_df.sensitivity
+    alpha = check_alpha(0.05 if alpha is None else alpha)
+    if not isinstance(sensitivity_df, pd.DataFrame):
+        raise TypeError(f"sensitivity_df must be a DataFrame or an EvidenceResult, got {type(sensitivity_df).__name__}")
+    missing = [c for c in _SENSITIVITY_COLUMNS if c not in sensitivity_df.columns]
+    if missing:
+        raise ValueError(f"sensitivity_df lacks the columns {missing}")
+    if len(sensitivity_df) == 0:
+        raise ValueError("sensitivity_df has no rows")
+    if label is not None and not isinstance(label, str):
+        raise TypeError(f"label must be a string, got {type(label).__name__}")
+    s = sensitivity_df.sort_values("n_bins", kind="stable")
+    b = s["n_bins"].to_numpy(np.float64)
+    t = s["T"].to_numpy(np.float64)
+    lo = s["lower"].to_numpy(np.float64)
+    hi = s["upper"].to_numpy(np.float64)
+    lopen = s["lower_open"].to_numpy(bool)
+    pv = s["pvalue"].to_numpy(np.float64)
+    rej = s["reject"].to_numpy(bool)
+    change = np.concatenate([[False], rej[1:] != rej[:-1]])
+
+    fig, (ax, axp) = _new_figure(4.8, 2, [3, 2])
+    ax.axhline(0.0, color="0.45", linewidth=0.8)
+    ax.vlines(b, lo, hi, color="C0", linewidth=1.4)
+    ax.plot(b, hi, "_", color="C0", markersize=8)
+    ax.plot(b[~lopen], lo[~lopen], "_", color="C0", markersize=8)
+    ax.plot(b[lopen], lo[lopen], "o", mfc="white", mec="C0", markersize=5)
+    ax.plot(b, t, "o", color="C1", markersize=5)
+    pshow = np.maximum(pv, P_FLOOR)
+    tiny = pv < P_FLOOR
+    axp.plot(b, pshow, "-", color="C2", linewidth=0.8)
+    axp.plot(b[~tiny], pshow[~tiny], "s", color="C2", markersize=4)
+    axp.plot(b[tiny], pshow[tiny], "v", color="C2", markersize=5)
+    axp.axhline(alpha, color="C3", linestyle="--", linewidth=1)
+    ax.plot(b[change], t[change], "o", mfc="none", mec="C3", markersize=11, mew=1.5)
+    axp.plot(b[change], pshow[change], "o", mfc="none", mec="C3", markersize=11, mew=1.5)
+    ax.set_xscale("log")
+    axp.set_yscale("log")
+    axp.xaxis.set_major_locator(FixedLocator(b))
+    axp.xaxis.set_minor_locator(NullLocator())
+    axp.xaxis.set_major_formatter(ScalarFormatter())
+    span = np.log(b.max() / b.min()) if b.size > 1 else 1.0
+    ax.set_xlim(b.min() * math.exp(-0.08 * span), b.max() * math.exp(0.08 * span))
+    ymin = min(float(np.min(lo)), float(np.min(t)), 0.0)
+    ymax = max(float(np.max(hi)), float(np.max(t)))
+    pad = 0.06 * (ymax - ymin if ymax > ymin else 1.0)
+    ax.set_ylim(ymin - pad, ymax + pad)
+    ax.set_ylabel("ECE² (squared probability units)", fontsize="small")
+    axp.set_ylabel("p-value (log scale)", fontsize="small")
+    axp.set_xlabel("number of bins B (log scale)")
+    pmin = min(float(pshow.min()), alpha)
+    axp.set_ylim(pmin / 3, 1.5)
+    for a in (ax, axp):
+        a.grid(True, linewidth=0.4, alpha=0.5)
+    if label:
+        ax.set_title(label, fontsize="medium")
+    level = f"{100 * (1 - alpha):g}%"
+    handles = [Line2D([], [], marker="o", color="C1", linestyle="none"),
+               Line2D([], [], color="C0", linewidth=1.4, marker="_", markersize=8),
+               Line2D([], [], marker="o", mfc="white", mec="C0", linestyle="none"),
+               Line2D([], [], marker="s", color="C2", linewidth=0.8),
+               Line2D([], [], color="C3", linestyle="--")]
+    texts = ["debiased estimate T of ECE²", f"{level} interval for ECE²", "interval open at 0",
+             "p-value of the test of calibration at B", f"α = {alpha:g}"]
+    if tiny.any():
+        handles.append(Line2D([], [], marker="v", color="C2", linestyle="none"))
+        texts.append(f"p-value below {P_FLOOR:g} (drawn at {P_FLOOR:g})")
+    if change.any():
+        handles.append(Line2D([], [], marker="o", mfc="none", mec="C3", mew=1.5, linestyle="none", markersize=9))
+        texts.append("verdict differs from the next smaller B")
+    _legend_below(fig, handles, texts, ncols=2)
+    return fig
+
+
+# --------------------------------------------------------------------------- prediction strip
+def prediction_strip_figure(results, labels=None):
+    """Distribution of the predictions by outcome (events and non-events), one panel per model.
+
+    Each panel shows two step histograms over the same bins (50 equal-width
+    bins of the plotted range): the share of the events (y = 1) and of the
+    non-events (y = 0) whose prediction falls in each bin, in percent of their
+    own group, so that both are visible however rare the events are.  Group
+    sizes are in the legend.  Separation of the two histograms is the
+    discrimination of the model; their position relative to the event rate
+    is its calibration in the large.
+
+    Parameters
+    ----------
+    results : CalibrationResult or sequence of CalibrationResult
+        Binary or top-1 results with rows in memory.
+    labels : str or sequence of str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.lines import Line2D
+
+    results = _as_results(results)
+    labels = _labels_for(results, labels)
+    rows = [_binary_rows(r, lab) for r, lab in zip(results, labels)]
+    lim = _axis_limit([p for p, _ in rows])
+    edges = np.linspace(0.0, lim, STRIP_BINS + 1)
+    m = len(results)
+    fig, axes = _new_figure(1.0 + 1.6 * m + 0.3 * m, m, [1.0] * m)
+    handles, texts = [], []
+    for i, ((p, y), lab, ax) in enumerate(zip(rows, labels, axes)):
+        n1 = int(np.count_nonzero(y == 1))
+        n0 = y.size - n1
+        for cls, n_cls, style, color in ((1, n1, "-", "C3"), (0, n0, "--", "C0")):
+            c = np.histogram(p[y == cls], bins=edges)[0]
+            share = 100.0 * c / max(n_cls, 1)
+            ax.stairs(share, edges, color=color, linestyle=style, linewidth=1.3,
+                      fill=False)
+            handles.append(Line2D([], [], color=color, linestyle=style, linewidth=1.3))
+            texts.append(f"{lab}: {'events (y = 1)' if cls else 'non-events (y = 0)'}, n = {n_cls}")
+        ax.set_ylabel("share of group (%)", fontsize="small")
+        ax.set_ylim(bottom=0.0)
+        ax.margins(y=0.08)
+        ax.set_title(lab, fontsize="small")
+        ax.grid(True, linewidth=0.4, alpha=0.5)
+    axes[-1].set_xlim(0.0, lim)
+    axes[-1].set_xlabel(_MODE_AXIS_LABEL[results[0].mode] if len({r.mode for r in results}) == 1
+                        else "predicted probability")
+    _legend_below(fig, handles, texts, ncols=2)
+    return fig

@@ -1,0 +1,69 @@
+"""Benchmark of the multi-scale test ``calibtest.calib_test`` (default options: adaptive grid, 2000 draws).
+
+Target: one call at n = 10^5 (binary) well under a second.
+
+Timings at n = 10^3, 10^4, 10^5 and 10^6 for a binary model (p ~ Beta(2, 5),
+calibrated) and a top-1 model (K = 10, confidence in [1/K, 1], calibrated).
+Both the CPU time of the process (``time.process_time``: what the call
+costs, little affected by other jobs on a shared machine) and the wall clock
+are printed, best of ``repeat`` runs, with the machine's load.
+
+Run: ``python benchmarks/bench_calib_test.py`` (writes
+``benchmarks/results/bench_calib_test.txt``).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+import calibtest as ct
+
+OUT = Path(__file__).resolve().parent / "results" / "bench_calib_test.txt"
+
+
+def binary(n: int, seed: int = 0):
+    g = np.random.default_rng(seed)
+    p = g.beta(2, 5, n)
+    return {"y": (g.random(n) < p).astype(np.int8), "probs": p}
+
+
+def top1(n: int, seed: int = 0, K: int = 10):
+    g = np.random.default_rng(seed)
+    conf = 1 / K + (1 - 1 / K) * g.beta(5, 2, n)
+    return {"y": (g.random(n) < conf).astype(np.int8), "probs": conf, "n_classes": K}
+
+
+def timed(kwargs, repeat: int) -> tuple[float, float, object]:
+    """(best CPU seconds, best wall seconds, the result) over ``repeat`` calls."""
+    cpu, wall, res = [], [], None
+    for _ in range(repeat):
+        c0, w0 = time.process_time(), time.perf_counter()
+        res = ct.calib_test(**kwargs, rng=1)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return min(cpu), min(wall), res
+
+
+def main() -> str:
+    lines = [f"calib_test benchmark (default options: n_bins='adaptive', n_draws=2000); numpy {np.__version__}, "
+             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+             f"{'target':8} {'n':>9} {'scales':>7} {'CPU s':>8} {'wall s':>8}  grid"]
+    ct.calib_test(**binary(1000), rng=1)  # imports and first-call costs out of the timings
+    for name, make in (("binary", binary), ("top-1", top1)):
+        for n in (10**3, 10**4, 10**5, 10**6):  # a loop over the few sizes
+            cpu, wall, res = timed(make(n), 3 if n <= 10**5 else 1)
+            lines.append(f"{name:8} {n:>9} {len(res.n_bins):>7} {cpu:>8.3f} {wall:>8.3f}  {list(res.n_bins)}")
+            print(lines[-1], flush=True)
+    lines.append(f"load after the runs {os.getloadavg()[0]:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    text = main()
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(text)
+    print(text)

@@ -1,0 +1,530 @@
+"""The evidence on calibration built from one interval result and its rows, and one conclusion.
+
+A single test can mislead: the single-B interval of :func:`calibtest.calib_ci`
+bins at the automatic B, tuned to *estimate* the ECE, and can miss smooth
+miscalibration that Hosmer-Lemeshow, the calibration slope or Spiegelhalter's
+test see.  :func:`build_evidence` takes a
+:class:`~calibtest.CalibrationResult` that holds its rows (``res.data``) and
+runs, on the same rows,
+
+* the multi-scale test of :func:`calibtest.calib_test` (exact size given the
+  predictions; answers *is there miscalibration?*), its label draws seeded
+  by the result's recorded seed;
+* the adjusted interval for ECE^2 of the result itself, at its B and with
+  its null (answers *how much?*);
+* binary and top-1 only (one probability column):
+  :func:`calibtest.hosmer_lemeshow` with ``validation="external"`` (g = 10,
+  chi-squared with df = g: the predictions were not fitted on these rows;
+  g - 2 holds for development data), and :func:`calibtest.val_prob` --
+  Spiegelhalter's z test, calibration-in-the-large (CITL, test of a0 = 0 by
+  its Wald interval) and the calibration slope (test of b = 1 by its Wald
+  interval);
+
+and lays them out as one table (null hypothesis in words, statistic, p-value,
+interval, verdict at ``alpha``), followed by a bin-sensitivity table (the
+single-scale test and interval at B = 5, 10, 20, 35 below the result's B, and
+its B, with the result's null) and a conclusion.  For top-k and full
+calibration the table has the two rows that apply (multi-scale test and
+interval); Hosmer-Lemeshow and val_prob need one probability column.
+
+Conclusion rules (:attr:`EvidenceResult.conclusion`)
+-----------------------------------------------------
+1. *Whether*: from the multi-scale test (exact size given the predictions).
+   It rejects -> "evidence of miscalibration".  It does not reject and no
+   other row rejects -> "no evidence of miscalibration" (never "calibrated").
+   It does not reject but another row does -> "mixed evidence", naming the
+   rows that reject.
+2. *How much*: always the adjusted interval for ECE^2 (and for ECE) at the
+   result's B, with its upper bound; the whether and the how much open the
+   conclusion in one sentence.
+3. Disagreements (each adds one plain-words sentence when it fires;
+   :attr:`EvidenceResult.reasons` holds their keys):
+
+   * ``"smooth"``: the interval contains 0 while the multi-scale test rejects,
+     and the scale with the largest z is a B below the interval's B -> "the
+     miscalibration is smooth and the interval's B is large for n" (the
+     squared-prediction case: at n = 472 the test rejects at B = 4 while the
+     interval at B = 35 contains 0).
+   * ``"hl_sparse"``: Hosmer-Lemeshow rejects, the multi-scale test,
+     Spiegelhalter, CITL and the slope do not, and some HL group has an
+     expected count (events or non-events) below 5 -> "the HL statistic is
+     driven by groups with tiny expected counts".
+   * ``"spread"``: the slope rejects (its interval excludes 1) while CITL does
+     not (its interval contains 0) -> "the slope detects spread (slope < 1:
+     over-confidence; > 1: under-confidence), not level".
+   * ``"level"``: CITL rejects while the slope does not -> "the predictions
+     are off in level (too high or too low on average), not in spread".
+   * ``"logit_linear"``: CITL or the slope rejects while the multi-scale
+     test does not -> "CITL and the slope test one logit-linear departure,
+     where they are more powerful than a test against departures of every
+     shape".
+   * ``"bins"``: the single-scale verdict changes with B in the
+     bin-sensitivity table -> "the single-B verdict depends on the bin count".
+
+   Any remaining disagreement between the rows is reported as a list of the
+   rows that reject and those that do not.
+
+References
+----------
+.. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+       l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+.. [2] Hosmer and Lemeshow, "Goodness of fit tests for the multiple logistic
+       regression model", Communications in Statistics 9:1043-1069, 1980.
+.. [3] Spiegelhalter, "Probabilistic prediction in patient management and
+       clinical trials", Statistics in Medicine 5:421-433, 1986.
+.. [4] Van Calster et al., "Calibration: the Achilles heel of predictive
+       analytics", BMC Medicine 17:230, 2019.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from calibtest._format import fmt, fmt_p, mode_text
+from calibtest._validation import check_alpha, check_seed, is_integer
+from calibtest.calibration_test import CalibrationTestResult, calib_test_rows
+from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
+from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test, label_classes,
+                                        monte_carlo_test)
+from calibtest.core.intervals import adjusted_interval
+from calibtest.core.null import null_test, threshold as null_threshold
+from calibtest.core.partition import cell_geometry, partition_rows
+from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_text
+from calibtest.valprob import ValProbResult, val_prob
+
+__all__ = ["EvidenceResult", "build_evidence", "evidence_seed", "SENSITIVITY_BINS",
+           "HL_MIN_EXPECTED", "ROWS", "EVIDENCE_SEED"]
+
+#: Bin counts of the bin-sensitivity table (those below the result's B), then the result's B.
+SENSITIVITY_BINS = (5, 10, 20, 35)
+
+#: Expected count below which an HL group is "tiny" (the chi-squared approximation's usual rule).
+HL_MIN_EXPECTED = 5.0
+
+#: Row keys of the evidence table, in order (binary and top-1; top-k and full have the first two).
+ROWS = ("calib_test", "calib_ci", "hosmer_lemeshow", "spiegelhalter", "citl", "slope")
+
+#: Seed of the multi-scale test's label draws when the result recorded none (the asymptotic and the
+#: shifted-gamma nulls draw nothing): fixed, so that the evidence of a result is reproducible.
+EVIDENCE_SEED = 0
+
+
+def _verdict(reject: bool, interval: bool = False) -> str:
+    if interval:
+        return "excludes 0" if reject else "contains 0"
+    return "rejects" if reject else "does not reject"
+
+
+def _iv(lo, hi, digits: int = 4, lower_open: bool = False) -> str:
+    """``[lo, hi]``, or ``(0, hi]`` when 0 is excluded but the lower bound reaches it."""
+    return f"{'(' if lower_open else '['}{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def evidence_seed(res):
+    """The seed of the evidence's label draws: the result's recorded seed, else :data:`EVIDENCE_SEED`.
+
+    In order: the Monte Carlo null's seed, the resampling interval's seed and
+    the integer ``rng=`` of the call.
+    """
+    for seed in (res.mc_seed, res.seed, None if res.call_record is None else res.call_record.options.get("rng")):
+        if seed is not None and is_integer(seed) and not isinstance(seed, bool):
+            return int(seed)
+    return EVIDENCE_SEED
+
+
+# --------------------------------------------------------------------------- result
+@dataclass(frozen=True, eq=False, repr=False)
+class EvidenceResult(ResultDisplay):
+    """All the evidence on the calibration of a model on one set of rows, and a conclusion from it.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per test or measure (index: ``calib_test``, ``calib_ci`` and,
+        for binary and top-1, ``hosmer_lemeshow``, ``spiegelhalter``, ``citl``,
+        ``slope``); columns ``name``, ``null`` (the null hypothesis in words),
+        ``statistic``, ``pvalue`` (None for CITL and the slope, tested by
+        their intervals), ``lower``, ``upper`` (None for tests without an
+        interval), ``reject`` (bool) and ``verdict``.
+    sensitivity : pandas.DataFrame
+        One row per B: ``n_bins``, ``T``, ``lower``, ``upper``, ``lower_open``
+        (the adjusted interval for ECE^2), ``pvalue`` (the single-scale test
+        with the interval's null), ``reject``.
+    sensitivity_flag : bool
+        ``reject`` varies with B.
+    verdict : str
+        ``"evidence"``, ``"mixed"`` or ``"no evidence"`` (rule 1 of :mod:`calibtest.verdict`).
+    conclusion : str
+        The conclusion in plain words: whether (the multi-scale test) and how
+        much (the interval) in its first sentence, then the disagreements.
+    reasons : tuple of str
+        Keys of the disagreement rules that fired (``"smooth"``, ``"hl_sparse"``,
+        ``"spread"``, ``"level"``, ``"logit_linear"``, ``"bins"``).
+    alpha : float
+    n, k, n_classes, mode, formula, y_name, prob_names, n_dropped
+        The data (as in :class:`~calibtest.CalibrationResult`).
+    null : str
+        The interval's null (``"asymptotic"``, ``"conditional"`` or ``"monte-carlo"``).
+    seed : int or str
+        Seed of the multi-scale test's label draws (``"Generator"`` for a Generator).
+    scope : str
+        Which rows apply to the target or could not be computed, in words.
+    test, interval, hl, valprob
+        The underlying results of :func:`~calibtest.calib_test`,
+        :func:`~calibtest.calib_ci`, :func:`~calibtest.hosmer_lemeshow` and
+        :func:`~calibtest.val_prob` (the last two None for top-k and full).
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    sensitivity: pd.DataFrame = field(repr=False)
+    sensitivity_flag: bool
+    verdict: str
+    conclusion: str
+    reasons: tuple
+    alpha: float
+    n: int
+    k: int
+    n_classes: int | None
+    mode: str
+    null: str
+    seed: int | str | None
+    scope: str = ""
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ()
+    n_dropped: int = 0
+    test: CalibrationTestResult | None = field(default=None, repr=False)
+    interval: ResultDisplay | None = field(default=None, repr=False)  # the CalibrationResult
+    hl: HosmerLemeshowResult | None = field(default=None, repr=False)
+    valprob: ValProbResult | None = field(default=None, repr=False)
+
+    def summary(self, alpha: float | None = None) -> CalibSummary:
+        """The evidence table, the bin-sensitivity table and the conclusion (at the stored alpha).
+
+        The verdicts are those at the stored ``alpha``; another ``alpha``
+        raises ``ValueError`` (build the evidence again at that level).
+        """
+        if alpha is not None and check_alpha(alpha) != self.alpha:
+            raise ValueError(f"this evidence table was computed at alpha = {self.alpha:g}; "
+                             "call res.evidence(alpha=...) or calibtest.evidence(..., alpha=...) for another level")
+        return self._summary(None)
+
+    def _summary(self, alpha):
+        smry = CalibSummary()
+        smry.add_title("Evidence on calibration: all tests on the same rows")
+        smry.add_settings({"Model:": model_text(self.formula, self.y_name, self.prob_names),
+                           "Mode:": mode_text(self.mode, self.k), "No. observations:": str(self.n),
+                           "Classes (K):": "2" if self.n_classes is None else str(self.n_classes),
+                           "Alpha:": fmt(self.alpha),
+                           "Seed:": "Generator" if self.seed == "Generator" else fmt(self.seed),
+                           "Verdict:": self.verdict})
+        self.add_tables(smry)
+        smry.add_table(self.sensitivity_table(), {"T": 4, "p-value": fmt_p})
+        smry.add_notes(self.notes())
+        return smry
+
+    # ----------------------------------------------------------------- pieces shown by other summaries
+    def evidence_table(self) -> pd.DataFrame:
+        """The evidence table as shown: statistic, p-value, interval and verdict per row (numbers exact)."""
+        t = self.table
+        lower_open = {"calib_ci": self.interval is not None and self.interval.conf_int(self.alpha).lower_open}
+        ivs = ["" if t.loc[k, "lower"] is None else _iv(t.loc[k, "lower"], t.loc[k, "upper"], 3,
+                                                       lower_open.get(k, False)) for k in t.index]
+        return pd.DataFrame({"statistic": list(t["statistic"]), "p-value": list(t["pvalue"]), "interval": ivs,
+                             "verdict": list(t["verdict"])}, index=list(t["name"]), dtype=object)
+
+    def sensitivity_table(self) -> pd.DataFrame:
+        """The bin-sensitivity table as shown (one row per B)."""
+        s = self.sensitivity
+        b_res = None if self.interval is None else self.interval.n_bins
+        return pd.DataFrame({"T": s["T"].tolist(),
+                             "interval ECE^2": [_iv(lo, hi, 3, op)
+                                                for lo, hi, op in zip(s["lower"], s["upper"], s["lower_open"])],
+                             "p-value": s["pvalue"].tolist(),
+                             "verdict": ["rejects" if r else "does not reject" for r in s["reject"]]},
+                            index=[f"B = {b}" + (" (result)" if b == b_res else "") for b in s["n_bins"]],
+                            dtype=object)
+
+    def add_tables(self, smry: CalibSummary) -> None:
+        """Add the evidence table and the conclusion to ``smry`` (a result's summary opens with them)."""
+        smry.add_table(self.evidence_table(), {"statistic": 4, "p-value": fmt_p})
+        smry.add_settings({"Conclusion:": self.conclusion})
+
+    def notes(self) -> list[str]:
+        """The footer notes: the null hypothesis of each row, the scope, the bin-sensitivity table."""
+        t = self.table
+        notes = ["H0 of each row: " + "; ".join(f"{t.loc[k, 'name']}: {t.loc[k, 'null']}" for k in t.index) + "."]
+        if self.scope:
+            notes.append(self.scope)
+        notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
+                     "is referred to chi2 with df = g (external validation: the predictions were not fitted "
+                     "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
+                     f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
+        notes.append(f"Bin sensitivity: the single-scale test and adjusted interval at each B with the "
+                     f"interval's null ({self.null}); T is the debiased ECE^2 estimate."
+                     + (" The verdict changes with B." if self.sensitivity_flag else " Same verdict at every B."))
+        if self.n_dropped:
+            notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop').")
+        return notes
+
+    def _dict(self) -> dict:
+        out = {"verdict": self.verdict, "conclusion": self.conclusion, "reasons": list(self.reasons),
+               "alpha": self.alpha, "n": self.n, "k": self.k, "n_classes": self.n_classes, "mode": self.mode,
+               "null": self.null, "seed": None if self.seed is None else str(self.seed), "formula": self.formula,
+               "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
+               "sensitivity_flag": self.sensitivity_flag, "rows": list(self.table.index), "method": "evidence"}
+        for key, row in self.table.iterrows():
+            for col in ("statistic", "pvalue", "lower", "upper", "reject", "verdict"):
+                out[f"{key}_{col}"] = row[col]
+        for col in self.sensitivity.columns:
+            out[f"sensitivity_{col}"] = self.sensitivity[col].tolist()
+        return out
+
+    def _repr_parts(self) -> list[str]:
+        t = self.table.loc["calib_test"]
+        ci = self.table.loc["calib_ci"]
+        return [f"mode={self.mode} n={self.n}: {self.verdict}", f"calib_test p={t['pvalue']:.4g}",
+                f"ECE^2 in [{ci['lower']:.4g}, {ci['upper']:.4g}]",
+                f"rejecting={sum(bool(r) for r in self.table['reject'])}/{len(self.table)}"]
+
+
+# --------------------------------------------------------------------------- rules
+def _hl_sparse(hl: HosmerLemeshowResult) -> tuple[int, float]:
+    """(groups with an expected count of events or non-events below 5, their share of the HL statistic)."""
+    t = hl.table
+    small = np.minimum(t["expected"].to_numpy(float), t["n"].to_numpy(float) - t["expected"].to_numpy(float))
+    mask = small < HL_MIN_EXPECTED
+    share = float(t["chi2"].to_numpy(float)[mask].sum() / hl.statistic) if hl.statistic > 0 else 0.0
+    return int(mask.sum()), share
+
+
+def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl, vp, alpha: float):
+    """(verdict, conclusion text, reasons) from all rows (see the module docstring)."""
+    keys = list(table.index)
+    rej = {k: bool(table.loc[k, "reject"]) for k in keys}
+    said = dict.fromkeys(ROWS, False) | rej  # rows not computed count as not rejecting
+    names = {k: table.loc[k, "name"] for k in keys}
+    others = [k for k in keys if k != "calib_test" and rej[k]]
+    sentences, reasons = [], []
+    p_test = fmt_p(test.pvalue, 3)
+    level = f"{100 * (1 - alpha):g}%"
+    iv = ci.conf_int(alpha)
+    lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
+    how_much = (f"the {level} interval for ECE^2 at B = {ci.n_bins} is {_iv(iv.lower, iv.upper, 4, iv.lower_open)} "
+                f"(ECE {_iv(lo_ece, hi_ece, 3, iv.lower_open)}): ECE^2 is at most {fmt(iv.upper, 4)} "
+                f"(ECE at most {fmt(hi_ece, 3)})")
+    if rej["calib_test"]:
+        verdict = "evidence"
+        sentences.append(f"Evidence of miscalibration at level {alpha:g}: the multi-scale test rejects "
+                         f"(p = {p_test}); how much: {how_much}.")
+    elif others:
+        verdict = "mixed"
+        sentences.append(f"Mixed evidence at level {alpha:g}: the multi-scale test does not reject "
+                         f"(p = {p_test}), but {', '.join(names[k] for k in others)} "
+                         f"{'rejects' if len(others) == 1 else 'reject'}; how much: {how_much}.")
+    else:
+        verdict = "no evidence"
+        sentences.append(f"No evidence of miscalibration at level {alpha:g}: no test rejects (multi-scale "
+                         f"test p = {p_test}), and {how_much}; this does not show that the model is "
+                         "calibrated.")
+    # -- disagreement rules
+    sc = test.scales
+    best = int(np.argmax(sc["z"].to_numpy()))
+    b_best = int(sc["n_bins"].iloc[best])
+    if rej["calib_test"] and not rej["calib_ci"] and b_best < ci.n_bins:
+        reasons.append("smooth")
+        sentences.append(f"The interval contains 0 while the multi-scale test rejects: the miscalibration is "
+                         f"smooth and the interval's B = {ci.n_bins} is large for n = {ci.n} (the test's "
+                         f"strongest scale is B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
+                         f"p = {fmt_p(sc['pvalue'].iloc[best], 3)}); the interval's upper bound is the "
+                         f"answer to how much, at B = {ci.n_bins}.")
+    if hl is not None:
+        n_small, share = _hl_sparse(hl)
+        if (rej["hosmer_lemeshow"] and n_small
+                and not any(said[k] for k in ("calib_test", "spiegelhalter", "citl", "slope"))):
+            reasons.append("hl_sparse")
+            sentences.append(f"Hosmer-Lemeshow rejects but the other tests do not: the HL statistic is driven "
+                             f"by groups with tiny expected counts ({n_small} of {hl.groups} groups expect fewer "
+                             f"than {HL_MIN_EXPECTED:g} events or non-events and give {100 * share:.0f}% of "
+                             f"HL = {fmt(hl.statistic, 4)}); its chi-squared reference is unreliable there.")
+    if vp is not None:
+        if rej["slope"] and not rej["citl"]:
+            reasons.append("spread")
+            kind = "over-confidence" if vp.slope < 1 else "under-confidence"
+            sentences.append(f"The slope rejects but CITL does not: the slope detects spread ({kind}: slope "
+                             f"{fmt(vp.slope, 3)}; predictions too {'extreme' if vp.slope < 1 else 'timid'}), "
+                             f"not level.")
+        if rej["citl"] and not rej["slope"]:
+            reasons.append("level")
+            sentences.append(f"CITL rejects but the slope does not: the predictions are off in level (too "
+                             f"{'low' if vp.citl > 0 else 'high'} on average, CITL = {fmt(vp.citl, 3)}), "
+                             f"not in spread.")
+    if vp is not None and not rej["calib_test"] and (rej["citl"] or rej["slope"]):
+        reasons.append("logit_linear")
+        which = [names[k] for k in ("citl", "slope") if rej[k]]
+        sentences.append(f"The multi-scale test does not reject while {' and '.join(which)} "
+                         f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one logit-linear "
+                         f"departure (level a0 = {fmt(vp.citl, 3)}, slope b = {fmt(vp.slope, 3)}), where "
+                         "they are more powerful than a test against departures of every shape; take "
+                         "their intervals as the size of that departure.")
+    if flag:
+        reasons.append("bins")
+        at = sens.loc[sens["reject"], "n_bins"].tolist()
+        sentences.append(f"The single-B verdict depends on the bin count: the single-scale test rejects at "
+                         f"B = {', '.join(map(str, at))} only (bin-sensitivity table).")
+    if len(set(rej.values())) > 1:
+        yes = [names[k] for k in keys if rej[k]]
+        no = [names[k] for k in keys if not rej[k]]
+        sentences.append(f"Rejecting or excluding the null: {', '.join(yes)}; not: {', '.join(no)}.")
+    return verdict, " ".join(sentences), tuple(reasons)
+
+
+# --------------------------------------------------------------------------- the single-scale rows
+def _single_scale(data, n_bins: int, alpha: float, null: str, rng, n_draws: int) -> dict:
+    """T, the adjusted interval and the test's p-value at ``n_bins`` with ``null`` (as calib_ci computes them).
+
+    The null's p-value decides whether 0 joins the interval (the paper's
+    threshold z_alpha sigma0 / (n sqrt(w)) for the asymptotic null).
+    """
+    part = partition_rows(data, n_bins)
+    stats = part.bin_sums(data)
+    n = stats.n
+    t = debiased_statistic(stats, n)
+    s1 = sigma1_sq_quadratic(stats) if data.mode == "full" else sigma1_sq(stats, n)
+    volume, sigma0_sq = cell_geometry(data.mode, data.k, data.n_classes, part.n_bins)
+    _, pvalue = null_test(t, n, volume, sigma0_sq)
+    threshold = null_threshold(alpha, sigma0_sq, n, volume)
+    if null != "asymptotic":
+        cond = conditional_test(t, conditional_moments(conditional_bin_sums(data.z, part.inverse), data.n), alpha)
+        if null == "conditional" and cond.reliable:
+            pvalue = cond.pvalue
+        else:
+            pvalue = monte_carlo_test(data.z, part.inverse, label_classes(data), n=data.n, n_draws=n_draws,
+                                      rng=rng, complete=data.mode == "full").pvalue
+        threshold = math.inf if pvalue > alpha else -math.inf
+    iv = adjusted_interval(t, math.sqrt(s1 / n), threshold, alpha)
+    return {"n_bins": int(part.n_bins), "T": float(t), "lower": float(iv.lower), "upper": float(iv.upper),
+            "lower_open": bool(iv.lower_open), "pvalue": float(pvalue), "reject": bool(not iv.contains_zero)}
+
+
+def _sensitivity(res, alpha: float, seed) -> pd.DataFrame:
+    rows = []
+    for b in tuple(b for b in SENSITIVITY_BINS if b < res.n_bins):  # a loop over the few bin counts
+        rows.append(_single_scale(res.data, b, alpha, res.null, seed, res.mc_draws or 2000))
+    iv = res.conf_int(alpha) if res.method == "adjusted" else res._interval(alpha)
+    rows.append({"n_bins": int(res.n_bins), "T": float(res.estimate), "lower": float(iv.lower),
+                 "upper": float(iv.upper), "lower_open": bool(iv.lower_open), "pvalue": float(res.null_pvalue),
+                 "reject": bool(not iv.contains_zero)})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the builder
+def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
+    """The evidence table and conclusion for the rows of an interval result.
+
+    Parameters
+    ----------
+    res : CalibrationResult
+        A result of :func:`calibtest.calib_ci` on rows in memory (``res.data``
+        holds them); it is the interval row, at its B and with its null.
+    alpha : float, optional
+        Level of every test and interval (default: ``res.alpha``).
+    rng : None, int or numpy.random.Generator
+        Seed of the multi-scale test's label draws (and of the Monte Carlo
+        null of the bin-sensitivity rows).  None: the result's recorded seed
+        (:func:`evidence_seed`), so the evidence of a result is the same at
+        every call; an int s gives the draws of ``calib_test(..., rng=s)``.
+
+    Returns
+    -------
+    EvidenceResult
+
+    Raises
+    ------
+    ValueError
+        When the result holds no rows (file or Dask input).
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for
+           the l2 Expected Calibration Error", arXiv:2408.08998, 2024
+           (the interval, eq. (10), and T, eq. (6)).
+    .. [2] Hosmer and Lemeshow, "Goodness of fit tests for the multiple
+           logistic regression model", Communications in Statistics
+           9:1043-1069, 1980.
+    .. [3] Spiegelhalter, "Probabilistic prediction in patient management
+           and clinical trials", Statistics in Medicine 5:421-433, 1986.
+    """
+    if res.data is None:
+        raise ValueError("the evidence table needs the rows in memory; this result was computed from a file "
+                         "or a Dask DataFrame (load the columns into a pandas DataFrame and call calib_ci again)")
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    rng = evidence_seed(res) if rng is None else check_seed(rng)
+    seed = "Generator" if isinstance(rng, np.random.Generator) else int(rng)
+    data = res.data
+    book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
+            "n_dropped": res.n_dropped}
+    test = calib_test_rows(data, alpha=alpha, rng=rng, **book)
+    iv = res.conf_int(alpha)
+    level = f"{100 * (1 - alpha):g}%"
+    # a resampling interval (bootstrap, subsampling, HulC) is not a test of ECE = 0: the null's test decides
+    decided = (f"; the {res.method} interval does not decide it" if res.method != "adjusted" else "")
+    records = {
+        "calib_test": ("multi-scale test", "E[Y | Z] = Z (calibrated), at every B of the grid "
+                       f"{list(test.n_bins)}", test.statistic, test.pvalue, None, None, test.reject),
+        "calib_ci": (f"ECE^2 {level} CI, B = {res.n_bins}",
+                     f"ECE^2 = 0 at B = {res.n_bins}, tested with the {null_text(res)} null (statistic: "
+                     f"the debiased T){decided}", res.estimate, res.null_pvalue, iv.lower, iv.upper,
+                     not iv.contains_zero if res.method == "adjusted" else res.null_pvalue <= alpha),
+    }
+    hl = vp = None
+    if data.z.shape[1] == 1:
+        y01 = np.rint(data.y[:, 0])
+        p = data.z[:, 0]
+        missing = []
+        try:
+            hl = hosmer_lemeshow(y=y01, probs=p, n_classes=res.n_classes, groups=10, validation="external")
+        except ValueError as exc:  # e.g. fewer distinct predictions than groups: said in the notes
+            missing.append(f"Hosmer-Lemeshow was not computed: {exc}.")
+        try:
+            vp = val_prob(y=y01, probs=p, alpha=alpha)
+        except ValueError as exc:  # e.g. y with one class: the logistic fits are undefined
+            missing.append(f"val_prob (Spiegelhalter, CITL, slope) was not computed: {exc}.")
+        if hl is not None:
+            records["hosmer_lemeshow"] = ("Hosmer-Lemeshow", f"observed = expected events in each of the "
+                                          f"{hl.groups} groups (chi2, df = {hl.df})", hl.statistic, hl.pvalue,
+                                          None, None, hl.pvalue <= alpha)
+        if vp is not None:
+            cis = vp.conf_int(alpha)
+            s_lo, s_hi = cis.loc["slope", "lower"], cis.loc["slope", "upper"]
+            c_lo, c_hi = cis.loc["citl", "lower"], cis.loc["citl", "upper"]
+            records.update({
+                "spiegelhalter": ("Spiegelhalter z", "the squared errors (y - p)^2 have the mean implied by p "
+                                  "(standard normal z)", vp.spiegelhalter_z, vp.spiegelhalter_p, None, None,
+                                  vp.spiegelhalter_p <= alpha),
+                "citl": (f"CITL {level} CI", "calibration-in-the-large a0 = 0 in logit P(y=1) = a0 + logit(p)",
+                         vp.citl, None, c_lo, c_hi, not (c_lo <= 0.0 <= c_hi)),
+                "slope": (f"slope {level} CI", "calibration slope b = 1 in logit P(y=1) = a + b logit(p)",
+                          vp.slope, None, s_lo, s_hi, not (s_lo <= 1.0 <= s_hi)),
+            })
+        scope = " ".join(missing)
+    else:
+        scope = (f"Hosmer-Lemeshow, Spiegelhalter's z, CITL and the calibration slope apply to one probability "
+                 f"column (binary or top-1); for {mode_text(res.mode, res.k)} the evidence is the multi-scale "
+                 "test and the interval.")
+    table = pd.DataFrame(
+        [{"name": nm, "null": null, "statistic": float(stat), "pvalue": None if pv is None else float(pv),
+          "lower": None if lo is None else float(lo), "upper": None if hi is None else float(hi),
+          "reject": bool(r), "verdict": _verdict(bool(r), interval=key == "calib_ci" and res.method == "adjusted")}
+         for key, (nm, null, stat, pv, lo, hi, r) in records.items()], index=list(records), dtype=object)
+    sens = _sensitivity(res, alpha, rng)
+    flag = bool(sens["reject"].nunique() > 1)
+    verdict, conclusion, reasons = _conclude(table, sens, flag, test, res, hl, vp, alpha)
+    return EvidenceResult(
+        table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
+        reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
+        seed=seed, scope=scope, test=test, interval=res, hl=hl, valprob=vp, **book)

@@ -1,0 +1,407 @@
+"""Tests of calibtest.planning (power and sample size) and calibtest.core.power."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+
+import calibtest as ct
+from calibtest import planning as pl
+from calibtest.core import power as pw
+from calibtest.core.binning import auto_n_bins
+from calibtest.core.null import sigma0_sq
+from calibtest.summary import CalibSummary
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def beta_probs():
+    return np.random.default_rng(11).beta(2, 5, 4000)
+
+
+def _slow_pair_t(z, u, B):
+    """T of eq. (6) by explicit loops over bins and ordered pairs of rows (1-d)."""
+    n = len(z)
+    bins = {}
+    for i in range(n):
+        bins.setdefault(min(int(math.floor(z[i] * B)), B), []).append(i)
+    total = 0.0
+    for rows in bins.values():
+        c = len(rows)
+        if c >= 2:
+            total += sum(u[a] * u[b] for a in rows for b in rows if a != b) / (c - 1)
+    return total / n
+
+
+# ----------------------------------------------------------------------------- population quantities
+def test_binned_ece_matches_loop_over_bins(beta_probs):
+    """ECE^2_B: the vectorised bin sums against a loop over the bins' edges."""
+    p = beta_probs
+    c = expit(0.3 + 0.8 * logit(p))
+    B = 17
+    pb = pw.population_bins(p[:, None], c[:, None], B)
+    slow = 0.0
+    for b in range(B + 1):
+        inside = (p >= b / B) & (p < (b + 1) / B) if b < B else p == 1.0
+        if inside.any():
+            slow += inside.mean() * np.mean(c[inside] - p[inside]) ** 2
+    assert pw.binned_ece_sq(pb) == pytest.approx(slow, rel=1e-12)
+    # the binned ECE never exceeds the continuous one (Jensen within each bin)
+    assert pw.binned_ece_sq(pb) <= np.mean((c - p) ** 2)
+
+
+def test_t_moments_exact_by_enumeration():
+    """E T (two bins) and Var T (one bin) against enumeration of every study of n = 4 rows."""
+    z = np.array([0.2, 0.3, 0.7])
+    q = np.array([0.35, 0.3, 0.5])
+    n = 4
+    for B, check_var in ((2, False), (1, True)):
+        pb = pw.population_bins(z[:, None], q[:, None], B)
+        mean, var = pw.t_moments(n, pb)
+        m1 = m2 = 0.0
+        for idx in itertools.product(range(3), repeat=n):
+            for y in itertools.product((0, 1), repeat=n):
+                prob = (1 / 3) ** n * np.prod([q[i] if yy else 1 - q[i] for i, yy in zip(idx, y)])
+                zz = z[list(idx)]
+                t = _slow_pair_t(zz, np.array(y) - zz, B)
+                m1 += prob * t
+                m2 += prob * t * t
+        assert mean == pytest.approx(m1, rel=1e-12)
+        if check_var:
+            assert var == pytest.approx(m2 - m1**2, rel=1e-12)
+
+
+def test_count_moments_against_binomial_sums():
+    """E[c; c>=2] and E[c/(c-1); c>=2]: closed form / delta method against direct binomial sums."""
+    from scipy import stats
+    n = 3000
+    pi = np.array([1e-4, 0.003, 0.019, 0.05, 0.3])
+    e1, e2 = pw.count_moments(n, pi)
+    c = np.arange(0, n + 1)
+    for j, p in enumerate(pi):
+        pmf = stats.binom.pmf(c, n, p)
+        keep = c >= 2
+        assert e1[j] == pytest.approx(np.sum(pmf[keep] * c[keep]), rel=1e-10)
+        assert e2[j] == pytest.approx(np.sum(pmf[keep] * c[keep] / (c[keep] - 1)), rel=1e-5)
+
+
+def test_sigma1_population_matches_large_sample_plugin(beta_probs):
+    """sigma1^2 and ECE^2_B of the population against calib_ci on one very large simulated study."""
+    p = beta_probs
+    c = expit(-0.3 + 0.7 * logit(p))
+    B = 20
+    pb = pw.population_bins(p[:, None], c[:, None], B)
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, p.size, 400_000)
+    y = (rng.random(idx.size) < c[idx]).astype(int)
+    res = ct.calib_ci(y=y, probs=p[idx], n_bins=B)
+    assert res.sigma1_sq == pytest.approx(pw.population_sigma1_sq(pb), rel=0.05)
+    assert res.estimate == pytest.approx(pw.binned_ece_sq(pb), rel=0.05)
+
+
+def test_simulated_studies_equal_calib_ci(beta_probs):
+    """The stacked simulation gives calib_ci's T and sigma1^2 on the same drawn studies."""
+    p = beta_probs
+    c = expit(0.3 + logit(p))
+    n, B = 300, 19
+    pb = pw.population_bins(p[:, None], c[:, None], B)
+    t, s1 = pw.simulate_studies(p[:, None], c[:, None], pb.inverse, pb.pi.size, n, 3, np.random.default_rng(5))
+    gen = np.random.default_rng(5)  # the same draws, in the engine's order
+    idx = gen.integers(0, p.size, size=(3, n))
+    u = gen.random((3, n))
+    for s in range(3):
+        res = ct.calib_ci(y=(u[s] < c[idx[s]]).astype(int), probs=p[idx[s]], n_bins=B)
+        assert t[s] == pytest.approx(res.estimate, rel=1e-10, abs=1e-15)
+        assert s1[s] == pytest.approx(res.sigma1_sq, rel=1e-10)
+
+
+def test_calibrated_variance_is_sigma0_regime():
+    """Calibrated model, every bin well filled: Var T -> sigma0^2 / (n^2 w) (eq. (12)), power -> alpha."""
+    p = (np.arange(200_000) + 0.5) / 200_000  # uniform on [0, 1]
+    n = 20_000
+    B = auto_n_bins(n, 1)
+    res = ct.calib_power(n, probs=p)
+    assert res.t_mean == pytest.approx(0.0, abs=1e-15)
+    assert res.t_sd**2 == pytest.approx(sigma0_sq("binary") * B / n**2, rel=0.01)
+    # skewness of the degenerate part: 8 B int g^{3/2} / (2 B int g)^{3/2}, g = (z(1-z))^2
+    g = 8 * B / 140 / (2 * B / 30) ** 1.5
+    assert res.t_skewness == pytest.approx(g, rel=0.02)
+    # size = P(shifted gamma >= z_alpha sd): Gamma(4/g^2) tail at 4/g^2 + 2 z_alpha / g
+    from scipy import stats
+    size = stats.gamma.sf(4 / g**2 + 2 * stats.norm.isf(0.05) / g, 4 / g**2)
+    assert res.power == pytest.approx(size, abs=0.002)
+    assert res.power > 0.05  # the right skew of T puts the size above alpha
+    assert res.ece_sq_binned == 0.0
+
+
+# ----------------------------------------------------------------------------- power
+@pytest.mark.slow
+@pytest.mark.parametrize("slope, intercept, n", [(0.8, 0.0, 1500), (1.0, 0.3, 400)])
+def test_analytic_power_matches_simulation(beta_probs, slope, intercept, n):
+    """Analytic power and width against 2000 simulated studies (tolerance: 3 MC s.e. + 0.025)."""
+    an = ct.calib_power(n, probs=beta_probs, slope=slope, intercept=intercept, null="asymptotic")
+    sim = ct.calib_power(n, probs=beta_probs, slope=slope, intercept=intercept, null="asymptotic",
+                         method="simulation", n_sim=2000, rng=7)
+    assert abs(an.power - sim.power) <= 3 * sim.monte_carlo.power_se + 0.025
+    assert an.expected_width == pytest.approx(sim.expected_width, rel=0.06)
+    assert sim.n_bins == an.n_bins == auto_n_bins(n, 1)
+
+
+@pytest.mark.slow
+def test_topk_moments_match_simulation():
+    """Top-2 targets: analytic mean and sd of T against 3000 simulated studies."""
+    P = np.random.default_rng(2).dirichlet(np.full(4, 0.5), 3000)
+    an = ct.calib_power(800, probs=P, k=2, slope=0.7)
+    sim = ct.calib_power(800, probs=P, k=2, slope=0.7, method="simulation", n_sim=3000, rng=1)
+    assert an.inputs.mode == "topk"
+    assert an.n_bins == auto_n_bins(800, 2)
+    z, q, data, _ = pl._population(P, None, 0.0, 0.7, 2, None)
+    pb = pw.population_bins(z, q, an.n_bins)
+    t, _ = pw.simulate_studies(z, q, pb.inverse, pb.pi.size, 800, 3000, np.random.default_rng(4), want_sigma1=False)
+    assert t.mean() == pytest.approx(an.t_mean, abs=4 * t.std() / math.sqrt(t.size))
+    assert t.std() == pytest.approx(an.t_sd, rel=0.06)
+    assert abs(an.power - sim.power) <= 3 * sim.monte_carlo.power_se + 0.025
+    assert an.expected_width == pytest.approx(sim.expected_width, rel=0.06)
+
+
+@pytest.mark.slow
+def test_conditional_null_power_matches_calib_ci_simulation(beta_probs):
+    """The data-dependent null: analytic threshold approximation against calib_ci(null='conditional')."""
+    an = ct.calib_power(600, probs=beta_probs, intercept=0.3, null="conditional")
+    sim = ct.calib_power(600, probs=beta_probs, intercept=0.3, null="conditional", method="simulation",
+                         n_sim=300, rng=2)
+    assert abs(an.power - sim.power) <= 3 * sim.monte_carlo.power_se + 0.03
+
+
+def test_power_curve_vectorised_equals_scalar_calls(beta_probs):
+    ns = np.array([150, 700, 3000])
+    curve = ct.calib_power(ns, probs=beta_probs, slope=0.8)
+    assert curve.power.shape == (3,)
+    for i, n in enumerate(ns):
+        one = ct.calib_power(int(n), probs=beta_probs, slope=0.8)
+        assert one.power == curve.power[i]
+        assert one.n_bins == curve.n_bins[i] == auto_n_bins(int(n), 1)
+    assert np.all(np.diff(curve.power) > 0)
+    with pytest.raises(ValueError):
+        curve.power[0] = 1.0  # read-only
+
+
+def test_logistic_and_callable_agree(beta_probs):
+    a = ct.calib_power(900, probs=beta_probs, intercept=-0.2, slope=1.3)
+    b = ct.calib_power(900, probs=beta_probs, calibration=lambda p: expit(-0.2 + 1.3 * logit(p)))
+    assert a.power == pytest.approx(b.power, rel=1e-12)
+    assert b.inputs.miscalibration["form"] == "callable"
+
+
+def test_null_default_read_from_calib_ci(beta_probs, monkeypatch):
+    res = ct.calib_power(500, probs=beta_probs, slope=0.8)
+    assert res.inputs.null == inspect.signature(ct.calib_ci).parameters["null"].default
+
+    def fake(formula=None, data=None, *, null="conditional"):
+        raise AssertionError("not called")
+    monkeypatch.setattr(pl, "calib_ci", fake)
+    assert ct.calib_power(500, probs=beta_probs, slope=0.8).inputs.null == "conditional"
+
+
+def test_top1_confidences(beta_probs):
+    conf = 1.0 - 0.9 * np.random.default_rng(1).beta(1, 12, 3000)
+    res = ct.calib_power(2000, probs=conf, n_classes=10, slope=0.7)
+    assert res.inputs.mode == "top1"
+    assert res.sigma0_sq == sigma0_sq("top1", 10)
+    with pytest.raises(ValueError, match="1/K"):
+        ct.calib_power(2000, probs=beta_probs, n_classes=2, slope=0.7)
+
+
+def test_power_result_display(beta_probs):
+    res = ct.calib_power([300, 900], probs=beta_probs, slope=0.8)
+    assert isinstance(res.summary(), CalibSummary)
+    d = json.loads(json.dumps(res.to_dict()))
+    assert d["n"] == [300, 900]
+    assert d["inputs"]["miscalibration"] == {"form": "logistic", "intercept": 0.0, "slope": 0.8}
+    assert "power" in repr(ct.calib_power(300, probs=beta_probs, slope=0.8))
+
+
+def test_sparse_bins_warn():
+    rare = np.random.default_rng(0).beta(0.5, 10, 3000)
+    with pytest.warns(UserWarning, match="simulation"):
+        res = ct.calib_power(60, probs=rare, slope=0.7)
+    assert not res.reliable
+
+
+# ----------------------------------------------------------------------------- sample size
+def test_sample_size_power_rule(beta_probs):
+    res = ct.calib_sample_size(probs=beta_probs, slope=0.8, power=0.8)
+    at = ct.calib_power(res.n, probs=beta_probs, slope=0.8)
+    before = ct.calib_power(res.n - 1, probs=beta_probs, slope=0.8)
+    assert at.power >= 0.8 > before.power
+    assert res.achieved_power == at.power
+    grid = res.curve[res.curve["n"] >= res.n]
+    assert (grid["power"] >= 0.8).all()
+    assert res.n_bins == auto_n_bins(res.n, 1)
+
+
+def test_sample_size_target_met_at_n_min(beta_probs):
+    res = ct.calib_sample_size(probs=beta_probs, slope=0.3, power=0.8, n_min=2000, n_max=20000, n_grid=20)
+    assert res.n == 2000
+    assert ct.calib_power(2000, probs=beta_probs, slope=0.3).power >= 0.8
+    assert "n_min" in res.rule
+
+
+def test_sample_size_width_rule(beta_probs):
+    res = ct.calib_sample_size(probs=beta_probs, intercept=0.3, ci_width=0.05)
+    assert ct.calib_power(res.n, probs=beta_probs, intercept=0.3).expected_width <= 0.05
+    assert ct.calib_power(res.n - 1, probs=beta_probs, intercept=0.3).expected_width > 0.05
+    d = json.loads(json.dumps(res.to_dict()))
+    assert d["target"] == "ci_width" and d["inputs"]["prediction_summary"]["median"] > 0
+    assert isinstance(res.summary(), CalibSummary)
+
+
+def test_sample_size_plot(beta_probs):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = ct.calib_sample_size(probs=beta_probs, slope=0.8, power=0.8, n_grid=40).plot()
+    assert isinstance(fig, matplotlib.figure.Figure)
+    plt.close(fig)
+
+
+@pytest.mark.slow
+def test_sample_size_simulation_near_analytic(beta_probs):
+    an = ct.calib_sample_size(probs=beta_probs, intercept=0.3, power=0.8)
+    sim = ct.calib_sample_size(probs=beta_probs, intercept=0.3, power=0.8, method="simulation", n_sim=1000, rng=3)
+    assert sim.monte_carlo.n_sim == 1000
+    assert abs(sim.achieved_power - 0.8) <= 0.05
+    assert sim.n == pytest.approx(an.n, rel=0.2)
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(power=0.8, ci_width=0.1), ValueError, "exactly one"),
+    (dict(), ValueError, "exactly one"),
+    (dict(power=1.2), ValueError, "power"),
+    (dict(power=0.04), ValueError, "alpha"),
+    (dict(ci_width=-1.0), ValueError, "ci_width"),
+    (dict(power=0.8, n_max=400), ValueError, "n_max"),
+    (dict(power=0.8, n_min=500, n_max=100), ValueError, "n_max"),
+    (dict(power=0.8, method="bootstrap"), ValueError, "method"),
+    (dict(power="0.8"), TypeError, "power"),
+])
+def test_sample_size_argument_errors(beta_probs, kwargs, err, match):
+    with pytest.raises(err, match=match):
+        ct.calib_sample_size(probs=beta_probs, slope=0.8, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(n=1), ValueError, "n must be >= 2"),
+    (dict(n=2.5), TypeError, "n must"),
+    (dict(n=[100, 1]), ValueError, "n must be >= 2"),
+    (dict(n=100, alpha=1.5), ValueError, "alpha"),
+    (dict(n=100, slope=float("nan")), TypeError, "slope"),
+    (dict(n=100, calibration=3), TypeError, "calibration"),
+    (dict(n=100, calibration=lambda p: p, slope=0.5), ValueError, "not both"),
+    (dict(n=100, calibration=lambda p: p[:10]), ValueError, "calibration"),
+    (dict(n=100, calibration=lambda p: p + 1.0), ValueError, "calibration"),
+    (dict(n=100, null="bayes"), ValueError, "null"),
+    (dict(n=100, n_bins=0), ValueError, "n_bins"),
+    (dict(n=100, method="simulation", n_sim=1), ValueError, "n_sim"),
+    (dict(n=100, rng="x", method="simulation"), TypeError, "rng"),
+])
+def test_power_argument_errors(beta_probs, kwargs, err, match):
+    n = kwargs.pop("n")
+    with pytest.raises(err, match=match):
+        ct.calib_power(n, probs=beta_probs, **kwargs)
+
+
+def test_probs_errors():
+    with pytest.raises(ValueError, match="probs"):
+        ct.calib_power(100, probs=np.array([0.2, 1.3, 0.4]))
+    with pytest.raises(ValueError, match="intercept"):
+        ct.calib_power(100, probs=np.full((10, 3), 1 / 3), intercept=0.2)
+
+
+# ----------------------------------------------------------------------------- CLI and vignette
+def test_cli_sample_size(tmp_path, capsys, beta_probs):
+    import pandas as pd
+    from calibtest.cli import main
+    path = tmp_path / "preds.csv"
+    pd.DataFrame({"p": beta_probs}).to_csv(path, index=False)
+    assert main(["sample-size", str(path), "--formula", "~ p", "--slope", "0.8", "--power", "0.8"]) == 0
+    out = capsys.readouterr().out
+    expected = ct.calib_sample_size(probs=beta_probs, slope=0.8, power=0.8).n
+    assert "Sample size" in out and str(expected) in out
+    assert main(["sample-size", str(path), "--formula", "~ p", "--intercept", "0.3", "--ci-width", "0.05",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["n"] == ct.calib_sample_size(probs=beta_probs, intercept=0.3, ci_width=0.05).n
+    assert main(["sample-size", str(path), "--formula", "~ q", "--power", "0.8"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "'~ q'" in err
+
+
+def _vignette():
+    spec = importlib.util.spec_from_file_location("planning_vignette", ROOT / "vignettes" / "planning.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_riley_slope_criterion_against_glm():
+    """The vignette's Riley criterion: the slope's variance from the Fisher information against a GLM fit."""
+    import statsmodels.api as sm
+    vig = _vignette()
+    p = np.random.default_rng(8).beta(2, 5, 5000)
+    a, b = -0.3, 0.8
+    n_riley = vig.riley_slope_n(p, a, b)
+    rng = np.random.default_rng(9)
+    N = 200_000
+    pp = p[rng.integers(0, p.size, N)]
+    y = (rng.random(N) < expit(a + b * logit(pp))).astype(float)
+    fit = sm.GLM(y, sm.add_constant(logit(pp)), family=sm.families.Binomial()).fit()
+    n_glm = (2 * 1.959963984540054 / 0.2) ** 2 * fit.bse[1] ** 2 * N
+    assert n_riley == pytest.approx(n_glm, rel=0.03)
+
+
+@pytest.mark.slow
+def test_expected_plugin_sigma1_matches_simulation():
+    """E sigma1_hat^2 (exact moments of the bin means, rare events with sparse tail bins) against simulation."""
+    p = np.random.default_rng(6).beta(0.5, 10, 20000)
+    c = expit(-0.3 + logit(p))
+    n = 800
+    pb = pw.population_bins(p[:, None], c[:, None], auto_n_bins(n, 1))
+    _, s1 = pw.simulate_studies(p[:, None], c[:, None], pb.inverse, pb.pi.size, n, 2000, np.random.default_rng(1))
+    expected = pw.expected_sigma1_sq(n, pb)
+    assert expected == pytest.approx(s1.mean(), abs=4 * s1.std() / math.sqrt(s1.size) + 0.01 * s1.mean())
+    # the population sigma1^2 alone is far below what the plug-in gives at this n
+    assert pw.population_sigma1_sq(pb) < 0.3 * s1.mean()
+
+
+@pytest.mark.slow
+def test_vignette_smoke(tmp_path, monkeypatch):
+    """A reduced run of the planning vignette: one design, one target, 300 studies per point."""
+    vig = _vignette()
+    p = np.random.default_rng(1).beta(2, 5, 3000)
+    monkeypatch.setattr(vig, "distributions", lambda: {"Beta(2,5)": (p, None)})
+    monkeypatch.setattr(vig, "MISCAL", [("intercept +0.3", 0.3, 1.0)])
+    monkeypatch.setattr(vig, "TARGETS", [("power", 0.8)])
+    monkeypatch.setattr(vig, "SMALL_N", [200])
+    monkeypatch.setattr(vig, "N_SIM", 300)
+    monkeypatch.setattr(vig, "COND_CASES", [])
+    monkeypatch.setattr(vig, "SIZE_CASES", [(0.0, 300)])
+    assert vig.main(out_dir=str(tmp_path)) == 0
+    import pandas as pd
+    check = pd.read_csv(tmp_path / "planning_check.csv")
+    assert len(check) == 1
+    assert check["n_analytic"].iloc[0] == ct.calib_sample_size(probs=p, intercept=0.3, power=0.8,
+                                                               null="asymptotic").n
+    assert 0.75 < check["ratio"].iloc[0] < 1.33
+    assert "Riley" in vig.tables(str(tmp_path))
+    assert vig.main(out_dir=str(tmp_path)) == 0  # resumed: nothing recomputed
+    assert len(pd.read_csv(tmp_path / "planning_check.csv")) == 1
