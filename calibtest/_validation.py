@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 __all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "resolve_seed", "check_bool", "check_choice",
-           "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "METHODS",
+           "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS",
            "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes",
            "check_weights", "check_prevalence"]
 
@@ -34,7 +34,9 @@ class OptionTypeError(TypeError):
 
 
 MISSING_OPTIONS = ("raise", "drop")
-NULLS = ("asymptotic", "conditional", "monte-carlo")
+#: The options of ``null=``; :data:`DEFAULT_NULL` is the default of every function that takes it.
+NULLS = ("auto", "asymptotic", "conditional", "monte-carlo")
+DEFAULT_NULL = "auto"
 RESAMPLING_METHODS = ("bootstrap", "subsampling", "hulc")
 METHODS = ("adjusted",) + RESAMPLING_METHODS
 

@@ -172,7 +172,7 @@ def _print_result(res, as_json: bool = False) -> int:
 # ----------------------------------------------------------------------------- ci
 def _null_options(args) -> dict:
     """``--null`` (and ``--seed`` for the Monte Carlo null) as calib_ci keywords."""
-    if args.null == "asymptotic":
+    if args.null == "auto":
         return {}
     out = {"null": args.null}
     if args.null == "monte-carlo" and args.method == "adjusted":
@@ -223,8 +223,9 @@ def _add_ci_parser(sub, shared) -> None:
                     help="interval: the paper's adjusted interval (default) or a resampling baseline")
     ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
     ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
-    ci.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default="asymptotic",
-                    help="null law of the calibration test (default: the paper's asymptotic one)")
+    ci.add_argument("--null", choices=["auto", "asymptotic", "conditional", "monte-carlo"], default="auto",
+                    help="null law of the calibration test (default auto: conditional for rows in memory, "
+                         "the paper's asymptotic one for streamed files)")
     ci.add_argument("--by", action="append", default=None, metavar="COLUMN",
                     help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
                          "the global and the heterogeneity tests")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from calibtest._validation import (check_alpha, check_method, check_missing, check_null, check_prevalence,
+from calibtest._validation import (DEFAULT_NULL, check_alpha, check_method, check_missing, check_null, check_prevalence,
                                    is_integer)
 from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
@@ -34,7 +34,7 @@ def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples,
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
-             null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+             null: str = DEFAULT_NULL, rng=None, n_null_draws: int = 2000,
              chunksize: int | None = None, progress: bool | None = None, weights=None,
              prevalence: float | None = None, by=None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
@@ -108,21 +108,40 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Progress bar (needs tqdm) for long resampling runs and for files; by
         default only in an interactive terminal and never when the ``CI``
         variable is set; ``False`` never, ``True`` always.
-    null : {"asymptotic", "conditional", "monte-carlo"}
+    null : {"auto", "asymptotic", "conditional", "monte-carlo"}
         Null law of the test of H0: calibrated, which also decides whether 0
         joins the interval (iff that test does not reject at level alpha).
-        ``"asymptotic"`` (default) is the paper's n sqrt(w) T / sigma0 ~ N(0, 1);
-        ``"conditional"`` uses the exact moments of T given the predictions
-        and a skewness-corrected (shifted gamma) p-value; ``"monte-carlo"``
-        redraws the labels from the predictions ``n_null_draws`` times
-        (see :mod:`calibtest.core.conditional`).  ``"conditional"`` falls back
-        to the Monte Carlo test when the conditional skewness exceeds 3 (the
-        shifted gamma fails for nearly degenerate label noise; ``res.null_method``
-        says which was used).  The summary always shows the asymptotic and the
-        conditional p-values, except for binned vectors of more than 4
-        coordinates (top-k with k > 4, full calibration with K > 4) under the
-        default null, where the conditional moments (per-row d x d x d terms)
-        are computed only when ``null`` asks for them.
+        ``"asymptotic"`` is the paper's calibrated-regime test,
+        z0 = n sqrt(w) T / sigma0 ~ N(0, 1) (eq. (12) of [1]_);
+        ``"conditional"`` uses the exact mean, variance and third moment of T
+        given the predictions under H0 and the p-value of the moment-matched
+        shifted gamma; ``"monte-carlo"`` redraws the labels from the
+        predictions ``n_null_draws`` times (see :mod:`calibtest.core.conditional`).
+        ``"conditional"`` falls back to the Monte Carlo test when the
+        conditional skewness exceeds 3 (the shifted gamma fails for nearly
+        degenerate label noise; ``res.null_method`` says which was used).
+
+        ``"auto"`` (default) is ``"conditional"`` for rows in memory whose
+        binned vector has at most 4 coordinates (binary, top-1, top-k with
+        k <= 4, full calibration with K <= 4), and ``"asymptotic"`` otherwise:
+        for files and Dask frames (the streaming backends accumulate the
+        estimator's bin sums only, not those of the conditional moments) and
+        for more binned coordinates (their conditional moments need per-row
+        d x d x d terms).
+        ``res.null`` records the null actually used.  The default follows a
+        size and power study over every target, rare events, predictions
+        near 1 and n = 100 to 10^5 (``vignettes/default_null.md``,
+        ``docs/conventions.md``): the asymptotic null's size ranged from
+        almost 0 (rare events, confidences near 1, peaked probability
+        vectors) to above alpha (balanced predictions at small n); the
+        conditional null stayed close to alpha in every target (somewhat
+        conservative for rare events and confidences near 1 at n <= 300,
+        where ``null="monte-carlo"`` is exact) and was the more powerful
+        where the asymptotic test was conservative.  The paper's numbers
+        reproduce with ``null="asymptotic"``, whose p-value the summary shows
+        whatever the null (``res.asymptotic``).  The conditional moments are recorded under
+        the asymptotic null too, except for binned vectors of more than 4
+        coordinates, where they are computed only when ``null`` asks for them.
     n_null_draws : int
         Label draws R of the Monte Carlo null (default 2000).
     chunksize : int, optional
@@ -193,9 +212,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                 n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
                                 progress=progress, weights=weights, prevalence=prevalence, call_options=options)
     if is_out_of_core(data):
-        if null != "asymptotic":
+        if null not in ("auto", "asymptotic"):
             raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
-                             "Dask frames support the default null='asymptotic'")
+                             "Dask frames support null='asymptotic' (what the default null='auto' uses for them)")
         return calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
                                     n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
                                     progress=progress, method=method)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from calibtest._format import Call, record_call
-from calibtest._validation import check_memory, resolve_seed
+from calibtest._validation import MAX_BYTES, check_memory, resolve_seed
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
 from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
                                      sigma1_sq_quadratic)
@@ -41,7 +41,7 @@ from calibtest.inputs import read_rows, resolve_weights
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
 
 __all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
-           "estimate_in_memory", "sparse_cell_flags",
+           "resolve_null", "estimate_in_memory", "sparse_cell_flags",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
 #: Under the asymptotic null the conditional moments are recorded by default only while the binned
@@ -160,9 +160,42 @@ def null_law(null: str, conditional) -> str:
     return "monte carlo"
 
 
-def _null_call(call: Call, null: str, monte_carlo) -> Call:
-    """The call with the null options that reproduce it (the drawn Monte Carlo seed included)."""
-    options = {"null": null}
+def resolve_null(null: str, d: int, m: int) -> str:
+    """The null ``null="auto"`` stands for on rows in memory; any other value is returned as is.
+
+    ``"auto"`` is ``"conditional"`` while the binned vector has at most
+    :data:`CONDITIONAL_BY_DEFAULT_MAX_DIM` coordinates (binary, top-1, top-k
+    with k <= 4, full calibration with K <= 4) and the conditional moments fit
+    in memory, and ``"asymptotic"`` otherwise (the per-row d x d x d terms of
+    the conditional moments cost about 20 times the estimator at d = 10).
+
+    Parameters
+    ----------
+    null : str
+        The validated ``null=`` option.
+    d : int
+        Coordinates of the binned vector.
+    m : int
+        Occupied bins.
+
+    Returns
+    -------
+    str
+        ``"asymptotic"``, ``"conditional"`` or ``"monte-carlo"``.
+    """
+    if null != "auto":
+        return null
+    if d <= CONDITIONAL_BY_DEFAULT_MAX_DIM and conditional_memory(d, m) <= MAX_BYTES:
+        return "conditional"
+    return "asymptotic"
+
+
+def _null_call(call: Call, null: str, monte_carlo, requested: str) -> Call:
+    """The call with the null options that reproduce it (the drawn Monte Carlo seed included).
+
+    The default ``null="auto"`` stays implicit: the same call resolves it the same way.
+    """
+    options = {} if requested == "auto" else {"null": null}
     if monte_carlo is not None:
         if monte_carlo.seed is not None and call.options.get("rng") is None:
             options["rng"] = monte_carlo.seed
@@ -199,6 +232,7 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     t = debiased_statistic(stats, stats.n)
     conditional = monte_carlo = resampling = None
     d = data.z.shape[1]
+    requested, null = null, resolve_null(null, d, partition.m)
     if null != "asymptotic":
         check_memory(conditional_memory(d, partition.m), f"null={null!r} (the conditional moments of T for "
                      f"{d} binned coordinates and {partition.m} bins)",
@@ -213,7 +247,7 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
         resampling = resampling_interval(binned_rows(partition, data.u), method, alpha=alpha, estimate=t,
                                          n_resamples=n_resamples, rng=rng, progress=progress)
     if call is not None and null != "asymptotic":
-        call = _null_call(call, null, monte_carlo)
+        call = _null_call(call, null, monte_carlo, requested)
     return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
                             n_bins_rule=partition.n_bins_rule, alpha=alpha, null=null, conditional=conditional,
                             monte_carlo=monte_carlo, resampling=resampling, call=call, data=data,

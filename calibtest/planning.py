@@ -10,7 +10,6 @@ population the study will draw from.  See ``docs/planning.md``.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import warnings
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from calibtest._validation import NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
+from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
     resolve_seed, is_bool
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
@@ -28,7 +27,7 @@ from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 from calibtest.core.targets import prepare, top_k_classes
-from calibtest.ece import calib_ci
+from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
 from calibtest.summary import CalibSummary, ResultDisplay
 
 __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult", "PlanningInputs",
@@ -45,8 +44,8 @@ METHODS = ("analytic", "simulation")
 
 
 def default_null() -> str:
-    """The null of :func:`calibtest.calib_ci` when ``null=`` is not given (read from its signature)."""
-    return inspect.signature(calib_ci).parameters["null"].default
+    """The null of :func:`calibtest.calib_ci` when ``null=`` is not given."""
+    return DEFAULT_NULL
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -216,12 +215,19 @@ def _population(probs, calibration, intercept, slope, k, n_classes):
     return z, q, data, form
 
 
-def _resolve_null(null) -> str:
+def _resolve_null(null, d: int) -> str:
+    """The null of the planned study: ``"auto"`` is what :func:`calibtest.calib_ci` uses on rows in memory.
+
+    That is the conditional null for a binned vector of at most
+    ``CONDITIONAL_BY_DEFAULT_MAX_DIM`` coordinates, the asymptotic one above.
+    """
     null = default_null() if null is None else null
     if not isinstance(null, str):
         raise OptionTypeError(f"null must be a string or None, got {type(null).__name__}")
-    allowed = tuple(NULLS) + tuple(x for x in ("auto",) if x == default_null())
-    return check_choice(null, "null", allowed)
+    null = check_choice(null, "null", NULLS)
+    if null == "auto":
+        return "conditional" if d <= CONDITIONAL_BY_DEFAULT_MAX_DIM else "asymptotic"
+    return null
 
 
 class _Planner:
@@ -293,8 +299,8 @@ class _Planner:
         for s in range(n_sim):  # each study is one calib_ci call (its data-dependent null)
             idx = gen.integers(0, m, size=n)
             y = (gen.random(n) < self.q[idx, 0]).astype(np.int64)
-            res = calib_ci(y=y, probs=self.z[idx, 0], n_classes=self.data.n_classes, n_bins=B,
-                           alpha=self.alpha, null=self.null, rng=gen)
+            res = estimate_in_memory(None, None, y, self.z[idx, 0], env=None, n_classes=self.data.n_classes,
+                                     n_bins=B, alpha=self.alpha, null=self.null, rng=gen)
             reject[s] = not res.contains_zero
             width[s] = math.sqrt(res.ci_upper) - math.sqrt(res.ci_lower)
         return reject, width
@@ -446,10 +452,10 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
 def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method):
     alpha = check_alpha(alpha)
     method = check_choice(method, "method", METHODS)
-    null = _resolve_null(null)
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
     z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
+    null = _resolve_null(null, data.k)
     planner = _Planner(z, q, data, n_bins, alpha, null)
     return planner, _inputs(data, z, q, form, alpha, null), method
 

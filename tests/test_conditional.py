@@ -294,10 +294,10 @@ def test_calib_ci_records_conditional_null_exactly():
     assert res.asymptotic_pvalue == pytest.approx(stats.norm.sf(res.asymptotic_zstat))
 
 
-def test_calib_ci_asymptotic_default_unchanged():
+def test_calib_ci_asymptotic_null_is_the_papers_test():
     rng = np.random.default_rng(2)
     y, P = _setting3(500, rng)
-    res = ct.calib_ci(y=y, probs=P, k=2)
+    res = ct.calib_ci(y=y, probs=P, k=2, null="asymptotic")
     z0 = 500 * math.sqrt(res.bin_volume) * res.estimate / math.sqrt(res.sigma0_sq)
     assert res.null == "asymptotic" and res.null_zstat == pytest.approx(z0)
     assert res.null_pvalue == res.asymptotic_pvalue == pytest.approx(stats.norm.sf(z0))
@@ -308,7 +308,7 @@ def test_calib_ci_asymptotic_default_unchanged():
 def test_zero_rule_follows_chosen_null_at_any_alpha():
     rng = np.random.default_rng(4)
     y, P = _setting3(400, rng)
-    res_a = ct.calib_ci(y=y, probs=P, k=2, n_bins=10)
+    res_a = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, null="asymptotic")
     res_c = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, null="conditional")
     res_m = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, null="monte-carlo", rng=1, n_null_draws=500)
     for alpha in (0.01, 0.05, 0.2, 0.5, 0.8):

@@ -123,7 +123,7 @@ def test_small_group_gets_monte_carlo_null_and_note():
     assert small.null == "monte-carlo" and small.monte_carlo.n_draws == 300
     assert "small group" in res.group_notes[1]
     assert res.to_frame().loc[1, "null"] == "monte-carlo"
-    assert res.groups[0].null == "asymptotic"
+    assert res.groups[0].null == "conditional"  # the default null="auto" on one binned coordinate
 
 
 def test_summary_dict_and_repr(grouped):

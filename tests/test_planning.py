@@ -128,7 +128,7 @@ def test_calibrated_variance_is_sigma0_regime():
     p = (np.arange(200_000) + 0.5) / 200_000  # uniform on [0, 1]
     n = 20_000
     B = auto_n_bins(n, 1)
-    res = ct.calib_power(n, probs=p)
+    res = ct.calib_power(n, probs=p, null="asymptotic")  # the paper's threshold z_alpha sd
     assert res.t_mean == pytest.approx(0.0, abs=1e-15)
     assert res.t_sd**2 == pytest.approx(sigma0_sq("binary") * B / n**2, rel=0.01)
     # skewness of the degenerate part: 8 B int g^{3/2} / (2 B int g)^{3/2}, g = (z(1-z))^2
@@ -159,8 +159,9 @@ def test_analytic_power_matches_simulation(beta_probs, slope, intercept, n):
 def test_topk_moments_match_simulation():
     """Top-2 targets: analytic mean and sd of T against 3000 simulated studies."""
     P = np.random.default_rng(2).dirichlet(np.full(4, 0.5), 3000)
-    an = ct.calib_power(800, probs=P, k=2, slope=0.7)
-    sim = ct.calib_power(800, probs=P, k=2, slope=0.7, method="simulation", n_sim=3000, rng=1)
+    an = ct.calib_power(800, probs=P, k=2, slope=0.7, null="asymptotic")
+    sim = ct.calib_power(800, probs=P, k=2, slope=0.7, method="simulation", n_sim=3000, rng=1,
+                          null="asymptotic")
     assert an.inputs.mode == "topk"
     assert an.n_bins == auto_n_bins(800, 2)
     z, q, data, _ = pl._population(P, None, 0.0, 0.7, 2, None)
@@ -201,14 +202,18 @@ def test_logistic_and_callable_agree(beta_probs):
     assert b.inputs.miscalibration["form"] == "callable"
 
 
-def test_null_default_read_from_calib_ci(beta_probs, monkeypatch):
+def test_null_default_follows_calib_ci(beta_probs):
+    """No null given: the plan uses calib_ci's default, resolved as calib_ci resolves it for rows in memory."""
+    default = inspect.signature(ct.calib_ci).parameters["null"].default
+    assert default == "auto"
     res = ct.calib_power(500, probs=beta_probs, slope=0.8)
-    assert res.inputs.null == inspect.signature(ct.calib_ci).parameters["null"].default
-
-    def fake(formula=None, data=None, *, null="conditional"):
-        raise AssertionError("not called")
-    monkeypatch.setattr(pl, "calib_ci", fake)
-    assert ct.calib_power(500, probs=beta_probs, slope=0.8).inputs.null == "conditional"
+    # binary: one binned coordinate, so calib_ci's "auto" is the conditional null
+    assert res.inputs.null == "conditional"
+    direct = ct.calib_power(500, probs=beta_probs, slope=0.8, null="conditional")
+    assert res.power == direct.power
+    # full calibration over the top-5 classes of K = 6 has d = 5 > 4: "auto" is the asymptotic null
+    probs = np.random.default_rng(3).dirichlet(np.ones(6), 400)
+    assert ct.calib_power(500, probs=probs, k=5).inputs.null == "asymptotic"
 
 
 def test_top1_confidences(beta_probs):

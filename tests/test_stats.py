@@ -20,7 +20,7 @@ def test_hand_computed_six_rows():
     # B = 2: rows 0-2 in [0, 1/2), rows 3-5 in [1/2, 1).  U = y - p:
     # bin 0: -0.1, 0.8, -0.3 (S = 0.4, Q = 0.74); bin 1: 0.4, 0.3, -0.9 (S = -0.2, Q = 1.06)
     # T = [(0.16 - 0.74)/2 + (0.04 - 1.06)/2] / 6 = -0.8 / 6 = -2/15
-    res = ct.calib_ci(y=Y6, probs=P6, n_bins=2, alpha=0.1)
+    res = ct.calib_ci(y=Y6, probs=P6, n_bins=2, alpha=0.1, null="asymptotic")
     assert_allclose(res.estimate, -2 / 15, rtol=1e-13)
     assert res.estimate_pos == 0.0 and res.ece == 0.0
     # mu = (2/15, -1/15); Cov_0 = 0.74/3 - 4/225 = 103/450; Cov_1 = 1.06/3 - 1/225 = 157/450

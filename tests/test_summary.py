@@ -1,10 +1,12 @@
 """summary(), to_dict(), bin_table() and repr."""
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
+from scipy import stats
 
 import calibtest as ct
 from calibtest._format import fmt
@@ -171,7 +173,10 @@ def test_summary_numbers_equal_the_attributes(res):
     est = _row(text, "ECE^2 (T)")
     assert est == [fmt(res.estimate), fmt(res.se), fmt(res.ci_lower), fmt(res.ci_upper)]
     cal = _row(text, "calibrated: z0")
-    assert cal[:3] == [fmt(res.sigma0_sq), fmt(res.null_zstat, 4), fmt(res.null_pvalue, 4)]
+    # the row is the paper's test whatever the null: z0 = n sqrt(w) T / sigma0, p = 1 - Phi(z0)
+    z0 = res.n * math.sqrt(res.bin_volume) * res.estimate / math.sqrt(res.sigma0_sq)
+    assert res.null == "conditional"  # the default for top-2 in memory
+    assert cal[:3] == [fmt(res.sigma0_sq), fmt(z0, 4), fmt(stats.norm.sf(z0), 4)]
     assert _row(text, "No. observations:")[0] == str(res.n)
 
 
