@@ -1,4 +1,4 @@
-"""Simulation study of calib_compare: size, coverage and power (issue 5).
+"""Simulation study of calib_compare: size, coverage and power.
 
 Run from the repository root::
 
@@ -187,7 +187,7 @@ def main(argv=None):
             lines.append(f"| {name} | {n} | " + " | ".join(fmt_rate(res["reject"][m], reps) for m in METHODS)
                          + f" | {res['var_ratio']['paired']:.2f} | {res['var_ratio']['plugin']:.2f} |")
             print(name, n, res["reject"], f"{time.perf_counter() - t0:.0f}s", flush=True)
-    lines += ["", f"Pass criterion of the issue: rejection rate <= 0.05 + 3 s.e. = "
+    lines += ["", f"Pass criterion: rejection rate <= 0.05 + 3 s.e. = "
               f"{ALPHA + 3 * se_rate(ALPHA, reps):.3f}. `E[se^2]/Var` is the mean estimated variance over the "
               "Monte Carlo variance of T_A - T_B (1 = unbiased).", ""]
 
