@@ -246,7 +246,7 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     if method != "adjusted":
         resampling = resampling_interval(binned_rows(partition, data.u), method, alpha=alpha, estimate=t,
                                          n_resamples=n_resamples, rng=rng, progress=progress)
-    if call is not None and null != "asymptotic":
+    if call is not None and (null != "asymptotic" or requested != "auto"):  # an explicit null is part of the call
         call = _null_call(call, null, monte_carlo, requested)
     return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
                             n_bins_rule=partition.n_bins_rule, alpha=alpha, null=null, conditional=conditional,

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from calibtest._format import json_safe, package_version
-from calibtest._validation import OptionError, OptionTypeError, check_alpha, check_choice, is_bool, is_integer
+from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, is_bool, is_integer
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",
            "NULL_DEFAULT", "PLAN_TESTS"]
@@ -39,7 +39,7 @@ __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256",
 PLAN_FORMAT = "calibtest-analysis-plan/1"
 
 #: ``null=`` of :func:`calibtest.calib_ci` when it is not given.
-NULL_DEFAULT = "asymptotic"
+NULL_DEFAULT = DEFAULT_NULL
 
 #: The tests and measures a plan can name (``tests=``), with what a report shows for each.
 PLAN_TESTS = {
@@ -53,7 +53,7 @@ PLAN_TESTS = {
     "calib_compare": "comparison of calibration errors between models",
 }
 
-_NULLS = ("asymptotic", "conditional", "monte-carlo")
+_NULLS = NULLS
 _METHODS = ("adjusted", "bootstrap", "subsampling", "hulc")
 _FIELDS = ("format", "created", "calibtest_version", "alpha", "n_bins", "null", "method", "k", "n_classes",
            "tests", "subgroups", "sample_size")
@@ -301,7 +301,12 @@ class AnalysisPlan:
         elif rule == "auto" or int(result.n_bins) != self.n_bins:
             add("n_bins", self.n_bins, f"{result.n_bins} ({'automatic' if rule == 'auto' else 'set by the user'})")
         used_null = str(getattr(result, "null", NULL_DEFAULT))
-        if used_null != self.null:
+        if self.null == "auto":  # followed unless the call asked for a null explicitly
+            call = getattr(result, "call_record", None)
+            explicit = None if call is None else call.options.get("null")
+            if explicit not in (None, "auto"):
+                add("null", self.null, used_null)
+        elif used_null != self.null:
             add("null", self.null, used_null)
         if result.method != self.method:
             add("method", self.method, result.method)
@@ -350,8 +355,11 @@ def plan(path, *, alpha: float = 0.05, n_bins="auto", null: str = NULL_DEFAULT, 
         Bins per dimension of the interval; ``"auto"`` is calib_ci's rule
         B = max(2, round(6 / (d + 1) n^(2 / (4 + d)))),
         ``"adaptive"`` lets the multi-scale test choose the scale.
-    null : {"asymptotic", "conditional", "monte-carlo"}
-        Null law of the test of ECE = 0 (default: calib_ci's).
+    null : {"auto", "asymptotic", "conditional", "monte-carlo"}
+        Null law of the test of ECE = 0 (default: calib_ci's, ``"auto"``: the
+        conditional null for rows in memory with at most 4 binned coordinates,
+        the asymptotic one otherwise; a result follows a planned ``"auto"``
+        unless its call asked for a null explicitly).
     method : {"adjusted", "bootstrap", "subsampling", "hulc"}
         Interval method (default: the adjusted interval, Algorithm 1 of [1]_).
     k : int, "full" or None

@@ -169,3 +169,14 @@ def test_calib_test_study_smoke(tmp_path):
     power = pd.read_csv(prefix + "_power.csv")
     assert power["calib_test"].iloc[0] > 0.8 and power["slope_wald"].iloc[0] > 0.8
     assert "| slope 0.7 | power | 2000 | 60 |" in mod.tables(prefix)
+
+
+def test_explicit_asymptotic_null_is_recorded_in_the_call():
+    """The default is "auto", so a call that asked for the asymptotic null must say so to be reproducible."""
+    df = ct.load_demo()
+    res = ct.calib_ci("y ~ p", data=df, null="asymptotic")
+    assert res.call_record.options["null"] == "asymptotic"
+    again = ct.calib_ci("y ~ p", data=df, **{k: v for k, v in res.call_record.options.items() if v is not None})
+    assert again.null == "asymptotic" and again.null_pvalue == res.null_pvalue
+    default = ct.calib_ci("y ~ p", data=df)
+    assert "null" not in default.call_record.options and default.null == "conditional"

@@ -86,7 +86,7 @@ def test_deviations_each_option(tmp_path):
     cases = {
         "alpha": (ct.calib_ci("y ~ p", data=df, alpha=0.1), "0.05", "0.1"),
         "n_bins": (ct.calib_ci("y ~ p", data=df, n_bins=10), "auto", "10 (set by the user)"),
-        "null": (ct.calib_ci("y ~ p", data=df, null="conditional"), "asymptotic", "conditional"),
+        "null": (ct.calib_ci("y ~ p", data=df, null="asymptotic"), "auto", "asymptotic"),
         "method": (ct.calib_ci("y ~ p", data=df, method="subsampling", rng=1, n_resamples=20),
                    "adjusted", "subsampling"),
     }
