@@ -150,13 +150,16 @@ def test_subgroup_table_equals_to_frame(grouped, grouped_html):
     assert _number(pooled[6]) == pytest.approx(grouped.pooled.ece, rel=5e-4)
     # the tests across groups: statistics, df and p-values of the result, with the null hypotheses in words
     tests = _caption_table(doc, grouped_html, "Tests across the subgroups of site")
-    glob, het = tests[1], tests[2]
-    assert "calibrated in every analysed group" in glob[1]
-    assert _number(glob[5]) == pytest.approx(grouped.global_pvalue, rel=5e-4)
-    assert "same in every analysed group" in het[1] and int(het[4]) == len(frame) - 1
-    assert _number(het[3]) == pytest.approx(grouped.heterogeneity_statistic, rel=5e-4)
-    assert _number(het[5]) == pytest.approx(grouped.heterogeneity_pvalue, rel=5e-4)
-    assert glob[6] == ("rejects" if grouped.global_pvalue <= 0.05 else "does not reject")
+    assert tests[0] == ["", "Global test", "Heterogeneity test"]
+    rows = {r[0]: r[1:] for r in tests[1:]}
+    assert "calibrated in every analysed group" in rows["Null hypothesis"][0]
+    assert "same in every analysed group" in rows["Null hypothesis"][1]
+    assert _number(rows["p-value"][0]) == pytest.approx(grouped.global_pvalue, rel=5e-4)
+    assert _number(rows["Statistic"][0].split("= ")[1]) == pytest.approx(frame["pvalue"].min(), rel=5e-4)  # min p
+    assert int(rows["Degrees of freedom"][1]) == len(frame) - 1
+    assert _number(rows["Statistic"][1].split("= ")[1]) == pytest.approx(grouped.heterogeneity_statistic, rel=5e-4)
+    assert _number(rows["p-value"][1]) == pytest.approx(grouped.heterogeneity_pvalue, rel=5e-4)
+    assert rows["Verdict at α = 0.05"][0] == ("rejects" if grouped.global_pvalue <= 0.05 else "does not reject")
     text = doc.body
     assert "Multiplicity. " + grouped.notes()[0] in text  # the multiplicity statement, verbatim
     assert "not adjusted for multiplicity" in text
@@ -319,3 +322,11 @@ def test_grouped_pdf_attachment_and_page_width(tmp_path, grouped):
     width = float(re.search(r'<page width="([\d.]+)"', bbox).group(1))
     words = re.findall(r'<word xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)"', bbox)
     assert not [(a, b) for a, b in words if float(a) < 39.0 or float(b) > width - 39.0]
+
+
+def test_weighted_summary_names_the_reweighting(data):
+    res = ct.calib_ci("y ~ p", data=data, prevalence=0.2, rng=2)
+    text = parse(render_html(res, figures=False)).body
+    summary = text.split("Summary of findings", 2)[2].split("Model and data")[0]
+    assert (f"Weighted analysis: re-weighted to the population prevalence π = 0.2 (sample π̂ = "
+            f"{data['y'].mean():.4g})") in summary

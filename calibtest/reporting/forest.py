@@ -76,10 +76,11 @@ def plot_forest(grouped, ax=None, *, color="C0", pooled_color="black"):
             ax.plot([row["lower"]], [yi], marker="o", markerfacecolor="white", markeredgecolor=c, markersize=5)
     ax.axvline(0.0, color="grey", linewidth=0.8, linestyle=":")
     ax.set_yticks(y)
-    ax.set_yticklabels([r["label"] for r in rows])
+    ax.set_yticklabels([r["label"].replace("$", r"\$") for r in rows])  # a "$" in a label is text, not math
     level = f"{100 * (1 - grouped.alpha):g}%"
     ax.set_xlabel(f"ECE with adjusted {level} interval")
-    ax.set_title(f"Calibration by {' x '.join(grouped.by)}: global p = {grouped.global_pvalue:.3g}, "
-                 f"heterogeneity p = {grouped.heterogeneity_pvalue:.3g}", fontsize="medium")
+    by = " x ".join(grouped.by).replace("$", r"\$")
+    ax.set_title(f"Calibration by {by}\nglobal p = {grouped.global_pvalue:.3g}, "
+                 f"heterogeneity p = {grouped.heterogeneity_pvalue:.3g}", fontsize="medium", loc="left")
     ax.set_xlim(left=0.0)
     return ax

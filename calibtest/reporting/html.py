@@ -575,6 +575,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "mode": d["mode"],
         "evidence": not d["contains_zero"],
         "weighting": weighting,
+        "weighting_short": _weighting_short(res),
         "subgroups": None,
     }
     return ctx
@@ -602,6 +603,18 @@ def weighting_text(res) -> str | None:
             "calibrated-regime variance estimated from the weighted rows)"
             + ("; because prevalence weights depend on the outcome, the test of ECE = 0 is a Monte Carlo test "
                "given the predictions." if w.prevalence is not None else "."))
+
+
+def _weighting_short(res) -> str | None:
+    """One clause for the summary: the re-weighting and the effective sample size."""
+    w = getattr(res, "weighting", None)
+    if w is None:
+        return None
+    how = (f"re-weighted to the population prevalence π = {fmt(w.prevalence, 4)} (sample π̂ = "
+           f"{fmt(w.sample_prevalence, 4)})" if w.prevalence is not None else "weighted by case weights")
+    if w.prevalence is not None and w.kind != "prevalence":
+        how = "weighted by case weights and " + how
+    return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {res.n} rows."
 
 
 def _weighted_omissions(res, name: str) -> tuple[str, list[str], str | None, str | None]:
@@ -725,16 +738,17 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
             return "not computed"
         return "rejects" if p <= alpha else "does not reject"
 
-    tests = {**_table(["Test", "Null hypothesis", "Method", "Statistic", "df", "p-value",
-                       f"Verdict at α = {fmt(alpha)}"], [
-        ("Global test", "the model is calibrated in every analysed group (ECE = 0 in each group)", method,
-         _cell(grouped.global_statistic, 4), "—" if g_df is None else fmt(g_df), _cell(grouped.global_pvalue, p=True),
-         verdict(grouped.global_pvalue)),
-        ("Heterogeneity test", "the squared calibration error ECE² is the same in every analysed group",
+    g_stat = {"bonferroni": "min p_g = ", "fisher": "−2 Σ log p_g = ", "stouffer": "Z = "}[grouped.global_method]
+    tests = {**_table(["", "Global test", "Heterogeneity test"], [
+        ("Null hypothesis", "the model is calibrated in every analysed group (ECE = 0 in each group)",
+         "the squared calibration error ECE² is the same in every analysed group"),
+        ("Method", method,
          "Cochran's Q = Σ_g (T_g − T̄)² / v_g with the inverse-variance mean T̄, referred to chi-square with "
-         "G − 1 degrees of freedom; v_g the first- plus second-order variance of T_g",
-         _cell(grouped.heterogeneity_statistic, 4), fmt(int(grouped.heterogeneity_df)),
-         _cell(grouped.heterogeneity_pvalue, p=True), verdict(grouped.heterogeneity_pvalue))]),
+         "G − 1 degrees of freedom; v_g the first- plus second-order variance of T_g"),
+        ("Statistic", g_stat + _cell(grouped.global_statistic, 4), "Q = " + _cell(grouped.heterogeneity_statistic, 4)),
+        ("Degrees of freedom", "—" if g_df is None else fmt(g_df), fmt(int(grouped.heterogeneity_df))),
+        ("p-value", _cell(grouped.global_pvalue, p=True), _cell(grouped.heterogeneity_pvalue, p=True)),
+        (f"Verdict at α = {fmt(alpha)}", verdict(grouped.global_pvalue), verdict(grouped.heterogeneity_pvalue))]),
         "caption": f"Tests across the subgroups of {by} for {name}."}
     notes = [_public(n) for n in grouped.notes()]
     multiplicity = (notes[0] + f" Each group's interval has its own {level} confidence level and is not adjusted "
