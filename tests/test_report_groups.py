@@ -330,3 +330,31 @@ def test_weighted_summary_names_the_reweighting(data):
     summary = text.split("Summary of findings", 2)[2].split("Model and data")[0]
     assert (f"Weighted analysis: re-weighted to the population prevalence π = 0.2 (sample π̂ = "
             f"{data['y'].mean():.4g})") in summary
+
+
+def test_forest_figure_text_lies_inside_the_figure(data):
+    """Long group labels (and a "$", which matplotlib would read as math) stay inside the report's figure."""
+    from calibtest.reporting.html import forest_figure
+    long = "a very long hospital name, outpatient clinic $5 tier"
+    df = data.assign(site=data["site"].replace({EVIL: long}))
+    g = ct.calib_ci("y ~ p", data=df, by=["site", "sex"])
+    fig = forest_figure(g)
+    extra_lines = 2  # the long label of two groups (f, m), about 65 characters, takes two lines each
+    assert tuple(fig.get_size_inches()) == pytest.approx((7.2, 1.3 + 0.3 * (len(g.table) + 1) + 0.18 * extra_lines))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    ax = fig.axes[0]
+    texts = list(ax.get_yticklabels()) + [fig._suptitle, ax.xaxis.label]
+    assert "heterogeneity p" in fig._suptitle.get_text()
+    labels = [" ".join(t.get_text().replace("\\$", "$").split()) for t in ax.get_yticklabels()]
+    n_f = int(((df["site"] == long) & (df["sex"] == "f")).sum())
+    assert f"{long}, f (n={n_f})" in labels  # wrapped onto lines, the words intact
+    assert max(len(line) for t in ax.get_yticklabels() for line in t.get_text().split("\n")) <= 37
+    for t in texts:
+        if not t.get_text():
+            continue
+        ext = t.get_window_extent(renderer)
+        assert ext.x0 >= box.x0 - 0.5 and ext.x1 <= box.x1 + 0.5 and ext.y0 >= box.y0 - 0.5 and \
+            ext.y1 <= box.y1 + 0.5, t.get_text()
+    assert ax.get_legend() is None  # nothing is drawn over the intervals

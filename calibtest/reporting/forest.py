@@ -16,9 +16,14 @@ References
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-__all__ = ["plot_forest", "forest_rows"]
+__all__ = ["plot_forest", "forest_rows", "LABEL_WIDTH"]
+
+#: Group labels longer than this many characters are wrapped onto several lines.
+LABEL_WIDTH = 36
 
 
 def forest_rows(grouped) -> list[dict]:
@@ -76,7 +81,8 @@ def plot_forest(grouped, ax=None, *, color="C0", pooled_color="black"):
             ax.plot([row["lower"]], [yi], marker="o", markerfacecolor="white", markeredgecolor=c, markersize=5)
     ax.axvline(0.0, color="grey", linewidth=0.8, linestyle=":")
     ax.set_yticks(y)
-    ax.set_yticklabels([r["label"].replace("$", r"\$") for r in rows])  # a "$" in a label is text, not math
+    # long labels wrap (at most LABEL_WIDTH characters a line); a "$" in a label is text, not math
+    ax.set_yticklabels([textwrap.fill(r["label"], LABEL_WIDTH).replace("$", r"\$") for r in rows])
     level = f"{100 * (1 - grouped.alpha):g}%"
     ax.set_xlabel(f"ECE with adjusted {level} interval")
     by = " x ".join(grouped.by).replace("$", r"\$")

@@ -699,19 +699,29 @@ def subgroup_rows(grouped) -> list[list[str]]:
 def forest_figure(grouped):
     """The forest plot of a grouped result as a matplotlib ``Figure`` sized for the report page.
 
-    7.2 inches wide; 0.3 inch per row plus 1.3 inches, at most 9 inches (smaller
-    type above 26 rows), with the layout fitted around the group labels.
+    7.2 inches wide; 0.3 inch per row (0.18 more per extra line of a wrapped label)
+    plus 1.3 inches, at most 9 inches (smaller
+    type above 26 rows), with the layout fitted around the group labels and the
+    title over the whole width.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from calibtest.reporting.forest import plot_forest
+    import textwrap
 
-    n_rows = len(grouped.table) + 1
-    fig = Figure(figsize=(7.2, min(9.0, 1.3 + 0.3 * n_rows)), dpi=FIGURE_DPI, layout="constrained")
+    from calibtest.reporting.forest import LABEL_WIDTH, forest_rows, plot_forest
+
+    labels = [r["label"] for r in forest_rows(grouped)]
+    n_rows = len(labels)
+    extra = sum(len(textwrap.wrap(label, LABEL_WIDTH)) - 1 for label in labels)  # wrapped label lines
+    fig = Figure(figsize=(7.2, min(9.0, 1.3 + 0.3 * n_rows + 0.18 * extra)), dpi=FIGURE_DPI,
+                 layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     plot_forest(grouped, ax=ax)
+    title = ax.get_title(loc="left")  # over the whole width, not only over the axes (long labels)
+    ax.set_title("", loc="left")
+    fig.suptitle(title, x=0.01, ha="left", fontsize="medium")
     if n_rows > 26:
         ax.tick_params(axis="y", labelsize=max(4.0, 9.0 * 26 / n_rows))
     return fig
