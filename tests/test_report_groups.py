@@ -307,7 +307,8 @@ def test_cli_report_by_weights_prevalence(tmp_path, data, capsys):
 def test_grouped_pdf_attachment_and_page_width(tmp_path, grouped):
     pypdf = pytest.importorskip("pypdf")
     try:
-        import weasyprint  # noqa: F401
+        import weasyprint
+        assert weasyprint.HTML
     except (ImportError, OSError) as exc:
         pytest.skip(f"WeasyPrint unavailable: {exc}")
     out = report(grouped, tmp_path / "g.pdf", labels=["risk score"])

@@ -687,8 +687,8 @@ def subgroup_rows(grouped) -> list[list[str]]:
                      _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
     pooled = grouped.pooled
     d = pooled.to_dict()
-    from calibtest.groups import _events
-    rows.append(["all rows (pooled)", fmt(d["n"]), fmt(_events(pooled)) if pooled.data is not None else "—",
+    events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
+    rows.append(["all rows (pooled)", fmt(d["n"]), events,
                  fmt(d["n_bins"]), fmt(d["estimate"], 4),
                  _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
                  _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
@@ -896,8 +896,8 @@ def _unique_names(results, labels) -> list[str]:
 
 
 def _is_grouped(r) -> bool:
-    from calibtest.groups import GroupedCalibrationResult
-    return isinstance(r, GroupedCalibrationResult)
+    """A subgroup analysis (``GroupedCalibrationResult``), recognised by its fields (reporting sits above groups)."""
+    return all(hasattr(r, a) for a in ("groups", "pooled", "by", "global_pvalue", "heterogeneity_pvalue"))
 
 
 def _as_result_list(results) -> list:
