@@ -1219,15 +1219,24 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     software, references, revision history and a signature block.  Tables
     and figures are numbered.  The PDF is PDF/A-3b with a running header
     (title, document id, version) and footer ("page X of Y"), and embeds the
-    ``to_dict()`` of every result, of every comparison and the plan as JSON
-    file attachments.
+    ``to_dict()`` of every result (of a subgroup analysis: the grouped
+    ``to_dict()``), of every comparison and the plan as JSON file
+    attachments.
 
     Parameters
     ----------
-    results : CalibrationResult or list of CalibrationResult
+    results : CalibrationResult, GroupedCalibrationResult, or a list of them
         The models to report (each gets its own section; several are also
         summarised in one table and, when they share a target, in one
-        overlaid figure).
+        overlaid figure).  A subgroup analysis (``calib_ci(..., by=...)``) is
+        reported by its pooled result in the model section, followed by a
+        subgroup section: the per-group table (the values of ``to_frame()``),
+        the forest plot, the global and heterogeneity tests and the
+        multiplicity statement.  A weighted result (``weights=``,
+        ``prevalence=``) states the re-weighting (π, π̂, the effective sample
+        size (Σw)² / Σw²) and leaves out, each with the reason, the parts that
+        treat every row as one observation (evidence table, figures,
+        Hosmer–Lemeshow, validation metrics).
     path : str or path-like
         Output file; the suffix decides the format: ``.html``/``.htm`` or
         ``.pdf`` (WeasyPrint, ``pip install "calibtest[pdf]"``).
@@ -1315,6 +1324,12 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     .. [9] Van Calster, Nieboer, Vergouwe, De Cock, Pencina and Steyerberg,
            "A calibration hierarchy for risk models was defined: from utopia
            to empirical data", Journal of Clinical Epidemiology 74, 2016.
+    .. [10] Holm, "A simple sequentially rejective multiple test procedure",
+           Scandinavian Journal of Statistics 6, 1979 (Holm-adjusted subgroup
+           p-values).
+    .. [11] Cochran, "The combination of estimates from different
+           experiments", Biometrics 10, 1954 (the heterogeneity test).
+    .. [12] Kish, *Survey Sampling*, Wiley, 1965 (the effective sample size).
     """
     path = Path(path)
     suffix = path.suffix.lower()
