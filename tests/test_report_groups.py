@@ -359,3 +359,14 @@ def test_forest_figure_text_lies_inside_the_figure(data):
         assert ext.x0 >= box.x0 - 0.5 and ext.x1 <= box.x1 + 0.5 and ext.y0 >= box.y0 - 0.5 and \
             ext.y1 <= box.y1 + 0.5, t.get_text()
     assert ax.get_legend() is None  # nothing is drawn over the intervals
+
+
+def test_references_of_the_subgroup_and_weighting_methods(data, grouped):
+    text = parse(render_html(grouped, figures=False)).body
+    ref_list = text.rsplit("References", 1)[1]
+    assert "Holm's step-down procedure [10]" in text and "Cochran's Q [11]" in text
+    assert "Holm, S. (1979)" in ref_list and "Cochran, W. G. (1954)" in ref_list and "Kish" not in ref_list
+    weighted = parse(render_html(ct.calib_ci("y ~ p", data=data, weights="w"), figures=False)).body
+    assert "(Σw)² / Σw² [10]" in weighted and "Kish, L. (1965)" in weighted.rsplit("References", 1)[1]
+    plain = parse(render_html(grouped.pooled, figures=False)).body
+    assert "Holm, S." not in plain and "Kish, L." not in plain

@@ -1165,6 +1165,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "has_weighting": any(m["weighting"] for m in models),
         "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
+    extra = (["holm", "cochran"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
+    ctx["ref"] = {key: str(10 + i) for i, key in enumerate(extra)}  # after the nine fixed references
     _number(ctx)
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
