@@ -370,3 +370,21 @@ def test_references_of_the_subgroup_and_weighting_methods(data, grouped):
     assert "(Σw)² / Σw² [10]" in weighted and "Kish, L. (1965)" in weighted.rsplit("References", 1)[1]
     plain = parse(render_html(grouped.pooled, figures=False)).body
     assert "Holm, S." not in plain and "Kish, L." not in plain
+
+
+def test_cli_two_models_by_site_with_comparison(tmp_path, data):
+    csv = tmp_path / "d.csv"
+    data.assign(site=data["site"].replace({EVIL: "east"}), q=np.clip(data["p"] * 1.2, 0.001, 0.999)).to_csv(
+        csv, index=False)
+    out = tmp_path / "two.html"
+    assert _run(["report", csv, "--model", "old=y ~ p", "--model", "new=y ~ q", "--compare", "old,new",
+                 "--by", "site", "-o", out]) == 0
+    html = out.read_text(encoding="utf-8")
+    doc = parse(html)
+    assert [h[1:] for h in doc.hrefs if re.fullmatch(r"#(model|subgroups)-\d", h)] == \
+        ["model-1", "subgroups-1", "model-2", "subgroups-2"]
+    df = pd.read_csv(csv)
+    a, b = ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df)
+    expected = ct.calib_compare(a, b, names=("old", "new"))  # the models compared on all rows
+    rows = {r[0]: r[1] for r in _caption_table(doc, html, "Comparison of old with new")[1:]}
+    assert _number(rows["Δ = ECE_A² − ECE_B²"]) == pytest.approx(expected.estimate, rel=1e-5)
