@@ -351,6 +351,12 @@ def report_command(args) -> str:
         parts += ["--k", str(args.k)]
     parts += ["--bins", str(args.bins), "--alpha", repr(args.alpha), "--method", args.method,
               "--missing", args.missing, "--hl-groups", str(args.hl_groups)]
+    for column in args.by or []:
+        parts += ["--by", column]
+    if args.weights is not None:
+        parts += ["--weights", args.weights]
+    if args.prevalence is not None:
+        parts += ["--prevalence", repr(args.prevalence)]
     if args.seed is not None:
         parts += ["--seed", str(args.seed)]
     return " ".join(shlex.quote(p) for p in parts)
@@ -371,11 +377,14 @@ def _cmd_report(args) -> int:
         plan = AnalysisPlan.read(args.plan)
     df, _ = _read_input(args)
     source = file_provenance(args.file)
-    results = [calib_ci(formula, data=df, **_model_keywords(args), method=args.method) for _, formula in models]
+    population = _population_options(args)
+    results = [calib_ci(formula, data=df, **_model_keywords(args), method=args.method, **population)
+               for _, formula in models]
     labels = [label for label, _ in models]
     labels = None if None in labels else labels
     names = labels if labels is not None else [r.formula for r in results]
-    comparisons = _report_comparisons(args, results, names)
+    pooled = [getattr(r, "pooled", r) for r in results]  # --by: compare the models on all rows
+    comparisons = _report_comparisons(args, pooled, names)
     try:
         path = report(results if len(results) > 1 else results[0], args.output, comparisons=comparisons,
                       title=args.title, purpose=args.purpose, labels=labels, source=source,
@@ -413,7 +422,15 @@ def _add_report_parser(sub, shared) -> None:
                           "analysis against it")
     rep.add_argument("--hl-groups", type=int, default=10, help="groups of the Hosmer-Lemeshow test (default 10)")
     rep.add_argument("--seed", type=int, default=None,
-                     help="seed of the evidence table's multi-scale test (default: each result's recorded seed)")
+                     help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of --by or "
+                          "--prevalence (default: each result's recorded seed)")
+    rep.add_argument("--by", action="append", default=None, metavar="COLUMN",
+                     help="add a subgroup section for the groups of this column (repeat for crossed groups): "
+                          "per-group intervals, forest plot, the global and the heterogeneity tests")
+    rep.add_argument("--weights", default=None, metavar="COLUMN",
+                     help="column of case weights (survey or inverse-probability weights)")
+    rep.add_argument("--prevalence", type=float, default=None, metavar="PI",
+                     help="population prevalence: re-weight an enriched (e.g. case-control) sample to it")
     rep.add_argument("--method", default="adjusted",
                      help="interval method: adjusted (default, the paper's Algorithm 1), or a resampling "
                           "method calib_ci supports (bootstrap, subsampling, hulc)")

@@ -672,7 +672,7 @@ def test_plan_followed_and_each_deviation(tmp_path, demo):
                 ("score", "null", "conditional", "asymptotic"), ("score", "method", "hulc", "adjusted"),
                 ("score", "k", "2", "none (binary target)"), ("score", "n_classes", "3", "not set"),
                 ("all models", "tests", "calib_compare", "not reported"),
-                ("all models", "subgroups", "site, sex", "not analysed")]
+                ("score", "subgroups", "site, sex", "not analysed (whole sample only)")]
     for row in expected:
         assert " ".join(row) in table, row
     assert "deviated from the pre-specified plan" in text and "in 8 options" in text

@@ -178,14 +178,18 @@ def reported_tests(models: list, has_comparisons: bool) -> set:
     return shown
 
 
-def plan_check(plan, results, names, shown_tests: set) -> dict:
+def plan_check(plan, results, names, shown_tests: set, subgroups=None) -> dict:
     """The plan statement and the deviations of ``results`` from ``plan``.
 
     Returns a dict with ``plan`` (the AnalysisPlan or None), ``statement``
     (one sentence), ``deviations`` (list of :class:`Deviation`) and
     ``options`` (option -> planned value as text).  Planned tests that the
-    report does not show and planned subgroups (a report analyses the whole
-    sample) are deviations too.
+    report does not show are deviations too.  ``subgroups`` holds, per
+    result, the ``by`` columns of its subgroup analysis (None: whole sample
+    only); the planned subgroups are followed when they are the same set of
+    columns, and a model analysed by other columns, by none, or by subgroups
+    that were not planned is a deviation naming the planned and the used
+    columns.
     """
     if plan is None:
         return {"plan": None, "deviations": [], "options": {},
@@ -199,9 +203,13 @@ def plan_check(plan, results, names, shown_tests: set) -> dict:
     for test in plan.tests or ():
         if test not in shown_tests:
             deviations.append(Deviation(everyone, "tests", test, "not reported"))
-    if plan.subgroups:
-        deviations.append(Deviation(everyone, "subgroups", ", ".join(plan.subgroups),
-                                    "not analysed (this report covers the whole sample)"))
+    subgroups = [None] * len(names) if subgroups is None else list(subgroups)
+    planned = tuple(plan.subgroups or ())
+    for by, name in zip(subgroups, names):
+        used = tuple(by or ())
+        if set(used) != set(planned):
+            deviations.append(Deviation(name, "subgroups", ", ".join(planned) if planned else "none planned",
+                                        ", ".join(used) if used else "not analysed (whole sample only)"))
     ident = f"SHA-256 {plan.sha256}, created {plan.created}"
     if deviations:
         statement = (f"The analysis deviated from the pre-specified plan ({ident}) in {len(deviations)} "
@@ -217,11 +225,19 @@ def _slug(text: str) -> str:
 
 
 def pdf_attachments(results, names, comparisons, plan) -> list[tuple[str, str, str]]:
-    """``(file name, JSON text, description)`` of every result's ``to_dict()``, each comparison and the plan."""
+    """``(file name, JSON text, description)`` of every result's ``to_dict()``, each comparison and the plan.
+
+    A subgroup analysis (``GroupedCalibrationResult``) is attached whole: its
+    ``to_dict()`` holds the per-group rows, the tests across groups and the
+    pooled result.
+    """
     out = []
     for i, (res, name) in enumerate(zip(results, names), 1):
-        out.append((f"result-{i}-{_slug(name)}.json", json.dumps(json_safe(res.to_dict()), indent=1),
-                    f"to_dict() of the calibration result of {name}"))
+        grouped = hasattr(res, "groups") and hasattr(res, "pooled")
+        kind = "subgroup analysis (per-group results, global and heterogeneity tests, pooled result)" \
+            if grouped else "calibration result"
+        out.append((f"result-{i}-{_slug(name)}{'-subgroups' if grouped else ''}.json",
+                    json.dumps(json_safe(res.to_dict()), indent=1), f"to_dict() of the {kind} of {name}"))
     for i, cmp in enumerate(comparisons, 1):
         out.append((f"comparison-{i}.json", json.dumps(json_safe(cmp.to_dict()), indent=1),
                     f"to_dict() of comparison {i}"))

@@ -16,9 +16,14 @@ References
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-__all__ = ["plot_forest", "forest_rows"]
+__all__ = ["plot_forest", "forest_rows", "LABEL_WIDTH"]
+
+#: Group labels longer than this many characters are wrapped onto several lines.
+LABEL_WIDTH = 36
 
 
 def forest_rows(grouped) -> list[dict]:
@@ -70,16 +75,21 @@ def plot_forest(grouped, ax=None, *, color="C0", pooled_color="black"):
             continue
         c = pooled_color if row["pooled"] else color
         ax.hlines(yi, row["lower"], row["upper"], color=c, linewidth=1.6)
+        # markers at ECE = 0 sit on the axis edge: drawn whole (not clipped), like the interval ends
         ax.plot([row["ece"]], [yi], marker="D" if row["pooled"] else "s", color=c,
-                markersize=8 if row["pooled"] else 6)
+                markersize=8 if row["pooled"] else 6, clip_on=False, zorder=3)
         if row["lower_open"]:
-            ax.plot([row["lower"]], [yi], marker="o", markerfacecolor="white", markeredgecolor=c, markersize=5)
+            ax.plot([row["lower"]], [yi], marker="o", markerfacecolor="white", markeredgecolor=c, markersize=5,
+                    clip_on=False, zorder=3)
     ax.axvline(0.0, color="grey", linewidth=0.8, linestyle=":")
     ax.set_yticks(y)
-    ax.set_yticklabels([r["label"] for r in rows])
+    ax.tick_params(axis="y", length=0, pad=8)  # the labels clear of the markers drawn at ECE = 0
+    # long labels wrap (at most LABEL_WIDTH characters a line); a "$" in a label is text, not math
+    ax.set_yticklabels([textwrap.fill(r["label"], LABEL_WIDTH).replace("$", r"\$") for r in rows])
     level = f"{100 * (1 - grouped.alpha):g}%"
     ax.set_xlabel(f"ECE with adjusted {level} interval")
-    ax.set_title(f"Calibration by {' x '.join(grouped.by)}: global p = {grouped.global_pvalue:.3g}, "
-                 f"heterogeneity p = {grouped.heterogeneity_pvalue:.3g}", fontsize="medium")
+    by = " x ".join(grouped.by).replace("$", r"\$")
+    ax.set_title(f"Calibration by {by}\nglobal p = {grouped.global_pvalue:.3g}, "
+                 f"heterogeneity p = {grouped.heterogeneity_pvalue:.3g}", fontsize="medium", loc="left")
     ax.set_xlim(left=0.0)
     return ax

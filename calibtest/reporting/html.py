@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, check_metadata, load_metadata,
@@ -388,7 +389,15 @@ def _bin_rows(res) -> tuple[dict, str | None]:
     for j, (pc, oc) in enumerate(pairs, 1):
         headers += (["mean prediction", "observed frequency"] if d == 1
                     else [f"mean pred. {j}", f"observed {j}"])
-    headers.append("contribution to T")
+    weighted = [(f"{pc}_weighted", f"{oc}_weighted") for pc, oc in pairs]
+    weighted = weighted if "weight" in t.columns and all(a in t.columns and b in t.columns
+                                                         for a, b in weighted) else []
+    if weighted:
+        headers.append("sum of weights")
+        for j, _ in enumerate(weighted, 1):
+            headers += (["weighted mean prediction", "weighted observed frequency"] if d == 1
+                        else [f"weighted mean pred. {j}", f"weighted observed {j}"])
+    headers.append("contribution to T_w" if weighted else "contribution to T")
     rows = []
     for rec in t.head(MAX_BIN_ROWS).to_dict(orient="records"):
         key = rec["bin"]
@@ -398,6 +407,10 @@ def _bin_rows(res) -> tuple[dict, str | None]:
         row.append(fmt(int(rec["count"])))
         for pc, oc in pairs:
             row += [fmt(rec[pc], 4), fmt(rec[oc], 4)]
+        if weighted:
+            row.append(fmt(rec["weight"], 4))
+            for pc, oc in weighted:
+                row += [fmt(rec[pc], 4), fmt(rec[oc], 4)]
         row.append(fmt(rec["contribution"], 4))
         rows.append(row)
     note = None
@@ -502,16 +515,22 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
                    evidence_rng) -> dict:
     d = res.to_dict()
     estimates, regimes = _estimates(res, d)
-    hl, hl_note = _hosmer_lemeshow(res, hl_groups)
-    vp, vp_note = _valprob(res)
     bins, bins_note = _bin_rows(res)
-    try:
-        ev = result_evidence(res, evidence_rng)
-        ev_note = None
-    except (ValueError, RuntimeError) as exc:
-        ev, ev_note = None, f"The evidence table was not computed: {exc}."
+    weighting = weighting_text(res)
+    if weighting is None:
+        hl, hl_note = _hosmer_lemeshow(res, hl_groups)
+        vp, vp_note = _valprob(res)
+        try:
+            ev = result_evidence(res, evidence_rng)
+            ev_note = None
+        except (ValueError, RuntimeError) as exc:
+            ev, ev_note = None, f"The evidence table was not computed: {exc}."
+        figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
+    else:  # the parts that count unweighted rows are left out, each with the reason
+        ev, hl, vp = None, None, None
+        ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
+        figures = []
     level = _level(d["alpha"])
-    figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
     ctx = {
         "name": name,
         "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
@@ -555,8 +574,231 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "level": level,
         "mode": d["mode"],
         "evidence": not d["contains_zero"],
+        "weighting": weighting,
+        "weighting_short": _weighting_short(res),
+        "subgroups": None,
     }
     return ctx
+
+
+def weighting_text(res) -> str | None:
+    """The sentence stating how a weighted result re-weighted its rows (kind, π and π̂, n_eff); None if unweighted."""
+    w = getattr(res, "weighting", None)
+    if w is None:
+        return None
+    parts = []
+    if w.kind != "prevalence":
+        parts.append("The rows were weighted by case weights"
+                     + (f" (column {w.weights_name})" if w.weights_name else " (given as an array)"))
+    if w.prevalence is not None:
+        pi, pi_hat = w.prevalence, w.sample_prevalence
+        text = (f"re-weighted to the population prevalence π = {fmt(pi, 4)} from the sample prevalence "
+                f"π̂ = {fmt(pi_hat, 4)}" + (" (weighted by the case weights)" if parts else "")
+                + f": events weighted by π / π̂ = {fmt(pi / pi_hat, 4)}, non-events by (1 − π) / (1 − π̂) = "
+                f"{fmt((1 - pi) / (1 - pi_hat), 4)}")
+        parts.append(("and " + text) if parts else "The sample was " + text)
+    return (" ".join(parts) + f". Effective sample size (Kish) n_eff = (Σw)² / Σw² = {fmt(w.n_eff, 4)} of "
+            f"n = {res.n} rows. The estimate, the interval and the test are for the population the weights "
+            "describe (the weighted estimator T_w with its influence-function standard error and its "
+            "calibrated-regime variance estimated from the weighted rows)"
+            + ("; because prevalence weights depend on the outcome, the test of ECE = 0 is a Monte Carlo test "
+               "given the predictions." if w.prevalence is not None else "."))
+
+
+def _weighting_short(res) -> str | None:
+    """One clause for the summary: the re-weighting and the effective sample size."""
+    w = getattr(res, "weighting", None)
+    if w is None:
+        return None
+    how = (f"re-weighted to the population prevalence π = {fmt(w.prevalence, 4)} (sample π̂ = "
+           f"{fmt(w.sample_prevalence, 4)})" if w.prevalence is not None else "weighted by case weights")
+    if w.prevalence is not None and w.kind != "prevalence":
+        how = "weighted by case weights and " + how
+    return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {res.n} rows."
+
+
+def _weighted_omissions(res, name: str) -> tuple[str, list[str], str | None, str | None]:
+    """Why a weighted result's report leaves out the evidence table, the figures, Hosmer–Lemeshow and val.prob."""
+    evidence = (f"The evidence table (multi-scale test, Hosmer–Lemeshow, Spiegelhalter's z, calibration "
+                f"intercept and slope) is not shown for {name}: those tests treat every row as one observation, "
+                "and this analysis is weighted; the weighted interval and test are the result.")
+    figures = [f"No figures are drawn for {name}: the reliability diagram (row counts and Wilson intervals) and "
+               "the flexible calibration curve (an unweighted logistic fit) describe the unweighted sample, not "
+               "the population the weights describe; the bin table lists each bin's sum of weights and its "
+               "weighted mean prediction and outcome."]
+    one_dim = res.mode in ("binary", "top1") and res.k == 1
+    hl = (f"The Hosmer–Lemeshow test is not shown for {name}: the analysis is weighted"
+          + (", and with prevalence weights its statistic has no chi-squared reference." if
+             res.weighting.prevalence is not None else
+             "; the report does not compute its case-weighted version.")) if one_dim else None
+    vp = (f"Validation metrics (R's rms::val.prob) are not shown for {name}: their definitions (deviance-based "
+          "D, U and Q, the C statistic, the lowess curve) are for unweighted rows.") if one_dim else None
+    return evidence, figures, hl, vp
+
+
+# --------------------------------------------------------------------------- subgroups
+_GLOBAL_TEXT = {
+    "bonferroni": "Bonferroni min-p: min(1, G · min p_g) over the G = {g} analysed groups (the first step of "
+                  "Holm's procedure; size at most α whatever the dependence between groups)",
+    "fisher": "Fisher's combination −2 Σ log p_g referred to chi-square with 2G = {df} degrees of freedom",
+    "stouffer": "Stouffer's combination Σ Φ⁻¹(1 − p_g) / √G referred to N(0, 1)",
+}
+
+
+def _group_text(label) -> str:
+    return ", ".join(map(str, label)) if isinstance(label, tuple) else str(label)
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is _NA
+
+
+_NA = pd.NA  # to_frame() marks the numbers of a group without a result missing
+
+
+def _cell(value, digits: int | None = None, p: bool = False) -> str:
+    if _missing(value):
+        return "—"
+    if p:
+        return fmt_p(float(value))
+    if digits is None:
+        return fmt(int(value))
+    return fmt(float(value), digits)
+
+
+def subgroup_rows(grouped) -> list[list[str]]:
+    """The rows of the report's subgroup table, formatted from ``grouped.to_frame()``, then the pooled row.
+
+    Columns: group, n, events, B, T (ECE²), interval for ECE², ECE, interval
+    for ECE, p-value, Holm-adjusted p-value; 4 significant digits.
+    """
+    frame = grouped.to_frame()
+    rows = []
+    for label, r in zip(frame.index, frame.to_dict(orient="records")):
+        res = grouped.groups.get(label)
+        if res is None:
+            rows.append([_group_text(label), _cell(r["n"]), _cell(r["events"]), "—", "not analysed", "—", "—", "—",
+                         "—", "—"])
+            continue
+        lower_open = bool(res.conf_int().lower_open)
+        rows.append([_group_text(label), _cell(r["n"]), _cell(r["events"]), _cell(r["n_bins"]),
+                     _cell(r["estimate"], 4), _interval_text(r["ci_lower"], r["ci_upper"], lower_open, 4),
+                     _cell(r["ece"], 4), _interval_text(r["ece_ci_lower"], r["ece_ci_upper"], lower_open, 4),
+                     _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
+    pooled = grouped.pooled
+    d = pooled.to_dict()
+    events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
+    rows.append(["all rows (pooled)", fmt(d["n"]), events,
+                 fmt(d["n_bins"]), fmt(d["estimate"], 4),
+                 _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
+                 _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
+                 fmt_p(d["null_pvalue"]), "—"])
+    return rows
+
+
+def forest_figure(grouped):
+    """The forest plot of a grouped result as a matplotlib ``Figure`` sized for the report page.
+
+    7.2 inches wide; 0.3 inch per row (0.18 more per extra line of a wrapped label)
+    plus 1.3 inches, at most 9 inches (smaller
+    type above 26 rows), with the layout fitted around the group labels and the
+    title over the whole width.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    import textwrap
+
+    from calibtest.reporting.forest import LABEL_WIDTH, forest_rows, plot_forest
+
+    labels = [r["label"] for r in forest_rows(grouped)]
+    n_rows = len(labels)
+    extra = sum(len(textwrap.wrap(label, LABEL_WIDTH)) - 1 for label in labels)  # wrapped label lines
+    fig = Figure(figsize=(7.2, min(9.0, 1.3 + 0.3 * n_rows + 0.18 * extra)), dpi=FIGURE_DPI,
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    plot_forest(grouped, ax=ax)
+    title = ax.get_title(loc="left")  # over the whole width, not only over the axes (long labels)
+    ax.set_title("", loc="left")
+    fig.suptitle(title, x=0.01, ha="left", fontsize="medium")
+    if n_rows > 26:
+        ax.tick_params(axis="y", labelsize=max(4.0, 9.0 * 26 / n_rows))
+    return fig
+
+
+def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
+    by = " × ".join(grouped.by)
+    level = _level(grouped.alpha)
+    frame = grouped.to_frame()
+    analysed = int(frame["estimate"].notna().sum())
+    alpha = grouped.alpha
+    table = {**_table([f"Group ({', '.join(grouped.by)})", "n", "events", "B", "T (ECE²)", f"{level} CI for ECE²",
+                       "ECE", f"{level} CI for ECE", "p (ECE = 0)", "p (Holm)"], subgroup_rows(grouped)),
+             "caption": (f"Calibration of {name} within the subgroups of {by}: the debiased estimate T of ECE² "
+                         "(squared probability units) and the ECE (probability units) with the adjusted "
+                         f"{level} interval of each group on its own B bins, the p-value of the test of ECE = 0 in "
+                         f"the group and the Holm-adjusted p-value over the {analysed} analysed groups; the last "
+                         "row is all rows together (4 significant digits).")}
+    g_df = 2 * analysed if grouped.global_method == "fisher" else None
+    method = _GLOBAL_TEXT[grouped.global_method].format(g=analysed, df=g_df)
+
+    def verdict(p):
+        if _missing(p):
+            return "not computed"
+        return "rejects" if p <= alpha else "does not reject"
+
+    g_stat = {"bonferroni": "min p_g = ", "fisher": "−2 Σ log p_g = ", "stouffer": "Z = "}[grouped.global_method]
+    tests = {**_table(["", "Global test", "Heterogeneity test"], [
+        ("Null hypothesis", "the model is calibrated in every analysed group (ECE = 0 in each group)",
+         "the squared calibration error ECE² is the same in every analysed group"),
+        ("Method", method,
+         "Cochran's Q = Σ_g (T_g − T̄)² / v_g with the inverse-variance mean T̄, referred to chi-square with "
+         "G − 1 degrees of freedom; v_g the first- plus second-order variance of T_g"),
+        ("Statistic", g_stat + _cell(grouped.global_statistic, 4), "Q = " + _cell(grouped.heterogeneity_statistic, 4)),
+        ("Degrees of freedom", "—" if g_df is None else fmt(g_df), fmt(int(grouped.heterogeneity_df))),
+        ("p-value", _cell(grouped.global_pvalue, p=True), _cell(grouped.heterogeneity_pvalue, p=True)),
+        (f"Verdict at α = {fmt(alpha)}", verdict(grouped.global_pvalue), verdict(grouped.heterogeneity_pvalue))]),
+        "caption": f"Tests across the subgroups of {by} for {name}."}
+    notes = [_public(n) for n in grouped.notes()]
+    multiplicity = (notes[0] + f" Each group's interval has its own {level} confidence level and is not adjusted "
+                    f"for multiplicity: across {analysed} groups, some intervals can miss their group's ECE and "
+                    "some unadjusted p-values can fall below α by chance; read the per-group results with the "
+                    "Holm-adjusted p-values and the global test.")
+    nulls = {}
+    for label, null in zip(frame.index, frame["null"]):
+        if not _missing(null):
+            nulls.setdefault(str(null), []).append(_group_text(label))
+    null_text = "; ".join(f"{k} null in {', '.join(v)}" for k, v in nulls.items())
+    not_analysed = [f"{_group_text(label)}: {reason}" for label, reason in grouped.reasons.items()]
+    fig = None
+    fig_note = None
+    if figure:
+        try:
+            fig = {"src": _png_data_uri(forest_figure(grouped)), "alt": f"Forest plot of {name} by {by}",
+                   "caption": (f"Forest plot of the calibration of {name} by {by}: the ECE (probability units) of "
+                               f"each group (square) with its adjusted {level} interval, and of all rows together "
+                               "(diamond, bottom). An interval that contains 0 starts at 0; a hollow circle marks "
+                               "an interval open at 0. Groups not analysed are listed without an interval. The "
+                               "title repeats the p-values of the global and heterogeneity tests.")}
+        except ValueError as exc:
+            fig_note = f"The forest plot was not drawn: {exc}."
+    gp, hp = grouped.global_pvalue, grouped.heterogeneity_pvalue
+    finding = (f"Subgroups of {by} ({analysed} analysed of {len(frame)}): global test of calibration in every "
+               f"group p {_p_eq(gp)} ({verdict(gp)} at α = {fmt(alpha)}); heterogeneity of the ECE² across groups "
+               f"p {_p_eq(hp)}.")
+    return {"anchor": f"subgroups-{index + 1}", "title": f"Subgroups of {name} by {by}", "by": by,
+            "n_groups": len(frame), "n_analysed": analysed, "table": table, "tests": tests, "figure": fig,
+            "figure_note": fig_note, "multiplicity": multiplicity, "notes": notes[1:], "null_text": null_text,
+            "not_analysed": not_analysed, "finding": finding,
+            "small": [f"{_group_text(label)}: {_public(note)}" for label, note in grouped.group_notes.items()]}
+
+
+def _p_eq(p) -> str:
+    if _missing(p):
+        return "not computed"
+    text = fmt_p(float(p), 3)
+    return text if text.startswith("<") else f"= {text}"
 
 
 class _Labels:
@@ -653,13 +895,21 @@ def _unique_names(results, labels) -> list[str]:
     return names
 
 
+def _is_grouped(r) -> bool:
+    """A subgroup analysis (``GroupedCalibrationResult``), recognised by its fields (reporting sits above groups)."""
+    return all(hasattr(r, a) for a in ("groups", "pooled", "by", "global_pvalue", "heterogeneity_pvalue"))
+
+
 def _as_result_list(results) -> list:
     results = list(results) if isinstance(results, (list, tuple)) else [results]
     if not results:
         raise ValueError("results must hold at least one CalibrationResult")
     for r in results:
+        if _is_grouped(r):
+            continue
         if not (hasattr(r, "to_dict") and hasattr(r, "bin_table") and hasattr(r, "conf_int")):
-            raise TypeError(f"results must be CalibrationResult objects, got {type(r).__name__}")
+            raise TypeError("results must be CalibrationResult or GroupedCalibrationResult objects, got "
+                            f"{type(r).__name__}")
     return results
 
 
@@ -760,6 +1010,12 @@ def _number(ctx: dict) -> None:
         if m["valprob"]:
             t(m["valprob"])
         t(m["bins"])
+        sg = m["subgroups"]
+        if sg:
+            t(sg["table"])
+            if sg["figure"]:
+                f(sg["figure"])
+            t(sg["tests"])
     t(ctx["versions"])
     t(ctx["doc"]["revisions"])
     t(ctx["doc"]["signatures"])
@@ -770,7 +1026,10 @@ def _toc(ctx: dict) -> list[dict]:
                ("analysis-plan", "Analysis plan")]
     if ctx["multi"] or ctx["has_comparisons"]:
         entries.append(("comparisons", "Comparison of the models"))
-    entries += [(m["anchor"], m["section_title"]) for m in ctx["models"]]
+    for m in ctx["models"]:
+        entries.append((m["anchor"], m["section_title"]))
+        if m["subgroups"]:
+            entries.append((m["subgroups"]["anchor"], m["subgroups"]["title"]))
     entries += [("methods", "Methods"), ("limitations", "Limitations"),
                 ("software", "Software and reproducibility"), ("references", "References"),
                 ("revision-history", "Revision history"), ("approval", "Approval")]
@@ -809,7 +1068,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     Parameters are those of :func:`report`; ``figures=False`` skips the
     (slowest) figure rendering.
     """
-    results = _as_result_list(results)
+    items = _as_result_list(results)
+    results = [r.pooled if _is_grouped(r) else r for r in items]  # a subgroup analysis: its pooled result
     meta = check_metadata(metadata)
     if labels is None and len(results) == 1 and meta["model_name"]:
         labels = [meta["model_name"]]  # one model: the document's model name is its label
@@ -829,8 +1089,10 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                              evidence_rng=rng)
               for i, (r, nm, s) in enumerate(zip(results, names, sources))]
     multi = len(results) > 1
-    for m in models:
+    for m, item, i in zip(models, items, range(len(items))):
         m["section_title"] = f"Model: {m['name']}"
+        if _is_grouped(item):
+            m["subgroups"] = _subgroup_context(item, m["name"], i, figures)
     overlay = None
     same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
     if figures and multi and same_target:
@@ -855,10 +1117,20 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                        "caption": ("Reliability diagrams of the models overlaid (each on its own bins), with "
                                    "Wilson intervals; the strips count rows per bin-width interval.")}
     label = _Labels(results, names)
-    check = plan_check(plan, results, names, reported_tests(models, bool(comparisons)))
+    check = plan_check(plan, results, names, reported_tests(models, bool(comparisons)),
+                       subgroups=[item.by if _is_grouped(item) else None for item in items])
     methods = {r.method for r in results}
     null_kinds = {str(getattr(r, "null", "asymptotic")) for r in results}
     doc = _document_control(meta, title, generated_text)
+    for m in models:  # the re-weighting of each weighted analysis, next to the population it describes
+        if m["weighting"]:
+            doc["model_data"]["rows"].append([f"Re-weighting of {m['name']}" if multi else "Re-weighting",
+                                              m["weighting"]])
+    subgroup_models = [m for m in models if m["subgroups"]]
+    for m in subgroup_models:
+        doc["model_data"]["rows"].append([f"Subgroups of {m['name']}" if multi else "Subgroups",
+                                          f"analysed by {m['subgroups']['by']}: {m['subgroups']['n_groups']} "
+                                          f"groups, {m['subgroups']['n_analysed']} analysed"])
     subject = purpose if purpose else ("Calibration validation of " + ", ".join(names))
     ctx = {
         "title": title,
@@ -889,7 +1161,12 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "has_flexible": any("Flexible" in f["caption"] for m in models for f in m["figures"]),
         "has_comparisons": bool(comparisons),
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),
+        "has_subgroups": bool(subgroup_models),
+        "has_weighting": any(m["weighting"] for m in models),
+        "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
+    extra = (["holm", "cochran"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
+    ctx["ref"] = {key: str(10 + i) for i, key in enumerate(extra)}  # after the nine fixed references
     _number(ctx)
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
@@ -897,7 +1174,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         shown = ["estimate", "settings"] + (["figures"] if m["figures"] or m["figure_notes"] else []) + \
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
-    ctx["_attachments"] = pdf_attachments(results, names, comparisons, plan)
+    ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan)
     return ctx
 
 
@@ -944,15 +1221,24 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     software, references, revision history and a signature block.  Tables
     and figures are numbered.  The PDF is PDF/A-3b with a running header
     (title, document id, version) and footer ("page X of Y"), and embeds the
-    ``to_dict()`` of every result, of every comparison and the plan as JSON
-    file attachments.
+    ``to_dict()`` of every result (of a subgroup analysis: the grouped
+    ``to_dict()``), of every comparison and the plan as JSON file
+    attachments.
 
     Parameters
     ----------
-    results : CalibrationResult or list of CalibrationResult
+    results : CalibrationResult, GroupedCalibrationResult, or a list of them
         The models to report (each gets its own section; several are also
         summarised in one table and, when they share a target, in one
-        overlaid figure).
+        overlaid figure).  A subgroup analysis (``calib_ci(..., by=...)``) is
+        reported by its pooled result in the model section, followed by a
+        subgroup section: the per-group table (the values of ``to_frame()``),
+        the forest plot, the global and heterogeneity tests and the
+        multiplicity statement.  A weighted result (``weights=``,
+        ``prevalence=``) states the re-weighting (π, π̂, the effective sample
+        size (Σw)² / Σw²) and leaves out, each with the reason, the parts that
+        treat every row as one observation (evidence table, figures,
+        Hosmer–Lemeshow, validation metrics).
     path : str or path-like
         Output file; the suffix decides the format: ``.html``/``.htm`` or
         ``.pdf`` (WeasyPrint, ``pip install "calibtest[pdf]"``).
@@ -1040,6 +1326,12 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     .. [9] Van Calster, Nieboer, Vergouwe, De Cock, Pencina and Steyerberg,
            "A calibration hierarchy for risk models was defined: from utopia
            to empirical data", Journal of Clinical Epidemiology 74, 2016.
+    .. [10] Holm, "A simple sequentially rejective multiple test procedure",
+           Scandinavian Journal of Statistics 6, 1979 (Holm-adjusted subgroup
+           p-values).
+    .. [11] Cochran, "The combination of estimates from different
+           experiments", Biometrics 10, 1954 (the heterogeneity test).
+    .. [12] Kish, *Survey Sampling*, Wiley, 1965 (the effective sample size).
     """
     path = Path(path)
     suffix = path.suffix.lower()
