@@ -664,12 +664,12 @@ def test_plan_followed_and_each_deviation(tmp_path, demo):
     assert "Deviations of the analysis" not in text
     none = parse(render_html(res, figures=False)).body_text
     assert "The analysis options were not pre-specified" in none
-    deviating = ct.plan(tmp_path / "dev.json", alpha=0.01, n_bins=20, null="conditional", method="hulc",
+    deviating = ct.plan(tmp_path / "dev.json", alpha=0.01, n_bins=20, null="asymptotic", method="hulc",
                         k=2, n_classes=3, tests=["calib_ci", "calib_compare"], subgroups=["site", "sex"])
     text = parse(render_html(res, plan=deviating, labels=["score"], figures=False)).body_text
     table = _section(text, "Deviations of the analysis from the pre-specified plan.", "Model: score")
     expected = [("score", "alpha", "0.01", "0.05"), ("score", "n_bins", "20", "76 (automatic)"),
-                ("score", "null", "conditional", "asymptotic"), ("score", "method", "hulc", "adjusted"),
+                ("score", "null", "asymptotic", "conditional"), ("score", "method", "hulc", "adjusted"),
                 ("score", "k", "2", "none (binary target)"), ("score", "n_classes", "3", "not set"),
                 ("all models", "tests", "calib_compare", "not reported"),
                 ("score", "subgroups", "site, sex", "not analysed (whole sample only)")]
