@@ -118,8 +118,12 @@ def adaptive_grid(n: int, d: int) -> tuple[int, ...]:
     return tuple(grid + [top])
 
 
-def resolve_partitions(partitions: str, mode: str) -> str:
+def resolve_partitions(partitions: str, mode: str, adaptive: bool = True) -> str:
     """The families of partitions of ``partitions=`` for a target: ``"auto"`` resolved, d >= 2 checked.
+
+    ``"auto"`` is ``AUTO_PARTITIONS_1D`` for the adaptive grid of a 1-dim
+    target and ``"equal-width"`` otherwise (a user-given grid, as the
+    single-scale test of ``calib_ci``, and the top-k and full targets).
 
     Equal-mass bins need quantiles of a 1-dim prediction; the binned vector
     of the top-k (k >= 2) and full targets lives in [0, 1]^k or the simplex,
@@ -128,7 +132,7 @@ def resolve_partitions(partitions: str, mode: str) -> str:
     """
     one_dim = mode in ("binary", "top1")
     if partitions == "auto":
-        return AUTO_PARTITIONS_1D if one_dim else "equal-width"
+        return AUTO_PARTITIONS_1D if one_dim and adaptive else "equal-width"
     if not one_dim and partitions != "equal-width":
         raise ValueError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
                          f"{mode} target bins a vector in dimension >= 2, where quantiles do not define bins: "
@@ -407,9 +411,9 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
     """
     if seed is None:
         rng, seed = resolve_seed(rng)
+    partitions = resolve_partitions(partitions, target.mode, adaptive=grid is None)
     if grid is None:
         grid = adaptive_grid(target.n, binned_dimension(target.mode, target.k))
-    partitions = resolve_partitions(partitions, target.mode)
     R = n_draws
     families = [fam for fam in ("equal-width", "equal-mass") if partitions in (fam, "both")]
     labels = [(fam, b) for fam in families for b in grid]
