@@ -32,6 +32,25 @@ number of scales -- and so the price of the max -- grows only
 logarithmically (the adaptive T-Cal test of Lee et al. 2023 uses the same
 dyadic grid).  ``vignettes/calib_test_study.md`` measures the size and power.
 
+Partitions.  ``partitions="equal-width"``: the cubes [i/B, (i+1)/B) of
+``calib_ci`` (the paper's bins).  ``"equal-mass"`` (binary and top-1
+targets): B bins with edges at the empirical quantiles e_j = Q(j/B) of the
+predictions (:func:`equal_mass_bins`; a row on an edge goes to the bin above,
+so equal predictions always share a bin).  ``"both"``: the two families, 2L
+scales, scored on the same draws.  A partition that depends on the
+predictions only is fixed given them, so the conditional null -- and the
+exact size -- holds for the equal-mass scales as for the equal-width ones.
+Where the predictions are skewed (rare events, p ~ Beta(2, 5)), equal-width
+B = 2 or 4 puts almost every row in one or two bins, while the equal-mass
+split at the median compares the lower and the upper half of the
+predictions directly, which is where over- and under-confidence (a
+calibration slope != 1) shows.  The interval of ``calib_ci`` keeps the
+paper's equal-width bins (its variance theory is for them).  Top-k (k >= 2)
+and full calibration bin a vector in dimension >= 2, which has no natural
+quantiles: equal-width only.  ``"auto"`` (default) is :data:`AUTO_PARTITIONS_1D`
+on the adaptive grid of a 1-dim target and equal-width otherwise
+(``vignettes/equal_mass_scales.md`` measures the three).
+
 Speed.  The partitions and the per-scale sd are computed once; for binary and
 top-1 targets the labels of every draw are drawn once (8 random bits per row,
 :class:`calibtest.core.conditional.BernoulliDraws`) and scored at every scale
@@ -302,6 +321,12 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     a little power against miscalibration that only fine bins see
     (``vignettes/calib_test_study.md``).
 
+    On the binary and top-1 targets the default grid is tested twice, on
+    equal-width bins and on equal-mass bins (quantiles of the predictions),
+    the max taken over both families: the equal-mass median split sees a
+    calibration slope != 1 where skewed predictions crowd the equal-width
+    coarse bins (``vignettes/equal_mass_scales.md``).
+
     Inputs and targets are those of :func:`calibtest.calib_ci`: binary, top-1,
     top-1-to-k (``k=``) and full calibration (``k="full"``).  The rows must be
     in memory: a file path or a Dask DataFrame as ``data`` is refused (the
@@ -330,6 +355,18 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         How the scales are combined: the max of z_B calibrated by the shared
         draws (default, the more powerful in the study), or
         min(1, L min_B p_B).
+    partitions : {"auto", "both", "equal-width", "equal-mass"}
+        The families of bins at each B of the grid.  ``"equal-width"``: the
+        bins [i/B, (i+1)/B) of ``calib_ci``.  ``"equal-mass"``: edges at the
+        j/B quantiles of the predictions, ``e_j = np.quantile(p, j / B)``,
+        row a in bin #{j : e_j <= p_a} (ties share a bin; empty bins are
+        dropped, so a heavily tied prediction may leave fewer than B bins).
+        ``"both"``: both families, one row of ``scales`` each, the max taken
+        over all of them.  ``"auto"`` (default): ``"both"`` on the adaptive
+        grid of a binary or top-1 target, ``"equal-width"`` for an integer
+        or listed ``n_bins`` and for top-k and full calibration.  Top-k
+        (k >= 2) and full calibration refuse ``"equal-mass"`` and ``"both"``
+        (no quantiles in dimension >= 2).  Every choice keeps the exact size.
 
     by : str, list of str or array_like, optional
         Subgroups (a column of ``data``, several columns crossed, or one label
@@ -344,6 +381,17 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     -------
     CalibrationTestResult
         Or a DataFrame with ``by=``.
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024, eq. (6)
+           (the debiased binned estimator T).
+    .. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
+           calibration of predictive models", JMLR 24 (2023) (the dyadic grid).
+    .. [3] Hosmer and Lemeshow, "Goodness of fit tests for the multiple
+           logistic regression model", Comm. Statist. A 9 (1980) 1035-1060
+           (bins at quantiles of the predictions: "deciles of risk").
 
     Examples
     --------
