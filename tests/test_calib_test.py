@@ -335,12 +335,11 @@ def test_size_smoke_equal_mass_rare_events(partitions):
     assert rej / N <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / N)
 
 
-def test_partitions_auto_and_display():
-    from calibtest.calibration_test import AUTO_PARTITIONS_1D
+def test_partitions_default_and_display():
     y, p = _data(300, 12)
-    auto = ct.calib_test(y=y, probs=p, n_draws=99, rng=1)
-    assert auto.partitions == AUTO_PARTITIONS_1D
-    assert ct.calib_test(y=y, probs=p, n_bins=5, n_draws=99, rng=1).partitions == "equal-width"
+    default = ct.calib_test(y=y, probs=p, n_draws=99, rng=1)
+    assert default.partitions == "equal-width" and set(default.scales["partition"]) == {"equal-width"}
+    assert default.to_dict()["partitions"] == "equal-width"
     both = ct.calib_test(y=y, probs=p, n_draws=99, rng=1, partitions="both")
     L = len(adaptive_grid(300, 1))
     assert both.scales["partition"].tolist() == ["equal-width"] * L + ["equal-mass"] * L
@@ -359,7 +358,7 @@ def test_equal_mass_refused_in_dimension_two(k, partitions):
     y = (P.cumsum(axis=1) < g.random((100, 1))).sum(axis=1)
     with pytest.raises(ValueError, match="partitions"):
         ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1, partitions=partitions)
-    res = ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1)  # auto: equal-width
+    res = ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1)  # the default: equal-width
     assert res.partitions == "equal-width" and set(res.scales["partition"]) == {"equal-width"}
 
 
