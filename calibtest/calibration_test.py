@@ -274,7 +274,8 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     sc = res.scales
     table = pd.DataFrame({"T": sc["T"].tolist(), "sd(T | Z)": sc["sd"].tolist(), "z": sc["z"].tolist(),
                           "p-value": sc["pvalue"].tolist()},
-                         index=[f"{part} B = {b}" for part, b in zip(sc["partition"], sc["n_bins"])], dtype=object)
+                         index=[(f"{part} B = {b}" if res.partitions == "both" else f"B = {b}")
+                                for part, b in zip(sc["partition"], sc["n_bins"])], dtype=object)
     smry.add_table(table, {"T": 5, "sd(T | Z)": 4, "z": 4, "p-value": 4})
     verdict = "rejects" if reject else "does not reject"
     notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)})."
