@@ -45,8 +45,8 @@ almost every row in one or two bins, while the equal-mass median split
 compares the lower and upper halves of the predictions.  Measured
 (``vignettes/equal_mass_scales.md``), adding the equal-mass scales gains
 about 0.04 of power on a calibration slope of 0.7 and nothing on slope 1.4,
-and loses 0.015-0.03 on rare-event predictions (Beta(0.5, 10)) and a local
-bump, where equal-width bins isolate the sparse upper tail; the default
+and loses 0.02-0.09 on rare-event predictions (Beta(0.5, 10)) and 0.03 on a
+local bump, where equal-width bins isolate the sparse tail; the default
 stays ``"equal-width"`` (the test of the paper's bins), the other two are
 options.  The interval of ``calib_ci`` keeps the paper's equal-width bins.
 Top-k (k >= 2) and full calibration bin a vector in dimension >= 2, which
@@ -355,7 +355,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         ``"both"``: both families, one row of ``scales`` each, the max taken
         over all of them (the scales are the grid's B in each family).
         Default ``"equal-width"``: the equal-mass scales bought at most
-        0.04 of power in the study and lost as much on rare events
+        0.04 of power in the study and lost up to 0.09 on rare events
         (``vignettes/equal_mass_scales.md``).  Top-k (k >= 2) and full
         calibration refuse ``"equal-mass"`` and ``"both"`` (no quantiles in
         dimension >= 2).  Every choice keeps the exact size.
