@@ -70,7 +70,7 @@ def _explicit_draws(p, R, seed):
 def test_pvalue_equals_slow_explicit_implementation():
     y, p = _data(60, 1, power=1.5)
     grid, R, seed = (2, 4, 7), 300, 11
-    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed)
+    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="equal-width")
     sd = [math.sqrt(_var_explicit(p, B)) for B in grid]
     z_obs = max(_t_explicit(y, p, B) / s for B, s in zip(grid, sd))
     # every row is in a bin of >= 2 rows at some scale here, so every row is drawn
@@ -170,7 +170,7 @@ def test_multiclass_targets(k):
     P = g.dirichlet([2, 1, 1], 200)
     y = np.array([g.choice(3, p=row) for row in P])
     res = ct.calib_test(y=y, probs=P, k=k, n_draws=199, rng=1)
-    assert 0 < res.pvalue <= 1 and res.null_draws.shape == (len(res.n_bins), 199)
+    assert 0 < res.pvalue <= 1 and res.null_draws.shape == (len(res.scales), 199)
     one = ct.calib_test(y=y, probs=P, k=k, n_bins=res.n_bins[-1], n_draws=199, rng=1)
     ci = ct.calib_ci(y=y, probs=P, k=k, n_bins=res.n_bins[-1], null="monte-carlo", n_null_draws=199, rng=1)
     assert one.pvalue == ci.null_pvalue
@@ -195,7 +195,8 @@ def test_formula_and_display():
 @pytest.mark.parametrize("option,error", [
     (dict(n_bins="auto"), ValueError), (dict(n_bins=0), ValueError), (dict(n_bins=2.5), TypeError),
     (dict(null="conditional"), ValueError), (dict(alpha=1.5), ValueError), (dict(n_draws=0), ValueError),
-    (dict(combine="fisher"), ValueError),
+    (dict(combine="fisher"), ValueError), (dict(partitions="quantile"), ValueError),
+    (dict(partitions=None), ValueError),
 ])
 def test_bad_arguments(option, error):
     y, p = _data(50, 9)
@@ -229,3 +230,164 @@ def test_study_smoke(tmp_path):
                    check=True, capture_output=True, text=True, timeout=300, env=env)
     text = out.read_text()
     assert "| calibrated Beta(2,5) | size | 100 |" in text and "| slope 0.7 | power | 100 |" in text
+
+
+# --------------------------------------------------------------------------- equal-mass scales
+def _quantile_slow(values, q):
+    """Linear-interpolation quantile (numpy's default) by hand: position q (n - 1) in the sorted values."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+
+
+def _equal_mass_slow(p, B):
+    """Bin = #{edges <= p}, edges at the j/B quantiles; empty bins dropped, the others renumbered (loops)."""
+    edges = [_quantile_slow(list(p), j / B) for j in range(1, B)]
+    raw = [sum(e <= x for e in edges) for x in p]
+    used = sorted(set(raw))
+    return [used.index(r) for r in raw]
+
+
+def test_equal_mass_bins_hand_computed_with_ties():
+    from calibtest.calibration_test import equal_mass_bins
+    # sorted: .1 .2 .2 .2 .3 .5 .9 .9; quartile positions 1.75, 3.5, 5.25 -> edges .2, .25, .6;
+    # a row on an edge goes above it: .1 -> 0, .2 -> 1, .3 and .5 -> 2, .9 -> 3
+    p = np.array([0.3, 0.1, 0.2, 0.2, 0.2, 0.5, 0.9, 0.9])
+    inv, m = equal_mass_bins(p, 4)
+    assert inv.tolist() == [2, 0, 1, 1, 1, 2, 3, 3] and m == 4
+    # five tied rows out of eight: edges .2, .2, .475; the tie and .4 share bin 2, .7 and .8 bin 3,
+    # bins 0 and 1 are empty and dropped
+    p = np.array([0.2, 0.2, 0.7, 0.2, 0.2, 0.2, 0.4, 0.8])
+    inv, m = equal_mass_bins(p, 4)
+    assert inv.tolist() == [0, 0, 1, 0, 0, 0, 0, 1] and m == 2
+    # random data with ties against the slow rule, and the bins depend on p only (row order irrelevant)
+    g = np.random.default_rng(0)
+    p = np.round(g.beta(0.5, 10, 300), 3)
+    for B in (2, 4, 8, 16, 37):
+        inv, m = equal_mass_bins(p, B)
+        assert inv.tolist() == _equal_mass_slow(p, B) and m == inv.max() + 1
+        perm = g.permutation(p.size)
+        assert np.array_equal(equal_mass_bins(p[perm], B)[0], inv[perm])
+        # equal predictions share a bin, bins are intervals of p
+        order = np.argsort(p, kind="stable")
+        assert np.all(np.diff(inv[order]) >= 0)
+        assert np.all(np.diff(inv[order])[np.diff(p[order]) == 0] == 0)
+
+
+def _t_groups(y, p, groups):
+    """Debiased T on an arbitrary row-to-bin assignment (loops)."""
+    n, total = len(y), 0.0
+    for b in set(groups):
+        u = [y[a] - p[a] for a in range(n) if groups[a] == b]
+        c = len(u)
+        if c >= 2:
+            total += (sum(u) ** 2 - sum(x * x for x in u)) / (c - 1)
+    return total / n
+
+
+def _var_groups(p, groups):
+    n, total = len(p), 0.0
+    for b in set(groups):
+        v = [p[a] * (1 - p[a]) for a in range(n) if groups[a] == b]
+        c = len(v)
+        if c >= 2:
+            total += 2 * (sum(v) ** 2 - sum(x * x for x in v)) / (c - 1) ** 2
+    return total / n ** 2
+
+
+def test_both_families_pvalue_equals_slow_reference():
+    """Max-z over equal-width and equal-mass scales, the same draws scored by a per-scale loop."""
+    g = np.random.default_rng(21)
+    p = g.beta(0.5, 10, 60)
+    y = (g.random(60) < np.sqrt(p)).astype(int)
+    grid, R, seed = (2, 4, 7), 300, 13
+    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="both")
+    groups = [[min(int(x * B), B) for x in p] for B in grid] + [_equal_mass_slow(p, B) for B in grid]
+    assert res.scales["partition"].tolist() == ["equal-width"] * 3 + ["equal-mass"] * 3
+    assert res.scales["n_bins"].tolist() == list(grid) * 2
+    sd = [math.sqrt(_var_groups(p, gr)) for gr in groups]
+    z_obs = [_t_groups(y, p, gr) / s for gr, s in zip(groups, sd)]
+    # equal-mass B = 2 splits 30/30, so every row is drawn
+    zstars = [max(_t_groups(ys, p, gr) / s for gr, s in zip(groups, sd)) for ys in _explicit_draws(p, R, seed)]
+    np.testing.assert_allclose(res.scales["sd"], sd, rtol=1e-10)
+    np.testing.assert_allclose(res.scales["z"], z_obs, rtol=1e-9)
+    np.testing.assert_allclose(res.null_draws.max(axis=0), zstars, rtol=1e-9, atol=1e-12)
+    count = sum(z >= max(z_obs) - 1e-12 for z in zstars)
+    assert res.pvalue == pytest.approx((1 + count) / (R + 1), abs=1e-12)
+    # the equal-mass-only test scores the same rows' draws on its own scales
+    mass = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="equal-mass")
+    zm = [max(_t_groups(ys, p, gr) / s for gr, s in zip(groups[3:], sd[3:])) for ys in _explicit_draws(p, R, seed)]
+    assert mass.pvalue == pytest.approx((1 + sum(z >= max(z_obs[3:]) - 1e-12 for z in zm)) / (R + 1), abs=1e-12)
+
+
+@pytest.mark.parametrize("partitions", ["equal-mass", "both"])
+def test_size_smoke_equal_mass_rare_events(partitions):
+    """200 calibrated rare-event data sets (p ~ Beta(0.5, 10), n = 100): rejection within alpha + 3 s.e."""
+    g = np.random.default_rng(321)
+    N, rej = 200, 0
+    for _ in range(N):
+        p = g.beta(0.5, 10, 100)
+        y = (g.random(100) < p).astype(int)
+        rej += ct.calib_test(y=y, probs=p, n_draws=99, rng=int(g.integers(2**31)), partitions=partitions).reject
+    # exact level: P(p <= 0.05) = floor(0.05 * 100) / 100 = 0.05
+    assert rej / N <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / N)
+
+
+def test_partitions_default_and_display():
+    y, p = _data(300, 12)
+    default = ct.calib_test(y=y, probs=p, n_draws=99, rng=1)
+    assert default.partitions == "equal-width" and set(default.scales["partition"]) == {"equal-width"}
+    assert default.to_dict()["partitions"] == "equal-width"
+    both = ct.calib_test(y=y, probs=p, n_draws=99, rng=1, partitions="both")
+    L = len(adaptive_grid(300, 1))
+    assert both.scales["partition"].tolist() == ["equal-width"] * L + ["equal-mass"] * L
+    d = both.to_dict()
+    assert d["partitions"] == "both" and d["partition"] == both.scales["partition"].tolist()
+    text = str(both.summary())
+    assert "equal-mass B = 2" in text and "Partitions:" in text
+    assert "partitions='equal-mass'" in ct.calib_test(y=y, probs=p, n_draws=99, rng=1,
+                                                       partitions="equal-mass").call
+
+
+@pytest.mark.parametrize("k,partitions", [(2, "both"), (2, "equal-mass"), ("full", "equal-mass")])
+def test_equal_mass_refused_in_dimension_two(k, partitions):
+    g = np.random.default_rng(7)
+    P = g.dirichlet([2, 1, 1], 100)
+    y = (P.cumsum(axis=1) < g.random((100, 1))).sum(axis=1)
+    with pytest.raises(ValueError, match="partitions"):
+        ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1, partitions=partitions)
+    res = ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1)  # the default: equal-width
+    assert res.partitions == "equal-width" and set(res.scales["partition"]) == {"equal-width"}
+
+
+def test_equal_mass_study_smoke(tmp_path):
+    """The equal-mass study script end to end on 3 data sets per cell, and its variant p-values."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "vignettes" / "equal_mass_scales.py"
+    if not script.exists():
+        pytest.skip("vignettes/ not present")
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, str(script), "--reps", "3", "--draws", "49", "--n", "100",
+                          "--designs", "calibrated Beta(2,5);rare: slope 0.7", "--prefix", str(tmp_path / "s")],
+                         check=True, capture_output=True, text=True, timeout=300, env=env).stdout
+    assert "| calibrated Beta(2,5) | 100 | 3 |" in out and "| rare: slope 0.7 | 100 | 3 |" in out
+    # the per-family p-values read off one "both" result are the max-z tests over that family's rows
+    sys.path.insert(0, str(script.parent))
+    try:
+        import equal_mass_scales as study
+    finally:
+        sys.path.remove(str(script.parent))
+    y, p = _data(200, 30, power=1.4)
+    res = ct.calib_test(y=y, probs=p, n_draws=99, rng=3, partitions="both")
+    pv = study.variant_pvalues(res)
+    fam = res.scales["partition"].to_numpy()
+    for v in ("equal-width", "equal-mass"):
+        zo, zn = res.scales["z"].to_numpy()[fam == v].max(), res.null_draws[fam == v].max(axis=0)
+        assert pv[v] == pytest.approx((1 + sum(x >= zo - 1e-12 for x in zn)) / 100, abs=1e-12)
