@@ -259,6 +259,17 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         ``null="monte-carlo"`` with case weights.
     rng, n_null_draws
         Seed and number R of the Monte Carlo label draws.
+
+    Notes
+    -----
+    With ``prevalence=`` the weights depend on the outcome, so the ratio
+    T_w of a bin with few rows of the up-weighted class is biased upward by
+    more than its standard error; the estimate is then the delete-one
+    jackknife T_J of T_w (:func:`calibtest.core.weighted.jackknife_statistic`,
+    closed form from per-bin sums), its standard error the jackknife one, and
+    the Monte Carlo null draws T_J.  With case weights alone (weights
+    independent of the outcome given the prediction) T_w is unbiased given
+    the weights and keeps the influence-function standard error.
     call : Call, optional
     **extra
         Bookkeeping fields of the result.
@@ -273,7 +284,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         weights, pi_hat = prevalence_weights(events, prevalence, base, sample_prevalence)
     kind = ("case weights" if prevalence is None else
             "prevalence" if base is None else "case weights and prevalence")
-    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m)
+    jackknife = prevalence is not None   # outcome-dependent weights: the ratio T_w is biased, see below
+    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife)
     n = data.n
     stats = partition.bin_sums(data)
     volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)
@@ -282,7 +294,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         raise ValueError("the weighted calibrated-regime variance is 0 (no bin holds two rows with positive "
                          "weight and non-zero errors); use fewer bins or more rows")
     t, s1 = ws.estimate, ws.sigma1_sq
-    se = math.sqrt(s1 / n)
+    se = math.sqrt(ws.jackknife_variance if jackknife else s1 / n)
     zstat, pvalue = null_test(t, n, volume, s0)
     p_normal = pvalue
     threshold = null_threshold(alpha, s0, n, volume)
@@ -301,7 +313,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
             w_event, w_non = a * case, b * case
             q = prevalence_event_prob(data.z[:, 0], a, b)
         draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
-                                    rng=gen, m=partition.m)
+                                    rng=gen, m=partition.m, jackknife=jackknife)
         tol = 1e-10 * max(abs(t), float(np.abs(draws).max(initial=0.0)))
         mc_p = float((1.0 + np.count_nonzero(draws >= t - tol)) / (1.0 + draws.size))
         monte_carlo = MonteCarloTest(statistic=t, pvalue=mc_p, n_draws=int(n_null_draws),

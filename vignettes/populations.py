@@ -120,10 +120,30 @@ def population_ece_sq(mu: float, sd: float, delta: float) -> float:
 PREV, PREV_SD = 0.05, 1.5
 
 
+def population_binned_ece_sq(mu: float, sd: float, delta: float, n_bins: int, n_grid: int = 400_001) -> float:
+    """sum_b P(b) (E[r - p | b])^2 over the B equal-width bins of p, by quadrature on a grid of X."""
+    x = np.linspace(-12.0, 12.0, n_grid)
+    dens = np.exp(-x * x / 2)
+    dens /= dens.sum()
+    r = special.expit(mu + sd * x)
+    p = special.expit(mu + sd * x - delta)
+    b = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    mass = np.bincount(b, weights=dens, minlength=n_bins)
+    num = np.bincount(b, weights=dens * (r - p), minlength=n_bins)
+    pos = mass > 0
+    return float(np.sum(num[pos] ** 2 / mass[pos]))
+
+
 def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500, n_bins="auto"):
     mu = _population_mu(PREV, PREV_SD)
     truth = population_ece_sq(mu, PREV_SD, delta)
     pool = int(3 * n_cases / PREV)
+    binned = {}   # B -> the population's binned ECE^2 (the estimand at that B)
+
+    def binned_truth(B: int) -> float:
+        if B not in binned:
+            binned[B] = population_binned_ece_sq(mu, PREV_SD, delta, B) if delta else 0.0
+        return binned[B]
 
     def run(rng):
         x = rng.standard_normal(pool)
@@ -138,11 +158,17 @@ def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500, n_b
         for name, kw in (("unweighted", {}), ("adjusted", {"prevalence": PREV, "n_null_draws": 999, "rng": rng})):
             res = ct.calib_ci(y=yy, probs=p, n_bins=n_bins, **kw)
             lo, hi = res.ci_lower, res.ci_upper
-            out[f"{name}_cover"] = int(lo < truth <= hi if res.ci_lower_open else lo <= truth <= hi)
+            tb = binned_truth(res.n_bins)
+            out[f"{name}_cover"] = int(lo < tb <= hi if res.ci_lower_open else lo <= tb <= hi)
             out[f"{name}_p"] = res.null_pvalue
             out[f"{name}_ece"] = res.ece
             if name == "adjusted":
                 out["n_eff"] = res.weighting.n_eff
+                out["n_bins"] = res.n_bins
+                out["truth_binned"] = tb
+                out["estimate"] = res.estimate
+                out["se"] = res.se
+                out["approximate"] = int(res.approximate)
         return out
     return run, truth
 
