@@ -35,7 +35,8 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
+from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
+                                     studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
 from calibtest.inputs import read_rows, resolve_weights
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
@@ -267,7 +268,12 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     more than its standard error; the estimate is then the delete-one
     jackknife T_J of T_w (:func:`calibtest.core.weighted.jackknife_statistic`,
     closed form from per-bin sums), its standard error the jackknife one, and
-    the Monte Carlo null draws T_J.  With case weights alone (weights
+    the Monte Carlo null draws T_J with its jackknife variance.  The lower end
+    of the adjusted interval then uses, in place of z_a and z_h, the
+    1 - alpha and 1 - alpha/2 quantiles k_a, k_h of the studentized null
+    draws T*/se* (at least z_a, z_h;
+    :func:`calibtest.core.weighted.studentized_adjusted_interval`), recorded
+    in ``weighting.interval_multipliers``.  With case weights alone (weights
     independent of the outcome given the prediction) T_w is unbiased given
     the weights and keeps the influence-function standard error.
     call : Call, optional
@@ -298,7 +304,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     zstat, pvalue = null_test(t, n, volume, s0)
     p_normal = pvalue
     threshold = null_threshold(alpha, s0, n, volume)
-    monte_carlo, null_method, threshold_rule = None, "normal", threshold
+    monte_carlo, null_method, threshold_rule, multipliers = None, "normal", threshold, None
     if null == "monte-carlo" or prevalence is not None:
         if data.z.shape[1] != 1:
             raise ValueError(f"the weighted Monte Carlo null draws one outcome per row (binary and top-1 "
@@ -313,7 +319,10 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
             w_event, w_non = a * case, b * case
             q = prevalence_event_prob(data.z[:, 0], a, b)
         draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
-                                    rng=gen, m=partition.m, jackknife=jackknife)
+                                    rng=gen, m=partition.m, jackknife=jackknife, return_variance=jackknife)
+        if jackknife:
+            draws, draw_var = draws
+            multipliers = null_studentized_multipliers(draws, draw_var, alpha)
         tol = 1e-10 * max(abs(t), float(np.abs(draws).max(initial=0.0)))
         mc_p = float((1.0 + np.count_nonzero(draws >= t - tol)) / (1.0 + draws.size))
         monte_carlo = MonteCarloTest(statistic=t, pvalue=mc_p, n_draws=int(n_null_draws),
@@ -321,7 +330,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         pvalue, threshold, null_method = mc_p, monte_carlo.critical_value(alpha), "monte carlo"
         threshold_rule = math.inf if mc_p > alpha else -math.inf
         null = "monte-carlo"
-    iv = adjusted_interval(t, se, threshold_rule, alpha)
+    iv = (adjusted_interval(t, se, threshold_rule, alpha) if multipliers is None else
+          studentized_adjusted_interval(t, se, threshold_rule, alpha, *multipliers))
     W_b = ws.weight_sum
     pos = np.maximum(W_b, np.finfo(float).tiny)[:, None]
     w_col = weights[:, None]
@@ -335,7 +345,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                           prevalence=prevalence, sample_prevalence=pi_hat, null_variance=ws.null_variance,
                           contributions=ws.contributions, weight_sum=W_b, mean_pred=sum_wz / pos,
                           mean_outcome=(sum_wz + sum_wu) / pos,
-                          sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()))
+                          sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
+                          interval_multipliers=multipliers)
     t_pos = max(t, 0.0)
     return CalibrationResult(
         estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=ws.plugin,

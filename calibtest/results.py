@@ -137,6 +137,10 @@ class Weighting:
         Share of the total weight in bins whose effective size (sum w)^2 / sum w^2
         is below :data:`SPARSE_BIN_NEFF`; above 1% the summary warns that T_w is
         biased upward there (ratios of few weighted pairs).
+    interval_multipliers : tuple of float or None
+        With ``prevalence=``: (k_a, k_h), the quantiles of the studentized
+        Monte Carlo null draws that replace z_a and z_h at the lower end of
+        the interval (``docs/populations.md``); None otherwise.
     """
 
     kind: str
@@ -151,6 +155,7 @@ class Weighting:
     mean_pred: np.ndarray = field(repr=False)
     mean_outcome: np.ndarray = field(repr=False)
     sparse_weight_share: float = 0.0
+    interval_multipliers: tuple | None = None
 
     def notes(self) -> list[str]:
         """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
@@ -181,7 +186,8 @@ class Weighting:
         return {"weighting": self.kind, "weights_name": self.weights_name, "n_eff": self.n_eff,
                 "weight_total": self.weight_total, "prevalence": self.prevalence,
                 "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance,
-                "sparse_weight_share": self.sparse_weight_share}
+                "sparse_weight_share": self.sparse_weight_share,
+                "interval_multipliers": None if self.interval_multipliers is None else list(self.interval_multipliers)}
 
 
 @dataclass(frozen=True, eq=False, repr=False)

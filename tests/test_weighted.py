@@ -9,8 +9,8 @@ import pytest
 
 import calibtest as ct
 from calibtest.core.difference_variance import second_order_var_single
-from calibtest.core.weighted import (kish_n_eff, prevalence_event_prob, prevalence_weights, weighted_null_draws,
-                                     weighted_statistics)
+from calibtest.core.weighted import (jackknife_statistic, kish_n_eff, prevalence_event_prob, prevalence_weights,
+                                     weighted_null_draws, weighted_statistics)
 
 
 def brute_force(inverse, u, w):
@@ -54,6 +54,113 @@ def test_matches_double_loop_on_small_inputs(seed):
     np.testing.assert_allclose([fast.estimate, fast.plugin, fast.sigma1_sq, fast.null_variance],
                                [T, plug, s1, V0], rtol=1e-9, atol=1e-14)
     np.testing.assert_allclose(fast.contributions.sum(), T, rtol=1e-9, atol=1e-14)
+
+
+def brute_force_ratio(inverse, u, w):
+    """T_w = sum_b (W_b / W) sum_{i != j} w_i w_j U_i.U_j / sum_{i != j} w_i w_j, and each bin's ratio."""
+    W = sum(w)
+    T, R = 0.0, {}
+    for b in set(inverse.tolist()):
+        rows = [i for i in range(len(w)) if inverse[i] == b]
+        num = sum(w[i] * w[j] * float(u[i] @ u[j]) for i in rows for j in rows if i != j)
+        den = sum(w[i] * w[j] for i in rows for j in rows if i != j)
+        R[b] = num / den if den > 1e-12 * sum(w[i] for i in rows) ** 2 else 0.0
+        T += sum(w[i] for i in rows) / W * R[b]
+    return T, R
+
+
+def brute_force_jackknife(inverse, u, w):
+    """T_J = n T_w - (n-1)/n sum_i T_w(rows without i), recomputing T_w from scratch on each deletion.
+
+    The one convention: when row i's bin keeps no weighted pair without it,
+    that bin's ratio is taken at its full-bin value.
+    """
+    n = len(w)
+    T, R = brute_force_ratio(inverse, u, w)
+    loo = []
+    for i in range(n):  # each deletion (the definition of the jackknife)
+        keep = np.arange(n) != i
+        if w[keep].sum() <= 1e-12 * w.sum():
+            loo.append(T)
+            continue
+        own = keep & (inverse == inverse[i])
+        ww = w[own]
+        if ww.sum() ** 2 - (ww ** 2).sum() > 1e-12 * ww.sum() ** 2:
+            loo.append(brute_force_ratio(inverse[keep], u[keep], w[keep])[0])
+        else:
+            others = keep & (inverse != inverse[i])
+            rest = (brute_force_ratio(inverse[others], u[others], w[others])[0] * w[others].sum()
+                    if others.any() and w[others].sum() > 0 else 0.0)
+            loo.append((rest + ww.sum() * R[inverse[i]]) / w[keep].sum())
+    loo = np.array(loo)
+    return n * T - (n - 1) * loo.mean(), (n - 1) / n * np.sum((loo - loo.mean()) ** 2)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_jackknife_matches_recomputation_on_small_inputs(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(2, 26))
+    d = int(rng.integers(1, 3))
+    u = rng.normal(size=(n, d))
+    w = rng.lognormal(0.0, 1.0, n)
+    w[rng.random(n) < 0.15] = 0.0
+    w[0] = max(w[0], 0.5)
+    _, inverse = np.unique(rng.integers(0, max(1, n // 4), n), return_inverse=True)
+    fast = weighted_statistics(inverse, u, w, jackknife=True)
+    T_J, V_J = brute_force_jackknife(inverse, u, w)
+    T = brute_force_ratio(inverse, u, w)[0]
+    np.testing.assert_allclose([fast.estimate, fast.jackknife_variance, fast.ratio_estimate],
+                               [T_J, V_J, T], rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(fast.contributions.sum(), T_J, rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_jackknife_of_unit_weights_is_t(seed):
+    """With unit weights each bin's ratio is a U-statistic, so the jackknife returns T itself."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    u = rng.normal(size=(n, 2))
+    _, inverse = np.unique(rng.integers(0, max(1, n // 3), n), return_inverse=True)
+    # T by its definition (paper eq. (6)): (1/n) sum_b sum_{i != j in b} U_i.U_j / (c_b - 1)
+    T = 0.0
+    for b in range(inverse.max() + 1):  # per bin, with the Gram matrix
+        G = u[inverse == b] @ u[inverse == b].T
+        c = G.shape[0]
+        T += (G.sum() - np.trace(G)) / (c - 1) / n if c > 1 else 0.0
+    jack = weighted_statistics(inverse, u, np.ones(n), jackknife=True)
+    assert jack.estimate == pytest.approx(T, rel=1e-11, abs=1e-15)
+    assert jack.ratio_estimate == pytest.approx(T, rel=1e-11, abs=1e-15)
+
+
+def test_jackknife_null_draws_are_the_statistic_of_each_draw():
+    rng = np.random.default_rng(8)
+    n, m = 150, 9
+    z = rng.uniform(size=n)
+    inverse = np.minimum((z * m).astype(int), m - 1)
+    w_event, w_non = np.full(n, 0.1), np.full(n, 1.9)
+    q = prevalence_event_prob(z, 0.1, 1.9)
+    draws = weighted_null_draws(z, inverse, w_event, w_non, q, n_draws=6, rng=np.random.default_rng(2), m=m,
+                                jackknife=True, max_cells=16 * n)
+    y = np.random.default_rng(2).random((6, n)) < q   # the same labels, drawn again
+    for k in range(6):  # each draw against the single-set computation
+        w = np.where(y[k], 0.1, 1.9)
+        one = weighted_statistics(inverse, (y[k] - z)[:, None], w, m, jackknife=True).estimate
+        assert draws[k] == pytest.approx(one, rel=1e-10, abs=1e-15)
+
+
+def test_prevalence_estimate_is_the_jackknife():
+    rng = np.random.default_rng(9)
+    n = 600
+    p = rng.uniform(0.01, 0.99, n)
+    y = (rng.random(n) < p).astype(int)
+    res = ct.calib_ci(y=y, probs=p, prevalence=0.2, n_bins=8, n_null_draws=99, rng=1)
+    w = np.where(y == 1, 0.2 / y.mean(), 0.8 / (1 - y.mean()))
+    u = (y - p)[:, None]
+    T_J, V_J = jackknife_statistic(res.partition.inverse, w, u * w[:, None], (w * u[:, 0]) ** 2,
+                                   res.partition.m)[1:4:2]
+    assert res.estimate == pytest.approx(T_J[0], rel=1e-12)
+    assert res.se == pytest.approx(np.sqrt(V_J[0]), rel=1e-12)
+    assert res.weighting.contributions.sum() == pytest.approx(res.estimate, rel=1e-10)
 
 
 @pytest.fixture(scope="module")

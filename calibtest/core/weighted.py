@@ -82,10 +82,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as _sps
+
+from calibtest.core.intervals import AdjustedInterval
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
            "weighted_null_draws", "prevalence_event_prob",
-           "prevalence_weights", "kish_n_eff", "jackknife_statistic"]
+           "prevalence_weights", "kish_n_eff", "jackknife_statistic",
+           "null_studentized_multipliers", "studentized_adjusted_interval"]
 
 
 def _columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
@@ -377,8 +381,8 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
 
 def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.ndarray,
                         weight_nonevent: np.ndarray, event_prob: np.ndarray, *, n_draws: int, rng,
-                        m: int | None = None, max_cells: int = 20_000_000, jackknife: bool = False
-                        ) -> np.ndarray:
+                        m: int | None = None, max_cells: int = 20_000_000, jackknife: bool = False,
+                        return_variance: bool = False):
     """T_w of ``n_draws`` label vectors drawn under H0 given the predictions (binary and top-1 rows).
 
     Row i gets y_i ~ Bernoulli(event_prob_i) independently, U_i = y_i - z_i and
@@ -408,14 +412,19 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
     jackknife : bool
         Draw the jackknife-corrected T_J instead of T_w (the statistic the
         test then compares with must be T_J too).
+    return_variance : bool
+        With ``jackknife``, also return the jackknife variance of each draw.
 
     Returns
     -------
     ndarray, shape (n_draws,)
+        The statistic of each draw; with ``return_variance`` a pair
+        (statistics, jackknife variances).
     """
     n = z.shape[0]
     m = int(inverse.max()) + 1 if m is None else m
     out = np.empty(n_draws)
+    out_var = np.empty(n_draws)
     cells = max_cells // 8 if jackknife else max_cells   # the jackknife holds ~8 more arrays per row
     block = max(1, min(n_draws, cells // max(n, 1)))
     for start in range(0, n_draws, block):  # blocks of draws, each fully vectorised
@@ -426,7 +435,8 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
         cell = (np.arange(r)[:, None] * m + inverse).ravel()
         if jackknife:
             wf, uf = w.ravel(), u.ravel()
-            out[start:start + r] = jackknife_statistic(cell, wf, (wf * uf)[:, None], (wf * uf) ** 2, m, r)[1]
+            _, out[start:start + r], _, out_var[start:start + r] = jackknife_statistic(
+                cell, wf, (wf * uf)[:, None], (wf * uf) ** 2, m, r)
             continue
         size = r * m
         W_b = np.bincount(cell, weights=w.ravel(), minlength=size).reshape(r, m)
@@ -438,7 +448,64 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
         W = W_b.sum(axis=1, keepdims=True)
         factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
         out[start:start + r] = np.sum(factor * (S_b * S_b - Q_b), axis=1)
+    if return_variance:
+        if not jackknife:
+            raise ValueError("return_variance=True needs jackknife=True")
+        return out, out_var
     return out
+
+
+def null_studentized_multipliers(draws: np.ndarray, variances: np.ndarray, alpha: float) -> tuple[float, float]:
+    """k_a, k_h: the 1 - alpha and 1 - alpha/2 quantiles of T*/se* over null draws, at least z_a and z_h.
+
+    ``draws`` and ``variances`` are T_J and its jackknife variance of each
+    Monte Carlo draw under H0 (:func:`weighted_null_draws` with
+    ``return_variance=True``).  A draw with zero variance counts as +inf,
+    -inf or 0 by the sign of its statistic.
+    """
+    draws = np.asarray(draws, dtype=np.float64)
+    variances = np.asarray(variances, dtype=np.float64)
+    pos = variances > 0
+    stud = np.where(pos, draws / np.sqrt(np.where(pos, variances, 1.0)), np.sign(draws) * np.inf)
+    stud = np.where(~pos & (draws == 0), 0.0, stud)
+    q_a, q_h = np.quantile(stud, [1.0 - alpha, 1.0 - alpha / 2.0], method="higher")
+    return float(max(_sps.norm.isf(alpha), q_a)), float(max(_sps.norm.isf(alpha / 2.0), q_h))
+
+
+def studentized_adjusted_interval(estimate: float, se: float, threshold: float, alpha: float,
+                                  k_a: float, k_h: float) -> AdjustedInterval:
+    """The adjusted interval with the lower end's normal quantiles replaced by k_a and k_h.
+
+    With T+ = max(T, 0), z_h = Phi^-1(1 - alpha/2)::
+
+        upper = T+ + z_h se
+        lower = T+ - k_h se               if T+/2 <= T+ - k_h se   (branch 1)
+              = max(0, T+ - k_a se)       if T+ - k_a se < T+/2    (branch 2)
+              = T+/2                      otherwise                (branch 3)
+
+    and [0, upper] when T+ < threshold.  With k_a = z_a and k_h = z_h it is
+    :func:`calibtest.core.intervals.adjusted_interval` (paper eqs. (10) and
+    (7)).  For prevalence weights k_a, k_h are the quantiles of the
+    studentized statistic T*/se* under H0 given the predictions
+    (:func:`null_studentized_multipliers`): near ECE^2 = 0, where the lower
+    end is decided, (T - theta) / se has a heavier upper tail than N(0, 1)
+    (bins with few rows of the up-weighted class give large T with a small
+    jackknife se), and the null draws show how much.
+    """
+    t_pos = max(float(estimate), 0.0)
+    upper = t_pos + _sps.norm.isf(alpha / 2.0) * se
+    symmetric = t_pos - k_h * se
+    one_sided = t_pos - k_a * se
+    if t_pos / 2.0 <= symmetric:
+        lower, branch = symmetric, 1
+    elif one_sided < t_pos / 2.0:
+        lower, branch = max(0.0, one_sided), 2
+    else:
+        lower, branch = t_pos / 2.0, 3
+    contains_zero = bool(t_pos < threshold)
+    lower_open = (not contains_zero) and lower <= 0.0
+    return AdjustedInterval(0.0 if contains_zero else float(lower), float(upper), contains_zero, bool(lower_open),
+                            branch)
 
 
 def prevalence_event_prob(z: np.ndarray, a: float, b: float) -> np.ndarray:
