@@ -171,15 +171,23 @@ class Weighting:
         return [head + f": the estimate, interval and test are for the population the weights describe. "
                 f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
                 "influence-function standard error and the calibrated-regime variance V_0 estimated from "
-                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2."
+                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
+                + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
+                   "the interval's lower end from the studentized Monte Carlo null draws)."
+                   if self.prevalence is not None else ".")
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
                    "population-calibrated model, the weights following them." if self.prevalence is not None
                    else "")] + ([
             f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
-            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): there "
-            "the ratio estimator T_w is biased upward and the interval can miss the population ECE; use "
-            "fewer bins (n_bins=) or more rows (docs/populations.md)."] if self.sparse_weight_share > 0.01 else [])
+            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): "
+            + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
+               "removes most of their upward bias and the Monte Carlo null sets the interval's lower end, but "
+               "coverage of a small ECE is only approximate in this regime (docs/populations.md); fewer bins "
+               "(n_bins=) or more rows make it firmer." if self.prevalence is not None else
+               "there the bin ratios rest on few effective rows and their standard error is less reliable; "
+               "use fewer bins (n_bins=) or more rows (docs/populations.md).")] if self.sparse_weight_share > 0.01
+            else [])
 
     def to_dict(self) -> dict:
         """The scalar fields, flat (keys prefixed by their meaning)."""

@@ -496,8 +496,8 @@ def null_studentized_multipliers(draws: np.ndarray, variances: np.ndarray, alpha
     draws = np.asarray(draws, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)
     pos = variances > 0
-    stud = np.where(pos, draws / np.sqrt(np.where(pos, variances, 1.0)), np.sign(draws) * np.inf)
-    stud = np.where(~pos & (draws == 0), 0.0, stud)
+    degenerate = np.select([draws > 0, draws < 0], [np.inf, -np.inf], 0.0)
+    stud = np.where(pos, draws / np.sqrt(np.where(pos, variances, 1.0)), degenerate)
     q_a, q_h = np.quantile(stud, [1.0 - alpha, 1.0 - alpha / 2.0], method="higher")
     return float(max(_sps.norm.isf(alpha), q_a)), float(max(_sps.norm.isf(alpha / 2.0), q_h))
 
