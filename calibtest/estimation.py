@@ -45,6 +45,10 @@ __all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weig
            "estimate_in_memory", "sparse_cell_flags",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
+#: With ``prevalence=``, a result is flagged approximate when more than this share of the weight lies in
+#: bins of effective size below :data:`~calibtest.results.SPARSE_BIN_NEFF`.
+SPARSE_WEIGHT_SHARE = 0.01
+
 #: Under the asymptotic null the conditional moments are recorded by default only while the binned
 #: vector has at most this many coordinates (top-k with k <= 4, full calibration with K <= 4): they need
 #: per-row d x d and d x d x d terms (20x the estimator at d = 10).
@@ -347,9 +351,19 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                           mean_outcome=(sum_wz + sum_wu) / pos,
                           sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
                           interval_multipliers=multipliers)
+    base_flags = sparse_cell_flags(stats, mode=data.mode, k=data.k, second_order=None)
+    reasons = list(base_flags.reasons)
+    if prevalence is not None and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
+        reasons.append(f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
+                       f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g}: with prevalence weights the interval's "
+                       "coverage of a small ECE is approximate there (measured in vignettes/populations.md)")
+    approximation = Approximation(approximate=bool(reasons), reasons=tuple(reasons),
+                                  singleton_fraction=base_flags.singleton_fraction,
+                                  max_singleton_fraction=base_flags.max_singleton_fraction)
     t_pos = max(t, 0.0)
     return CalibrationResult(
         estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=ws.plugin,
+        approximation=approximation,
         sigma1_sq=s1, sigma0_sq=s0, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
         contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper, ci_lower_open=iv.lower_open,
         ci_branch=iv.branch, n=n, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule,

@@ -442,3 +442,17 @@ def test_prevalence_jackknife_study_smoke():
     assert bias_ratio > 5 * mcse
     assert abs(bias_jack) < 0.5 * bias_ratio
     assert rows["jackknife"].std() < 1.1 * np.sqrt(rows["jack_var"].mean())
+
+
+def test_prevalence_result_flagged_approximate_when_weight_sits_in_sparse_bins():
+    # 8 bins of 0.125: rows at p = 0.9 are two events and two non-events; with pi = 0.05 and
+    # pi_hat = 0.5 the non-events weigh 1.9 and the events 0.1, so that bin's effective size is
+    # 4^2 / (2 * 3.61 + 2 * 0.01) = 2.2 < 5, and its weight share 4 / 100 = 4% > 1%
+    p = np.concatenate([np.full(48, 0.05), np.full(48, 0.3), np.full(4, 0.9)])
+    y = np.concatenate([np.tile([1, 0, 0, 1], 12), np.tile([1, 1, 0, 0], 12), [1, 1, 0, 0]])
+    assert y.mean() == 0.5
+    res = ct.calib_ci(y=y, probs=p, prevalence=0.05, n_bins=8, n_null_draws=99, rng=0)
+    assert res.weighting.sparse_weight_share == pytest.approx(4.0 / 100)
+    assert res.approximate and "approximate there" in res.approximation.reasons[-1]
+    dense = ct.calib_ci(y=y[:96], probs=p[:96], prevalence=0.05, n_bins=8, n_null_draws=99, rng=0)
+    assert dense.weighting.sparse_weight_share == 0.0 and not dense.approximate

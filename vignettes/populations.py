@@ -50,6 +50,8 @@ import calibtest as ct
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.core.weighted import prevalence_weights, weighted_statistics
+from calibtest.estimation import SPARSE_WEIGHT_SHARE
+from calibtest.results import SPARSE_BIN_NEFF
 from calibtest.grouping import global_test
 
 ALPHAS = (0.05, 0.10)
@@ -170,7 +172,6 @@ def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500, n_b
                 out["truth_binned"] = tb
                 out["estimate"] = res.estimate
                 out["se"] = res.se
-                out["approximate"] = int(res.approximate)
         return out
     return run, truth
 
@@ -195,8 +196,12 @@ def prevalence_diagnosis_cell(delta: float, n_cases: int, n_bins="auto"):
         ws = weighted_statistics(part.inverse, data.u, w, part.m, jackknife=True)
         if part.n_bins not in binned:
             binned[part.n_bins] = population_binned_ece_sq(mu, PREV_SD, delta, part.n_bins) if delta else 0.0
+        W_b = np.bincount(part.inverse, weights=w, minlength=part.m)
+        P_b = np.bincount(part.inverse, weights=w * w, minlength=part.m)
+        share = float(W_b[W_b * W_b < SPARSE_BIN_NEFF * P_b].sum() / W_b.sum())
         return {"n_bins": part.n_bins, "truth_binned": binned[part.n_bins], "ratio": ws.ratio_estimate,
-                "jackknife": ws.estimate, "if_var": ws.sigma1_sq / w.size, "jack_var": ws.jackknife_variance}
+                "jackknife": ws.estimate, "if_var": ws.sigma1_sq / w.size, "jack_var": ws.jackknife_variance,
+                "sparse_weight_share": share, "flagged": int(share > SPARSE_WEIGHT_SHARE)}
     return run
 
 
@@ -415,17 +420,15 @@ def tables(out: Path) -> str:
     lines.append("Coverage is of the population's binned ECE² at the B the result used (0 for the calibrated "
                  "model).\n")
     lines.append("| cell | data sets | B | population binned ECE | unweighted coverage | adjusted coverage | "
-                 "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | flagged approximate | "
-                 "mean n_eff |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                 "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | mean n_eff |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
 
     def prevalence_row(name, df):
         tb = df["truth_binned"]
         ratio = f"{df['estimate'].mean() / tb.mean():.2f}" if tb.mean() > 0 else "–"
-        approx = rate(df["approximate"]) if "approximate" in df else "–"
         return (f"| {name} | {len(df)} | {int(df['n_bins'].median())} | {math.sqrt(tb.mean()):.4f} | "
                 f"{rate(df['unweighted_cover'])} | {rate(df['adjusted_cover'])} | {rate(df['adjusted_p'] <= 0.05)} | "
-                f"{rate(df['unweighted_p'] <= 0.05)} | {ratio} | {approx} | {df['n_eff'].mean():.0f} |")
+                f"{rate(df['unweighted_p'] <= 0.05)} | {ratio} | {df['n_eff'].mean():.0f} |")
 
     for name in ("prev_calibrated", "prev_delta0.5", "prev_delta1", "prev_delta0.5_B10", "prev_calibrated_n5000",
                  "prev_delta0.5_n5000"):
@@ -437,17 +440,16 @@ def tables(out: Path) -> str:
         lines.append("\nThe same cells with T_J and its jackknife se but the normal quantiles z_a, z_h at the "
                      "lower end (the intermediate version, files in `jackknife_only/`):\n")
         lines.append("| cell | data sets | B | population binned ECE | unweighted coverage | adjusted coverage | "
-                     "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | "
-                     "flagged approximate | mean n_eff |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                     "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | mean n_eff |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
         for path in sorted(older.glob("prev_*.csv")):
             lines.append(prevalence_row(path.stem, pd.read_csv(path)))
     lines.append("\n### Prevalence: bias and standard errors of T_w and T_J (500 + 500 and 2500 + 2500, delta = 0.5)\n")
     lines.append("bias in units of the Monte Carlo sd of the estimator; se ratio = Monte Carlo sd / root mean "
                  "estimated variance (1 = right, > 1 = se too small).\n")
     lines.append("| cell | data sets | B | binned ECE² | mean T_w | mean T_J | bias/sd T_w | bias/sd T_J | "
-                 "se ratio T_w, IF se | se ratio T_J, IF se | se ratio T_J, jackknife se |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                 "se ratio T_w, IF se | se ratio T_J, IF se | se ratio T_J, jackknife se | flagged approximate |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in ("diag_delta0.5_n1000_auto", "diag_delta0.5_n1000_B10", "diag_delta0.5_n5000_auto",
                  "diag_delta0.5_n5000_B10"):
         path = out / f"{name}.csv"
@@ -460,7 +462,7 @@ def tables(out: Path) -> str:
         lines.append(f"| {name} | {len(df)} | {int(df['n_bins'].median())} | {tb:.2e} | {df['ratio'].mean():.2e} | "
                      f"{df['jackknife'].mean():.2e} | {(df['ratio'].mean() - tb) / sd_r:.2f} | "
                      f"{(df['jackknife'].mean() - tb) / sd_j:.2f} | {sd_r / se_if:.2f} | {sd_j / se_if:.2f} | "
-                     f"{sd_j / se_j:.2f} |")
+                     f"{sd_j / se_j:.2f} | {rate(df['flagged']) if 'flagged' in df else '–'} |")
     path = out / "prev_calibrated_normal_test.csv"
     if path.exists():
         df = pd.read_csv(path)
