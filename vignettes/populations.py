@@ -14,14 +14,17 @@ Measures, with ``calib_ci(..., by=...)``, ``weights=`` and ``prevalence=``:
 3. **Prevalence**: a population with prevalence 5% (logit r ~ N(mu, 1.5^2)),
    a model p = expit(logit r - delta) (delta = 0: calibrated in the
    population), and a 50/50 case-control sample of 500 cases and 500
-   controls drawn from it: coverage of the population ECE by the unweighted
-   interval and by the prevalence-adjusted one, and the size of the
-   adjusted test.
+   controls (or 2500 + 2500) drawn from it: coverage of the population's
+   binned ECE^2 (at the B the result used) by the unweighted interval and by
+   the prevalence-adjusted one, and the size of the adjusted test; the
+   ``diag_*`` cells measure the bias of the ratio T_w and of its jackknife
+   T_J and the ratio of their Monte Carlo sd to the influence-function and
+   jackknife standard errors.
 4. **Lognormal weights**: weights w = L exp(2 p), log L ~ N(0, 0.5^2), n = 1000,
    p ~ U(0, 1): the weighted population's ECE covered by the weighted interval
    (calibrated and delta = 0.5), the size of the weighted test, and
    Var(T_w) across data sets against the mean estimated null variance V_0.
-5. **Brute force**: T_w, sigma_{1,w}^2 and V_0 against an obviously correct
+5. **Brute force**: T_w, T_J, sigma_{1,w}^2 and V_0 against an obviously correct
    double loop over pairs on 300 random small inputs (n <= 30).
 
 Every cell appends one CSV row per data set as it goes (``--out``, default
@@ -420,15 +423,16 @@ def tables(out: Path) -> str:
     lines.append("Coverage is of the population's binned ECE² at the B the result used (0 for the calibrated "
                  "model).\n")
     lines.append("| cell | data sets | B | population binned ECE | unweighted coverage | adjusted coverage | "
-                 "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | mean n_eff |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+                 "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | corr(T_J, se) | mean n_eff |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
 
     def prevalence_row(name, df):
         tb = df["truth_binned"]
         ratio = f"{df['estimate'].mean() / tb.mean():.2f}" if tb.mean() > 0 else "–"
         return (f"| {name} | {len(df)} | {int(df['n_bins'].median())} | {math.sqrt(tb.mean()):.4f} | "
                 f"{rate(df['unweighted_cover'])} | {rate(df['adjusted_cover'])} | {rate(df['adjusted_p'] <= 0.05)} | "
-                f"{rate(df['unweighted_p'] <= 0.05)} | {ratio} | {df['n_eff'].mean():.0f} |")
+                f"{rate(df['unweighted_p'] <= 0.05)} | {ratio} | {np.corrcoef(df['estimate'], df['se'])[0, 1]:.2f} | "
+                f"{df['n_eff'].mean():.0f} |")
 
     for name in ("prev_calibrated", "prev_delta0.5", "prev_delta1", "prev_delta0.5_B10", "prev_calibrated_n5000",
                  "prev_delta0.5_n5000"):
@@ -440,8 +444,8 @@ def tables(out: Path) -> str:
         lines.append("\nThe same cells with T_J and its jackknife se but the normal quantiles z_a, z_h at the "
                      "lower end (the intermediate version, files in `jackknife_only/`):\n")
         lines.append("| cell | data sets | B | population binned ECE | unweighted coverage | adjusted coverage | "
-                     "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | mean n_eff |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+                     "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | corr(T_J, se) | mean n_eff |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for path in sorted(older.glob("prev_*.csv")):
             lines.append(prevalence_row(path.stem, pd.read_csv(path)))
     lines.append("\n### Prevalence: bias and standard errors of T_w and T_J (500 + 500 and 2500 + 2500, delta = 0.5)\n")

@@ -46,7 +46,7 @@ only its row's bin sums and W, so T_J costs O(n d) from per-bin sums
 U-statistic, whose leave-one-out average is itself, and T_J = T exactly.
 Its standard error is the jackknife one,
 se_J^2 = (n - 1)/n sum_i (T_w^{(-i)} - mean)^2 (the influence-function se
-misses the ratio noise: measured too small by a factor 1.3 to 1.7).
+misses the ratio noise: measured up to 1.7 times too small).
 
 **Influence function.**  Writing theta_w = sum_b ||A_b||^2 / (B_b C) with
 A_b = E[w U 1_b], B_b = E[w 1_b], C = E[w], the influence value of row i
