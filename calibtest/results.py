@@ -128,7 +128,8 @@ class Weighting:
         V_0, the estimated calibrated-regime variance of T_w (the test uses
         z0 = T_w / sqrt(V_0); ``sigma0_sq`` of the result is n^2 w V_0).
     contributions : ndarray
-        Each bin's term of T_w (in the order of ``bin_stats``).
+        Each bin's term of T_w (in the order of ``bin_stats``); with
+        ``prevalence=``, each bin's share of the jackknife estimate T_J.
     weight_sum : ndarray
         Sum of the weights per bin.
     mean_pred, mean_outcome : ndarray, shape (m, d)
