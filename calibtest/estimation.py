@@ -35,7 +35,8 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
+from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
+                                     studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
 from calibtest.inputs import read_rows, resolve_weights
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
@@ -43,6 +44,10 @@ from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult,
 __all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
            "resolve_null", "estimate_in_memory", "sparse_cell_flags",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
+
+#: With ``prevalence=``, a result is flagged approximate when more than this share of the weight lies in
+#: bins of effective size below :data:`~calibtest.results.SPARSE_BIN_NEFF`.
+SPARSE_WEIGHT_SHARE = 0.01
 
 #: Under the asymptotic null the conditional moments are recorded by default only while the binned
 #: vector has at most this many coordinates (top-k with k <= 4, full calibration with K <= 4): they need
@@ -293,6 +298,22 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         ``null="monte-carlo"`` with case weights.
     rng, n_null_draws
         Seed and number R of the Monte Carlo label draws.
+
+    Notes
+    -----
+    With ``prevalence=`` the weights depend on the outcome, so the ratio
+    T_w of a bin with few rows of the up-weighted class is biased upward by
+    more than its standard error; the estimate is then the delete-one
+    jackknife T_J of T_w (:func:`calibtest.core.weighted.jackknife_statistic`,
+    closed form from per-bin sums), its standard error the jackknife one, and
+    the Monte Carlo null draws T_J with its jackknife variance.  The lower end
+    of the adjusted interval then uses, in place of z_a and z_h, the
+    1 - alpha and 1 - alpha/2 quantiles k_a, k_h of the studentized null
+    draws T*/se* (at least z_a, z_h;
+    :func:`calibtest.core.weighted.studentized_adjusted_interval`), recorded
+    in ``weighting.interval_multipliers``.  With case weights alone (weights
+    independent of the outcome given the prediction) T_w is unbiased given
+    the weights and keeps the influence-function standard error.
     call : Call, optional
     **extra
         Bookkeeping fields of the result.
@@ -307,7 +328,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         weights, pi_hat = prevalence_weights(events, prevalence, base, sample_prevalence)
     kind = ("case weights" if prevalence is None else
             "prevalence" if base is None else "case weights and prevalence")
-    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m)
+    jackknife = prevalence is not None   # outcome-dependent weights: the ratio T_w is biased, see below
+    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife)
     n = data.n
     stats = partition.bin_sums(data)
     volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)
@@ -316,11 +338,11 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         raise ValueError("the weighted calibrated-regime variance is 0 (no bin holds two rows with positive "
                          "weight and non-zero errors); use fewer bins or more rows")
     t, s1 = ws.estimate, ws.sigma1_sq
-    se = math.sqrt(s1 / n)
+    se = math.sqrt(ws.jackknife_variance if jackknife else s1 / n)
     zstat, pvalue = null_test(t, n, volume, s0)
     p_normal = pvalue
     threshold = null_threshold(alpha, s0, n, volume)
-    monte_carlo, null_method, threshold_rule = None, "normal", threshold
+    monte_carlo, null_method, threshold_rule, multipliers = None, "normal", threshold, None
     if null == "monte-carlo" or prevalence is not None:
         if data.z.shape[1] != 1:
             raise ValueError(f"the weighted Monte Carlo null draws one outcome per row (binary and top-1 "
@@ -335,7 +357,10 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
             w_event, w_non = a * case, b * case
             q = prevalence_event_prob(data.z[:, 0], a, b)
         draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
-                                    rng=gen, m=partition.m)
+                                    rng=gen, m=partition.m, jackknife=jackknife, return_variance=jackknife)
+        if jackknife:
+            draws, draw_var = draws
+            multipliers = null_studentized_multipliers(draws, draw_var, alpha)
         tol = 1e-10 * max(abs(t), float(np.abs(draws).max(initial=0.0)))
         mc_p = float((1.0 + np.count_nonzero(draws >= t - tol)) / (1.0 + draws.size))
         monte_carlo = MonteCarloTest(statistic=t, pvalue=mc_p, n_draws=int(n_null_draws),
@@ -343,7 +368,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         pvalue, threshold, null_method = mc_p, monte_carlo.critical_value(alpha), "monte carlo"
         threshold_rule = math.inf if mc_p > alpha else -math.inf
         null = "monte-carlo"
-    iv = adjusted_interval(t, se, threshold_rule, alpha)
+    iv = (adjusted_interval(t, se, threshold_rule, alpha) if multipliers is None else
+          studentized_adjusted_interval(t, se, threshold_rule, alpha, *multipliers))
     W_b = ws.weight_sum
     pos = np.maximum(W_b, np.finfo(float).tiny)[:, None]
     w_col = weights[:, None]
@@ -357,10 +383,21 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                           prevalence=prevalence, sample_prevalence=pi_hat, null_variance=ws.null_variance,
                           contributions=ws.contributions, weight_sum=W_b, mean_pred=sum_wz / pos,
                           mean_outcome=(sum_wz + sum_wu) / pos,
-                          sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()))
+                          sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
+                          interval_multipliers=multipliers)
+    base_flags = sparse_cell_flags(stats, mode=data.mode, k=data.k, second_order=None)
+    reasons = list(base_flags.reasons)
+    if prevalence is not None and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
+        reasons.append(f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
+                       f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g}: with prevalence weights the interval's "
+                       "coverage of a small ECE is approximate there (measured in vignettes/populations.md)")
+    approximation = Approximation(approximate=bool(reasons), reasons=tuple(reasons),
+                                  singleton_fraction=base_flags.singleton_fraction,
+                                  max_singleton_fraction=base_flags.max_singleton_fraction)
     t_pos = max(t, 0.0)
     return CalibrationResult(
         estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=ws.plugin,
+        approximation=approximation,
         sigma1_sq=s1, sigma0_sq=s0, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
         contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper, ci_lower_open=iv.lower_open,
         ci_branch=iv.branch, n=n, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule,

@@ -128,7 +128,8 @@ class Weighting:
         V_0, the estimated calibrated-regime variance of T_w (the test uses
         z0 = T_w / sqrt(V_0); ``sigma0_sq`` of the result is n^2 w V_0).
     contributions : ndarray
-        Each bin's term of T_w (in the order of ``bin_stats``).
+        Each bin's term of T_w (in the order of ``bin_stats``); with
+        ``prevalence=``, each bin's share of the jackknife estimate T_J.
     weight_sum : ndarray
         Sum of the weights per bin.
     mean_pred, mean_outcome : ndarray, shape (m, d)
@@ -137,6 +138,10 @@ class Weighting:
         Share of the total weight in bins whose effective size (sum w)^2 / sum w^2
         is below :data:`SPARSE_BIN_NEFF`; above 1% the summary warns that T_w is
         biased upward there (ratios of few weighted pairs).
+    interval_multipliers : tuple of float or None
+        With ``prevalence=``: (k_a, k_h), the quantiles of the studentized
+        Monte Carlo null draws that replace z_a and z_h at the lower end of
+        the interval (``docs/populations.md``); None otherwise.
     """
 
     kind: str
@@ -151,6 +156,7 @@ class Weighting:
     mean_pred: np.ndarray = field(repr=False)
     mean_outcome: np.ndarray = field(repr=False)
     sparse_weight_share: float = 0.0
+    interval_multipliers: tuple | None = None
 
     def notes(self) -> list[str]:
         """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
@@ -166,22 +172,31 @@ class Weighting:
         return [head + f": the estimate, interval and test are for the population the weights describe. "
                 f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
                 "influence-function standard error and the calibrated-regime variance V_0 estimated from "
-                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2."
+                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
+                + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
+                   "the interval's lower end from the studentized Monte Carlo null draws)."
+                   if self.prevalence is not None else ".")
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
                    "population-calibrated model, the weights following them." if self.prevalence is not None
                    else "")] + ([
             f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
-            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): there "
-            "the ratio estimator T_w is biased upward and the interval can miss the population ECE; use "
-            "fewer bins (n_bins=) or more rows (docs/populations.md)."] if self.sparse_weight_share > 0.01 else [])
+            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): "
+            + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
+               "removes most of their upward bias and the Monte Carlo null sets the interval's lower end, but "
+               "coverage of a small ECE is only approximate in this regime (docs/populations.md); fewer bins "
+               "(n_bins=) or more rows make it firmer." if self.prevalence is not None else
+               "there the bin ratios rest on few effective rows and their standard error is less reliable; "
+               "use fewer bins (n_bins=) or more rows (docs/populations.md).")] if self.sparse_weight_share > 0.01
+            else [])
 
     def to_dict(self) -> dict:
         """The scalar fields, flat (keys prefixed by their meaning)."""
         return {"weighting": self.kind, "weights_name": self.weights_name, "n_eff": self.n_eff,
                 "weight_total": self.weight_total, "prevalence": self.prevalence,
                 "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance,
-                "sparse_weight_share": self.sparse_weight_share}
+                "sparse_weight_share": self.sparse_weight_share,
+                "interval_multipliers": None if self.interval_multipliers is None else list(self.interval_multipliers)}
 
 
 @dataclass(frozen=True, eq=False, repr=False)

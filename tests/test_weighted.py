@@ -9,8 +9,8 @@ import pytest
 
 import calibtest as ct
 from calibtest.core.difference_variance import second_order_var_single
-from calibtest.core.weighted import (kish_n_eff, prevalence_event_prob, prevalence_weights, weighted_null_draws,
-                                     weighted_statistics)
+from calibtest.core.weighted import (jackknife_statistic, kish_n_eff, prevalence_event_prob, prevalence_weights,
+                                     weighted_null_draws, weighted_statistics)
 
 
 def brute_force(inverse, u, w):
@@ -54,6 +54,113 @@ def test_matches_double_loop_on_small_inputs(seed):
     np.testing.assert_allclose([fast.estimate, fast.plugin, fast.sigma1_sq, fast.null_variance],
                                [T, plug, s1, V0], rtol=1e-9, atol=1e-14)
     np.testing.assert_allclose(fast.contributions.sum(), T, rtol=1e-9, atol=1e-14)
+
+
+def brute_force_ratio(inverse, u, w):
+    """T_w = sum_b (W_b / W) sum_{i != j} w_i w_j U_i.U_j / sum_{i != j} w_i w_j, and each bin's ratio."""
+    W = sum(w)
+    T, R = 0.0, {}
+    for b in set(inverse.tolist()):
+        rows = [i for i in range(len(w)) if inverse[i] == b]
+        num = sum(w[i] * w[j] * float(u[i] @ u[j]) for i in rows for j in rows if i != j)
+        den = sum(w[i] * w[j] for i in rows for j in rows if i != j)
+        R[b] = num / den if den > 1e-12 * sum(w[i] for i in rows) ** 2 else 0.0
+        T += sum(w[i] for i in rows) / W * R[b]
+    return T, R
+
+
+def brute_force_jackknife(inverse, u, w):
+    """T_J = n T_w - (n-1)/n sum_i T_w(rows without i), recomputing T_w from scratch on each deletion.
+
+    The one convention: when row i's bin keeps no weighted pair without it,
+    that bin's ratio is taken at its full-bin value.
+    """
+    n = len(w)
+    T, R = brute_force_ratio(inverse, u, w)
+    loo = []
+    for i in range(n):  # each deletion (the definition of the jackknife)
+        keep = np.arange(n) != i
+        if w[keep].sum() <= 1e-12 * w.sum():
+            loo.append(T)
+            continue
+        own = keep & (inverse == inverse[i])
+        ww = w[own]
+        if ww.sum() ** 2 - (ww ** 2).sum() > 1e-12 * ww.sum() ** 2:
+            loo.append(brute_force_ratio(inverse[keep], u[keep], w[keep])[0])
+        else:
+            others = keep & (inverse != inverse[i])
+            rest = (brute_force_ratio(inverse[others], u[others], w[others])[0] * w[others].sum()
+                    if others.any() and w[others].sum() > 0 else 0.0)
+            loo.append((rest + ww.sum() * R[inverse[i]]) / w[keep].sum())
+    loo = np.array(loo)
+    return n * T - (n - 1) * loo.mean(), (n - 1) / n * np.sum((loo - loo.mean()) ** 2)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_jackknife_matches_recomputation_on_small_inputs(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(2, 26))
+    d = int(rng.integers(1, 3))
+    u = rng.normal(size=(n, d))
+    w = rng.lognormal(0.0, 1.0, n)
+    w[rng.random(n) < 0.15] = 0.0
+    w[0] = max(w[0], 0.5)
+    _, inverse = np.unique(rng.integers(0, max(1, n // 4), n), return_inverse=True)
+    fast = weighted_statistics(inverse, u, w, jackknife=True)
+    T_J, V_J = brute_force_jackknife(inverse, u, w)
+    T = brute_force_ratio(inverse, u, w)[0]
+    np.testing.assert_allclose([fast.estimate, fast.jackknife_variance, fast.ratio_estimate],
+                               [T_J, V_J, T], rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(fast.contributions.sum(), T_J, rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_jackknife_of_unit_weights_is_t(seed):
+    """With unit weights each bin's ratio is a U-statistic, so the jackknife returns T itself."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    u = rng.normal(size=(n, 2))
+    _, inverse = np.unique(rng.integers(0, max(1, n // 3), n), return_inverse=True)
+    # T by its definition (paper eq. (6)): (1/n) sum_b sum_{i != j in b} U_i.U_j / (c_b - 1)
+    T = 0.0
+    for b in range(inverse.max() + 1):  # per bin, with the Gram matrix
+        G = u[inverse == b] @ u[inverse == b].T
+        c = G.shape[0]
+        T += (G.sum() - np.trace(G)) / (c - 1) / n if c > 1 else 0.0
+    jack = weighted_statistics(inverse, u, np.ones(n), jackknife=True)
+    assert jack.estimate == pytest.approx(T, rel=1e-11, abs=1e-15)
+    assert jack.ratio_estimate == pytest.approx(T, rel=1e-11, abs=1e-15)
+
+
+def test_jackknife_null_draws_are_the_statistic_of_each_draw():
+    rng = np.random.default_rng(8)
+    n, m = 150, 9
+    z = rng.uniform(size=n)
+    inverse = np.minimum((z * m).astype(int), m - 1)
+    w_event, w_non = np.full(n, 0.1), np.full(n, 1.9)
+    q = prevalence_event_prob(z, 0.1, 1.9)
+    draws = weighted_null_draws(z, inverse, w_event, w_non, q, n_draws=6, rng=np.random.default_rng(2), m=m,
+                                jackknife=True, max_cells=16 * n)
+    y = np.random.default_rng(2).random((6, n)) < q   # the same labels, drawn again
+    for k in range(6):  # each draw against the single-set computation
+        w = np.where(y[k], 0.1, 1.9)
+        one = weighted_statistics(inverse, (y[k] - z)[:, None], w, m, jackknife=True).estimate
+        assert draws[k] == pytest.approx(one, rel=1e-10, abs=1e-15)
+
+
+def test_prevalence_estimate_is_the_jackknife():
+    rng = np.random.default_rng(9)
+    n = 600
+    p = rng.uniform(0.01, 0.99, n)
+    y = (rng.random(n) < p).astype(int)
+    res = ct.calib_ci(y=y, probs=p, prevalence=0.2, n_bins=8, n_null_draws=99, rng=1)
+    w = np.where(y == 1, 0.2 / y.mean(), 0.8 / (1 - y.mean()))
+    u = (y - p)[:, None]
+    T_J, V_J = jackknife_statistic(res.partition.inverse, w, u * w[:, None], (w * u[:, 0]) ** 2,
+                                   res.partition.m)[1:4:2]
+    assert res.estimate == pytest.approx(T_J[0], rel=1e-12)
+    assert res.se == pytest.approx(np.sqrt(V_J[0]), rel=1e-12)
+    assert res.weighting.contributions.sum() == pytest.approx(res.estimate, rel=1e-10)
 
 
 @pytest.fixture(scope="module")
@@ -267,3 +374,85 @@ def test_weighted_summary_has_no_unweighted_evidence(binary):
     assert "this result is weighted" in text
     with pytest.raises(ValueError, match="weighted"):
         res.evidence()
+
+
+def test_studentized_interval_with_normal_quantiles_is_the_adjusted_interval():
+    from scipy import stats
+
+    from calibtest.core.intervals import adjusted_interval
+    from calibtest.core.weighted import studentized_adjusted_interval
+    rng = np.random.default_rng(12)
+    za, zh = stats.norm.isf(0.05), stats.norm.isf(0.025)
+    branches = set()
+    for _ in range(300):  # random estimates across all three branches and both zero-rule outcomes
+        t, se, thr = rng.normal(0.0, 2.0), rng.uniform(0.1, 1.0), rng.uniform(0.0, 2.0)
+        a = adjusted_interval(t, se, thr, 0.05)
+        b = studentized_adjusted_interval(t, se, thr, 0.05, za, zh)
+        assert (b.lower, b.upper, b.contains_zero, b.lower_open, b.branch) == pytest.approx(
+            (a.lower, a.upper, a.contains_zero, a.lower_open, a.branch), rel=1e-14, abs=1e-15)
+        branches.add(b.branch)
+    assert branches == {1, 2, 3}
+    # larger multipliers lower the lower end: T = 3, se = 1, k_a = 2.5 -> branch 2, lower 0.5 (by hand)
+    c = studentized_adjusted_interval(3.0, 1.0, -np.inf, 0.05, 2.5, 3.0)
+    assert (c.lower, c.branch) == (pytest.approx(0.5), 2)
+    assert c.upper == pytest.approx(3.0 + zh)
+
+
+def test_null_studentized_multipliers_by_hand():
+    from scipy import stats
+
+    from calibtest.core.weighted import null_studentized_multipliers
+    # 20 draws with se 1: studentized values 0.1, 0.2, ..., 2.0 (+ one draw of zero variance and positive T)
+    draws = np.append(np.arange(1, 21) / 10.0, 0.5)
+    var = np.append(np.ones(20), 0.0)
+    k_a, k_h = null_studentized_multipliers(draws, var, 0.05)
+    # 21 values, 'higher' quantiles at positions 0.95 * 20 = 19 and 0.975 * 20 = 19.5 -> 20th and 21st sorted
+    assert k_a == pytest.approx(2.0)
+    assert k_h == np.inf
+    k_a, k_h = null_studentized_multipliers(np.zeros(5), np.ones(5), 0.05)   # never below z
+    assert (k_a, k_h) == (pytest.approx(stats.norm.isf(0.05)), pytest.approx(stats.norm.isf(0.025)))
+
+
+@pytest.mark.slow
+def test_prevalence_jackknife_study_smoke():
+    """Case-control samples from the vignette: T_J removes most of the ratio's upward bias at the automatic B."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "vignettes" / "populations.py"
+    spec = importlib.util.spec_from_file_location("populations_study_w", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    run = study.prevalence_diagnosis_cell(0.5, 500)
+    rows = pd.DataFrame([run(np.random.default_rng([16, r])) for r in range(80)])  # 80 data sets
+    truth = rows["truth_binned"].iloc[0]
+    # the binned population ECE^2 by a second route: Monte Carlo over the population
+    mu = study._population_mu(study.PREV, study.PREV_SD)
+    x = np.random.default_rng(3).standard_normal(2_000_000)
+    r = 1 / (1 + np.exp(-(mu + study.PREV_SD * x)))
+    p = 1 / (1 + np.exp(-(mu + study.PREV_SD * x - 0.5)))
+    b = np.minimum((p * rows["n_bins"].iloc[0]).astype(int), rows["n_bins"].iloc[0] - 1)
+    mass = np.bincount(b) / x.size
+    num = np.bincount(b, weights=r - p) / x.size
+    assert np.sum(num[mass > 0] ** 2 / mass[mass > 0]) == pytest.approx(truth, rel=0.05)
+    bias_ratio = rows["ratio"].mean() - truth
+    bias_jack = rows["jackknife"].mean() - truth
+    mcse = rows["jackknife"].std() / np.sqrt(len(rows))
+    # measured (500 data sets): T_w biased by 1.2 sd, T_J by 0.3 sd; the jackknife se is not too small
+    assert bias_ratio > 5 * mcse
+    assert abs(bias_jack) < 0.5 * bias_ratio
+    assert rows["jackknife"].std() < 1.1 * np.sqrt(rows["jack_var"].mean())
+
+
+def test_prevalence_result_flagged_approximate_when_weight_sits_in_sparse_bins():
+    # 8 bins of 0.125: rows at p = 0.9 are two events and two non-events; with pi = 0.05 and
+    # pi_hat = 0.5 the non-events weigh 1.9 and the events 0.1, so that bin's effective size is
+    # 4^2 / (2 * 3.61 + 2 * 0.01) = 2.2 < 5, and its weight share 4 / 100 = 4% > 1%
+    p = np.concatenate([np.full(48, 0.05), np.full(48, 0.3), np.full(4, 0.9)])
+    y = np.concatenate([np.tile([1, 0, 0, 1], 12), np.tile([1, 1, 0, 0], 12), [1, 1, 0, 0]])
+    assert y.mean() == 0.5
+    res = ct.calib_ci(y=y, probs=p, prevalence=0.05, n_bins=8, n_null_draws=99, rng=0)
+    assert res.weighting.sparse_weight_share == pytest.approx(4.0 / 100)
+    assert res.approximate and "approximate there" in res.approximation.reasons[-1]
+    dense = ct.calib_ci(y=y[:96], probs=p[:96], prevalence=0.05, n_bins=8, n_null_draws=99, rng=0)
+    assert dense.weighting.sparse_weight_share == 0.0 and not dense.approximate

@@ -14,14 +14,17 @@ Measures, with ``calib_ci(..., by=...)``, ``weights=`` and ``prevalence=``:
 3. **Prevalence**: a population with prevalence 5% (logit r ~ N(mu, 1.5^2)),
    a model p = expit(logit r - delta) (delta = 0: calibrated in the
    population), and a 50/50 case-control sample of 500 cases and 500
-   controls drawn from it: coverage of the population ECE by the unweighted
-   interval and by the prevalence-adjusted one, and the size of the
-   adjusted test.
+   controls (or 2500 + 2500) drawn from it: coverage of the population's
+   binned ECE^2 (at the B the result used) by the unweighted interval and by
+   the prevalence-adjusted one, and the size of the adjusted test; the
+   ``diag_*`` cells measure the bias of the ratio T_w and of its jackknife
+   T_J and the ratio of their Monte Carlo sd to the influence-function and
+   jackknife standard errors.
 4. **Lognormal weights**: weights w = L exp(2 p), log L ~ N(0, 0.5^2), n = 1000,
    p ~ U(0, 1): the weighted population's ECE covered by the weighted interval
    (calibrated and delta = 0.5), the size of the weighted test, and
    Var(T_w) across data sets against the mean estimated null variance V_0.
-5. **Brute force**: T_w, sigma_{1,w}^2 and V_0 against an obviously correct
+5. **Brute force**: T_w, T_J, sigma_{1,w}^2 and V_0 against an obviously correct
    double loop over pairs on 300 random small inputs (n <= 30).
 
 Every cell appends one CSV row per data set as it goes (``--out``, default
@@ -44,10 +47,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import integrate, optimize, special
+from scipy import integrate, optimize, special, stats
 
 import calibtest as ct
-from calibtest.core.weighted import weighted_statistics
+from calibtest.core.partition import partition_rows
+from calibtest.core.targets import prepare_target
+from calibtest.core.weighted import prevalence_weights, weighted_statistics
+from calibtest.estimation import SPARSE_WEIGHT_SHARE
+from calibtest.results import SPARSE_BIN_NEFF
 from calibtest.grouping import global_test
 
 ALPHAS = (0.05, 0.10)
@@ -120,10 +127,30 @@ def population_ece_sq(mu: float, sd: float, delta: float) -> float:
 PREV, PREV_SD = 0.05, 1.5
 
 
+def population_binned_ece_sq(mu: float, sd: float, delta: float, n_bins: int, n_grid: int = 400_001) -> float:
+    """sum_b P(b) (E[r - p | b])^2 over the B equal-width bins of p, by quadrature on a grid of X."""
+    x = np.linspace(-12.0, 12.0, n_grid)
+    dens = np.exp(-x * x / 2)
+    dens /= dens.sum()
+    r = special.expit(mu + sd * x)
+    p = special.expit(mu + sd * x - delta)
+    b = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    mass = np.bincount(b, weights=dens, minlength=n_bins)
+    num = np.bincount(b, weights=dens * (r - p), minlength=n_bins)
+    pos = mass > 0
+    return float(np.sum(num[pos] ** 2 / mass[pos]))
+
+
 def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500, n_bins="auto"):
     mu = _population_mu(PREV, PREV_SD)
     truth = population_ece_sq(mu, PREV_SD, delta)
     pool = int(3 * n_cases / PREV)
+    binned = {}   # B -> the population's binned ECE^2 (the estimand at that B)
+
+    def binned_truth(B: int) -> float:
+        if B not in binned:
+            binned[B] = population_binned_ece_sq(mu, PREV_SD, delta, B) if delta else 0.0
+        return binned[B]
 
     def run(rng):
         x = rng.standard_normal(pool)
@@ -138,17 +165,51 @@ def prevalence_cell(delta: float, n_cases: int = 500, n_controls: int = 500, n_b
         for name, kw in (("unweighted", {}), ("adjusted", {"prevalence": PREV, "n_null_draws": 999, "rng": rng})):
             res = ct.calib_ci(y=yy, probs=p, n_bins=n_bins, **kw)
             lo, hi = res.ci_lower, res.ci_upper
-            out[f"{name}_cover"] = int(lo < truth <= hi if res.ci_lower_open else lo <= truth <= hi)
+            tb = binned_truth(res.n_bins)
+            out[f"{name}_cover"] = int(lo < tb <= hi if res.ci_lower_open else lo <= tb <= hi)
             out[f"{name}_p"] = res.null_pvalue
             out[f"{name}_ece"] = res.ece
             if name == "adjusted":
                 out["n_eff"] = res.weighting.n_eff
+                out["n_bins"] = res.n_bins
+                out["truth_binned"] = tb
+                out["estimate"] = res.estimate
+                out["se"] = res.se
         return out
     return run, truth
 
 
+def prevalence_diagnosis_cell(delta: float, n_cases: int, n_bins="auto"):
+    """T_w and T_J of a case-control sample with prevalence weights, their IF and jackknife se (no test)."""
+    mu = _population_mu(PREV, PREV_SD)
+    pool = int(3 * n_cases / PREV)
+    binned = {}
+
+    def run(rng):
+        x = rng.standard_normal(pool)
+        r = special.expit(mu + PREV_SD * x)
+        y = rng.random(pool) < r
+        idx = np.concatenate([rng.choice(np.flatnonzero(y), n_cases, replace=False),
+                              rng.choice(np.flatnonzero(~y), n_cases, replace=False)])
+        p = special.expit(special.logit(r[idx]) - delta)
+        yy = y[idx].astype(int)
+        data = prepare_target(yy, p)
+        part = partition_rows(data, n_bins)
+        w, _ = prevalence_weights(yy == 1, PREV)
+        ws = weighted_statistics(part.inverse, data.u, w, part.m, jackknife=True)
+        if part.n_bins not in binned:
+            binned[part.n_bins] = population_binned_ece_sq(mu, PREV_SD, delta, part.n_bins) if delta else 0.0
+        W_b = np.bincount(part.inverse, weights=w, minlength=part.m)
+        P_b = np.bincount(part.inverse, weights=w * w, minlength=part.m)
+        share = float(W_b[W_b * W_b < SPARSE_BIN_NEFF * P_b].sum() / W_b.sum())
+        return {"n_bins": part.n_bins, "truth_binned": binned[part.n_bins], "ratio": ws.ratio_estimate,
+                "jackknife": ws.estimate, "if_var": ws.sigma1_sq / w.size, "jack_var": ws.jackknife_variance,
+                "sparse_weight_share": share, "flagged": int(share > SPARSE_WEIGHT_SHARE)}
+    return run
+
+
 def prevalence_normal_cell(n_cases: int = 500, n_controls: int = 500):
-    """The normal test z0 = T_w / sqrt(V_0) on prevalence weights (what the Monte Carlo null replaces)."""
+    """The normal test z0 = T_w / sqrt(V_0) on prevalence weights, with the ratio T_w (what the Monte Carlo null replaces)."""
     mu = _population_mu(PREV, PREV_SD)
     pool = int(3 * n_cases / PREV)
 
@@ -158,9 +219,13 @@ def prevalence_normal_cell(n_cases: int = 500, n_controls: int = 500):
         y = rng.random(pool) < r
         idx = np.concatenate([rng.choice(np.flatnonzero(y), n_cases, replace=False),
                               rng.choice(np.flatnonzero(~y), n_controls, replace=False)])
-        res = ct.calib_ci(y=y[idx].astype(int), probs=r[idx], prevalence=PREV, n_null_draws=19, rng=rng)
-        return {"p_normal": res.asymptotic_pvalue, "estimate": res.estimate,
-                "null_variance": res.weighting.null_variance}
+        yy = y[idx].astype(int)
+        data = prepare_target(yy, r[idx])
+        part = partition_rows(data, "auto")
+        w, _ = prevalence_weights(yy == 1, PREV)
+        ws = weighted_statistics(part.inverse, data.u, w, part.m)   # the ratio T_w, no jackknife
+        return {"p_normal": float(stats.norm.sf(ws.estimate / math.sqrt(ws.null_variance))), "estimate": ws.estimate,
+                "null_variance": ws.null_variance}
     return run
 
 
@@ -214,6 +279,45 @@ def brute_force(inverse, u, w):
     return T, s1 / n, V0
 
 
+def brute_force_jackknife(inverse, u, w):
+    """T_J = n T_w - (n-1)/n sum_i T_w(without row i), each T_w recomputed by the double loop.
+
+    Convention: if row i's bin keeps no weighted pair without it, that bin's
+    ratio stays at its full-bin value.
+    """
+    n = len(w)
+
+    def ratio_total(keep):
+        W = w[keep].sum()
+        total, ratios = 0.0, {}
+        for b in sorted(set(inverse[keep].tolist())):
+            rows = [i for i in range(n) if keep[i] and inverse[i] == b]
+            num = sum(w[i] * w[j] * float(u[i] @ u[j]) for i in rows for j in rows if i != j)
+            den = sum(w[i] * w[j] for i in rows for j in rows if i != j)
+            ratios[b] = num / den if den > 1e-12 * sum(w[i] for i in rows) ** 2 else 0.0
+            total += sum(w[i] for i in rows) * ratios[b]
+        return total, W, ratios
+
+    total, W, R = ratio_total(np.ones(n, bool))
+    T = total / W
+    loo = []
+    for i in range(n):  # each deletion, recomputed from scratch
+        keep = np.arange(n) != i
+        if w[keep].sum() <= 1e-12 * W:
+            loo.append(T)
+            continue
+        own = w[keep & (inverse == inverse[i])]
+        if own.sum() ** 2 - (own ** 2).sum() > 1e-12 * own.sum() ** 2:
+            t_i, W_i, _ = ratio_total(keep)
+            loo.append(t_i / W_i)
+        else:
+            others = keep & (inverse != inverse[i])
+            t_o = ratio_total(others)[0] if others.any() else 0.0
+            loo.append((t_o + own.sum() * R[inverse[i]]) / w[keep].sum())
+    loo = np.array(loo)
+    return n * T - (n - 1) * loo.mean()
+
+
 def brute_force_check(n_sets: int = 300, seed: int = 5) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
@@ -227,9 +331,11 @@ def brute_force_check(n_sets: int = 300, seed: int = 5) -> pd.DataFrame:
             w[0] = 1.0
         inverse = rng.integers(0, max(1, n // 4), n)
         _, inverse = np.unique(inverse, return_inverse=True)
-        fast = weighted_statistics(inverse, u, w)
+        fast = weighted_statistics(inverse, u, w, jackknife=True)
         T, s1, V0 = brute_force(inverse, u, w)
-        rows.append({"n": n, "d": d, "T_err": abs(fast.estimate - T) / max(abs(T), 1e-300),
+        T_J = brute_force_jackknife(inverse, u, w)
+        rows.append({"n": n, "d": d, "T_err": abs(fast.ratio_estimate - T) / max(abs(T), 1e-300),
+                     "T_J_err": abs(fast.estimate - T_J) / max(abs(T_J), 1e-300),
                      "sigma1_err": abs(fast.sigma1_sq - s1) / max(s1, 1e-300),
                      "V0_err": abs(fast.null_variance - V0) / max(V0, 1e-300)})
     return pd.DataFrame(rows)
@@ -250,6 +356,10 @@ CELLS = {
     "prev_delta0.5_n5000": (12, lambda: prevalence_cell(0.5, 2500, 2500)[0]),
     "prev_calibrated_n5000": (13, lambda: prevalence_cell(0.0, 2500, 2500)[0]),
     "prev_calibrated_normal_test": (15, lambda: prevalence_normal_cell()),
+    "diag_delta0.5_n1000_auto": (16, lambda: prevalence_diagnosis_cell(0.5, 500)),
+    "diag_delta0.5_n1000_B10": (17, lambda: prevalence_diagnosis_cell(0.5, 500, 10)),
+    "diag_delta0.5_n5000_auto": (18, lambda: prevalence_diagnosis_cell(0.5, 2500)),
+    "diag_delta0.5_n5000_B10": (19, lambda: prevalence_diagnosis_cell(0.5, 2500, 10)),
     "lognormal_calibrated": (9, lambda: lognormal_cell(0.0)),
     "lognormal_delta0.5": (10, lambda: lognormal_cell(0.5)),
 }
@@ -309,19 +419,54 @@ def tables(out: Path) -> str:
         G = len([c for c in df.columns if c.startswith("cover_")])
         lines.append(f"| {name} | {', '.join(map(str, sizes_for(G)))} | " + ", ".join(
             rate(df[f"cover_{g}"]) for g in range(G)) + " |")
-    lines.append("\n### Prevalence: 50/50 case-control sample (500 + 500) from a population with prevalence 5%\n")
-    lines.append("| model | data sets | population ECE | unweighted coverage | adjusted coverage | "
-                 "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean n_eff |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("\n### Prevalence: 50/50 case-control sample from a population with prevalence 5%\n")
+    lines.append("Coverage is of the population's binned ECE² at the B the result used (0 for the calibrated "
+                 "model).\n")
+    lines.append("| cell | data sets | B | population binned ECE | unweighted coverage | adjusted coverage | "
+                 "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | corr(T_J, se) | mean n_eff |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def prevalence_row(name, df):
+        tb = df["truth_binned"]
+        ratio = f"{df['estimate'].mean() / tb.mean():.2f}" if tb.mean() > 0 else "–"
+        return (f"| {name} | {len(df)} | {int(df['n_bins'].median())} | {math.sqrt(tb.mean()):.4f} | "
+                f"{rate(df['unweighted_cover'])} | {rate(df['adjusted_cover'])} | {rate(df['adjusted_p'] <= 0.05)} | "
+                f"{rate(df['unweighted_p'] <= 0.05)} | {ratio} | {np.corrcoef(df['estimate'], df['se'])[0, 1]:.2f} | "
+                f"{df['n_eff'].mean():.0f} |")
+
     for name in ("prev_calibrated", "prev_delta0.5", "prev_delta1", "prev_delta0.5_B10", "prev_calibrated_n5000",
                  "prev_delta0.5_n5000"):
+        path = out / f"{name}.csv"
+        if path.exists():
+            lines.append(prevalence_row(name, pd.read_csv(path)))
+    older = out / "jackknife_only"
+    if older.exists():
+        lines.append("\nThe same cells with T_J and its jackknife se but the normal quantiles z_a, z_h at the "
+                     "lower end (the intermediate version, files in `jackknife_only/`):\n")
+        lines.append("| cell | data sets | B | population binned ECE | unweighted coverage | adjusted coverage | "
+                     "adjusted rejects ECE = 0 (0.05) | unweighted rejects (0.05) | mean T_J / ECE² | corr(T_J, se) | mean n_eff |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for path in sorted(older.glob("prev_*.csv")):
+            lines.append(prevalence_row(path.stem, pd.read_csv(path)))
+    lines.append("\n### Prevalence: bias and standard errors of T_w and T_J (500 + 500 and 2500 + 2500, delta = 0.5)\n")
+    lines.append("bias in units of the Monte Carlo sd of the estimator; se ratio = Monte Carlo sd / root mean "
+                 "estimated variance (1 = right, > 1 = se too small).\n")
+    lines.append("| cell | data sets | B | binned ECE² | mean T_w | mean T_J | bias/sd T_w | bias/sd T_J | "
+                 "se ratio T_w, IF se | se ratio T_J, IF se | se ratio T_J, jackknife se | flagged approximate |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in ("diag_delta0.5_n1000_auto", "diag_delta0.5_n1000_B10", "diag_delta0.5_n5000_auto",
+                 "diag_delta0.5_n5000_B10"):
         path = out / f"{name}.csv"
         if not path.exists():
             continue
         df = pd.read_csv(path)
-        lines.append(f"| {name} | {len(df)} | {math.sqrt(df['truth'].iloc[0]):.4f} | {rate(df['unweighted_cover'])} | "
-                     f"{rate(df['adjusted_cover'])} | {rate(df['adjusted_p'] <= 0.05)} | "
-                     f"{rate(df['unweighted_p'] <= 0.05)} | {df['n_eff'].mean():.0f} |")
+        tb = df["truth_binned"].mean()
+        sd_r, sd_j = df["ratio"].std(), df["jackknife"].std()
+        se_if, se_j = math.sqrt(df["if_var"].mean()), math.sqrt(df["jack_var"].mean())
+        lines.append(f"| {name} | {len(df)} | {int(df['n_bins'].median())} | {tb:.2e} | {df['ratio'].mean():.2e} | "
+                     f"{df['jackknife'].mean():.2e} | {(df['ratio'].mean() - tb) / sd_r:.2f} | "
+                     f"{(df['jackknife'].mean() - tb) / sd_j:.2f} | {sd_r / se_if:.2f} | {sd_j / se_if:.2f} | "
+                     f"{sd_j / se_j:.2f} | {rate(df['flagged']) if 'flagged' in df else '–'} |")
     path = out / "prev_calibrated_normal_test.csv"
     if path.exists():
         df = pd.read_csv(path)
@@ -349,7 +494,8 @@ def tables(out: Path) -> str:
     if bf.exists():
         df = pd.read_csv(bf)
         lines.append(f"\nBrute force: {len(df)} random inputs (n = 2..30, d = 1..2, lognormal weights, 10% zero): "
-                     f"largest relative error T_w {df['T_err'].max():.2e}, sigma_1w^2 {df['sigma1_err'].max():.2e}, "
+                     f"largest relative error T_w {df['T_err'].max():.2e}, T_J {df['T_J_err'].max():.2e}, "
+                     f"sigma_1w^2 {df['sigma1_err'].max():.2e}, "
                      f"V_0 {df['V0_err'].max():.2e}.")
     return "\n".join(lines)
 

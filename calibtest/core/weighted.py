@@ -28,6 +28,26 @@ with W_b^2 = P_b (a single row with positive weight) hold no pair and are
 left out, as in the unweighted T.  With unit weights W_b = c_b, P_b = c_b
 and T_w = (1/n) sum_b (||S_b||^2 - Q_b) / (c_b - 1) = T (the paper's eq. (6)).
 
+**Outcome-dependent weights (prevalence weights).**  When the weights depend
+on the outcome (events pi / pi_hat, non-events (1 - pi) / (1 - pi_hat)), the
+U_i of a bin are no longer independent of its weights, and the ratio T_w is
+biased: in a bin with few rows of the up-weighted class the denominator
+W_b^2 - P_b is small exactly when those rows are missing, and T_w then
+overstates ||mu_b||^2, by more than a standard error at 500 + 500 rows.  The
+estimate used there is the delete-one jackknife (Quenouille [4]_)
+
+.. math::
+
+    T_J = n T_w - \frac{n - 1}{n} \sum_i T_w^{(-i)},
+
+which removes the O(1/n) term of the ratio's bias; each T_w^{(-i)} changes
+only its row's bin sums and W, so T_J costs O(n d) from per-bin sums
+(:func:`jackknife_statistic`).  With unit weights each bin ratio is a
+U-statistic, whose leave-one-out average is itself, and T_J = T exactly.
+Its standard error is the jackknife one,
+se_J^2 = (n - 1)/n sum_i (T_w^{(-i)} - mean)^2 (the influence-function se
+misses the ratio noise: measured up to 1.7 times too small).
+
 **Influence function.**  Writing theta_w = sum_b ||A_b||^2 / (B_b C) with
 A_b = E[w U 1_b], B_b = E[w 1_b], C = E[w], the influence value of row i
 (in bin b) is
@@ -76,16 +96,23 @@ References
 .. [2] Kish, "Survey Sampling", Wiley, 1965 (effective sample size).
 .. [3] Saerens, Latinne and Decaestecker, "Adjusting the outputs of a
        classifier to new a priori probabilities", Neural Computation 14 (2002).
+.. [4] Quenouille, "Notes on bias in estimation", Biometrika 43 (1956);
+       Efron and Stein, "The jackknife estimate of variance", Annals of
+       Statistics 9 (1981).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as _sps
+
+from calibtest.core.intervals import AdjustedInterval
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
            "weighted_null_draws", "prevalence_event_prob",
-           "prevalence_weights", "kish_n_eff"]
+           "prevalence_weights", "kish_n_eff", "jackknife_statistic",
+           "null_studentized_multipliers", "studentized_adjusted_interval"]
 
 
 def _columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
@@ -160,6 +187,12 @@ class WeightedStatistics:
         W_b.
     n_eff : float
         Kish's effective sample size of all rows.
+    ratio_estimate : float
+        T_w before the jackknife correction (equal to ``estimate`` when
+        ``jackknife=False``).
+    jackknife_variance : float or None
+        The delete-one jackknife variance of ``estimate`` (None when
+        ``jackknife=False``).
     """
 
     estimate: float
@@ -170,6 +203,8 @@ class WeightedStatistics:
     contributions: np.ndarray
     weight_sum: np.ndarray
     n_eff: float
+    ratio_estimate: float = float("nan")
+    jackknife_variance: float | None = None
 
 
 def _bin_parts(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int):
@@ -186,6 +221,97 @@ def _pair_factor(W_b: np.ndarray, D_b: np.ndarray, W: float) -> np.ndarray:
     keep = D_b > 1e-12 * np.maximum(W_b * W_b, np.finfo(float).tiny)
     out[keep] = W_b[keep] / (W * D_b[keep])
     return out
+
+
+def _keep(D: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Bins (or leave-one-out bins) that hold a weighted pair: D = W^2 - sum w^2 > 0 up to rounding."""
+    return D > 1e-12 * np.maximum(W * W, np.finfo(float).tiny)
+
+
+def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: np.ndarray, m: int, r: int = 1):
+    r"""The delete-one jackknife of T_w over the rows, from per-bin sums (closed form, no loop over rows).
+
+    With R_b = (||S_b||^2 - Q_b) / (W_b^2 - P_b) (0 for a bin without a
+    weighted pair), A = sum_b W_b R_b and T_w = A / W, deleting row i of bin b
+    changes only its bin's sums and W:
+
+    .. math::
+
+        T_w^{(-i)} = \frac{A - W_b R_b + (W_b - w_i) R_b^{(-i)}}{W - w_i},
+        \qquad
+        T_J = n T_w - \frac{n - 1}{n} \sum_i T_w^{(-i)},
+
+    where R_b^{(-i)} uses W_b - w_i, P_b - w_i^2, S_b - w_i U_i and
+    Q_b - w_i^2 ||U_i||^2; when the bin keeps no weighted pair without row i,
+    R_b^{(-i)} is taken as R_b (the row's deletion carries no information on
+    the ratio).  T_J removes the O(1/n) bias of the ratio (Quenouille's
+    jackknife [1]_).  With unit weights each R_b is a U-statistic, whose
+    leave-one-out average is itself, and T_J = T_w = T exactly.  The jackknife
+    variance is (n - 1)/n sum_i (T_w^{(-i)} - mean)^2.
+
+    Parameters
+    ----------
+    cell : ndarray of intp, shape (N,)
+        Bin of each row, ``set * m + bin`` when ``r`` sets of n = N / r rows
+        (e.g. Monte Carlo draws) are handled at once.
+    w : ndarray, shape (N,)
+    wu : ndarray, shape (N, d)
+        w_i U_i.
+    w2uu : ndarray, shape (N,)
+        w_i^2 ||U_i||^2.
+    m, r : int
+        Bins per set and number of sets.
+
+    Returns
+    -------
+    ratio, jack : ndarray, shape (r,)
+        T_w and T_J of each set.
+    contributions : ndarray, shape (r * m,)
+        Each bin's share of T_J (they sum to T_J within a set).
+    variance : ndarray, shape (r,)
+        Jackknife variance of each set.
+
+    References
+    ----------
+    .. [1] Quenouille, "Notes on bias in estimation", Biometrika 43 (1956);
+           Efron and Stein, "The jackknife estimate of variance", Annals of
+           Statistics 9 (1981).
+    """
+    size = r * m
+    n = cell.shape[0] // r
+    W_b = np.bincount(cell, weights=w, minlength=size)
+    P_b = np.bincount(cell, weights=w * w, minlength=size)
+    S_b = _columns(cell, wu, size)
+    Q_b = np.bincount(cell, weights=w2uu, minlength=size)
+    D = W_b * W_b - P_b
+    keep = _keep(D, W_b)
+    R = np.divide(np.einsum("bj,bj->b", S_b, S_b) - Q_b, D, out=np.zeros(size), where=keep)
+    X = W_b * R
+    A = X.reshape(r, m).sum(axis=1)
+    W = W_b.reshape(r, m).sum(axis=1)
+    ratio = A / W
+    Wl = W_b[cell] - w
+    Sl = S_b[cell] - wu
+    Dl = Wl * Wl - (P_b[cell] - w * w)
+    kl = _keep(Dl, Wl)
+    Rl = np.divide(np.einsum("ij,ij->i", Sl, Sl) - (Q_b[cell] - w2uu), Dl, out=R[cell].copy(), where=kl)
+    set_i = cell // m
+    denom = W[set_i] - w
+    ok = denom > 1e-12 * W[set_i]
+    inv = np.divide(1.0, denom, out=np.zeros_like(denom), where=ok)
+    own = Wl * Rl * inv                                  # row i's own-bin term of T^(-i)
+    T_loo = np.where(ok, (A[set_i] - X[cell]) * inv + own, ratio[set_i])
+    # per-bin shares: sum_i T^(-i) = sum_b [X_b (H - H_b) + L_b] (+ ratio for rows with nothing left)
+    H_b = np.bincount(cell, weights=inv, minlength=size)
+    H = H_b.reshape(r, m).sum(axis=1)
+    L_b = np.bincount(cell, weights=own, minlength=size)
+    none_b = np.bincount(cell, weights=(~ok) * ratio[set_i], minlength=size)
+    loo_b = X * (np.repeat(H, m) - H_b) + L_b + none_b
+    contributions = n * X / np.repeat(W, m) - (n - 1) / n * loo_b
+    jack = contributions.reshape(r, m).sum(axis=1)
+    mean = np.bincount(set_i, weights=T_loo, minlength=r) / n
+    variance = (n - 1) / n * np.bincount(set_i, weights=(T_loo - mean[set_i]) ** 2, minlength=r)
+    return ratio, jack, contributions, variance
 
 
 def weighted_influence(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None) -> np.ndarray:
@@ -230,8 +356,8 @@ def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m:
     return float(max(2.0 * np.sum(factor**2 * pairs), 0.0))
 
 
-def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None
-                        ) -> WeightedStatistics:
+def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None, *,
+                        jackknife: bool = False) -> WeightedStatistics:
     """T_w, the weighted plug-in, sigma_{1,w}^2 and V_0 of weighted rows (see the module docstring).
 
     Parameters
@@ -244,6 +370,10 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
         Non-negative finite weights, not all zero (validated by the caller).
     m : int, optional
         Number of bins (default: ``inverse.max() + 1``).
+    jackknife : bool
+        Report the jackknife-corrected T_J (:func:`jackknife_statistic`) as
+        the estimate, with its jackknife variance; for weights that depend on
+        the outcome (prevalence weights), where the ratio T_w is biased.
 
     Returns
     -------
@@ -258,16 +388,24 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     pos = W_b > 0
     plugin = float(np.sum(np.einsum("bi,bi->b", S_b[pos], S_b[pos]) / W_b[pos]) / W)
     psi = weighted_influence(inverse, u, w, m)
+    ratio, jvar = float(contributions.sum()), None
+    estimate = ratio
+    if jackknife:
+        _, jack, contributions, var = jackknife_statistic(
+            inverse, w, u * w[:, None], w * w * np.einsum("ij,ij->i", u, u), m)
+        estimate, jvar = float(jack[0]), float(var[0])
     return WeightedStatistics(
-        estimate=float(contributions.sum()), plugin=plugin, sigma1_sq=float(np.mean(psi * psi)),
+        estimate=estimate, plugin=plugin, sigma1_sq=float(np.mean(psi * psi)),
         null_variance=weighted_null_variance(inverse, u, w, m),
         null_variance_plugin_weights=weighted_null_variance(inverse, u, w, m, shift=0.0),
-        contributions=contributions, weight_sum=W_b, n_eff=kish_n_eff(w))
+        contributions=contributions, weight_sum=W_b, n_eff=kish_n_eff(w), ratio_estimate=ratio,
+        jackknife_variance=jvar)
 
 
 def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.ndarray,
                         weight_nonevent: np.ndarray, event_prob: np.ndarray, *, n_draws: int, rng,
-                        m: int | None = None, max_cells: int = 20_000_000) -> np.ndarray:
+                        m: int | None = None, max_cells: int = 20_000_000, jackknife: bool = False,
+                        return_variance: bool = False):
     """T_w of ``n_draws`` label vectors drawn under H0 given the predictions (binary and top-1 rows).
 
     Row i gets y_i ~ Bernoulli(event_prob_i) independently, U_i = y_i - z_i and
@@ -294,21 +432,35 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
     rng : numpy.random.Generator
     m : int, optional
         Number of bins.
+    jackknife : bool
+        Draw the jackknife-corrected T_J instead of T_w (the statistic the
+        test then compares with must be T_J too).
+    return_variance : bool
+        With ``jackknife``, also return the jackknife variance of each draw.
 
     Returns
     -------
     ndarray, shape (n_draws,)
+        The statistic of each draw; with ``return_variance`` a pair
+        (statistics, jackknife variances).
     """
     n = z.shape[0]
     m = int(inverse.max()) + 1 if m is None else m
     out = np.empty(n_draws)
-    block = max(1, min(n_draws, max_cells // max(n, 1)))
+    out_var = np.empty(n_draws)
+    cells = max_cells // 8 if jackknife else max_cells   # the jackknife holds ~8 more arrays per row
+    block = max(1, min(n_draws, cells // max(n, 1)))
     for start in range(0, n_draws, block):  # blocks of draws, each fully vectorised
         r = min(block, n_draws - start)
         y = rng.random((r, n)) < event_prob
         w = np.where(y, weight_event, weight_nonevent)
         u = y - z
         cell = (np.arange(r)[:, None] * m + inverse).ravel()
+        if jackknife:
+            wf, uf = w.ravel(), u.ravel()
+            _, out[start:start + r], _, out_var[start:start + r] = jackknife_statistic(
+                cell, wf, (wf * uf)[:, None], (wf * uf) ** 2, m, r)
+            continue
         size = r * m
         W_b = np.bincount(cell, weights=w.ravel(), minlength=size).reshape(r, m)
         P_b = np.bincount(cell, weights=(w * w).ravel(), minlength=size).reshape(r, m)
@@ -319,7 +471,76 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
         W = W_b.sum(axis=1, keepdims=True)
         factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
         out[start:start + r] = np.sum(factor * (S_b * S_b - Q_b), axis=1)
+    if return_variance:
+        if not jackknife:
+            raise ValueError("return_variance=True needs jackknife=True")
+        return out, out_var
     return out
+
+
+def null_studentized_multipliers(draws: np.ndarray, variances: np.ndarray, alpha: float) -> tuple[float, float]:
+    """k_a, k_h: the 1 - alpha and 1 - alpha/2 quantiles of T*/se* over null draws, at least z_a and z_h.
+
+    ``draws`` and ``variances`` are T_J and its jackknife variance of each
+    Monte Carlo draw under H0 (:func:`weighted_null_draws` with
+    ``return_variance=True``).  A draw with zero variance counts as +inf,
+    -inf or 0 by the sign of its statistic.  This is the bootstrap-t idea
+    (Hall [1]_) with the Monte Carlo null given the predictions as the
+    resampling law, i.e. the studentized law at ECE^2 = 0.
+
+    References
+    ----------
+    .. [1] Hall, "Theoretical comparison of bootstrap confidence intervals",
+           Annals of Statistics 16 (1988) 927-953.
+    """
+    draws = np.asarray(draws, dtype=np.float64)
+    variances = np.asarray(variances, dtype=np.float64)
+    pos = variances > 0
+    degenerate = np.select([draws > 0, draws < 0], [np.inf, -np.inf], 0.0)
+    stud = np.where(pos, draws / np.sqrt(np.where(pos, variances, 1.0)), degenerate)
+    q_a, q_h = np.quantile(stud, [1.0 - alpha, 1.0 - alpha / 2.0], method="higher")
+    return float(max(_sps.norm.isf(alpha), q_a)), float(max(_sps.norm.isf(alpha / 2.0), q_h))
+
+
+def studentized_adjusted_interval(estimate: float, se: float, threshold: float, alpha: float,
+                                  k_a: float, k_h: float) -> AdjustedInterval:
+    """The adjusted interval with the lower end's normal quantiles replaced by k_a and k_h.
+
+    With T+ = max(T, 0), z_h = Phi^-1(1 - alpha/2)::
+
+        upper = T+ + z_h se
+        lower = T+ - k_h se               if T+/2 <= T+ - k_h se   (branch 1)
+              = max(0, T+ - k_a se)       if T+ - k_a se < T+/2    (branch 2)
+              = T+/2                      otherwise                (branch 3)
+
+    and [0, upper] when T+ < threshold.  With k_a = z_a and k_h = z_h it is
+    :func:`calibtest.core.intervals.adjusted_interval` (paper eqs. (10) and
+    (7)).  For prevalence weights k_a, k_h are the quantiles of the
+    studentized statistic T*/se* under H0 given the predictions
+    (:func:`null_studentized_multipliers`): near ECE^2 = 0, where the lower
+    end is decided, (T - theta) / se has a heavier upper tail than N(0, 1)
+    (bins with few rows of the up-weighted class give large T with a small
+    jackknife se), and the null draws show how much.
+
+    References
+    ----------
+    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
+           l2 Expected Calibration Error", arXiv:2408.08998, 2024, eqs. (7), (10).
+    """
+    t_pos = max(float(estimate), 0.0)
+    upper = t_pos + _sps.norm.isf(alpha / 2.0) * se
+    symmetric = t_pos - k_h * se
+    one_sided = t_pos - k_a * se
+    if t_pos / 2.0 <= symmetric:
+        lower, branch = symmetric, 1
+    elif one_sided < t_pos / 2.0:
+        lower, branch = max(0.0, one_sided), 2
+    else:
+        lower, branch = t_pos / 2.0, 3
+    contains_zero = bool(t_pos < threshold)
+    lower_open = (not contains_zero) and lower <= 0.0
+    return AdjustedInterval(0.0 if contains_zero else float(lower), float(upper), contains_zero, bool(lower_open),
+                            branch)
 
 
 def prevalence_event_prob(z: np.ndarray, a: float, b: float) -> np.ndarray:
