@@ -205,6 +205,74 @@ def main(out_dir=HERE):
     return 0
 
 
+#: The default-null check: designs (3 distributions x 3 miscalibrations) and targets, analysed
+#: as calib_ci analyses them by default (null="auto": the conditional null for these 1-d targets).
+DEFAULT_MISCAL = ["intercept +0.3", "slope 0.7", "slope 1.2"]
+DEFAULT_TARGETS = [("power", 0.8), ("ci_width", 0.05)]
+N_DEFAULT = int(os.environ.get("PLANNING_N_DEFAULT", 2000))
+
+
+def default_null_check(out_dir=HERE, dists=None, miscal=None, targets=None, n_sim=None):
+    """Analytic n and power under the default null against per-study ``calib_ci`` simulations.
+
+    For each design and target: the analytic n of :func:`calibtest.calib_sample_size` (``null``
+    not given, so the default), then ``n_sim`` simulated studies, each analysed by the package's
+    estimator with the default null, at n_a x {0.8, 1, 1.25} (more factors until the target is
+    bracketed); the simulated n is the log-linear crossing.  Rows go to
+    ``planning_default_null.csv`` as they are finished.
+    """
+    warnings.simplefilter("ignore", UserWarning)
+    path = os.path.join(out_dir, "planning_default_null.csv")
+    dists = distributions() if dists is None else dists
+    miscal = DEFAULT_MISCAL if miscal is None else miscal
+    targets = DEFAULT_TARGETS if targets is None else targets
+    n_sim = N_DEFAULT if n_sim is None else n_sim
+    mis = {m: (a, b) for m, a, b in MISCAL}
+    done = _done(path, ["distribution", "miscalibration", "target", "target_value"])
+    t_start = time.process_time()
+    for ti, (tname, tval) in enumerate(targets):
+        for di, (dname, (p, K)) in enumerate(dists.items()):
+            for mname in miscal:
+                if (dname, mname, tname, str(tval)) in done:
+                    continue
+                a, b = mis[mname]
+                mi = [m for m, _, _ in MISCAL].index(mname)
+                common = dict(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA)
+                res = calib_sample_size(n_min=50, n_max=10**6, **common, **{tname: tval})
+                n_a = res.n
+                col = "power" if tname == "power" else "expected_width"
+                se_col = "power_se" if col == "power" else "width_se"
+                points = {}
+
+                def sim(n):
+                    gen = np.random.default_rng([SEED, 11, di, mi, ti, int(n)])
+                    r = calib_power(int(n), method="simulation", n_sim=n_sim, rng=gen, **common)
+                    return {"power": r.power, "expected_width": r.expected_width,
+                            "power_se": r.monte_carlo.power_se, "width_se": r.monte_carlo.width_se}
+
+                for f in (0.8, 1.0, 1.25, 0.6, 1.6, 0.4, 2.5):
+                    if len(points) >= 3 and not math.isnan(
+                            _crossing([(n, r[col]) for n, r in points.items()], tval, col)):
+                        break
+                    n = max(50, int(round(n_a * f)))
+                    if n not in points:
+                        points[n] = sim(n)
+                n_cross = _crossing([(n, r[col]) for n, r in points.items()], tval, col)
+                at = points[max(50, int(round(n_a)))]
+                an = calib_power(n_a, **common)
+                _append(path, {"distribution": dname, "miscalibration": mname, "target": tname,
+                               "target_value": tval, "null": res.inputs.null, "n_analytic": n_a,
+                               "n_bins": res.n_bins, "t_skewness": an.t_skewness, "sparse_share": an.sparse_share,
+                               "analytic_value_at_n": res.achieved_power if col == "power" else res.expected_width,
+                               "sim_value_at_n": at[col], "sim_se_at_n": at[se_col], "n_simulated": n_cross,
+                               "ratio": n_a / n_cross if n_cross == n_cross else float("nan"), "n_sim": n_sim,
+                               "points": ";".join(f"{n}:{r[col]:.4f}" for n, r in sorted(points.items()))})
+                print(f"[default null] {dname:18s} {mname:15s} {tname}={tval}: n_a={n_a} n_sim={n_cross:.0f} "
+                      f"value@n_a analytic={res.achieved_power if col == 'power' else res.expected_width:.4f} "
+                      f"sim={at[col]:.4f}+-{at[se_col]:.4f}  cpu={time.process_time() - t_start:.0f}s", flush=True)
+    return path
+
+
 def tables(out_dir=HERE) -> str:
     """The markdown tables of ``planning.md``, computed from the CSV files."""
     check = pd.read_csv(os.path.join(out_dir, "planning_check.csv"))
@@ -265,6 +333,9 @@ def tables(out_dir=HERE) -> str:
 
 
 if __name__ == "__main__":
+    if "--default-null" in sys.argv:
+        default_null_check()
+        sys.exit(0)
     if "--tables" in sys.argv:
         print(tables())
         sys.exit(0)
