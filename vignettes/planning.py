@@ -273,6 +273,114 @@ def default_null_check(out_dir=HERE, dists=None, miscal=None, targets=None, n_si
     return path
 
 
+N_DEFAULT_SMALL = int(os.environ.get("PLANNING_N_DEFAULT_SMALL", 1000))
+
+
+def default_null_small_n(out_dir=HERE, dists=None, miscal=None, ns=None, n_sim=None):
+    """Analytic against simulated power and width under the default null at small n (100, 200, 400).
+
+    ``n_sim`` studies per point, each analysed by ``calib_ci``'s estimator with the default null;
+    rows go to ``planning_default_null_small_n.csv``.
+    """
+    warnings.simplefilter("ignore", UserWarning)
+    path = os.path.join(out_dir, "planning_default_null_small_n.csv")
+    dists = distributions() if dists is None else dists
+    miscal = DEFAULT_MISCAL if miscal is None else miscal
+    ns = SMALL_N if ns is None else ns
+    n_sim = N_DEFAULT_SMALL if n_sim is None else n_sim
+    mis = {m: (a, b) for m, a, b in MISCAL}
+    done = _done(path, ["distribution", "miscalibration", "n"])
+    for di, (dname, (p, K)) in enumerate(dists.items()):
+        for mname in miscal:
+            a, b = mis[mname]
+            mi = [m for m, _, _ in MISCAL].index(mname)
+            common = dict(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA)
+            for n in ns:
+                if (dname, mname, str(n)) in done:
+                    continue
+                an = calib_power(n, **common)
+                sm = calib_power(n, method="simulation", n_sim=n_sim,
+                                 rng=np.random.default_rng([SEED, 12, di, mi, int(n)]), **common)
+                _append(path, {"distribution": dname, "miscalibration": mname, "n": n, "null": an.inputs.null,
+                               "n_bins": an.n_bins, "sparse_share": an.sparse_share, "reliable": an.reliable,
+                               "power_analytic": an.power, "power_sim": sm.power,
+                               "power_se": sm.monte_carlo.power_se, "width_analytic": an.expected_width,
+                               "width_sim": sm.expected_width, "width_se": sm.monte_carlo.width_se,
+                               "n_sim": n_sim})
+    return path
+
+
+#: Size of the default-null test for a calibrated model (Beta(2,5)): analytic against simulated.
+DEFAULT_SIZE_N = [200, 1000, 5000]
+
+
+def default_null_size(out_dir=HERE, p=None, ns=None, n_sim=None):
+    """Rejection rate of the default-null test for a calibrated model: analytic against simulated.
+
+    Rows go to ``planning_default_null_size.csv`` (``n_sim`` studies per n).
+    """
+    warnings.simplefilter("ignore", UserWarning)
+    path = os.path.join(out_dir, "planning_default_null_size.csv")
+    p = distributions()["Beta(2,5)"][0] if p is None else p
+    ns = DEFAULT_SIZE_N if ns is None else ns
+    n_sim = N_DEFAULT if n_sim is None else n_sim
+    done = _done(path, ["n"])
+    for n in ns:
+        if (str(n),) in done:
+            continue
+        an = calib_power(n, probs=p)
+        sm = calib_power(n, probs=p, method="simulation", n_sim=n_sim, rng=np.random.default_rng([SEED, 13, int(n)]))
+        _append(path, {"n": n, "null": an.inputs.null, "n_bins": an.n_bins, "t_skewness": an.t_skewness,
+                       "size_analytic": an.power, "size_sim": sm.power, "size_se": sm.monte_carlo.power_se,
+                       "n_sim": n_sim})
+    return path
+
+
+def default_null_tables(out_dir=HERE) -> str:
+    """Markdown tables of the default-null stages (those whose CSV files exist)."""
+    out = []
+    path = os.path.join(out_dir, "planning_default_null.csv")
+    if os.path.exists(path):
+        dn = pd.read_csv(path)
+        for (tname, tval), part in dn.groupby(["target", "target_value"], sort=False):
+            label = "power 0.8" if tname == "power" else f"expected ECE-scale width {tval:g}"
+            out.append(f"\n**Default null ({part['null'].iloc[0]}), target {label}** "
+                       f"({int(part['n_sim'].iloc[0])} simulated studies per point, each analysed by calib_ci)\n")
+            out.append("| distribution | miscalibration | B | skewness of T | single-row share | analytic n "
+                       "| simulated n | analytic / simulated | analytic value at n | simulated value at analytic n (s.e.) |")
+            out.append("|---|---|---|---|---|---|---|---|---|---|")
+            for _, r in part.iterrows():
+                out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n_bins']} | {r['t_skewness']:.3f} | "
+                           f"{r['sparse_share']:.3f} | {r['n_analytic']} | {r['n_simulated']:.0f} | {r['ratio']:.3f} | "
+                           f"{r['analytic_value_at_n']:.4f} | {r['sim_value_at_n']:.4f} ({r['sim_se_at_n']:.4f}) |")
+    path = os.path.join(out_dir, "planning_default_null_small_n.csv")
+    if os.path.exists(path):
+        sm = pd.read_csv(path)
+        d = sm["power_analytic"] - sm["power_sim"]
+        out.append(f"\n**Default null ({sm['null'].iloc[0]}) at small n** ({int(sm['n_sim'].iloc[0])} simulated "
+                   f"studies per point; analytic minus simulated power: mean {d.mean():+.4f}, "
+                   f"s.e. {math.sqrt(np.sum(sm['power_se'] ** 2)) / len(sm):.4f}, over {len(sm)} cells)\n")
+        out.append("| distribution | miscalibration | n | B | single-row share | flagged | power analytic "
+                   "| power simulated (s.e.) | width analytic | width simulated (s.e.) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for _, r in sm.iterrows():
+            out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['n_bins']} | "
+                       f"{r['sparse_share']:.3f} | {'no' if r['reliable'] else 'yes'} | {r['power_analytic']:.3f} | "
+                       f"{r['power_sim']:.3f} ({r['power_se']:.3f}) | {r['width_analytic']:.4f} | "
+                       f"{r['width_sim']:.4f} ({r['width_se']:.4f}) |")
+    path = os.path.join(out_dir, "planning_default_null_size.csv")
+    if os.path.exists(path):
+        sz = pd.read_csv(path)
+        out.append(f"\n**Default null ({sz['null'].iloc[0]}): size for a calibrated model on Beta(2,5)** "
+                   f"({int(sz['n_sim'].iloc[0])} simulated studies)\n")
+        out.append("| n | B | skewness of T | size analytic | size simulated (s.e.) |")
+        out.append("|---|---|---|---|---|")
+        for _, r in sz.iterrows():
+            out.append(f"| {int(r['n'])} | {int(r['n_bins'])} | {r['t_skewness']:.3f} | {r['size_analytic']:.3f} | "
+                       f"{r['size_sim']:.3f} ({r['size_se']:.3f}) |")
+    return "\n".join(out)
+
+
 def tables(out_dir=HERE) -> str:
     """The markdown tables of ``planning.md``, computed from the CSV files."""
     check = pd.read_csv(os.path.join(out_dir, "planning_check.csv"))
@@ -320,6 +428,7 @@ def tables(out_dir=HERE) -> str:
         for _, r in cond.iterrows():
             out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['power_analytic']:.3f} | "
                        f"{r['power_sim']:.3f} ({r['power_se']:.3f}) |")
+    out.append(default_null_tables(out_dir))
     out.append("\n**Riley et al. (2021) slope criterion against the power-0.8 sample size**\n")
     out.append("| distribution | miscalibration | continuous ECE | Riley slope n (width 0.2) | calib_sample_size n "
                "(power 0.8) | power at Riley's n | expected ECE width at Riley's n |")
@@ -333,6 +442,10 @@ def tables(out_dir=HERE) -> str:
 
 
 if __name__ == "__main__":
+    if "--default-null-small" in sys.argv:
+        default_null_small_n()
+        default_null_size()
+        sys.exit(0)
     if "--default-null" in sys.argv:
         default_null_check()
         sys.exit(0)
