@@ -396,7 +396,7 @@ def tables(out_dir=HERE) -> str:
     check = pd.read_csv(os.path.join(out_dir, "planning_check.csv"))
     small = pd.read_csv(os.path.join(out_dir, "planning_small_n.csv"))
     riley = pd.read_csv(os.path.join(out_dir, "planning_riley.csv"))
-    out = []
+    out = [default_null_tables(out_dir)]
     for tname, tval in TARGETS:
         part = check[(check["target"] == tname) & (check["target_value"] == tval)]
         label = "power 0.8" if tname == "power" else f"expected ECE-scale width {tval}"
@@ -438,7 +438,6 @@ def tables(out_dir=HERE) -> str:
         for _, r in cond.iterrows():
             out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['power_analytic']:.3f} | "
                        f"{r['power_sim']:.3f} ({r['power_se']:.3f}) |")
-    out.append(default_null_tables(out_dir))
     out.append("\n**Riley et al. (2021) slope criterion against the power-0.8 sample size**\n")
     out.append("| distribution | miscalibration | continuous ECE | Riley slope n (width 0.2) | calib_sample_size n "
                "(power 0.8) | power at Riley's n | expected ECE width at Riley's n |")
