@@ -470,8 +470,8 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     E[y | p] = c(p); it rejects H0: calibrated when T exceeds the upper alpha
     point of the null law (the adjusted interval then excludes 0).  The null
     is that of :func:`calibtest.calib_ci` by default (``null="auto"``): the
-    conditional null for binary and top-1 targets (at most 4 binned
-    coordinates), the paper's asymptotic null, threshold z_alpha sigma0 /
+    conditional null for binary, top-1 and top-k (k <= 4 binned coordinates)
+    targets, the paper's asymptotic null, threshold z_alpha sigma0 /
     (n sqrt(w)) (eq. (7)), above.  The plan records which (``inputs.null``).
 
     ``method="analytic"``: with the population bins at the B the study uses
