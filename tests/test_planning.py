@@ -182,6 +182,21 @@ def test_conditional_null_power_matches_calib_ci_simulation(beta_probs):
     assert abs(an.power - sim.power) <= 3 * sim.monte_carlo.power_se + 0.03
 
 
+@pytest.mark.slow
+def test_default_null_analytic_power_matches_calib_ci_simulation(beta_probs):
+    """Default null (conditional for a binary target): analytic power against 1500 per-study calib_ci runs.
+
+    Tolerance: 3 Monte Carlo s.e. of the simulated power plus 0.01 for the approximation.
+    """
+    an = ct.calib_power(700, probs=beta_probs, intercept=0.3)
+    assert an.inputs.null == "conditional"
+    sim = ct.calib_power(700, probs=beta_probs, intercept=0.3, method="simulation", n_sim=1500, rng=17)
+    assert sim.inputs.null == "conditional"
+    assert 0.2 < sim.power < 0.8  # a point where power is informative, not saturated
+    assert abs(an.power - sim.power) <= 3 * sim.monte_carlo.power_se + 0.01
+    assert an.expected_width == pytest.approx(sim.expected_width, rel=0.05)
+
+
 def test_power_curve_vectorised_equals_scalar_calls(beta_probs):
     ns = np.array([150, 700, 3000])
     curve = ct.calib_power(ns, probs=beta_probs, slope=0.8)
@@ -410,3 +425,13 @@ def test_vignette_smoke(tmp_path, monkeypatch):
     assert "Riley" in vig.tables(str(tmp_path))
     assert vig.main(out_dir=str(tmp_path)) == 0  # resumed: nothing recomputed
     assert len(pd.read_csv(tmp_path / "planning_check.csv")) == 1
+    # the default-null stage: one design, power target, 150 studies per point, resumable
+    path = vig.default_null_check(out_dir=str(tmp_path), dists={"Beta(2,5)": (p, None)},
+                                  miscal=["intercept +0.3"], targets=[("power", 0.8)], n_sim=150)
+    dn = pd.read_csv(path)
+    assert len(dn) == 1 and dn["null"].iloc[0] == "conditional"
+    assert dn["n_analytic"].iloc[0] == ct.calib_sample_size(probs=p, intercept=0.3, power=0.8).n
+    assert 0.75 < dn["ratio"].iloc[0] < 1.33
+    vig.default_null_check(out_dir=str(tmp_path), dists={"Beta(2,5)": (p, None)}, miscal=["intercept +0.3"],
+                           targets=[("power", 0.8)], n_sim=150)
+    assert len(pd.read_csv(path)) == 1

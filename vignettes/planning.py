@@ -20,6 +20,14 @@ recalibration: intercept +-0.3, slope 0.7 / 0.85 / 1.2) this script
 Results go to CSV as they are computed (``planning_check.csv``,
 ``planning_small_n.csv``, ``planning_riley.csv``); rerunning skips finished
 rows.  Run: ``nice -n 10 python vignettes/planning.py``.
+
+Those stages use the paper's asymptotic null (the reference).  The checks under
+:func:`calibtest.calib_ci`'s default null (the conditional null for these
+one-column targets; each simulated study one ``calib_ci`` analysis) run with
+``--default-null``: power 0.8 and width 0.05 / 0.03 targets for three
+miscalibrations per distribution (``planning_default_null.csv``), small n
+(``planning_default_null_small_n.csv``) and the size for a calibrated model
+(``planning_default_null_size.csv``).
 """
 from __future__ import annotations
 
@@ -205,12 +213,190 @@ def main(out_dir=HERE):
     return 0
 
 
+#: The default-null check: designs (3 distributions x 3 miscalibrations) and targets, analysed
+#: as calib_ci analyses them by default (null="auto": the conditional null for these 1-d targets).
+DEFAULT_MISCAL = ["intercept +0.3", "slope 0.7", "slope 1.2"]
+DEFAULT_TARGETS = [("power", 0.8), ("ci_width", 0.05)]
+N_DEFAULT = int(os.environ.get("PLANNING_N_DEFAULT", 2000))
+#: Studies per point for the width-0.03 target (larger n, slower studies; the width's s.e. stays small).
+N_DEFAULT_W03 = int(os.environ.get("PLANNING_N_DEFAULT_W03", 1000))
+
+
+def default_null_check(out_dir=HERE, dists=None, miscal=None, targets=None, n_sim=None):
+    """Analytic n and power under the default null against per-study ``calib_ci`` simulations.
+
+    For each design and target: the analytic n of :func:`calibtest.calib_sample_size` (``null``
+    not given, so the default), then ``n_sim`` simulated studies, each analysed by the package's
+    estimator with the default null, at n_a x {0.8, 1, 1.25} (more factors until the target is
+    bracketed); the simulated n is the log-linear crossing.  Rows go to
+    ``planning_default_null.csv`` as they are finished.
+    """
+    warnings.simplefilter("ignore", UserWarning)
+    path = os.path.join(out_dir, "planning_default_null.csv")
+    dists = distributions() if dists is None else dists
+    miscal = DEFAULT_MISCAL if miscal is None else miscal
+    targets = DEFAULT_TARGETS if targets is None else targets
+    n_sim = N_DEFAULT if n_sim is None else n_sim
+    mis = {m: (a, b) for m, a, b in MISCAL}
+    done = _done(path, ["distribution", "miscalibration", "target", "target_value"])
+    t_start = time.process_time()
+    for ti, (tname, tval) in enumerate(targets):
+        for di, (dname, (p, K)) in enumerate(dists.items()):
+            for mname in miscal:
+                if (dname, mname, tname, str(tval)) in done:
+                    continue
+                a, b = mis[mname]
+                mi = [m for m, _, _ in MISCAL].index(mname)
+                common = dict(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA)
+                res = calib_sample_size(n_min=50, n_max=10**6, **common, **{tname: tval})
+                n_a = res.n
+                col = "power" if tname == "power" else "expected_width"
+                se_col = "power_se" if col == "power" else "width_se"
+                points = {}
+
+                def sim(n):
+                    gen = np.random.default_rng([SEED, 11, di, mi, ti, int(n)])
+                    r = calib_power(int(n), method="simulation", n_sim=n_sim, rng=gen, **common)
+                    return {"power": r.power, "expected_width": r.expected_width,
+                            "power_se": r.monte_carlo.power_se, "width_se": r.monte_carlo.width_se}
+
+                for f in (0.8, 1.0, 1.25, 0.6, 1.6, 0.4, 2.5):
+                    if len(points) >= 3 and not math.isnan(
+                            _crossing([(n, r[col]) for n, r in points.items()], tval, col)):
+                        break
+                    n = max(50, int(round(n_a * f)))
+                    if n not in points:
+                        points[n] = sim(n)
+                n_cross = _crossing([(n, r[col]) for n, r in points.items()], tval, col)
+                at = points[max(50, int(round(n_a)))]
+                an = calib_power(n_a, **common)
+                _append(path, {"distribution": dname, "miscalibration": mname, "target": tname,
+                               "target_value": tval, "null": res.inputs.null, "n_analytic": n_a,
+                               "n_bins": res.n_bins, "t_skewness": an.t_skewness, "sparse_share": an.sparse_share,
+                               "analytic_value_at_n": res.achieved_power if col == "power" else res.expected_width,
+                               "sim_value_at_n": at[col], "sim_se_at_n": at[se_col], "n_simulated": n_cross,
+                               "ratio": n_a / n_cross if n_cross == n_cross else float("nan"), "n_sim": n_sim,
+                               "points": ";".join(f"{n}:{r[col]:.4f}" for n, r in sorted(points.items()))})
+                print(f"[default null] {dname:18s} {mname:15s} {tname}={tval}: n_a={n_a} n_sim={n_cross:.0f} "
+                      f"value@n_a analytic={res.achieved_power if col == 'power' else res.expected_width:.4f} "
+                      f"sim={at[col]:.4f}+-{at[se_col]:.4f}  cpu={time.process_time() - t_start:.0f}s", flush=True)
+    return path
+
+
+N_DEFAULT_SMALL = int(os.environ.get("PLANNING_N_DEFAULT_SMALL", 1000))
+
+
+def default_null_small_n(out_dir=HERE, dists=None, miscal=None, ns=None, n_sim=None):
+    """Analytic against simulated power and width under the default null at small n (100, 200, 400).
+
+    ``n_sim`` studies per point, each analysed by ``calib_ci``'s estimator with the default null;
+    rows go to ``planning_default_null_small_n.csv``.
+    """
+    warnings.simplefilter("ignore", UserWarning)
+    path = os.path.join(out_dir, "planning_default_null_small_n.csv")
+    dists = distributions() if dists is None else dists
+    miscal = DEFAULT_MISCAL if miscal is None else miscal
+    ns = SMALL_N if ns is None else ns
+    n_sim = N_DEFAULT_SMALL if n_sim is None else n_sim
+    mis = {m: (a, b) for m, a, b in MISCAL}
+    done = _done(path, ["distribution", "miscalibration", "n"])
+    for di, (dname, (p, K)) in enumerate(dists.items()):
+        for mname in miscal:
+            a, b = mis[mname]
+            mi = [m for m, _, _ in MISCAL].index(mname)
+            common = dict(probs=p, n_classes=K, intercept=a, slope=b, alpha=ALPHA)
+            for n in ns:
+                if (dname, mname, str(n)) in done:
+                    continue
+                an = calib_power(n, **common)
+                sm = calib_power(n, method="simulation", n_sim=n_sim,
+                                 rng=np.random.default_rng([SEED, 12, di, mi, int(n)]), **common)
+                _append(path, {"distribution": dname, "miscalibration": mname, "n": n, "null": an.inputs.null,
+                               "n_bins": an.n_bins, "sparse_share": an.sparse_share, "reliable": an.reliable,
+                               "power_analytic": an.power, "power_sim": sm.power,
+                               "power_se": sm.monte_carlo.power_se, "width_analytic": an.expected_width,
+                               "width_sim": sm.expected_width, "width_se": sm.monte_carlo.width_se,
+                               "n_sim": n_sim})
+    return path
+
+
+#: Size of the default-null test for a calibrated model (Beta(2,5)): analytic against simulated.
+DEFAULT_SIZE_N = [200, 1000, 5000]
+
+
+def default_null_size(out_dir=HERE, p=None, ns=None, n_sim=None):
+    """Rejection rate of the default-null test for a calibrated model: analytic against simulated.
+
+    Rows go to ``planning_default_null_size.csv`` (``n_sim`` studies per n).
+    """
+    warnings.simplefilter("ignore", UserWarning)
+    path = os.path.join(out_dir, "planning_default_null_size.csv")
+    p = distributions()["Beta(2,5)"][0] if p is None else p
+    ns = DEFAULT_SIZE_N if ns is None else ns
+    n_sim = N_DEFAULT if n_sim is None else n_sim
+    done = _done(path, ["n"])
+    for n in ns:
+        if (str(n),) in done:
+            continue
+        an = calib_power(n, probs=p)
+        sm = calib_power(n, probs=p, method="simulation", n_sim=n_sim, rng=np.random.default_rng([SEED, 13, int(n)]))
+        _append(path, {"n": n, "null": an.inputs.null, "n_bins": an.n_bins, "t_skewness": an.t_skewness,
+                       "size_analytic": an.power, "size_sim": sm.power, "size_se": sm.monte_carlo.power_se,
+                       "n_sim": n_sim})
+    return path
+
+
+def default_null_tables(out_dir=HERE) -> str:
+    """Markdown tables of the default-null stages (those whose CSV files exist)."""
+    out = []
+    path = os.path.join(out_dir, "planning_default_null.csv")
+    if os.path.exists(path):
+        dn = pd.read_csv(path)
+        for (tname, tval), part in dn.groupby(["target", "target_value"], sort=False):
+            label = "power 0.8" if tname == "power" else f"expected ECE-scale width {tval:g}"
+            out.append(f"\n**Default null ({part['null'].iloc[0]}), target {label}** "
+                       f"({int(part['n_sim'].iloc[0])} simulated studies per point, each analysed by calib_ci)\n")
+            out.append("| distribution | miscalibration | B | skewness of T | single-row share | analytic n "
+                       "| simulated n | analytic / simulated | analytic value at n | simulated value at analytic n (s.e.) |")
+            out.append("|---|---|---|---|---|---|---|---|---|---|")
+            for _, r in part.iterrows():
+                out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n_bins']} | {r['t_skewness']:.3f} | "
+                           f"{r['sparse_share']:.3f} | {r['n_analytic']} | {r['n_simulated']:.0f} | {r['ratio']:.3f} | "
+                           f"{r['analytic_value_at_n']:.4f} | {r['sim_value_at_n']:.4f} ({r['sim_se_at_n']:.4f}) |")
+    path = os.path.join(out_dir, "planning_default_null_small_n.csv")
+    if os.path.exists(path):
+        sm = pd.read_csv(path)
+        d = sm["power_analytic"] - sm["power_sim"]
+        out.append(f"\n**Default null ({sm['null'].iloc[0]}) at small n** ({int(sm['n_sim'].iloc[0])} simulated "
+                   f"studies per point; analytic minus simulated power: mean {d.mean():+.4f}, "
+                   f"s.e. {math.sqrt(np.sum(sm['power_se'] ** 2)) / len(sm):.4f}, over {len(sm)} cells)\n")
+        out.append("| distribution | miscalibration | n | B | single-row share | flagged | power analytic "
+                   "| power simulated (s.e.) | width analytic | width simulated (s.e.) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for _, r in sm.iterrows():
+            out.append(f"| {r['distribution']} | {r['miscalibration']} | {r['n']} | {r['n_bins']} | "
+                       f"{r['sparse_share']:.3f} | {'no' if r['reliable'] else 'yes'} | {r['power_analytic']:.3f} | "
+                       f"{r['power_sim']:.3f} ({r['power_se']:.3f}) | {r['width_analytic']:.4f} | "
+                       f"{r['width_sim']:.4f} ({r['width_se']:.4f}) |")
+    path = os.path.join(out_dir, "planning_default_null_size.csv")
+    if os.path.exists(path):
+        sz = pd.read_csv(path)
+        out.append(f"\n**Default null ({sz['null'].iloc[0]}): size for a calibrated model on Beta(2,5)** "
+                   f"({int(sz['n_sim'].iloc[0])} simulated studies)\n")
+        out.append("| n | B | skewness of T | size analytic | size simulated (s.e.) |")
+        out.append("|---|---|---|---|---|")
+        for _, r in sz.iterrows():
+            out.append(f"| {int(r['n'])} | {int(r['n_bins'])} | {r['t_skewness']:.3f} | {r['size_analytic']:.3f} | "
+                       f"{r['size_sim']:.3f} ({r['size_se']:.3f}) |")
+    return "\n".join(out)
+
+
 def tables(out_dir=HERE) -> str:
     """The markdown tables of ``planning.md``, computed from the CSV files."""
     check = pd.read_csv(os.path.join(out_dir, "planning_check.csv"))
     small = pd.read_csv(os.path.join(out_dir, "planning_small_n.csv"))
     riley = pd.read_csv(os.path.join(out_dir, "planning_riley.csv"))
-    out = []
+    out = [default_null_tables(out_dir)]
     for tname, tval in TARGETS:
         part = check[(check["target"] == tname) & (check["target_value"] == tval)]
         label = "power 0.8" if tname == "power" else f"expected ECE-scale width {tval}"
@@ -265,6 +451,12 @@ def tables(out_dir=HERE) -> str:
 
 
 if __name__ == "__main__":
+    if "--default-null" in sys.argv:  # the checks under calib_ci's default null
+        default_null_check()
+        default_null_check(targets=[("ci_width", 0.03)], n_sim=N_DEFAULT_W03)
+        default_null_small_n()
+        default_null_size()
+        sys.exit(0)
     if "--tables" in sys.argv:
         print(tables())
         sys.exit(0)
