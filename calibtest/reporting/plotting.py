@@ -441,11 +441,12 @@ def _place_text(fig, ax, text: str, curves):
     then prints the text in the legend below the axes).
     """
     renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # fixes the layout once; a text inside the axes does not change it
     for x, y, ha, va in ((0.02, 0.98, "left", "top"), (0.98, 0.02, "right", "bottom")):
         art = ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize="x-small",
                       bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
-        fig.draw_without_rendering()
-        if not _box_hits_curves(ax, art.get_bbox_patch().get_window_extent(renderer), curves):
+        pad = 0.3 * art.get_fontsize() * fig.dpi / 72.0  # the box's padding (pad=0.3 font sizes), in pixels
+        if not _box_hits_curves(ax, art.get_window_extent(renderer).padded(pad), curves):
             return art
         art.remove()
     return None
