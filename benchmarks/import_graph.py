@@ -21,7 +21,7 @@ from pathlib import Path
 LAYERS = [
     ("leaves", ["calibtest._validation", "calibtest._format", "calibtest.datasets", "calibtest.data"]),
     ("core", ["calibtest.core"]),
-    ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.grouping"]),
+    ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.grouping", "calibtest.logistic"]),
     ("display", ["calibtest.summary", "calibtest.base"]),
     ("tests on rows", ["calibtest.hosmer_lemeshow", "calibtest.valprob", "calibtest.calibration_test",
                        "calibtest.verdict", "calibtest.flexible"]),

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 __all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "resolve_seed", "check_bool", "check_choice",
-           "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS",
+           "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS", "row_values",
            "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes",
            "check_weights", "check_prevalence"]
 
@@ -201,3 +201,37 @@ def check_prevalence(prevalence, name: str = "prevalence"):
     if prevalence is None:
         return None
     return check_alpha(prevalence, name)
+
+
+def row_values(spec, data, n_input: int, name: str):
+    """Values of a row-wise extra argument (``weights=``, ``by=``): a column of ``data`` or an array.
+
+    Parameters
+    ----------
+    spec : str or array_like
+        A column name of ``data`` (formula use) or one value per input row.
+    data : DataFrame, dict or None
+    n_input : int
+        Rows of the input before missing rows were dropped.
+    name : str
+        The argument's name, for messages.
+
+    Raises
+    ------
+    ValueError
+        An unknown column, or a length other than ``n_input``.
+    """
+    if isinstance(spec, str):
+        if data is None or not hasattr(data, "__getitem__"):
+            raise ValueError(f"{name}={spec!r} names a column, which needs a formula with data=; "
+                             f"with y=/probs= give {name} as an array")
+        try:
+            values = data[spec]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(f"{name}={spec!r} is not a column of data") from None
+    else:
+        values = spec
+    values = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values)
+    if values.ndim != 1 or values.shape[0] != n_input:
+        raise ValueError(f"{name} must have one value per row of the data ({n_input}), got shape {values.shape}")
+    return values

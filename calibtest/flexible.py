@@ -36,7 +36,7 @@ from scipy.special import expit
 
 from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_integer
 from calibtest.summary import CalibSummary, ResultDisplay
-from calibtest.valprob import _as_1d_float, _fit_logistic_glm
+from calibtest.logistic import as_1d_float, fit_logistic_glm
 
 __all__ = ["FlexibleCalibration", "flexible_calibration", "rcs_basis", "harrell_knots"]
 
@@ -263,7 +263,7 @@ class FlexibleCalibration(ResultDisplay):
 
 def _check_knots(knots):
     if isinstance(knots, (list, tuple, np.ndarray)):
-        t = _as_1d_float(knots, "knots")
+        t = as_1d_float(knots, "knots")
         if t.size < 3 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
             raise OptionError("knots must be an integer 3..7 or at least 3 finite, strictly increasing "
                               "positions on the logit scale")
@@ -347,8 +347,8 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     """
     alpha = check_alpha(alpha)
     knots = _check_knots(knots)
-    p = _as_1d_float(p, "p")
-    y = _as_1d_float(y, "y")
+    p = as_1d_float(p, "p")
+    y = as_1d_float(y, "y")
     if p.shape != y.shape:
         raise ValueError(f"p and y must have the same length, got {p.size} and {y.size}")
     if not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
@@ -386,7 +386,7 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
             warnings.simplefilter("ignore", PerfectSeparationWarning)
             warnings.simplefilter("ignore", HessianInversionWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
-            fit = _fit_logistic_glm(yf, X, None, start)
+            fit = fit_logistic_glm(yf, X, None, start)
     except RuntimeError as exc:
         fit = None
         cause = exc
@@ -399,7 +399,7 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     if grid is None:
         g = np.linspace(pf.min(), pf.max(), GRID_SIZE)
     else:
-        g = _as_1d_float(grid, "grid")
+        g = as_1d_float(grid, "grid")
         if g.size == 0 or not np.all((g > 0) & (g < 1)):
             raise ValueError("grid must hold probabilities strictly between 0 and 1")
     Lg = np.log(g) - np.log1p(-g)

@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.multitest import multipletests
 
-from calibtest.inputs import row_values
+from calibtest._validation import row_values
 
 __all__ = ["GLOBAL_METHODS", "group_labels", "levels", "by_names", "global_test", "holm", "grouped_tests"]
 

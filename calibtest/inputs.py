@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibtest._validation import check_weights
+from calibtest._validation import check_weights, row_values
 from calibtest.formula import column_values, parse_formula
 
-__all__ = ["Rows", "read_rows", "row_values", "resolve_weights", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
+__all__ = ["Rows", "read_rows", "resolve_weights", "array_input", "missing_mask", "is_dask", "is_out_of_core"]
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
@@ -119,40 +119,6 @@ def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
     return Rows(y_arr, p_arr, y_name, list(prob_names), class_names, n_dropped, None if not n_dropped else ~mask)
-
-
-def row_values(spec, data, n_input: int, name: str):
-    """Values of a row-wise extra argument (``weights=``, ``by=``): a column of ``data`` or an array.
-
-    Parameters
-    ----------
-    spec : str or array_like
-        A column name of ``data`` (formula use) or one value per input row.
-    data : DataFrame, dict or None
-    n_input : int
-        Rows of the input before missing rows were dropped.
-    name : str
-        The argument's name, for messages.
-
-    Raises
-    ------
-    ValueError
-        An unknown column, or a length other than ``n_input``.
-    """
-    if isinstance(spec, str):
-        if data is None or not hasattr(data, "__getitem__"):
-            raise ValueError(f"{name}={spec!r} names a column, which needs a formula with data=; "
-                             f"with y=/probs= give {name} as an array")
-        try:
-            values = data[spec]
-        except (KeyError, IndexError, TypeError):
-            raise ValueError(f"{name}={spec!r} is not a column of data") from None
-    else:
-        values = spec
-    values = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values)
-    if values.ndim != 1 or values.shape[0] != n_input:
-        raise ValueError(f"{name} must have one value per row of the data ({n_input}), got shape {values.shape}")
-    return values
 
 
 def is_dask(data) -> bool:

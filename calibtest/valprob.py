@@ -42,6 +42,7 @@ from calibtest._format import fmt
 from calibtest._validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.formula import resolve_env
 from calibtest.inputs import read_rows
+from calibtest.logistic import as_1d_float, fit_logistic_glm
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["ValProbResult", "val_prob"]
@@ -286,25 +287,10 @@ def _fmt_ci(ci: tuple[float, float], digits: int) -> str:
     return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def _as_1d_float(x, name: str) -> np.ndarray:
-    """Convert ``x`` to a 1-D float64 array or raise naming ``name``."""
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # pragma: no cover - exotic containers
-        raise TypeError(f"{name} must be array-like of numbers") from exc
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise TypeError(f"{name} must be array-like of numbers, got dtype {arr.dtype}")
-    if np.iscomplexobj(arr):
-        raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    return arr.astype(np.float64, copy=False)
-
-
 def _validate(p, y, alpha) -> tuple[np.ndarray, np.ndarray, float]:
     alpha = check_alpha(alpha)
-    p = _as_1d_float(p, "p")
-    y = _as_1d_float(y, "y")
+    p = as_1d_float(p, "p")
+    y = as_1d_float(y, "y")
     if p.shape != y.shape:
         raise ValueError(f"p and y must have the same length, got {p.size} and {y.size}")
     if p.size < 3:
@@ -342,46 +328,6 @@ def _validate(p, y, alpha) -> tuple[np.ndarray, np.ndarray, float]:
             "maximum-likelihood estimate"
         )
     return p, y, alpha
-
-
-def _fit_logistic_glm(y: np.ndarray, X: np.ndarray, offset: np.ndarray | None, start: np.ndarray):
-    """Maximum-likelihood logistic GLM (statsmodels), robust to IRLS overshooting.
-
-    IRLS (Fisher scoring = Newton for the logit link) from ``start`` converges
-    quadratically when it converges, but a full Newton step can overshoot on
-    extreme data (a few probabilities within 1e-4 of 0 or 1).  If it fails, the
-    fit is redone by L-BFGS on the log-likelihood and then polished by IRLS from
-    that point, so the estimate is still the IRLS fixed point.
-    """
-    import warnings
-
-    import statsmodels.api as sm
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning
-
-    model = sm.GLM(y, X, family=sm.families.Binomial(), offset=offset)
-
-    # Scale of each score component sum_i x_ij (y_i - mu_i): sum_i |x_ij|.
-    score_scale = np.maximum(np.sum(np.abs(X), axis=0), 1.0)
-
-    def ok(res) -> bool:
-        # IRLS can report "converged" at a saturated point (mu = 0 or 1), so also
-        # require the score X'(y - mu) to vanish.
-        if not (np.all(np.isfinite(res.params)) and np.all(np.isfinite(res.bse))):
-            return False
-        score = np.asarray(model.score(np.asarray(res.params)), dtype=float)
-        return bool(np.all(np.abs(score) <= 1e-9 * score_scale))
-
-    with warnings.catch_warnings(), np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res = model.fit(start_params=start, tol=1e-13, maxiter=100)
-        if ok(res):
-            return res
-        rough = model.fit(method="lbfgs", start_params=start, maxiter=1000)
-        res = model.fit(start_params=np.asarray(rough.params), tol=1e-13, maxiter=100)
-    if not ok(res):
-        raise RuntimeError("the logistic calibration fit did not converge")
-    return res
 
 
 def _auc(score: np.ndarray, y: np.ndarray) -> float:
@@ -534,7 +480,7 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     check_missing(missing)
     env = resolve_env(eval_env)
     if formula is None and y is not None and probs is not None and data is None:
-        _as_1d_float(probs, "probs")
+        as_1d_float(probs, "probs")
     rows = read_rows(formula, data, y, probs, env, missing)
     p = rows.probs
     if p.ndim != 1:
@@ -562,12 +508,12 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     family = sm.families.Binomial()
 
     # Joint recalibration fit a + b L (val.prob's lrm.fit(logit[i], y[i])).
-    joint = _fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
+    joint = fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
     a, b = (float(v) for v in joint.params)
     a_se, b_se = (float(v) for v in joint.bse)
     ci = np.asarray(joint.conf_int(alpha=alpha))
     # Calibration in the large: a0 + offset L.
-    citl_fit = _fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
+    citl_fit = fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
     citl_ci = np.asarray(citl_fit.conf_int(alpha=alpha))[0]
 
     # Deviances on the finite-logit rows: L0 (intercept only), L01 (p as given), Lrc (joint fit).
