@@ -67,7 +67,7 @@ def _k(value: str):
 # ----------------------------------------------------------------------------- the shared options
 def _shared_options() -> dict[str, argparse.ArgumentParser]:
     """Parent parsers holding each shared option once: ``formula``, ``model`` (n-classes, k, bins,
-    alpha, missing) and ``json``.  A subcommand lists the parents it takes."""
+    alpha, missing), ``json`` and ``weighting`` (weights, prevalence).  A subcommand lists the parents it takes."""
     formula = argparse.ArgumentParser(add_help=False)
     formula.add_argument("--formula", action="append", default=None, metavar="FORMULA",
                          help='model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2" '
@@ -85,7 +85,12 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
                        help="rows with a missing value: raise an error (default) or drop them")
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    return {"formula": formula, "model": model, "json": as_json}
+    weighting = argparse.ArgumentParser(add_help=False)
+    weighting.add_argument("--weights", default=None, metavar="COLUMN",
+                           help="column of case weights (survey or inverse-probability weights)")
+    weighting.add_argument("--prevalence", type=float, default=None, metavar="PI",
+                           help="population prevalence: re-weight an enriched (e.g. case-control) sample to it")
+    return {"formula": formula, "model": model, "json": as_json, "weighting": weighting}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -215,7 +220,7 @@ def _cmd_ci(args) -> int:
 
 def _add_ci_parser(sub, shared) -> None:
     ci = sub.add_parser("ci", help="interval and test for one model's calibration error", n_formulas=1,
-                        parents=[shared["formula"], shared["model"], shared["json"]])
+                        parents=[shared["formula"], shared["model"], shared["json"], shared["weighting"]])
     ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
     ci.add_argument("--chunksize", type=int, default=None,
                     help="stream the file in chunks of this many rows (Parquet files are always streamed)")
@@ -229,10 +234,6 @@ def _add_ci_parser(sub, shared) -> None:
     ci.add_argument("--by", action="append", default=None, metavar="COLUMN",
                     help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
                          "the global and the heterogeneity tests")
-    ci.add_argument("--weights", default=None, metavar="COLUMN",
-                    help="column of case weights (survey or inverse-probability weights)")
-    ci.add_argument("--prevalence", type=float, default=None, metavar="PI",
-                    help="population prevalence: re-weight an enriched (e.g. case-control) sample to it")
     ci.set_defaults(func=_cmd_ci)
 
 
@@ -398,7 +399,7 @@ def _cmd_report(args) -> int:
 
 def _add_report_parser(sub, shared) -> None:
     rep = sub.add_parser("report", help="write an HTML or PDF validation report of one or more models",
-                         parents=[shared["formula"], shared["model"]],
+                         parents=[shared["formula"], shared["model"], shared["weighting"]],
                          epilog='e.g. calibtest report preds.csv --model "old=y ~ p_old" --model "new=y ~ p_new" '
                                 "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf")
     rep.add_argument("file", help="CSV file with outcomes and predictions")
@@ -427,10 +428,6 @@ def _add_report_parser(sub, shared) -> None:
     rep.add_argument("--by", action="append", default=None, metavar="COLUMN",
                      help="add a subgroup section for the groups of this column (repeat for crossed groups): "
                           "per-group intervals, forest plot, the global and the heterogeneity tests")
-    rep.add_argument("--weights", default=None, metavar="COLUMN",
-                     help="column of case weights (survey or inverse-probability weights)")
-    rep.add_argument("--prevalence", type=float, default=None, metavar="PI",
-                     help="population prevalence: re-weight an enriched (e.g. case-control) sample to it")
     rep.add_argument("--method", default="adjusted",
                      help="interval method: adjusted (default, the paper's Algorithm 1), or a resampling "
                           "method calib_ci supports (bootstrap, subsampling, hulc)")
