@@ -1,4 +1,4 @@
-"""Benchmark of the multi-scale test ``calibtest.calib_test`` (default options: adaptive grid, 2000 draws).
+"""Benchmark of the multi-scale test ``calibtest.calib_test`` (default options: adaptive grid, 999 draws).
 
 Target: one call at n = 10^5 (binary) well under a second.
 
@@ -49,7 +49,7 @@ def timed(kwargs, repeat: int) -> tuple[float, float, object]:
 
 
 def main() -> str:
-    lines = [f"calib_test benchmark (default options: n_bins='adaptive', n_draws=2000); numpy {np.__version__}, "
+    lines = [f"calib_test benchmark (default options: n_bins='adaptive', n_draws={ct.calib_test.__kwdefaults__['n_draws']}); numpy {np.__version__}, "
              f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
              f"{'target':8} {'n':>9} {'scales':>7} {'CPU s':>8} {'wall s':>8}  grid"]
     ct.calib_test(**binary(1000), rng=1)  # imports and first-call costs out of the timings

@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "resolve_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS", "row_values",
+           "DEFAULT_DRAWS",
            "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes",
            "check_weights", "check_prevalence"]
 
@@ -37,6 +38,12 @@ MISSING_OPTIONS = ("raise", "drop")
 #: The options of ``null=``; :data:`DEFAULT_NULL` is the default of every function that takes it.
 NULLS = ("auto", "asymptotic", "conditional", "monte-carlo")
 DEFAULT_NULL = "auto"
+#: Default number R of label draws of every conditional Monte Carlo test (``n_draws``, ``n_null_draws``).
+#: With R = 999, (R + 1) alpha is an integer at alpha = 0.01, 0.05 and 0.10, so the Monte Carlo p-value
+#: (1 + #{T*_r >= T}) / (R + 1) rejects with probability exactly alpha under H0 there; its Monte Carlo
+#: standard error at p = 0.05 is 0.0069, and against R = 1999 the measured power differed by at most
+#: 0.3 points (s.e. 0.3) on four designs (``vignettes/calib_test_study.md``).
+DEFAULT_DRAWS = 999
 RESAMPLING_METHODS = ("bootstrap", "subsampling", "hulc")
 METHODS = ("adjusted",) + RESAMPLING_METHODS
 
@@ -120,7 +127,7 @@ def check_missing(missing) -> str:
     return check_choice(missing, "missing", MISSING_OPTIONS)
 
 
-def check_null(null, n_null_draws=2000, rng=None) -> None:
+def check_null(null, n_null_draws=DEFAULT_DRAWS, rng=None) -> None:
     """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of the finite-sample nulls."""
     check_choice(null, "null", NULLS)
     check_count(n_null_draws, "n_null_draws")

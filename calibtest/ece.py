@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from calibtest._validation import (DEFAULT_NULL, check_alpha, check_method, check_missing, check_null, check_prevalence,
+from calibtest._validation import (DEFAULT_DRAWS, DEFAULT_NULL, check_alpha, check_method, check_missing, check_null, check_prevalence,
                                    is_integer)
 from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
@@ -34,7 +34,7 @@ def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples,
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
-             null: str = DEFAULT_NULL, rng=None, n_null_draws: int = 2000,
+             null: str = DEFAULT_NULL, rng=None, n_null_draws: int = DEFAULT_DRAWS,
              chunksize: int | None = None, progress: bool | None = None, weights=None,
              prevalence: float | None = None, by=None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
@@ -143,7 +143,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         the asymptotic null too, except for binned vectors of more than 4
         coordinates, where they are computed only when ``null`` asks for them.
     n_null_draws : int
-        Label draws R of the Monte Carlo null (default 2000).
+        Label draws R of the Monte Carlo null (default 999: (R + 1) alpha is an integer at
+        alpha = 0.01, 0.05 and 0.10).
     chunksize : int, optional
         Rows per chunk for a file (default 1,000,000).
     weights : str or array_like, optional

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from calibtest._format import Call, record_call
-from calibtest._validation import MAX_BYTES, check_memory, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, MAX_BYTES, check_memory, resolve_seed
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
 from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
                                      sigma1_sq_quadratic)
@@ -204,13 +204,13 @@ def _null_call(call: Call, null: str, monte_carlo, requested: str) -> Call:
     if monte_carlo is not None:
         if monte_carlo.seed is not None and call.options.get("rng") is None:
             options["rng"] = monte_carlo.seed
-        if monte_carlo.n_draws != 2000:
+        if monte_carlo.n_draws != DEFAULT_DRAWS:
             options["n_null_draws"] = monte_carlo.n_draws
     return call.with_options(**options)
 
 
 def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, null: str = "asymptotic",
-                  rng=None, n_null_draws: int = 2000, method: str = "adjusted", n_resamples=None,
+                  rng=None, n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted", n_resamples=None,
                   progress=None, call: Call | None = None, **extra) -> CalibrationResult:
     """The whole in-memory estimate: bin sums, the nulls that need the rows, the interval; one result.
 
@@ -263,7 +263,7 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
 def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alpha: float,
                       prevalence: float | None = None, weights_name: str | None = None,
                       sample_prevalence: float | None = None, null: str = "asymptotic", rng=None,
-                      n_null_draws: int = 2000, call: Call | None = None, **extra) -> CalibrationResult:
+                      n_null_draws: int = DEFAULT_DRAWS, call: Call | None = None, **extra) -> CalibrationResult:
     """The weighted estimate (case weights and/or prevalence adjustment); one result.
 
     T_w, its influence-function variance and the calibrated-regime variance
@@ -417,7 +417,7 @@ def check_weighted_options(null: str, method: str) -> None:
 
 
 def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
-                       missing: str = "raise", null: str = "asymptotic", rng=None, n_null_draws: int = 2000,
+                       missing: str = "raise", null: str = "asymptotic", rng=None, n_null_draws: int = DEFAULT_DRAWS,
                        method: str = "adjusted", n_resamples=None, progress=None,
                        call_options: dict | None = None, weights=None,
                        prevalence: float | None = None) -> CalibrationResult:

@@ -13,7 +13,7 @@ interval) and explains disagreements.  The rules are in
 """
 from __future__ import annotations
 
-from calibtest._validation import check_alpha, check_missing, check_null, is_integer, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_missing, check_null, is_integer, resolve_seed
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.inputs import is_out_of_core
@@ -71,7 +71,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     >>> print(ev.summary())                           # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
-    check_null(null, 2000, rng)
+    check_null(null, DEFAULT_DRAWS, rng)
     check_missing(missing)
     if is_out_of_core(data):
         raise TypeError("evidence needs the rows in memory (the multi-scale test and val_prob use every row): a "

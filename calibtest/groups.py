@@ -62,7 +62,7 @@ import pandas as pd
 from scipy import stats as _sps
 
 from calibtest._format import Call, fmt, json_safe, mode_text, record_call
-from calibtest._validation import check_choice, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
@@ -330,7 +330,7 @@ def _skip_reason(sub: PreparedData) -> str | None:
 
 def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None, n_bins="auto",
                      alpha: float = 0.05, missing: str = "raise", null: str | None = None, rng=None,
-                     n_null_draws: int = 2000, method: str = "adjusted", n_resamples=None, progress=None,
+                     n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted", n_resamples=None, progress=None,
                      weights=None, prevalence=None, global_method: str = "bonferroni",
                      call_options: dict | None = None) -> GroupedCalibrationResult:
     """:func:`calibtest.calib_ci` with ``by=``: one result per group (see the module docstring).

@@ -504,7 +504,7 @@ class CalibrationResult(ResultDisplay):
         With rows in memory and ``evidence=True`` (default) the summary opens
         with the evidence table of :meth:`evidence` and its conclusion, and
         shows the bin-sensitivity table: this runs the multi-scale test
-        (2000 label draws) and, for one probability column, Hosmer-Lemeshow
+        (999 label draws) and, for one probability column, Hosmer-Lemeshow
         and val_prob, each time the summary is built (nothing is cached).
         ``evidence=False`` skips that work (large n); a result computed from a
         file or a Dask DataFrame holds no rows, and its summary shows the

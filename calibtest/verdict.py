@@ -84,7 +84,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_text
-from calibtest._validation import check_alpha, check_seed, is_integer
+from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_seed, is_integer
 from calibtest.calibration_test import CalibrationTestResult, calib_test_rows
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test, label_classes,
@@ -414,7 +414,7 @@ def _single_scale(data, n_bins: int, alpha: float, null: str, rng, n_draws: int)
 def _sensitivity(res, alpha: float, seed) -> pd.DataFrame:
     rows = []
     for b in tuple(b for b in SENSITIVITY_BINS if b < res.n_bins):  # a loop over the few bin counts
-        rows.append(_single_scale(res.data, b, alpha, res.null, seed, res.mc_draws or 2000))
+        rows.append(_single_scale(res.data, b, alpha, res.null, seed, res.mc_draws or DEFAULT_DRAWS))
     iv = res.conf_int(alpha) if res.method == "adjusted" else res._interval(alpha)
     rows.append({"n_bins": int(res.n_bins), "T": float(res.estimate), "lower": float(iv.lower),
                  "upper": float(iv.upper), "lower_open": bool(iv.lower_open), "pvalue": float(res.null_pvalue),

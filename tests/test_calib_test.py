@@ -129,6 +129,20 @@ def test_single_scale_equals_calib_ci_monte_carlo(B):
     assert res.n_bins == (B,)
 
 
+def test_default_draws_are_shared_with_the_monte_carlo_null_of_calib_ci():
+    # one default R for both: the single-B test and calib_ci's Monte Carlo null agree for a seed
+    y, p = _data(300, 3, power=1.3)
+    res = ct.calib_test(y=y, probs=p, n_bins=10, rng=5)
+    ci = ct.calib_ci(y=y, probs=p, n_bins=10, null="monte-carlo", rng=5)
+    assert res.n_draws == ci.mc_draws == 999
+    assert res.pvalue == ci.null_pvalue
+    # (R + 1) alpha is an integer at the usual levels, so the p-value grid holds alpha itself
+    for alpha in (0.01, 0.05, 0.10):
+        assert math.isclose((res.n_draws + 1) * alpha, round((res.n_draws + 1) * alpha))
+    text = str(res.summary())
+    assert "Label draws (R):" in text and "999" in text
+
+
 def test_seed_reproduces_and_is_recorded():
     y, p = _data(200, 4, power=1.2)
     a = ct.calib_test(y=y, probs=p, rng=9, n_draws=300)

@@ -105,7 +105,7 @@ top-1) the labels are Bernoulli draws from 8 random bits per row
 (:class:`BernoulliDraws`, exact to 2^-61), drawn for the rows sorted by p so
 that every bin is a run of rows and T needs two segment sums per draw
 (:class:`_SortedSegments`); one call of :func:`calibtest.calib_test` at
-n = 10^5 with 2000 draws at 9 scales takes about 0.8 s of CPU
+n = 10^5 with 999 draws at 9 scales takes about 0.45 s of CPU
 (``benchmarks/results/bench_calib_test.txt``).
 
 Validation
@@ -133,7 +133,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from scipy import stats as _sps
 
-from calibtest._validation import NULLS, check_count, check_seed
+from calibtest._validation import DEFAULT_DRAWS, NULLS, check_count, check_seed
 from calibtest.core.arrays import read_only
 
 if TYPE_CHECKING:  # annotations only
@@ -695,7 +695,7 @@ class BernoulliDraws:
         return y
 
 
-def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int = 2000, rng=None,
+def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int = DEFAULT_DRAWS, rng=None,
                      complete: bool = False, block_size: int | None = None) -> MonteCarloTest:
     """Conditional Monte Carlo test: redraw labels from the predictions and recompute T.
 
@@ -712,7 +712,7 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     n : int, optional
         Divisor of T (default: number of rows).
     n_draws : int
-        R, the number of label draws (default 2000).
+        R, the number of label draws (default 999).
     rng : None, int or numpy.random.Generator
         Seed; the same seed gives the same p-value whatever ``block_size``.
     complete : bool
@@ -790,7 +790,7 @@ class SharedDraws:
         object.__setattr__(self, "null_draws", read_only(self.null_draws))
 
 
-def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: int = 2000, rng=None,
+def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: int = DEFAULT_DRAWS, rng=None,
                       complete: bool = False, block_size: int | None = None) -> SharedDraws:
     """Conditional Monte Carlo draws of T on several partitions with the same label draws.
 
