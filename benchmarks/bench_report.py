@@ -10,7 +10,9 @@ for each step the median wall-clock and CPU seconds:
 * ``html``: context plus the Jinja2 rendering, written to a file;
 * ``pdf``: the same plus WeasyPrint layout to PDF/A-3b with the JSON attachments.
 
-Also prints the load average before and after, since the wall-clock times on
+Also prints which font subsetter WeasyPrint used (HarfBuzz-Subset, a C
+library, when installed; else fontTools) and, with HarfBuzz-Subset, the PDF
+time with fontTools instead, and the load average before and after, since the wall-clock times on
 a shared machine move with it (CPU time moves much less).
 
 Usage (from the repository root)::
@@ -71,6 +73,18 @@ def main(argv=None) -> int:
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
         say(f"{name:8s} wall {wall:6.2f} s   CPU {cpu:6.2f} s" + ("   (target: < 5 s)" if name == "pdf" else ""))
+    # WeasyPrint subsets the embedded fonts with HarfBuzz-Subset (C) when the library is installed
+    # (Debian: libharfbuzz-subset0), else with fontTools (Python): time the fallback too
+    from weasyprint.pdf import fonts as weasy_fonts
+    say(f"font subsetting: {'HarfBuzz-Subset' if weasy_fonts.harfbuzz_subset is not None else 'fontTools'}")
+    if weasy_fonts.harfbuzz_subset is not None:
+        saved, weasy_fonts.harfbuzz_subset = weasy_fonts.harfbuzz_subset, None
+        try:
+            runs = [_time(steps["pdf"]) for _ in range(args.repeat)]
+        finally:
+            weasy_fonts.harfbuzz_subset = saved
+        say(f"pdf with fontTools subsetting instead: wall {statistics.median(r[0] for r in runs):6.2f} s   "
+            f"CPU {statistics.median(r[1] for r in runs):6.2f} s")
     from pypdf import PdfReader
     say(f"PDF: {len(PdfReader(str(folder / 'r.pdf')).pages)} pages, {(folder / 'r.pdf').stat().st_size} bytes; "
         f"HTML: {(folder / 'r.html').stat().st_size} bytes")

@@ -7,6 +7,7 @@ the weights (Kish: (Σw)² / Σw²).
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ import calibtest as ct
 from calibtest import cli
 from calibtest._format import json_safe
 from calibtest.reporting.html import build_context, render_html, report
+from report_helpers import bins_csv
 
 EVIL = "<script>alert(1)</script>"
 
@@ -213,8 +215,9 @@ def test_grouped_among_several_results_and_attachment(data, grouped):
     assert [e["anchor"] for e in ctx["toc"]][3:6] == ["comparisons", "model-1", "model-2"]
     assert "subgroups-2" in [e["anchor"] for e in ctx["toc"]]
     names = [name for name, _, _ in ctx["_attachments"]]
-    assert names == ["result-1-fixed-bins.json", "result-2-by-site-subgroups.json"]
-    attached = json.loads(ctx["_attachments"][1][1])
+    assert names == ["result-1-fixed-bins.json", "result-1-fixed-bins-bins.csv", "result-2-by-site-subgroups.json",
+                     "result-2-by-site-bins.csv"]
+    attached = json.loads(ctx["_attachments"][2][1])
     assert attached == json.loads(json.dumps(json_safe(grouped.to_dict())))
     assert attached["pooled"]["n"] == grouped.pooled.n and len(attached["groups"]) == 3
 
@@ -258,9 +261,11 @@ def test_weighted_reports_state_pi_pi_hat_and_n_eff(data):
     assert "<img" not in html
     assert "The evidence table (multi-scale test" in text and "No figures are drawn for p" in text
     assert "Hosmer–Lemeshow test is not shown" in text and "Validation metrics (R's rms::val.prob) are not shown" in text
-    # the bin table gives the weighted means
-    bins = _caption_table(doc, html, "Bin table of p")
-    assert "sum of weights" in bins[0] and "contribution to T_w" in bins[0]
+    # the bin table gives the weighted means and the terms of T_w, which sum to it
+    _, bins = bins_csv(html)
+    assert {"weight", "mean_pred_weighted", "mean_outcome_weighted"} <= set(bins.columns)
+    assert bins["contribution"].sum() == pytest.approx(res.estimate, rel=1e-12, abs=1e-15)
+    assert "Bins holding one row (they do not enter T_w)" in text
     # case weights (a column)
     cw = ct.calib_ci("y ~ p", data=data, weights="w")
     text = parse(render_html(cw, figures=False)).body
@@ -313,7 +318,9 @@ def test_grouped_pdf_attachment_and_page_width(tmp_path, grouped):
         pytest.skip(f"WeasyPrint unavailable: {exc}")
     out = report(grouped, tmp_path / "g.pdf", labels=["risk score"])
     files = pypdf.PdfReader(str(out)).attachments
-    assert list(files) == ["result-1-risk-score-subgroups.json"]
+    assert sorted(files) == ["result-1-risk-score-bins.csv", "result-1-risk-score-subgroups.json"]
+    pooled_bins = pd.read_csv(io.StringIO(files["result-1-risk-score-bins.csv"][0].decode("utf-8")))
+    assert np.array_equal(pooled_bins["count"], grouped.pooled.bin_table()["count"])
     assert json.loads(files["result-1-risk-score-subgroups.json"][0]) == json.loads(
         json.dumps(json_safe(grouped.to_dict())))
     if shutil.which("pdftotext") is None:

@@ -29,6 +29,7 @@ import calibtest as ct
 from calibtest import cli
 from calibtest.datasets import load_demo
 from calibtest.reporting.html import render_html, report
+from report_helpers import bins_csv
 from calibtest._format import fmt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,7 +157,7 @@ def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
     assert interval in text
     assert f"[{fmt(d['ece_ci_lower'])}, {fmt(d['ece_ci_upper'])}]" in text
     for section in ("Demo validation", "Held-out check of a risk model.", "Settings", "Provenance",
-                    "Hosmer–Lemeshow", "rms::val.prob", "Bin table", "Methods", "Limitations",
+                    "Hosmer–Lemeshow", "rms::val.prob", "Bins of the estimator", "Methods", "Limitations",
                     "A Confidence Interval for the ℓ2 Expected Calibration Error", "independent"):
         assert section in text, section
     # the call, n and the versions of the numerical stack
@@ -165,10 +166,17 @@ def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
     import statsmodels
     for version in (ct.__version__, np.__version__, scipy.__version__, statsmodels.__version__):
         assert version in text
-    # every occupied bin is a row of the bin table, with its count and its term of T
+    # every occupied bin is a row of the linked bin table, at full precision; its terms sum to T
     table = demo_result.bin_table()
-    for rec in table.itertuples(index=False):
-        assert f"{rec.bin[0]} {fmt(rec.lower, 4)} {fmt(rec.upper, 4)} {rec.count} " in text
+    name, attached = bins_csv(demo_html)
+    assert name == "result-1-p-bins.csv" and name in text
+    assert list(attached["bin"]) == [k[0] for k in table["bin"]]
+    for col in ("lower", "upper", "count", "mean_pred", "mean_outcome", "contribution"):
+        assert np.array_equal(attached[col].to_numpy(), table[col].to_numpy()), col
+    assert attached["contribution"].sum() == pytest.approx(demo_result.estimate, rel=1e-12, abs=1e-15)
+    counts = table["count"].to_numpy()
+    assert f"{int(counts.min())}, {fmt(float(np.median(counts)))}, {int(counts.max())}" in text
+    assert f"{int(np.sum(counts == 1))} (" in text and demo_result.n_singleton_bins == int(np.sum(counts == 1))
 
 
 def test_hosmer_lemeshow_and_valprob_numbers(demo, demo_result, demo_html):
@@ -261,7 +269,11 @@ def test_topk_report_has_one_panel_per_coordinate():
     ev = res.evidence()
     assert "Table 1. Evidence on the calibration" in text and ev.conclusion.split(":")[0] in text
     assert "Hosmer" not in text.split("Methods")[0]  # HL and val.prob only for 1-dim targets
-    assert "mean pred. 2" in text and "observed 2" in text
+    # the linked bin table has the bin index, edges and means of both coordinates
+    _, bins = bins_csv(render_html(res))
+    assert list(bins.columns[:2]) == ["bin_1", "bin_2"]
+    assert {"mean_pred_1", "mean_outcome_1", "mean_pred_2", "mean_outcome_2"} <= set(bins.columns)
+    assert list(zip(bins["bin_1"], bins["bin_2"])) == [tuple(k) for k in res.bin_table()["bin"]]
     assert fmt(res.estimate) in text
 
 
@@ -618,8 +630,11 @@ def test_toc_links_and_consecutive_numbering(demo):
     doc = parse(html)
     ids = [v for tag, name, v in doc.attrs if name == "id"]
     assert len(ids) == len(set(ids))
-    toc = [v[1:] for tag, name, v in doc.attrs if tag == "a" and name == "href"]
+    hrefs = [v for tag, name, v in doc.attrs if tag == "a" and name == "href"]
+    toc = [v[1:] for v in hrefs if v.startswith("#")]
     assert toc and all(t in ids for t in toc)
+    # the only other links are the two models' bin tables, inside the file
+    assert [v.split(",")[0] for v in hrefs if not v.startswith("#")] == ["data:text/csv;charset=utf-8;base64"] * 2
     sections = [t for t in toc if not t.startswith(("table-", "figure-"))]
     assert sections[:4] == ["summary", "model-and-data", "analysis-plan", "comparisons"]
     assert sections[-6:] == ["methods", "limitations", "software", "references", "revision-history", "approval"]
@@ -717,8 +732,14 @@ def test_pdf_metadata_attachments_and_pdfa(full_pdf):
     assert info.title == "Validation of the sepsis score" and info.author == "Ann Author"
     assert info.subject == "External validation" and "calibration" in info.get("/Keywords", "")
     files = reader.attachments
-    assert sorted(files) == ["analysis-plan.json", "comparison-1.json", "result-1-current-score.json",
+    assert sorted(files) == ["analysis-plan.json", "comparison-1.json", "result-1-current-score-bins.csv",
+                             "result-1-current-score.json", "result-2-inflated-score-bins.csv",
                              "result-2-inflated-score.json"]
+    for res, name in ((a, "result-1-current-score-bins.csv"), (b, "result-2-inflated-score-bins.csv")):
+        attached = pd.read_csv(io.StringIO(files[name][0].decode("utf-8")))
+        assert np.array_equal(attached["count"], res.bin_table()["count"])
+        assert attached["contribution"].sum() == pytest.approx(res.estimate, rel=1e-12, abs=1e-15)
+        assert name in re.sub(r"\s+", "", " ".join(p.extract_text() for p in reader.pages))
     assert _json.loads(files["result-1-current-score.json"][0]) == _json.loads(_json.dumps(json_safe(a.to_dict())))
     assert _json.loads(files["result-2-inflated-score.json"][0]) == _json.loads(_json.dumps(json_safe(b.to_dict())))
     assert _json.loads(files["comparison-1.json"][0])["estimate"] == cmp.estimate

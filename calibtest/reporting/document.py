@@ -19,7 +19,7 @@ from calibtest._validation import OptionError, OptionTypeError
 from calibtest.plan import AnalysisPlan, Deviation
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
-           "reported_tests", "pdf_attachments"]
+           "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv"]
 
 #: Document-control fields of ``report(..., metadata=...)`` and their labels, in the order shown.
 METADATA_FIELDS = {
@@ -224,12 +224,37 @@ def _slug(text: str) -> str:
     return "-".join(part for part in keep.split("-") if part)[:40] or "model"
 
 
+def bins_file_name(index: int, name: str) -> str:
+    """File name of the bin table of the ``index``-th model (1-based) of a report."""
+    return f"result-{index}-{_slug(name)}-bins.csv"
+
+
+def bin_table_csv(res) -> str:
+    """The estimator's bin table of a result (``res.bin_table()``) as CSV text, one row per occupied bin.
+
+    The bin index becomes one integer column per coordinate (``bin``, or
+    ``bin_1``, ``bin_2``, ... in several dimensions; for full calibration the
+    simplex cell's index); every float is written with the shortest decimal
+    that reads back as the same double, so the ``contribution`` column sums
+    to the result's T exactly as ``res.bin_table()`` does.
+    """
+    table = res.bin_table()
+    keys = [tuple(k) if isinstance(k, tuple) else (k,) for k in table["bin"]]
+    width = max((len(k) for k in keys), default=1)
+    index = {"bin": [k[0] for k in keys]} if width == 1 else \
+        {f"bin_{j + 1}": [k[j] for k in keys] for j in range(width)}
+    out = table.drop(columns="bin")
+    for j, (col, values) in enumerate(index.items()):  # a loop over the few coordinates
+        out.insert(j, col, values)
+    return out.to_csv(index=False, lineterminator="\n")
+
+
 def pdf_attachments(results, names, comparisons, plan) -> list[tuple[str, str, str]]:
-    """``(file name, JSON text, description)`` of every result's ``to_dict()``, each comparison and the plan.
+    """``(file name, text, description)`` of every result's ``to_dict()`` and bin table, each comparison and the plan.
 
     A subgroup analysis (``GroupedCalibrationResult``) is attached whole: its
     ``to_dict()`` holds the per-group rows, the tests across groups and the
-    pooled result.
+    pooled result; its bin table is the pooled result's.
     """
     out = []
     for i, (res, name) in enumerate(zip(results, names), 1):
@@ -238,6 +263,8 @@ def pdf_attachments(results, names, comparisons, plan) -> list[tuple[str, str, s
             if grouped else "calibration result"
         out.append((f"result-{i}-{_slug(name)}{'-subgroups' if grouped else ''}.json",
                     json.dumps(json_safe(res.to_dict()), indent=1), f"to_dict() of the {kind} of {name}"))
+        out.append((bins_file_name(i, name), bin_table_csv(res.pooled if grouped else res),
+                    f"bin table of {name}{' (pooled)' if grouped else ''}: one row per occupied bin of the estimator"))
     for i, cmp in enumerate(comparisons, 1):
         out.append((f"comparison-{i}.json", json.dumps(json_safe(cmp.to_dict()), indent=1),
                     f"to_dict() of comparison {i}"))

@@ -26,18 +26,14 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
-from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, check_metadata, load_metadata,
-                                          pdf_attachments, plan_check, reported_tests)
+from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
+                                          check_metadata, load_metadata, pdf_attachments, plan_check,
+                                          reported_tests)
+from calibtest.reporting.plotting import FIGURE_DPI
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
-           "FIGURE_DPI", "MAX_BIN_ROWS", "METADATA_FIELDS", "NOT_STATED"]
-
-#: Resolution of the embedded figures (pixels per inch).
-FIGURE_DPI = 120
-
-#: At most this many rows of the bin table are printed (the rest are summarised).
-MAX_BIN_ROWS = 200
+           "FIGURE_DPI", "METADATA_FIELDS", "NOT_STATED"]
 
 _PDF_HINT = ('writing a PDF report needs WeasyPrint: pip install "calibtest[pdf]" '
              "(WeasyPrint also needs the Pango library, e.g. Debian/Ubuntu: "
@@ -144,8 +140,18 @@ def reliability_figure(results, labels: Sequence[str] | None = None):
 
 
 def _png_data_uri(fig) -> str:
+    """The figure as a PNG ``data:`` URI at :data:`FIGURE_DPI`.
+
+    The Agg canvas draws it once (``print_png``): its layout engine, if any,
+    runs inside that draw, so the extra layout draw of ``savefig`` is saved.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    if fig.get_dpi() != FIGURE_DPI:  # the report's figures are made at FIGURE_DPI (a fixed layout stays right)
+        fig.set_dpi(FIGURE_DPI)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=FIGURE_DPI)
+    canvas.print_png(buf)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -380,44 +386,33 @@ def _valprob(res) -> tuple[dict | None, str | None]:
     return table, note
 
 
-def _bin_rows(res) -> tuple[dict, str | None]:
-    from calibtest.reporting.plotting import coordinate_columns
+def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
+    """The estimator's bins in a few rows, and the full bin table as CSV (attached to the PDF, linked in HTML).
+
+    The table has one row per occupied bin (:func:`bin_table_csv`); the report
+    prints its shape (occupied and single-row bins, rows per bin, the sum of
+    the bins' terms, which is T) and names the file.
+    """
     t = res.bin_table()
-    pairs = coordinate_columns(t)
-    d = len(pairs)
-    headers = ["bin"] + (["lower", "upper"] if d == 1 else []) + ["count"]
-    for j, (pc, oc) in enumerate(pairs, 1):
-        headers += (["mean prediction", "observed frequency"] if d == 1
-                    else [f"mean pred. {j}", f"observed {j}"])
-    weighted = [(f"{pc}_weighted", f"{oc}_weighted") for pc, oc in pairs]
-    weighted = weighted if "weight" in t.columns and all(a in t.columns and b in t.columns
-                                                         for a, b in weighted) else []
+    counts = t["count"].to_numpy()
+    singles = int(np.sum(counts == 1))
+    weighted = "weight" in t.columns
+    term = "T_w" if weighted else "T"
+    rows = [("Bins per coordinate B", f"{d['n_bins']} (width {fmt(d['bin_width'], 4)})"),
+            ("Occupied bins", fmt(len(t))),
+            (f"Bins holding one row (they do not enter {term})",
+             f"{singles} ({fmt(100.0 * singles / d['n'], 3)}% of the n = {d['n']} rows)"),
+            ("Rows per occupied bin: smallest, median, largest",
+             f"{int(counts.min())}, {fmt(float(np.median(counts)))}, {int(counts.max())}")]
     if weighted:
-        headers.append("sum of weights")
-        for j, _ in enumerate(weighted, 1):
-            headers += (["weighted mean prediction", "weighted observed frequency"] if d == 1
-                        else [f"weighted mean pred. {j}", f"weighted observed {j}"])
-    headers.append("contribution to T_w" if weighted else "contribution to T")
-    rows = []
-    for rec in t.head(MAX_BIN_ROWS).to_dict(orient="records"):
-        key = rec["bin"]
-        row = [str(key[0]) if d == 1 and len(key) == 1 else str(key)]
-        if d == 1:
-            row += [fmt(rec["lower"], 4), fmt(rec["upper"], 4)]
-        row.append(fmt(int(rec["count"])))
-        for pc, oc in pairs:
-            row += [fmt(rec[pc], 4), fmt(rec[oc], 4)]
-        if weighted:
-            row.append(fmt(rec["weight"], 4))
-            for pc, oc in weighted:
-                row += [fmt(rec[pc], 4), fmt(rec[oc], 4)]
-        row.append(fmt(rec["contribution"], 4))
-        rows.append(row)
-    note = None
-    if len(t) > MAX_BIN_ROWS:
-        note = (f"The first {MAX_BIN_ROWS} of {len(t)} occupied bins are shown (ordered by bin index); "
-                "the full table is res.bin_table().")
-    return _table(headers, rows), note
+        w = t["weight"].to_numpy(np.float64)
+        rows.append(("Sum of weights per occupied bin: smallest, median, largest",
+                     f"{fmt(w.min(), 4)}, {fmt(float(np.median(w)), 4)}, {fmt(w.max(), 4)}"))
+    text = bin_table_csv(res)
+    columns = text.split("\n", 1)[0].replace(",", ", ")
+    rows += [(f"Sum of the bins' terms of {term}", f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"),
+             ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}")]
+    return _table(["Item", "Value"], rows), text
 
 
 def result_evidence(res, rng=None):
@@ -515,7 +510,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
                    evidence_rng) -> dict:
     d = res.to_dict()
     estimates, regimes = _estimates(res, d)
-    bins, bins_note = _bin_rows(res)
+    bins_file = bins_file_name(index + 1, name)
+    bins, bins_csv = _bin_summary(res, d, bins_file)
     weighting = weighting_text(res)
     if weighting is None:
         hl, hl_note = _hosmer_lemeshow(res, hl_groups)
@@ -566,9 +562,10 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
             f"Validation metrics of {name} (definitions of R's rms::val.prob); Brier, Emax, E90 and Eavg in "
             "probability units (Brier squared).")},
         "valprob_note": vp_note,
-        "bins": {**bins, "caption": (f"Bin table of {name}: the estimator's {d['n_occupied_bins']} occupied "
-                                     f"bins (B = {d['n_bins']}).")},
-        "bins_note": bins_note,
+        "bins": {**bins, "caption": (f"Bins of the estimator for {name}: B = {d['n_bins']}, "
+                                     f"{d['n_occupied_bins']} occupied bins.")},
+        "bins_file": bins_file,
+        "bins_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(bins_csv.encode("utf-8")).decode("ascii"),
         "figures": figures,
         "figure_notes": figure_notes,
         "level": level,
@@ -1190,8 +1187,9 @@ def _template_environment():
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _render(ctx: dict) -> str:
-    return _template_environment().get_template("report.html").render(**ctx)
+def _render(ctx: dict, pdf: bool = False) -> str:
+    """The report's HTML; ``pdf=True`` for the document WeasyPrint lays out (files named as attachments)."""
+    return _template_environment().get_template("report.html").render(**ctx, pdf=pdf)
 
 
 def render_html(results, **kwargs) -> str:
@@ -1341,7 +1339,7 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
                         rng=rng)
-    html = _render(ctx)
+    html = _render(ctx, pdf=weasyprint is not None)
     if weasyprint is None:
         path.write_text(html, encoding="utf-8")
     else:

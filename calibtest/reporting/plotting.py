@@ -16,7 +16,7 @@ marginal (class-wise) groups of z_j: for the sorted top-k vector, coordinate j
 is the j-th largest probability and the outcome the indicator that the label
 is that class; for full calibration, coordinate j is class j.  The estimator's
 own d-dimensional bins often hold a handful of rows each; they are listed in
-the bin table rather than plotted.
+the bin table (``res.bin_table()``) rather than plotted.
 """
 from __future__ import annotations
 
@@ -324,6 +324,10 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
 #: Width of every report figure in inches (15.5 cm, inside an A4 page's text width).
 FIGURE_WIDTH = 15.5 / 2.54
 
+#: Resolution of the report figures (pixels per inch): they are made at it, so that a layout
+#: solved once (:func:`flexible_curve_figure`) is the layout of the PNG embedded in a report.
+FIGURE_DPI = 120
+
 #: Largest number of equal-width display bins.
 MAX_DISPLAY_BINS = 15
 
@@ -373,7 +377,7 @@ def _figure(height_in: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(FIGURE_WIDTH, height_in), layout="constrained")
+    fig = Figure(figsize=(FIGURE_WIDTH, height_in), dpi=FIGURE_DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
@@ -507,7 +511,9 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     matplotlib.figure.Figure
         15.5 cm wide; the legend is below the axes.  Rows with p exactly 0 or
         1 are left out of the fits (as in R's ``val.prob``); their number is
-        given in the legend.
+        given in the legend.  When the CITL/slope text fits in a corner the
+        constrained layout is solved once and then kept (the figure's layout
+        engine is ``"none"``).
 
     References
     ----------
@@ -565,6 +571,10 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
         # both corners are crossed by a curve: the numbers go into the legend instead
         legend.remove()
         _legend_below(fig, handles + [Line2D([], [], linestyle="none")] * m, texts + stat_lines)
+    else:
+        # the layout solved to place the text is final (a text inside the axes does not change it):
+        # keep it rather than solve it again at every draw
+        fig.set_layout_engine("none")
     return fig
 
 
@@ -656,7 +666,7 @@ def display_bins_caption(results, n_bins=None) -> str:
         grid = f"B = {b_text} equal-width bins per coordinate"
     return (f"Points are display bins chosen for reading: {how}, each plotted at its mean prediction against "
             f"its observed proportion with a {'/'.join(levels)} Wilson interval. They are not the estimator's "
-            f"bins: the ECE estimate, its interval and the tests use {grid} (listed in the bin table), many "
+            f"bins: the ECE estimate, its interval and the tests use {grid} (described under the bins of the estimator), many "
             "of which hold few rows; the display bins only summarise the same rows for the eye.")
 
 
@@ -857,6 +867,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     axp.plot(b[change], pshow[change], "o", mfc="none", mec="C3", markersize=11, mew=1.5)
     ax.set_xscale("log")
     axp.set_yscale("log")
+    axp.yaxis.set_minor_locator(NullLocator())  # the decades are labelled; unlabelled minor ticks add only clutter
     axp.xaxis.set_major_locator(FixedLocator(b))
     axp.xaxis.set_minor_locator(NullLocator())
     axp.xaxis.set_major_formatter(ScalarFormatter())
