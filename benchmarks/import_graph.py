@@ -22,7 +22,7 @@ LAYERS = [
     ("leaves", ["calibtest._validation", "calibtest._format", "calibtest.datasets", "calibtest.data"]),
     ("core", ["calibtest.core"]),
     ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.grouping", "calibtest.logistic"]),
-    ("display", ["calibtest.summary", "calibtest.base"]),
+    ("display", ["calibtest.summary"]),
     ("tests on rows", ["calibtest.hosmer_lemeshow", "calibtest.valprob", "calibtest.calibration_test",
                        "calibtest.verdict", "calibtest.flexible"]),
     ("results", ["calibtest.results"]),

@@ -73,9 +73,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, mode_text, record_call
-from calibtest._validation import (DEFAULT_DRAWS, check_alpha, check_choice, check_count, check_memory, check_missing, is_integer,
-                                   resolve_seed)
+from calibtest._format import Call, fmt, mode_text, record_call
+from calibtest._validation import (DEFAULT_DRAWS, check_alpha, check_choice, check_count, check_memory,
+                                   check_missing, is_integer, resolve_seed)
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws
 from calibtest.core.partition import binned_dimension, partition_rows
@@ -83,10 +83,9 @@ from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.formula import resolve_env
 from calibtest.grouping import grouped_tests
 from calibtest.inputs import is_out_of_core, read_rows
-from calibtest.base import TestOfCalibration
-from calibtest.summary import CalibSummary, model_text
+from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
-__all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid", "calib_test_rows", "equal_mass_bins"]
+__all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
 COMBINE = ("max-z", "bonferroni")
 PARTITIONS = ("equal-width", "equal-mass", "both")
@@ -175,6 +174,37 @@ def _pvalue(observed: float, draws: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------- result
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
+class TestOfCalibration(ResultDisplay):
+    """Fields shared by the results of the tests of calibration (``tcal_test``, ``calib_test``).
+
+    It sits here, below :mod:`calibtest.results`, so that the tests and the
+    evidence built from them need not import the interval's result module.
+    Keyword-only, so a subclass lists its own fields first; unpacks as
+    ``statistic, pvalue`` (the subclass defines both).
+
+    Attributes
+    ----------
+    n, k, n_classes, mode : int, int, int or None, str
+        The calibration target, as in :class:`CalibrationResult`.
+    formula, y_name, prob_names, n_dropped, call_record
+        Bookkeeping (``call`` renders the call as text).
+    """
+
+    n: int
+    k: int
+    n_classes: int | None
+    mode: str
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ()
+    n_dropped: int = 0
+    call_record: Call | None = field(default=None, repr=False)
+
+    def __iter__(self):
+        return iter((self.statistic, self.pvalue))
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class CalibrationTestResult(TestOfCalibration):
     """Multi-scale conditional Monte Carlo test of H0: the model is calibrated.

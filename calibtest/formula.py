@@ -21,7 +21,6 @@ import patsy
 from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
 
-from calibtest._validation import OptionTypeError
 
 __all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns",
            "freeze_env", "thaw_env", "unresolved_names", "check_formula_names"]
@@ -79,7 +78,8 @@ def resolve_env(eval_env, depth: int = 0):
     if isinstance(eval_env, dict):
         return patsy.EvalEnvironment([eval_env])
     if isinstance(eval_env, bool) or not isinstance(eval_env, (int, np.integer)) or eval_env < 0:
-        raise OptionTypeError(f"eval_env must be a non-negative integer (frames above the caller), a dict of "
+        # a plain TypeError: eval_env is an argument of the Python functions only (the CLI passes a dict)
+        raise TypeError(f"eval_env must be a non-negative integer (frames above the caller), a dict of "
                         f"variables or a patsy EvalEnvironment, got {eval_env!r}")
     return patsy.EvalEnvironment.capture(int(eval_env) + depth + 2)
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from calibtest._format import Call
 from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
-from calibtest.base import TestOfCalibration
+from calibtest.calibration_test import TestOfCalibration
 from calibtest.core.binning import BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
