@@ -232,11 +232,11 @@ def test_plan_subgroups_match_and_mismatch(tmp_path, data, grouped):
     crossed = ct.calib_ci("y ~ p", data=data, by=["sex", "site"])
     assert statement(ct.plan(tmp_path / "crossed.json", subgroups=["site", "sex"]), crossed)[1]  # order free
     text, ok = statement(ct.plan(tmp_path / "sex.json", subgroups=["sex"]), grouped)
-    assert not ok and "score subgroups sex site" in text
+    assert not ok and "score subgroups (subgroups) sex site" in text
     text, ok = statement(ct.plan(tmp_path / "none.json"), grouped)  # subgroups not pre-specified
-    assert not ok and "score subgroups none planned site" in text
+    assert not ok and "score subgroups (subgroups) none planned site" in text
     text, ok = statement(ct.plan(tmp_path / "site2.json", subgroups=["site"]), grouped.pooled)
-    assert not ok and "score subgroups site not analysed (whole sample only)" in text
+    assert not ok and "score subgroups (subgroups) site not analysed (whole sample only)" in text
 
 
 def _kish(w):

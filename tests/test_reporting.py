@@ -683,11 +683,14 @@ def test_plan_followed_and_each_deviation(tmp_path, demo):
                         k=2, n_classes=3, tests=["calib_ci", "calib_compare"], subgroups=["site", "sex"])
     text = parse(render_html(res, plan=deviating, labels=["score"], figures=False)).body_text
     table = _section(text, "Deviations of the analysis from the pre-specified plan.", "Model: score")
-    expected = [("score", "alpha", "0.01", "0.05"), ("score", "n_bins", "20", "76 (automatic)"),
-                ("score", "null", "asymptotic", "conditional"), ("score", "method", "hulc", "adjusted"),
-                ("score", "k", "2", "none (binary target)"), ("score", "n_classes", "3", "not set"),
-                ("all models", "tests", "calib_compare", "not reported"),
-                ("score", "subgroups", "site, sex", "not analysed (whole sample only)")]
+    expected = [("score", "significance level α (alpha)", "0.01", "0.05"),
+                ("score", "bins per coordinate B (n_bins)", "20", "76 (automatic)"),
+                ("score", "null distribution of the test (null)", "asymptotic", "conditional"),
+                ("score", "interval method (method)", "hulc", "adjusted"),
+                ("score", "top-k target k (k)", "2", "none (binary target)"),
+                ("score", "number of classes K (n_classes)", "3", "not fixed in the plan"),
+                ("all models", "tests to report (tests)", "calib_compare", "not reported"),
+                ("score", "subgroups (subgroups)", "site, sex", "not analysed (whole sample only)")]
     for row in expected:
         assert " ".join(row) in table, row
     assert "deviated from the pre-specified plan" in text and "in 8 options" in text

@@ -213,7 +213,8 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None) -> dict:
     ident = f"SHA-256 {plan.sha256}, created {plan.created}"
     if deviations:
         statement = (f"The analysis deviated from the pre-specified plan ({ident}) in {len(deviations)} "
-                     f"{'option' if len(deviations) == 1 else 'options'}, listed below.")
+                     f"{'option' if len(deviations) == 1 else 'options'}, each listed with its planned and used value "
+                     "in the section Analysis plan.")
     else:
         statement = f"The analysis followed the pre-specified plan ({ident})."
     return {"plan": plan, "deviations": deviations, "options": plan.options(), "statement": statement}

@@ -14,6 +14,7 @@ does not shadow a module of the same name.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import math
 import platform
@@ -386,6 +387,11 @@ def _valprob(res) -> tuple[dict | None, str | None]:
     return table, note
 
 
+def _coordinate_words(mode: str) -> str | None:
+    """What coordinate j of the binned vector is, for the column names of a bin table (None in one dimension)."""
+    return {"topk": "the j-th largest predicted probability", "full": "class j"}.get(mode)
+
+
 def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
     """The estimator's bins in a few rows, and the full bin table as CSV (attached to the PDF, linked in HTML).
 
@@ -398,7 +404,7 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
     singles = int(np.sum(counts == 1))
     weighted = "weight" in t.columns
     term = "T_w" if weighted else "T"
-    rows = [("Bins per coordinate B", f"{d['n_bins']} (width {fmt(d['bin_width'], 4)})"),
+    rows = [("Bins per coordinate B", f"{d['n_bins']} (width {fmt(d['bin_width'])})"),
             ("Occupied bins", fmt(len(t))),
             (f"Bins holding one row (they do not enter {term})",
              f"{singles} ({fmt(100.0 * singles / d['n'], 3)}% of the n = {d['n']} rows)"),
@@ -411,7 +417,8 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
     text = bin_table_csv(res)
     columns = text.split("\n", 1)[0].replace(",", ", ")
     rows += [(f"Sum of the bins' terms of {term}", f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"),
-             ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}")]
+             ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}"),
+             ("SHA-256 of the bin table file", hashlib.sha256(text.encode("utf-8")).hexdigest())]
     return _table(["Item", "Value"], rows), text
 
 
@@ -471,9 +478,10 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             f"Flexible calibration curve of {name}",
             f"Flexible calibration curve of {name}: logistic recalibration of the outcome on a restricted cubic "
             f"spline of logit(p) (4 knots) with its pointwise {level} band, over the diagonal of perfect "
-            "calibration [9]. Printed: the calibration-in-the-large a0 (logit P(y = 1) = a0 + logit(p)) and the "
-            "calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip underneath "
-            "shows the predictions of events (up) and non-events (down).")
+            "calibration [9]. Printed in the panel: the calibration-in-the-large (CITL) a0 (logit P(y = 1) = a0 + "
+            "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip "
+            "underneath shows the predictions of events (up) and non-events (down), each half scaled to its own "
+            "largest bin count (the tick labels give the two counts).")
     if res.data is not None:
         add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
             f"Reliability diagram of {name} at display bins",
@@ -565,6 +573,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "bins": {**bins, "caption": (f"Bins of the estimator for {name}: B = {d['n_bins']}, "
                                      f"{d['n_occupied_bins']} occupied bins.")},
         "bins_file": bins_file,
+        "bins_coordinates": _coordinate_words(d["mode"]),
         "bins_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(bins_csv.encode("utf-8")).decode("ascii"),
         "figures": figures,
         "figure_notes": figure_notes,
@@ -942,17 +951,36 @@ def _document_control(meta: dict, title: str, generated: str) -> dict:
     }
 
 
+#: How the report names the options of an analysis plan (the keyword of ``calibtest.plan`` in brackets).
+PLAN_OPTION_LABELS = {
+    "alpha": "significance level α (alpha)",
+    "n_bins": "bins per coordinate B (n_bins)",
+    "null": "null distribution of the test (null)",
+    "method": "interval method (method)",
+    "k": "top-k target k (k)",
+    "n_classes": "number of classes K (n_classes)",
+    "tests": "tests to report (tests)",
+    "subgroups": "subgroups (subgroups)",
+}
+
+
+def _plan_value(text: str) -> str:
+    return "not fixed in the plan" if text == "not set" else text
+
+
 def _plan_context(check: dict) -> dict:
     plan = check["plan"]
     out = {"statement": check["statement"], "has_plan": plan is not None, "options": None, "deviations": None,
            "sample_size": None}
     if plan is None:
         return out
-    out["options"] = {**_table(["Option", "Planned value"], list(check["options"].items())),
+    out["options"] = {**_table(["Option", "Planned value"], [(PLAN_OPTION_LABELS.get(k, k), _plan_value(v))
+                                                              for k, v in check["options"].items()]),
                       "caption": "The pre-specified analysis options."}
     if check["deviations"]:
         out["deviations"] = {**_table(["Model", "Option", "Planned", "Used"],
-                                      [(v.model, v.option, v.planned, v.used) for v in check["deviations"]]),
+                                      [(v.model, PLAN_OPTION_LABELS.get(v.option, v.option), _plan_value(v.planned),
+                                        _plan_value(v.used)) for v in check["deviations"]]),
                              "caption": "Deviations of the analysis from the pre-specified plan."}
     if plan.sample_size:
         flat = _flatten(plan.sample_size)

@@ -875,7 +875,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     ax.set_xlim(b.min() * math.exp(-0.08 * span), b.max() * math.exp(0.08 * span))
     ymin = min(float(np.min(lo)), float(np.min(t)), 0.0)
     ymax = max(float(np.max(hi)), float(np.max(t)))
-    pad = 0.06 * (ymax - ymin if ymax > ymin else 1.0)
+    pad = 0.1 * (ymax - ymin if ymax > ymin else 1.0)  # room for the markers at the extremes
     ax.set_ylim(ymin - pad, ymax + pad)
     ax.set_ylabel("ECE² (squared probability units)", fontsize="small")
     axp.set_ylabel("p-value (log scale)", fontsize="small")
@@ -889,11 +889,13 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     level = f"{100 * (1 - alpha):g}%"
     handles = [Line2D([], [], marker="o", color="C1", linestyle="none"),
                Line2D([], [], color="C0", linewidth=1.4, marker="_", markersize=8),
-               Line2D([], [], marker="o", mfc="white", mec="C0", linestyle="none"),
                Line2D([], [], marker="s", color="C2", linewidth=0.8),
                Line2D([], [], color="C3", linestyle="--")]
-    texts = ["debiased estimate T of ECE²", f"{level} interval for ECE²", "interval open at 0",
+    texts = ["debiased estimate T of ECE²", f"{level} interval for ECE²",
              "p-value of the test of calibration at B", f"α = {alpha:g}"]
+    if lopen.any():  # a legend entry only for what is drawn
+        handles.insert(2, Line2D([], [], marker="o", mfc="white", mec="C0", linestyle="none"))
+        texts.insert(2, "interval open at 0")
     if tiny.any():
         handles.append(Line2D([], [], marker="v", color="C2", linestyle="none"))
         texts.append(f"p-value below {P_FLOOR:g} (drawn at {P_FLOOR:g})")
