@@ -146,6 +146,8 @@ NUMBER_KEYS = ("estimate", "ece", "ci_lower", "ci_upper", "ece_ci_lower", "ece_c
 
 
 def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
+    # one notation: the sentences shared with the console summary are typeset (ECE², not ECE^2)
+    assert "ECE^2" in str(demo_result.summary()) and "ECE^2" not in demo_html and "ECE²" in demo_html
     doc = parse(demo_html)
     text = doc.body_text
     d = demo_result.to_dict()

@@ -1215,9 +1215,20 @@ def _template_environment():
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
+#: Plain-text notation of the console summaries (shared with the report) and its typeset form.
+_TYPESET = (("ECE^2", "ECE²"), ("Delta compares", "Δ compares"))
+
+
 def _render(ctx: dict, pdf: bool = False) -> str:
-    """The report's HTML; ``pdf=True`` for the document WeasyPrint lays out (files named as attachments)."""
-    return _template_environment().get_template("report.html").render(**ctx, pdf=pdf)
+    """The report's HTML; ``pdf=True`` for the document WeasyPrint lays out (files named as attachments).
+
+    Sentences shared with the console summaries write ECE^2 and Delta in
+    ASCII; the report typesets them (ECE², Δ) like its own text.
+    """
+    html = _template_environment().get_template("report.html").render(**ctx, pdf=pdf)
+    for plain, typeset in _TYPESET:  # a loop over the two notations
+        html = html.replace(plain, typeset)
+    return html
 
 
 def render_html(results, **kwargs) -> str:
