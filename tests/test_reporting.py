@@ -761,7 +761,7 @@ def test_pdf_running_header_footer_and_toc_page_numbers(full_pdf):
     n = len(pages)
     for i, text in enumerate(pages, 1):
         assert "Validation of the sepsis score" in text, i
-        assert "Document VAL-2026-017, version 1.1" in text, i
+        assert "Document ID VAL-2026-017, version 1.1" in text, i
         assert f"page {i} of {n}" in text, i
     # the contents give each section's page: the heading is on that page
     toc = pages[0].split("Contents", 1)[1]
