@@ -14,7 +14,8 @@ two rejection indicators are paired and their difference has a small Monte Carlo
 Designs: the calibrated 1-dim designs of ``calib_test_study.py`` (binary q ~ Beta(2, 5), rare events
 Beta(0.5, 10), balanced Beta(2, 2), top-1 of K = 10 with confidences Beta(20, 1)) at n = 100, 500,
 2000 for the size, and its seven alternatives (binary q ~ Beta(2, 5) reported, labels from
-p = f(q)) at n = 200 and 500 for the power.  Monte Carlo s.e. of a rate r over N data sets:
+p = f(q)) at n = 200 and 500 for the power, plus the intercept and slope alternatives on rare-event
+predictions q ~ Beta(0.5, 10) (``rare: ...``).  Monte Carlo s.e. of a rate r over N data sets:
 sqrt(r (1 - r) / N).
 """
 from __future__ import annotations
@@ -37,6 +38,14 @@ ALPHA = 0.05
 SIZE_DESIGNS = {k: v for k, v in base.SIZE_DESIGNS.items() if "top-2" not in k}  # z_S: 1-dim targets only
 SIZE_NS = (100, 500, 2000)
 POWER_NS = (200, 500)
+RARE = {"rare: " + k: v for k, v in base.ALTERNATIVES.items()
+        if k in ("intercept +0.3", "intercept -0.3", "slope 0.7", "slope 1.4")}
+
+
+def rare_data(g, n, f):
+    q = np.clip(g.beta(0.5, 10, n), 1e-6, 1 - 1e-6)
+    p = np.clip(f(q), 0.0, 1.0)
+    return {"y": (g.random(n) < p).astype(int), "probs": q}
 
 
 def one(kw, draws, seed) -> tuple[float, float, float]:
@@ -72,15 +81,18 @@ def size_cells(ns=SIZE_NS):
 
 
 def power_cells(ns=POWER_NS):
-    return [(name, n, (lambda f: lambda g, n: base.power_data(g, n, f))(f))
-            for name, f in base.ALTERNATIVES.items() if name != "calibrated Beta(2,5)" for n in ns]
+    cells = [(name, n, (lambda f: lambda g, n: base.power_data(g, n, f))(f))
+             for name, f in base.ALTERNATIVES.items() if name != "calibrated Beta(2,5)" for n in ns]
+    # the logit-linear alternatives on rare-event predictions q ~ Beta(0.5, 10) (as equal_mass_scales.py)
+    return cells + [(name, n, (lambda f: lambda g, n: rare_data(g, n, f))(f)) for name, f in RARE.items()
+                    for n in ns]
 
 
 def tables(prefix) -> str:
     import pandas as pd
     out = []
     for part, label in (("size", "Size (calibrated designs, nominal 0.05)"),
-                        ("power", "Power (binary, q ~ Beta(2, 5) reported, labels from p = f(q))")):
+                        ("power", "Power (binary, q ~ Beta(2, 5) reported -- Beta(0.5, 10) for rare: -- labels from p = f(q))")):
         path = f"{prefix}_{part}.csv"
         if not os.path.exists(path):
             continue
