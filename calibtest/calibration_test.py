@@ -280,7 +280,8 @@ class CalibrationTestResult(TestOfCalibration):
     n, k, n_classes, mode, formula, y_name, prob_names, n_dropped, call_record
         As in :class:`~calibtest.TCalResult`.
     null_draws : ndarray, shape (L, R)
-        z*_B of the draws (one column per draw, shared by the scales).
+        z*_B of the draws (one column per draw, shared by the scales); the
+        Spiegelhalter component's draws are in ``spiegelhalter_draws``.
     partitions : str
         The families of partitions tested: ``"equal-width"``,
         ``"equal-mass"`` or ``"both"``.
@@ -407,9 +408,10 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
     the automatic B of :func:`calibtest.calib_ci`) and combines them by the
-    maximum of the standardized statistics z_B = T_B / sd(T_B | Z); the null
-    law of that maximum comes from R label vectors drawn from the predictions,
-    each scored at every scale.  Much more powerful than the single-B test
+    maximum of the standardized statistics z_B = T_B / sd(T_B | Z) -- and,
+    on binary and top-1 targets, of |z_S|, Spiegelhalter's z
+    (``spiegelhalter=``); the null law of that maximum comes from R label
+    vectors drawn from the predictions, each scored at every component.  Much more powerful than the single-B test
     against smooth miscalibration (slope, intercept, p -> p^2), at the price of
     a little power against miscalibration that only fine bins see
     (``vignettes/calib_test_study.md``).
