@@ -9,7 +9,9 @@ runs, on the same rows,
 
 * the multi-scale test of :func:`calibtest.calib_test` (exact size given the
   predictions; answers *is there miscalibration?*), its label draws seeded
-  by the result's recorded seed;
+  by the result's recorded seed; on binary and top-1 targets its statistic
+  is the max of the binned scales' z_B and of |z_S|, Spiegelhalter's z, on
+  the same draws (the ``spiegelhalter`` row is the classical normal test);
 * the adjusted interval for ECE^2 of the result itself, at its B and with
   its null (answers *how much?*);
 * binary and top-1 only (one probability column):
@@ -41,7 +43,8 @@ Conclusion rules (:attr:`EvidenceResult.conclusion`)
    :attr:`EvidenceResult.reasons` holds their keys):
 
    * ``"smooth"``: the interval contains 0 while the multi-scale test rejects,
-     and the scale with the largest z is a B below the interval's B -> "the
+     and its strongest component is a scale B below the interval's B or
+     Spiegelhalter's z (|z_S| above every z_B) -> "the
      miscalibration is smooth and the interval's B is large for n" (the
      squared-prediction case: at n = 472 the test rejects at B = 4 while the
      interval at B = 35 contains 0).
@@ -335,12 +338,18 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     sc = test.scales
     best = int(np.argmax(sc["z"].to_numpy()))
     b_best = int(sc["n_bins"].iloc[best])
-    if rej["calib_test"] and not rej["calib_ci"] and b_best < ci.n_bins:
+    # Spiegelhalter's z, when a component, is the strongest one if |z_S| exceeds every z_B: one global
+    # contrast over all rows, coarser than any binned scale
+    sp_best = test.spiegelhalter_z is not None and abs(test.spiegelhalter_z) > float(sc["z"].iloc[best])
+    if rej["calib_test"] and not rej["calib_ci"] and (sp_best or b_best < ci.n_bins):
         reasons.append("smooth")
+        strongest = (f"Spiegelhalter's z, |z_S| = {fmt(abs(test.spiegelhalter_z), 3)}, its own "
+                     f"p = {fmt_p(test.pvalue_spiegelhalter, 3)}" if sp_best else
+                     f"scale is B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
+                     f"p = {fmt_p(sc['pvalue'].iloc[best], 3)}")
         sentences.append(f"The interval contains 0 while the multi-scale test rejects: the miscalibration is "
                          f"smooth and the interval's B = {ci.n_bins} is large for n = {ci.n} (the test's "
-                         f"strongest scale is B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
-                         f"p = {fmt_p(sc['pvalue'].iloc[best], 3)}); the interval's upper bound is the "
+                         f"strongest component is {strongest}); the interval's upper bound is the "
                          f"answer to how much, at B = {ci.n_bins}.")
     if hl is not None:
         n_small, share = _hl_sparse(hl)
@@ -475,7 +484,10 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     decided = (f"; the {res.method} interval does not decide it" if res.method != "adjusted" else "")
     records = {
         "calib_test": ("multi-scale test", "E[Y | Z] = Z (calibrated), at every B of the grid "
-                       f"{list(test.n_bins)}", test.statistic, test.pvalue, None, None, test.reject),
+                       f"{list(test.n_bins)}"
+                       + (" and by Spiegelhalter's z (statistic: max of z_B and |z_S|)"
+                          if test.spiegelhalter_z is not None else " (statistic: max of z_B)"),
+                       test.statistic, test.pvalue, None, None, test.reject),
         "calib_ci": (f"ECE^2 {level} CI, B = {res.n_bins}",
                      f"ECE^2 = 0 at B = {res.n_bins}, tested with the {null_text(res)} null (statistic: "
                      f"the debiased T){decided}", res.estimate, res.null_pvalue, iv.lower, iv.upper,

@@ -70,7 +70,8 @@ def _explicit_draws(p, R, seed):
 def test_pvalue_equals_slow_explicit_implementation():
     y, p = _data(60, 1, power=1.5)
     grid, R, seed = (2, 4, 7), 300, 11
-    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="equal-width")
+    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="equal-width",
+                        spiegelhalter=False)
     sd = [math.sqrt(_var_explicit(p, B)) for B in grid]
     z_obs = max(_t_explicit(y, p, B) / s for B, s in zip(grid, sd))
     # every row is in a bin of >= 2 rows at some scale here, so every row is drawn
@@ -210,7 +211,7 @@ def test_formula_and_display():
     (dict(n_bins="auto"), ValueError), (dict(n_bins=0), ValueError), (dict(n_bins=2.5), TypeError),
     (dict(null="conditional"), ValueError), (dict(alpha=1.5), ValueError), (dict(n_draws=0), ValueError),
     (dict(combine="fisher"), ValueError), (dict(partitions="quantile"), ValueError),
-    (dict(partitions=None), ValueError),
+    (dict(partitions=None), ValueError), (dict(spiegelhalter="yes"), TypeError),
 ])
 def test_bad_arguments(option, error):
     y, p = _data(50, 9)
@@ -317,7 +318,8 @@ def test_both_families_pvalue_equals_slow_reference():
     p = g.beta(0.5, 10, 60)
     y = (g.random(60) < np.sqrt(p)).astype(int)
     grid, R, seed = (2, 4, 7), 300, 13
-    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="both")
+    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="both",
+                        spiegelhalter=False)
     groups = [[min(int(x * B), B) for x in p] for B in grid] + [_equal_mass_slow(p, B) for B in grid]
     assert res.scales["partition"].tolist() == ["equal-width"] * 3 + ["equal-mass"] * 3
     assert res.scales["n_bins"].tolist() == list(grid) * 2
@@ -331,7 +333,8 @@ def test_both_families_pvalue_equals_slow_reference():
     count = sum(z >= max(z_obs) - 1e-12 for z in zstars)
     assert res.pvalue == pytest.approx((1 + count) / (R + 1), abs=1e-12)
     # the equal-mass-only test scores the same rows' draws on its own scales
-    mass = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="equal-mass")
+    mass = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, partitions="equal-mass",
+                         spiegelhalter=False)
     zm = [max(_t_groups(ys, p, gr) / s for gr, s in zip(groups[3:], sd[3:])) for ys in _explicit_draws(p, R, seed)]
     assert mass.pvalue == pytest.approx((1 + sum(z >= max(z_obs[3:]) - 1e-12 for z in zm)) / (R + 1), abs=1e-12)
 
@@ -399,9 +402,128 @@ def test_equal_mass_study_smoke(tmp_path):
     finally:
         sys.path.remove(str(script.parent))
     y, p = _data(200, 30, power=1.4)
-    res = ct.calib_test(y=y, probs=p, n_draws=99, rng=3, partitions="both")
+    res = ct.calib_test(y=y, probs=p, n_draws=99, rng=3, partitions="both", spiegelhalter=False)
     pv = study.variant_pvalues(res)
     fam = res.scales["partition"].to_numpy()
     for v in ("equal-width", "equal-mass"):
         zo, zn = res.scales["z"].to_numpy()[fam == v].max(), res.null_draws[fam == v].max(axis=0)
         assert pv[v] == pytest.approx((1 + sum(x >= zo - 1e-12 for x in zn)) / 100, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- Spiegelhalter's z as a component
+def _spiegelhalter_slow(y, p):
+    """z_S = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)), term by term."""
+    num = sum((y[a] - p[a]) * (1 - 2 * p[a]) for a in range(len(p)))
+    var = sum((1 - 2 * p[a]) ** 2 * p[a] * (1 - p[a]) for a in range(len(p)))
+    return num / math.sqrt(var)
+
+
+def test_spiegelhalter_component_equals_slow_explicit_implementation():
+    """Observed z_S, every drawn z*_S and the combined p-value, from labels rebuilt one byte at a time."""
+    y, p = _data(60, 1, power=1.5)
+    grid, R, seed = (2, 4, 7), 300, 11
+    res = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed)  # default: z_S included
+    zs = _spiegelhalter_slow(y, p)
+    assert res.spiegelhalter_z == pytest.approx(zs, rel=1e-10)
+    assert res.spiegelhalter_z == pytest.approx(ct.val_prob(y=y, probs=p).spiegelhalter_z, rel=1e-10)
+    ystars = _explicit_draws(p, R, seed)
+    zs_star = np.array([_spiegelhalter_slow(ys, p) for ys in ystars])
+    np.testing.assert_allclose(res.spiegelhalter_draws, zs_star, rtol=1e-9, atol=1e-12)
+    sd = [math.sqrt(_var_explicit(p, B)) for B in grid]
+    zb_star = np.array([[_t_explicit(ys, p, B) / s for B, s in zip(grid, sd)] for ys in ystars])
+    np.testing.assert_allclose(res.null_draws.T, zb_star, rtol=1e-9, atol=1e-12)
+    obs = max(max(_t_explicit(y, p, B) / s for B, s in zip(grid, sd)), abs(zs))
+    star = np.maximum(zb_star.max(axis=1), np.abs(zs_star))
+    assert res.statistic == pytest.approx(obs, rel=1e-10)
+    assert res.pvalue == pytest.approx((1 + np.sum(star >= obs - 1e-12)) / (R + 1), abs=1e-12)
+    assert res.pvalue_spiegelhalter == pytest.approx((1 + np.sum(np.abs(zs_star) >= abs(zs) - 1e-12)) / (R + 1),
+                                                     abs=1e-12)
+    # Bonferroni has one more component: the L scales and z_S
+    p_comp = list(res.scales["pvalue"]) + [res.pvalue_spiegelhalter]
+    assert res.pvalue_bonferroni == pytest.approx(min(1.0, 4 * min(p_comp)), abs=1e-12)
+    # every row is drawn either way here, so spiegelhalter=False scores the same draws on the scales alone
+    off = ct.calib_test(y=y, probs=p, n_bins=list(grid), n_draws=R, rng=seed, spiegelhalter=False)
+    np.testing.assert_array_equal(off.null_draws, res.null_draws)
+    zb_obs = max(_t_explicit(y, p, B) / s for B, s in zip(grid, sd))
+    assert off.pvalue == pytest.approx((1 + np.sum(zb_star.max(axis=1) >= zb_obs - 1e-12)) / (R + 1), abs=1e-12)
+    assert off.spiegelhalter_z is None and off.pvalue_spiegelhalter is None and off.spiegelhalter_draws is None
+
+
+def test_spiegelhalter_draws_on_the_general_path_and_segment_identity():
+    """The general (non-sorted) path draws z*_S from the same uniforms as y* = u < p; the fast path's z_S
+    is the sum of the segments' W_s; z*_S has mean 0 and sd 1 given p (within Monte Carlo error)."""
+    from calibtest.core.conditional import monte_carlo_draws
+    g = np.random.default_rng(3)
+    n, R = 80, 4000
+    p = g.beta(2, 5, n)
+    y = (g.random(n) < p).astype(int)
+    obs = np.where(y == 1, 0, 1)
+    scrambled = g.integers(0, 5, n)  # bins that are not intervals of p: the general path
+    slow = monte_carlo_draws(p, [scrambled], obs, n_draws=50, rng=8, spiegelhalter=True)
+    u = np.random.default_rng(8).random((50, n))
+    expected = [_spiegelhalter_slow((row < p).astype(int), p) for row in u]
+    np.testing.assert_allclose(slow.spiegelhalter_draws, expected, rtol=1e-10, atol=1e-12)
+    assert slow.spiegelhalter == pytest.approx(_spiegelhalter_slow(y, p), rel=1e-10)
+    fast = monte_carlo_draws(p, [np.minimum((p * 4).astype(int), 3)], obs, n_draws=R, rng=8, spiegelhalter=True)
+    assert fast.spiegelhalter == pytest.approx(_spiegelhalter_slow(y, p), rel=1e-10)
+    se = 1 / math.sqrt(R)
+    assert abs(fast.spiegelhalter_draws.mean()) < 4 * se
+    assert abs(fast.spiegelhalter_draws.std() - 1) < 4 * se * math.sqrt(1.5)  # sd of a sample sd ~ sqrt(kurt/4R)
+    without = monte_carlo_draws(p, [np.minimum((p * 4).astype(int), 3)], obs, n_draws=R, rng=8)
+    assert without.spiegelhalter is None and without.spiegelhalter_draws is None
+    with pytest.raises(ValueError, match="spiegelhalter"):
+        monte_carlo_draws(np.column_stack([p, 1 - p]), [scrambled], obs, rng=1, spiegelhalter=True)
+
+
+def test_spiegelhalter_default_per_target_and_refusal():
+    g = np.random.default_rng(7)
+    P = g.dirichlet([2, 1, 1], 200)
+    y = (P.cumsum(axis=1) < g.random((200, 1))).sum(axis=1)
+    top1 = ct.calib_test(y=y, probs=P, k=1, n_draws=99, rng=1)
+    conf, correct = P.max(axis=1), (y == P.argmax(axis=1)).astype(int)
+    assert top1.spiegelhalter_z == pytest.approx(_spiegelhalter_slow(correct, conf), rel=1e-10)
+    for k in (2, "full"):
+        res = ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1)
+        assert res.spiegelhalter_z is None and res.pvalue_spiegelhalter is None
+        assert res.pvalue == ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1, spiegelhalter=False).pvalue
+        with pytest.raises(ValueError, match="spiegelhalter"):
+            ct.calib_test(y=y, probs=P, k=k, n_draws=99, rng=1, spiegelhalter=True)
+    # an int n_bins is the single-scale test unless asked
+    yb, p = _data(200, 4)
+    single = ct.calib_test(y=yb, probs=p, n_bins=10, n_draws=99, rng=1)
+    assert single.spiegelhalter_z is None
+    both = ct.calib_test(y=yb, probs=p, n_bins=10, n_draws=99, rng=1, spiegelhalter=True)
+    assert both.spiegelhalter_z == pytest.approx(_spiegelhalter_slow(yb, p), rel=1e-10)
+    assert both.statistic == pytest.approx(max(both.scales["z"][0], abs(both.spiegelhalter_z)), rel=1e-12)
+
+
+def test_spiegelhalter_display_dict_and_call():
+    y, p = _data(300, 12, power=1.3)
+    res = ct.calib_test(y=y, probs=p, n_draws=99, rng=1)
+    d = res.to_dict()
+    assert d["spiegelhalter_z"] == res.spiegelhalter_z and d["pvalue_spiegelhalter"] == res.pvalue_spiegelhalter
+    assert len(res.scales) == len(res.n_bins)  # the scales table holds the binned scales only
+    text = str(res.summary())
+    assert "Spiegelhalter z_S" in text and "max over both" in text
+    assert "spiegelhalter" not in res.call
+    off = ct.calib_test(y=y, probs=p, n_draws=99, rng=1, spiegelhalter=False)
+    assert "spiegelhalter=False" in off.call and "Spiegelhalter z_S" not in str(off.summary())
+    assert off.to_dict()["spiegelhalter_z"] is None
+
+
+def test_spiegelhalter_study_smoke(tmp_path):
+    """The Spiegelhalter-component study script end to end on 3 data sets per cell."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "vignettes" / "spiegelhalter_component.py"
+    if not script.exists():
+        pytest.skip("vignettes/ not present")
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, str(script), "--size-reps", "3", "--power-reps", "3", "--draws", "49",
+                          "--n", "100", "--prefix", str(tmp_path / "s")],
+                         check=True, capture_output=True, text=True, timeout=300, env=env).stdout
+    assert "| calibrated Beta(2,5) | 100 | 3 | 49 |" in out and "| slope 0.7 | 100 | 3 | 49 |" in out

@@ -371,3 +371,18 @@ def test_resampling_interval_does_not_decide_the_interval_row():
     assert row["reject"] == (res.null_pvalue <= 0.05) and row["verdict"] in ("rejects", "does not reject")
     assert "bootstrap interval does not decide it" in row["null"]
     assert ev.seed == 4
+
+
+def test_smooth_rule_names_spiegelhalter_when_it_is_the_strongest_component():
+    """Slope 0.7 at n = 400: |z_S| exceeds every z_B; the rule and the row's null say so."""
+    g = np.random.default_rng(4)
+    q = g.beta(2, 5, 400)
+    y = (g.random(400) < expit(0.7 * np.log(q / (1 - q)))).astype(int)
+    ev = ct.evidence(y=y, probs=q, rng=1)
+    zs = ct.val_prob(y=y, probs=q).spiegelhalter_z  # the classical z, computed independently of calib_test
+    assert ev.test.spiegelhalter_z == pytest.approx(zs, rel=1e-10)
+    assert abs(zs) > ev.test.scales["z"].max() and ev.table.loc["calib_test", "reject"]
+    assert "smooth" in ev.reasons
+    assert f"strongest component is Spiegelhalter's z, |z_S| = {abs(zs):.3g}" in ev.conclusion
+    assert "Spiegelhalter's z (statistic: max of z_B and |z_S|)" in ev.table.loc["calib_test", "null"]
+    assert ev.table.loc["calib_test", "statistic"] == pytest.approx(abs(zs), rel=1e-10)

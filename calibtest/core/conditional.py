@@ -778,20 +778,30 @@ class SharedDraws:
         label vector on every partition.
     n_draws : int
     seed : int or None
+    spiegelhalter : float or None
+        Spiegelhalter's z of the observed labels (``spiegelhalter=True``, 1-dim
+        targets), else None.
+    spiegelhalter_draws : ndarray, shape (R,), or None
+        Spiegelhalter's z of each label draw (the same draws as ``null_draws``).
     """
 
     statistic: np.ndarray
     null_draws: np.ndarray
     n_draws: int
     seed: int | None
+    spiegelhalter: float | None = None
+    spiegelhalter_draws: np.ndarray | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "statistic", read_only(self.statistic))
         object.__setattr__(self, "null_draws", read_only(self.null_draws))
+        if self.spiegelhalter_draws is not None:
+            object.__setattr__(self, "spiegelhalter_draws", read_only(self.spiegelhalter_draws))
 
 
 def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: int = DEFAULT_DRAWS, rng=None,
-                      complete: bool = False, block_size: int | None = None) -> SharedDraws:
+                      complete: bool = False, block_size: int | None = None,
+                      spiegelhalter: bool = False) -> SharedDraws:
     """Conditional Monte Carlo draws of T on several partitions with the same label draws.
 
     Each label vector is drawn once from the predictions (exactly as
@@ -814,10 +824,30 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
         As for :func:`monte_carlo_test`.
     inverses : sequence of array_like of int, each shape (n,)
         Bin of each row on each partition.
+    spiegelhalter : bool
+        1-dim targets only (binary, top-1): also return Spiegelhalter's z of
+        the observed labels and of every draw,
+
+            z_S = sum_a (y_a - p_a)(1 - 2 p_a) / sqrt(sum_a (1 - 2 p_a)^2 p_a (1 - p_a)),
+
+        whose numerator sum_a y_a (1 - 2 p_a) - sum_a p_a (1 - 2 p_a) is the
+        sum over the segments of W_s, which the fast path computes anyway.
+        z_S has conditional mean 0 and variance 1 given p exactly; z_S := 0
+        when its denominator is 0 (every p in {0, 1/2, 1}).  Every row enters
+        z_S, so with this option the labels of *every* row are drawn (without
+        it, only the rows in a bin of >= 2 rows): ``null_draws`` are those of
+        ``spiegelhalter=False`` whenever every row is in such a bin, and
+        another exact draw of the same law otherwise.
 
     Returns
     -------
     SharedDraws
+
+    References
+    ----------
+    .. [1] Spiegelhalter, "Probabilistic prediction in patient management and
+           clinical trials", Statistics in Medicine 5 (1986) 421-433 (the z
+           statistic).
     """
     z = np.asarray(z, dtype=np.float64)
     if z.ndim == 1:
@@ -829,23 +859,33 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     n_draws = check_count(n_draws, "n_draws")
     gen, seed = _check_rng(rng)
     n_div = z.shape[0] if n is None else int(n)
+    d = z.shape[1]
+    if spiegelhalter and (d != 1 or complete):
+        raise ValueError("spiegelhalter=True needs a 1-dim prediction (binary or top-1 target)")
     used = np.zeros(z.shape[0], dtype=bool)
     for inv in inverses:  # a loop over the few partitions
         used |= np.bincount(inv)[inv] >= 2
+    if spiegelhalter:
+        used[:] = True  # every row enters Spiegelhalter's z
     rows = np.flatnonzero(used)
     L = len(inverses)
     stats = np.zeros(L)
     draws = np.zeros((L, n_draws))
     if rows.size == 0:  # no bin of any partition holds two rows: T = 0 for every label vector
         return SharedDraws(stats, draws, n_draws, seed)
-    d = z.shape[1]
     if block_size is None:
         block_size = max(1, (1 << 21) // (rows.size * d))
+    sp = _Spiegelhalter(z[:, 0]) if spiegelhalter else None
     if d == 1 and not complete:
         fast = _SortedSegments.build(z[rows, 0], [inv[rows] for inv in inverses], n_div)
         if fast is not None:
-            stats = fast.statistics(fast.sorted_labels(observed[rows][None, :] == 0))[:, 0]
-            return SharedDraws(stats, fast.draw_statistics(gen, n_draws, block_size), n_draws, seed)
+            out = fast.statistics(fast.sorted_labels(observed[rows][None, :] == 0), wq=sp is not None)
+            stats = out[0][:, 0] if sp is not None else out[:, 0]
+            if sp is None:
+                return SharedDraws(stats, fast.draw_statistics(gen, n_draws, block_size), n_draws, seed)
+            t_draws, wq = fast.draw_statistics(gen, n_draws, block_size, wq=True)
+            return SharedDraws(stats, t_draws, n_draws, seed, spiegelhalter=float(sp.z(out[1])[0]),
+                               spiegelhalter_draws=sp.z(wq))
     # one plan per partition on the used rows; plan.rows index into the used rows
     plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
     full = [p.rows.size == rows.size for p in plans]
@@ -860,13 +900,33 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
             cum[:, -1] = np.inf
     drawer = _DrawPlan.__new__(_DrawPlan)
     drawer.cum, drawer.d = cum, d
+    wq = np.empty(n_draws) if sp is not None else None
     for start in range(0, n_draws, block_size):  # a handful of blocks
         r = min(block_size, n_draws - start)
         cls = drawer.classes(gen.random((r, rows.size)))
         for i, plan in enumerate(plans):  # a loop over the few partitions
             if plan.nk:
                 draws[i, start:start + r] = plan.statistics(cls if full[i] else cls[:, plan.rows])
-    return SharedDraws(stats, draws, n_draws, seed)
+        if sp is not None:  # every row is used: class 0 is y = 1
+            wq[start:start + r] = (cls == 0) @ sp.q
+    if sp is None:
+        return SharedDraws(stats, draws, n_draws, seed)
+    return SharedDraws(stats, draws, n_draws, seed, spiegelhalter=float(sp.z((obs == 0) @ sp.q)[0]),
+                       spiegelhalter_draws=sp.z(wq))
+
+
+class _Spiegelhalter:
+    """z_S = (sum_a y_a q_a - sum_a p_a q_a) / sqrt(sum_a q_a^2 p_a (1 - p_a)), q = 1 - 2p, from sum y q."""
+
+    def __init__(self, p: np.ndarray):
+        self.q = 1.0 - 2.0 * p
+        self.center = float(np.sum(p * self.q))
+        self.sd = math.sqrt(float(np.sum(self.q * self.q * p * (1.0 - p))))
+
+    def z(self, wq) -> np.ndarray:
+        """z_S from sum_a y_a q_a (any shape); 0 when the denominator is 0."""
+        wq = np.atleast_1d(np.asarray(wq, dtype=np.float64))
+        return (wq - self.center) / self.sd if self.sd > 0 else np.zeros_like(wq)
 
 
 class _SortedSegments:
@@ -917,24 +977,31 @@ class _SortedSegments:
         """Label rows ``y`` (shape (R, rows), in row order) in the order of increasing p."""
         return y if self.order is None else np.take(y, self.order, axis=1)
 
-    def draw_statistics(self, gen: np.random.Generator, n_draws: int, block_size: int) -> np.ndarray:
+    def draw_statistics(self, gen: np.random.Generator, n_draws: int, block_size: int, wq: bool = False):
         """T on each partition (shape (L, n_draws)) for label vectors drawn from p (:class:`BernoulliDraws`).
 
         The labels are drawn for the rows in the order of increasing p, so no
-        draw is reordered.
+        draw is reordered.  ``wq=True``: also sum_a y_a (1 - 2 p_a) of each
+        draw (shape (n_draws,)), returned second.
         """
         drawer = BernoulliDraws(self.ps, gen)
         draws = np.empty((len(self.parts), n_draws))
+        sums = np.empty(n_draws) if wq else None
         size = min(block_size, n_draws)
         y, buf = np.empty((size, self.ps.size), dtype=bool), np.empty((size, self.ps.size))
         for start in range(0, n_draws, block_size):  # a handful of blocks
             r = min(block_size, n_draws - start)
-            draws[:, start:start + r] = self.statistics(drawer.draw(r, out=y[:r]), buf[:r])
-        return draws
+            out = self.statistics(drawer.draw(r, out=y[:r]), buf[:r], wq=wq)
+            if wq:
+                draws[:, start:start + r], sums[start:start + r] = out
+            else:
+                draws[:, start:start + r] = out
+        return (draws, sums) if wq else draws
 
-    def statistics(self, y: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
+    def statistics(self, y: np.ndarray, buf: np.ndarray | None = None, wq: bool = False):
         """T on each partition (shape (L, R)) for label rows ``y`` (shape (R, rows), True for y = 1, rows
-        in the order of increasing p: see :meth:`sorted_labels`); ``buf`` is float64 scratch of y's shape."""
+        in the order of increasing p: see :meth:`sorted_labels`); ``buf`` is float64 scratch of y's shape.
+        ``wq=True``: also sum_a y_a (1 - 2 p_a) of each row of ``y`` (the sum of the segments' W_s)."""
         # int32 counts (exact below 2^31 rows) reduce 3x faster than int64 from uint8
         succ = np.add.reduceat(y.view(np.uint8), self.starts, axis=1, dtype=np.int32).astype(np.int64)
         wsum = np.add.reduceat(np.multiply(y, self.q, out=buf), self.starts, axis=1)
@@ -942,4 +1009,4 @@ class _SortedSegments:
         for i, (bin_starts, w_bin, w_seg, zsum, h_other) in enumerate(self.parts):  # the few partitions
             s = np.add.reduceat(succ, bin_starts, axis=1) - zsum  # bins are runs of segments
             out[i] = ((s * s) @ w_bin - wsum @ w_seg - h_other) / self.n
-        return out
+        return (out, wsum.sum(axis=1)) if wq else out
