@@ -371,7 +371,9 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
                                                index=["Spiegelhalter z_S"], dtype=object)])
     smry.add_table(table, {"T": 5, "sd(T | Z)": 4, "z": 4, "p-value": 4})
     verdict = "rejects" if reject else "does not reject"
-    notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)})."
+    floor = (f"; the smallest p-value {res.n_draws} label draws can give: no draw reached the observed statistic"
+             if res.pvalue * (res.n_draws + 1) < 1.5 else "")
+    notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)}{floor})."
              + ("" if reject else " This is not evidence that the model is calibrated.")]
     sp = res.spiegelhalter_z is not None
     if sp:

@@ -314,6 +314,8 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     others = [k for k in keys if k != "calib_test" and rej[k]]
     sentences, reasons = [], []
     p_test = fmt_p(test.pvalue, 3)
+    if test.pvalue * (test.n_draws + 1) < 1.5:  # no draw reached the observed statistic
+        p_test += f", the smallest p-value {test.n_draws} label draws can give"
     level = f"{100 * (1 - alpha):g}%"
     iv = ci.conf_int(alpha)
     lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)

@@ -527,3 +527,17 @@ def test_spiegelhalter_study_smoke(tmp_path):
                           "--n", "100", "--prefix", str(tmp_path / "s")],
                          check=True, capture_output=True, text=True, timeout=300, env=env).stdout
     assert "| calibrated Beta(2,5) | 100 | 3 | 49 |" in out and "| slope 0.7 | 100 | 3 | 49 |" in out
+
+
+def test_smallest_possible_pvalue_is_named():
+    # strongly miscalibrated: no draw reaches the observed statistic, so p = 1 / (R + 1)
+    y, p = _data(472, 0)
+    res = ct.calib_test(y=y, probs=p ** 2, rng=1, n_draws=199)
+    assert res.pvalue == 1 / 200 and int(np.sum(res.null_draws.max(axis=0) >= res.statistic)) == 0
+    assert "the smallest p-value 199 label draws can give" in " ".join(str(res.summary()).split())
+    ev = ct.evidence(y=y, probs=p ** 2, rng=1)
+    assert ev.test.pvalue == 1 / (ev.test.n_draws + 1)
+    assert f"the smallest p-value {ev.test.n_draws} label draws can give" in ev.conclusion
+    # a p-value above the floor says nothing of the kind
+    calm = ct.calib_test(y=y, probs=p, rng=1, n_draws=199)
+    assert calm.pvalue > 1 / 200 and "smallest p-value" not in " ".join(str(calm.summary()).split())
