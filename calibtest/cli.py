@@ -346,6 +346,8 @@ def report_command(args) -> str:
         value = getattr(args, option)
         if value is not None:
             parts += [f"--{option}", value]
+    for spec in args.deviation_reason or []:
+        parts += ["--deviation-reason", spec]
     if args.n_classes is not None:
         parts += ["--n-classes", str(args.n_classes)]
     if args.k is not None:
@@ -363,6 +365,21 @@ def report_command(args) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _deviation_reasons(specs) -> dict:
+    """``--deviation-reason OPTION=TEXT`` options as a dict (each option once)."""
+    reasons = {}
+    for spec in specs or []:
+        option, sep, text = spec.partition("=")
+        option, text = option.strip(), text.strip()
+        if not sep or not option or not text:
+            raise OptionError(f"--deviation-reason must be OPTION=TEXT, the option as in --plan and then the "
+                              f"reason, got {spec!r}")
+        if option in reasons:
+            raise OptionError(f"--deviation-reason {option} is given twice")
+        reasons[option] = text
+    return reasons
+
+
 def _cmd_report(args) -> int:
     if not args.output.lower().endswith((".html", ".htm", ".pdf")):
         raise OptionError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
@@ -376,6 +393,9 @@ def _cmd_report(args) -> int:
         if not os.path.isfile(args.plan):
             raise OptionError(f"--plan: file not found: {args.plan}")
         plan = AnalysisPlan.read(args.plan)
+    reasons = _deviation_reasons(args.deviation_reason)
+    if reasons and plan is None:
+        raise OptionError("--deviation-reason needs --plan: without a plan there is nothing to deviate from")
     df, _ = _read_input(args)
     source = file_provenance(args.file)
     population = _population_options(args)
@@ -390,7 +410,7 @@ def _cmd_report(args) -> int:
         path = report(results if len(results) > 1 else results[0], args.output, comparisons=comparisons,
                       title=args.title, purpose=args.purpose, labels=labels, source=source,
                       command=report_command(args), hl_groups=args.hl_groups, metadata=metadata, plan=plan,
-                      rng=args.seed)
+                      rng=args.seed, deviation_reasons=reasons or None)
     except ImportError as exc:
         _fail(str(exc))
     print(f"calibtest: wrote {path}")
@@ -421,6 +441,9 @@ def _add_report_parser(sub, shared) -> None:
     rep.add_argument("--plan", default=None, metavar="FILE",
                      help="pre-specified analysis plan (written by 'calibtest plan'); the report checks the "
                           "analysis against it")
+    rep.add_argument("--deviation-reason", action="append", default=None, metavar="OPTION=TEXT",
+                     help="why the analysis deviates from --plan in one option (alpha, n_bins, null, method, k, "
+                          "n_classes, tests, subgroups); repeat for several")
     rep.add_argument("--hl-groups", type=int, default=10, help="groups of the Hosmer-Lemeshow test (default 10)")
     rep.add_argument("--seed", type=int, default=None,
                      help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of --by or "
@@ -573,6 +596,8 @@ def cli_spelling(message: str) -> str:
         return f"{_SPELLINGS[name]} {value}" if name in _SPELLINGS else m.group(0)
 
     names = "|".join(sorted(_SPELLINGS, key=len, reverse=True))
+    message = re.sub(r"\bdeviation_reasons\[['\"](\w+)['\"]\]", r"--deviation-reason \1", message)
+    message = message.replace("deviation_reasons", "--deviation-reason")
     message = re.sub(rf"\b({names})=['\"]?([^'\",)\s]*)['\"]?", option_value, message)
     return re.sub(rf"(?<![\w.-])({names})(?= must| applies)", lambda m: _SPELLINGS[m.group(1)], message)
 

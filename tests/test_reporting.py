@@ -705,6 +705,53 @@ def test_plan_followed_and_each_deviation(tmp_path, demo):
         render_html(res, plan={"alpha": 0.05}, figures=False)
 
 
+def test_deviation_reasons_in_the_table_and_the_statement(tmp_path, demo_result):
+    plan = ct.plan(tmp_path / "plan.json", alpha=0.1, n_bins=20)
+    reason = "the journal asks for <5%> levels"
+    html = render_html(demo_result, plan=plan, labels=["score"], figures=False,
+                       deviation_reasons={"alpha": reason})
+    text = parse(html).body_text
+    table = _section(text, "Deviations of the analysis from the pre-specified plan.", "Model: score")
+    assert f"score significance level α (alpha) 0.1 0.05 {reason}" in table  # escaped, shown as written
+    assert "score bins per coordinate B (n_bins) 20 76 (automatic) not stated" in table
+    assert "in 2 options, 1 of them without a stated reason" in text
+    assert "<5%>" not in html and "&lt;5%&gt;" in html
+    both = parse(render_html(demo_result, plan=plan, labels=["score"], figures=False,
+                             deviation_reasons={"alpha": "a", "n_bins": "b"})).body_text
+    assert "in 2 options, each with the reason given" in both
+    # nothing silent: a reason for a followed option, an unknown option, a non-string, no plan
+    for bad, error, match in (({"k": "x"}, ValueError, "followed the plan for k"),
+                              ({"bins": "x"}, ValueError, "unknown option 'bins'"),
+                              ({"alpha": 1}, TypeError, r"deviation_reasons\['alpha'\]"),
+                              (["alpha"], TypeError, "must be a dict")):
+        with pytest.raises(error, match=match):
+            render_html(demo_result, plan=plan, figures=False, deviation_reasons=bad)
+    with pytest.raises(ValueError, match="needs a plan"):
+        render_html(demo_result, figures=False, deviation_reasons={"alpha": "x"})
+
+
+def test_cli_deviation_reason(tmp_path, demo, capsys):
+    csv = tmp_path / "d.csv"
+    demo.to_csv(csv, index=False)
+    ct.plan(tmp_path / "plan.json", alpha=0.1)
+    out = tmp_path / "r.html"
+    rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(out), "--plan", str(tmp_path / "plan.json"),
+                   "--deviation-reason", "alpha=set by the protocol amendment"])
+    assert rc == 0
+    text = parse(out.read_text()).body_text
+    assert "significance level α (alpha) 0.1 0.05 set by the protocol amendment" in text
+    assert "--deviation-reason 'alpha=set by the protocol amendment'" in text  # in the recorded command
+    for args, message in ((["--deviation-reason", "alpha"], "must be OPTION=TEXT"),
+                          (["--deviation-reason", "n_bins=x"], "--deviation-reason n_bins: the analysis followed"),
+                          (["--deviation-reason", "alpha=a", "--deviation-reason", "alpha=b"], "given twice")):
+        rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(out), "--plan",
+                       str(tmp_path / "plan.json")] + args)
+        err = capsys.readouterr().err
+        assert rc == 2 and message in err and "Traceback" not in err, err
+    rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(out), "--deviation-reason", "alpha=x"])
+    assert rc == 2 and "needs --plan" in capsys.readouterr().err
+
+
 def test_plan_sample_size_is_shown(tmp_path, demo_result):
     ct.plan(tmp_path / "p.json", sample_size={"n": 2400, "target": {"width": 0.025, "level": 0.95}})
     text = parse(render_html(demo_result, plan=tmp_path / "p.json", figures=False)).body_text

@@ -19,7 +19,7 @@ from calibtest._validation import OptionError, OptionTypeError
 from calibtest.plan import AnalysisPlan, Deviation
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
-           "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv"]
+           "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons"]
 
 #: Document-control fields of ``report(..., metadata=...)`` and their labels, in the order shown.
 METADATA_FIELDS = {
@@ -178,12 +178,32 @@ def reported_tests(models: list, has_comparisons: bool) -> set:
     return shown
 
 
-def plan_check(plan, results, names, shown_tests: set, subgroups=None) -> dict:
-    """The plan statement and the deviations of ``results`` from ``plan``.
+def check_deviation_reasons(reasons, plan) -> dict:
+    """Validate ``deviation_reasons``: a dict from plan option names to the reason for deviating (strings)."""
+    if reasons is None:
+        return {}
+    if not isinstance(reasons, dict):
+        raise OptionTypeError(f"deviation_reasons must be a dict (option -> reason), got {type(reasons).__name__}")
+    if reasons and plan is None:
+        raise OptionError("deviation_reasons needs a plan (plan=...): without one there is nothing to deviate from")
+    options = ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups")
+    for key, text in reasons.items():
+        if key not in options:
+            raise OptionError(f"deviation_reasons has the unknown option {key!r}; the options of a plan are "
+                              f"{list(options)}")
+        if not isinstance(text, str) or not text.strip():
+            raise OptionTypeError(f"deviation_reasons[{key!r}] must be a non-empty string, got {text!r}")
+    return dict(reasons)
+
+
+def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=None) -> dict:
+    """The plan statement and the deviations of ``results`` from ``plan``, with their stated reasons.
 
     Returns a dict with ``plan`` (the AnalysisPlan or None), ``statement``
-    (one sentence), ``deviations`` (list of :class:`Deviation`) and
-    ``options`` (option -> planned value as text).  Planned tests that the
+    (one sentence), ``deviations`` (list of :class:`Deviation`),
+    ``reasons`` (option -> the reason given for deviating from it) and
+    ``options`` (option -> planned value as text).  A reason given for an
+    option the analysis did not deviate from raises ``ValueError``.  Planned tests that the
     report does not show are deviations too.  ``subgroups`` holds, per
     result, the ``by`` columns of its subgroup analysis (None: whole sample
     only); the planned subgroups are followed when they are the same set of
@@ -191,8 +211,9 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None) -> dict:
     that were not planned is a deviation naming the planned and the used
     columns.
     """
+    reasons = check_deviation_reasons(reasons, plan)
     if plan is None:
-        return {"plan": None, "deviations": [], "options": {},
+        return {"plan": None, "deviations": [], "options": {}, "reasons": {},
                 "statement": "The analysis options were not pre-specified: no analysis plan was given."}
     if isinstance(plan, (str, Path)):
         plan = AnalysisPlan.read(plan)
@@ -210,14 +231,23 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None) -> dict:
         if set(used) != set(planned):
             deviations.append(Deviation(name, "subgroups", ", ".join(planned) if planned else "none planned",
                                         ", ".join(used) if used else "not analysed (whole sample only)"))
+    deviated = {dev.option for dev in deviations}
+    for key in reasons:
+        if key not in deviated:
+            raise OptionError(f"deviation_reasons[{key!r}]: the analysis followed the plan for {key}; give "
+                              f"reasons only for the options that deviate ({sorted(deviated) or 'none'})")
     ident = f"SHA-256 {plan.sha256}, created {plan.created}"
     if deviations:
+        missing = sum(dev.option not in reasons for dev in deviations)
+        why = ("each with the reason given" if not missing else
+               f"{missing} of them without a stated reason")
         statement = (f"The analysis deviated from the pre-specified plan ({ident}) in {len(deviations)} "
-                     f"{'option' if len(deviations) == 1 else 'options'}, each listed with its planned and used value "
-                     "in the section Analysis plan.")
+                     f"{'option' if len(deviations) == 1 else 'options'}, {why}; each is listed with its "
+                     "planned and used value in the section Analysis plan.")
     else:
         statement = f"The analysis followed the pre-specified plan ({ident})."
-    return {"plan": plan, "deviations": deviations, "options": plan.options(), "statement": statement}
+    return {"plan": plan, "deviations": deviations, "options": plan.options(), "statement": statement,
+            "reasons": reasons}
 
 
 def _slug(text: str) -> str:

@@ -28,8 +28,8 @@ import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
-                                          check_metadata, load_metadata, pdf_attachments, plan_check,
-                                          reported_tests)
+                                          check_deviation_reasons, check_metadata, load_metadata,
+                                          pdf_attachments, plan_check, reported_tests)
 from calibtest.reporting.plotting import FIGURE_DPI
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
@@ -978,9 +978,11 @@ def _plan_context(check: dict) -> dict:
                                                               for k, v in check["options"].items()]),
                       "caption": "The pre-specified analysis options."}
     if check["deviations"]:
-        out["deviations"] = {**_table(["Model", "Option", "Planned", "Used"],
+        reasons = check["reasons"]
+        out["deviations"] = {**_table(["Model", "Option", "Planned", "Used", "Reason"],
                                       [(v.model, PLAN_OPTION_LABELS.get(v.option, v.option), _plan_value(v.planned),
-                                        _plan_value(v.used)) for v in check["deviations"]]),
+                                        _plan_value(v.used), reasons.get(v.option, NOT_STATED))
+                                       for v in check["deviations"]]),
                              "caption": "Deviations of the analysis from the pre-specified plan."}
     if plan.sample_size:
         flat = _flatten(plan.sample_size)
@@ -1087,7 +1089,8 @@ def _as_comparisons(comparisons) -> list:
 def build_context(results, *, comparisons=None, title: str | None = None, purpose: str | None = None,
                   labels: Sequence[str] | None = None, source=None, command: str | None = None,
                   hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
-                  figures: bool = True, generated: datetime | None = None) -> dict:
+                  figures: bool = True, generated: datetime | None = None,
+                  deviation_reasons: dict | None = None) -> dict:
     """The template context: strings, lists and ``to_dict()`` values only.
 
     Parameters are those of :func:`report`; ``figures=False`` skips the
@@ -1100,6 +1103,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         labels = [meta["model_name"]]  # one model: the document's model name is its label
     names = _unique_names(results, labels)
     plan = _resolve_plan(plan)
+    check_deviation_reasons(deviation_reasons, plan)  # before the figures: a bad argument fails fast
     if source is None or isinstance(source, dict):
         sources = [source] * len(results)
     else:
@@ -1143,7 +1147,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                                    "Wilson intervals; the strips count rows per bin-width interval.")}
     label = _Labels(results, names)
     check = plan_check(plan, results, names, reported_tests(models, bool(comparisons)),
-                       subgroups=[item.by if _is_grouped(item) else None for item in items])
+                       subgroups=[item.by if _is_grouped(item) else None for item in items],
+                       reasons=deviation_reasons)
     methods = {r.method for r in results}
     null_kinds = {str(getattr(r, "null", "asymptotic")) for r in results}
     doc = _document_control(meta, title, generated_text)
@@ -1246,7 +1251,8 @@ def _import_weasyprint():
 
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
-           hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None) -> Path:
+           hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
+           deviation_reasons: dict | None = None) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -1306,8 +1312,15 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     plan : str, path-like or AnalysisPlan, optional
         A pre-specified analysis plan (:func:`calibtest.plan`).  The report
         states that the analysis followed it (with its SHA-256 and creation
-        time) or lists each deviation (option, planned, used); without a plan
-        it states that the options were not pre-specified.
+        time) or lists each deviation (option, planned, used, reason); without
+        a plan it states that the options were not pre-specified.
+    deviation_reasons : dict, optional
+        Why the analysis deviates from the plan: option name (``alpha``,
+        ``n_bins``, ``null``, ``method``, ``k``, ``n_classes``, ``tests``,
+        ``subgroups``) -> reason.  Shown in the deviations table; a deviation
+        without one shows "not stated", and the plan statement counts them.
+        A reason for an option the analysis followed, an unknown option, or
+        reasons without a plan raise ``ValueError``.
     rng : None or int
         Seed of the label draws of the evidence table's multi-scale test;
         None (default) uses each result's recorded seed, so the same result
@@ -1377,7 +1390,7 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
-                        rng=rng)
+                        rng=rng, deviation_reasons=deviation_reasons)
     html = _render(ctx, pdf=weasyprint is not None)
     if weasyprint is None:
         path.write_text(html, encoding="utf-8")
