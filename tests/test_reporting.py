@@ -145,6 +145,15 @@ NUMBER_KEYS = ("estimate", "ece", "ci_lower", "ci_upper", "ece_ci_lower", "ece_c
                "n", "n_bins", "n_occupied_bins", "n_singleton_bins", "alpha")
 
 
+def test_every_listed_reference_is_cited(demo_html):
+    # the reference list is an ordered list: entry k is cited as [k] in the text before it
+    head, refs = demo_html.split('<ol class="refs">', 1)
+    listed = refs.split("</ol>", 1)[0].count("<li>")
+    cited = {int(k) for k in re.findall(r"\[(\d+)\]", re.sub(r"<[^>]+>", " ", head))}
+    assert listed >= 9
+    assert set(range(1, listed + 1)) <= cited, sorted(set(range(1, listed + 1)) - cited)
+
+
 def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
     # one notation: the sentences shared with the console summary are typeset (ECE², not ECE^2)
     assert "ECE^2" in str(demo_result.summary()) and "ECE^2" not in demo_html and "ECE²" in demo_html
