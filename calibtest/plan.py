@@ -33,10 +33,13 @@ from calibtest._format import json_safe, package_version
 from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, is_bool, is_integer
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",
-           "NULL_DEFAULT", "PLAN_TESTS"]
+           "NULL_DEFAULT", "PLAN_TESTS", "PLAN_OPTIONS"]
 
 #: The ``"format"`` field of a plan file.
 PLAN_FORMAT = "calibtest-analysis-plan/1"
+
+#: The analysis options a plan fixes, in the order of :func:`plan` (the keys of :meth:`AnalysisPlan.options`).
+PLAN_OPTIONS = ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups")
 
 #: ``null=`` of :func:`calibtest.calib_ci` when it is not given.
 NULL_DEFAULT = DEFAULT_NULL
@@ -236,8 +239,7 @@ class AnalysisPlan:
 
     def options(self) -> dict:
         """The planned options as text (option name -> value), in the order of :func:`plan`."""
-        return {name: _text(getattr(self, name)) for name in
-                ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups")}
+        return {name: _text(getattr(self, name)) for name in PLAN_OPTIONS}
 
     @classmethod
     def read(cls, path) -> "AnalysisPlan":

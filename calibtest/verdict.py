@@ -88,7 +88,7 @@ import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_text
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_seed, is_integer
-from calibtest.calibration_test import CalibrationTestResult, calib_test_rows
+from calibtest.calibration_test import CalibrationTestResult, calib_test_rows, smallest_pvalue_text
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test, label_classes,
                                         monte_carlo_test)
@@ -313,9 +313,8 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     names = {k: table.loc[k, "name"] for k in keys}
     others = [k for k in keys if k != "calib_test" and rej[k]]
     sentences, reasons = [], []
-    p_test = fmt_p(test.pvalue, 3)
-    if test.pvalue * (test.n_draws + 1) < 1.5:  # no draw reached the observed statistic
-        p_test += f", the smallest p-value {test.n_draws} label draws can give"
+    floor = smallest_pvalue_text(test.pvalue, test.n_draws)  # no draw reached the observed statistic
+    p_test = fmt_p(test.pvalue, 3) + (f", {floor}" if floor else "")
     level = f"{100 * (1 - alpha):g}%"
     iv = ci.conf_int(alpha)
     lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)

@@ -379,21 +379,30 @@ def test_equal_mass_refused_in_dimension_two(k, partitions):
     assert res.partitions == "equal-width" and set(res.scales["partition"]) == {"equal-width"}
 
 
-def test_equal_mass_study_smoke(tmp_path):
-    """The equal-mass study script end to end on 3 data sets per cell, and its variant p-values."""
+def _run_vignette(name: str, args: list) -> tuple:
+    """(stdout, path) of ``vignettes/NAME.py`` run with ``args`` in a subprocess (skips without vignettes/)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    script = root / "vignettes" / "equal_mass_scales.py"
+    script = root / "vignettes" / f"{name}.py"
     if not script.exists():
         pytest.skip("vignettes/ not present")
     env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run([sys.executable, str(script), "--reps", "3", "--draws", "49", "--n", "100",
-                          "--designs", "calibrated Beta(2,5);rare: slope 0.7", "--prefix", str(tmp_path / "s")],
-                         check=True, capture_output=True, text=True, timeout=300, env=env).stdout
+    out = subprocess.run([sys.executable, str(script)] + args, check=True, capture_output=True, text=True,
+                         timeout=300, env=env).stdout
+    return out, script
+
+
+def test_equal_mass_study_smoke(tmp_path):
+    """The equal-mass study script end to end on 3 data sets per cell, and its variant p-values."""
+    import sys
+
+    out, script = _run_vignette("equal_mass_scales", ["--reps", "3", "--draws", "49", "--n", "100", "--designs",
+                                                      "calibrated Beta(2,5);rare: slope 0.7",
+                                                      "--prefix", str(tmp_path / "s")])
     assert "| calibrated Beta(2,5) | 100 | 3 |" in out and "| rare: slope 0.7 | 100 | 3 |" in out
     # the per-family p-values read off one "both" result are the max-z tests over that family's rows
     sys.path.insert(0, str(script.parent))
@@ -513,19 +522,8 @@ def test_spiegelhalter_display_dict_and_call():
 
 def test_spiegelhalter_study_smoke(tmp_path):
     """The Spiegelhalter-component study script end to end on 3 data sets per cell."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    script = root / "vignettes" / "spiegelhalter_component.py"
-    if not script.exists():
-        pytest.skip("vignettes/ not present")
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run([sys.executable, str(script), "--size-reps", "3", "--power-reps", "3", "--draws", "49",
-                          "--n", "100", "--prefix", str(tmp_path / "s")],
-                         check=True, capture_output=True, text=True, timeout=300, env=env).stdout
+    out, _ = _run_vignette("spiegelhalter_component", ["--size-reps", "3", "--power-reps", "3", "--draws", "49",
+                                                       "--n", "100", "--prefix", str(tmp_path / "s")])
     assert "| calibrated Beta(2,5) | 100 | 3 | 49 |" in out and "| slope 0.7 | 100 | 3 | 49 |" in out
 
 

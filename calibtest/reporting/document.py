@@ -16,7 +16,7 @@ from pathlib import Path
 
 from calibtest._format import json_safe
 from calibtest._validation import OptionError, OptionTypeError
-from calibtest.plan import AnalysisPlan, Deviation
+from calibtest.plan import PLAN_OPTIONS, AnalysisPlan, Deviation
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
            "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons"]
@@ -186,11 +186,10 @@ def check_deviation_reasons(reasons, plan) -> dict:
         raise OptionTypeError(f"deviation_reasons must be a dict (option -> reason), got {type(reasons).__name__}")
     if reasons and plan is None:
         raise OptionError("deviation_reasons needs a plan (plan=...): without one there is nothing to deviate from")
-    options = ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups")
     for key, text in reasons.items():
-        if key not in options:
+        if key not in PLAN_OPTIONS:
             raise OptionError(f"deviation_reasons has the unknown option {key!r}; the options of a plan are "
-                              f"{list(options)}")
+                              f"{list(PLAN_OPTIONS)}")
         if not isinstance(text, str) or not text.strip():
             raise OptionTypeError(f"deviation_reasons[{key!r}] must be a non-empty string, got {text!r}")
     return dict(reasons)
@@ -260,8 +259,8 @@ def bins_file_name(index: int, name: str) -> str:
     return f"result-{index}-{_slug(name)}-bins.csv"
 
 
-def bin_table_csv(res) -> str:
-    """The estimator's bin table of a result (``res.bin_table()``) as CSV text, one row per occupied bin.
+def bin_table_csv(table) -> str:
+    """The estimator's bin table (``res.bin_table()``) as CSV text, one row per occupied bin.
 
     The bin index becomes one integer column per coordinate (``bin``, or
     ``bin_1``, ``bin_2``, ... in several dimensions; for full calibration the
@@ -269,7 +268,6 @@ def bin_table_csv(res) -> str:
     that reads back as the same double, so the ``contribution`` column sums
     to the result's T exactly as ``res.bin_table()`` does.
     """
-    table = res.bin_table()
     keys = [tuple(k) if isinstance(k, tuple) else (k,) for k in table["bin"]]
     width = max((len(k) for k in keys), default=1)
     index = {"bin": [k[0] for k in keys]} if width == 1 else \
@@ -280,21 +278,24 @@ def bin_table_csv(res) -> str:
     return out.to_csv(index=False, lineterminator="\n")
 
 
-def pdf_attachments(results, names, comparisons, plan) -> list[tuple[str, str, str]]:
+def pdf_attachments(results, names, comparisons, plan, bin_tables) -> list[tuple[str, str, str]]:
     """``(file name, text, description)`` of every result's ``to_dict()`` and bin table, each comparison and the plan.
 
-    A subgroup analysis (``GroupedCalibrationResult``) is attached whole: its
+    ``bin_tables`` holds, per result, the ``(file name, CSV text)`` of its
+    bin table as the report names and links it (:func:`bins_file_name`,
+    :func:`bin_table_csv`; of the pooled result for a subgroup analysis).  A
+    subgroup analysis (``GroupedCalibrationResult``) is attached whole: its
     ``to_dict()`` holds the per-group rows, the tests across groups and the
-    pooled result; its bin table is the pooled result's.
+    pooled result.
     """
     out = []
-    for i, (res, name) in enumerate(zip(results, names), 1):
+    for i, (res, name, (bins_name, bins_text)) in enumerate(zip(results, names, bin_tables), 1):
         grouped = hasattr(res, "groups") and hasattr(res, "pooled")
         kind = "subgroup analysis (per-group results, global and heterogeneity tests, pooled result)" \
             if grouped else "calibration result"
         out.append((f"result-{i}-{_slug(name)}{'-subgroups' if grouped else ''}.json",
                     json.dumps(json_safe(res.to_dict()), indent=1), f"to_dict() of the {kind} of {name}"))
-        out.append((bins_file_name(i, name), bin_table_csv(res.pooled if grouped else res),
+        out.append((bins_name, bins_text,
                     f"bin table of {name}{' (pooled)' if grouped else ''}: one row per occupied bin of the estimator"))
     for i, cmp in enumerate(comparisons, 1):
         out.append((f"comparison-{i}.json", json.dumps(json_safe(cmp.to_dict()), indent=1),

@@ -414,7 +414,7 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
         w = t["weight"].to_numpy(np.float64)
         rows.append(("Sum of weights per occupied bin: smallest, median, largest",
                      f"{fmt(w.min(), 4)}, {fmt(float(np.median(w)), 4)}, {fmt(w.max(), 4)}"))
-    text = bin_table_csv(res)
+    text = bin_table_csv(t)
     columns = text.split("\n", 1)[0].replace(",", ", ")
     rows += [(f"Sum of the bins' terms of {term}", f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"),
              ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}"),
@@ -574,6 +574,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
                                      f"{d['n_occupied_bins']} occupied bins.")},
         "bins_file": bins_file,
         "bins_coordinates": _coordinate_words(d["mode"]),
+        "bins_csv": bins_csv,
         "bins_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(bins_csv.encode("utf-8")).decode("ascii"),
         "figures": figures,
         "figure_notes": figure_notes,
@@ -1204,7 +1205,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         shown = ["estimate", "settings"] + (["figures"] if m["figures"] or m["figure_notes"] else []) + \
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
-    ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan)
+    ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan,
+                                          [(m["bins_file"], m["bins_csv"]) for m in models])
     return ctx
 
 
