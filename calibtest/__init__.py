@@ -28,9 +28,9 @@ from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
 from calibtest.flexible import FlexibleCalibration, flexible_calibration
 from calibtest.groups import GroupedCalibrationResult
-from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
-from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
-from calibtest.plan import AnalysisPlan, plan
+from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
+from calibtest.analysis_plan import AnalysisPlan, plan
 from calibtest.reporting import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.tcal import TCalResult, tcal_test

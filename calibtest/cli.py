@@ -34,8 +34,8 @@ from calibtest.compare import calib_compare
 from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.formula import parse_formula, resolve_env
-from calibtest.planning import calib_sample_size
-from calibtest.plan import NULL_DEFAULT, PLAN_TESTS, AnalysisPlan, plan
+from calibtest.sample_size import calib_sample_size
+from calibtest.analysis_plan import NULL_DEFAULT, PLAN_TESTS, AnalysisPlan, plan
 from calibtest.reporting.document import load_metadata
 from calibtest.reporting.html import file_provenance, report
 from calibtest.tcal import tcal_test

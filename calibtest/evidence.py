@@ -2,14 +2,14 @@
 
 :func:`evidence` computes the adjusted interval of :func:`calibtest.calib_ci`
 on the rows and builds the evidence from that result
-(:func:`calibtest.verdict.build_evidence`, which
+(:func:`calibtest.evidence_table.build_evidence`, which
 :meth:`calibtest.CalibrationResult.evidence` also calls): the multi-scale test
 of :func:`calibtest.calib_test`, the interval, Hosmer-Lemeshow (df = g,
 external validation), Spiegelhalter's z, calibration-in-the-large and the
 calibration slope (binary and top-1), a bin-sensitivity table and a
 conclusion that states whether (the multi-scale test) and how much (the
 interval) and explains disagreements.  The rules are in
-:mod:`calibtest.verdict`.
+:mod:`calibtest.evidence_table`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_missing, che
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.inputs import is_out_of_core
-from calibtest.verdict import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
+from calibtest.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
 __all__ = ["EvidenceResult", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS"]
 
@@ -37,7 +37,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     and interval at B = 5, 10, 20, 35 (those below the interval's B) and the
     interval's B.  The multi-scale test answers *whether* there is
     miscalibration, the interval *how much*; disagreements are explained
-    (rules in :mod:`calibtest.verdict`).
+    (rules in :mod:`calibtest.evidence_table`).
 
     Parameters
     ----------

@@ -20,7 +20,7 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.summary import ResultDisplay, build_summary
-from calibtest.verdict import EvidenceResult, build_evidence
+from calibtest.evidence_table import EvidenceResult, build_evidence
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
@@ -450,9 +450,9 @@ class CalibrationResult(ResultDisplay):
 
         ``validation="external"`` (default) refers the statistic to chi2(g),
         for predictions not fitted on these data; ``"development"`` to
-        chi2(g - 2).  See :func:`calibtest.hosmer_lemeshow.hosmer_lemeshow`.
+        chi2(g - 2).  See :func:`calibtest.goodness_of_fit.hosmer_lemeshow`.
         """
-        from calibtest.hosmer_lemeshow import _from_result
+        from calibtest.goodness_of_fit import _from_result
         return _from_result(self, groups, validation)
 
     # ----------------------------------------------------------------- evidence
@@ -462,11 +462,11 @@ class CalibrationResult(ResultDisplay):
         The multi-scale test of :func:`calibtest.calib_test` (whether), this
         interval (how much), and for one probability column Hosmer-Lemeshow
         (df = g), Spiegelhalter's z, CITL and the calibration slope, plus a
-        bin-sensitivity table; see :func:`calibtest.verdict.build_evidence`
-        and the conclusion rules of :mod:`calibtest.verdict`.  Deterministic:
+        bin-sensitivity table; see :func:`calibtest.evidence_table.build_evidence`
+        and the conclusion rules of :mod:`calibtest.evidence_table`.  Deterministic:
         the multi-scale test's label draws are seeded by the result's
         recorded seed (the Monte Carlo null's, the resampling's or the call's
-        integer ``rng=``; :data:`calibtest.verdict.EVIDENCE_SEED` when none
+        integer ``rng=``; :data:`calibtest.evidence_table.EVIDENCE_SEED` when none
         was recorded), so two calls give the same numbers.
 
         Parameters

@@ -1,4 +1,4 @@
-"""Tests of calibtest.planning (power and sample size) and calibtest.core.power."""
+"""Tests of calibtest.sample_size (power and sample size) and calibtest.core.power."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,7 +13,7 @@ import pytest
 from scipy.special import expit, logit
 
 import calibtest as ct
-from calibtest import planning as pl
+from calibtest import sample_size as pl
 from calibtest.core import power as pw
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.null import sigma0_sq

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from calibtest._format import json_safe
 from calibtest._validation import OptionError, OptionTypeError
-from calibtest.plan import PLAN_OPTIONS, AnalysisPlan, Deviation
+from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
            "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons"]
@@ -161,7 +161,7 @@ class Numbering:
 
 
 def reported_tests(models: list, has_comparisons: bool) -> set:
-    """The keys of :data:`calibtest.plan.PLAN_TESTS` that a report shows for every model."""
+    """The keys of :data:`calibtest.analysis_plan.PLAN_TESTS` that a report shows for every model."""
     shown = None
     for m in models:
         keys = {"calib_ci"}

@@ -1065,7 +1065,7 @@ def _toc(ctx: dict) -> list[dict]:
 
 
 def _resolve_plan(plan):
-    from calibtest.plan import AnalysisPlan
+    from calibtest.analysis_plan import AnalysisPlan
 
     if plan is None or isinstance(plan, AnalysisPlan):
         return plan

@@ -95,7 +95,7 @@ from calibtest.core.conditional import (conditional_bin_sums, conditional_moment
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
-from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_text
 from calibtest.valprob import ValProbResult, val_prob
 
@@ -160,7 +160,7 @@ class EvidenceResult(ResultDisplay):
     sensitivity_flag : bool
         ``reject`` varies with B.
     verdict : str
-        ``"evidence"``, ``"mixed"`` or ``"no evidence"`` (rule 1 of :mod:`calibtest.verdict`).
+        ``"evidence"``, ``"mixed"`` or ``"no evidence"`` (rule 1 of :mod:`calibtest.evidence_table`).
     conclusion : str
         The conclusion in plain words: whether (the multi-scale test) and how
         much (the interval) in its first sentence, then the disagreements.
