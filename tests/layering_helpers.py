@@ -20,11 +20,12 @@ from pathlib import Path
 #: An entry names a module or a subpackage (with everything in it); the root package ``calibtest``
 #: names only its ``__init__``, so a new top-level module must be placed here explicitly.
 LAYERS = [
-    ("leaves", ["calibtest._validation", "calibtest._format", "calibtest._version", "calibtest.datasets",
-                "calibtest.data"]),
+    ("leaves", ["calibtest.options", "calibtest._validation", "calibtest._format", "calibtest._version",
+                "calibtest.datasets", "calibtest.data"]),
     ("core", ["calibtest.core"]),
-    ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.grouping", "calibtest.logistic"]),
+    ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.logistic"]),
     ("display", ["calibtest.summary"]),
+    ("grouping", ["calibtest.grouping"]),
     ("tests on rows", ["calibtest.hosmer_lemeshow", "calibtest.valprob", "calibtest.calibration_test",
                        "calibtest.verdict", "calibtest.flexible"]),
     ("results", ["calibtest.results"]),
