@@ -14,63 +14,93 @@ The public surface is this module; the layers below it are
 Dask frames, the streaming accumulator), ``calibtest.reporting`` (HTML/PDF
 reports and plots) and ``calibtest.simulation`` (the paper's settings and
 simulation study).
+
+The public names are imported on first use (PEP 562): ``import calibtest``
+loads neither numpy nor pandas, so ``calibtest --version`` and ``--help`` start
+quickly; ``calibtest.calib_ci`` or ``from calibtest import calib_ci`` imports
+the module that defines it.
 """
-from calibtest import datasets, simulation
-from calibtest._format import package_version
-from calibtest.backends.accumulator import BinAccumulator
-from calibtest.calibration_test import CalibrationTestResult, calib_test
-from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
-from calibtest.core.binning import auto_n_bins
-from calibtest.core.binstats import BinStats
-from calibtest.core.null import sigma0_sq
-from calibtest.datasets import load_demo
-from calibtest.ece import calib_ci
-from calibtest.evidence import EvidenceResult, evidence
-from calibtest.flexible import FlexibleCalibration, flexible_calibration
-from calibtest.groups import GroupedCalibrationResult
-from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
-from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
-from calibtest.analysis_plan import AnalysisPlan, plan
-from calibtest.reporting import report
-from calibtest.results import CalibrationResult, ConfidenceInterval
-from calibtest.tcal import TCalResult, tcal_test
-from calibtest.valprob import ValProbResult, val_prob
+import importlib
+from typing import TYPE_CHECKING
 
-__version__ = package_version()
+#: Each public name and the module that defines it (imported when the name is first used).
+_EXPORTS = {
+    "calib_ci": "calibtest.ece",
+    "calib_test": "calibtest.calibration_test",
+    "calib_compare": "calibtest.compare",
+    "evidence": "calibtest.evidence_suite",
+    "tcal_test": "calibtest.tcal",
+    "val_prob": "calibtest.valprob",
+    "flexible_calibration": "calibtest.flexible",
+    "hosmer_lemeshow": "calibtest.goodness_of_fit",
+    "calib_power": "calibtest.sample_size",
+    "calib_sample_size": "calibtest.sample_size",
+    "report": "calibtest.reporting.html",
+    "plan": "calibtest.analysis_plan",
+    "AnalysisPlan": "calibtest.analysis_plan",
+    "BinAccumulator": "calibtest.backends.accumulator",
+    "CalibrationResult": "calibtest.results",
+    "GroupedCalibrationResult": "calibtest.groups",
+    "ConfidenceInterval": "calibtest.results",
+    "ComparisonResult": "calibtest.compare",
+    "PairwiseComparisonResult": "calibtest.compare",
+    "TCalResult": "calibtest.tcal",
+    "EvidenceResult": "calibtest.evidence_table",
+    "CalibrationTestResult": "calibtest.calibration_test",
+    "HosmerLemeshowResult": "calibtest.goodness_of_fit",
+    "ValProbResult": "calibtest.valprob",
+    "FlexibleCalibration": "calibtest.flexible",
+    "PowerResult": "calibtest.sample_size",
+    "SampleSizeResult": "calibtest.sample_size",
+    "BinStats": "calibtest.core.binstats",
+    "auto_n_bins": "calibtest.core.binning",
+    "sigma0_sq": "calibtest.core.null",
+    "load_demo": "calibtest.datasets",
+}
 
-__all__ = [
-    "calib_ci",
-    "calib_test",
-    "calib_compare",
-    "evidence",
-    "tcal_test",
-    "val_prob",
-    "flexible_calibration",
-    "hosmer_lemeshow",
-    "calib_power",
-    "calib_sample_size",
-    "report",
-    "plan",
-    "AnalysisPlan",
-    "BinAccumulator",
-    "CalibrationResult",
-    "GroupedCalibrationResult",
-    "ConfidenceInterval",
-    "ComparisonResult",
-    "PairwiseComparisonResult",
-    "TCalResult",
-    "EvidenceResult",
-    "CalibrationTestResult",
-    "HosmerLemeshowResult",
-    "ValProbResult",
-    "FlexibleCalibration",
-    "PowerResult",
-    "SampleSizeResult",
-    "BinStats",
-    "auto_n_bins",
-    "sigma0_sq",
-    "load_demo",
-    "datasets",
-    "simulation",
-    "__version__",
-]
+#: Public subpackages and modules reached as attributes (``calibtest.simulation``).
+_SUBMODULES = ("datasets", "simulation")
+
+__all__ = [*_EXPORTS, *_SUBMODULES, "__version__"]
+
+if TYPE_CHECKING:  # what static tools read; tests/test_startup.py checks that it matches _EXPORTS
+    from calibtest import datasets, simulation
+    from calibtest.backends.accumulator import BinAccumulator
+    from calibtest.calibration_test import CalibrationTestResult, calib_test
+    from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
+    from calibtest.core.binning import auto_n_bins
+    from calibtest.core.binstats import BinStats
+    from calibtest.core.null import sigma0_sq
+    from calibtest.datasets import load_demo
+    from calibtest.ece import calib_ci
+    from calibtest.evidence_suite import evidence
+    from calibtest.evidence_table import EvidenceResult
+    from calibtest.flexible import FlexibleCalibration, flexible_calibration
+    from calibtest.groups import GroupedCalibrationResult
+    from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
+    from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
+    from calibtest.analysis_plan import AnalysisPlan, plan
+    from calibtest.reporting.html import report
+    from calibtest.results import CalibrationResult, ConfidenceInterval
+    from calibtest.tcal import TCalResult, tcal_test
+    from calibtest.valprob import ValProbResult, val_prob
+
+
+def __getattr__(name: str):
+    """Import a public name on first use and keep it (PEP 562)."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    elif name == "__version__":
+        from calibtest._version import package_version
+        value = package_version()
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The loaded attributes and every public name, loaded or not."""
+    return sorted(set(globals()) | set(__all__))

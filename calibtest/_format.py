@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from calibtest._version import package_version  # re-exported: the one definition is stdlib-only
+
 __all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data", "sha256_file", "package_version"]
 
 #: Each calibration target: a short name (summaries) and a sentence (reports).
@@ -140,12 +142,3 @@ def record_call(function: str, formula, data, y, probs, options: dict) -> Call:
     else:
         inputs = (f"y=<array n={np.shape(y)[0]}>", f"probs=<array shape={tuple(np.shape(probs))}>")
     return Call(function, inputs, dict(options))
-
-
-def package_version() -> str:
-    """The installed version of calibtest (``"0+unknown"`` in a source tree that is not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("calibtest")
-    except PackageNotFoundError:
-        return "0+unknown"

@@ -803,7 +803,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     sensitivity_df : pandas.DataFrame or EvidenceResult
         ``EvidenceResult.sensitivity`` (columns ``n_bins``, ``T``, ``lower``,
         ``upper``, ``lower_open``, ``pvalue``, ``reject``), or the
-        :class:`~calibtest.evidence.EvidenceResult` itself (its ``alpha`` is then used).
+        :class:`~calibtest.evidence_suite.EvidenceResult` itself (its ``alpha`` is then used).
     label : str, optional
         The model's name, in the title.
     alpha : float, optional

@@ -1,4 +1,5 @@
-"""Every calibration test on the same rows, and one conclusion: :func:`evidence`.
+"""Every calibration test on the same rows, and one conclusion: :func:`evidence` (rows in; the table and
+its conclusion are built from the result by :mod:`calibtest.evidence_table`).
 
 :func:`evidence` computes the adjusted interval of :func:`calibtest.calib_ci`
 on the rows and builds the evidence from that result
