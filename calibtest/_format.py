@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibtest._version import package_version  # re-exported: the one definition is stdlib-only
 
-__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data", "sha256_file", "package_version"]
+__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data", "sha256_file"]
 
 #: Each calibration target: a short name (summaries) and a sentence (reports).
 MODES = {

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from calibtest._format import json_safe, package_version
+from calibtest._format import json_safe
+from calibtest._version import package_version
 from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, is_bool, is_integer
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",

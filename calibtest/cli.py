@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from calibtest._format import package_version
+from calibtest._version import package_version
 from calibtest._validation import OptionError, OptionTypeError
 from calibtest.backends.files import read_csv_file
 from calibtest.compare import calib_compare

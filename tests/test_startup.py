@@ -111,7 +111,7 @@ def test_version_is_the_package_metadata():
     except importlib.metadata.PackageNotFoundError:
         expected = "0+unknown"
     assert calibtest.__version__ == expected
-    from calibtest._format import package_version
+    from calibtest._version import package_version
     assert package_version() == expected
 
 

@@ -26,7 +26,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, fmt_p, mode_description, model_name, package_version, sha256_file
+from calibtest._format import fmt, fmt_p, mode_description, model_name, sha256_file
+from calibtest._version import package_version
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, load_metadata,
                                           pdf_attachments, plan_check, reported_tests)
