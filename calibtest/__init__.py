@@ -27,6 +27,7 @@ from calibtest.datasets import load_demo
 from calibtest.ece import calib_ci
 from calibtest.evidence import EvidenceResult, evidence
 from calibtest.flexible import FlexibleCalibration, flexible_calibration
+from calibtest.grouping import GroupedResult
 from calibtest.groups import GroupedCalibrationResult
 from calibtest.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.planning import PowerResult, SampleSizeResult, calib_power, calib_sample_size
@@ -54,6 +55,7 @@ __all__ = [
     "AnalysisPlan",
     "BinAccumulator",
     "CalibrationResult",
+    "GroupedResult",
     "GroupedCalibrationResult",
     "ConfidenceInterval",
     "ComparisonResult",
