@@ -52,7 +52,7 @@ from calibtest._validation import OptionError, row_values
 from calibtest.core.targets import PreparedData
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 
-__all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "group_labels", "levels", "by_names",
+__all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels", "by_names",
            "skip_reason", "subset_rows", "analyse_groups", "group_table", "group_rng", "label_text",
            "global_test", "global_text", "holm"]
 
@@ -84,17 +84,19 @@ def _categories(spec, data):
     return None
 
 
-def group_labels(by, data, n_input: int) -> tuple[list[str], list[np.ndarray], list]:
-    """Names, values (one array per variable, ``n_input`` rows) and categories of the grouping variables.
+def group_labels(by, data, n_input: int) -> tuple[list[str], list]:
+    """Names and values of the grouping variables (one array of ``n_input`` labels per variable).
 
     ``by`` is a column name, a list of column names (crossed), an array
     (``y=``/``probs=`` input; name ``"group"``) or a list of arrays.  The
-    categories are those of a categorical variable (None otherwise).
+    values of a categorical variable are a ``pandas.Categorical`` (so its
+    unused categories are kept), the others a numpy array.
 
     Raises
     ------
     ValueError
-        Unknown column, a column listed twice, wrong length, an empty list.
+        Unknown column, a column listed twice (an ``OptionError``), wrong
+        length, an empty list.
     """
     names = by_names(by)
     if names:
@@ -103,7 +105,7 @@ def group_labels(by, data, n_input: int) -> tuple[list[str], list[np.ndarray], l
         specs = list(by)
         names = [getattr(b, "name", None) or f"group{i + 1}" for i, b in enumerate(by)]
     elif isinstance(by, (list, tuple)) and not by:
-        raise ValueError("by must name at least one column")
+        raise OptionError("by must name at least one column")
     else:
         specs = [by]
         names = [getattr(by, "name", None) or "group"]
@@ -112,14 +114,16 @@ def group_labels(by, data, n_input: int) -> tuple[list[str], list[np.ndarray], l
     if twice:
         raise OptionError(f"by lists the grouping column {twice[0]!r} more than once; give each grouping "
                           "column once")
-    values = [row_values(s, data, n_input, "by") for s in specs]
-    return names, values, [_categories(s, data) for s in specs]
+    values = []
+    for spec in specs:
+        v = row_values(spec, data, n_input, "by")
+        cats = _categories(spec, data)
+        values.append(v if cats is None else pd.Categorical(v, categories=cats))
+    return names, values
 
 
-def levels(values, categories=None) -> tuple[np.ndarray, list]:
-    """Integer codes and levels of one grouping variable (``categories`` given: all of them, in order)."""
-    if categories is not None:
-        return pd.Categorical(values, categories=categories).codes.astype(np.int64), list(categories)
+def levels(values) -> tuple[np.ndarray, list]:
+    """Integer codes and levels of one grouping variable (categorical: all its categories, in order)."""
     series = pd.Series(values)
     if isinstance(series.dtype, pd.CategoricalDtype):
         return series.cat.codes.to_numpy(np.int64), list(series.cat.categories)
@@ -181,14 +185,25 @@ def make_grouping(by, data, n_input: int, kept=None) -> Grouping:
     ValueError
         As :func:`group_labels`, and a missing group label on an analysed row.
     """
-    names, values, cats = group_labels(by, data, n_input)
+    names, values = group_labels(by, data, n_input)
     if kept is not None:
         values = [v[kept] for v in values]
+    return grouping_of(names, values)
+
+
+def grouping_of(names, values) -> Grouping:
+    """The groups of the analysed rows from the labels of :func:`group_labels` aligned with those rows.
+
+    Raises
+    ------
+    ValueError
+        A missing group label.
+    """
     for nm, v in zip(names, values):
         if pd.isna(pd.Series(v)).any():
             raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
                              "(e.g. 'unknown') or drop those rows")
-    coded = [levels(v, c) for v, c in zip(values, cats)]
+    coded = [levels(v) for v in values]
     shape = tuple(max(len(lv), 1) for _, lv in coded)
     flat = np.ravel_multi_index(tuple(c for c, _ in coded), shape) if coded[0][0].size else np.zeros(0, int)
     order = np.argsort(flat, kind="stable")
@@ -196,7 +211,7 @@ def make_grouping(by, data, n_input: int, kept=None) -> Grouping:
     if len(names) == 1:
         index = pd.Index(coded[0][1], name=names[0], tupleize_cols=False)
     else:
-        index = pd.MultiIndex.from_product([lv for _, lv in coded], names=names)
+        index = pd.MultiIndex.from_product([lv for _, lv in coded], names=list(names))
     return Grouping(names=tuple(names), index=index, labels=tuple(index), order=order, starts=starts)
 
 
