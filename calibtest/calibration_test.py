@@ -103,7 +103,8 @@ from calibtest.core.conditional import conditional_bin_sums, conditional_moments
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.formula import resolve_env
-from calibtest.grouping import GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text, make_grouping
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text,
+                                make_grouping)
 from calibtest.inputs import is_out_of_core, read_rows
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 

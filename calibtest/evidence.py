@@ -19,7 +19,8 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.estimation import estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
-from calibtest.grouping import GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text, make_grouping
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text,
+                                make_grouping)
 from calibtest.inputs import is_out_of_core, read_rows
 from calibtest.verdict import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 

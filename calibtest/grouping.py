@@ -52,9 +52,9 @@ from calibtest._validation import OptionError, row_values
 from calibtest.core.targets import PreparedData
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 
-__all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels", "by_names",
-           "skip_reason", "subset_rows", "analyse_groups", "group_table", "group_rng", "label_text",
-           "global_test", "global_text", "holm"]
+__all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels",
+           "by_names", "skip_reason", "subset_rows", "analyse_groups", "group_table", "grouped_result", "group_rng",
+           "label_text", "global_test", "global_text", "holm"]
 
 #: How the per-group p-values are combined into the global test.
 GLOBAL_METHODS = ("bonferroni", "fisher", "stouffer")
@@ -293,6 +293,10 @@ def analyse_groups(grouping: Grouping, target: PreparedData, analyse: Callable, 
     return groups, reasons
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def group_table(grouping: Grouping, target: PreparedData, groups: dict, reasons: dict, group_notes: dict,
                 row: Callable, columns: list, *, events: bool = False) -> pd.DataFrame:
     """One row per group, indexed by the group labels (``grouping.index``).
@@ -310,9 +314,8 @@ def group_table(grouping: Grouping, target: PreparedData, groups: dict, reasons:
         rec = row(res) if res is not None else {}
         records.append([rec.get(c) for c in columns])
     table = pd.DataFrame(records, columns=list(columns), index=grouping.index)
-    for col in columns:
-        if table[col].map(lambda v: v is None or isinstance(v, (float, int, np.floating, np.integer))
-                          and not isinstance(v, (bool, np.bool_))).all():
+    for col in columns:  # numbers (missing for the groups not analysed) as float; flags and text as they are
+        if all(v is None or _is_number(v) for v in table[col]):
             table[col] = table[col].astype(float)
     lead = {"n": counts}
     if events:
@@ -541,7 +544,7 @@ class GroupedResult(ResultDisplay):
         return {"kind": self.kind, "by": list(self.by), "n_groups": self.n_groups, "n_analysed": self.n_analysed,
                 "alpha": self.alpha, "global_method": self.global_method,
                 "global_statistic": self.global_statistic, "global_pvalue": self.global_pvalue,
-                "seed": self.seed if not isinstance(self.seed, (int, np.integer)) else int(self.seed),
+                "seed": self.seed,
                 "n_dropped": self.n_dropped, "groups": json_safe(self._records()), "notes": self.notes()}
 
     def _repr_parts(self) -> list[str]:

@@ -2,7 +2,12 @@ r"""Calibration within subgroups: ``calib_ci(..., by=...)``, the global and the 
 
 Each group (a level of ``by``, or a combination of levels for several
 columns, crossed) gets its own :class:`~calibtest.results.CalibrationResult`
-with its own automatic B.  Two tests look across the groups.
+with its own automatic B.  Two tests look across the groups.  The groups,
+their labels, the reasons a group is not analysed, the Holm-adjusted
+p-values and the result protocol come from the grouping engine shared with
+``calib_test``, ``tcal_test`` and ``evidence`` (:mod:`calibtest.grouping`);
+this module adds what only intervals of ECE^2 have: the pooled result, the
+small-group rule and the heterogeneity test.
 
 **Global test** (H0: calibrated in every group).  The groups are disjoint sets
 of rows, so given the predictions their test statistics are independent.
@@ -195,6 +200,9 @@ class GroupedCalibrationResult(GroupedResult):
                          "(exact moments with a shifted-gamma p-value, or the Monte Carlo test), which holds its "
                          "size in finite samples" + ("; groups marked 'asymptotic' use the paper's normal null."
                                                      if "asymptotic" in used else "."))
+        if self.n_dropped:
+            notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop') before "
+                         "grouping; n counts the rows analysed.")
         notes += self._group_notes()
         notes.append("Each group has its own bins (B in the table); the pooled row is all rows together.")
         return notes
@@ -279,8 +287,8 @@ def heterogeneity_note(n_analysed: int, n_positive: int) -> str | None:
     if n_positive >= 2:
         return None
     if n_analysed < 2:
-        return (f"it needs at least two analysed groups and {'only one group was' if n_analysed == 1 else 'no group was'}"
-                " analysed")
+        return ("it needs at least two analysed groups and "
+                + ("only one group was analysed" if n_analysed == 1 else "no group was analysed"))
     return (f"it needs at least two groups whose estimate has a positive variance, and only {n_positive} of the "
             f"{n_analysed} analysed groups has one")
 
@@ -398,9 +406,9 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, pooled=pooled, table=table,
         global_statistic=gstat, global_pvalue=gp, global_method=global_method, heterogeneity_statistic=q,
         heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
-        heterogeneity_note=het_note, alpha=alpha, null=pooled.null if null == "auto" else null, seed=seed, mode=target.mode, k=target.k,
-        n_classes=target.n_classes, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-        n_dropped=rows.n_dropped, call_record=call)
+        heterogeneity_note=het_note, alpha=alpha, null=pooled.null if null == "auto" else null, seed=seed,
+        mode=target.mode, k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
+        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
 
 
 def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:

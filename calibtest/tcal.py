@@ -59,7 +59,7 @@ from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
-from calibtest.grouping import GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text, make_grouping
+from calibtest.grouping import analyse_groups, by_names, group_rng, grouped_result, label_text, make_grouping
 from calibtest.inputs import read_rows
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text

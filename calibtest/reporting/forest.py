@@ -38,9 +38,9 @@ def _has_intervals(grouped) -> bool:
     return getattr(grouped, "kind", "calib_ci") in ("calib_ci", "evidence")
 
 
-def _interval_of(res):
+def _interval_of(grouped, res):
     """The CalibrationResult of a group: itself, or the interval row of its evidence."""
-    return getattr(res, "interval", None) or res
+    return res.interval if getattr(grouped, "kind", "calib_ci") == "evidence" else res
 
 
 def forest_rows(grouped) -> list[dict]:
@@ -64,7 +64,7 @@ def forest_rows(grouped) -> list[dict]:
             rows.append({"label": f"{text} (n={res.n})", "n": res.n, "ece": res.pvalue, "lower": res.pvalue,
                          "upper": float(holm), "lower_open": False, "analysed": True, "pooled": False})
             continue
-        res = _interval_of(res)
+        res = _interval_of(grouped, res)
         ci = res.conf_int(scale="ece")
         rows.append({"label": f"{text} (n={res.n})", "n": res.n, "ece": res.ece, "lower": ci.lower,
                      "upper": ci.upper, "lower_open": ci.lower_open, "analysed": True, "pooled": False})
