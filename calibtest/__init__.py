@@ -41,6 +41,7 @@ _EXPORTS = {
     "BinAccumulator": "calibtest.backends.accumulator",
     "CalibrationResult": "calibtest.results",
     "GroupedCalibrationResult": "calibtest.groups",
+    "GroupedResult": "calibtest.grouping",
     "ConfidenceInterval": "calibtest.results",
     "ComparisonResult": "calibtest.compare",
     "PairwiseComparisonResult": "calibtest.compare",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # what static tools read; tests/test_startup.py checks that i
     from calibtest.evidence_suite import evidence
     from calibtest.evidence_table import EvidenceResult
     from calibtest.flexible import FlexibleCalibration, flexible_calibration
+    from calibtest.grouping import GroupedResult
     from calibtest.groups import GroupedCalibrationResult
     from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
     from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size

@@ -103,7 +103,8 @@ from calibtest.core.conditional import conditional_bin_sums, conditional_moments
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.formula import resolve_env
-from calibtest.grouping import grouped_tests
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text,
+                                make_grouping)
 from calibtest.inputs import is_out_of_core, read_rows
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
@@ -487,17 +488,20 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
 
     by : str, list of str or array_like, optional
         Subgroups (a column of ``data``, several columns crossed, or one label
-        per row): the test is run in each group and a ``pandas.DataFrame`` is
-        returned, one row per group with ``n``, ``statistic``, ``pvalue``,
-        ``pvalue_holm`` (Holm over the groups) and ``note`` (why a group was
-        not tested); ``DataFrame.attrs["global_pvalue"]`` is the Bonferroni
-        min-p test of calibration in every group
-        (:func:`calibtest.grouping.grouped_tests`).
+        per row): the test is run on each group's rows (after
+        ``missing="drop"``) and a :class:`~calibtest.grouping.GroupedResult`
+        is returned: ``groups`` (label -> result), ``to_frame()`` (indexed by
+        the labels: ``n``, ``statistic``, ``pvalue``, ``pvalue_holm`` (Holm
+        over the groups), ``note``), ``summary()``, ``global_pvalue`` (the
+        Bonferroni min-p test of calibration in every group) and
+        ``plot_forest()``.  Group number g (in the table's order, empty
+        groups counted) draws from ``numpy.random.default_rng([s, g])``, s the
+        seed (:mod:`calibtest.grouping`).
 
     Returns
     -------
     CalibrationTestResult
-        Or a DataFrame with ``by=``.
+        Or :class:`~calibtest.grouping.GroupedResult` with ``by=``.
 
     References
     ----------
@@ -517,11 +521,6 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     >>> res = ct.calib_test("y ~ p", data=df, rng=1)      # doctest: +SKIP
     >>> res.pvalue, res.scales                            # doctest: +SKIP
     """
-    if by is not None:
-        return grouped_tests(calib_test, formula, data, by=by, y=y, probs=probs, n_classes=n_classes, k=k,
-                             alpha=alpha, n_bins=n_bins, null=null, n_draws=n_draws, rng=rng,
-                             combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, missing=missing,
-                             eval_env=resolve_env(eval_env))
     alpha = check_alpha(alpha)
     grid = _check_grid(n_bins)
     if null != "monte-carlo":
@@ -549,12 +548,39 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "partitions": None if partitions == "equal-width" else partitions,
                         "spiegelhalter": None if spiegelhalter is None else bool(spiegelhalter),
                         "missing": missing if missing != "raise" else None,
-                        "rng": seed if is_integer(seed) else None})
+                        "rng": seed if is_integer(seed) else None,
+                        "by": None if by is None else (by if by_names(by) else "<array>")})
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
+    if by is not None:
+        return _calib_test_by(by, data, rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
+                              combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, formula=formula)
     return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
                            partitions=partitions, spiegelhalter=spiegelhalter, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                      n_dropped=rows.n_dropped, call_record=call)
+
+
+def _calib_test_by(by, data, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
+                   partitions, spiegelhalter, formula) -> GroupedResult:
+    """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.grouping`).
+
+    Group number g draws from ``default_rng([seed, g])``, so its result is
+    ``calib_test`` on the group's rows with ``rng=np.random.default_rng([seed, g])``.
+    """
+    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+
+    def analyse(g, label, idx, sub):
+        return calib_test_rows(sub, grid=grid, alpha=alpha, n_draws=n_draws, rng=group_rng(rng, seed, g),
+                               combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
+                               call_record=call.with_options(group=label_text(grouping.names, label)),
+                               **bookkeeping)
+
+    groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
+    return grouped_result(grouping, target, groups, reasons, kind="calib_test",
+                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
+                          call_record=call, **bookkeeping)
 
 
 def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS,

@@ -14,10 +14,15 @@ interval) and explains disagreements.  The rules are in
 """
 from __future__ import annotations
 
+from calibtest._format import record_call
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_missing, check_null, is_integer, resolve_seed
-from calibtest.estimation import estimate_in_memory
+from calibtest.core.partition import partition_rows
+from calibtest.core.targets import prepare_target
+from calibtest.estimation import estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
-from calibtest.inputs import is_out_of_core
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text,
+                                make_grouping)
+from calibtest.inputs import is_out_of_core, read_rows
 from calibtest.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
 __all__ = ["EvidenceResult", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS"]
@@ -25,7 +30,7 @@ __all__ = ["EvidenceResult", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", 
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
-             eval_env=0) -> EvidenceResult:
+             eval_env=0, by=None) -> EvidenceResult | GroupedResult:
     """Every calibration test of a model on the same rows, and a conclusion from all of them.
 
     Equivalent to ``calib_ci(..., null=null, rng=rng).evidence()``: the
@@ -56,10 +61,23 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Seed of the Monte Carlo draws (multi-scale test; the interval's null
         when it draws).  An int s is passed as ``rng=s`` to every part, so
         direct calls with ``rng=s`` give the same numbers.
+    by : str, list of str or array_like, optional
+        Subgroups (a column of ``data``, several columns crossed, or one label
+        per row): the evidence of each group's rows (after ``missing="drop"``)
+        in a :class:`~calibtest.grouping.GroupedResult`: ``groups`` (label ->
+        :class:`EvidenceResult`), ``to_frame()`` (indexed by the labels:
+        ``n``, ``ece`` with ``ece_ci_lower``/``ece_ci_upper`` (the adjusted
+        interval), ``pvalue`` (the multi-scale test), ``pvalue_holm``,
+        ``verdict``, ``note``), ``summary()``, ``global_pvalue`` (Bonferroni
+        min-p of the multi-scale tests) and ``plot_forest()``.  Group number g
+        (in the table's order, empty groups counted) uses
+        ``rng=numpy.random.default_rng([s, g])``, s the seed; a group with a
+        single outcome class is listed, not analysed.
 
     Returns
     -------
     EvidenceResult
+        Or :class:`~calibtest.grouping.GroupedResult` with ``by=``.
 
     References
     ----------
@@ -83,6 +101,38 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                "missing": missing if missing != "raise" else None, "null": null,
                "rng": sub_rng if is_integer(sub_rng) else None}
+    if by is not None:
+        return _evidence_by(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                            alpha=alpha, missing=missing, null=null, rng=rng, options=options)
     res = estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                              alpha=alpha, missing=missing, null=null, rng=sub_rng, call_options=options)
     return build_evidence(res, alpha, rng=sub_rng)
+
+
+def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alpha, missing, null, rng,
+                 options) -> GroupedResult:
+    """:func:`evidence` with ``by=``: the interval and its evidence on each group's rows (:mod:`calibtest.grouping`)."""
+    rows = read_rows(formula, data, y, probs, env, missing)
+    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
+    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
+                            y_name=rows.y_name, prob_names=rows.prob_names)
+    gen, seed = resolve_seed(rng)
+    options = {**options, "rng": seed if is_integer(seed) else None, "by": by if by_names(by) else "<array>"}
+    call = record_call("evidence", formula, data, rows.y, rows.probs, options)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+
+    def analyse(g, label, idx, sub):
+        group_gen = group_rng(gen, seed, g)
+        res = estimate_rows(sub, partition_rows(sub, n_bins), alpha=alpha, null=null, rng=group_gen,
+                            call=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
+        return build_evidence(res, alpha, rng=group_gen)
+
+    def row(ev):
+        ci = ev.interval.conf_int(scale="ece")
+        return {"ece": ev.interval.ece, "ece_ci_lower": ci.lower, "ece_ci_upper": ci.upper,
+                "pvalue": ev.test.pvalue, "verdict": ev.verdict}
+
+    groups, reasons = analyse_groups(grouping, target, analyse)
+    return grouped_result(grouping, target, groups, reasons, kind="evidence", row=row,
+                          columns=["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"], alpha=alpha,
+                          seed=seed, n_dropped=rows.n_dropped, call_record=call, **bookkeeping)

@@ -1,10 +1,34 @@
-"""Group labels and the combination of per-group p-values, shared by the grouped analyses.
+r"""The grouping engine and the grouped-result protocol shared by every analysis with ``by=``.
 
-``calibtest.groups`` (``calib_ci(..., by=)``), ``calib_test(..., by=)`` and
-``tcal_test(..., by=)`` read the grouping variables and combine the groups'
-p-values here: the Bonferroni min-p (Holm's first step), Fisher's and
-Stouffer's combinations, and Holm-adjusted per-group p-values
-(``statsmodels.stats.multitest.multipletests``).
+:func:`calibtest.calib_ci`, :func:`calibtest.calib_test`,
+:func:`calibtest.tcal_test` and :func:`calibtest.evidence` with ``by=`` all
+group the rows here, once, and return a :class:`GroupedResult` (``calib_ci``
+its subclass :class:`calibtest.groups.GroupedCalibrationResult`, which adds
+the pooled result and the heterogeneity of ECE^2).  The engine owns what is
+the same whatever the statistic:
+
+* the group labels (:func:`make_grouping`): one grouping column, several
+  (crossed: every combination of their levels), or arrays of labels; every
+  level of a categorical column (unused categories too); a column listed
+  twice is refused by name; labels are read after ``missing="drop"``, so the
+  counts are of the rows analysed;
+* the labels live in the index of :meth:`GroupedResult.to_frame` (a named
+  ``Index``, or a ``MultiIndex`` for crossed groups), apart from the
+  statistics' columns, so no column name can collide with a grouping name;
+* the groups that cannot be analysed and why (:func:`skip_reason`: no rows,
+  one row, a single outcome class where the statistic needs both);
+* the seed rule: with ``rng=s`` (an int, or None which draws s and records
+  it) group number g (its position in the index, empty groups counted) draws
+  from ``numpy.random.default_rng([s, g])``, so group g is the single-group
+  function on the group's rows with that Generator; a Generator is shared by
+  the groups in index order;
+* Holm-adjusted per-group p-values (:func:`holm`) and the global test of
+  calibration in every group (:func:`global_test`).
+
+The statistic-specific part is one function applied to each group's rows
+(:func:`analyse_groups`) and one function turning its result into a table
+row.  ``calibtest.groups`` holds the ``calib_ci`` kind (intervals of ECE^2,
+pooled result, heterogeneity); this module the generic protocol.
 
 References
 ----------
@@ -13,17 +37,24 @@ References
 """
 from __future__ import annotations
 
-import itertools
 import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.multitest import multipletests
 
-from calibtest._validation import row_values
+from calibtest._format import Call, fmt, json_safe
+from calibtest._validation import OptionError, row_values
+from calibtest.core.targets import PreparedData
+from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 
-__all__ = ["GLOBAL_METHODS", "group_labels", "levels", "by_names", "global_test", "holm", "grouped_tests"]
+__all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels",
+           "by_names", "skip_reason", "subset_rows", "analyse_groups", "group_table", "grouped_result", "group_rng",
+           "label_text", "global_test", "global_text", "holm"]
 
 #: How the per-group p-values are combined into the global test.
 GLOBAL_METHODS = ("bonferroni", "fisher", "stouffer")
@@ -31,6 +62,7 @@ GLOBAL_METHODS = ("bonferroni", "fisher", "stouffer")
 
 # --------------------------------------------------------------------------- group labels
 def by_names(by) -> list:
+    """The column names of ``by`` when it names columns (a str or a list of str), else []."""
     if isinstance(by, str):
         return [by]
     if isinstance(by, (list, tuple)) and by and all(isinstance(b, str) for b in by):
@@ -38,33 +70,56 @@ def by_names(by) -> list:
     return []
 
 
-def group_labels(by, data, n_input: int) -> tuple[list[str], list[np.ndarray]]:
-    """Names and values of the grouping variables (one array per variable, n_input rows).
+def _categories(spec, data):
+    """The categories of a categorical grouping variable (a column of ``data`` or a Series), else None."""
+    values = spec
+    if isinstance(spec, str):
+        try:
+            values = data[spec]
+        except (KeyError, IndexError, TypeError):
+            return None
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype):
+        return list(dtype.categories)
+    return None
+
+
+def group_labels(by, data, n_input: int) -> tuple[list[str], list]:
+    """Names and values of the grouping variables (one array of ``n_input`` labels per variable).
 
     ``by`` is a column name, a list of column names (crossed), an array
-    (``y=``/``probs=`` input; name ``"group"``) or a list of arrays.
+    (``y=``/``probs=`` input; name ``"group"``) or a list of arrays.  The
+    values of a categorical variable are a ``pandas.Categorical`` (so its
+    unused categories are kept), the others a numpy array.
 
     Raises
     ------
     ValueError
-        Unknown column, wrong length, missing group labels, an empty list.
+        Unknown column, a column listed twice (an ``OptionError``), wrong
+        length, an empty list.
     """
     names = by_names(by)
     if names:
-        values = [row_values(nm, data, n_input, "by") for nm in names]
+        specs = names
     elif isinstance(by, (list, tuple)) and by and not np.isscalar(by[0]) and np.ndim(by[0]) == 1:
-        values = [row_values(b, data, n_input, "by") for b in by]
+        specs = list(by)
         names = [getattr(b, "name", None) or f"group{i + 1}" for i, b in enumerate(by)]
     elif isinstance(by, (list, tuple)) and not by:
-        raise ValueError("by must name at least one column")
+        raise OptionError("by must name at least one column")
     else:
-        values = [row_values(by, data, n_input, "by")]
+        specs = [by]
         names = [getattr(by, "name", None) or "group"]
-    for nm, v in zip(names, values):
-        if pd.isna(pd.Series(v)).any():
-            raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
-                             "(e.g. 'unknown') or drop those rows")
-    return [str(nm) for nm in names], values
+    names = [str(nm) for nm in names]
+    twice = [nm for nm, count in Counter(names).items() if count > 1]
+    if twice:
+        raise OptionError(f"by lists the grouping column {twice[0]!r} more than once; give each grouping "
+                          "column once")
+    values = []
+    for spec in specs:
+        v = row_values(spec, data, n_input, "by")
+        cats = _categories(spec, data)
+        values.append(v if cats is None else pd.Categorical(v, categories=cats))
+    return names, values
 
 
 def levels(values) -> tuple[np.ndarray, list]:
@@ -76,6 +131,204 @@ def levels(values) -> tuple[np.ndarray, list]:
     return codes.astype(np.int64), list(uniques)
 
 
+@dataclass(frozen=True, eq=False)
+class Grouping:
+    """The groups of the analysed rows: every label, in order, and the rows of each.
+
+    Attributes
+    ----------
+    names : tuple of str
+        The grouping variables.
+    index : pandas.Index
+        Every group label (empty groups too), named by ``names``: an ``Index``
+        for one variable, the ``MultiIndex`` of every combination for several.
+    labels : tuple
+        The entries of ``index`` (a level, or a tuple of levels).
+    order, starts : ndarray
+        Group g's rows (positions among the analysed rows) are
+        ``order[starts[g]:starts[g + 1]]``, in their original order.
+    """
+
+    names: tuple
+    index: pd.Index
+    labels: tuple
+    order: np.ndarray
+    starts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def rows(self, g: int) -> np.ndarray:
+        """Positions of group ``g``'s rows among the analysed rows."""
+        return self.order[self.starts[g]:self.starts[g + 1]]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Rows of each group."""
+        return np.diff(self.starts)
+
+
+def make_grouping(by, data, n_input: int, kept=None) -> Grouping:
+    """The groups of the rows from ``by=`` (see the module docstring).
+
+    Parameters
+    ----------
+    by : str, list of str, array_like or list of arrays
+    data : DataFrame, dict or None
+    n_input : int
+        Rows of the input before missing rows were dropped.
+    kept : ndarray of bool, optional
+        The rows kept by ``missing="drop"`` (None: every row).
+
+    Raises
+    ------
+    ValueError
+        As :func:`group_labels`, and a missing group label on an analysed row.
+    """
+    names, values = group_labels(by, data, n_input)
+    if kept is not None:
+        values = [v[kept] for v in values]
+    return grouping_of(names, values)
+
+
+def grouping_of(names, values) -> Grouping:
+    """The groups of the analysed rows from the labels of :func:`group_labels` aligned with those rows.
+
+    Raises
+    ------
+    ValueError
+        A missing group label.
+    """
+    for nm, v in zip(names, values):
+        if pd.isna(pd.Series(v)).any():
+            raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
+                             "(e.g. 'unknown') or drop those rows")
+    coded = [levels(v) for v in values]
+    shape = tuple(max(len(lv), 1) for _, lv in coded)
+    flat = np.ravel_multi_index(tuple(c for c, _ in coded), shape) if coded[0][0].size else np.zeros(0, int)
+    order = np.argsort(flat, kind="stable")
+    starts = np.searchsorted(flat[order], np.arange(int(np.prod(shape)) + 1))
+    if len(names) == 1:
+        index = pd.Index(coded[0][1], name=names[0], tupleize_cols=False)
+    else:
+        index = pd.MultiIndex.from_product([lv for _, lv in coded], names=list(names))
+    return Grouping(names=tuple(names), index=index, labels=tuple(index), order=order, starts=starts)
+
+
+def label_text(by, label) -> str:
+    """A group label as ``name=level`` text (crossed groups: comma-separated)."""
+    if len(by) == 1:
+        return f"{by[0]}={label}"
+    return ", ".join(f"{b}={v}" for b, v in zip(by, label))
+
+
+def _short_label(label) -> str:
+    return ", ".join(map(str, label)) if isinstance(label, tuple) else str(label)
+
+
+# --------------------------------------------------------------------------- the groups' rows
+def subset_rows(target: PreparedData, idx: np.ndarray) -> PreparedData:
+    """The prepared rows ``idx`` of ``target``."""
+    return PreparedData(target.z[idx], target.u[idx], target.mode, target.k, target.n_classes)
+
+
+def _events(sub: PreparedData) -> int | None:
+    """Rows whose (first) outcome indicator is 1 (binary and top-1 targets; None for the others)."""
+    if sub.z.shape[1] == 1 or sub.mode in ("binary", "top1"):
+        return int(np.rint(sub.y[:, 0]).sum())
+    return None
+
+
+def skip_reason(sub: PreparedData, single_class: bool = True) -> str | None:
+    """Why a group's rows cannot be analysed (None when they can).
+
+    No rows, one row, and with ``single_class`` (an interval of the ECE,
+    which cannot separate calibration from the predictions' level without
+    both outcomes) a single outcome class on a binary or top-1 target.
+    """
+    if sub.n == 0:
+        return "no rows"
+    if sub.n == 1:
+        return "a single row"
+    events = _events(sub)
+    if single_class and events is not None and events in (0, sub.n):
+        outcome = "1" if events else "0"
+        what = "correct" if sub.mode == "top1" else "outcome"
+        return (f"a single outcome class: every {what} is {outcome} in {sub.n} rows, so the group's "
+                "calibration cannot be separated from its predictions' level")
+    return None
+
+
+def group_rng(rng, seed, g: int):
+    """The random source of group ``g``: ``default_rng([seed, g])``, or the Generator ``rng`` itself."""
+    return np.random.default_rng([seed, g]) if seed is not None and seed != "Generator" else rng
+
+
+def analyse_groups(grouping: Grouping, target: PreparedData, analyse: Callable, *,
+                   single_class: bool = True) -> tuple[dict, dict]:
+    """Apply ``analyse(g, label, idx, sub)`` to every group that can be analysed.
+
+    Returns ``(groups, reasons)``: label -> result (None when not analysed)
+    and label -> why not.  A group whose analysis raises ``ValueError`` (not
+    an option error, which is the caller's) is listed with the message as
+    its reason; :func:`skip_reason` decides the others.  A loop over the
+    few groups, not over rows.
+    """
+    groups, reasons = {}, {}
+    for g, label in enumerate(grouping.labels):
+        idx = grouping.rows(g)
+        sub = subset_rows(target, idx)
+        reason = skip_reason(sub, single_class)
+        res = None
+        if reason is None:
+            try:
+                res = analyse(g, label, idx, sub)
+            except OptionError:
+                raise
+            except ValueError as exc:
+                reason = " ".join(str(exc).split())
+        groups[label] = res
+        if res is None:
+            reasons[label] = reason
+    return groups, reasons
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def group_table(grouping: Grouping, target: PreparedData, groups: dict, reasons: dict, group_notes: dict,
+                row: Callable, columns: list, *, events: bool = False) -> pd.DataFrame:
+    """One row per group, indexed by the group labels (``grouping.index``).
+
+    ``n`` (and with ``events`` the rows with outcome 1) of every group,
+    analysed or not; then ``columns``, filled from ``row(result)`` (a dict)
+    for the analysed groups and missing for the others, with
+    ``pvalue_holm`` (Holm over the analysed groups) after ``pvalue``; then
+    ``note`` (why a group was not analysed, or its note).
+    """
+    counts = [int(c) for c in grouping.counts]
+    records = []
+    for g, label in enumerate(grouping.labels):
+        res = groups[label]
+        rec = row(res) if res is not None else {}
+        records.append([rec.get(c) for c in columns])
+    table = pd.DataFrame(records, columns=list(columns), index=grouping.index)
+    for col in columns:  # numbers (missing for the groups not analysed) as float; flags and text as they are
+        if all(v is None or _is_number(v) for v in table[col]):
+            table[col] = table[col].astype(float)
+    lead = {"n": counts}
+    if events:
+        lead["events"] = [_events(subset_rows(target, grouping.rows(g))) for g in range(len(grouping))]
+    for i, (col, values) in enumerate(lead.items()):
+        table.insert(i, col, pd.array(values, dtype="Int64"))
+    if "pvalue" in table.columns:
+        table.insert(table.columns.get_loc("pvalue") + 1, "pvalue_holm", holm(table["pvalue"].to_numpy(float)))
+    table["note"] = [reasons[lb] if groups[lb] is None else group_notes.get(lb, "") for lb in grouping.labels]
+    return table
+
+
+# --------------------------------------------------------------------------- the tests across groups
 def global_test(pvalues, method: str = "bonferroni") -> tuple[float, float]:
     """(statistic, p-value) of H0: calibrated in every group, from independent per-group p-values.
 
@@ -83,6 +336,7 @@ def global_test(pvalues, method: str = "bonferroni") -> tuple[float, float]:
     dependence; Holm's first step).  ``"fisher"``: -2 sum log p ~ chi2(2G).
     ``"stouffer"``: sum Phi^-1(1 - p) / sqrt(G) ~ N(0, 1).  The last two assume
     independent, uniform p-values under H0 (disjoint groups given the predictions).
+    NaN for no p-value.
     """
     p = np.asarray(pvalues, dtype=float)
     if p.size == 0:
@@ -92,6 +346,13 @@ def global_test(pvalues, method: str = "bonferroni") -> tuple[float, float]:
     p = np.clip(p, np.finfo(float).tiny, 1.0)
     stat, pval = _sps.combine_pvalues(p, method=method)
     return float(stat), float(pval)
+
+
+def global_text(method: str, g: int) -> str:
+    """How the global test combines ``g`` p-values, in words."""
+    return {"bonferroni": f"Bonferroni min-p, min(1, {g} x min p)",
+            "fisher": f"Fisher's -2 sum log p ~ chi2({2 * g})",
+            "stouffer": "Stouffer's sum Phi^-1(1 - p) / sqrt(G) ~ N(0, 1)"}[method]
 
 
 def holm(pvalues) -> np.ndarray:
@@ -104,43 +365,211 @@ def holm(pvalues) -> np.ndarray:
     return out
 
 
-def grouped_tests(test, formula, data, *, by, y=None, probs=None, **options) -> pd.DataFrame:
-    """Run a test of calibration (``calib_test``, ``tcal_test``) in each group; one row per group.
+# --------------------------------------------------------------------------- the grouped result
+#: Per kind of grouped result: the summary's title, its table columns (column -> (header, digits)) and
+#: what its p-value tests.
+KINDS = {
+    "calib_test": ("Multi-scale test of calibration within subgroups",
+                   {"n": ("n", 8), "statistic": ("statistic", 4), "pvalue": ("p", 3), "pvalue_holm": ("p (Holm)", 3)},
+                   "the multi-scale Monte Carlo test of calibration (calib_test) in the group"),
+    "tcal_test": ("T-Cal test of calibration within subgroups",
+                  {"n": ("n", 8), "statistic": ("statistic", 4), "pvalue": ("p", 3), "pvalue_holm": ("p (Holm)", 3)},
+                  "the T-Cal test of calibration (tcal_test) in the group"),
+    "evidence": ("Evidence on calibration within subgroups",
+                 {"n": ("n", 8), "ece": ("ece", 4), "ece_ci_lower": ("lower", 4), "ece_ci_upper": ("upper", 4),
+                  "pvalue": ("p", 3), "pvalue_holm": ("p (Holm)", 3), "verdict": ("verdict", None)},
+                 "the multi-scale test of calibration (calib_test) in the group; ece and its adjusted interval "
+                 "(calib_ci) say how much; verdict is the group's evidence verdict"),
+}
 
-    Columns ``n``, ``statistic``, ``pvalue`` and ``pvalue_holm`` (Holm over the
-    groups), and ``note`` (why a group was not tested: no rows, one row, a
-    single outcome class, or the error the test raised).  ``DataFrame.attrs``
-    holds the Bonferroni global p-value (``"global_pvalue"``) and the grouping
-    names (``"by"``).
+
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
+class GroupedResult(ResultDisplay):
+    """One analysis per group, the per-group table and the global test: the protocol of every ``by=``.
+
+    ``calib_test``, ``tcal_test`` and ``evidence`` with ``by=`` return this
+    class; ``calib_ci`` its subclass
+    :class:`~calibtest.groups.GroupedCalibrationResult`.
+
+    Attributes
+    ----------
+    by : tuple of str
+        The grouping variables (several: crossed).
+    groups : dict
+        Group label (a level, or a tuple of levels; the entries of
+        ``to_frame().index``) -> the result of the single-group function on
+        the group's rows, or None for a group that was not analysed.
+    reasons : dict
+        Group label -> why it was not analysed (no rows, one row, a single
+        outcome class, or the error the analysis raised).
+    group_notes : dict
+        Group label -> note on an analysed group.
+    table : pandas.DataFrame
+        One row per group (see :meth:`to_frame`).
+    global_statistic, global_pvalue : float
+        Test of H0: calibrated in every analysed group (``global_method``);
+        NaN when no group was analysed.
+    global_method : {"bonferroni", "fisher", "stouffer"}
+    alpha : float
+    kind : {"calib_test", "tcal_test", "evidence", "calib_ci"}
+        The function applied to each group.
+    seed : int, str or None
+        The seed s of the groups' draws (group g: ``default_rng([s, g])``;
+        ``"Generator"``: one Generator shared in index order).
+    mode, k, n_classes : str, int, int or None
+    formula, y_name, prob_names, n_dropped, call_record
+        Bookkeeping (``n_dropped``: rows dropped by ``missing="drop"``
+        before grouping).
     """
-    n_input = len(data) if formula is not None else len(y)
-    names, values = group_labels(by, data, n_input)
-    coded = [levels(v) for v in values]
-    records = []
-    for combo_codes in itertools.product(*[range(len(levels)) for _, levels in coded]):
-        mask = np.ones(n_input, dtype=bool)
-        for (codes, _), c in zip(coded, combo_codes):
-            mask &= codes == c
-        rec = {nm: levels[c] for nm, (_, levels), c in zip(names, coded, combo_codes)}
-        rec.update(n=int(mask.sum()), statistic=np.nan, pvalue=np.nan, note="")
-        if mask.sum() < 2:
-            rec["note"] = "no rows" if not mask.any() else "a single row"
-        else:
-            try:
-                if formula is not None:
-                    res = test(formula, data[mask] if hasattr(data, "iloc") else
-                               {key: np.asarray(v)[mask] for key, v in data.items()}, **options)
-                else:
-                    res = test(y=np.asarray(y)[mask], probs=np.asarray(probs)[mask], **options)
-                rec.update(statistic=res.statistic, pvalue=res.pvalue)
-            except ValueError as exc:
-                rec["note"] = str(exc)
-        records.append(rec)
-    table = pd.DataFrame(records)
+
+    by: tuple
+    groups: dict
+    reasons: dict
+    group_notes: dict
+    table: pd.DataFrame = field(repr=False)
+    global_statistic: float
+    global_pvalue: float
+    global_method: str = "bonferroni"
+    alpha: float = 0.05
+    kind: str = "calib_test"
+    seed: int | str | None = None
+    mode: str = "binary"
+    k: int = 1
+    n_classes: int | None = None
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ()
+    n_dropped: int = 0
+    call_record: Call | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        self.table.flags.allows_duplicate_labels = False
+
+    @property
+    def n_groups(self) -> int:
+        """Groups listed (analysed or not)."""
+        return len(self.groups)
+
+    @property
+    def n_analysed(self) -> int:
+        """Groups analysed."""
+        return sum(r is not None for r in self.groups.values())
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per group (a copy), indexed by the group labels.
+
+        The index is named by the grouping variables (a ``MultiIndex`` for
+        crossed groups), so the group labels never mix with the statistics.
+        Columns: ``n`` (rows of the group, after ``missing="drop"``), the
+        kind's statistics (``calib_test``/``tcal_test``: ``statistic``;
+        ``evidence``: ``ece``, ``ece_ci_lower``, ``ece_ci_upper``, ``verdict``;
+        ``calib_ci``: see :class:`~calibtest.groups.GroupedCalibrationResult`),
+        ``pvalue``, ``pvalue_holm`` (Holm over the analysed groups) and
+        ``note`` (why a group was not analysed, or its note).
+        """
+        return self.table.copy()
+
+    def summary_frame(self) -> pd.DataFrame:
+        """The per-group table (statsmodels' name; the same as :meth:`to_frame`)."""
+        return self.to_frame()
+
+    def label_text(self, label) -> str:
+        """A group label as ``name=level`` text."""
+        return label_text(self.by, label)
+
+    def _global_notes(self) -> list[str]:
+        g = self.n_analysed
+        if g == 0:
+            return ["Global test of calibration in every group: not computed, no group could be analysed."]
+        whose = "groups'" if g != 1 else "group's"
+        return [f"Global test of calibration in every group: {global_text(self.global_method, g)} over the {g} "
+                f"analysed {whose} p-values, p = {fmt(self.global_pvalue, 4)}. Per-group p-values are also "
+                "shown Holm-adjusted (family-wise error over the groups)."]
+
+    def _group_notes(self) -> list[str]:
+        notes = [f"Group {self.label_text(lb)}: not analysed ({reason})." for lb, reason in self.reasons.items()]
+        notes += [f"Group {self.label_text(lb)}: {note}" for lb, note in self.group_notes.items()]
+        return notes
+
+    def notes(self) -> list[str]:
+        """Notes of the summary footer."""
+        notes = self._global_notes()
+        notes.append(f"p: the p-value of {KINDS[self.kind][2]}.")
+        if self.seed is not None:
+            notes.append(f"The i-th group (i = 0, 1, ... in the table's order, empty groups counted) draws from "
+                         f"numpy.random.default_rng([{self.seed}, i])." if self.seed != "Generator" else
+                         "The groups' draws share the Generator passed as rng, in the table's order.")
+        if self.n_dropped:
+            notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop') before "
+                         "grouping; n counts the rows analysed.")
+        return notes + self._group_notes()
+
+    def _table_for_summary(self, columns: dict) -> pd.DataFrame:
+        tab = self.table[list(columns)].copy()
+        tab.index = [short_name(_short_label(i), 16) for i in self.table.index]
+        return tab
+
+    def _tests_frame(self) -> pd.DataFrame:
+        if self.n_analysed == 0:
+            return pd.DataFrame({"statistic": ["not computed"], "p-value": [None]},
+                                index=[f"global ({self.global_method})"], dtype=object)
+        return pd.DataFrame({"statistic": [self.global_statistic], "p-value": [self.global_pvalue]},
+                            index=[f"global ({self.global_method})"], dtype=object)
+
+    def _settings(self) -> dict:
+        return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
+                "Groups by:": " x ".join(self.by), "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
+                "Alpha:": fmt(self.alpha)}
+
+    def _summary(self, alpha: float | None) -> CalibSummary:
+        title, columns, _ = KINDS[self.kind]
+        smry = CalibSummary()
+        smry.add_title(title)
+        smry.add_settings(self._settings())
+        tab = self._table_for_summary(columns)
+        tab = tab.astype(object).where(tab.notna(), None)
+        smry.add_table(tab.rename(columns={c: h for c, (h, _) in columns.items()}),
+                       {h: d for h, d in columns.values()})
+        smry.add_table(self._tests_frame(), {"statistic": 4, "p-value": 4})
+        smry.add_notes(self.notes())
+        return smry
+
+    def _records(self) -> list[dict]:
+        records = self.table.astype(object).where(self.table.notna(), None).to_dict(orient="records")
+        for rec, label in zip(records, self.table.index):
+            rec["group"] = self.label_text(label)
+        return records
+
+    def _dict(self) -> dict:
+        return {"kind": self.kind, "by": list(self.by), "n_groups": self.n_groups, "n_analysed": self.n_analysed,
+                "alpha": self.alpha, "global_method": self.global_method,
+                "global_statistic": self.global_statistic, "global_pvalue": self.global_pvalue,
+                "seed": self.seed,
+                "n_dropped": self.n_dropped, "groups": json_safe(self._records()), "notes": self.notes()}
+
+    def _repr_parts(self) -> list[str]:
+        return [f"kind={self.kind}", f"by={'*'.join(self.by)} groups={self.n_groups}",
+                f"global p={self.global_pvalue:.4g}"]
+
+    def plot_forest(self, ax=None, **kwargs):
+        """Forest plot of the groups (:func:`calibtest.reporting.forest.plot_forest`).
+
+        Intervals of the ECE for ``calib_ci`` and ``evidence``; the p-value
+        and its Holm adjustment (log scale) for ``calib_test`` and ``tcal_test``.
+        """
+        from calibtest.reporting.forest import plot_forest
+        return plot_forest(self, ax=ax, **kwargs)
+
+
+def grouped_result(grouping: Grouping, target: PreparedData, groups: dict, reasons: dict, *, kind: str, row,
+                   columns: list, alpha: float, seed, group_notes: dict | None = None, events: bool = False,
+                   global_method: str = "bonferroni", **bookkeeping) -> GroupedResult:
+    """A :class:`GroupedResult` of ``kind`` from the per-group results (table, Holm, global test)."""
+    group_notes = dict(group_notes or {})
+    table = group_table(grouping, target, groups, reasons, group_notes, row, columns, events=events)
     p = table["pvalue"].to_numpy(float)
-    ok = np.isfinite(p)
-    table.insert(table.columns.get_loc("pvalue") + 1, "pvalue_holm", holm(p))
-    table = table.set_index(names if len(names) > 1 else names[0])
-    table.attrs["global_pvalue"] = global_test(p[ok], "bonferroni")[1]
-    table.attrs["by"] = list(names)
-    return table
+    gstat, gp = global_test(p[np.isfinite(p)], global_method)
+    return GroupedResult(by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, table=table,
+                         global_statistic=gstat, global_pvalue=gp, global_method=global_method, alpha=alpha,
+                         kind=kind, seed=seed, mode=target.mode, k=target.k, n_classes=target.n_classes,
+                         **bookkeeping)

@@ -2,7 +2,12 @@ r"""Calibration within subgroups: ``calib_ci(..., by=...)``, the global and the 
 
 Each group (a level of ``by``, or a combination of levels for several
 columns, crossed) gets its own :class:`~calibtest.results.CalibrationResult`
-with its own automatic B.  Two tests look across the groups.
+with its own automatic B.  Two tests look across the groups.  The groups,
+their labels, the reasons a group is not analysed, the Holm-adjusted
+p-values and the result protocol come from the grouping engine shared with
+``calib_test``, ``tcal_test`` and ``evidence`` (:mod:`calibtest.grouping`);
+this module adds what only intervals of ECE^2 have: the pooled result, the
+small-group rule and the heterogeneity test.
 
 **Global test** (H0: calibrated in every group).  The groups are disjoint sets
 of rows, so given the predictions their test statistics are independent.
@@ -53,27 +58,27 @@ References
 """
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest._format import Call, fmt, json_safe, mode_text, record_call
+from calibtest._format import fmt, json_safe, mode_text, record_call
 from calibtest._validation import DEFAULT_DRAWS, check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted
-from calibtest.grouping import GLOBAL_METHODS, by_names, global_test, group_labels, holm, levels
+from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_groups, by_names, global_test, group_rng,
+                                group_table, holm, label_text, make_grouping)
 from calibtest.inputs import read_rows, resolve_weights
 from calibtest.results import CalibrationResult
-from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
+from calibtest.summary import CalibSummary, model_text, short_name
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "global_test", "heterogeneity_test",
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "global_test", "heterogeneity_test", "holm",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
 #: Below this many rows a group is analysed with the Monte Carlo null and a note.
@@ -122,75 +127,49 @@ def estimate_variance(res: CalibrationResult, weights: np.ndarray | None = None)
 
 
 # --------------------------------------------------------------------------- the result
-@dataclass(frozen=True, eq=False, repr=False)
-class GroupedCalibrationResult(ResultDisplay):
-    """Calibration within subgroups: one result per group, the pooled result, tests across groups.
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
+class GroupedCalibrationResult(GroupedResult):
+    """Calibration within subgroups: one interval per group, the pooled result, tests across groups.
+
+    The grouped-result protocol of :class:`calibtest.grouping.GroupedResult`
+    (``groups``, ``to_frame()``, ``summary()``, ``global_pvalue``,
+    ``plot_forest()``) with what only intervals of ECE^2 have: the pooled
+    result and the heterogeneity test.
 
     Attributes
     ----------
-    by : tuple of str
-        The grouping variables (several: crossed).
-    groups : dict
-        Group label (a level, or a tuple of levels) -> :class:`CalibrationResult`,
-        or None for a group that could not be analysed (see ``reasons``).
-    reasons : dict
-        Group label -> why it has no result (no rows, one row, a single outcome class).
-    group_notes : dict
-        Group label -> note (e.g. the Monte Carlo null used for a small group).
+    by, groups, reasons, group_notes, table, global_statistic, global_pvalue, global_method, alpha
+        As in :class:`~calibtest.grouping.GroupedResult`; ``groups`` holds
+        :class:`CalibrationResult` objects.
     pooled : CalibrationResult
         All rows together.
-    table : pandas.DataFrame
-        One row per group (see :meth:`to_frame`).
-    global_statistic, global_pvalue : float
-        Test of H0: calibrated in every analysed group (``global_method``).
-    global_method : {"bonferroni", "fisher", "stouffer"}
     heterogeneity_statistic, heterogeneity_pvalue : float
-        Cochran's Q of H0: equal ECE^2 in every analysed group, and its chi2 p-value.
-    heterogeneity_df : int
-        G - 1.
+        Cochran's Q of H0: equal ECE^2 in every analysed group, and its chi2
+        p-value; NaN when it is not computed (``heterogeneity_note`` says why).
+    heterogeneity_df : int or None
+        G - 1 (None when not computed).
     heterogeneity_pooled : float
         The inverse-variance weighted mean of the T_g.
-    alpha : float
+    heterogeneity_note : str or None
+        Why the heterogeneity test was not computed (fewer than two analysed
+        groups with a positive variance), in words; None when it was.
     null : str
         The null asked for (small groups use the Monte Carlo null).
-    mode, k, n_classes : str, int, int or None
-    formula, y_name, prob_names, call_record
+    mode, k, n_classes, formula, y_name, prob_names, call_record
         Bookkeeping.
     """
 
-    by: tuple
-    groups: dict
-    reasons: dict
-    group_notes: dict
     pooled: CalibrationResult
-    table: pd.DataFrame = field(repr=False)
-    global_statistic: float
-    global_pvalue: float
-    global_method: str
     heterogeneity_statistic: float
     heterogeneity_pvalue: float
-    heterogeneity_df: int
+    heterogeneity_df: int | None
     heterogeneity_pooled: float
-    alpha: float
-    null: str
-    mode: str
-    k: int
-    n_classes: int | None
-    formula: str | None = None
-    y_name: str = "y"
-    prob_names: tuple = ()
-    call_record: Call | None = field(default=None, repr=False)
-
-    def __post_init__(self):
-        self.table.flags.allows_duplicate_labels = False
-
-    @property
-    def n_groups(self) -> int:
-        """Groups listed (analysed or not)."""
-        return len(self.groups)
+    heterogeneity_note: str | None = None
+    null: str = "conditional"
+    kind: str = "calib_ci"
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per group (a copy).
+        """One row per group (a copy), indexed by the group labels (named by ``by``).
 
         Columns: ``n``, ``events``, ``n_bins``, ``estimate`` (T, or T_w),
         ``ece`` (sqrt T+), ``ci_lower``/``ci_upper`` (ECE^2) and
@@ -199,93 +178,87 @@ class GroupedCalibrationResult(ResultDisplay):
         finite-sample where available: :func:`finite_sample_pvalue`), ``pvalue_holm``
         (Holm-adjusted over the analysed groups), ``null`` (which null gave
         ``pvalue``) and ``note`` (why a group has no result, or which null a
-        small group used).
+        small group used).  ``n`` and ``events`` count every group's rows,
+        analysed or not.
         """
         return self.table.copy()
 
+    def heterogeneity_text(self) -> str:
+        """The heterogeneity test in words (its statistic, or why it was not computed)."""
+        if self.heterogeneity_note is not None:
+            return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
+        return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
+                f"on {self.heterogeneity_df} df, p = {fmt(self.heterogeneity_pvalue, 4)} (variances: first-order "
+                "plus second-order, valid also when every group is calibrated).")
+
     def notes(self) -> list[str]:
         """Notes of the summary footer."""
-        g = int(self.table["estimate"].notna().sum())
-        how = {"bonferroni": f"Bonferroni min-p, min(1, {g} x min p)",
-               "fisher": f"Fisher's -2 sum log p ~ chi2({2 * g})",
-               "stouffer": "Stouffer's sum Phi^-1(1 - p) / sqrt(G) ~ N(0, 1)"}[self.global_method]
-        notes = [f"Global test of calibration in every group: {how} over the {g} analysed groups' p-values, "
-                 f"p = {fmt(self.global_pvalue, 4)}. Per-group p-values are also shown Holm-adjusted "
-                 "(family-wise error over the groups).",
-                 f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
-                 f"on {self.heterogeneity_df} df, p = {fmt(self.heterogeneity_pvalue, 4)} (variances: first-order "
-                 "plus second-order, valid also when every group is calibrated)."]
+        notes = self._global_notes() + [self.heterogeneity_text()]
         used = set(self.table["null"].dropna())
         if used - {"asymptotic"}:
             notes.append("Per-group p-values come from the conditional null given the predictions where available "
                          "(exact moments with a shifted-gamma p-value, or the Monte Carlo test), which holds its "
                          "size in finite samples" + ("; groups marked 'asymptotic' use the paper's normal null."
                                                      if "asymptotic" in used else "."))
-        for label, reason in self.reasons.items():
-            notes.append(f"Group {_label_text(self.by, label)}: not analysed ({reason}).")
-        for label, note in self.group_notes.items():
-            notes.append(f"Group {_label_text(self.by, label)}: {note}")
+        if self.n_dropped:
+            notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop') before "
+                         "grouping; n counts the rows analysed.")
+        notes += self._group_notes()
         notes.append("Each group has its own bins (B in the table); the pooled row is all rows together.")
         return notes
+
+    def _settings(self) -> dict:
+        return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
+                "Mode:": mode_text(self.mode, self.k), "Groups by:": " x ".join(self.by),
+                "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
+                "Alpha:": fmt(self.alpha), "Null:": self.null}
+
+    def _tests_frame(self) -> pd.DataFrame:
+        rows = {"statistic": [], "df": [], "p-value": []}
+        for stat, df, p, computed in ((self.global_statistic, None, self.global_pvalue, self.n_analysed > 0),
+                                      (self.heterogeneity_statistic, self.heterogeneity_df, self.heterogeneity_pvalue,
+                                       self.heterogeneity_note is None)):
+            rows["statistic"].append(stat if computed else "not computed")
+            rows["df"].append(df if computed else None)
+            rows["p-value"].append(p if computed else None)
+        return pd.DataFrame(rows, index=[f"global ({self.global_method})", "heterogeneity (Q)"], dtype=object)
 
     def _summary(self, alpha: float | None) -> CalibSummary:
         smry = CalibSummary()
         smry.add_title("Calibration within subgroups: debiased l2-ECE per group")
-        smry.add_settings({
-            "Model:": model_text(self.formula, self.y_name, self.prob_names),
-            "Mode:": mode_text(self.mode, self.k), "Groups by:": " x ".join(self.by),
-            "Groups:": f"{int(self.table['estimate'].notna().sum())} analysed of {self.n_groups}",
-            "Alpha:": fmt(self.alpha), "Null:": self.null,
-        })
+        smry.add_settings(self._settings())
         cols = ["n", "events", "n_bins", "ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "pvalue_holm"]
-        tab = self.table[cols].copy()
+        tab = self.table[cols].astype(object)
         tab.index = [", ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in tab.index]
         pooled = self.pooled
         ci = pooled.conf_int(scale="ece")
-        tab.loc["(pooled)"] = [pooled.n, _events(pooled), pooled.n_bins, pooled.ece, ci.lower, ci.upper,
-                               pooled.null_pvalue, None]
+        pooled_row = pd.DataFrame([[pooled.n, _events(pooled), pooled.n_bins, pooled.ece, ci.lower, ci.upper,
+                                    pooled.null_pvalue, None]], columns=cols, index=["(pooled)"], dtype=object)
+        tab = pd.concat([tab, pooled_row])
         tab.index = [short_name(i, 16) for i in tab.index]
-        tab = tab.astype(object).where(tab.notna(), None)
+        tab = tab.where(tab.notna(), None)
         smry.add_table(tab.rename(columns={"ece_ci_lower": "lower", "ece_ci_upper": "upper",
                                            "pvalue_holm": "p (Holm)", "pvalue": "p"}),
                        {"n": 8, "events": 8, "n_bins": 4, "ece": 4, "lower": 4, "upper": 4, "p": 3,
                         "p (Holm)": 3})
-        tests = pd.DataFrame({"statistic": [self.global_statistic, self.heterogeneity_statistic],
-                              "df": [None, self.heterogeneity_df],
-                              "p-value": [self.global_pvalue, self.heterogeneity_pvalue]},
-                             index=[f"global ({self.global_method})", "heterogeneity (Q)"], dtype=object)
-        smry.add_table(tests, {"statistic": 4, "df": 3, "p-value": 4})
+        smry.add_table(self._tests_frame(), {"statistic": 4, "df": 3, "p-value": 4})
         level = f"{100 * (1 - self.alpha):g}%"
         smry.add_notes([f"ECE with its adjusted {level} interval (Algorithm 1) in each group; p tests ECE = 0."]
                        + self.notes())
         return smry
 
     def _dict(self) -> dict:
-        rows = self.table.reset_index().astype(object).where(self.table.reset_index().notna(), None)
-        rows["group"] = [_label_text(self.by, lb) for lb in self.table.index]
         return {"by": list(self.by), "n_groups": self.n_groups, "alpha": self.alpha, "null": self.null,
                 "global_method": self.global_method, "global_statistic": self.global_statistic,
                 "global_pvalue": self.global_pvalue, "heterogeneity_statistic": self.heterogeneity_statistic,
                 "heterogeneity_df": self.heterogeneity_df, "heterogeneity_pvalue": self.heterogeneity_pvalue,
-                "heterogeneity_pooled": self.heterogeneity_pooled,
-                "groups": json_safe(rows.drop(columns=[c for c in self.by if c in rows.columns]
-                                              ).to_dict(orient="records")),
-                "pooled": self.pooled.to_dict(), "notes": self.notes()}
+                "heterogeneity_pooled": self.heterogeneity_pooled, "heterogeneity_note": self.heterogeneity_note,
+                "groups": json_safe(self._records()), "pooled": self.pooled.to_dict(), "notes": self.notes()}
 
     def _repr_parts(self) -> list[str]:
-        return [f"by={'*'.join(self.by)} groups={self.n_groups}", f"global p={self.global_pvalue:.4g}",
-                f"heterogeneity p={self.heterogeneity_pvalue:.4g}"]
-
-    def plot_forest(self, ax=None, **kwargs):
-        """Forest plot of the per-group intervals with the pooled one (:func:`calibtest.reporting.forest.plot_forest`)."""
-        from calibtest.reporting.forest import plot_forest
-        return plot_forest(self, ax=ax, **kwargs)
-
-
-def _label_text(by, label) -> str:
-    if len(by) == 1:
-        return f"{by[0]}={label}"
-    return ", ".join(f"{b}={v}" for b, v in zip(by, label))
+        het = "heterogeneity not computed" if self.heterogeneity_note is not None else \
+            f"heterogeneity p={self.heterogeneity_pvalue:.4g}"
+        return [f"by={'*'.join(self.by)} groups={self.n_groups}", f"global p={self.global_pvalue:.4g}", het]
 
 
 def _events(res: CalibrationResult) -> int:
@@ -294,10 +267,6 @@ def _events(res: CalibrationResult) -> int:
 
 
 # --------------------------------------------------------------------------- the analysis
-def _subset(target: PreparedData, idx: np.ndarray) -> PreparedData:
-    return PreparedData(target.z[idx], target.u[idx], target.mode, target.k, target.n_classes)
-
-
 def finite_sample_pvalue(res: CalibrationResult) -> tuple[float, str]:
     """(p-value, null) of a group's test of ECE = 0 with finite-sample size where available.
 
@@ -313,19 +282,26 @@ def finite_sample_pvalue(res: CalibrationResult) -> tuple[float, str]:
     return res.null_pvalue, "asymptotic"
 
 
-def _skip_reason(sub: PreparedData) -> str | None:
-    if sub.n == 0:
-        return "no rows"
-    if sub.n == 1:
-        return "a single row"
-    if sub.z.shape[1] == 1 or sub.mode in ("binary", "top1"):
-        events = int(np.rint(sub.y[:, 0]).sum())
-        if events in (0, sub.n):
-            outcome = "1" if events else "0"
-            what = "correct" if sub.mode == "top1" else "outcome"
-            return (f"a single outcome class: every {what} is {outcome} in {sub.n} rows, so the group's "
-                    "calibration cannot be separated from its predictions' level")
-    return None
+def heterogeneity_note(n_analysed: int, n_positive: int) -> str | None:
+    """Why Cochran's Q cannot be computed, in words (None when it can: two or more groups of positive variance)."""
+    if n_positive >= 2:
+        return None
+    if n_analysed < 2:
+        return ("it needs at least two analysed groups and "
+                + ("only one group was analysed" if n_analysed == 1 else "no group was analysed"))
+    return (f"it needs at least two groups whose estimate has a positive variance, and only {n_positive} of the "
+            f"{n_analysed} analysed groups has one")
+
+
+def _row(res: CalibrationResult) -> dict:
+    ci = res.conf_int(scale="ece")
+    p, null = finite_sample_pvalue(res)
+    return dict(n_bins=res.n_bins, estimate=res.estimate, ece=res.ece, ci_lower=res.ci_lower, ci_upper=res.ci_upper,
+                ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null)
+
+
+_COLUMNS = ["n_bins", "estimate", "ece", "ci_lower", "ci_upper", "ece_ci_lower", "ece_ci_upper", "contains_zero",
+            "pvalue", "null"]
 
 
 def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None, n_bins="auto",
@@ -339,7 +315,8 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     ----------
     by : str, list of str, array_like or list of arrays
         Grouping column(s) of ``data`` (several: crossed, every combination of
-        the levels listed, empty ones with the reason) or arrays of labels.
+        the levels listed, empty ones with the reason) or arrays of labels
+        (:func:`calibtest.grouping.make_grouping`).
     null : {"asymptotic", "conditional", "monte-carlo"} or None
         Null of every group's interval and test, as in :func:`calibtest.calib_ci`;
         None is ``"conditional"`` (``"asymptotic"`` for weighted rows).  Groups
@@ -363,10 +340,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     if weighted:
         check_weighted_options(null, method)
     rows = read_rows(formula, data, y, probs, env, missing)
-    n_input = rows.y.shape[0] + rows.n_dropped
-    names, values = group_labels(by, data, n_input)
-    if rows.kept is not None:
-        values = [v[rows.kept] for v in values]
+    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
     target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
                             y_name=rows.y_name, prob_names=rows.prob_names)
     w_all, w_name = resolve_weights(weights, data, rows)
@@ -375,11 +349,6 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         if target.mode not in ("binary", "top1"):
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
-    coded = [levels(v) for v in values]
-    shape = tuple(max(len(levels), 1) for _, levels in coded)
-    flat = np.ravel_multi_index(tuple(c for c, _ in coded), shape) if coded[0][0].size else np.zeros(0, int)
-    order = np.argsort(flat, kind="stable")
-    starts = np.searchsorted(flat[order], np.arange(int(np.prod(shape)) + 1))
     _, seed = resolve_seed(rng)
     options = dict(call_options or {})
     options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
@@ -396,51 +365,50 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
                              method=method, n_resamples=n_resamples, progress=progress, call=sub_call,
                              **bookkeeping)
 
-    groups, reasons, group_notes, variances = {}, {}, {}, {}
-    label_list = list(itertools.product(*[levels for _, levels in coded]))
-    for g, combo in enumerate(label_list):  # a loop over the few groups, not rows
-        label = combo[0] if len(combo) == 1 else tuple(combo)
-        idx = order[starts[g]:starts[g + 1]]
-        sub = _subset(target, idx)
-        reason = _skip_reason(sub)
-        if reason is not None:
-            groups[label], reasons[label] = None, reason
-            continue
+    group_notes, variances = {}, {}
+
+    def analyse(g, label, idx, sub):
         group_null = null
         events = int(np.rint(sub.y[:, 0]).sum())
         small = sub.n < MIN_GROUP_ROWS or min(events, sub.n - events) < MIN_GROUP_EVENTS
+        note = None
         if small and (not weighted or sub.z.shape[1] == 1):
             group_null = "monte-carlo"
-            group_notes[label] = (f"small group ({sub.n} rows, {events} events): the asymptotic approximations "
-                                  "are unreliable, so the Monte Carlo null given the predictions decides its "
-                                  f"test ({n_null_draws} label draws); its interval is approximate.")
+            note = (f"small group ({sub.n} rows, {events} events): the asymptotic approximations "
+                    "are unreliable, so the Monte Carlo null given the predictions decides its "
+                    f"test ({n_null_draws} label draws); its interval is approximate.")
         elif small:
-            group_notes[label] = (f"small group ({sub.n} rows, {events} events): the weighted asymptotic "
-                                  "approximations are unreliable here; read its interval and test with care.")
+            note = (f"small group ({sub.n} rows, {events} events): the weighted asymptotic "
+                    "approximations are unreliable here; read its interval and test with care.")
         sub_w = None if w_all is None else w_all[idx]
         if sub_w is not None and not (sub_w > 0).any():
-            groups[label], reasons[label] = None, "every weight is zero"
-            continue
-        gen = np.random.default_rng([seed, g]) if seed is not None and seed != "Generator" else rng
-        res = one(sub, partition_rows(sub, n_bins), sub_w, group_null, gen,
-                  call.with_options(group=_label_text(names, label)))
-        groups[label] = res
+            raise ValueError("every weight is zero")
+        if note is not None:
+            group_notes[label] = note
+        res = one(sub, partition_rows(sub, n_bins), sub_w, group_null, group_rng(rng, seed, g),
+                  call.with_options(group=label_text(grouping.names, label)))
         variances[label] = estimate_variance(res, _final_weights(sub, sub_w, prevalence, pi_hat)
                                              if weighted else None)
-    pooled = one(target, partition_rows(target, n_bins), w_all, null,
-                 np.random.default_rng([seed, len(label_list)]) if seed is not None and seed != "Generator"
-                 else rng, call.with_options(by=None))
-    table = _group_table(names, label_list, groups, reasons, group_notes, alpha)
+        return res
+
+    groups, reasons = analyse_groups(grouping, target, analyse)
+    group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
+    pooled = one(target, partition_rows(target, n_bins), w_all, null, group_rng(rng, seed, len(grouping)),
+                 call.with_options(by=None))
+    table = group_table(grouping, target, groups, reasons, group_notes, _row, _COLUMNS, events=True)
+    table["n_bins"] = table["n_bins"].astype("Int64")
     analysed = [lb for lb, r in groups.items() if r is not None]
     gstat, gp = global_test([finite_sample_pvalue(groups[lb])[0] for lb in analysed], global_method)
-    q, df, qp, qpooled = heterogeneity_test([groups[lb].estimate for lb in analysed],
-                                            [variances[lb] for lb in analysed])
+    v = [variances[lb] for lb in analysed]
+    q, df, qp, qpooled = heterogeneity_test([groups[lb].estimate for lb in analysed], v)
+    het_note = heterogeneity_note(len(analysed), int(np.sum(np.asarray(v, dtype=float) > 0)))
     return GroupedCalibrationResult(
-        by=tuple(names), groups=groups, reasons=reasons, group_notes=group_notes, pooled=pooled, table=table,
+        by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, pooled=pooled, table=table,
         global_statistic=gstat, global_pvalue=gp, global_method=global_method, heterogeneity_statistic=q,
-        heterogeneity_pvalue=qp, heterogeneity_df=df, heterogeneity_pooled=qpooled, alpha=alpha, null=null,
+        heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
+        heterogeneity_note=het_note, alpha=alpha, null=pooled.null if null == "auto" else null, seed=seed,
         mode=target.mode, k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
-        prob_names=tuple(rows.prob_names), call_record=call)
+        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
 
 
 def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:
@@ -449,29 +417,3 @@ def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:
         return sub_w
     events = np.rint(sub.y[:, 0]) == 1
     return prevalence_weights(events, prevalence, sub_w, pi_hat)[0]
-
-
-def _group_table(names, label_list, groups, reasons, group_notes, alpha) -> pd.DataFrame:
-    records = []
-    for combo in label_list:
-        label = combo[0] if len(combo) == 1 else tuple(combo)
-        res = groups[label]
-        rec = dict(zip(names, combo))
-        if res is None:
-            rec.update(n=np.nan, events=np.nan, n_bins=np.nan, estimate=np.nan, ece=np.nan, ci_lower=np.nan,
-                       ci_upper=np.nan, ece_ci_lower=np.nan, ece_ci_upper=np.nan, contains_zero=None,
-                       pvalue=np.nan, null=None, note=reasons[label])
-        else:
-            ci = res.conf_int(scale="ece")
-            rec.update(n=res.n, events=_events(res), n_bins=res.n_bins, estimate=res.estimate, ece=res.ece,
-                       ci_lower=res.ci_lower, ci_upper=res.ci_upper, ece_ci_lower=ci.lower, ece_ci_upper=ci.upper,
-                       contains_zero=res.contains_zero, pvalue=finite_sample_pvalue(res)[0],
-                       null=finite_sample_pvalue(res)[1],
-                       note=group_notes.get(label, ""))
-        records.append(rec)
-    table = pd.DataFrame(records)
-    table.insert(table.columns.get_loc("pvalue") + 1, "pvalue_holm", holm(table["pvalue"].to_numpy(float)))
-    for col in ("n", "events", "n_bins"):
-        table[col] = table[col].astype("Int64")
-    table = table.set_index(names if len(names) > 1 else names[0])
-    return table

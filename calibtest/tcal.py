@@ -55,11 +55,11 @@ import pandas as pd
 from calibtest._format import fmt, mode_text, record_call
 from calibtest._validation import check_alpha, check_count, check_memory, check_missing, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import prepare_target
+from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
-from calibtest.grouping import grouped_tests
+from calibtest.grouping import analyse_groups, by_names, group_rng, grouped_result, label_text, make_grouping
 from calibtest.inputs import read_rows
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
@@ -287,17 +287,20 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
 
     by : str, list of str or array_like, optional
         Subgroups (a column of ``data``, several columns crossed, or one label
-        per row): the test is run in each group and a ``pandas.DataFrame`` is
-        returned, one row per group with ``n``, ``statistic``, ``pvalue``,
-        ``pvalue_holm`` (Holm over the groups) and ``note`` (why a group was
-        not tested); ``DataFrame.attrs["global_pvalue"]`` is the Bonferroni
-        min-p test of calibration in every group
-        (:func:`calibtest.grouping.grouped_tests`).
+        per row): the test is run on each group's rows (after
+        ``missing="drop"``) and a :class:`~calibtest.grouping.GroupedResult`
+        is returned: ``groups`` (label -> result), ``to_frame()`` (indexed by
+        the labels: ``n``, ``statistic``, ``pvalue``, ``pvalue_holm`` (Holm
+        over the groups), ``note``), ``summary()``, ``global_pvalue`` (the
+        Bonferroni min-p test of calibration in every group) and
+        ``plot_forest()``.  Group number g (in the table's order, empty
+        groups counted) draws from ``numpy.random.default_rng([s, g])``, s the
+        seed (:mod:`calibtest.grouping`).
 
     Returns
     -------
     TCalResult
-        Or a DataFrame with ``by=``.
+        Or :class:`~calibtest.grouping.GroupedResult` with ``by=``.
 
     References
     ----------
@@ -310,10 +313,6 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> res = ct.tcal_test("y ~ p", data=df, rng=1)            # doctest: +SKIP
     >>> res.reject, res.pvalue                                  # doctest: +SKIP
     """
-    if by is not None:
-        return grouped_tests(tcal_test, formula, data, by=by, y=y, probs=probs, n_classes=n_classes, k=k,
-                             n_bins=n_bins, alpha=alpha, n_draws=n_draws, adaptive=adaptive, rng=rng,
-                             statistic=statistic, missing=missing, eval_env=resolve_env(eval_env))
     alpha = check_alpha(alpha)
     statistic = check_statistic(statistic)
     R = None if n_draws is None else check_count(n_draws, "n_draws")
@@ -332,34 +331,71 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     rows = read_rows(formula, data, y, probs, env, missing)
     target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
                             y_name=rows.y_name, prob_names=rows.prob_names)
+    call = record_call("tcal_test", formula, data, rows.y, rows.probs,
+                       {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
+                        "n_draws": R, "statistic": statistic,
+                        "missing": missing if missing != "raise" else None,
+                        "rng": seed if is_integer(seed) else None,
+                        "by": None if by is None else (by if by_names(by) else "<array>")})
+    options = dict(scales=scales, first=first, adaptive=adaptive, alpha=alpha, n_draws=R, statistic=statistic,
+                   formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+    if by is None:
+        return tcal_rows(target, rng=gen, seed=seed, n_dropped=rows.n_dropped, call_record=call, **options)
+    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
+
+    def analyse(g, label, idx, sub):
+        return tcal_rows(sub, rng=group_rng(gen, seed, g), seed="Generator", **options,
+                         call_record=call.with_options(group=label_text(grouping.names, label)))
+
+    groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
+    return grouped_result(grouping, target, groups, reasons, kind="tcal_test",
+                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
+                          call_record=call, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+
+
+def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: float, n_draws: int | None,
+              statistic: str, rng, seed, call_record=None, **bookkeeping) -> TCalResult:
+    """The T-Cal test on prepared rows: the engine of :func:`tcal_test`, one result built once.
+
+    Parameters
+    ----------
+    target : PreparedData
+        Z and U of every row.
+    scales : tuple of int or None
+        The bin counts (None: ``first`` alone, or the adaptive grid).
+    first : int or "auto"
+        The bin count of the first scale.
+    adaptive, alpha, statistic
+        As in :func:`tcal_test` (already validated).
+    n_draws : int or None
+        R (None: :func:`calibtest.core.tcal.default_draws`).
+    rng : numpy.random.Generator
+        The draws' source; ``seed`` is recorded.
+    call_record, **bookkeeping
+        ``formula``, ``y_name``, ``prob_names``, ``n_dropped``.
+    """
     partition = partition_rows(target, first)
     if scales is None:
         scales = adaptive_scales(target.n, binned_dimension(target.mode, target.k)) if adaptive \
             else (partition.n_bins,)
     level = alpha / len(scales)
-    draws_auto = R is None
-    if draws_auto:
-        R = default_draws(alpha, len(scales))
+    draws_auto = n_draws is None
+    R = default_draws(alpha, len(scales)) if draws_auto else n_draws
     check_draws(R, level, f" (alpha={alpha:g} over {len(scales)} scale(s), level = alpha / {len(scales)})")
     check_memory(8.0 * len(scales) * R, f"n_draws={R} at {len(scales)} scale(s) (one statistic per draw "
                  "and scale)", "lower n_draws: the Monte Carlo p-value's resolution is 1 / (n_draws + 1)")
     bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
-    core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=gen,
+    core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=rng,
                                     full=target.mode == "full", statistic=statistic)
     stats = core.statistic
     best = int(np.argmin(core.pvalue))
     reject = bool(np.any(stats > core.threshold))
     pvalue = float(min(1.0, len(scales) * core.pvalue[best]))
-    call = record_call("tcal_test", formula, data, rows.y, rows.probs,
-                       {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
-                        "n_draws": None if draws_auto else R, "statistic": statistic,
-                        "missing": missing if missing != "raise" else None,
-                        "rng": seed if is_integer(seed) else None})
     return TCalResult(
         statistic=float(stats[best]), threshold=float(core.threshold[best]), pvalue=pvalue, reject=reject,
         alpha=alpha, level=level, n_bins=int(scales[best]), scales=tuple(int(b) for b in scales),
         statistics=tuple(float(v) for v in stats), thresholds=tuple(float(v) for v in core.threshold),
         pvalues=tuple(float(v) for v in core.pvalue), adaptive=bool(adaptive), n_draws=R, n=target.n,
-        k=target.k, n_classes=target.n_classes, mode=target.mode, formula=formula, y_name=rows.y_name,
-        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call, seed=seed,
-        null_draws=core.null_draws, statistic_type=statistic, draws_auto=draws_auto)
+        k=target.k, n_classes=target.n_classes, mode=target.mode, call_record=call_record, seed=seed,
+        null_draws=core.null_draws, statistic_type=statistic, draws_auto=draws_auto, **bookkeeping)

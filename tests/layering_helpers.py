@@ -46,7 +46,7 @@ ALLOWED_UPWARD = {
     ("calibtest.results", "calibtest.reporting.html"):
         "CalibrationResult.report(): the result writes its own validation report; jinja2 and matplotlib are "
         "imported only when a report is asked for",
-    ("calibtest.groups", "calibtest.reporting.forest"):
+    ("calibtest.grouping", "calibtest.reporting.forest"):
         "GroupedCalibrationResult.plot_forest(): the grouped result draws its own forest plot; matplotlib is "
         "imported only when a plot is asked for",
 }

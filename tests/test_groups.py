@@ -164,12 +164,23 @@ def test_bad_by(df, tmp_path):
 
 
 def test_calib_test_and_tcal_test_by_group(df):
-    table = ct.calib_test("y ~ p", df, by="site", rng=4, n_draws=200)
-    ref = ct.calib_test("y ~ p", df[df.site == "B"], rng=4, n_draws=200)
-    assert table.loc["B", "pvalue"] == ref.pvalue and table.loc["B", "n"] == (df.site == "B").sum()
-    assert table.attrs["global_pvalue"] == pytest.approx(min(1.0, 3 * table["pvalue"].min()))
+    """Group number i of calib_test/tcal_test(by=) is the test on its rows with rng=default_rng([seed, i])."""
+    res = ct.calib_test("y ~ p", df, by="site", rng=4, n_draws=200)
+    assert isinstance(res, ct.GroupedResult) and res.kind == "calib_test"
+    table = res.to_frame()
+    for i, site in enumerate("ABC"):
+        ref = ct.calib_test("y ~ p", df[df.site == site], rng=np.random.default_rng([4, i]), n_draws=200)
+        assert table.loc[site, "pvalue"] == ref.pvalue and table.loc[site, "statistic"] == ref.statistic
+        assert res.groups[site].pvalue == ref.pvalue
+        assert table.loc[site, "n"] == (df.site == site).sum()
+    assert res.global_pvalue == pytest.approx(min(1.0, 3 * table["pvalue"].min()))
     tcal = ct.tcal_test("y ~ p", df, by=["site", "sex"], rng=4, n_draws=200)
-    assert len(tcal) == 6 and tcal["pvalue"].notna().all()
+    frame = tcal.to_frame()
+    assert len(frame) == 6 and frame["pvalue"].notna().all() and frame.index.names == ["site", "sex"]
+    i = list(frame.index).index(("B", "m"))
+    sub = df[(df.site == "B") & (df.sex == "m")]
+    ref = ct.tcal_test("y ~ p", sub, rng=np.random.default_rng([4, i]), n_draws=200)
+    assert frame.loc[("B", "m"), "pvalue"] == ref.pvalue and frame.loc[("B", "m"), "statistic"] == ref.statistic
 
 
 def test_plot_forest(grouped):
@@ -225,3 +236,152 @@ def test_populations_study_smoke():
     assert r.mean() == pytest.approx(study.PREV, abs=0.002)
     p = 1 / (1 + np.exp(-(np.log(r / (1 - r)) - 0.5)))
     assert np.mean((r - p) ** 2) == pytest.approx(truth, rel=0.03)
+
+
+# --------------------------------------------------------------------------- one grouping engine
+@pytest.fixture(scope="module")
+def small():
+    """Two sites with 120 and 80 rows, a categorical arm with an unused level, and missing predictions."""
+    rng = np.random.default_rng(31)
+    n = 200
+    site = np.repeat(["A", "B"], [120, 80])
+    p = rng.uniform(0.05, 0.95, n)
+    y = (rng.random(n) < p).astype(int)
+    arm = pd.Categorical(rng.choice(["x", "y"], n), categories=["x", "y", "z"])
+    frame = pd.DataFrame({"y": y, "p": p, "site": site, "arm": arm})
+    frame.loc[[3, 7, 150, 151, 152], "p"] = np.nan  # 2 missing in A, 3 in B
+    return frame
+
+
+def _run(kind, frame, **kw):
+    if kind == "calib_ci":
+        return ct.calib_ci("y ~ p", frame, rng=1, **kw)
+    if kind == "evidence":
+        return ct.evidence("y ~ p", frame, rng=1, **kw)
+    return getattr(ct, kind)("y ~ p", frame, rng=1, n_draws=99, **kw)
+
+
+KINDS = ["calib_ci", "calib_test", "tcal_test", "evidence"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_protocol_for_every_grouped_function(kind, small):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    res = _run(kind, small, by="site", missing="drop")
+    assert isinstance(res, ct.GroupedResult)
+    frame = res.to_frame()
+    assert frame.index.name == "site" and list(frame.index) == ["A", "B"]
+    assert set(res.groups) == {"A", "B"} and all(r is not None for r in res.groups.values())
+    assert np.isfinite(res.global_pvalue)
+    assert res.global_pvalue == pytest.approx(min(1.0, 2 * frame["pvalue"].min()))
+    text = str(res.summary())
+    assert "nan" not in text and "site" in text
+    json.dumps(res.to_dict())
+    ax = res.plot_forest()
+    assert len(ax.get_yticklabels()) == (3 if kind == "calib_ci" else 2)  # calib_ci: the pooled row too
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_counts_are_taken_after_missing_drop(kind, small):
+    res = _run(kind, small, by="site", missing="drop")
+    kept = small[small.p.notna()]
+    hand = {s: int((kept.site == s).sum()) for s in ("A", "B")}
+    assert hand == {"A": 118, "B": 77}
+    assert res.to_frame()["n"].to_dict() == hand
+    assert {s: r.n for s, r in res.groups.items()} == hand
+    assert res.n_dropped == 5
+
+
+@pytest.mark.parametrize("kind", ["calib_test", "tcal_test", "evidence"])
+def test_each_group_is_the_function_on_its_rows_with_the_seed_rule(kind, small):
+    res = _run(kind, small, by="site", missing="drop")
+    for i, site in enumerate(["A", "B"]):
+        sub = small[small.site == site]
+        gen = np.random.default_rng([1, i])
+        if kind == "evidence":
+            ref = ct.evidence("y ~ p", sub, rng=gen, missing="drop")
+            assert res.groups[site].conclusion == ref.conclusion
+            assert res.to_frame().loc[site, "pvalue"] == ref.test.pvalue
+        else:
+            ref = getattr(ct, kind)("y ~ p", sub, rng=gen, n_draws=99, missing="drop")
+            assert res.to_frame().loc[site, "pvalue"] == ref.pvalue
+            assert res.groups[site].statistic == ref.statistic
+
+
+@pytest.mark.parametrize("name", ["n", "estimate", "pvalue", "note", "null", "statistic", "events"])
+@pytest.mark.parametrize("kind", ["calib_ci", "calib_test"])
+def test_a_grouping_column_named_like_a_statistic_does_not_collide(name, kind, small):
+    frame = small.assign(**{name: small.site})
+    res = _run(kind, frame, by=name, missing="drop")
+    table = res.to_frame()
+    assert table.index.name == name and list(table.index) == ["A", "B"]
+    assert table["n"].tolist() == [118, 77]  # the statistic, not the label
+    text = str(res.summary())
+    assert "A " in text and "B " in text
+    assert [g["group"] for g in res.to_dict()["groups"]] == [f"{name}=A", f"{name}=B"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_level_of_a_categorical_is_listed(kind, small):
+    res = _run(kind, small, by="arm", missing="drop")
+    frame = res.to_frame()
+    assert list(frame.index) == ["x", "y", "z"]
+    assert frame.loc["z", "n"] == 0 and frame.loc["z", "note"] == "no rows"
+    assert res.groups["z"] is None and res.reasons["z"] == "no rows"
+    assert pd.isna(frame.loc["z", "pvalue"]) and res.n_analysed == 2
+    assert "arm=z: not analysed (no rows)" in str(res.summary()).replace("\n", " ").replace("    ", "")
+
+
+def test_crossed_categorical_levels_are_all_listed(small):
+    res = ct.calib_test("y ~ p", small, by=["site", "arm"], rng=1, n_draws=99, missing="drop")
+    frame = res.to_frame()
+    assert list(frame.index) == [(s, a) for s in "AB" for a in "xyz"]
+    assert frame.index.names == ["site", "arm"]
+    assert frame.loc[("B", "z"), "n"] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_column_listed_twice_is_refused_by_name(kind, small):
+    with pytest.raises(ValueError, match="'site' more than once"):
+        _run(kind, small, by=["site", "site"], missing="drop")
+
+
+def test_one_analysable_group_says_heterogeneity_is_not_computed(small):
+    frame = small.assign(y=np.where(small.site == "B", 1, small.y))  # B: a single outcome class
+    res = ct.calib_ci("y ~ p", frame, by="site", missing="drop", rng=1)
+    assert res.groups["B"] is None and res.n_analysed == 1
+    assert res.heterogeneity_df is None and np.isnan(res.heterogeneity_statistic)
+    assert res.heterogeneity_note == "it needs at least two analysed groups and only one group was analysed"
+    text = str(res.summary())
+    assert "nan" not in text and "on 0 df" not in text and "not computed" in text
+    assert any("Heterogeneity (equal ECE^2 in every group): not computed" in note for note in res.notes())
+    assert res.to_dict()["heterogeneity_note"] == res.heterogeneity_note
+    assert "heterogeneity not computed" in repr(res)
+
+
+def test_no_analysable_group_says_the_global_test_is_not_computed(small):
+    res = ct.calib_test("y ~ p", small.iloc[[0, 130]], by="site", rng=1, n_draws=99)
+    assert list(res.to_frame().index) == ["A", "B"] and res.reasons == {"A": "a single row", "B": "a single row"}
+    assert np.isnan(res.global_pvalue)
+    text = str(res.summary())
+    assert "nan" not in text and "not computed, no group could be analysed" in text.replace("\n", " ") \
+        .replace("    ", "")
+
+
+def test_cli_ci_by_a_column_named_n_and_by_twice(tmp_path, small, capsys):
+    from calibtest.cli import main
+    path = tmp_path / "d.csv"
+    small.assign(n=small.site).to_csv(path, index=False)
+    assert main(["ci", str(path), "--formula", "y ~ p", "--by", "n", "--missing", "drop"]) == 0
+    out = capsys.readouterr().out
+    assert "Groups by: n" in out and "\nA " in out and "\nB " in out
+    assert main(["ci", str(path), "--formula", "y ~ p", "--by", "n", "--missing", "drop", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [g["n"] for g in d["groups"]] == [118, 77]
+    status = main(["ci", str(path), "--formula", "y ~ p", "--by", "n", "--by", "n", "--missing", "drop"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "'n' more than once" in err

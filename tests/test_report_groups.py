@@ -208,6 +208,31 @@ def test_groups_not_analysed_are_listed_with_the_reason(data):
     assert "2 analysed of" not in doc.body and "(4 analysed)" in doc.body
 
 
+def test_one_analysable_group_report_says_heterogeneity_in_words(data):
+    """One analysable group: the tests table and the finding say why Cochran's Q is not computed."""
+    df = data.copy()
+    df.loc[df["site"] != "north", "y"] = 1  # south and EVIL: a single outcome class
+    g = ct.calib_ci("y ~ p", data=df, by="site")
+    assert g.n_analysed == 1 and g.heterogeneity_note is not None
+    html = render_html(g, figures=False)
+    doc = parse(html)
+    tests = _caption_table(doc, html, "Tests across the subgroups of site")
+    cells = {row[0]: row[1:] for row in tests}
+    assert cells["Degrees of freedom"][1] == "—"
+    assert cells["Verdict at α = 0.05"][1] == f"not computed: {g.heterogeneity_note}"
+    text = " ".join(doc.body.split())
+    assert "heterogeneity of the ECE² across groups not computed (it needs at least two analysed groups" in text
+    assert re.search(r"\bnan\b", text, re.IGNORECASE) is None and "on 0 df" not in text
+
+
+def test_grouping_column_named_n_reports_its_labels(data):
+    g = ct.calib_ci("y ~ p", data=data.assign(n=data["sex"]), by="n")
+    html = render_html(g, figures=False)
+    body = _caption_table(parse(html), html, "Calibration of p within the subgroups of n")[1:]
+    assert [r[0] for r in body] == ["f", "m", "all rows (pooled)"]
+    assert [int(r[1]) for r in body[:2]] == [int((data["sex"] == s).sum()) for s in ("f", "m")]
+
+
 def test_grouped_among_several_results_and_attachment(data, grouped):
     plain = ct.calib_ci("y ~ p", data=data, n_bins=10)
     ctx = build_context([plain, grouped], labels=["fixed bins", "by site"], figures=False)

@@ -757,6 +757,9 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
         return "rejects" if p <= alpha else "does not reject"
 
     g_stat = {"bonferroni": "min p_g = ", "fisher": "−2 Σ log p_g = ", "stouffer": "Z = "}[grouped.global_method]
+    het_note = getattr(grouped, "heterogeneity_note", None)  # why Cochran's Q was not computed, in words
+    het_df = "—" if grouped.heterogeneity_df is None else fmt(int(grouped.heterogeneity_df))
+    het_verdict = f"not computed: {het_note}" if het_note else verdict(grouped.heterogeneity_pvalue)
     tests = {**_table(["", "Global test", "Heterogeneity test"], [
         ("Null hypothesis", "the model is calibrated in every analysed group (ECE = 0 in each group)",
          "the squared calibration error ECE² is the same in every analysed group"),
@@ -764,9 +767,9 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
          "Cochran's Q = Σ_g (T_g − T̄)² / v_g with the inverse-variance mean T̄, referred to chi-square with "
          "G − 1 degrees of freedom; v_g the first- plus second-order variance of T_g"),
         ("Statistic", g_stat + _cell(grouped.global_statistic, 4), "Q = " + _cell(grouped.heterogeneity_statistic, 4)),
-        ("Degrees of freedom", "—" if g_df is None else fmt(g_df), fmt(int(grouped.heterogeneity_df))),
+        ("Degrees of freedom", "—" if g_df is None else fmt(g_df), het_df),
         ("p-value", _cell(grouped.global_pvalue, p=True), _cell(grouped.heterogeneity_pvalue, p=True)),
-        (f"Verdict at α = {fmt(alpha)}", verdict(grouped.global_pvalue), verdict(grouped.heterogeneity_pvalue))]),
+        (f"Verdict at α = {fmt(alpha)}", verdict(grouped.global_pvalue), het_verdict)]),
         "caption": f"Tests across the subgroups of {by} for {name}."}
     notes = [_public(n) for n in grouped.notes()]
     multiplicity = (notes[0] + f" Each group's interval has its own {level} confidence level and is not adjusted "
@@ -792,9 +795,10 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
         except ValueError as exc:
             fig_note = f"The forest plot was not drawn: {exc}."
     gp, hp = grouped.global_pvalue, grouped.heterogeneity_pvalue
+    het_finding = f"not computed ({het_note})" if het_note else f"p {_p_eq(hp)}"
     finding = (f"Subgroups of {by} ({analysed} analysed of {len(frame)}): global test of calibration in every "
                f"group p {_p_eq(gp)} ({verdict(gp)} at α = {fmt(alpha)}); heterogeneity of the ECE² across groups "
-               f"p {_p_eq(hp)}.")
+               f"{het_finding}.")
     return {"anchor": f"subgroups-{index + 1}", "title": f"Subgroups of {name} by {by}", "by": by,
             "n_groups": len(frame), "n_analysed": analysed, "table": table, "tests": tests, "figure": fig,
             "figure_note": fig_note, "multiplicity": multiplicity, "notes": notes[1:], "null_text": null_text,
