@@ -276,3 +276,20 @@ def test_size_exact_with_some_predictions_at_0_and_1():
         rejected += res.pvalue <= 0.1
     se = math.sqrt(0.1 * 0.9 / reps)
     assert abs(rejected / reps - 0.1) <= 3.5 * se
+
+
+@pytest.mark.parametrize("n", [57, 2000, 20000])
+def test_point_mass_gate_of_monte_carlo_test(n):
+    """monte_carlo_test computes Var(T | Z) only when the draws allow a point mass: always for 0/1 predictions."""
+    from calibtest.core.conditional import _DrawPlan, _may_be_point_mass
+
+    df = hard_labels(n, seed=n)
+    p = df.p.to_numpy()
+    for inv in (np.zeros(n, dtype=int), p.astype(int)):  # one bin (0 and 1 together), two bins
+        mc = monte_carlo_test(p, inv, np.where(df.y == 1, 0, 1), n_draws=R, rng=0)
+        assert _may_be_point_mass(_DrawPlan(p[:, None], inv, n, False), np.asarray(mc.null_draws))
+    rng = np.random.default_rng(n)
+    q = rng.uniform(0.1, 0.9, n)
+    inv = np.minimum((q * 5).astype(int), 4)
+    mc = monte_carlo_test(q, inv, (rng.random(n) >= q).astype(int), n_draws=R, rng=0)
+    assert not _may_be_point_mass(_DrawPlan(q[:, None], inv, n, False), np.asarray(mc.null_draws))
