@@ -293,3 +293,22 @@ def test_point_mass_gate_of_monte_carlo_test(n):
     inv = np.minimum((q * 5).astype(int), 4)
     mc = monte_carlo_test(q, inv, (rng.random(n) >= q).astype(int), n_draws=R, rng=0)
     assert not _may_be_point_mass(_DrawPlan(q[:, None], inv, n, False), np.asarray(mc.null_draws))
+
+
+@pytest.mark.parametrize("k", ["full", 2])
+def test_one_hot_vectors_multi_dim(k):
+    """One-hot probability vectors (K = 3), right 70% of the time: every target's scales are point masses."""
+    rng = np.random.default_rng(9)
+    n, K = 300, 3
+    cls = rng.integers(0, K, n)
+    P = np.eye(K)[cls]
+    y = np.where(rng.random(n) < 0.7, cls, (cls + 1) % K)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = ct.calib_test(y=y, probs=P, k=k, n_draws=R, rng=1)
+        single = ct.calib_test(y=y, probs=P, k=k, n_bins=3, n_draws=R, rng=1)
+        ci = ct.calib_ci(y=y, probs=P, k=k, n_bins=3, null="monte-carlo", n_null_draws=R, rng=1)
+        right = ct.calib_test(y=cls, probs=P, k=k, n_draws=R, rng=1)
+    assert (res.scales["sd"] == 0).all() and res.statistic == math.inf and res.pvalue == 1.0 / (R + 1)
+    assert single.pvalue == ci.null_pvalue == 1.0 / (R + 1)
+    assert right.statistic == 0.0 and right.pvalue == 1.0
