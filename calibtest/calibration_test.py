@@ -420,6 +420,17 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     else:
         notes.append("p-value = (1 + #{T* >= T}) / (R + 1) over R label vectors drawn from the "
                      "predictions: exact size given the predictions.")
+    both = res.partitions == "both"
+    flat = [f"{fam} B = {b}" if both else f"B = {b}"
+            for fam, b, sd in zip(res.scales["partition"], res.scales["n_bins"], res.scales["sd"]) if sd == 0]
+    if flat:
+        notes.append(f"sd(T | Z) = 0 at {', '.join(flat)}: no bin there holds two rows with random labels "
+                     "(the other predictions are exactly 0 or 1), so every label draw gives T* = 0 and z* = 0, "
+                     "and z is the limit of T / sd: +inf when labels contradict such predictions and make T > 0, "
+                     "-inf when they make T < 0, 0 when T = 0.")
+    if sp and math.isinf(res.spiegelhalter_z):
+        notes.append("Spiegelhalter's denominator is 0 (every p in {0, 1/2, 1}) and some label contradicts its "
+                     "prediction (y = 1 at p = 0 or y = 0 at p = 1): z_S = +inf; every draw has z*_S = 0.")
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
     notes.append("T: debiased binned ECE^2 estimate (Sun, Chaudhari, Barnett & Dobriban, arXiv:2408.08998).")

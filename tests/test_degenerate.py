@@ -312,3 +312,17 @@ def test_one_hot_vectors_multi_dim(k):
     assert (res.scales["sd"] == 0).all() and res.statistic == math.inf and res.pvalue == 1.0 / (R + 1)
     assert single.pvalue == ci.null_pvalue == 1.0 / (R + 1)
     assert right.statistic == 0.0 and right.pvalue == 1.0
+
+
+def test_calib_test_summary_explains_infinite_z():
+    df = hard_labels(300, seed=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = ct.calib_test("y ~ p", data=df, n_draws=R, rng=1)
+        text = str(res.summary())
+        ordinary = ct.calib_test("y ~ p", data=df.assign(p=np.clip(df.p, 0.1, 0.9)), n_draws=R, rng=1)
+        plain = str(ordinary.summary())
+    flat = ", ".join(f"B = {b}" for b in res.n_bins)
+    assert f"sd(T | Z) = 0 at {flat}:" in " ".join(text.split())
+    assert "z_S = +inf" in " ".join(text.split())
+    assert "sd(T | Z) = 0" not in plain and "+inf" not in plain
