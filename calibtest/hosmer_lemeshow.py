@@ -24,7 +24,8 @@ A group whose expected count of events (or of non-events) is 0 -- every
 prediction in it exactly 0 (or 1) -- contributes the limit of (O - E)^2 / E:
 0 when it observes none, +inf when it observes some (then HL = +inf and
 p = 0: such a label has probability 0 under the predictions).  With case
-weights the same holds where sum w^2 pbar (1 - pbar) is 0.
+weights the same holds for the weighted expected counts sum w p and
+sum w (1 - p).
 
 Both p-values are kept on the result (``pvalue_df_groups``, df = g, and
 ``pvalue_df_groups_minus_2``, df = g - 2); ``pvalue`` and ``df`` are those of
@@ -350,7 +351,10 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
         pbar = np.divide(exp_, w_g, out=np.zeros(groups), where=w_g > 0)
         var = w2_g * pbar * (1.0 - pbar)
         contrib = np.divide((obs - exp_) ** 2, var, out=np.zeros(groups), where=var > 0)
-        contrib[(var == 0) & (obs != exp_)] = np.inf  # the limit: a group of p = 0 (or 1) with an event (non-event)
+        # the limit where every p of the group is exactly 0 (1) and it observes an event (non-event)
+        exp_non = np.bincount(inverse, weights=weights * (1.0 - p), minlength=groups)
+        obs_non = np.bincount(inverse, weights=weights * (1.0 - y), minlength=groups)
+        contrib[((exp_ == 0) & (obs > 0)) | ((exp_non == 0) & (obs_non > 0))] = np.inf
         statistic = float(contrib.sum())
         p_dev = float(_sps.chi2.sf(statistic, groups - 2))
         table["observed"], table["expected"], table["chi2"] = obs, exp_, contrib

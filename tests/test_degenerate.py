@@ -326,3 +326,16 @@ def test_calib_test_summary_explains_infinite_z():
     assert f"sd(T | Z) = 0 at {flat}:" in " ".join(text.split())
     assert "z_S = +inf" in " ".join(text.split())
     assert "sd(T | Z) = 0" not in plain and "+inf" not in plain
+
+
+def test_hosmer_lemeshow_near_one_is_not_infinite():
+    """Predictions just below 1 (not exactly 1) with events: finite HL, weighted or not."""
+    rng = np.random.default_rng(13)
+    p = np.full(60, np.nextafter(1.0, 0.0))
+    y = np.ones(60)
+    w = rng.uniform(0.5, 2.0, 60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = ct.hosmer_lemeshow(y=y, probs=p, groups=3)
+        weighted = ct.hosmer_lemeshow(y=y, probs=p, groups=3, weights=w)
+    assert math.isfinite(plain.statistic) and math.isfinite(weighted.statistic)
