@@ -16,6 +16,24 @@ with the exact conditional variance of T_B given the predictions under H0
 max_B z_B: standardizing puts the scales on one footing (T_B at small B has a
 much larger null spread than at large B).
 
+Degenerate predictions.  When sd(T_B | Z) = 0 the null law of T_B given the
+predictions is the point mass at 0: every row of a bin of >= 2 rows has a
+prediction in {0, 1} (hard labels used as probabilities, an LLM that always
+says 100%), or is the only random row of its bin, so the label draws
+reproduce T_B = 0 exactly.  z_B is then the limit of T_B / sd: +inf when
+labels of probability 0 make T_B > 0, -inf when they make T_B < 0, and 0
+when T_B = 0 (:func:`calibtest.core.conditional.point_mass_sign`); every
+draw has z*_B = 0.  So labels that depart from such predictions give
+z_B = +inf and the p-value 1/(R + 1), the smallest R draws can give, while
+labels equal to the predictions give z_B = 0 and p = 1; under H0 labels of
+probability 0 never occur, and the size stays exact.  Spiegelhalter's z with
+a zero denominator (every p in {0, 1/2, 1}) is read the same way: +inf when
+some label has probability 0, else 0.  Scales where only some bins are
+degenerate have sd > 0 and are standardized as usual.  The single-B test
+equals ``calib_ci(..., null="monte-carlo")``, whose Monte Carlo p-value
+follows the same rule, and ``calib_ci``'s conditional null gives the exact
+p-value of the point mass (0 when T > 0, 1 otherwise).
+
 Spiegelhalter's z (binary and top-1 targets, ``spiegelhalter=None`` or
 True).  The statistic becomes max(max_B z_B, |z_S|) with
 
@@ -99,7 +117,8 @@ from calibtest._format import Call, fmt, mode_text, record_call
 from calibtest._validation import (DEFAULT_DRAWS, check_alpha, check_choice, check_count, check_memory,
                                    check_missing, is_integer, resolve_seed)
 from calibtest.core.binning import auto_n_bins
-from calibtest.core.conditional import conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws
+from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
+                                        point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.formula import resolve_env
@@ -206,8 +225,8 @@ def _check_grid(n_bins) -> tuple[int, ...] | None:
 
 
 def _pvalue(observed: float, draws: np.ndarray) -> float:
-    """(1 + #{draw >= observed}) / (R + 1), ties with scipy's relative tolerance."""
-    tol = 100 * np.finfo(np.float64).eps * abs(observed)
+    """(1 + #{draw >= observed}) / (R + 1), ties with scipy's relative tolerance (none for +-inf)."""
+    tol = 100 * np.finfo(np.float64).eps * abs(observed) if math.isfinite(observed) else 0.0
     return float((1.0 + np.count_nonzero(draws >= observed - tol)) / (1.0 + draws.size))
 
 
@@ -265,8 +284,9 @@ class CalibrationTestResult(TestOfCalibration):
     scales : pandas.DataFrame
         One row per scale: ``partition`` (``"equal-width"`` or
         ``"equal-mass"``), ``n_bins``, ``T`` (debiased ECE^2 estimate), ``sd``
-        (sqrt Var(T | Z) under H0), ``z`` (T / sd), ``pvalue`` (per-scale
-        Monte Carlo p-value, unadjusted).
+        (sqrt Var(T | Z) under H0), ``z`` (T / sd; with sd = 0 its limit,
+        +-inf or 0, see the module docstring), ``pvalue`` (per-scale Monte
+        Carlo p-value, unadjusted).
     null : str
         ``"monte-carlo"``.
     combine : str
@@ -401,6 +421,17 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     else:
         notes.append("p-value = (1 + #{T* >= T}) / (R + 1) over R label vectors drawn from the "
                      "predictions: exact size given the predictions.")
+    both = res.partitions == "both"
+    flat = [f"{fam} B = {b}" if both else f"B = {b}"
+            for fam, b, sd in zip(res.scales["partition"], res.scales["n_bins"], res.scales["sd"]) if sd == 0]
+    if flat:
+        notes.append(f"sd(T | Z) = 0 at {', '.join(flat)}: no bin there holds two rows with random labels "
+                     "(the other predictions are exactly 0 or 1), so every label draw gives T* = 0 and z* = 0, "
+                     "and z is the limit of T / sd: +inf when labels contradict such predictions and make T > 0, "
+                     "-inf when they make T < 0, 0 when T = 0.")
+    if sp and math.isinf(res.spiegelhalter_z):
+        notes.append("Spiegelhalter's denominator is 0 (every p in {0, 1/2, 1}) and some label contradicts its "
+                     "prediction (y = 1 at p = 0 or y = 0 at p = 1): z_S = +inf; every draw has z*_S = 0.")
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
     notes.append("T: debiased binned ECE^2 estimate (Sun, Chaudhari, Barnett & Dobriban, arXiv:2408.08998).")
@@ -631,9 +662,13 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
     draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], label_classes(target), n=target.n,
                               n_draws=R, rng=rng, complete=target.mode == "full", spiegelhalter=spiegelhalter)
     pos = sd > 0
-    with np.errstate(divide="ignore", invalid="ignore"):  # sd = 0: T = 0 for every label vector, z := 0
+    with np.errstate(divide="ignore", invalid="ignore"):  # sd = 0: T* = 0 for every label draw, z* := 0
         z_obs = np.where(pos, draws.statistic / np.where(pos, sd, 1.0), 0.0)
         z_null = np.where(pos[:, None], draws.null_draws / np.where(pos, sd, 1.0)[:, None], 0.0)
+    observed = label_classes(target)
+    for i in np.flatnonzero(~pos):  # the point-mass scales (rare): z is the limit of (T - 0) / sd
+        sign = point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode == "full")
+        z_obs[i] = sign * math.inf if sign else 0.0
     p_scale = np.array([_pvalue(z_obs[i], z_null[i]) for i in range(L)])
     m_obs, m_null, p_all = float(z_obs.max()), z_null.max(axis=0), p_scale
     sp_z = p_sp = sp_null = None

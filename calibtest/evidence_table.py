@@ -48,8 +48,8 @@ Conclusion rules (:attr:`EvidenceResult.conclusion`)
      miscalibration is smooth and the interval's B is large for n" (the
      squared-prediction case: at n = 472 the test rejects at B = 4 while the
      interval at B = 35 contains 0).
-   * ``"hl_sparse"``: Hosmer-Lemeshow rejects, the multi-scale test,
-     Spiegelhalter, CITL and the slope do not, and some HL group has an
+   * ``"hl_sparse"``: Hosmer-Lemeshow rejects, the multi-scale test, the
+     interval, Spiegelhalter, CITL and the slope do not, and some HL group has an
      expected count (events or non-events) below 5 -> "the HL statistic is
      driven by groups with tiny expected counts".
    * ``"spread"``: the slope rejects (its interval excludes 1) while CITL does
@@ -63,6 +63,10 @@ Conclusion rules (:attr:`EvidenceResult.conclusion`)
      shape".
    * ``"bins"``: the single-scale verdict changes with B in the
      bin-sensitivity table -> "the single-B verdict depends on the bin count".
+   * ``"point_mass"``: the multi-scale statistic is +inf (a component whose
+     null law is a point mass, predictions exactly 0 or 1, and labels that
+     contradict them; its p-value is then 1/(R + 1)) -> says so; the
+     ``"smooth"`` rule is then not applied.
 
    Any remaining disagreement between the rows is reported as a list of the
    rows that reject and those that do not.
@@ -166,7 +170,7 @@ class EvidenceResult(ResultDisplay):
         much (the interval) in its first sentence, then the disagreements.
     reasons : tuple of str
         Keys of the disagreement rules that fired (``"smooth"``, ``"hl_sparse"``,
-        ``"spread"``, ``"level"``, ``"logit_linear"``, ``"bins"``).
+        ``"spread"``, ``"level"``, ``"logit_linear"``, ``"bins"``, ``"point_mass"``).
     alpha : float
     n, k, n_classes, mode, formula, y_name, prob_names, n_dropped
         The data (as in :class:`~calibtest.CalibrationResult`).
@@ -297,11 +301,18 @@ class EvidenceResult(ResultDisplay):
 
 # --------------------------------------------------------------------------- rules
 def _hl_sparse(hl: HosmerLemeshowResult) -> tuple[int, float]:
-    """(groups with an expected count of events or non-events below 5, their share of the HL statistic)."""
+    """(groups with an expected count of events or non-events below 5, their share of the HL statistic).
+
+    An infinite HL (a group expecting 0 events or non-events observes some) is all in those groups: share 1.
+    """
     t = hl.table
     small = np.minimum(t["expected"].to_numpy(float), t["n"].to_numpy(float) - t["expected"].to_numpy(float))
     mask = small < HL_MIN_EXPECTED
-    share = float(t["chi2"].to_numpy(float)[mask].sum() / hl.statistic) if hl.statistic > 0 else 0.0
+    part = float(t["chi2"].to_numpy(float)[mask].sum())
+    if not math.isfinite(hl.statistic):
+        share = 1.0 if math.isinf(part) else 0.0
+    else:
+        share = part / hl.statistic if hl.statistic > 0 else 0.0
     return int(mask.sum()), share
 
 
@@ -342,7 +353,13 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     # Spiegelhalter's z, when a component, is the strongest one if |z_S| exceeds every z_B: one global
     # contrast over all rows, coarser than any binned scale
     sp_best = test.spiegelhalter_z is not None and abs(test.spiegelhalter_z) > float(sc["z"].iloc[best])
-    if rej["calib_test"] and not rej["calib_ci"] and (sp_best or b_best < ci.n_bins):
+    if math.isinf(test.statistic) and test.statistic > 0 and test.combine == "max-z":
+        reasons.append("point_mass")
+        sentences.append("The multi-scale statistic is +inf: some predictions are exactly 0 or 1 (the label "
+                         "draws reproduce them, so the null law of a component is a point mass) and some labels "
+                         "contradict them (y = 1 at p = 0 or y = 0 at p = 1, which a calibrated model never "
+                         "gives).")
+    elif rej["calib_test"] and not rej["calib_ci"] and (sp_best or b_best < ci.n_bins):
         reasons.append("smooth")
         strongest = (f"Spiegelhalter's z, |z_S| = {fmt(abs(test.spiegelhalter_z), 3)}, its own "
                      f"p = {fmt_p(test.pvalue_spiegelhalter, 3)}" if sp_best else
@@ -355,12 +372,16 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     if hl is not None:
         n_small, share = _hl_sparse(hl)
         if (rej["hosmer_lemeshow"] and n_small
-                and not any(said[k] for k in ("calib_test", "spiegelhalter", "citl", "slope"))):
+                and not any(said[k] for k in ("calib_test", "calib_ci", "spiegelhalter", "citl", "slope"))):
             reasons.append("hl_sparse")
+            n_zero = int(np.count_nonzero(np.isinf(hl.table["chi2"].to_numpy(float))))
+            part = (f"and give {100 * share:.0f}% of HL = {fmt(hl.statistic, 4)}" if math.isfinite(hl.statistic)
+                    else f"and HL is infinite: {n_zero} of them expect no events or no non-events and observe "
+                         "some")
             sentences.append(f"Hosmer-Lemeshow rejects but the other tests do not: the HL statistic is driven "
                              f"by groups with tiny expected counts ({n_small} of {hl.groups} groups expect fewer "
-                             f"than {HL_MIN_EXPECTED:g} events or non-events and give {100 * share:.0f}% of "
-                             f"HL = {fmt(hl.statistic, 4)}); its chi-squared reference is unreliable there.")
+                             f"than {HL_MIN_EXPECTED:g} events or non-events {part}); its chi-squared reference "
+                             "is unreliable there.")
     if vp is not None:
         if rej["slope"] and not rej["citl"]:
             reasons.append("spread")

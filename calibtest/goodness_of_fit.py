@@ -20,6 +20,13 @@ Reference distribution, chosen by ``validation=``:
 * ``"development"``: chi-squared with df = g - 2, Hosmer & Lemeshow's (1980)
   reference for the data the logistic model was fitted on.
 
+A group whose expected count of events (or of non-events) is 0 -- every
+prediction in it exactly 0 (or 1) -- contributes the limit of (O - E)^2 / E:
+0 when it observes none, +inf when it observes some (then HL = +inf and
+p = 0: such a label has probability 0 under the predictions).  With case
+weights the same holds for the weighted expected counts sum w p and
+sum w (1 - p).
+
 Both p-values are kept on the result (``pvalue_df_groups``, df = g, and
 ``pvalue_df_groups_minus_2``, df = g - 2); ``pvalue`` and ``df`` are those of
 the chosen reference.
@@ -307,8 +314,18 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
         raise ValueError(f"groups must be between 3 and n = {n}, got {groups}")
     p = data.z[:, 0]
     y = data.y[:, 0].round()
-    res = test_chisquare_binning(np.column_stack([y, 1 - y]), np.column_stack([p, 1 - p]),
-                                 sort_var=p, bins=groups, df=groups - 2, sort_method="stable")
+    with np.errstate(divide="ignore", invalid="ignore"):  # expected counts of 0: fixed just below
+        res = test_chisquare_binning(np.column_stack([y, 1 - y]), np.column_stack([p, 1 - p]),
+                                     sort_var=p, bins=groups, df=groups - 2, sort_method="stable")
+    chi2_groups, statistic, p_dev = res.chi2_stat_groups, float(res.statistic), float(res.pvalue)
+    if np.any(res.probs == 0):  # (O - E)^2 / E with E = 0: its limit, 0 when O = 0, else +inf
+        cells = np.zeros(res.probs.shape)
+        ok = res.probs > 0
+        cells[ok] = (res.freqs[ok] - res.probs[ok]) ** 2 / res.probs[ok]
+        cells[~ok & (res.freqs != res.probs)] = np.inf
+        chi2_groups = cells.sum(axis=1)
+        statistic = float(chi2_groups.sum())
+        p_dev = float(_sps.chi2.sf(statistic, groups - 2))
     sizes = np.array([len(ix) for ix in res.indices])
     group_of_row = np.repeat(np.arange(groups), sizes)
     inverse = np.empty(n, dtype=np.intp)
@@ -321,12 +338,11 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
         "observed": res.freqs[:, 0],
         "expected": res.probs[:, 0],
         "observed_rate": res.freqs[:, 0] / sizes,
-        "chi2": res.chi2_stat_groups,
+        "chi2": chi2_groups,
     })
     estimates = dict(plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
                      plugin_estimate_groups=plugin_statistic(gstats, n),
                      debiased_estimate_groups=debiased_statistic(gstats, n))
-    statistic, p_dev = float(res.statistic), float(res.pvalue)  # test_chisquare_binning's, df = groups - 2
     if weights is not None:
         w_g = np.bincount(inverse, weights=weights, minlength=groups)
         w2_g = np.bincount(inverse, weights=weights * weights, minlength=groups)
@@ -335,6 +351,10 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
         pbar = np.divide(exp_, w_g, out=np.zeros(groups), where=w_g > 0)
         var = w2_g * pbar * (1.0 - pbar)
         contrib = np.divide((obs - exp_) ** 2, var, out=np.zeros(groups), where=var > 0)
+        # the limit where every p of the group is exactly 0 (1) and it observes an event (non-event)
+        exp_non = np.bincount(inverse, weights=weights * (1.0 - p), minlength=groups)
+        obs_non = np.bincount(inverse, weights=weights * (1.0 - y), minlength=groups)
+        contrib[((exp_ == 0) & (obs > 0)) | ((exp_non == 0) & (obs_non > 0))] = np.inf
         statistic = float(contrib.sum())
         p_dev = float(_sps.chi2.sf(statistic, groups - 2))
         table["observed"], table["expected"], table["chi2"] = obs, exp_, contrib

@@ -386,3 +386,17 @@ def test_smooth_rule_names_spiegelhalter_when_it_is_the_strongest_component():
     assert f"strongest component is Spiegelhalter's z, |z_S| = {abs(zs):.3g}" in ev.conclusion
     assert "Spiegelhalter's z (statistic: max of z_B and |z_S|)" in ev.table.loc["calib_test", "null"]
     assert ev.table.loc["calib_test", "statistic"] == pytest.approx(abs(zs), rel=1e-10)
+
+
+def test_rule_hl_sparse_not_when_the_interval_rejects(hl_sparse):
+    """'HL rejects but the other tests do not' is not said when the interval excludes 0 (it rejects too)."""
+    from calibtest.verdict import _conclude
+
+    _, _, ev = hl_sparse
+    table = ev.table.copy()
+    args = (ev.sensitivity, ev.sensitivity_flag, ev.test, ev.interval, ev.hl, ev.valprob, ev.alpha)
+    assert "hl_sparse" in _conclude(table, *args)[2]
+    table.loc["calib_ci", "reject"] = True
+    verdict, conclusion, reasons = _conclude(table, *args)
+    assert "hl_sparse" not in reasons and "the other tests do not" not in conclusion
+    assert verdict == "mixed"

@@ -108,6 +108,28 @@ that every bin is a run of rows and T needs two segment sums per draw
 n = 10^5 with 999 draws at 9 scales takes about 0.45 s of CPU
 (``benchmarks/results/bench_calib_test.txt``).
 
+The point-mass null
+-------------------
+When Var(T | Z) = 0 the conditional law of T is the point mass at E[T | Z] = 0:
+every row that enters T either has a degenerate prediction (binary p in
+{0, 1}, a top-1 confidence of exactly 1, a one-hot vector), whose label
+the draws reproduce exactly, or is the only row of its bin with a random
+label, so every product U_a^T U_b of two rows of a bin is 0 (hard 0/1
+labels used as predictions, an LLM that always says 100%).  Then
+z = (T - E[T | Z]) / sd(T | Z) is read as its limit: +inf when T > 0, -inf
+when T < 0, and 0 when T = 0 (:func:`point_mass_sign`).  The observed T can
+depart from 0 only through a label of probability 0 (y = 1 at p = 0, y = 0
+at p = 1), which no draw has, so under H0 the observed labels are a possible
+draw, T = 0 and z = 0 with probability 1: the Monte Carlo p-value
+(1 + #{T* >= T}) / (R + 1) is 1/(R + 1) when T > 0 (the smallest R draws can
+give) and 1 otherwise, and the size stays exact.  The conditional test's
+exact p-value P(T* >= T | Z) is 0 when T > 0 and 1 otherwise
+(:func:`conditional_test`).  The floating-point T of such a scale carries
+rounding of order 1e-18, which these rules never compare with 0: a label
+vector that the draws can give is T = 0 by definition, and otherwise T is
+recomputed from its integer-valued bin sums and compared with a tolerance
+of :data:`POINT_MASS_RTOL` times the size of its terms.
+
 Validation
 ----------
 ``vignettes/null_calibration.md``: on the paper's Settings 1-3 at n = 100,
@@ -156,6 +178,8 @@ __all__ = [
     "SHIFTED_GAMMA_MAX_SKEWNESS",
     "shifted_gamma_isf",
     "label_classes",
+    "point_mass_sign",
+    "POINT_MASS_RTOL",
 ]
 
 #: Largest number of per-row entries (rows per chunk times columns) kept in memory at once.
@@ -174,6 +198,12 @@ _SKEW_NORMAL = 1e-6
 #: [0.999, 1] (skewness 5.6) it rejects 0.3%.  Up to skewness 3 its size stayed within 3 Monte Carlo
 #: standard errors of alpha on every design measured (``vignettes/null_calibration.md``).
 SHIFTED_GAMMA_MAX_SKEWNESS = 3.0
+
+#: Relative tolerance under which T counts as equal to its null value 0 when Var(T | Z) = 0 and some
+#: label has probability 0 (:func:`point_mass_sign`): |T| <= POINT_MASS_RTOL * (1/n) sum_b (||S_b||^2 +
+#: Q_b) / (c_b - 1).  A nonzero T of such labels is at least 1/c_b of that size when the degenerate rows
+#: fill the bin (S_b and Q_b are integers), far above both the tolerance and the rounding of the sums.
+POINT_MASS_RTOL = 2.0 ** -26
 
 
 # ---------------------------------------------------------------------------
@@ -472,9 +502,11 @@ class ConditionalTest:
     statistic : float
         T.
     zstat : float
-        T / sqrt(Var(T | Z)) (nan when the variance is 0 and T = 0; +-inf when only T is).
+        T / sqrt(Var(T | Z)); with variance 0 (the point-mass null) its limit: +-inf when T is
+        nonzero, 0 when T = 0.
     pvalue : float
-        P(X >= T) for the moment-matched shifted gamma X.
+        P(X >= T) for the moment-matched shifted gamma X; with variance 0 the exact
+        P(T* >= T | Z) of the point mass at 0: 0 when T > 0, else 1.
     threshold : float
         Critical value c of T at the level alpha: P(X >= c) = alpha.
     variance, skewness, third_moment : float
@@ -515,7 +547,7 @@ def conditional_test(t: float, moments: ConditionalMoments, alpha: float) -> Con
     if v > 0:
         z = t / math.sqrt(v)
     else:
-        z = math.nan if t == 0 else math.copysign(math.inf, t)
+        z = 0.0 if t == 0 else math.copysign(math.inf, t)  # the point mass at 0: z's limit
     if math.isfinite(moments.skewness):
         p = shifted_gamma_sf(t, v, moments.skewness)
         thr = shifted_gamma_isf(alpha, v, moments.skewness)
@@ -579,6 +611,96 @@ def label_classes(data: PreparedData) -> np.ndarray:
     y = np.rint(data.y)
     hit = y.max(axis=1) > 0.5
     return np.where(hit, np.argmax(y, axis=1), y.shape[1]).astype(np.intp)
+
+
+def point_mass_sign(z, inverse, observed, *, n: int | None = None, complete: bool = False) -> int:
+    """Sign of T - E[T | Z] on a partition whose conditional null law of T is a point mass.
+
+    For a partition with Var(T | Z) = 0 (see "The point-mass null" in the
+    module docstring) the null law of T is the point mass at 0, and
+    z = (T - E[T | Z]) / sd(T | Z) is read as its limit, ``sign * inf``
+    (0 for sign 0).  The sign is
+
+    * 0 when every row in a bin of >= 2 rows has a label of positive
+      probability under the label draws (the labels are a possible draw, so
+      T = 0 exactly, whatever the rounding of its floating-point value);
+    * otherwise the sign of T recomputed as (1/n) sum_b (||S_b||^2 - Q_b) /
+      (c_b - 1) from S_b = sum U_a and Q_b = sum ||U_a||^2 over the bin
+      (U = e_y - z; integer-valued on the degenerate rows), 0 when
+      |T| <= :data:`POINT_MASS_RTOL` (1/n) sum_b (||S_b||^2 + Q_b) / (c_b - 1).
+
+    Under H0 the first case holds with probability 1, so a test that reads
+    z = +inf as "beyond every draw" keeps its exact size.
+
+    Parameters
+    ----------
+    z : array_like, shape (n, d) or (n,)
+        Binned prediction vectors (as for :func:`monte_carlo_test`).
+    inverse : array_like of int, shape (n,)
+        Bin of each row.
+    observed : array_like of int, shape (n,)
+        Observed class code of each row (:func:`label_classes`).
+    n : int, optional
+        Divisor of T (default: number of rows).
+    complete : bool
+        The d classes exhaust the labels (full calibration).
+
+    Returns
+    -------
+    int
+        +1, -1 or 0.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 1:
+        z = z[:, None]
+    inverse = np.asarray(inverse, dtype=np.intp)
+    observed = np.asarray(observed, dtype=np.intp)
+    count = np.bincount(inverse)
+    rows = np.flatnonzero(count[inverse] >= 2)
+    if rows.size == 0:  # no bin holds two rows: T = 0
+        return 0
+    zr, cls = z[rows], observed[rows]
+    d = zr.shape[1]
+    # the probability of each class under the draws' inverse CDF: cum_j - cum_{j-1}, and 1 - cum_{d-1}
+    # for another class (0 when the d classes exhaust the labels)
+    cum = np.cumsum(zr, axis=1)
+    upper = np.concatenate((cum, np.full((cum.shape[0], 1), 0.0 if complete else 1.0)), axis=1)
+    if complete:
+        upper[:, d - 1] = 1.0
+    lower = np.concatenate((np.zeros((cum.shape[0], 1)), cum), axis=1)
+    take = np.arange(rows.size), cls
+    if np.all(upper[take] > lower[take]):  # the labels are a possible draw: T = E[T | Z] = 0
+        return 0
+    u = -zr
+    hit = cls < d
+    u[np.flatnonzero(hit), cls[hit]] += 1.0
+    inv = inverse[rows]
+    s_b = _bincount_cols(inv, u, count.size)
+    q_b = np.bincount(inv, weights=np.einsum("ni,ni->n", u, u), minlength=count.size)
+    keep = count >= 2
+    s2 = np.einsum("bi,bi->b", s_b, s_b)[keep]
+    c1 = count[keep] - 1.0
+    n_div = z.shape[0] if n is None else int(n)
+    t = float(np.sum((s2 - q_b[keep]) / c1)) / n_div
+    size = float(np.sum((s2 + q_b[keep]) / c1)) / n_div
+    if abs(t) <= POINT_MASS_RTOL * size:
+        return 0
+    return 1 if t > 0 else -1
+
+
+def _point_mass(z, inverse, n: int) -> bool:
+    """Var(T | Z) = 0 on this partition: T's conditional null law is the point mass at 0."""
+    return conditional_moments(conditional_bin_sums(z, inverse), n).variance == 0
+
+
+def _may_be_point_mass(plan: "_DrawPlan", draws: np.ndarray) -> bool:
+    """False when the draws show that Var(T | Z) > 0 (so the conditional moments need not be computed).
+
+    With Var(T | Z) = 0 every T* is 0 up to the rounding of its terms, each at most (d + 1) w_a / n in
+    size (w_a = 1 / (c_b - 1)): below n eps (d + 1) sum_a w_a / n, far under the 1e-6 margin here.
+    """
+    size = (plan.d + 1) * float(np.sum(plan.inv_c1[plan.bin])) / plan.n
+    return bool(np.max(np.abs(draws)) <= 1e-6 * size)
 
 
 class _DrawPlan:
@@ -726,6 +848,10 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
 
     Notes
     -----
+    When Var(T | Z) = 0 (the point-mass null: every draw gives T* = 0 up to
+    rounding) the p-value is 1/(R + 1) when :func:`point_mass_sign` is +1
+    (T > 0) and 1 otherwise; the rounding of T and T* is never compared.
+
     With d = 1 (binary, top-1) the labels are drawn by :class:`BernoulliDraws`
     for the rows sorted by p, as :func:`monte_carlo_draws` does; otherwise by
     inverse CDF on one uniform per row.
@@ -756,6 +882,10 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
             r = min(block_size, n_draws - start)
             u = gen.random((r, plan.nk))
             draws[start:start + r] = plan.statistics(plan.classes(u))
+    if _may_be_point_mass(plan, draws) and _point_mass(z, inverse, n_div):  # T* = 0 for every draw
+        pvalue = 1.0 / (1.0 + n_draws) if point_mass_sign(z, inverse, observed, n=n_div, complete=complete) > 0 \
+            else 1.0
+        return MonteCarloTest(t_obs, pvalue, n_draws, seed, draws)
     tol = 100 * np.finfo(np.float64).eps * abs(t_obs)  # ties as in scipy.stats.permutation_test
     pvalue = (1.0 + np.count_nonzero(draws >= t_obs - tol)) / (1.0 + n_draws)
     return MonteCarloTest(t_obs, float(pvalue), n_draws, seed, draws)
@@ -832,8 +962,12 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
 
         whose numerator sum_a y_a (1 - 2 p_a) - sum_a p_a (1 - 2 p_a) is the
         sum over the segments of W_s, which the fast path computes anyway.
-        z_S has conditional mean 0 and variance 1 given p exactly; z_S := 0
-        when its denominator is 0 (every p in {0, 1/2, 1}).  Every row enters
+        z_S has conditional mean 0 and variance 1 given p exactly.  When its
+        denominator is 0 (every p in {0, 1/2, 1}) its null law is the point
+        mass at 0 and z_S is read as the limit of its ratio: the numerator is
+        then the number of labels of probability 0 (y = 1 at p = 0, y = 0 at
+        p = 1), an integer, and z_S = +inf when it is positive, else 0 (every
+        draw: 0).  Every row enters
         z_S, so with this option the labels of *every* row are drawn (without
         it, only the rows in a bin of >= 2 rows): ``null_draws`` are those of
         ``spiegelhalter=False`` whenever every row is in such a bin, and
@@ -924,9 +1058,17 @@ class _Spiegelhalter:
         self.sd = math.sqrt(float(np.sum(self.q * self.q * p * (1.0 - p))))
 
     def z(self, wq) -> np.ndarray:
-        """z_S from sum_a y_a q_a (any shape); 0 when the denominator is 0."""
+        """z_S from sum_a y_a q_a (any shape).
+
+        With denominator 0 (every p in {0, 1/2, 1}) the numerator is an integer, the number of labels of
+        probability 0: z_S is its limit, +inf when the numerator is positive, -inf when negative (never,
+        for labels in {0, 1}), 0 when it is 0.
+        """
         wq = np.atleast_1d(np.asarray(wq, dtype=np.float64))
-        return (wq - self.center) / self.sd if self.sd > 0 else np.zeros_like(wq)
+        if self.sd > 0:
+            return (wq - self.center) / self.sd
+        num = wq - self.center
+        return np.where(num > 0, np.inf, np.where(num < 0, -np.inf, 0.0))
 
 
 class _SortedSegments:
