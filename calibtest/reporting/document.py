@@ -116,7 +116,10 @@ def load_metadata(path) -> dict:
         raise OptionError(f"metadata file must end in .json or .toml, got {str(path)!r}")
     if not path.is_file():
         raise OptionError(f"metadata file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OptionError(f"metadata file {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     if suffix == ".json":
         try:
             data = json.loads(text)
@@ -132,7 +135,10 @@ def load_metadata(path) -> dict:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise OptionError(f"metadata file {path}: invalid TOML ({exc})") from None
-    return check_metadata(data)
+    try:
+        return check_metadata(data)
+    except (OptionError, OptionTypeError) as exc:  # name the file beside the field
+        raise type(exc)(f"metadata file {path}: {exc}") from None
 
 
 class Numbering:
