@@ -95,16 +95,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import Call, fmt, mode_text, record_call
+from calibtest._format import Call, fmt, mode_text
 from calibtest._validation import (DEFAULT_DRAWS, check_alpha, check_choice, check_count, check_memory,
                                    check_missing, is_integer, resolve_seed)
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.targets import PreparedData
 from calibtest.formula import resolve_env
 from calibtest.grouping import grouped_tests
-from calibtest.inputs import is_out_of_core, read_rows
+from calibtest.inputs import is_out_of_core, prepare_input
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
@@ -537,12 +537,9 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         raise TypeError("calib_test needs the rows in memory (the label draws use every row's prediction): "
                         "a file path or Dask DataFrame is not supported; load the columns into a pandas "
                         "DataFrame, or use calib_ci for out-of-core data")
-    env = resolve_env(eval_env)
-    rows = read_rows(formula, data, y, probs, env, missing)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
     gen, seed = resolve_seed(rng)
-    call = record_call("calib_test", formula, data, rows.y, rows.probs,
+    prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
+                             n_classes=n_classes, k=k, options=
                        {"n_classes": n_classes, "k": k, "n_bins": None if grid is None else list(grid),
                         "alpha": alpha, "n_draws": None if R == DEFAULT_DRAWS else R,
                         "combine": None if combine == "max-z" else combine,
@@ -550,6 +547,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "spiegelhalter": None if spiegelhalter is None else bool(spiegelhalter),
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None})
+    rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
     return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,

@@ -38,10 +38,9 @@ from calibtest._format import fmt, fmt_p
 from calibtest._validation import OptionTypeError, check_missing, is_integer
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
 from calibtest.core.partition import partition_rows
-from calibtest.core.targets import prepare_target
 from calibtest.core.weighted import weighted_statistics
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows, resolve_weights
+from calibtest.inputs import prepare_input
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["HosmerLemeshowResult", "hosmer_lemeshow"]
@@ -268,14 +267,10 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
         return _from_result(formula, groups, validation)
     validation = _check_validation(validation)
     check_missing(missing)
-    env = resolve_env(eval_env)
-    rows = read_rows(formula, data, y, probs, env, missing)
-    if rows.probs.ndim != 1 and rows.probs.shape[1] != 1:
-        raise ValueError("hosmer_lemeshow needs one probability column (binary, or top-1 with n_classes)")
-    target = prepare_target(rows.y, rows.probs.reshape(-1), n_classes=n_classes, y_name=rows.y_name,
-                            prob_names=rows.prob_names)
+    prepared = prepare_input("hosmer_lemeshow", formula, data, y, probs, eval_env=resolve_env(eval_env),
+                             missing=missing, n_classes=n_classes, weights=weights, single_column=True)
+    rows, target, w = prepared.rows, prepared.target, prepared.weights
     partition = partition_rows(target, n_bins)
-    w = resolve_weights(weights, data, rows)[0]
     return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, validation,
                             formula=formula, weights=w, partition=partition,
                             y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped)

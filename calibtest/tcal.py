@@ -52,15 +52,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, mode_text, record_call
+from calibtest._format import fmt, mode_text
 from calibtest._validation import check_alpha, check_count, check_memory, check_missing, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import prepare_target
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
 from calibtest.grouping import grouped_tests
-from calibtest.inputs import read_rows
+from calibtest.inputs import prepare_input
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
 
@@ -329,9 +328,12 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
             raise ValueError("adaptive=True chooses the bin counts itself: use n_bins='auto' or give a "
                              "sequence of bin counts")
         scales, first = None, n_bins
-    rows = read_rows(formula, data, y, probs, env, missing)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
+    prepared = prepare_input(
+        "tcal_test", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes, k=k,
+        options={"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha, "n_draws": R,
+                 "statistic": statistic, "missing": missing if missing != "raise" else None,
+                 "rng": seed if is_integer(seed) else None})
+    rows, target, call = prepared.rows, prepared.target, prepared.call
     partition = partition_rows(target, first)
     if scales is None:
         scales = adaptive_scales(target.n, binned_dimension(target.mode, target.k)) if adaptive \
@@ -350,11 +352,6 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     best = int(np.argmin(core.pvalue))
     reject = bool(np.any(stats > core.threshold))
     pvalue = float(min(1.0, len(scales) * core.pvalue[best]))
-    call = record_call("tcal_test", formula, data, rows.y, rows.probs,
-                       {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
-                        "n_draws": None if draws_auto else R, "statistic": statistic,
-                        "missing": missing if missing != "raise" else None,
-                        "rng": seed if is_integer(seed) else None})
     return TCalResult(
         statistic=float(stats[best]), threshold=float(core.threshold[best]), pvalue=pvalue, reject=reject,
         alpha=alpha, level=level, n_bins=int(scales[best]), scales=tuple(int(b) for b in scales),
