@@ -280,8 +280,7 @@ def _add_sample_size_parser(sub, shared) -> None:
     ss.add_argument("--intercept", type=float, default=0.0,
                     help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
     ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
-    ss.add_argument("--method", choices=["analytic", "simulation"], default="analytic",
-                    help="analytic normal approximation (default) or simulated studies")
+    _O["study_method"].add_to(ss, dest="method")
     ss.add_argument("--n-sim", type=int, default=1000, help="simulated studies per n (--method simulation)")
     _O["rng"].add_to(ss, help="seed of the simulation")
     ss.set_defaults(func=_cmd_sample_size)

@@ -265,6 +265,8 @@ _OPTIONS = (
            choices=("auto", "asymptotic", "conditional", "monte-carlo")),
     Option("method", "choice", "adjusted", "interval: the paper's adjusted interval or a resampling baseline",
            choices=("adjusted", "bootstrap", "subsampling", "hulc")),
+    Option("study_method", "choice", "analytic", "sample size by the analytic normal approximation or by "
+           "simulated studies", choices=("analytic", "simulation"), flag="--method"),
     Option("k", "count", None, "top-1-to-k calibration of a probability matrix (an integer), or 'full' "
            "calibration", choices=("full",), nullable=True),
     Option("n_classes", "count", None, "K, the number of classes, for a single top-1 confidence column",
