@@ -218,7 +218,7 @@ def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing
         For invalid options, unusable rows or columns, non-numeric data.
     """
     check_missing(missing)
-    env = resolve_env(eval_env, 1) if isinstance(eval_env, int) else resolve_env(eval_env)
+    env = None if eval_env is None else resolve_env(eval_env, 1)  # None: array input, resolved by the caller
     rows = read_rows(formula, data, y, probs, env, missing)
     probs_arr = rows.probs
     if single_column:
