@@ -648,9 +648,14 @@ class _Version(argparse.Action):
     """``--version``: print ``calibtest <version>`` and exit (the version is looked up only when asked)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from calibtest._format import package_version
+        # what calibtest._format.package_version returns, without importing numpy through that module
+        from importlib.metadata import PackageNotFoundError, version
 
-        print(f"calibtest {package_version()}")
+        try:
+            text = version("calibtest")
+        except PackageNotFoundError:
+            text = "0+unknown"
+        print(f"calibtest {text}")
         parser.exit()
 
 

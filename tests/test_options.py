@@ -254,3 +254,19 @@ def test_prepare_input_aligns_groups_and_weights_with_kept_rows():
     assert prepared.call.options["weights"] == "w" and prepared.target.n == 4
     with pytest.raises(OptionError, match="does not take by="):
         inputs.prepare_input("tcal_test", "y ~ p", df, None, None, missing="drop", by="g")
+
+
+def test_version_matches_the_package_and_imports_nothing_heavy():
+    code = ("import importlib.util, sys, types\n"
+            "spec = importlib.util.find_spec('calibtest')\n"
+            "pkg = types.ModuleType('calibtest'); pkg.__path__ = list(spec.submodule_search_locations)\n"
+            "sys.modules['calibtest'] = pkg\n"
+            "import calibtest.cli\n"
+            "try:\n"
+            "    calibtest.cli.main(['--version'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('numpy' in sys.modules)\n")
+    proc = _run(["-c", code])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"calibtest {ct.__version__}", "False"]
