@@ -96,21 +96,21 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text
-from calibtest._validation import (DEFAULT_DRAWS, check_alpha, check_choice, check_count, check_memory,
-                                   check_missing, is_integer, resolve_seed)
+from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.formula import resolve_env
 from calibtest.grouping import grouped_tests
+from calibtest.options import OPTIONS, OptionError, check_option, check_options
 from calibtest.inputs import is_out_of_core, prepare_input
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
-COMBINE = ("max-z", "bonferroni")
-PARTITIONS = ("equal-width", "equal-mass", "both")
+COMBINE = OPTIONS["combine"].choices
+PARTITIONS = OPTIONS["partitions"].choices
 
 
 def equal_mass_bins(p, n_bins: int) -> tuple[np.ndarray, int]:
@@ -166,7 +166,7 @@ def check_partitions(partitions: str, mode: str) -> str:
     there and the other values are refused.
     """
     if mode not in ("binary", "top1") and partitions != "equal-width":
-        raise ValueError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
+        raise OptionError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
                          f"{mode} target bins a vector in dimension >= 2, where quantiles do not define bins: "
                          f"use partitions='equal-width' (the default)")
     return partitions
@@ -182,7 +182,7 @@ def check_spiegelhalter(spiegelhalter: bool | None, mode: str) -> bool:
     if spiegelhalter is None:
         return one_dim
     if spiegelhalter and not one_dim:
-        raise ValueError(f"spiegelhalter=True needs a 1-dim prediction (binary or top-1 target); the {mode} "
+        raise OptionError(f"spiegelhalter=True needs a 1-dim prediction (binary or top-1 target); the {mode} "
                          "target has no single probability per row: use spiegelhalter=False or None")
     return bool(spiegelhalter)
 
@@ -525,14 +525,11 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     alpha = check_alpha(alpha)
     grid = _check_grid(n_bins)
     if null != "monte-carlo":
-        raise ValueError(f"null must be 'monte-carlo' (the conditional Monte Carlo gives the joint law of the "
-                         f"scales), got {null!r}")
-    combine = check_choice(combine, "combine", COMBINE)
-    partitions = check_choice(partitions, "partitions", PARTITIONS)
-    if spiegelhalter is not None and not isinstance(spiegelhalter, (bool, np.bool_)):
-        raise TypeError(f"spiegelhalter must be True, False or None, got {spiegelhalter!r}")
-    R = check_count(n_draws, "n_draws")
-    check_missing(missing)
+        raise OptionError(f"null must be 'monte-carlo' (the conditional Monte Carlo gives the joint law of the "
+                          f"scales), got {null!r}")
+    combine, partitions, R = (check_option(name, value) for name, value in
+                              (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
+    check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing)
     if is_out_of_core(data):
         raise TypeError("calib_test needs the rows in memory (the label draws use every row's prediction): "
                         "a file path or Dask DataFrame is not supported; load the columns into a pandas "

@@ -524,7 +524,7 @@ def _add_tcal_parser(sub, shared) -> None:
     _O["n_draws"].add_to(tc, default=None, dest="draws",
                          help="Monte Carlo resamples per scale (default: at least 3000, and enough for every scale "
                          "to be able to reject at --alpha)")
-    tc.add_argument("--adaptive", action="store_true", help="adaptive T-Cal over dyadic bin counts")
+    _O["adaptive"].add_to(tc)
     _O["rng"].add_to(tc, help="random seed")
     tc.set_defaults(func=_cmd_tcal)
 

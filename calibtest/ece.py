@@ -18,6 +18,7 @@ from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci
 from calibtest.inputs import is_dask, is_out_of_core
+from calibtest.options import check_options
 from calibtest.results import CalibrationResult
 
 __all__ = ["calib_ci", "calib_ci_out_of_core"]
@@ -201,6 +202,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_null(null, n_null_draws, rng)
     check_method(method, n_resamples, rng, progress)
     check_missing(missing)
+    check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
     if is_out_of_core(data) and (by is not None or weights is not None or prevalence is not None):

@@ -13,9 +13,10 @@ interval) and explains disagreements.  The rules are in
 """
 from __future__ import annotations
 
-from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_missing, check_null, is_integer, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
+from calibtest.options import check_options
 from calibtest.inputs import is_out_of_core
 from calibtest.verdict import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
@@ -72,7 +73,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
-    check_missing(missing)
+    check_options(k=k, n_classes=n_classes, missing=missing)
     if is_out_of_core(data):
         raise TypeError("evidence needs the rows in memory (the multi-scale test and val_prob use every row): a "
                         "file path or Dask DataFrame is not supported; load the columns into a pandas DataFrame")

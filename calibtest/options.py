@@ -128,7 +128,7 @@ class Option:
         elif self.kind == "seed":
             text = "an int seed >= 0"
         elif self.kind == "flag":
-            text = "True or False"
+            return "True, False or None" if self.nullable and not cli else "True or False"
         else:
             text = "a dict of JSON values"
         return ("None or " + text) if self.nullable and not cli else text
@@ -149,12 +149,13 @@ class Option:
                 raise OptionError(f"{name} must be in the open interval (0, 1), got {value}")
             return value
         if kind == "count":
+            kinds = " or ".join(["an integer"] + [repr(c) for c in self.choices])  # the bound comes next
             if isinstance(value, str) and self.choices:
                 if value in self.choices:
                     return value
-                raise OptionError(f"{name} must be {self.allowed()}, got {value!r}")
+                raise OptionError(f"{name} must be {kinds}, got {value!r}")
             if not is_integer(value):
-                raise OptionTypeError(f"{name} must be {self.allowed()}, got {value!r}")
+                raise OptionTypeError(f"{name} must be {kinds}, got {value!r}")
             if value < self.minimum:
                 raise OptionError(f"{name} must be >= {self.minimum}, got {value}")
             return int(value)
@@ -283,6 +284,7 @@ _OPTIONS = (
     Option("chunksize", "count", None, "rows per chunk of a streamed file", nullable=True),
     Option("prevalence", "level", None, "population prevalence: re-weight an enriched (e.g. case-control) "
            "sample to it", nullable=True),
+    Option("adaptive", "flag", False, "adaptive T-Cal over dyadic bin counts"),
     Option("hl_groups", "count", 10, "groups g of the Hosmer-Lemeshow test", minimum=3),
     Option("validation", "choice", "external", "Hosmer-Lemeshow degrees of freedom: external (df = g) or "
            "development (df = g - 2)", choices=("external", "development")),
@@ -294,6 +296,8 @@ _OPTIONS = (
            "(greater: model A worse calibrated)", choices=("two-sided", "less", "greater")),
     Option("variance", "choice", "corrected", "variance estimate of a comparison (plugin is conservative near "
            "calibration)", choices=("corrected", "plugin")),
+    Option("spiegelhalter", "flag", None, "whether the multi-scale test adds Spiegelhalter's z (None: for a "
+           "1-dim prediction)", nullable=True),
     Option("paired", "flag", None, "whether two results share their rows (None: detected)", nullable=True),
     Option("tests", "names", None, "tests and measures to report", choices=tuple(PLAN_TESTS), nullable=True),
     Option("subgroups", "names", None, "subgroup columns", nullable=True),

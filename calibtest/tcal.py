@@ -53,13 +53,14 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import fmt, mode_text
-from calibtest._validation import check_alpha, check_count, check_memory, check_missing, is_integer, resolve_seed
+from calibtest._validation import check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
 from calibtest.grouping import grouped_tests
 from calibtest.inputs import prepare_input
+from calibtest.options import check_option, check_options
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
 
@@ -315,9 +316,9 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
                              statistic=statistic, missing=missing, eval_env=resolve_env(eval_env))
     alpha = check_alpha(alpha)
     statistic = check_statistic(statistic)
-    R = None if n_draws is None else check_count(n_draws, "n_draws")
+    R = None if n_draws is None else check_option("n_draws", n_draws)
     gen, seed = resolve_seed(rng)
-    check_missing(missing)
+    check_options(k=k, n_classes=n_classes, missing=missing, adaptive=adaptive)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
         scales = _check_scales(n_bins)
