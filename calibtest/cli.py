@@ -36,7 +36,7 @@ import re
 import shlex
 import sys
 
-from calibtest.options import (EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, OptionError,
+from calibtest.options import (EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError, OptionError,
                                OptionTypeError)
 
 __all__ = ["main", "build_parser", "report_command", "EXIT_STATUSES"]
@@ -134,7 +134,7 @@ def _model_keywords(args) -> dict:
 
 
 # ----------------------------------------------------------------------------- input and output
-class CommandError(Exception):
+class CommandError(DataError):
     """An error of the command's input files that :func:`main` prints as one line (exit status 1)."""
 
 
@@ -256,7 +256,7 @@ def _cmd_sample_size(args) -> int:
     missing = np.isnan(probs).any(axis=1)
     if missing.any():
         if args.missing != "drop":
-            raise ValueError(f"the prediction column(s) {', '.join(parsed.prob_names)} hold missing values in "
+            raise DataError(f"the prediction column(s) {', '.join(parsed.prob_names)} hold missing values in "
                              f"{int(missing.sum())} rows (first at row {int(np.argmax(missing))}); use "
                              "--missing drop to drop them")
         probs = probs[~missing]
@@ -281,7 +281,7 @@ def _add_sample_size_parser(sub, shared) -> None:
                     help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
     ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
     _O["study_method"].add_to(ss, dest="method")
-    ss.add_argument("--n-sim", type=int, default=1000, help="simulated studies per n (--method simulation)")
+    _O["n_sim"].add_to(ss)
     _O["rng"].add_to(ss, help="seed of the simulation")
     ss.set_defaults(func=_cmd_sample_size)
 

@@ -284,6 +284,8 @@ _OPTIONS = (
     Option("chunksize", "count", None, "rows per chunk of a streamed file", nullable=True),
     Option("prevalence", "level", None, "population prevalence: re-weight an enriched (e.g. case-control) "
            "sample to it", nullable=True),
+    Option("n_sim", "count", 1000, "simulated studies per n of a sample-size calculation (--method simulation)",
+           minimum=2),
     Option("adaptive", "flag", False, "adaptive T-Cal over dyadic bin counts"),
     Option("hl_groups", "count", 10, "groups g of the Hosmer-Lemeshow test", minimum=3),
     Option("validation", "choice", "external", "Hosmer-Lemeshow degrees of freedom: external (df = g) or "

@@ -574,7 +574,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
                           f"of T above {MAX_SKEWNESS:g}); use "
                           "method='simulation'", UserWarning, stacklevel=2)
     else:
-        n_sim = check_count(n_sim, "n_sim", 2)
+        n_sim = check_option("n_sim", n_sim)
         gen, seed = resolve_seed(rng)
         rows = [planner.simulate(v, n_sim, gen) for v in ns]
         mc = MonteCarloPower(n_sim=n_sim, power_se=_pick([r["power_se"] for r in rows], scalar),
@@ -820,7 +820,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     sim_rows = []
     at = analytic(n_star)
     if method == "simulation":
-        n_sim = check_count(n_sim, "n_sim", 2)
+        n_sim = check_option("n_sim", n_sim)
         gen, seed = resolve_seed(rng)
         base = int(gen.integers(2**62))
 

@@ -270,3 +270,36 @@ def test_version_matches_the_package_and_imports_nothing_heavy():
     proc = _run(["-c", code])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"calibtest {ct.__version__}", "False"]
+
+
+def _xy():
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.05, 0.95, 200)
+    return (rng.uniform(size=200) < p).astype(int), p
+
+
+@pytest.mark.parametrize("call, exc, text", [
+    (lambda y, p: ct.calib_ci(y=y, probs=p, k=0), OptionError, "k must be >= 1, got 0"),
+    (lambda y, p: ct.calib_ci(y=y, probs=p, n_classes=1.5), OptionTypeError, "n_classes must be an integer"),
+    (lambda y, p: ct.calib_ci(y=y, probs=p, chunksize=0), OptionError, "chunksize must be >= 1"),
+    (lambda y, p: ct.calib_test(y=y, probs=p, null="auto"), OptionError, "null must be 'monte-carlo'"),
+    (lambda y, p: ct.calib_test(y=y, probs=p, combine="fisher"), OptionError, "combine must be one of"),
+    (lambda y, p: ct.calib_test(y=y, probs=p, spiegelhalter="yes"), OptionTypeError, "spiegelhalter must be"),
+    (lambda y, p: ct.tcal_test(y=y, probs=p, adaptive="yes"), OptionTypeError, "adaptive must be True or False"),
+    (lambda y, p: ct.tcal_test(y=y, probs=p, n_draws=0), OptionError, "n_draws must be >= 1"),
+    (lambda y, p: ct.evidence(y=y, probs=p, n_classes=1), OptionError, "n_classes must be >= 2"),
+    (lambda y, p: ct.hosmer_lemeshow(y=y, probs=p, groups=2), OptionError, "groups must be >= 3"),
+    (lambda y, p: ct.hosmer_lemeshow(y=y, probs=p, validation="internal"), OptionError, "validation must be one of"),
+    (lambda y, p: ct.val_prob(y=y, probs=p, missing="keep"), OptionError, "missing must be one of"),
+    (lambda y, p: ct.calib_compare(ct.calib_ci(y=y, probs=p), ct.calib_ci(y=y, probs=p ** 1.1),
+                                      alternative="bigger"), OptionError,
+     "alternative must be one of"),
+    (lambda y, p: ct.calib_sample_size(probs=p, power=0.8, method="exact"), OptionError, "method must be one of"),
+    (lambda y, p: ct.calib_sample_size(probs=p, power=0.8, intercept=1.0, method="simulation",
+                                                      n_sim=1), OptionError,
+     "n_sim must be >= 2"),
+])
+def test_every_entry_point_raises_the_tables_option_errors(call, exc, text):
+    y, p = _xy()
+    with pytest.raises(exc, match=text):
+        call(y, p)
