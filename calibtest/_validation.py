@@ -74,12 +74,7 @@ def resolve_seed(rng):
 
 def check_bool(value, name: str, *, allow_none: bool = False):
     """Check a flag: ``True`` or ``False`` (or ``None`` when ``allow_none``); return it as a bool."""
-    if value is None and allow_none:
-        return None
-    if not is_bool(value):
-        allowed = "None, True or False" if allow_none else "True or False"
-        raise OptionTypeError(f"{name} must be {allowed}, got {value!r}")
-    return bool(value)
+    return Option(name, "flag", None, "", nullable=allow_none).check(value)
 
 
 def check_choice(value, name: str, choices) -> str:

@@ -49,8 +49,6 @@ _EPILOG = ("exit status: 0 success; 1 an error in the data or the files (a missi
            "an undecodable file); 2 a usage error (an unknown or invalid option, or options that do not go "
            "together); 141 the output pipe was closed (e.g. by head)")
 
-#: The table of options by name, for the parsers below.
-_O = OPTIONS
 
 
 # ----------------------------------------------------------------------------- the shared options
@@ -63,17 +61,17 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
     one_formula.add_argument("--formula", action="append", default=None, metavar="FORMULA", required=True,
                              help=_FORMULA_HELP)
     model = argparse.ArgumentParser(add_help=False)
-    _O["n_classes"].add_to(model)
-    _O["k"].add_to(model)
-    _O["n_bins"].add_to(model, "--bins", "--n-bins", dest="bins")
-    _O["alpha"].add_to(model)
-    _O["missing"].add_to(model)
+    OPTIONS["n_classes"].add_to(model)
+    OPTIONS["k"].add_to(model)
+    OPTIONS["n_bins"].add_to(model, "--bins", "--n-bins", dest="bins")
+    OPTIONS["alpha"].add_to(model)
+    OPTIONS["missing"].add_to(model)
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     weighting = argparse.ArgumentParser(add_help=False)
     weighting.add_argument("--weights", default=None, metavar="COLUMN",
                            help="column of case weights (survey or inverse-probability weights)")
-    _O["prevalence"].add_to(weighting, metavar="PI")
+    OPTIONS["prevalence"].add_to(weighting, metavar="PI")
     return {"formula": formula, "one_formula": one_formula, "model": model, "json": as_json,
             "weighting": weighting}
 
@@ -220,12 +218,12 @@ def _add_ci_parser(sub, shared) -> None:
                         parents=[shared["one_formula"], shared["model"], shared["json"], shared["weighting"]],
                         epilog=_EPILOG)
     ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
-    _O["chunksize"].add_to(ci, help="stream the file in chunks of this many rows (Parquet files are always "
-                                    "streamed)")
-    _O["method"].add_to(ci)
-    _O["n_resamples"].add_to(ci)
-    _O["rng"].add_to(ci, help="seed of a resampling method or the Monte Carlo null")
-    _O["null"].add_to(ci)
+    OPTIONS["chunksize"].add_to(ci, help="stream the file in chunks of this many rows (Parquet files are always "
+                                         "streamed)")
+    OPTIONS["method"].add_to(ci)
+    OPTIONS["n_resamples"].add_to(ci)
+    OPTIONS["rng"].add_to(ci, help="seed of a resampling method or the Monte Carlo null")
+    OPTIONS["null"].add_to(ci)
     ci.add_argument("--by", action="append", default=None, metavar="COLUMN",
                     help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
                          "the global and the heterogeneity tests")
@@ -257,8 +255,8 @@ def _cmd_sample_size(args) -> int:
     if missing.any():
         if args.missing != "drop":
             raise DataError(f"the prediction column(s) {', '.join(parsed.prob_names)} hold missing values in "
-                             f"{int(missing.sum())} rows (first at row {int(np.argmax(missing))}); use "
-                             "--missing drop to drop them")
+                            f"{int(missing.sum())} rows (first at row {int(np.argmax(missing))}); use "
+                            "--missing drop to drop them")
         probs = probs[~missing]
     probs = probs[:, 0] if probs.shape[1] == 1 else probs
     res = calib_sample_size(probs=probs, intercept=args.intercept, slope=args.slope, power=args.power,
@@ -280,9 +278,9 @@ def _add_sample_size_parser(sub, shared) -> None:
     ss.add_argument("--intercept", type=float, default=0.0,
                     help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
     ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
-    _O["study_method"].add_to(ss, dest="method")
-    _O["n_sim"].add_to(ss)
-    _O["rng"].add_to(ss, help="seed of the simulation")
+    OPTIONS["study_method"].add_to(ss, dest="method")
+    OPTIONS["n_sim"].add_to(ss)
+    OPTIONS["rng"].add_to(ss, help="seed of the simulation")
     ss.set_defaults(func=_cmd_sample_size)
 
 
@@ -383,17 +381,17 @@ def _deviation_reasons(specs) -> dict:
 
 
 def _cmd_report(args) -> int:
+    from calibtest.ece import calib_ci
+    from calibtest.plan import AnalysisPlan
+    from calibtest.reporting.document import load_metadata
+    from calibtest.reporting.html import file_provenance, report
+
     if not args.output.lower().endswith((".html", ".htm", ".pdf")):
         raise OptionError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise OptionError(f"-o/--output {args.output}: the folder {os.path.dirname(args.output)} does not exist")
     models = _report_models(args)
-    from calibtest.ece import calib_ci
-    from calibtest.plan import AnalysisPlan
-    from calibtest.reporting.document import load_metadata
-    from calibtest.reporting.html import file_provenance, report
-
     metadata = load_metadata(args.metadata) if args.metadata is not None else None
     plan = None
     if args.plan is not None:
@@ -452,13 +450,13 @@ def _add_report_parser(sub, shared) -> None:
     rep.add_argument("--deviation-reason", action="append", default=None, metavar="OPTION=TEXT",
                      help="why the analysis deviates from --plan in one option (alpha, n_bins, null, method, k, "
                           "n_classes, tests, subgroups); repeat for several")
-    _O["hl_groups"].add_to(rep)
-    _O["rng"].add_to(rep, help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of --by or "
-                          "--prevalence (default: each result's recorded seed)")
+    OPTIONS["hl_groups"].add_to(rep)
+    OPTIONS["rng"].add_to(rep, help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of "
+                                    "--by or --prevalence (default: each result's recorded seed)")
     rep.add_argument("--by", action="append", default=None, metavar="COLUMN",
                      help="add a subgroup section for the groups of this column (repeat for crossed groups): "
                           "per-group intervals, forest plot, the global and the heterogeneity tests")
-    _O["method"].add_to(rep)
+    OPTIONS["method"].add_to(rep)
     rep.set_defaults(func=_cmd_report)
 
 
@@ -476,10 +474,10 @@ def _cmd_plan(args) -> int:
             with open(args.sample_size, "rb") as fh:
                 sample_size = json.loads(fh.read().decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise OptionError(f"--sample-size {args.sample_size}: not UTF-8 text (byte {exc.start}: "
-                              f"{exc.reason})") from None
+            raise DataError(f"--sample-size {args.sample_size}: not UTF-8 text (byte {exc.start}: "
+                            f"{exc.reason})") from None
         except json.JSONDecodeError as exc:
-            raise OptionError(f"--sample-size {args.sample_size}: invalid JSON ({exc})") from None
+            raise DataError(f"--sample-size {args.sample_size}: invalid JSON ({exc})") from None
     options = {name: getattr(args, name) for name in PLAN_SCHEMA if name != "sample_size"}
     out = plan(args.output, **options, sample_size=sample_size)
     print(f"calibtest: wrote {args.output} (SHA-256 {out.sha256}, created {out.created})")
@@ -521,11 +519,11 @@ def _add_tcal_parser(sub, shared) -> None:
     tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)", n_formulas=1,
                         parents=[shared["one_formula"], shared["model"], shared["json"]], epilog=_EPILOG)
     tc.add_argument("file", help="CSV file with outcomes and predictions")
-    _O["n_draws"].add_to(tc, default=None, dest="draws",
-                         help="Monte Carlo resamples per scale (default: at least 3000, and enough for every scale "
-                         "to be able to reject at --alpha)")
-    _O["adaptive"].add_to(tc)
-    _O["rng"].add_to(tc, help="random seed")
+    OPTIONS["n_draws"].add_to(tc, default=None, dest="draws",
+                              help="Monte Carlo resamples per scale (default: at least 3000, and enough for every "
+                                   "scale to be able to reject at --alpha)")
+    OPTIONS["adaptive"].add_to(tc)
+    OPTIONS["rng"].add_to(tc, help="random seed")
     tc.set_defaults(func=_cmd_tcal)
 
 
@@ -548,8 +546,8 @@ def _add_compare_parser(sub, shared) -> None:
     cmp.add_argument("file", help="CSV file with the outcomes and both models' predictions")
     cmp.add_argument("--formula-a", default=None, help="alias: model A, the same as the first --formula")
     cmp.add_argument("--formula-b", default=None, help="alias: model B, the same as the second --formula")
-    _O["alternative"].add_to(cmp)
-    _O["variance"].add_to(cmp)
+    OPTIONS["alternative"].add_to(cmp)
+    OPTIONS["variance"].add_to(cmp)
     cmp.set_defaults(func=_cmd_compare)
 
 
