@@ -584,10 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Python argument names and their command-line spellings, for messages.
-_SPELLINGS = {"n_bins": "--bins", "n_classes": "--n-classes", "n_resamples": "--n-resamples",
-              "n_draws": "--draws", "n_null_draws": "--draws", "rng": "--seed", "alpha": "--alpha",
-              "missing": "--missing", "method": "--method", "null": "--null", "k": "--k",
-              "chunksize": "--chunksize", "formula": "--formula"}
+_SPELLINGS = {**{name: OPTIONS[name].cli for name in (
+    "n_bins", "n_classes", "n_resamples", "n_draws", "n_null_draws", "rng", "alpha", "missing", "method", "null",
+    "k", "chunksize", "prevalence", "n_sim", "alternative", "variance")}, "formula": "--formula"}
 
 
 def cli_spelling(message: str) -> str:

@@ -61,6 +61,21 @@ def test_every_plan_value_round_trips_through_file_cli_and_check(tmp_path, name,
     assert json.loads((tmp_path / "cli.json").read_text(encoding="utf-8"))[name] == field
     if name in OPTIONS and not (name == "n_bins" and field == "adaptive"):  # a function's check takes it too
         assert check_option(name, field) == option.check(field)
+        if field is not None:  # ... and so does every analysis subcommand that has the option
+            subs = build_parser()._subparsers._group_actions[0].choices
+            taken = 0
+            for command, extra in (("ci", []), ("report", ["-o", "r.html"]), ("tcal", []),
+                                   ("compare", ["--formula", "y ~ q"])):
+                flags = {s for a in subs[command]._actions for s in a.option_strings}
+                flag = OPTIONS[name].cli if OPTIONS[name].cli in flags else option.cli
+                if flag not in flags:
+                    continue
+                args = subs[command].parse_args(["f.csv", "--formula", "y ~ p", *extra, flag,
+                                                 option.format(field)])
+                dest = {"n_bins": "bins"}.get(name, name)
+                assert option.check(getattr(args, dest)) == option.check(field), (command, name)
+                taken += 1
+            assert taken == {"method": 2, "null": 1, "tests": 0, "subgroups": 0}.get(name, 4), (name, taken)
 
 
 def test_plan_null_auto_is_accepted_by_the_cli(tmp_path):
