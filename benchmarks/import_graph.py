@@ -19,7 +19,7 @@ from pathlib import Path
 
 #: The layering, from the bottom: a module may import modules of its own layer or below.
 LAYERS = [
-    ("leaves", ["calibtest._validation", "calibtest._format", "calibtest.datasets", "calibtest.data"]),
+    ("leaves", ["calibtest.options", "calibtest._validation", "calibtest._format", "calibtest.datasets", "calibtest.data"]),
     ("core", ["calibtest.core"]),
     ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.grouping", "calibtest.logistic"]),
     ("display", ["calibtest.summary"]),
