@@ -77,7 +77,11 @@ class Option:
     Attributes
     ----------
     name : str
-        The keyword of the public functions (``n_bins``).
+        The option's key in :data:`OPTIONS`: the keyword of the public
+        functions (``n_bins``), or a qualified name where two functions give
+        one keyword different meanings (``study_method`` is the ``method`` of
+        :func:`calibtest.calib_sample_size`, ``hl_groups`` the ``groups`` of
+        :func:`calibtest.hosmer_lemeshow`).
     kind : str
         ``"level"`` (a number in the open interval (0, 1)), ``"count"`` (an
         integer >= ``minimum``, or one of ``choices``), ``"choice"`` (one of
@@ -109,6 +113,10 @@ class Option:
     minimum: int = 1
     nullable: bool = False
     flag: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
 
     @property
     def cli(self) -> str:

@@ -318,3 +318,18 @@ def test_every_entry_point_raises_the_tables_option_errors(call, exc, text):
     y, p = _xy()
     with pytest.raises(exc, match=text):
         call(y, p)
+
+
+def test_report_command_line_parses_back_to_the_same_options():
+    """The command line a report records (every option, defaults included) is accepted by the parser and
+    gives the same options."""
+    import shlex
+
+    from calibtest.cli import report_command
+
+    argv = ["report", "d.csv", "--model", "a=y ~ p", "-o", "r.html", "--bins", "12", "--alpha", "0.1", "--k", "full",
+            "--hl-groups", "5", "--method", "bootstrap", "--missing", "drop", "--seed", "7", "--prevalence", "0.3"]
+    args = build_parser().parse_args(argv)
+    again = build_parser().parse_args(shlex.split(report_command(args))[1:])
+    for name in ("bins", "alpha", "k", "hl_groups", "method", "missing", "seed", "prevalence", "model", "output"):
+        assert getattr(again, name) == getattr(args, name), name
