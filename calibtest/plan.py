@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -206,10 +207,13 @@ class AnalysisPlan:
         for name in _TEXT_FIELDS + ("sha256",):
             if not isinstance(fields[name], str):
                 raise DataError(f"plan {path}: field {name!r} must be a string, got {fields[name]!r}")
+        for name, value in fields.items():  # NaN and Infinity, which Python's json reads and JSON has not
+            if isinstance(value, float) and not math.isfinite(value):
+                raise DataError(f"plan {path}: field {name!r} is {value}, not a finite number")
         try:
             digest = plan_sha256(fields)
-        except ValueError as exc:  # NaN or infinity where JSON has none
-            raise DataError(f"plan {path}: {exc}") from None
+        except ValueError as exc:  # the same inside sample_size
+            raise DataError(f"plan {path}: field 'sample_size': {exc}") from None
         if fields["sha256"] != digest:
             raise DataError(f"plan {path}: its SHA-256 {fields['sha256']!r} does not match its content "
                             f"({digest}); the file was changed after it was written")

@@ -333,3 +333,26 @@ def test_report_command_line_parses_back_to_the_same_options():
     again = build_parser().parse_args(shlex.split(report_command(args))[1:])
     for name in ("bins", "alpha", "k", "hl_groups", "method", "missing", "seed", "prevalence", "model", "output"):
         assert getattr(again, name) == getattr(args, name), name
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("alpha", True, ["field 'alpha'", "alpha must be a number"]),
+    ("alpha", float("nan"), ["field 'alpha' is nan, not a finite number"]),
+    ("tests", "calib_ci", ["field 'tests'", "list of distinct strings"]),
+    ("created", 5, ["field 'created' must be a string"]),
+])
+def test_plan_fields_of_the_wrong_type_are_data_errors_naming_file_and_field(tmp_path, field, value, words):
+    path = tmp_path / "plan.json"
+    fields = ct.plan(path).to_dict()
+    fields[field] = value
+    text = json.dumps(fields)  # json writes NaN for nan: a plan file can hold it, JSON proper cannot
+    if value == value:  # a consistent fingerprint, so that the field itself is what is refused
+        from calibtest.plan import plan_sha256
+
+        fields["sha256"] = plan_sha256(fields)
+        text = json.dumps(fields)
+    path.write_text(text)
+    with pytest.raises(DataError) as info:
+        AnalysisPlan.read(path)
+    message = str(info.value)
+    assert message.startswith(f"plan {path}:") and all(w in message for w in words), message
