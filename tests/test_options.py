@@ -146,7 +146,7 @@ def test_one_exit_status_per_family(csv, capsys):
         main(["ci", str(csv), "--formula", "y ~ p", "--bins", "0"])
     assert exc.value.code == EXIT_USAGE and "argument --bins/--n-bins: must be >= 1, got 0" in capsys.readouterr().err
     assert main(["ci", str(csv), "--formula", "y ~ nope"]) == EXIT_DATA
-    assert "epilog" not in build_parser().format_help() and "exit status: 0 success; 1" in build_parser().format_help()
+    assert "exit status: 0 success; 1 an error in the data" in build_parser().format_help()
 
 
 @pytest.mark.parametrize("groups", ["0", "2", "-1"])
