@@ -12,81 +12,48 @@ This module imports only numpy: every layer of the package may use it.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-__all__ = ["OptionError", "OptionTypeError", "is_bool", "is_integer", "check_alpha", "check_count", "check_seed", "resolve_seed", "check_bool", "check_choice",
+from calibtest.options import (OPTIONS, DataError, Option, OptionError, OptionTypeError, check_option, is_bool,
+                               is_integer)
+
+__all__ = ["OptionError", "OptionTypeError", "DataError", "is_bool", "is_integer", "check_alpha", "check_count",
+           "check_seed", "resolve_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS", "row_values",
            "DEFAULT_DRAWS",
            "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes",
            "check_weights", "check_prevalence"]
 
-class OptionError(ValueError):
-    """An option (argument other than the data) has an invalid value.
-
-    A ``ValueError``, so ``except ValueError`` catches it; the command line
-    reports it as a usage error (exit status 2), unlike errors in the data.
-    """
-
-
-class OptionTypeError(TypeError):
-    """An option has a value of the wrong type (a ``TypeError``; a usage error on the command line)."""
-
-
-MISSING_OPTIONS = ("raise", "drop")
+# The option values below are those of the table of options (calibtest.options), not copies.
+MISSING_OPTIONS = OPTIONS["missing"].choices
 #: The options of ``null=``; :data:`DEFAULT_NULL` is the default of every function that takes it.
-NULLS = ("auto", "asymptotic", "conditional", "monte-carlo")
-DEFAULT_NULL = "auto"
+NULLS = OPTIONS["null"].choices
+DEFAULT_NULL = OPTIONS["null"].default
 #: Default number R of label draws of every conditional Monte Carlo test (``n_draws``, ``n_null_draws``).
 #: With R = 999, (R + 1) alpha is an integer at alpha = 0.01, 0.05 and 0.10, so the Monte Carlo p-value
 #: (1 + #{T*_r >= T}) / (R + 1) rejects with probability exactly alpha under H0 there; its Monte Carlo
 #: standard error at p = 0.05 is 0.0069, and against R = 1999 the measured power differed by at most
 #: 0.3 points (s.e. 0.3) on four designs (``vignettes/calib_test_study.md``).
-DEFAULT_DRAWS = 999
-RESAMPLING_METHODS = ("bootstrap", "subsampling", "hulc")
-METHODS = ("adjusted",) + RESAMPLING_METHODS
-
-
-def is_bool(value) -> bool:
-    """True for ``bool`` and ``numpy.bool_`` (which must not pass as numbers)."""
-    return isinstance(value, (bool, np.bool_))
-
-
-def is_integer(value) -> bool:
-    """True for Python and numpy integers, False for booleans."""
-    return not is_bool(value) and isinstance(value, numbers.Integral)
+DEFAULT_DRAWS = OPTIONS["n_draws"].default
+METHODS = OPTIONS["method"].choices
+RESAMPLING_METHODS = tuple(m for m in METHODS if m != "adjusted")
 
 
 def check_alpha(alpha, name: str = "alpha") -> float:
     """Validate a significance level in the open interval (0, 1) and return it as a float."""
-    if is_bool(alpha) or not isinstance(alpha, numbers.Real):
-        raise OptionTypeError(f"{name} must be a number in (0, 1), got {type(alpha).__name__}")
-    alpha = float(alpha)
-    if not (0.0 < alpha < 1.0):
-        raise OptionError(f"{name} must be in the open interval (0, 1), got {alpha}")
-    return alpha
+    return check_option("alpha", alpha, name)
 
 
 def check_count(value, name: str, minimum: int = 1) -> int:
     """Check a count argument (an integer >= ``minimum``, not a bool) and return it as an int."""
-    if not is_integer(value):
-        raise OptionTypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise OptionError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return Option(name, "count", None, "", minimum=minimum).check(value)
 
 
 def check_seed(rng, name: str = "rng"):
     """Check a seed argument: None, a non-negative int seed or a ``numpy.random.Generator``; return it."""
     if rng is None or isinstance(rng, np.random.Generator):
         return rng
-    if not is_integer(rng):
-        raise OptionTypeError(f"{name} must be None, an int seed or a numpy.random.Generator, "
-                        f"got {type(rng).__name__}")
-    if rng < 0:
-        raise OptionError(f"{name} must be a non-negative integer seed, got {rng}")
-    return rng
+    return check_option("rng", rng, name)
 
 
 def resolve_seed(rng):
@@ -107,30 +74,23 @@ def resolve_seed(rng):
 
 def check_bool(value, name: str, *, allow_none: bool = False):
     """Check a flag: ``True`` or ``False`` (or ``None`` when ``allow_none``); return it as a bool."""
-    if value is None and allow_none:
-        return None
-    if not is_bool(value):
-        allowed = "None, True or False" if allow_none else "True or False"
-        raise OptionTypeError(f"{name} must be {allowed}, got {value!r}")
-    return bool(value)
+    return Option(name, "flag", None, "", nullable=allow_none).check(value)
 
 
 def check_choice(value, name: str, choices) -> str:
     """Check that ``value`` is one of the strings ``choices`` and return it."""
-    if not isinstance(value, str) or value not in choices:
-        raise OptionError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-    return value
+    return Option(name, "choice", None, "", choices=tuple(choices)).check(value)
 
 
 def check_missing(missing) -> str:
     """The missing-value rule: ``"raise"`` or ``"drop"``."""
-    return check_choice(missing, "missing", MISSING_OPTIONS)
+    return check_option("missing", missing)
 
 
 def check_null(null, n_null_draws=DEFAULT_DRAWS, rng=None) -> None:
     """Validate ``null=``, ``n_null_draws=`` and ``rng=`` of the finite-sample nulls."""
-    check_choice(null, "null", NULLS)
-    check_count(n_null_draws, "n_null_draws")
+    check_option("null", null)
+    check_option("n_null_draws", n_null_draws)
     check_memory(8.0 * n_null_draws, f"n_null_draws={n_null_draws} (one statistic per label draw)",
                  "lower n_null_draws: the Monte Carlo p-value's resolution is 1 / (n_null_draws + 1)")
     check_seed(rng)
@@ -138,12 +98,12 @@ def check_null(null, n_null_draws=DEFAULT_DRAWS, rng=None) -> None:
 
 def check_method(method, n_resamples, rng=None, progress=None) -> None:
     """Validate ``method=``, ``n_resamples=``, ``rng=`` and ``progress=`` of an interval."""
-    check_choice(method, "method", METHODS)
+    check_option("method", method)
     if n_resamples is not None:
         if method == "adjusted":
             raise OptionError("n_resamples applies only to the resampling methods "
                               "(method='bootstrap', method='subsampling' or method='hulc')")
-        check_count(n_resamples, "n_resamples", 2)
+        check_option("n_resamples", n_resamples)
         check_memory(16.0 * n_resamples, f"n_resamples={n_resamples} (the resampled statistics)",
                      "lower n_resamples")
     check_seed(rng)
@@ -182,7 +142,7 @@ def check_weights(weights, name: str = "weights") -> np.ndarray:
     ------
     TypeError
         Non-numeric (or boolean) weights.
-    ValueError
+    DataError (a ValueError)
         NaN, infinite or negative weights, or all weights zero (naming ``name``).
     """
     arr = np.asarray(weights)
@@ -190,16 +150,16 @@ def check_weights(weights, name: str = "weights") -> np.ndarray:
         raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     arr = arr.astype(np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
     bad = ~np.isfinite(arr)
     if bad.any():
-        raise ValueError(f"{name} must be finite: {int(bad.sum())} values are NaN or infinite "
+        raise DataError(f"{name} must be finite: {int(bad.sum())} values are NaN or infinite "
                          f"(first at row {int(np.flatnonzero(bad)[0])})")
     if (arr < 0).any():
-        raise ValueError(f"{name} must be non-negative: {int((arr < 0).sum())} values are negative "
+        raise DataError(f"{name} must be non-negative: {int((arr < 0).sum())} values are negative "
                          f"(first at row {int(np.flatnonzero(arr < 0)[0])})")
     if not (arr > 0).any():
-        raise ValueError(f"{name} are all zero")
+        raise DataError(f"{name} are all zero")
     return arr
 
 
@@ -207,7 +167,7 @@ def check_prevalence(prevalence, name: str = "prevalence"):
     """A population prevalence in the open interval (0, 1), or None."""
     if prevalence is None:
         return None
-    return check_alpha(prevalence, name)
+    return check_option("prevalence", prevalence, name)
 
 
 def row_values(spec, data, n_input: int, name: str):
@@ -225,20 +185,20 @@ def row_values(spec, data, n_input: int, name: str):
 
     Raises
     ------
-    ValueError
+    DataError (a ValueError)
         An unknown column, or a length other than ``n_input``.
     """
     if isinstance(spec, str):
         if data is None or not hasattr(data, "__getitem__"):
-            raise ValueError(f"{name}={spec!r} names a column, which needs a formula with data=; "
+            raise DataError(f"{name}={spec!r} names a column, which needs a formula with data=; "
                              f"with y=/probs= give {name} as an array")
         try:
             values = data[spec]
         except (KeyError, IndexError, TypeError):
-            raise ValueError(f"{name}={spec!r} is not a column of data") from None
+            raise DataError(f"{name}={spec!r} is not a column of data") from None
     else:
         values = spec
     values = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values)
     if values.ndim != 1 or values.shape[0] != n_input:
-        raise ValueError(f"{name} must have one value per row of the data ({n_input}), got shape {values.shape}")
+        raise DataError(f"{name} must have one value per row of the data ({n_input}), got shape {values.shape}")
     return values

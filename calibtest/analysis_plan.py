@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import numbers
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from calibtest._format import json_safe
 from calibtest._version import package_version
-from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, is_bool, is_integer
+from calibtest.options import OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError, OptionError, OptionTypeError
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",
            "NULL_DEFAULT", "PLAN_TESTS", "PLAN_OPTIONS"]
@@ -40,27 +40,15 @@ __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256",
 PLAN_FORMAT = "calibtest-analysis-plan/1"
 
 #: The analysis options a plan fixes, in the order of :func:`plan` (the keys of :meth:`AnalysisPlan.options`).
-PLAN_OPTIONS = ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups")
+#: Their types, allowed values and defaults are those of the table of options (:data:`calibtest.options.PLAN_SCHEMA`).
+PLAN_OPTIONS = tuple(name for name in PLAN_SCHEMA if name != "sample_size")
 
 #: ``null=`` of :func:`calibtest.calib_ci` when it is not given.
-NULL_DEFAULT = DEFAULT_NULL
+NULL_DEFAULT = OPTIONS["null"].default
 
-#: The tests and measures a plan can name (``tests=``), with what a report shows for each.
-PLAN_TESTS = {
-    "calib_ci": "confidence interval for the l2-ECE (adjusted interval)",
-    "calib_test": "multi-scale test of calibration (evidence table)",
-    "hosmer_lemeshow": "Hosmer-Lemeshow test",
-    "spiegelhalter": "Spiegelhalter's z test (evidence table)",
-    "citl": "calibration-in-the-large (evidence table)",
-    "slope": "calibration slope (evidence table)",
-    "val_prob": "validation metrics of rms::val.prob",
-    "calib_compare": "comparison of calibration errors between models",
-}
-
-_NULLS = NULLS
-_METHODS = ("adjusted", "bootstrap", "subsampling", "hulc")
-_FIELDS = ("format", "created", "calibtest_version", "alpha", "n_bins", "null", "method", "k", "n_classes",
-           "tests", "subgroups", "sample_size")
+#: The file's fields: three of bookkeeping (strings), then the options of :data:`PLAN_SCHEMA`.
+_TEXT_FIELDS = ("format", "created", "calibtest_version")
+_FIELDS = _TEXT_FIELDS + tuple(PLAN_SCHEMA)
 
 
 def canonical_json(fields: dict) -> str:
@@ -98,62 +86,12 @@ class Deviation:
         return {"model": self.model, "option": self.option, "planned": self.planned, "used": self.used}
 
 
-def _check_n_bins(n_bins):
-    if isinstance(n_bins, str):
-        return check_choice(n_bins, "n_bins", ("auto", "adaptive"))
-    if not is_integer(n_bins):
-        raise OptionTypeError(f"n_bins must be 'auto', 'adaptive' or an integer >= 1, got {n_bins!r}")
-    if n_bins < 1:
-        raise OptionError(f"n_bins must be >= 1, got {n_bins}")
-    return int(n_bins)
-
-
-def _check_k(k):
-    if k is None or k == "full":
-        return k
-    if not is_integer(k):
-        raise OptionTypeError(f"k must be None, an integer >= 1 or 'full', got {k!r}")
-    if k < 1:
-        raise OptionError(f"k must be >= 1, got {k}")
-    return int(k)
-
-
-def _check_n_classes(n_classes):
-    if n_classes is None:
-        return None
-    if not is_integer(n_classes):
-        raise OptionTypeError(f"n_classes must be None or an integer >= 2, got {n_classes!r}")
-    if n_classes < 2:
-        raise OptionError(f"n_classes must be >= 2, got {n_classes}")
-    return int(n_classes)
-
-
-def _check_names(values, name: str, allowed=None):
-    if values is None:
-        return None
-    if isinstance(values, str) or not hasattr(values, "__iter__"):
-        raise OptionTypeError(f"{name} must be None or a list of strings, got {type(values).__name__}")
-    values = list(values)
-    for v in values:
-        if not isinstance(v, str):
-            raise OptionTypeError(f"{name} must hold strings, got {v!r}")
-    if allowed is not None:
-        unknown = [v for v in values if v not in allowed]
-        if unknown:
-            raise OptionError(f"{name} has unknown entries {unknown}; allowed: {list(allowed)}")
-    if len(set(values)) != len(values):
-        raise OptionError(f"{name} lists an entry twice: {values}")
-    return tuple(values)
-
-
 def _check_sample_size(sample_size):
     if sample_size is None:
         return None
     if hasattr(sample_size, "to_dict") and not isinstance(sample_size, dict):
         sample_size = sample_size.to_dict()
-    if not isinstance(sample_size, dict):
-        raise OptionTypeError(f"sample_size must be None or a dict (a sample-size result's to_dict()), "
-                              f"got {type(sample_size).__name__}")
+    PLAN_SCHEMA["sample_size"].check(sample_size)
     safe = json_safe(sample_size)
     try:
         canonical_json(safe)
@@ -255,25 +193,39 @@ class AnalysisPlan:
         """
         path = Path(path)
         try:
-            fields = json.loads(path.read_text(encoding="utf-8"))
+            fields = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DataError(f"plan {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"plan {path}: not a JSON file ({exc})") from None
+            raise DataError(f"plan {path}: not a JSON file ({exc})") from None
         if not isinstance(fields, dict) or fields.get("format") != PLAN_FORMAT:
-            raise ValueError(f"plan {path}: not a calibtest analysis plan (format {PLAN_FORMAT!r} expected)")
+            raise DataError(f"plan {path}: not a calibtest analysis plan (format {PLAN_FORMAT!r} expected)")
         expected = set(_FIELDS) | {"sha256"}
         unknown = sorted(set(fields) - expected)
         missing = sorted(expected - set(fields))
         if unknown or missing:
-            raise ValueError(f"plan {path}: unknown fields {unknown}, missing fields {missing}")
-        digest = plan_sha256(fields)
+            raise DataError(f"plan {path}: unknown fields {unknown}, missing fields {missing}")
+        for name in _TEXT_FIELDS + ("sha256",):
+            if not isinstance(fields[name], str):
+                raise DataError(f"plan {path}: field {name!r} must be a string, got {fields[name]!r}")
+        for name, value in fields.items():  # NaN and Infinity, which Python's json reads and JSON has not
+            if isinstance(value, float) and not math.isfinite(value):
+                raise DataError(f"plan {path}: field {name!r} is {value}, not a finite number")
+        try:
+            digest = plan_sha256(fields)
+        except ValueError as exc:  # the same inside sample_size
+            raise DataError(f"plan {path}: field 'sample_size': {exc}") from None
         if fields["sha256"] != digest:
-            raise ValueError(f"plan {path}: its SHA-256 {fields['sha256']!r} does not match its content "
-                             f"({digest}); the file was changed after it was written")
-        built = _build(alpha=fields["alpha"], n_bins=fields["n_bins"], null=fields["null"],
-                       method=fields["method"], k=fields["k"], n_classes=fields["n_classes"],
-                       tests=fields["tests"], subgroups=fields["subgroups"], sample_size=fields["sample_size"],
-                       created=fields["created"], version=fields["calibtest_version"], path=str(path))
-        return built
+            raise DataError(f"plan {path}: its SHA-256 {fields['sha256']!r} does not match its content "
+                            f"({digest}); the file was changed after it was written")
+        options = {}
+        for name, option in PLAN_SCHEMA.items():
+            try:
+                options[name] = option.check(fields[name]) if name != "sample_size" \
+                    else _check_sample_size(fields[name])
+            except (OptionError, OptionTypeError) as exc:
+                raise DataError(f"plan {path}: field {name!r}: {exc}") from None
+        return _build(**options, created=fields["created"], version=fields["calibtest_version"], path=str(path))
 
     def deviations(self, result, name: str | None = None) -> tuple:
         """Where ``result`` (a :class:`~calibtest.CalibrationResult`) departs from the plan.
@@ -323,27 +275,18 @@ class AnalysisPlan:
         return tuple(out)
 
 
-def _build(*, alpha, n_bins, null, method, k, n_classes, tests, subgroups, sample_size, created, version,
-           path) -> AnalysisPlan:
-    alpha = check_alpha(alpha)
-    n_bins = _check_n_bins(n_bins)
-    null = check_choice(null, "null", _NULLS)
-    method = check_choice(method, "method", _METHODS)
-    k = _check_k(k)
-    n_classes = _check_n_classes(n_classes)
-    tests = _check_names(tests, "tests", tuple(PLAN_TESTS))
-    subgroups = _check_names(subgroups, "subgroups")
-    sample_size = _check_sample_size(sample_size)
-    fields = {"format": PLAN_FORMAT, "created": created, "calibtest_version": version, "alpha": alpha,
-              "n_bins": n_bins, "null": null, "method": method, "k": k, "n_classes": n_classes,
-              "tests": None if tests is None else list(tests),
-              "subgroups": None if subgroups is None else list(subgroups), "sample_size": sample_size}
-    return AnalysisPlan(alpha=alpha, n_bins=n_bins, null=null, method=method, k=k, n_classes=n_classes,
-                        tests=tests, subgroups=subgroups, sample_size=sample_size, created=created,
-                        calibtest_version=version, sha256=plan_sha256(fields), path=path)
+def _build(*, created, version, path, **options) -> AnalysisPlan:
+    """The plan of ``options`` (every key of :data:`PLAN_SCHEMA`), each checked against the table of options."""
+    checked = {name: (option.check(options[name]) if name != "sample_size" else _check_sample_size(options[name]))
+               for name, option in PLAN_SCHEMA.items()}
+    as_list = {name: None if checked[name] is None else list(checked[name]) for name in ("tests", "subgroups")}
+    fields = {"format": PLAN_FORMAT, "created": created, "calibtest_version": version, **checked, **as_list}
+    return AnalysisPlan(**checked, created=created, calibtest_version=version, sha256=plan_sha256(fields),
+                        path=path)
 
 
-def plan(path, *, alpha: float = 0.05, n_bins="auto", null: str = NULL_DEFAULT, method: str = "adjusted",
+def plan(path, *, alpha: float = PLAN_SCHEMA["alpha"].default, n_bins=PLAN_SCHEMA["n_bins"].default,
+         null: str = PLAN_SCHEMA["null"].default, method: str = PLAN_SCHEMA["method"].default,
          k=None, n_classes: int | None = None, tests=None, subgroups=None, sample_size=None,
          created: datetime | None = None) -> AnalysisPlan:
     """Write a pre-specified analysis plan (JSON with a creation time and its SHA-256) and return it.
@@ -410,8 +353,6 @@ def plan(path, *, alpha: float = 0.05, n_bins="auto", null: str = NULL_DEFAULT, 
     if created.tzinfo is None:
         raise OptionError("created must be a timezone-aware datetime (its UTC time is stored)")
     stamp = created.astimezone(timezone.utc).isoformat(timespec="seconds")
-    if is_bool(alpha) or not isinstance(alpha, numbers.Real):
-        raise OptionTypeError(f"alpha must be a number in (0, 1), got {type(alpha).__name__}")
     out = _build(alpha=alpha, n_bins=n_bins, null=null, method=method, k=k, n_classes=n_classes, tests=tests,
                  subgroups=subgroups, sample_size=sample_size, created=stamp, version=package_version(),
                  path=str(path))

@@ -113,24 +113,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import Call, fmt, mode_text, record_call
-from calibtest._validation import (DEFAULT_DRAWS, check_alpha, check_choice, check_count, check_memory,
-                                   check_missing, is_integer, resolve_seed)
+from calibtest._format import Call, fmt, mode_text
+from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.targets import PreparedData
 from calibtest.formula import resolve_env
-from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text,
-                                make_grouping)
-from calibtest.inputs import is_out_of_core, read_rows
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
+                                grouping_of, label_text)
+from calibtest.options import OPTIONS, OptionError, check_option, check_options
+from calibtest.inputs import is_out_of_core, prepare_input
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
-COMBINE = ("max-z", "bonferroni")
-PARTITIONS = ("equal-width", "equal-mass", "both")
+COMBINE = OPTIONS["combine"].choices
+PARTITIONS = OPTIONS["partitions"].choices
 
 
 def equal_mass_bins(p, n_bins: int) -> tuple[np.ndarray, int]:
@@ -186,7 +186,7 @@ def check_partitions(partitions: str, mode: str) -> str:
     there and the other values are refused.
     """
     if mode not in ("binary", "top1") and partitions != "equal-width":
-        raise ValueError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
+        raise OptionError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
                          f"{mode} target bins a vector in dimension >= 2, where quantiles do not define bins: "
                          f"use partitions='equal-width' (the default)")
     return partitions
@@ -202,7 +202,7 @@ def check_spiegelhalter(spiegelhalter: bool | None, mode: str) -> bool:
     if spiegelhalter is None:
         return one_dim
     if spiegelhalter and not one_dim:
-        raise ValueError(f"spiegelhalter=True needs a 1-dim prediction (binary or top-1 target); the {mode} "
+        raise OptionError(f"spiegelhalter=True needs a 1-dim prediction (binary or top-1 target); the {mode} "
                          "target has no single probability per row: use spiegelhalter=False or None")
     return bool(spiegelhalter)
 
@@ -555,24 +555,18 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     alpha = check_alpha(alpha)
     grid = _check_grid(n_bins)
     if null != "monte-carlo":
-        raise ValueError(f"null must be 'monte-carlo' (the conditional Monte Carlo gives the joint law of the "
-                         f"scales), got {null!r}")
-    combine = check_choice(combine, "combine", COMBINE)
-    partitions = check_choice(partitions, "partitions", PARTITIONS)
-    if spiegelhalter is not None and not isinstance(spiegelhalter, (bool, np.bool_)):
-        raise TypeError(f"spiegelhalter must be True, False or None, got {spiegelhalter!r}")
-    R = check_count(n_draws, "n_draws")
-    check_missing(missing)
+        raise OptionError(f"null must be 'monte-carlo' (the conditional Monte Carlo gives the joint law of the "
+                          f"scales), got {null!r}")
+    combine, partitions, R = (check_option(name, value) for name, value in
+                              (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
+    check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing)
     if is_out_of_core(data):
         raise TypeError("calib_test needs the rows in memory (the label draws use every row's prediction): "
                         "a file path or Dask DataFrame is not supported; load the columns into a pandas "
                         "DataFrame, or use calib_ci for out-of-core data")
-    env = resolve_env(eval_env)
-    rows = read_rows(formula, data, y, probs, env, missing)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
     gen, seed = resolve_seed(rng)
-    call = record_call("calib_test", formula, data, rows.y, rows.probs,
+    prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
+                             n_classes=n_classes, k=k, options=
                        {"n_classes": n_classes, "k": k, "n_bins": None if grid is None else list(grid),
                         "alpha": alpha, "n_draws": None if R == DEFAULT_DRAWS else R,
                         "combine": None if combine == "max-z" else combine,
@@ -580,25 +574,26 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "spiegelhalter": None if spiegelhalter is None else bool(spiegelhalter),
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None,
-                        "by": None if by is None else (by if by_names(by) else "<array>")})
+                        "by": None if by is None else (by if by_names(by) else "<array>")},
+                             by=by, group_labels=group_labels)
+    rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
     if by is not None:
-        return _calib_test_by(by, data, rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
+        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
                               combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, formula=formula)
     return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
                            partitions=partitions, spiegelhalter=spiegelhalter, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                      n_dropped=rows.n_dropped, call_record=call)
 
 
-def _calib_test_by(by, data, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
+def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
                    partitions, spiegelhalter, formula) -> GroupedResult:
     """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.grouping`).
 
     Group number g draws from ``default_rng([seed, g])``, so its result is
     ``calib_test`` on the group's rows with ``rng=np.random.default_rng([seed, g])``.
     """
-    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
     def analyse(g, label, idx, sub):

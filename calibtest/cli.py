@@ -9,8 +9,19 @@ is repeatable (``action="append"``): ``ci`` and ``tcal`` take one,
 the older spelling); ``report`` takes one or more (or ``--model
 LABEL=FORMULA``).  Every error is one line on stderr, ``calibtest: error:
 ...``, in the command line's spellings (``--missing drop``, not
-``missing='drop'``): exit status 2 for usage errors (options), 1 for errors in
-the data or the files; ``calibtest --debug ...`` shows the traceback instead.
+``missing='drop'``), with one exit status per kind of error (:data:`EXIT_STATUSES`):
+2 for usage errors (argparse's, and every :class:`~calibtest.options.OptionError`
+or :class:`~calibtest.options.OptionTypeError` of the functions), 1 for errors in
+the data or the files (:class:`~calibtest.options.DataError` and every other
+error); ``calibtest --debug ...`` shows the traceback instead.  A closed
+output pipe (``calibtest demo | head -2``) ends the command quietly with
+status 141 (128 + SIGPIPE, as the shell reports a command killed by it).
+
+The options' types, allowed values, defaults and help texts come from the
+table of options (:mod:`calibtest.options`), the one the functions check and
+plan files are written from.  This module imports only the standard library
+and that table: the package's functions (numpy, pandas, ...) are imported by
+the command handlers, so ``--help`` and ``--version`` are fast.
 
 Formulas are evaluated by patsy with numpy available as ``np``
 (``--formula "y ~ np.clip(p, 0, 1)"``); like Python code, a formula can run
@@ -25,43 +36,19 @@ import re
 import shlex
 import sys
 
-import numpy as np
+from calibtest.options import (EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError, OptionError,
+                               OptionTypeError)
 
-from calibtest._version import package_version
-from calibtest._validation import OptionError, OptionTypeError
-from calibtest.backends.files import read_csv_file
-from calibtest.compare import calib_compare
-from calibtest.datasets import load_demo
-from calibtest.ece import calib_ci
-from calibtest.formula import parse_formula, resolve_env
-from calibtest.sample_size import calib_sample_size
-from calibtest.analysis_plan import NULL_DEFAULT, PLAN_TESTS, AnalysisPlan, plan
-from calibtest.reporting.document import load_metadata
-from calibtest.reporting.html import file_provenance, report
-from calibtest.tcal import tcal_test
+__all__ = ["main", "build_parser", "report_command", "EXIT_STATUSES"]
 
-__all__ = ["main", "build_parser", "report_command"]
+#: Exit status of the command line for each kind of outcome.
+EXIT_STATUSES = {"success": 0, "data or file error": EXIT_DATA, "usage (option) error": EXIT_USAGE,
+                 "output pipe closed": 141}
 
+_EPILOG = ("exit status: 0 success; 1 an error in the data or the files (a missing column, missing values, "
+           "an undecodable file); 2 a usage error (an unknown or invalid option, or options that do not go "
+           "together); 141 the output pipe was closed (e.g. by head)")
 
-# ----------------------------------------------------------------------------- option types
-def _bins(value: str):
-    """``--bins``: an integer number of bins per dimension, or 'auto'."""
-    if value == "auto":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
-
-
-def _k(value: str):
-    """``--k``: an integer k, or 'full'."""
-    if value == "full":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'full', got {value!r}") from None
 
 
 # ----------------------------------------------------------------------------- the shared options
@@ -69,28 +56,29 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
     """Parent parsers holding each shared option once: ``formula``, ``model`` (n-classes, k, bins,
     alpha, missing), ``json`` and ``weighting`` (weights, prevalence).  A subcommand lists the parents it takes."""
     formula = argparse.ArgumentParser(add_help=False)
-    formula.add_argument("--formula", action="append", default=None, metavar="FORMULA",
-                         help='model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2" '
-                              "(numpy is available as np); compare takes two (--formula A --formula B). "
-                              "Formulas are evaluated as Python expressions: trusted input only")
+    formula.add_argument("--formula", action="append", default=None, metavar="FORMULA", help=_FORMULA_HELP)
+    one_formula = argparse.ArgumentParser(add_help=False)  # shown as required where it is
+    one_formula.add_argument("--formula", action="append", default=None, metavar="FORMULA", required=True,
+                             help=_FORMULA_HELP)
     model = argparse.ArgumentParser(add_help=False)
-    model.add_argument("--n-classes", type=int, default=None,
-                       help="K, the number of classes, for a single top-1 confidence column")
-    model.add_argument("--k", type=_k, default=None,
-                       help="top-1-to-k calibration for a probability matrix (an integer), or 'full' "
-                            "for full calibration")
-    model.add_argument("--bins", type=_bins, default="auto", help="bins per dimension, or 'auto' (default)")
-    model.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    model.add_argument("--missing", choices=["raise", "drop"], default="raise",
-                       help="rows with a missing value: raise an error (default) or drop them")
+    OPTIONS["n_classes"].add_to(model)
+    OPTIONS["k"].add_to(model)
+    OPTIONS["n_bins"].add_to(model, "--bins", "--n-bins", dest="bins")
+    OPTIONS["alpha"].add_to(model)
+    OPTIONS["missing"].add_to(model)
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     weighting = argparse.ArgumentParser(add_help=False)
     weighting.add_argument("--weights", default=None, metavar="COLUMN",
                            help="column of case weights (survey or inverse-probability weights)")
-    weighting.add_argument("--prevalence", type=float, default=None, metavar="PI",
-                           help="population prevalence: re-weight an enriched (e.g. case-control) sample to it")
-    return {"formula": formula, "model": model, "json": as_json, "weighting": weighting}
+    OPTIONS["prevalence"].add_to(weighting, metavar="PI")
+    return {"formula": formula, "one_formula": one_formula, "model": model, "json": as_json,
+            "weighting": weighting}
+
+
+_FORMULA_HELP = ('model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2" '
+                 "(numpy is available as np); compare takes two (--formula A --formula B). "
+                 "Formulas are evaluated as Python expressions: trusted input only")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,19 +118,22 @@ class _Parser(argparse.ArgumentParser):
         return given[0] if self.n_formulas == 1 else given
 
 
-#: What formulas evaluated by the command line can use besides the file's columns.
-FORMULA_NAMESPACE = {"np": np}
+def formula_namespace() -> dict:
+    """What formulas evaluated by the command line can use besides the file's columns (numpy as ``np``)."""
+    import numpy as np
+
+    return {"np": np}
 
 
 def _model_keywords(args) -> dict:
     """The shared model options as keywords of calib_ci, tcal_test and calib_compare."""
     return {"n_classes": args.n_classes, "k": args.k, "n_bins": args.bins, "alpha": args.alpha,
-            "missing": args.missing, "eval_env": FORMULA_NAMESPACE}
+            "missing": args.missing, "eval_env": formula_namespace()}
 
 
 # ----------------------------------------------------------------------------- input and output
-class CommandError(Exception):
-    """An error of the command's input that :func:`main` prints as one line (exit status 1)."""
+class CommandError(DataError):
+    """An error of the command's input files that :func:`main` prints as one line (exit status 1)."""
 
 
 def _fail(message: str):
@@ -165,6 +156,8 @@ def _read_input(args, *, stream: bool = False):
         _fail(f"file not found: {path}")
     if stream and (args.chunksize is not None or path.lower().endswith((".parquet", ".pq"))):
         return path, {"chunksize": args.chunksize}
+    from calibtest.backends.files import read_csv_file
+
     return read_csv_file(path), {}
 
 
@@ -211,6 +204,8 @@ def _population_options(args) -> dict:
 
 
 def _cmd_ci(args) -> int:
+    from calibtest.ece import calib_ci
+
     data, stream = _read_input(args, stream=True)
     keywords = {**_model_keywords(args), **stream, **_resampling_options(args), **_null_options(args)}
     keywords.update(_population_options(args))
@@ -220,17 +215,15 @@ def _cmd_ci(args) -> int:
 
 def _add_ci_parser(sub, shared) -> None:
     ci = sub.add_parser("ci", help="interval and test for one model's calibration error", n_formulas=1,
-                        parents=[shared["formula"], shared["model"], shared["json"], shared["weighting"]])
+                        parents=[shared["one_formula"], shared["model"], shared["json"], shared["weighting"]],
+                        epilog=_EPILOG)
     ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
-    ci.add_argument("--chunksize", type=int, default=None,
-                    help="stream the file in chunks of this many rows (Parquet files are always streamed)")
-    ci.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
-                    help="interval: the paper's adjusted interval (default) or a resampling baseline")
-    ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
-    ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
-    ci.add_argument("--null", choices=["auto", "asymptotic", "conditional", "monte-carlo"], default="auto",
-                    help="null law of the calibration test (default auto: conditional for rows in memory, "
-                         "the paper's asymptotic one for streamed files)")
+    OPTIONS["chunksize"].add_to(ci, help="stream the file in chunks of this many rows (Parquet files are always "
+                                         "streamed)")
+    OPTIONS["method"].add_to(ci)
+    OPTIONS["n_resamples"].add_to(ci)
+    OPTIONS["rng"].add_to(ci, help="seed of a resampling method or the Monte Carlo null")
+    OPTIONS["null"].add_to(ci)
     ci.add_argument("--by", action="append", default=None, metavar="COLUMN",
                     help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
                          "the global and the heterogeneity tests")
@@ -243,6 +236,11 @@ _NO_OUTCOME = "_calibtest_no_outcome_"
 
 
 def _cmd_sample_size(args) -> int:
+    import numpy as np
+
+    from calibtest.formula import parse_formula, resolve_env
+    from calibtest.sample_size import calib_sample_size
+
     data, _ = _read_input(args)
     formula = args.formula.strip()
     if formula.startswith("~"):  # predictions only: a placeholder outcome column for the parser
@@ -256,9 +254,9 @@ def _cmd_sample_size(args) -> int:
     missing = np.isnan(probs).any(axis=1)
     if missing.any():
         if args.missing != "drop":
-            raise ValueError(f"the prediction column(s) {', '.join(parsed.prob_names)} hold missing values in "
-                             f"{int(missing.sum())} rows (first at row {int(np.argmax(missing))}); use "
-                             "--missing drop to drop them")
+            raise DataError(f"the prediction column(s) {', '.join(parsed.prob_names)} hold missing values in "
+                            f"{int(missing.sum())} rows (first at row {int(np.argmax(missing))}); use "
+                            "--missing drop to drop them")
         probs = probs[~missing]
     probs = probs[:, 0] if probs.shape[1] == 1 else probs
     res = calib_sample_size(probs=probs, intercept=args.intercept, slope=args.slope, power=args.power,
@@ -270,7 +268,8 @@ def _cmd_sample_size(args) -> int:
 
 def _add_sample_size_parser(sub, shared) -> None:
     ss = sub.add_parser("sample-size", help="sample size of a validation study (power or interval width)",
-                        n_formulas=1, parents=[shared["formula"], shared["model"], shared["json"]])
+                        n_formulas=1, parents=[shared["one_formula"], shared["model"], shared["json"]],
+                        epilog=_EPILOG)
     ss.add_argument("file", help='CSV file whose predictions stand for the study population (formula "~ p")')
     target = ss.add_mutually_exclusive_group(required=True)
     target.add_argument("--power", type=float, default=None, help="target power of the test of calibration")
@@ -279,10 +278,9 @@ def _add_sample_size_parser(sub, shared) -> None:
     ss.add_argument("--intercept", type=float, default=0.0,
                     help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
     ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
-    ss.add_argument("--method", choices=["analytic", "simulation"], default="analytic",
-                    help="analytic normal approximation (default) or simulated studies")
-    ss.add_argument("--n-sim", type=int, default=1000, help="simulated studies per n (--method simulation)")
-    ss.add_argument("--seed", type=int, default=None, help="seed of the simulation")
+    OPTIONS["study_method"].add_to(ss, dest="method")
+    OPTIONS["n_sim"].add_to(ss)
+    OPTIONS["rng"].add_to(ss, help="seed of the simulation")
     ss.set_defaults(func=_cmd_sample_size)
 
 
@@ -315,6 +313,8 @@ def _report_models(args) -> list[tuple[str, str]]:
 
 def _report_comparisons(args, results, labels):
     """The ``--compare`` options as comparison results: ``A,B`` (two labels) or ``all`` (pairwise, Holm)."""
+    from calibtest.compare import calib_compare
+
     out = []
     for spec in args.compare or []:
         if spec == "all":
@@ -381,6 +381,11 @@ def _deviation_reasons(specs) -> dict:
 
 
 def _cmd_report(args) -> int:
+    from calibtest.ece import calib_ci
+    from calibtest.analysis_plan import AnalysisPlan
+    from calibtest.reporting.document import load_metadata
+    from calibtest.reporting.html import file_provenance, report
+
     if not args.output.lower().endswith((".html", ".htm", ".pdf")):
         raise OptionError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
     folder = os.path.dirname(os.path.abspath(args.output))
@@ -421,7 +426,8 @@ def _add_report_parser(sub, shared) -> None:
     rep = sub.add_parser("report", help="write an HTML or PDF validation report of one or more models",
                          parents=[shared["formula"], shared["model"], shared["weighting"]],
                          epilog='e.g. calibtest report preds.csv --model "old=y ~ p_old" --model "new=y ~ p_new" '
-                                "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf")
+                                "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf; "
+                                + _EPILOG)
     rep.add_argument("file", help="CSV file with outcomes and predictions")
     rep.add_argument("-o", "--output", required=True, help="output file: .html or .pdf (PDF needs calibtest[pdf])")
     rep.add_argument("--model", action="append", default=None, metavar="LABEL=FORMULA",
@@ -444,21 +450,20 @@ def _add_report_parser(sub, shared) -> None:
     rep.add_argument("--deviation-reason", action="append", default=None, metavar="OPTION=TEXT",
                      help="why the analysis deviates from --plan in one option (alpha, n_bins, null, method, k, "
                           "n_classes, tests, subgroups); repeat for several")
-    rep.add_argument("--hl-groups", type=int, default=10, help="groups of the Hosmer-Lemeshow test (default 10)")
-    rep.add_argument("--seed", type=int, default=None,
-                     help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of --by or "
-                          "--prevalence (default: each result's recorded seed)")
+    OPTIONS["hl_groups"].add_to(rep)
+    OPTIONS["rng"].add_to(rep, help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of "
+                                    "--by or --prevalence (default: each result's recorded seed)")
     rep.add_argument("--by", action="append", default=None, metavar="COLUMN",
                      help="add a subgroup section for the groups of this column (repeat for crossed groups): "
                           "per-group intervals, forest plot, the global and the heterogeneity tests")
-    rep.add_argument("--method", default="adjusted",
-                     help="interval method: adjusted (default, the paper's Algorithm 1), or a resampling "
-                          "method calib_ci supports (bootstrap, subsampling, hulc)")
+    OPTIONS["method"].add_to(rep)
     rep.set_defaults(func=_cmd_report)
 
 
 # ----------------------------------------------------------------------------- plan
 def _cmd_plan(args) -> int:
+    from calibtest.analysis_plan import plan
+
     if not args.output.lower().endswith(".json"):
         raise OptionError(f"-o/--output must end in .json, got {args.output!r}")
     sample_size = None
@@ -466,41 +471,35 @@ def _cmd_plan(args) -> int:
         if not os.path.isfile(args.sample_size):
             raise OptionError(f"--sample-size: file not found: {args.sample_size}")
         try:
-            with open(args.sample_size, encoding="utf-8") as fh:
-                sample_size = json.load(fh)
+            with open(args.sample_size, "rb") as fh:
+                sample_size = json.loads(fh.read().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DataError(f"--sample-size {args.sample_size}: not UTF-8 text (byte {exc.start}: "
+                            f"{exc.reason})") from None
         except json.JSONDecodeError as exc:
-            raise OptionError(f"--sample-size {args.sample_size}: invalid JSON ({exc})") from None
-    split = (lambda v: None if v is None else [x.strip() for x in v.split(",") if x.strip()])
-    out = plan(args.output, alpha=args.alpha, n_bins=args.n_bins, null=args.null, method=args.method, k=args.k,
-               n_classes=args.n_classes, tests=split(args.tests), subgroups=split(args.subgroups),
-               sample_size=sample_size)
+            raise DataError(f"--sample-size {args.sample_size}: invalid JSON ({exc})") from None
+    options = {name: getattr(args, name) for name in PLAN_SCHEMA if name != "sample_size"}
+    out = plan(args.output, **options, sample_size=sample_size)
     print(f"calibtest: wrote {args.output} (SHA-256 {out.sha256}, created {out.created})")
     return 0
 
 
-def _plan_bins(value: str):
-    """``--n-bins``: an integer, 'auto' or 'adaptive'."""
-    return value if value in ("auto", "adaptive") else _bins(value)
-
-
 def _add_plan_parser(sub, shared) -> None:
-    helps = {a.dest: a.help for a in shared["model"]._actions}  # one help text per shared option
     pl = sub.add_parser("plan", help="write a pre-specified analysis plan (JSON with its SHA-256)",
                         epilog="e.g. calibtest plan -o plan.json --alpha 0.05 --n-bins auto "
-                               "--tests calib_ci,hosmer_lemeshow")
+                               "--tests calib_ci,hosmer_lemeshow; " + _EPILOG)
     pl.add_argument("-o", "--output", required=True, help="the plan file to write (.json)")
-    pl.add_argument("--alpha", type=float, default=0.05, help=helps["alpha"])
-    pl.add_argument("--n-bins", type=_plan_bins, default="auto",
-                    help="bins per dimension: an integer, 'auto' (default) or 'adaptive'")
-    pl.add_argument("--null", choices=["asymptotic", "conditional", "monte-carlo"], default=NULL_DEFAULT,
-                    help=f"null law of the test of ECE = 0 (default {NULL_DEFAULT})")
-    pl.add_argument("--method", choices=["adjusted", "bootstrap", "subsampling", "hulc"], default="adjusted",
-                    help="interval method (default adjusted)")
-    pl.add_argument("--k", type=_k, default=None, help=helps["k"])
-    pl.add_argument("--n-classes", type=int, default=None, help=helps["n_classes"])
-    pl.add_argument("--tests", default=None, metavar="T1,T2",
-                    help="comma-separated tests to report: " + ", ".join(PLAN_TESTS))
-    pl.add_argument("--subgroups", default=None, metavar="COL1,COL2", help="comma-separated subgroup columns")
+    helps = {"n_bins": "bins per dimension ('adaptive': the multi-scale test chooses the scale)",
+             "tests": "comma-separated tests to report: " + ", ".join(PLAN_TESTS),
+             "subgroups": "comma-separated subgroup columns"}
+    for name, option in PLAN_SCHEMA.items():  # every option a plan file holds, as the file spells its values
+        if name == "sample_size":
+            continue
+        flags = ("--n-bins", "--bins") if name == "n_bins" else ()
+        extra = {"help": helps[name] + ("" if option.default is None else
+                                        f"; {option.allowed(cli=True)} (default {option.default})")} \
+            if name in helps else {}
+        option.add_to(pl, *flags, dest=name, **extra)
     pl.add_argument("--sample-size", default=None, metavar="FILE",
                     help="JSON file with a sample-size calculation to store in the plan")
     pl.set_defaults(func=_cmd_plan)
@@ -508,6 +507,8 @@ def _add_plan_parser(sub, shared) -> None:
 
 # ----------------------------------------------------------------------------- tcal
 def _cmd_tcal(args) -> int:
+    from calibtest.tcal import tcal_test
+
     df, _ = _read_input(args)
     res = tcal_test(args.formula, data=df, **_model_keywords(args), n_draws=args.draws, adaptive=args.adaptive,
                     rng=args.seed)
@@ -516,18 +517,20 @@ def _cmd_tcal(args) -> int:
 
 def _add_tcal_parser(sub, shared) -> None:
     tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)", n_formulas=1,
-                        parents=[shared["formula"], shared["model"], shared["json"]])
+                        parents=[shared["one_formula"], shared["model"], shared["json"]], epilog=_EPILOG)
     tc.add_argument("file", help="CSV file with outcomes and predictions")
-    tc.add_argument("--draws", type=int, default=None,
-                    help="Monte Carlo resamples per scale (default: at least 3000, and enough for every scale "
-                         "to be able to reject at --alpha)")
-    tc.add_argument("--adaptive", action="store_true", help="adaptive T-Cal over dyadic bin counts")
-    tc.add_argument("--seed", type=int, default=None, help="random seed")
+    OPTIONS["n_draws"].add_to(tc, default=None, dest="draws",
+                              help="Monte Carlo resamples per scale (default: at least 3000, and enough for every "
+                                   "scale to be able to reject at --alpha)")
+    OPTIONS["adaptive"].add_to(tc)
+    OPTIONS["rng"].add_to(tc, help="random seed")
     tc.set_defaults(func=_cmd_tcal)
 
 
 # ----------------------------------------------------------------------------- compare
 def _cmd_compare(args) -> int:
+    from calibtest.compare import calib_compare
+
     df, _ = _read_input(args)
     formula_a, formula_b = args.formula
     res = calib_compare(formula_a, formula_b, data=df, **_model_keywords(args), alternative=args.alternative,
@@ -538,20 +541,21 @@ def _cmd_compare(args) -> int:
 def _add_compare_parser(sub, shared) -> None:
     cmp = sub.add_parser("compare", help="test whether two models' calibration errors differ (paired)",
                          n_formulas=2, parents=[shared["formula"], shared["model"], shared["json"]],
-                         epilog='e.g. calibtest compare preds.csv --formula "y ~ p_old" --formula "y ~ p_new"')
+                         epilog='e.g. calibtest compare preds.csv --formula "y ~ p_old" --formula "y ~ p_new"; '
+                                + _EPILOG)
     cmp.add_argument("file", help="CSV file with the outcomes and both models' predictions")
     cmp.add_argument("--formula-a", default=None, help="alias: model A, the same as the first --formula")
     cmp.add_argument("--formula-b", default=None, help="alias: model B, the same as the second --formula")
-    cmp.add_argument("--alternative", choices=["two-sided", "less", "greater"], default="two-sided",
-                     help="alternative hypothesis on Delta = ECE_A^2 - ECE_B^2 (default two-sided; "
-                          "greater: model A worse calibrated)")
-    cmp.add_argument("--variance", choices=["corrected", "plugin"], default="corrected",
-                     help="variance estimate: corrected (default) or plugin (conservative near calibration)")
+    OPTIONS["alternative"].add_to(cmp)
+    OPTIONS["variance"].add_to(cmp)
     cmp.set_defaults(func=_cmd_compare)
 
 
 # ----------------------------------------------------------------------------- demo
 def _cmd_demo(args) -> int:
+    from calibtest.datasets import load_demo
+    from calibtest.ece import calib_ci
+
     res = calib_ci("y ~ p", data=load_demo())
     print("calibtest demo: calibration of a logistic risk model on held-out data "
           "(see calibtest/data/README.md)\n")
@@ -561,8 +565,9 @@ def _cmd_demo(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``calibtest`` parser with every subcommand."""
     parser = _Parser(prog="calibtest",
-                     description="Confidence intervals and tests for the l2 expected calibration error.")
-    parser.add_argument("--version", action="version", version=f"calibtest {package_version()}")
+                     description="Confidence intervals and tests for the l2 expected calibration error.",
+                     epilog=_EPILOG)
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -570,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ci_parser(sub, shared)
     _add_report_parser(sub, shared)
     _add_tcal_parser(sub, shared)
-    demo = sub.add_parser("demo", help="run calibtest on the packaged example data")
+    demo = sub.add_parser("demo", help="run calibtest on the packaged example data", epilog=_EPILOG)
     demo.set_defaults(func=_cmd_demo)
     _add_compare_parser(sub, shared)
     _add_sample_size_parser(sub, shared)
@@ -579,10 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Python argument names and their command-line spellings, for messages.
-_SPELLINGS = {"n_bins": "--bins", "n_classes": "--n-classes", "n_resamples": "--n-resamples",
-              "n_draws": "--draws", "n_null_draws": "--draws", "rng": "--seed", "alpha": "--alpha",
-              "missing": "--missing", "method": "--method", "null": "--null", "k": "--k",
-              "chunksize": "--chunksize", "formula": "--formula"}
+_SPELLINGS = {**{name: OPTIONS[name].cli for name in (
+    "n_bins", "n_classes", "n_resamples", "n_draws", "n_null_draws", "rng", "alpha", "missing", "method", "null",
+    "k", "chunksize", "prevalence", "n_sim", "alternative", "variance")}, "formula": "--formula"}
 
 
 def cli_spelling(message: str) -> str:
@@ -613,16 +617,38 @@ def _message(exc: BaseException) -> str:
 
 
 def main(argv=None) -> int:
-    """Run the command line; return the exit status (0 success, 1 data or file error, 2 usage error)."""
-    args = build_parser().parse_args(argv)
+    """Run the command line; return the exit status (:data:`EXIT_STATUSES`: 0 success, 1 data or file error,
+    2 usage error, 141 output pipe closed)."""
     try:
-        return args.func(args)
-    except Exception as exc:
-        if args.debug:
+        args = build_parser().parse_args(argv)
+        try:
+            status = args.func(args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+            return status
+        except BrokenPipeError:
             raise
-        usage = isinstance(exc, (OptionError, OptionTypeError))
-        print(f"calibtest: error: {cli_spelling(_message(exc))}", file=sys.stderr)
-        return 2 if usage else 1
+        except Exception as exc:
+            if args.debug:
+                raise
+            usage = isinstance(exc, (OptionError, OptionTypeError))
+            print(f"calibtest: error: {cli_spelling(_message(exc))}", file=sys.stderr)
+            return EXIT_USAGE if usage else EXIT_DATA
+    except BrokenPipeError:
+        # the reader went away (``calibtest demo | head -2``): end quietly; stdout goes to devnull so that
+        # the interpreter's final flush does not complain either
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_STATUSES["output pipe closed"]
+
+
+class _Version(argparse.Action):
+    """``--version``: print ``calibtest <version>`` and exit (the version is looked up only when asked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from calibtest._version import package_version
+        text = package_version()
+        print(f"calibtest {text}")
+        parser.exit()
 
 
 if __name__ == "__main__":  # pragma: no cover

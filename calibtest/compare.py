@@ -36,10 +36,11 @@ import pandas as pd
 from scipy import special as _special
 
 from calibtest._format import fmt, model_name
-from calibtest._validation import check_alpha, check_bool, check_choice, check_missing
+from calibtest._validation import check_alpha, check_missing
 from calibtest.core.difference_variance import difference_variance
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import parse_formula, resolve_env
+from calibtest.options import OPTIONS, check_options
 from calibtest.results import CalibrationResult, ConfidenceInterval
 from calibtest.summary import CalibSummary, ResultDisplay, short_name
 
@@ -47,7 +48,7 @@ __all__ = ["calib_compare", "ComparisonResult", "PairwiseComparisonResult", "ALT
            "z_interval"]
 
 #: Alternatives of the test of H0: Delta = 0 (scipy naming).
-ALTERNATIVES = ("two-sided", "less", "greater")
+ALTERNATIVES = OPTIONS["alternative"].choices
 
 
 def z_pvalue(statistic, alternative: str):
@@ -318,14 +319,8 @@ class PairwiseComparisonResult(ResultDisplay):
         return [f"{len(self.names)} models", f"{len(self.comparisons)} pairs", f"alpha={self.alpha:g}"]
 
 
-_VARIANCES = ("corrected", "plugin")
+_VARIANCES = OPTIONS["variance"].choices
 _CUBE_MODES = ("binary", "top1", "topk")
-
-
-def _check_options(paired, alternative, variance):
-    check_bool(paired, "paired", allow_none=True)
-    check_choice(alternative, "alternative", ALTERNATIVES)
-    check_choice(variance, "variance", _VARIANCES)
 
 
 def _rows(res: CalibrationResult, which: str):
@@ -504,7 +499,7 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
     >>> calib_compare([r1, r2, r3]).table                         # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
-    _check_options(paired, alternative, variance)
+    check_options(paired=paired, alternative=alternative, variance=variance)
     if b is None:
         if not isinstance(a, (list, tuple)):
             raise TypeError("give two models (a, b), or a list of models as a with b=None")

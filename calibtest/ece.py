@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 
-from calibtest._validation import (DEFAULT_DRAWS, DEFAULT_NULL, check_alpha, check_method, check_missing, check_null, check_prevalence,
-                                   is_integer)
+from calibtest._validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionError, check_alpha, check_method, check_missing,
+                                   check_null, check_prevalence, is_integer)
 from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci
 from calibtest.inputs import is_dask, is_out_of_core
+from calibtest.options import check_options
 from calibtest.results import CalibrationResult
 
 __all__ = ["calib_ci", "calib_ci_out_of_core"]
@@ -201,10 +202,11 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_null(null, n_null_draws, rng)
     check_method(method, n_resamples, rng, progress)
     check_missing(missing)
+    check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
     if is_out_of_core(data) and (by is not None or weights is not None or prevalence is not None):
-        raise ValueError("by=, weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
+        raise OptionError("by=, weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
                          "file or a Dask frame, read the columns needed into pandas, or stream each group's rows "
                          "into its own BinAccumulator (unweighted)")
     if by is not None:
@@ -214,13 +216,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                 progress=progress, weights=weights, prevalence=prevalence, call_options=options)
     if is_out_of_core(data):
         if null not in ("auto", "asymptotic"):
-            raise ValueError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
+            raise OptionError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
                              "Dask frames support null='asymptotic' (what the default null='auto' uses for them)")
         return calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
                                     n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
                                     progress=progress, method=method)
     if chunksize is not None:
-        raise ValueError("chunksize= applies only to data given as a file path")
+        raise OptionError("chunksize= applies only to data given as a file path")
     return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                               alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
                               method=method, n_resamples=n_resamples, progress=progress, call_options=options,

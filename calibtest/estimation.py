@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from calibtest._format import Call, record_call
+from calibtest._format import Call
 from calibtest._validation import DEFAULT_DRAWS, MAX_BYTES, check_memory, resolve_seed
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
 from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
@@ -34,11 +34,11 @@ from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
-from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
                                      studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
-from calibtest.inputs import read_rows, resolve_weights
+from calibtest.inputs import prepare_input
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
 
 __all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
@@ -430,16 +430,14 @@ def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, 
     (:func:`estimate_weighted`), which supports only the adjusted interval
     and the asymptotic null.
     """
-    rows = read_rows(formula, data, y, probs, env, missing)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
-    w, w_name = resolve_weights(weights, data, rows)
-    partition = partition_rows(target, n_bins)
     options = dict(call_options or {})
     if weights is not None or prevalence is not None:
-        options.update({"weights": w_name if w_name else ("<array>" if weights is not None else None),
-                        "prevalence": prevalence})
-    call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
+        options.update({"weights": None, "prevalence": prevalence})  # the weights' name filled in below
+    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes,
+                             k=k, weights=weights, options=options)
+    rows, target, w, w_name, call = prepared.rows, prepared.target, prepared.weights, prepared.weights_name, \
+        prepared.call
+    partition = partition_rows(target, n_bins)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
     if w is not None or prevalence is not None:

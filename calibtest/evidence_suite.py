@@ -14,15 +14,14 @@ interval) and explains disagreements.  The rules are in
 """
 from __future__ import annotations
 
-from calibtest._format import record_call
-from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_missing, check_null, is_integer, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.core.partition import partition_rows
-from calibtest.core.targets import prepare_target
 from calibtest.estimation import estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
-from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_rng, grouped_result, label_text,
-                                make_grouping)
-from calibtest.inputs import is_out_of_core, read_rows
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
+                                grouping_of, label_text)
+from calibtest.inputs import is_out_of_core, prepare_input
+from calibtest.options import check_options
 from calibtest.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
 __all__ = ["EvidenceResult", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS"]
@@ -91,7 +90,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
-    check_missing(missing)
+    check_options(k=k, n_classes=n_classes, missing=missing)
     if is_out_of_core(data):
         raise TypeError("evidence needs the rows in memory (the multi-scale test and val_prob use every row): a "
                         "file path or Dask DataFrame is not supported; load the columns into a pandas DataFrame")
@@ -112,13 +111,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alpha, missing, null, rng,
                  options) -> GroupedResult:
     """:func:`evidence` with ``by=``: the interval and its evidence on each group's rows (:mod:`calibtest.grouping`)."""
-    rows = read_rows(formula, data, y, probs, env, missing)
-    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
     gen, seed = resolve_seed(rng)
     options = {**options, "rng": seed if is_integer(seed) else None, "by": by if by_names(by) else "<array>"}
-    call = record_call("evidence", formula, data, rows.y, rows.probs, options)
+    prepared = prepare_input("evidence", formula, data, y, probs, eval_env=env, missing=missing,
+                             n_classes=n_classes, k=k, options=options, by=by, group_labels=group_labels)
+    rows, target, call = prepared.rows, prepared.target, prepared.call
+    grouping = grouping_of(prepared.group_names, prepared.group_values)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
     def analyse(g, label, idx, sub):

@@ -42,13 +42,13 @@ from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
 from calibtest._format import fmt, fmt_p
-from calibtest._validation import OptionTypeError, check_missing, is_integer
+from calibtest._validation import OptionTypeError, is_integer
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
 from calibtest.core.partition import partition_rows
-from calibtest.core.targets import prepare_target
 from calibtest.core.weighted import weighted_statistics
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows, resolve_weights
+from calibtest.inputs import prepare_input
+from calibtest.options import check_option
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["HosmerLemeshowResult", "hosmer_lemeshow"]
@@ -189,13 +189,6 @@ class HosmerLemeshowResult(ResultDisplay):
 _DF_TEXT = {"external": "g", "development": "g - 2"}
 
 
-def _check_validation(validation) -> str:
-    if not isinstance(validation, str) or validation not in _DF_TEXT:
-        raise ValueError(f"validation must be 'external' (df = g) or 'development' (df = g - 2), "
-                         f"got {validation!r}")
-    return validation
-
-
 def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int = 10,
                     validation: str = "external", n_classes: int | None = None, n_bins="auto",
                     missing: str = "raise", eval_env=0, weights=None) -> HosmerLemeshowResult:
@@ -273,16 +266,12 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
         if data is not None:
             groups = data
         return _from_result(formula, groups, validation)
-    validation = _check_validation(validation)
-    check_missing(missing)
-    env = resolve_env(eval_env)
-    rows = read_rows(formula, data, y, probs, env, missing)
-    if rows.probs.ndim != 1 and rows.probs.shape[1] != 1:
-        raise ValueError("hosmer_lemeshow needs one probability column (binary, or top-1 with n_classes)")
-    target = prepare_target(rows.y, rows.probs.reshape(-1), n_classes=n_classes, y_name=rows.y_name,
-                            prob_names=rows.prob_names)
+    validation = check_option("validation", validation)
+    check_option("hl_groups", groups, "groups")
+    prepared = prepare_input("hosmer_lemeshow", formula, data, y, probs, eval_env=resolve_env(eval_env),
+                             missing=missing, n_classes=n_classes, weights=weights, single_column=True)
+    rows, target, w = prepared.rows, prepared.target, prepared.weights
     partition = partition_rows(target, n_bins)
-    w = resolve_weights(weights, data, rows)[0]
     return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, validation,
                             formula=formula, weights=w, partition=partition,
                             y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped)
@@ -290,7 +279,7 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
 
 def _from_result(result, groups: int, validation: str = "external") -> HosmerLemeshowResult:
     """Hosmer–Lemeshow test on the rows of a 1-dim ``result`` (binary or top-1) of calib_ci."""
-    validation = _check_validation(validation)
+    validation = check_option("validation", validation)
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
     if getattr(result, "weighting", None) is not None:

@@ -28,6 +28,7 @@ from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
+from calibtest.options import OPTIONS, check_option
 from calibtest.summary import CalibSummary, ResultDisplay
 
 __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult", "PlanningInputs",
@@ -40,7 +41,7 @@ SPARSE_LIMIT = 0.15
 SMALL_N = 100
 #: Above this skewness of T the three-moment (shifted gamma) law is not trusted (as for the conditional null).
 MAX_SKEWNESS = SHIFTED_GAMMA_MAX_SKEWNESS
-METHODS = ("analytic", "simulation")
+METHODS = OPTIONS["study_method"].choices
 
 
 def default_null() -> str:
@@ -451,7 +452,7 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
 
 def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method):
     alpha = check_alpha(alpha)
-    method = check_choice(method, "method", METHODS)
+    method = check_option("study_method", method, "method")
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
     z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
@@ -573,7 +574,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
                           f"of T above {MAX_SKEWNESS:g}); use "
                           "method='simulation'", UserWarning, stacklevel=2)
     else:
-        n_sim = check_count(n_sim, "n_sim", 2)
+        n_sim = check_option("n_sim", n_sim)
         gen, seed = resolve_seed(rng)
         rows = [planner.simulate(v, n_sim, gen) for v in ns]
         mc = MonteCarloPower(n_sim=n_sim, power_se=_pick([r["power_se"] for r in rows], scalar),
@@ -819,7 +820,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     sim_rows = []
     at = analytic(n_star)
     if method == "simulation":
-        n_sim = check_count(n_sim, "n_sim", 2)
+        n_sim = check_option("n_sim", n_sim)
         gen, seed = resolve_seed(rng)
         base = int(gen.integers(2**62))
 

@@ -52,15 +52,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, mode_text, record_call
-from calibtest._validation import check_alpha, check_count, check_memory, check_missing, is_integer, resolve_seed
+from calibtest._format import fmt, mode_text
+from calibtest._validation import check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.targets import PreparedData
 from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.formula import resolve_env
-from calibtest.grouping import analyse_groups, by_names, group_rng, grouped_result, label_text, make_grouping
-from calibtest.inputs import read_rows
+from calibtest.grouping import analyse_groups, by_names, group_labels, group_rng, grouped_result, grouping_of, label_text
+from calibtest.inputs import prepare_input
+from calibtest.options import check_option, check_options
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
 
@@ -315,9 +316,9 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     """
     alpha = check_alpha(alpha)
     statistic = check_statistic(statistic)
-    R = None if n_draws is None else check_count(n_draws, "n_draws")
+    R = None if n_draws is None else check_option("n_draws", n_draws)
     gen, seed = resolve_seed(rng)
-    check_missing(missing)
+    check_options(k=k, n_classes=n_classes, missing=missing, adaptive=adaptive)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
         scales = _check_scales(n_bins)
@@ -328,20 +329,19 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
             raise ValueError("adaptive=True chooses the bin counts itself: use n_bins='auto' or give a "
                              "sequence of bin counts")
         scales, first = None, n_bins
-    rows = read_rows(formula, data, y, probs, env, missing)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
-    call = record_call("tcal_test", formula, data, rows.y, rows.probs,
-                       {"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha,
-                        "n_draws": R, "statistic": statistic,
-                        "missing": missing if missing != "raise" else None,
-                        "rng": seed if is_integer(seed) else None,
-                        "by": None if by is None else (by if by_names(by) else "<array>")})
+    prepared = prepare_input(
+        "tcal_test", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes, k=k,
+        options={"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha, "n_draws": R,
+                 "statistic": statistic, "missing": missing if missing != "raise" else None,
+                 "rng": seed if is_integer(seed) else None,
+                 "by": None if by is None else (by if by_names(by) else "<array>")},
+        by=by, group_labels=group_labels)
+    rows, target, call = prepared.rows, prepared.target, prepared.call
     options = dict(scales=scales, first=first, adaptive=adaptive, alpha=alpha, n_draws=R, statistic=statistic,
                    formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
     if by is None:
         return tcal_rows(target, rng=gen, seed=seed, n_dropped=rows.n_dropped, call_record=call, **options)
-    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
+    grouping = grouping_of(prepared.group_names, prepared.group_values)
 
     def analyse(g, label, idx, sub):
         return tcal_rows(sub, rng=group_rng(gen, seed, g), seed="Generator", **options,

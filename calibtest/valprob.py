@@ -41,7 +41,7 @@ from scipy import stats as sps
 from calibtest._format import fmt
 from calibtest._validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.formula import resolve_env
-from calibtest.inputs import read_rows
+from calibtest.inputs import prepare_input
 from calibtest.logistic import as_1d_float, fit_logistic_glm
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
@@ -481,7 +481,7 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     env = resolve_env(eval_env)
     if formula is None and y is not None and probs is not None and data is None:
         as_1d_float(probs, "probs")
-    rows = read_rows(formula, data, y, probs, env, missing)
+    rows = prepare_input("val_prob", formula, data, y, probs, eval_env=env, missing=missing, target=False).rows
     p = rows.probs
     if p.ndim != 1:
         if p.shape[1] != 1:

@@ -261,9 +261,9 @@ def test_cli_errors_are_one_line_with_exit_status(tmp_path, capsys):
         (["ci", str(tmp_path / "head.csv"), "--formula", "y ~ p", "--chunksize", "3", "--bins", "4"], 1,
          "no data rows"),
         (["report", ok, "--formula", "y ~ p", "-o", str(tmp_path / "nodir" / "r.html")], 2, "does not exist"),
-        (["ci", ok, "--formula", "y ~ p", "--alpha", "3"], 2, "--alpha must be"),
         (["ci", ok, "--formula", "y ~ p", "--n-resamples", "9"], 2, "--method bootstrap"),
         (["ci", ok, "--formula", "y ~ nope"], 1, "column 'nope'"),
+        (["ci", ok, "--formula", "y ~ p", "--by", "y", "--chunksize", "3"], 2, "in memory"),
     ]
     for argv, status, expected in cases:
         rc = main(argv)
@@ -272,8 +272,14 @@ def test_cli_errors_are_one_line_with_exit_status(tmp_path, capsys):
         assert captured.err.count("\n") == 1 and captured.err.startswith("calibtest: error: "), argv
         assert expected in captured.err and "Traceback" not in captured.err, (argv, captured.err)
         assert "missing='drop'" not in captured.err and "n_bins" not in captured.err
+    # an option out of its range in the table of options is argparse's usage error: usage, then one error line
+    with pytest.raises(SystemExit) as exc:
+        main(["ci", ok, "--formula", "y ~ p", "--alpha", "3"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("usage: calibtest ci")
+    assert err.splitlines()[-1] == "calibtest ci: error: argument --alpha: must be in the open interval (0, 1), got 3.0"
     with pytest.raises(OptionError):
-        main(["--debug", "ci", ok, "--formula", "y ~ p", "--alpha", "3"])
+        main(["--debug", "ci", ok, "--formula", "y ~ p", "--by", "y", "--chunksize", "3"])
 
 
 def test_cli_missing_value_message_uses_cli_spelling(tmp_path, capsys):

@@ -141,7 +141,7 @@ def test_bad_validation(bad):
     rng = np.random.default_rng(6)
     p = rng.uniform(size=60)
     y = (rng.uniform(size=60) < p).astype(int)
-    with pytest.raises(ValueError, match="validation must be 'external'"):
+    with pytest.raises(ValueError, match=r"validation must be one of \('external', 'development'\)"):
         ct.hosmer_lemeshow(y=y, probs=p, validation=bad)
-    with pytest.raises(ValueError, match="validation must be 'external'"):
+    with pytest.raises(ValueError, match=r"validation must be one of \('external', 'development'\)"):
         ct.calib_ci(y=y, probs=p).hosmer_lemeshow(5, validation=bad)

@@ -67,7 +67,7 @@ def test_defaults_match_calib_ci():
     ({"n_bins": "many"}, ValueError, "n_bins"), ({"n_bins": 0}, ValueError, "n_bins"),
     ({"n_bins": 2.5}, TypeError, "n_bins"), ({"null": "exact"}, ValueError, "null"),
     ({"method": "jackknife"}, ValueError, "method"), ({"k": 0}, ValueError, "k"),
-    ({"k": "top"}, TypeError, "k"), ({"n_classes": 1}, ValueError, "n_classes"),
+    ({"k": "top"}, ValueError, "k"), ({"n_classes": 1}, ValueError, "n_classes"),
     ({"tests": "calib_ci"}, TypeError, "tests"), ({"tests": ["t_test"]}, ValueError, "tests"),
     ({"subgroups": [1]}, TypeError, "subgroups"), ({"sample_size": 200}, TypeError, "sample_size"),
     ({"sample_size": {"f": object()}}, TypeError, "sample_size"),

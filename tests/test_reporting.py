@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import io
 import os
 import re
@@ -404,14 +405,15 @@ def test_cli_report_records_file_hash_and_command(tmp_path, demo, monkeypatch, c
     digest = hashlib.sha256(csv.read_bytes()).hexdigest()
     out = tmp_path / "out.html"
     seen = {}
-    real = cli.calib_ci
+    ece = importlib.import_module("calibtest.ece")  # the CLI imports calib_ci from it when a command runs
+    real = ece.calib_ci
 
     def spy(*args, **kwargs):
         seen.clear()
         seen.update(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "calib_ci", spy)
+    monkeypatch.setattr(ece, "calib_ci", spy)
     rc = cli.main(["report", str(csv), "--formula", "y ~ p", "-o", str(out), "--title", "CLI <report>",
                    "--bins", "20", "--alpha", "0.1"])
     assert rc == 0 and out.exists()

@@ -18,7 +18,7 @@ import math
 
 from dataclasses import dataclass
 
-from calibtest._validation import OptionError, OptionTypeError, is_integer
+from calibtest.options import OptionError, OptionTypeError, is_integer
 
 __all__ = ["EDGE_TOL", "edge_floor", "auto_n_bins", "cube_indices", "group_keys", "resolve_n_bins", "max_n_bins",
            "MAX_CELLS_LOG2", "MAX_SINGLETON_FRACTION", "BinRule", "singleton_fraction", "occupancy_n_bins",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibtest._validation import is_integer
+from calibtest.options import is_integer
 
 __all__ = ["PreparedData", "prepare", "prepare_full", "is_full_request", "prepare_target",
            "ROW_SUM_TOL"]

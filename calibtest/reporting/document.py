@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from calibtest._format import json_safe
-from calibtest._validation import OptionError, OptionTypeError
+from calibtest._validation import DataError, OptionError, OptionTypeError
 from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
@@ -109,6 +109,14 @@ def load_metadata(path) -> dict:
     TOML needs Python 3.11 or later (the standard library's :mod:`tomllib`);
     on Python 3.10 a TOML file is refused with a message saying so.  In TOML,
     the revisions are an array of tables (``[[revisions]]``).
+
+    Raises
+    ------
+    OptionError
+        The path is not a ``.json``/``.toml`` file that exists (or TOML on Python 3.10).
+    DataError
+        The file cannot be decoded (not UTF-8, invalid JSON or TOML) or a field
+        is wrong; the message names the file and the field.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -116,12 +124,15 @@ def load_metadata(path) -> dict:
         raise OptionError(f"metadata file must end in .json or .toml, got {str(path)!r}")
     if not path.is_file():
         raise OptionError(f"metadata file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"metadata file {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     if suffix == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise OptionError(f"metadata file {path}: invalid JSON ({exc})") from None
+            raise DataError(f"metadata file {path}: invalid JSON ({exc})") from None
     else:
         if sys.version_info < (3, 11):
             raise OptionError(f"metadata file {path}: TOML needs Python 3.11 or later (tomllib); "
@@ -131,8 +142,11 @@ def load_metadata(path) -> dict:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise OptionError(f"metadata file {path}: invalid TOML ({exc})") from None
-    return check_metadata(data)
+            raise DataError(f"metadata file {path}: invalid TOML ({exc})") from None
+    try:
+        return check_metadata(data)
+    except (OptionError, OptionTypeError) as exc:  # the file's content: a data error naming file and field
+        raise DataError(f"metadata file {path}: {exc}") from None
 
 
 class Numbering:

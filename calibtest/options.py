@@ -1,0 +1,335 @@
+"""The options of calibtest, declared once: name, type, allowed values, default and a one-line doc.
+
+Everything that checks, writes or parses an option is built from the table
+:data:`OPTIONS` (in the manner of scikit-learn's ``_parameter_constraints``):
+
+* the argument checks of the public functions (:func:`check_option`, used by
+  :mod:`calibtest._validation` and the entry points);
+* the plan file's schema (:data:`PLAN_SCHEMA`: what :func:`calibtest.plan`
+  writes and :meth:`calibtest.AnalysisPlan.read` accepts);
+* the command line's options (:meth:`Option.add_to` gives argparse its
+  ``type``, ``choices``, ``default`` and help text).
+
+So a value one of them writes, the others accept: ``plan(..., null="auto")``
+writes ``"null": "auto"``, which ``calibtest plan --null auto`` and
+``calib_ci(null="auto")`` both take.
+
+The exception family is defined here too: :class:`OptionError` (an option
+out of range, a ``ValueError``), :class:`OptionTypeError` (an option of the
+wrong type, a ``TypeError``) and :class:`DataError` (bad rows, columns or
+input files, a ``ValueError``).  The command line exits with
+:data:`EXIT_USAGE` (2) for option errors and argparse's usage errors, and
+with :data:`EXIT_DATA` (1) for errors in the data or the files.
+
+This module imports only the standard library, so the command line's
+``--help`` and ``--version`` stay fast and every layer may use it.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, replace
+
+__all__ = ["OptionError", "OptionTypeError", "DataError", "EXIT_OK", "EXIT_DATA", "EXIT_USAGE", "Option",
+           "OPTIONS", "PLAN_SCHEMA", "PLAN_TESTS", "check_option", "check_options", "is_bool", "is_integer"]
+
+
+# ----------------------------------------------------------------------------- the exception family
+class OptionError(ValueError):
+    """An option (argument other than the data) has an invalid value.
+
+    A ``ValueError``, so ``except ValueError`` catches it; the command line
+    reports it as a usage error (exit status 2), unlike errors in the data.
+    """
+
+
+class OptionTypeError(TypeError):
+    """An option has a value of the wrong type (a ``TypeError``; a usage error on the command line)."""
+
+
+class DataError(ValueError):
+    """The data cannot be used as given: a missing column, missing values, rows of the wrong shape, an
+    undecodable input file (a ``ValueError``; exit status 1 on the command line)."""
+
+
+#: Exit statuses of the command line: success, an error in the data or files, a usage (option) error.
+EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
+
+
+# ----------------------------------------------------------------------------- kinds of values
+def is_bool(value) -> bool:
+    """True for ``bool`` and ``numpy.bool_`` (which must not pass as numbers); numpy is not imported."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+
+
+def is_integer(value) -> bool:
+    """True for Python and numpy integers, False for booleans."""
+    return not is_bool(value) and isinstance(value, numbers.Integral)
+
+
+#: The kinds of option: how a value is checked and how the command line parses its text.
+KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its name, kind, allowed values, default and a one-line doc.
+
+    Attributes
+    ----------
+    name : str
+        The option's key in :data:`OPTIONS`: the keyword of the public
+        functions (``n_bins``), or a qualified name where two functions give
+        one keyword different meanings (``study_method`` is the ``method`` of
+        :func:`calibtest.calib_sample_size`, ``hl_groups`` the ``groups`` of
+        :func:`calibtest.hosmer_lemeshow`).
+    kind : str
+        ``"level"`` (a number in the open interval (0, 1)), ``"count"`` (an
+        integer >= ``minimum``, or one of ``choices``), ``"choice"`` (one of
+        ``choices``), ``"names"`` (a list of distinct strings, from
+        ``choices`` when given), ``"seed"`` (None or an integer >= 0; a
+        ``numpy.random.Generator`` is accepted by the functions, not by files
+        or the command line), ``"flag"`` (True or False), ``"mapping"`` (a
+        dict of JSON values).
+    default : object
+        The default of the public functions, the plan and the command line.
+    doc : str
+        One line, used as the command line's help text.
+    choices : tuple of str
+        Allowed strings (for a ``"count"``, the words allowed besides integers,
+        such as ``"auto"``).
+    minimum : int
+        Smallest integer of a ``"count"``.
+    nullable : bool
+        Whether ``None`` is allowed (its meaning is in ``doc``).
+    flag : str or None
+        The command line's spelling (default ``--`` and the name with dashes).
+    """
+
+    name: str
+    kind: str
+    default: object
+    doc: str
+    choices: tuple = ()
+    minimum: int = 1
+    nullable: bool = False
+    flag: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def cli(self) -> str:
+        """The command line's spelling of the option (``--n-bins``)."""
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def allowed(self, cli: bool = False) -> str:
+        """The allowed values, in words (for messages; ``cli``: as typed on the command line, without None)."""
+        if self.kind == "level":
+            text = "a number in the open interval (0, 1)"
+        elif self.kind == "count":
+            text = " or ".join([f"an integer >= {self.minimum}"] + [repr(c) for c in self.choices])
+        elif self.kind == "choice":
+            text = "one of " + ", ".join(repr(c) for c in self.choices)
+        elif self.kind == "names":
+            text = "a list of distinct strings" + (" from " + ", ".join(self.choices) if self.choices else "")
+        elif self.kind == "seed":
+            text = "an int seed >= 0"
+        elif self.kind == "flag":
+            return "True, False or None" if self.nullable and not cli else "True or False"
+        else:
+            text = "a dict of JSON values"
+        return ("None or " + text) if self.nullable and not cli else text
+
+    # ------------------------------------------------------------------ checks
+    def check(self, value, name: str | None = None):
+        """``value`` in canonical form (Python int/float/str/tuple), or an :class:`OptionError` /
+        :class:`OptionTypeError` naming the option (``name`` overrides the name in messages)."""
+        name = name or self.name
+        if value is None and self.nullable:
+            return None
+        kind = self.kind
+        if kind == "level":
+            if is_bool(value) or not isinstance(value, numbers.Real):
+                raise OptionTypeError(f"{name} must be a number in (0, 1), got {type(value).__name__}")
+            value = float(value)
+            if not (0.0 < value < 1.0):
+                raise OptionError(f"{name} must be in the open interval (0, 1), got {value}")
+            return value
+        if kind == "count":
+            kinds = " or ".join(["an integer"] + [repr(c) for c in self.choices])  # the bound comes next
+            if isinstance(value, str) and self.choices:
+                if value in self.choices:
+                    return value
+                raise OptionError(f"{name} must be {kinds}, got {value!r}")
+            if not is_integer(value):
+                raise OptionTypeError(f"{name} must be {kinds}, got {value!r}")
+            if value < self.minimum:
+                raise OptionError(f"{name} must be >= {self.minimum}, got {value}")
+            return int(value)
+        if kind == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise OptionError(f"{name} must be one of {tuple(self.choices)}, got {value!r}")
+            return value
+        if kind == "names":
+            if isinstance(value, str) or not hasattr(value, "__iter__"):
+                raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
+            values = list(value)
+            for v in values:
+                if not isinstance(v, str):
+                    raise OptionTypeError(f"{name} must hold strings, got {v!r}")
+            unknown = [v for v in values if self.choices and v not in self.choices]
+            if unknown:
+                raise OptionError(f"{name} has unknown entries {unknown}; allowed: {list(self.choices)}")
+            if len(set(values)) != len(values):
+                raise OptionError(f"{name} lists an entry twice: {values}")
+            return tuple(values)
+        if kind == "seed":
+            if type(value).__name__ == "Generator" and type(value).__module__.startswith("numpy"):
+                return value
+            if not is_integer(value):
+                raise OptionTypeError(f"{name} must be None, an int seed or a numpy.random.Generator, "
+                                      f"got {type(value).__name__}")
+            if value < 0:
+                raise OptionError(f"{name} must be a non-negative integer seed, got {value}")
+            return int(value)
+        if kind == "flag":
+            if not is_bool(value):
+                raise OptionTypeError(f"{name} must be {self.allowed()}, got {value!r}")
+            return bool(value)
+        if not isinstance(value, dict):
+            raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
+        return value
+
+    # ------------------------------------------------------------------ the command line
+    def parse(self, text: str):
+        """The value of the command line's text (argparse's ``type=``): what :meth:`check` accepts.
+
+        Raises ``argparse.ArgumentTypeError`` (a usage error, exit status 2)
+        with the allowed values.
+        """
+        import argparse  # the standard library's; only the command line calls this
+
+        try:
+            if self.kind == "level":
+                value = float(text)
+            elif self.kind in ("count", "seed"):
+                value = text if (self.kind == "count" and text in self.choices) else int(text)
+            elif self.kind == "names":
+                value = [part.strip() for part in text.split(",") if part.strip()]
+            else:
+                value = text
+            return self.check(value, self.cli)
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, (OptionError, OptionTypeError)):
+                raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{self.cli} ")) from None
+            raise argparse.ArgumentTypeError(f"expected {self.allowed(cli=True)}, got {text!r}") from None
+
+    def format(self, value) -> str:
+        """The command line's text of ``value`` (the inverse of :meth:`parse`)."""
+        if isinstance(value, (list, tuple)):
+            return ",".join(value)
+        return repr(value) if isinstance(value, float) else str(value)
+
+    def add_to(self, parser, *flags, help: str | None = None, **overrides):
+        """Add the option to an argparse ``parser`` with its type, choices, default and help text."""
+        kwargs = {"default": self.default, "help": help or self.help()}
+        if self.kind == "flag":
+            kwargs["action"] = "store_true"
+        elif self.kind == "choice":
+            kwargs["choices"] = list(self.choices)
+        else:
+            kwargs["type"] = self.parse
+        if self.kind == "names":
+            kwargs.setdefault("metavar", "A,B")
+        kwargs.update(overrides)
+        return parser.add_argument(*(flags or (self.cli,)), **kwargs)
+
+    def help(self) -> str:
+        """The command line's help text: the doc, the allowed values and the default."""
+        default = self.default
+        shown = "" if default is None or self.kind == "flag" else f" (default {default})"
+        allowed = "" if self.kind in ("choice", "flag") else f"; {self.allowed(cli=True)}"
+        return f"{self.doc}{allowed}{shown}"
+
+
+# ----------------------------------------------------------------------------- the table
+#: The tests and measures a plan can name (``tests=``), with what a report shows for each.
+PLAN_TESTS = {
+    "calib_ci": "confidence interval for the l2-ECE (adjusted interval)",
+    "calib_test": "multi-scale test of calibration (evidence table)",
+    "hosmer_lemeshow": "Hosmer-Lemeshow test",
+    "spiegelhalter": "Spiegelhalter's z test (evidence table)",
+    "citl": "calibration-in-the-large (evidence table)",
+    "slope": "calibration slope (evidence table)",
+    "val_prob": "validation metrics of rms::val.prob",
+    "calib_compare": "comparison of calibration errors between models",
+}
+
+_OPTIONS = (
+    Option("alpha", "level", 0.05, "significance level of every test and interval"),
+    Option("n_bins", "count", "auto", "bins per dimension B", choices=("auto",), flag="--bins"),
+    Option("null", "choice", "auto", "null law of the test of ECE = 0 (auto: conditional for rows in memory, "
+           "the paper's asymptotic one for streamed files)",
+           choices=("auto", "asymptotic", "conditional", "monte-carlo")),
+    Option("method", "choice", "adjusted", "interval: the paper's adjusted interval or a resampling baseline",
+           choices=("adjusted", "bootstrap", "subsampling", "hulc")),
+    Option("study_method", "choice", "analytic", "sample size by the analytic normal approximation or by "
+           "simulated studies", choices=("analytic", "simulation"), flag="--method"),
+    Option("k", "count", None, "top-1-to-k calibration of a probability matrix (an integer), or 'full' "
+           "calibration", choices=("full",), nullable=True),
+    Option("n_classes", "count", None, "K, the number of classes, for a single top-1 confidence column",
+           minimum=2, nullable=True),
+    Option("missing", "choice", "raise", "rows with a missing value: raise an error or drop them",
+           choices=("raise", "drop")),
+    Option("n_null_draws", "count", 999, "label draws R of the Monte Carlo null", flag="--draws"),
+    Option("n_draws", "count", 999, "label draws R of a Monte Carlo test", flag="--draws"),
+    Option("n_resamples", "count", None, "resamples of a resampling interval (default 500)", minimum=2,
+           nullable=True),
+    Option("rng", "seed", None, "seed of the random draws (None: a fresh seed, recorded)", nullable=True,
+           flag="--seed"),
+    Option("progress", "flag", None, "progress bar (None: only in an interactive terminal)", nullable=True),
+    Option("chunksize", "count", None, "rows per chunk of a streamed file", nullable=True),
+    Option("prevalence", "level", None, "population prevalence: re-weight an enriched (e.g. case-control) "
+           "sample to it", nullable=True),
+    Option("n_sim", "count", 1000, "simulated studies per n of a sample-size calculation (--method simulation)",
+           minimum=2),
+    Option("adaptive", "flag", False, "adaptive T-Cal over dyadic bin counts"),
+    Option("hl_groups", "count", 10, "groups g of the Hosmer-Lemeshow test", minimum=3),
+    Option("validation", "choice", "external", "Hosmer-Lemeshow degrees of freedom: external (df = g) or "
+           "development (df = g - 2)", choices=("external", "development")),
+    Option("combine", "choice", "max-z", "how the multi-scale test combines its scales",
+           choices=("max-z", "bonferroni")),
+    Option("partitions", "choice", "equal-width", "bins of the multi-scale test",
+           choices=("equal-width", "equal-mass", "both")),
+    Option("alternative", "choice", "two-sided", "alternative hypothesis on Delta = ECE_A^2 - ECE_B^2 "
+           "(greater: model A worse calibrated)", choices=("two-sided", "less", "greater")),
+    Option("variance", "choice", "corrected", "variance estimate of a comparison (plugin is conservative near "
+           "calibration)", choices=("corrected", "plugin")),
+    Option("spiegelhalter", "flag", None, "whether the multi-scale test adds Spiegelhalter's z (None: for a "
+           "1-dim prediction)", nullable=True),
+    Option("paired", "flag", None, "whether two results share their rows (None: detected)", nullable=True),
+    Option("tests", "names", None, "tests and measures to report", choices=tuple(PLAN_TESTS), nullable=True),
+    Option("subgroups", "names", None, "subgroup columns", nullable=True),
+    Option("sample_size", "mapping", None, "a sample-size calculation (to_dict() of its result)", nullable=True),
+)
+
+#: Every option by name.
+OPTIONS: dict[str, Option] = {option.name: option for option in _OPTIONS}
+
+#: The options a plan file fixes, in the order of :func:`calibtest.plan`; ``n_bins`` also takes
+#: ``"adaptive"`` in a plan (the multi-scale test chooses the scale; the interval uses the automatic rule).
+PLAN_SCHEMA: dict[str, Option] = {
+    name: OPTIONS[name] for name in ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups",
+                                     "sample_size")}
+PLAN_SCHEMA["n_bins"] = replace(OPTIONS["n_bins"], choices=("auto", "adaptive"), flag="--n-bins")
+
+
+def check_option(name: str, value, label: str | None = None):
+    """``value`` of the option ``name`` checked against :data:`OPTIONS`, in canonical form."""
+    return OPTIONS[name].check(value, label)
+
+
+def check_options(**values) -> dict:
+    """Several options at once: ``check_options(alpha=alpha, k=k)`` -> their canonical values."""
+    return {name: OPTIONS[name].check(value) for name, value in values.items()}
