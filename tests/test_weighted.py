@@ -602,16 +602,20 @@ def test_a_row_holding_all_the_weight_is_refused_by_the_jackknife_by_name():
     assert np.isfinite(weighted_statistics(inverse, u, w).estimate)  # T_w itself is defined
 
 
-@pytest.mark.parametrize("c", [1e-100, 1e100, 3.7, 2.0**-300])
-def test_rescaled_weights_give_the_same_result(binary, c):
-    base = ct.calib_ci("y ~ p", data=binary, weights="w")
-    res = ct.calib_ci("y ~ p", data=binary.assign(w=c * binary["w"]), weights="w")
+@pytest.mark.parametrize("prevalence", [None, 0.2])
+@pytest.mark.parametrize("c", [1e-100, 1e100, 3.7, 2.0**-300, 1e-300, 1e300])
+def test_rescaled_weights_give_the_same_result(binary, c, prevalence):
+    kw = {"prevalence": prevalence, "rng": 1, "n_null_draws": 99}
+    base = ct.calib_ci("y ~ p", data=binary, weights="w", **kw)
+    res = ct.calib_ci("y ~ p", data=binary.assign(w=c * binary["w"]), weights="w", **kw)
     a, b = base.to_dict(), res.to_dict()
     keys = ["estimate", "se", "ci_lower", "ci_upper", "threshold", "null_pvalue", "null_zstat", "sigma0_sq",
             "sigma1_sq", "plugin_estimate"]
     for key in keys:
         assert b[key] == pytest.approx(a[key], rel=1e-12, abs=1e-300), key
     assert res.weighting.n_eff == pytest.approx(base.weighting.n_eff, rel=1e-13)
+    assert res.weighting.sparse_weight_share == pytest.approx(base.weighting.sparse_weight_share, rel=1e-13)
+    assert res.approximate == base.approximate
     assert res.weighting.weight_total == pytest.approx(c * base.weighting.weight_total, rel=1e-13)
     if c == 2.0**-300:  # a power of two rescales every sum exactly: the same bits
         assert [b[k] for k in keys] == [a[k] for k in keys]
@@ -641,3 +645,8 @@ def test_normalised_weights_are_exact_rescalings():
     rng = np.random.default_rng(0)
     inverse, u = rng.integers(0, 4, 60), rng.normal(size=(60, 1))
     assert weighted_null_variance(inverse, u, np.full(60, 1e-100)) == weighted_null_variance(inverse, u, np.ones(60))
+
+
+def test_weights_whose_sum_overflows_are_refused_by_name(binary):
+    with pytest.raises(ValueError, match="weights sum to more than the largest floating-point number"):
+        ct.calib_ci("y ~ p", data=binary.assign(w=1e307 * binary["w"]), weights="w")

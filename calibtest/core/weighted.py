@@ -111,7 +111,7 @@ from scipy import stats as _sps
 from calibtest.core.intervals import AdjustedInterval
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
-           "weighted_null_draws", "prevalence_event_prob",
+           "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
            "prevalence_weights", "kish_n_eff", "jackknife_statistic",
            "null_studentized_multipliers", "studentized_adjusted_interval"]
 
@@ -166,6 +166,19 @@ def kish_n_eff(w: np.ndarray) -> float:
     return float(w.sum() ** 2 / np.sum(w * w))
 
 
+def sparse_bins(inverse: np.ndarray, w: np.ndarray, m: int, n_eff_min: float) -> np.ndarray:
+    """Bins whose Kish effective size (sum w)^2 / sum w^2 is below ``n_eff_min`` (empty bins: False).
+
+    Computed on the rescaled weights (:func:`normalised_weights`), so that
+    weights of any scale give the same bins (sum w^2 of weights of 1e200
+    would overflow).
+    """
+    (w,) = normalised_weights(w)
+    W_b = np.bincount(inverse, weights=w, minlength=m)
+    P_b = np.bincount(inverse, weights=w * w, minlength=m)
+    return W_b * W_b < n_eff_min * P_b
+
+
 def prevalence_weights(events: np.ndarray, prevalence: float, base=None, pi_hat: float | None = None
                        ) -> tuple[np.ndarray, float]:
     """Weights that move the sample's event rate to ``prevalence``.
@@ -193,7 +206,8 @@ def prevalence_weights(events: np.ndarray, prevalence: float, base=None, pi_hat:
     events = np.asarray(events, dtype=bool)
     base = np.ones(events.shape[0]) if base is None else np.asarray(base, dtype=np.float64)
     if pi_hat is None:
-        pi_hat = float(np.sum(base * events) / np.sum(base))
+        (scaled,) = normalised_weights(base)  # the same ratio at any scale of the case weights
+        pi_hat = float(np.sum(scaled * events) / np.sum(scaled))
     if not 0.0 < pi_hat < 1.0:
         raise ValueError(f"prevalence= needs both events and non-events in the data (sample prevalence "
                          f"{pi_hat:g})")
@@ -594,6 +608,12 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     given = np.asarray(w, dtype=np.float64)
     (w,) = normalised_weights(given)
     m = int(inverse.max()) + 1 if m is None else m
+    with np.errstate(over="ignore"):
+        weight_sum = np.bincount(inverse, weights=given, minlength=m)
+        if not np.isfinite(weight_sum.sum()):
+            raise ValueError(f"weights sum to more than the largest floating-point number "
+                             f"({np.finfo(float).max:.4g}); divide them by a common factor (no estimate "
+                             "changes)")
     W_b, P_b, S_b, Q_b = _bin_parts(inverse, u, w, m)
     W = float(W_b.sum())
     factor = _pair_factor(W_b, W_b * W_b - P_b, W)
@@ -613,8 +633,7 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
         estimate=estimate, plugin=plugin, sigma1_sq=float(np.mean(psi * psi)),
         null_variance=weighted_null_variance(inverse, u, w, m),
         null_variance_plugin_weights=weighted_null_variance(inverse, u, w, m, shift=0.0),
-        contributions=contributions, weight_sum=np.bincount(inverse, weights=given, minlength=m),
-        n_eff=kish_n_eff(w), ratio_estimate=ratio,
+        contributions=contributions, weight_sum=weight_sum, n_eff=kish_n_eff(w), ratio_estimate=ratio,
         jackknife_variance=jvar)
 
 
