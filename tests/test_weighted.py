@@ -650,3 +650,17 @@ def test_normalised_weights_are_exact_rescalings():
 def test_weights_whose_sum_overflows_are_refused_by_name(binary):
     with pytest.raises(ValueError, match="weights sum to more than the largest floating-point number"):
         ct.calib_ci("y ~ p", data=binary.assign(w=1e307 * binary["w"]), weights="w")
+
+
+@pytest.mark.parametrize("ratio", [1e3, 1e5])
+def test_deleting_the_dominant_row_of_a_bin_matches_the_definition(ratio):
+    """The rest of the dominated bin weighs as much as the other bins, so deleting the top row matters."""
+    rng = np.random.default_rng(12)
+    n = 18
+    inverse = np.arange(n) % 3
+    u = rng.uniform(-0.9, 0.9, size=(n, 1))
+    w = rng.lognormal(0.0, 0.3, n)
+    w[0] = ratio * w[1:][inverse[1:] == 0].sum()
+    T, _, _, T_J, V_J = exact_weighted(inverse, u, w)
+    jack = weighted_statistics(inverse, u, w, jackknife=True)
+    _close([jack.ratio_estimate, jack.estimate, jack.jackknife_variance], [T, T_J, V_J], rtol=1e-9)

@@ -89,6 +89,18 @@ which for unit weights and a calibrated model is 2 int tr(Sigma(z)^2) dz /
 the weights given z, the weighted test uses the data-based V_0 (there is no
 weight-free constant).
 
+**Numerics.**  Every quantity here is invariant to a common rescaling of
+the weights; they are rescaled exactly, by a power of two, before any sum
+(:func:`normalised_weights`), so that weights of 1e-100 or 1e100 give the
+result of the same weights near 1, and equal weights are unit weights (T_w
+= T).  In a bin where one weight w_a is far above the rest, W_b^2 - P_b and
+||S_b||^2 - Q_b are differences of numbers of size w_a^2 whose value is of
+size w_a times the rest: at a ratio of 10^12 they keep about 4 digits, and
+beyond about 2 * 10^12 they round to 0.  A bin whose pair sum is below
+W_b^2 / 128 is therefore computed from its top row and the sums of the
+other rows (:func:`_top_row_form`), where no large numbers cancel; the
+jackknife's deletions likewise.
+
 References
 ----------
 .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
@@ -316,13 +328,10 @@ def _top_row_form(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size: int, can
 
     .. math::
 
-        R_b = rac{2 U_a^	op S_p + s (\lVert S_p 
-Vert^2 - Q_p)}{2 + s (1 - P_p)},
+        R_b = \frac{2 U_a^\top S_p + s (\lVert S_p \rVert^2 - Q_p)}{2 + s (1 - P_p)},
         \qquad
-        rac{\sum_{i 
-e j} (w_i w_j U_i^	op U_j)^2}{D_b^2}
-          = rac{2 U_a^	op M_p U_a + s^2 (\lVert M_p 
-Vert_F^2 - F_p)}{(2 + s (1 - P_p))^2},
+        \frac{\sum_{i \ne j} (w_i w_j U_i^\top U_j)^2}{D_b^2}
+          = \frac{2 U_a^\top M_p U_a + s^2 (\lVert M_p \rVert_F^2 - F_p)}{(2 + s (1 - P_p))^2},
 
     with S_p = sum_j p_j U_j, Q_p = sum_j p_j^2 ||U_j||^2, P_p = sum_j p_j^2,
     M_p = sum_j p_j^2 U_j U_j^T and F_p = sum_j p_j^4 ||U_j||^4 over the
@@ -369,11 +378,12 @@ def _leave_one_out_top_rows(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size
     """The weight and the pair ratio of each ``need`` row's bin without that row, in the top-row form.
 
     Per bin the rows of positive weight are split into the top row a, the
-    next one a2 and the rest; the bin without row i has the top row a2 and
-    the rest as others when i = a, and otherwise the top row a and the
-    others {a2} + rest - {i}, whose sums are w_a2 (...) + (rest sums - row i's),
-    with no difference of two large numbers (row i is at most a2).  The
-    ratio is then that of :func:`_top_row_form`.
+    next one a2 and the rest.  The bin without row i has the top row a2 and
+    the others "the rest" when i = a; the top row a and the others "the
+    rest" when i = a2; and otherwise the top row a and the others
+    {a2} + rest - {i}, whose sums are a2's term plus (the rest's sum minus
+    row i's term): row i weighs at most w_a2, so no sum loses more digits
+    than the number of rows.  The ratio is then that of :func:`_top_row_form`.
 
     Returns
     -------
@@ -446,7 +456,11 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     where R_b^{(-i)} uses W_b - w_i, P_b - w_i^2, S_b - w_i U_i and
     Q_b - w_i^2 ||U_i||^2; when the bin keeps no weighted pair without row i,
     R_b^{(-i)} is taken as R_b (the row's deletion carries no information on
-    the ratio).  T_J removes the O(1/n) bias of the ratio (Quenouille's
+    the ratio).  Bins, and bins without row i, that one row dominates (pair
+    sum below W^2 / ``TOP_ROW_SHARE``, or row i holding all but
+    1 / ``TOP_ROW_SHARE`` of its bin) are computed from their top rows and
+    the sums of the rest, without the cancellation of these differences
+    (:func:`_top_row_form`).  T_J removes the O(1/n) bias of the ratio (Quenouille's
     jackknife [1]_).  With unit weights each R_b is a U-statistic, whose
     leave-one-out average is itself, and T_J = T_w = T exactly.  The jackknife
     variance is (n - 1)/n sum_i (T_w^{(-i)} - mean)^2.
@@ -472,6 +486,13 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
         Each bin's share of T_J (they sum to T_J within a set).
     variance : ndarray, shape (r,)
         Jackknife variance of each set.
+
+    Raises
+    ------
+    ValueError
+        When one row holds more than 1 - 2^-20 of its set's weight: T_w
+        without it, a ratio over a weight total below the rounding error of
+        the total, cannot be computed.
 
     References
     ----------
@@ -503,8 +524,10 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     Dl = Wl * Wl - (P_b[cell] - w * w)
     kl = _keep(Dl, Wl)
     Rl = np.divide(np.einsum("ij,ij->i", Sl, Sl) - (Q_b[cell] - w2uu), Dl, out=R[cell].copy(), where=kl)
-    need = Dl < Wl * Wl / TOP_ROW_SHARE
-    if need.any():  # leave-one-out bins dominated by one row
+    # leave-one-out bins dominated by one row, and deletions of a row that dominates its bin (whose
+    # W_b - w_i, P_b - w_i^2, S_b - w_i U_i cancel)
+    need = (Dl < Wl * Wl / TOP_ROW_SHARE) | (Wl < W_b[cell] / TOP_ROW_SHARE)
+    if need.any():
         u = np.divide(wu, w[:, None], out=np.zeros_like(wu), where=w[:, None] > 0) if u is None else u
         rows, pair, left, ratio_loo = _leave_one_out_top_rows(cell, u, w, size, need)
         fix = pair | (left < W_b[cell[rows]] / TOP_ROW_SHARE)  # where W_b - w_i loses digits
@@ -604,6 +627,21 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     Returns
     -------
     WeightedStatistics
+
+    Raises
+    ------
+    ValueError
+        When the weights' sum overflows, or (with ``jackknife``) one row holds
+        all but 2^-20 of the weight (:func:`jackknife_statistic`).
+
+    Notes
+    -----
+    The weights are rescaled first (:func:`normalised_weights`: exactly, by a
+    power of two; equal weights become unit weights), so that weights of any
+    scale give the same result; ``weight_sum`` is of the weights as given.
+    Bins that one row dominates are computed in the top-row form
+    (:func:`_top_row_form`), which matches the definition at any ratio of
+    weights.
     """
     given = np.asarray(w, dtype=np.float64)
     (w,) = normalised_weights(given)
@@ -706,12 +744,12 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
         keep = D_b > 1e-12 * np.maximum(W_b * W_b, np.finfo(float).tiny)
         W = W_b.sum(axis=1, keepdims=True)
         factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
-        terms = factor * (S_b * S_b - Q_b)
-        dominated = (D_b < W_b * W_b / TOP_ROW_SHARE).ravel()
+        terms = (factor * (S_b * S_b - Q_b)).reshape(size)
+        dominated = (D_b < W_b * W_b / TOP_ROW_SHARE).reshape(size)
         if dominated.any():  # cells dominated by one row: without cancellation, as for the observed T_w
             top = _top_row_form(cell, u.reshape(-1, 1), w.ravel(), size, dominated)
-            terms.ravel()[top.bins] = (W_b / W).ravel()[top.bins] * top.ratio
-        out[start:start + r] = np.sum(terms, axis=1)
+            terms[top.bins] = (W_b / W).reshape(size)[top.bins] * top.ratio
+        out[start:start + r] = np.sum(terms.reshape(r, m), axis=1)
     if return_variance:
         if not jackknife:
             raise ValueError("return_variance=True needs jackknife=True")
