@@ -139,3 +139,12 @@ def test_write_report_file_removes_its_temporary_file_on_interrupt(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_report_file(path, "<html></html>", interrupted)
     _untouched(path)
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    real = _existing(tmp_path, "approved.html")
+    link = tmp_path / "latest.html"
+    link.symlink_to(real.name)
+    write_report_file(link, "<html>new</html>")
+    assert link.is_symlink() and real.read_bytes() == b"<html>new</html>"
+    assert sorted(os.listdir(tmp_path)) == ["approved.html", "latest.html"]

@@ -132,7 +132,8 @@ def write_report_file(path: Path, html: str, write_pdf=None) -> Path:
     (``.NAME.XXXXXXXX.tmp``, created exclusively, so with the permissions a
     new file gets), which replaces ``path`` (:func:`os.replace`, atomic on
     POSIX and Windows within one file system) only once it is complete; an
-    existing report keeps its permissions.  On any failure, including an
+    existing report keeps its permissions, and a symbolic link is written
+    through (its target is replaced).  On any failure, including an
     interrupt, the temporary file is removed and ``path`` is untouched.
 
     Parameters
@@ -166,16 +167,17 @@ def write_report_file(path: Path, html: str, write_pdf=None) -> Path:
                               f"{html[exc.start:exc.end]!r} in {context!r} ({exc.reason}; a report is written "
                               "as UTF-8)") from None
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    target = Path(os.path.realpath(path))  # a symbolic link: write through it, as opening it would
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "xb") as fh:  # exclusive: never an existing file
             if write_pdf is None:
                 fh.write(data)
         if write_pdf is not None:
             write_pdf(html, str(tmp))
-        if path.exists():
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-        os.replace(tmp, path)
+        if target.exists():
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
