@@ -296,6 +296,11 @@ def _keep(D: np.ndarray, W: np.ndarray) -> np.ndarray:
 TOP_ROW_SHARE = 128.0
 
 
+def _dominated_bins(W_b: np.ndarray, P_b: np.ndarray, inverse: np.ndarray, m: int) -> np.ndarray:
+    """Bins of two or more rows whose pair sum W_b^2 - P_b is below W_b^2 / TOP_ROW_SHARE."""
+    return (W_b * W_b - P_b < W_b * W_b / TOP_ROW_SHARE) & (np.bincount(inverse, minlength=m) > 1)
+
+
 @dataclass(frozen=True)
 class _TopRowForm:
     """Bin ratios of the bins dominated by one row, computed without cancellation (see :func:`_top_row_form`)."""
@@ -510,6 +515,10 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     keep = _keep(D, W_b)
     R = np.divide(np.einsum("bj,bj->b", S_b, S_b) - Q_b, D, out=np.zeros(size), where=keep)
     dominated = D < W_b * W_b / TOP_ROW_SHARE
+    rows_b = None
+    if dominated.any():
+        rows_b = np.bincount(cell, minlength=size)  # rows per cell: cells of one row hold no pair
+        dominated &= rows_b > 1
     u = None
     if dominated.any():  # bins dominated by one row: without cancellation (_top_row_form)
         u = np.divide(wu, w[:, None], out=np.zeros_like(wu), where=w[:, None] > 0)
@@ -519,18 +528,23 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     A = X.reshape(r, m).sum(axis=1)
     W = W_b.reshape(r, m).sum(axis=1)
     ratio = A / W
-    Wl = W_b[cell] - w
+    W_cell = W_b[cell]
+    Wl = W_cell - w
     Sl = S_b[cell] - wu
     Dl = Wl * Wl - (P_b[cell] - w * w)
     kl = _keep(Dl, Wl)
     Rl = np.divide(np.einsum("ij,ij->i", Sl, Sl) - (Q_b[cell] - w2uu), Dl, out=R[cell].copy(), where=kl)
-    # leave-one-out bins dominated by one row, and deletions of a row that dominates its bin (whose
-    # W_b - w_i, P_b - w_i^2, S_b - w_i U_i cancel)
-    need = (Dl < Wl * Wl / TOP_ROW_SHARE) | (Wl < W_b[cell] / TOP_ROW_SHARE)
+    # leave-one-out bins dominated by one row (that still hold two rows), and deletions of a row that
+    # dominates its bin (whose W_b - w_i, P_b - w_i^2, S_b - w_i U_i cancel)
+    loo_dominated, row_dominates = Dl < Wl * Wl / TOP_ROW_SHARE, Wl < W_cell / TOP_ROW_SHARE
+    need = loo_dominated | row_dominates
+    if need.any():
+        rows_i = (np.bincount(cell, minlength=size) if rows_b is None else rows_b)[cell]
+        need = (loo_dominated & (rows_i > 2)) | (row_dominates & (rows_i > 1))
     if need.any():
         u = np.divide(wu, w[:, None], out=np.zeros_like(wu), where=w[:, None] > 0) if u is None else u
         rows, pair, left, ratio_loo = _leave_one_out_top_rows(cell, u, w, size, need)
-        fix = pair | (left < W_b[cell[rows]] / TOP_ROW_SHARE)  # where W_b - w_i loses digits
+        fix = pair | (left < W_cell[rows] / TOP_ROW_SHARE)  # where W_b - w_i loses digits
         Wl[rows[fix]], Rl[rows[pair]] = left[fix], ratio_loo[pair]
     set_i = cell // m
     if np.any(w > W[set_i] * (1.0 - 2.0 ** -20)):
@@ -599,7 +613,7 @@ def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m:
         np.divide(1.0, W * W_b, out=np.zeros_like(W_b), where=W_b > 0)
     terms = factor**2 * pairs
     if shift in (0.0, 1.0):  # bins dominated by one row: without cancellation (_top_row_form)
-        top = _top_row_form(inverse, u, w, m, W_b * W_b - P_b < W_b * W_b / TOP_ROW_SHARE)
+        top = _top_row_form(inverse, u, w, m, _dominated_bins(W_b, P_b, inverse, m))
         share = W_b[top.bins] / W
         terms[top.bins] = share * share * (top.null_ratio if shift else top.plain_ratio)
     return float(max(2.0 * np.sum(terms), 0.0))
@@ -656,7 +670,7 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     W = float(W_b.sum())
     factor = _pair_factor(W_b, W_b * W_b - P_b, W)
     contributions = factor * (np.einsum("bi,bi->b", S_b, S_b) - Q_b)
-    top = _top_row_form(inverse, u, w, m, W_b * W_b - P_b < W_b * W_b / TOP_ROW_SHARE)
+    top = _top_row_form(inverse, u, w, m, _dominated_bins(W_b, P_b, inverse, m))
     contributions[top.bins] = W_b[top.bins] / W * top.ratio
     pos = W_b > 0
     plugin = float(np.sum(np.einsum("bi,bi->b", S_b[pos], S_b[pos]) / W_b[pos]) / W)
@@ -720,6 +734,7 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
     n = z.shape[0]
     m = int(inverse.max()) + 1 if m is None else m
     weight_event, weight_nonevent = normalised_weights(weight_event, weight_nonevent)
+    several = np.bincount(inverse, minlength=m) > 1  # bins of one row hold no pair
     out = np.empty(n_draws)
     out_var = np.empty(n_draws)
     cells = max_cells // 8 if jackknife else max_cells   # the jackknife holds ~8 more arrays per row
@@ -745,7 +760,7 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
         W = W_b.sum(axis=1, keepdims=True)
         factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
         terms = (factor * (S_b * S_b - Q_b)).reshape(size)
-        dominated = (D_b < W_b * W_b / TOP_ROW_SHARE).reshape(size)
+        dominated = ((D_b < W_b * W_b / TOP_ROW_SHARE) & several).reshape(size)
         if dominated.any():  # cells dominated by one row: without cancellation, as for the observed T_w
             top = _top_row_form(cell, u.reshape(-1, 1), w.ravel(), size, dominated)
             terms[top.bins] = (W_b / W).reshape(size)[top.bins] * top.ratio
