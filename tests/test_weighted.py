@@ -664,3 +664,26 @@ def test_deleting_the_dominant_row_of_a_bin_matches_the_definition(ratio):
     T, _, _, T_J, V_J = exact_weighted(inverse, u, w)
     jack = weighted_statistics(inverse, u, w, jackknife=True)
     _close([jack.ratio_estimate, jack.estimate, jack.jackknife_variance], [T, T_J, V_J], rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_dominance_patterns_match_the_definitions(seed):
+    """Random bins where random rows outweigh the rest by 10^k (k up to 200), zeros and ties included."""
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(8, 19))
+    d = int(rng.integers(1, 3))
+    inverse = rng.integers(0, 3, n)
+    u = rng.uniform(-0.95, 0.95, size=(n, d))
+    w = rng.lognormal(0.0, 1.0, n) * 10.0 ** rng.integers(-200, 1, n).astype(float) ** (rng.random(n) < 0.4)
+    w[rng.random(n) < 0.1] = 0.0
+    w[1] = w[0]  # a tie somewhere
+    w[0] = max(w[0], 1.0)
+    T, V0, V0_plain, T_J, V_J = exact_weighted(inverse, u, w)
+    plain = weighted_statistics(inverse, u, w)
+    _close([plain.estimate, plain.null_variance, plain.null_variance_plugin_weights], [T, V0, V0_plain])
+    if w.max() > (1.0 - 2.0**-20) * w.sum():  # one row holds (almost) all the weight
+        with pytest.raises(ValueError, match="delete-one jackknife of T_w cannot be computed"):
+            weighted_statistics(inverse, u, w, jackknife=True)
+        return
+    jack = weighted_statistics(inverse, u, w, jackknife=True)
+    _close([jack.estimate, jack.jackknife_variance], [T_J, V_J], rtol=1e-9)

@@ -422,9 +422,10 @@ def _leave_one_out_top_rows(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size
     rest_rows[first] = rest_rows[second] = False
     cr, wrr, urr = c[rest_rows], wr[rest_rows], ur[rest_rows]
     O2 = np.bincount(cr, weights=wrr, minlength=size)
-    S2 = _columns(cr, urr * wrr[:, None], size)
-    Q2 = np.bincount(cr, weights=wrr * wrr * np.einsum("ij,ij->i", urr, urr), minlength=size)
-    P2 = np.bincount(cr, weights=wrr * wrr, minlength=size)
+    p = wrr / O2[cr]  # shares of the rest's weight: their squares neither underflow nor overflow
+    S2 = _columns(cr, urr * p[:, None], size)
+    Q2 = np.bincount(cr, weights=p * p * np.einsum("ij,ij->i", urr, urr), minlength=size)
+    P2 = np.bincount(cr, weights=p * p, minlength=size)
     b, wi, ui, ri = cell[rows], w[rows], u[rows], role[rows]
     is_top, is_rest = ri == 1, ri == 0
     w_top = np.where(is_top, w2[b], w1[b])
@@ -433,15 +434,15 @@ def _leave_one_out_top_rows(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size
     wi, ui = np.where(is_rest, wi, 0.0), np.where(is_rest[:, None], ui, 0.0)
     add_w, add_u = np.where(is_rest, w2[b], 0.0), np.where(is_rest[:, None], u2[b], 0.0)
     others = add_w + (O2[b] - wi)
-    S = add_w[:, None] * add_u + (S2[b] - wi[:, None] * ui)
-    Q = add_w**2 * np.einsum("ij,ij->i", add_u, add_u) + (Q2[b] - wi**2 * np.einsum("ij,ij->i", ui, ui))
-    P = add_w**2 + (P2[b] - wi**2)
     ok = (others > 0) & (w_top > 0)
     o = np.where(ok, others, 1.0)
+    qa, qr, qi = add_w / o, O2[b] / o, wi / o  # shares of the others' weight
+    Sp = qa[:, None] * add_u + (qr[:, None] * S2[b] - qi[:, None] * ui)
+    Qp = qa**2 * np.einsum("ij,ij->i", add_u, add_u) + (qr**2 * Q2[b] - qi**2 * np.einsum("ij,ij->i", ui, ui))
+    Pp = qa**2 + (qr**2 * P2[b] - qi**2)
     sc = np.where(ok, others / np.where(w_top > 0, w_top, 1.0), 0.0)
-    Sp = S / o[:, None]
-    ratio = (2.0 * np.einsum("ij,ij->i", u_top, Sp) + sc * (np.einsum("ij,ij->i", Sp, Sp) - Q / (o * o))) / \
-        (2.0 + sc * (1.0 - P / (o * o)))
+    ratio = (2.0 * np.einsum("ij,ij->i", u_top, Sp) + sc * (np.einsum("ij,ij->i", Sp, Sp) - Qp)) / \
+        (2.0 + sc * (1.0 - Pp))
     return rows, ok, w_top + others, np.where(ok, ratio, 0.0)
 
 
