@@ -121,10 +121,15 @@ def test_a_new_file_gets_the_permissions_of_a_new_file(tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "new.html").st_mode) == stat.S_IMODE(os.stat(probe).st_mode)
 
 
-def test_write_report_file_refuses_unencodable_html_before_creating_anything(tmp_path):
-    path = _existing(tmp_path, "r.html")
+@pytest.mark.parametrize("pdf", [False, True])
+def test_write_report_file_refuses_unencodable_html_before_creating_anything(tmp_path, pdf):
+    path = _existing(tmp_path, "r.pdf" if pdf else "r.html")
+
+    def never(source, target):
+        raise AssertionError("the renderer must not run")
+
     with pytest.raises(ValueError, match=r"cannot be encoded: '\\udfff' in '<p>caf\\udfff</p>'"):
-        write_report_file(path, "<p>caf\udfff</p>")
+        write_report_file(path, "<p>caf\udfff</p>", never if pdf else None)
     _untouched(path)
 
 

@@ -158,14 +158,13 @@ def write_report_file(path: Path, html: str, write_pdf=None) -> Path:
         When ``html`` holds a character that cannot be encoded as UTF-8
         (naming it and showing its context), before any file is created.
     """
-    if write_pdf is None:
-        try:
-            data = html.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            context = html[max(exc.start - 40, 0):exc.end + 40]
-            raise OptionError(f"the report holds a character that cannot be encoded: "
-                              f"{html[exc.start:exc.end]!r} in {context!r} ({exc.reason}; a report is written "
-                              "as UTF-8)") from None
+    try:  # for a PDF too: the renderer would fail on it, or drop it
+        data = html.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        context = html[max(exc.start - 40, 0):exc.end + 40]
+        raise OptionError(f"the report holds a character that cannot be encoded: "
+                          f"{html[exc.start:exc.end]!r} in {context!r} ({exc.reason}; a report is written "
+                          "as UTF-8)") from None
     path = Path(path)
     target = Path(os.path.realpath(path))  # a symbolic link: write through it, as opening it would
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
