@@ -36,7 +36,7 @@ from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
-                                     studentized_adjusted_interval, weighted_null_draws,
+                                     sparse_bins, studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
 from calibtest.inputs import prepare_input
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
@@ -377,8 +377,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                                           minlength=partition.m) for j in range(data.z.shape[1])])
     sum_wu = np.column_stack([np.bincount(partition.inverse, weights=w_col[:, 0] * data.u[:, j],
                                           minlength=partition.m) for j in range(data.u.shape[1])])
-    P_b = np.bincount(partition.inverse, weights=weights * weights, minlength=partition.m)
-    sparse = W_b * W_b < SPARSE_BIN_NEFF * P_b
+    sparse = sparse_bins(partition.inverse, weights, partition.m, SPARSE_BIN_NEFF)
     weighting = Weighting(kind=kind, weights_name=weights_name, n_eff=ws.n_eff, weight_total=float(W_b.sum()),
                           prevalence=prevalence, sample_prevalence=pi_hat, null_variance=ws.null_variance,
                           contributions=ws.contributions, weight_sum=W_b, mean_pred=sum_wz / pos,

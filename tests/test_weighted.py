@@ -456,3 +456,234 @@ def test_prevalence_result_flagged_approximate_when_weight_sits_in_sparse_bins()
     assert res.approximate and "approximate there" in res.approximation.reasons[-1]
     dense = ct.calib_ci(y=y[:96], probs=p[:96], prevalence=0.05, n_bins=8, n_null_draws=99, rng=0)
     assert dense.weighting.sparse_weight_share == 0.0 and not dense.approximate
+
+
+# --- Extreme and rescaled weights: the documented values in exact rational arithmetic -------------------------
+
+from fractions import Fraction  # noqa: E402
+
+from calibtest.core.weighted import normalised_weights, weighted_null_variance  # noqa: E402
+
+
+def exact_weighted(inverse, u, w):
+    """T_w, V_0, V_0 with W_b^2 for D_b, and the jackknife T_J and its variance, from their definitions.
+
+    Explicit sums over the pairs i != j of each bin in ``fractions.Fraction`` (every float is a
+    rational, so nothing is rounded), with the module's conventions: a bin without a weighted
+    pair is left out, and a deletion that leaves its bin without a pair keeps the bin's ratio.
+    """
+    n = len(w)
+    W_ = [Fraction(float(x)) for x in w]
+    U_ = [[Fraction(float(x)) for x in row] for row in u]
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
+    bins = {b: [i for i in range(n) if inverse[i] == b] for b in set(inverse.tolist())}
+    W = sum(W_)
+
+    def ratio(rows):
+        den = sum(W_[i] * W_[j] for i in rows for j in rows if i != j)
+        if den == 0:
+            return None
+        return sum(W_[i] * W_[j] * dot(U_[i], U_[j]) for i in rows for j in rows if i != j) / den
+
+    R = {b: ratio(rows) for b, rows in bins.items()}
+    T = sum(sum(W_[i] for i in rows) * (R[b] or 0) for b, rows in bins.items()) / W
+    V0 = V0_plain = Fraction(0)
+    for b, rows in bins.items():
+        Wb = sum(W_[i] for i in rows)
+        pairs = sum((W_[i] * W_[j] * dot(U_[i], U_[j])) ** 2 for i in rows for j in rows if i != j)
+        D = Wb * Wb - sum(W_[i] ** 2 for i in rows)
+        if D > 0:
+            V0 += 2 * (Wb / (W * D)) ** 2 * pairs
+        if Wb > 0:
+            V0_plain += 2 * (1 / (W * Wb)) ** 2 * pairs
+    A = W * T
+    loo = []
+    for i in range(n):
+        b = inverse[i]
+        rows = [j for j in bins[b] if j != i]
+        if W - W_[i] == 0:
+            loo.append(T)
+            continue
+        Rl = ratio(rows)
+        Rl = (R[b] or 0) if Rl is None else Rl
+        Wb = sum(W_[j] for j in bins[b])
+        loo.append((A - Wb * (R[b] or 0) + (Wb - W_[i]) * Rl) / (W - W_[i]))
+    mean = sum(loo) / n
+    T_J = n * T - Fraction(n - 1, n) * sum(loo)
+    V_J = Fraction(n - 1, n) * sum((x - mean) ** 2 for x in loo)
+    return [float(x) for x in (T, V0, V0_plain, T_J, V_J)]
+
+
+def _dominated(seed, ratio, d=1, n=18):
+    """Rows in 3 bins; in bin 0 one row's weight is ``ratio`` times the rest of its bin (the others scaled down)."""
+    rng = np.random.default_rng(seed)
+    inverse = np.arange(n) % 3
+    u = rng.uniform(-0.9, 0.9, size=(n, d))
+    w = rng.lognormal(0.0, 0.5, n)
+    rest = (inverse == 0) & (np.arange(n) != 0)
+    w[rest] *= w[0] / (ratio * w[rest].sum())  # then w[0] / sum(rest) = ratio
+    return inverse, u, w
+
+
+def _close(fast, exact, rtol=1e-10):
+    np.testing.assert_allclose(fast, exact, rtol=rtol, atol=0.0)
+
+
+@pytest.mark.parametrize("ratio", [1e2, 1e6, 2.5e12, 1e16, 1e40, 1e150])
+@pytest.mark.parametrize("d", [1, 2])
+def test_one_dominant_weight_gives_the_documented_value(ratio, d):
+    """T_w, V_0 and the jackknife match their definitions in exact arithmetic at any ratio of weights.
+
+    Before, W_b^2 - P_b and ||S_b||^2 - Q_b cancelled: at 2.5e12 the bin was dropped and T_w was
+    the other bins' share only, with no warning.
+    """
+    inverse, u, w = _dominated(int(np.log10(ratio)), ratio, d)
+    assert w[0] / w[1:][inverse[1:] == 0].sum() == pytest.approx(ratio, rel=1e-12)
+    T, V0, V0_plain, T_J, V_J = exact_weighted(inverse, u, w)
+    plain = weighted_statistics(inverse, u, w)
+    jack = weighted_statistics(inverse, u, w, jackknife=True)
+    _close([plain.estimate, plain.null_variance, plain.null_variance_plugin_weights], [T, V0, V0_plain])
+    _close(plain.contributions.sum(), T)
+    _close([jack.estimate, jack.jackknife_variance, jack.ratio_estimate], [T_J, V_J, T])
+    _close(jack.contributions.sum(), T_J, rtol=1e-9)
+
+
+@pytest.mark.parametrize("weights", [
+    [1.0, 1e-9, 1e-21, 1e-30, 0.0, 3e-31],     # dominated, and the rest dominated again
+    [1.0, 1.0, 1e-14, 2e-15, 1e-15, 0.0],        # two equal top rows: deleting either leaves a dominated bin
+    [1.0, 1e-13, 0.0, 0.0, 0.0, 0.0],            # a dominated pair: deleting either row leaves no pair
+])
+def test_nested_dominance_and_deletions_match_the_definitions(weights):
+    rng = np.random.default_rng(5)
+    n = 15
+    inverse = np.r_[np.zeros(6, dtype=int), np.arange(9) % 3 + 1]
+    u = rng.uniform(-0.9, 0.9, size=(n, 1))
+    w = np.r_[weights, rng.lognormal(0.0, 0.5, 9)]
+    T, V0, V0_plain, T_J, V_J = exact_weighted(inverse, u, w)
+    jack = weighted_statistics(inverse, u, w, jackknife=True)
+    _close([jack.ratio_estimate, jack.null_variance, jack.null_variance_plugin_weights], [T, V0, V0_plain])
+    _close([jack.estimate, jack.jackknife_variance], [T_J, V_J], rtol=1e-9)
+
+
+def test_dominant_weight_through_calib_ci_the_issue_case():
+    """One case weight 10^13 times the rest of its bin: T_w is the documented value, not ~1e-14."""
+    rng = np.random.default_rng(2024)
+    n, B = 40, 4
+    p = rng.uniform(0.02, 0.98, n)
+    y = (rng.random(n) < p).astype(int)
+    w = rng.lognormal(0.0, 0.3, n)
+    inverse = np.floor(p * B).astype(int)
+    first = np.flatnonzero(inverse == inverse[0])
+    w[0] = 1e13 * w[first[1:]].sum()
+    res = ct.calib_ci("y ~ p", data=pd.DataFrame({"y": y, "p": p, "w": w}), weights="w", n_bins=B)
+    _, inverse = np.unique(inverse, return_inverse=True)
+    T = exact_weighted(inverse, (y - p)[:, None], w)[0]
+    assert abs(T) > 1e-3  # the bin dominates the weight total, so T_w is about its ratio, far from 0
+    assert res.estimate == pytest.approx(T, rel=1e-10)
+    assert res.weighting.contributions.sum() == pytest.approx(T, rel=1e-10)
+    mc = ct.calib_ci("y ~ p", data=pd.DataFrame({"y": y, "p": p, "w": w}), weights="w", n_bins=B,
+                     null="monte-carlo", n_null_draws=99, rng=3)
+    assert mc.estimate == res.estimate
+
+
+def test_null_draws_of_a_dominated_bin_are_the_statistic_of_each_draw():
+    inverse, u, w = _dominated(0, 1e14)
+    z = np.random.default_rng(1).uniform(0.05, 0.95, w.size)
+    y = (u[:, 0] > 0).astype(float)  # event probabilities 0/1: every draw is these labels
+    draws = weighted_null_draws(z, inverse, w, w, y, n_draws=3, rng=np.random.default_rng(0), max_cells=2 * w.size)
+    _close(draws, exact_weighted(inverse, (y - z)[:, None], w)[0])
+
+
+def test_a_row_holding_all_the_weight_is_refused_by_the_jackknife_by_name():
+    inverse, u, w = _dominated(1, 10.0)
+    w[0] = 1e30
+    with pytest.raises(ValueError, match="weights: one row holds more than 1 - 2\\^-20 of the total weight"):
+        weighted_statistics(inverse, u, w, jackknife=True)
+    assert np.isfinite(weighted_statistics(inverse, u, w).estimate)  # T_w itself is defined
+
+
+@pytest.mark.parametrize("prevalence", [None, 0.2])
+@pytest.mark.parametrize("c", [1e-100, 1e100, 3.7, 2.0**-300, 1e-300, 1e300])
+def test_rescaled_weights_give_the_same_result(binary, c, prevalence):
+    kw = {"prevalence": prevalence, "rng": 1, "n_null_draws": 99}
+    base = ct.calib_ci("y ~ p", data=binary, weights="w", **kw)
+    res = ct.calib_ci("y ~ p", data=binary.assign(w=c * binary["w"]), weights="w", **kw)
+    a, b = base.to_dict(), res.to_dict()
+    keys = ["estimate", "se", "ci_lower", "ci_upper", "threshold", "null_pvalue", "null_zstat", "sigma0_sq",
+            "sigma1_sq", "plugin_estimate"]
+    for key in keys:
+        assert b[key] == pytest.approx(a[key], rel=1e-12, abs=1e-300), key
+    assert res.weighting.n_eff == pytest.approx(base.weighting.n_eff, rel=1e-13)
+    assert res.weighting.sparse_weight_share == pytest.approx(base.weighting.sparse_weight_share, rel=1e-13)
+    assert res.approximate == base.approximate
+    assert res.weighting.weight_total == pytest.approx(c * base.weighting.weight_total, rel=1e-13)
+    if c == 2.0**-300:  # a power of two rescales every sum exactly: the same bits
+        assert [b[k] for k in keys] == [a[k] for k in keys]
+
+
+@pytest.mark.parametrize("c", [1e-100, 1e100, 3.7])
+def test_equal_weights_are_unit_weights(binary, c):
+    """All weights equal to c: bit for bit the result with unit weights, whose T_w is T."""
+    unit = ct.calib_ci("y ~ p", data=binary.assign(w=1.0), weights="w")
+    res = ct.calib_ci("y ~ p", data=binary.assign(w=c), weights="w")
+    keys = ["estimate", "se", "ci_lower", "ci_upper", "threshold", "null_pvalue", "sigma0_sq", "sigma1_sq"]
+    assert [res.to_dict()[k] for k in keys] == [unit.to_dict()[k] for k in keys]
+    assert res.weighting.n_eff == binary.shape[0]
+    plain = ct.calib_ci("y ~ p", data=binary)
+    assert res.estimate == pytest.approx(plain.estimate, rel=1e-12)
+    assert res.se == pytest.approx(plain.se, rel=1e-12)
+
+
+def test_normalised_weights_are_exact_rescalings():
+    w = np.array([3.0, 0.0, 1e-300, 7.5])
+    (v,) = normalised_weights(w)
+    assert 0.5 <= v.max() < 1.0
+    np.testing.assert_array_equal(v / v.max(), w / w.max())  # a power of two: no rounding
+    e, n = normalised_weights(np.full(3, 2.5), np.array([2.5, 0.0, 2.5]))
+    np.testing.assert_array_equal(e, [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(n, [1.0, 0.0, 1.0])
+    rng = np.random.default_rng(0)
+    inverse, u = rng.integers(0, 4, 60), rng.normal(size=(60, 1))
+    assert weighted_null_variance(inverse, u, np.full(60, 1e-100)) == weighted_null_variance(inverse, u, np.ones(60))
+
+
+def test_weights_whose_sum_overflows_are_refused_by_name(binary):
+    with pytest.raises(ValueError, match="weights sum to more than the largest floating-point number"):
+        ct.calib_ci("y ~ p", data=binary.assign(w=1e307 * binary["w"]), weights="w")
+
+
+@pytest.mark.parametrize("ratio", [1e3, 1e5])
+def test_deleting_the_dominant_row_of_a_bin_matches_the_definition(ratio):
+    """The rest of the dominated bin weighs as much as the other bins, so deleting the top row matters."""
+    rng = np.random.default_rng(12)
+    n = 18
+    inverse = np.arange(n) % 3
+    u = rng.uniform(-0.9, 0.9, size=(n, 1))
+    w = rng.lognormal(0.0, 0.3, n)
+    w[0] = ratio * w[1:][inverse[1:] == 0].sum()
+    T, _, _, T_J, V_J = exact_weighted(inverse, u, w)
+    jack = weighted_statistics(inverse, u, w, jackknife=True)
+    _close([jack.ratio_estimate, jack.estimate, jack.jackknife_variance], [T, T_J, V_J], rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_dominance_patterns_match_the_definitions(seed):
+    """Random bins where random rows outweigh the rest by 10^k (k up to 200), zeros and ties included."""
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(8, 19))
+    d = int(rng.integers(1, 3))
+    inverse = rng.integers(0, 3, n)
+    u = rng.uniform(-0.95, 0.95, size=(n, d))
+    w = rng.lognormal(0.0, 1.0, n) * 10.0 ** rng.integers(-200, 1, n).astype(float) ** (rng.random(n) < 0.4)
+    w[rng.random(n) < 0.1] = 0.0
+    w[1] = w[0]  # a tie somewhere
+    w[0] = max(w[0], 1.0)
+    T, V0, V0_plain, T_J, V_J = exact_weighted(inverse, u, w)
+    plain = weighted_statistics(inverse, u, w)
+    _close([plain.estimate, plain.null_variance, plain.null_variance_plugin_weights], [T, V0, V0_plain])
+    if w.max() > (1.0 - 2.0**-20) * w.sum():  # one row holds (almost) all the weight
+        with pytest.raises(ValueError, match="delete-one jackknife of T_w cannot be computed"):
+            weighted_statistics(inverse, u, w, jackknife=True)
+        return
+    jack = weighted_statistics(inverse, u, w, jackknife=True)
+    _close([jack.estimate, jack.jackknife_variance], [T_J, V_J], rtol=1e-9)

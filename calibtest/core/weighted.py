@@ -89,6 +89,18 @@ which for unit weights and a calibrated model is 2 int tr(Sigma(z)^2) dz /
 the weights given z, the weighted test uses the data-based V_0 (there is no
 weight-free constant).
 
+**Numerics.**  Every quantity here is invariant to a common rescaling of
+the weights; they are rescaled exactly, by a power of two, before any sum
+(:func:`normalised_weights`), so that weights of 1e-100 or 1e100 give the
+result of the same weights near 1, and equal weights are unit weights (T_w
+= T).  In a bin where one weight w_a is far above the rest, W_b^2 - P_b and
+||S_b||^2 - Q_b are differences of numbers of size w_a^2 whose value is of
+size w_a times the rest: at a ratio of 10^12 they keep about 4 digits, and
+beyond about 2 * 10^12 they round to 0.  A bin whose pair sum is below
+W_b^2 / 128 is therefore computed from its top row and the sums of the
+other rows (:func:`_top_row_form`), where no large numbers cancel; the
+jackknife's deletions likewise.
+
 References
 ----------
 .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
@@ -102,6 +114,7 @@ References
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,7 +123,7 @@ from scipy import stats as _sps
 from calibtest.core.intervals import AdjustedInterval
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
-           "weighted_null_draws", "prevalence_event_prob",
+           "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
            "prevalence_weights", "kish_n_eff", "jackknife_statistic",
            "null_studentized_multipliers", "studentized_adjusted_interval"]
 
@@ -123,10 +136,59 @@ def _columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
     return out
 
 
+def normalised_weights(*weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Weights rescaled by one common factor so that the largest is in [0.5, 1); equal weights become 1.
+
+    Every quantity of this module is invariant to a common rescaling of the
+    weights (T_w, sigma_{1,w}^2, V_0 and n_eff are ratios of sums of equal
+    degree in w), but their sums of w^2 and w^4 underflow for weights of
+    1e-100 and overflow for 1e100.  The factor is the power of two 2^-e with
+    2^(e-1) <= max w < 2^e, so that the rescaling is exact (every sum,
+    product and ratio is the unscaled one times a power of two, bit for bit)
+    unless a weight is below 2^-1022 times the largest.  When all positive
+    weights are equal (a rescaling of unit weights, c * 1) they become
+    exactly 1, so that the result is bit for bit that of unit weights, where
+    T_w = T.
+
+    Parameters
+    ----------
+    *weights : ndarray
+        Non-negative finite arrays, not all zero (e.g. the weights of events
+        and of non-events), rescaled by the same factor.
+
+    Returns
+    -------
+    tuple of ndarray
+        The rescaled arrays, as float64.
+    """
+    arrays = [np.asarray(w, dtype=np.float64) for w in weights]
+    top = max(float(a.max(initial=0.0)) for a in arrays)
+    if not top > 0.0:
+        return tuple(arrays)
+    low = min(float(a[a > 0].min(initial=top)) for a in arrays)
+    if low == top:
+        return tuple((a > 0).astype(np.float64) for a in arrays)
+    exponent = math.frexp(top)[1]
+    return tuple(np.ldexp(a, -exponent) for a in arrays)
+
+
 def kish_n_eff(w: np.ndarray) -> float:
-    """Kish's effective sample size (sum w)^2 / sum w^2."""
-    w = np.asarray(w, dtype=np.float64)
+    """Kish's effective sample size (sum w)^2 / sum w^2 (of the rescaled weights, so at any scale)."""
+    (w,) = normalised_weights(w)
     return float(w.sum() ** 2 / np.sum(w * w))
+
+
+def sparse_bins(inverse: np.ndarray, w: np.ndarray, m: int, n_eff_min: float) -> np.ndarray:
+    """Bins whose Kish effective size (sum w)^2 / sum w^2 is below ``n_eff_min`` (empty bins: False).
+
+    Computed on the rescaled weights (:func:`normalised_weights`), so that
+    weights of any scale give the same bins (sum w^2 of weights of 1e200
+    would overflow).
+    """
+    (w,) = normalised_weights(w)
+    W_b = np.bincount(inverse, weights=w, minlength=m)
+    P_b = np.bincount(inverse, weights=w * w, minlength=m)
+    return W_b * W_b < n_eff_min * P_b
 
 
 def prevalence_weights(events: np.ndarray, prevalence: float, base=None, pi_hat: float | None = None
@@ -156,7 +218,8 @@ def prevalence_weights(events: np.ndarray, prevalence: float, base=None, pi_hat:
     events = np.asarray(events, dtype=bool)
     base = np.ones(events.shape[0]) if base is None else np.asarray(base, dtype=np.float64)
     if pi_hat is None:
-        pi_hat = float(np.sum(base * events) / np.sum(base))
+        (scaled,) = normalised_weights(base)  # the same ratio at any scale of the case weights
+        pi_hat = float(np.sum(scaled * events) / np.sum(scaled))
     if not 0.0 < pi_hat < 1.0:
         raise ValueError(f"prevalence= needs both events and non-events in the data (sample prevalence "
                          f"{pi_hat:g})")
@@ -228,6 +291,161 @@ def _keep(D: np.ndarray, W: np.ndarray) -> np.ndarray:
     return D > 1e-12 * np.maximum(W * W, np.finfo(float).tiny)
 
 
+#: A bin whose pair sum D_b = W_b^2 - P_b is below W_b^2 / TOP_ROW_SHARE (one weight above about
+#: TOP_ROW_SHARE / 2 times the rest of its bin) is computed in the top-row form (:func:`_top_row_form`).
+TOP_ROW_SHARE = 128.0
+
+
+def _dominated_bins(W_b: np.ndarray, P_b: np.ndarray, inverse: np.ndarray, m: int) -> np.ndarray:
+    """Bins of two or more rows whose pair sum W_b^2 - P_b is below W_b^2 / TOP_ROW_SHARE."""
+    return (W_b * W_b - P_b < W_b * W_b / TOP_ROW_SHARE) & (np.bincount(inverse, minlength=m) > 1)
+
+
+@dataclass(frozen=True)
+class _TopRowForm:
+    """Bin ratios of the bins dominated by one row, computed without cancellation (see :func:`_top_row_form`)."""
+
+    bins: np.ndarray        # bins (cells) with a weighted pair
+    ratio: np.ndarray       # R_b = sum_{i != j} w_i w_j U_i.U_j / sum_{i != j} w_i w_j
+    null_ratio: np.ndarray  # sum_{i != j} (w_i w_j U_i.U_j)^2 / D_b^2
+    plain_ratio: np.ndarray  # sum_{i != j} (w_i w_j U_i.U_j)^2 / W_b^4
+
+
+def _first_max(cell: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
+    """Index (into ``cell``) of one row of largest weight in each cell that has rows (the first such row)."""
+    wmax = np.full(size, -np.inf)
+    np.maximum.at(wmax, cell, w)
+    ties = np.flatnonzero(w == wmax[cell])
+    _, first = np.unique(cell[ties], return_index=True)
+    return ties[first]
+
+
+def _top_row_form(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size: int, candidates: np.ndarray
+                  ) -> _TopRowForm:
+    r"""Pair ratios of the ``candidates`` cells in a form without cancellation when one row dominates.
+
+    In a bin where one weight w_a dominates, W_b^2 - P_b and ||S_b||^2 - Q_b
+    subtract two numbers of size w_a^2 whose difference is of size w_a times
+    the rest of the bin: at a ratio of 10^12 about 12 of the 16 digits are
+    lost, and beyond about 2 * 10^12 the difference rounds to 0 and the bin
+    is dropped.  Splitting the pairs into those with the top row a and those
+    among the others, with O = sum_{j != a} w_j, p_j = w_j / O and s = O / w_a,
+
+    .. math::
+
+        R_b = \frac{2 U_a^\top S_p + s (\lVert S_p \rVert^2 - Q_p)}{2 + s (1 - P_p)},
+        \qquad
+        \frac{\sum_{i \ne j} (w_i w_j U_i^\top U_j)^2}{D_b^2}
+          = \frac{2 U_a^\top M_p U_a + s^2 (\lVert M_p \rVert_F^2 - F_p)}{(2 + s (1 - P_p))^2},
+
+    with S_p = sum_j p_j U_j, Q_p = sum_j p_j^2 ||U_j||^2, P_p = sum_j p_j^2,
+    M_p = sum_j p_j^2 U_j U_j^T and F_p = sum_j p_j^4 ||U_j||^4 over the
+    other rows; the pairs over W_b^4 are s^2 times the same numerator over
+    (1 + s)^4.  Every difference left is multiplied by s, so the rounding
+    error is a few ulps times the number of rows at any ratio of weights.
+    Cells without a second row of positive weight hold no pair and are not
+    returned.
+    """
+    rows = np.flatnonzero(candidates[cell] & (w > 0))
+    empty = np.empty(0)
+    if rows.size == 0:
+        return _TopRowForm(np.empty(0, dtype=np.intp), empty, empty, empty)
+    c, wr, ur = cell[rows], w[rows], u[rows]
+    d = ur.shape[1]
+    top = _first_max(c, wr, size)
+    w_top = np.zeros(size)
+    w_top[c[top]] = wr[top]
+    u_top = np.zeros((size, d))
+    u_top[c[top]] = ur[top]
+    other = np.ones(rows.size, dtype=bool)
+    other[top] = False
+    c, wr, ur = c[other], wr[other], ur[other]
+    rest = np.bincount(c, weights=wr, minlength=size)
+    bins = np.flatnonzero(rest > 0)
+    p = wr / rest[c]
+    p2 = p * p
+    uu = np.einsum("ij,ij->i", ur, ur)
+    S = _columns(c, ur * p[:, None], size)[bins]
+    P = np.bincount(c, weights=p2, minlength=size)[bins]
+    Q = np.bincount(c, weights=p2 * uu, minlength=size)[bins]
+    M = _columns(c, (ur[:, :, None] * ur[:, None, :]).reshape(-1, d * d) * p2[:, None], size)[bins]
+    F = np.bincount(c, weights=(p2 * uu) ** 2, minlength=size)[bins]
+    ua = u_top[bins]
+    sc = rest[bins] / w_top[bins]
+    den = 2.0 + sc * (1.0 - P)
+    ratio = (2.0 * np.einsum("bi,bi->b", ua, S) + sc * (np.einsum("bi,bi->b", S, S) - Q)) / den
+    pairs = (2.0 * np.einsum("bi,bij,bj->b", ua, M.reshape(-1, d, d), ua)
+             + sc * sc * (np.einsum("bj,bj->b", M, M) - F))
+    return _TopRowForm(bins, ratio, pairs / (den * den), sc * sc * pairs / (1.0 + sc) ** 4)
+
+
+def _leave_one_out_top_rows(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size: int, need: np.ndarray):
+    """The weight and the pair ratio of each ``need`` row's bin without that row, in the top-row form.
+
+    Per bin the rows of positive weight are split into the top row a, the
+    next one a2 and the rest.  The bin without row i has the top row a2 and
+    the others "the rest" when i = a; the top row a and the others "the
+    rest" when i = a2; and otherwise the top row a and the others
+    {a2} + rest - {i}, whose sums are a2's term plus (the rest's sum minus
+    row i's term): row i weighs at most w_a2, so no sum loses more digits
+    than the number of rows.  The ratio is then that of :func:`_top_row_form`.
+
+    Returns
+    -------
+    rows : ndarray of intp
+        The indices of the ``need`` rows.
+    pair : ndarray of bool
+        Whether the bin without row i still holds a weighted pair.
+    left, ratio : ndarray
+        W_b - w_i (the weight left in the bin, summed without cancellation)
+        and R_b^(-i) (0 where no pair is left: the caller keeps its
+        convention there).
+    """
+    rows = np.flatnonzero(need)
+    in_bins = np.zeros(size, dtype=bool)
+    in_bins[cell[rows]] = True
+    members = np.flatnonzero(in_bins[cell] & (w > 0))
+    c, wr, ur = cell[members], w[members], u[members]
+    d = ur.shape[1]
+    first = _first_max(c, wr, size)
+    second_pool = np.ones(members.size, dtype=bool)
+    second_pool[first] = False
+    pool = np.flatnonzero(second_pool)
+    second = pool[_first_max(c[pool], wr[pool], size)] if pool.size else np.empty(0, dtype=np.intp)
+    role = np.zeros(cell.shape[0], dtype=np.int8)  # 1: top row, 2: second row, 0: the rest
+    role[members[first]], role[members[second]] = 1, 2
+    w1, w2 = np.zeros(size), np.zeros(size)
+    u1, u2 = np.zeros((size, d)), np.zeros((size, d))
+    w1[c[first]], u1[c[first]] = wr[first], ur[first]
+    w2[c[second]], u2[c[second]] = wr[second], ur[second]
+    rest_rows = np.ones(members.size, dtype=bool)
+    rest_rows[first] = rest_rows[second] = False
+    cr, wrr, urr = c[rest_rows], wr[rest_rows], ur[rest_rows]
+    O2 = np.bincount(cr, weights=wrr, minlength=size)
+    p = wrr / O2[cr]  # shares of the rest's weight: their squares neither underflow nor overflow
+    S2 = _columns(cr, urr * p[:, None], size)
+    Q2 = np.bincount(cr, weights=p * p * np.einsum("ij,ij->i", urr, urr), minlength=size)
+    P2 = np.bincount(cr, weights=p * p, minlength=size)
+    b, wi, ui, ri = cell[rows], w[rows], u[rows], role[rows]
+    is_top, is_rest = ri == 1, ri == 0
+    w_top = np.where(is_top, w2[b], w1[b])
+    u_top = np.where(is_top[:, None], u2[b], u1[b])
+    # the others: the rest, plus the second row (and minus row i) when row i is neither top nor second
+    wi, ui = np.where(is_rest, wi, 0.0), np.where(is_rest[:, None], ui, 0.0)
+    add_w, add_u = np.where(is_rest, w2[b], 0.0), np.where(is_rest[:, None], u2[b], 0.0)
+    others = add_w + (O2[b] - wi)
+    ok = (others > 0) & (w_top > 0)
+    o = np.where(ok, others, 1.0)
+    qa, qr, qi = add_w / o, O2[b] / o, wi / o  # shares of the others' weight
+    Sp = qa[:, None] * add_u + (qr[:, None] * S2[b] - qi[:, None] * ui)
+    Qp = qa**2 * np.einsum("ij,ij->i", add_u, add_u) + (qr**2 * Q2[b] - qi**2 * np.einsum("ij,ij->i", ui, ui))
+    Pp = qa**2 + (qr**2 * P2[b] - qi**2)
+    sc = np.where(ok, others / np.where(w_top > 0, w_top, 1.0), 0.0)
+    ratio = (2.0 * np.einsum("ij,ij->i", u_top, Sp) + sc * (np.einsum("ij,ij->i", Sp, Sp) - Qp)) / \
+        (2.0 + sc * (1.0 - Pp))
+    return rows, ok, w_top + others, np.where(ok, ratio, 0.0)
+
+
 def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: np.ndarray, m: int, r: int = 1):
     r"""The delete-one jackknife of T_w over the rows, from per-bin sums (closed form, no loop over rows).
 
@@ -244,7 +462,11 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     where R_b^{(-i)} uses W_b - w_i, P_b - w_i^2, S_b - w_i U_i and
     Q_b - w_i^2 ||U_i||^2; when the bin keeps no weighted pair without row i,
     R_b^{(-i)} is taken as R_b (the row's deletion carries no information on
-    the ratio).  T_J removes the O(1/n) bias of the ratio (Quenouille's
+    the ratio).  Bins, and bins without row i, that one row dominates (pair
+    sum below W^2 / ``TOP_ROW_SHARE``, or row i holding all but
+    1 / ``TOP_ROW_SHARE`` of its bin) are computed from their top rows and
+    the sums of the rest, without the cancellation of these differences
+    (:func:`_top_row_form`).  T_J removes the O(1/n) bias of the ratio (Quenouille's
     jackknife [1]_).  With unit weights each R_b is a U-statistic, whose
     leave-one-out average is itself, and T_J = T_w = T exactly.  The jackknife
     variance is (n - 1)/n sum_i (T_w^{(-i)} - mean)^2.
@@ -271,6 +493,13 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     variance : ndarray, shape (r,)
         Jackknife variance of each set.
 
+    Raises
+    ------
+    ValueError
+        When one row holds more than 1 - 2^-20 of its set's weight: T_w
+        without it, a ratio over a weight total below the rounding error of
+        the total, cannot be computed.
+
     References
     ----------
     .. [1] Quenouille, "Notes on bias in estimation", Biometrika 43 (1956);
@@ -286,16 +515,43 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     D = W_b * W_b - P_b
     keep = _keep(D, W_b)
     R = np.divide(np.einsum("bj,bj->b", S_b, S_b) - Q_b, D, out=np.zeros(size), where=keep)
+    dominated = D < W_b * W_b / TOP_ROW_SHARE
+    rows_b = None
+    if dominated.any():
+        rows_b = np.bincount(cell, minlength=size)  # rows per cell: cells of one row hold no pair
+        dominated &= rows_b > 1
+    u = None
+    if dominated.any():  # bins dominated by one row: without cancellation (_top_row_form)
+        u = np.divide(wu, w[:, None], out=np.zeros_like(wu), where=w[:, None] > 0)
+        top = _top_row_form(cell, u, w, size, dominated)
+        R[top.bins] = top.ratio
     X = W_b * R
     A = X.reshape(r, m).sum(axis=1)
     W = W_b.reshape(r, m).sum(axis=1)
     ratio = A / W
-    Wl = W_b[cell] - w
+    W_cell = W_b[cell]
+    Wl = W_cell - w
     Sl = S_b[cell] - wu
     Dl = Wl * Wl - (P_b[cell] - w * w)
     kl = _keep(Dl, Wl)
     Rl = np.divide(np.einsum("ij,ij->i", Sl, Sl) - (Q_b[cell] - w2uu), Dl, out=R[cell].copy(), where=kl)
+    # leave-one-out bins dominated by one row (that still hold two rows), and deletions of a row that
+    # dominates its bin (whose W_b - w_i, P_b - w_i^2, S_b - w_i U_i cancel)
+    loo_dominated, row_dominates = Dl < Wl * Wl / TOP_ROW_SHARE, Wl < W_cell / TOP_ROW_SHARE
+    need = loo_dominated | row_dominates
+    if need.any():
+        rows_i = (np.bincount(cell, minlength=size) if rows_b is None else rows_b)[cell]
+        need = (loo_dominated & (rows_i > 2)) | (row_dominates & (rows_i > 1))
+    if need.any():
+        u = np.divide(wu, w[:, None], out=np.zeros_like(wu), where=w[:, None] > 0) if u is None else u
+        rows, pair, left, ratio_loo = _leave_one_out_top_rows(cell, u, w, size, need)
+        fix = pair | (left < W_cell[rows] / TOP_ROW_SHARE)  # where W_b - w_i loses digits
+        Wl[rows[fix]], Rl[rows[pair]] = left[fix], ratio_loo[pair]
     set_i = cell // m
+    if np.any(w > W[set_i] * (1.0 - 2.0 ** -20)):
+        raise ValueError("weights: one row holds more than 1 - 2^-20 of the total weight (an effective sample "
+                         "size of 1), so the delete-one jackknife of T_w cannot be computed (deleting that row "
+                         "leaves a weight total below the rounding error of the total)")
     denom = W[set_i] - w
     ok = denom > 1e-12 * W[set_i]
     inv = np.divide(1.0, denom, out=np.zeros_like(denom), where=ok)
@@ -322,6 +578,7 @@ def weighted_influence(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int
     """
     m = int(inverse.max()) + 1 if m is None else m
     n = u.shape[0]
+    (w,) = normalised_weights(w)
     W_b = np.bincount(inverse, weights=w, minlength=m)
     S_b = _columns(inverse, u * w[:, None], m)
     pos = W_b > 0
@@ -344,6 +601,7 @@ def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m:
     """
     m = int(inverse.max()) + 1 if m is None else m
     d = u.shape[1]
+    (w,) = normalised_weights(w)
     W_b = np.bincount(inverse, weights=w, minlength=m)
     P_b = np.bincount(inverse, weights=w * w, minlength=m)
     w2 = w * w
@@ -351,9 +609,15 @@ def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m:
     M = _columns(inverse, outer, m)
     sq = w2 * np.einsum("ij,ij->i", u, u)
     pairs = np.einsum("bj,bj->b", M, M) - np.bincount(inverse, weights=sq * sq, minlength=m)
-    factor = _pair_factor(W_b, W_b * W_b - shift * P_b, W_b.sum()) if shift else \
-        np.divide(1.0, W_b.sum() * W_b, out=np.zeros_like(W_b), where=W_b > 0)
-    return float(max(2.0 * np.sum(factor**2 * pairs), 0.0))
+    W = W_b.sum()
+    factor = _pair_factor(W_b, W_b * W_b - shift * P_b, W) if shift else \
+        np.divide(1.0, W * W_b, out=np.zeros_like(W_b), where=W_b > 0)
+    terms = factor**2 * pairs
+    if shift in (0.0, 1.0):  # bins dominated by one row: without cancellation (_top_row_form)
+        top = _top_row_form(inverse, u, w, m, _dominated_bins(W_b, P_b, inverse, m))
+        share = W_b[top.bins] / W
+        terms[top.bins] = share * share * (top.null_ratio if shift else top.plain_ratio)
+    return float(max(2.0 * np.sum(terms), 0.0))
 
 
 def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None, *,
@@ -378,13 +642,37 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     Returns
     -------
     WeightedStatistics
+
+    Raises
+    ------
+    ValueError
+        When the weights' sum overflows, or (with ``jackknife``) one row holds
+        all but 2^-20 of the weight (:func:`jackknife_statistic`).
+
+    Notes
+    -----
+    The weights are rescaled first (:func:`normalised_weights`: exactly, by a
+    power of two; equal weights become unit weights), so that weights of any
+    scale give the same result; ``weight_sum`` is of the weights as given.
+    Bins that one row dominates are computed in the top-row form
+    (:func:`_top_row_form`), which matches the definition at any ratio of
+    weights.
     """
-    w = np.asarray(w, dtype=np.float64)
+    given = np.asarray(w, dtype=np.float64)
+    (w,) = normalised_weights(given)
     m = int(inverse.max()) + 1 if m is None else m
+    with np.errstate(over="ignore"):
+        weight_sum = np.bincount(inverse, weights=given, minlength=m)
+        if not np.isfinite(weight_sum.sum()):
+            raise ValueError(f"weights sum to more than the largest floating-point number "
+                             f"({np.finfo(float).max:.4g}); divide them by a common factor (no estimate "
+                             "changes)")
     W_b, P_b, S_b, Q_b = _bin_parts(inverse, u, w, m)
     W = float(W_b.sum())
     factor = _pair_factor(W_b, W_b * W_b - P_b, W)
     contributions = factor * (np.einsum("bi,bi->b", S_b, S_b) - Q_b)
+    top = _top_row_form(inverse, u, w, m, _dominated_bins(W_b, P_b, inverse, m))
+    contributions[top.bins] = W_b[top.bins] / W * top.ratio
     pos = W_b > 0
     plugin = float(np.sum(np.einsum("bi,bi->b", S_b[pos], S_b[pos]) / W_b[pos]) / W)
     psi = weighted_influence(inverse, u, w, m)
@@ -398,7 +686,7 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
         estimate=estimate, plugin=plugin, sigma1_sq=float(np.mean(psi * psi)),
         null_variance=weighted_null_variance(inverse, u, w, m),
         null_variance_plugin_weights=weighted_null_variance(inverse, u, w, m, shift=0.0),
-        contributions=contributions, weight_sum=W_b, n_eff=kish_n_eff(w), ratio_estimate=ratio,
+        contributions=contributions, weight_sum=weight_sum, n_eff=kish_n_eff(w), ratio_estimate=ratio,
         jackknife_variance=jvar)
 
 
@@ -446,6 +734,8 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
     """
     n = z.shape[0]
     m = int(inverse.max()) + 1 if m is None else m
+    weight_event, weight_nonevent = normalised_weights(weight_event, weight_nonevent)
+    several = np.bincount(inverse, minlength=m) > 1  # bins of one row hold no pair
     out = np.empty(n_draws)
     out_var = np.empty(n_draws)
     cells = max_cells // 8 if jackknife else max_cells   # the jackknife holds ~8 more arrays per row
@@ -470,7 +760,12 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
         keep = D_b > 1e-12 * np.maximum(W_b * W_b, np.finfo(float).tiny)
         W = W_b.sum(axis=1, keepdims=True)
         factor = np.divide(W_b, W * D_b, out=np.zeros_like(W_b), where=keep)
-        out[start:start + r] = np.sum(factor * (S_b * S_b - Q_b), axis=1)
+        terms = (factor * (S_b * S_b - Q_b)).reshape(size)
+        dominated = ((D_b < W_b * W_b / TOP_ROW_SHARE) & several).reshape(size)
+        if dominated.any():  # cells dominated by one row: without cancellation, as for the observed T_w
+            top = _top_row_form(cell, u.reshape(-1, 1), w.ravel(), size, dominated)
+            terms[top.bins] = (W_b / W).reshape(size)[top.bins] * top.ratio
+        out[start:start + r] = np.sum(terms.reshape(r, m), axis=1)
     if return_variance:
         if not jackknife:
             raise ValueError("return_variance=True needs jackknife=True")

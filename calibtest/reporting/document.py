@@ -6,11 +6,15 @@ document id, version, revision history and signature block
 followed a pre-specified plan (:func:`plan_check`), numbers its tables and
 figures (:class:`Numbering`), and embeds the machine-readable results in the
 PDF (:func:`pdf_attachments`).  Everything here returns plain strings, lists
-and dicts for the template.
+and dicts for the template, except :func:`write_report_file`, which writes
+the rendered report atomically (a failure leaves an existing file as it was).
 """
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import stat
 import sys
 from pathlib import Path
 
@@ -19,7 +23,8 @@ from calibtest._validation import DataError, OptionError, OptionTypeError
 from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
-           "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons"]
+           "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons",
+           "check_text", "check_report_text", "write_report_file"]
 
 #: Document-control fields of ``report(..., metadata=...)`` and their labels, in the order shown.
 METADATA_FIELDS = {
@@ -57,7 +62,9 @@ def check_metadata(metadata) -> dict:
     Raises
     ------
     ValueError
-        For unknown keys (all named) or a revision with missing or unknown keys.
+        For unknown keys (all named), a revision with missing or unknown keys,
+        or a value holding a character that cannot be encoded as UTF-8 (a lone
+        surrogate such as ``"\\ud800"``), naming the field.
     TypeError
         For a value of the wrong type, naming the field.
     """
@@ -74,11 +81,106 @@ def check_metadata(metadata) -> dict:
         if key == "revisions":
             out[key] = _check_revisions(value)
         elif value is None or isinstance(value, str):
-            out[key] = value if value is None or value.strip() else None
+            out[key] = value if value is None or check_text(value, f"metadata[{key!r}]").strip() else None
         else:
             raise OptionTypeError(f"metadata[{key!r}] must be a string, got {type(value).__name__} {value!r} "
                                   "(write numbers and dates as strings)")
     return out
+
+
+def check_text(value: str, name: str) -> str:
+    """Return the string ``value`` if it can be written as UTF-8; otherwise raise naming the field ``name``.
+
+    A lone surrogate (``"\\ud800"``, e.g. from a file name decoded with
+    ``surrogateescape``) is a valid Python string that no UTF-8 file can hold;
+    the report refuses it before anything is written.
+
+    Raises
+    ------
+    ValueError
+        (an ``OptionError``) naming ``name``, the character and its position.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start:exc.end]
+        raise OptionError(f"{name} holds a character that cannot be encoded: {bad!r} at position {exc.start} "
+                          f"of {value!r} ({exc.reason}; a report is written as UTF-8)") from None
+    return value
+
+
+def check_report_text(**fields) -> None:
+    """:func:`check_text` for each free-text argument of a report that is a string or a list of strings.
+
+    ``fields`` maps the argument's name (``title``, ``purpose``, ``command``,
+    ``labels``, ...) to its value; ``None`` and non-string values are left
+    to the argument's own check, a list's items are named ``labels[1]``.
+    """
+    for name, value in fields.items():
+        if isinstance(value, str):
+            check_text(value, name)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if isinstance(item, str):
+                    check_text(item, f"{name}[{i}]")
+
+
+def write_report_file(path: Path, html: str, write_pdf=None) -> Path:
+    """Write a rendered report to ``path`` atomically: all of it, or nothing and the old file as it was.
+
+    The report goes to a new temporary file in the same directory
+    (``.NAME.XXXXXXXX.tmp``, created exclusively, so with the permissions a
+    new file gets), which replaces ``path`` (:func:`os.replace`, atomic on
+    POSIX and Windows within one file system) only once it is complete; an
+    existing report keeps its permissions, and a symbolic link is written
+    through (its target is replaced).  On any failure, including an
+    interrupt, the temporary file is removed and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path : Path
+        The report file.
+    html : str
+        The rendered HTML (written as UTF-8 for an HTML report; the source of
+        the PDF otherwise).
+    write_pdf : callable, optional
+        ``write_pdf(html, target)`` writes the PDF to the file name
+        ``target`` (the temporary file); None writes ``html`` itself.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        When ``html`` holds a character that cannot be encoded as UTF-8
+        (naming it and showing its context), before any file is created.
+    """
+    try:  # for a PDF too: the renderer would fail on it, or drop it
+        data = html.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        context = html[max(exc.start - 40, 0):exc.end + 40]
+        raise OptionError(f"the report holds a character that cannot be encoded: "
+                          f"{html[exc.start:exc.end]!r} in {context!r} ({exc.reason}; a report is written "
+                          "as UTF-8)") from None
+    path = Path(path)
+    target = Path(os.path.realpath(path))  # a symbolic link: write through it, as opening it would
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "xb") as fh:  # exclusive: never an existing file
+            if write_pdf is None:
+                fh.write(data)
+        if write_pdf is not None:
+            write_pdf(html, str(tmp))
+        if target.exists():
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _check_revisions(value) -> list:
@@ -99,6 +201,7 @@ def _check_revisions(value) -> list:
             if not isinstance(rev[k], str):
                 raise OptionTypeError(f"metadata['revisions'][{i}][{k!r}] must be a string, got "
                                       f"{type(rev[k]).__name__} {rev[k]!r} (dates as 'YYYY-MM-DD')")
+            check_text(rev[k], f"metadata['revisions'][{i}][{k!r}]")
         out.append({k: rev[k] for k in _REVISION_KEYS})
     return out
 
@@ -206,6 +309,7 @@ def check_deviation_reasons(reasons, plan) -> dict:
                               f"{list(PLAN_OPTIONS)}")
         if not isinstance(text, str) or not text.strip():
             raise OptionTypeError(f"deviation_reasons[{key!r}] must be a non-empty string, got {text!r}")
+        check_text(text, f"deviation_reasons[{key!r}]")
     return dict(reasons)
 
 

@@ -29,8 +29,9 @@ import pandas as pd
 from calibtest._format import fmt, fmt_p, mode_description, model_name, sha256_file
 from calibtest._version import package_version
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
-                                          check_deviation_reasons, check_metadata, load_metadata,
-                                          pdf_attachments, plan_check, reported_tests)
+                                          check_deviation_reasons, check_metadata, check_report_text,
+                                          load_metadata, pdf_attachments, plan_check, reported_tests,
+                                          write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
@@ -1336,13 +1337,16 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     Returns
     -------
     pathlib.Path
-        The file written.
+        The file written.  It is written atomically: a report that fails
+        (to render, or to be written) leaves an existing file as it was.
 
     Raises
     ------
     ValueError
         For a suffix other than .html, .htm or .pdf, unknown metadata keys
-        (all named), or a plan file whose SHA-256 does not match its content.
+        (all named), a plan file whose SHA-256 does not match its content, or
+        a text (a metadata field, the title, a label, ...) holding a character
+        that cannot be encoded as UTF-8 (a lone surrogate), naming the field.
     TypeError
         For a metadata value that is not a string, naming the field.
     ImportError
@@ -1395,15 +1399,17 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     if suffix not in (".html", ".htm", ".pdf"):
         raise ValueError(f"path must end in .html, .htm or .pdf, got {str(path)!r}")
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
+    check_report_text(title=title, purpose=purpose, command=command, labels=labels)
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
                         rng=rng, deviation_reasons=deviation_reasons)
     html = _render(ctx, pdf=weasyprint is not None)
-    if weasyprint is None:
-        path.write_text(html, encoding="utf-8")
-    else:
+    write_pdf = None
+    if weasyprint is not None:
         attachments = [weasyprint.Attachment(string=text, name=name, description=desc)
                        for name, text, desc in ctx["_attachments"]]
-        weasyprint.HTML(string=html, base_url=None).write_pdf(
-            str(path), pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
-    return path
+
+        def write_pdf(source, target):
+            weasyprint.HTML(string=source, base_url=None).write_pdf(
+                target, pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
+    return write_report_file(path, html, write_pdf)
