@@ -286,7 +286,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         Name of the weights column, for the summary.
     sample_prevalence : float, optional
         pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
-    null : {"asymptotic", "monte-carlo"}
+    null : {"auto", "asymptotic", "monte-carlo"}
+        The requested null; the result stores the one used (``"auto"`` is
+        the asymptotic null with case weights alone).
         ``"asymptotic"``: z0 = T_w / sqrt(V_0) ~ N(0, 1), for case weights that
         do not depend on the outcome given the prediction.  Prevalence weights
         depend on the outcome, which biases T_w under H0 by a ratio effect of
@@ -367,7 +369,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                                      seed=seed if seed != "Generator" else None, null_draws=draws)
         pvalue, threshold, null_method = mc_p, monte_carlo.critical_value(alpha), "monte carlo"
         threshold_rule = math.inf if mc_p > alpha else -math.inf
-        null = "monte-carlo"
+    null = "asymptotic" if monte_carlo is None else "monte-carlo"  # the null used, never "auto"
     iv = (adjusted_interval(t, se, threshold_rule, alpha) if multipliers is None else
           studentized_adjusted_interval(t, se, threshold_rule, alpha, *multipliers))
     W_b = ws.weight_sum

@@ -231,7 +231,9 @@ def test_conclusion_wording(demo_result, demo_html, miscalibrated):
     assert len(doc.conclusions) == 1
     c = re.sub(r"\s+", " ", doc.conclusions[0])
     assert demo_result.contains_zero
-    assert "no evidence of miscalibration" in c and "α = 0.05" in c
+    assert "No evidence of miscalibration at level 0.05" in c
+    # the report writes no conclusion of its own: the sentence is the one of calibtest.verdict.conclude
+    assert c == "Interval and test at the report's bins. " + ct.verdict.conclude(demo_result)[1].replace("^2", "²")
     # "calibrated" is only ever negated
     assert "does not show that the model is calibrated" in c
     assert c.count("is calibrated") == 1
@@ -242,9 +244,8 @@ def test_conclusion_wording(demo_result, demo_html, miscalibrated):
     doc2 = parse(render_html(miscalibrated))
     c2 = re.sub(r"\s+", " ", doc2.conclusions[0])
     ci = miscalibrated.conf_int(scale="ece")
-    assert "evidence of miscalibration" in c2 and "no evidence" not in c2 and "is calibrated" not in c2
+    assert "Evidence of miscalibration" in c2 and "No evidence" not in c2 and "is calibrated" not in c2
     assert f"[{fmt(ci.lower, 3)}, {fmt(ci.upper, 3)}]" in c2
-    assert fmt(miscalibrated.ece, 3) in c2
 
 
 def test_self_contained_and_figure_size(demo_html):
@@ -508,36 +509,43 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
 
 
 def test_conclusion_sentences_for_every_case(demo_result):
-    from calibtest.reporting.html import conclusion
-    base = demo_result.to_dict()
+    from dataclasses import replace
+
+    from calibtest.verdict import conclude
     # open-at-zero interval: evidence, interval written (0, upper]
-    d = dict(base, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ece_ci_lower=0.0,
-             ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.01, ece=0.02)
-    s = conclusion(d)
-    assert "evidence of miscalibration" in s and "no evidence" not in s
+    res = replace(demo_result, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ci_upper=0.0025,
+                  null_pvalue=0.01)
+    verdict, s, reasons = conclude(res)
+    assert verdict == "evidence" and reasons == ()
+    assert s.startswith("Evidence of miscalibration at level 0.05") and "No evidence" not in s
     assert "(0, 0.05]" in s and "(0, 0.0025]" in s and "p = 0.01" in s
+    assert "the conditional (shifted gamma) test of ECE = 0 at B = 76 rejects" in s
     # a resampling interval that excludes 0 while the test does not reject: both are stated
-    d = dict(base, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
-             ece_ci_lower=0.02, ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.39)
-    s = conclusion(d)
+    res = replace(demo_result, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
+                  ci_upper=0.0025, null_pvalue=0.39)
+    verdict, s, _ = conclude(res)
+    assert verdict == "evidence"
     assert "95% bootstrap interval" in s and "[0.02, 0.05]" in s and "excludes 0" in s
-    assert "does not reject ECE = 0 (p = 0.39)" in s
+    assert "does not reject (p = 0.39)" in s
     # a resampling interval that contains 0: no evidence, never "is calibrated" unnegated
-    d = dict(base, method="hulc", contains_zero=True, ci_lower=0.0, ece_ci_lower=0.0, null_pvalue=0.5)
-    s = conclusion(d)
-    assert "no evidence of miscalibration" in s and "does not show that the model is calibrated" in s
+    res = replace(demo_result, method="hulc", contains_zero=True, ci_lower=0.0, null_pvalue=0.5)
+    verdict, s, _ = conclude(res)
+    assert verdict == "no evidence" and "does not show that the model is calibrated" in s
     assert s.count("is calibrated") == s.count("not show that the model is calibrated") == 1
     # a different alpha appears in the sentence and the level
-    d = dict(base, alpha=0.1)
-    assert "α = 0.1" in conclusion(d) and "90% confidence interval" in conclusion(d)
+    s = conclude(demo_result, 0.1)[1]
+    assert "at level 0.1" in s and "90% interval" in s
 
 
 def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
-    from calibtest.reporting.html import conclusion, fmt_p
+    from dataclasses import replace
+
+    from calibtest.reporting.html import fmt_p
+    from calibtest.verdict import conclude
     assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
-    d = dict(demo_result.to_dict(), contains_zero=False, null_pvalue=0.0)
-    s = conclusion(d)
-    assert "p < 1e-300" in s and "p = 0)" not in s
+    res = replace(demo_result, contains_zero=False, ci_lower=0.0001, null_pvalue=0.0)
+    s = conclude(res)[1]
+    assert "p = < 1e-300" in s and "p = 0)" not in s
 
 
 # ----------------------------------------------------------------------------- document control, plan, structure

@@ -209,9 +209,16 @@ def test_summary_has_no_side_effects_and_can_skip_the_evidence(binary_res):
     before = res.to_dict()
     assert str(res.summary()) == str(res.summary())
     assert res.to_dict() == before
-    lean = str(res.summary(evidence=False))
-    assert "Conclusion:" not in lean and "summary(evidence=False)" in " ".join(lean.split())
-    assert lean.splitlines()[2].startswith("Model:")
+    lean_summary = res.summary(evidence=False)
+    lean = str(lean_summary)
+    assert "summary(evidence=False)" in " ".join(lean.split())
+    # without the evidence, the summary opens with the conclusion of the interval and its own test
+    head = lean_summary.tables[0]
+    assert head["key"].iloc[0] == "Conclusion:"
+    assert head["value"].iloc[0] == ct.verdict.conclude(res)[1]
+    assert "conditional (shifted gamma) test of ECE = 0" in head["value"].iloc[0]
+    assert "multi-scale" not in head["value"].iloc[0]
+    assert lean_summary.tables[1]["key"].iloc[0] == "Model:"
     with pytest.raises(TypeError, match="evidence"):
         res.summary(evidence="no")
 
@@ -233,8 +240,10 @@ def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
 
 def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, monkeypatch):
     import calibtest._validation as validation
-    _, _, res = binary_res
+    y, q, _ = binary_res
+    res = ct.calib_ci(y=y, probs=q)  # a new result: the evidence of the shared one is kept once computed
     monkeypatch.setattr(validation, "MAX_BYTES", 1000.0)  # the multi-scale test's draws exceed it
     text = " ".join(str(res.summary()).split())
     assert "The evidence table was not computed:" in text and "lower n_draws" in text
-    assert "Conclusion:" not in text
+    # the conclusion is then that of the interval and its own test
+    assert "Conclusion: " + ct.verdict.conclude(res)[1] in text and "multi-scale test rejects" not in text
