@@ -247,3 +247,94 @@ def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, mon
     assert "The evidence table was not computed:" in text and "lower n_draws" in text
     # the conclusion is then that of the interval and its own test
     assert "Conclusion: " + ct.verdict.conclude(res)[1] in text and "multi-scale test rejects" not in text
+
+
+# --------------------------------------------------------------------------- results format, never compute
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts of the runs of the multi-scale test, Hosmer-Lemeshow and val_prob (wrapped where they compute)."""
+    from collections import Counter
+
+    import importlib
+
+    from calibtest import valprob as vp_module, verdict
+    hl_module = importlib.import_module("calibtest.hosmer_lemeshow")  # the package's function shadows it
+    calls = Counter()
+
+    def count(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+        monkeypatch.setattr(module, name, wrapper)
+
+    count(verdict, "calib_test_rows")  # the evidence's multi-scale test
+    count(hl_module, "_hosmer_lemeshow")  # every Hosmer-Lemeshow test on rows
+    count(vp_module, "_val_prob")  # every val_prob that gets past its argument checks
+    return calls
+
+
+def test_summary_display_and_report_compute_the_evidence_once(binary_res, counted):
+    from calibtest.reporting.html import build_context
+    y, q, _ = binary_res
+    res = ct.calib_ci(y=y, probs=q)
+    once = {"calib_test_rows": 1, "_hosmer_lemeshow": 1, "_val_prob": 1}
+    first = str(res.summary())
+    assert counted == once
+    assert str(res.summary()) == first  # the second summary formats what the first computed
+    html = res._repr_html_()
+    assert counted == once and "multi-scale test" in html
+    d = res.to_dict()
+    assert res.to_dict() == d and res.to_dict() is not d  # kept, handed out as a copy
+    ctx = build_context(res)  # with the figures: the flexible curve's CITL and slope are val_prob's
+    assert counted == once
+    ev = res.evidence()
+    assert res.evidence() is ev
+    model = ctx["models"][0]
+    # the report shows the evidence, HL and val_prob the summary computed, and the one conclusion
+    assert model["evidence_conclusion"] == ev.conclusion
+    assert model["hl"]["test"]["rows"][0][1] == fmt(ev.hl.statistic)
+    assert res.hosmer_lemeshow() is ev.hl
+    # another level, or another seed, is another evidence; a Generator's draws are never kept
+    res.summary(alpha=0.1)
+    assert counted["calib_test_rows"] == 2
+    res.evidence(rng=7)
+    res.evidence(rng=7)
+    assert counted["calib_test_rows"] == 3
+    res.evidence(rng=np.random.default_rng(7))
+    res.evidence(rng=np.random.default_rng(7))
+    assert counted["calib_test_rows"] == 5
+    assert counted["_hosmer_lemeshow"] == 1 and counted["_val_prob"] == 2  # val_prob at alpha = 0.05 and 0.1
+
+
+def test_report_after_summary_does_not_rerun_the_test(binary_res, counted, tmp_path):
+    y, q, _ = binary_res
+    res = ct.calib_ci(y=y, probs=q)
+    res.summary()
+    res.report(tmp_path / "r.html")
+    assert counted == {"calib_test_rows": 1, "_hosmer_lemeshow": 1, "_val_prob": 1}
+
+
+def test_bin_table_is_kept_and_copied(binary_res):
+    _, _, res = binary_res
+    table = res.bin_table()
+    table.loc[0, "count"] = -1  # the caller's copy
+    again = res.bin_table()
+    assert again.loc[0, "count"] > 0 and again["contribution"].sum() == pytest.approx(res.estimate, rel=1e-12)
+
+
+def test_a_failed_evidence_part_is_not_retried(counted, monkeypatch):
+    from calibtest import verdict
+    tried = []
+    original = verdict.val_prob
+    monkeypatch.setattr(verdict, "val_prob", lambda *a, **k: tried.append(1) or original(*a, **k))
+    q = np.random.default_rng(3).uniform(0.01, 0.1, 200)
+    res = ct.calib_ci(y=np.zeros(200, dtype=int), probs=q)  # one class: val_prob's logistic fits are undefined
+    for _ in range(2):
+        text = " ".join(str(res.summary()).split())
+        assert "val_prob (Spiegelhalter, CITL, slope) was not computed" in text
+    assert len(tried) == 1 and counted["calib_test_rows"] == 1
+    with pytest.raises(ValueError, match="both 0 and 1"):
+        ct.verdict.result_val_prob(res)
+    assert len(tried) == 1
