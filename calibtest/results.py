@@ -357,6 +357,62 @@ class CalibrationResult(ResultDisplay):
     #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    @classmethod
+    def from_estimates(cls, stats: BinStats, *, estimate: float, plugin_estimate: float, sigma1_sq: float,
+                       sigma0_sq: float, se: float, test: tuple, interval: AdjustedInterval, n_bins: int,
+                       n_bins_rule: str, bin_volume: float, mode: str, k: int, n_classes, alpha: float, null: str,
+                       null_method: str, asymptotic: tuple | None = None,
+                       resampling: ResamplingInterval | None = None, **parts) -> "CalibrationResult":
+        """The one constructor of a result, used by every path (rows in memory, weighted, streamed, Dask).
+
+        The estimation paths compute the statistics; this fills in what
+        follows from them (T+, the ECE, n and the bin counts from the bin
+        sums, the interval's fields, a resampling interval in place of the
+        adjusted one) and checks that the null is one that was used.
+
+        Parameters
+        ----------
+        stats : BinStats
+            The bin sums (n, the occupied and single-row bins).
+        estimate, plugin_estimate, sigma1_sq, sigma0_sq, se : float
+            T (or T_w), T_m, sigma1^2, sigma0^2 (a weighted result: n^2 w V_0) and the standard error.
+        test : tuple of float
+            ``(zstat, pvalue, threshold)`` of the chosen null's test of ECE = 0.
+        interval : AdjustedInterval
+            The adjusted interval with the zero rule of the chosen null.
+        n_bins, n_bins_rule, bin_volume, mode, k, n_classes, alpha
+            Binning, target and level.
+        null : {"asymptotic", "conditional", "monte-carlo"}
+            The null that decided the test (never ``"auto"``).
+        null_method : {"normal", "shifted gamma", "monte carlo"}
+        asymptotic : tuple of float, optional
+            ``(zstat, pvalue)`` of the asymptotic test, kept next to a finite-sample null.
+        resampling : ResamplingInterval, optional
+            A resampling interval, which then replaces the adjusted one
+            (intersected with [0, inf)).
+        **parts
+            The other fields (conditional, monte_carlo, data, partition, bookkeeping, ...).
+        """
+        if null not in ("asymptotic", "conditional", "monte-carlo"):
+            raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")
+        zstat, pvalue, threshold = test
+        lower, upper, lower_open, zero, branch = (interval.lower, interval.upper, interval.lower_open,
+                                                  interval.contains_zero, interval.branch)
+        if resampling is not None:
+            lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
+            lower_open, branch = False, 0
+        t_pos = max(estimate, 0.0)
+        return cls(
+            estimate=estimate, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin_estimate,
+            sigma1_sq=sigma1_sq, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat,
+            null_pvalue=pvalue, contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open,
+            ci_branch=branch, n=stats.n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins,
+            bin_volume=bin_volume, n_occupied_bins=int(stats.count.size),
+            n_singleton_bins=int((stats.count < 2).sum()), k=k, n_classes=n_classes, mode=mode, alpha=alpha,
+            bin_stats=stats, null=null, null_method=null_method,
+            method="adjusted" if resampling is None else resampling.method, asymptotic=asymptotic,
+            resampling=resampling, **parts)
+
     @property
     def approximate(self) -> bool:
         """The interval is flagged as approximate (``approximation.reasons`` says why)."""

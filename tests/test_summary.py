@@ -338,3 +338,34 @@ def test_a_failed_evidence_part_is_not_retried(counted, monkeypatch):
     with pytest.raises(ValueError, match="both 0 and 1"):
         ct.verdict.result_val_prob(res)
     assert len(tried) == 1
+
+
+def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from calibtest.backends.accumulator import BinAccumulator
+    from calibtest.results import CalibrationResult
+    y, q, _ = binary_res
+    built = []
+    original = CalibrationResult.from_estimates.__func__
+
+    def counting(cls, *args, **kwargs):
+        built.append(kwargs["null"])
+        return original(cls, *args, **kwargs)
+    monkeypatch.setattr(CalibrationResult, "from_estimates", classmethod(counting))
+    frame = pd.DataFrame({"y": y, "q": q, "w": np.linspace(0.5, 2.0, y.size)})
+    ct.calib_ci("y ~ q", data=frame)  # in memory
+    ct.calib_ci("y ~ q", data=frame, weights="w")  # weighted
+    frame.to_csv(tmp_path / "rows.csv", index=False)
+    ct.calib_ci("y ~ q", data=str(tmp_path / "rows.csv"))  # streamed from a file
+    BinAccumulator("y ~ q", n_bins=10).update(frame).result()  # bin sums
+    assert built == ["conditional", "asymptotic", "asymptotic", "asymptotic"]
+    # no other construction of a result in the package
+    package = Path(ct.__file__).parent
+    calls = [(path.name, line) for path in package.rglob("*.py") for line in path.read_text().splitlines()
+             if re.search(r"(?<![\w.])CalibrationResult\(", line) and not line.lstrip().startswith("class ")]
+    assert calls == []
+    with pytest.raises(ValueError, match="the null it used"):
+        original(CalibrationResult, None, estimate=0.0, plugin_estimate=0.0, sigma1_sq=0.0, sigma0_sq=1.0, se=0.0,
+                 test=(0.0, 1.0, 0.0), interval=None, n_bins=2, n_bins_rule="user", bin_volume=0.5, mode="binary",
+                 k=1, n_classes=None, alpha=0.05, null="auto", null_method="normal")
