@@ -558,10 +558,12 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
             "ECE (its square root) in probability units.")},
         "regimes": {**regimes, "caption": (
             f"The two asymptotic regimes of the debiased estimator T for {name}: the asymptotic quantities"
-            + (f"; the {null_name(res)} test that decided whether 0 belongs to the interval is in the next "
-               "table." if null_test is not None else "."))},
+            + ("." if null_test is None else
+               f"; the {null_name(res)} test that decided whether 0 belongs to the interval is in the next table."
+               if d["method"] == "adjusted" else f"; the {null_name(res)} test of ECE = 0 is in the next table."))},
         "null_test": None if null_test is None else {**null_test, "caption": (
-            f"The finite-sample test of H0: ECE = 0 used for {name} ({null_name(res)} null at B = {d['n_bins']}).")},
+            f"The finite-sample test of H0: ECE = 0 used for {name} at B = {d['n_bins']}: the "
+            f"{null_name(res)} null.")},
         "notes": [_public(n) for n in d["notes"]],
         "hl": None if hl is None else {
             "test": {**hl["test"], "caption": f"Hosmer–Lemeshow test of {name}."},
