@@ -424,7 +424,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
         reasons.append("smooth")
         strongest = (f"Spiegelhalter's z, |z_S| = {fmt(abs(test.spiegelhalter_z), 3)}, its own "
                      f"p = {fmt_p(test.pvalue_spiegelhalter, 3)}" if sp_best else
-                     f"scale is B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
+                     f"the scale B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
                      f"p = {fmt_p(sc['pvalue'].iloc[best], 3)}")
         sentences.append(f"The interval contains 0 while the multi-scale test rejects: the miscalibration is "
                          f"smooth and the interval's B = {ci.n_bins} is large for n = {ci.n} (the test's "
