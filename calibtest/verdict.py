@@ -530,6 +530,12 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     Returns
     -------
     EvidenceResult
+        Computed once per result, level and integer seed, and kept with the
+        result (a second call, the result's summary, its notebook display and
+        its report return the same object); with a ``numpy.random.Generator``
+        it is computed at every call.  Hosmer-Lemeshow and val_prob come from
+        :func:`result_hosmer_lemeshow` and :func:`result_val_prob`, kept the
+        same way, and the conclusion from :func:`conclude`.
 
     Raises
     ------
