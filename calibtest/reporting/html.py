@@ -254,10 +254,13 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
         role0 = (f"not used: the {null_name(res)} test decides whether 0 belongs to the interval (the "
                  f"asymptotic critical value of T would be {critical})")
     weighting = getattr(res, "weighting", None)
+    approx = getattr(res, "approximation", None)
     if weighting is None:
         variance0 = f"σ₀² = {fmt(d['sigma0_sq'])} (exact)"
         variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"
-        se1 = f"se = σ₁ / √n = {fmt(se)}"
+        se1 = (f"se = √(σ₁² / n + V₂) = {fmt(se)} (V₂ = {fmt(approx.second_order_variance)}, the second-order "
+               "variance of T)" if approx is not None and approx.second_order_variance is not None
+               else f"se = σ₁ / √n = {fmt(se)}")
     else:
         variance0 = f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ estimated from the weighted rows)"
         variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)"
