@@ -7,6 +7,7 @@ import pytest
 from scipy.special import expit
 
 import calibtest as ct
+from calibtest.verdict import conclude
 
 
 def _beta_data(seed, power, n=472):
@@ -335,7 +336,7 @@ def test_file_result_has_no_evidence(tmp_path):
         res.evidence()
     text = " ".join(str(res.summary()).split())
     assert "needs the rows in memory" in text and "B = 5 " not in text
-    assert "Conclusion: " + ct.verdict.conclude(res)[1] in text and "multi-scale" not in ct.verdict.conclude(res)[1]
+    assert "Conclusion: " + conclude(res)[1] in text and "multi-scale" not in conclude(res)[1]
 
 
 def test_rule_logit_linear():

@@ -29,6 +29,7 @@ import calibtest as ct
 from calibtest import cli
 from calibtest.datasets import load_demo
 from calibtest.reporting.html import render_html, report
+from calibtest.verdict import conclude
 from report_helpers import bins_csv
 from calibtest._format import fmt
 
@@ -233,7 +234,7 @@ def test_conclusion_wording(demo_result, demo_html, miscalibrated):
     assert demo_result.contains_zero
     assert "No evidence of miscalibration at level 0.05" in c
     # the report writes no conclusion of its own: the sentence is the one of calibtest.verdict.conclude
-    assert c == "Interval and test at the report's bins. " + ct.verdict.conclude(demo_result)[1].replace("^2", "²")
+    assert c == "Interval and test at the report's bins. " + conclude(demo_result)[1].replace("^2", "²")
     # "calibrated" is only ever negated
     assert "does not show that the model is calibrated" in c
     assert c.count("is calibrated") == 1
@@ -511,7 +512,6 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
 def test_conclusion_sentences_for_every_case(demo_result):
     from dataclasses import replace
 
-    from calibtest.verdict import conclude
     # open-at-zero interval: evidence, interval written (0, upper]
     res = replace(demo_result, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ci_upper=0.0025,
                   null_pvalue=0.01)
@@ -541,7 +541,6 @@ def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
     from dataclasses import replace
 
     from calibtest.reporting.html import fmt_p
-    from calibtest.verdict import conclude
     assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
     res = replace(demo_result, contains_zero=False, ci_lower=0.0001, null_pvalue=0.0)
     s = conclude(res)[1]

@@ -9,6 +9,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 import calibtest as ct
+from calibtest.verdict import conclude, result_val_prob
 from calibtest._format import fmt
 
 
@@ -215,7 +216,7 @@ def test_summary_has_no_side_effects_and_can_skip_the_evidence(binary_res):
     # without the evidence, the summary opens with the conclusion of the interval and its own test
     head = lean_summary.tables[0]
     assert head["key"].iloc[0] == "Conclusion:"
-    assert head["value"].iloc[0] == ct.verdict.conclude(res)[1]
+    assert head["value"].iloc[0] == conclude(res)[1]
     assert "conditional (shifted gamma) test of ECE = 0" in head["value"].iloc[0]
     assert "multi-scale" not in head["value"].iloc[0]
     assert lean_summary.tables[1]["key"].iloc[0] == "Model:"
@@ -246,7 +247,7 @@ def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, mon
     text = " ".join(str(res.summary()).split())
     assert "The evidence table was not computed:" in text and "lower n_draws" in text
     # the conclusion is then that of the interval and its own test
-    assert "Conclusion: " + ct.verdict.conclude(res)[1] in text and "multi-scale test rejects" not in text
+    assert "Conclusion: " + conclude(res)[1] in text and "multi-scale test rejects" not in text
 
 
 # --------------------------------------------------------------------------- results format, never compute
@@ -336,7 +337,7 @@ def test_a_failed_evidence_part_is_not_retried(counted, monkeypatch):
         assert "val_prob (Spiegelhalter, CITL, slope) was not computed" in text
     assert len(tried) == 1 and counted["calib_test_rows"] == 1
     with pytest.raises(ValueError, match="both 0 and 1"):
-        ct.verdict.result_val_prob(res)
+        result_val_prob(res)
     assert len(tried) == 1
 
 
