@@ -34,7 +34,7 @@ from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
                                      sparse_bins, studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
@@ -110,22 +110,13 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
         zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
     threshold_rule = threshold if null == "asymptotic" else (math.inf if pvalue > alpha else -math.inf)
     iv = adjusted_interval(t, se, threshold_rule, alpha)
-    lower, upper, lower_open, zero, branch = iv.lower, iv.upper, iv.lower_open, iv.contains_zero, iv.branch
-    if resampling is not None:
-        lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
-        lower_open, branch = False, 0
-    t_pos = max(t, 0.0)
     approximation = sparse_cell_flags(stats, mode=mode, k=k, second_order=second_order)
-    return CalibrationResult(
-        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin,
-        sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
-        contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open, ci_branch=branch,
-        n=n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins, bin_volume=volume,
-        n_occupied_bins=int(stats.count.size), n_singleton_bins=int((stats.count < 2).sum()),
-        k=k, n_classes=n_classes, mode=mode, alpha=alpha, bin_stats=stats, null=null, null_method=null_method,
-        method="adjusted" if resampling is None else resampling.method,
-        asymptotic=None if conditional is None else (z_asym, p_asym), conditional=conditional,
-        monte_carlo=monte_carlo, resampling=resampling, call_record=call, approximation=approximation, **extra)
+    return CalibrationResult.from_estimates(
+        stats, estimate=t, plugin_estimate=plugin, sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se,
+        test=(zstat, pvalue, threshold), interval=iv, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_volume=volume,
+        mode=mode, k=k, n_classes=n_classes, alpha=alpha, null=null, null_method=null_method,
+        asymptotic=None if conditional is None else (z_asym, p_asym), resampling=resampling,
+        conditional=conditional, monte_carlo=monte_carlo, call_record=call, approximation=approximation, **extra)
 
 
 def sparse_cell_flags(stats: BinStats, *, mode: str, k: int, second_order: float | None) -> Approximation:
@@ -286,7 +277,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         Name of the weights column, for the summary.
     sample_prevalence : float, optional
         pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
-    null : {"asymptotic", "monte-carlo"}
+    null : {"auto", "asymptotic", "monte-carlo"}
+        The requested null; the result stores the one used (``"auto"`` is
+        the asymptotic null with case weights alone).
         ``"asymptotic"``: z0 = T_w / sqrt(V_0) ~ N(0, 1), for case weights that
         do not depend on the outcome given the prediction.  Prevalence weights
         depend on the outcome, which biases T_w under H0 by a ratio effect of
@@ -367,7 +360,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                                      seed=seed if seed != "Generator" else None, null_draws=draws)
         pvalue, threshold, null_method = mc_p, monte_carlo.critical_value(alpha), "monte carlo"
         threshold_rule = math.inf if mc_p > alpha else -math.inf
-        null = "monte-carlo"
+    null = "asymptotic" if monte_carlo is None else "monte-carlo"  # the null used, never "auto"
     iv = (adjusted_interval(t, se, threshold_rule, alpha) if multipliers is None else
           studentized_adjusted_interval(t, se, threshold_rule, alpha, *multipliers))
     W_b = ws.weight_sum
@@ -393,18 +386,13 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     approximation = Approximation(approximate=bool(reasons), reasons=tuple(reasons),
                                   singleton_fraction=base_flags.singleton_fraction,
                                   max_singleton_fraction=base_flags.max_singleton_fraction)
-    t_pos = max(t, 0.0)
-    return CalibrationResult(
-        estimate=t, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=ws.plugin,
-        approximation=approximation,
-        sigma1_sq=s1, sigma0_sq=s0, se=se, threshold=threshold, null_zstat=zstat, null_pvalue=pvalue,
-        contains_zero=iv.contains_zero, ci_lower=iv.lower, ci_upper=iv.upper, ci_lower_open=iv.lower_open,
-        ci_branch=iv.branch, n=n, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule,
-        bin_width=1.0 / partition.n_bins, bin_volume=volume, n_occupied_bins=int(stats.count.size),
-        n_singleton_bins=int((stats.count < 2).sum()), k=data.k, n_classes=data.n_classes, mode=data.mode,
-        alpha=alpha, bin_stats=stats, call_record=call, data=data, partition=partition, weighting=weighting,
-        null=null, null_method=null_method, monte_carlo=monte_carlo,
-        asymptotic=None if monte_carlo is None else (zstat, p_normal), **extra)
+    return CalibrationResult.from_estimates(
+        stats, estimate=t, plugin_estimate=ws.plugin, sigma1_sq=s1, sigma0_sq=s0, se=se,
+        test=(zstat, pvalue, threshold), interval=iv, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule,
+        bin_volume=volume, mode=data.mode, k=data.k, n_classes=data.n_classes, alpha=alpha, null=null,
+        null_method=null_method, asymptotic=None if monte_carlo is None else (zstat, p_normal),
+        approximation=approximation, call_record=call, data=data, partition=partition, weighting=weighting,
+        monte_carlo=monte_carlo, **extra)
 
 
 def check_weighted_options(null: str, method: str) -> None:

@@ -99,12 +99,13 @@ from calibtest.core.conditional import (conditional_bin_sums, conditional_moment
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
-from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
-from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_text
+from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
+from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text
 from calibtest.valprob import ValProbResult, val_prob
 
-__all__ = ["EvidenceResult", "build_evidence", "evidence_seed", "SENSITIVITY_BINS",
-           "HL_MIN_EXPECTED", "ROWS", "EVIDENCE_SEED"]
+__all__ = ["EvidenceResult", "build_evidence", "evidence_seed", "conclude", "result_conclusion",
+           "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
+           "EVIDENCE_SEED"]
 
 #: Bin counts of the bin-sensitivity table (those below the result's B), then the result's B.
 SENSITIVITY_BINS = (5, 10, 20, 35)
@@ -316,6 +317,89 @@ def _hl_sparse(hl: HosmerLemeshowResult) -> tuple[int, float]:
     return int(mask.sum()), share
 
 
+def _how_much(res, alpha: float) -> str:
+    """The "how much" clause: the interval for ECE^2 (and ECE) at the result's B and its upper bound."""
+    level = f"{100 * (1 - alpha):g}%"
+    iv = res.conf_int(alpha)
+    lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
+    return (f"the {level} interval for ECE^2 at B = {res.n_bins} is {_iv(iv.lower, iv.upper, 4, iv.lower_open)} "
+            f"(ECE {_iv(lo_ece, hi_ece, 3, iv.lower_open)}): ECE^2 is at most {fmt(iv.upper, 4)} "
+            f"(ECE at most {fmt(hi_ece, 3)})")
+
+
+def _p_text(pvalue: float, n_draws: int | None) -> str:
+    floor = smallest_pvalue_text(pvalue, n_draws) if n_draws else ""  # no draw reached the observed statistic
+    return fmt_p(pvalue, 3) + (f", {floor}" if floor else "")
+
+
+def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> tuple[str, str, tuple]:
+    """(verdict, conclusion, reasons): the one function that writes the conclusion of a result.
+
+    The summary, :attr:`EvidenceResult.conclusion` and the report all show
+    what it writes.
+
+    Parameters
+    ----------
+    res : CalibrationResult
+    alpha : float, optional
+        Level (default: ``res.alpha``).
+    evidence : dict, optional
+        The rows of the evidence (keys ``table``, ``sens``, ``flag``,
+        ``test``, ``hl``, ``vp``, as :func:`build_evidence` computes them):
+        the conclusion then follows the rules of this module (whether from the
+        multi-scale test, how much from the interval, then the
+        disagreements).  Without it (weighted rows, rows not in memory,
+        ``summary(evidence=False)``, the report's section on the interval),
+        whether comes from the interval's own test, named by the null it
+        used, and how much from the interval.
+
+    Returns
+    -------
+    verdict : {"evidence", "mixed", "no evidence"}
+    conclusion : str
+    reasons : tuple of str
+        Keys of the disagreement rules that fired (empty without ``evidence``).
+    """
+    alpha = res.alpha if alpha is None else alpha
+    if evidence is None:
+        return _conclude_interval(res, alpha)
+    return _conclude(evidence["table"], evidence["sens"], evidence["flag"], evidence["test"], res,
+                     evidence["hl"], evidence["vp"], alpha)
+
+
+def result_conclusion(res, alpha: float | None = None, evidence: EvidenceResult | None = None) -> str:
+    """The conclusion a summary of ``res`` shows: the evidence's, else that of the interval and its test."""
+    return evidence.conclusion if evidence is not None else conclude(res, alpha)[1]
+
+
+def _conclude_interval(res, alpha: float) -> tuple[str, str, tuple]:
+    """(verdict, conclusion, ()) from the interval and the test of its own null (see :func:`conclude`)."""
+    level = f"{100 * (1 - alpha):g}%"
+    iv = res.conf_int(alpha)
+    draws = res.mc_draws if res.null_method == "monte carlo" else None
+    test = f"the {null_name(res)} test of ECE = 0 at B = {res.n_bins}"
+    p_text = _p_text(res.null_pvalue, draws)
+    rejects = res.null_pvalue <= alpha
+    if res.method == "adjusted":  # the test decides whether 0 joins the interval
+        if not iv.contains_zero:
+            return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {test} rejects (p = {p_text}); "
+                                f"how much: {_how_much(res, alpha)}."), ()
+        return "no evidence", (f"No evidence of miscalibration at level {alpha:g}: {test} does not reject "
+                               f"(p = {p_text}), and {_how_much(res, alpha)}; this does not show that the model "
+                               "is calibrated."), ()
+    # a resampling interval decides by itself; the test is quoted, and a disagreement said
+    lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
+    shown = f"{_iv(iv.lower, iv.upper, 4)} (ECE {_iv(lo_ece, hi_ece, 3)})"
+    name = f"the {level} {res.method} interval for ECE^2 at B = {res.n_bins}"
+    if iv.contains_zero:
+        clash = (f"; note that {test} rejects (p = {p_text})" if rejects else f" ({test}: p = {p_text})")
+        return "no evidence", (f"No evidence of miscalibration at level {alpha:g}: {name}, {shown}, includes "
+                               f"0{clash}; ECE^2 is at most {fmt(iv.upper, 4)} (ECE at most {fmt(hi_ece, 3)}), "
+                               "and this does not show that the model is calibrated."), ()
+    clash = (f"; note that {test} does not reject (p = {p_text})" if not rejects else f" ({test}: p = {p_text})")
+    return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {name}, {shown}, excludes 0{clash}."), ()
+
+
 def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl, vp, alpha: float):
     """(verdict, conclusion text, reasons) from all rows (see the module docstring)."""
     keys = list(table.index)
@@ -324,14 +408,8 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     names = {k: table.loc[k, "name"] for k in keys}
     others = [k for k in keys if k != "calib_test" and rej[k]]
     sentences, reasons = [], []
-    floor = smallest_pvalue_text(test.pvalue, test.n_draws)  # no draw reached the observed statistic
-    p_test = fmt_p(test.pvalue, 3) + (f", {floor}" if floor else "")
-    level = f"{100 * (1 - alpha):g}%"
-    iv = ci.conf_int(alpha)
-    lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
-    how_much = (f"the {level} interval for ECE^2 at B = {ci.n_bins} is {_iv(iv.lower, iv.upper, 4, iv.lower_open)} "
-                f"(ECE {_iv(lo_ece, hi_ece, 3, iv.lower_open)}): ECE^2 is at most {fmt(iv.upper, 4)} "
-                f"(ECE at most {fmt(hi_ece, 3)})")
+    p_test = _p_text(test.pvalue, test.n_draws)
+    how_much = _how_much(ci, alpha)
     if rej["calib_test"]:
         verdict = "evidence"
         sentences.append(f"Evidence of miscalibration at level {alpha:g}: the multi-scale test rejects "
@@ -363,7 +441,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
         reasons.append("smooth")
         strongest = (f"Spiegelhalter's z, |z_S| = {fmt(abs(test.spiegelhalter_z), 3)}, its own "
                      f"p = {fmt_p(test.pvalue_spiegelhalter, 3)}" if sp_best else
-                     f"scale is B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
+                     f"the scale B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
                      f"p = {fmt_p(sc['pvalue'].iloc[best], 3)}")
         sentences.append(f"The interval contains 0 while the multi-scale test rejects: the miscalibration is "
                          f"smooth and the interval's B = {ci.n_bins} is large for n = {ci.n} (the test's "
@@ -473,6 +551,12 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     Returns
     -------
     EvidenceResult
+        Computed once per result, level and integer seed, and kept with the
+        result (a second call, the result's summary, its notebook display and
+        its report return the same object); with a ``numpy.random.Generator``
+        it is computed at every call.  Hosmer-Lemeshow and val_prob come from
+        :func:`result_hosmer_lemeshow` and :func:`result_val_prob`, kept the
+        same way, and the conclusion from :func:`conclude`.
 
     Raises
     ------
@@ -495,6 +579,37 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
                          "or a Dask DataFrame (load the columns into a pandas DataFrame and call calib_ci again)")
     alpha = res.alpha if alpha is None else check_alpha(alpha)
     rng = evidence_seed(res) if rng is None else check_seed(rng)
+    if isinstance(rng, np.random.Generator):  # a Generator's draws differ at every call: nothing to keep
+        return _build_evidence(res, alpha, rng)
+    return res._memo(("evidence", alpha, int(rng)), lambda: _build_evidence(res, alpha, int(rng)))
+
+
+def result_hosmer_lemeshow(res, groups: int = 10, validation: str = "external") -> HosmerLemeshowResult:
+    """Hosmer-Lemeshow on the rows of ``res``, computed once per result, ``groups`` and ``validation``.
+
+    The evidence table (g = 10, external validation), ``res.hosmer_lemeshow()``
+    and the report share it.
+    """
+    if not (is_integer(groups) and not isinstance(groups, bool) and isinstance(validation, str)):
+        return _from_result(res, groups, validation)  # raises the argument's error
+    return res._memo(("hosmer_lemeshow", int(groups), validation), lambda: _from_result(res, groups, validation))
+
+
+def result_val_prob(res, alpha: float | None = None) -> ValProbResult:
+    """:func:`calibtest.val_prob` on the rows of a one-column result, computed once per result and level.
+
+    The evidence table (Spiegelhalter's z, CITL, the slope) and the report's
+    validation metrics share it.
+    """
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    if res.data is None or res.data.z.shape[1] != 1:
+        raise ValueError("val_prob needs the rows of one probability column (binary or top-1)")
+    return res._memo(("val_prob", alpha), lambda: val_prob(y=np.rint(res.data.y[:, 0]), probs=res.data.z[:, 0],
+                                                          alpha=alpha))
+
+
+def _build_evidence(res, alpha: float, rng) -> EvidenceResult:
+    """The evidence of ``res`` at ``alpha`` with the label draws of ``rng`` (see :func:`build_evidence`)."""
     seed = "Generator" if isinstance(rng, np.random.Generator) else int(rng)
     data = res.data
     book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
@@ -517,15 +632,13 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     }
     hl = vp = None
     if data.z.shape[1] == 1:
-        y01 = np.rint(data.y[:, 0])
-        p = data.z[:, 0]
         missing = []
         try:
-            hl = hosmer_lemeshow(y=y01, probs=p, n_classes=res.n_classes, groups=10, validation="external")
+            hl = result_hosmer_lemeshow(res, 10, "external")
         except ValueError as exc:  # e.g. fewer distinct predictions than groups: said in the notes
             missing.append(f"Hosmer-Lemeshow was not computed: {exc}.")
         try:
-            vp = val_prob(y=y01, probs=p, alpha=alpha)
+            vp = result_val_prob(res, alpha)
         except ValueError as exc:  # e.g. y with one class: the logistic fits are undefined
             missing.append(f"val_prob (Spiegelhalter, CITL, slope) was not computed: {exc}.")
         if hl is not None:
@@ -557,7 +670,8 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
          for key, (nm, null, stat, pv, lo, hi, r) in records.items()], index=list(records), dtype=object)
     sens = _sensitivity(res, alpha, rng)
     flag = bool(sens["reject"].nunique() > 1)
-    verdict, conclusion, reasons = _conclude(table, sens, flag, test, res, hl, vp, alpha)
+    verdict, conclusion, reasons = conclude(res, alpha, {"table": table, "sens": sens, "flag": flag, "test": test,
+                                                         "hl": hl, "vp": vp})
     return EvidenceResult(
         table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
         reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,

@@ -19,8 +19,8 @@ from calibtest.core.null import threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
-from calibtest.summary import ResultDisplay, build_summary
-from calibtest.evidence_table import EvidenceResult, build_evidence
+from calibtest.summary import ResultDisplay, build_summary, result_dict, result_notes
+from calibtest.evidence_table import EvidenceResult, build_evidence, result_conclusion, result_hosmer_lemeshow
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
@@ -99,6 +99,13 @@ class ConfidenceInterval:
     def __str__(self) -> str:
         left = "(" if self.lower_open else "["
         return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A computation of a result's display that failed (kept so that it is not retried)."""
+
+    error: Exception
 
 
 #: A bin of a weighted result whose effective size (sum w)^2 / sum w^2 is below this is "sparse".
@@ -347,11 +354,95 @@ class CalibrationResult(ResultDisplay):
     bin_rule: BinRule | None = field(default=None, repr=False)
     approximation: Approximation | None = field(default=None, repr=False)
     weighting: Weighting | None = field(default=None, repr=False)
+    #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def from_estimates(cls, stats: BinStats, *, estimate: float, plugin_estimate: float, sigma1_sq: float,
+                       sigma0_sq: float, se: float, test: tuple, interval: AdjustedInterval, n_bins: int,
+                       n_bins_rule: str, bin_volume: float, mode: str, k: int, n_classes, alpha: float, null: str,
+                       null_method: str, asymptotic: tuple | None = None,
+                       resampling: ResamplingInterval | None = None, **parts) -> "CalibrationResult":
+        """The one constructor of a result, used by every path (rows in memory, weighted, streamed, Dask).
+
+        The estimation paths compute the statistics; this fills in what
+        follows from them (T+, the ECE, n and the bin counts from the bin
+        sums, the interval's fields, a resampling interval in place of the
+        adjusted one) and checks that the null is one that was used.
+
+        Parameters
+        ----------
+        stats : BinStats
+            The bin sums (n, the occupied and single-row bins).
+        estimate, plugin_estimate, sigma1_sq, sigma0_sq, se : float
+            T (or T_w), T_m, sigma1^2, sigma0^2 (a weighted result: n^2 w V_0) and the standard error.
+        test : tuple of float
+            ``(zstat, pvalue, threshold)`` of the chosen null's test of ECE = 0.
+        interval : AdjustedInterval
+            The adjusted interval with the zero rule of the chosen null.
+        n_bins, n_bins_rule, bin_volume, mode, k, n_classes, alpha
+            Binning, target and level.
+        null : {"asymptotic", "conditional", "monte-carlo"}
+            The null that decided the test (never ``"auto"``).
+        null_method : {"normal", "shifted gamma", "monte carlo"}
+        asymptotic : tuple of float, optional
+            ``(zstat, pvalue)`` of the asymptotic test, kept next to a finite-sample null.
+        resampling : ResamplingInterval, optional
+            A resampling interval, which then replaces the adjusted one
+            (intersected with [0, inf)).
+        **parts
+            The other fields (conditional, monte_carlo, data, partition, bookkeeping, ...).
+        """
+        if null not in ("asymptotic", "conditional", "monte-carlo"):
+            raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")
+        zstat, pvalue, threshold = test
+        lower, upper, lower_open, zero, branch = (interval.lower, interval.upper, interval.lower_open,
+                                                  interval.contains_zero, interval.branch)
+        if resampling is not None:
+            lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
+            lower_open, branch = False, 0
+        t_pos = max(estimate, 0.0)
+        return cls(
+            estimate=estimate, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin_estimate,
+            sigma1_sq=sigma1_sq, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat,
+            null_pvalue=pvalue, contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open,
+            ci_branch=branch, n=stats.n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins,
+            bin_volume=bin_volume, n_occupied_bins=int(stats.count.size),
+            n_singleton_bins=int((stats.count < 2).sum()), k=k, n_classes=n_classes, mode=mode, alpha=alpha,
+            bin_stats=stats, null=null, null_method=null_method,
+            method="adjusted" if resampling is None else resampling.method, asymptotic=asymptotic,
+            resampling=resampling, **parts)
 
     @property
     def approximate(self) -> bool:
         """The interval is flagged as approximate (``approximation.reasons`` says why)."""
         return self.approximation is not None and self.approximation.approximate
+
+    # ----------------------------------------------------------------- computed once, on first use
+    def _memo(self, key, compute):
+        """The value kept under ``key``, computed by ``compute()`` on first use.
+
+        The result is frozen: its fields never change.  What its displays
+        show (the evidence suite, Hosmer-Lemeshow, val_prob, the bin table,
+        the dict) is computed once per result and key, so that a second
+        ``summary()``, ``_repr_html_`` and a report format it without
+        computing it again.  A computation that fails with an error about the
+        data (ValueError, RuntimeError) is not retried: the error is kept and
+        raised again.
+        """
+        try:
+            value = self._cache[key]
+        except KeyError:
+            try:
+                value = compute()
+            except (ValueError, RuntimeError) as exc:  # deterministic: the same rows fail the same way
+                self._cache[key] = _Failed(exc)
+                raise
+            self._cache[key] = value
+            return value
+        if isinstance(value, _Failed):
+            raise value.error
+        return value
 
     # ----------------------------------------------------------------- nested parts, flat names
     def _part(self, part: str, name: str):
@@ -442,8 +533,9 @@ class CalibrationResult(ResultDisplay):
         column sums to ``estimate``.  A weighted result adds ``weight`` (sum of
         the weights) and the weighted means ``mean_pred_weighted_j`` and
         ``mean_outcome_weighted_j``, and ``contribution`` is the bin's term of T_w.
+        Computed once per result; each call returns a copy.
         """
-        return bin_table(self)
+        return self._memo("bin_table", lambda: bin_table(self)).copy()
 
     def hosmer_lemeshow(self, groups: int = 10, validation: str = "external"):
         """Hosmer–Lemeshow test next to the plug-in and debiased estimates.
@@ -451,9 +543,10 @@ class CalibrationResult(ResultDisplay):
         ``validation="external"`` (default) refers the statistic to chi2(g),
         for predictions not fitted on these data; ``"development"`` to
         chi2(g - 2).  See :func:`calibtest.goodness_of_fit.hosmer_lemeshow`.
+        Computed once per result, ``groups`` and ``validation`` (the evidence
+        table and the report use the same one).
         """
-        from calibtest.goodness_of_fit import _from_result
-        return _from_result(self, groups, validation)
+        return result_hosmer_lemeshow(self, groups, validation)
 
     # ----------------------------------------------------------------- evidence
     def evidence(self, alpha: float | None = None, rng=None) -> EvidenceResult:
@@ -467,7 +560,9 @@ class CalibrationResult(ResultDisplay):
         the multi-scale test's label draws are seeded by the result's
         recorded seed (the Monte Carlo null's, the resampling's or the call's
         integer ``rng=``; :data:`calibtest.evidence_table.EVIDENCE_SEED` when none
-        was recorded), so two calls give the same numbers.
+        was recorded), so two calls give the same numbers; it is computed
+        once per level and integer seed and kept (the summary, the notebook
+        display and the report show the same evidence object).
 
         Parameters
         ----------
@@ -503,42 +598,45 @@ class CalibrationResult(ResultDisplay):
 
         With rows in memory and ``evidence=True`` (default) the summary opens
         with the evidence table of :meth:`evidence` and its conclusion, and
-        shows the bin-sensitivity table: this runs the multi-scale test
-        (999 label draws) and, for one probability column, Hosmer-Lemeshow
-        and val_prob, each time the summary is built (nothing is cached).
+        shows the bin-sensitivity table.  The evidence (the multi-scale test
+        with 999 label draws and, for one probability column,
+        Hosmer-Lemeshow and val_prob) is computed by the first summary at a
+        level and kept: a second summary, the notebook display and a report
+        of the result format it without computing it again.
         ``evidence=False`` skips that work (large n); a result computed from a
         file or a Dask DataFrame holds no rows, and its summary shows the
-        interval and its test only.
+        interval, its test and their conclusion only.
         """
         alpha = None if alpha is None else check_alpha(alpha)
-        evidence = check_bool(evidence, "evidence")
-        if not evidence:
-            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test and the "
-                                 "other tests on these rows) was not computed: summary(evidence=False).")
+        if check_bool(evidence, "evidence"):
+            shown, note = self._summary_evidence(alpha)
+        else:
+            shown, note = None, ("The evidence table (multi-scale test and the other tests on these rows) was "
+                                 "not computed: summary(evidence=False).")
+        return build_summary(self, alpha, evidence=shown, evidence_note=note,
+                             conclusion=result_conclusion(self, alpha, shown))
+
+    def _summary_evidence(self, alpha: float | None) -> tuple[EvidenceResult | None, str | None]:
+        """(the evidence the summary shows, or None and the reason it is not shown)."""
         if self.weighting is not None:
-            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
-                                 "Hosmer-Lemeshow, val_prob) tests the unweighted rows; this result is weighted "
-                                 "(weights= or prevalence=), so the summary shows the weighted interval and its "
-                                 "test only.")
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
+                          "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
+                          "weighted interval and its test only.")
         if self.data is None:
-            return build_summary(self, alpha, evidence_note="The evidence table (multi-scale test, "
-                                 "Hosmer-Lemeshow, val_prob) needs the rows in memory; this result was computed "
-                                 "from a file or a Dask DataFrame, so the summary shows the interval and its "
-                                 "test only.")
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows in "
+                          "memory; this result was computed from a file or a Dask DataFrame, so the summary shows "
+                          "the interval and its test only.")
         try:
-            evidence = build_evidence(self, alpha)
+            return build_evidence(self, alpha), None
         except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
-            return build_summary(self, alpha, evidence_note=f"The evidence table was not computed: {exc}.")
-        return build_summary(self, alpha, evidence=evidence)
+            return None, f"The evidence table was not computed: {exc}."
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""
-        from calibtest.summary import result_notes
         return result_notes(self)
 
     def _dict(self) -> dict:
-        from calibtest.summary import result_dict
-        return result_dict(self)
+        return self._memo("dict", lambda: result_dict(self))  # to_dict() copies it (json_safe)
 
     def plot_reliability(self, ax=None, **kwargs):
         """Reliability diagram with Wilson intervals and a bin-count strip.

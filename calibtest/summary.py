@@ -18,7 +18,7 @@ from calibtest._format import fmt, fmt_p, json_safe, mode_text
 from calibtest._validation import check_alpha
 
 __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
-           "asymptotic_test", "resampling_notes", "null_text", "verdict_null_note"]
+           "asymptotic_test", "resampling_notes", "null_text", "null_name", "verdict_null_note"]
 
 
 #: Below this n (or with fewer than 2 rows per occupied bin on average) the summary says that the
@@ -370,13 +370,17 @@ def _resampling_settings(res) -> dict:
     return out
 
 
-def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = None) -> CalibSummary:
+def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = None,
+                  conclusion: str | None = None) -> CalibSummary:
     """Summary of a :class:`~calibtest.results.CalibrationResult` at level 1 - alpha (default: its own).
 
-    ``evidence`` (an :class:`~calibtest.EvidenceResult` of the same rows at
-    the same alpha) opens the summary with the evidence table and the
-    conclusion, and adds the bin-sensitivity table; without it,
-    ``evidence_note`` says why it is not shown.
+    It formats what the result holds and what it is given; it computes no
+    test.  ``evidence`` (an :class:`~calibtest.EvidenceResult` of the same
+    rows at the same alpha) opens the summary with the evidence table and
+    its conclusion, and adds the bin-sensitivity table; without it,
+    ``evidence_note`` says why it is not shown and ``conclusion`` (written
+    by :func:`calibtest.evidence_table.conclude` from the interval and its test)
+    opens the summary.
     """
     alpha = res.alpha if alpha is None else alpha
     ci = res.conf_int(alpha)
@@ -386,6 +390,8 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
                    else f"Calibration error: debiased l2-ECE with {res.method} interval")
     if evidence is not None:
         evidence.add_tables(smry)
+    elif conclusion:
+        smry.add_settings({"Conclusion:": conclusion})
     smry.add_settings(_settings_table(res, alpha))
     est = pd.DataFrame(
         {"estimate": [res.estimate, res.ece], "std err": [res.se, None],
@@ -399,7 +405,7 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
          "p-value": [p0, None],
          "threshold": [res.asymptotic_threshold(alpha), None]},
         index=["calibrated: z0", "miscalibrated: T / se"], dtype=object)
-    if res.conditional_pvalue is not None:
+    if res.conditional is not None or res.monte_carlo is not None:
         tests = pd.concat([tests, null_rows(res, alpha)])
     smry.add_table(tests, TEST_FORMATS)
     if evidence is not None:
@@ -436,7 +442,9 @@ def verdict_null_note(res, alpha: float | None = None) -> str:
             f"({verdict} ECE = 0 at level {alpha:g}).")
     if res.null != "asymptotic":
         p_asym = "rejects" if p0 <= alpha else "does not reject"
-        text += f" The paper's asymptotic test: z0 = {fmt(z0, 4)}, p = {fmt_p(p0, 4)} ({p_asym})."
+        which = ("The asymptotic test (V_0 estimated)" if getattr(res, "weighting", None) is not None
+                 else "The paper's asymptotic test")
+        text += f" {which}: z0 = {fmt(z0, 4)}, p = {fmt_p(p0, 4)} ({p_asym})."
     return text
 
 
@@ -480,13 +488,32 @@ def result_dict(res) -> dict:
 
 # --------------------------------------------------------------------------- the finite-sample nulls
 def null_text(res) -> str:
-    """The null law that decides the interval's test, in words (``res`` a CalibrationResult)."""
+    """The null law that decided the interval's test, in words (``res`` a CalibrationResult).
+
+    "exact" only where it is: the conditional Monte Carlo test of unweighted
+    rows has exact size given the predictions; a weighted result's
+    asymptotic test uses the estimated variance V_0.
+    """
+    weighted = getattr(res, "weighting", None) is not None
     if res.null == "asymptotic":
-        return "asymptotic (the paper's normal limit)"
+        return ("asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" if weighted
+                else "asymptotic (the paper's normal limit)")
     if res.null == "conditional":
         return ("conditional (shifted gamma)" if res.null_method == "shifted gamma"
                 else "conditional (exact Monte Carlo: the shifted gamma is unreliable here)")
+    if weighted:
+        return "Monte Carlo (outcomes redrawn given the predictions, the weights following them)"
     return "Monte Carlo (exact conditional)"
+
+
+def null_name(res) -> str:
+    """The null that decided the interval's test, in a few words (for sentences such as the conclusion)."""
+    if res.null == "asymptotic":
+        return "asymptotic"
+    if res.null == "conditional":
+        return "conditional (shifted gamma)" if res.null_method == "shifted gamma" else \
+            "conditional (exact Monte Carlo)"
+    return f"Monte Carlo ({res.mc_draws} label draws)"
 
 
 
@@ -500,12 +527,14 @@ def asymptotic_test(res) -> tuple[float, float, float]:
 def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
     """Rows of the tests table for the conditional and Monte Carlo nulls (thresholds at ``alpha``)."""
     alpha = res.alpha if alpha is None else alpha
-    threshold = res.conditional_threshold
-    if alpha != res.alpha:
-        threshold = res.conditional.threshold_at(alpha)
-    rows = {"conditional: T / sd(T | Z)": {
-        "variance": res.conditional_variance, "statistic": res.conditional_zstat,
-        "p-value": res.conditional_pvalue, "threshold": threshold}}
+    rows = {}
+    if res.conditional is not None:
+        threshold = res.conditional_threshold
+        if alpha != res.alpha:
+            threshold = res.conditional.threshold_at(alpha)
+        rows["conditional: T / sd(T | Z)"] = {
+            "variance": res.conditional_variance, "statistic": res.conditional_zstat,
+            "p-value": res.conditional_pvalue, "threshold": threshold}
     if res.mc_pvalue is not None:
         rows[f"Monte Carlo: {res.mc_draws} label draws"] = {
             "variance": None, "statistic": None, "p-value": res.mc_pvalue,
@@ -526,12 +555,12 @@ def _unreliable_gamma_note(res) -> str:
 
 def null_notes(res, alpha: float | None = None) -> list[str]:
     """Notes on the null used, and on disagreement between the nulls at ``alpha`` (default ``res.alpha``)."""
-    if res.conditional_pvalue is None:
+    if res.conditional is None and res.monte_carlo is None:
         return []
     alpha = res.alpha if alpha is None else alpha
     notes = []
     tests = {"asymptotic": asymptotic_test(res)[1]}
-    if res.conditional.reliable:  # an unreliable shifted gamma is explained in its own note
+    if res.conditional is not None and res.conditional.reliable:  # an unreliable gamma has its own note
         tests["conditional"] = res.conditional_pvalue
     if res.mc_pvalue is not None:
         tests["monte-carlo"] = res.mc_pvalue

@@ -30,6 +30,7 @@ import calibtest as ct
 from calibtest import cli
 from calibtest.datasets import load_demo
 from calibtest.reporting.html import render_html, report
+from calibtest.evidence_table import conclude
 from report_helpers import bins_csv
 from calibtest._format import fmt
 
@@ -232,7 +233,9 @@ def test_conclusion_wording(demo_result, demo_html, miscalibrated):
     assert len(doc.conclusions) == 1
     c = re.sub(r"\s+", " ", doc.conclusions[0])
     assert demo_result.contains_zero
-    assert "no evidence of miscalibration" in c and "α = 0.05" in c
+    assert "No evidence of miscalibration at level 0.05" in c
+    # the report writes no conclusion of its own: the sentence is the one of calibtest.evidence_table.conclude
+    assert c == "Interval and test at the report's bins. " + conclude(demo_result)[1].replace("^2", "²")
     # "calibrated" is only ever negated
     assert "does not show that the model is calibrated" in c
     assert c.count("is calibrated") == 1
@@ -243,9 +246,8 @@ def test_conclusion_wording(demo_result, demo_html, miscalibrated):
     doc2 = parse(render_html(miscalibrated))
     c2 = re.sub(r"\s+", " ", doc2.conclusions[0])
     ci = miscalibrated.conf_int(scale="ece")
-    assert "evidence of miscalibration" in c2 and "no evidence" not in c2 and "is calibrated" not in c2
+    assert "Evidence of miscalibration" in c2 and "No evidence" not in c2 and "is calibrated" not in c2
     assert f"[{fmt(ci.lower, 3)}, {fmt(ci.upper, 3)}]" in c2
-    assert fmt(miscalibrated.ece, 3) in c2
 
 
 def test_self_contained_and_figure_size(demo_html):
@@ -510,36 +512,41 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
 
 
 def test_conclusion_sentences_for_every_case(demo_result):
-    from calibtest.reporting.html import conclusion
-    base = demo_result.to_dict()
+    from dataclasses import replace
+
     # open-at-zero interval: evidence, interval written (0, upper]
-    d = dict(base, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ece_ci_lower=0.0,
-             ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.01, ece=0.02)
-    s = conclusion(d)
-    assert "evidence of miscalibration" in s and "no evidence" not in s
+    res = replace(demo_result, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ci_upper=0.0025,
+                  null_pvalue=0.01)
+    verdict, s, reasons = conclude(res)
+    assert verdict == "evidence" and reasons == ()
+    assert s.startswith("Evidence of miscalibration at level 0.05") and "No evidence" not in s
     assert "(0, 0.05]" in s and "(0, 0.0025]" in s and "p = 0.01" in s
+    assert "the conditional (shifted gamma) test of ECE = 0 at B = 76 rejects" in s
     # a resampling interval that excludes 0 while the test does not reject: both are stated
-    d = dict(base, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
-             ece_ci_lower=0.02, ci_upper=0.0025, ece_ci_upper=0.05, null_pvalue=0.39)
-    s = conclusion(d)
+    res = replace(demo_result, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
+                  ci_upper=0.0025, null_pvalue=0.39)
+    verdict, s, _ = conclude(res)
+    assert verdict == "evidence"
     assert "95% bootstrap interval" in s and "[0.02, 0.05]" in s and "excludes 0" in s
-    assert "does not reject ECE = 0 (p = 0.39)" in s
+    assert "does not reject (p = 0.39)" in s
     # a resampling interval that contains 0: no evidence, never "is calibrated" unnegated
-    d = dict(base, method="hulc", contains_zero=True, ci_lower=0.0, ece_ci_lower=0.0, null_pvalue=0.5)
-    s = conclusion(d)
-    assert "no evidence of miscalibration" in s and "does not show that the model is calibrated" in s
+    res = replace(demo_result, method="hulc", contains_zero=True, ci_lower=0.0, null_pvalue=0.5)
+    verdict, s, _ = conclude(res)
+    assert verdict == "no evidence" and "does not show that the model is calibrated" in s
     assert s.count("is calibrated") == s.count("not show that the model is calibrated") == 1
     # a different alpha appears in the sentence and the level
-    d = dict(base, alpha=0.1)
-    assert "α = 0.1" in conclusion(d) and "90% confidence interval" in conclusion(d)
+    s = conclude(demo_result, 0.1)[1]
+    assert "at level 0.1" in s and "90% interval" in s
 
 
 def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
-    from calibtest.reporting.html import conclusion, fmt_p
+    from dataclasses import replace
+
+    from calibtest.reporting.html import fmt_p
     assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
-    d = dict(demo_result.to_dict(), contains_zero=False, null_pvalue=0.0)
-    s = conclusion(d)
-    assert "p < 1e-300" in s and "p = 0)" not in s
+    res = replace(demo_result, contains_zero=False, ci_lower=0.0001, null_pvalue=0.0)
+    s = conclude(res)[1]
+    assert "p = < 1e-300" in s and "p = 0)" not in s
 
 
 # ----------------------------------------------------------------------------- document control, plan, structure
@@ -866,3 +873,100 @@ def test_pdf_pairwise_table_of_three_models_fits_the_page(tmp_path, demo):
     assert not outside, outside[:10]
     text = subprocess.run(["pdftotext", str(out), "-"], capture_output=True, text=True, check=True).stdout
     assert "Pairwise comparison of 3 models: baseline model, inflated model, deflated model" in " ".join(text.split())
+
+
+# ----------------------------------------------------------------------------- the regimes table: asymptotic numbers
+def _table_rows(html: str, caption_part: str) -> dict[str, list[str]]:
+    """The rows (first cell -> the other cells, as text) of the table whose caption contains ``caption_part``."""
+    import html as html_lib
+    for table in re.findall(r"<table[^>]*>(.*?)</table>", html, re.S):
+        caption = re.search(r"<caption>(.*?)</caption>", table, re.S)
+        if caption and caption_part in html_lib.unescape(re.sub(r"<[^>]+>", "", caption.group(1))):
+            rows = {}
+            for row in re.findall(r"<tr>(.*?)</tr>", table.split("</thead>", 1)[1], re.S):
+                cells = [html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", c))).strip()
+                         for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+                rows[cells[0]] = cells[1:]
+            return rows
+    raise AssertionError(f"no table captioned {caption_part!r}")
+
+
+def _number_after(text: str, marker: str) -> float:
+    """The number that follows ``marker`` in ``text`` (or opens it, for an empty marker)."""
+    rest = text.split(marker, 1)[1] if marker else text
+    return float(re.match(r"\s*([-+0-9.e]+)", rest).group(1))
+
+
+@pytest.fixture(scope="module")
+def regime_results():
+    rng = np.random.default_rng(21)
+    n = 900
+    q = rng.beta(2, 5, n)
+    y = (rng.random(n) < np.clip(q * 1.15, 0, 1)).astype(int)
+    frame = pd.DataFrame({"y": y, "p": q, "w": rng.gamma(2.0, 1.0, n)})
+    return {"default": ct.calib_ci("y ~ p", data=frame),
+            "asymptotic": ct.calib_ci("y ~ p", data=frame, null="asymptotic"),
+            "weighted": ct.calib_ci("y ~ p", data=frame, weights="w"),
+            "monte-carlo": ct.calib_ci("y ~ p", data=frame, null="monte-carlo", rng=4)}
+
+
+@pytest.mark.parametrize("kind", ["default", "asymptotic", "weighted", "monte-carlo"])
+def test_regimes_table_shows_the_asymptotic_quantities_of_its_formulas(regime_results, kind):
+    from scipy.stats import norm
+    res = regime_results[kind]
+    html = render_html(res, figures=False)
+    rows = _table_rows(html, "two asymptotic regimes")
+    # recomputed from the formulas printed in the table, from the result's T, n, w and sigma0^2
+    z0 = res.n * np.sqrt(res.bin_volume) * res.estimate / np.sqrt(res.sigma0_sq)
+    p0 = norm.sf(z0)
+    shown_z = _number_after(rows["Statistic"][0], "z₀ = n·√w·T / σ₀ =")
+    shown_p = _number_after(rows["p-value of H0: ECE = 0"][0], "")
+    assert shown_z == pytest.approx(z0, rel=1e-3) and shown_p == pytest.approx(p0, rel=1e-3)
+    assert "(one-sided, 1 − Φ(z₀))" in rows["p-value of H0: ECE = 0"][0]
+    threshold0 = norm.ppf(1 - res.alpha) * np.sqrt(res.sigma0_sq) / (res.n * np.sqrt(res.bin_volume))
+    assert _number_after(rows["Role in the interval"][0], "z(1−α)·σ₀ / (n·√w) =") == pytest.approx(threshold0, rel=1e-5)
+    weighted = res.weighting is not None
+    assert ("(exact)" in rows["Variance constant"][0]) is not weighted  # an estimated V0 is not exact
+    if weighted:
+        assert "V₀ estimated" in rows["Variance constant"][0]
+    settings = _table_rows(html, "Settings of the analysis")
+    assert f"(null='{res.null}')" in settings["Null distribution of the test of ECE = 0"][0]
+    assert "auto" not in settings["Null distribution of the test of ECE = 0"][0]
+    if res.null == "asymptotic":
+        assert res.null_pvalue == pytest.approx(p0, rel=1e-12)
+        assert rows["Role in the interval"][0].startswith("0 belongs to the interval iff T⁺ <")
+        assert "finite-sample test of H0" not in html
+        return
+    # the finite-sample test actually used, in its own table, with its own p-value (not 1 - Phi(z0))
+    assert res.null_pvalue != pytest.approx(p0, rel=1e-3)
+    assert rows["Role in the interval"][0].startswith("not used:")
+    used = _table_rows(html, "finite-sample test of H0: ECE = 0 used")
+    assert _number_after(used["p-value of H0: ECE = 0"][0], "") == pytest.approx(res.null_pvalue, rel=1e-3)
+    assert _number_after(used["Critical value of T at α"][0], "") == pytest.approx(res.threshold, rel=1e-5)
+    assert used["Role in the interval"][0] == "0 belongs to the interval iff p > α"
+    if res.null == "monte-carlo":
+        draws = res.monte_carlo.null_draws
+        assert res.null_pvalue == (1 + np.count_nonzero(draws >= res.estimate)) / (1 + draws.size)
+        assert f"{draws.size} Monte Carlo draws of T" in used["Statistic"][0]
+    else:
+        z = res.estimate / np.sqrt(res.conditional.variance)
+        assert _number_after(used["Statistic"][0], "z = T / sd(T | Z) =") == pytest.approx(z, rel=1e-3)
+
+
+def test_console_tests_table_shows_the_asymptotic_z0_and_p(regime_results):
+    from scipy.stats import norm
+    for res in regime_results.values():
+        table = res.summary(evidence=False).tables[3]
+        z0 = res.n * np.sqrt(res.bin_volume) * res.estimate / np.sqrt(res.sigma0_sq)
+        assert table.loc["calibrated: z0", "statistic"] == pytest.approx(z0, rel=1e-12)
+        assert table.loc["calibrated: z0", "p-value"] == pytest.approx(norm.sf(z0), rel=1e-9)
+        if res.monte_carlo is not None:
+            assert table.loc[f"Monte Carlo: {res.mc_draws} label draws", "p-value"] == res.null_pvalue
+
+
+def test_weighted_report_names_the_asymptotic_null(regime_results):
+    res = regime_results["weighted"]
+    doc = parse(render_html(res, figures=False))
+    text = doc.body_text
+    assert "auto test" not in text and "null='auto'" not in text
+    assert "the asymptotic test of ECE = 0 at B" in " ".join(doc.conclusions)

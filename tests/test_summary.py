@@ -9,6 +9,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 import calibtest as ct
+from calibtest.evidence_table import conclude, result_val_prob
 from calibtest._format import fmt
 
 
@@ -209,9 +210,16 @@ def test_summary_has_no_side_effects_and_can_skip_the_evidence(binary_res):
     before = res.to_dict()
     assert str(res.summary()) == str(res.summary())
     assert res.to_dict() == before
-    lean = str(res.summary(evidence=False))
-    assert "Conclusion:" not in lean and "summary(evidence=False)" in " ".join(lean.split())
-    assert lean.splitlines()[2].startswith("Model:")
+    lean_summary = res.summary(evidence=False)
+    lean = str(lean_summary)
+    assert "summary(evidence=False)" in " ".join(lean.split())
+    # without the evidence, the summary opens with the conclusion of the interval and its own test
+    head = lean_summary.tables[0]
+    assert head["key"].iloc[0] == "Conclusion:"
+    assert head["value"].iloc[0] == conclude(res)[1]
+    assert "conditional (shifted gamma) test of ECE = 0" in head["value"].iloc[0]
+    assert "multi-scale" not in head["value"].iloc[0]
+    assert lean_summary.tables[1]["key"].iloc[0] == "Model:"
     with pytest.raises(TypeError, match="evidence"):
         res.summary(evidence="no")
 
@@ -233,8 +241,132 @@ def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
 
 def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, monkeypatch):
     import calibtest._validation as validation
-    _, _, res = binary_res
+    y, q, _ = binary_res
+    res = ct.calib_ci(y=y, probs=q)  # a new result: the evidence of the shared one is kept once computed
     monkeypatch.setattr(validation, "MAX_BYTES", 1000.0)  # the multi-scale test's draws exceed it
     text = " ".join(str(res.summary()).split())
     assert "The evidence table was not computed:" in text and "lower n_draws" in text
-    assert "Conclusion:" not in text
+    # the conclusion is then that of the interval and its own test
+    assert "Conclusion: " + conclude(res)[1] in text and "multi-scale test rejects" not in text
+
+
+# --------------------------------------------------------------------------- results format, never compute
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts of the runs of the multi-scale test, Hosmer-Lemeshow and val_prob (wrapped where they compute)."""
+    from collections import Counter
+
+    import importlib
+
+    from calibtest import evidence_table as verdict, valprob as vp_module
+    hl_module = importlib.import_module("calibtest.goodness_of_fit")  # the package's function shadows it
+    calls = Counter()
+
+    def count(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+        monkeypatch.setattr(module, name, wrapper)
+
+    count(verdict, "calib_test_rows")  # the evidence's multi-scale test
+    count(hl_module, "_hosmer_lemeshow")  # every Hosmer-Lemeshow test on rows
+    count(vp_module, "_val_prob")  # every val_prob that gets past its argument checks
+    return calls
+
+
+def test_summary_display_and_report_compute_the_evidence_once(binary_res, counted):
+    from calibtest.reporting.html import build_context
+    y, q, _ = binary_res
+    res = ct.calib_ci(y=y, probs=q)
+    once = {"calib_test_rows": 1, "_hosmer_lemeshow": 1, "_val_prob": 1}
+    first = str(res.summary())
+    assert counted == once
+    assert str(res.summary()) == first  # the second summary formats what the first computed
+    html = res._repr_html_()
+    assert counted == once and "multi-scale test" in html
+    d = res.to_dict()
+    assert res.to_dict() == d and res.to_dict() is not d  # kept, handed out as a copy
+    ctx = build_context(res)  # with the figures: the flexible curve's CITL and slope are val_prob's
+    assert counted == once
+    ev = res.evidence()
+    assert res.evidence() is ev
+    model = ctx["models"][0]
+    # the report shows the evidence, HL and val_prob the summary computed, and the one conclusion
+    assert model["evidence_conclusion"] == ev.conclusion
+    assert model["hl"]["test"]["rows"][0][1] == fmt(ev.hl.statistic)
+    assert res.hosmer_lemeshow() is ev.hl
+    # another level, or another seed, is another evidence; a Generator's draws are never kept
+    res.summary(alpha=0.1)
+    assert counted["calib_test_rows"] == 2
+    res.evidence(rng=7)
+    res.evidence(rng=7)
+    assert counted["calib_test_rows"] == 3
+    res.evidence(rng=np.random.default_rng(7))
+    res.evidence(rng=np.random.default_rng(7))
+    assert counted["calib_test_rows"] == 5
+    assert counted["_hosmer_lemeshow"] == 1 and counted["_val_prob"] == 2  # val_prob at alpha = 0.05 and 0.1
+
+
+def test_report_after_summary_does_not_rerun_the_test(binary_res, counted, tmp_path):
+    y, q, _ = binary_res
+    res = ct.calib_ci(y=y, probs=q)
+    res.summary()
+    res.report(tmp_path / "r.html")
+    assert counted == {"calib_test_rows": 1, "_hosmer_lemeshow": 1, "_val_prob": 1}
+
+
+def test_bin_table_is_kept_and_copied(binary_res):
+    _, _, res = binary_res
+    table = res.bin_table()
+    table.loc[0, "count"] = -1  # the caller's copy
+    again = res.bin_table()
+    assert again.loc[0, "count"] > 0 and again["contribution"].sum() == pytest.approx(res.estimate, rel=1e-12)
+
+
+def test_a_failed_evidence_part_is_not_retried(counted, monkeypatch):
+    from calibtest import evidence_table as verdict
+    tried = []
+    original = verdict.val_prob
+    monkeypatch.setattr(verdict, "val_prob", lambda *a, **k: tried.append(1) or original(*a, **k))
+    q = np.random.default_rng(3).uniform(0.01, 0.1, 200)
+    res = ct.calib_ci(y=np.zeros(200, dtype=int), probs=q)  # one class: val_prob's logistic fits are undefined
+    for _ in range(2):
+        text = " ".join(str(res.summary()).split())
+        assert "val_prob (Spiegelhalter, CITL, slope) was not computed" in text
+    assert len(tried) == 1 and counted["calib_test_rows"] == 1
+    with pytest.raises(ValueError, match="both 0 and 1"):
+        result_val_prob(res)
+    assert len(tried) == 1
+
+
+def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from calibtest.backends.accumulator import BinAccumulator
+    from calibtest.results import CalibrationResult
+    y, q, _ = binary_res
+    built = []
+    original = CalibrationResult.from_estimates.__func__
+
+    def counting(cls, *args, **kwargs):
+        built.append(kwargs["null"])
+        return original(cls, *args, **kwargs)
+    monkeypatch.setattr(CalibrationResult, "from_estimates", classmethod(counting))
+    frame = pd.DataFrame({"y": y, "q": q, "w": np.linspace(0.5, 2.0, y.size)})
+    ct.calib_ci("y ~ q", data=frame)  # in memory
+    ct.calib_ci("y ~ q", data=frame, weights="w")  # weighted
+    frame.to_csv(tmp_path / "rows.csv", index=False)
+    ct.calib_ci("y ~ q", data=str(tmp_path / "rows.csv"))  # streamed from a file
+    BinAccumulator("y ~ q", n_bins=10).update(frame).result()  # bin sums
+    assert built == ["conditional", "asymptotic", "asymptotic", "asymptotic"]
+    # no other construction of a result in the package
+    package = Path(ct.__file__).parent
+    calls = [(path.name, line) for path in package.rglob("*.py") for line in path.read_text().splitlines()
+             if re.search(r"(?<![\w.])CalibrationResult\(", line) and not line.lstrip().startswith("class ")]
+    assert calls == []
+    with pytest.raises(ValueError, match="the null it used"):
+        original(CalibrationResult, None, estimate=0.0, plugin_estimate=0.0, sigma1_sq=0.0, sigma0_sq=1.0, se=0.0,
+                 test=(0.0, 1.0, 0.0), interval=None, n_bins=2, n_bins_rule="user", bin_volume=0.5, mode="binary",
+                 k=1, n_classes=None, alpha=0.05, null="auto", null_method="normal")

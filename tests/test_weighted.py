@@ -687,3 +687,23 @@ def test_random_dominance_patterns_match_the_definitions(seed):
         return
     jack = weighted_statistics(inverse, u, w, jackknife=True)
     _close([jack.estimate, jack.jackknife_variance], [T_J, V_J], rtol=1e-9)
+
+
+def test_weighted_result_stores_and_names_the_null_it_used(binary):
+    from scipy.stats import norm
+    from calibtest.summary import null_text
+    sub = binary.iloc[:300]  # the double-loop V_0 stays quick
+    res = ct.calib_ci("y ~ p", sub, weights="w", n_bins=8)
+    assert res.null == "asymptotic" and res.null_method == "normal" and res.to_dict()["null"] == "asymptotic"
+    # its p-value is the asymptotic one: 1 - Phi(T_w / sqrt(V_0)), V_0 by the double loop
+    _, _, _, v0 = brute_force(res.partition.inverse, res.data.u, sub.w.to_numpy())
+    assert res.null_pvalue == pytest.approx(norm.sf(res.estimate / np.sqrt(v0)), rel=1e-9)
+    text = " ".join(str(res.summary()).split())
+    assert "Null: asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" in text
+    assert "null='asymptotic'" in text and "Monte Carlo" not in text and "exact" not in null_text(res)
+    assert "Conclusion: " in text and "the asymptotic test of ECE = 0 at B = 8" in text
+    # the Monte Carlo null (prevalence weights) is named so, not "exact conditional", with its row in the tests table
+    prev = ct.calib_ci("y ~ p", sub, prevalence=0.3, n_bins=8, n_null_draws=199, rng=1)
+    assert prev.null == "monte-carlo" and "exact" not in null_text(prev)
+    table = prev.summary().tables[3]
+    assert table.loc["Monte Carlo: 199 label draws", "p-value"] == prev.null_pvalue

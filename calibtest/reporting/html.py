@@ -33,6 +33,8 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           load_metadata, pdf_attachments, plan_check, reported_tests,
                                           write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
+from calibtest.summary import asymptotic_test, null_name, null_text
+from calibtest.evidence_table import conclude, result_val_prob
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
@@ -190,9 +192,7 @@ def _settings(res, d: dict) -> dict:
         ("Significance level α", f"{fmt(d['alpha'])} (confidence level {_level(d['alpha'])})"),
         ("Interval method", method_text),
     ]
-    null = getattr(res, "null", "asymptotic")
-    if null != "asymptotic":
-        rows.append(("Null distribution of the test", str(null)))
+    rows.append(("Null distribution of the test of ECE = 0", f"{null_text(res)} (null='{res.null}')"))
     return _table(["Setting", "Value"], rows)
 
 
@@ -240,64 +240,67 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
     se = d["se"]
     n, w = d["n"], d["bin_volume"]
     se0 = math.sqrt(d["sigma0_sq"]) / (n * math.sqrt(w))
+    z0, p0, threshold0 = asymptotic_test(res)  # the asymptotic quantities, whatever null decided the test
     z1 = fmt(d["estimate"] / se, 4) if se and se > 0 else "undefined (se = 0)"
     if method == "adjusted":
         branch = _BRANCH_TEXT.get(d["ci_branch"], str(d["ci_branch"]))
         role1 = f"upper end T⁺ + z(1−α/2)·se; lower end {branch}"
     else:
         role1 = f"not used: the interval comes from {method}"
+    critical = f"z(1−α)·σ₀ / (n·√w) = {fmt(threshold0)}"
+    if method != "adjusted":
+        role0 = f"not used: the interval comes from {method} (critical value of T {critical})"
+    elif res.null == "asymptotic":
+        role0 = f"0 belongs to the interval iff T⁺ < {critical}"
+    else:
+        role0 = (f"not used: the {null_name(res)} test decides whether 0 belongs to the interval (the "
+                 f"asymptotic critical value of T would be {critical})")
+    weighting = getattr(res, "weighting", None)
+    approx = getattr(res, "approximation", None)
+    if weighting is None:
+        variance0 = f"σ₀² = {fmt(d['sigma0_sq'])} (exact)"
+        variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"
+        se1 = (f"se = √(σ₁² / n + V₂) = {fmt(se)} (V₂ = {fmt(approx.second_order_variance)}, the second-order "
+               "variance of T)" if approx is not None and approx.second_order_variance is not None
+               else f"se = σ₁ / √n = {fmt(se)}")
+    else:
+        variance0 = f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ estimated from the weighted rows)"
+        variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)"
+        se1 = (f"se = {fmt(se)} (jackknife)" if weighting.prevalence is not None else f"se = σ₁ / √n = {fmt(se)}")
     regime_rows = [
         ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", "√n·(T − ECE²) / σ₁ → N(0, 1)"),
-        ("Variance constant", f"σ₀² = {fmt(d['sigma0_sq'])} (exact)", f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"),
-        ("Standard error of T", f"σ₀ / (n·√w) = {fmt(se0)}", f"se = σ₁ / √n = {fmt(se)}"),
-        ("Statistic", f"z₀ = n·√w·T / σ₀ = {fmt(d['null_zstat'], 4)}", f"T / se = {z1}"),
-        ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (one-sided, 1 − Φ(z₀))", "—"),
-        ("Role in the interval",
-         f"0 belongs to the interval iff T⁺ < z(1−α)·σ₀ / (n·√w) = {fmt(d['threshold'])}", role1),
+        ("Variance constant", variance0, variance1),
+        ("Standard error of T", f"σ₀ / (n·√w) = {fmt(se0)}", se1),
+        ("Statistic", f"z₀ = n·√w·T / σ₀ = {fmt(z0, 4)}", f"T / se = {z1}"),
+        ("p-value of H0: ECE = 0", f"{fmt_p(p0)} (one-sided, 1 − Φ(z₀))", "—"),
+        ("Role in the interval", role0, role1),
     ]
     regimes = _table(["", "Calibrated regime (ECE = 0)", "Miscalibrated regime (ECE > 0)"], regime_rows)
     return estimates, regimes
 
 
-def conclusion(d: dict, method: str | None = None, test_name: str = "calibrated-regime test") -> str:
-    """One plain-language sentence stating what the interval and test found.
-
-    A non-rejection is worded as "no evidence of miscalibration at level
-    alpha", never as "the model is calibrated".  Numbers have 3 significant
-    digits (the tables give 6).  For a resampling interval the sentence
-    follows the interval and also quotes the test, flagging a disagreement.
-    """
-    method = d["method"] if method is None else method
-    alpha = fmt(d["alpha"])
-    level = _level(d["alpha"])
-    ece = _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 3)
-    sq = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 3)
-    upper = fmt(d["ece_ci_upper"], 3)
-    p = fmt_p(d["null_pvalue"], 3)
-    p = p if p.startswith("<") else f"= {p}"
-    if method == "adjusted":
-        if d["contains_zero"]:
-            return (f"At level α = {alpha} the data give no evidence of miscalibration ({test_name} "
-                    f"p {p}); this does not show that the model is calibrated: the {level} confidence "
-                    f"interval for the l2-ECE, {ece}, allows calibration errors from 0 up to {upper}.")
-        return (f"At level α = {alpha} the data give evidence of miscalibration ({test_name} "
-                f"p {p}): the estimated l2-ECE is {fmt(d['ece'], 3)}, with {level} confidence interval {ece} "
-                f"({sq} for ECE²).")
-    rejects = d["null_pvalue"] is not None and d["null_pvalue"] <= d["alpha"]
-    if d["contains_zero"]:
-        clash = f"; note that the {test_name} rejects ECE = 0 (p {p})" if rejects else f" ({test_name} p {p})"
-        return (f"At level α = {alpha} the data give no evidence of miscalibration: the {level} {method} "
-                f"interval for the l2-ECE, {ece}, includes 0{clash}; this does not show that the model is "
-                f"calibrated: errors up to {upper} are compatible with the data.")
-    clash = (f"; note that the {test_name} does not reject ECE = 0 (p {p})" if not rejects
-             else f" ({test_name} p {p})")
-    return (f"At level α = {alpha} the data give evidence of miscalibration: the {level} {method} interval "
-            f"for the l2-ECE, {ece}, excludes 0 (estimate {fmt(d['ece'], 3)}; {sq} for ECE²){clash}.")
-
-
-def _test_name(res) -> str:
-    null = str(getattr(res, "null", "asymptotic"))
-    return "calibrated-regime test" if null == "asymptotic" else f"{null} test of ECE = 0"
+def _null_test(res, d: dict) -> dict | None:
+    """The finite-sample test of ECE = 0 the result used (conditional or Monte Carlo null); None if asymptotic."""
+    if res.null == "asymptotic":
+        return None
+    rows = [("Null law", f"{null_text(res)} (null='{res.null}')")]
+    cond, mc = res.conditional, res.monte_carlo
+    if cond is not None:
+        rows.append(("Conditional moments of T given the predictions",
+                     f"sd(T | Z) = {fmt(math.sqrt(max(cond.variance, 0.0)))}, skewness {fmt(cond.skewness, 3)}"))
+    if res.null_method == "shifted gamma":
+        rows += [("Statistic", f"z = T / sd(T | Z) = {fmt(cond.zstat, 4)}"),
+                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (shifted gamma with the conditional "
+                                            "mean, variance and skewness of T)")]
+    else:
+        rows += [("Statistic", f"T = {fmt(d['estimate'])}, against {mc.n_draws} Monte Carlo draws of T under "
+                               "H0" + ("" if mc.seed is None else f" (seed {mc.seed})")),
+                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #draws ≥ T) / (1 + "
+                                            f"{mc.n_draws}))")]
+    rows.append(("Critical value of T at α", fmt(d["threshold"])))
+    rows.append(("Role in the interval", "0 belongs to the interval iff p > α" if d["method"] == "adjusted"
+                 else f"not used: the interval comes from {d['method']}"))
+    return _table(["", "Test used"], rows)
 
 
 def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
@@ -363,11 +366,8 @@ def _valprob(res) -> tuple[dict | None, str | None]:
         return None, None
     if res.data is None:
         return None, "Validation metrics not computed: the result holds no rows (bin sums only)."
-    from calibtest.valprob import val_prob
-    p = res.data.z[:, 0]
-    y = np.rint(res.data.y[:, 0])
     try:
-        v = val_prob(p, y, alpha=res.alpha)
+        v = result_val_prob(res)  # the one the evidence table used
     except (ValueError, RuntimeError) as exc:
         return None, f"Validation metrics (rms::val.prob) not computed: {exc}."
     vd = v.to_dict()
@@ -503,7 +503,7 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
         add("bin-sensitivity figure", lambda: plotting.bin_sensitivity_figure(ev, name),
             f"Bin sensitivity of {name}",
             f"Bin sensitivity of {name}: the debiased estimate T of ECE² (squared probability units) with its "
-            f"{level} adjusted interval (conditional null), and the p-value of the single-B test, against the "
+            f"{level} adjusted interval ({null_name(res)} null), and the p-value of the single-B test, against the "
             "number of bins B.")
     return figs, notes
 
@@ -537,13 +537,15 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
         figures = []
     level = _level(d["alpha"])
+    interval_verdict, interval_conclusion, _ = conclude(res)  # the interval and its own test
+    null_test = _null_test(res, d)
     ctx = {
         "name": name,
         "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
         "anchor": f"model-{index + 1}",
-        "conclusion": conclusion(d, test_name=_test_name(res)),
+        "conclusion": interval_conclusion,
         "evidence_conclusion": ev.conclusion if ev is not None else None,
-        "evidence_verdict": ev.verdict if ev is not None else ("no evidence" if d["contains_zero"] else "evidence"),
+        "evidence_verdict": ev.verdict if ev is not None else interval_verdict,
         "evidence_table": None if ev is None else {**_evidence_table(ev), "caption": (
             f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
             f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")},
@@ -551,7 +553,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence_note": ev_note,
         "evidence_seed": None if ev is None else ev.seed,
         "sensitivity": None if ev is None else {**_sensitivity_table(ev), "caption": (
-            f"Bin sensitivity of {name}: the interval and the single-B test (conditional null) at several "
+            f"Bin sensitivity of {name}: the interval and the single-B test ({null_name(res)} null) at several "
             "numbers of bins B per dimension.")},
         "provenance": {**_provenance(res, d, source, command, None if ev is None else ev.seed),
                        "caption": f"Provenance of the result for {name}."},
@@ -559,7 +561,14 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "estimates": {**estimates, "caption": (
             f"Estimate and {level} confidence interval of {name}: ECE² in squared probability units, "
             "ECE (its square root) in probability units.")},
-        "regimes": {**regimes, "caption": f"The two asymptotic regimes of the debiased estimator T for {name}."},
+        "regimes": {**regimes, "caption": (
+            f"The two asymptotic regimes of the debiased estimator T for {name}: the asymptotic quantities"
+            + ("." if null_test is None else
+               f"; the {null_name(res)} test that decided whether 0 belongs to the interval is in the next table."
+               if d["method"] == "adjusted" else f"; the {null_name(res)} test of ECE = 0 is in the next table."))},
+        "null_test": None if null_test is None else {**null_test, "caption": (
+            f"The finite-sample test of H0: ECE = 0 used for {name} at B = {d['n_bins']}: the "
+            f"{null_name(res)} null.")},
         "notes": [_public(n) for n in d["notes"]],
         "hl": None if hl is None else {
             "test": {**hl["test"], "caption": f"Hosmer–Lemeshow test of {name}."},
@@ -1031,8 +1040,9 @@ def _number(ctx: dict) -> None:
     for c in ctx["comparisons"]:
         t(c["table"])
     for m in ctx["models"]:
-        for key in ("estimates", "regimes", "settings"):
-            t(m[key])
+        for key in ("estimates", "regimes", "null_test", "settings"):
+            if m[key]:
+                t(m[key])
         for fig in m["figures"]:
             f(fig)
         if m["sensitivity"]:

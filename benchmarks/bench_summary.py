@@ -1,0 +1,90 @@
+"""Benchmark: a result's displays format what was computed once (``summary()``, ``_repr_html_``, the report).
+
+Binary model at n = 10^6 (p ~ Beta(2, 5), calibrated, seed 0).  Prints the
+wall and CPU time of
+
+* ``calib_ci`` (the result),
+* ``calib_test`` on the same rows (the multi-scale test the evidence runs),
+* the first ``summary()`` (computes the evidence: the multi-scale test,
+  Hosmer-Lemeshow, val_prob, the bin-sensitivity rows),
+* a second ``summary()`` and ``_repr_html_`` after it (format only),
+
+and whether building the report's context (without the figures) after the
+summary ran the multi-scale test again (it is counted by wrapping the
+function the evidence calls).
+
+Targets: the second ``summary()`` and ``_repr_html_`` each under 50 ms; the
+first ``summary()`` at most ``calib_test``'s time plus 0.5 s; the report runs
+the test 0 more times.
+
+Run: ``python benchmarks/bench_summary.py`` (writes ``benchmarks/results/bench_summary.txt``).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+import calibtest as ct
+from calibtest import evidence_table
+from calibtest.reporting.html import build_context
+
+OUT = Path(__file__).resolve().parent / "results" / "bench_summary.txt"
+N = 10**6
+
+
+def timed(fn):
+    """(wall seconds, CPU seconds, value) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, value
+
+
+def main() -> list[str]:
+    g = np.random.default_rng(0)
+    p = g.beta(2, 5, N)
+    y = (g.random(N) < p).astype(np.int8)
+    runs = []
+    original = evidence_table.calib_test_rows
+
+    def counting(*args, **kwargs):
+        runs.append(1)
+        return original(*args, **kwargs)
+
+    evidence_table.calib_test_rows = counting  # counts the evidence's runs of the multi-scale test
+    lines = [f"bench_summary: binary, n = {N}, seed 0; {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}", ""]
+    rows = []
+    wall, cpu, res = timed(lambda: ct.calib_ci(y=y, probs=p))
+    rows.append(("calib_ci", wall, cpu))
+    wall_test, cpu_test, _ = timed(lambda: ct.calib_test(y=y, probs=p, rng=0))
+    rows.append(("calib_test on the same rows", wall_test, cpu_test))
+    wall_first, cpu_first, first = timed(lambda: str(res.summary()))
+    rows.append(("first summary()", wall_first, cpu_first))
+    wall2, cpu2, second = timed(lambda: str(res.summary()))
+    rows.append(("second summary()", wall2, cpu2))
+    wall3, cpu3, _ = timed(res._repr_html_)
+    rows.append(("_repr_html_ after it", wall3, cpu3))
+    before = len(runs)
+    wall4, cpu4, _ = timed(lambda: build_context(res, figures=False))
+    rows.append(("report context (no figures)", wall4, cpu4))
+    evidence_table.calib_test_rows = original
+    lines.append(f"{'step':<32}{'wall s':>10}{'CPU s':>10}")
+    lines += [f"{name:<32}{w:>10.3f}{c:>10.3f}" for name, w, c in rows]
+    lines.append("")
+    lines.append(f"second summary() identical to the first: {second == first}")
+    lines.append(f"multi-scale test runs: {before} by the summaries and _repr_html_, "
+                 f"{len(runs) - before} by the report's context (reran the test: {len(runs) > before})")
+    lines.append(f"targets: second summary() < 0.05 s: {wall2 < 0.05}; _repr_html_ < 0.05 s: {wall3 < 0.05}; "
+                 f"first summary() <= calib_test + 0.5 s ({wall_test + 0.5:.3f} s): {wall_first <= wall_test + 0.5}")
+    return lines
+
+
+if __name__ == "__main__":
+    text = "\n".join(main())
+    print(text)
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(text + "\n", encoding="utf-8")
