@@ -100,7 +100,7 @@ from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
 from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
-from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text
+from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["EvidenceResult", "build_evidence", "evidence_seed", "conclude", "result_conclusion",
@@ -138,7 +138,8 @@ def evidence_seed(res):
     In order: the Monte Carlo null's seed, the resampling interval's seed and
     the integer ``rng=`` of the call.
     """
-    for seed in (res.mc_seed, res.seed, None if res.call_record is None else res.call_record.options.get("rng")):
+    recorded = None if res.call_record is None else res.call_record.options.get("rng")
+    for seed in (part(res, "monte_carlo", "seed"), part(res, "resampling", "seed"), recorded):
         if seed is not None and is_integer(seed) and not isinstance(seed, bool):
             return int(seed)
     return EVIDENCE_SEED
@@ -376,7 +377,7 @@ def _conclude_interval(res, alpha: float) -> tuple[str, str, tuple]:
     """(verdict, conclusion, ()) from the interval and the test of its own null (see :func:`conclude`)."""
     level = f"{100 * (1 - alpha):g}%"
     iv = res.conf_int(alpha)
-    draws = res.mc_draws if res.null_method == "monte carlo" else None
+    draws = part(res, "monte_carlo", "n_draws") if res.null_method == "monte carlo" else None
     test = f"the {null_name(res)} test of ECE = 0 at B = {res.n_bins}"
     p_text = _p_text(res.null_pvalue, draws)
     rejects = res.null_pvalue <= alpha
@@ -523,7 +524,8 @@ def _single_scale(data, n_bins: int, alpha: float, null: str, rng, n_draws: int)
 def _sensitivity(res, alpha: float, seed) -> pd.DataFrame:
     rows = []
     for b in tuple(b for b in SENSITIVITY_BINS if b < res.n_bins):  # a loop over the few bin counts
-        rows.append(_single_scale(res.data, b, alpha, res.null, seed, res.mc_draws or DEFAULT_DRAWS))
+        draws = part(res, "monte_carlo", "n_draws") or DEFAULT_DRAWS
+        rows.append(_single_scale(res.data, b, alpha, res.null, seed, draws))
     iv = res.conf_int(alpha) if res.method == "adjusted" else res._interval(alpha)
     rows.append({"n_bins": int(res.n_bins), "T": float(res.estimate), "lower": float(iv.lower),
                  "upper": float(iv.upper), "lower_open": bool(iv.lower_open), "pvalue": float(res.null_pvalue),

@@ -15,7 +15,7 @@ from calibtest.core.binning import BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
-from calibtest.core.null import threshold as null_threshold
+from calibtest.core.null import AsymptoticTest, threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
@@ -271,8 +271,9 @@ class CalibrationResult(ResultDisplay):
         3 and the exact conditional Monte Carlo test beyond (the gamma
         approximation fails for nearly degenerate label noise, e.g. every
         prediction near 0 or 1).
-    asymptotic : tuple of float
-        ``(zstat, pvalue)`` of the paper's calibrated-regime test, whatever the chosen null.
+    asymptotic : AsymptoticTest or None
+        ``(zstat, pvalue)`` of the paper's calibrated-regime test when another null decided
+        (None under ``null="asymptotic"``, where ``null_zstat`` and ``null_pvalue`` are its values).
     conditional : ConditionalTest or None
         The conditional test given the predictions (variance, skewness, z,
         shifted-gamma p-value and critical value of T at ``alpha``); None when
@@ -301,12 +302,10 @@ class CalibrationResult(ResultDisplay):
         standard error and the test uses the weighted null variance; None
         for unweighted rows.
 
-    The flat attributes of earlier versions remain as read-only properties:
-    ``asymptotic_zstat``, ``asymptotic_pvalue``, ``conditional_variance``,
-    ``conditional_skewness``, ``conditional_zstat``, ``conditional_pvalue``,
-    ``conditional_threshold``, ``mc_pvalue``, ``mc_draws``, ``mc_seed``,
-    ``n_resamples``, ``seed``, ``resample_size``, ``hulc_splits``,
-    ``hulc_median_bias`` and ``resample_estimates`` (None when the part is absent).
+    Each optional part is one nested object (``asymptotic``, ``conditional``,
+    ``monte_carlo``, ``resampling``, ``weighting``): e.g.
+    ``res.conditional.pvalue``, ``res.monte_carlo.seed``,
+    ``res.resampling.n_resamples``.  ``to_dict()`` flattens them.
     """
 
     estimate: float
@@ -347,7 +346,7 @@ class CalibrationResult(ResultDisplay):
     partition: Partition | None = field(default=None, repr=False)
     null: str = "asymptotic"
     null_method: str = "normal"
-    asymptotic: tuple | None = None
+    asymptotic: AsymptoticTest | None = None
     conditional: ConditionalTest | None = field(default=None, repr=False)
     monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
     resampling: ResamplingInterval | None = field(default=None, repr=False)
@@ -410,7 +409,8 @@ class CalibrationResult(ResultDisplay):
             bin_volume=bin_volume, n_occupied_bins=int(stats.count.size),
             n_singleton_bins=int((stats.count < 2).sum()), k=k, n_classes=n_classes, mode=mode, alpha=alpha,
             bin_stats=stats, null=null, null_method=null_method,
-            method="adjusted" if resampling is None else resampling.method, asymptotic=asymptotic,
+            method="adjusted" if resampling is None else resampling.method,
+            asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
             resampling=resampling, **parts)
 
     @property
@@ -445,37 +445,6 @@ class CalibrationResult(ResultDisplay):
         return value
 
     # ----------------------------------------------------------------- nested parts, flat names
-    def _part(self, part: str, name: str):
-        obj = getattr(self, part)
-        return None if obj is None else getattr(obj, name)
-
-    # the paper's test, whatever null was chosen (None when no finite-sample null was computed)
-    asymptotic_zstat = property(lambda self: None if self.asymptotic is None else self.asymptotic[0],
-                                doc="z0 of the paper's calibrated-regime test (None without a conditional part).")
-    asymptotic_pvalue = property(lambda self: None if self.asymptotic is None else self.asymptotic[1],
-                                 doc="p-value of the paper's calibrated-regime test.")
-    conditional_variance = property(lambda self: self._part("conditional", "variance"),
-                                    doc="Var(T | Z) under H0.")
-    conditional_skewness = property(lambda self: self._part("conditional", "skewness"),
-                                    doc="Skewness of T given the predictions under H0.")
-    conditional_zstat = property(lambda self: self._part("conditional", "zstat"), doc="T / sd(T | Z).")
-    conditional_pvalue = property(lambda self: self._part("conditional", "pvalue"),
-                                  doc="Shifted-gamma conditional p-value.")
-    conditional_threshold = property(lambda self: self._part("conditional", "threshold"),
-                                     doc="Critical value of T at alpha under the conditional null.")
-    mc_pvalue = property(lambda self: self._part("monte_carlo", "pvalue"), doc="Monte Carlo p-value.")
-    mc_draws = property(lambda self: self._part("monte_carlo", "n_draws"), doc="Monte Carlo label draws R.")
-    mc_seed = property(lambda self: self._part("monte_carlo", "seed"), doc="Seed of the Monte Carlo draws.")
-    n_resamples = property(lambda self: self._part("resampling", "n_resamples"), doc="Resamples.")
-    seed = property(lambda self: self._part("resampling", "seed"), doc="Seed of the resampling interval.")
-    resample_size = property(lambda self: self._part("resampling", "resample_size"), doc="Rows per resample.")
-    hulc_splits = property(lambda self: self._part("resampling", "hulc_splits"), doc="HulC's splits.")
-    hulc_median_bias = property(lambda self: self._part("resampling", "hulc_median_bias"),
-                                doc="HulC's estimated median bias.")
-    resample_estimates = property(lambda self: self._part("resampling", "estimates"),
-                                  doc="The resampled statistics (read-only).")
-
-    # ----------------------------------------------------------------- intervals
     def _interval(self, alpha: float) -> AdjustedInterval:
         threshold = null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
         if self.null != "asymptotic":  # zero joins iff the chosen null's test does not reject

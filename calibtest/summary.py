@@ -36,6 +36,12 @@ _INTERVAL_RE = re.compile(r"[\[(][^\s\[\]()]*, [^\s\[\]()]*[\])]")
 _NBSP = "\x00"
 
 
+def part(res, name: str, field: str):
+    """``res.<name>.<field>`` of a result's optional nested part (``conditional``, ``monte_carlo``, ...), or None."""
+    obj = getattr(res, name, None)
+    return None if obj is None else getattr(obj, field)
+
+
 def latex_escape(text) -> str:
     """``text`` with the LaTeX special characters & % $ # _ { } ~ ^ \\ escaped."""
     return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group()], str(text))
@@ -362,11 +368,12 @@ def _settings_table(res, alpha: float) -> dict:
 def _resampling_settings(res) -> dict:
     """Settings rows of a resampling interval: resamples, their size, seed, HulC details."""
     label = {"bootstrap": "Resamples:", "subsampling": "Subsamples:", "hulc": "Bias subsamples:"}
-    out = {label.get(res.method, "Resamples:"): f"{fmt(res.n_resamples)} x {fmt(res.resample_size)} rows",
-           "Seed:": "Generator" if res.seed == "Generator" else fmt(res.seed)}
+    rs = res.resampling
+    out = {label.get(res.method, "Resamples:"): f"{fmt(rs.n_resamples)} x {fmt(rs.resample_size)} rows",
+           "Seed:": "Generator" if rs.seed == "Generator" else fmt(rs.seed)}
     if res.method == "hulc":
-        out["HulC splits:"] = "more than n" if res.hulc_splits is None else fmt(res.hulc_splits)
-        out["Median bias:"] = fmt(res.hulc_median_bias, 4)
+        out["HulC splits:"] = "more than n" if rs.hulc_splits is None else fmt(rs.hulc_splits)
+        out["Median bias:"] = fmt(rs.hulc_median_bias, 4)
     return out
 
 
@@ -452,6 +459,19 @@ def verdict_null_note(res, alpha: float | None = None) -> str:
 TEST_FORMATS = {"variance": 6, "statistic": 4, "p-value": 4, "threshold": 6}
 
 
+#: The flat ``to_dict()`` keys of a result's nested parts: key -> (part, field).
+_FLAT_PARTS = {
+    "asymptotic_zstat": ("asymptotic", "zstat"), "asymptotic_pvalue": ("asymptotic", "pvalue"),
+    "conditional_variance": ("conditional", "variance"), "conditional_skewness": ("conditional", "skewness"),
+    "conditional_zstat": ("conditional", "zstat"), "conditional_pvalue": ("conditional", "pvalue"),
+    "conditional_threshold": ("conditional", "threshold"),
+    "mc_pvalue": ("monte_carlo", "pvalue"), "mc_draws": ("monte_carlo", "n_draws"),
+    "mc_seed": ("monte_carlo", "seed"), "n_resamples": ("resampling", "n_resamples"), "seed": ("resampling", "seed"),
+    "resample_size": ("resampling", "resample_size"),
+    "hulc_splits": ("resampling", "hulc_splits"), "hulc_median_bias": ("resampling", "hulc_median_bias"),
+}
+
+
 def result_dict(res) -> dict:
     """JSON-safe dict of a result's scalars (CLI ``--json`` keys first)."""
     ci_ece = res.conf_int(scale="ece")
@@ -472,15 +492,10 @@ def result_dict(res) -> dict:
         else res.approximation.singleton_fraction,
         "y_name": res.y_name, "prob_names": list(res.prob_names), "n_dropped": res.n_dropped,
         "notes": result_notes(res),
-        "null": res.null, "null_method": res.null_method, "asymptotic_zstat": res.asymptotic_zstat,
-        "asymptotic_pvalue": res.asymptotic_pvalue, "conditional_variance": res.conditional_variance,
-        "conditional_skewness": res.conditional_skewness, "conditional_zstat": res.conditional_zstat,
-        "conditional_pvalue": res.conditional_pvalue, "conditional_threshold": res.conditional_threshold,
-        "mc_pvalue": res.mc_pvalue, "mc_draws": res.mc_draws, "mc_seed": res.mc_seed,
+        "null": res.null, "null_method": res.null_method,
+        **{key: part(res, name, field) for key, (name, field) in _FLAT_PARTS.items()},
     }
-    out.update({"n_resamples": res.n_resamples, "seed": None if res.seed is None else str(res.seed),
-                "resample_size": res.resample_size, "hulc_splits": res.hulc_splits,
-                "hulc_median_bias": res.hulc_median_bias})
+    out["seed"] = None if out["seed"] is None else str(out["seed"])
     if getattr(res, "weighting", None) is not None:
         out.update(res.weighting.to_dict())
     return json_safe(out)
@@ -513,43 +528,39 @@ def null_name(res) -> str:
     if res.null == "conditional":
         return "conditional (shifted gamma)" if res.null_method == "shifted gamma" else \
             "conditional (exact Monte Carlo)"
-    return f"Monte Carlo ({res.mc_draws} label draws)"
-
+    return f"Monte Carlo ({res.monte_carlo.n_draws} label draws)"
 
 
 def asymptotic_test(res) -> tuple[float, float, float]:
     """(z0, p-value, threshold) of the paper's calibrated-regime test, whatever the chosen null."""
-    if res.null == "asymptotic" or res.asymptotic_pvalue is None:
+    if res.null == "asymptotic" or res.asymptotic is None:
         return res.null_zstat, res.null_pvalue, res.threshold
-    return res.asymptotic_zstat, res.asymptotic_pvalue, res.asymptotic_threshold()
+    return res.asymptotic.zstat, res.asymptotic.pvalue, res.asymptotic_threshold()
 
 
 def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
     """Rows of the tests table for the conditional and Monte Carlo nulls (thresholds at ``alpha``)."""
     alpha = res.alpha if alpha is None else alpha
     rows = {}
-    if res.conditional is not None:
-        threshold = res.conditional_threshold
-        if alpha != res.alpha:
-            threshold = res.conditional.threshold_at(alpha)
-        rows["conditional: T / sd(T | Z)"] = {
-            "variance": res.conditional_variance, "statistic": res.conditional_zstat,
-            "p-value": res.conditional_pvalue, "threshold": threshold}
-    if res.mc_pvalue is not None:
-        rows[f"Monte Carlo: {res.mc_draws} label draws"] = {
-            "variance": None, "statistic": None, "p-value": res.mc_pvalue,
-            "threshold": res.monte_carlo.critical_value(alpha)}
+    cond, mc = res.conditional, res.monte_carlo
+    if cond is not None:
+        threshold = cond.threshold if alpha == res.alpha else cond.threshold_at(alpha)
+        rows["conditional: T / sd(T | Z)"] = {"variance": cond.variance, "statistic": cond.zstat,
+                                              "p-value": cond.pvalue, "threshold": threshold}
+    if mc is not None and mc.pvalue is not None:
+        rows[f"Monte Carlo: {mc.n_draws} label draws"] = {"variance": None, "statistic": None, "p-value": mc.pvalue,
+                                                          "threshold": mc.critical_value(alpha)}
     return pd.DataFrame(list(rows.values()), index=list(rows), dtype=object)
 
 
 def _unreliable_gamma_note(res) -> str:
     """Why the shifted-gamma p-value was not used (or should not be read)."""
-    head = (f"The conditional skewness of T is {fmt(res.conditional_skewness, 3)} (above "
+    head = (f"The conditional skewness of T is {fmt(res.conditional.skewness, 3)} (above "
             f"{res.conditional.max_skewness:g}): the label noise is nearly degenerate (predictions near 0 or 1), "
             "and the shifted-gamma approximation of the conditional null cannot be trusted.")
     if res.null == "conditional":
         return head + (f" The conditional p-value is the exact conditional Monte Carlo p-value from "
-                       f"{res.mc_draws} label draws.")
+                       f"{res.monte_carlo.n_draws} label draws.")
     return head + " Its p-value is shown for reference only; null='monte-carlo' gives an exact-size test."
 
 
@@ -561,9 +572,9 @@ def null_notes(res, alpha: float | None = None) -> list[str]:
     notes = []
     tests = {"asymptotic": asymptotic_test(res)[1]}
     if res.conditional is not None and res.conditional.reliable:  # an unreliable gamma has its own note
-        tests["conditional"] = res.conditional_pvalue
-    if res.mc_pvalue is not None:
-        tests["monte-carlo"] = res.mc_pvalue
+        tests["conditional"] = res.conditional.pvalue
+    if part(res, "monte_carlo", "pvalue") is not None:
+        tests["monte-carlo"] = res.monte_carlo.pvalue
     rejects = {name: p <= alpha for name, p in tests.items()}
     if len(set(rejects.values())) > 1:
         said = "; ".join(f"{name} p = {fmt(p, 4)} ({'rejects' if rejects[name] else 'does not reject'})"
@@ -573,12 +584,12 @@ def null_notes(res, alpha: float | None = None) -> list[str]:
                      "hold their size in finite samples, the asymptotic one may not.")
     if res.conditional is not None and not res.conditional.reliable:
         notes.append(_unreliable_gamma_note(res))
-    if res.conditional_skewness is not None:
+    cond, mc = res.conditional, res.monte_carlo
+    if cond is not None and cond.skewness is not None:
         notes.append(f"Conditional null given the predictions: sd(T | Z) = "
-                     f"{fmt(res.conditional_variance ** 0.5 if res.conditional_variance else 0.0)}, "
-                     f"skewness {fmt(res.conditional_skewness, 3)}.")
-    if res.mc_seed is not None:
-        notes.append(f"Monte Carlo null: {res.mc_draws} label draws, seed {res.mc_seed} (rng=) reproduces them.")
+                     f"{fmt(cond.variance ** 0.5 if cond.variance else 0.0)}, skewness {fmt(cond.skewness, 3)}.")
+    if mc is not None and mc.seed is not None:
+        notes.append(f"Monte Carlo null: {mc.n_draws} label draws, seed {mc.seed} (rng=) reproduces them.")
     return notes
 
 
@@ -589,22 +600,22 @@ def resampling_notes(result, alpha: float | None = None) -> list[str]:
         return []
     alpha = result.alpha if alpha is None else alpha
     level = f"{100 * (1 - alpha):g}%"
-    seed = result.seed
+    rs = result.resampling
+    seed = rs.seed
     seed_txt = "a numpy Generator (no integer seed)" if seed == "Generator" else f"rng={seed}"
     if result.method == "bootstrap":
         how = (f"percentile bootstrap: the {alpha / 2:g} and {1 - alpha / 2:g} quantiles of T "
-               f"over {result.n_resamples} resamples of n = {result.n} rows drawn with replacement")
+               f"over {rs.n_resamples} resamples of n = {result.n} rows drawn with replacement")
     elif result.method == "subsampling":
         how = (f"subsampling: T + sqrt(b/n) (q_{{a/2}}, q_{{1-a/2}}) with q the quantiles of T_b - T over "
-               f"{result.n_resamples} subsamples of b = {result.resample_size} rows without replacement")
-    elif result.hulc_splits is None:
-        how = (f"adaptive HulC: estimated median bias {result.hulc_median_bias:.4g} (from {result.n_resamples} "
-               f"subsamples of {result.resample_size} rows) needs more splits than rows, so the interval is "
+               f"{rs.n_resamples} subsamples of b = {rs.resample_size} rows without replacement")
+    elif rs.hulc_splits is None:
+        how = (f"adaptive HulC: estimated median bias {rs.hulc_median_bias:.4g} (from {rs.n_resamples} "
+               f"subsamples of {rs.resample_size} rows) needs more splits than rows, so the interval is "
                "the whole line")
     else:
-        how = (f"adaptive HulC: [min, max] of T over {result.hulc_splits} disjoint random splits; median bias "
-               f"{result.hulc_median_bias:.4g} estimated from {result.n_resamples} subsamples of "
-               f"{result.resample_size} rows")
+        how = (f"adaptive HulC: [min, max] of T over {rs.hulc_splits} disjoint random splits; median bias "
+               f"{rs.hulc_median_bias:.4g} estimated from {rs.n_resamples} subsamples of {rs.resample_size} rows")
     notes = [f"The {level} interval is a resampling interval ({how}); {seed_txt} reproduces it."]
     lo, hi = result.resampling.at_level(alpha)
     if lo < 0.0 or hi < 0.0:

@@ -135,7 +135,7 @@ def test_default_draws_are_shared_with_the_monte_carlo_null_of_calib_ci():
     y, p = _data(300, 3, power=1.3)
     res = ct.calib_test(y=y, probs=p, n_bins=10, rng=5)
     ci = ct.calib_ci(y=y, probs=p, n_bins=10, null="monte-carlo", rng=5)
-    assert res.n_draws == ci.mc_draws == 999
+    assert res.n_draws == ci.monte_carlo.n_draws == 999
     assert res.pvalue == ci.null_pvalue
     # (R + 1) alpha is an integer at the usual levels, so the p-value grid holds alpha itself
     for alpha in (0.01, 0.05, 0.10):

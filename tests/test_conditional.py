@@ -286,12 +286,12 @@ def test_calib_ci_records_conditional_null_exactly():
     bins = np.floor(p * 2).astype(int)
     law = enumerate_law(np.column_stack([1 - p, p]), bins, lambda lab: (lab - p)[:, None])
     _, mean, second, third = law_moments(law)
-    assert res.conditional_variance == pytest.approx(second, rel=1e-10)
-    assert res.conditional_skewness == pytest.approx(third / second**1.5, rel=1e-9)
+    assert res.conditional.variance == pytest.approx(second, rel=1e-10)
+    assert res.conditional.skewness == pytest.approx(third / second**1.5, rel=1e-9)
     assert res.null == "conditional"
-    assert res.null_pvalue == res.conditional_pvalue
+    assert res.null_pvalue == res.conditional.pvalue
     assert res.null_zstat == pytest.approx(res.estimate / math.sqrt(second), rel=1e-9)
-    assert res.asymptotic_pvalue == pytest.approx(stats.norm.sf(res.asymptotic_zstat))
+    assert res.asymptotic.pvalue == pytest.approx(stats.norm.sf(res.asymptotic.zstat))
 
 
 def test_calib_ci_asymptotic_null_is_the_papers_test():
@@ -300,9 +300,9 @@ def test_calib_ci_asymptotic_null_is_the_papers_test():
     res = ct.calib_ci(y=y, probs=P, k=2, null="asymptotic")
     z0 = 500 * math.sqrt(res.bin_volume) * res.estimate / math.sqrt(res.sigma0_sq)
     assert res.null == "asymptotic" and res.null_zstat == pytest.approx(z0)
-    assert res.null_pvalue == res.asymptotic_pvalue == pytest.approx(stats.norm.sf(z0))
+    assert res.null_pvalue == res.asymptotic.pvalue == pytest.approx(stats.norm.sf(z0))
     assert res.contains_zero == (res.estimate_pos < res.threshold)
-    assert res.mc_pvalue is None and res.conditional_pvalue is not None
+    assert res.monte_carlo is None and res.conditional.pvalue is not None
 
 
 def test_zero_rule_follows_chosen_null_at_any_alpha():
@@ -312,22 +312,22 @@ def test_zero_rule_follows_chosen_null_at_any_alpha():
     res_c = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, null="conditional")
     res_m = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, null="monte-carlo", rng=1, n_null_draws=500)
     for alpha in (0.01, 0.05, 0.2, 0.5, 0.8):
-        assert res_c.conf_int(alpha).contains_zero == (res_c.conditional_pvalue > alpha)
-        assert res_m.conf_int(alpha).contains_zero == (res_m.mc_pvalue > alpha)
+        assert res_c.conf_int(alpha).contains_zero == (res_c.conditional.pvalue > alpha)
+        assert res_m.conf_int(alpha).contains_zero == (res_m.monte_carlo.pvalue > alpha)
         if alpha < 0.5:  # the paper's rule T+ < threshold is p > alpha when z_alpha > 0
-            assert res_a.conf_int(alpha).contains_zero == (res_a.asymptotic_pvalue > alpha)
+            assert res_a.conf_int(alpha).contains_zero == (res_a.asymptotic.pvalue > alpha)
         # upper ends do not depend on the null
         assert res_c.conf_int(alpha).upper == res_a.conf_int(alpha).upper
-    assert res_c.contains_zero == (res_c.conditional_pvalue > 0.05)
-    assert res_m.mc_draws == 500 and res_m.mc_seed == 1
-    assert res_m.null_pvalue == res_m.mc_pvalue
+    assert res_c.contains_zero == (res_c.conditional.pvalue > 0.05)
+    assert res_m.monte_carlo.n_draws == 500 and res_m.monte_carlo.seed == 1
+    assert res_m.null_pvalue == res_m.monte_carlo.pvalue
 
 
 def test_summary_shows_both_pvalues_and_disagreement():
     rng = np.random.default_rng(5)
     y, P = _setting3(300, rng)
     base = ct.calib_ci(y=y, probs=P, k=2, n_bins=10)
-    pa, pc = base.asymptotic_pvalue, base.conditional_pvalue
+    pa, pc = base.asymptotic.pvalue, base.conditional.pvalue
     assert pa != pc
     alpha = (pa + pc) / 2  # the two tests disagree at this level by construction
     res = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, alpha=alpha, null="conditional")
@@ -347,11 +347,11 @@ def test_monte_carlo_same_seed_same_result():
     y = (rng.random(800) < p).astype(int)
     a = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=7, n_null_draws=300)
     b = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=7, n_null_draws=300)
-    assert a.mc_pvalue == b.mc_pvalue
+    assert a.monte_carlo.pvalue == b.monte_carlo.pvalue
     assert a.call.count("rng=7") == 1 and "null='monte-carlo'" in a.call and "n_null_draws=300" in a.call
     c = ct.calib_ci(y=y, probs=p, null="monte-carlo", n_null_draws=300)
-    d = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=c.mc_seed, n_null_draws=300)
-    assert c.mc_pvalue == d.mc_pvalue  # the recorded seed reproduces an unseeded run
+    d = ct.calib_ci(y=y, probs=p, null="monte-carlo", rng=c.monte_carlo.seed, n_null_draws=300)
+    assert c.monte_carlo.pvalue == d.monte_carlo.pvalue  # the recorded seed reproduces an unseeded run
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -374,7 +374,7 @@ def test_rows_with_certain_confidence():
     conf = np.concatenate([np.ones(50), 0.5 + 0.5 * rng.random(450)])
     correct = np.concatenate([np.ones(50), (rng.random(450) < conf[50:])]).astype(int)
     res = ct.calib_ci(y=correct, probs=conf, n_classes=10, null="monte-carlo", rng=1, n_null_draws=200)
-    assert np.isfinite(res.conditional_pvalue) and 0 < res.mc_pvalue <= 1
+    assert np.isfinite(res.conditional.pvalue) and 0 < res.monte_carlo.pvalue <= 1
 
 
 # ---------------------------------------------------------------------------
@@ -391,9 +391,9 @@ def test_size_smoke_setting3():
         y, P = _setting3(200, np.random.default_rng([20, i]))
         res = ct.calib_ci(y=y, probs=P, k=2, n_bins=10, alpha=alpha, null="monte-carlo", rng=i,
                           n_null_draws=99)
-        rej["asymptotic"] += res.asymptotic_pvalue <= alpha
-        rej["conditional"] += res.conditional_pvalue <= alpha
-        rej["monte-carlo"] += res.mc_pvalue <= alpha
+        rej["asymptotic"] += res.asymptotic.pvalue <= alpha
+        rej["conditional"] += res.conditional.pvalue <= alpha
+        rej["monte-carlo"] += res.monte_carlo.pvalue <= alpha
     se = math.sqrt(alpha * (1 - alpha) / reps)
     assert abs(rej["conditional"] / reps - alpha) < 3.5 * se
     assert abs(rej["monte-carlo"] / reps - alpha) < 3.5 * se
@@ -424,7 +424,7 @@ def test_full_mode_accepts_every_null():
     res = {null: ct.calib_ci(y=labels, probs=P, k="full", n_bins=8, null=null, rng=1)
            for null in ("asymptotic", "conditional", "monte-carlo")}
     assert {r.mode for r in res.values()} == {"full"}
-    assert res["conditional"].null_pvalue == res["asymptotic"].conditional_pvalue
+    assert res["conditional"].null_pvalue == res["asymptotic"].conditional.pvalue
     # the Monte Carlo p-value estimates the exact conditional one: within 4 MC standard errors
     p_mc, p_cond = res["monte-carlo"].null_pvalue, res["conditional"].null_pvalue
     assert abs(p_mc - p_cond) < 4 * np.sqrt(p_cond * (1 - p_cond) / 2000) + 0.01
@@ -436,7 +436,7 @@ def test_full_mode_large_k_skips_conditional_moments_unless_asked():
     P = rng.dirichlet(np.ones(6), size=300)
     labels = (rng.uniform(size=(300, 1)) > P.cumsum(1)).sum(1).clip(max=5)
     default = ct.calib_ci(y=labels, probs=P, k="full", n_bins=2)
-    assert default.conditional_pvalue is None and "conditional" not in str(default.summary())
+    assert default.conditional is None and "conditional" not in str(default.summary())
     asked = ct.calib_ci(y=labels, probs=P, k="full", n_bins=2, null="conditional")
-    assert asked.conditional_pvalue is not None and asked.null_pvalue == asked.conditional_pvalue
+    assert asked.conditional.pvalue is not None and asked.null_pvalue == asked.conditional.pvalue
     assert asked.estimate == default.estimate

@@ -261,7 +261,7 @@ def test_result_evidence_seed_without_rng():
     assert ev.seed == 0  # nothing drawn, nothing recorded: the fixed seed
     assert ev.table.loc["calib_test", "pvalue"] == ct.calib_test(y=y, probs=q, rng=0).pvalue
     mc = ct.calib_ci(y=y, probs=q, null="monte-carlo")
-    assert mc.evidence().seed == mc.mc_seed
+    assert mc.evidence().seed == mc.monte_carlo.seed
     assert mc.evidence(rng=5).table.loc["calib_test", "pvalue"] == ct.calib_test(y=y, probs=q, rng=5).pvalue
 
 

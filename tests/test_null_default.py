@@ -41,12 +41,12 @@ def test_default_is_conditional_in_memory_and_equals_the_explicit_call():
     auto = ct.calib_ci(y=y, probs=p)
     cond = ct.calib_ci(y=y, probs=p, null="conditional")
     assert auto.null == "conditional" and auto.null_method == "shifted gamma"
-    assert auto.null_pvalue == cond.null_pvalue == auto.conditional_pvalue
+    assert auto.null_pvalue == cond.null_pvalue == auto.conditional.pvalue
     assert (auto.ci_lower, auto.ci_upper, auto.contains_zero) == (cond.ci_lower, cond.ci_upper, cond.contains_zero)
     # the paper's test is still computed, from its own formula
     z0 = auto.n * math.sqrt(auto.bin_volume) * auto.estimate / math.sqrt(auto.sigma0_sq)
-    assert auto.asymptotic_zstat == pytest.approx(z0, rel=1e-12)
-    assert auto.asymptotic_pvalue == pytest.approx(stats.norm.sf(z0), rel=1e-12)
+    assert auto.asymptotic.zstat == pytest.approx(z0, rel=1e-12)
+    assert auto.asymptotic.pvalue == pytest.approx(stats.norm.sf(z0), rel=1e-12)
 
 
 def test_default_zero_rule_follows_the_conditional_pvalue():
@@ -55,7 +55,7 @@ def test_default_zero_rule_follows_the_conditional_pvalue():
     for seed in range(60):
         y, p = _binary(300, seed, 0.5, 10)
         res = ct.calib_ci(y=y, probs=p)
-        assert res.contains_zero == (res.conditional_pvalue > res.alpha)
+        assert res.contains_zero == (res.conditional.pvalue > res.alpha)
         hits[res.contains_zero] += 1
     assert hits[True] > 0
 
@@ -117,8 +117,8 @@ def test_default_call_record_reproduces_the_result():
     res = ct.calib_ci(y=y, probs=p)
     assert res.null == "conditional" and res.null_method == "monte carlo"
     text = str(res.call_record)
-    assert "null=" not in text and f"rng={res.mc_seed}" in text
-    again = ct.calib_ci(y=y, probs=p, rng=res.mc_seed)
+    assert "null=" not in text and f"rng={res.monte_carlo.seed}" in text
+    again = ct.calib_ci(y=y, probs=p, rng=res.monte_carlo.seed)
     assert again.null_pvalue == res.null_pvalue
 
 

@@ -961,7 +961,7 @@ def test_console_tests_table_shows_the_asymptotic_z0_and_p(regime_results):
         assert table.loc["calibrated: z0", "statistic"] == pytest.approx(z0, rel=1e-12)
         assert table.loc["calibrated: z0", "p-value"] == pytest.approx(norm.sf(z0), rel=1e-9)
         if res.monte_carlo is not None:
-            assert table.loc[f"Monte Carlo: {res.mc_draws} label draws", "p-value"] == res.null_pvalue
+            assert table.loc[f"Monte Carlo: {res.monte_carlo.n_draws} label draws", "p-value"] == res.null_pvalue
 
 
 def test_weighted_report_names_the_asymptotic_null(regime_results):

@@ -300,7 +300,7 @@ def test_calib_ci_bootstrap_matches_slow_code_in_every_mode(kwargs):
     prep = prepare(y, P, **kwargs)
     rows = rs.binned_rows(partition_rows(prep, 4), prep.u)
     lo, hi, _ = slow_bootstrap(rows.inverse, rows.u, 30, 7, 0.2)
-    assert res.method == "bootstrap" and res.n_resamples == 30 and res.seed == 7
+    assert res.method == "bootstrap" and res.resampling.n_resamples == 30 and res.resampling.seed == 7
     assert res.ci_lower == pytest.approx(max(lo, 0.0), abs=1e-15)
     assert res.ci_upper == pytest.approx(max(hi, 0.0), abs=1e-15)
     assert res.contains_zero == (lo <= 0 <= hi)
@@ -312,16 +312,16 @@ def test_result_records_method_details_and_recomputes_other_levels():
     adj = ct.calib_ci(y=y, probs=p, n_bins=10, alpha=0.1)
     res = ct.calib_ci(y=y, probs=p, n_bins=10, alpha=0.1, method="subsampling", rng=3)
     assert res.estimate == adj.estimate and res.null_pvalue == adj.null_pvalue
-    assert res.n_resamples == rs.DEFAULT_N_RESAMPLES and res.resample_size == 17 and res.seed == 3
-    assert not res.resample_estimates.flags.writeable
-    lo, hi = rs.subsampling_interval(res.estimate, res.resample_estimates, 300, 17, 0.05)
+    assert res.resampling.n_resamples == rs.DEFAULT_N_RESAMPLES and res.resampling.resample_size == 17 and res.resampling.seed == 3
+    assert not res.resampling.estimates.flags.writeable
+    lo, hi = rs.subsampling_interval(res.estimate, res.resampling.estimates, 300, 17, 0.05)
     ci = res.conf_int(0.05)
     assert (ci.lower, ci.upper) == pytest.approx((max(lo, 0), max(hi, 0)))
     assert ci.level == pytest.approx(0.95)
     ece = res.conf_int(scale="ece")
     assert ece.upper == pytest.approx(math.sqrt(res.ci_upper))
     hulc = ct.calib_ci(y=y, probs=p, n_bins=10, alpha=0.1, method="hulc", rng=3)
-    assert hulc.hulc_splits >= 4 and 0 <= hulc.hulc_median_bias <= 0.5
+    assert hulc.resampling.hulc_splits >= 4 and 0 <= hulc.resampling.hulc_median_bias <= 0.5
     assert hulc.conf_int().upper == hulc.ci_upper
     with pytest.raises(ValueError, match="number of splits depends on alpha"):
         hulc.conf_int(0.05)
@@ -336,7 +336,7 @@ def test_summary_and_dict_show_method_details():
     assert "Adaptive HulC 90% confidence interval" in text
     d = res.to_dict()
     assert d["method"] == "hulc" and d["n_resamples"] == 40 and d["seed"] == "12"
-    assert d["hulc_splits"] == res.hulc_splits
+    assert d["hulc_splits"] == res.resampling.hulc_splits
     boot = ct.calib_ci(y=y, probs=p, n_bins=8, method="bootstrap", n_resamples=20,
                        rng=np.random.default_rng(1))
     assert "Generator" in str(boot.summary()) and boot.to_dict()["seed"] == "Generator"
@@ -420,7 +420,7 @@ def test_full_calibration_mode_resamples_on_the_simplex_cells():
     lo, hi, _ = slow_bootstrap(rows.inverse, rows.u, 25, 2, 0.2)
     assert (res.ci_lower, res.ci_upper) == pytest.approx((max(lo, 0.0), max(hi, 0.0)), abs=1e-15)
     sub = ct.calib_ci(y=y, probs=P, k="full", n_bins=3, method="subsampling", rng=1)
-    assert sub.resample_size == 7 and "method='subsampling'" in sub.call
+    assert sub.resampling.resample_size == 7 and "method='subsampling'" in sub.call
 
 
 def test_monte_carlo_null_and_bootstrap_use_separate_streams_of_one_seed():
@@ -431,14 +431,14 @@ def test_monte_carlo_null_and_bootstrap_use_separate_streams_of_one_seed():
                        n_null_draws=200, rng=5)
     boot = ct.calib_ci(y=y, probs=p, n_bins=6, method="bootstrap", n_resamples=80, rng=5)
     null = ct.calib_ci(y=y, probs=p, n_bins=6, null="monte-carlo", n_null_draws=200, rng=5)
-    np.testing.assert_array_equal(both.resample_estimates, boot.resample_estimates)
-    assert both.mc_pvalue == null.mc_pvalue and both.seed == both.mc_seed == 5
+    np.testing.assert_array_equal(both.resampling.estimates, boot.resampling.estimates)
+    assert both.monte_carlo.pvalue == null.monte_carlo.pvalue and both.resampling.seed == both.monte_carlo.seed == 5
     # the bootstrap consumes default_rng([5, 1]); the Monte Carlo null default_rng(5): not the same doubles
     rows = rs.binned_rows(both.partition, both.data.u)
     direct = rs.bootstrap_estimates(rows, 80, np.random.default_rng([5, 1]))
-    np.testing.assert_array_equal(direct, boot.resample_estimates)
+    np.testing.assert_array_equal(direct, boot.resampling.estimates)
     from calibtest.core.conditional import label_classes, monte_carlo_test
     plain = ct.calib_ci(y=y, probs=p, n_bins=6)
     mc = monte_carlo_test(plain.data.z, plain.partition.inverse, label_classes(plain.data), n=plain.n,
                           n_draws=200, rng=np.random.default_rng(5))
-    assert mc.pvalue == both.mc_pvalue
+    assert mc.pvalue == both.monte_carlo.pvalue

@@ -156,7 +156,7 @@ def test_summary_at_another_alpha_is_consistent():
     assert res.alpha == 0.05
     text = str(res.summary(alpha=0.1))
     assert _row(text, "Alpha:")[0] == "0.1"
-    cond = shifted_gamma_isf(0.1, res.conditional_variance, res.conditional_skewness)
+    cond = shifted_gamma_isf(0.1, res.conditional.variance, res.conditional.skewness)
     assert _row(text, "conditional: T / sd(T | Z)")[-1] == fmt(cond)
     assert _row(text, "Monte Carlo: 199 label draws")[-1] == fmt(res.monte_carlo.critical_value(0.1))
     z = 1.2815515655446004  # norm.isf(0.1)
@@ -165,7 +165,7 @@ def test_summary_at_another_alpha_is_consistent():
     assert re.search(r"(?<![\d.])0\.05(?!\d)", text) is None and "95%" not in text and "90%" in text
     # and at the stored alpha the stored values are shown
     text05 = str(res.summary())
-    assert _row(text05, "conditional: T / sd(T | Z)")[-1] == fmt(res.conditional_threshold)
+    assert _row(text05, "conditional: T / sd(T | Z)")[-1] == fmt(res.conditional.threshold)
     assert _row(text05, "Alpha:")[0] == "0.05"
 
 
@@ -229,8 +229,8 @@ def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
     text = " ".join(str(res.summary(evidence=False)).split())
     assert "null='conditional'" in text and "conditional (shifted gamma)" in text
     assert f"p = {ct._format.fmt_p(res.null_pvalue, 4)}" in text
-    assert f"The paper's asymptotic test: z0 = {fmt(res.asymptotic_zstat, 4)}, " \
-           f"p = {ct._format.fmt_p(res.asymptotic_pvalue, 4)}" in text
+    assert f"The paper's asymptotic test: z0 = {fmt(res.asymptotic.zstat, 4)}, " \
+           f"p = {ct._format.fmt_p(res.asymptotic.pvalue, 4)}" in text
     asym = ct.calib_ci(y=res.data.y[:, 0].round(), probs=res.data.z[:, 0], null="asymptotic")
     text = " ".join(str(asym.summary(evidence=False)).split())
     assert "null='asymptotic'" in text and "asymptotic (the paper's normal limit)" in text

@@ -46,7 +46,7 @@ def scan(reps: int, seed: int = 2) -> pd.DataFrame:
                     p = 1 - p if side == "high" else p
                     y = (rng.random(n) < p).astype(int)
                     res = ct.calib_ci(y=y, probs=p)
-                    p_values[r], skew[r] = res.conditional_pvalue, res.conditional_skewness
+                    p_values[r], skew[r] = res.conditional.pvalue, res.conditional.skewness
                 rows.append({"n": n, "a": a, "side": side, "skewness": float(np.median(skew)),
                              **{f"size_{al:g}": float(np.mean(p_values <= al)) for al in ALPHAS}})
     return pd.DataFrame(rows)
@@ -74,7 +74,7 @@ def size_after(reps: int, seed: int = 3) -> pd.DataFrame:
             p = draw(rng)
             y = (rng.random(p.size) < p).astype(int)
             res = ct.calib_ci(y=y, probs=p, null="conditional", rng=rng)
-            chosen[r], gamma[r] = res.null_pvalue, res.conditional_pvalue
+            chosen[r], gamma[r] = res.null_pvalue, res.conditional.pvalue
             fallback += res.null_method == "monte carlo"
         rows.append({"design": name, "fallback share": fallback / reps,
                      **{f"size {al:g} (calibtest)": float(np.mean(chosen <= al)) for al in ALPHAS},

@@ -109,10 +109,10 @@ def run_one(setting: int, n: int, beta: float, rep: int, bins: str, tag: int, nu
     res = ct.calib_ci(y=labels, probs=probs, k=k, n_bins=B, null="monte-carlo", rng=seed,
                       n_null_draws=null_draws)
     return dict(setting=setting, n=n, beta=beta, rep=rep, bins=bins, B=res.n_bins,
-                estimate=res.estimate, asymptotic_zstat=res.asymptotic_zstat,
-                conditional_zstat=res.conditional_zstat, conditional_skewness=res.conditional_skewness,
-                asymptotic_pvalue=res.asymptotic_pvalue, conditional_pvalue=res.conditional_pvalue,
-                mc_pvalue=res.mc_pvalue)
+                estimate=res.estimate, asymptotic_zstat=res.asymptotic.zstat,
+                conditional_zstat=res.conditional.zstat, conditional_skewness=res.conditional.skewness,
+                asymptotic_pvalue=res.asymptotic.pvalue, conditional_pvalue=res.conditional.pvalue,
+                mc_pvalue=res.monte_carlo.pvalue)
 
 
 def run_task(task):

@@ -22,14 +22,30 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 from fractions import Fraction
 from math import factorial
 
 import numpy as np
 from scipy import stats as _sps
 
-__all__ = ["sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact",
+__all__ = ["AsymptoticTest", "sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact",
            "threshold"]
+
+
+class AsymptoticTest(NamedTuple):
+    """The paper's calibrated-regime test: z0 = n sqrt(w) T / sigma0 and its p-value 1 - Phi(z0) (eq. (12)).
+
+    Attributes
+    ----------
+    zstat : float
+        z0.
+    pvalue : float
+        1 - Phi(z0).
+    """
+
+    zstat: float
+    pvalue: float
 
 
 def _simplex_monomial(exponents: tuple[int, ...], d: int, t: Fraction) -> Fraction:
