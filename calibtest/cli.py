@@ -229,8 +229,8 @@ def _add_ci_parser(sub, shared) -> None:
     ci.add_argument("--n-resamples", type=int, default=None, help="resamples of a resampling method (500)")
     ci.add_argument("--seed", type=int, default=None, help="seed of a resampling method or the Monte Carlo null")
     ci.add_argument("--null", choices=["auto", "asymptotic", "conditional", "monte-carlo"], default="auto",
-                    help="null law of the calibration test (default auto: conditional for rows in memory, "
-                         "the paper's asymptotic one for streamed files)")
+                    help="null law of the calibration test (default auto: conditional for at most 4 binned "
+                         "coordinates, in memory or streamed, else the paper's asymptotic one)")
     ci.add_argument("--by", action="append", default=None, metavar="COLUMN",
                     help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
                          "the global and the heterogeneity tests")
