@@ -122,13 +122,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         conditional skewness exceeds 3 (the shifted gamma fails for nearly
         degenerate label noise; ``res.null_method`` says which was used).
 
-        ``"auto"`` (default) is ``"conditional"`` for rows in memory whose
-        binned vector has at most 4 coordinates (binary, top-1, top-k with
-        k <= 4, full calibration with K <= 4), and ``"asymptotic"`` otherwise:
-        for files and Dask frames (the streaming backends accumulate the
-        estimator's bin sums only, not those of the conditional moments) and
-        for more binned coordinates (their conditional moments need per-row
-        d x d x d terms).
+        ``"auto"`` (default) is ``"conditional"`` when the binned vector has
+        at most 4 coordinates (binary, top-1, top-k with k <= 4, full
+        calibration with K <= 4), and ``"asymptotic"`` for more coordinates
+        (their conditional moments need per-row d x d x d terms), whatever
+        the source: the conditional moments are additive per-bin sums, which
+        files, Dask frames and :class:`~calibtest.BinAccumulator` accumulate
+        in the same pass as the estimator's, so they give the same null and
+        p-value as the rows in memory (up to the order of floating-point
+        additions).  ``"monte-carlo"`` needs the rows in memory, and so does
+        the Monte Carlo fallback of the conditional null: where rows in memory
+        would use it (conditional skewness above 3), a file or Dask frame
+        uses the asymptotic null under ``"auto"`` (a note says so) and raises
+        a ValueError naming the skewness under ``"conditional"``.
         ``res.null`` records the null actually used.  The default follows a
         size and power study over every target, rare events, predictions
         near 1 and n = 100 to 10^5 (``vignettes/default_null.md``,
@@ -215,12 +221,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                 n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
                                 progress=progress, weights=weights, prevalence=prevalence, call_options=options)
     if is_out_of_core(data):
-        if null not in ("auto", "asymptotic"):
-            raise OptionError(f"null={null!r} needs the rows in memory (a DataFrame or arrays); files and "
-                             "Dask frames support null='asymptotic' (what the default null='auto' uses for them)")
+        if null == "monte-carlo":
+            raise OptionError("null='monte-carlo' draws labels for every row and needs the rows in memory (a "
+                             "DataFrame or arrays); files and Dask frames support null='auto', 'conditional' "
+                             "(the same exact moments as in memory, from per-bin sums) and 'asymptotic'")
         return calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
                                     n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
-                                    progress=progress, method=method)
+                                    progress=progress, method=method, null=null)
     if chunksize is not None:
         raise OptionError("chunksize= applies only to data given as a file path")
     return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
@@ -250,7 +257,7 @@ def check_in_memory_method(method, what: str) -> None:
 
 def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
                          alpha: float = 0.05, missing: str = "raise", chunksize=None, progress=None,
-                         method: str = "adjusted"):
+                         method: str = "adjusted", null: str = "auto"):
     """:func:`calibtest.calib_ci` for a file path or a Dask DataFrame.
 
     Parameters
@@ -278,6 +285,6 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
             raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
                              "(use ddf.repartition to change their size)")
         return dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                             missing=missing)
+                             missing=missing, null=null)
     return stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                       missing=missing, chunksize=chunksize, progress=progress)
+                       missing=missing, chunksize=chunksize, progress=progress, null=null)

@@ -28,8 +28,9 @@ from calibtest._validation import DEFAULT_DRAWS, MAX_BYTES, check_memory, resolv
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
 from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
                                      sigma1_sq_quadratic)
-from calibtest.core.conditional import (MonteCarloTest, conditional_bin_sums, conditional_memory,
-                                        conditional_moments, conditional_test, label_classes, monte_carlo_test)
+from calibtest.core.conditional import (SHIFTED_GAMMA_MAX_SKEWNESS, MonteCarloTest, conditional_bin_sums,
+                                        conditional_memory, conditional_moments, conditional_sums_from_columns,
+                                        conditional_test, label_classes, monte_carlo_test)
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, cell_geometry, partition_rows
@@ -42,7 +43,7 @@ from calibtest.inputs import prepare_input
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
 
 __all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
-           "resolve_null", "estimate_in_memory", "sparse_cell_flags",
+           "resolve_null", "estimate_in_memory", "sparse_cell_flags", "keeps_null_sums", "streamed_null",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
 #: With ``prevalence=``, a result is flagged approximate when more than this share of the weight lies in
@@ -184,6 +185,84 @@ def resolve_null(null: str, d: int, m: int) -> str:
     if d <= CONDITIONAL_BY_DEFAULT_MAX_DIM and conditional_memory(d, m) <= MAX_BYTES:
         return "conditional"
     return "asymptotic"
+
+
+def keeps_null_sums(null: str, d: int) -> bool:
+    """Whether a stream keeps the per-bin sums of the conditional moments (``BinStats.null_sums``).
+
+    The rule of the in-memory path (:func:`estimate_rows`), which computes
+    the conditional moments whenever the binned vector has at most
+    :data:`CONDITIONAL_BY_DEFAULT_MAX_DIM` coordinates (under any null, so
+    the result records them) or ``null="conditional"`` asks for them.
+    """
+    return d <= CONDITIONAL_BY_DEFAULT_MAX_DIM or null == "conditional"
+
+
+def streamed_null(stats: BinStats, null: str, d: int, alpha: float):
+    """The null of a result computed from streamed bin sums, and its conditional test.
+
+    The same rule as for rows in memory (:func:`resolve_null`, then
+    :func:`null_law`), with the conditional moments computed from the
+    additive sums ``stats.null_sums`` by the same formulas
+    (:func:`calibtest.core.conditional.conditional_moments`), so files, Dask
+    frames and accumulators get the in-memory null and p-value up to the
+    order of the floating-point additions.
+
+    Where the rows in memory would use the conditional Monte Carlo test (the
+    chosen null is conditional and the conditional skewness of T exceeds
+    :data:`~calibtest.core.conditional.SHIFTED_GAMMA_MAX_SKEWNESS`, where the
+    shifted gamma's size is not to be trusted), the label draws need the
+    rows, which a stream does not keep: ``null="auto"`` then uses the
+    paper's asymptotic test (conservative there; the summary says so and
+    keeps the conditional moments for reference) and ``null="conditional"``
+    raises a ValueError rather than give another answer than the rows in
+    memory.
+
+    Parameters
+    ----------
+    stats : BinStats
+        The merged bin sums, with ``null_sums`` when :func:`keeps_null_sums`.
+    null : {"auto", "asymptotic", "conditional"}
+        The requested null.
+    d : int
+        Coordinates of the binned vector.
+    alpha : float
+
+    Returns
+    -------
+    (str, ConditionalTest or None)
+        The null used and the conditional test (None when the sums were not kept).
+    """
+    if null == "monte-carlo":
+        raise ValueError("null='monte-carlo' draws labels for every row and needs the rows in memory (a DataFrame "
+                         "or arrays); streamed data support null='auto', 'conditional' and 'asymptotic'")
+    m = int(stats.count.size)
+    requested, null = null, resolve_null(null, d, m)
+    if null != "asymptotic":
+        check_memory(conditional_memory(d, m), f"null={null!r} (the conditional moments of T for {d} binned "
+                     f"coordinates and {m} bins)", "use fewer coordinates (a smaller k) or fewer bins, or the "
+                     "asymptotic null")
+    if stats.null_sums is None:
+        if null == "conditional":
+            raise ValueError("null='conditional' needs the per-bin sums of the conditional moments, which these bin "
+                             "sums lack (for more than "
+                             f"{CONDITIONAL_BY_DEFAULT_MAX_DIM} binned coordinates they are kept only when the "
+                             "stream is built with null='conditional')")
+        return null, None
+    n = stats.n
+    moments = conditional_moments(conditional_sums_from_columns(stats.count, stats.null_sums), n)
+    conditional = conditional_test(debiased_statistic(stats, n), moments, alpha)
+    if null == "conditional" and null_law(null, conditional) == "monte carlo":
+        if requested == "auto":  # the rows are gone: the paper's (conservative) test, said in the notes
+            return "asymptotic", conditional
+        raise ValueError(
+            f"null='conditional', but the conditional skewness of T is {conditional.skewness:.3g} (above "
+            f"{SHIFTED_GAMMA_MAX_SKEWNESS:g}: predictions so near 0 or 1 that a few label errors dominate T), "
+            "where the shifted gamma's size is not to be trusted and rows in memory use the exact Monte Carlo "
+            "test; its label draws need the rows, which streamed data do not keep. Load the formula's columns "
+            "into memory (a DataFrame) for the exact test, or pass null='auto' or null='asymptotic' "
+            "(BinAccumulator.result(null=...) reuses the sums without another pass)")
+    return null, conditional
 
 
 def _null_call(call: Call, null: str, monte_carlo, requested: str) -> Call:

@@ -269,8 +269,8 @@ PLAN_TESTS = {
 _OPTIONS = (
     Option("alpha", "level", 0.05, "significance level of every test and interval"),
     Option("n_bins", "count", "auto", "bins per dimension B", choices=("auto",), flag="--bins"),
-    Option("null", "choice", "auto", "null law of the test of ECE = 0 (auto: conditional for rows in memory, "
-           "the paper's asymptotic one for streamed files)",
+    Option("null", "choice", "auto", "null law of the test of ECE = 0 (auto: conditional for at most 4 binned "
+           "coordinates, in memory or streamed, else the paper's asymptotic one)",
            choices=("auto", "asymptotic", "conditional", "monte-carlo")),
     Option("method", "choice", "adjusted", "interval: the paper's adjusted interval or a resampling baseline",
            choices=("adjusted", "bootstrap", "subsampling", "hulc")),

@@ -561,6 +561,12 @@ def _unreliable_gamma_note(res) -> str:
     if res.null == "conditional":
         return head + (f" The conditional p-value is the exact conditional Monte Carlo p-value from "
                        f"{res.monte_carlo.n_draws} label draws.")
+    if res.null == "asymptotic" and res.data is None and res.call_record is not None \
+            and res.call_record.options.get("null") is None:
+        return head + (" Rows in memory would use the exact conditional Monte Carlo test, whose label draws need "
+                       "every row; these rows were streamed, so the default null is the paper's asymptotic test, "
+                       "which is conservative for predictions this near 0 or 1. Load the columns into memory "
+                       "(a DataFrame) for the exact test.")
     return head + " Its p-value is shown for reference only; null='monte-carlo' gives an exact-size test."
 
 

@@ -7,7 +7,10 @@ with the in-memory one.  Sums added in a different order differ by about
 compared with rtol = 1e-12 *and* an absolute tolerance of 1e-12 times the
 field's natural scale (for the ECE^2-scale fields: the mean of ||U||^2,
 which bounds the size of every term of T).  Integer, boolean and string
-fields must be identical.
+fields must be identical, the null used included.  The conditional null's
+moments and p-value are compared with rtol = 1e-10 (its third moment is a
+sum of terms that cancel exactly in bins of two rows, so its skewness gets
+an absolute tolerance of 1e-10 too).
 """
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ RTOL = 1e-12
 
 EXACT_FIELDS = ("contains_zero", "ci_lower_open", "ci_branch", "n", "n_bins", "n_bins_rule", "bin_width",
                 "bin_volume", "n_occupied_bins", "n_singleton_bins", "k", "n_classes", "mode", "alpha",
-                "method", "formula", "y_name", "prob_names", "n_dropped", "sigma0_sq")
+                "method", "formula", "y_name", "prob_names", "n_dropped", "sigma0_sq", "null", "null_method")
+
+#: Relative (and, for the dimensionless fields, absolute) tolerance of the conditional null's fields.
+NULL_RTOL = 1e-10
 
 
 def _scales(ref) -> dict:
@@ -45,3 +51,25 @@ def assert_same_result(res, ref, rtol: float = RTOL) -> None:
     for name in ("sum_u", "sum_uu", "sum_z"):
         a, b = getattr(res.bin_stats, name), getattr(ref.bin_stats, name)
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * max(1.0, float(np.abs(b).max(initial=0.0))))
+    assert (res.conditional is None) == (ref.conditional is None), (res.conditional, ref.conditional)
+    if ref.conditional is not None:
+        assert_same_conditional(res.conditional, ref.conditional)
+
+
+def assert_same_conditional(a, b, rtol: float = NULL_RTOL) -> None:
+    """Two :class:`~calibtest.core.conditional.ConditionalTest` of the same rows agree to ``rtol``.
+
+    The variance relatively; the skewness, third moment / sd^3, p-value and z
+    also absolutely (they are dimensionless); the threshold to rtol * sd.
+    """
+    assert a.reliable == b.reliable, (a.skewness, b.skewness)
+    assert math.isclose(a.variance, b.variance, rel_tol=rtol), ("variance", a.variance, b.variance)
+    sd3 = b.variance ** 1.5 if b.variance > 0 else 1.0
+    pairs = {"skewness": (a.skewness, b.skewness), "pvalue": (a.pvalue, b.pvalue), "zstat": (a.zstat, b.zstat),
+             "third_moment / sd^3": (a.third_moment / sd3, b.third_moment / sd3),
+             "threshold / sd": (a.threshold / sd3 ** (1 / 3), b.threshold / sd3 ** (1 / 3))}
+    for name, (x, y) in pairs.items():
+        if not math.isfinite(y):
+            assert x == y or (math.isnan(x) and math.isnan(y)), (name, x, y)
+        else:
+            assert math.isclose(x, y, rel_tol=rtol, abs_tol=rtol), (name, x, y)

@@ -47,7 +47,7 @@ def test_local_cluster_equals_in_memory(parquet_dir, client):
     df, path = parquet_dir
     ddf = dd.read_parquet(path)
     assert ddf.npartitions == 7
-    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=5, missing="drop", null="asymptotic")
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=5, missing="drop")
     with distributed.get_task_stream(client) as stream:  # auto B: a counting pass, then the binning
         res = ct.calib_ci("correct ~ conf", data=ddf, n_classes=5, missing="drop")
     assert_same_result(res, ref)
@@ -67,7 +67,7 @@ def _task_prefix(key) -> str:
 def test_local_cluster_ships_formula_variables(parquet_dir, client):
     df, path = parquet_dir
     shrink = lambda x: 0.2 + 0.8 * x  # noqa: E731 - a closure the workers must receive by value
-    ref = ct.calib_ci("correct ~ shrink(conf)", data=df, n_classes=5, n_bins=12, missing="drop", null="asymptotic")
+    ref = ct.calib_ci("correct ~ shrink(conf)", data=df, n_classes=5, n_bins=12, missing="drop")
     res = ct.calib_ci("correct ~ shrink(conf)", data=dd.read_parquet(path), n_classes=5, n_bins=12,
                       missing="drop")
     assert_same_result(res, ref)
@@ -76,7 +76,7 @@ def test_local_cluster_ships_formula_variables(parquet_dir, client):
 def test_threaded_scheduler_and_partition_errors():
     df = frame(600).dropna()
     ddf = dd.from_pandas(df, npartitions=20)
-    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=5, null="asymptotic")
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=5)
     with __import__("dask").config.set(scheduler="threads"):
         res = ct.calib_ci("correct ~ conf", data=ddf, n_classes=5)
     assert_same_result(res, ref)

@@ -44,7 +44,7 @@ def files(tmp_path_factory):
 @pytest.mark.parametrize("n_bins", ["auto", 17])
 def test_file_equals_in_memory(files, kind, n_bins):
     df, paths = files
-    ref = ct.calib_ci("correct ~ conf", data=df, null="asymptotic", n_classes=10, n_bins=n_bins, missing="drop")
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=10, n_bins=n_bins, missing="drop")
     res = ct.calib_ci("correct ~ conf", data=paths[kind], n_classes=10, n_bins=n_bins, missing="drop",
                       chunksize=499, progress=False)
     assert_same_result(res, ref)
@@ -69,7 +69,7 @@ def test_parquet_auto_bins_from_metadata_in_one_pass(files, tmp_path):
     res = ct.calib_ci("correct ~ conf", data=str(path), n_classes=10, progress=False)
     assert res.source["passes"] == 1
     assert res.n_bins == ct.auto_n_bins(len(df), 1)
-    assert_same_result(res, ct.calib_ci("correct ~ conf", data=df, null="asymptotic", n_classes=10))
+    assert_same_result(res, ct.calib_ci("correct ~ conf", data=df, n_classes=10))
 
 
 def test_chunks_never_exceed_chunksize(files, monkeypatch):
@@ -99,7 +99,7 @@ def test_topk_with_string_labels(tmp_path):
     path = tmp_path / "topk.csv"
     df.to_csv(path, index=False)
     formula = "label ~ cat + dog + owl + yak"
-    ref = ct.calib_ci(formula, data=df, null="asymptotic", k=2, n_bins=6)
+    ref = ct.calib_ci(formula, data=df, k=2, n_bins=6)
     res = ct.calib_ci(formula, data=path, k=2, n_bins=6, chunksize=97)
     assert res.mode == "topk" and res.k == 2
     assert_same_result(res, ref)
@@ -116,7 +116,7 @@ def test_full_calibration_from_a_file(tmp_path):
     # a stream fixes B before it has seen the predictions: the rate alone (the occupancy scan of the
     # in-memory rule needs every row first), so the reference is the in-memory call at that B
     B = ct.auto_n_bins(n, K - 1)
-    ref = ct.calib_ci("label ~ a + b + c", data=df, null="asymptotic", k="full", n_bins=B)
+    ref = ct.calib_ci("label ~ a + b + c", data=df, k="full", n_bins=B)
     res = ct.calib_ci("label ~ a + b + c", data=path, k="full", chunksize=128)
     assert res.mode == "full" and res.n_bins == B and res.n_bins_rule == "auto"
     for name in ("estimate", "sigma1_sq", "se", "ci_lower", "ci_upper", "null_pvalue", "threshold"):
@@ -132,7 +132,7 @@ def test_formula_variables_from_the_callers_environment(tmp_path):
     path = tmp_path / "pct.csv"
     df.to_csv(path, index=False)
     divisor = 100.0
-    ref = ct.calib_ci("correct ~ np.minimum(pct / divisor, 1)", data=df, null="asymptotic", n_classes=10, n_bins=8)
+    ref = ct.calib_ci("correct ~ np.minimum(pct / divisor, 1)", data=df, n_classes=10, n_bins=8)
     res = ct.calib_ci("correct ~ np.minimum(pct / divisor, 1)", data=path, n_classes=10, n_bins=8, chunksize=64)
     assert res.source["columns"] == ["correct", "pct"]
     assert_same_result(res, ref)
@@ -209,7 +209,7 @@ def test_cli_streams_parquet(files, capsys):
     assert main(["ci", str(paths["parquet"]), "--formula", "correct ~ conf", "--n-classes", "10",
                  "--bins", "9", "--missing", "drop", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    ref = ct.calib_ci("correct ~ conf", data=df, null="asymptotic", n_classes=10, n_bins=9, missing="drop")
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=10, n_bins=9, missing="drop")
     assert out["n"] == ref.n and out["n_dropped"] == 2
     assert math.isclose(out["estimate"], ref.estimate, rel_tol=1e-12)
     assert main(["ci", "nowhere.parquet", "--formula", "correct ~ conf"]) == 1
@@ -227,14 +227,16 @@ def test_formula_names_and_quoted_columns(tmp_path):
     df.to_csv(path, index=False)
     res = ct.calib_ci('correct ~ Q("odd name")', data=path, n_classes=10, n_bins=6, chunksize=100)
     assert res.source["columns"] == ["correct", "odd name"]
-    assert_same_result(res, ct.calib_ci('correct ~ Q("odd name")', data=df, null="asymptotic", n_classes=10, n_bins=6))
+    assert_same_result(res, ct.calib_ci('correct ~ Q("odd name")', data=df, n_classes=10, n_bins=6))
 
 
-def test_conditional_null_needs_in_memory_data(tmp_path):
+def test_monte_carlo_null_needs_in_memory_data(tmp_path):
     import pandas as pd
     import pytest
     import calibtest as ct
     path = tmp_path / "d.csv"
     pd.DataFrame({"y": [0, 1, 1, 0], "p": [0.2, 0.7, 0.6, 0.3]}).to_csv(path, index=False)
-    with pytest.raises(ValueError, match="null='conditional' needs the rows in memory"):
-        ct.calib_ci("y ~ p", data=str(path), null="conditional", n_bins=2)
+    with pytest.raises(ValueError, match="null='monte-carlo' draws labels for every row and needs the rows"):
+        ct.calib_ci("y ~ p", data=str(path), null="monte-carlo", n_bins=2)
+    res = ct.calib_ci("y ~ p", data=str(path), null="conditional", n_bins=2)
+    assert (res.null, res.null_method) == ("conditional", "shifted gamma")

@@ -94,18 +94,21 @@ def test_default_is_asymptotic_beyond_four_binned_coordinates():
     assert four.null == "conditional"
 
 
-def test_default_on_a_file_is_the_asymptotic_null(tmp_path):
+def test_default_on_a_file_is_the_in_memory_null(tmp_path):
+    """null='auto' means the same for a file: the conditional null, from the streamed per-bin sums."""
     y, p = _binary(500, 3, 0.5, 10)
     df = pd.DataFrame({"y": y, "p": p})
     path = tmp_path / "preds.csv"
     df.to_csv(path, index=False)
     res = ct.calib_ci("y ~ p", data=str(path), progress=False)
-    ref = ct.calib_ci("y ~ p", data=df, null="asymptotic")
-    assert res.null == "asymptotic"
-    assert (res.estimate, res.null_pvalue, res.ci_upper) == pytest.approx((ref.estimate, ref.null_pvalue,
-                                                                            ref.ci_upper), rel=1e-12)
-    with pytest.raises(ValueError, match="null='conditional' needs the rows in memory"):
-        ct.calib_ci("y ~ p", data=str(path), null="conditional")
+    ref = ct.calib_ci("y ~ p", data=df, n_bins=res.n_bins)  # a stream's B is the rate's (no occupancy scan)
+    assert res.null == ref.null == "conditional" and res.null_method == ref.null_method == "shifted gamma"
+    assert (res.estimate, res.null_pvalue, res.ci_upper, res.conditional.variance) == pytest.approx(
+        (ref.estimate, ref.null_pvalue, ref.ci_upper, ref.conditional.variance), rel=1e-12)
+    explicit = ct.calib_ci("y ~ p", data=str(path), null="conditional", progress=False)
+    assert explicit.null_pvalue == res.null_pvalue
+    with pytest.raises(ValueError, match="null='monte-carlo' draws labels for every row and needs the rows"):
+        ct.calib_ci("y ~ p", data=str(path), null="monte-carlo")
 
 
 def test_default_call_record_reproduces_the_result():

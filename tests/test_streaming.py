@@ -58,8 +58,11 @@ def cut_points(draw_sizes, n: int) -> list[int]:
        n_workers=st.integers(1, 4),
        data=st.data())
 def test_any_chunking_and_merge_order_gives_the_in_memory_result(kind, n, seed, n_bins, sizes, n_workers, data):
+    """The default null too: the conditional null's moments from merged sums are those of the rows, and where
+    the rows fall back to the Monte Carlo test (skewness above 3) the stream's default is the asymptotic null
+    (null='conditional' refuses), by the same rule."""
     df, formula, opts = make_frame(kind, n, seed)
-    ref = ct.calib_ci(formula, data=df, n_bins=n_bins, **opts, null="asymptotic")
+    ref = ct.calib_ci(formula, data=df, n_bins=n_bins, **opts, rng=0)
     bounds = cut_points(sizes, n)
     chunks = [df.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     # deal the chunks to workers at random, then merge the workers in a random order
@@ -71,8 +74,17 @@ def test_any_chunking_and_merge_order_gives_the_in_memory_result(kind, n, seed, 
     total = accs[order[0]]
     for w in order[1:]:
         total = total.merge(accs[w])
+    if ref.null_method == "monte carlo":  # the rows' exact test needs label draws, which the sums cannot give
+        with pytest.raises(ValueError, match="conditional skewness of T is .* streamed data do not keep"):
+            total.result(null="conditional")
+        ref = ct.calib_ci(formula, data=df, n_bins=n_bins, **opts, null="asymptotic")
+        assert_same_result(total.result(null="asymptotic"), ref)
+        assert_same_result(total.result(), ref)
+        return
     assert_same_result(total.result(), ref)
     assert total.result().data is None
+    assert_same_result(total.result(null="asymptotic"), ct.calib_ci(formula, data=df, n_bins=n_bins, **opts,
+                                                                    null="asymptotic"))
 
 
 @settings(max_examples=15, deadline=None)
@@ -80,7 +92,7 @@ def test_any_chunking_and_merge_order_gives_the_in_memory_result(kind, n, seed, 
 def test_array_chunks_with_auto_bins_from_n_rows(n, seed, sizes):
     df, _, _ = make_frame("top1", n, seed)
     ref = ct.calib_ci(y=df["correct"].to_numpy(), probs=df["conf"].to_numpy(), n_classes=4, null="asymptotic")
-    acc = BinAccumulator(n_classes=4, n_bins="auto", n_rows=n)
+    acc = BinAccumulator(n_classes=4, n_bins="auto", n_rows=n, null="asymptotic")
     bounds = cut_points(sizes, n)
     for a, b in zip(bounds[:-1], bounds[1:]):
         acc.update(y=df["correct"].to_numpy()[a:b], probs=df["conf"].to_numpy()[a:b])
@@ -174,7 +186,7 @@ def test_missing_drop_counts_across_chunks():
     df, formula, opts = make_frame("top1", 300, 11)
     df.loc[[3, 150, 151, 299], "conf"] = np.nan
     df.loc[[10], "correct"] = np.nan
-    ref = ct.calib_ci(formula, data=df, n_bins=9, missing="drop", **opts, null="asymptotic")
+    ref = ct.calib_ci(formula, data=df, n_bins=9, missing="drop", **opts)
     acc = BinAccumulator(formula, n_bins=9, missing="drop", **opts)
     for a in range(0, 300, 149):
         acc.update(df.iloc[a:a + 149])
@@ -247,7 +259,7 @@ def test_pickle_ships_formula_variables_only():
     assert len(blob) < 10_000
     clone = pickle.loads(blob)
     clone.update(df)
-    ref = ct.calib_ci("y ~ I(pct / divisor)", data=df, n_bins=3, null="asymptotic")
+    ref = ct.calib_ci("y ~ I(pct / divisor)", data=df, n_bins=3)
     assert_same_result(clone.result(), ref)
 
 

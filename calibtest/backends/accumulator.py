@@ -7,8 +7,13 @@ sum z.  The sums of the union of disjoint row sets are the sums of the sums,
 so data of any size can be fed chunk by chunk (``update``), accumulated on
 several workers and combined (``merge``), and the adjusted interval
 (Algorithm 1 of the paper) computed at the end from the sums alone
-(``result``).  The answer equals the in-memory one up to the order of the
-floating-point additions (about 1e-16 relative per sum).
+(``result``).  The conditional null's exact moments of T given the
+predictions are additive per-bin sums too
+(:func:`calibtest.core.conditional.conditional_sum_columns`), kept alongside
+under the same rule as for rows in memory, so the null (``null="auto"``
+included) and its p-value are those of the rows in memory.  The answer
+equals the in-memory one up to the order of the floating-point additions
+(about 1e-16 relative per sum).
 
 The only thing the sums cannot recover is the bin count B of ``n_bins="auto"``,
 ``max(2, round(6 / (d + 1) * n ** (2 / (4 + d))))``, which depends on n: the
@@ -22,12 +27,16 @@ from __future__ import annotations
 import numpy as np
 
 from calibtest._format import Call
-from calibtest._validation import check_alpha, check_missing, is_integer
+import dataclasses
+
+from calibtest._validation import (DEFAULT_NULL, NULLS, check_alpha, check_choice, check_memory, check_missing,
+                                   is_integer)
 from calibtest.core.binning import fixed_rule, resolve_n_bins
 from calibtest.core.binstats import BinStats, merge_stats
+from calibtest.core.conditional import conditional_memory, conditional_sum_columns
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.estimation import result_from_sums
+from calibtest.estimation import keeps_null_sums, result_from_sums, streamed_null
 from calibtest.formula import freeze_env, resolve_env, thaw_env
 from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
@@ -54,7 +63,8 @@ class BinAccumulator:
     every chunk of the data and ``result()`` gives the same
     :class:`~calibtest.results.CalibrationResult` as
     ``calib_ci(formula, data=all_chunks)`` (Algorithm 1 of Sun, Chaudhari,
-    Barnett & Dobriban [1]_ from the additive sums c_b, S_b, M_b, sum z), up to the
+    Barnett & Dobriban [1]_ from the additive sums c_b, S_b, M_b, sum z, and
+    the conditional null from the additive sums of its moments), up to the
     order of floating-point additions.  Accumulators of disjoint rows built
     with the same settings combine with :meth:`merge`.
 
@@ -79,6 +89,17 @@ class BinAccumulator:
         if the rows accumulated differ.
     alpha : float
         Default significance level of :meth:`result`.
+    null : {"auto", "asymptotic", "conditional"}
+        Default null of :meth:`result`, as in :func:`calibtest.calib_ci`:
+        ``"auto"`` is the conditional null for binned vectors of at most 4
+        coordinates, as for rows in memory.  The per-bin sums of the
+        conditional moments (O(d^3) floats per bin) are kept for such vectors
+        under any null, and for more coordinates only with
+        ``null="conditional"``.  ``"monte-carlo"`` needs the rows and is
+        refused.  Where rows in memory would fall back to the Monte Carlo test
+        (conditional skewness above 3) :meth:`result` uses the asymptotic
+        null under ``"auto"`` and raises a ValueError naming the skewness
+        under ``"conditional"`` (see :func:`calibtest.estimation.streamed_null`).
     missing : {"raise", "drop"}
         As in :func:`calibtest.calib_ci`; dropped rows are counted across chunks.
     eval_env : int or patsy.EvalEnvironment
@@ -123,10 +144,15 @@ class BinAccumulator:
 
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k: int | None = None,
                  n_bins=None, n_rows: int | None = None, alpha: float = 0.05, missing: str = "raise",
-                 eval_env=0):
+                 eval_env=0, null: str = DEFAULT_NULL):
         if formula is not None and not isinstance(formula, str):
             raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
         check_missing(missing)
+        check_choice(null, "null", NULLS)
+        if null == "monte-carlo":
+            raise ValueError("null='monte-carlo' draws labels for every row and needs the rows in memory (a "
+                             "DataFrame or arrays); a BinAccumulator supports null='auto', 'conditional' and "
+                             "'asymptotic'")
         if n_rows is not None:
             if not is_integer(n_rows):
                 raise TypeError(f"n_rows must be an integer, got {type(n_rows).__name__}")
@@ -151,6 +177,7 @@ class BinAccumulator:
         self.n_rows = n_rows
         self.alpha = check_alpha(alpha)
         self.missing = missing
+        self.null = null
         self._env = None if formula is None else resolve_env(eval_env)
         self.n_dropped = 0
         self.n_seen = 0
@@ -173,7 +200,7 @@ class BinAccumulator:
     # ------------------------------------------------------------------ settings
     def _settings(self) -> tuple:
         return (self.formula, self.n_bins_rule, self.n_rows, self.n_classes, self.k, self.missing,
-                self.n_bins if self.n_bins_rule == "user" else None)
+                self.n_bins if self.n_bins_rule == "user" else None, self.null)
 
     def _spawn(self) -> "BinAccumulator":
         """An empty accumulator with the same settings and environment."""
@@ -221,10 +248,21 @@ class BinAccumulator:
                                 tuple(rows.prob_names)))
             if self.n_bins is None:
                 self.n_bins = resolve_n_bins("auto", self.n_rows, binned_dimension(prepared.mode, prepared.k))[0]
-            self._push(0, partition_rows(prepared, self.n_bins).bin_sums(prepared))
+            self._push(0, self._chunk_sums(prepared))
         self.n_dropped += rows.n_dropped
         self.n_seen += int(rows.probs.shape[0]) + rows.n_dropped
         return self
+
+    def _chunk_sums(self, prepared: PreparedData) -> BinStats:
+        """Bin a prepared chunk: its bin sums, with those of the conditional moments when they are kept."""
+        part = partition_rows(prepared, self.n_bins)
+        stats = part.bin_sums(prepared)
+        d = prepared.z.shape[1]
+        if not keeps_null_sums(self.null, d):
+            return stats
+        check_memory(conditional_memory(d, part.m), f"the conditional moments of T for {d} binned coordinates "
+                     f"and {part.m} bins", "use fewer coordinates (a smaller k) or fewer bins, or null='asymptotic'")
+        return dataclasses.replace(stats, null_sums=conditional_sum_columns(prepared.z, part.inverse, part.m))
 
     def _check_target(self, target: tuple) -> None:
         if self._target is None:
@@ -267,7 +305,7 @@ class BinAccumulator:
                 raise TypeError(f"can only merge BinAccumulator objects, got {type(other).__name__}")
             if other._settings() != first._settings():
                 raise ValueError("cannot merge accumulators with different settings "
-                                 "(formula, n_bins, n_rows, n_classes, k, missing): "
+                                 "(formula, n_bins, n_rows, n_classes, k, missing, null): "
                                  f"{other._settings()} vs {first._settings()}")
         out = first._spawn()
         for acc in accs:
@@ -296,7 +334,7 @@ class BinAccumulator:
         """Rows accumulated (after dropping missing values)."""
         return self.n_seen - self.n_dropped
 
-    def result(self, alpha: float | None = None, *, call: Call | None = None,
+    def result(self, alpha: float | None = None, *, null: str | None = None, call: Call | None = None,
                source: dict | None = None) -> CalibrationResult:
         """The calibration result from the accumulated sums.
 
@@ -304,6 +342,9 @@ class BinAccumulator:
         ----------
         alpha : float, optional
             Significance level (default: the accumulator's ``alpha``).
+        null : {"auto", "asymptotic", "conditional"}, optional
+            Null of the test of H0: calibrated (default: the accumulator's
+            ``null``); see :func:`calibtest.estimation.streamed_null`.
         call, source : optional
             Provenance stored on the result (the call that produced it; a
             description of the data source such as a file name and checksum).
@@ -315,6 +356,8 @@ class BinAccumulator:
             them (``hosmer_lemeshow``) raise.
         """
         alpha = self.alpha if alpha is None else check_alpha(alpha)
+        requested = self.null if null is None else null
+        check_choice(requested, "null", NULLS)
         stats = self.bin_stats
         if stats is None or self.n < 2:
             raise ValueError(f"need at least n = 2 rows, got {self.n}")
@@ -322,15 +365,18 @@ class BinAccumulator:
             raise ValueError(f"n_rows={self.n_rows} was given (it resolved n_bins='auto' to B = {self.n_bins}) "
                              f"but {self.n} rows were accumulated; give the true row count or an integer n_bins")
         mode, k, n_classes, y_name, prob_names = self._target
+        used, conditional = streamed_null(stats, requested, stats.dim, alpha)
         if call is None:
             options = {"n_classes": self.n_classes, "k": self.k,
                        "n_bins": self.n_bins if self.n_bins_rule == "user" else "auto", "n_rows": self.n_rows,
-                       "alpha": alpha, "missing": self.missing if self.missing != "raise" else None}
+                       "alpha": alpha, "missing": self.missing if self.missing != "raise" else None,
+                       "null": None if requested == "auto" else requested}
             call = Call("BinAccumulator", (repr(self.formula),) if self.formula else (), options)
         bin_rule = fixed_rule(self.n_bins_rule, self.n_bins, self.n, binned_dimension(mode, k), stats.count)
         return result_from_sums(
             stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
-            alpha=alpha, call=call, formula=self.formula, y_name=y_name, bin_rule=bin_rule,
+            alpha=alpha, null=used, conditional=conditional, call=call, formula=self.formula, y_name=y_name,
+            bin_rule=bin_rule,
             prob_names=prob_names, n_dropped=self.n_dropped, source=source)
 
     def __repr__(self) -> str:

@@ -84,7 +84,7 @@ def _add(*counts: int) -> int:
 
 
 def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha=0.05,
-                         missing: str = "raise", split_every: int = SPLIT_EVERY) -> BinAccumulator:
+                         missing: str = "raise", split_every: int = SPLIT_EVERY, null: str = "auto") -> BinAccumulator:
     """Per-bin sums of a Dask DataFrame, computed on its scheduler.
 
     Parameters
@@ -102,6 +102,10 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
         (``missing="drop"``).
     split_every : int
         Fan-in of the reduction tree.
+    null : {"auto", "asymptotic", "conditional"}
+        As in :func:`calibtest.calib_ci`; decides (with the target) whether the
+        per-bin sums of the conditional moments are accumulated
+        (:class:`~calibtest.BinAccumulator`).
 
     Returns
     -------
@@ -128,7 +132,7 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
     template = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
-                              missing=missing, eval_env=thaw_env(namespace))
+                              missing=missing, eval_env=thaw_env(namespace), null=null)
     leaves = [dask.delayed(_partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
     if not leaves:
         return template
@@ -145,18 +149,20 @@ def _scheduler_name() -> str:
 
 
 def dask_calib_ci(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha=0.05,
-                  missing: str = "raise") -> CalibrationResult:
+                  missing: str = "raise", null: str = "auto") -> CalibrationResult:
     """:func:`calibtest.calib_ci` on a Dask DataFrame (see :func:`dask_bin_accumulator`).
 
+    The null (``null="auto"`` included) and its p-value are those of the rows
+    in memory: the conditional moments are reduced with the bin sums.
     ``result.source`` records ``format="dask"``, the number of partitions, the
     columns read and the scheduler used.
     """
     acc = dask_bin_accumulator(ddf, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                               missing=missing)
+                               missing=missing, null=null)
     columns = formula_columns(formula, list(ddf.columns))
     source = {"format": "dask", "npartitions": int(ddf.npartitions), "columns": columns,
               "n_rows_read": acc.n_seen, "scheduler": _scheduler_name()}
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-               "missing": missing if missing != "raise" else None}
+               "missing": missing if missing != "raise" else None, "null": null if null != "auto" else None}
     call = Call("calib_ci", (repr(formula), f"data=<dask DataFrame npartitions={ddf.npartitions}>"), options)
     return acc.result(call=call, source=source)

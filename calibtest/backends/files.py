@@ -277,7 +277,8 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
 
 
 def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
-                missing: str = "raise", chunksize: int | None = None, progress=None) -> CalibrationResult:
+                missing: str = "raise", chunksize: int | None = None, progress=None,
+                null: str = "auto") -> CalibrationResult:
     """:func:`calibtest.calib_ci` on a CSV or Parquet file, read in chunks.
 
     Parameters
@@ -299,6 +300,10 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
     progress : bool or None
         Progress bar (tqdm) on stderr: None shows it only in an interactive
         terminal outside CI, False never, True always.
+    null : {"auto", "asymptotic", "conditional"}
+        As in :func:`calibtest.calib_ci`: the same null and p-value as the
+        rows in memory, from the per-bin sums of the conditional moments
+        accumulated in the same pass (see :class:`~calibtest.BinAccumulator`).
 
     Returns
     -------
@@ -328,7 +333,7 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
     acc = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
-                         missing=missing, eval_env=env)
+                         missing=missing, eval_env=env, null=null)
     stop_hash = threading.Event()
     bar = _progress_bar(progress, reader.num_rows, path.name)
     n_chunks = 0
@@ -370,5 +375,6 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
     call = Call("calib_ci", (repr(formula), f"data={path.name!r}"),
                 {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                  "missing": missing if missing != "raise" else None,
-                 "chunksize": chunksize if chunksize != DEFAULT_CHUNKSIZE else None})
+                 "chunksize": chunksize if chunksize != DEFAULT_CHUNKSIZE else None,
+                 "null": null if null != "auto" else None})
     return acc.result(call=call, source=source)

@@ -44,6 +44,12 @@ class BinStats:
         gives the second-order variance, :func:`second_order_from_sums`).
     sum_tr : ndarray, shape (m,), or None
         Sum of tr(Sigma_a^2) = ||z||^2 - 2 ||z||_3^3 + ||z||^4 over the bin (full calibration only).
+    null_sums : ndarray, shape (m, w), or None
+        The additive per-bin sums of the conditional null's moments
+        (:func:`calibtest.core.conditional.conditional_sum_columns`), kept by
+        the streaming backends so that files, Dask frames and accumulators get
+        the conditional null of the rows in memory; None on the in-memory path,
+        which computes them from the rows.
     """
 
     keys: np.ndarray
@@ -53,9 +59,10 @@ class BinStats:
     sum_z: np.ndarray
     sum_zz: np.ndarray | None = None
     sum_tr: np.ndarray | None = None
+    null_sums: np.ndarray | None = None
 
     def __post_init__(self):
-        for name in ("keys", "count", "sum_u", "sum_uu", "sum_z", "sum_zz", "sum_tr"):
+        for name in ("keys", "count", "sum_u", "sum_uu", "sum_z", "sum_zz", "sum_tr", "null_sums"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, read_only(getattr(self, name)))
 
@@ -92,7 +99,8 @@ def merge_stats(parts) -> BinStats:
     """Merge the per-bin sums of any number of disjoint row sets in one pass.
 
     Bins with equal keys are added: count, S_b, M_b and sum z of the union are
-    the sums of the parts' (the sums are additive).  The keys are grouped with
+    the sums of the parts' (the sums are additive), as are the optional sums
+    (``sum_zz``, ``sum_tr``, ``null_sums``) when every part has them.  The keys are grouped with
     :func:`calibtest.core.binning.group_keys` on the linear key (a ``bincount``
     lookup or a 1-d sort) and each column summed with ``np.bincount``, so
     merging p parts holding M bins in all costs O(M log M) at worst, however
@@ -130,13 +138,16 @@ def merge_stats(parts) -> BinStats:
         stacked = np.concatenate([getattr(p, name).reshape(p.keys.shape[0], width) for p in parts])
         return _bincount_columns(inverse, stacked, m).reshape((m,) + tail)
 
-    arrays = [uniq, add("count"), add("sum_u"), add("sum_uu"), add("sum_z")]
+    arrays = {"keys": uniq, "count": add("count"), "sum_u": add("sum_u"), "sum_uu": add("sum_uu"),
+              "sum_z": add("sum_z")}
     if all(p.sum_zz is not None and p.sum_tr is not None for p in parts):
-        arrays += [add("sum_zz"), add("sum_tr")]
-    occupied = arrays[1] > 0  # group_keys may number every key of a small key space
+        arrays.update(sum_zz=add("sum_zz"), sum_tr=add("sum_tr"))
+    if all(p.null_sums is not None for p in parts):
+        arrays["null_sums"] = add("null_sums")
+    occupied = arrays["count"] > 0  # group_keys may number every key of a small key space
     if not occupied.all():
-        arrays = [a[occupied] for a in arrays]
-    return BinStats(*arrays)
+        arrays = {name: a[occupied] for name, a in arrays.items()}
+    return BinStats(**arrays)
 
 
 def bin_sums(inverse: np.ndarray, keys: np.ndarray, u: np.ndarray, z: np.ndarray, count=None) -> BinStats:

@@ -168,6 +168,9 @@ __all__ = [
     "ConditionalTest",
     "MonteCarloTest",
     "conditional_bin_sums",
+    "conditional_sum_columns",
+    "conditional_sum_width",
+    "conditional_sums_from_columns",
     "conditional_memory",
     "conditional_moments",
     "conditional_test",
@@ -335,14 +338,62 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
     Notes
     -----
     Cost O(n d^3) in chunks of rows; ``d (d+1) + d(d+1)(d+2)/6 + 4`` weighted
-    ``np.bincount`` calls over contiguous per-row columns.
+    ``np.bincount`` calls over contiguous per-row columns.  The sums are
+    :func:`conditional_sum_columns` unpacked by :func:`conditional_sums_from_columns`.
     """
     z = np.asarray(z, dtype=np.float64)
     if z.ndim == 1:
         z = z[:, None]
     inverse = np.asarray(inverse, dtype=np.intp)
-    n, d = z.shape
     m = int(inverse.max()) + 1 if m is None else int(m)
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    return conditional_sums_from_columns(count, _packed_sums(z, inverse, m).T)
+
+
+def conditional_sum_width(d: int) -> int:
+    """Columns of :func:`conditional_sum_columns` for a d-dimensional binned vector.
+
+    4 for d = 1 (sums of v, v^2, v (1 - 2p) and v^3, v = p (1 - p)); otherwise
+    the d(d+1)/2 upper-triangle entries of Sigma and of Sigma^2, the
+    d(d+1)(d+2)/6 unique entries of K, then tr(Sigma^2), tr(Sigma^3) and ||K||^2:
+    O(d^3) floats per bin (43 at d = 4).
+    """
+    if d == 1:
+        return 4
+    return d * (d + 1) + d * (d + 1) * (d + 2) // 6 + 3
+
+
+def conditional_sum_columns(z, inverse, m: int) -> np.ndarray:
+    """The additive per-bin sums of the conditional null moments, packed: shape (m, w).
+
+    The sums of a union of disjoint row sets are the sums of their columns,
+    so a stream adds them chunk by chunk and partition by partition
+    (:class:`calibtest.core.binstats.BinStats` ``null_sums``), and
+    :func:`conditional_sums_from_columns` unpacks them for
+    :func:`conditional_moments`.
+
+    Parameters
+    ----------
+    z : array_like, shape (n, d) or (n,)
+        Binned prediction vectors (as for :func:`conditional_bin_sums`).
+    inverse : array_like of int, shape (n,)
+        Bin number 0..m-1 of each row.
+    m : int
+        Number of bins.
+
+    Returns
+    -------
+    ndarray, shape (m, :func:`conditional_sum_width` (d))
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 1:
+        z = z[:, None]
+    return np.ascontiguousarray(_packed_sums(z, np.asarray(inverse, dtype=np.intp), int(m)).T)
+
+
+def _packed_sums(z: np.ndarray, inverse: np.ndarray, m: int) -> np.ndarray:
+    """The per-bin sums as rows of one array, shape (w, m) (column layout of :func:`conditional_sum_width`)."""
+    n, d = z.shape
     if d == 1:
         return _one_dim_bin_sums(z[:, 0], inverse, m)
     iu, ju = np.triu_indices(d)
@@ -356,7 +407,27 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
         cols = _row_columns(z[start:start + step], iu, ju, triples)
         for c, col in enumerate(cols):  # a loop over the columns, not rows or bins
             out[c] += np.bincount(inv, weights=col, minlength=m)
-    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    return out
+
+
+def conditional_sums_from_columns(count, columns) -> ConditionalBinSums:
+    """Unpack the per-bin sums of :func:`conditional_sum_columns` (shape (m, w)) with the counts c_b.
+
+    The dimension d is read from the width w (:func:`conditional_sum_width`).
+    """
+    count = np.asarray(count, dtype=np.float64)
+    out = np.asarray(columns, dtype=np.float64).T
+    m, w = count.size, out.shape[0]
+    if w == 4:
+        sv, sv2, sk, sv3 = out
+        return ConditionalBinSums(count=count, sigma=sv[:, None, None], sigma_sq=sv2[:, None, None], tr2=sv2,
+                                  tr3=sv3, kappa=sk[:, None], kappa_sq=sv2 - 4.0 * sv3, kappa_mult=np.ones(1))
+    d = next((k for k in range(2, w) if conditional_sum_width(k) >= w), w)
+    if conditional_sum_width(d) != w:
+        raise ValueError(f"{w} columns are not the conditional sums of any dimension")
+    iu, ju = np.triu_indices(d)
+    mult = _sym3(d)[3]
+    p, u = iu.size, mult.size
 
     def unpack(block):
         mat = np.empty((m, d, d))
@@ -369,9 +440,10 @@ def conditional_bin_sums(z, inverse, m: int | None = None) -> ConditionalBinSums
                               kappa_sq=out[2 * p + u + 2], kappa_mult=mult)
 
 
-def _one_dim_bin_sums(p: np.ndarray, inverse: np.ndarray, m: int) -> ConditionalBinSums:
-    """The 1-dim case with four bincounts: v = p(1-p), Sigma^2 = tr Sigma^2 = v^2, tr Sigma^3 = v^3,
-    K = v (1 - 2p) and K^2 = v^2 (1 - 4v) (as (1 - 2p)^2 = 1 - 4v).
+def _one_dim_bin_sums(p: np.ndarray, inverse: np.ndarray, m: int) -> np.ndarray:
+    """The 1-dim case with four bincounts, rows (sum v, sum v^2, sum K, sum v^3): v = p(1-p),
+    Sigma^2 = tr Sigma^2 = v^2, tr Sigma^3 = v^3, K = v (1 - 2p) and K^2 = v^2 (1 - 4v) (as
+    (1 - 2p)^2 = 1 - 4v).
 
     Rows go in cache-sized chunks (at least m rows, so the per-chunk O(m) cost stays small).
     """
@@ -390,10 +462,7 @@ def _one_dim_bin_sums(p: np.ndarray, inverse: np.ndarray, m: int) -> Conditional
         out[2] += np.bincount(ic, weights=k, minlength=m)
         v2 *= v
         out[3] += np.bincount(ic, weights=v2, minlength=m)
-    sv, sv2, sk, sv3 = out
-    count = np.bincount(inverse, minlength=m).astype(np.float64)
-    return ConditionalBinSums(count=count, sigma=sv[:, None, None], sigma_sq=sv2[:, None, None], tr2=sv2,
-                              tr3=sv3, kappa=sk[:, None], kappa_sq=sv2 - 4.0 * sv3, kappa_mult=np.ones(1))
+    return out
 
 
 @dataclass(frozen=True)
