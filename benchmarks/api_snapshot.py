@@ -55,7 +55,7 @@ def _calls():
         "ci_mc": lambda: ct.calib_ci("y ~ p", data=frame, null="monte-carlo", rng=3),
         "ci_cond": lambda: ct.calib_ci("y ~ p", data=frame, null="conditional"),
         "ci_weighted": lambda: ct.calib_ci("y ~ p", data=frame, weights="w"),
-        "ci_prevalence": lambda: ct.calib_ci("y ~ p", data=frame, prevalence=0.2),
+        "ci_prevalence": lambda: ct.calib_ci("y ~ p", data=frame, prevalence=0.2, rng=11),
         "ci_boot": lambda: ct.calib_ci("y ~ p", data=frame, method="bootstrap", n_resamples=200, rng=2),
         "ci_top1": lambda: ct.calib_ci(y=sim.correct, probs=sim.confidence, n_classes=10),
         "ci_topk": lambda: ct.calib_ci(y=sim.labels, probs=sim.probs, k=2),

@@ -65,16 +65,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest._format import fmt, json_safe, mode_text, record_call
+from calibtest._format import fmt, json_safe, mode_text
 from calibtest._validation import DEFAULT_DRAWS, check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
-from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted
 from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_groups, by_names, global_test, group_rng,
-                                group_table, holm, label_text, make_grouping)
-from calibtest.inputs import read_rows, resolve_weights
+                                group_labels, group_table, grouping_of, holm, label_text)
+from calibtest.inputs import prepare_input
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
 
@@ -339,21 +339,21 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         null = "asymptotic" if weighted else "conditional"
     if weighted:
         check_weighted_options(null, method)
-    rows = read_rows(formula, data, y, probs, env, missing)
-    grouping = make_grouping(by, data, rows.y.shape[0] + rows.n_dropped, rows.kept)
-    target = prepare_target(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
-                            y_name=rows.y_name, prob_names=rows.prob_names)
-    w_all, w_name = resolve_weights(weights, data, rows)
+    _, seed = resolve_seed(rng)
+    options = dict(call_options or {})
+    options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
+                    "rng": seed if seed != "Generator" else None})  # the seed of any Monte Carlo null used
+    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing,
+                             n_classes=n_classes, k=k, weights=weights, by=by, group_labels=group_labels,
+                             options=options)
+    rows, target, call, w_all, w_name = (prepared.rows, prepared.target, prepared.call, prepared.weights,
+                                         prepared.weights_name)
+    grouping = grouping_of(prepared.group_names, prepared.group_values)
     pi_hat = None
     if prevalence is not None:  # the design's sampling fractions: the whole sample's prevalence
         if target.mode not in ("binary", "top1"):
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
-    _, seed = resolve_seed(rng)
-    options = dict(call_options or {})
-    options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
-                    "rng": seed if seed != "Generator" else None})  # the seed of any Monte Carlo null used
-    call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
     def one(sub, part, sub_w, group_null, gen, sub_call):

@@ -238,7 +238,8 @@ def test_cli_and_options_import_nothing_heavy():
 
 
 def test_every_entry_point_reads_through_prepare_input(monkeypatch):
-    """calib_ci, calib_test, tcal_test, evidence, hosmer_lemeshow and val_prob all call inputs.prepare_input."""
+    """calib_ci, calib_test, tcal_test, evidence, hosmer_lemeshow and val_prob, with and without by=, all call
+    inputs.prepare_input first."""
     calls = []
     real = inputs.prepare_input
 
@@ -246,7 +247,7 @@ def test_every_entry_point_reads_through_prepare_input(monkeypatch):
         calls.append(function)
         return real(function, *args, **kwargs)
 
-    for name in ("estimation", "calibration_test", "tcal", "goodness_of_fit", "valprob", "evidence_suite"):
+    for name in ("estimation", "calibration_test", "tcal", "goodness_of_fit", "valprob", "evidence_suite", "groups"):
         monkeypatch.setattr(importlib.import_module(f"calibtest.{name}"), "prepare_input", spy)
     df = ct.load_demo().sample(400, random_state=0)
     grouped = df.assign(g=np.arange(len(df)) % 2)
@@ -258,7 +259,8 @@ def test_every_entry_point_reads_through_prepare_input(monkeypatch):
                     ("calib_ci", lambda: ct.evidence("y ~ p", data=df, rng=1)),
                     ("calib_test", lambda: ct.calib_test("y ~ p", data=grouped, rng=1, n_draws=19, by="g")),
                     ("tcal_test", lambda: ct.tcal_test("y ~ p", data=grouped, rng=1, n_draws=200, by="g")),
-                    ("evidence", lambda: ct.evidence("y ~ p", data=grouped, rng=1, by="g"))]
+                    ("evidence", lambda: ct.evidence("y ~ p", data=grouped, rng=1, by="g")),
+                    ("calib_ci", lambda: ct.calib_ci("y ~ p", data=grouped, by="g"))]
     for function, call in entry_points:  # the first thing each does with its data is the prepared-input step
         calls.clear()
         call()
