@@ -20,7 +20,8 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.summary import ResultDisplay, build_summary, result_dict, result_notes
-from calibtest.evidence_table import EvidenceResult, build_evidence, result_conclusion, result_hosmer_lemeshow
+from calibtest.evidence_table import (EvidenceResult, build_evidence, conclude, result_conclusion,
+                                      result_hosmer_lemeshow, result_val_prob)
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
@@ -516,6 +517,29 @@ class CalibrationResult(ResultDisplay):
         table and the report use the same one).
         """
         return result_hosmer_lemeshow(self, groups, validation)
+
+    def val_prob(self, alpha: float | None = None):
+        """:func:`calibtest.val_prob` on this result's rows (binary or top-1): CITL, slope, C, Brier, E_max, ...
+
+        Computed once per result and level (the evidence table and the report
+        use the same one).
+
+        Raises
+        ------
+        ValueError
+            For a result without rows (bin sums) or with more than one probability column.
+        """
+        return result_val_prob(self, alpha)
+
+    def conclusion(self, alpha: float | None = None) -> tuple[str, str, tuple]:
+        """The verdict, sentence and reasons of this interval and its own test of ECE = 0.
+
+        What a summary opens with when there is no evidence table (weighted
+        results, bin sums, ``summary(evidence=False)``); with the evidence,
+        ``res.evidence().conclusion`` is the conclusion from every test.  Both
+        are written by :func:`calibtest.evidence_table.conclude`.
+        """
+        return conclude(self, alpha)
 
     # ----------------------------------------------------------------- evidence
     def evidence(self, alpha: float | None = None, rng=None) -> EvidenceResult:

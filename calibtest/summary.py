@@ -15,7 +15,7 @@ import pandas as pd
 from statsmodels.iolib import summary2
 
 from calibtest._format import fmt, fmt_p, json_safe, mode_text
-from calibtest._validation import check_alpha
+from calibtest.options import check_alpha
 
 __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
            "asymptotic_test", "resampling_notes", "null_text", "null_name", "verdict_null_note"]

@@ -240,10 +240,10 @@ def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
 
 
 def test_summary_says_when_the_evidence_is_over_the_memory_limit(binary_res, monkeypatch):
-    import calibtest._validation as validation
+    import calibtest.options as options
     y, q, _ = binary_res
     res = ct.calib_ci(y=y, probs=q)  # a new result: the evidence of the shared one is kept once computed
-    monkeypatch.setattr(validation, "MAX_BYTES", 1000.0)  # the multi-scale test's draws exceed it
+    monkeypatch.setattr(options, "MAX_BYTES", 1000.0)  # the multi-scale test's draws exceed it
     text = " ".join(str(res.summary()).split())
     assert "The evidence table was not computed:" in text and "lower n_draws" in text
     # the conclusion is then that of the interval and its own test
@@ -259,7 +259,7 @@ def counted(monkeypatch):
     import importlib
 
     from calibtest import evidence_table as verdict, valprob as vp_module
-    hl_module = importlib.import_module("calibtest.goodness_of_fit")  # the package's function shadows it
+    hl_module = importlib.import_module("calibtest.goodness_of_fit")
     calls = Counter()
 
     def count(module, name):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibtest._validation import check_memory
+from calibtest.options import check_memory
 from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 

@@ -155,7 +155,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from scipy import stats as _sps
 
-from calibtest._validation import DEFAULT_DRAWS, NULLS, check_count, check_seed
+from calibtest.options import DEFAULT_DRAWS, NULLS, check_count, check_seed
 from calibtest.core.arrays import read_only
 
 if TYPE_CHECKING:  # annotations only

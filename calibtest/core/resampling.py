@@ -85,7 +85,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibtest._validation import RESAMPLING_METHODS, check_count, check_seed
+from calibtest.options import RESAMPLING_METHODS, check_count, check_seed
 from calibtest.core.arrays import read_only
 
 __all__ = [

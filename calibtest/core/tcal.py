@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibtest._validation import OptionError, check_count, check_seed
+from calibtest.options import OptionError, check_count, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
 from calibtest.core.resampling import BLOCK_ELEMENTS, multiset_statistics
 

@@ -34,7 +34,6 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
 from calibtest.summary import asymptotic_test, null_name, null_text
-from calibtest.evidence_table import conclude, result_val_prob
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
@@ -367,7 +366,7 @@ def _valprob(res) -> tuple[dict | None, str | None]:
     if res.data is None:
         return None, "Validation metrics not computed: the result holds no rows (bin sums only)."
     try:
-        v = result_val_prob(res)  # the one the evidence table used
+        v = res.val_prob()  # the one the evidence table used
     except (ValueError, RuntimeError) as exc:
         return None, f"Validation metrics (rms::val.prob) not computed: {exc}."
     vd = v.to_dict()
@@ -537,7 +536,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
         figures = []
     level = _level(d["alpha"])
-    interval_verdict, interval_conclusion, _ = conclude(res)  # the interval and its own test
+    interval_verdict, interval_conclusion, _ = res.conclusion()  # the interval and its own test
     null_test = _null_test(res, d)
     ctx = {
         "name": name,

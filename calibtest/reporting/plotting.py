@@ -526,13 +526,12 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     from matplotlib.patches import Patch
 
     from calibtest.flexible import flexible_calibration
-    from calibtest.evidence_table import result_val_prob
 
     results = _as_results(results)
     labels = _labels_for(results, labels)
     rows = [_binary_rows(r, lab) for r, lab in zip(results, labels)]
     curves = [_flexible_fit(flexible_calibration, p, y, knots, alpha, lab) for (p, y), lab in zip(rows, labels)]
-    vps = [result_val_prob(r, alpha) for r in results]  # each result's own, computed once (evidence, report)
+    vps = [r.val_prob(alpha) for r in results]  # each result's own, computed once (evidence, report)
     lim = _axis_limit([p for p, _ in rows] + [c.fitted for c in curves] + [c.upper for c in curves])
     m = len(results)
     fig, axes = _new_figure(4.3 + 0.55 * m + 0.2 * m, 1 + m, [4.0] + [0.75] * m)
