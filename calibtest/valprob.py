@@ -576,12 +576,8 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     """
     n = p.size
     n1 = int(np.count_nonzero(y))
-    # R: i <- !is.infinite(logit); the logistic fits (lrm.fit) and every statistic
-    # taken from them (C (ROC), Dxy, R2, D, U, Q, intercept, slope) use rows i only.
-    fin = (p > 0.0) & (p < 1.0)
-    pf, yf = p[fin], y[fin]
+    pf, yf, logit = _finite_logit_rows(p, y)
     nf = pf.size
-    logit = np.log(pf / (1.0 - pf))  # R's qlogis(p) on the finite-logit rows
 
     # Joint recalibration fit a + b L (val.prob's lrm.fit(logit[i], y[i])).
     joint = fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
@@ -596,8 +592,10 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     w = 1.0 - 2.0 * p
     z = float(np.sum((y - p) * w) / np.sqrt(np.sum(w * w * p * (1.0 - p))))
 
-    parts = _LazyParts({"likelihood": lambda: _likelihood_part(joint, yf, pf),
-                        "discrimination": lambda: _discrimination_part(p, y, logit, yf),
+    # the deferred parts keep the rows p, y and the joint fit's estimates, not the fits (about 6 arrays of n)
+    params = np.array(joint.params, dtype=np.float64)
+    parts = _LazyParts({"likelihood": lambda: _likelihood_part(p, y, params),
+                        "discrimination": lambda: _discrimination_part(p, y),
                         "smooth": lambda: _smooth_part(p, y)})
     return ValProbResult(
         n=int(n),
@@ -620,15 +618,34 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     )
 
 
-def _likelihood_part(joint, yf: np.ndarray, pf: np.ndarray) -> dict:
+def _finite_logit_rows(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``p``, ``y`` and ``logit(p)`` on the rows with 0 < p < 1.
+
+    R: ``i <- !is.infinite(logit)``; the logistic fits (``lrm.fit``) and every
+    statistic taken from them (C (ROC), Dxy, R2, D, U, Q, intercept, slope)
+    use rows ``i`` only.
+    """
+    fin = (p > 0.0) & (p < 1.0)
+    pf, yf = p[fin], y[fin]
+    return pf, yf, np.log(pf / (1.0 - pf))  # R's qlogis(p) on the finite-logit rows
+
+
+def _likelihood_part(p: np.ndarray, y: np.ndarray, params: np.ndarray) -> dict:
     """R2, D, U, Q and their chi-squares from the deviances on the finite-logit rows.
 
-    L0 (intercept only: the joint fit's null deviance), L01 (``pf`` as given)
-    and Lrc (the joint fit ``joint``).
+    L0 (intercept only: the joint fit's null deviance), L01 (``p`` as given)
+    and Lrc (the joint fit, whose estimates are ``params``).  The joint fit's
+    statsmodels results are rebuilt at ``params`` on the same model (its
+    deviance and null deviance depend on the model and ``params`` only), so
+    they are the fitted results' numbers.
     """
     from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM, GLMResults
 
+    pf, yf, logit = _finite_logit_rows(p, y)
     nf = pf.size
+    model = GLM(yf, np.column_stack([np.ones(nf), logit]), family=Binomial())  # as fit_logistic_glm builds it
+    joint = GLMResults(model, params, None, 1.0)
     dev_null = float(joint.null_deviance)
     dev_p = float(-2.0 * Binomial().loglike(yf, pf))
     dev_recal = float(joint.deviance)
@@ -642,11 +659,12 @@ def _likelihood_part(joint, yf: np.ndarray, pf: np.ndarray) -> dict:
             "q": float(d_index - u_index)}
 
 
-def _discrimination_part(p: np.ndarray, y: np.ndarray, logit: np.ndarray, yf: np.ndarray) -> dict:
+def _discrimination_part(p: np.ndarray, y: np.ndarray) -> dict:
     """The exact C on every row; lrm.fit's C on 5000 probability cells of the finite-logit rows.
 
-    val.prob's C (ROC) and Dxy come from lrm.fit on the rows with a finite ``logit``.
+    val.prob's C (ROC) and Dxy come from lrm.fit on the rows with a finite logit.
     """
+    _, yf, logit = _finite_logit_rows(p, y)
     auc = _auc(p, y)
     lrm_prob = 1.0 / (1.0 + np.exp(-np.clip(logit, -_LRM_LP_BOUND, _LRM_LP_BOUND)))
     cells = np.floor(_LRM_C_CELLS * lrm_prob + 1.0)

@@ -546,10 +546,12 @@ def test_formula_and_keyword_forms_match_the_positional_form():
 # --------------------------------------------------------------------------- parts computed on first access
 
 def _eager_val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
-    """Every statistic of val_prob computed at once, straight from statsmodels and scipy (the code val_prob
+    """Every statistic of val_prob computed at once from the two fitted statsmodels results (the code val_prob
     ran before its discrimination, likelihood and smooth parts became lazy)."""
     import statsmodels.api as sm
     from statsmodels.nonparametric.smoothers_lowess import lowess
+
+    from calibtest.logistic import fit_logistic_glm
 
     def c_index(score, yy):
         pos, neg = score[yy == 1], score[yy == 0]
@@ -562,10 +564,8 @@ def _eager_val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
     nf = pf.size
     logit = np.log(pf / (1.0 - pf))
     family = sm.families.Binomial()
-    joint = sm.GLM(yf, np.column_stack([np.ones(nf), logit]), family=sm.families.Binomial()).fit(
-        start_params=np.array([0.0, 1.0]), tol=1e-13, maxiter=100)
-    citl = sm.GLM(yf, np.ones((nf, 1)), family=sm.families.Binomial(), offset=logit).fit(
-        start_params=np.array([0.0]), tol=1e-13, maxiter=100)
+    joint = fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
+    citl = fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
     ci, citl_ci = np.asarray(joint.conf_int(alpha=alpha)), np.asarray(citl.conf_int(alpha=alpha))[0]
     dev_null, dev_p = float(joint.null_deviance), float(-2.0 * family.loglike(yf, pf))
     d_chisq, u_chisq = dev_null - dev_p, dev_p - float(joint.deviance)
@@ -600,11 +600,14 @@ def _lazy_cases():
     edge[:7], edge[7:15] = 0.0, 1.0  # infinite logits: left out of the fits, in auc, Brier, lowess, z
     yedge = y.copy()
     yedge[:7], yedge[7:12], yedge[12:15] = 0.0, 1.0, 0.0
+    # plain IRLS overshoots on the CITL fit here: fit_logistic_glm's L-BFGS fallback runs
+    overshoot = np.array([0.99991, 0.99992, 0.99993, 0.99994, 0.3, 0.6])
     return {"demo": (d["p"].to_numpy(float), d["y"].to_numpy(float), 0.05),
-            "beta": (p, y, 0.1), "zeros_and_ones": (edge, yedge, 0.05)}
+            "beta": (p, y, 0.1), "zeros_and_ones": (edge, yedge, 0.05),
+            "overshoot": (overshoot, np.array([0, 1, 0, 1, 0, 1], dtype=float), 0.05)}
 
 
-@pytest.mark.parametrize("case", ["demo", "beta", "zeros_and_ones"])
+@pytest.mark.parametrize("case", ["demo", "beta", "zeros_and_ones", "overshoot"])
 def test_lazy_parts_equal_the_eager_computation_exactly(case):
     p, y, alpha = _lazy_cases()[case]
     eager = _eager_val_prob(p, y, alpha)
@@ -667,3 +670,19 @@ def test_evidence_reads_no_lazy_part():
     vp = result_val_prob(res)
     assert ev.valprob is vp and vp._parts._values == {}  # nothing the evidence does not read was computed
     assert ev.table.loc["slope", "statistic"] == vp.slope and ev.table.loc["citl", "statistic"] == vp.citl
+
+
+def test_lazy_result_keeps_no_fitted_model():
+    import gc
+
+    from statsmodels.genmod.generalized_linear_model import GLM, GLMResults
+
+    def alive():
+        gc.collect()
+        return sum(isinstance(o, (GLM, GLMResults)) for o in gc.get_objects())
+
+    d = load_demo()
+    before = alive()
+    res = val_prob(d["p"], d["y"])  # the deferred parts hold the rows and two estimates, not the fits
+    assert alive() == before
+    assert res.u_chisq >= 0 and alive() == before
