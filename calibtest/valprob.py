@@ -126,8 +126,12 @@ class _LazyParts:
 
 def _lazy_statistic(name: str) -> property:
     """A read-only attribute of :class:`ValProbResult` computed on first access (see its docstring)."""
-    return property(lambda self: self._parts.get(name),
-                    doc=f"{name}: computed on first access and kept (see the class docstring).")
+    def get(self) -> float:
+        if self._parts is None:
+            raise AttributeError(f"{name} is computed by val_prob(): this ValProbResult was not built by it")
+        return self._parts.get(name)
+
+    return property(get, doc=f"{name}: computed on first access and kept (see the class docstring).")
 
 
 @dataclass(frozen=True, repr=False)
@@ -592,7 +596,8 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     w = 1.0 - 2.0 * p
     z = float(np.sum((y - p) * w) / np.sqrt(np.sum(w * w * p * (1.0 - p))))
 
-    # the deferred parts keep the rows p, y and the joint fit's estimates, not the fits (about 6 arrays of n)
+    # the deferred parts keep the rows p, y and the joint fit's estimates, not the fitted results (whose
+    # models hold about a dozen arrays of n rows)
     params = np.array(joint.params, dtype=np.float64)
     parts = _LazyParts({"likelihood": lambda: _likelihood_part(p, y, params),
                         "discrimination": lambda: _discrimination_part(p, y),
