@@ -8,6 +8,12 @@ wall and CPU time of
 * the first ``summary()`` (computes the evidence: the multi-scale test,
   Hosmer-Lemeshow, val_prob, the bin-sensitivity rows),
 * a second ``summary()`` and ``_repr_html_`` after it (format only),
+* the parts of the first ``summary()``: the evidence's multi-scale test,
+  val_prob, Hosmer-Lemeshow and the bin-sensitivity rows (each timed by
+  wrapping the function the evidence calls),
+* ``val_prob`` alone on the same rows, after the summary (statsmodels
+  imported): what the evidence reads, then every statistic (``to_dict()``,
+  which computes the C indexes, deviances and lowess errors it defers),
 
 and whether building the report's context (without the figures) after the
 summary ran the multi-scale test again (it is counted by wrapping the
@@ -48,13 +54,23 @@ def main() -> list[str]:
     p = g.beta(2, 5, N)
     y = (g.random(N) < p).astype(np.int8)
     runs = []
-    original = evidence_table.calib_test_rows
+    parts = {}  # name -> [wall, CPU] summed over the calls
+    originals = {name: getattr(evidence_table, name)
+                 for name in ("calib_test_rows", "result_val_prob", "result_hosmer_lemeshow", "_sensitivity")}
 
-    def counting(*args, **kwargs):
-        runs.append(1)
-        return original(*args, **kwargs)
+    def timing(name):
+        def wrapper(*args, **kwargs):
+            if name == "calib_test_rows":
+                runs.append(1)  # counts the evidence's runs of the multi-scale test
+            wall, cpu, value = timed(lambda: originals[name](*args, **kwargs))
+            acc = parts.setdefault(name, [0.0, 0.0])
+            acc[0] += wall
+            acc[1] += cpu
+            return value
+        return wrapper
 
-    evidence_table.calib_test_rows = counting  # counts the evidence's runs of the multi-scale test
+    for name in originals:
+        setattr(evidence_table, name, timing(name))
     lines = [f"bench_summary: binary, n = {N}, seed 0; {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}", ""]
     rows = []
@@ -64,6 +80,13 @@ def main() -> list[str]:
     rows.append(("calib_test on the same rows", wall_test, cpu_test))
     wall_first, cpu_first, first = timed(lambda: str(res.summary()))
     rows.append(("first summary()", wall_first, cpu_first))
+    labels = {"calib_test_rows": "multi-scale test", "result_val_prob": "val_prob",
+              "result_hosmer_lemeshow": "Hosmer-Lemeshow", "_sensitivity": "bin-sensitivity rows"}
+    for name, label in labels.items():
+        w, c = parts.get(name, (0.0, 0.0))
+        rows.append((f"  of which {label}", w, c))
+    rows.append(("  of which the rest", wall_first - sum(w for w, _ in parts.values()),
+                 cpu_first - sum(c for _, c in parts.values())))
     wall2, cpu2, second = timed(lambda: str(res.summary()))
     rows.append(("second summary()", wall2, cpu2))
     wall3, cpu3, _ = timed(res._repr_html_)
@@ -71,9 +94,14 @@ def main() -> list[str]:
     before = len(runs)
     wall4, cpu4, _ = timed(lambda: build_context(res, figures=False))
     rows.append(("report context (no figures)", wall4, cpu4))
-    evidence_table.calib_test_rows = original
-    lines.append(f"{'step':<32}{'wall s':>10}{'CPU s':>10}")
-    lines += [f"{name:<32}{w:>10.3f}{c:>10.3f}" for name, w, c in rows]
+    for name, fn in originals.items():
+        setattr(evidence_table, name, fn)
+    wall5, cpu5, vp = timed(lambda: ct.val_prob(y=y, probs=p))
+    rows.append(("val_prob alone (what evidence reads)", wall5, cpu5))
+    wall6, cpu6, _ = timed(vp.to_dict)
+    rows.append(("  + its other statistics (to_dict)", wall6, cpu6))
+    lines.append(f"{'step':<38}{'wall s':>10}{'CPU s':>10}")
+    lines += [f"{name:<38}{w:>10.3f}{c:>10.3f}" for name, w, c in rows]
     lines.append("")
     lines.append(f"second summary() identical to the first: {second == first}")
     lines.append(f"multi-scale test runs: {before} by the summaries and _repr_html_, "

@@ -37,10 +37,11 @@ def fit_logistic_glm(y: np.ndarray, X: np.ndarray, offset: np.ndarray | None, st
     """
     import warnings
 
-    import statsmodels.api as sm
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
     from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
-    model = sm.GLM(y, X, family=sm.families.Binomial(), offset=offset)
+    model = GLM(y, X, family=Binomial(), offset=offset)
 
     # Scale of each score component sum_i x_ij (y_i - mu_i): sum_i |x_ij|.
     score_scale = np.maximum(np.sum(np.abs(X), axis=0), 1.0)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -45,7 +45,7 @@ from calibtest.inputs import prepare_input
 from calibtest.logistic import as_1d_float, fit_logistic_glm
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
-__all__ = ["ValProbResult", "val_prob"]
+__all__ = ["ValProbResult", "val_prob", "FIELDS", "LAZY_STATISTICS"]
 
 #: Number of cells into which rms's ``lrm.fit`` (Fortran ``lrmfit``) sorts the
 #: predicted probabilities before counting concordant pairs for its C index.
@@ -77,12 +77,78 @@ _VALPROB_LABELS = (
 )
 
 
+#: Every statistic and record of a :class:`ValProbResult`, in the order of ``to_dict()``.
+FIELDS = ("n", "n_events", "n_infinite_logit", "alpha", "auc", "c_statistic", "dxy", "r2", "d", "d_chisq", "d_p",
+          "u", "u_chisq", "u_p", "q", "brier", "intercept", "slope", "intercept_se", "slope_se", "intercept_ci",
+          "slope_ci", "citl", "citl_se", "citl_ci", "emax", "e90", "eavg", "spiegelhalter_z", "spiegelhalter_p",
+          "formula", "y_name", "prob_names", "n_dropped")
+
+#: The statistics :func:`val_prob` computes on first access, by part: the evidence table
+#: (Spiegelhalter's z, CITL, the slope) reads none of them.
+LAZY_STATISTICS = {
+    "discrimination": ("auc", "c_statistic", "dxy"),
+    "likelihood": ("r2", "d", "d_chisq", "d_p", "u", "u_chisq", "u_p", "q"),
+    "smooth": ("emax", "e90", "eavg"),
+}
+_PART_OF = {name: part for part, names in LAZY_STATISTICS.items() for name in names}
+
+
+class _LazyParts:
+    """The parts of a :class:`ValProbResult` computed on first access, each once, then kept.
+
+    ``compute`` maps a part of :data:`LAZY_STATISTICS` to a function of no
+    arguments returning that part's statistics as a dict; once every part is
+    computed the functions (and the rows they hold) are released.  Pickling
+    or copying computes every part first, so a copy holds numbers only.
+    """
+
+    __slots__ = ("_compute", "_values")
+
+    def __init__(self, compute: dict):
+        self._compute = dict(compute)
+        self._values = {}
+
+    def get(self, name: str) -> float:
+        part = _PART_OF[name]
+        if part not in self._values:
+            self._values[part] = self._compute[part]()
+            del self._compute[part]
+        return self._values[part][name]
+
+    def __getstate__(self):
+        for part in LAZY_STATISTICS:
+            self.get(LAZY_STATISTICS[part][0])
+        return {"_compute": {}, "_values": self._values}
+
+    def __setstate__(self, state):
+        self._compute, self._values = state["_compute"], state["_values"]
+
+
+def _lazy_statistic(name: str) -> property:
+    """A read-only attribute of :class:`ValProbResult` computed on first access (see its docstring)."""
+    def get(self) -> float:
+        if self._parts is None:
+            raise AttributeError(f"{name} is computed by val_prob(): this ValProbResult was not built by it")
+        return self._parts.get(name)
+
+    return property(get, doc=f"{name}: computed on first access and kept (see the class docstring).")
+
+
 @dataclass(frozen=True, repr=False)
 class ValProbResult(ResultDisplay):
     """Validation statistics of predicted probabilities (see :func:`val_prob`).
 
     Values are stored exactly as computed (float64); rounding happens only in
     :meth:`summary`.  Every ``*_ci`` is a ``(lower, upper)`` tuple.
+
+    The fits (intercept, slope, CITL, their intervals), Brier and
+    Spiegelhalter's z are computed by :func:`val_prob`; the C indexes
+    (``auc``, ``c_statistic``, ``dxy``), the deviance statistics (``r2``,
+    ``d``, ``u``, ``q`` and their chi-squares and p-values) and the lowess
+    errors (``emax``, ``e90``, ``eavg``) on first access, each part once
+    (:data:`LAZY_STATISTICS`), by the same code on the same rows, and kept.
+    The evidence table reads none of the latter.  ``to_dict()``, ``==``,
+    ``summary()``, pickling and copying compute them.
 
     Attributes
     ----------
@@ -176,17 +242,6 @@ class ValProbResult(ResultDisplay):
     n_events: int
     n_infinite_logit: int
     alpha: float
-    auc: float
-    c_statistic: float
-    dxy: float
-    r2: float
-    d: float
-    d_chisq: float
-    d_p: float
-    u: float
-    u_chisq: float
-    u_p: float
-    q: float
     brier: float
     intercept: float
     slope: float
@@ -197,18 +252,40 @@ class ValProbResult(ResultDisplay):
     citl: float
     citl_se: float
     citl_ci: tuple[float, float]
-    emax: float
-    e90: float
-    eavg: float
     spiegelhalter_z: float
     spiegelhalter_p: float
     formula: str | None = None
     y_name: str = "y"
     prob_names: tuple = ("p",)
     n_dropped: int = 0
+    #: The statistics computed on first access (:data:`LAZY_STATISTICS`); not part of the comparison.
+    _parts: "_LazyParts | None" = field(default=None, repr=False, compare=False)
+
+    auc = _lazy_statistic("auc")
+    c_statistic = _lazy_statistic("c_statistic")
+    dxy = _lazy_statistic("dxy")
+    r2 = _lazy_statistic("r2")
+    d = _lazy_statistic("d")
+    d_chisq = _lazy_statistic("d_chisq")
+    d_p = _lazy_statistic("d_p")
+    u = _lazy_statistic("u")
+    u_chisq = _lazy_statistic("u_chisq")
+    u_p = _lazy_statistic("u_p")
+    q = _lazy_statistic("q")
+    emax = _lazy_statistic("emax")
+    e90 = _lazy_statistic("e90")
+    eavg = _lazy_statistic("eavg")
+
+    def __eq__(self, other) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in FIELDS)
 
     def _dict(self) -> dict:
-        return asdict(self)
+        return dict(zip(FIELDS, self._values()))
 
     def to_dict(self) -> dict:
         """All fields as a JSON-safe dict (Python floats/ints, lists; NaN/inf as None)."""
@@ -493,19 +570,18 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
 
 
 def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
-    """val_prob on validated arrays."""
-    import statsmodels.api as sm
-    from statsmodels.nonparametric.smoothers_lowess import lowess
+    """val_prob on validated arrays.
 
+    The two logistic fits (intercept and slope; CITL) and Spiegelhalter's z,
+    which the evidence table reads, are computed here; the C indexes, the
+    deviance statistics and the lowess errors (:data:`LAZY_STATISTICS`) on
+    first access, by the same code on the same arrays, so that each number is
+    the one an eager computation gives.
+    """
     n = p.size
     n1 = int(np.count_nonzero(y))
-    # R: i <- !is.infinite(logit); the logistic fits (lrm.fit) and every statistic
-    # taken from them (C (ROC), Dxy, R2, D, U, Q, intercept, slope) use rows i only.
-    fin = (p > 0.0) & (p < 1.0)
-    pf, yf = p[fin], y[fin]
+    pf, yf, logit = _finite_logit_rows(p, y)
     nf = pf.size
-    logit = np.log(pf / (1.0 - pf))  # R's qlogis(p) on the finite-logit rows
-    family = sm.families.Binomial()
 
     # Joint recalibration fit a + b L (val.prob's lrm.fit(logit[i], y[i])).
     joint = fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
@@ -516,48 +592,21 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     citl_fit = fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
     citl_ci = np.asarray(citl_fit.conf_int(alpha=alpha))[0]
 
-    # Deviances on the finite-logit rows: L0 (intercept only), L01 (p as given), Lrc (joint fit).
-    dev_null = float(joint.null_deviance)
-    dev_p = float(-2.0 * family.loglike(yf, pf))
-    dev_recal = float(joint.deviance)
-    d_chisq = dev_null - dev_p
-    u_chisq = dev_p - dev_recal
-    d_index = (d_chisq - 1.0) / nf
-    u_index = (u_chisq - 2.0) / nf
-    r2 = -math.expm1(-d_chisq / nf) / -math.expm1(-dev_null / nf)
-
-    # Discrimination: exact C on every row; lrm.fit's C on 5000 probability cells
-    # of the finite-logit rows (val.prob's C (ROC) and Dxy come from lrm.fit).
-    auc = _auc(p, y)
-    lrm_prob = 1.0 / (1.0 + np.exp(-np.clip(logit, -_LRM_LP_BOUND, _LRM_LP_BOUND)))
-    cells = np.floor(_LRM_C_CELLS * lrm_prob + 1.0)
-    c_stat = _auc(cells, yf)
-
-    # Smooth calibration curve (R: lowess(p, y, iter = 0); approx at p).
-    delta = 0.01 * float(np.ptp(p))
-    smooth = lowess(y, p, frac=2.0 / 3.0, it=0, delta=delta, return_sorted=False)
-    err = np.abs(p - smooth)
-
     # Spiegelhalter's Z.
     w = 1.0 - 2.0 * p
     z = float(np.sum((y - p) * w) / np.sqrt(np.sum(w * w * p * (1.0 - p))))
 
+    # the deferred parts keep the rows p, y and the joint fit's estimates, not the fitted results (whose
+    # models hold about a dozen arrays of n rows)
+    params = np.array(joint.params, dtype=np.float64)
+    parts = _LazyParts({"likelihood": lambda: _likelihood_part(p, y, params),
+                        "discrimination": lambda: _discrimination_part(p, y),
+                        "smooth": lambda: _smooth_part(p, y)})
     return ValProbResult(
         n=int(n),
         n_events=n1,
         n_infinite_logit=int(n - nf),
         alpha=alpha,
-        auc=auc,
-        c_statistic=c_stat,
-        dxy=2.0 * (c_stat - 0.5),
-        r2=float(r2),
-        d=float(d_index),
-        d_chisq=float(d_chisq),
-        d_p=float(sps.chi2.sf(d_chisq, 1)),
-        u=float(u_index),
-        u_chisq=float(u_chisq),
-        u_p=float(sps.chi2.sf(u_chisq, 2)),
-        q=float(d_index - u_index),
         brier=float(np.mean((p - y) ** 2)),
         intercept=a,
         slope=b,
@@ -568,9 +617,71 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
         citl=float(citl_fit.params[0]),
         citl_se=float(citl_fit.bse[0]),
         citl_ci=(float(citl_ci[0]), float(citl_ci[1])),
-        emax=float(np.max(err)),
-        e90=float(np.quantile(err, 0.9)),
-        eavg=float(np.mean(err)),
         spiegelhalter_z=z,
         spiegelhalter_p=float(2.0 * sps.norm.sf(abs(z))),
+        _parts=parts,
     )
+
+
+def _finite_logit_rows(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``p``, ``y`` and ``logit(p)`` on the rows with 0 < p < 1.
+
+    R: ``i <- !is.infinite(logit)``; the logistic fits (``lrm.fit``) and every
+    statistic taken from them (C (ROC), Dxy, R2, D, U, Q, intercept, slope)
+    use rows ``i`` only.
+    """
+    fin = (p > 0.0) & (p < 1.0)
+    pf, yf = p[fin], y[fin]
+    return pf, yf, np.log(pf / (1.0 - pf))  # R's qlogis(p) on the finite-logit rows
+
+
+def _likelihood_part(p: np.ndarray, y: np.ndarray, params: np.ndarray) -> dict:
+    """R2, D, U, Q and their chi-squares from the deviances on the finite-logit rows.
+
+    L0 (intercept only: the joint fit's null deviance), L01 (``p`` as given)
+    and Lrc (the joint fit, whose estimates are ``params``).  The joint fit's
+    statsmodels results are rebuilt at ``params`` on the same model (its
+    deviance and null deviance depend on the model and ``params`` only), so
+    they are the fitted results' numbers.
+    """
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM, GLMResults
+
+    pf, yf, logit = _finite_logit_rows(p, y)
+    nf = pf.size
+    model = GLM(yf, np.column_stack([np.ones(nf), logit]), family=Binomial())  # as fit_logistic_glm builds it
+    joint = GLMResults(model, params, None, 1.0)
+    dev_null = float(joint.null_deviance)
+    dev_p = float(-2.0 * Binomial().loglike(yf, pf))
+    dev_recal = float(joint.deviance)
+    d_chisq = dev_null - dev_p
+    u_chisq = dev_p - dev_recal
+    d_index = (d_chisq - 1.0) / nf
+    u_index = (u_chisq - 2.0) / nf
+    r2 = -math.expm1(-d_chisq / nf) / -math.expm1(-dev_null / nf)
+    return {"r2": float(r2), "d": float(d_index), "d_chisq": float(d_chisq), "d_p": float(sps.chi2.sf(d_chisq, 1)),
+            "u": float(u_index), "u_chisq": float(u_chisq), "u_p": float(sps.chi2.sf(u_chisq, 2)),
+            "q": float(d_index - u_index)}
+
+
+def _discrimination_part(p: np.ndarray, y: np.ndarray) -> dict:
+    """The exact C on every row; lrm.fit's C on 5000 probability cells of the finite-logit rows.
+
+    val.prob's C (ROC) and Dxy come from lrm.fit on the rows with a finite logit.
+    """
+    _, yf, logit = _finite_logit_rows(p, y)
+    auc = _auc(p, y)
+    lrm_prob = 1.0 / (1.0 + np.exp(-np.clip(logit, -_LRM_LP_BOUND, _LRM_LP_BOUND)))
+    cells = np.floor(_LRM_C_CELLS * lrm_prob + 1.0)
+    c_stat = _auc(cells, yf)
+    return {"auc": auc, "c_statistic": c_stat, "dxy": 2.0 * (c_stat - 0.5)}
+
+
+def _smooth_part(p: np.ndarray, y: np.ndarray) -> dict:
+    """Emax, E90, Eavg of ``|p - lowess(y ~ p)|`` (R: ``lowess(p, y, iter = 0)``; approx at p)."""
+    from statsmodels.nonparametric.smoothers_lowess import lowess
+
+    delta = 0.01 * float(np.ptp(p))
+    smooth = lowess(y, p, frac=2.0 / 3.0, it=0, delta=delta, return_sorted=False)
+    err = np.abs(p - smooth)
+    return {"emax": float(np.max(err)), "e90": float(np.quantile(err, 0.9)), "eavg": float(np.mean(err))}

@@ -22,7 +22,7 @@ import pytest
 from scipy import optimize, stats
 
 from calibtest.datasets import load_demo
-from calibtest.valprob import ValProbResult, val_prob
+from calibtest.valprob import FIELDS, LAZY_STATISTICS, ValProbResult, val_prob
 from calibtest import val_prob as ct_val_prob
 
 REPO = Path(__file__).resolve().parents[1]
@@ -272,7 +272,7 @@ def test_result_is_frozen_and_json_safe():
     text = json.dumps(out, allow_nan=False)
     back = json.loads(text)
     assert back["slope"] == res.slope and back["intercept_ci"] == list(res.intercept_ci)
-    assert set(back) == {f.name for f in dataclasses.fields(ValProbResult)}
+    assert list(back) == list(FIELDS)  # every statistic, the lazy ones included, in val_prob's order
     assert list(res.valprob_dict())[:3] == ["Dxy", "C (ROC)", "R2"]
     text = str(res.summary(digits=2))
     assert f"{res.slope:.2f}" in text and "Slope (joint fit)" in text and "Alpha:" in text
@@ -541,3 +541,148 @@ def test_formula_and_keyword_forms_match_the_positional_form():
     assert tuple(old.conf_int().loc["slope"]) == old.slope_ci
     for ref in ("Spiegelhalter", "Cox", "val.prob", "421-433", "562-565"):
         assert ref in ct_val_prob.__doc__
+
+
+# --------------------------------------------------------------------------- parts computed on first access
+
+def _eager_val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
+    """Every statistic of val_prob computed at once from the two fitted statsmodels results (the code val_prob
+    ran before its discrimination, likelihood and smooth parts became lazy)."""
+    import statsmodels.api as sm
+    from statsmodels.nonparametric.smoothers_lowess import lowess
+
+    from calibtest.logistic import fit_logistic_glm
+
+    def c_index(score, yy):
+        pos, neg = score[yy == 1], score[yy == 0]
+        u = stats.mannwhitneyu(pos, neg, alternative="two-sided", use_continuity=False,
+                               method="asymptotic").statistic
+        return float(u) / (pos.size * neg.size)
+
+    fin = (p > 0.0) & (p < 1.0)
+    pf, yf = p[fin], y[fin]
+    nf = pf.size
+    logit = np.log(pf / (1.0 - pf))
+    family = sm.families.Binomial()
+    joint = fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
+    citl = fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
+    ci, citl_ci = np.asarray(joint.conf_int(alpha=alpha)), np.asarray(citl.conf_int(alpha=alpha))[0]
+    dev_null, dev_p = float(joint.null_deviance), float(-2.0 * family.loglike(yf, pf))
+    d_chisq, u_chisq = dev_null - dev_p, dev_p - float(joint.deviance)
+    d_index, u_index = (d_chisq - 1.0) / nf, (u_chisq - 2.0) / nf
+    cells = np.floor(5000 * (1.0 / (1.0 + np.exp(-np.clip(logit, -30.0, 30.0)))) + 1.0)
+    c_stat = c_index(cells, yf)
+    err = np.abs(p - lowess(y, p, frac=2.0 / 3.0, it=0, delta=0.01 * float(np.ptp(p)), return_sorted=False))
+    w = 1.0 - 2.0 * p
+    z = float(np.sum((y - p) * w) / np.sqrt(np.sum(w * w * p * (1.0 - p))))
+    return {
+        "n": int(p.size), "n_events": int(np.count_nonzero(y)), "n_infinite_logit": int(p.size - nf),
+        "alpha": alpha, "auc": c_index(p, y), "c_statistic": c_stat, "dxy": 2.0 * (c_stat - 0.5),
+        "r2": float(-math.expm1(-d_chisq / nf) / -math.expm1(-dev_null / nf)), "d": float(d_index),
+        "d_chisq": float(d_chisq), "d_p": float(stats.chi2.sf(d_chisq, 1)), "u": float(u_index),
+        "u_chisq": float(u_chisq), "u_p": float(stats.chi2.sf(u_chisq, 2)), "q": float(d_index - u_index),
+        "brier": float(np.mean((p - y) ** 2)), "intercept": float(joint.params[0]), "slope": float(joint.params[1]),
+        "intercept_se": float(joint.bse[0]), "slope_se": float(joint.bse[1]),
+        "intercept_ci": (float(ci[0, 0]), float(ci[0, 1])), "slope_ci": (float(ci[1, 0]), float(ci[1, 1])),
+        "citl": float(citl.params[0]), "citl_se": float(citl.bse[0]),
+        "citl_ci": (float(citl_ci[0]), float(citl_ci[1])),
+        "emax": float(np.max(err)), "e90": float(np.quantile(err, 0.9)), "eavg": float(np.mean(err)),
+        "spiegelhalter_z": z, "spiegelhalter_p": float(2.0 * stats.norm.sf(abs(z))),
+    }
+
+
+def _lazy_cases():
+    d = load_demo()
+    g = np.random.default_rng(20261125)
+    p = g.beta(2, 5, 3000)
+    y = (g.random(3000) < np.clip(1.2 * p, 0, 1)).astype(float)
+    edge = p.copy()
+    edge[:7], edge[7:15] = 0.0, 1.0  # infinite logits: left out of the fits, in auc, Brier, lowess, z
+    yedge = y.copy()
+    yedge[:7], yedge[7:12], yedge[12:15] = 0.0, 1.0, 0.0
+    # plain IRLS overshoots on the CITL fit here: fit_logistic_glm's L-BFGS fallback runs
+    overshoot = np.array([0.99991, 0.99992, 0.99993, 0.99994, 0.3, 0.6])
+    return {"demo": (d["p"].to_numpy(float), d["y"].to_numpy(float), 0.05),
+            "beta": (p, y, 0.1), "zeros_and_ones": (edge, yedge, 0.05),
+            "overshoot": (overshoot, np.array([0, 1, 0, 1, 0, 1], dtype=float), 0.05)}
+
+
+@pytest.mark.parametrize("case", ["demo", "beta", "zeros_and_ones", "overshoot"])
+def test_lazy_parts_equal_the_eager_computation_exactly(case):
+    p, y, alpha = _lazy_cases()[case]
+    eager = _eager_val_prob(p, y, alpha)
+    # each part read first on its own result, then every statistic: the order of access changes nothing
+    for first in [None] + [names[0] for names in LAZY_STATISTICS.values()]:
+        res = val_prob(p, y, alpha=alpha)
+        if first is not None:
+            getattr(res, first)
+        got = {name: getattr(res, name) for name in eager}
+        assert got == eager  # exact (==), not approximate
+        assert {k: v for k, v in res.to_dict().items() if k in eager} == {
+            k: list(v) if isinstance(v, tuple) else v for k, v in eager.items()}
+
+
+def test_lazy_parts_are_computed_on_first_access_once(monkeypatch):
+    import calibtest.valprob as vp_module
+
+    calls = dict.fromkeys(LAZY_STATISTICS, 0)
+    for part in LAZY_STATISTICS:
+        original = getattr(vp_module, f"_{part}_part")
+
+        def counting(*args, _part=part, _original=original):
+            calls[_part] += 1
+            return _original(*args)
+        monkeypatch.setattr(vp_module, f"_{part}_part", counting)
+    d = load_demo()
+    res = val_prob(d["p"], d["y"])
+    res.slope_ci, res.citl_ci, res.spiegelhalter_p, res.brier  # what val_prob computes itself
+    assert calls == dict.fromkeys(LAZY_STATISTICS, 0)
+    assert res.e90 == res.e90 and res.eavg > 0
+    assert calls == {"discrimination": 0, "likelihood": 0, "smooth": 1}
+    res.summary()  # shows every statistic
+    res.to_dict()
+    assert calls == dict.fromkeys(LAZY_STATISTICS, 1)
+    # the parts' functions (and the rows they hold) are released once every part is computed
+    assert res._parts._compute == {}
+
+
+def test_lazy_result_pickles_copies_and_compares_with_numbers_only():
+    import copy
+    import pickle
+
+    d = load_demo()
+    res = val_prob(d["p"], d["y"])
+    back = pickle.loads(pickle.dumps(res))  # computes every part first: the copy holds numbers, not rows
+    assert back == res and back.to_dict() == res.to_dict() and back._parts._compute == {}
+    assert copy.deepcopy(val_prob(d["p"], d["y"])).to_dict() == res.to_dict()
+    other = val_prob(d["p"].to_numpy()[::-1], d["y"].to_numpy()[::-1])  # the same rows in another order
+    assert other.slope == pytest.approx(res.slope, rel=1e-9)
+    assert hash(val_prob(d["p"], d["y"])) == hash(res)
+
+
+def test_evidence_reads_no_lazy_part():
+    import calibtest as ct
+    from calibtest.evidence_table import result_val_prob
+
+    d = load_demo()
+    res = ct.calib_ci("y ~ p", data=d)
+    ev = res.evidence()
+    vp = result_val_prob(res)
+    assert ev.valprob is vp and vp._parts._values == {}  # nothing the evidence does not read was computed
+    assert ev.table.loc["slope", "statistic"] == vp.slope and ev.table.loc["citl", "statistic"] == vp.citl
+
+
+def test_lazy_result_keeps_no_fitted_model():
+    import gc
+
+    from statsmodels.genmod.generalized_linear_model import GLM, GLMResults
+
+    def alive():
+        gc.collect()
+        return sum(isinstance(o, (GLM, GLMResults)) for o in gc.get_objects())
+
+    d = load_demo()
+    before = alive()
+    res = val_prob(d["p"], d["y"])  # the deferred parts hold the rows and two estimates, not the fits
+    assert alive() == before
+    assert res.u_chisq >= 0 and alive() == before
