@@ -18,15 +18,17 @@ simulation study).
 The public names are imported on first use (PEP 562): ``import calibtest``
 loads neither numpy nor pandas, so ``calibtest --version`` and ``--help`` start
 quickly; ``calibtest.calib_ci`` or ``from calibtest import calib_ci`` imports
-the module that defines it.
+the module that defines it.  Static tools (type checkers, IDEs) read the
+names from the stub ``__init__.pyi`` (the lazy-loading pattern of
+scientific Python's SPEC 1); ``tests/test_startup.py`` checks that it lists
+exactly the names here.
 """
 import importlib
-from typing import TYPE_CHECKING
 
 #: Each public name and the module that defines it (imported when the name is first used).
 _EXPORTS = {
     "calib_ci": "calibtest.ece",
-    "calib_test": "calibtest.calibration_test",
+    "calib_test": "calibtest.evidence_suite",
     "calib_compare": "calibtest.compare",
     "evidence": "calibtest.evidence_suite",
     "tcal_test": "calibtest.tcal",
@@ -64,28 +66,6 @@ _SUBMODULES = ("datasets", "simulation")
 
 __all__ = [*_EXPORTS, *_SUBMODULES, "__version__"]
 
-if TYPE_CHECKING:  # what static tools read; tests/test_startup.py checks that it matches _EXPORTS
-    from calibtest import datasets, simulation
-    from calibtest.backends.accumulator import BinAccumulator
-    from calibtest.calibration_test import CalibrationTestResult, calib_test
-    from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
-    from calibtest.core.binning import auto_n_bins
-    from calibtest.core.binstats import BinStats
-    from calibtest.core.null import sigma0_sq
-    from calibtest.datasets import load_demo
-    from calibtest.ece import calib_ci
-    from calibtest.evidence_suite import evidence
-    from calibtest.evidence_table import EvidenceResult
-    from calibtest.flexible import FlexibleCalibration, flexible_calibration
-    from calibtest.grouping import GroupedResult
-    from calibtest.groups import GroupedCalibrationResult
-    from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
-    from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
-    from calibtest.analysis_plan import AnalysisPlan, plan
-    from calibtest.reporting.html import report
-    from calibtest.results import CalibrationResult, ConfidenceInterval
-    from calibtest.tcal import TCalResult, tcal_test
-    from calibtest.valprob import ValProbResult, val_prob
 
 
 def __getattr__(name: str):

@@ -114,20 +114,16 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text
-from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_memory, is_integer, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
-from calibtest.formula import resolve_env
-from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
-                                grouping_of, label_text)
-from calibtest.options import OPTIONS, OptionError, check_option, check_options
-from calibtest.inputs import is_out_of_core, prepare_input
+from calibtest.options import OPTIONS, OptionError
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
-__all__ = ["CalibrationTestResult", "calib_test", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
+__all__ = ["CalibrationTestResult", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
 COMBINE = OPTIONS["combine"].choices
 PARTITIONS = OPTIONS["partitions"].choices
@@ -207,7 +203,7 @@ def check_spiegelhalter(spiegelhalter: bool | None, mode: str) -> bool:
     return bool(spiegelhalter)
 
 
-def _check_grid(n_bins) -> tuple[int, ...] | None:
+def check_grid(n_bins) -> tuple[int, ...] | None:
     if isinstance(n_bins, str):
         if n_bins != "adaptive":
             raise ValueError(f"n_bins must be 'adaptive', a positive integer or a sequence of them, "
@@ -440,175 +436,6 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
 
 
 # --------------------------------------------------------------------------- public function
-def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
-               k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
-               rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
-               missing: str = "raise", eval_env: int = 0, by=None):
-    """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
-
-    Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
-    the automatic B of :func:`calibtest.calib_ci`) and combines them by the
-    maximum of the standardized statistics z_B = T_B / sd(T_B | Z) -- and,
-    on binary and top-1 targets, of |z_S|, Spiegelhalter's z
-    (``spiegelhalter=``); the null law of that maximum comes from R label
-    vectors drawn from the predictions, each scored at every component.  Much more powerful than the single-B test
-    against smooth miscalibration (slope, intercept, p -> p^2), at the price of
-    a little power against miscalibration that only fine bins see
-    (``vignettes/calib_test_study.md``).
-
-    On binary and top-1 targets ``partitions="equal-mass"`` or ``"both"``
-    bins at quantiles of the predictions instead of, or as well as, the
-    equal-width bins (``vignettes/equal_mass_scales.md``).
-
-    Inputs and targets are those of :func:`calibtest.calib_ci`: binary, top-1,
-    top-1-to-k (``k=``) and full calibration (``k="full"``).  The rows must be
-    in memory: a file path or a Dask DataFrame as ``data`` is refused (the
-    label draws need every row's prediction; read the columns you need into
-    a pandas DataFrame first).
-
-    Parameters
-    ----------
-    formula, data, y, probs, n_classes, k, missing, eval_env
-        As in :func:`calibtest.calib_ci` (formulas are trusted input).
-    alpha : float
-        Level of the test.
-    n_bins : "adaptive", int or sequence of int
-        ``"adaptive"`` (default): the doubling grid 2, 4, ... below the
-        automatic B, then the automatic B (:func:`adaptive_grid`).  An int B:
-        the single-scale Monte Carlo test at B (the p-value of
-        ``calib_ci(..., n_bins=B, null="monte-carlo")`` for the same seed).
-        A sequence: that grid.
-    null : {"monte-carlo"}
-        Null distribution: the conditional Monte Carlo (the only one).
-    n_draws : int
-        R, the label draws (default 999, so that (R + 1) alpha is an integer at alpha = 0.01, 0.05
-        and 0.10); the p-value's resolution is 1 / (R + 1).
-    rng : None, int or numpy.random.Generator
-        Seed; ``None`` draws one from OS entropy and records it in ``seed``.
-    combine : {"max-z", "bonferroni"}
-        How the scales are combined: the max of z_B calibrated by the shared
-        draws (default, the more powerful in the study), or
-        min(1, L min_B p_B).
-    partitions : {"equal-width", "equal-mass", "both"}
-        The families of bins at each B of the grid.  ``"equal-width"``: the
-        bins [i/B, (i+1)/B) of ``calib_ci``.  ``"equal-mass"``: edges at the
-        j/B quantiles of the predictions, ``e_j = np.quantile(p, j / B)``,
-        row a in bin #{j : e_j <= p_a} (ties share a bin; empty bins are
-        dropped, so a heavily tied prediction may leave fewer than B bins).
-        ``"both"``: both families, one row of ``scales`` each, the max taken
-        over all of them (the scales are the grid's B in each family).
-        Default ``"equal-width"``: the equal-mass scales bought at most
-        0.04 of power in the study and lost up to 0.09 on rare events
-        (``vignettes/equal_mass_scales.md``).  Top-k (k >= 2) and full
-        calibration refuse ``"equal-mass"`` and ``"both"`` (no quantiles in
-        dimension >= 2).  Every choice keeps the exact size.
-    spiegelhalter : bool, optional
-        Add Spiegelhalter's z to the combination (binary and top-1 targets):
-        z_S = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)), and the
-        statistic becomes max(max_B z_B, |z_S|), its null law from the same
-        label draws (``combine="bonferroni"``: one more component).  None
-        (default): True for binary and top-1 targets with ``n_bins``
-        "adaptive" or a sequence; False for top-k (k >= 2) and full
-        calibration (Spiegelhalter's z needs one probability per row) and
-        for an int ``n_bins`` (the single-scale test, equal to calib_ci's
-        Monte Carlo p-value).  True on a top-k or full target raises
-        ValueError.  Measured (``vignettes/spiegelhalter_component.md``): it
-        adds power against a calibration slope (0.24 -> 0.38 at slope 0.7,
-        n = 200, R = 399) and loses at most 0.006 (2 s.e.) elsewhere; the
-        size stays exact.
-
-    by : str, list of str or array_like, optional
-        Subgroups (a column of ``data``, several columns crossed, or one label
-        per row): the test is run on each group's rows (after
-        ``missing="drop"``) and a :class:`~calibtest.grouping.GroupedResult`
-        is returned: ``groups`` (label -> result), ``to_frame()`` (indexed by
-        the labels: ``n``, ``statistic``, ``pvalue``, ``pvalue_holm`` (Holm
-        over the groups), ``note``), ``summary()``, ``global_pvalue`` (the
-        Bonferroni min-p test of calibration in every group) and
-        ``plot_forest()``.  Group number g (in the table's order, empty
-        groups counted) draws from ``numpy.random.default_rng([s, g])``, s the
-        seed (:mod:`calibtest.grouping`).
-
-    Returns
-    -------
-    CalibrationTestResult
-        Or :class:`~calibtest.grouping.GroupedResult` with ``by=``.
-
-    References
-    ----------
-    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
-           l2 Expected Calibration Error", arXiv:2408.08998, 2024, eq. (6)
-           (the debiased binned estimator T).
-    .. [2] Lee, Huang, Hassani and Dobriban, "T-Cal: An optimal test for the
-           calibration of predictive models", JMLR 24 (2023) (the dyadic grid).
-    .. [3] Hosmer and Lemeshow, "Goodness of fit tests for the multiple
-           logistic regression model", Comm. Statist. A 9 (1980) 1035-1060
-           (bins at quantiles of the predictions: "deciles of risk").
-    .. [4] Spiegelhalter, "Probabilistic prediction in patient management and
-           clinical trials", Statistics in Medicine 5 (1986) 421-433.
-
-    Examples
-    --------
-    >>> res = ct.calib_test("y ~ p", data=df, rng=1)      # doctest: +SKIP
-    >>> res.pvalue, res.scales                            # doctest: +SKIP
-    """
-    alpha = check_alpha(alpha)
-    grid = _check_grid(n_bins)
-    if null != "monte-carlo":
-        raise OptionError(f"null must be 'monte-carlo' (the conditional Monte Carlo gives the joint law of the "
-                          f"scales), got {null!r}")
-    combine, partitions, R = (check_option(name, value) for name, value in
-                              (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
-    check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing)
-    if is_out_of_core(data):
-        raise TypeError("calib_test needs the rows in memory (the label draws use every row's prediction): "
-                        "a file path or Dask DataFrame is not supported; load the columns into a pandas "
-                        "DataFrame, or use calib_ci for out-of-core data")
-    gen, seed = resolve_seed(rng)
-    prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
-                             n_classes=n_classes, k=k, options=
-                       {"n_classes": n_classes, "k": k, "n_bins": None if grid is None else list(grid),
-                        "alpha": alpha, "n_draws": None if R == DEFAULT_DRAWS else R,
-                        "combine": None if combine == "max-z" else combine,
-                        "partitions": None if partitions == "equal-width" else partitions,
-                        "spiegelhalter": None if spiegelhalter is None else bool(spiegelhalter),
-                        "missing": missing if missing != "raise" else None,
-                        "rng": seed if is_integer(seed) else None,
-                        "by": None if by is None else (by if by_names(by) else "<array>")},
-                             by=by, group_labels=group_labels)
-    rows, target, call = prepared.rows, prepared.target, prepared.call
-    if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
-        spiegelhalter = False  # an int B: the single-scale test of calib_ci
-    if by is not None:
-        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
-                              combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, formula=formula)
-    return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
-                           partitions=partitions, spiegelhalter=spiegelhalter, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-                     n_dropped=rows.n_dropped, call_record=call)
-
-
-def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
-                   partitions, spiegelhalter, formula) -> GroupedResult:
-    """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.grouping`).
-
-    Group number g draws from ``default_rng([seed, g])``, so its result is
-    ``calib_test`` on the group's rows with ``rng=np.random.default_rng([seed, g])``.
-    """
-    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
-
-    def analyse(g, label, idx, sub):
-        return calib_test_rows(sub, grid=grid, alpha=alpha, n_draws=n_draws, rng=group_rng(rng, seed, g),
-                               combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
-                               call_record=call.with_options(group=label_text(grouping.names, label)),
-                               **bookkeeping)
-
-    groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
-    return grouped_result(grouping, target, groups, reasons, kind="calib_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
-                          call_record=call, **bookkeeping)
-
-
 def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS,
                     rng=None, seed=None, combine: str = "max-z", partitions: str = "equal-width",
                     spiegelhalter: bool | None = None, **bookkeeping) -> CalibrationTestResult:

@@ -58,15 +58,30 @@ def test_using_a_public_name_loads_its_dependencies():
 
 
 def _type_checking_names(path: Path) -> dict[str, str]:
-    """name -> module of the ``from ... import`` statements under ``if TYPE_CHECKING:`` in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    """name -> module of what static tools read: the stub ``__init__.pyi`` beside ``path`` when there is one
+    (its top-level ``from ... import`` statements), else the ``from ... import`` statements under
+    ``if TYPE_CHECKING:`` in ``path``."""
+    stub = path.with_suffix(".pyi")
+    tree = ast.parse((stub if stub.exists() else path).read_text(encoding="utf-8"))
+    if stub.exists():
+        body = [node for node in tree.body if isinstance(node, ast.ImportFrom)]
+    else:
+        body = next(node for node in tree.body
+                    if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING").body
     names = {}
-    for node in block.body:
+    for node in body:
         assert isinstance(node, ast.ImportFrom), ast.dump(node)
         for alias in node.names:
             names[alias.asname or alias.name] = node.module
     return names
+
+
+def test_the_stub_lists_every_public_name():
+    stub = Path(calibtest.__file__).with_suffix(".pyi")
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    declared = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and any(getattr(t, "id", "") == "__all__" for t in node.targets))
+    assert sorted(ast.literal_eval(declared)) == sorted(calibtest.__all__)
 
 
 @pytest.mark.parametrize("package", ["calibtest", "calibtest.reporting"])
