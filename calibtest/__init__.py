@@ -57,6 +57,12 @@ _EXPORTS = {
     "auto_n_bins": "calibtest.core.binning",
     "sigma0_sq": "calibtest.core.null",
     "load_demo": "calibtest.datasets",
+    "margin_test": "calibtest.acceptance",
+    "citl_test": "calibtest.acceptance",
+    "slope_test": "calibtest.acceptance",
+    "oe_test": "calibtest.acceptance",
+    "MarginTestResult": "calibtest.acceptance",
+    "EquivalenceTestResult": "calibtest.acceptance",
 }
 
 #: Public subpackages and modules reached as attributes (``calibtest.simulation``).
@@ -66,6 +72,8 @@ __all__ = [*_EXPORTS, *_SUBMODULES, "__version__"]
 
 if TYPE_CHECKING:  # what static tools read; tests/test_startup.py checks that it matches _EXPORTS
     from calibtest import datasets, simulation
+    from calibtest.acceptance import (EquivalenceTestResult, MarginTestResult, citl_test, margin_test, oe_test,
+                                      slope_test)
     from calibtest.backends.accumulator import BinAccumulator
     from calibtest.calibration_test import CalibrationTestResult, calib_test
     from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
