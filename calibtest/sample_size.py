@@ -25,6 +25,7 @@ from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma_isf
 from calibtest.core.intervals import adjusted_interval
+from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
@@ -233,10 +234,11 @@ def _resolve_null(null, d: int) -> str:
 class _Planner:
     """Population, bins per n and the analytic quantities (cached per B)."""
 
-    def __init__(self, z, q, data, n_bins, alpha, null):
+    def __init__(self, z, q, data, n_bins, alpha, null, margin=None):
         self.z, self.q, self.data = z, q, data
         self.d = data.k
         self.n_bins, self.alpha, self.null = n_bins, alpha, null
+        self.margin = margin
         self.s0 = sigma0_sq(data.mode, data.n_classes, data.k)
         self._bins = {}
 
@@ -264,11 +266,21 @@ class _Planner:
         occ = float(np.sum(p_occupied))
         single = float(np.sum(n * pb.pi - e1))  # E #bins with one row = sum P(c_b = 1) = sum (n pi_b - E[c_b; c_b >= 2])
         sparse = single / occ if occ > 0 else 1.0
-        return {"n": n, "n_bins": pb.n_bins, "power": _pw.gamma_power(mean, var, skew, thr),
+        if self.margin is None:
+            power = _pw.gamma_power(mean, var, skew, thr)
+        else:
+            power = _pw.margin_power(mean, var, skew, s1_hat / n, self.margin_floor(n, pb), self.margin, self.alpha)
+        return {"n": n, "n_bins": pb.n_bins, "power": power,
                 "expected_width": _pw.expected_width(mean, var, s1_hat, n, thr, self.alpha),
                 "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
                 "threshold": thr, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew, "sparse_share": sparse,
                 "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)}
+
+    def margin_floor(self, n: int, pb) -> float:
+        """V0 of the margin test at n: sigma0^2 / (n^2 w) (asymptotic null) or the expected Var(T | Z)."""
+        if self.null == "asymptotic":
+            return self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
+        return _pw.null_variance(int(n), pb)
 
     def simulate(self, n: int, n_sim: int, gen) -> dict:
         """Power and mean width over ``n_sim`` simulated studies (the package's estimator)."""
@@ -280,6 +292,9 @@ class _Planner:
             thr = res["threshold"]
             ci = adjusted_interval(t, np.sqrt(s1 / n), thr, self.alpha)
             reject = ~np.asarray(ci.contains_zero)
+            if self.margin is not None:  # the margin test with the asymptotic floor sigma0^2 / (n^2 w)
+                v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
+                reject = np.asarray(margin_bound(t, np.sqrt(s1 / n), v0, self.margin, self.alpha).reject)
             width = np.sqrt(ci.upper) - np.sqrt(np.where(ci.contains_zero, 0.0, ci.lower))
         else:
             reject, width = self._simulate_calib_ci(n, n_sim, gen, res["n_bins"])
@@ -301,7 +316,7 @@ class _Planner:
             y = (gen.random(n) < self.q[idx, 0]).astype(np.int64)
             res = estimate_in_memory(None, None, y, self.z[idx, 0], env=None, n_classes=self.data.n_classes,
                                      n_bins=B, alpha=self.alpha, null=self.null, rng=gen)
-            reject[s] = not res.contains_zero
+            reject[s] = (not res.contains_zero) if self.margin is None else res.margin_test(self.margin).reject
             width[s] = math.sqrt(res.ci_upper) - math.sqrt(res.ci_lower)
         return reject, width
 
@@ -372,6 +387,7 @@ class PowerResult(ResultDisplay):
     inputs: PlanningInputs
     monte_carlo: MonteCarloPower | None = None
     _table: pd.DataFrame = field(default=None, compare=False)
+    margin: float | None = None
 
     def frame(self) -> pd.DataFrame:
         """One row per n: n, n_bins, power (with its MC s.e.), expected width, ECE^2_B, threshold."""
@@ -384,18 +400,21 @@ class PowerResult(ResultDisplay):
 
     def _summary(self, alpha):
         s = CalibSummary()
-        s.add_title("Power of the calibration test of a planned study")
+        s.add_title("Power of the calibration test of a planned study" if self.margin is None else
+                    f"Power to show ECE < {self.margin:g} in a planned study")
         s.add_settings(_settings(self.inputs, self.method, self.monte_carlo))
         cols = ["n", "n_bins", "power"] + (["power_se"] if self.monte_carlo else []) + \
             ["expected_width", "ece_binned", "threshold"]
         s.add_table(self._table[cols], formats={"power": 3, "power_se": 2, "expected_width": 3,
                                                  "ece_binned": 3, "threshold": 3}, index=False)
-        s.add_notes(_notes(self.inputs, np.atleast_1d(self.reliable), self.method))
+        s.add_notes(_notes(self.inputs, np.atleast_1d(self.reliable), self.method, self.margin))
         return s
 
     def _dict(self):
         out = {"method": self.method, "alpha": self.alpha, "sigma0_sq": self.sigma0_sq,
                "inputs": self.inputs.as_dict()}
+        if self.margin is not None:
+            out["margin"] = self.margin
         for col in self._table.columns:
             vals = self._table[col].tolist()
             out[col] = vals[0] if np.ndim(self.n) == 0 else vals
@@ -422,9 +441,15 @@ def _settings(inputs: PlanningInputs, method: str, mc) -> dict:
     return out
 
 
-def _notes(inputs, reliable, method) -> list[str]:
-    notes = ["Power is the probability that the study's adjusted interval excludes 0 (the test of "
-             "H0: calibrated rejects); widths are of the ECE-scale interval. The test estimates the binned "
+def _notes(inputs, reliable, method, margin=None) -> list[str]:
+    if margin is None:
+        head = ("Power is the probability that the study's adjusted interval excludes 0 (the test of "
+                "H0: calibrated rejects)")
+    else:
+        head = (f"Power is the probability that the margin test rejects H0: ECE >= {margin:g} (the one-sided "
+                f"{100 * (1 - inputs.alpha):g}% upper confidence bound for ECE falls below {margin:g}; analytic: "
+                "T ~ shifted gamma, the bound's se at sqrt(max(E sigma1_hat^2 / n, V0)))")
+    notes = [head + "; widths are of the ECE-scale interval. The test estimates the binned "
              "ECE at the B the study uses, which is smaller than the continuous ECE."]
     if method == "analytic":
         notes.append("Analytic: T ~ shifted gamma with its mean and variance exact given the bin counts "
@@ -449,20 +474,30 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
     return df[keep]
 
 
-def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method):
+def _check_margin(margin):
+    if margin is None:
+        return None
+    margin = _check_number(margin, "margin")
+    if margin <= 0.0:
+        raise OptionError(f"margin must be > 0 (the ECE-scale margin of the test of H0: ECE >= margin), got {margin}")
+    return margin
+
+
+def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method, margin=None):
     alpha = check_alpha(alpha)
+    margin = _check_margin(margin)
     method = check_choice(method, "method", METHODS)
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
     z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
     null = _resolve_null(null, data.k)
-    planner = _Planner(z, q, data, n_bins, alpha, null)
+    planner = _Planner(z, q, data, n_bins, alpha, null, margin)
     return planner, _inputs(data, z, q, form, alpha, null), method
 
 
 def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, alpha: float = 0.05,
                 n_bins="auto", k: int = 1, n_classes: int | None = None, null: str | None = None,
-                method: str = "analytic", n_sim: int = 1000, rng=None) -> PowerResult:
+                method: str = "analytic", n_sim: int = 1000, rng=None, margin: float | None = None) -> PowerResult:
     """Power of the calibration test in a planned validation study of n rows.
 
     The study draws n predictions from the distribution that ``probs``
@@ -562,7 +597,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     """
     ns, scalar = _check_n_array(n)
     planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method)
+                                      method, margin)
     mc = None
     if method == "analytic":
         rows = [planner.analytic(v) for v in ns]  # one analytic evaluation per n (bins cached per B)
@@ -585,7 +620,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
                        threshold=col("threshold"), t_mean=col("t_mean"), t_sd=col("t_sd"), t_skewness=col("t_skewness"),
                        expected_width=col("expected_width"), sparse_share=col("sparse_share"),
                        reliable=col("reliable"), method=method, alpha=planner.alpha, inputs=inputs,
-                       monte_carlo=mc, _table=df)
+                       monte_carlo=mc, _table=df, margin=planner.margin)
 
 
 def _pick(values, scalar: bool):
@@ -643,6 +678,7 @@ class SampleSizeResult(ResultDisplay):
     curve: pd.DataFrame
     inputs: PlanningInputs
     monte_carlo: MonteCarloPower | None = None
+    margin: float | None = None
 
     def _repr_parts(self):
         return [f"n={self.n}", f"target={self.target} {self.target_value:g}",
@@ -651,19 +687,21 @@ class SampleSizeResult(ResultDisplay):
     def _summary(self, alpha):
         s = CalibSummary()
         s.add_title("Sample size for a calibration validation study")
-        what = (f"power {self.target_value:g} to reject H0: calibrated" if self.target == "power" else
-                f"expected ECE-scale interval width <= {self.target_value:g}")
+        what = (f"expected ECE-scale interval width <= {self.target_value:g}" if self.target != "power" else
+                f"power {self.target_value:g} to reject H0: calibrated" if self.margin is None else
+                f"power {self.target_value:g} to show ECE < {self.margin:g} (margin test)")
         s.add_settings({"Target:": what, **_settings(self.inputs, self.method, self.monte_carlo)})
         row = pd.DataFrame({"n": [self.n], "n_bins": [self.n_bins], "power": [self.achieved_power],
                             "expected_width": [self.expected_width], "ece_binned": [math.sqrt(self.ece_sq_binned)]})
         s.add_table(row, formats={"power": 3, "expected_width": 3, "ece_binned": 3}, index=False)
         notes = [self.rule] + _notes(self.inputs, np.array([self.reliable]), "analytic" if
-                                     self.method == "analytic" else "simulation")
+                                     self.method == "analytic" else "simulation", self.margin)
         s.add_notes(notes)
         return s
 
     def _dict(self):
-        return {"n": self.n, "target": self.target, "target_value": self.target_value,
+        extra = {} if self.margin is None else {"margin": self.margin}
+        return {**extra, "n": self.n, "target": self.target, "target_value": self.target_value,
                 "achieved_power": self.achieved_power, "expected_width": self.expected_width,
                 "n_bins": self.n_bins, "ece_sq_binned": self.ece_sq_binned,
                 "ece_binned": math.sqrt(self.ece_sq_binned), "method": self.method, "reliable": self.reliable,
@@ -706,7 +744,7 @@ def _meets(values, target: str, value: float):
 def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, power=None,
                       ci_width=None, alpha: float = 0.05, n_bins="auto", k: int = 1, n_classes: int | None = None,
                       null: str | None = None, method: str = "analytic", n_min: int = 50, n_max: int = 10**6,
-                      n_grid: int = 200, n_sim: int = 1000, rng=None) -> SampleSizeResult:
+                      n_grid: int = 200, n_sim: int = 1000, rng=None, margin: float | None = None) -> SampleSizeResult:
     """Smallest validation-study size that reaches a target power or expected interval width.
 
     Exactly one target: ``power`` (probability that the test of H0: calibrated
@@ -765,6 +803,9 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     """
     if (power is None) == (ci_width is None):
         raise ValueError("give exactly one of power= and ci_width=")
+    if margin is not None and power is None:
+        raise ValueError("margin= plans a margin test: give power= (the probability that the upper bound falls "
+                         "below the margin), not ci_width=")
     if power is not None:
         target, value = "power", _check_number(power, "power")
         if not 0.0 < value < 1.0:
@@ -779,7 +820,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         raise OptionError(f"n_max must be larger than n_min, got n_min={n_min}, n_max={n_max}")
     n_grid = check_count(n_grid, "n_grid", 3)
     planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method)
+                                      method, margin)
     if power is not None and value <= planner.alpha:
         raise OptionError(f"power must exceed alpha = {planner.alpha:g}, got {value}")
     col = "power" if target == "power" else "expected_width"
@@ -874,4 +915,4 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     return SampleSizeResult(n=int(n_star), target=target, target_value=value, achieved_power=float(at["power"]),
                             expected_width=float(at["expected_width"]), n_bins=int(at["n_bins"]),
                             ece_sq_binned=float(at["ece_sq_binned"]), method=method, reliable=reliable, rule=rule,
-                            curve=curve, inputs=inputs, monte_carlo=mc)
+                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin)

@@ -44,7 +44,7 @@ from calibtest.core.conditional import shifted_gamma_sf
 from calibtest.core.intervals import adjusted_interval
 
 __all__ = ["PopulationBins", "population_bins", "binned_ece_sq", "population_sigma1_sq", "t_moments",
-           "count_moments", "t_skewness", "null_skewness", "gamma_power", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
+           "count_moments", "t_skewness", "null_skewness", "gamma_power", "margin_power", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
            "simulate_studies", "GH_NODES"]
 
 #: Gauss-Hermite nodes of the expected-width quadrature over T ~ N(E T, Var T).
@@ -369,6 +369,23 @@ def gamma_power(mean: float, variance: float, skewness: float, thr: float) -> fl
     skewness is 0).
     """
     return float(shifted_gamma_sf(thr - mean, variance, skewness))
+
+
+def margin_power(mean: float, variance: float, skewness: float, sigma1_sq_hat_over_n: float, null_variance: float,
+                 margin: float, alpha: float) -> float:
+    """P(the margin test rejects H0: ECE >= margin) for T with the given mean, variance and skewness.
+
+    The test rejects iff T+ + z_alpha se < margin^2 with se^2 = max(sigma1_hat^2 / n, V0)
+    (:func:`calibtest.core.margin.margin_bound`); with se held at
+    sqrt(max(E sigma1_hat^2 / n, V0)) that is T < x = margin^2 - z_alpha se, so the
+    power is P(T < x) under the shifted gamma law of :func:`gamma_power`, and 0
+    when x <= 0 (T+ >= 0 cannot be below it).
+    """
+    se = float(np.sqrt(max(sigma1_sq_hat_over_n, null_variance)))
+    x = margin * margin - _sps.norm.isf(alpha) * se
+    if x <= 0:
+        return 0.0
+    return float(1.0 - shifted_gamma_sf(x - mean, variance, skewness))
 
 
 def expected_width(mean: float, variance: float, sigma1_sq_hat: float, n: int, thr: float,
