@@ -247,6 +247,14 @@ class _Planner:
             self._bins[B] = _pw.population_bins(self.z, self.q, B)
         return self._bins[B]
 
+    def prefetch(self, ns) -> None:
+        """Bin the population at every B the sizes ``ns`` use, and their count probabilities, in batches."""
+        Bs = {n: self.B(n) for n in map(int, ns)}
+        missing = sorted(set(Bs.values()) - set(self._bins))
+        if missing:
+            self._bins.update(_pw.population_bins_many(self.z, self.q, missing))
+        _pw.prefetch_pmf([(n, self._bins[B]) for n, B in Bs.items()])
+
     def B(self, n: int) -> int:
         return resolve_n_bins(self.n_bins, int(n), self.d)[0]
 
@@ -275,6 +283,54 @@ class _Planner:
                 "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
                 "threshold": thr, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew, "sparse_share": sparse,
                 "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)}
+
+    def analytic_many(self, ns) -> list[dict]:
+        """:meth:`analytic` at every n of ``ns``, with the scipy laws and the quadrature vectorised across n.
+
+        The per-n moments are computed as in :meth:`analytic`; thresholds,
+        powers and expected widths are then evaluated on arrays by the
+        elementwise versions of the same functions, so every value equals
+        :meth:`analytic`'s (``tests/test_planning.py`` checks it).
+        """
+        ns = [int(v) for v in ns]
+        self.prefetch(ns)
+        rows, parts = [], []
+        for n in ns:
+            pb = self.bins(self.B(n))
+            mean, var = _pw.t_moments(n, pb)
+            skew = _pw.t_skewness(n, pb, var)
+            s1_hat = _pw.expected_sigma1_sq(n, pb)
+            e1, _, p_occupied = pb.counts(n)[:3]
+            occ = float(np.sum(p_occupied))
+            single = float(np.sum(n * pb.pi - e1))
+            sparse = single / occ if occ > 0 else 1.0
+            if self.null == "asymptotic":
+                thr_parts = (null_threshold(self.alpha, self.s0, n, bin_volume(pb.n_bins, self.d)), 0.0, 0.0)
+            else:
+                thr_parts = (math.nan, _pw.null_variance(n, pb), _pw.null_skewness(n, pb))
+            floor = None if self.margin is None else self.margin_floor(n, pb)
+            parts.append((mean, var, skew, s1_hat, thr_parts, floor))
+            rows.append({"n": n, "n_bins": pb.n_bins, "power": None, "expected_width": None,
+                         "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
+                         "threshold": None, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew,
+                         "sparse_share": sparse,
+                         "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)})
+        if not rows:
+            return rows
+        mean, var, skew, s1_hat = (np.array([p[j] for p in parts]) for j in range(4))
+        if self.null == "asymptotic":
+            thr = np.array([p[4][0] for p in parts])
+        else:
+            thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
+        if self.margin is None:
+            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        else:
+            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5], self.margin, self.alpha)
+                     for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
+        width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
+        for row, t_, p_, w_ in zip(rows, thr, power, width):
+            row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
+        return rows
 
     def margin_floor(self, n: int, pb) -> float:
         """V0 of the margin test at n: sigma0^2 / (n^2 w) (asymptotic null) or the expected Var(T | Z)."""
@@ -600,7 +656,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
                                       method, margin)
     mc = None
     if method == "analytic":
-        rows = [planner.analytic(v) for v in ns]  # one analytic evaluation per n (bins cached per B)
+        rows = planner.analytic_many(ns)  # every n at once (bins, count laws and quadrature batched)
         bad = [r["n"] for r in rows if not r["reliable"]]
         if bad:
             warnings.warn(f"analytic power is unreliable at n = {bad[:5]} (n < {SMALL_N}, more than "
@@ -833,7 +889,8 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
             cache[v] = planner.analytic(v)
         return cache[v]
 
-    rows = [analytic(v) for v in grid]
+    rows = planner.analytic_many(grid)
+    cache.update((r["n"], r) for r in rows)
     ok = _meets(np.array([r[col] for r in rows]), target, value)
     if not ok[-1]:
         raise ValueError(f"the target {target}={value:g} is not reached at n_max={n_max} (there {col} = "

@@ -40,12 +40,13 @@ import numpy as np
 from scipy import stats as _sps
 
 from calibtest.core.binning import cube_indices, group_keys
-from calibtest.core.conditional import shifted_gamma_sf
+from calibtest.core.conditional import _SKEW_NORMAL, shifted_gamma_sf
 from calibtest.core.intervals import adjusted_interval
 
-__all__ = ["PopulationBins", "population_bins", "binned_ece_sq", "population_sigma1_sq", "t_moments",
+__all__ = ["PopulationBins", "population_bins", "population_bins_many", "binned_ece_sq", "population_sigma1_sq", "t_moments",
            "count_moments", "t_skewness", "null_skewness", "gamma_power", "margin_power", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
-           "simulate_studies", "GH_NODES"]
+           "simulate_studies", "prefetch_pmf", "shifted_gamma_sf_many", "shifted_gamma_isf_many",
+           "expected_width_many", "GH_NODES"]
 
 #: Gauss-Hermite nodes of the expected-width quadrature over T ~ N(E T, Var T).
 GH_NODES = 48
@@ -76,18 +77,50 @@ class PopulationBins:
         E[U^j | bin], j = 1..4, for one-dimensional U (None otherwise).
     """
 
-    __slots__ = ("n_bins", "inverse", "pi", "mu", "sigma", "sigma_null", "raw_moments", "_counts")
+    __slots__ = ("n_bins", "inverse", "pi", "mu", "sigma", "sigma_null", "raw_moments", "_counts", "_pmf")
 
     def __init__(self, n_bins, inverse, pi, mu, sigma, sigma_null, raw_moments=None):
         self.n_bins, self.inverse, self.pi, self.mu = int(n_bins), inverse, pi, mu
         self.sigma, self.sigma_null, self.raw_moments = sigma, sigma_null, raw_moments
         self._counts = {}
+        self._pmf = {}
+
+    def small(self, n: int) -> np.ndarray:
+        """The bins whose counts at n are summed exactly (n pi_b < 60)."""
+        return n * self.pi < _EXACT_COUNT
+
+    def pmf(self, n: int) -> np.ndarray:
+        """Binomial(n, pi_b) probabilities of c = 1..200 for the :meth:`small` bins (computed once per n)."""
+        if n not in self._pmf:
+            c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+            self._pmf[n] = _sps.binom.pmf(c[None, :], n, self.pi[self.small(n)][:, None])
+        return self._pmf[n]
 
     def counts(self, n: int):
         """:func:`_all_count_moments` at n (computed once per n)."""
         if n not in self._counts:
-            self._counts[n] = _all_count_moments(n, self.pi)
+            self._counts[n] = _all_count_moments(n, self.pi, self.pmf(n) if self.small(n).any() else None)
         return self._counts[n]
+
+
+def prefetch_pmf(pairs) -> None:
+    """Fill :meth:`PopulationBins.pmf` for many ``(n, PopulationBins)`` pairs with one scipy call.
+
+    ``binom.pmf`` is elementwise, so the values are those of one call per n.
+    """
+    todo = [(n, pb, pb.small(n)) for n, pb in pairs if n not in pb._pmf]
+    todo = [(n, pb, sm) for n, pb, sm in todo if sm.any()]
+    if not todo:
+        return
+    c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+    ns = np.concatenate([np.full(int(sm.sum()), n, dtype=float) for n, _, sm in todo])
+    ps = np.concatenate([pb.pi[sm] for _, pb, sm in todo])
+    big = _sps.binom.pmf(c[None, :], ns[:, None], ps[:, None])
+    start = 0
+    for n, pb, sm in todo:
+        k = int(sm.sum())
+        pb._pmf[n] = big[start:start + k]
+        start += k
 
 
 def _label_cov(q: np.ndarray) -> np.ndarray:
@@ -117,30 +150,57 @@ def population_bins(z: np.ndarray, q: np.ndarray, n_bins: int) -> PopulationBins
     Sigma_b = mean_bin[diag(q) - q q^T] + mean_bin[delta delta^T] - mu_b mu_b^T
     with delta = q - z (law of total covariance); all sums are ``np.bincount``.
     """
-    m, d = z.shape
+    return population_bins_many(z, q, [n_bins])[int(n_bins)]
+
+
+def _bin_index(z: np.ndarray, n_bins: int):
+    """``(inverse, count)``: each point's occupied bin (0..nb-1, in key order) and the bins' counts."""
     inverse, keys = group_keys(cube_indices(z, n_bins), n_bins + 1)
     nb = keys.shape[0]
     count = np.bincount(inverse, minlength=nb).astype(float)
     occupied = count > 0
     remap = np.cumsum(occupied) - 1
-    inverse = remap[inverse]
-    count = count[occupied]
-    nb = count.size
+    return remap[inverse], count[occupied]
 
-    def mean(values):  # values (m, ...) -> per-bin means (nb, ...)
+
+def population_bins_many(z: np.ndarray, q: np.ndarray, bins) -> dict:
+    """:func:`population_bins` at several B at once: ``{B: PopulationBins}``.
+
+    The per-bin sums of every B come from one ``np.bincount`` per value column
+    over the bins of all B stacked with offsets; a bincount adds the rows of a
+    bin in row order, so each B's sums are bit-identical to binning it alone.
+    """
+    m, d = z.shape
+    bins = sorted({int(b) for b in bins})
+    index = [_bin_index(z, B) for B in bins]
+    sizes = [c.size for _, c in index]
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    key = np.concatenate([inv + off for (inv, _), off in zip(index, offsets[:-1])])
+    total = int(offsets[-1])
+    reps = len(bins)
+
+    def means(values):  # values (m, ...) -> per-bin means of every B, stacked (total, ...)
         flat = values.reshape(m, -1)
-        out = np.stack([np.bincount(inverse, weights=col, minlength=nb) for col in flat.T], axis=1)
-        return (out / count[:, None]).reshape((nb,) + values.shape[1:])
+        out = np.stack([np.bincount(key, weights=np.tile(col, reps), minlength=total) for col in flat.T], axis=1)
+        return out.reshape((total,) + values.shape[1:])
 
     delta = q - z
-    mu = mean(delta)
-    sigma = mean(_label_cov(q) + delta[:, :, None] * delta[:, None, :]) - mu[:, :, None] * mu[:, None, :]
-    sigma_null = mean(_label_cov(z))
-    raw = None
+    mu_all = means(delta)
+    second = means(_label_cov(q) + delta[:, :, None] * delta[:, None, :])
+    null_all = means(_label_cov(z))
+    raw_all = None
     if d == 1:  # E[(Y - z)^j] = q (1 - z)^j + (1 - q) (-z)^j
         zz, qq = z[:, 0], q[:, 0]
-        raw = mean(np.stack([qq * (1 - zz) ** j + (1 - qq) * (-zz) ** j for j in (1, 2, 3, 4)], axis=1))
-    return PopulationBins(n_bins, inverse, count / m, mu, sigma, sigma_null, raw)
+        raw_all = means(np.stack([qq * (1 - zz) ** j + (1 - qq) * (-zz) ** j for j in (1, 2, 3, 4)], axis=1))
+    out = {}
+    for B, (inverse, count), lo, hi in zip(bins, index, offsets[:-1], offsets[1:]):
+        cnt = count[:, None]
+        mu = mu_all[lo:hi] / cnt
+        sigma = second[lo:hi] / cnt[:, :, None] - mu[:, :, None] * mu[:, None, :]
+        sigma_null = null_all[lo:hi] / cnt[:, :, None]
+        raw = None if raw_all is None else raw_all[lo:hi] / cnt
+        out[B] = PopulationBins(B, inverse, count / m, mu, sigma, sigma_null, raw)
+    return out
 
 
 def binned_ece_sq(pb: PopulationBins) -> float:
@@ -156,7 +216,7 @@ def population_sigma1_sq(pb: PopulationBins) -> float:
     return float(max(value, 0.0))
 
 
-def _all_count_moments(n: int, pi: np.ndarray):
+def _all_count_moments(n: int, pi: np.ndarray, pmf=None):
     """``(E[c; c>=2], E[c/(c-1); c>=2], P(c>=1), E[1/c; c>=1])`` for c ~ Binomial(n, pi_b), per bin.
 
     E[c; c >= 2] = n pi - n pi (1 - pi)^(n - 1) and P(c >= 1) = 1 - (1 - pi)^n
@@ -175,7 +235,8 @@ def _all_count_moments(n: int, pi: np.ndarray):
     small = lam < _EXACT_COUNT
     if small.any():
         c = np.arange(1, _COUNT_TOP + 1, dtype=float)
-        pmf = _sps.binom.pmf(c[None, :], n, pi[small][:, None])
+        if pmf is None:
+            pmf = _sps.binom.pmf(c[None, :], n, pi[small][:, None])
         ratio = np.zeros_like(c)
         ratio[1:] = c[1:] / (c[1:] - 1.0)
         second[small] = pmf @ ratio
@@ -324,7 +385,7 @@ def expected_sigma1_sq(n: int, pb: PopulationBins) -> float:
         a = pb.raw_moments
         if small.any():
             c = np.arange(1, _COUNT_TOP + 1, dtype=float)
-            pmf = _sps.binom.pmf(c[None, :], n, pb.pi[small][:, None])
+            pmf = pb.pmf(n)
             g0, g = _plugin_terms(c[None, :], a[small][:, None, :])
             e0[small] = np.sum(pmf * g0, axis=1)
             e1[small] = np.sum(pmf * g, axis=1)
@@ -402,6 +463,54 @@ def expected_width(mean: float, variance: float, sigma1_sq_hat: float, n: int, t
     lower = np.where(ci.contains_zero, 0.0, ci.lower)
     width = np.sqrt(ci.upper) - np.sqrt(lower)
     return float(np.sum(wts * width) / np.sum(wts))
+
+
+def _gamma_params_many(variance, skewness):
+    g = np.abs(skewness)
+    return 4.0 / g**2, np.sqrt(variance) * g / 2.0
+
+
+def shifted_gamma_sf_many(t, variance, skewness) -> np.ndarray:
+    """:func:`calibtest.core.conditional.shifted_gamma_sf` elementwise over arrays of t, variance, skewness.
+
+    The same branches and the same scipy functions, called once per branch on
+    arrays, so each value equals the scalar call's.
+    """
+    t, v, g = (np.asarray(a, dtype=float) for a in (t, variance, skewness))
+    out = np.where(t <= 0, 1.0, 0.0)
+    normal = (v > 0) & (np.abs(g) < _SKEW_NORMAL)
+    out[normal] = _sps.norm.sf(t[normal] / np.sqrt(v[normal]))
+    for sign in (1, -1):
+        sel = (v > 0) & ~normal & (g > 0 if sign > 0 else g < 0)
+        if sel.any():
+            k, theta = _gamma_params_many(v[sel], g[sel])
+            out[sel] = _sps.gamma.sf(k + t[sel] / theta, k) if sign > 0 else _sps.gamma.cdf(k - t[sel] / theta, k)
+    return out
+
+
+def shifted_gamma_isf_many(alpha: float, variance, skewness) -> np.ndarray:
+    """:func:`calibtest.core.conditional.shifted_gamma_isf` elementwise over arrays of variance and skewness."""
+    v, g = np.asarray(variance, dtype=float), np.asarray(skewness, dtype=float)
+    out = np.zeros_like(v)
+    normal = (v > 0) & (np.abs(g) < _SKEW_NORMAL)
+    out[normal] = np.sqrt(v[normal]) * _sps.norm.isf(alpha)
+    for sign in (1, -1):
+        sel = (v > 0) & ~normal & (g > 0 if sign > 0 else g < 0)
+        if sel.any():
+            k, theta = _gamma_params_many(v[sel], g[sel])
+            out[sel] = theta * (_sps.gamma.isf(alpha, k) - k) if sign > 0 else theta * (k - _sps.gamma.ppf(alpha, k))
+    return out
+
+
+def expected_width_many(mean, variance, sigma1_sq_hat, n, thr, alpha: float) -> np.ndarray:
+    """:func:`expected_width` for arrays of mean, variance, sigma1_sq_hat, n and thr (one row per study size)."""
+    x, wts = _gauss_hermite()
+    mean, variance, s1, n, thr = (np.asarray(a, dtype=float)[:, None] for a in (mean, variance, sigma1_sq_hat, n, thr))
+    t = mean + np.sqrt(variance) * x
+    ci = adjusted_interval(t, np.broadcast_to(np.sqrt(s1 / n), t.shape), thr, alpha)
+    lower = np.where(ci.contains_zero, 0.0, ci.lower)
+    width = np.sqrt(ci.upper) - np.sqrt(lower)
+    return np.sum(wts * width, axis=1) / np.sum(wts)
 
 
 def simulate_studies(z: np.ndarray, q: np.ndarray, inverse: np.ndarray, nb: int, n: int, n_sim: int,
