@@ -435,3 +435,34 @@ def test_vignette_smoke(tmp_path, monkeypatch):
     vig.default_null_check(out_dir=str(tmp_path), dists={"Beta(2,5)": (p, None)}, miscal=["intercept +0.3"],
                            targets=[("power", 0.8)], n_sim=150)
     assert len(pd.read_csv(path)) == 1
+
+
+@pytest.mark.parametrize("kw", [dict(slope=0.8), dict(intercept=0.4, null="asymptotic"), dict(slope=0.8, margin=0.05)])
+def test_batched_analytic_equals_one_n_at_a_time(beta_probs, kw):
+    """The vectorised grid evaluation (analytic_many) gives exactly the numbers of analytic(n), one n at a time."""
+    margin = kw.pop("margin", None)
+    ns = [60, 137, 500, 1999, 20000]
+    fresh = lambda: pl._common(beta_probs, None, kw.get("intercept", 0.0), kw.get("slope", 1.0), 0.05, "auto", 1,
+                               None, kw.get("null"), "analytic", margin)[0]
+    batched = fresh().analytic_many(ns)
+    single = [fresh().analytic(n) for n in ns]
+    assert batched == single
+
+
+def test_population_bins_many_against_direct_means(beta_probs):
+    """Each B of the stacked binning: bin masses and means recomputed bin by bin with boolean masks."""
+    z = beta_probs[:, None]
+    q = expit(0.3 + logit(beta_probs))[:, None]
+    many = pw.population_bins_many(z, q, [7, 19, 48])
+    for B, pb in many.items():
+        cells = np.minimum(np.floor(beta_probs * B), B).astype(int)
+        occupied = np.unique(cells)
+        assert np.array_equal(occupied[pb.inverse], cells)
+        for b, cell in enumerate(occupied):
+            rows = cells == cell
+            delta = (q - z)[rows, 0]
+            assert pb.pi[b] == pytest.approx(rows.mean(), rel=1e-15)
+            assert pb.mu[b, 0] == pytest.approx(delta.mean(), rel=1e-10, abs=1e-15)
+            lab = q[rows, 0] * (1 - q[rows, 0])
+            assert pb.sigma[b, 0, 0] == pytest.approx(lab.mean() + delta.var(), rel=1e-9, abs=1e-15)
+            assert pb.sigma_null[b, 0, 0] == pytest.approx((z[rows, 0] * (1 - z[rows, 0])).mean(), rel=1e-12)

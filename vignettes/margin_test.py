@@ -158,10 +158,82 @@ def null_var(design, n):
 def check_against_calib_ci(design, a, n, rng, reps=3):
     """Largest |difference| of the ECE bound between the vectorised engine and calib_ci(...).margin_test."""
     p, y = draw_studies(design, a, n, reps, rng)
-    t, s1 = studies_t_sigma1(p, y)
-    mine = margin_bound(t, np.sqrt(s1 / n), null_var(design, n), design.margin, ALPHA).upper
+    t, s1, vc = studies_t_sigma1(p, y)
+    mine = margin_bound(t, np.sqrt(s1 / n), vc, design.margin, ALPHA).upper
     worst = 0.0
     for i in range(reps):
-        res = ct.calib_ci(y=y[i], probs=p[i], n_classes=design.n_classes, null="asymptotic")
+        res = ct.calib_ci(y=y[i], probs=p[i], n_classes=design.n_classes, rng=0)
         worst = max(worst, abs(res.margin_test(design.margin).upper - mine[i]))
     return worst
+
+
+def size_and_power(rng):
+    """Stages 1 and 2: rejection rates at ECE = margin x (1, 0.75, 0.5, 0.25, 0)."""
+    size_rows, power_rows = [], []
+    for design in DESIGNS:
+        for n in NS:
+            B = auto_n_bins(n, 1)
+            for frac in (1.0,) + FRACTIONS[::-1][:-1] + (0.0,):
+                t0 = time.perf_counter()
+                a = design.tune(design.margin * frac, B)
+                reps = N_SIZE if frac == 1.0 else N_POWER
+                t, s1, vc = simulate(design, a, n, reps, rng)
+                se = np.sqrt(s1 / n)
+                rule = margin_bound(t, se, vc, design.margin, ALPHA).reject.mean()
+                row = {"design": design.name, "n": n, "n_bins": B, "margin": design.margin,
+                       "ece_binned": design.margin * frac, "intercept": a, "reps": reps, "reject": rule,
+                       "mc_se": math.sqrt(max(rule * (1 - rule), 1e-12) / reps)}
+                if frac == 1.0:
+                    row.update(no_floor=margin_bound(t, se, 0.0, design.margin, ALPHA).reject.mean(),
+                               sum_floor=margin_bound(t, np.sqrt(s1 / n + vc), 0.0, design.margin, ALPHA).reject.mean(),
+                               share_t_nonpositive=float(np.mean(t <= 0)),
+                               mean_t=float(t.mean()), ece_sq_target=design.margin**2,
+                               check_calib_ci=check_against_calib_ci(design, a, n, rng))
+                    row["within_alpha_3se"] = bool(rule <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / reps))
+                    size_rows.append(row)
+                else:
+                    power_rows.append(row)
+                print(design.name, n, frac, f"{rule:.3f}", f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    return pd.DataFrame(size_rows), pd.DataFrame(power_rows)
+
+
+def planning_check(rng):
+    """Stage 3: calib_sample_size(margin=, power=0.8) against the real margin_test on simulated studies."""
+    rows = []
+    for design in DESIGNS:
+        sample = design.draw(rng, 20_000)
+        t0 = time.perf_counter()
+        plan = ct.calib_sample_size(probs=sample, margin=design.margin, power=0.8, n_classes=design.n_classes)
+        t_plan = time.perf_counter() - t0
+        n = plan.n
+        rejects = 0
+        for _ in range(N_PLAN):
+            p, y = draw_studies(design, 0.0, n, 1, rng)
+            res = ct.calib_ci(y=y[0], probs=p[0], n_classes=design.n_classes, rng=int(rng.integers(2**31)))
+            rejects += res.margin_test(design.margin).reject
+        sim = rejects / N_PLAN
+        rows.append({"design": design.name, "margin": design.margin, "n": n, "n_bins": plan.n_bins,
+                     "analytic_power": plan.achieved_power, "simulated_power": sim,
+                     "mc_se": math.sqrt(sim * (1 - sim) / N_PLAN), "reps": N_PLAN,
+                     "within_0.05": abs(sim - 0.8) <= 0.05, "plan_seconds": t_plan})
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    rng = np.random.default_rng(SEED)
+    t0 = time.perf_counter()
+    size, power = size_and_power(rng)
+    size.to_csv(os.path.join(HERE, "margin_test_size.csv"), index=False)
+    power.to_csv(os.path.join(HERE, "margin_test_power.csv"), index=False)
+    plan = planning_check(rng)
+    plan.to_csv(os.path.join(HERE, "margin_test_planning.csv"), index=False)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(size.round(4).to_string(index=False))
+        print(power.pivot_table(index=["design", "n"], columns="ece_binned", values="reject").round(3))
+        print(plan.round(4).to_string(index=False))
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
