@@ -277,7 +277,8 @@ class _Planner:
         if self.margin is None:
             power = _pw.gamma_power(mean, var, skew, thr)
         else:
-            power = _pw.margin_power(mean, var, skew, s1_hat / n, self.margin_floor(n, pb), self.margin, self.alpha)
+            power = _pw.margin_power(mean, var, skew, s1_hat / n, self.margin_floor(n, pb), self.margin, self.alpha,
+                                     _pw.plugin_slope(n, pb))
         return {"n": n, "n_bins": pb.n_bins, "power": power,
                 "expected_width": _pw.expected_width(mean, var, s1_hat, n, thr, self.alpha),
                 "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
@@ -308,7 +309,7 @@ class _Planner:
                 thr_parts = (null_threshold(self.alpha, self.s0, n, bin_volume(pb.n_bins, self.d)), 0.0, 0.0)
             else:
                 thr_parts = (math.nan, _pw.null_variance(n, pb), _pw.null_skewness(n, pb))
-            floor = None if self.margin is None else self.margin_floor(n, pb)
+            floor = None if self.margin is None else (self.margin_floor(n, pb), _pw.plugin_slope(n, pb))
             parts.append((mean, var, skew, s1_hat, thr_parts, floor))
             rows.append({"n": n, "n_bins": pb.n_bins, "power": None, "expected_width": None,
                          "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
@@ -325,7 +326,7 @@ class _Planner:
         if self.margin is None:
             power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
         else:
-            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5], self.margin, self.alpha)
+            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5][0], self.margin, self.alpha, p[5][1])
                      for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
         width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
         for row, t_, p_, w_ in zip(rows, thr, power, width):

@@ -267,19 +267,30 @@ def test_tost_display(binary_rows):
 
 # ----------------------------------------------------------------------------- planning
 def test_margin_power_formula(binary_rows):
-    """calib_power(margin=) at one n equals P(T < margin^2 - z se) under the planner's shifted gamma."""
+    """calib_power(margin=) at one n: P(T < T*) under the planner's shifted gamma, T* the root of the bound."""
     from calibtest import sample_size as pl
     from calibtest.core import power as pw
     from calibtest.core.conditional import shifted_gamma_sf
     p, _ = binary_rows
-    res = ct.calib_power(3000, probs=p, margin=0.05)
+    n = 3000
+    res = ct.calib_power(n, probs=p, margin=0.05)
     planner, _, _ = pl._common(p, None, 0.0, 1.0, 0.05, "auto", 1, None, None, "analytic", 0.05)
-    pb = planner.bins(planner.B(3000))
-    mean, var = pw.t_moments(3000, pb)
-    skew = pw.t_skewness(3000, pb, var)
-    se = math.sqrt(max(pw.expected_sigma1_sq(3000, pb) / 3000, pw.null_variance(3000, pb)))
-    x = 0.05**2 - stats.norm.ppf(0.95) * se
-    assert res.power == pytest.approx(1 - shifted_gamma_sf(x - mean, var, skew), rel=1e-12)
+    pb = planner.bins(planner.B(n))
+    mean, var = pw.t_moments(n, pb)
+    skew = pw.t_skewness(n, pb, var)
+    s2, v0 = pw.expected_sigma1_sq(n, pb) / n, pw.null_variance(n, pb)
+    # kappa by hand: 4/n times the tr(Sigma^2)-weighted mean of the bins' variance (1-d: Sigma_b itself)
+    e2 = pw.count_moments(n, pb.pi)[1]
+    sig = pb.sigma[:, 0, 0]
+    kappa = 4.0 / n * np.sum(e2 * sig**2 * sig) / np.sum(e2 * sig**2)
+    z = stats.norm.ppf(0.95)
+    # T* by bisection on the bound's equation T+ + z sqrt(max(s2 + kappa (T - mean), v0)) = 0.05^2
+    g = lambda t: max(t, 0) + z * math.sqrt(max(s2 + kappa * (t - mean), v0))
+    lo, hi = -1.0, 0.05**2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if g(mid) < 0.05**2 else (lo, mid)
+    assert res.power == pytest.approx(1 - shifted_gamma_sf(lo - mean, var, skew), rel=1e-9)
     assert res.to_dict()["margin"] == 0.05
     assert "ECE < 0.05" in str(res.summary())
 

@@ -53,9 +53,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 20261125
 ALPHA = 0.05
 NS = (300, 1000, 3000, 10_000)
-N_SIZE = int(os.environ.get("MARGIN_N_SIZE", 2000))
-N_POWER = int(os.environ.get("MARGIN_N_POWER", 500))
-N_PLAN = int(os.environ.get("MARGIN_N_PLAN", 300))
+N_SIZE = int(os.environ.get("MARGIN_N_SIZE", 4000))
+N_POWER = int(os.environ.get("MARGIN_N_POWER", 1000))
+N_PLAN = int(os.environ.get("MARGIN_N_PLAN", 1000))
 FRACTIONS = (0.0, 0.25, 0.5, 0.75)
 
 
@@ -181,7 +181,7 @@ def size_and_power(rng):
                 se = np.sqrt(s1 / n)
                 rule = margin_bound(t, se, vc, design.margin, ALPHA).reject.mean()
                 row = {"design": design.name, "n": n, "n_bins": B, "margin": design.margin,
-                       "ece_binned": design.margin * frac, "intercept": a, "reps": reps, "reject": rule,
+                       "fraction": frac, "ece_binned": design.margin * frac, "intercept": a, "reps": reps, "reject": rule,
                        "mc_se": math.sqrt(max(rule * (1 - rule), 1e-12) / reps)}
                 if frac == 1.0:
                     row.update(no_floor=margin_bound(t, se, 0.0, design.margin, ALPHA).reject.mean(),
@@ -197,22 +197,30 @@ def size_and_power(rng):
     return pd.DataFrame(size_rows), pd.DataFrame(power_rows)
 
 
+#: (design, intercept of the anticipated calibration): calibrated, and a miscalibration below the margin.
+PLAN_CASES = (("binary", 0.0), ("rare", 0.0), ("top1", 0.0), ("binary", 0.1), ("top1", -0.15))
+
+
 def planning_check(rng):
     """Stage 3: calib_sample_size(margin=, power=0.8) against the real margin_test on simulated studies."""
     rows = []
-    for design in DESIGNS:
+    by_name = {d.name: d for d in DESIGNS}
+    for name, a in PLAN_CASES:
+        design = by_name[name]
         sample = design.draw(rng, 20_000)
         t0 = time.perf_counter()
-        plan = ct.calib_sample_size(probs=sample, margin=design.margin, power=0.8, n_classes=design.n_classes)
+        plan = ct.calib_sample_size(probs=sample, intercept=a, margin=design.margin, power=0.8,
+                                    n_classes=design.n_classes)
         t_plan = time.perf_counter() - t0
         n = plan.n
         rejects = 0
         for _ in range(N_PLAN):
-            p, y = draw_studies(design, 0.0, n, 1, rng)
+            p, y = draw_studies(design, a, n, 1, rng)
             res = ct.calib_ci(y=y[0], probs=p[0], n_classes=design.n_classes, rng=int(rng.integers(2**31)))
             rejects += res.margin_test(design.margin).reject
         sim = rejects / N_PLAN
-        rows.append({"design": design.name, "margin": design.margin, "n": n, "n_bins": plan.n_bins,
+        rows.append({"design": design.name, "intercept": a, "ece_binned_at_n": math.sqrt(plan.ece_sq_binned),
+                     "margin": design.margin, "n": n, "n_bins": plan.n_bins,
                      "analytic_power": plan.achieved_power, "simulated_power": sim,
                      "mc_se": math.sqrt(sim * (1 - sim) / N_PLAN), "reps": N_PLAN,
                      "within_0.05": abs(sim - 0.8) <= 0.05, "plan_seconds": t_plan})
@@ -230,7 +238,7 @@ def main() -> None:
     plan.to_csv(os.path.join(HERE, "margin_test_planning.csv"), index=False)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(size.round(4).to_string(index=False))
-        print(power.pivot_table(index=["design", "n"], columns="ece_binned", values="reject").round(3))
+        print(power.pivot_table(index=["design", "n"], columns="fraction", values="reject").round(3))
         print(plan.round(4).to_string(index=False))
     print(f"total {time.perf_counter() - t0:.0f} s")
 

@@ -37,14 +37,14 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy import stats as _sps
+from scipy import optimize, stats as _sps
 
 from calibtest.core.binning import cube_indices, group_keys
 from calibtest.core.conditional import _SKEW_NORMAL, shifted_gamma_sf
 from calibtest.core.intervals import adjusted_interval
 
 __all__ = ["PopulationBins", "population_bins", "population_bins_many", "binned_ece_sq", "population_sigma1_sq", "t_moments",
-           "count_moments", "t_skewness", "null_skewness", "gamma_power", "margin_power", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
+           "count_moments", "t_skewness", "null_skewness", "gamma_power", "margin_power", "plugin_slope", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
            "simulate_studies", "prefetch_pmf", "shifted_gamma_sf_many", "shifted_gamma_isf_many",
            "expected_width_many", "GH_NODES"]
 
@@ -432,20 +432,62 @@ def gamma_power(mean: float, variance: float, skewness: float, thr: float) -> fl
     return float(shifted_gamma_sf(thr - mean, variance, skewness))
 
 
+def plugin_slope(n: int, pb: PopulationBins) -> float:
+    """kappa: the slope of the plug-in sigma1_hat^2 / n on T across studies (the margin test's se moves with T).
+
+    Both T and the plug-in sigma1_hat^2 are driven by the squared bin means of
+    U: dT / d||ubar_b||^2 ~ p_b and d sigma1_hat^2 / d||ubar_b||^2 ~ 4 p_b
+    lambda_b, with lambda_b = tr(Sigma_b^2) / tr(Sigma_b) the bin's label
+    variance (the bin mean of U^2 in one dimension).  Weighting the bins by
+    their share E[c/(c-1); c >= 2] tr(Sigma_b^2) of the variance of T,
+
+        kappa = (4 / n) sum_b w_b lambda_b / sum_b w_b,
+
+    so that sigma1_hat^2 / n ~ E sigma1_hat^2 / n + kappa (T - E T).
+    """
+    e2 = pb.counts(n)[1]
+    tr1 = np.einsum("bii->b", pb.sigma)
+    tr2 = np.einsum("bij,bji->b", pb.sigma, pb.sigma)
+    w = e2 * tr2
+    if not np.sum(w) > 0:
+        return 0.0
+    lam = np.where(tr1 > 0, tr2 / np.where(tr1 > 0, tr1, 1.0), 0.0)
+    return float(4.0 * np.sum(w * lam) / np.sum(w) / n)
+
+
 def margin_power(mean: float, variance: float, skewness: float, sigma1_sq_hat_over_n: float, null_variance: float,
-                 margin: float, alpha: float) -> float:
+                 margin: float, alpha: float, kappa: float = 0.0) -> float:
     """P(the margin test rejects H0: ECE >= margin) for T with the given mean, variance and skewness.
 
-    The test rejects iff T+ + z_alpha se < margin^2 with se^2 = max(sigma1_hat^2 / n, V0)
-    (:func:`calibtest.core.margin.margin_bound`); with se held at
-    sqrt(max(E sigma1_hat^2 / n, V0)) that is T < x = margin^2 - z_alpha se, so the
-    power is P(T < x) under the shifted gamma law of :func:`gamma_power`, and 0
-    when x <= 0 (T+ >= 0 cannot be below it).
+    The test rejects iff g(T) = T+ + z_alpha sqrt(max(s^2(T), V0)) < margin^2
+    (:func:`calibtest.core.margin.margin_bound`), where the squared standard
+    error follows T linearly, s^2(T) = E sigma1_hat^2 / n + kappa (T - E T)
+    (:func:`plugin_slope`; kappa = 0 holds it at its expectation).  g is
+    non-decreasing in T, so the test rejects iff T < T*, the root of
+    g(T*) = margin^2, and the power is P(T < T*) under the shifted gamma law of
+    :func:`gamma_power`; 0 when even z_alpha sqrt(V0) (the bound's floor) is not
+    below margin^2.
     """
-    se = float(np.sqrt(max(sigma1_sq_hat_over_n, null_variance)))
-    x = margin * margin - _sps.norm.isf(alpha) * se
-    if x <= 0:
+    z = _sps.norm.isf(alpha)
+    m2 = margin * margin
+    floor = z * np.sqrt(null_variance)
+    if floor >= m2:
         return 0.0
+
+    def g(t):
+        return max(t, 0.0) + z * np.sqrt(max(sigma1_sq_hat_over_n + kappa * (t - mean), null_variance))
+
+    if kappa <= 0.0:
+        x = m2 - z * float(np.sqrt(max(sigma1_sq_hat_over_n, null_variance)))
+        if x <= 0:
+            return 0.0
+    else:
+        lo = min(mean - (sigma1_sq_hat_over_n - null_variance) / kappa, 0.0) - 1.0  # g(lo) = floor < m2
+        hi = m2
+        if g(hi) <= m2:
+            x = hi
+        else:
+            x = optimize.brentq(lambda t: g(t) - m2, lo, hi, xtol=1e-15, rtol=1e-12)
     return float(1.0 - shifted_gamma_sf(x - mean, variance, skewness))
 
 
