@@ -294,25 +294,27 @@ class _Planner:
         :meth:`analytic`'s (``tests/test_planning.py`` checks it).
         """
         ns = [int(v) for v in ns]
-        self.prefetch(ns)
+        Bs = {n: self.B(n) for n in ns}
+        missing = sorted(set(Bs.values()) - set(self._bins))
+        if missing:
+            self._bins.update(_pw.population_bins_many(self.z, self.q, missing))
+        pbs = [self._bins[Bs[n]] for n in ns]
+        grid = _pw.analytic_grid(ns, pbs, null_moments=self.null != "asymptotic" or self.margin is not None)
         rows, parts = [], []
-        for n in ns:
-            pb = self.bins(self.B(n))
-            mean, var = _pw.t_moments(n, pb)
-            skew = _pw.t_skewness(n, pb, var)
-            s1_hat = _pw.expected_sigma1_sq(n, pb)
-            e1, _, p_occupied = pb.counts(n)[:3]
-            occ = float(np.sum(p_occupied))
-            single = float(np.sum(n * pb.pi - e1))
-            sparse = single / occ if occ > 0 else 1.0
+        for n, pb, g in zip(ns, pbs, grid):
+            mean, var, skew, s1_hat = g["mean"], g["variance"], g["skewness"], g["sigma1_sq_hat"]
+            occ = g["occupied"]
+            sparse = g["e1_sum"] / occ if occ > 0 else 1.0
             if self.null == "asymptotic":
                 thr_parts = (null_threshold(self.alpha, self.s0, n, bin_volume(pb.n_bins, self.d)), 0.0, 0.0)
+                v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
             else:
-                thr_parts = (math.nan, _pw.null_variance(n, pb), _pw.null_skewness(n, pb))
-            floor = None if self.margin is None else (self.margin_floor(n, pb), _pw.plugin_slope(n, pb))
+                thr_parts = (math.nan, g["null_variance"], g["null_skewness"])
+                v0 = g["null_variance"]
+            floor = None if self.margin is None else (v0, g["kappa"])
             parts.append((mean, var, skew, s1_hat, thr_parts, floor))
             rows.append({"n": n, "n_bins": pb.n_bins, "power": None, "expected_width": None,
-                         "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
+                         "ece_sq_binned": g["ece_sq_binned"], "sigma1_sq": g["sigma1_sq"],
                          "threshold": None, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew,
                          "sparse_share": sparse,
                          "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)})

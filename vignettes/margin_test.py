@@ -13,8 +13,11 @@ ECE at that B, computed by numerical integration over the prediction density
 (``scipy.integrate.quad`` per bin), equals the margin.
 
 1. Size: N_SIZE studies per cell at ECE = margin; the rejection rate of the
-   margin test (level 0.05) with the variance floor (the package's rule) and
-   without it (sigma1 only), with its Monte Carlo standard error.
+   margin test (level 0.05) with the variance floor (the package's rule,
+   se^2 = max(sigma1^2 / n, Var(T | Z))), with its Monte Carlo standard error,
+   and on the same studies three alternatives: no floor (``no_floor``), the
+   floor added (``sum_floor``) and the maximum with the asymptotic
+   sigma0^2 / (n^2 w) instead of Var(T | Z) (``asymptotic_floor``).
 2. Power curve: rejection rate at ECE = margin x {0, 0.25, 0.5, 0.75} (a tuned
    the same way; a = 0 is a calibrated model).
 3. Planning: ``calib_sample_size(margin=, power=0.8)`` for the calibrated model
@@ -183,10 +186,12 @@ def size_and_power(rng):
                 row = {"design": design.name, "n": n, "n_bins": B, "margin": design.margin,
                        "fraction": frac, "ece_binned": design.margin * frac, "intercept": a, "reps": reps, "reject": rule,
                        "mc_se": math.sqrt(max(rule * (1 - rule), 1e-12) / reps)}
+                row.update(no_floor=margin_bound(t, se, 0.0, design.margin, ALPHA).reject.mean(),
+                           sum_floor=margin_bound(t, np.sqrt(s1 / n + vc), 0.0, design.margin, ALPHA).reject.mean(),
+                           asymptotic_floor=margin_bound(t, se, null_var(design, n), design.margin,
+                                                         ALPHA).reject.mean())
                 if frac == 1.0:
-                    row.update(no_floor=margin_bound(t, se, 0.0, design.margin, ALPHA).reject.mean(),
-                               sum_floor=margin_bound(t, np.sqrt(s1 / n + vc), 0.0, design.margin, ALPHA).reject.mean(),
-                               share_t_nonpositive=float(np.mean(t <= 0)),
+                    row.update(share_t_nonpositive=float(np.mean(t <= 0)),
                                mean_t=float(t.mean()), ece_sq_target=design.margin**2,
                                check_calib_ci=check_against_calib_ci(design, a, n, rng))
                     row["within_alpha_3se"] = bool(rule <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / reps))

@@ -35,6 +35,7 @@ rows drawn from the population:
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from scipy import optimize, stats as _sps
@@ -46,7 +47,7 @@ from calibtest.core.intervals import adjusted_interval
 __all__ = ["PopulationBins", "population_bins", "population_bins_many", "binned_ece_sq", "population_sigma1_sq", "t_moments",
            "count_moments", "t_skewness", "null_skewness", "gamma_power", "margin_power", "plugin_slope", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
            "simulate_studies", "prefetch_pmf", "shifted_gamma_sf_many", "shifted_gamma_isf_many",
-           "expected_width_many", "GH_NODES"]
+           "expected_width_many", "analytic_grid", "GH_NODES"]
 
 #: Gauss-Hermite nodes of the expected-width quadrature over T ~ N(E T, Var T).
 GH_NODES = 48
@@ -90,10 +91,14 @@ class PopulationBins:
         return n * self.pi < _EXACT_COUNT
 
     def pmf(self, n: int) -> np.ndarray:
-        """Binomial(n, pi_b) probabilities of c = 1..200 for the :meth:`small` bins (computed once per n)."""
+        """Binomial(n, pi_b) probabilities of c = 1..200 for the :meth:`small` bins (:func:`count_table`)."""
+        return self.count_table(n)[0]
+
+    def count_table(self, n: int):
+        """:func:`count_table` for the :meth:`small` bins at n (computed once per n)."""
         if n not in self._pmf:
-            c = np.arange(1, _COUNT_TOP + 1, dtype=float)
-            self._pmf[n] = _sps.binom.pmf(c[None, :], n, self.pi[self.small(n)][:, None])
+            sm = self.small(n)
+            self._pmf[n] = count_table(np.full(int(sm.sum()), float(n)), self.pi[sm])
         return self._pmf[n]
 
     def counts(self, n: int):
@@ -103,8 +108,42 @@ class PopulationBins:
         return self._counts[n]
 
 
+#: The exact count sums stop where the binomial upper tail is below this (Bernstein's bound).
+_TAIL = 1e-30
+
+
+def count_table(n, pi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Binomial(n_r, pi_r) probabilities of c = 1..200 for rows r, as a matrix (rows, 200).
+
+    Row r is evaluated for c up to c_r = min(200, n_r, ceil(lambda + t)), lambda = n_r pi_r,
+    where Bernstein's inequality P(c >= lambda + t) <= exp(-t^2 / (2 (lambda + t/3)))
+    puts the rest of the tail below 1e-30 (t = (a + sqrt(a^2 + 8 a lambda)) / 2,
+    a = (2/3) log(1e30)); the entries beyond are 0 (for c > n_r exactly).  The
+    count moments are sums of these probabilities times factors of at most
+    200^2, so the cut changes no sum by more than 1e-25.
+
+    Returns
+    -------
+    pmf : ndarray, shape (rows, 200)
+    rows, cols : ndarray of intp
+        The evaluated entries (row, c - 1), for further terms on the same support.
+    """
+    n = np.asarray(n, dtype=float)
+    pi = np.asarray(pi, dtype=float)
+    lam = n * pi
+    a = (2.0 / 3.0) * -math.log(_TAIL)
+    t = (a + np.sqrt(a * a + 8.0 * a * lam)) / 2.0
+    top = np.minimum(np.minimum(np.ceil(lam + t), n), _COUNT_TOP).astype(np.intp)
+    rows = np.repeat(np.arange(lam.size), top)
+    starts = np.repeat(np.cumsum(top) - top, top)
+    cols = np.arange(rows.size) - starts
+    out = np.zeros((lam.size, _COUNT_TOP))
+    out[rows, cols] = _sps.binom.pmf(cols + 1.0, n[rows], pi[rows])
+    return out, rows, cols
+
+
 def prefetch_pmf(pairs) -> None:
-    """Fill :meth:`PopulationBins.pmf` for many ``(n, PopulationBins)`` pairs with one scipy call.
+    """Fill :meth:`PopulationBins.count_table` for many ``(n, PopulationBins)`` pairs with one scipy call.
 
     ``binom.pmf`` is elementwise, so the values are those of one call per n.
     """
@@ -112,14 +151,14 @@ def prefetch_pmf(pairs) -> None:
     todo = [(n, pb, sm) for n, pb, sm in todo if sm.any()]
     if not todo:
         return
-    c = np.arange(1, _COUNT_TOP + 1, dtype=float)
     ns = np.concatenate([np.full(int(sm.sum()), n, dtype=float) for n, _, sm in todo])
     ps = np.concatenate([pb.pi[sm] for _, pb, sm in todo])
-    big = _sps.binom.pmf(c[None, :], ns[:, None], ps[:, None])
+    table, rows, cols = count_table(ns, ps)
     start = 0
     for n, pb, sm in todo:
         k = int(sm.sum())
-        pb._pmf[n] = big[start:start + k]
+        keep = (rows >= start) & (rows < start + k)
+        pb._pmf[n] = (table[start:start + k], rows[keep] - start, cols[keep])
         start += k
 
 
@@ -236,7 +275,7 @@ def _all_count_moments(n: int, pi: np.ndarray, pmf=None):
     if small.any():
         c = np.arange(1, _COUNT_TOP + 1, dtype=float)
         if pmf is None:
-            pmf = _sps.binom.pmf(c[None, :], n, pi[small][:, None])
+            pmf = count_table(np.full(int(small.sum()), float(n)), pi[small])[0]
         ratio = np.zeros_like(c)
         ratio[1:] = c[1:] / (c[1:] - 1.0)
         second[small] = pmf @ ratio
@@ -353,6 +392,14 @@ def _plugin_terms(c, a):
     return g0, 4.0 * g1 - 3.0 * g2
 
 
+def _plugin_sums(pmf, a):
+    """Per row sum_c pmf(c) (c E[ubar^2], c (4 E[ubar^2 m2] - 3 E[ubar^4])) (:func:`_plugin_terms`),
+    c = 1..200, for the rows of a :func:`count_table` with raw moments ``a`` (rows, 4)."""
+    c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+    g0, g = _plugin_terms(c[None, :], a[:, None, :])
+    return np.sum(pmf * g0, axis=1), np.sum(pmf * g, axis=1)
+
+
 def expected_sigma1_sq(n: int, pb: PopulationBins) -> float:
     """Approximate expectation of the plug-in sigma1^2 (eq. (8)) in a study of n rows.
 
@@ -384,11 +431,7 @@ def expected_sigma1_sq(n: int, pb: PopulationBins) -> float:
         e1 = np.empty_like(lam)
         a = pb.raw_moments
         if small.any():
-            c = np.arange(1, _COUNT_TOP + 1, dtype=float)
-            pmf = pb.pmf(n)
-            g0, g = _plugin_terms(c[None, :], a[small][:, None, :])
-            e0[small] = np.sum(pmf * g0, axis=1)
-            e1[small] = np.sum(pmf * g, axis=1)
+            e0[small], e1[small] = _plugin_sums(pb.pmf(n), a[small])
         big = ~small
         if big.any():
             lb = lam[big]
@@ -627,3 +670,138 @@ def simulate_studies(z: np.ndarray, q: np.ndarray, inverse: np.ndarray, nb: int,
             val = (np.sum(p * mq**2, axis=1) - np.sum(p * mq, axis=1) ** 2 + 4.0 * np.sum(p * quad, axis=1))
             s1_all[start:start + r] = np.maximum(val, 0.0)
     return t_all, s1_all
+
+
+# ----------------------------------------------------------------------------- many study sizes at once
+def analytic_grid(ns, pbs, null_moments: bool = True) -> list[dict]:
+    """The per-n quantities of the analytic planner at many n at once.
+
+    For study sizes ``ns`` with their population bins ``pbs`` (one
+    :class:`PopulationBins` per n), the bins of every n are stacked and each
+    elementwise quantity of :func:`t_moments`, :func:`t_skewness`,
+    :func:`expected_sigma1_sq`, :func:`null_variance`, :func:`null_skewness`,
+    :func:`binned_ece_sq` and :func:`population_sigma1_sq` is computed once on
+    the stack (the binomial count laws in one scipy call); the sums over the
+    bins of one n are then taken on its contiguous slice with the same numpy
+    reductions in the same order, so every value equals the one-n functions'
+    (``tests/test_planning.py`` checks it).
+
+    Returns
+    -------
+    list of dict
+        Per n: ``mean``, ``variance``, ``skewness``, ``sigma1_sq_hat``,
+        ``e1_sum``, ``occupied`` (sum P(c_b >= 1)), ``ece_sq_binned``, ``sigma1_sq``,
+        ``kappa`` (:func:`plugin_slope`), ``null_variance`` and ``null_skewness`` (when ``null_moments``).
+    """
+    ns = [int(n) for n in ns]
+    if not ns:
+        return []
+    sizes = [pb.pi.size for pb in pbs]
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    pi = np.concatenate([pb.pi for pb in pbs])
+    mu = np.concatenate([pb.mu for pb in pbs])
+    sigma = np.concatenate([pb.sigma for pb in pbs])
+    nn = np.repeat(np.array(ns, dtype=float), sizes)
+    d = mu.shape[1]
+    one_dim = all(pb.raw_moments is not None for pb in pbs)
+
+    # count moments (_all_count_moments), elementwise
+    lam = nn * pi
+    with np.errstate(divide="ignore"):
+        log_empty = np.log1p(-pi)
+        first = lam - lam * np.exp((nn - 1.0) * log_empty)
+        occupied = -np.expm1(nn * log_empty)
+    small = lam < _EXACT_COUNT
+    c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+    pmf = count_table(nn[small], pi[small])[0] if small.any() else None
+    small_bounds = np.concatenate(([0], np.cumsum([int(small[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:])])))
+    ratio = np.zeros_like(c)
+    ratio[1:] = c[1:] / (c[1:] - 1.0)
+    ratio3 = np.zeros_like(c)
+    ratio3[1:] = c[1:] * (c[1:] - 2.0) / (c[1:] - 1.0) ** 2
+    second = np.empty_like(lam)
+    inv = np.empty_like(lam)
+    third = np.empty_like(lam)
+    big = ~small
+    lb, pbig = lam[big], pi[big]
+    second[big] = 1.0 + 1.0 / (lb - 1.0) + lb * (1.0 - pbig) / (lb - 1.0) ** 3
+    inv[big] = (1.0 + (1.0 - pbig) / lb) / lb
+    third[big] = 1.0 - 1.0 / (lb - 1.0) ** 2
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):  # the matrix products per n, as one n alone
+        sa, sb = small_bounds[i], small_bounds[i + 1]
+        if sb > sa:
+            sel = np.flatnonzero(small[a:b]) + a
+            block = pmf[sa:sb]
+            second[sel] = block @ ratio
+            inv[sel] = block @ (1.0 / c)
+            third[sel] = block @ ratio3
+
+    # elementwise per-bin terms
+    qb = np.einsum("bi,bi->b", mu, mu)
+    zeta1 = np.einsum("bi,bij,bj->b", mu, sigma, mu)
+    tr2 = np.einsum("bij,bji->b", sigma, sigma)
+    s2 = np.einsum("bij,bjk->bik", sigma, sigma)
+    tr3 = np.einsum("bij,bji->b", s2, sigma)
+    cross = np.einsum("bi,bij,bj->b", mu, s2, mu)
+    quad = np.einsum("bi,bij,bj->b", mu, sigma, mu)
+    if null_moments:
+        sn = np.concatenate([pb.sigma_null for pb in pbs])
+        tr2n = np.einsum("bij,bji->b", sn, sn)
+        tr3n = np.einsum("bij,bjk,bki->b", sn, sn, sn)
+    if one_dim:
+        raw = np.concatenate([pb.raw_moments for pb in pbs])
+        a1, a2, a3 = (raw[:, j] for j in range(3))
+        m3 = a3 - 3.0 * a1 * a2 + 2.0 * a1**3
+        # expected_sigma1_sq, one-dimensional U
+        e0s = np.empty_like(lam)
+        e1s = np.empty_like(lam)
+        if small.any():
+            e0s[small], e1s[small] = _plugin_sums(pmf, raw[small])
+        if big.any():
+            sd = np.sqrt(lb * (1.0 - pbig))
+            ab = raw[big]
+            vals = [_plugin_terms(x, ab) for x in (lb - sd, lb, lb + sd)]
+            e0s[big] = vals[1][0] + 0.5 * (vals[0][0] - 2 * vals[1][0] + vals[2][0])
+            e1s[big] = vals[1][1] + 0.5 * (vals[0][1] - 2 * vals[1][1] + vals[2][1])
+    tr1 = np.einsum("bii->b", sigma)
+    lam_b = np.where(tr1 > 0, tr2 / np.where(tr1 > 0, tr1, 1.0), 0.0)  # plugin_slope's lambda_b
+    w_b = second * tr2
+
+    out = []
+    for i, n in enumerate(ns):
+        s = slice(bounds[i], bounds[i + 1])
+        p_, q_, e1_, e2_ = pi[s], qb[s], first[s], second[s]
+        mean = float(np.sum(q_ * e1_) / n)
+        cond = np.sum(4.0 * zeta1[s] * e1_ + 2.0 * tr2[s] * e2_) / n**2
+        between = (np.sum(p_ * q_**2) - np.sum(p_ * q_) ** 2) / n
+        var = float(cond + max(between, 0.0))
+        if var <= 0:
+            skew = 0.0
+        else:
+            k3 = 8.0 * np.sum(third[s] * tr3[s]) / n**3 + 24.0 * np.sum(e1_ * cross[s]) / n**3
+            if one_dim:
+                k3 += 8.0 * np.sum(p_ * a1[s]**3 * m3[s]) / n**2
+            mq = np.sum(p_ * q_)
+            k3 += (np.sum(p_ * q_**3) - 3.0 * np.sum(p_ * q_**2) * mq + 2.0 * mq**3) / n**2
+            skew = float(k3 / var**1.5)
+        if one_dim:
+            s1_hat = float(max(np.sum(e1s[s]) / n - (np.sum(e0s[s]) / n) ** 2, 0.0))
+        else:
+            p1, iv, zt = occupied[s], inv[s], quad[s]
+            t1, t2 = tr1[s], tr2[s]
+            a_ = np.sum(p_ * q_**2) + np.sum(p1 * (2.0 * q_ * t1 + 4.0 * zt) + iv * (t1**2 + 2.0 * t2)) / n
+            b_ = (np.sum(p_ * q_) + np.sum(p1 * t1) / n) ** 2
+            c_ = 4.0 * np.sum((n * p_ - p1) * zt + (p1 - iv) * t2) / n
+            s1_hat = float(max(a_ - b_ + c_, 0.0))
+        sig1 = np.sum(p_ * q_**2) - np.sum(p_ * q_) ** 2 + 4.0 * np.sum(p_ * quad[s])
+        row = {"mean": mean, "variance": var, "skewness": skew, "sigma1_sq_hat": s1_hat,
+               "e1_sum": float(np.sum(n * p_ - e1_)), "occupied": float(np.sum(occupied[s])),
+               "ece_sq_binned": float(np.sum(p_ * q_)), "sigma1_sq": float(max(sig1, 0.0))}
+        wsum = np.sum(w_b[s])
+        row["kappa"] = float(4.0 * np.sum(w_b[s] * lam_b[s]) / wsum / n) if wsum > 0 else 0.0
+        if null_moments:
+            nv = float(2.0 * np.sum(tr2n[s] * e2_) / n**2)
+            row["null_variance"] = nv
+            row["null_skewness"] = 0.0 if nv <= 0 else float(8.0 * np.sum(third[s] * tr3n[s]) / n**3 / nv**1.5)
+        out.append(row)
+    return out
