@@ -264,26 +264,8 @@ class _Planner:
         return shifted_gamma_isf(self.alpha, _pw.null_variance(int(n), pb), _pw.null_skewness(int(n), pb))
 
     def analytic(self, n: int) -> dict:
-        n = int(n)
-        pb = self.bins(self.B(n))
-        mean, var = _pw.t_moments(n, pb)
-        skew = _pw.t_skewness(n, pb, var)
-        thr = self.threshold(n, pb)
-        s1_hat = _pw.expected_sigma1_sq(n, pb)
-        e1, _, p_occupied = pb.counts(n)[:3]
-        occ = float(np.sum(p_occupied))
-        single = float(np.sum(n * pb.pi - e1))  # E #bins with one row = sum P(c_b = 1) = sum (n pi_b - E[c_b; c_b >= 2])
-        sparse = single / occ if occ > 0 else 1.0
-        if self.margin is None:
-            power = _pw.gamma_power(mean, var, skew, thr)
-        else:
-            power = _pw.margin_power(mean, var, skew, s1_hat / n, self.margin_floor(n, pb), self.margin, self.alpha,
-                                     _pw.plugin_slope(n, pb))
-        return {"n": n, "n_bins": pb.n_bins, "power": power,
-                "expected_width": _pw.expected_width(mean, var, s1_hat, n, thr, self.alpha),
-                "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
-                "threshold": thr, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew, "sparse_share": sparse,
-                "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)}
+        """The analytic power, expected width and moments at one n (:meth:`analytic_many`)."""
+        return self.analytic_many([int(n)])[0]
 
     def analytic_many(self, ns) -> list[dict]:
         """:meth:`analytic` at every n of ``ns``, with the scipy laws and the quadrature vectorised across n.
@@ -959,8 +941,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
                 f"bracketed by the analytic answer {int(hi)}, stopped within 2% of n; the simulated power "
                 "carries Monte Carlo error (power_se).")
         mc = MonteCarloPower(n_sim=n_sim, power_se=at["power_se"], width_se=at["width_se"], seed=seed)
-    curve = pd.DataFrame([analytic(v) for v in sorted(cache)])
-    curve["source"] = "analytic"
+    curve = pd.DataFrame([{**analytic(v), "source": "analytic"} for v in sorted(cache)])
     if sim_rows:
         sims = pd.DataFrame(sim_rows)
         sims["source"] = "simulation"

@@ -673,18 +673,42 @@ def simulate_studies(z: np.ndarray, q: np.ndarray, inverse: np.ndarray, nb: int,
 
 
 # ----------------------------------------------------------------------------- many study sizes at once
+def _binomial_table(n, pi) -> np.ndarray:
+    """Binomial(n_r, pi_r) probabilities of c = 1..200 per row, by the recurrence in c.
+
+    pmf(1) = n pi (1 - pi)^(n - 1) (in logs) and pmf(c + 1) = pmf(c) (n - c) / (c + 1) pi / (1 - pi),
+    a cumulative product along c (relative error at most about 200 ulp); 0 for c > n.
+    Rows with pi >= 1/2 (only possible when n pi < 60 with n < 120) use scipy's ``binom.pmf``.
+    """
+    n = np.asarray(n, dtype=float)
+    pi = np.asarray(pi, dtype=float)
+    c = np.arange(1, _COUNT_TOP + 1, dtype=float)
+    out = np.empty((pi.size, _COUNT_TOP))
+    low = pi < 0.5
+    if low.any():
+        nl, pl = n[low][:, None], pi[low][:, None]
+        step = np.maximum(nl - c[None, :-1], 0.0) / (c[None, 1:]) * (pl / (1.0 - pl))
+        first = np.exp(np.log(nl) + np.log(pl) + (nl - 1.0) * np.log1p(-pl))
+        out[low] = np.cumprod(np.concatenate([first, step], axis=1), axis=1)
+    if (~low).any():
+        out[~low] = _sps.binom.pmf(c[None, :], n[~low][:, None], pi[~low][:, None])
+    return out
+
+
 def analytic_grid(ns, pbs, null_moments: bool = True) -> list[dict]:
-    """The per-n quantities of the analytic planner at many n at once.
+    """The per-n quantities of the analytic planner at many n at once (the engine of ``calib_sample_size``).
 
     For study sizes ``ns`` with their population bins ``pbs`` (one
-    :class:`PopulationBins` per n), the bins of every n are stacked and each
-    elementwise quantity of :func:`t_moments`, :func:`t_skewness`,
+    :class:`PopulationBins` per n) the bins of every n are stacked; each
+    quantity of :func:`t_moments`, :func:`t_skewness`,
     :func:`expected_sigma1_sq`, :func:`null_variance`, :func:`null_skewness`,
-    :func:`binned_ece_sq` and :func:`population_sigma1_sq` is computed once on
-    the stack (the binomial count laws in one scipy call); the sums over the
-    bins of one n are then taken on its contiguous slice with the same numpy
-    reductions in the same order, so every value equals the one-n functions'
-    (``tests/test_planning.py`` checks it).
+    :func:`binned_ece_sq`, :func:`population_sigma1_sq` and :func:`plugin_slope`
+    is computed on the stack by the same formulas, the sums over the bins of one n by
+    ``np.add.reduceat``.  Differences from the one-n functions are rounding only
+    (summation order, the binomial probabilities by a recurrence in c and the
+    exact count sums of the plug-in's expectation through the moments
+    E[c], E[1], E[1/c], E[1/c^2] of the count; ``tests/test_planning.py`` checks
+    agreement to 1e-10).
 
     Returns
     -------
@@ -696,112 +720,109 @@ def analytic_grid(ns, pbs, null_moments: bool = True) -> list[dict]:
     ns = [int(n) for n in ns]
     if not ns:
         return []
-    sizes = [pb.pi.size for pb in pbs]
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    sizes = np.array([pb.pi.size for pb in pbs])
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     pi = np.concatenate([pb.pi for pb in pbs])
     mu = np.concatenate([pb.mu for pb in pbs])
     sigma = np.concatenate([pb.sigma for pb in pbs])
-    nn = np.repeat(np.array(ns, dtype=float), sizes)
-    d = mu.shape[1]
+    n_arr = np.array(ns, dtype=float)
+    nn = np.repeat(n_arr, sizes)
     one_dim = all(pb.raw_moments is not None for pb in pbs)
+    seg = lambda x: np.add.reduceat(x, starts)  # noqa: E731  (sum over the bins of each n)
 
-    # count moments (_all_count_moments), elementwise
+    # count moments (_all_count_moments)
     lam = nn * pi
     with np.errstate(divide="ignore"):
         log_empty = np.log1p(-pi)
         first = lam - lam * np.exp((nn - 1.0) * log_empty)
         occupied = -np.expm1(nn * log_empty)
     small = lam < _EXACT_COUNT
+    big = ~small
     c = np.arange(1, _COUNT_TOP + 1, dtype=float)
-    pmf = count_table(nn[small], pi[small])[0] if small.any() else None
-    small_bounds = np.concatenate(([0], np.cumsum([int(small[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:])])))
-    ratio = np.zeros_like(c)
-    ratio[1:] = c[1:] / (c[1:] - 1.0)
-    ratio3 = np.zeros_like(c)
-    ratio3[1:] = c[1:] * (c[1:] - 2.0) / (c[1:] - 1.0) ** 2
     second = np.empty_like(lam)
     inv = np.empty_like(lam)
     third = np.empty_like(lam)
-    big = ~small
+    if small.any():
+        pmf = _binomial_table(nn[small], pi[small])
+        ratio = np.zeros_like(c)
+        ratio[1:] = c[1:] / (c[1:] - 1.0)
+        ratio3 = np.zeros_like(c)
+        ratio3[1:] = c[1:] * (c[1:] - 2.0) / (c[1:] - 1.0) ** 2
+        mom = pmf @ np.stack([ratio, 1.0 / c, ratio3, np.ones_like(c), c, 1.0 / c**2], axis=1)
+        second[small], inv[small], third[small] = mom[:, 0], mom[:, 1], mom[:, 2]
     lb, pbig = lam[big], pi[big]
     second[big] = 1.0 + 1.0 / (lb - 1.0) + lb * (1.0 - pbig) / (lb - 1.0) ** 3
     inv[big] = (1.0 + (1.0 - pbig) / lb) / lb
     third[big] = 1.0 - 1.0 / (lb - 1.0) ** 2
-    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):  # the matrix products per n, as one n alone
-        sa, sb = small_bounds[i], small_bounds[i + 1]
-        if sb > sa:
-            sel = np.flatnonzero(small[a:b]) + a
-            block = pmf[sa:sb]
-            second[sel] = block @ ratio
-            inv[sel] = block @ (1.0 / c)
-            third[sel] = block @ ratio3
 
-    # elementwise per-bin terms
+    # per-bin terms
     qb = np.einsum("bi,bi->b", mu, mu)
-    zeta1 = np.einsum("bi,bij,bj->b", mu, sigma, mu)
+    zeta = np.einsum("bi,bij,bj->b", mu, sigma, mu)
+    tr1 = np.einsum("bii->b", sigma)
     tr2 = np.einsum("bij,bji->b", sigma, sigma)
     s2 = np.einsum("bij,bjk->bik", sigma, sigma)
     tr3 = np.einsum("bij,bji->b", s2, sigma)
     cross = np.einsum("bi,bij,bj->b", mu, s2, mu)
-    quad = np.einsum("bi,bij,bj->b", mu, sigma, mu)
+    pq = pi * qb
+    sum_pq, sum_pq2, sum_pq3 = seg(pq), seg(pq * qb), seg(pq * qb * qb)
+
+    mean = seg(qb * first) / n_arr
+    cond = seg(4.0 * zeta * first + 2.0 * tr2 * second) / n_arr**2
+    between = (sum_pq2 - sum_pq**2) / n_arr
+    var = cond + np.maximum(between, 0.0)
+    k3 = 8.0 * seg(third * tr3) / n_arr**3 + 24.0 * seg(first * cross) / n_arr**3
+    if one_dim:
+        raw = np.concatenate([pb.raw_moments for pb in pbs])
+        a1, a2, a3, a4 = (raw[:, j] for j in range(4))
+        m3 = a3 - 3.0 * a1 * a2 + 2.0 * a1**3
+        k3 = k3 + 8.0 * seg(pi * a1**3 * m3) / n_arr**2
+    k3 = k3 + (sum_pq3 - 3.0 * sum_pq2 * sum_pq + 2.0 * sum_pq**3) / n_arr**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        skew = np.where(var > 0, k3 / np.where(var > 0, var, 1.0) ** 1.5, 0.0)
+
+    if one_dim:  # expected_sigma1_sq, one-dimensional U
+        e0s = np.empty_like(lam)
+        e1s = np.empty_like(lam)
+        if small.any():
+            s0, s1, sm1, sm2 = mom[:, 3], mom[:, 4], mom[:, 1], mom[:, 5]
+            b1, b2, b3, b4 = a1[small], a2[small], a3[small], a4[small]
+            # _plugin_terms' g0, g1 and g2 summed against the count law, through E[1], E[c], E[1/c], E[1/c^2]
+            e0s[small] = b2 * s0 + b1**2 * (s1 - s0)
+            x, y = b2**2 + 2.0 * b1 * b3, b1**2 * b2
+            g1 = b4 * sm1 + x * (s0 - sm1) + y * (s1 - 3.0 * s0 + 2.0 * sm1)
+            w = 4.0 * b1 * b3 + 3.0 * b2**2
+            g2 = (b4 * sm2 + w * (sm1 - sm2) + 6.0 * b2 * b1**2 * (s0 - 3.0 * sm1 + 2.0 * sm2)
+                  + b1**4 * (s1 - 6.0 * s0 + 11.0 * sm1 - 6.0 * sm2))
+            e1s[small] = 4.0 * g1 - 3.0 * g2
+        if big.any():
+            sd = np.sqrt(lb * (1.0 - pbig))
+            ab = raw[big]
+            vals = [_plugin_terms(xx, ab) for xx in (lb - sd, lb, lb + sd)]
+            e0s[big] = vals[1][0] + 0.5 * (vals[0][0] - 2 * vals[1][0] + vals[2][0])
+            e1s[big] = vals[1][1] + 0.5 * (vals[0][1] - 2 * vals[1][1] + vals[2][1])
+        s1_hat = np.maximum(seg(e1s) / n_arr - (seg(e0s) / n_arr) ** 2, 0.0)
+    else:
+        a_ = sum_pq2 + seg(occupied * (2.0 * qb * tr1 + 4.0 * zeta) + inv * (tr1**2 + 2.0 * tr2)) / n_arr
+        b_ = (sum_pq + seg(occupied * tr1) / n_arr) ** 2
+        c_ = 4.0 * seg((nn * pi - occupied) * zeta + (occupied - inv) * tr2) / n_arr
+        s1_hat = np.maximum(a_ - b_ + c_, 0.0)
+    sig1 = np.maximum(sum_pq2 - sum_pq**2 + 4.0 * seg(pi * zeta), 0.0)
+    lam_b = np.where(tr1 > 0, tr2 / np.where(tr1 > 0, tr1, 1.0), 0.0)
+    wsum = seg(second * tr2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(wsum > 0, 4.0 * seg(second * tr2 * lam_b) / np.where(wsum > 0, wsum, 1.0) / n_arr, 0.0)
+    cols = {"mean": mean, "variance": var, "skewness": skew, "sigma1_sq_hat": s1_hat,
+            "e1_sum": seg(nn * pi - first), "occupied": seg(occupied), "ece_sq_binned": sum_pq,
+            "sigma1_sq": sig1, "kappa": kappa}
     if null_moments:
         sn = np.concatenate([pb.sigma_null for pb in pbs])
         tr2n = np.einsum("bij,bji->b", sn, sn)
         tr3n = np.einsum("bij,bjk,bki->b", sn, sn, sn)
-    if one_dim:
-        raw = np.concatenate([pb.raw_moments for pb in pbs])
-        a1, a2, a3 = (raw[:, j] for j in range(3))
-        m3 = a3 - 3.0 * a1 * a2 + 2.0 * a1**3
-        # expected_sigma1_sq, one-dimensional U
-        e0s = np.empty_like(lam)
-        e1s = np.empty_like(lam)
-        if small.any():
-            e0s[small], e1s[small] = _plugin_sums(pmf, raw[small])
-        if big.any():
-            sd = np.sqrt(lb * (1.0 - pbig))
-            ab = raw[big]
-            vals = [_plugin_terms(x, ab) for x in (lb - sd, lb, lb + sd)]
-            e0s[big] = vals[1][0] + 0.5 * (vals[0][0] - 2 * vals[1][0] + vals[2][0])
-            e1s[big] = vals[1][1] + 0.5 * (vals[0][1] - 2 * vals[1][1] + vals[2][1])
-    tr1 = np.einsum("bii->b", sigma)
-    lam_b = np.where(tr1 > 0, tr2 / np.where(tr1 > 0, tr1, 1.0), 0.0)  # plugin_slope's lambda_b
-    w_b = second * tr2
-
-    out = []
-    for i, n in enumerate(ns):
-        s = slice(bounds[i], bounds[i + 1])
-        p_, q_, e1_, e2_ = pi[s], qb[s], first[s], second[s]
-        mean = float(np.sum(q_ * e1_) / n)
-        cond = np.sum(4.0 * zeta1[s] * e1_ + 2.0 * tr2[s] * e2_) / n**2
-        between = (np.sum(p_ * q_**2) - np.sum(p_ * q_) ** 2) / n
-        var = float(cond + max(between, 0.0))
-        if var <= 0:
-            skew = 0.0
-        else:
-            k3 = 8.0 * np.sum(third[s] * tr3[s]) / n**3 + 24.0 * np.sum(e1_ * cross[s]) / n**3
-            if one_dim:
-                k3 += 8.0 * np.sum(p_ * a1[s]**3 * m3[s]) / n**2
-            mq = np.sum(p_ * q_)
-            k3 += (np.sum(p_ * q_**3) - 3.0 * np.sum(p_ * q_**2) * mq + 2.0 * mq**3) / n**2
-            skew = float(k3 / var**1.5)
-        if one_dim:
-            s1_hat = float(max(np.sum(e1s[s]) / n - (np.sum(e0s[s]) / n) ** 2, 0.0))
-        else:
-            p1, iv, zt = occupied[s], inv[s], quad[s]
-            t1, t2 = tr1[s], tr2[s]
-            a_ = np.sum(p_ * q_**2) + np.sum(p1 * (2.0 * q_ * t1 + 4.0 * zt) + iv * (t1**2 + 2.0 * t2)) / n
-            b_ = (np.sum(p_ * q_) + np.sum(p1 * t1) / n) ** 2
-            c_ = 4.0 * np.sum((n * p_ - p1) * zt + (p1 - iv) * t2) / n
-            s1_hat = float(max(a_ - b_ + c_, 0.0))
-        sig1 = np.sum(p_ * q_**2) - np.sum(p_ * q_) ** 2 + 4.0 * np.sum(p_ * quad[s])
-        row = {"mean": mean, "variance": var, "skewness": skew, "sigma1_sq_hat": s1_hat,
-               "e1_sum": float(np.sum(n * p_ - e1_)), "occupied": float(np.sum(occupied[s])),
-               "ece_sq_binned": float(np.sum(p_ * q_)), "sigma1_sq": float(max(sig1, 0.0))}
-        wsum = np.sum(w_b[s])
-        row["kappa"] = float(4.0 * np.sum(w_b[s] * lam_b[s]) / wsum / n) if wsum > 0 else 0.0
-        if null_moments:
-            nv = float(2.0 * np.sum(tr2n[s] * e2_) / n**2)
-            row["null_variance"] = nv
-            row["null_skewness"] = 0.0 if nv <= 0 else float(8.0 * np.sum(third[s] * tr3n[s]) / n**3 / nv**1.5)
-        out.append(row)
-    return out
+        nv = 2.0 * seg(tr2n * second) / n_arr**2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols["null_variance"] = nv
+            cols["null_skewness"] = np.where(nv > 0, 8.0 * seg(third * tr3n) / n_arr**3
+                                             / np.where(nv > 0, nv, 1.0) ** 1.5, 0.0)
+    names = list(cols)
+    table = np.column_stack([cols[k] for k in names])
+    return [dict(zip(names, map(float, row))) for row in table]
