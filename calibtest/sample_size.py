@@ -23,7 +23,7 @@ from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeEr
     resolve_seed, is_bool
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
-from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma_isf
+from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
@@ -247,21 +247,8 @@ class _Planner:
             self._bins[B] = _pw.population_bins(self.z, self.q, B)
         return self._bins[B]
 
-    def prefetch(self, ns) -> None:
-        """Bin the population at every B the sizes ``ns`` use, and their count probabilities, in batches."""
-        Bs = {n: self.B(n) for n in map(int, ns)}
-        missing = sorted(set(Bs.values()) - set(self._bins))
-        if missing:
-            self._bins.update(_pw.population_bins_many(self.z, self.q, missing))
-        _pw.prefetch_pmf([(n, self._bins[B]) for n, B in Bs.items()])
-
     def B(self, n: int) -> int:
         return resolve_n_bins(self.n_bins, int(n), self.d)[0]
-
-    def threshold(self, n: int, pb) -> float:
-        if self.null == "asymptotic":
-            return null_threshold(self.alpha, self.s0, int(n), bin_volume(pb.n_bins, self.d))
-        return shifted_gamma_isf(self.alpha, _pw.null_variance(int(n), pb), _pw.null_skewness(int(n), pb))
 
     def analytic(self, n: int) -> dict:
         """The analytic power, expected width and moments at one n (:meth:`analytic_many`)."""
@@ -489,7 +476,7 @@ def _notes(inputs, reliable, method, margin=None) -> list[str]:
     else:
         head = (f"Power is the probability that the margin test rejects H0: ECE >= {margin:g} (the one-sided "
                 f"{100 * (1 - inputs.alpha):g}% upper confidence bound for ECE falls below {margin:g}; analytic: "
-                "T ~ shifted gamma, the bound's se at sqrt(max(E sigma1_hat^2 / n, V0)))")
+                "T ~ shifted gamma, the bound's squared se E sigma1_hat^2 / n + kappa (T - E T), floored at V0)")
     notes = [head + "; widths are of the ECE-scale interval. The test estimates the binned "
              "ECE at the B the study uses, which is smaller than the continuous ECE."]
     if method == "analytic":
@@ -611,6 +598,14 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
         Simulated studies per n (simulation).
     rng : None, int or numpy.random.Generator
         Seed of the simulation (recorded).
+    margin : float, optional
+        Plan a margin test instead (``res.margin_test(margin)``, H0: ECE >= margin):
+        ``power`` is then the probability that the one-sided (1 - alpha) upper
+        confidence bound for ECE falls below ``margin``.  Analytic: T follows the
+        shifted gamma law above and the bound's squared standard error follows T
+        linearly (:func:`calibtest.core.power.margin_power`,
+        :func:`calibtest.core.power.plugin_slope`); simulation: each study is
+        analysed by the real margin test.  See ``docs/acceptance.md``.
 
     Returns
     -------
@@ -823,6 +818,12 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         Search range.
     n_grid : int
         Grid points of the search.
+    margin : float, optional
+        Plan a margin test (H0: ECE >= margin; needs ``power``): n is the
+        smallest size at which the one-sided upper confidence bound for ECE falls
+        below ``margin`` with probability ``power`` under the anticipated
+        calibration (calibrated by default).  See :func:`calib_power` and
+        ``docs/acceptance.md``.
 
     Returns
     -------

@@ -320,3 +320,38 @@ def test_margin_sample_size_by_simulation_smoke():
         hits += ct.calib_ci(y=y, probs=p, rng=i).margin_test(0.05).reject
     se = math.sqrt(0.8 * 0.2 / reps)
     assert abs(hits / reps - 0.8) <= 0.05 + 3 * se
+
+
+def _margin_vignette():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "vignettes" / "margin_test.py"
+    spec = importlib.util.spec_from_file_location("margin_vignette", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_vignette_size_smoke():
+    """A few hundred studies of the vignette's binary design at ECE = margin (n = 3000).
+
+    The tuned binned ECE is checked against a large sample binned by the planner
+    (core.power), the mean of T against margin^2, and the rejection rate against
+    alpha + 3 s.e.
+    """
+    from calibtest.core import power as pw
+    from calibtest.core.binning import auto_n_bins
+    vig = _margin_vignette()
+    design = vig.DESIGNS[0]
+    n, reps = 3000, 300
+    B = auto_n_bins(n, 1)
+    a = design.tune(design.margin, B)
+    big = np.random.default_rng(1).beta(2, 5, 400_000)
+    pb = pw.population_bins(big[:, None], design.truth(big, a)[:, None], B)
+    assert math.sqrt(pw.binned_ece_sq(pb)) == pytest.approx(design.margin, rel=0.01)
+    t, s1, vc = vig.simulate(design, a, n, reps, np.random.default_rng(2))
+    assert abs(t.mean() - design.margin**2) < 4 * t.std() / math.sqrt(reps)
+    rate = margin_bound(t, np.sqrt(s1 / n), vc, design.margin, 0.05).reject.mean()
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+    assert vig.check_against_calib_ci(design, a, n, np.random.default_rng(3), reps=2) < 1e-12

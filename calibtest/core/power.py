@@ -46,7 +46,7 @@ from calibtest.core.intervals import adjusted_interval
 
 __all__ = ["PopulationBins", "population_bins", "population_bins_many", "binned_ece_sq", "population_sigma1_sq", "t_moments",
            "count_moments", "t_skewness", "null_skewness", "gamma_power", "margin_power", "plugin_slope", "null_variance", "expected_sigma1_sq", "expected_width", "normal_power",
-           "simulate_studies", "prefetch_pmf", "shifted_gamma_sf_many", "shifted_gamma_isf_many",
+           "simulate_studies", "shifted_gamma_sf_many", "shifted_gamma_isf_many",
            "expected_width_many", "analytic_grid", "GH_NODES"]
 
 #: Gauss-Hermite nodes of the expected-width quadrature over T ~ N(E T, Var T).
@@ -140,26 +140,6 @@ def count_table(n, pi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     out = np.zeros((lam.size, _COUNT_TOP))
     out[rows, cols] = _sps.binom.pmf(cols + 1.0, n[rows], pi[rows])
     return out, rows, cols
-
-
-def prefetch_pmf(pairs) -> None:
-    """Fill :meth:`PopulationBins.count_table` for many ``(n, PopulationBins)`` pairs with one scipy call.
-
-    ``binom.pmf`` is elementwise, so the values are those of one call per n.
-    """
-    todo = [(n, pb, pb.small(n)) for n, pb in pairs if n not in pb._pmf]
-    todo = [(n, pb, sm) for n, pb, sm in todo if sm.any()]
-    if not todo:
-        return
-    ns = np.concatenate([np.full(int(sm.sum()), n, dtype=float) for n, _, sm in todo])
-    ps = np.concatenate([pb.pi[sm] for _, pb, sm in todo])
-    table, rows, cols = count_table(ns, ps)
-    start = 0
-    for n, pb, sm in todo:
-        k = int(sm.sum())
-        keep = (rows >= start) & (rows < start + k)
-        pb._pmf[n] = (table[start:start + k], rows[keep] - start, cols[keep])
-        start += k
 
 
 def _label_cov(q: np.ndarray) -> np.ndarray:
