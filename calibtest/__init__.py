@@ -59,6 +59,12 @@ _EXPORTS = {
     "auto_n_bins": "calibtest.core.binning",
     "sigma0_sq": "calibtest.core.null",
     "load_demo": "calibtest.datasets",
+    "margin_test": "calibtest.acceptance",
+    "citl_test": "calibtest.acceptance",
+    "slope_test": "calibtest.acceptance",
+    "oe_test": "calibtest.acceptance",
+    "MarginTestResult": "calibtest.acceptance",
+    "EquivalenceTestResult": "calibtest.acceptance",
 }
 
 #: Public subpackages and modules reached as attributes (``calibtest.simulation``).

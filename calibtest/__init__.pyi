@@ -1,5 +1,7 @@
 """Type stub of the calibtest package: the public names, imported on first use at run time (see __init__.py)."""
 from calibtest import datasets, simulation
+from calibtest.acceptance import (EquivalenceTestResult, MarginTestResult, citl_test, margin_test, oe_test,
+                                  slope_test)
 from calibtest.backends.accumulator import BinAccumulator
 from calibtest.calibration_test import CalibrationTestResult
 from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
@@ -56,6 +58,12 @@ __all__ = [
     "auto_n_bins",
     "sigma0_sq",
     "load_demo",
+    "margin_test",
+    "citl_test",
+    "slope_test",
+    "oe_test",
+    "MarginTestResult",
+    "EquivalenceTestResult",
     "datasets",
     "simulation",
     "__version__",

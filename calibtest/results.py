@@ -10,6 +10,7 @@ import pandas as pd
 
 from calibtest._format import Call
 from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
+from calibtest.acceptance import MarginTestResult, margin_test as _margin_test
 from calibtest.calibration_test import TestOfCalibration
 from calibtest.core.binning import BinRule
 from calibtest.core.binstats import BinStats
@@ -491,6 +492,17 @@ class CalibrationResult(ResultDisplay):
         if scale == "ece":
             lower, upper = math.sqrt(lower), math.sqrt(upper)
         return ConfidenceInterval(lower, upper, open_, zero, 1.0 - alpha, scale)
+
+    def margin_test(self, margin: float, alpha: float | None = None) -> MarginTestResult:
+        """Test H0: ECE >= margin against H1: ECE < margin (the model meets a pre-specified margin).
+
+        Rejects at level alpha exactly when the one-sided (1 - alpha) upper
+        confidence bound for ECE, sqrt(T+ + z_alpha se) with
+        se^2 = max(sigma1^2 / n, V0), is below ``margin``; V0, the variance of T
+        under calibration, is a floor that keeps the bound from collapsing when
+        T <= 0.  See :func:`calibtest.acceptance.margin_test` and ``docs/acceptance.md``.
+        """
+        return _margin_test(self, margin, alpha)
 
     # ----------------------------------------------------------------- tables
     def bin_table(self) -> pd.DataFrame:

@@ -23,8 +23,9 @@ from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeEr
     resolve_seed, is_bool
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
-from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS, shifted_gamma_isf
+from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
 from calibtest.core.intervals import adjusted_interval
+from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
@@ -234,10 +235,11 @@ def _resolve_null(null, d: int) -> str:
 class _Planner:
     """Population, bins per n and the analytic quantities (cached per B)."""
 
-    def __init__(self, z, q, data, n_bins, alpha, null):
+    def __init__(self, z, q, data, n_bins, alpha, null, margin=None):
         self.z, self.q, self.data = z, q, data
         self.d = data.k
         self.n_bins, self.alpha, self.null = n_bins, alpha, null
+        self.margin = margin
         self.s0 = sigma0_sq(data.mode, data.n_classes, data.k)
         self._bins = {}
 
@@ -249,27 +251,65 @@ class _Planner:
     def B(self, n: int) -> int:
         return resolve_n_bins(self.n_bins, int(n), self.d)[0]
 
-    def threshold(self, n: int, pb) -> float:
-        if self.null == "asymptotic":
-            return null_threshold(self.alpha, self.s0, int(n), bin_volume(pb.n_bins, self.d))
-        return shifted_gamma_isf(self.alpha, _pw.null_variance(int(n), pb), _pw.null_skewness(int(n), pb))
-
     def analytic(self, n: int) -> dict:
-        n = int(n)
-        pb = self.bins(self.B(n))
-        mean, var = _pw.t_moments(n, pb)
-        skew = _pw.t_skewness(n, pb, var)
-        thr = self.threshold(n, pb)
-        s1_hat = _pw.expected_sigma1_sq(n, pb)
-        e1, _, p_occupied = pb.counts(n)[:3]
-        occ = float(np.sum(p_occupied))
-        single = float(np.sum(n * pb.pi - e1))  # E #bins with one row = sum P(c_b = 1) = sum (n pi_b - E[c_b; c_b >= 2])
-        sparse = single / occ if occ > 0 else 1.0
-        return {"n": n, "n_bins": pb.n_bins, "power": _pw.gamma_power(mean, var, skew, thr),
-                "expected_width": _pw.expected_width(mean, var, s1_hat, n, thr, self.alpha),
-                "ece_sq_binned": _pw.binned_ece_sq(pb), "sigma1_sq": _pw.population_sigma1_sq(pb),
-                "threshold": thr, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew, "sparse_share": sparse,
-                "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)}
+        """The analytic power, expected width and moments at one n (:meth:`analytic_many`)."""
+        return self.analytic_many([int(n)])[0]
+
+    def analytic_many(self, ns) -> list[dict]:
+        """:meth:`analytic` at every n of ``ns``, with the scipy laws and the quadrature vectorised across n.
+
+        The per-n moments are computed as in :meth:`analytic`; thresholds,
+        powers and expected widths are then evaluated on arrays by the
+        elementwise versions of the same functions, so every value equals
+        :meth:`analytic`'s (``tests/test_planning.py`` checks it).
+        """
+        ns = [int(v) for v in ns]
+        Bs = {n: self.B(n) for n in ns}
+        missing = sorted(set(Bs.values()) - set(self._bins))
+        if missing:
+            self._bins.update(_pw.population_bins_many(self.z, self.q, missing))
+        pbs = [self._bins[Bs[n]] for n in ns]
+        grid = _pw.analytic_grid(ns, pbs, null_moments=self.null != "asymptotic" or self.margin is not None)
+        rows, parts = [], []
+        for n, pb, g in zip(ns, pbs, grid):
+            mean, var, skew, s1_hat = g["mean"], g["variance"], g["skewness"], g["sigma1_sq_hat"]
+            occ = g["occupied"]
+            sparse = g["e1_sum"] / occ if occ > 0 else 1.0
+            if self.null == "asymptotic":
+                thr_parts = (null_threshold(self.alpha, self.s0, n, bin_volume(pb.n_bins, self.d)), 0.0, 0.0)
+                v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
+            else:
+                thr_parts = (math.nan, g["null_variance"], g["null_skewness"])
+                v0 = g["null_variance"]
+            floor = None if self.margin is None else (v0, g["kappa"])
+            parts.append((mean, var, skew, s1_hat, thr_parts, floor))
+            rows.append({"n": n, "n_bins": pb.n_bins, "power": None, "expected_width": None,
+                         "ece_sq_binned": g["ece_sq_binned"], "sigma1_sq": g["sigma1_sq"],
+                         "threshold": None, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew,
+                         "sparse_share": sparse,
+                         "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)})
+        if not rows:
+            return rows
+        mean, var, skew, s1_hat = (np.array([p[j] for p in parts]) for j in range(4))
+        if self.null == "asymptotic":
+            thr = np.array([p[4][0] for p in parts])
+        else:
+            thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
+        if self.margin is None:
+            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        else:
+            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5][0], self.margin, self.alpha, p[5][1])
+                     for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
+        width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
+        for row, t_, p_, w_ in zip(rows, thr, power, width):
+            row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
+        return rows
+
+    def margin_floor(self, n: int, pb) -> float:
+        """V0 of the margin test at n: sigma0^2 / (n^2 w) (asymptotic null) or the expected Var(T | Z)."""
+        if self.null == "asymptotic":
+            return self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
+        return _pw.null_variance(int(n), pb)
 
     def simulate(self, n: int, n_sim: int, gen) -> dict:
         """Power and mean width over ``n_sim`` simulated studies (the package's estimator)."""
@@ -281,6 +321,9 @@ class _Planner:
             thr = res["threshold"]
             ci = adjusted_interval(t, np.sqrt(s1 / n), thr, self.alpha)
             reject = ~np.asarray(ci.contains_zero)
+            if self.margin is not None:  # the margin test with the asymptotic floor sigma0^2 / (n^2 w)
+                v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
+                reject = np.asarray(margin_bound(t, np.sqrt(s1 / n), v0, self.margin, self.alpha).reject)
             width = np.sqrt(ci.upper) - np.sqrt(np.where(ci.contains_zero, 0.0, ci.lower))
         else:
             reject, width = self._simulate_calib_ci(n, n_sim, gen, res["n_bins"])
@@ -302,7 +345,7 @@ class _Planner:
             y = (gen.random(n) < self.q[idx, 0]).astype(np.int64)
             res = estimate_in_memory(None, None, y, self.z[idx, 0], env=None, n_classes=self.data.n_classes,
                                      n_bins=B, alpha=self.alpha, null=self.null, rng=gen)
-            reject[s] = not res.contains_zero
+            reject[s] = (not res.contains_zero) if self.margin is None else res.margin_test(self.margin).reject
             width[s] = math.sqrt(res.ci_upper) - math.sqrt(res.ci_lower)
         return reject, width
 
@@ -373,6 +416,7 @@ class PowerResult(ResultDisplay):
     inputs: PlanningInputs
     monte_carlo: MonteCarloPower | None = None
     _table: pd.DataFrame = field(default=None, compare=False)
+    margin: float | None = None
 
     def frame(self) -> pd.DataFrame:
         """One row per n: n, n_bins, power (with its MC s.e.), expected width, ECE^2_B, threshold."""
@@ -385,18 +429,21 @@ class PowerResult(ResultDisplay):
 
     def _summary(self, alpha):
         s = CalibSummary()
-        s.add_title("Power of the calibration test of a planned study")
+        s.add_title("Power of the calibration test of a planned study" if self.margin is None else
+                    f"Power to show ECE < {self.margin:g} in a planned study")
         s.add_settings(_settings(self.inputs, self.method, self.monte_carlo))
         cols = ["n", "n_bins", "power"] + (["power_se"] if self.monte_carlo else []) + \
             ["expected_width", "ece_binned", "threshold"]
         s.add_table(self._table[cols], formats={"power": 3, "power_se": 2, "expected_width": 3,
                                                  "ece_binned": 3, "threshold": 3}, index=False)
-        s.add_notes(_notes(self.inputs, np.atleast_1d(self.reliable), self.method))
+        s.add_notes(_notes(self.inputs, np.atleast_1d(self.reliable), self.method, self.margin))
         return s
 
     def _dict(self):
         out = {"method": self.method, "alpha": self.alpha, "sigma0_sq": self.sigma0_sq,
                "inputs": self.inputs.as_dict()}
+        if self.margin is not None:
+            out["margin"] = self.margin
         for col in self._table.columns:
             vals = self._table[col].tolist()
             out[col] = vals[0] if np.ndim(self.n) == 0 else vals
@@ -423,9 +470,15 @@ def _settings(inputs: PlanningInputs, method: str, mc) -> dict:
     return out
 
 
-def _notes(inputs, reliable, method) -> list[str]:
-    notes = ["Power is the probability that the study's adjusted interval excludes 0 (the test of "
-             "H0: calibrated rejects); widths are of the ECE-scale interval. The test estimates the binned "
+def _notes(inputs, reliable, method, margin=None) -> list[str]:
+    if margin is None:
+        head = ("Power is the probability that the study's adjusted interval excludes 0 (the test of "
+                "H0: calibrated rejects)")
+    else:
+        head = (f"Power is the probability that the margin test rejects H0: ECE >= {margin:g} (the one-sided "
+                f"{100 * (1 - inputs.alpha):g}% upper confidence bound for ECE falls below {margin:g}; analytic: "
+                "T ~ shifted gamma, the bound's squared se E sigma1_hat^2 / n + kappa (T - E T), floored at V0)")
+    notes = [head + "; widths are of the ECE-scale interval. The test estimates the binned "
              "ECE at the B the study uses, which is smaller than the continuous ECE."]
     if method == "analytic":
         notes.append("Analytic: T ~ shifted gamma with its mean and variance exact given the bin counts "
@@ -450,20 +503,30 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
     return df[keep]
 
 
-def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method):
+def _check_margin(margin):
+    if margin is None:
+        return None
+    margin = _check_number(margin, "margin")
+    if margin <= 0.0:
+        raise OptionError(f"margin must be > 0 (the ECE-scale margin of the test of H0: ECE >= margin), got {margin}")
+    return margin
+
+
+def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method, margin=None):
     alpha = check_alpha(alpha)
+    margin = _check_margin(margin)
     method = check_option("study_method", method, "method")
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
     z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
     null = _resolve_null(null, data.k)
-    planner = _Planner(z, q, data, n_bins, alpha, null)
+    planner = _Planner(z, q, data, n_bins, alpha, null, margin)
     return planner, _inputs(data, z, q, form, alpha, null), method
 
 
 def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, alpha: float = 0.05,
                 n_bins="auto", k: int = 1, n_classes: int | None = None, null: str | None = None,
-                method: str = "analytic", n_sim: int = 1000, rng=None) -> PowerResult:
+                method: str = "analytic", n_sim: int = 1000, rng=None, margin: float | None = None) -> PowerResult:
     """Power of the calibration test in a planned validation study of n rows.
 
     The study draws n predictions from the distribution that ``probs``
@@ -536,6 +599,14 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
         Simulated studies per n (simulation).
     rng : None, int or numpy.random.Generator
         Seed of the simulation (recorded).
+    margin : float, optional
+        Plan a margin test instead (``res.margin_test(margin)``, H0: ECE >= margin):
+        ``power`` is then the probability that the one-sided (1 - alpha) upper
+        confidence bound for ECE falls below ``margin``.  Analytic: T follows the
+        shifted gamma law above and the bound's squared standard error follows T
+        linearly (:func:`calibtest.core.power.margin_power`,
+        :func:`calibtest.core.power.plugin_slope`); simulation: each study is
+        analysed by the real margin test.  See ``docs/acceptance.md``.
 
     Returns
     -------
@@ -563,10 +634,10 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     """
     ns, scalar = _check_n_array(n)
     planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method)
+                                      method, margin)
     mc = None
     if method == "analytic":
-        rows = [planner.analytic(v) for v in ns]  # one analytic evaluation per n (bins cached per B)
+        rows = planner.analytic_many(ns)  # every n at once (bins, count laws and quadrature batched)
         bad = [r["n"] for r in rows if not r["reliable"]]
         if bad:
             warnings.warn(f"analytic power is unreliable at n = {bad[:5]} (n < {SMALL_N}, more than "
@@ -586,7 +657,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
                        threshold=col("threshold"), t_mean=col("t_mean"), t_sd=col("t_sd"), t_skewness=col("t_skewness"),
                        expected_width=col("expected_width"), sparse_share=col("sparse_share"),
                        reliable=col("reliable"), method=method, alpha=planner.alpha, inputs=inputs,
-                       monte_carlo=mc, _table=df)
+                       monte_carlo=mc, _table=df, margin=planner.margin)
 
 
 def _pick(values, scalar: bool):
@@ -644,6 +715,7 @@ class SampleSizeResult(ResultDisplay):
     curve: pd.DataFrame
     inputs: PlanningInputs
     monte_carlo: MonteCarloPower | None = None
+    margin: float | None = None
 
     def _repr_parts(self):
         return [f"n={self.n}", f"target={self.target} {self.target_value:g}",
@@ -652,19 +724,21 @@ class SampleSizeResult(ResultDisplay):
     def _summary(self, alpha):
         s = CalibSummary()
         s.add_title("Sample size for a calibration validation study")
-        what = (f"power {self.target_value:g} to reject H0: calibrated" if self.target == "power" else
-                f"expected ECE-scale interval width <= {self.target_value:g}")
+        what = (f"expected ECE-scale interval width <= {self.target_value:g}" if self.target != "power" else
+                f"power {self.target_value:g} to reject H0: calibrated" if self.margin is None else
+                f"power {self.target_value:g} to show ECE < {self.margin:g} (margin test)")
         s.add_settings({"Target:": what, **_settings(self.inputs, self.method, self.monte_carlo)})
         row = pd.DataFrame({"n": [self.n], "n_bins": [self.n_bins], "power": [self.achieved_power],
                             "expected_width": [self.expected_width], "ece_binned": [math.sqrt(self.ece_sq_binned)]})
         s.add_table(row, formats={"power": 3, "expected_width": 3, "ece_binned": 3}, index=False)
         notes = [self.rule] + _notes(self.inputs, np.array([self.reliable]), "analytic" if
-                                     self.method == "analytic" else "simulation")
+                                     self.method == "analytic" else "simulation", self.margin)
         s.add_notes(notes)
         return s
 
     def _dict(self):
-        return {"n": self.n, "target": self.target, "target_value": self.target_value,
+        extra = {} if self.margin is None else {"margin": self.margin}
+        return {**extra, "n": self.n, "target": self.target, "target_value": self.target_value,
                 "achieved_power": self.achieved_power, "expected_width": self.expected_width,
                 "n_bins": self.n_bins, "ece_sq_binned": self.ece_sq_binned,
                 "ece_binned": math.sqrt(self.ece_sq_binned), "method": self.method, "reliable": self.reliable,
@@ -707,7 +781,7 @@ def _meets(values, target: str, value: float):
 def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, power=None,
                       ci_width=None, alpha: float = 0.05, n_bins="auto", k: int = 1, n_classes: int | None = None,
                       null: str | None = None, method: str = "analytic", n_min: int = 50, n_max: int = 10**6,
-                      n_grid: int = 200, n_sim: int = 1000, rng=None) -> SampleSizeResult:
+                      n_grid: int = 200, n_sim: int = 1000, rng=None, margin: float | None = None) -> SampleSizeResult:
     """Smallest validation-study size that reaches a target power or expected interval width.
 
     Exactly one target: ``power`` (probability that the test of H0: calibrated
@@ -745,6 +819,12 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         Search range.
     n_grid : int
         Grid points of the search.
+    margin : float, optional
+        Plan a margin test (H0: ECE >= margin; needs ``power``): n is the
+        smallest size at which the one-sided upper confidence bound for ECE falls
+        below ``margin`` with probability ``power`` under the anticipated
+        calibration (calibrated by default).  See :func:`calib_power` and
+        ``docs/acceptance.md``.
 
     Returns
     -------
@@ -766,6 +846,9 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     """
     if (power is None) == (ci_width is None):
         raise ValueError("give exactly one of power= and ci_width=")
+    if margin is not None and power is None:
+        raise ValueError("margin= plans a margin test: give power= (the probability that the upper bound falls "
+                         "below the margin), not ci_width=")
     if power is not None:
         target, value = "power", _check_number(power, "power")
         if not 0.0 < value < 1.0:
@@ -780,7 +863,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         raise OptionError(f"n_max must be larger than n_min, got n_min={n_min}, n_max={n_max}")
     n_grid = check_count(n_grid, "n_grid", 3)
     planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method)
+                                      method, margin)
     if power is not None and value <= planner.alpha:
         raise OptionError(f"power must exceed alpha = {planner.alpha:g}, got {value}")
     col = "power" if target == "power" else "expected_width"
@@ -793,7 +876,8 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
             cache[v] = planner.analytic(v)
         return cache[v]
 
-    rows = [analytic(v) for v in grid]
+    rows = planner.analytic_many(grid)
+    cache.update((r["n"], r) for r in rows)
     ok = _meets(np.array([r[col] for r in rows]), target, value)
     if not ok[-1]:
         raise ValueError(f"the target {target}={value:g} is not reached at n_max={n_max} (there {col} = "
@@ -859,8 +943,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
                 f"bracketed by the analytic answer {int(hi)}, stopped within 2% of n; the simulated power "
                 "carries Monte Carlo error (power_se).")
         mc = MonteCarloPower(n_sim=n_sim, power_se=at["power_se"], width_se=at["width_se"], seed=seed)
-    curve = pd.DataFrame([analytic(v) for v in sorted(cache)])
-    curve["source"] = "analytic"
+    curve = pd.DataFrame([{**analytic(v), "source": "analytic"} for v in sorted(cache)])
     if sim_rows:
         sims = pd.DataFrame(sim_rows)
         sims["source"] = "simulation"
@@ -875,4 +958,4 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     return SampleSizeResult(n=int(n_star), target=target, target_value=value, achieved_power=float(at["power"]),
                             expected_width=float(at["expected_width"]), n_bins=int(at["n_bins"]),
                             ece_sq_binned=float(at["ece_sq_binned"]), method=method, reliable=reliable, rule=rule,
-                            curve=curve, inputs=inputs, monte_carlo=mc)
+                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin)

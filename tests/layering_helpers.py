@@ -27,7 +27,7 @@ LAYERS = [
     ("display", ["calibtest.summary"]),
     ("grouping", ["calibtest.grouping"]),
     ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test",
-                       "calibtest.evidence_table", "calibtest.flexible"]),
+                       "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance"]),
     ("results", ["calibtest.results"]),
     ("estimation", ["calibtest.estimation"]),
     ("backends", ["calibtest.backends"]),

@@ -435,3 +435,56 @@ def test_vignette_smoke(tmp_path, monkeypatch):
     vig.default_null_check(out_dir=str(tmp_path), dists={"Beta(2,5)": (p, None)}, miscal=["intercept +0.3"],
                            targets=[("power", 0.8)], n_sim=150)
     assert len(pd.read_csv(path)) == 1
+
+
+@pytest.mark.parametrize("kw", [dict(slope=0.8), dict(intercept=0.4, null="asymptotic"), dict(slope=0.8, margin=0.05),
+                                dict(slope=1.3, k=2)])
+def test_stacked_grid_equals_the_one_n_functions(beta_probs, kw):
+    """analytic_grid (all n stacked, reduceat sums, binomial recurrence) against the one-n engines of core.power."""
+    margin = kw.pop("margin", None)
+    probs = beta_probs if "k" not in kw else np.random.default_rng(4).dirichlet(np.full(4, 0.7), 3000)
+    planner = pl._common(probs, None, kw.get("intercept", 0.0), kw.get("slope", 1.0), 0.05, "auto", kw.get("k", 1),
+                         None, kw.get("null"), "analytic", margin)[0]
+    ns = [60, 137, 500, 1999, 20000, 300000]
+    pbs = [planner.bins(planner.B(n)) for n in ns]
+    for n, pb, g in zip(ns, pbs, pw.analytic_grid(ns, pbs)):
+        mean, var = pw.t_moments(n, pb)
+        e1, _, occ = pw.count_moments(n, pb.pi)[0], None, pb.counts(n)[2]
+        ref = {"mean": mean, "variance": var, "skewness": pw.t_skewness(n, pb, var),
+               "sigma1_sq_hat": pw.expected_sigma1_sq(n, pb), "e1_sum": float(np.sum(n * pb.pi - e1)),
+               "occupied": float(np.sum(occ)), "ece_sq_binned": pw.binned_ece_sq(pb),
+               "sigma1_sq": pw.population_sigma1_sq(pb), "kappa": pw.plugin_slope(n, pb),
+               "null_variance": pw.null_variance(n, pb), "null_skewness": pw.null_skewness(n, pb)}
+        for key, value in ref.items():
+            assert g[key] == pytest.approx(value, rel=1e-10, abs=1e-300), (n, key)
+    rows = planner.analytic_many(ns)
+    assert [planner.analytic(n) for n in ns] == rows  # one n is the grid of one
+
+
+def test_binomial_table_against_scipy():
+    from scipy import stats as sst
+    n = np.array([50.0, 137, 5000, 10**6, 80])
+    p = np.array([0.3, 0.01, 0.004, 5e-5, 0.6])
+    table = pw._binomial_table(n, p)
+    c = np.arange(1, 201)
+    ref = sst.binom.pmf(c[None, :], n[:, None], p[:, None])
+    np.testing.assert_allclose(table, ref, rtol=1e-12, atol=1e-300)
+
+
+def test_population_bins_many_against_direct_means(beta_probs):
+    """Each B of the stacked binning: bin masses and means recomputed bin by bin with boolean masks."""
+    z = beta_probs[:, None]
+    q = expit(0.3 + logit(beta_probs))[:, None]
+    many = pw.population_bins_many(z, q, [7, 19, 48])
+    for B, pb in many.items():
+        cells = np.minimum(np.floor(beta_probs * B), B).astype(int)
+        occupied = np.unique(cells)
+        assert np.array_equal(occupied[pb.inverse], cells)
+        for b, cell in enumerate(occupied):
+            rows = cells == cell
+            delta = (q - z)[rows, 0]
+            assert pb.pi[b] == pytest.approx(rows.mean(), rel=1e-15)
+            assert pb.mu[b, 0] == pytest.approx(delta.mean(), rel=1e-10, abs=1e-15)
+            lab = q[rows, 0] * (1 - q[rows, 0])
+            assert pb.sigma[b, 0, 0] == pytest.approx(lab.mean() + delta.var(), rel=1e-9, abs=1e-15)
+            assert pb.sigma_null[b, 0, 0] == pytest.approx((z[rows, 0] * (1 - z[rows, 0])).mean(), rel=1e-12)
