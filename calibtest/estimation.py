@@ -105,7 +105,7 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
     z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
     zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
-    if null_method == "shifted gamma":
+    if null_method in ("shifted gamma", "point mass"):
         zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
     elif null_method == "monte carlo":
         zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
@@ -143,15 +143,21 @@ def sparse_cell_flags(stats: BinStats, *, mode: str, k: int, second_order: float
 
 
 def null_law(null: str, conditional) -> str:
-    """How the chosen null's p-value is computed: ``"normal"``, ``"shifted gamma"`` or ``"monte carlo"``.
+    """How the chosen null's p-value is computed: ``"normal"``, ``"point mass"``, ``"shifted gamma"`` or
+    ``"monte carlo"``.
 
     ``null="conditional"`` uses the shifted gamma only while it is reliable
     (conditional skewness at most
     :data:`~calibtest.core.conditional.SHIFTED_GAMMA_MAX_SKEWNESS`); beyond,
-    the exact conditional Monte Carlo test decides.
+    the exact conditional Monte Carlo test decides.  When Var(T | Z) = 0
+    (every prediction exactly 0 or 1 in its bin) the conditional law of T is
+    the point mass at 0 and its exact p-value is that of
+    :func:`~calibtest.core.conditional.conditional_test`: 0 when T > 0, else 1.
     """
     if null == "asymptotic":
         return "normal"
+    if null == "conditional" and conditional.variance == 0:
+        return "point mass"
     if null == "conditional" and conditional.reliable:
         return "shifted gamma"
     return "monte carlo"
@@ -406,15 +412,20 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     stats = partition.bin_sums(data)
     volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)
     s0 = n * n * volume * ws.null_variance
-    if not s0 > 0:
+    no_error = not np.any(data.u)  # every prediction 0 or 1 and every label equal to it: T_w = 0 exactly
+    if not s0 > 0 and not no_error:
         raise ValueError("the weighted calibrated-regime variance is 0 (no bin holds two rows with positive "
                          "weight and non-zero errors); use fewer bins or more rows")
     t, s1 = ws.estimate, ws.sigma1_sq
     se = math.sqrt(ws.jackknife_variance if jackknife else s1 / n)
-    zstat, pvalue = null_test(t, n, volume, s0)
+    if no_error:  # the null law of T_w is the point mass at 0, and T_w = 0: no evidence, p = 1
+        zstat, pvalue, threshold = 0.0, 1.0, 0.0
+    else:
+        zstat, pvalue = null_test(t, n, volume, s0)
+        threshold = null_threshold(alpha, s0, n, volume)
     p_normal = pvalue
-    threshold = null_threshold(alpha, s0, n, volume)
-    monte_carlo, null_method, threshold_rule, multipliers = None, "normal", threshold, None
+    monte_carlo, null_method, multipliers = None, "normal", None
+    threshold_rule = math.inf if no_error else threshold  # 0 joins the interval iff the test does not reject
     if null == "monte-carlo" or prevalence is not None:
         if data.z.shape[1] != 1:
             raise ValueError(f"the weighted Monte Carlo null draws one outcome per row (binary and top-1 "

@@ -267,7 +267,7 @@ class CalibrationResult(ResultDisplay):
         the zero rule: ``"asymptotic"`` (the paper), ``"conditional"`` (exact
         conditional moments, shifted-gamma p-value) or ``"monte-carlo"``
         (see :mod:`calibtest.core.conditional`).
-    null_method : {"normal", "shifted gamma", "monte carlo"}
+    null_method : {"normal", "point mass", "shifted gamma", "monte carlo"}
         How the chosen null's p-value was computed.  ``null="conditional"``
         uses the shifted gamma while the conditional skewness is at most
         3 and the exact conditional Monte Carlo test beyond (the gamma
@@ -385,7 +385,7 @@ class CalibrationResult(ResultDisplay):
             Binning, target and level.
         null : {"asymptotic", "conditional", "monte-carlo"}
             The null that decided the test (never ``"auto"``).
-        null_method : {"normal", "shifted gamma", "monte carlo"}
+        null_method : {"normal", "point mass", "shifted gamma", "monte carlo"}
         asymptotic : tuple of float, optional
             ``(zstat, pvalue)`` of the asymptotic test, kept next to a finite-sample null.
         resampling : ResamplingInterval, optional

@@ -514,8 +514,9 @@ def null_text(res) -> str:
         return ("asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" if weighted
                 else "asymptotic (the paper's normal limit)")
     if res.null == "conditional":
-        return ("conditional (shifted gamma)" if res.null_method == "shifted gamma"
-                else "conditional (exact Monte Carlo: the shifted gamma is unreliable here)")
+        return {"shifted gamma": "conditional (shifted gamma)",
+                "point mass": "conditional (exact: a point mass at T = 0, every prediction 0 or 1 in its bin)"}.get(
+            res.null_method, "conditional (exact Monte Carlo: the shifted gamma is unreliable here)")
     if weighted:
         return "Monte Carlo (outcomes redrawn given the predictions, the weights following them)"
     return "Monte Carlo (exact conditional)"
@@ -526,8 +527,8 @@ def null_name(res) -> str:
     if res.null == "asymptotic":
         return "asymptotic"
     if res.null == "conditional":
-        return "conditional (shifted gamma)" if res.null_method == "shifted gamma" else \
-            "conditional (exact Monte Carlo)"
+        return {"shifted gamma": "conditional (shifted gamma)", "point mass": "conditional (point mass)"}.get(
+            res.null_method, "conditional (exact Monte Carlo)")
     return f"Monte Carlo ({res.monte_carlo.n_draws} label draws)"
 
 

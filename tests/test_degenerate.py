@@ -339,3 +339,35 @@ def test_hosmer_lemeshow_near_one_is_not_infinite():
         plain = ct.hosmer_lemeshow(y=y, probs=p, groups=3)
         weighted = ct.hosmer_lemeshow(y=y, probs=p, groups=3, weights=w)
     assert math.isfinite(plain.statistic) and math.isfinite(weighted.statistic)
+
+
+# --------------------------------------------------------------------------- the null is named for what it is
+def test_conditional_null_of_hard_predictions_is_named_a_point_mass():
+    """Every prediction 0 or 1: Var(T | Z) = 0, so the conditional law of T is the point mass at 0; the result
+    says so (not 'shifted gamma') and its exact p-value is 0 when a label contradicts its prediction."""
+    rng = np.random.default_rng(0)
+    p = (rng.random(200) < 0.5).astype(float)
+    y = np.where(rng.random(200) < 0.7, p, 1 - p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = ct.calib_ci(y=y, probs=p)
+        text = " ".join(str(res.summary()).split())
+    assert res.null == "conditional" and res.null_method == "point mass"
+    assert res.conditional.variance == 0 and res.estimate > 0 and res.null_pvalue == 0.0
+    assert "Null: conditional (exact: a point mass at T = 0" in text and "shifted gamma" not in text
+
+
+@pytest.mark.parametrize("kwargs", [{"weights": np.full(200, 2.0)}, {"prevalence": 0.3}])
+def test_weighted_hard_predictions_all_right_give_no_evidence(kwargs):
+    """Every label equals its 0/1 prediction: T_w = 0 and its null law is the point mass at 0, so p = 1 and the
+    interval is [0, 0] (it used to raise 'the weighted calibrated-regime variance is 0')."""
+    p = (np.random.default_rng(1).random(200) < 0.5).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = ct.calib_ci(y=p, probs=p, rng=3, **kwargs)
+    assert res.estimate == 0.0 and res.null_pvalue == 1.0 and res.contains_zero
+    assert tuple(res.conf_int()) == (0.0, 0.0)
+    y = p.copy()
+    y[:3] = 1 - y[:3]  # three contradicted predictions: an ordinary weighted result, T_w > 0
+    res = ct.calib_ci(y=y, probs=p, rng=3, **kwargs)
+    assert res.estimate > 0 and res.null_pvalue < 1.0

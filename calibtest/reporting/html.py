@@ -287,7 +287,12 @@ def _null_test(res, d: dict) -> dict | None:
     if cond is not None:
         rows.append(("Conditional moments of T given the predictions",
                      f"sd(T | Z) = {fmt(math.sqrt(max(cond.variance, 0.0)))}, skewness {fmt(cond.skewness, 3)}"))
-    if res.null_method == "shifted gamma":
+    if res.null_method == "point mass":
+        rows += [("Statistic", f"T = {fmt(d['estimate'])}; under H0, T = 0 with probability 1 (every prediction "
+                               "is 0 or 1 in its bin, so the labels are determined)"),
+                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (P(T ≥ observed T | H0): 0 when T > 0, "
+                                            "else 1)")]
+    elif res.null_method == "shifted gamma":
         rows += [("Statistic", f"z = T / sd(T | Z) = {fmt(cond.zstat, 4)}"),
                  ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (shifted gamma with the conditional "
                                             "mean, variance and skewness of T)")]
