@@ -94,6 +94,10 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.n_formulas = n_formulas
 
+    def error(self, message):
+        """A usage error on one line (exit status 2), pointing to ``--help`` instead of printing the usage."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
         if self.n_formulas:
