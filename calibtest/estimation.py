@@ -25,25 +25,25 @@ import numpy as np
 
 from calibtest._format import Call
 from calibtest._validation import DEFAULT_DRAWS, MAX_BYTES, check_memory, resolve_seed
-from calibtest.core.binning import MAX_SINGLETON_FRACTION, singleton_fraction
-from calibtest.core.binstats import (BinStats, debiased_statistic, plugin_statistic, second_order_from_sums, sigma1_sq,
-                                     sigma1_sq_quadratic)
+from calibtest.core.binning import fixed_rule, singleton_fraction
+from calibtest.core.binstats import BinStats, debiased_statistic
 from calibtest.core.conditional import (SHIFTED_GAMMA_MAX_SKEWNESS, MonteCarloTest, conditional_bin_sums,
                                         conditional_memory, conditional_moments, conditional_sums_from_columns,
-                                        conditional_test, label_classes, monte_carlo_test)
+                                        conditional_test, label_classes, monte_carlo_test, null_law)
+from calibtest.core.estimates import Estimates, estimates_from_sums
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
-from calibtest.core.partition import Partition, cell_geometry, partition_rows
-from calibtest.core.resampling import binned_rows, clip_interval, resampling_interval
-from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.partition import Partition, binned_dimension, cell_geometry, partition_rows
+from calibtest.core.resampling import binned_rows, resampling_interval
+from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
                                      sparse_bins, studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
 from calibtest.inputs import prepare_input
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
 
-__all__ = ["result_from_sums", "estimate_rows", "estimate_weighted", "check_weighted_options", "null_law",
-           "resolve_null", "estimate_in_memory", "sparse_cell_flags", "keeps_null_sums", "streamed_null",
+__all__ = ["result_from_sums", "result_from_stream", "estimate_rows", "estimate_weighted", "check_weighted_options",
+           "null_law", "resolve_null", "estimate_in_memory", "keeps_null_sums", "streamed_null",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
 #: With ``prevalence=``, a result is flagged approximate when more than this share of the weight lies in
@@ -88,79 +88,48 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
 
     Notes
     -----
-    With T the debiased statistic, se = sigma1 / sqrt(n) and the chosen
-    null's p-value p, zero joins the interval iff p > alpha; the asymptotic
-    null's threshold is z_alpha sigma0 / (n sqrt(w)).
+    The estimates are those of :func:`calibtest.core.estimates.estimates_from_sums`;
+    the sparse-cell flags those of :meth:`calibtest.results.Approximation.sparse_cells`.
     """
-    null_method = null_law(null, conditional)
-    n = stats.n
-    second_order = None
-    if mode == "full" and k >= 3 and stats.sum_zz is not None:
-        # V2, the second-order part of Var(T | Z) (core.binstats.second_order_variance): se^2 = sigma1^2/n + V2
-        second_order = second_order_from_sums(stats.count, stats.sum_z, stats.sum_zz, stats.sum_tr, n)
-    t = debiased_statistic(stats, n)
-    s1 = sigma1_sq_quadratic(stats) if mode == "full" else sigma1_sq(stats, n)
-    plugin = plugin_statistic(stats, n)
-    se = math.sqrt(s1 / n + (second_order or 0.0))
-    volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
-    z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
-    zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
-    if null_method in ("shifted gamma", "point mass"):
-        zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
-    elif null_method == "monte carlo":
-        zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
-    threshold_rule = threshold if null == "asymptotic" else (math.inf if pvalue > alpha else -math.inf)
-    iv = adjusted_interval(t, se, threshold_rule, alpha)
-    approximation = sparse_cell_flags(stats, mode=mode, k=k, second_order=second_order)
+    estimates = estimates_from_sums(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, alpha=alpha,
+                                    null=null, conditional=conditional, monte_carlo=monte_carlo)
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=mode, k=k,
+                                               second_order_variance=estimates.second_order_variance)
     return CalibrationResult.from_estimates(
-        stats, estimate=t, plugin_estimate=plugin, sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se,
-        test=(zstat, pvalue, threshold), interval=iv, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_volume=volume,
-        mode=mode, k=k, n_classes=n_classes, alpha=alpha, null=null, null_method=null_method,
-        asymptotic=None if conditional is None else (z_asym, p_asym), resampling=resampling,
-        conditional=conditional, monte_carlo=monte_carlo, call_record=call, approximation=approximation, **extra)
+        stats, estimates, n_bins=n_bins, n_bins_rule=n_bins_rule, mode=mode, k=k, n_classes=n_classes, alpha=alpha,
+        null=null, resampling=resampling, conditional=conditional, monte_carlo=monte_carlo, call_record=call,
+        approximation=approximation, **extra)
 
 
-def sparse_cell_flags(stats: BinStats, *, mode: str, k: int, second_order: float | None) -> Approximation:
-    """The sparse-cell diagnostics of a result: flagged when the interval's coverage is only approximate.
+def result_from_stream(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int, n_bins_rule: str,
+                       alpha: float, null: str = "auto", call: Call | None = None, **extra) -> CalibrationResult:
+    """The result of bin sums accumulated from a stream (a file, a Dask frame, a :class:`~calibtest.BinAccumulator`).
 
-    Flagged when more than :data:`~calibtest.core.binning.MAX_SINGLETON_FRACTION`
-    of the rows sit alone in their cell (their share of the binned ECE^2 is
-    lost to T, which no estimator can recover), or, for full calibration with
-    K >= 3, when the standard error lacks the second-order variance V2 (bin
-    sums without the sums of z z^T).
+    As :func:`result_from_sums`, with what a stream resolves from its sums
+    alone: the null (``null="auto"`` included) and its conditional test from
+    the sums of the conditional moments (:func:`streamed_null`), and the bin
+    rule from the cell counts (:func:`calibtest.core.binning.fixed_rule`:
+    B was fixed before the rows arrived).
+
+    Parameters
+    ----------
+    stats : BinStats
+        The merged bin sums, with ``null_sums`` when :func:`keeps_null_sums`.
+    mode, k, n_classes, n_bins, n_bins_rule, alpha, call, **extra
+        As in :func:`result_from_sums`.
+    null : {"auto", "asymptotic", "conditional"}
+        The requested null.
     """
-    frac = singleton_fraction(stats.count)
-    reasons = []
-    if frac > MAX_SINGLETON_FRACTION:
-        reasons.append(f"{100 * frac:.3g}% of the rows sit alone in their cell (more than "
-                       f"{100 * MAX_SINGLETON_FRACTION:.3g}%): T cannot use them and is biased down by their "
-                       "share of the binned ECE^2")
-    if mode == "full" and k >= 3 and second_order is None and frac < 1.0:
-        reasons.append("the standard error lacks the second-order variance of T (the bin sums lack those of z z^T), "
-                       "which is not negligible when the simplex cells hold few rows")
-    return Approximation(approximate=bool(reasons), reasons=tuple(reasons), singleton_fraction=frac,
-                         max_singleton_fraction=MAX_SINGLETON_FRACTION, second_order_variance=second_order)
-
-
-def null_law(null: str, conditional) -> str:
-    """How the chosen null's p-value is computed: ``"normal"``, ``"point mass"``, ``"shifted gamma"`` or
-    ``"monte carlo"``.
-
-    ``null="conditional"`` uses the shifted gamma only while it is reliable
-    (conditional skewness at most
-    :data:`~calibtest.core.conditional.SHIFTED_GAMMA_MAX_SKEWNESS`); beyond,
-    the exact conditional Monte Carlo test decides.  When Var(T | Z) = 0
-    (every prediction exactly 0 or 1 in its bin) the conditional law of T is
-    the point mass at 0 and its exact p-value is that of
-    :func:`~calibtest.core.conditional.conditional_test`: 0 when T > 0, else 1.
-    """
-    if null == "asymptotic":
-        return "normal"
-    if null == "conditional" and conditional.variance == 0:
-        return "point mass"
-    if null == "conditional" and conditional.reliable:
-        return "shifted gamma"
-    return "monte carlo"
+    null, conditional = streamed_null(stats, null, stats.dim, alpha)
+    bin_rule = fixed_rule(n_bins_rule, n_bins, stats.n, binned_dimension(mode, k), stats.count)
+    estimates = estimates_from_sums(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, alpha=alpha,
+                                    null=null, conditional=conditional)
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=mode, k=k,
+                                               second_order_variance=estimates.second_order_variance)
+    return CalibrationResult.from_estimates(
+        stats, estimates, n_bins=n_bins, n_bins_rule=n_bins_rule, mode=mode, k=k, n_classes=n_classes, alpha=alpha,
+        null=null, conditional=conditional, call_record=call, approximation=approximation, bin_rule=bin_rule,
+        **extra)
 
 
 def resolve_null(null: str, d: int, m: int) -> str:
@@ -467,22 +436,22 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                           mean_outcome=(sum_wz + sum_wu) / pos,
                           sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
                           interval_multipliers=multipliers)
-    base_flags = sparse_cell_flags(stats, mode=data.mode, k=data.k, second_order=None)
-    reasons = list(base_flags.reasons)
+    more_reasons = ()
     if prevalence is not None and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
-        reasons.append(f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
-                       f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g}: with prevalence weights the interval's "
-                       "coverage of a small ECE is approximate there (measured in vignettes/populations.md)")
-    approximation = Approximation(approximate=bool(reasons), reasons=tuple(reasons),
-                                  singleton_fraction=base_flags.singleton_fraction,
-                                  max_singleton_fraction=base_flags.max_singleton_fraction)
+        more_reasons = (f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective "
+                        f"size (sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g}: with prevalence weights the "
+                        "interval's coverage of a small ECE is approximate there (measured in "
+                        "vignettes/populations.md)",)
+    estimates = Estimates(estimate=t, plugin_estimate=ws.plugin, sigma1_sq=s1, sigma0_sq=s0, se=se,
+                          bin_volume=volume, test=(zstat, pvalue, threshold), interval=iv, null_method=null_method,
+                          asymptotic=None if monte_carlo is None else (zstat, p_normal),
+                          singleton_fraction=singleton_fraction(stats.count))
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=data.mode, k=data.k,
+                                               second_order_variance=None, more_reasons=more_reasons)
     return CalibrationResult.from_estimates(
-        stats, estimate=t, plugin_estimate=ws.plugin, sigma1_sq=s1, sigma0_sq=s0, se=se,
-        test=(zstat, pvalue, threshold), interval=iv, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule,
-        bin_volume=volume, mode=data.mode, k=data.k, n_classes=data.n_classes, alpha=alpha, null=null,
-        null_method=null_method, asymptotic=None if monte_carlo is None else (zstat, p_normal),
-        approximation=approximation, call_record=call, data=data, partition=partition, weighting=weighting,
-        monte_carlo=monte_carlo, **extra)
+        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=data.mode, k=data.k,
+        n_classes=data.n_classes, alpha=alpha, null=null, approximation=approximation, call_record=call, data=data,
+        partition=partition, weighting=weighting, monte_carlo=monte_carlo, **extra)
 
 
 def check_weighted_options(null: str, method: str) -> None:

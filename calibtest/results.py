@@ -12,9 +12,10 @@ from calibtest._format import Call
 from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
 from calibtest.acceptance import MarginTestResult, margin_test as _margin_test
 from calibtest.calibration_test import TestOfCalibration
-from calibtest.core.binning import BinRule
+from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
+from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 from calibtest.core.null import AsymptoticTest, threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
@@ -61,6 +62,31 @@ class Approximation:
     singleton_fraction: float
     max_singleton_fraction: float
     second_order_variance: float | None = None
+
+    @classmethod
+    def sparse_cells(cls, singleton_fraction: float, *, mode: str, k: int, second_order_variance: float | None,
+                     more_reasons: tuple = ()) -> "Approximation":
+        """The sparse-cell diagnostics of a result: flagged when the interval's coverage is only approximate.
+
+        Flagged when more than :data:`~calibtest.core.binning.MAX_SINGLETON_FRACTION`
+        of the rows sit alone in their cell (their share of the binned ECE^2 is
+        lost to T, which no estimator can recover), or, for full calibration with
+        K >= 3, when the standard error lacks the second-order variance V2 (bin
+        sums without the sums of z z^T), or for any of ``more_reasons`` (those of
+        a weighted estimate).
+        """
+        frac = singleton_fraction
+        reasons = []
+        if frac > MAX_SINGLETON_FRACTION:
+            reasons.append(f"{100 * frac:.3g}% of the rows sit alone in their cell (more than "
+                           f"{100 * MAX_SINGLETON_FRACTION:.3g}%): T cannot use them and is biased down by their "
+                           "share of the binned ECE^2")
+        if mode == "full" and k >= 3 and second_order_variance is None and frac < 1.0:
+            reasons.append("the standard error lacks the second-order variance of T (the bin sums lack those of "
+                           "z z^T), which is not negligible when the simplex cells hold few rows")
+        reasons.extend(more_reasons)
+        return cls(approximate=bool(reasons), reasons=tuple(reasons), singleton_fraction=frac,
+                   max_singleton_fraction=MAX_SINGLETON_FRACTION, second_order_variance=second_order_variance)
 
 
 @dataclass(frozen=True)
@@ -359,11 +385,9 @@ class CalibrationResult(ResultDisplay):
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def from_estimates(cls, stats: BinStats, *, estimate: float, plugin_estimate: float, sigma1_sq: float,
-                       sigma0_sq: float, se: float, test: tuple, interval: AdjustedInterval, n_bins: int,
-                       n_bins_rule: str, bin_volume: float, mode: str, k: int, n_classes, alpha: float, null: str,
-                       null_method: str, asymptotic: tuple | None = None,
-                       resampling: ResamplingInterval | None = None, **parts) -> "CalibrationResult":
+    def from_estimates(cls, stats: BinStats, estimates: Estimates, *, n_bins: int, n_bins_rule: str, mode: str,
+                       k: int, n_classes, alpha: float, null: str, resampling: ResamplingInterval | None = None,
+                       **parts) -> "CalibrationResult":
         """The one constructor of a result, used by every path (rows in memory, weighted, streamed, Dask).
 
         The estimation paths compute the statistics; this fills in what
@@ -375,28 +399,26 @@ class CalibrationResult(ResultDisplay):
         ----------
         stats : BinStats
             The bin sums (n, the occupied and single-row bins).
-        estimate, plugin_estimate, sigma1_sq, sigma0_sq, se : float
-            T (or T_w), T_m, sigma1^2, sigma0^2 (a weighted result: n^2 w V_0) and the standard error.
-        test : tuple of float
-            ``(zstat, pvalue, threshold)`` of the chosen null's test of ECE = 0.
-        interval : AdjustedInterval
-            The adjusted interval with the zero rule of the chosen null.
-        n_bins, n_bins_rule, bin_volume, mode, k, n_classes, alpha
+        estimates : Estimates
+            T (or T_w), T_m, sigma1^2, sigma0^2 (a weighted result: n^2 w V_0),
+            the standard error, the cell volume, the chosen null's test
+            ``(zstat, pvalue, threshold)`` and how it was computed, the adjusted
+            interval with its zero rule, and the asymptotic test kept next to a
+            finite-sample null (:func:`calibtest.core.estimates.estimates_from_sums`).
+        n_bins, n_bins_rule, mode, k, n_classes, alpha
             Binning, target and level.
         null : {"asymptotic", "conditional", "monte-carlo"}
             The null that decided the test (never ``"auto"``).
-        null_method : {"normal", "point mass", "shifted gamma", "monte carlo"}
-        asymptotic : tuple of float, optional
-            ``(zstat, pvalue)`` of the asymptotic test, kept next to a finite-sample null.
         resampling : ResamplingInterval, optional
             A resampling interval, which then replaces the adjusted one
             (intersected with [0, inf)).
         **parts
-            The other fields (conditional, monte_carlo, data, partition, bookkeeping, ...).
+            The other fields (conditional, monte_carlo, data, partition, approximation, bookkeeping, ...).
         """
         if null not in ("asymptotic", "conditional", "monte-carlo"):
             raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")
-        zstat, pvalue, threshold = test
+        estimate, interval, asymptotic = estimates.estimate, estimates.interval, estimates.asymptotic
+        zstat, pvalue, threshold = estimates.test
         lower, upper, lower_open, zero, branch = (interval.lower, interval.upper, interval.lower_open,
                                                   interval.contains_zero, interval.branch)
         if resampling is not None:
@@ -404,13 +426,13 @@ class CalibrationResult(ResultDisplay):
             lower_open, branch = False, 0
         t_pos = max(estimate, 0.0)
         return cls(
-            estimate=estimate, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=plugin_estimate,
-            sigma1_sq=sigma1_sq, sigma0_sq=sigma0_sq, se=se, threshold=threshold, null_zstat=zstat,
-            null_pvalue=pvalue, contains_zero=zero, ci_lower=lower, ci_upper=upper, ci_lower_open=lower_open,
-            ci_branch=branch, n=stats.n, n_bins=n_bins, n_bins_rule=n_bins_rule, bin_width=1.0 / n_bins,
-            bin_volume=bin_volume, n_occupied_bins=int(stats.count.size),
+            estimate=estimate, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=estimates.plugin_estimate,
+            sigma1_sq=estimates.sigma1_sq, sigma0_sq=estimates.sigma0_sq, se=estimates.se, threshold=threshold,
+            null_zstat=zstat, null_pvalue=pvalue, contains_zero=zero, ci_lower=lower, ci_upper=upper,
+            ci_lower_open=lower_open, ci_branch=branch, n=stats.n, n_bins=n_bins, n_bins_rule=n_bins_rule,
+            bin_width=1.0 / n_bins, bin_volume=estimates.bin_volume, n_occupied_bins=int(stats.count.size),
             n_singleton_bins=int((stats.count < 2).sum()), k=k, n_classes=n_classes, mode=mode, alpha=alpha,
-            bin_stats=stats, null=null, null_method=null_method,
+            bin_stats=stats, null=null, null_method=estimates.null_method,
             method="adjusted" if resampling is None else resampling.method,
             asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
             resampling=resampling, **parts)

@@ -345,6 +345,7 @@ def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monke
     from pathlib import Path
 
     from calibtest.backends.accumulator import BinAccumulator
+    from calibtest.core.estimates import Estimates
     from calibtest.results import CalibrationResult
     y, q, _ = binary_res
     built = []
@@ -367,6 +368,8 @@ def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monke
              if re.search(r"(?<![\w.])CalibrationResult\(", line) and not line.lstrip().startswith("class ")]
     assert calls == []
     with pytest.raises(ValueError, match="the null it used"):
-        original(CalibrationResult, None, estimate=0.0, plugin_estimate=0.0, sigma1_sq=0.0, sigma0_sq=1.0, se=0.0,
-                 test=(0.0, 1.0, 0.0), interval=None, n_bins=2, n_bins_rule="user", bin_volume=0.5, mode="binary",
-                 k=1, n_classes=None, alpha=0.05, null="auto", null_method="normal")
+        estimates = Estimates(estimate=0.0, plugin_estimate=0.0, sigma1_sq=0.0, sigma0_sq=1.0, se=0.0,
+                              bin_volume=0.5, test=(0.0, 1.0, 0.0), interval=None, null_method="normal",
+                              asymptotic=None, singleton_fraction=0.0)
+        original(CalibrationResult, None, estimates, n_bins=2, n_bins_rule="user", mode="binary", k=1,
+                 n_classes=None, alpha=0.05, null="auto")

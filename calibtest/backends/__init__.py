@@ -2,5 +2,5 @@
 
 Each backend ends in the same additive bin sums as the in-memory path
 (:class:`~calibtest.BinAccumulator`), from which
-:func:`calibtest.estimation.result_from_sums` builds the result.
+:func:`calibtest.estimation.result_from_stream` builds the result.
 """

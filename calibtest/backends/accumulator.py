@@ -31,12 +31,12 @@ import dataclasses
 
 from calibtest._validation import (DEFAULT_NULL, NULLS, check_alpha, check_choice, check_memory, check_missing,
                                    is_integer)
-from calibtest.core.binning import fixed_rule, resolve_n_bins
+from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, merge_stats
 from calibtest.core.conditional import conditional_memory, conditional_sum_columns
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.estimation import keeps_null_sums, result_from_sums, streamed_null
+from calibtest.estimation import keeps_null_sums, result_from_stream
 from calibtest.formula import freeze_env, resolve_env, thaw_env
 from calibtest.inputs import read_rows
 from calibtest.results import CalibrationResult
@@ -365,19 +365,16 @@ class BinAccumulator:
             raise ValueError(f"n_rows={self.n_rows} was given (it resolved n_bins='auto' to B = {self.n_bins}) "
                              f"but {self.n} rows were accumulated; give the true row count or an integer n_bins")
         mode, k, n_classes, y_name, prob_names = self._target
-        used, conditional = streamed_null(stats, requested, stats.dim, alpha)
         if call is None:
             options = {"n_classes": self.n_classes, "k": self.k,
                        "n_bins": self.n_bins if self.n_bins_rule == "user" else "auto", "n_rows": self.n_rows,
                        "alpha": alpha, "missing": self.missing if self.missing != "raise" else None,
                        "null": None if requested == "auto" else requested}
             call = Call("BinAccumulator", (repr(self.formula),) if self.formula else (), options)
-        bin_rule = fixed_rule(self.n_bins_rule, self.n_bins, self.n, binned_dimension(mode, k), stats.count)
-        return result_from_sums(
+        return result_from_stream(
             stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
-            alpha=alpha, null=used, conditional=conditional, call=call, formula=self.formula, y_name=y_name,
-            bin_rule=bin_rule,
-            prob_names=prob_names, n_dropped=self.n_dropped, source=source)
+            alpha=alpha, null=requested, call=call, formula=self.formula, y_name=y_name, prob_names=prob_names,
+            n_dropped=self.n_dropped, source=source)
 
     def __repr__(self) -> str:
         target = "no rows yet" if self._target is None else f"mode={self._target[0]} k={self._target[1]}"

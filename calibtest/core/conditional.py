@@ -162,6 +162,7 @@ if TYPE_CHECKING:  # annotations only
     from calibtest.core.targets import PreparedData
 
 __all__ = [
+    "null_law",
     "NULLS",
     "ConditionalBinSums",
     "ConditionalMoments",
@@ -1221,3 +1222,23 @@ class _SortedSegments:
             s = np.add.reduceat(succ, bin_starts, axis=1) - zsum  # bins are runs of segments
             out[i] = ((s * s) @ w_bin - wsum @ w_seg - h_other) / self.n
         return (out, wsum.sum(axis=1)) if wq else out
+
+
+def null_law(null: str, conditional: ConditionalTest | None) -> str:
+    """How the chosen null's p-value is computed: ``"normal"``, ``"point mass"``, ``"shifted gamma"`` or
+    ``"monte carlo"``.
+
+    ``null="conditional"`` uses the shifted gamma only while it is reliable
+    (conditional skewness at most :data:`SHIFTED_GAMMA_MAX_SKEWNESS`); beyond,
+    the exact conditional Monte Carlo test decides.  When Var(T | Z) = 0
+    (every prediction exactly 0 or 1 in its bin) the conditional law of T is
+    the point mass at 0 and its exact p-value is that of
+    :func:`conditional_test`: 0 when T > 0, else 1.
+    """
+    if null == "asymptotic":
+        return "normal"
+    if null == "conditional" and conditional.variance == 0:
+        return "point mass"
+    if null == "conditional" and conditional.reliable:
+        return "shifted gamma"
+    return "monte carlo"
