@@ -114,13 +114,13 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text
-from calibtest._validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_memory, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
-from calibtest.options import OPTIONS, OptionError
+from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["CalibrationTestResult", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
@@ -179,8 +179,10 @@ def check_partitions(partitions: str, mode: str) -> str:
     Equal-mass bins need quantiles of a 1-dim prediction; the binned vector
     of the top-k (k >= 2) and full targets lives in [0, 1]^k or the simplex,
     where no ordering defines quantiles, so only equal-width cells are used
-    there and the other values are refused.
+    there and the other values are refused.  The value itself is checked by
+    the table of options (``partitions``); this adds its interplay with the target.
     """
+    partitions = check_option("partitions", partitions)
     if mode not in ("binary", "top1") and partitions != "equal-width":
         raise OptionError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
                          f"{mode} target bins a vector in dimension >= 2, where quantiles do not define bins: "
@@ -193,7 +195,9 @@ def check_spiegelhalter(spiegelhalter: bool | None, mode: str) -> bool:
 
     Spiegelhalter's z needs one probability per row (binary p, top-1
     confidence); an explicit True on a top-k (k >= 2) or full target is refused.
+    The value itself is checked by the table of options (``spiegelhalter``).
     """
+    spiegelhalter = check_option("spiegelhalter", spiegelhalter)
     one_dim = mode in ("binary", "top1")
     if spiegelhalter is None:
         return one_dim
@@ -204,20 +208,19 @@ def check_spiegelhalter(spiegelhalter: bool | None, mode: str) -> bool:
 
 
 def check_grid(n_bins) -> tuple[int, ...] | None:
-    if isinstance(n_bins, str):
-        if n_bins != "adaptive":
-            raise ValueError(f"n_bins must be 'adaptive', a positive integer or a sequence of them, "
-                             f"got {n_bins!r}")
-        return None
-    values = [n_bins] if np.ndim(n_bins) == 0 else list(np.asarray(n_bins, dtype=object).ravel())
+    """The bin counts of ``calib_test(n_bins=)``, sorted and without repeats; None for ``"adaptive"``.
+
+    A single value is the table's ``scales`` option (``"adaptive"`` or a bin
+    count); each entry of a sequence is a bin count (:data:`~calibtest.options.BIN_COUNT`).
+    What this adds to the table is the sequence: it may not be empty.
+    """
+    if np.ndim(n_bins) == 0:
+        value = check_option("scales", n_bins, "n_bins")
+        return None if value == "adaptive" else (value,)
+    values = [BIN_COUNT.check(b, "n_bins") for b in np.asarray(n_bins, dtype=object).ravel()]
     if not values:
-        raise ValueError("n_bins must list at least one bin count")
-    for b in values:
-        if isinstance(b, bool) or not is_integer(b):
-            raise TypeError(f"n_bins must hold positive integers, got {b!r}")
-        if b < 1:
-            raise ValueError(f"n_bins must hold integers >= 1, got {b}")
-    return tuple(sorted({int(b) for b in values}))
+        raise OptionError("n_bins must list at least one bin count")
+    return tuple(sorted(set(values)))
 
 
 def _pvalue(observed: float, draws: np.ndarray) -> float:

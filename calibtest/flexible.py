@@ -34,7 +34,8 @@ import pandas as pd
 from scipy import stats as sps
 from scipy.special import expit
 
-from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_integer
+from calibtest._validation import OptionError, check_alpha
+from calibtest.options import check_option
 from calibtest.summary import CalibSummary, ResultDisplay
 from calibtest.logistic import as_1d_float, fit_logistic_glm
 
@@ -261,20 +262,6 @@ class FlexibleCalibration(ResultDisplay):
         return [f"knots={self.knots.size}", f"n_fit={self.n_fit}", f"alpha={self.alpha:g}"]
 
 
-def _check_knots(knots):
-    if isinstance(knots, (list, tuple, np.ndarray)):
-        t = as_1d_float(knots, "knots")
-        if t.size < 3 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-            raise OptionError("knots must be an integer 3..7 or at least 3 finite, strictly increasing "
-                              "positions on the logit scale")
-        return t
-    if not is_integer(knots):
-        raise OptionTypeError(f"knots must be an integer 3..7 or a sequence of knots, got {type(knots).__name__}")
-    if not 3 <= int(knots) <= 7:
-        raise OptionError(f"knots must be between 3 and 7, got {knots}")
-    return int(knots)
-
-
 def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> FlexibleCalibration:
     """Flexible calibration curve: logistic recalibration on a restricted cubic spline of logit(p).
 
@@ -346,7 +333,13 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
     (4, True)
     """
     alpha = check_alpha(alpha)
-    knots = _check_knots(knots)
+    if isinstance(knots, (list, tuple, np.ndarray)):  # positions: data on the logit scale
+        knots = as_1d_float(knots, "knots")
+        if knots.size < 3 or not np.all(np.isfinite(knots)) or np.any(np.diff(knots) <= 0):
+            raise OptionError("knots must be an integer 3..7 or at least 3 finite, strictly increasing "
+                              "positions on the logit scale")
+    else:  # a number of knots: the table's ``knots`` option
+        knots = check_option("knots", knots)
     p = as_1d_float(p, "p")
     y = as_1d_float(y, "y")
     if p.shape != y.shape:

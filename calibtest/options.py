@@ -26,6 +26,7 @@ This module imports only the standard library, so the command line's
 """
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 from dataclasses import dataclass, replace
@@ -34,7 +35,7 @@ __all__ = ["OptionError", "OptionTypeError", "DataError", "EXIT_OK", "EXIT_DATA"
            "OPTIONS", "PLAN_SCHEMA", "PLAN_TESTS", "check_option", "check_options", "is_bool", "is_integer",
            "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "DEFAULT_DRAWS", "METHODS", "RESAMPLING_METHODS", "MAX_BYTES",
            "check_alpha", "check_count", "check_seed", "check_bool", "check_choice", "check_missing", "check_null",
-           "check_method", "check_memory", "format_bytes"]
+           "check_method", "check_memory", "format_bytes", "BIN_COUNT"]
 
 
 # ----------------------------------------------------------------------------- the exception family
@@ -71,7 +72,7 @@ def is_integer(value) -> bool:
 
 
 #: The kinds of option: how a value is checked and how the command line parses its text.
-KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping")
+KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number")
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class Option:
         :func:`calibtest.hosmer_lemeshow`).
     kind : str
         ``"level"`` (a number in the open interval (0, 1)), ``"count"`` (an
-        integer >= ``minimum``, or one of ``choices``), ``"choice"`` (one of
+        integer >= ``minimum`` and <= ``maximum`` when given, or one of
+        ``choices``), ``"number"`` (a finite real number), ``"choice"`` (one of
         ``choices``), ``"names"`` (a list of distinct strings, from
         ``choices`` when given), ``"seed"`` (None or an integer >= 0; a
         ``numpy.random.Generator`` is accepted by the functions, not by files
@@ -107,6 +109,8 @@ class Option:
         Whether ``None`` is allowed (its meaning is in ``doc``).
     flag : str or None
         The command line's spelling (default ``--`` and the name with dashes).
+    maximum : int or None
+        Largest integer of a ``"count"`` (None: no upper bound).
     """
 
     name: str
@@ -117,6 +121,7 @@ class Option:
     minimum: int = 1
     nullable: bool = False
     flag: str | None = None
+    maximum: int | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -132,7 +137,11 @@ class Option:
         if self.kind == "level":
             text = "a number in the open interval (0, 1)"
         elif self.kind == "count":
-            text = " or ".join([f"an integer >= {self.minimum}"] + [repr(c) for c in self.choices])
+            bound = (f"an integer from {self.minimum} to {self.maximum}" if self.maximum is not None
+                     else f"an integer >= {self.minimum}")
+            text = " or ".join([bound] + [repr(c) for c in self.choices])
+        elif self.kind == "number":
+            text = "a finite number"
         elif self.kind == "choice":
             text = "one of " + ", ".join(repr(c) for c in self.choices)
         elif self.kind == "names":
@@ -168,9 +177,18 @@ class Option:
                 raise OptionError(f"{name} must be {kinds}, got {value!r}")
             if not is_integer(value):
                 raise OptionTypeError(f"{name} must be {kinds}, got {value!r}")
+            if self.maximum is not None and not self.minimum <= value <= self.maximum:
+                raise OptionError(f"{name} must be between {self.minimum} and {self.maximum}, got {value}")
             if value < self.minimum:
                 raise OptionError(f"{name} must be >= {self.minimum}, got {value}")
             return int(value)
+        if kind == "number":
+            if is_bool(value) or not isinstance(value, numbers.Real):
+                raise OptionTypeError(f"{name} must be a real number, got {value!r}")
+            value = float(value)
+            if not math.isfinite(value):
+                raise OptionError(f"{name} must be finite, got {value}")
+            return value
         if kind == "choice":
             if not isinstance(value, str) or value not in self.choices:
                 raise OptionError(f"{name} must be one of {tuple(self.choices)}, got {value!r}")
@@ -215,7 +233,7 @@ class Option:
         import argparse  # the standard library's; only the command line calls this
 
         try:
-            if self.kind == "level":
+            if self.kind in ("level", "number"):
                 value = float(text)
             elif self.kind in ("count", "seed"):
                 value = text if (self.kind == "count" and text in self.choices) else int(text)
@@ -316,6 +334,19 @@ _OPTIONS = (
     Option("tests", "names", None, "tests and measures to report", choices=tuple(PLAN_TESTS), nullable=True),
     Option("subgroups", "names", None, "subgroup columns", nullable=True),
     Option("sample_size", "mapping", None, "a sample-size calculation (to_dict() of its result)", nullable=True),
+    Option("statistic", "choice", "tcal", "statistic of the T-Cal test: the authors' (divisor c_b) or the "
+           "debiased T (divisor c_b - 1)", choices=("tcal", "debiased")),
+    Option("scales", "count", "adaptive", "bin counts of the multi-scale test: 'adaptive' (2, 4, 8, ... up to "
+           "the automatic B) or one bin count (a list of them in Python)", choices=("adaptive",)),
+    Option("knots", "count", 4, "knots of the restricted cubic spline of a flexible calibration curve (or "
+           "their positions on the logit scale, in Python)", minimum=3, maximum=7),
+    Option("display_bins", "count", None, "equal-width display bins of a reliability diagram (None: deciles "
+           "of risk)", minimum=2, maximum=15, nullable=True),
+    Option("setting", "count", None, "simulation setting of the paper (1, 2: two classes with uniform or "
+           "Beta(5, 0.5) predictions; 3: ten classes)", maximum=3),
+    Option("sim_n", "count", None, "rows of a simulated data set"),
+    Option("beta", "number", None, "miscalibration parameter of a simulation setting (its range depends on "
+           "the setting)"),
 )
 
 #: Every option by name.
@@ -327,6 +358,9 @@ PLAN_SCHEMA: dict[str, Option] = {
     name: OPTIONS[name] for name in ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups",
                                      "sample_size")}
 PLAN_SCHEMA["n_bins"] = replace(OPTIONS["n_bins"], choices=("auto", "adaptive"), flag="--n-bins")
+
+#: One bin count B, an entry of a list of scales (``n_bins=[4, 8]``): the ``n_bins`` option without its words.
+BIN_COUNT = replace(OPTIONS["n_bins"], choices=())
 
 
 def check_option(name: str, value, label: str | None = None):

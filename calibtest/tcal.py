@@ -56,28 +56,15 @@ from calibtest._format import fmt, mode_text
 from calibtest._validation import check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
-from calibtest.core.tcal import (_mc_decision, adaptive_scales, check_draws, check_statistic, default_draws,
-                                 tcal_statistic_threshold)
+from calibtest.core.tcal import _mc_decision, adaptive_scales, check_draws, default_draws, tcal_statistic_threshold
 from calibtest.formula import resolve_env
 from calibtest.grouping import analyse_groups, by_names, group_labels, group_rng, grouped_result, grouping_of, label_text
 from calibtest.inputs import prepare_input
-from calibtest.options import check_option, check_options
+from calibtest.options import BIN_COUNT, OptionError, check_option, check_options
 from calibtest.results import TestOfCalibration
 from calibtest.summary import CalibSummary, model_text
 
 __all__ = ["TCalResult", "tcal_test"]
-
-
-def _check_scales(n_bins) -> tuple[int, ...]:
-    scales = tuple(n_bins)
-    if not scales:
-        raise ValueError("n_bins must list at least one bin count")
-    for b in scales:
-        if not is_integer(b):
-            raise TypeError(f"n_bins must hold positive integers, got {b!r}")
-        if b < 1:
-            raise ValueError(f"n_bins must hold integers >= 1, got {b}")
-    return tuple(int(b) for b in scales)
 
 
 # --------------------------------------------------------------------------- result
@@ -315,13 +302,15 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> res.reject, res.pvalue                                  # doctest: +SKIP
     """
     alpha = check_alpha(alpha)
-    statistic = check_statistic(statistic)
+    statistic = check_option("statistic", statistic)
     R = None if n_draws is None else check_option("n_draws", n_draws)
     gen, seed = resolve_seed(rng)
     check_options(k=k, n_classes=n_classes, missing=missing, adaptive=adaptive)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
-        scales = _check_scales(n_bins)
+        scales = tuple(BIN_COUNT.check(b, "n_bins") for b in n_bins)  # each a bin count of the table
+        if not scales:
+            raise OptionError("n_bins must list at least one bin count")
         first = scales[0]
         adaptive = adaptive or len(scales) > 1
     else:

@@ -367,3 +367,160 @@ def test_plan_fields_of_the_wrong_type_are_data_errors_naming_file_and_field(tmp
         AnalysisPlan.read(path)
     message = str(info.value)
     assert message.startswith(f"plan {path}:") and all(w in message for w in words), message
+
+
+# ----------------------------------------------------------------------------- no hand-written option checks
+#: Every function named check_* / _check_* outside options.py and _validation.py, with why it is not a
+#: single-option check (which belongs in the table of options: an entry, then check_option).
+CHECK_FUNCTIONS = {
+    # interplay of several arguments (the value itself is checked by the table first)
+    "calibration_test.py:check_partitions": "partitions against the target's mode (equal-mass needs 1-dim)",
+    "calibration_test.py:check_spiegelhalter": "spiegelhalter against the target's mode (None resolved by it)",
+    "calibration_test.py:check_grid": "the list form of n_bins (each entry BIN_COUNT, a single value 'scales'): "
+                                      "not empty, sorted without repeats",
+    "core/targets.py:check_k": "k < K, the number of probability columns",
+    "core/tcal.py:check_draws": "n_draws against alpha and the number of scales ((R + 1) level >= 1)",
+    "simulation/settings.py:_check_beta": "beta's range depends on the setting (Setting 3: [0, 1/K])",
+    "simulation/study.py:_check_grid": "default betas and bin counts that depend on the settings and on n",
+    "ece.py:check_in_memory_method": "method against the data's backing (resampling needs rows in memory)",
+    "estimation.py:check_weighted_options": "null and method against weights= / prevalence=",
+    "acceptance.py:_check_limits": "a pair whose two entries must be ordered (lower < upper)",
+    "analysis_plan.py:_check_sample_size": "a result converted to a JSON dict (the dict by PLAN_SCHEMA)",
+    "core/conditional.py:_check_rng": "the Monte Carlo test's seed rule (full entropy recorded); the argument "
+                                      "by check_seed",
+    "compare.py:_check_compatible": "two results, not an option",
+    # data rather than options
+    "core/targets.py:_check_probabilities": "data: probabilities in [0, 1]",
+    "backends/accumulator.py:_check_target": "data: chunks of one calibration target",
+    "backends/files.py:_check_fields_with_csv_module": "data: field counts of a CSV file",
+    "backends/files.py:check_csv_fields": "data: field counts of a CSV file",
+    "formula.py:check_formula_names": "data: a formula's names against the columns",
+    "sample_size.py:_check_n_array": "an array of sample sizes (the scalar by check_count)",
+    "reporting/document.py:check_metadata": "data: a report's metadata fields",
+    "reporting/document.py:check_text": "data: text a UTF-8 file can hold",
+    "reporting/document.py:check_report_text": "data: text a UTF-8 file can hold",
+    "reporting/document.py:_check_revisions": "data: a report's revision history",
+    "reporting/document.py:check_deviation_reasons": "data: reasons keyed by the plan's options",
+    # single-option checks not yet folded into the table: in files other developers were editing (issue 23)
+    "backends/files.py:check_chunksize": "TO FOLD: the table's chunksize (None -> the default)",
+    "acceptance.py:_check_margin": "TO FOLD: a finite margin > 0",
+    "sample_size.py:_check_number": "TO FOLD: the table's 'number' kind",
+    "sample_size.py:_check_margin": "TO FOLD: a finite margin > 0 or None",
+}
+
+
+def _check_functions(package=None):
+    """``"path:name"`` of every check_* / _check_* function of the package (outside the two option modules)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(package or Path(ct.__file__).parent)
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name in ("options.py", "_validation.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(("check_",
+                                                                                                    "_check_")):
+                found.append(f"{path.relative_to(package).as_posix()}:{node.name}")
+    return found
+
+
+def test_every_local_check_function_is_on_the_allow_list_with_a_reason():
+    """A new hand-written single-option check fails here: add a table entry and call check_option instead."""
+    found = _check_functions()
+    unlisted = sorted(set(found) - set(CHECK_FUNCTIONS))
+    assert not unlisted, f"check functions not on the allow-list (use the table of options): {unlisted}"
+    stale = sorted(set(CHECK_FUNCTIONS) - set(found))
+    assert not stale, f"allow-list entries whose function is gone (remove them): {stale}"
+    assert all(reason.strip() and "\n" not in reason for reason in CHECK_FUNCTIONS.values())
+    assert len(found) == len(set(found)) == len(CHECK_FUNCTIONS)
+
+
+def test_the_allow_list_scan_sees_a_new_check_function(tmp_path):
+    """The scan is not vacuous: a new module's _check_colour (also as a method) is found, the option modules not."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "paint.py").write_text("class A:\n    def _check_colour(self, c):\n        return c\n\n"
+                                               "def check_size(n):\n    return n\n\ndef checked(n):\n"
+                                               "    return n\n")
+    (tmp_path / "options.py").write_text("def check_option(name, value):\n    return value\n")
+    found = _check_functions(tmp_path)
+    assert sorted(found) == ["sub/paint.py:_check_colour", "sub/paint.py:check_size"]
+    assert not set(found) & set(CHECK_FUNCTIONS)
+    assert "core/tcal.py:check_statistic" not in _check_functions()  # folded into the table
+
+
+# ----------------------------------------------------------------------------- the options folded in (issue 23)
+def test_new_table_entries_check_type_and_range():
+    from calibtest.core.tcal import STATISTICS
+    from calibtest.options import BIN_COUNT
+    from calibtest.reporting.plotting import MAX_DISPLAY_BINS
+    from calibtest.simulation.settings import N_CLASSES
+
+    assert STATISTICS == OPTIONS["statistic"].choices == ("tcal", "debiased")
+    assert tuple(range(OPTIONS["setting"].minimum, OPTIONS["setting"].maximum + 1)) == tuple(sorted(N_CLASSES))
+    assert MAX_DISPLAY_BINS == OPTIONS["display_bins"].maximum == 15
+    for name, low, high in (("knots", 3, 7), ("display_bins", 2, 15), ("setting", 1, 3)):
+        assert check_option(name, low) == low and check_option(name, np.int64(high)) == high
+        for bad in (low - 1, high + 1):
+            with pytest.raises(OptionError, match=f"{name} must be between {low} and {high}, got {bad}"):
+                check_option(name, bad)
+        with pytest.raises(OptionTypeError, match=f"{name} must be an integer"):
+            check_option(name, float(low))
+        assert f"an integer from {low} to {high}" in OPTIONS[name].help()
+    assert check_option("display_bins", None) is None
+    assert BIN_COUNT.check(np.int32(4)) == 4 and BIN_COUNT.choices == ()
+    with pytest.raises(OptionTypeError):
+        BIN_COUNT.check("auto")
+    assert check_option("scales", "adaptive") == "adaptive" and check_option("scales", 6) == 6
+    assert check_option("beta", np.float32(0.25)) == 0.25 and check_option("beta", -3) == -3.0
+    for bad, kind in ((float("nan"), OptionError), (float("inf"), OptionError), (True, OptionTypeError),
+                      ("0.5", OptionTypeError), (None, OptionTypeError)):
+        with pytest.raises(kind, match="beta"):
+            check_option("beta", bad)
+    assert OPTIONS["beta"].parse("-0.5") == -0.5
+
+
+def test_entry_points_raise_the_tables_errors():
+    from calibtest.core.targets import check_k
+    from calibtest.flexible import flexible_calibration
+    from calibtest.reporting.plotting import display_bins_caption
+    from calibtest.simulation import setting1, true_ece_sq
+    from calibtest.simulation.study import simulate_intervals
+
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.05, 0.95, 200)
+    y = (rng.uniform(size=200) < p).astype(float)
+    with pytest.raises(OptionError, match="statistic must be one of"):
+        ct.tcal_test(y=y, probs=p, statistic="plugin")
+    with pytest.raises(OptionTypeError, match="n_bins must be an integer"):
+        ct.tcal_test(y=y, probs=p, n_bins=[4, 2.5])
+    with pytest.raises(OptionError, match="n_bins must list at least one"):
+        ct.tcal_test(y=y, probs=p, n_bins=[])
+    with pytest.raises(OptionError, match=r"n_bins must be an integer or 'adaptive', got 'auto'"):
+        ct.calib_test(y=y, probs=p, n_bins="auto")
+    with pytest.raises(OptionError, match="n_bins must be >= 1, got 0"):
+        ct.calib_test(y=y, probs=p, n_bins=[4, 0])
+    with pytest.raises(OptionError, match="partitions must be one of"):
+        ct.calib_test(y=y, probs=p, partitions="quantile")
+    with pytest.raises(OptionTypeError, match="spiegelhalter must be"):
+        ct.calib_test(y=y, probs=p, spiegelhalter="yes")
+    with pytest.raises(OptionError, match="knots must be between 3 and 7, got 8"):
+        flexible_calibration(p, y, knots=8)
+    with pytest.raises(OptionTypeError, match="knots must be an integer"):
+        flexible_calibration(p, y, knots=4.0)
+    with pytest.raises(OptionError, match="n_bins must be between 2 and 15, got 16"):
+        display_bins_caption([ct.calib_ci(y=y, probs=p)], n_bins=16)
+    with pytest.raises(OptionTypeError, match="k must be an integer, got 'full'"):
+        check_k("full", 4)
+    with pytest.raises(OptionError, match="k must be < K = 4"):
+        check_k(4, 4)
+    # the simulation settings keep raising ValueError for every bad argument, now in the table's words
+    with pytest.raises(OptionError, match="n must be an integer, got '10'"):
+        setting1("10", 0.5, rng=0)
+    with pytest.raises(OptionError, match="setting must be between 1 and 3, got 4"):
+        true_ece_sq(4, 0.5, "top1")
+    with pytest.raises(OptionError, match="beta must be a real number"):
+        true_ece_sq(1, "0.5", "binary")
+    with pytest.raises(OptionTypeError, match="settings must be an integer, got 1.5"):
+        simulate_intervals(settings=(1.5,), n_datasets=1)  # was silently setting 1

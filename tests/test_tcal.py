@@ -362,7 +362,7 @@ def test_bad_input(multiclass):
         ct.tcal_test(y=labels, probs=P, statistic="plugin")
     with pytest.raises(ValueError, match="adaptive=True chooses the bin counts"):
         ct.tcal_test(y=labels, probs=P, adaptive=True, n_bins=5)
-    with pytest.raises(ValueError, match="n_bins must hold integers >= 1"):
+    with pytest.raises(ValueError, match="n_bins must be >= 1, got 0"):
         ct.tcal_test(y=labels, probs=P, n_bins=[4, 0])
     with pytest.raises(ValueError, match="binary mode already is full calibration"):
         ct.tcal_test(y=labels == 0, probs=P[:, 0], k="full")

@@ -155,7 +155,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from scipy import stats as _sps
 
-from calibtest.options import DEFAULT_DRAWS, NULLS, check_count, check_seed
+from calibtest.options import DEFAULT_DRAWS, NULLS, check_option, check_seed
 from calibtest.core.arrays import read_only
 
 if TYPE_CHECKING:  # annotations only
@@ -631,7 +631,13 @@ def conditional_test(t: float, moments: ConditionalMoments, alpha: float) -> Con
 
 
 def _check_rng(rng):
-    """Return (Generator, recorded seed) from None, an int or a Generator."""
+    """Return (Generator, recorded seed) from None, an int or a Generator.
+
+    The argument is checked by the table's ``rng`` option (:func:`calibtest.options.check_seed`); the
+    seed rule is this test's own and differs from :func:`calibtest._validation.resolve_seed`, so it is
+    kept (the recorded seeds and draws stay as they were): None records the full 128-bit OS entropy
+    (not ``entropy >> 65``) and a Generator records None (not ``"Generator"``).
+    """
     if rng is None:
         seed = int(np.random.SeedSequence().entropy)
         return np.random.default_rng(seed), seed
@@ -931,7 +937,7 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
         z = z[:, None]
     inverse = np.asarray(inverse, dtype=np.intp)
     observed = np.asarray(observed, dtype=np.intp)
-    n_draws = check_count(n_draws, "n_draws")
+    n_draws = check_option("n_draws", n_draws)
     gen, seed = _check_rng(rng)
     n_div = z.shape[0] if n is None else int(n)
     plan = _DrawPlan(z, inverse, n_div, complete)
@@ -1060,7 +1066,7 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     inverses = [np.asarray(inv, dtype=np.intp) for inv in inverses]
     if not inverses:
         raise ValueError("give at least one partition")
-    n_draws = check_count(n_draws, "n_draws")
+    n_draws = check_option("n_draws", n_draws)
     gen, seed = _check_rng(rng)
     n_div = z.shape[0] if n is None else int(n)
     d = z.shape[1]

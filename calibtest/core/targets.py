@@ -11,11 +11,14 @@ Three targets (``docs/conventions.md``, "Calibration targets"):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from calibtest.options import is_integer
+from calibtest.options import OPTIONS, OptionError, check_option, is_integer
+
+#: The ``k`` of top-k mode: the table's ``k`` option without ``'full'`` (full mode is prepared apart) and None.
+_TOP_K = replace(OPTIONS["k"], choices=(), nullable=False)
 
 __all__ = ["PreparedData", "prepare", "prepare_full", "is_full_request", "prepare_target",
            "ROW_SUM_TOL"]
@@ -150,14 +153,15 @@ def top_k_classes(P: np.ndarray, k: int) -> np.ndarray:
 
 
 def check_k(k, n_classes: int) -> int:
-    """Validate k for a K-column probability matrix (1 <= k < K)."""
-    if not is_integer(k):
-        raise TypeError(f"k must be an integer, got {k!r}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    """Validate k for a K-column probability matrix (1 <= k < K).
+
+    The integer >= 1 is the table's ``k`` option; this adds its interplay with K.
+    """
+    k = _TOP_K.check(k)
     if k >= n_classes:
-        raise ValueError(f"k must be < K = {n_classes} (the number of probability columns) in top-k mode, got k={k}")
-    return int(k)
+        raise OptionError(f"k must be < K = {n_classes} (the number of probability columns) in top-k mode, "
+                          f"got k={k}")
+    return k
 
 
 def prepare(y, probs, *, n_classes=None, k=None, class_names=None,
@@ -201,10 +205,7 @@ def _prepare_one_column(y, p, n_classes, k, y_name, prob_names) -> PreparedData:
     if n_classes is None:
         mode = "binary"
     else:
-        if not is_integer(n_classes):
-            raise TypeError(f"n_classes must be an integer, got {n_classes!r}")
-        if n_classes < 2:
-            raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+        n_classes = check_option("n_classes", n_classes)
         floor = 1.0 / n_classes
         if p.min() < floor - 1e-12:
             raise ValueError(

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibtest.options import OptionError, check_count, check_seed
+from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
 from calibtest.core.resampling import BLOCK_ELEMENTS, multiset_statistics
 
@@ -48,7 +48,7 @@ __all__ = ["TCalCore", "tcal_statistic_threshold", "adaptive_scales", "STATISTIC
            "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
 
 #: The statistics of T-Cal: the authors' (divide by c_b) and calib_ci's debiased one (c_b - 1).
-STATISTICS = ("tcal", "debiased")
+STATISTICS = OPTIONS["statistic"].choices
 
 #: Monte Carlo draws of the authors' adaptive T-Cal (``MC_trials=3000``); the default's floor.
 DEFAULT_DRAWS = 3000
@@ -89,20 +89,20 @@ def default_draws(alpha: float, n_scales: int = 1) -> int:
     return max(DEFAULT_DRAWS, min_draws(alpha / n_scales, DRAWS_MARGIN))
 
 
-def check_draws(R: int, level: float, message: str = "") -> None:
-    """Raise ``OptionError`` (a ValueError) when R draws cannot reject at ``level``."""
+def check_draws(R: int, level: float, message: str = "") -> int:
+    """R checked as the table's ``n_draws`` (an integer >= 1) and against ``level``; returns R as an int.
+
+    Raises ``OptionTypeError`` for a non-integer and ``OptionError`` (a
+    ValueError) for R < 1 or when R draws cannot reject at ``level`` (the
+    interplay of ``n_draws`` with ``alpha`` and the number of scales).
+    """
+    R = check_option("n_draws", R)
     need = min_draws(level)
     if R < need:
         raise OptionError(f"n_draws={R} is too small: the Monte Carlo test at level {level:.4g}{message} "
                           f"needs (n_draws + 1) * level >= 1, i.e. n_draws >= {need}, or it can never "
                           "reject; increase n_draws or leave n_draws=None (chosen automatically)")
-
-
-def check_statistic(statistic) -> str:
-    """Check the ``statistic`` option: ``"tcal"`` or ``"debiased"``."""
-    if not isinstance(statistic, str) or statistic not in STATISTICS:
-        raise OptionError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
-    return statistic
+    return R
 
 
 def tcal_statistic(stats: BinStats, n: int | None = None) -> float:
@@ -343,10 +343,9 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
         raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
     if bins.min() < 0:
         raise ValueError("bins must be non-negative bin numbers")
-    statistic = check_statistic(statistic)
+    statistic = check_option("statistic", statistic)
     smallest = float(np.min(np.asarray(alpha, dtype=float)))
-    R = default_draws(smallest) if n_draws is None else check_count(n_draws, "n_draws")
-    check_draws(R, smallest)
+    R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
     gen = _as_rng(rng)
     bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
     sizes = [int(b.max()) + 1 for b in bins]

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from calibtest._format import model_name
-from calibtest._validation import OptionError, OptionTypeError, is_integer
+from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
@@ -328,8 +328,8 @@ FIGURE_WIDTH = 15.5 / 2.54
 #: solved once (:func:`flexible_curve_figure`) is the layout of the PNG embedded in a report.
 FIGURE_DPI = 120
 
-#: Largest number of equal-width display bins.
-MAX_DISPLAY_BINS = 15
+#: Largest number of equal-width display bins (the table's ``display_bins`` option).
+MAX_DISPLAY_BINS = OPTIONS["display_bins"].maximum
 
 #: Bins of the prediction histograms (over the plotted range).
 STRIP_BINS = 50
@@ -629,16 +629,6 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
             "bin_count": np.bincount(key, minlength=nb)}
 
 
-def _check_display_bins(n_bins):
-    if n_bins is None:
-        return None
-    if not is_integer(n_bins):
-        raise OptionTypeError(f"n_bins must be None (deciles of risk) or an integer, got {type(n_bins).__name__}")
-    if not 2 <= int(n_bins) <= MAX_DISPLAY_BINS:
-        raise OptionError(f"n_bins must be between 2 and {MAX_DISPLAY_BINS} display bins, got {n_bins}")
-    return int(n_bins)
-
-
 def display_bins_caption(results, n_bins=None) -> str:
     """A caption sentence saying that the reliability diagram shows display bins, and how they differ.
 
@@ -653,7 +643,7 @@ def display_bins_caption(results, n_bins=None) -> str:
     str
     """
     results = _as_results(results)
-    n_bins = _check_display_bins(n_bins)
+    n_bins = check_option("display_bins", n_bins, "n_bins")
     how = ("deciles of predicted risk (ten groups of about equal size)" if n_bins is None
            else f"{n_bins} equal-width intervals of the predicted probability")
     bs = sorted({int(r.n_bins) for r in results})
@@ -709,7 +699,7 @@ def display_reliability_figure(results, labels=None, n_bins=None):
 
     results = _as_results(results)
     labels = _labels_for(results, labels)
-    n_bins = _check_display_bins(n_bins)
+    n_bins = check_option("display_bins", n_bins, "n_bins")
     dims = {r.data.z.shape[1] if r.data is not None else None for r in results}
     modes = {(r.mode, r.k) for r in results}
     if len(modes) != 1 or len(dims) != 1:

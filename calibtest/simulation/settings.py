@@ -35,13 +35,12 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import integrate, special
 
-from calibtest._validation import is_bool, is_integer
+from calibtest.options import OptionError, OptionTypeError, check_option
 from calibtest.core.arrays import read_only
 
 __all__ = [
@@ -142,31 +141,22 @@ class SimulatedData:
 # validation
 
 
-def _check_setting(setting) -> int:
-    if not is_integer(setting) \
-            or int(setting) not in N_CLASSES:
-        raise ValueError(f"setting must be 1, 2 or 3, got {setting!r}")
-    return int(setting)
-
-
-def _check_n(n) -> int:
-    if not is_integer(n):
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    return int(n)
+def _option(name: str, value, label: str):
+    """``value`` checked by the table of options (``setting``, ``sim_n``, ``beta``), a wrong type included
+    as an :class:`OptionError`: the settings have raised ``ValueError`` for every bad argument since 0.1.0."""
+    try:
+        return check_option(name, value, label)
+    except OptionTypeError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def _check_beta(beta, setting: int) -> float:
-    if is_bool(beta) or not isinstance(beta, numbers.Real):
-        raise ValueError(f"beta must be a real number, got {beta!r}")
-    beta = float(beta)
-    if not math.isfinite(beta):
-        raise ValueError(f"beta must be finite, got {beta}")
+    """beta as the table's finite number, then in the range of ``setting`` (Setting 3: [0, 1/K])."""
+    beta = _option("beta", beta, "beta")
     if setting == 3:
         hi = 1.0 / N_CLASSES[3]
         if not 0.0 <= beta <= hi:
-            raise ValueError(
+            raise OptionError(
                 f"beta must lie in [0, {hi}] in setting 3, got {beta}: outside it "
                 "P(Y = r1 | Z) = Z_(1) - beta < 0 (beta > 1/K, near the centre of the "
                 "simplex) or P(Y = r2 | Z) = Z_(2) + beta < 0 (beta < 0, near a vertex) "
@@ -243,7 +233,7 @@ def setting1(n, beta, rng=None) -> SimulatedData:
     --------
     true_ece_sq : the true ECE^2 of this model.
     """
-    n = _check_n(n)
+    n = _option("sim_n", n, "n")
     beta = _check_beta(beta, 1)
     gen = np.random.default_rng(rng)
     z1 = gen.random(n)
@@ -288,7 +278,7 @@ def setting2(n, beta, rng=None) -> SimulatedData:
     -------
     SimulatedData
     """
-    n = _check_n(n)
+    n = _option("sim_n", n, "n")
     beta = _check_beta(beta, 2)
     gen = np.random.default_rng(rng)
     s = gen.beta(*BETA_PARAMS, size=n)
@@ -336,7 +326,7 @@ def setting3(n, beta, rng=None) -> SimulatedData:
     -------
     SimulatedData
     """
-    n = _check_n(n)
+    n = _option("sim_n", n, "n")
     beta = _check_beta(beta, 3)
     k = N_CLASSES[3]
     gen = np.random.default_rng(rng)
@@ -457,7 +447,7 @@ def true_ece_sq(setting, beta, target) -> float:
     >>> true_ece_sq(3, 0.05, "top2")
     0.005000000000000001
     """
-    setting = _check_setting(setting)
+    setting = _option("setting", setting, "setting")
     beta = _check_beta(beta, setting)
     if target not in TARGETS[setting]:
         raise ValueError(
@@ -492,6 +482,6 @@ def paper_betas(setting) -> np.ndarray:
     -------
     ndarray of float64, shape (21,)
     """
-    setting = _check_setting(setting)
+    setting = _option("setting", setting, "setting")
     step = 0.005 if setting == 3 else 0.05
     return np.round(np.arange(21) * step, 10)

@@ -45,6 +45,7 @@ import pandas as pd
 
 from calibtest import simulation as sim
 from calibtest._validation import check_alpha
+from calibtest.options import BIN_COUNT, check_option
 from calibtest.core.binstats import debiased_statistic, sigma1_sq
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import threshold as null_threshold
@@ -195,10 +196,9 @@ def _run_task(task: _Task) -> np.ndarray:
 
 
 def _check_grid(settings, betas, n_bins, n):
-    settings = tuple(int(s) for s in settings)
-    for s in settings:
-        if s not in (1, 2, 3):
-            raise ValueError(f"settings must be among 1, 2, 3, got {s}")
+    """The settings (each the table's ``setting``), with the betas and bin counts of each: defaults that
+    depend on the settings and on n (the paper's bins exist for n = 100 and 1000)."""
+    settings = tuple(check_option("setting", s, "settings") for s in settings)
     if betas is None:
         betas = {s: sim.paper_betas(s) for s in settings}
     elif not isinstance(betas, dict):
@@ -208,7 +208,7 @@ def _check_grid(settings, betas, n_bins, n):
             raise ValueError(f"n_bins is needed for n = {n} (paper bins exist for n = 100 and 1000)")
         n_bins = PAPER_BINS[n]
     elif not isinstance(n_bins, dict):
-        n_bins = {s: int(n_bins) for s in settings}
+        n_bins = dict.fromkeys(settings, BIN_COUNT.check(n_bins, "n_bins"))
     return settings, {s: np.atleast_1d(np.asarray(betas[s], dtype=float)) for s in settings}, n_bins
 
 
