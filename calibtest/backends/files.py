@@ -24,7 +24,7 @@ import numpy as np
 
 
 from calibtest._format import Call, sha256_file
-from calibtest._validation import is_integer
+from calibtest.options import check_option
 from calibtest.backends.accumulator import BinAccumulator
 from calibtest.formula import check_formula_names, formula_columns
 from calibtest.inputs import read_rows
@@ -220,17 +220,6 @@ def _progress_bar(progress, total, desc: str):
     return tqdm(total=total, unit="rows", unit_scale=True, desc=desc, file=sys.stderr)
 
 
-def check_chunksize(chunksize) -> int:
-    """Validate ``chunksize`` (None means :data:`DEFAULT_CHUNKSIZE`)."""
-    if chunksize is None:
-        return DEFAULT_CHUNKSIZE
-    if not is_integer(chunksize):
-        raise TypeError(f"chunksize must be a positive integer (rows per chunk), got {chunksize!r}")
-    if chunksize < 1:
-        raise ValueError(f"chunksize must be >= 1, got {chunksize}")
-    return int(chunksize)
-
-
 def _with_rows(exc: Exception, name: str, start: int, stop: int) -> Exception:
     """The same kind of error, saying where in the file it happened.
 
@@ -314,7 +303,8 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         ``n_chunks``, ``n_rows_read``, ``passes``}.
     """
     path = Path(os.fspath(path))
-    chunksize = check_chunksize(chunksize)
+    chunksize = check_option("chunksize", chunksize)
+    chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
     fmt = file_format(path)
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {str(path)!r}")
