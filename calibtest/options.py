@@ -27,6 +27,7 @@ This module imports only the standard library, so the command line's
 from __future__ import annotations
 
 import numbers
+import os
 import sys
 from dataclasses import dataclass, replace
 
@@ -71,7 +72,7 @@ def is_integer(value) -> bool:
 
 
 #: The kinds of option: how a value is checked and how the command line parses its text.
-KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping")
+KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "folder")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ class Option:
         ``choices`` when given), ``"seed"`` (None or an integer >= 0; a
         ``numpy.random.Generator`` is accepted by the functions, not by files
         or the command line), ``"flag"`` (True or False), ``"mapping"`` (a
-        dict of JSON values).
+        dict of JSON values), ``"folder"`` (the path of an existing
+        directory: a ``str`` or path-like; canonical form ``str``).
     default : object
         The default of the public functions, the plan and the command line.
     doc : str
@@ -141,6 +143,8 @@ class Option:
             text = "an int seed >= 0"
         elif self.kind == "flag":
             return "True, False or None" if self.nullable and not cli else "True or False"
+        elif self.kind == "folder":
+            text = "the path of an existing directory"
         else:
             text = "a dict of JSON values"
         return ("None or " + text) if self.nullable and not cli else text
@@ -201,6 +205,15 @@ class Option:
             if not is_bool(value):
                 raise OptionTypeError(f"{name} must be {self.allowed()}, got {value!r}")
             return bool(value)
+        if kind == "folder":
+            if is_bool(value) or not isinstance(value, (str, os.PathLike)):
+                raise OptionTypeError(f"{name} must be {self.allowed()} (str or path-like), "
+                                      f"got {type(value).__name__}")
+            path = os.fspath(value)
+            if not os.path.isdir(path):
+                what = "is a file, not a directory" if os.path.exists(path) else "does not exist"
+                raise OptionError(f"{name} must be an existing directory: {path!r} {what}")
+            return path
         if not isinstance(value, dict):
             raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
         return value
@@ -316,6 +329,8 @@ _OPTIONS = (
     Option("tests", "names", None, "tests and measures to report", choices=tuple(PLAN_TESTS), nullable=True),
     Option("subgroups", "names", None, "subgroup columns", nullable=True),
     Option("sample_size", "mapping", None, "a sample-size calculation (to_dict() of its result)", nullable=True),
+    Option("templates", "folder", None, "folder of an organisation's report templates, used before the built-in "
+           "ones (e.g. only title_page.html)", nullable=True),
 )
 
 #: Every option by name.

@@ -464,8 +464,8 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
     wheel = next((tmp_path / "dist").glob("calibtest-*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        css = zf.read("calibtest/reporting/templates/report.css").decode("utf-8")
-    assert {"calibtest/reporting/templates/report.html", "calibtest/reporting/templates/report.css",
+        css = zf.read("calibtest/templates/report.css").decode("utf-8")
+    assert {"calibtest/templates/report.html", "calibtest/templates/report.css", "calibtest/templates/title_page.html",
             "calibtest/reporting/html.py", "calibtest/reporting/plotting.py",
             "calibtest/data/demo.csv", "calibtest/datasets.py"} <= names, sorted(names)
     assert not any(n.startswith(("tests/", "templates/", "vignettes/", "benchmarks/")) for n in names)
@@ -494,7 +494,7 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
         "assert sys.prefix != sys.base_prefix, 'not in a venv'\n"
         "for mod in (calibtest, jinja2):\n"
         "    assert mod.__file__.startswith(sys.prefix), mod.__file__\n"
-        "tpl = files('calibtest.reporting').joinpath('templates', 'report.html')\n"
+        "tpl = files('calibtest').joinpath('templates', 'report.html')\n"
         "assert str(tpl).startswith(sys.prefix) and tpl.is_file(), tpl\n"
         "r = calibtest.calib_ci('y ~ p', data=load_demo().iloc[:400])\n"
         "print(r.report(sys.argv[1], title='from the wheel'))\n")
