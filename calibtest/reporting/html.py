@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, fmt_p, mode_description, model_name, sha256_file
+from calibtest._format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.options import OptionError, check_option
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
@@ -446,7 +446,7 @@ def _evidence_table(ev) -> dict:
     rows = []
     for key, r in ev.table.iterrows():
         if r["pvalue"] is not None:
-            result = f"p = {fmt_p(r['pvalue'])}"
+            result = p_equals(r['pvalue'])
         else:
             unit = " (squared probability units)" if key == "calib_ci" else ""
             result = f"{_interval_text(r['lower'], r['upper'], False, 4)}{unit}"
