@@ -546,7 +546,7 @@ def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
     assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
     res = replace(demo_result, contains_zero=False, ci_lower=0.0001, null_pvalue=0.0)
     s = conclude(res)[1]
-    assert "p = < 1e-300" in s and "p = 0)" not in s
+    assert "(p < 1e-300)" in s and "p = <" not in s and "p = 0)" not in s
 
 
 # ----------------------------------------------------------------------------- document control, plan, structure
