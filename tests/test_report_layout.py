@@ -270,3 +270,44 @@ def test_a_p_value_of_zero_reads_p_less_than_in_every_sentence():
     text = html_lib.unescape(re.sub(r"<[^>]+>", " ", render_html(res0)))
     assert "p < 1e-300" in text and not re.search(r"=\s*<\s*1e-300", text)
     assert "p < 1e-300" in str(res0.summary()) and "= < 1e-300" not in str(res0.summary())
+
+
+class _Text(HTMLParser):
+    """The HTML's text as a reader sees it: block elements separated, inline elements run on."""
+
+    BLOCKS = {"p", "div", "td", "th", "tr", "li", "h1", "h2", "h3", "h4", "table", "caption", "figcaption",
+              "section", "header", "footer", "nav", "ol", "ul", "br", "figure", "title", "style"}
+
+    def __init__(self):
+        super().__init__()
+        self.parts, self.skip = [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.skip = tag == "style"
+        if tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        self.skip = False
+        if tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.parts.append(data)
+
+
+def test_weighted_reports_have_no_glued_words():
+    """The summary of a weighted result appends the re-weighting to the conclusion: with a space."""
+    from calibtest.reporting.html import render_html
+
+    demo = ct.load_demo()
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(demo))
+    for kwargs in ({"weights": "w"}, {"prevalence": 0.2}):
+        res = ct.calib_ci("y ~ p", data=demo.assign(w=w), **kwargs)
+        reader = _Text()
+        reader.feed(render_html(res))
+        text = "".join(reader.parts)
+        assert re.search(r"\(Details: Table \d+\) Weighted analysis", " ".join(text.split())), kwargs
+        glued = re.findall(r"\S*\)[A-Za-z]\S*", text)
+        assert not glued, (kwargs, glued[:5])
