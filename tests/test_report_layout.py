@@ -125,9 +125,22 @@ class _Pdf:
 
 
 def _render(folder, name, results, **kwargs):
-    from calibtest.reporting.html import render_html, report
-    path = report(results, folder / f"{name}.pdf", **kwargs)
-    return _Pdf(path, render_html(results, **kwargs))
+    """The PDF of ``report(results, ...)`` read back, with the HTML WeasyPrint laid out (kept on the way)."""
+    from calibtest.reporting import html as reporting
+
+    laid_out = []
+    render = reporting._render
+
+    def keep(*args, **kw):
+        laid_out.append(render(*args, **kw))
+        return laid_out[-1]
+
+    reporting._render = keep  # the report is built once; its HTML is the PDF's
+    try:
+        path = reporting.report(results, folder / f"{name}.pdf", **kwargs)
+    finally:
+        reporting._render = render
+    return _Pdf(path, laid_out[0])
 
 
 @pytest.fixture(scope="module")
