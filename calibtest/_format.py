@@ -57,6 +57,16 @@ def fmt_p(p, digits: int = 4) -> str:
     return fmt(p, digits)
 
 
+def p_equals(p, digits: int = 4) -> str:
+    """A p-value in a sentence: ``"p = 0.0312"``, or ``"p < 1e-300"`` when it underflowed to 0.
+
+    The one writer of "p = ..." in text, so that :func:`fmt_p`'s ``"< 1e-300"``
+    never follows an equals sign ("p = < 1e-300").
+    """
+    text = fmt_p(p, digits)
+    return "p " + text if text.startswith("<") else "p = " + text
+
+
 def json_safe(v):
     """A JSON-safe copy: numpy scalars to Python, NaN and infinities to None, containers recursively."""
     if isinstance(v, (np.bool_, bool)):

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, fmt_p
+from calibtest._format import fmt, fmt_p, p_equals
 from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_bool
 from calibtest.core.margin import log_oe_se, margin_bound, tost
 from calibtest.summary import CalibSummary, ResultDisplay
@@ -150,9 +150,9 @@ class MarginTestResult(ResultDisplay):
         level = f"{100 * (1 - self.alpha):g}%"
         if self.reject:
             return (f"ECE is below the margin {fmt(self.margin, 4)}: its one-sided {level} upper confidence bound "
-                    f"{fmt(self.upper, 4)} is below the margin (p = {fmt_p(self.pvalue)}).")
+                    f"{fmt(self.upper, 4)} is below the margin ({p_equals(self.pvalue)}).")
         return (f"ECE below the margin {fmt(self.margin, 4)} is not shown: the one-sided {level} upper confidence "
-                f"bound for ECE is {fmt(self.upper, 4)} (p = {fmt_p(self.pvalue)}).")
+                f"bound for ECE is {fmt(self.upper, 4)} ({p_equals(self.pvalue)}).")
 
     def notes(self) -> list[str]:
         """The method, the variance floor and (when it applies) the resampling caveat."""
@@ -322,9 +322,9 @@ class EquivalenceTestResult(ResultDisplay):
         iv = f"[{fmt(self.ci_lower, 4)}, {fmt(self.ci_upper, 4)}]"
         if self.reject:
             return (f"{self.label} is within {lim}: its {level} interval {iv} lies inside the limits "
-                    f"(TOST p = {fmt_p(self.pvalue)}).")
-        return (f"{self.label} within {lim} is not shown: its {level} interval is {iv} (TOST p = "
-                f"{fmt_p(self.pvalue)}).")
+                    f"(TOST {p_equals(self.pvalue)}).")
+        return (f"{self.label} within {lim} is not shown: its {level} interval is {iv} "
+                f"(TOST {p_equals(self.pvalue)}).")
 
     def _repr_parts(self):
         return [f"{self.measure}={self.estimate:.4g}", f"limits=({self.lower_limit:g}, {self.upper_limit:g})",

@@ -346,7 +346,7 @@ def report_command(args) -> str:
     parts += ["-o", args.output]
     for spec in args.compare or []:
         parts += ["--compare", spec]
-    for option in ("title", "purpose", "metadata", "plan"):
+    for option in ("title", "purpose", "metadata", "plan", "templates"):
         value = getattr(args, option)
         if value is not None:
             parts += [f"--{option}", value]
@@ -419,7 +419,7 @@ def _cmd_report(args) -> int:
         path = report(results if len(results) > 1 else results[0], args.output, comparisons=comparisons,
                       title=args.title, purpose=args.purpose, labels=labels, source=source,
                       command=report_command(args), hl_groups=args.hl_groups, metadata=metadata, plan=plan,
-                      rng=args.seed, deviation_reasons=reasons or None)
+                      rng=args.seed, deviation_reasons=reasons or None, templates=args.templates)
     except ImportError as exc:
         _fail(str(exc))
     print(f"calibtest: wrote {path}")
@@ -454,6 +454,7 @@ def _add_report_parser(sub, shared) -> None:
     rep.add_argument("--deviation-reason", action="append", default=None, metavar="OPTION=TEXT",
                      help="why the analysis deviates from --plan in one option (alpha, n_bins, null, method, k, "
                           "n_classes, tests, subgroups); repeat for several")
+    OPTIONS["templates"].add_to(rep, metavar="DIR")
     OPTIONS["hl_groups"].add_to(rep)
     OPTIONS["rng"].add_to(rep, help="seed of the evidence table's multi-scale test and of the Monte Carlo draws of "
                                     "--by or --prevalence (default: each result's recorded seed)")

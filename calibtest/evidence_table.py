@@ -90,7 +90,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, fmt_p, mode_text
+from calibtest._format import fmt, fmt_p, mode_text, p_equals
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_seed, is_integer
 from calibtest.calibration_test import CalibrationTestResult, calib_test_rows, smallest_pvalue_text
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
@@ -330,7 +330,7 @@ def _how_much(res, alpha: float) -> str:
 
 def _p_text(pvalue: float, n_draws: int | None) -> str:
     floor = smallest_pvalue_text(pvalue, n_draws) if n_draws else ""  # no draw reached the observed statistic
-    return fmt_p(pvalue, 3) + (f", {floor}" if floor else "")
+    return p_equals(pvalue, 3) + (f", {floor}" if floor else "")
 
 
 def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> tuple[str, str, tuple]:
@@ -383,21 +383,21 @@ def _conclude_interval(res, alpha: float) -> tuple[str, str, tuple]:
     rejects = res.null_pvalue <= alpha
     if res.method == "adjusted":  # the test decides whether 0 joins the interval
         if not iv.contains_zero:
-            return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {test} rejects (p = {p_text}); "
+            return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {test} rejects ({p_text}); "
                                 f"how much: {_how_much(res, alpha)}."), ()
         return "no evidence", (f"No evidence of miscalibration at level {alpha:g}: {test} does not reject "
-                               f"(p = {p_text}), and {_how_much(res, alpha)}; this does not show that the model "
+                               f"({p_text}), and {_how_much(res, alpha)}; this does not show that the model "
                                "is calibrated."), ()
     # a resampling interval decides by itself; the test is quoted, and a disagreement said
     lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
     shown = f"{_iv(iv.lower, iv.upper, 4)} (ECE {_iv(lo_ece, hi_ece, 3)})"
     name = f"the {level} {res.method} interval for ECE^2 at B = {res.n_bins}"
     if iv.contains_zero:
-        clash = (f"; note that {test} rejects (p = {p_text})" if rejects else f" ({test}: p = {p_text})")
+        clash = (f"; note that {test} rejects ({p_text})" if rejects else f" ({test}: {p_text})")
         return "no evidence", (f"No evidence of miscalibration at level {alpha:g}: {name}, {shown}, includes "
                                f"0{clash}; ECE^2 is at most {fmt(iv.upper, 4)} (ECE at most {fmt(hi_ece, 3)}), "
                                "and this does not show that the model is calibrated."), ()
-    clash = (f"; note that {test} does not reject (p = {p_text})" if not rejects else f" ({test}: p = {p_text})")
+    clash = (f"; note that {test} does not reject ({p_text})" if not rejects else f" ({test}: {p_text})")
     return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {name}, {shown}, excludes 0{clash}."), ()
 
 
@@ -414,16 +414,16 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     if rej["calib_test"]:
         verdict = "evidence"
         sentences.append(f"Evidence of miscalibration at level {alpha:g}: the multi-scale test rejects "
-                         f"(p = {p_test}); how much: {how_much}.")
+                         f"({p_test}); how much: {how_much}.")
     elif others:
         verdict = "mixed"
         sentences.append(f"Mixed evidence at level {alpha:g}: the multi-scale test does not reject "
-                         f"(p = {p_test}), but {', '.join(names[k] for k in others)} "
+                         f"({p_test}), but {', '.join(names[k] for k in others)} "
                          f"{'rejects' if len(others) == 1 else 'reject'}; how much: {how_much}.")
     else:
         verdict = "no evidence"
         sentences.append(f"No evidence of miscalibration at level {alpha:g}: no test rejects (multi-scale "
-                         f"test p = {p_test}), and {how_much}; this does not show that the model is "
+                         f"test {p_test}), and {how_much}; this does not show that the model is "
                          "calibrated.")
     # -- disagreement rules
     sc = test.scales
@@ -441,9 +441,9 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     elif rej["calib_test"] and not rej["calib_ci"] and (sp_best or b_best < ci.n_bins):
         reasons.append("smooth")
         strongest = (f"Spiegelhalter's z, |z_S| = {fmt(abs(test.spiegelhalter_z), 3)}, its own "
-                     f"p = {fmt_p(test.pvalue_spiegelhalter, 3)}" if sp_best else
+                     f"{p_equals(test.pvalue_spiegelhalter, 3)}" if sp_best else
                      f"the scale B = {b_best}, z = {fmt(sc['z'].iloc[best], 3)}, per-scale "
-                     f"p = {fmt_p(sc['pvalue'].iloc[best], 3)}")
+                     f"{p_equals(sc['pvalue'].iloc[best], 3)}")
         sentences.append(f"The interval contains 0 while the multi-scale test rejects: the miscalibration is "
                          f"smooth and the interval's B = {ci.n_bins} is large for n = {ci.n} (the test's "
                          f"strongest component is {strongest}); the interval's upper bound is the "

@@ -47,7 +47,7 @@ import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.multitest import multipletests
 
-from calibtest._format import Call, fmt, json_safe
+from calibtest._format import Call, fmt, json_safe, p_equals
 from calibtest._validation import OptionError, row_values
 from calibtest.core.targets import PreparedData
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
@@ -483,7 +483,7 @@ class GroupedResult(ResultDisplay):
             return ["Global test of calibration in every group: not computed, no group could be analysed."]
         whose = "groups'" if g != 1 else "group's"
         return [f"Global test of calibration in every group: {global_text(self.global_method, g)} over the {g} "
-                f"analysed {whose} p-values, p = {fmt(self.global_pvalue, 4)}. Per-group p-values are also "
+                f"analysed {whose} p-values, {p_equals(self.global_pvalue, 4)}. Per-group p-values are also "
                 "shown Holm-adjusted (family-wise error over the groups)."]
 
     def _group_notes(self) -> list[str]:

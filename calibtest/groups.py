@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest._format import fmt, json_safe, mode_text
+from calibtest._format import fmt, json_safe, mode_text, p_equals
 from calibtest._validation import DEFAULT_DRAWS, check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
@@ -188,7 +188,7 @@ class GroupedCalibrationResult(GroupedResult):
         if self.heterogeneity_note is not None:
             return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
         return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
-                f"on {self.heterogeneity_df} df, p = {fmt(self.heterogeneity_pvalue, 4)} (variances: first-order "
+                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} (variances: first-order "
                 "plus second-order, valid also when every group is calibrated).")
 
     def notes(self) -> list[str]:

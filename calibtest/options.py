@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import sys
 from dataclasses import dataclass, replace
 
@@ -72,7 +73,7 @@ def is_integer(value) -> bool:
 
 
 #: The kinds of option: how a value is checked and how the command line parses its text.
-KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number")
+KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number", "folder")
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class Option:
         ``choices`` when given), ``"seed"`` (None or an integer >= 0; a
         ``numpy.random.Generator`` is accepted by the functions, not by files
         or the command line), ``"flag"`` (True or False), ``"mapping"`` (a
-        dict of JSON values).
+        dict of JSON values), ``"folder"`` (the path of an existing
+        directory: a ``str`` or path-like; canonical form ``str``).
     default : object
         The default of the public functions, the plan and the command line.
     doc : str
@@ -150,6 +152,8 @@ class Option:
             text = "an int seed >= 0"
         elif self.kind == "flag":
             return "True, False or None" if self.nullable and not cli else "True or False"
+        elif self.kind == "folder":
+            text = "the path of an existing directory"
         else:
             text = "a dict of JSON values"
         return ("None or " + text) if self.nullable and not cli else text
@@ -219,6 +223,15 @@ class Option:
             if not is_bool(value):
                 raise OptionTypeError(f"{name} must be {self.allowed()}, got {value!r}")
             return bool(value)
+        if kind == "folder":
+            if is_bool(value) or not isinstance(value, (str, os.PathLike)):
+                raise OptionTypeError(f"{name} must be {self.allowed()} (str or path-like), "
+                                      f"got {type(value).__name__}")
+            path = os.fspath(value)
+            if not os.path.isdir(path):
+                what = "is a file, not a directory" if os.path.exists(path) else "does not exist"
+                raise OptionError(f"{name} must be an existing directory: {path!r} {what}")
+            return path
         if not isinstance(value, dict):
             raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
         return value
@@ -347,6 +360,8 @@ _OPTIONS = (
     Option("sim_n", "count", None, "rows of a simulated data set"),
     Option("beta", "number", None, "miscalibration parameter of a simulation setting (its range depends on "
            "the setting)"),
+    Option("templates", "folder", None, "folder of an organisation's report templates, used before the built-in "
+           "ones (e.g. only title_page.html)", nullable=True),
 )
 
 #: Every option by name.

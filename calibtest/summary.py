@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from statsmodels.iolib import summary2
 
-from calibtest._format import fmt, fmt_p, json_safe, mode_text
+from calibtest._format import fmt, fmt_p, json_safe, mode_text, p_equals
 from calibtest.options import check_alpha
 
 __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
@@ -284,7 +284,7 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
     elif ci.contains_zero and res.null != "asymptotic":
-        notes.append(f"The {res.null} test does not reject ECE = 0 (p = {fmt(res.null_pvalue, 4)}), so 0 "
+        notes.append(f"The {res.null} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
                      f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
                      "(this is not evidence that the model is calibrated).")
     elif ci.contains_zero:
@@ -445,13 +445,13 @@ def verdict_null_note(res, alpha: float | None = None) -> str:
     alpha = res.alpha if alpha is None else alpha
     z0, p0, _ = asymptotic_test(res)
     verdict = "rejects" if res.null_pvalue <= alpha else "does not reject"
-    text = (f"Null of the interval's test (null='{res.null}'): {null_text(res)}, p = {fmt_p(res.null_pvalue, 4)} "
+    text = (f"Null of the interval's test (null='{res.null}'): {null_text(res)}, {p_equals(res.null_pvalue, 4)} "
             f"({verdict} ECE = 0 at level {alpha:g}).")
     if res.null != "asymptotic":
         p_asym = "rejects" if p0 <= alpha else "does not reject"
         which = ("The asymptotic test (V_0 estimated)" if getattr(res, "weighting", None) is not None
                  else "The paper's asymptotic test")
-        text += f" {which}: z0 = {fmt(z0, 4)}, p = {fmt_p(p0, 4)} ({p_asym})."
+        text += f" {which}: z0 = {fmt(z0, 4)}, {p_equals(p0, 4)} ({p_asym})."
     return text
 
 
@@ -584,7 +584,7 @@ def null_notes(res, alpha: float | None = None) -> list[str]:
         tests["monte-carlo"] = res.monte_carlo.pvalue
     rejects = {name: p <= alpha for name, p in tests.items()}
     if len(set(rejects.values())) > 1:
-        said = "; ".join(f"{name} p = {fmt(p, 4)} ({'rejects' if rejects[name] else 'does not reject'})"
+        said = "; ".join(f"{name} {p_equals(p, 4)} ({'rejects' if rejects[name] else 'does not reject'})"
                          for name, p in tests.items())
         notes.append(f"The tests of ECE = 0 disagree at level {alpha:g}: {said}. The {res.null} null "
                      "(null=) decides whether 0 joins the interval; the conditional and Monte Carlo nulls "

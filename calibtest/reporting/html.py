@@ -1,8 +1,9 @@
 """Self-contained HTML and PDF validation reports of calibration results.
 
-``report(results, "out.html")`` renders the Jinja2 template
-``calibtest/reporting/templates/report.html`` (shipped inside the package)
-with autoescaping on, from a context made only of ``to_dict()``-style values
+``report(results, "out.html")`` renders the Jinja2 template ``report.html``
+of the repository's top-level ``templates/`` folder (shipped inside the wheel
+as ``calibtest/templates/``; ``templates=DIR`` puts an organisation's
+templates in front of it) with autoescaping on, from a context made only of ``to_dict()``-style values
 and preformatted strings: the template does no arithmetic.  Figures are PNG
 images embedded as ``data:`` URIs and the CSS is inline, so the HTML file is a
 single document that needs no network and no JavaScript.  ``"out.pdf"`` runs
@@ -26,8 +27,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, fmt_p, mode_description, model_name, sha256_file
+from calibtest._format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
+from calibtest.options import OptionError, check_option
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, check_report_text,
                                           load_metadata, pdf_attachments, plan_check, reported_tests,
@@ -444,7 +446,7 @@ def _evidence_table(ev) -> dict:
     rows = []
     for key, r in ev.table.iterrows():
         if r["pvalue"] is not None:
-            result = f"p = {fmt_p(r['pvalue'])}"
+            result = p_equals(r['pvalue'])
         else:
             unit = " (squared probability units)" if key == "calib_ci" else ""
             result = f"{_interval_text(r['lower'], r['upper'], False, 4)}{unit}"
@@ -1231,36 +1233,95 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
 
 
 # --------------------------------------------------------------------------- rendering
-def _template_environment():
-    """Jinja2 environment over the templates shipped inside the package (autoescaping every template)."""
+def builtin_templates() -> Path:
+    """The folder of the built-in report templates (``report.html``, ``title_page.html``, ``report.css``, ...).
+
+    An installed package has them in ``calibtest/templates/`` (the wheel maps
+    the repository's top-level ``templates/`` there); a source checkout (the
+    package imported from the repository, editable installs included) reads
+    the top-level ``templates/`` itself.
+    """
+    package = Path(__file__).resolve().parent.parent  # the calibtest package folder
+    for folder in (package / "templates", package.parent / "templates"):
+        if (folder / "report.html").is_file():
+            return folder
+    raise FileNotFoundError(f"the report templates are missing: neither {package / 'templates'} (an installed "
+                            f"calibtest) nor {package.parent / 'templates'} (a source checkout) holds report.html")
+
+
+def _template_environment(templates=None):
+    """Jinja2 environment over an organisation's ``templates`` folder (optional) and the built-in templates.
+
+    A template is looked up in ``templates`` first and then among the
+    built-in ones, so an organisation replaces only what it provides (e.g.
+    ``title_page.html``); the built-in templates are also reachable as
+    ``calibtest/<name>``, so an organisation's ``report.html`` can
+    ``{% extends "calibtest/report.html" %}`` and override blocks.  Every
+    template is autoescaped and an undefined variable is an error.
+    """
     import jinja2
 
+    builtin = jinja2.FileSystemLoader(str(builtin_templates()))
+    loaders = ([jinja2.FileSystemLoader(templates)] if templates is not None else []) + \
+        [builtin, jinja2.PrefixLoader({"calibtest": builtin})]
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("calibtest.reporting", "templates"),
+        loader=jinja2.ChoiceLoader(loaders),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "htm", "xml"), default=True,
                                             default_for_string=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _template_error(exc, templates) -> Exception:
+    """A template's error as one line naming the template and line (an OptionError for ``templates=``).
+
+    Jinja puts the template's file and line into the traceback of an error
+    raised while rendering (an undefined variable) and into the exception of
+    a syntax error.
+    """
+    import traceback
+
+    import jinja2
+
+    filename, line = getattr(exc, "filename", None), getattr(exc, "lineno", None)
+    if filename is None:  # a rendering error: the innermost frame that is a template
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if f.filename.endswith((".html", ".htm", ".css", ".j2", ".xml"))]
+        if frames:
+            filename, line = frames[-1].filename, frames[-1].lineno
+    where = f"template {filename or '?'}" + (f", line {line}" if line else "")
+    kind = "undefined variable" if isinstance(exc, jinja2.UndefinedError) else "template error"
+    text = f"{where}: {kind}: {exc.message or exc}"
+    own = templates is not None and filename is not None and \
+        Path(filename).resolve().is_relative_to(Path(templates).resolve())
+    return OptionError(f"templates: {text}") if own else RuntimeError(f"report {text}")
 
 
 #: Plain-text notation of the console summaries (shared with the report) and its typeset form.
 _TYPESET = (("ECE^2", "ECE²"), ("Delta compares", "Δ compares"))
 
 
-def _render(ctx: dict, pdf: bool = False) -> str:
+def _render(ctx: dict, pdf: bool = False, templates=None) -> str:
     """The report's HTML; ``pdf=True`` for the document WeasyPrint lays out (files named as attachments).
 
-    Sentences shared with the console summaries write ECE^2 and Delta in
-    ASCII; the report typesets them (ECE², Δ) like its own text.
+    ``templates``: an organisation's folder of templates, used before the
+    built-in ones.  Sentences shared with the console summaries write ECE^2
+    and Delta in ASCII; the report typesets them (ECE², Δ) like its own text.
     """
-    html = _template_environment().get_template("report.html").render(**ctx, pdf=pdf)
+    import jinja2
+
+    try:
+        html = _template_environment(templates).get_template("report.html").render(**ctx, pdf=pdf)
+    except jinja2.TemplateError as exc:
+        raise _template_error(exc, templates) from exc
     for plain, typeset in _TYPESET:  # a loop over the two notations
         html = html.replace(plain, typeset)
     return html
 
 
-def render_html(results, **kwargs) -> str:
+def render_html(results, *, templates=None, **kwargs) -> str:
     """The report as one self-contained HTML string (arguments of :func:`report`)."""
-    return _render(build_context(results, **kwargs))
+    templates = check_option("templates", templates)
+    return _render(build_context(results, **kwargs), templates=templates)
 
 
 def _import_weasyprint():
@@ -1274,7 +1335,7 @@ def _import_weasyprint():
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
            hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
-           deviation_reasons: dict | None = None) -> Path:
+           deviation_reasons: dict | None = None, templates=None) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -1357,7 +1418,9 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     Raises
     ------
     ValueError
-        For a suffix other than .html, .htm or .pdf, unknown metadata keys
+        For a suffix other than .html, .htm or .pdf, a ``templates`` folder
+        that does not exist or whose templates fail to render (naming the
+        template and line), unknown metadata keys
         (all named), a plan file whose SHA-256 does not match its content, or
         a text (a metadata field, the title, a label, ...) holding a character
         that cannot be encoded as UTF-8 (a lone surrogate), naming the field.
@@ -1412,12 +1475,13 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     suffix = path.suffix.lower()
     if suffix not in (".html", ".htm", ".pdf"):
         raise ValueError(f"path must end in .html, .htm or .pdf, got {str(path)!r}")
+    templates = check_option("templates", templates)
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
     check_report_text(title=title, purpose=purpose, command=command, labels=labels)
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
                         rng=rng, deviation_reasons=deviation_reasons)
-    html = _render(ctx, pdf=weasyprint is not None)
+    html = _render(ctx, pdf=weasyprint is not None, templates=templates)
     write_pdf = None
     if weasyprint is not None:
         attachments = [weasyprint.Attachment(string=text, name=name, description=desc)

@@ -1,1 +1,0 @@
-"""Jinja2 templates for calibtest reports, shipped inside the package and loaded with ``jinja2.PackageLoader``."""
