@@ -342,8 +342,13 @@ def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
 
 
 _VALPROB_ROWS = (
+    ("observed_rate", "Observed event rate O / n", "events per row"),
+    ("mean_predicted", "Mean predicted risk E / n", "mean of p; equals O / n when calibrated in the large"),
+    ("oe", "O / E (observed / expected events)", "Σy / Σp; interval exp(log(O/E) ∓ z·se), se(log O/E) = "
+                                                "√((1 − O/n) / O) (Debray et al. 2017)"),
     ("c_statistic", "C (ROC), val.prob's", "discrimination; 0.5 = none, 1 = perfect"),
-    ("auc", "C (ROC), exact", "Mann–Whitney U / (n1 n0)"),
+    ("auc", "C-statistic (exact)", "Mann–Whitney U / (n1 n0); interval C ∓ z·se with DeLong's variance "
+                                   "(DeLong et al. 1988; pROC's ci.auc(method = \"delong\"))"),
     ("dxy", "Dxy", "Somers' rank correlation 2 (C - 1/2)"),
     ("r2", "R2", "Nagelkerke's R²"),
     ("d", "D", "discrimination index (D:Chi-sq - 1) / n"),
@@ -360,6 +365,11 @@ _VALPROB_ROWS = (
     ("emax", "Emax", "max |p - lowess(y ~ p)|"),
     ("e90", "E90", "0.9 quantile of |p - lowess(y ~ p)|"),
     ("eavg", "Eavg", "mean |p - lowess(y ~ p)|"),
+    ("loess_e50", "E50 (loess)", "median |p − c(p)|, c = loess(y ~ p) calibration curve (span 0.75, degree 2; "
+                                 "Austin & Steyerberg 2019; CalibrationCurves::val.prob.ci.2's smoother)"),
+    ("loess_e90", "E90 (loess)", "0.9 quantile of |p − c(p)|"),
+    ("loess_ici", "ICI (loess)", "Integrated Calibration Index: mean |p − c(p)|"),
+    ("loess_emax", "Emax (loess)", "max |p − c(p)|"),
     ("spiegelhalter_z", "S:z", "Spiegelhalter's z"),
     ("spiegelhalter_p", "S:p", "two-sided p-value of S:z"),
 )
@@ -376,13 +386,14 @@ def _valprob(res) -> tuple[dict | None, str | None]:
         return None, f"Validation metrics (rms::val.prob) not computed: {exc}."
     vd = v.to_dict()
     level = _level(res.alpha)
-    cis = {"intercept": vd["intercept_ci"], "slope": vd["slope_ci"], "citl": vd["citl_ci"]}
+    cis = {"intercept": vd["intercept_ci"], "slope": vd["slope_ci"], "citl": vd["citl_ci"], "oe": vd["oe_ci"],
+           "auc": vd["auc_ci"]}
     rows = []
     for key, label, meaning in _VALPROB_ROWS:
         ci = cis.get(key)
-        ci_text = "" if ci is None else f"[{fmt(ci[0], 4)}, {fmt(ci[1], 4)}]"
-        rows.append((label, fmt(vd[key], 4), ci_text, meaning))
-    table = _table(["Statistic", "Value", f"{level} Wald CI", "Definition"], rows)
+        ci_text = "" if ci is None or _missing(ci[0]) else f"[{fmt(ci[0], 4)}, {fmt(ci[1], 4)}]"
+        rows.append((label, "—" if _missing(vd[key]) else fmt(vd[key], 4), ci_text, meaning))
+    table = _table(["Statistic", "Value", f"{level} CI (Wald; O/E on the log scale)", "Definition"], rows)
     note = (f"n = {vd['n']} rows, {vd['n_events']} events"
             + ("; for the top-1 target p is the confidence and y the indicator that the top class is correct"
                if res.mode == "top1" else "") + "."
@@ -598,9 +609,40 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence": not d["contains_zero"],
         "weighting": weighting,
         "weighting_short": _weighting_short(res),
+        "data_rows": data_rows(res, d),
         "subgroups": None,
     }
     return ctx
+
+
+_MISSING_OPTION = re.compile(r"missing=['\"](\w+)['\"]")
+
+
+def data_rows(res, d: dict) -> list[tuple[str, str]]:
+    """The "Model and data" rows of one result: n, events and event rate, and how missing values were handled.
+
+    Events are the rows with ``y = 1`` (binary) or with a correct top-1
+    prediction (top-1), unweighted; the missing-data rule is read from the
+    recorded call (``missing='raise'``, the default, when the call names none).
+    """
+    n, dropped = int(d["n"]), int(d["n_dropped"])
+    data = getattr(res, "data", None)
+    if d["mode"] in ("binary", "top1") and data is not None:
+        events = int(np.count_nonzero(np.rint(data.y[:, 0])))
+        what = "events (y = 1)" if d["mode"] == "binary" else "events (top-1 prediction correct)"
+        rows = [("Rows analysed n; " + what + "; event rate",
+                 f"{fmt(n)}; {fmt(events)}; {fmt(events / n, 4)}")]
+    else:
+        rows = [("Rows analysed n", fmt(n) + ("" if data is not None or d["mode"] not in ("binary", "top1")
+                                               else " (events not available: the result holds bin sums only)"))]
+    call = getattr(res, "call", None)
+    found = _MISSING_OPTION.search(call) if call else None
+    rule = found.group(1) if found else ("raise" if call else None)
+    how = {"drop": "rows with a missing value in a model column were dropped (missing='drop')",
+           "raise": "a missing value stops the analysis (missing='raise'), so none were present"}.get(
+        rule, "the rule was not recorded (no Python call)" if rule is None else f"missing='{rule}'")
+    rows.append(("Missing data", f"{fmt(n + dropped)} rows read, {fmt(dropped)} dropped, {fmt(n)} analysed; {how}"))
+    return rows
 
 
 def weighting_text(res) -> str | None:
@@ -1174,6 +1216,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     null_kinds = {str(getattr(r, "null", "asymptotic")) for r in results}
     doc = _document_control(meta, title, generated_text)
     for m in models:  # the re-weighting of each weighted analysis, next to the population it describes
+        for label_, value in m.get("data_rows", ()):
+            doc["model_data"]["rows"].append([f"{label_} ({m['name']})" if multi else label_, value])
         if m["weighting"]:
             doc["model_data"]["rows"].append([f"Re-weighting of {m['name']}" if multi else "Re-weighting",
                                               m["weighting"]])
