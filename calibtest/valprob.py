@@ -348,6 +348,40 @@ class ValProbResult(ResultDisplay):
                 (self.intercept, self.intercept_se), (self.slope, self.slope_se), (self.citl, self.citl_se)))
         return pd.DataFrame(cis, index=["intercept", "slope", "citl"], columns=["lower", "upper"])
 
+    def direction(self, alpha: float | None = None) -> str:
+        """The direction of a logit-linear miscalibration, in words, from CITL and the slope.
+
+        CITL ``a0 > 0`` (observed log-odds above the predicted ones) means the
+        predictions are too low on average, ``a0 < 0`` too high; slope
+        ``b < 1`` means they are too extreme (too close to 0 and 1), ``b > 1``
+        not extreme enough.  A direction is stated only where the Wald
+        ``1 - alpha`` interval excludes the null value (0 for CITL, 1 for the
+        slope); otherwise the sentence says that the interval includes it.
+        The one sentence the evidence conclusion and the report show.
+        """
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+        c_lo, c_hi = float(ci.loc["citl", "lower"]), float(ci.loc["citl", "upper"])
+        s_lo, s_hi = float(ci.loc["slope", "lower"]), float(ci.loc["slope", "upper"])
+        citl_text = f"CITL = {fmt(self.citl, 3)}, {level} CI [{fmt(c_lo, 3)}, {fmt(c_hi, 3)}]"
+        slope_text = f"slope = {fmt(self.slope, 3)}, {level} CI [{fmt(s_lo, 3)}, {fmt(s_hi, 3)}]"
+        level_off = c_lo > 0 or c_hi < 0
+        spread_off = s_lo > 1 or s_hi < 1
+        level_words = f"too {'low' if self.citl > 0 else 'high'} on average ({citl_text}, excludes 0)"
+        spread_words = (f"too extreme ({slope_text}, excludes 1)" if self.slope < 1
+                        else f"not extreme enough ({slope_text}, excludes 1)")
+        if level_off and spread_off:
+            return f"Direction: the predictions are {level_words} and {spread_words}."
+        if level_off:
+            return (f"Direction: the predictions are {level_words}; their spread is not shown to be off "
+                    f"({slope_text} includes 1).")
+        if spread_off:
+            return (f"Direction: the predictions are {spread_words}; their level on average is not shown to be "
+                    f"off ({citl_text} includes 0).")
+        return (f"Direction: neither calibration-in-the-large ({citl_text} includes 0) nor the slope "
+                f"({slope_text} includes 1) shows a direction of miscalibration.")
+
     def summary(self, alpha: float | None = None, digits: int = 3) -> CalibSummary:
         """A statsmodels-style summary; statistics rounded to ``digits`` decimals.
 

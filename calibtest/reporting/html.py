@@ -1126,6 +1126,32 @@ def _toc(ctx: dict) -> list[dict]:
     return [{"anchor": a, "number": str(i), "title": title} for i, (a, title) in enumerate(entries, 1)]
 
 
+def limitation_of_null(results, names) -> str:
+    """The Limitations bullet on the test and the interval, consistent with the null each result used."""
+    def method_words(method):
+        return ("the upper end of the adjusted interval uses the normal approximation of T in the miscalibrated "
+                "regime (se = σ₁/√n)" if method == "adjusted" else
+                f"the {method} interval is asymptotically valid")
+    finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic"]
+    asym = [(nm, r) for nm, r in zip(names, results) if r.null == "asymptotic"]
+    parts = []
+    if finite:
+        who = "" if not asym else " for " + ", ".join(nm for nm, _ in finite)
+        nulls = sorted({null_name(r) for _, r in finite})
+        parts.append(f"The test of ECE = 0{who} is a finite-sample test: its null law ({'; '.join(nulls)}) is "
+                     "conditional on the observed predictions, so its level does not rest on a large-n "
+                     "approximation (a Monte Carlo p-value carries simulation error, shown with its number of "
+                     "draws)")
+    if asym:
+        who = "" if not finite else " for " + ", ".join(nm for nm, _ in asym)
+        parts.append(f"The test of ECE = 0{who} uses the asymptotic normal law of T; with few rows per bin its "
+                     "level can deviate from the nominal value")
+    methods = sorted({r.method for r in results})
+    parts.append("; ".join(method_words(m) for m in methods).capitalize()
+                 + ", so with few rows per bin the coverage can deviate from the nominal level")
+    return ". ".join(parts) + "."
+
+
 def _resolve_plan(plan):
     from calibtest.analysis_plan import AnalysisPlan
 
@@ -1250,6 +1276,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "uses_subsampling": "subsampling" in methods,
         "uses_tcal": any(r.mode == "full" for r in results) or any("tcal" in m for m in methods | null_kinds),
         "uses_conditional_null": bool(null_kinds - {"asymptotic"}),
+        "limitation_null": limitation_of_null(results, names),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),
         "has_evidence": any(m["evidence_table"] is not None for m in models),
@@ -1461,6 +1488,8 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
                         rng=rng, deviation_reasons=deviation_reasons)
+    if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
+        ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
     html = _render(ctx, pdf=weasyprint is not None)
     write_pdf = None
     if weasyprint is not None:
