@@ -400,7 +400,8 @@ def _valprob(res) -> tuple[dict | None, str | None]:
             + (f" {vd['n_infinite_logit']} rows have p exactly 0 or 1 (infinite logit) and, as in R's val.prob, "
                "are left out of the logistic fits: Intercept, Slope, calibration-in-the-large, C (ROC) val.prob's, "
                f"Dxy, R2, D, U and Q use the other {vd['n'] - vd['n_infinite_logit']} rows; the exact C, Brier, "
-               "Emax, E90, Eavg and S:z use all rows." if vd["n_infinite_logit"] else ""))
+               "Emax, E90, Eavg and S:z use all rows." if vd["n_infinite_logit"] else "")
+            + " " + v.direction())  # the sentence the evidence conclusion shows
     return table, note
 
 
@@ -904,8 +905,12 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
                  f"p-values adjusted by Holm's step-down method; Δ in squared probability units."]
         if rows and any(r.get("paired") for r in d["comparisons"]):
             notes.append("Paired comparisons: the models were scored on the same rows.")
+        shown = {n: label(n) for n in d.get("names", [])}
+        for pair in pairs:  # the labels of the table's rows
+            shown[pair.name_a] = label(pair.name_a, pair.result_a)
+            shown[pair.name_b] = label(pair.name_b, pair.result_b)
         return {"title": title, "table": {**_table(headers, rows), "caption": title + "."}, "notes": notes,
-                "cls": "wide"}
+                "cls": "wide", "conclusion": cmp.conclusion(labels=shown)}
     alpha = d.get("alpha")
     level = _level(alpha) if alpha is not None else ""
     name_a = label(d.get("name_a", "A"), getattr(cmp, "result_a", None))
@@ -927,7 +932,8 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
             ("Pairing", f"{'paired' if d.get('paired') else 'unpaired'} ({d.get('pairing', '')})")]
     title = f"Comparison of {name_a} with {name_b}"
     return {"title": title, "table": {**_table(["Quantity", "Value"], rows), "caption": title + "."},
-            "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv"}
+            "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv",
+            "conclusion": cmp.conclusion(labels=(name_a, name_b))}
 
 
 def _overview(results, names) -> dict:
