@@ -551,7 +551,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     else:  # the parts that count unweighted rows are left out, each with the reason
         ev, hl, vp = None, None, None
         ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
-        figures = []
+        figures, figure_notes = _weighted_figures(res, name, d) if figure else ([], [])
     level = _level(d["alpha"])
     interval_verdict, interval_conclusion, _ = res.conclusion()  # the interval and its own test
     null_test = _null_test(res, d)
@@ -562,9 +562,13 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "conclusion": interval_conclusion,
         "evidence_conclusion": ev.conclusion if ev is not None else None,
         "evidence_verdict": ev.verdict if ev is not None else interval_verdict,
-        "evidence_table": None if ev is None else {**_evidence_table(ev), "caption": (
+        "evidence_table": ({**_evidence_table(ev), "caption": (
             f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
-            f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")},
+            f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")} if ev is not None else
+            None if weighting is None else {**weighted_evidence_table(res, d), "caption": (
+                f"Evidence on the calibration of {name} that supports its weights, at level α = "
+                f"{fmt(d['alpha'])} (ECE² in squared probability units); the rows that treat every row as one "
+                "observation are listed with the reason they are left out.")}),
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
         "evidence_seed": None if ev is None else ev.seed,
@@ -680,6 +684,45 @@ def _weighting_short(res) -> str | None:
     if w.prevalence is not None and w.kind != "prevalence":
         how = "weighted by case weights and " + how
     return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {res.n} rows."
+
+
+def weighted_evidence_table(res, d: dict) -> dict:
+    """The evidence rows of a weighted result: its interval and its test, and why the others are left out."""
+    alpha = d["alpha"]
+    iv = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4)
+    rows = [(f"Weighted interval for ECE² (B = {d['n_bins']}, {d['method']})", "ECE = 0", fmt(d["estimate"], 4),
+             f"{iv} (squared probability units)", "includes 0" if d["contains_zero"] else "excludes 0"),
+            (f"Weighted test of ECE = 0 ({null_name(res)} null)", "ECE = 0", fmt(d["estimate"], 4),
+             f"p = {fmt_p(d['null_pvalue'])}", "rejects" if d["null_pvalue"] <= alpha else "does not reject")]
+    prevalence = res.weighting.prevalence is not None
+    one_dim = d["mode"] in ("binary", "top1") and d["k"] == 1
+    if one_dim:
+        rows.append(("Hosmer–Lemeshow, case-weighted", "calibrated", "—", "not computed",
+                     "no chi-squared reference: prevalence weights depend on the outcome" if prevalence else
+                     "the result keeps no row weights: calibtest.hosmer_lemeshow(formula, data, weights=...) "
+                     "gives it"))
+    rows.append(("Multi-scale test, Spiegelhalter's z, CITL, slope", "—", "—", "not computed",
+                 "each treats every row as one observation (unweighted)"))
+    return _table(["Test or measure", "Null hypothesis", "Statistic", "p-value or interval",
+                   f"Verdict at α = {fmt(alpha)}"], rows)
+
+
+def _weighted_figures(res, name: str, d: dict) -> tuple[list[dict], list[str]]:
+    """The weighted reliability diagram of a weighted binary or top-1 result (a note otherwise)."""
+    from calibtest.reporting import plotting
+
+    if d["mode"] not in ("binary", "top1") or d["k"] != 1:
+        return [], [f"No figure is drawn for {name}: the weighted reliability diagram is drawn for binary and "
+                    "top-1 targets; the bin table lists each bin's sum of weights and its weighted mean prediction "
+                    "and outcome."]
+    fig = plotting.weighted_reliability_figure(res, name)
+    return [{"src": _png_data_uri(fig), "alt": f"Weighted reliability diagram of {name}",
+             "caption": (f"Weighted reliability diagram of {name} ({res.weighting.kind}): each of the "
+                         f"{d['n_occupied_bins']} occupied bins of width 1/B = {fmt(d['bin_width'], 4)} at its "
+                         "weighted mean prediction Σwp/Σw against its weighted observed frequency Σwy/Σw, with "
+                         "area proportional to its share of the total weight (strip underneath); the weights are "
+                         "in the fit, as in the estimate. No per-bin intervals: the result keeps each bin's sum "
+                         "of weights, not the row weights their variance needs.")}], []
 
 
 def _weighted_omissions(res, name: str) -> tuple[str, list[str], str | None, str | None]:
@@ -884,6 +927,12 @@ class _Labels:
         return self.by_name.get(name, name)
 
 
+def _comparison_conclusion(cmp, labels) -> str | None:
+    """The comparison's own sentence (``conclusion()`` of calib_compare's results); None for other objects."""
+    conclusion = getattr(cmp, "conclusion", None)
+    return None if conclusion is None else conclusion(labels=labels)
+
+
 def _comparison_context(cmp, index: int, label: _Labels) -> dict:
     d = cmp.to_dict()
     if "comparisons" in d:  # all pairwise comparisons (Holm)
@@ -910,7 +959,7 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
             shown[pair.name_a] = label(pair.name_a, pair.result_a)
             shown[pair.name_b] = label(pair.name_b, pair.result_b)
         return {"title": title, "table": {**_table(headers, rows), "caption": title + "."}, "notes": notes,
-                "cls": "wide", "conclusion": cmp.conclusion(labels=shown)}
+                "cls": "wide", "conclusion": _comparison_conclusion(cmp, shown)}
     alpha = d.get("alpha")
     level = _level(alpha) if alpha is not None else ""
     name_a = label(d.get("name_a", "A"), getattr(cmp, "result_a", None))
@@ -933,7 +982,7 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
     title = f"Comparison of {name_a} with {name_b}"
     return {"title": title, "table": {**_table(["Quantity", "Value"], rows), "caption": title + "."},
             "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv",
-            "conclusion": cmp.conclusion(labels=(name_a, name_b))}
+            "conclusion": _comparison_conclusion(cmp, (name_a, name_b))}
 
 
 def _overview(results, names) -> dict:
