@@ -330,7 +330,7 @@ def _how_much(res, alpha: float) -> str:
     lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
     return (f"the {level} interval for ECE^2 at B = {res.n_bins} is {_iv(iv.lower, iv.upper, 4, iv.lower_open)} "
             f"(ECE {_iv(lo_ece, hi_ece, 3, iv.lower_open)}): the {upper_bound_words(alpha)} for ECE^2 is "
-            f"{fmt(iv.upper, 4)} (for ECE {fmt(hi_ece, 3)})")
+            f"{fmt(iv.upper, 4)} (for ECE, {fmt(hi_ece, 3)})")
 
 
 def _p_text(pvalue: float, n_draws: int | None) -> str:
@@ -401,7 +401,7 @@ def _conclude_interval(res, alpha: float) -> tuple[str, str, tuple]:
         clash = (f"; note that {test} rejects (p = {p_text})" if rejects else f" ({test}: p = {p_text})")
         return "no evidence", (f"No evidence of miscalibration at level {alpha:g}: {name}, {shown}, includes "
                                f"0{clash}; the {upper_bound_words(alpha)} for ECE^2 is {fmt(iv.upper, 4)} "
-                               f"(for ECE {fmt(hi_ece, 3)}), and this does not show that the model is calibrated."), ()
+                               f"(for ECE, {fmt(hi_ece, 3)}), and this does not show that the model is calibrated."), ()
     clash = (f"; note that {test} does not reject (p = {p_text})" if not rejects else f" ({test}: p = {p_text})")
     return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {name}, {shown}, excludes 0{clash}."), ()
 
