@@ -1193,10 +1193,9 @@ def limitation_of_null(results, names) -> str:
     if finite:
         who = "" if not asym else " for " + ", ".join(nm for nm, _ in finite)
         nulls = sorted({null_name(r) for _, r in finite})
-        parts.append(f"The test of ECE = 0{who} is a finite-sample test: its null law ({'; '.join(nulls)}) is "
-                     "conditional on the observed predictions, so its level does not rest on a large-n "
-                     "approximation (a Monte Carlo p-value carries simulation error, shown with its number of "
-                     "draws)")
+        parts.append(f"The test of ECE = 0{who} is a finite-sample test ({'; '.join(nulls)} null), conditional "
+                     "on the observed predictions, so its level does not rest on a large-n approximation (a Monte "
+                     "Carlo p-value carries simulation error, shown with its number of draws)")
     if asym:
         who = "" if not finite else " for " + ", ".join(nm for nm, _ in asym)
         parts.append(f"The test of ECE = 0{who} uses the asymptotic normal law of T; with few rows per bin its "
