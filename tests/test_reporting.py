@@ -1060,3 +1060,19 @@ def test_pdf_software_table_names_weasyprint(tmp_path):
     text = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in reader.pages))
     assert f"WeasyPrint (made this PDF) {weasyprint.__version__}" in text
     assert "WeasyPrint (made this PDF)" not in render_html(res, figures=False)  # an HTML report is not made by it
+
+
+def test_report_top1_observed_expected_counts_correct_top1_predictions():
+    import html as html_lib
+
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet([2, 2, 2], 1500)
+    y = (rng.uniform(size=(1500, 1)) > probs.cumsum(axis=1)).sum(axis=1)  # a draw from each row's probabilities
+    res = ct.calib_ci(y=y, probs=probs, k=1)
+    cells = {k: [html_lib.unescape(c) for c in v] for k, v in _cells(render_html(res, figures=False)).items()}
+    correct = probs.argmax(axis=1) == y
+    o, e = int(correct.sum()), float(probs.max(axis=1).sum())
+    assert cells["Rows analysed n; events (top-1 prediction correct); event rate"] == [
+        f"1500; {o}; {fmt(o / 1500, 4)}"]
+    assert cells["O / E (observed / expected events)"][0] == fmt(o / e, 4)
+    assert cells["Mean predicted risk E / n"][0] == fmt(e / 1500, 4)
