@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import special as _special
 
-from calibtest._format import fmt, model_name
+from calibtest._format import fmt, model_name, p_equals
 from calibtest._validation import check_alpha, check_missing
 from calibtest.core.difference_variance import difference_variance
 from calibtest.estimation import estimate_in_memory
@@ -188,6 +188,33 @@ class ComparisonResult(ResultDisplay):
         notes.append("Delta compares ECE^2 on each model's own bins; a negative estimate favours model A.")
         return notes
 
+    def conclusion(self, alpha: float | None = None, labels: tuple[str, str] | None = None) -> str:
+        """The comparison in one sentence: which model is better calibrated, or no evidence of a difference.
+
+        Decided by the interval for Delta = ECE_A^2 - ECE_B^2 at level
+        ``1 - alpha`` (it excludes 0 exactly when the test rejects), in the
+        direction of ``alternative``; Delta > 0 means model A is worse
+        calibrated.  ``labels`` (default: the models' names) name A and B.
+        The report's Summary of findings shows it.
+        """
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+        ends = (f"[{fmt(ci.lower, 4)}, {fmt(ci.upper, 4)}]" if self.alternative == "two-sided" else
+                f"[{fmt(ci.lower, 4)}, ∞)" if self.alternative == "greater" else f"(−∞, {fmt(ci.upper, 4)}]")
+        a, b = (short_name(self.name_a), short_name(self.name_b)) if labels is None else labels
+        facts = (f"Δ = ECE²({a}) − ECE²({b}) = {fmt(self.estimate, 4)}, {level} CI {ends}, "
+                 f"{p_equals(self.pvalue, 3)}")
+        if not ci.contains_zero:
+            worse, better = (a, b) if self.estimate > 0 else (b, a)
+            return (f"At level {alpha:g}, {worse} is worse calibrated than {better} ({facts}; the interval "
+                    "excludes 0).")
+        claim = {"two-sided": f"{a} and {b} differ in calibration",
+                 "greater": f"{a} is worse calibrated than {b}",
+                 "less": f"{a} is better calibrated than {b}"}[self.alternative]
+        return (f"No evidence at level {alpha:g} that {claim} ({facts}; the interval includes 0); this does "
+                "not show that they are equally calibrated.")
+
     def summary(self, alpha: float | None = None) -> CalibSummary:
         """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``).
 
@@ -275,6 +302,34 @@ class PairwiseComparisonResult(ResultDisplay):
     alpha: float
     alternative: str
     correction: str = "holm"
+
+    def conclusion(self, alpha: float | None = None, labels: dict | None = None) -> str:
+        """The pairwise comparisons in one sentence: the pairs Holm's procedure separates, or none.
+
+        Decided by the Holm-adjusted p-values at family-wise level ``alpha``
+        (default: the stored one); for each pair that rejects, the model with
+        the larger ECE^2 is named worse calibrated.  ``labels`` maps a model's
+        name to the label to show (default: the names).
+        """
+        label = (lambda name: short_name(name)) if labels is None else (lambda name: labels.get(name, name))
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        holm = self.table["pvalue_holm"].to_numpy(float)
+        rows = [r for r, p in zip(self.table.itertuples(index=False), holm) if p <= alpha]
+        if not rows:
+            return (f"No pair of the {len(self.names)} models differs in calibration at family-wise level "
+                    f"{alpha:g} (Holm; smallest adjusted {p_equals(float(holm.min()), 3)}); this does not show "
+                    "that they are equally calibrated.")
+        said = []
+        for r in rows:
+            a, b = label(r.model_a), label(r.model_b)
+            worse, better = (a, b) if r.estimate > 0 else (b, a)
+            said.append(f"{worse} is worse calibrated than {better} (Δ = ECE²({a}) − ECE²({b}) = "
+                        f"{fmt(r.estimate, 4)}, Holm-adjusted "
+                        f"{p_equals(r.pvalue_holm, 3)})")
+        rest = len(self.table) - len(rows)
+        return (f"At family-wise level {alpha:g} (Holm): " + "; ".join(said)
+                + ((f"; the other {rest} pairs do not differ significantly." if rest > 1 else
+                    "; the other pair does not differ significantly.") if rest else "."))
 
     def summary(self, alpha: float | None = None) -> CalibSummary:
         """A statsmodels-style summary of the pairwise table.

@@ -318,14 +318,23 @@ def _hl_sparse(hl: HosmerLemeshowResult) -> tuple[int, float]:
     return int(mask.sum()), share
 
 
+def upper_bound_words(alpha: float) -> str:
+    """How the upper end of the (1 - alpha) interval is named: a bound, not a certainty, at its true level.
+
+    The upper end of a two-sided 95% interval is a one-sided 97.5% upper
+    confidence bound: "upper confidence limit (one-sided 97.5%)".
+    """
+    return f"upper confidence limit (one-sided {100 * (1 - alpha / 2):g}%)"
+
+
 def _how_much(res, alpha: float) -> str:
     """The "how much" clause: the interval for ECE^2 (and ECE) at the result's B and its upper bound."""
     level = f"{100 * (1 - alpha):g}%"
     iv = res.conf_int(alpha)
     lo_ece, hi_ece = math.sqrt(iv.lower), math.sqrt(iv.upper)
     return (f"the {level} interval for ECE^2 at B = {res.n_bins} is {_iv(iv.lower, iv.upper, 4, iv.lower_open)} "
-            f"(ECE {_iv(lo_ece, hi_ece, 3, iv.lower_open)}): ECE^2 is at most {fmt(iv.upper, 4)} "
-            f"(ECE at most {fmt(hi_ece, 3)})")
+            f"(ECE {_iv(lo_ece, hi_ece, 3, iv.lower_open)}): the {upper_bound_words(alpha)} for ECE^2 is "
+            f"{fmt(iv.upper, 4)} (for ECE, {fmt(hi_ece, 3)})")
 
 
 def _p_text(pvalue: float, n_draws: int | None) -> str:
@@ -395,8 +404,8 @@ def _conclude_interval(res, alpha: float) -> tuple[str, str, tuple]:
     if iv.contains_zero:
         clash = (f"; note that {test} rejects ({p_text})" if rejects else f" ({test}: {p_text})")
         return "no evidence", (f"No evidence of miscalibration at level {alpha:g}: {name}, {shown}, includes "
-                               f"0{clash}; ECE^2 is at most {fmt(iv.upper, 4)} (ECE at most {fmt(hi_ece, 3)}), "
-                               "and this does not show that the model is calibrated."), ()
+                               f"0{clash}; the {upper_bound_words(alpha)} for ECE^2 is {fmt(iv.upper, 4)} "
+                               f"(for ECE, {fmt(hi_ece, 3)}), and this does not show that the model is calibrated."), ()
     clash = (f"; note that {test} does not reject ({p_text})" if not rejects else f" ({test}: {p_text})")
     return "evidence", (f"Evidence of miscalibration at level {alpha:g}: {name}, {shown}, excludes 0{clash}."), ()
 
@@ -464,15 +473,13 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     if vp is not None:
         if rej["slope"] and not rej["citl"]:
             reasons.append("spread")
-            kind = "over-confidence" if vp.slope < 1 else "under-confidence"
-            sentences.append(f"The slope rejects but CITL does not: the slope detects spread ({kind}: slope "
-                             f"{fmt(vp.slope, 3)}; predictions too {'extreme' if vp.slope < 1 else 'timid'}), "
-                             f"not level.")
+            sentences.append("The slope rejects but CITL does not: the slope detects spread "
+                             f"({'over' if vp.slope < 1 else 'under'}-confidence), not level.")
         if rej["citl"] and not rej["slope"]:
             reasons.append("level")
-            sentences.append(f"CITL rejects but the slope does not: the predictions are off in level (too "
-                             f"{'low' if vp.citl > 0 else 'high'} on average, CITL = {fmt(vp.citl, 3)}), "
-                             f"not in spread.")
+            sentences.append("CITL rejects but the slope does not: the predictions are off in level, not in "
+                             "spread.")
+        sentences.append(vp.direction(alpha))
     if vp is not None and not rej["calib_test"] and (rej["citl"] or rej["slope"]):
         reasons.append("logit_linear")
         which = [names[k] for k in ("citl", "slope") if rej[k]]

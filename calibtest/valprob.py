@@ -39,6 +39,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from calibtest._format import fmt
+from calibtest.core.margin import log_oe_se
 from calibtest._validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.formula import resolve_env
 from calibtest.inputs import prepare_input
@@ -81,7 +82,9 @@ _VALPROB_LABELS = (
 FIELDS = ("n", "n_events", "n_infinite_logit", "alpha", "auc", "c_statistic", "dxy", "r2", "d", "d_chisq", "d_p",
           "u", "u_chisq", "u_p", "q", "brier", "intercept", "slope", "intercept_se", "slope_se", "intercept_ci",
           "slope_ci", "citl", "citl_se", "citl_ci", "emax", "e90", "eavg", "spiegelhalter_z", "spiegelhalter_p",
-          "formula", "y_name", "prob_names", "n_dropped")
+          "formula", "y_name", "prob_names", "n_dropped",
+          "auc_se", "auc_ci", "observed_rate", "mean_predicted", "oe", "oe_se", "oe_ci",
+          "loess_e50", "loess_e90", "loess_ici", "loess_emax")
 
 #: The statistics :func:`val_prob` computes on first access, by part: the evidence table
 #: (Spiegelhalter's z, CITL, the slope) reads none of them.
@@ -89,6 +92,9 @@ LAZY_STATISTICS = {
     "discrimination": ("auc", "c_statistic", "dxy"),
     "likelihood": ("r2", "d", "d_chisq", "d_p", "u", "u_chisq", "u_p", "q"),
     "smooth": ("emax", "e90", "eavg"),
+    "auc_interval": ("auc_se", "auc_ci"),
+    "observed_expected": ("observed_rate", "mean_predicted", "oe", "oe_se", "oe_ci"),
+    "loess": ("loess_e50", "loess_e90", "loess_ici", "loess_emax"),
 }
 _PART_OF = {name: part for part, names in LAZY_STATISTICS.items() for name in names}
 
@@ -234,6 +240,32 @@ class ValProbResult(ResultDisplay):
         ``Z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p))``.
     spiegelhalter_p : float
         Two-sided ``2 Phi(-|Z|)``.
+    auc_se, auc_ci : float, tuple of float
+        DeLong's standard error of :attr:`auc` (DeLong, DeLong and
+        Clarke-Pearson 1988: ``Var = s10^2 / n1 + s01^2 / n0`` with ``s10^2``,
+        ``s01^2`` the sample variances of the placement values
+        ``V10_i = mean_j psi(p_i, p_j)`` over events and
+        ``V01_j = mean_i psi(p_i, p_j)`` over non-events, ``psi`` = 1, 1/2, 0
+        for ``>``, ``=``, ``<``) and the Wald interval
+        ``auc -/+ z_{1-alpha/2} se`` (pROC's ``ci.auc(method = "delong")``),
+        cut to [0, 1].
+    observed_rate, mean_predicted : float
+        ``O / n`` (events per row) and ``E / n = mean(p)``.
+    oe, oe_se, oe_ci : float, float, tuple of float
+        Observed over expected events ``O / E = sum y / sum p``, the standard
+        error of ``log(O / E)``, ``sqrt((1 - O/n) / O)`` (E treated as fixed;
+        Debray et al. 2017), and the interval
+        ``exp(log(O/E) -/+ z_{1-alpha/2} se)``; NaN when O = 0.
+    loess_e50, loess_e90, loess_ici, loess_emax : float
+        Median, 0.9 quantile (type 7), mean (the Integrated Calibration Index)
+        and maximum of ``|p_i - c(p_i)|`` where ``c`` is the loess
+        calibration curve of Austin and Steyerberg (2019), R's
+        ``loess(y ~ p)`` defaults (span 0.75, degree 2, tricube weights,
+        Gaussian family, the default ``surface = "interpolate"``: exact local
+        fits at the vertices of R's k-d tree, cubic Hermite interpolation in
+        between; see :func:`loess_fit`), the smoother of
+        ``CalibrationCurves::val.prob.ci.2``.  NaN where the local quadratic
+        is not identified (fewer than three distinct ``p`` near a vertex).
     formula, y_name, prob_names, n_dropped
         The model as given (for the summary) and rows dropped for missing values.
     """
@@ -275,6 +307,17 @@ class ValProbResult(ResultDisplay):
     emax = _lazy_statistic("emax")
     e90 = _lazy_statistic("e90")
     eavg = _lazy_statistic("eavg")
+    auc_se = _lazy_statistic("auc_se")
+    auc_ci = _lazy_statistic("auc_ci")
+    observed_rate = _lazy_statistic("observed_rate")
+    mean_predicted = _lazy_statistic("mean_predicted")
+    oe = _lazy_statistic("oe")
+    oe_se = _lazy_statistic("oe_se")
+    oe_ci = _lazy_statistic("oe_ci")
+    loess_e50 = _lazy_statistic("loess_e50")
+    loess_e90 = _lazy_statistic("loess_e90")
+    loess_ici = _lazy_statistic("loess_ici")
+    loess_emax = _lazy_statistic("loess_emax")
 
     def __eq__(self, other) -> bool:
         if other.__class__ is not self.__class__:
@@ -304,6 +347,40 @@ class ValProbResult(ResultDisplay):
             cis = tuple((est - q * se, est + q * se) for est, se in (
                 (self.intercept, self.intercept_se), (self.slope, self.slope_se), (self.citl, self.citl_se)))
         return pd.DataFrame(cis, index=["intercept", "slope", "citl"], columns=["lower", "upper"])
+
+    def direction(self, alpha: float | None = None) -> str:
+        """The direction of a logit-linear miscalibration, in words, from CITL and the slope.
+
+        CITL ``a0 > 0`` (observed log-odds above the predicted ones) means the
+        predictions are too low on average, ``a0 < 0`` too high; slope
+        ``b < 1`` means they are too extreme (too close to 0 and 1), ``b > 1``
+        not extreme enough.  A direction is stated only where the Wald
+        ``1 - alpha`` interval excludes the null value (0 for CITL, 1 for the
+        slope); otherwise the sentence says that the interval includes it.
+        The one sentence the evidence conclusion and the report show.
+        """
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+        c_lo, c_hi = float(ci.loc["citl", "lower"]), float(ci.loc["citl", "upper"])
+        s_lo, s_hi = float(ci.loc["slope", "lower"]), float(ci.loc["slope", "upper"])
+        citl_text = f"CITL = {fmt(self.citl, 3)}, {level} CI [{fmt(c_lo, 3)}, {fmt(c_hi, 3)}]"
+        slope_text = f"slope = {fmt(self.slope, 3)}, {level} CI [{fmt(s_lo, 3)}, {fmt(s_hi, 3)}]"
+        level_off = c_lo > 0 or c_hi < 0
+        spread_off = s_lo > 1 or s_hi < 1
+        level_words = f"too {'low' if self.citl > 0 else 'high'} on average ({citl_text}, excludes 0)"
+        spread_words = (f"too extreme ({slope_text}, excludes 1)" if self.slope < 1
+                        else f"not extreme enough ({slope_text}, excludes 1)")
+        if level_off and spread_off:
+            return f"Direction: the predictions are {level_words} and {spread_words}."
+        if level_off:
+            return (f"Direction: the predictions are {level_words}; their spread is not shown to be off "
+                    f"({slope_text} includes 1).")
+        if spread_off:
+            return (f"Direction: the predictions are {spread_words}; their level on average is not shown to be "
+                    f"off ({citl_text} includes 0).")
+        return (f"Direction: neither calibration-in-the-large ({citl_text} includes 0) nor the slope "
+                f"({slope_text} includes 1) shows a direction of miscalibration.")
 
     def summary(self, alpha: float | None = None, digits: int = 3) -> CalibSummary:
         """A statsmodels-style summary; statistics rounded to ``digits`` decimals.
@@ -601,7 +678,10 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     params = np.array(joint.params, dtype=np.float64)
     parts = _LazyParts({"likelihood": lambda: _likelihood_part(p, y, params),
                         "discrimination": lambda: _discrimination_part(p, y),
-                        "smooth": lambda: _smooth_part(p, y)})
+                        "smooth": lambda: _smooth_part(p, y),
+                        "auc_interval": lambda: _auc_interval_part(p, y, alpha),
+                        "observed_expected": lambda: _observed_expected_part(p, y, alpha),
+                        "loess": lambda: _loess_part(p, y)})
     return ValProbResult(
         n=int(n),
         n_events=n1,
@@ -685,3 +765,131 @@ def _smooth_part(p: np.ndarray, y: np.ndarray) -> dict:
     smooth = lowess(y, p, frac=2.0 / 3.0, it=0, delta=delta, return_sorted=False)
     err = np.abs(p - smooth)
     return {"emax": float(np.max(err)), "e90": float(np.quantile(err, 0.9)), "eavg": float(np.mean(err))}
+
+
+def delong_placements(score: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DeLong's placement values from mid-ranks (Sun and Xu 2014): ``V10`` of the events, ``V01`` of the non-events.
+
+    ``V10_i`` is the share of non-events scored below event ``i`` (ties
+    counting 1/2) and ``V01_j`` the share of events scored above non-event
+    ``j`` (ties 1/2); with ``R`` the mid-ranks in the pooled sample and
+    ``R1``, ``R0`` those within the events and within the non-events,
+    ``V10 = (R - R1) / n0`` and ``V01 = 1 - (R - R0) / n1``.  Both average to the C index.
+    """
+    pos, neg = score[y == 1], score[y == 0]
+    n1, n0 = pos.size, neg.size
+    pooled = sps.rankdata(np.concatenate([pos, neg]))
+    v10 = (pooled[:n1] - sps.rankdata(pos)) / n0
+    v01 = 1.0 - (pooled[n1:] - sps.rankdata(neg)) / n1
+    return v10, v01
+
+
+def _auc_interval_part(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
+    """DeLong's standard error of the exact C and its Wald interval, cut to [0, 1]."""
+    v10, v01 = delong_placements(p, y)
+    auc = float(np.mean(v10))
+    se = float(np.sqrt(np.var(v10, ddof=1) / v10.size + np.var(v01, ddof=1) / v01.size))
+    half = float(sps.norm.isf(alpha / 2.0)) * se
+    return {"auc_se": se, "auc_ci": (max(auc - half, 0.0), min(auc + half, 1.0))}
+
+
+def _observed_expected_part(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
+    """O/E with the log-scale standard error of :func:`calibtest.acceptance.oe_test` (``log_oe_se``)."""
+    n = p.size
+    observed, expected = float(np.sum(y)), float(np.sum(p))
+    oe = observed / expected
+    if observed > 0:
+        se = float(log_oe_se(observed, n))
+        half = float(sps.norm.isf(alpha / 2.0)) * se
+        ci = (float(math.exp(math.log(oe) - half)), float(math.exp(math.log(oe) + half)))
+    else:
+        se, ci = math.nan, (math.nan, math.nan)
+    return {"observed_rate": observed / n, "mean_predicted": expected / n, "oe": oe, "oe_se": se, "oe_ci": ci}
+
+
+def _local_quadratic(x: np.ndarray, y: np.ndarray, at: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """Value and slope at each ``at`` of the tricube-weighted local quadratic fit on the ``q`` nearest ``x``.
+
+    Bandwidth ``h``: the distance from ``x0`` to its q-th nearest ``x``;
+    weights ``(1 - (|x - x0| / h)^3)^3``, 0 beyond ``h``; the weighted least
+    squares fit of ``y`` on ``(1, x - x0, (x - x0)^2)`` (its first two
+    coefficients are the value and the slope at ``x0``).  NaN where fewer than
+    three distinct ``x`` carry weight (the quadratic is not identified).
+    """
+    d = x[None, :] - at[:, None]
+    dist = np.abs(d)
+    h = np.partition(dist, q - 1, axis=1)[:, q - 1:q]
+    w = (1.0 - np.clip(dist / h, 0.0, 1.0) ** 3) ** 3
+    s = [np.sum(w * d ** k, axis=1) for k in range(5)]
+    t = [np.sum(w * y[None, :] * d ** k, axis=1) for k in range(3)]
+    a = np.stack([np.stack(s[k:k + 3], -1) for k in range(3)], -2)
+    b = np.stack(t, -1)[..., None]
+    out = np.full((at.size, 2), np.nan)
+    ok = np.array([np.unique(x[row > 0]).size >= 3 for row in w], dtype=bool)  # one row per vertex (few)
+    if np.any(ok):
+        out[ok] = np.linalg.solve(a[ok], b[ok])[:, :2, 0]
+    return out[:, 0], out[:, 1]
+
+
+def loess_vertices(x: np.ndarray, span: float = 0.75, cell: float = 0.2) -> np.ndarray:
+    """The vertices of R's loess k-d tree in one dimension (``surface = "interpolate"``).
+
+    The bounding box ``[min x - mu, max x + mu]`` with
+    ``mu = 0.005 max(range, 1e-10 max|x| + 1e-30)``; a cell holding more than
+    ``fc = floor(n span cell)`` points is split at its median point
+    ``x_(m)``, ``m = floor((l + u) / 2)`` (1-based ranks; moved to the nearest
+    rank whose value differs from the next when there are ties, tried at
+    offsets 0, +1, -1, +2, ...) unless that value is a vertex of the cell.
+    """
+    xs = np.sort(x)
+    n = xs.size
+    fc = int(math.floor(n * span * cell))
+    lo, hi = float(xs[0]), float(xs[-1])
+    mu = 0.005 * max(hi - lo, 1e-10 * max(abs(lo), abs(hi)) + 1e-30)
+    vertices = [lo - mu, hi + mu]
+    cells = [(0, n - 1, lo - mu, hi + mu)]  # 0-based first and last rank, the cell's two vertices
+    while cells:
+        first, last, v_lo, v_hi = cells.pop()
+        if last - first + 1 <= fc:
+            continue
+        m = (first + last + 2) // 2 - 1
+        offset = 0
+        while first <= m + offset < last:
+            if xs[m + offset] != xs[m + offset + 1]:
+                m += offset
+                break
+            offset = -offset + (1 if offset <= 0 else 0)
+        if xs[m] == v_lo or xs[m] == v_hi:
+            continue
+        vertices.append(float(xs[m]))
+        cells += [(first, m, v_lo, float(xs[m])), (m + 1, last, float(xs[m]), v_hi)]
+    return np.sort(np.array(vertices))
+
+
+def loess_fit(x, y, span: float = 0.75, cell: float = 0.2) -> np.ndarray:
+    """R's ``loess(y ~ x)`` fitted values (degree 2, Gaussian family, default ``surface = "interpolate"``).
+
+    The local quadratic fit (:func:`_local_quadratic`, ``q = floor(n span)``
+    neighbours) is computed exactly at the vertices of R's k-d tree
+    (:func:`loess_vertices`), and the curve between two vertices is the cubic
+    Hermite interpolant of the values and slopes there, as R's ``ehg128``
+    does in one dimension.  The cost is O(n) per vertex (about 2 / (span
+    cell) vertices), so any n is cheap.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    q = int(math.floor(x.size * span))
+    v = loess_vertices(x, span, cell)
+    value, slope = _local_quadratic(x, y, v, q)
+    k = np.clip(np.searchsorted(v, x, side="right") - 1, 0, v.size - 2)
+    h = v[k + 1] - v[k]
+    t = (x - v[k]) / h
+    return ((1.0 - t) ** 2 * (1.0 + 2.0 * t) * value[k] + t ** 2 * (3.0 - 2.0 * t) * value[k + 1]
+            + (t * (1.0 - t) ** 2 * slope[k] - t ** 2 * (1.0 - t) * slope[k + 1]) * h)
+
+
+def _loess_part(p: np.ndarray, y: np.ndarray) -> dict:
+    """E50, E90, ICI and Emax of ``|p - loess(y ~ p)|`` (Austin and Steyerberg 2019)."""
+    err = np.abs(p - loess_fit(p, y))
+    return {"loess_e50": float(np.median(err)), "loess_e90": float(np.quantile(err, 0.9)),
+            "loess_ici": float(np.mean(err)), "loess_emax": float(np.max(err))}

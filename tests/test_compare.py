@@ -406,3 +406,30 @@ def test_paired_test_beats_non_overlapping_intervals():
     naive = np.array([(a.ci_lower > b.ci_upper) or (b.ci_lower > a.ci_upper) for a, b, _ in runs])
     diff = paired.astype(float) - naive
     assert diff.mean() > 3 * diff.std(ddof=1) / np.sqrt(len(runs)), (paired.mean(), naive.mean())
+
+
+# ----------------------------------------------------------------- the comparison in words
+def test_comparison_conclusion_follows_the_interval():
+    from calibtest.datasets import load_demo
+
+    d = load_demo()
+    d["q"] = d["p"] ** 2
+    d["r"] = d["p"] * 0.98
+    worse = ct.calib_compare("y ~ p", "y ~ q", data=d)
+    lo, hi = worse.ci_lower, worse.ci_upper
+    assert hi < 0  # q has the larger ECE^2: Delta = ECE^2(p) - ECE^2(q) < 0
+    text = worse.conclusion()
+    assert text.startswith("At level 0.05, q is worse calibrated than p")
+    assert f"95% CI [{ct._format.fmt(lo, 4)}, {ct._format.fmt(hi, 4)}]" in text
+    same = ct.calib_compare("y ~ p", "y ~ r", data=d)
+    assert same.ci_lower <= 0 <= same.ci_upper
+    assert same.conclusion().startswith("No evidence at level 0.05 that p and r differ in calibration")
+    assert same.conclusion(labels=("Model 1", "Model 2")).startswith(
+        "No evidence at level 0.05 that Model 1 and Model 2 differ")
+    one_sided = ct.calib_compare("y ~ p", "y ~ r", data=d, alternative="greater")
+    assert "that p is worse calibrated than r" in one_sided.conclusion()
+    pairs = ct.calib_compare(["y ~ p", "y ~ q", "y ~ r"], data=d)
+    rejected = pairs.table[pairs.table["pvalue_holm"] <= 0.05]
+    text = pairs.conclusion()
+    assert text.count("is worse calibrated than") == len(rejected) == 2
+    assert text.endswith("the other pair does not differ significantly.")

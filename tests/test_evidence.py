@@ -75,7 +75,9 @@ def test_calibrated_no_evidence_and_upper_bound(calibrated):
     assert ev.conclusion.startswith("No evidence of miscalibration")
     assert "does not show that the model is calibrated" in ev.conclusion
     upper = ev.table.loc["calib_ci", "upper"]
-    assert f"at most {ct._format.fmt(upper, 4)}" in ev.conclusion
+    # a bound at a confidence level, not a certainty
+    assert f"the upper confidence limit (one-sided 97.5%) for ECE^2 is {ct._format.fmt(upper, 4)}" in ev.conclusion
+    assert "at most" not in ev.conclusion
     assert ev.reasons == ()
 
 
@@ -109,13 +111,15 @@ def test_rule_spread(spread):
     _, _, ev = spread
     assert "spread" in ev.reasons
     assert ev.table.loc["slope", "reject"] and not ev.table.loc["citl", "reject"]
-    assert "the slope detects spread (over-confidence" in ev.conclusion and "not level" in ev.conclusion
+    assert "the slope detects spread (over-confidence), not level" in ev.conclusion
+    assert "Direction: the predictions are too extreme (slope = " in ev.conclusion
 
 
 def test_rule_level(level):
     _, _, ev = level
     assert "level" in ev.reasons and "spread" not in ev.reasons
-    assert "off in level (too low on average" in ev.conclusion
+    assert "off in level, not in spread" in ev.conclusion
+    assert "Direction: the predictions are too low on average (CITL = " in ev.conclusion
 
 
 def test_rules_do_not_fire_on_squared(squared):
@@ -402,3 +406,44 @@ def test_rule_hl_sparse_not_when_the_interval_rejects(hl_sparse):
     verdict, conclusion, reasons = _conclude(table, *args)
     assert "hl_sparse" not in reasons and "the other tests do not" not in conclusion
     assert verdict == "mixed"
+
+
+def _direction_case(transform, n=4000, seed=3):
+    rng = np.random.default_rng(seed)
+    p_true = rng.uniform(0.05, 0.95, n)
+    y = (rng.uniform(size=n) < p_true).astype(int)
+    return ct.val_prob(y=y, probs=transform(p_true))
+
+
+@pytest.mark.parametrize("transform, words", [
+    (lambda p: p ** 2, ("too low on average", "too extreme")),          # CITL > 0 and slope < 1
+    (lambda p: 1 / (1 + np.exp(-1.8 * np.log(p / (1 - p)))), ("too extreme",)),  # logit x 1.8: slope < 1
+    (lambda p: 1 / (1 + np.exp(-0.5 * np.log(p / (1 - p)))), ("not extreme enough",)),
+    (lambda p: 1 / (1 + np.exp(-(np.log(p / (1 - p)) + 0.6))), ("too high on average",)),
+    (lambda p: p, ()),
+])
+def test_direction_every_pattern(transform, words):
+    """The direction follows the signs of CITL and slope - 1, stated only where the Wald interval excludes the null."""
+    vp = _direction_case(transform)
+    text = vp.direction()
+    lo_c, hi_c = vp.citl_ci
+    lo_s, hi_s = vp.slope_ci
+    level_off, spread_off = not lo_c <= 0 <= hi_c, not lo_s <= 1 <= hi_s
+    expected = []
+    if level_off:
+        expected.append("too low on average" if vp.citl > 0 else "too high on average")
+    if spread_off:
+        expected.append("too extreme" if vp.slope < 1 else "not extreme enough")
+    assert tuple(expected) == words  # the simulated pattern is the one the intervals show
+    for w in ("too low on average", "too high on average", "too extreme", "not extreme enough"):
+        assert (w in text) == (w in words), (w, text)
+    if not words:
+        assert text.startswith("Direction: neither calibration-in-the-large")
+    assert text.count("Direction") == 1
+
+
+def test_direction_sentence_is_in_the_evidence_conclusion(squared):
+    y, q, ev = squared
+    vp = ct.val_prob(y=y, probs=q)
+    assert vp.direction() in ev.conclusion
+    assert "too low on average" in ev.conclusion and "too extreme" in ev.conclusion  # p squared

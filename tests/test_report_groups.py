@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calibtest._format import fmt_p
+
 import calibtest as ct
 from calibtest import cli
 from calibtest._format import json_safe
@@ -282,9 +284,15 @@ def test_weighted_reports_state_pi_pi_hat_and_n_eff(data):
         model_data = text.split("Model and data", 2)[2].split("Analysis plan")[0]
         assert needle in model_data, needle  # in the "Model and data" section
         assert text.count(needle) >= 2, needle  # and in the model section
-    # the parts that count unweighted rows are left out, each with its reason; no figure at all
-    assert "<img" not in html
-    assert "The evidence table (multi-scale test" in text and "No figures are drawn for p" in text
+    # one figure, the weighted reliability diagram; the evidence rows that support weights, the others with
+    # their reason
+    assert html.count("<img") == 1 and "Weighted reliability diagram of p (prevalence)" in text
+    evidence = text.split("supports its weights", 1)[1].split("Model and data", 1)[0]
+    iv = res.conf_int()
+    assert f"Weighted interval for ECE² (B = {res.n_bins}, adjusted)" in evidence
+    assert f"[{ct._format.fmt(iv.lower, 4)}, {ct._format.fmt(iv.upper, 4)}]" in evidence
+    assert "Weighted test of ECE = 0" in evidence and f"p = {fmt_p(res.null_pvalue)}" in evidence
+    assert "no chi-squared reference: prevalence weights depend on the outcome" in evidence
     assert "Hosmer–Lemeshow test is not shown" in text and "Validation metrics (R's rms::val.prob) are not shown" in text
     # the bin table gives the weighted means and the terms of T_w, which sum to it
     _, bins = bins_csv(html)
@@ -304,7 +312,8 @@ def test_weighted_grouped_report_renders(data):
     html = render_html(g)
     text = parse(html).body
     assert "Subgroups of p by sex" in text and "case weights (column w)" in text
-    assert html.count("<img") == 1  # the forest plot only
+    assert html.count("<img") == 2  # the forest plot and the pooled weighted reliability diagram
+    assert "Weighted reliability diagram of p (case weights)" in text
 
 
 def _run(argv):
@@ -420,3 +429,22 @@ def test_cli_two_models_by_site_with_comparison(tmp_path, data):
     expected = ct.calib_compare(a, b, names=("old", "new"))  # the models compared on all rows
     rows = {r[0]: r[1] for r in _caption_table(doc, html, "Comparison of old with new")[1:]}
     assert _number(rows["Δ = ECE_A² − ECE_B²"]) == pytest.approx(expected.estimate, rel=1e-5)
+
+
+def test_weighted_reliability_figure_plots_weighted_bin_means(data):
+    """The points are Σwp/Σw and Σwy/Σw of the estimator's bins, recomputed here from the rows."""
+    from calibtest.reporting.plotting import weighted_reliability_figure
+
+    res = ct.calib_ci("y ~ p", data=data, weights="w")
+    fig = weighted_reliability_figure(res, "p")
+    points = np.asarray(fig.axes[0].collections[0].get_offsets())
+    p, y, w = data["p"].to_numpy(), data["y"].to_numpy(float), data["w"].to_numpy(float)
+    b = np.minimum(np.floor(p * res.n_bins), res.n_bins - 1).astype(int)
+    occupied = np.unique(b[w > 0])
+    wp = np.array([np.sum(w[b == j] * p[b == j]) / np.sum(w[b == j]) for j in occupied])
+    wy = np.array([np.sum(w[b == j] * y[b == j]) / np.sum(w[b == j]) for j in occupied])
+    order = np.argsort(points[:, 0])
+    np.testing.assert_allclose(points[order, 0], np.sort(wp), rtol=1e-12)
+    np.testing.assert_allclose(points[order, 1], wy[np.argsort(wp)], rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="weighted result"):
+        weighted_reliability_figure(ct.calib_ci("y ~ p", data=data))

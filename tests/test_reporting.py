@@ -970,3 +970,109 @@ def test_weighted_report_names_the_asymptotic_null(regime_results):
     text = doc.body_text
     assert "auto test" not in text and "null='auto'" not in text
     assert "the asymptotic test of ECE = 0 at B" in " ".join(doc.conclusions)
+
+
+# ----------------------------------------------------------------- the reviewer's items (issue 24, point 6)
+def _cells(html: str) -> dict:
+    """First cell -> the other cells of every table row (text, whitespace collapsed)."""
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", html, flags=re.S):
+        cells = [" ".join(re.sub(r"<[^>]+>", " ", c).split())
+                 for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, flags=re.S)]
+        if cells:
+            rows.setdefault(cells[0], cells[1:])
+    return rows
+
+
+def test_report_validation_metrics_model_and_data_and_wording():
+    import html as html_lib
+    import json
+    from scipy import stats
+
+    d = load_demo()
+    p, y = d["p"].to_numpy(), d["y"].to_numpy()
+    res = ct.calib_ci("y ~ p", data=d)
+    html = render_html(res, figures=False)
+    cells = {k: [html_lib.unescape(c) for c in v] for k, v in _cells(html).items()}
+    n, o, e = y.size, int(y.sum()), float(p.sum())
+    # Model and data: n, events, event rate; missing data
+    assert cells["Rows analysed n; events (y = 1); event rate"] == [f"{n}; {o}; {fmt(o / n, 4)}"]
+    assert cells["Missing data"][0].startswith(f"{n} rows read, 0 dropped, {n} analysed")
+    assert "missing='raise'" in cells["Missing data"][0]
+    # O/E, its log-scale interval, the mean prediction beside the observed rate
+    z = stats.norm.ppf(0.975)
+    se = np.sqrt((1 - o / n) / o)
+    assert cells["O / E (observed / expected events)"][:2] == [
+        fmt(o / e, 4), f"[{fmt(o / e * np.exp(-z * se), 4)}, {fmt(o / e * np.exp(z * se), 4)}]"]
+    assert cells["Observed event rate O / n"][0] == fmt(o / n, 4)
+    assert cells["Mean predicted risk E / n"][0] == fmt(p.mean(), 4)
+    # C-statistic with DeLong's interval and the loess errors, from R (pROC, stats::loess)
+    ref = json.loads((REPO / "tests/reference/loess_calibration.json").read_text())["datasets"]["demo"]
+    lower, auc, upper, _ = ref["auc_delong_lower_auc_upper_se"]
+    assert cells["C-statistic (exact)"][:2] == [fmt(auc, 4), f"[{fmt(lower, 4)}, {fmt(upper, 4)}]"]
+    assert "DeLong" in cells["C-statistic (exact)"][2]
+    for label, value in zip(("E50 (loess)", "E90 (loess)", "ICI (loess)", "Emax (loess)"),
+                            ref["interpolate_e50_e90_ici_emax"]):
+        assert cells[label][0] == fmt(value, 4), label
+    text = " ".join(parse(html).body_text.split())
+    # a bound at a confidence level, never "at most"
+    upper_bound = res.conf_int().upper
+    assert f"the upper confidence limit (one-sided 97.5%) for ECE² is {fmt(upper_bound, 4)} (for ECE, " in text
+    assert "is at most" not in text and "ECE at most" not in text
+    summary = " ".join(str(res.summary()).split())
+    assert "upper confidence limit (one-sided 97.5%) for ECE^2 is" in summary and "is at most" not in summary
+    # the Limitations follow the null used: the default one is conditional, not asymptotic
+    assert res.null != "asymptotic"
+    limitations = text.split("Limitations", 2)[2]
+    assert "is a finite-sample test" in limitations and "The intervals and the test are asymptotic" not in text
+    asym = ct.calib_ci("y ~ p", data=d, null="asymptotic")
+    limitations = " ".join(parse(render_html(asym, figures=False)).body_text.split()).split("Limitations", 2)[2]
+    assert "uses the asymptotic normal law of T" in limitations and "finite-sample" not in limitations
+
+
+def test_report_missing_rows_dropped_and_direction():
+    import html as html_lib
+
+    d = load_demo()
+    d["q"] = d["p"] ** 2
+    d.loc[[3, 7], "q"] = np.nan
+    res = ct.calib_ci("y ~ q", data=d, missing="drop")
+    html = render_html(res, figures=False)
+    cells = {k: [html_lib.unescape(c) for c in v] for k, v in _cells(html).items()}
+    assert cells["Missing data"][0].startswith(f"{len(d)} rows read, 2 dropped, {len(d) - 2} analysed")
+    assert "missing='drop'" in cells["Missing data"][0]
+    text = " ".join(html_lib.unescape(parse(html).body_text).split())
+    vp = ct.val_prob(y=d["y"][d["q"].notna()], probs=d["q"].dropna())
+    assert vp.citl_ci[0] > 0 and vp.slope_ci[1] < 1  # p squared: too low on average and too extreme
+    direction = vp.direction()
+    assert "too low on average" in direction and "too extreme" in direction
+    assert text.count(direction) >= 2  # the evidence conclusion and the validation metrics
+
+
+def test_pdf_software_table_names_weasyprint(tmp_path):
+    pytest.importorskip("pypdf")
+    weasyprint = _weasyprint_or_skip()
+    from pypdf import PdfReader
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.05, 0.95, 150)
+    res = ct.calib_ci(y=(rng.random(150) < p).astype(int), probs=p, n_bins=5)
+    reader = PdfReader(str(res.report(tmp_path / "r.pdf")))
+    text = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in reader.pages))
+    assert f"WeasyPrint (made this PDF) {weasyprint.__version__}" in text
+    assert "WeasyPrint (made this PDF)" not in render_html(res, figures=False)  # an HTML report is not made by it
+
+
+def test_report_top1_observed_expected_counts_correct_top1_predictions():
+    import html as html_lib
+
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet([2, 2, 2], 1500)
+    y = (rng.uniform(size=(1500, 1)) > probs.cumsum(axis=1)).sum(axis=1)  # a draw from each row's probabilities
+    res = ct.calib_ci(y=y, probs=probs, k=1)
+    cells = {k: [html_lib.unescape(c) for c in v] for k, v in _cells(render_html(res, figures=False)).items()}
+    correct = probs.argmax(axis=1) == y
+    o, e = int(correct.sum()), float(probs.max(axis=1).sum())
+    assert cells["Rows analysed n; events (top-1 prediction correct); event rate"] == [
+        f"1500; {o}; {fmt(o / 1500, 4)}"]
+    assert cells["O / E (observed / expected events)"][0] == fmt(o / e, 4)
+    assert cells["Mean predicted risk E / n"][0] == fmt(e / 1500, 4)

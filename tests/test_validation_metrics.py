@@ -638,7 +638,7 @@ def test_lazy_parts_are_computed_on_first_access_once(monkeypatch):
     res.slope_ci, res.citl_ci, res.spiegelhalter_p, res.brier  # what val_prob computes itself
     assert calls == dict.fromkeys(LAZY_STATISTICS, 0)
     assert res.e90 == res.e90 and res.eavg > 0
-    assert calls == {"discrimination": 0, "likelihood": 0, "smooth": 1}
+    assert calls == {**dict.fromkeys(LAZY_STATISTICS, 0), "smooth": 1}
     res.summary()  # shows every statistic
     res.to_dict()
     assert calls == dict.fromkeys(LAZY_STATISTICS, 1)
@@ -686,3 +686,109 @@ def test_lazy_result_keeps_no_fitted_model():
     res = val_prob(d["p"], d["y"])  # the deferred parts hold the rows and two estimates, not the fits
     assert alive() == before
     assert res.u_chisq >= 0 and alive() == before
+
+
+# ----------------------------------------------------------------- O/E, DeLong interval, loess E50/E90/ICI
+LOESS_JSON = REF_DIR / "loess_calibration.json"
+
+
+def _loess_sets() -> dict:
+    d = load_demo()
+    p = d["p"].to_numpy(np.float64)
+    return {"demo": (p, d["y"].to_numpy(np.int64)), "demo_rounded": (np.round(p, 2), d["y"].to_numpy(np.int64))}
+
+
+@pytest.mark.parametrize("name", ["demo", "demo_rounded"])
+def test_loess_errors_and_delong_match_r(name):
+    """E50, E90, ICI, Emax of |p - loess(y ~ p)| and pROC's DeLong interval, as R gives them (17 digits)."""
+    from calibtest.valprob import loess_vertices
+
+    ref = json.loads(LOESS_JSON.read_text())["datasets"][name]
+    p, y = _loess_sets()[name]
+    v = val_prob(y=y, probs=p)
+    ours = [v.loess_e50, v.loess_e90, v.loess_ici, v.loess_emax]
+    np.testing.assert_allclose(ours, ref["interpolate_e50_e90_ici_emax"], rtol=1e-10, atol=0)
+    np.testing.assert_allclose(loess_vertices(p), ref["kd_vertices"], rtol=0, atol=0)
+    lower, auc, upper, se = ref["auc_delong_lower_auc_upper_se"]
+    np.testing.assert_allclose([v.auc_ci[0], v.auc, v.auc_ci[1], v.auc_se], [lower, auc, upper, se], rtol=1e-12)
+    # R's exact local fits (surface = "direct") differ, so the interpolation is what is matched
+    assert abs(v.loess_e50 - ref["direct_e50_e90_ici_emax"][0]) > 1e-5
+
+
+def _slow_local_quadratic(x, y, x0, q):
+    """The loess local fit at x0 by an explicit weighted least squares on the q nearest points."""
+    dist = np.abs(x - x0)
+    h = np.sort(dist)[q - 1]
+    w = np.where(dist < h, (1 - (dist / h) ** 3) ** 3, 0.0)
+    design = np.column_stack([np.ones_like(x), x - x0, (x - x0) ** 2])
+    coef = np.linalg.lstsq(design * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0]
+    return coef[0], coef[1]
+
+
+def test_loess_fit_is_hermite_interpolation_of_exact_local_fits():
+    from calibtest.valprob import loess_fit, loess_vertices
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0.05, 0.95, 400)
+    y = (rng.uniform(size=400) < x).astype(float)
+    q = int(np.floor(0.75 * x.size))
+    v = loess_vertices(x)
+    fits = np.array([_slow_local_quadratic(x, y, vk, q) for vk in v])
+    fitted = loess_fit(x, y)
+    for xi, fi in zip(x[:50], fitted[:50]):
+        k = np.searchsorted(v, xi) - 1
+        h = v[k + 1] - v[k]
+        t = (xi - v[k]) / h
+        (g0, d0), (g1, d1) = fits[k], fits[k + 1]
+        hermite = (2 * t ** 3 - 3 * t ** 2 + 1) * g0 + (-2 * t ** 3 + 3 * t ** 2) * g1 \
+            + (t ** 3 - 2 * t ** 2 + t) * h * d0 + (t ** 3 - t ** 2) * h * d1
+        assert fi == pytest.approx(hermite, rel=1e-9, abs=1e-12)
+
+
+def test_delong_interval_against_slow_pairwise_computation():
+    rng = np.random.default_rng(11)
+    p = np.round(rng.uniform(size=300), 2)  # ties on purpose
+    y = (rng.uniform(size=300) < p).astype(int)
+    v = val_prob(y=y, probs=p, alpha=0.1)
+    pos, neg = p[y == 1], p[y == 0]
+    psi = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    v10, v01 = psi.mean(axis=1), psi.mean(axis=0)
+    var = v10.var(ddof=1) / pos.size + v01.var(ddof=1) / neg.size
+    z = stats.norm.ppf(0.95)
+    assert v.auc_se == pytest.approx(math.sqrt(var), rel=1e-12)
+    assert v.auc_ci == pytest.approx((psi.mean() - z * math.sqrt(var), psi.mean() + z * math.sqrt(var)), rel=1e-12)
+
+
+def test_observed_expected_by_hand_and_as_oe_test():
+    from calibtest.acceptance import oe_test
+
+    d = load_demo()
+    p, y = d["p"].to_numpy(), d["y"].to_numpy()
+    v = val_prob("y ~ p", data=d)
+    o, e, n = y.sum(), p.sum(), y.size
+    se = math.sqrt((1 - o / n) / o)
+    z = stats.norm.ppf(0.975)
+    assert v.observed_rate == pytest.approx(o / n, rel=1e-15)
+    assert v.mean_predicted == pytest.approx(p.mean(), rel=1e-12)
+    assert v.oe == pytest.approx(o / e, rel=1e-13)
+    assert v.oe_ci == pytest.approx((o / e * math.exp(-z * se), o / e * math.exp(z * se)), rel=1e-12)
+    # the same standard error as the TOST of O/E: its (1 - 2 alpha') interval at alpha' = alpha / 2
+    tost = oe_test(probs=p, y=y, within=(0.8, 1.25), alpha=0.025)
+    assert (tost.ci_lower, tost.ci_upper) == pytest.approx(v.oe_ci, rel=1e-12)
+    assert tost.se == pytest.approx(v.oe_se, rel=1e-15)
+
+
+def test_rerun_loess_r_reference(tmp_path):
+    if shutil.which("Rscript") is None:
+        pytest.skip("Rscript not installed")
+    probe = subprocess.run(["Rscript", "-e", "library(pROC)"], capture_output=True)
+    if probe.returncode:
+        pytest.skip("R package pROC not installed")
+    out = tmp_path / "loess.json"
+    subprocess.run(["Rscript", str(REPO / "tests/reference/loess_calibration.R"), str(out)], cwd=REPO, check=True,
+                   capture_output=True, timeout=120)
+    fresh = json.loads(out.read_text())["datasets"]
+    stored = json.loads(LOESS_JSON.read_text())["datasets"]
+    for name in stored:
+        for key in ("interpolate_e50_e90_ici_emax", "kd_vertices", "auc_delong_lower_auc_upper_se"):
+            np.testing.assert_allclose(fresh[name][key], stored[name][key], rtol=1e-12)

@@ -344,8 +344,13 @@ def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
 
 
 _VALPROB_ROWS = (
+    ("observed_rate", "Observed event rate O / n", "events per row"),
+    ("mean_predicted", "Mean predicted risk E / n", "mean of p; equals O / n when calibrated in the large"),
+    ("oe", "O / E (observed / expected events)", "Σy / Σp; interval exp(log(O/E) ∓ z·se), se(log O/E) = "
+                                                "√((1 − O/n) / O) (Debray et al. 2017)"),
     ("c_statistic", "C (ROC), val.prob's", "discrimination; 0.5 = none, 1 = perfect"),
-    ("auc", "C (ROC), exact", "Mann–Whitney U / (n1 n0)"),
+    ("auc", "C-statistic (exact)", "Mann–Whitney U / (n1 n0); interval C ∓ z·se with DeLong's variance "
+                                   "(DeLong et al. 1988; pROC's ci.auc(method = \"delong\"))"),
     ("dxy", "Dxy", "Somers' rank correlation 2 (C - 1/2)"),
     ("r2", "R2", "Nagelkerke's R²"),
     ("d", "D", "discrimination index (D:Chi-sq - 1) / n"),
@@ -362,6 +367,11 @@ _VALPROB_ROWS = (
     ("emax", "Emax", "max |p - lowess(y ~ p)|"),
     ("e90", "E90", "0.9 quantile of |p - lowess(y ~ p)|"),
     ("eavg", "Eavg", "mean |p - lowess(y ~ p)|"),
+    ("loess_e50", "E50 (loess)", "median |p − c(p)|, c = loess(y ~ p) calibration curve (span 0.75, degree 2; "
+                                 "Austin & Steyerberg 2019; CalibrationCurves::val.prob.ci.2's smoother)"),
+    ("loess_e90", "E90 (loess)", "0.9 quantile of |p − c(p)|"),
+    ("loess_ici", "ICI (loess)", "Integrated Calibration Index: mean |p − c(p)|"),
+    ("loess_emax", "Emax (loess)", "max |p − c(p)|"),
     ("spiegelhalter_z", "S:z", "Spiegelhalter's z"),
     ("spiegelhalter_p", "S:p", "two-sided p-value of S:z"),
 )
@@ -378,20 +388,22 @@ def _valprob(res) -> tuple[dict | None, str | None]:
         return None, f"Validation metrics (rms::val.prob) not computed: {exc}."
     vd = v.to_dict()
     level = _level(res.alpha)
-    cis = {"intercept": vd["intercept_ci"], "slope": vd["slope_ci"], "citl": vd["citl_ci"]}
+    cis = {"intercept": vd["intercept_ci"], "slope": vd["slope_ci"], "citl": vd["citl_ci"], "oe": vd["oe_ci"],
+           "auc": vd["auc_ci"]}
     rows = []
     for key, label, meaning in _VALPROB_ROWS:
         ci = cis.get(key)
-        ci_text = "" if ci is None else f"[{fmt(ci[0], 4)}, {fmt(ci[1], 4)}]"
-        rows.append((label, fmt(vd[key], 4), ci_text, meaning))
-    table = _table(["Statistic", "Value", f"{level} Wald CI", "Definition"], rows)
+        ci_text = "" if ci is None or _missing(ci[0]) else f"[{fmt(ci[0], 4)}, {fmt(ci[1], 4)}]"
+        rows.append((label, "—" if _missing(vd[key]) else fmt(vd[key], 4), ci_text, meaning))
+    table = _table(["Statistic", "Value", f"{level} CI (Wald; O/E on the log scale)", "Definition"], rows)
     note = (f"n = {vd['n']} rows, {vd['n_events']} events"
             + ("; for the top-1 target p is the confidence and y the indicator that the top class is correct"
                if res.mode == "top1" else "") + "."
             + (f" {vd['n_infinite_logit']} rows have p exactly 0 or 1 (infinite logit) and, as in R's val.prob, "
                "are left out of the logistic fits: Intercept, Slope, calibration-in-the-large, C (ROC) val.prob's, "
                f"Dxy, R2, D, U and Q use the other {vd['n'] - vd['n_infinite_logit']} rows; the exact C, Brier, "
-               "Emax, E90, Eavg and S:z use all rows." if vd["n_infinite_logit"] else ""))
+               "Emax, E90, Eavg and S:z use all rows." if vd["n_infinite_logit"] else "")
+            + " " + v.direction())  # the sentence the evidence conclusion shows
     return table, note
 
 
@@ -541,7 +553,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     else:  # the parts that count unweighted rows are left out, each with the reason
         ev, hl, vp = None, None, None
         ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
-        figures = []
+        figures, figure_notes = _weighted_figures(res, name, d) if figure else ([], [])
     level = _level(d["alpha"])
     interval_verdict, interval_conclusion, _ = res.conclusion()  # the interval and its own test
     null_test = _null_test(res, d)
@@ -552,9 +564,13 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "conclusion": interval_conclusion,
         "evidence_conclusion": ev.conclusion if ev is not None else None,
         "evidence_verdict": ev.verdict if ev is not None else interval_verdict,
-        "evidence_table": None if ev is None else {**_evidence_table(ev), "caption": (
+        "evidence_table": ({**_evidence_table(ev), "caption": (
             f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
-            f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")},
+            f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")} if ev is not None else
+            None if weighting is None else {**weighted_evidence_table(res, d), "caption": (
+                f"Evidence on the calibration of {name} that supports its weights, at level α = "
+                f"{fmt(d['alpha'])} (ECE² in squared probability units); the rows that treat every row as one "
+                "observation are listed with the reason they are left out.")}),
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
         "evidence_seed": None if ev is None else ev.seed,
@@ -600,9 +616,40 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence": not d["contains_zero"],
         "weighting": weighting,
         "weighting_short": _weighting_short(res),
+        "data_rows": data_rows(res, d),
         "subgroups": None,
     }
     return ctx
+
+
+_MISSING_OPTION = re.compile(r"missing=['\"](\w+)['\"]")
+
+
+def data_rows(res, d: dict) -> list[tuple[str, str]]:
+    """The "Model and data" rows of one result: n, events and event rate, and how missing values were handled.
+
+    Events are the rows with ``y = 1`` (binary) or with a correct top-1
+    prediction (top-1), unweighted; the missing-data rule is read from the
+    recorded call (``missing='raise'``, the default, when the call names none).
+    """
+    n, dropped = int(d["n"]), int(d["n_dropped"])
+    data = getattr(res, "data", None)
+    if d["mode"] in ("binary", "top1") and data is not None:
+        events = int(np.count_nonzero(np.rint(data.y[:, 0])))
+        what = "events (y = 1)" if d["mode"] == "binary" else "events (top-1 prediction correct)"
+        rows = [("Rows analysed n; " + what + "; event rate",
+                 f"{fmt(n)}; {fmt(events)}; {fmt(events / n, 4)}")]
+    else:
+        rows = [("Rows analysed n", fmt(n) + ("" if data is not None or d["mode"] not in ("binary", "top1")
+                                               else " (events not available: the result holds bin sums only)"))]
+    call = getattr(res, "call", None)
+    found = _MISSING_OPTION.search(call) if call else None
+    rule = found.group(1) if found else ("raise" if call else None)
+    how = {"drop": "rows with a missing value in a model column were dropped (missing='drop')",
+           "raise": "a missing value stops the analysis (missing='raise'), so none were present"}.get(
+        rule, "the rule was not recorded (no Python call)" if rule is None else f"missing='{rule}'")
+    rows.append(("Missing data", f"{fmt(n + dropped)} rows read, {fmt(dropped)} dropped, {fmt(n)} analysed; {how}"))
+    return rows
 
 
 def weighting_text(res) -> str | None:
@@ -639,6 +686,45 @@ def _weighting_short(res) -> str | None:
     if w.prevalence is not None and w.kind != "prevalence":
         how = "weighted by case weights and " + how
     return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {res.n} rows."
+
+
+def weighted_evidence_table(res, d: dict) -> dict:
+    """The evidence rows of a weighted result: its interval and its test, and why the others are left out."""
+    alpha = d["alpha"]
+    iv = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4)
+    rows = [(f"Weighted interval for ECE² (B = {d['n_bins']}, {d['method']})", "ECE = 0", fmt(d["estimate"], 4),
+             f"{iv} (squared probability units)", "includes 0" if d["contains_zero"] else "excludes 0"),
+            (f"Weighted test of ECE = 0 ({null_name(res)} null)", "ECE = 0", fmt(d["estimate"], 4),
+             p_equals(d['null_pvalue']), "rejects" if d["null_pvalue"] <= alpha else "does not reject")]
+    prevalence = res.weighting.prevalence is not None
+    one_dim = d["mode"] in ("binary", "top1") and d["k"] == 1
+    if one_dim:
+        rows.append(("Hosmer–Lemeshow, case-weighted", "calibrated", "—", "not computed",
+                     "no chi-squared reference: prevalence weights depend on the outcome" if prevalence else
+                     "the result keeps no row weights: calibtest.hosmer_lemeshow(formula, data, weights=...) "
+                     "gives it"))
+    rows.append(("Multi-scale test, Spiegelhalter's z, CITL, slope", "—", "—", "not computed",
+                 "each treats every row as one observation (unweighted)"))
+    return _table(["Test or measure", "Null hypothesis", "Statistic", "p-value or interval",
+                   f"Verdict at α = {fmt(alpha)}"], rows)
+
+
+def _weighted_figures(res, name: str, d: dict) -> tuple[list[dict], list[str]]:
+    """The weighted reliability diagram of a weighted binary or top-1 result (a note otherwise)."""
+    from calibtest.reporting import plotting
+
+    if d["mode"] not in ("binary", "top1") or d["k"] != 1:
+        return [], [f"No figure is drawn for {name}: the weighted reliability diagram is drawn for binary and "
+                    "top-1 targets; the bin table lists each bin's sum of weights and its weighted mean prediction "
+                    "and outcome."]
+    fig = plotting.weighted_reliability_figure(res, name)
+    return [{"src": _png_data_uri(fig), "alt": f"Weighted reliability diagram of {name}",
+             "caption": (f"Weighted reliability diagram of {name} ({res.weighting.kind}): each of the "
+                         f"{d['n_occupied_bins']} occupied bins of width 1/B = {fmt(d['bin_width'], 4)} at its "
+                         "weighted mean prediction Σwp/Σw against its weighted observed frequency Σwy/Σw, with "
+                         "area proportional to its share of the total weight (strip underneath); the weights are "
+                         "in the fit, as in the estimate. No per-bin intervals: the result keeps each bin's sum "
+                         "of weights, not the row weights their variance needs.")}], []
 
 
 def _weighted_omissions(res, name: str) -> tuple[str, list[str], str | None, str | None]:
@@ -843,6 +929,12 @@ class _Labels:
         return self.by_name.get(name, name)
 
 
+def _comparison_conclusion(cmp, labels) -> str | None:
+    """The comparison's own sentence (``conclusion()`` of calib_compare's results); None for other objects."""
+    conclusion = getattr(cmp, "conclusion", None)
+    return None if conclusion is None else conclusion(labels=labels)
+
+
 def _comparison_context(cmp, index: int, label: _Labels) -> dict:
     d = cmp.to_dict()
     if "comparisons" in d:  # all pairwise comparisons (Holm)
@@ -864,8 +956,12 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
                  f"p-values adjusted by Holm's step-down method; Δ in squared probability units."]
         if rows and any(r.get("paired") for r in d["comparisons"]):
             notes.append("Paired comparisons: the models were scored on the same rows.")
+        shown = {n: label(n) for n in d.get("names", [])}
+        for pair in pairs:  # the labels of the table's rows
+            shown[pair.name_a] = label(pair.name_a, pair.result_a)
+            shown[pair.name_b] = label(pair.name_b, pair.result_b)
         return {"title": title, "table": {**_table(headers, rows), "caption": title + "."}, "notes": notes,
-                "cls": "wide"}
+                "cls": "wide", "conclusion": _comparison_conclusion(cmp, shown)}
     alpha = d.get("alpha")
     level = _level(alpha) if alpha is not None else ""
     name_a = label(d.get("name_a", "A"), getattr(cmp, "result_a", None))
@@ -887,7 +983,8 @@ def _comparison_context(cmp, index: int, label: _Labels) -> dict:
             ("Pairing", f"{'paired' if d.get('paired') else 'unpaired'} ({d.get('pairing', '')})")]
     title = f"Comparison of {name_a} with {name_b}"
     return {"title": title, "table": {**_table(["Quantity", "Value"], rows), "caption": title + "."},
-            "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv"}
+            "notes": [_public(n) for n in d.get("notes", [])], "cls": "kv",
+            "conclusion": _comparison_conclusion(cmp, (name_a, name_b))}
 
 
 def _overview(results, names) -> dict:
@@ -1086,6 +1183,31 @@ def _toc(ctx: dict) -> list[dict]:
     return [{"anchor": a, "number": str(i), "title": title} for i, (a, title) in enumerate(entries, 1)]
 
 
+def limitation_of_null(results, names) -> str:
+    """The Limitations bullet on the test and the interval, consistent with the null each result used."""
+    def method_words(method):
+        return ("the upper end of the adjusted interval uses the normal approximation of T in the miscalibrated "
+                "regime (se = σ₁/√n)" if method == "adjusted" else
+                f"the {method} interval is asymptotically valid")
+    finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic"]
+    asym = [(nm, r) for nm, r in zip(names, results) if r.null == "asymptotic"]
+    parts = []
+    if finite:
+        who = "" if not asym else " for " + ", ".join(nm for nm, _ in finite)
+        nulls = sorted({null_name(r) for _, r in finite})
+        parts.append(f"The test of ECE = 0{who} is a finite-sample test ({'; '.join(nulls)} null), conditional "
+                     "on the observed predictions, so its level does not rest on a large-n approximation (a Monte "
+                     "Carlo p-value carries simulation error, shown with its number of draws)")
+    if asym:
+        who = "" if not finite else " for " + ", ".join(nm for nm, _ in asym)
+        parts.append(f"The test of ECE = 0{who} uses the asymptotic normal law of T; with few rows per bin its "
+                     "level can deviate from the nominal value")
+    methods = sorted({r.method for r in results})
+    parts.append("; ".join(method_words(m) for m in methods).capitalize()
+                 + ", so with few rows per bin the coverage can deviate from the nominal level")
+    return ". ".join(parts) + "."
+
+
 def _resolve_plan(plan):
     from calibtest.analysis_plan import AnalysisPlan
 
@@ -1176,6 +1298,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     null_kinds = {str(getattr(r, "null", "asymptotic")) for r in results}
     doc = _document_control(meta, title, generated_text)
     for m in models:  # the re-weighting of each weighted analysis, next to the population it describes
+        for label_, value in m.get("data_rows", ()):
+            doc["model_data"]["rows"].append([f"{label_} ({m['name']})" if multi else label_, value])
         if m["weighting"]:
             doc["model_data"]["rows"].append([f"Re-weighting of {m['name']}" if multi else "Re-weighting",
                                               m["weighting"]])
@@ -1208,6 +1332,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "uses_subsampling": "subsampling" in methods,
         "uses_tcal": any(r.mode == "full" for r in results) or any("tcal" in m for m in methods | null_kinds),
         "uses_conditional_null": bool(null_kinds - {"asymptotic"}),
+        "limitation_null": limitation_of_null(results, names),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),
         "has_evidence": any(m["evidence_table"] is not None for m in models),
@@ -1481,6 +1606,8 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
                         rng=rng, deviation_reasons=deviation_reasons)
+    if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
+        ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
     html = _render(ctx, pdf=weasyprint is not None, templates=templates)
     write_pdf = None
     if weasyprint is not None:

@@ -947,3 +947,48 @@ def prediction_strip_figure(results, labels=None):
                         else "predicted probability")
     _legend_below(fig, handles, texts, ncols=2)
     return fig
+
+
+def weighted_reliability_figure(result, label: str | None = None):
+    """Weighted reliability diagram of a weighted binary or top-1 result, from its bin table.
+
+    Each occupied bin of the estimator is a point at its weighted mean
+    prediction ``sum w p / sum w`` against its weighted mean outcome
+    ``sum w y / sum w`` (the bin table's ``mean_pred_weighted`` and
+    ``mean_outcome_weighted``), with area proportional to its share of the
+    total weight, over the identity line; the strip underneath shows each
+    bin's share of the weight.  No per-bin intervals: the result keeps each
+    bin's sum of weights, not the row weights their variance needs.
+
+    Raises
+    ------
+    ValueError
+        If the result is not weighted or not one-dimensional (binary, top-1).
+    """
+    if getattr(result, "weighting", None) is None:
+        raise ValueError("the weighted reliability diagram needs a weighted result")
+    if result.mode not in ("binary", "top1") or result.k != 1:
+        raise ValueError("the weighted reliability diagram is drawn for binary and top-1 results")
+    table = result.bin_table()
+    weight = table["weight"].to_numpy(float)
+    keep = weight > 0
+    share = weight[keep] / weight[keep].sum()
+    pred = table["mean_pred_weighted"].to_numpy(float)[keep]
+    observed = table["mean_outcome_weighted"].to_numpy(float)[keep]
+    fig, (ax, strip) = _new_figure(5.4, 2, (4, 1))
+    top = _axis_limit(np.concatenate([pred, observed]))
+    ax.plot([0, top], [0, top], color="0.6", lw=1, ls="--", label="perfect calibration")
+    ax.scatter(pred, observed, s=20 + 600 * share, color="C0", alpha=0.75, edgecolor="k", lw=0.5,
+               label=(label or "model") + " (area: share of the weight)")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_ylabel("weighted observed frequency")
+    ax.set_title(f"Weighted reliability diagram ({result.weighting.kind})", fontsize="medium")
+    width = 1.0 / result.n_bins
+    strip.bar(table["lower"].to_numpy(float)[keep], 100 * share, width=width, align="edge", color="C0",
+              alpha=0.6)
+    strip.set_ylabel("% weight", fontsize="small")
+    strip.set_xlabel("weighted mean prediction (bins of width 1/B)")
+    handles, texts = ax.get_legend_handles_labels()
+    _legend_below(fig, handles, texts, ncols=2)
+    return fig
