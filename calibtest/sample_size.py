@@ -716,6 +716,11 @@ class SampleSizeResult(ResultDisplay):
     inputs: PlanningInputs
     monte_carlo: MonteCarloPower | None = None
     margin: float | None = None
+    #: The planning function's inputs an analysis plan keeps to recompute the power at another n
+    #: (``calibtest.analysis_plan.sample_size_record``): the ``n_bins`` argument and, for one prediction column
+    #: with a logistic anticipated calibration, the binned predictions (read-only); None otherwise.
+    n_bins_rule: object = field(default="auto", compare=False)
+    predictions: object = field(default=None, compare=False, repr=False)
 
     def _repr_parts(self):
         return [f"n={self.n}", f"target={self.target} {self.target_value:g}",
@@ -951,6 +956,11 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
                           ignore_index=True)
     curve = curve.sort_values(["source", "n"], kind="stable").reset_index(drop=True)
     reliable = bool(analytic(n_star)["reliable"])
+    keep = None
+    if np.asarray(probs).ndim == 1 or (np.asarray(probs).ndim == 2 and np.asarray(probs).shape[1] == 1):
+        if inputs.miscalibration["form"] == "logistic":
+            keep = planner.z[:, 0].copy()
+            keep.setflags(write=False)
     if method == "analytic" and not reliable:
         warnings.warn(f"the analytic sample size n = {n_star} is in the range where the analytic approximation is "
                       f"unreliable (n < {SMALL_N} or sparse bins); check it with method='simulation'",
@@ -958,4 +968,5 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     return SampleSizeResult(n=int(n_star), target=target, target_value=value, achieved_power=float(at["power"]),
                             expected_width=float(at["expected_width"]), n_bins=int(at["n_bins"]),
                             ece_sq_binned=float(at["ece_sq_binned"]), method=method, reliable=reliable, rule=rule,
-                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin)
+                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin,
+                            n_bins_rule=n_bins, predictions=keep)
