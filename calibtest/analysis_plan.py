@@ -58,11 +58,12 @@ from calibtest._format import json_safe
 from calibtest._version import package_version
 from calibtest.options import ACCEPTANCE_LABELS, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError, OptionError, \
     OptionTypeError, criterion_text
-from calibtest.sample_size import SampleSizeResult, calib_power
+from calibtest.core.planning import AnalyticPlanner, logistic_recalibration
+from calibtest.core.targets import prepare
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",
            "NULL_DEFAULT", "PLAN_TESTS", "PLAN_OPTIONS", "PlannedVsAchieved", "planned_vs_achieved",
-           "sample_size_record", "ACCEPTANCE_LABELS"]
+           "sample_size_record", "ACCEPTANCE_LABELS", "planned_curve", "decode_predictions"]
 
 #: The ``"format"`` field of a plan file.
 PLAN_FORMAT = "calibtest-analysis-plan/1"
@@ -415,7 +416,7 @@ def sample_size_record(result) -> dict:
         ``predictions`` (None when the calculation's predictions cannot be
         kept: a probability matrix, a callable calibration, or a dict).
     """
-    if isinstance(result, SampleSizeResult):
+    if hasattr(result, "n_bins_rule") and hasattr(result, "predictions") and hasattr(result, "to_dict"):
         out = {key: value for key, value in result.to_dict().items() if key != "curve"}
         out["n_bins_rule"] = result.n_bins_rule
         out["predictions"] = None if result.predictions is None else _encode_predictions(result.predictions)
@@ -476,8 +477,8 @@ class PlannedVsAchieved:
         That quantity at the planned n, as the plan records it.
     achieved_value : float or None
         The same quantity at the achieved n for the planned alternative,
-        recomputed with :func:`calibtest.calib_power` (analytic) from the
-        plan's inputs; None when it cannot be (``not_recomputed`` says why).
+        recomputed as :func:`calibtest.calib_power` (analytic) computes it, from
+        the plan's inputs (:func:`planned_curve`); None when it cannot be (``not_recomputed`` says why).
     not_recomputed : str
         Why ``achieved_value`` is None (empty otherwise).
     shortfall : bool
@@ -522,6 +523,36 @@ class PlannedVsAchieved:
                 "shortfall": self.shortfall}
 
 
+def planned_curve(record: dict, ns) -> dict:
+    """The plan's sample-size calculation at the sizes ``ns``: ``{"n", "power", "expected_width"}`` arrays.
+
+    The analytic power and expected ECE-scale width of
+    :func:`calibtest.calib_power` (the same engine,
+    :class:`calibtest.core.planning.AnalyticPlanner`), from the inputs the
+    plan stores: the predictions' distribution, the logistic anticipated
+    calibration, alpha, the null, the ``n_bins`` rule and the margin.
+
+    Raises
+    ------
+    DataError
+        When the plan does not hold the predictions or the anticipated
+        calibration is not logistic.
+    """
+    inputs = record.get("inputs") or {}
+    mis = inputs.get("miscalibration") or {}
+    if record.get("predictions") is None or mis.get("form") != "logistic":
+        raise DataError("the plan's sample-size calculation holds no prediction distribution with a logistic "
+                        "anticipated calibration; its power cannot be recomputed")
+    p = decode_predictions(record["predictions"])
+    data = prepare(np.zeros(p.size, dtype=np.int64), p, n_classes=inputs.get("n_classes"), k=inputs.get("k", 1))
+    z = data.z
+    q = logistic_recalibration(z[:, 0], float(mis["intercept"]), float(mis["slope"]))[:, None]
+    planner = AnalyticPlanner(z, q, data.mode, data.n_classes, data.k, record.get("n_bins_rule", "auto"),
+                              float(inputs["alpha"]), inputs["null"], record.get("margin"))
+    rows = planner.analytic_many([int(v) for v in ns])
+    return {key: np.array([r[key] for r in rows]) for key in ("n", "power", "expected_width")}
+
+
 def planned_vs_achieved(record: dict, n: int, events=None) -> PlannedVsAchieved:
     """The plan's sample-size calculation at the achieved sample size.
 
@@ -557,10 +588,8 @@ def planned_vs_achieved(record: dict, n: int, events=None) -> PlannedVsAchieved:
     elif int(n) < 2:
         why = f"n = {n} is below 2"
     else:
-        power = calib_power(int(n), probs=decode_predictions(record["predictions"]), intercept=mis["intercept"],
-                            slope=mis["slope"], alpha=inputs["alpha"], n_bins=record.get("n_bins_rule", "auto"),
-                            n_classes=inputs.get("n_classes"), null=inputs.get("null"), margin=record.get("margin"))
-        value = float(power.power if quantity == "power" else power.expected_width)
+        row = planned_curve(record, [int(n)])
+        value = float(row["power" if quantity == "power" else "expected_width"][0])
     planned_n = int(record["n"])
     return PlannedVsAchieved(planned_n=planned_n, achieved_n=int(n), events=None if events is None else float(events),
                              quantity=quantity, planned_value=None if planned_value is None else float(planned_value),

@@ -29,7 +29,7 @@ import pandas as pd
 from calibtest._format import fmt, fmt_p, mode_description, model_name, sha256_file
 from calibtest._version import package_version
 from calibtest.acceptance import NOT_EVALUABLE, evaluate_acceptance
-from calibtest.analysis_plan import sample_size_rows
+from calibtest.analysis_plan import planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, check_report_text,
@@ -1030,9 +1030,6 @@ def _plan_curve_figure(record: dict, achieved: list) -> dict | None:
     """Power (or expected width) against n recomputed from the plan's inputs, planned and achieved n marked."""
     import matplotlib.pyplot as plt
 
-    from calibtest.analysis_plan import decode_predictions
-    from calibtest.sample_size import calib_power
-
     inputs = record.get("inputs") or {}
     mis = inputs.get("miscalibration") or {}
     if record.get("predictions") is None or mis.get("form") != "logistic":
@@ -1040,11 +1037,9 @@ def _plan_curve_figure(record: dict, achieved: list) -> dict | None:
     planned = int(record["n"])
     top = max([planned] + achieved)
     grid = np.unique(np.round(np.geomspace(max(20, planned // 20), 4 * top, 80)).astype(np.int64))
-    pw = calib_power(grid, probs=decode_predictions(record["predictions"]), intercept=mis["intercept"],
-                     slope=mis["slope"], alpha=inputs["alpha"], n_bins=record.get("n_bins_rule", "auto"),
-                     n_classes=inputs.get("n_classes"), null=inputs.get("null"), margin=record.get("margin"))
+    curve = planned_curve(record, grid)
     power = record.get("target", "power") == "power"
-    values = pw.power if power else pw.expected_width
+    values = curve["power"] if power else curve["expected_width"]
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     ax.plot(grid, values, "-", color="C0", label="analytic, from the plan's inputs")
     ax.axhline(record["target_value"], color="grey", lw=0.8, ls="--", label="target")
