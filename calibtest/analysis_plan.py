@@ -63,7 +63,8 @@ from calibtest.core.targets import prepare
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",
            "NULL_DEFAULT", "PLAN_TESTS", "PLAN_OPTIONS", "PlannedVsAchieved", "planned_vs_achieved",
-           "sample_size_record", "ACCEPTANCE_LABELS", "planned_curve", "decode_predictions"]
+           "sample_size_record", "ACCEPTANCE_LABELS", "planned_curve", "decode_predictions",
+           "is_calculation"]
 
 #: The ``"format"`` field of a plan file.
 PLAN_FORMAT = "calibtest-analysis-plan/1"
@@ -436,8 +437,34 @@ def _anticipated(inputs: dict) -> str:
     return f"callable {mis.get('name', '?')}" if mis else "not recorded"
 
 
+def is_calculation(record) -> bool:
+    """Whether a plan's ``sample_size`` is a calculation of :func:`calibtest.calib_sample_size` (not a free dict)."""
+    return (isinstance(record, dict) and record.get("target") in ("power", "ci_width")
+            and isinstance(record.get("inputs"), dict) and isinstance(record.get("n"), int))
+
+
+def _flat_rows(d: dict, prefix: str = "") -> list:
+    rows = []
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += _flat_rows(value, name + ".")
+        elif isinstance(value, list):
+            rows.append((name, f"{len(value)} values"))
+        else:
+            rows.append((name, f"{value:g}" if isinstance(value, float) else str(value)))
+    return rows
+
+
 def sample_size_rows(record: dict) -> list:
-    """The sample-size calculation of a plan as (item, value) rows of a short table."""
+    """The sample-size calculation of a plan as (item, value) rows of a short table.
+
+    A calculation of :func:`calibtest.calib_sample_size`: target, n, B, power and width at n, the
+    anticipated calibration, the prediction summary, alpha, null and method.  Any other dict: its
+    items (nested keys joined by dots, a list shown by its length).
+    """
+    if not is_calculation(record):
+        return _flat_rows(record)
     inputs = record.get("inputs") or {}
     target = record.get("target")
     if target == "power":
@@ -575,7 +602,10 @@ def planned_vs_achieved(record: dict, n: int, events=None) -> PlannedVsAchieved:
     -------
     PlannedVsAchieved
     """
-    quantity = "power" if record.get("target", "power") == "power" else "expected width"
+    if not is_calculation(record):
+        raise DataError("the plan's sample_size is not a calculation of calib_sample_size (it needs 'n', "
+                        "'target' and 'inputs')")
+    quantity = "power" if record["target"] == "power" else "expected width"
     planned_value = record.get("achieved_power" if quantity == "power" else "expected_width")
     inputs = record.get("inputs") or {}
     mis = inputs.get("miscalibration") or {}

@@ -22,7 +22,7 @@ import numpy as np
 
 from calibtest._format import json_safe
 from calibtest._validation import DataError, OptionError, OptionTypeError
-from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation, planned_vs_achieved
+from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calculation, planned_vs_achieved
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
            "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons",
@@ -352,7 +352,7 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=N
             deviations.append(Deviation(name, "subgroups", ", ".join(planned) if planned else "none planned",
                                         ", ".join(used) if used else "not analysed (whole sample only)"))
     achieved = []  # the plan's sample-size calculation at each model's n; a shortfall is a deviation
-    if plan.sample_size:
+    if is_calculation(plan.sample_size):
         for res, name in zip(results, names):
             pva = planned_vs_achieved(plan.sample_size, int(res.n), events=_events(res))
             achieved.append((name, pva))

@@ -1016,13 +1016,14 @@ def _plan_context(check: dict, figure: bool = True) -> dict:
                                        for v in check["deviations"]]),
                              "caption": "Deviations of the analysis from the pre-specified plan."}
     if plan.sample_size:
-        out["sample_size"] = {**_table(["Item", "Value"], sample_size_rows(plan.sample_size)),
-                              "caption": "The sample-size calculation of the analysis plan (its power curve: "
-                                         "the figure below, recomputed from the plan's inputs)."}
         multi = len(check["achieved"]) > 1
         out["achieved"] = [(f"{name}: " if multi else "") + pva.sentence for name, pva in check["achieved"]]
-        if figure:
+        if figure and check["achieved"]:
             out["curve"] = _plan_curve_figure(plan.sample_size, [pva.achieved_n for _, pva in check["achieved"]])
+        out["sample_size"] = {**_table(["Item", "Value"], sample_size_rows(plan.sample_size)),
+                              "caption": "The sample-size calculation of the analysis plan." +
+                                         (" Its curve is the figure below, recomputed from the plan's inputs."
+                                          if out["curve"] else "")}
     return out
 
 
