@@ -19,7 +19,7 @@ from scipy.stats import norm
 
 import calibtest as ct
 from calibtest.acceptance import evaluate_acceptance
-from calibtest.analysis_plan import AnalysisPlan, decode_predictions, planned_vs_achieved
+from calibtest.analysis_plan import AnalysisPlan, decode_predictions, planned_vs_achieved, sample_size_record
 from calibtest.cli import main
 from calibtest.options import check_criteria
 
@@ -312,3 +312,24 @@ def test_no_shortfall_no_deviation_and_a_dict_calculation_is_stated(fair, fair_r
     assert "curve" not in json.loads((tmp_path / "d.json").read_text())["sample_size"]
     page = ct.report(fair_result, tmp_path / "d.html", plan=tmp_path / "d.json").read_text(encoding="utf-8")
     assert "power at n = 3183 was not recomputed: the plan does not hold the predictions" in _text(page)
+
+
+@pytest.mark.parametrize("kwargs", [dict(ci_width=0.04), dict(power=0.8, slope=0.8, n_classes=3, n_bins=12)])
+def test_width_targets_and_top1_columns_recompute_as_calib_power(kwargs):
+    """The stored inputs reproduce calib_power at another n: a width target's expected width, a top-1 column."""
+    rng = np.random.default_rng(7)
+    probs = rng.uniform(1 / 3, 0.95, 1500) if "n_classes" in kwargs else rng.beta(2, 5, 1500)
+    ss = ct.calib_sample_size(probs=probs, **kwargs)
+    record = json.loads(json.dumps(sample_size_record(ss)))  # as read back from the file
+    n = max(ss.n // 2, 60)
+    stored = decode_predictions(record["predictions"])
+    power_kw = {k: v for k, v in kwargs.items() if k not in ("power", "ci_width")}
+    expect = ct.calib_power(n, probs=stored, **power_kw)
+    got = planned_vs_achieved(record, n)
+    assert got.shortfall and got.planned_n == ss.n
+    if "ci_width" in kwargs:
+        assert got.quantity == "expected width" and got.achieved_value == pytest.approx(expect.expected_width,
+                                                                                        abs=1e-12)
+    else:
+        assert got.quantity == "power" and got.achieved_value == pytest.approx(expect.power, abs=1e-12)
+        assert got.achieved_value == pytest.approx(ct.calib_power(n, probs=probs, **power_kw).power, abs=1e-3)
