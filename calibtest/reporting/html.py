@@ -1080,7 +1080,10 @@ def _acceptance_context(plan, results, names) -> dict | None:
                 interval = f"≤ {fmt(row['ci_upper'], 4)} ({row['interval']})"
             else:
                 interval = f"[{fmt(row['ci_lower'], 4)}, {fmt(row['ci_upper'], 4)}] ({row['interval']})"
-            rows.append((head + (" (primary)" if row["primary"] else ""), limit, fmt(row["estimate"], 4), interval,
+            estimate = fmt(row["estimate"], 4)
+            if row["criterion"] == "ece_below" and row["estimate"] == 0.0:
+                estimate += " (T ≤ 0)"
+            rows.append((head + (" (primary)" if row["primary"] else ""), limit, estimate, interval,
                          row["test"], fmt_p(row["pvalue"]), row["verdict"]))
         table = {**_table(["Criterion", "Pre-specified limit", "Estimate", "Bound or interval", "Test", "p-value",
                            "Verdict"], rows),
