@@ -335,3 +335,11 @@ def test_width_targets_and_top1_columns_recompute_as_calib_power(kwargs):
     else:
         assert got.quantity == "power" and got.achieved_value == pytest.approx(expect.power, abs=1e-12)
         assert got.achieved_value == pytest.approx(ct.calib_power(n, probs=probs, **power_kw).power, abs=1e-3)
+
+
+def test_a_stated_reason_for_the_shortfall(fair_result, fair_report, tmp_path):
+    page = ct.report(fair_result, tmp_path / "r.html", plan=fair_report["plan_path"],
+                     deviation_reasons={"sample_size": "recruitment stopped early"}).read_text(encoding="utf-8")
+    row = _table_rows(page, "Deviations of the analysis from the pre-specified plan")[0]
+    assert row[4].endswith("for the planned alternative; reason: recruitment stopped early")
+    assert "each with the reason given" in _text(page)
