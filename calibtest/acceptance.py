@@ -29,12 +29,14 @@ import pandas as pd
 
 from calibtest._format import fmt, fmt_p, p_equals
 from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_bool
+from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
 from calibtest.summary import CalibSummary, ResultDisplay
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["MarginTestResult", "EquivalenceTestResult", "margin_test", "citl_test", "slope_test", "oe_test",
-           "margin_null_variance"]
+           "margin_null_variance",
+           "AcceptanceEvaluation", "evaluate_acceptance", "MET", "NOT_MET", "NOT_EVALUABLE"]
 
 
 # ----------------------------------------------------------------------------- checks
@@ -499,3 +501,189 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
     return _tost_result("oe", observed / expected, se, low, high, "log", alpha, n,
                         f"O/E = {observed:g} / {expected:.6g}; log-scale interval, se(log O/E) = "
                         "sqrt((1 - O/n) / O) (Debray et al. 2017; Riley et al. 2021).")
+
+
+# ----------------------------------------------------------------------------- the plan's criteria
+#: The verdicts of :func:`evaluate_acceptance`.
+MET, NOT_MET, NOT_EVALUABLE = "met", "not met", "not evaluable"
+
+
+@dataclass(frozen=True, repr=False)
+class AcceptanceEvaluation:
+    """The verdict on each pre-specified acceptance criterion (:func:`evaluate_acceptance`).
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per criterion, in the plan's order (the primary first):
+        ``criterion`` (key), ``label`` (the criterion and its limit in
+        words), ``primary`` (bool), ``lower_limit``, ``upper_limit`` (NaN
+        where one-sided), ``estimate``, ``ci_lower``, ``ci_upper`` (the bound
+        or interval that decides the test; ``ci_lower`` is NaN for the
+        one-sided bound of the margin test), ``interval`` (which interval, in
+        words), ``test`` (the function of :mod:`calibtest.acceptance`),
+        ``pvalue``, ``verdict`` (``"met"``, ``"not met"`` or
+        ``"not evaluable"``) and ``reason`` (why a criterion is not
+        evaluable; empty otherwise).
+    sentence : str
+        One sentence for a Summary of findings: the model meets all
+        criteria, or which it does not meet and which could not be evaluated.
+    alpha : float
+        Level of every test.
+    primary : str or None
+        The primary criterion.
+    model : str
+        The model's name in the sentence.
+    tests : tuple
+        The test results (:class:`MarginTestResult` / :class:`EquivalenceTestResult`,
+        None where not evaluable), in the order of ``table``.
+    """
+
+    table: pd.DataFrame
+    sentence: str
+    alpha: float
+    primary: str | None
+    model: str
+    tests: tuple
+
+    @property
+    def all_met(self) -> bool:
+        """Every criterion evaluated and met."""
+        return bool((self.table["verdict"] == MET).all())
+
+    def __repr__(self) -> str:
+        counts = self.table["verdict"].value_counts()
+        parts = ", ".join(f"{counts.get(v, 0)} {v}" for v in (MET, NOT_MET, NOT_EVALUABLE))
+        return f"<AcceptanceEvaluation {self.model}: {parts} (alpha={self.alpha:g})>"
+
+    def to_dict(self) -> dict:
+        """The table's rows (JSON values; NaN as None), the sentence and the level."""
+        rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+                for row in self.table.to_dict(orient="records")]
+        return {"model": self.model, "alpha": self.alpha, "primary": self.primary, "sentence": self.sentence,
+                "criteria": rows}
+
+
+def _not_evaluable_reason(key: str, result) -> str:
+    """Why ``result`` cannot be tested on criterion ``key`` before running the test ('' when it can be tried)."""
+    mode = getattr(result, "mode", None)
+    if key == "ece_below":
+        if not hasattr(result, "sigma0_sq"):
+            return f"the margin test needs a calib_ci result, got {type(result).__name__}"
+        return ""
+    what = {"citl_within": "CITL", "slope_within": "the calibration slope", "oe_within": "O/E"}[key]
+    allowed = ("binary", "top1") if key == "oe_within" else ("binary",)
+    if mode not in allowed:
+        target = {"top1": "top-1", "topk": "top-k", "full": "full calibration"}.get(mode, str(mode))
+        needs = "a binary or top-1 target" if key == "oe_within" else "a binary outcome (one probability column)"
+        return f"{what} is defined for {needs}; this result's target is {target}"
+    if getattr(result, "data", None) is None:
+        return f"{what} needs the rows, and this result does not hold them (it was computed from a stream)"
+    if getattr(result, "weighting", None) is not None:
+        return f"the test of {what} is for unweighted rows; this result is weighted"
+    return ""
+
+
+def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, primary: str | None = None,
+                        model: str = "The model") -> AcceptanceEvaluation:
+    """Test a result against pre-specified acceptance criteria and state the verdict once.
+
+    Each criterion is decided by its test at level ``alpha``: ``ece_below``
+    by :func:`margin_test` (met iff the one-sided (1 - alpha) upper
+    confidence bound for ECE is below the margin), ``citl_within``,
+    ``slope_within`` and ``oe_within`` by :func:`citl_test`,
+    :func:`slope_test` and :func:`oe_test` (met iff the (1 - 2 alpha)
+    interval lies inside the limits).  A criterion the result cannot be
+    tested on (CITL or slope of a top-k result, a result without its rows, a
+    weighted result for CITL, slope and O/E) is ``"not evaluable"`` with the
+    reason, and counts against "meets all criteria".
+
+    Parameters
+    ----------
+    result : CalibrationResult
+        From :func:`calibtest.calib_ci`.
+    acceptance : dict
+        Criteria as :func:`calibtest.plan` takes them (checked by
+        :func:`calibtest.options.check_criteria`).
+    alpha : float, optional
+        Level (default: the result's); a report passes the plan's.
+    primary : str, optional
+        The primary criterion (a key of ``acceptance``); listed first and
+        named in the sentence.
+    model : str
+        The subject of the sentence.
+
+    Returns
+    -------
+    AcceptanceEvaluation
+    """
+    criteria = check_criteria(acceptance, "acceptance")
+    if primary is not None and primary not in criteria:
+        raise OptionError(f"primary must be one of the acceptance criteria ({', '.join(criteria)}), got {primary!r}")
+    if not isinstance(model, str) or not model:
+        raise OptionTypeError(f"model must be a non-empty string, got {model!r}")
+    alpha = _level(alpha, getattr(result, "alpha", 0.05))
+    order = ([primary] if primary else []) + [key for key in criteria if key != primary]
+    rows, tests = [], []
+    for key in order:
+        limit = criteria[key]
+        row = {"criterion": key, "label": criterion_text(key, limit), "primary": key == primary,
+               "lower_limit": math.nan if key == "ece_below" else float(limit[0]),
+               "upper_limit": float(limit) if key == "ece_below" else float(limit[1]),
+               "estimate": math.nan, "ci_lower": math.nan, "ci_upper": math.nan, "interval": "",
+               "test": ACCEPTANCE_CRITERIA[key][1], "pvalue": math.nan, "verdict": NOT_EVALUABLE, "reason": ""}
+        reason = _not_evaluable_reason(key, result)
+        test = None
+        if not reason:
+            try:
+                if key == "ece_below":
+                    test = margin_test(result, limit, alpha)
+                elif key == "citl_within":
+                    test = citl_test(result, limit, alpha)
+                elif key == "slope_within":
+                    test = slope_test(result, limit, alpha)
+                else:
+                    test = oe_test(result, limit, alpha)
+            except (ValueError, TypeError) as exc:  # the test's own refusal, stated as the reason
+                reason = str(exc)
+        if test is None:
+            row["reason"] = reason
+        elif key == "ece_below":
+            row.update(estimate=test.estimate, ci_upper=test.upper, pvalue=test.pvalue,
+                       interval=f"one-sided {100 * (1 - alpha):g}% upper bound",
+                       verdict=MET if test.reject else NOT_MET)
+        else:
+            row.update(estimate=test.estimate, ci_lower=test.ci_lower, ci_upper=test.ci_upper, pvalue=test.pvalue,
+                       interval=f"{100 * (1 - 2 * alpha):g}% interval, TOST", verdict=MET if test.reject else NOT_MET)
+        rows.append(row)
+        tests.append(test)
+    table = pd.DataFrame(rows)
+    return AcceptanceEvaluation(table=table, sentence=_acceptance_sentence(table, model, alpha), alpha=alpha,
+                                primary=primary, model=model, tests=tuple(tests))
+
+
+def _join(words: list) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _acceptance_sentence(table: pd.DataFrame, model: str, alpha: float) -> str:
+    total = len(table)
+    words = table["label"].str.replace("Calibration slope", "calibration slope", regex=False)
+    met = words[table["verdict"] == MET].tolist()
+    failed = words[table["verdict"] == NOT_MET].tolist()
+    unknown = words[table["verdict"] == NOT_EVALUABLE].tolist()
+    primary = table["primary"].to_numpy(dtype=bool)
+    tail = ""
+    if primary.any():
+        state = {MET: "is met", NOT_MET: "is not met", NOT_EVALUABLE: "could not be evaluated"}
+        tail = f"; the primary criterion, {words[primary].iloc[0]}, {state[table['verdict'][primary].iloc[0]]}"
+    if not failed and not unknown:
+        return (f"{model} meets all pre-specified acceptance criteria ({total} of {total} met at "
+                f"alpha = {alpha:g}){tail}.")
+    parts = []
+    if failed:
+        parts.append(f"it does not meet {_join(failed)}")
+    if unknown:
+        parts.append(f"{_join(unknown)} could not be evaluated")
+    return (f"{model} does not meet all pre-specified acceptance criteria: {', and '.join(parts)} ({len(met)} of "
+            f"{total} met at alpha = {alpha:g}){tail}.")

@@ -33,7 +33,8 @@ import sys
 from dataclasses import dataclass, replace
 
 __all__ = ["OptionError", "OptionTypeError", "DataError", "EXIT_OK", "EXIT_DATA", "EXIT_USAGE", "Option",
-           "OPTIONS", "PLAN_SCHEMA", "PLAN_TESTS", "check_option", "check_options", "is_bool", "is_integer",
+           "OPTIONS", "PLAN_SCHEMA", "PLAN_TESTS", "ACCEPTANCE_CRITERIA", "ACCEPTANCE_LABELS", "check_criteria",
+           "criterion_text", "check_option", "check_options", "is_bool", "is_integer",
            "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "DEFAULT_DRAWS", "METHODS", "RESAMPLING_METHODS", "MAX_BYTES",
            "check_alpha", "check_count", "check_seed", "check_bool", "check_choice", "check_missing", "check_null",
            "check_method", "check_memory", "format_bytes", "BIN_COUNT"]
@@ -73,7 +74,27 @@ def is_integer(value) -> bool:
 
 
 #: The kinds of option: how a value is checked and how the command line parses its text.
-KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number", "folder")
+KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number", "folder", "criteria")
+
+#: The acceptance criteria a plan can fix (``acceptance=`` of :func:`calibtest.plan`, ``--accept`` of the command
+#: line): key -> (what the limit is, the test that decides it).  ``ece_below`` is a margin delta > 0 on the ECE
+#: scale (H1: ECE < delta); the others are limits (l, u) of a two-sided equivalence (TOST) test, ``citl_within``
+#: also a single a > 0 meaning (-a, a), ``oe_within`` with 0 < l.
+ACCEPTANCE_CRITERIA = {
+    "ece_below": ("a margin delta > 0 on the ECE scale", "margin_test"),
+    "citl_within": ("a > 0 (meaning -a < CITL < a) or a pair l,u", "citl_test"),
+    "slope_within": ("a pair l,u", "slope_test"),
+    "oe_within": ("a pair l,u with 0 < l", "oe_test"),
+}
+#: How reports name the acceptance criteria (followed by the limit, :func:`criterion_text`).
+ACCEPTANCE_LABELS = {"ece_below": "ECE below", "citl_within": "CITL within", "slope_within": "Calibration slope within",
+                     "oe_within": "O/E within"}
+
+
+def criterion_text(key: str, limit) -> str:
+    """``"ECE below 0.05"``, ``"Calibration slope within (0.8, 1.25)"``: a criterion and its limit in words."""
+    shown = f"{limit:g}" if key == "ece_below" else f"({limit[0]:g}, {limit[1]:g})"
+    return f"{ACCEPTANCE_LABELS[key]} {shown}"
 
 
 @dataclass(frozen=True)
@@ -154,6 +175,8 @@ class Option:
             return "True, False or None" if self.nullable and not cli else "True or False"
         elif self.kind == "folder":
             text = "the path of an existing directory"
+        elif self.kind == "criteria":
+            text = "criteria KEY=VALUE with KEY one of " + ", ".join(ACCEPTANCE_CRITERIA)
         else:
             text = "a dict of JSON values"
         return ("None or " + text) if self.nullable and not cli else text
@@ -234,6 +257,8 @@ class Option:
             return path
         if not isinstance(value, dict):
             raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
+        if kind == "criteria":
+            return check_criteria(value, name)
         return value
 
     # ------------------------------------------------------------------ the command line
@@ -252,6 +277,8 @@ class Option:
                 value = text if (self.kind == "count" and text in self.choices) else int(text)
             elif self.kind == "names":
                 value = [part.strip() for part in text.split(",") if part.strip()]
+            elif self.kind == "criteria":
+                return _parse_criterion(text)
             else:
                 value = text
             return self.check(value, self.cli)
@@ -271,6 +298,8 @@ class Option:
         kwargs = {"default": self.default, "help": help or self.help()}
         if self.kind == "flag":
             kwargs["action"] = "store_true"
+        elif self.kind == "criteria":  # repeated KEY=VALUE, merged into one dict and checked as a whole
+            kwargs.update(type=self.parse, action=_criteria_action(self), metavar="KEY=VALUE")
         elif self.kind == "choice":
             kwargs["choices"] = list(self.choices)
         else:
@@ -362,6 +391,12 @@ _OPTIONS = (
            "the setting)"),
     Option("templates", "folder", None, "folder of an organisation's report templates, used before the built-in "
            "ones (e.g. only title_page.html)", nullable=True),
+    Option("acceptance", "criteria", None, "pre-specified acceptance criterion KEY=VALUE (repeat for several): "
+           "ece_below=0.05, citl_within=0.2 or -0.1,0.3, slope_within=0.8,1.25, oe_within=0.8,1.25",
+           nullable=True, flag="--accept"),
+    Option("primary", "choice", None, "the primary acceptance criterion (one of the --accept keys); the others are "
+           "secondary, and the report leads with it (None: every criterion is co-primary)",
+           choices=tuple(ACCEPTANCE_CRITERIA), nullable=True),
 )
 
 #: Every option by name.
@@ -371,11 +406,91 @@ OPTIONS: dict[str, Option] = {option.name: option for option in _OPTIONS}
 #: ``"adaptive"`` in a plan (the multi-scale test chooses the scale; the interval uses the automatic rule).
 PLAN_SCHEMA: dict[str, Option] = {
     name: OPTIONS[name] for name in ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups",
-                                     "sample_size")}
+                                     "sample_size", "acceptance", "primary")}
 PLAN_SCHEMA["n_bins"] = replace(OPTIONS["n_bins"], choices=("auto", "adaptive"), flag="--n-bins")
 
 #: One bin count B, an entry of a list of scales (``n_bins=[4, 8]``): the ``n_bins`` option without its words.
 BIN_COUNT = replace(OPTIONS["n_bins"], choices=())
+
+
+def _number(value, what: str) -> float:
+    if is_bool(value) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise OptionTypeError(f"{what} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_criteria(criteria, name: str = "acceptance") -> dict:
+    """Acceptance criteria in canonical form: ``{"ece_below": delta, "citl_within": (l, u), ...}``.
+
+    Keys are those of :data:`ACCEPTANCE_CRITERIA`, in its order; ``ece_below``
+    is a float > 0; ``citl_within`` a pair (a single a > 0 becomes (-a, a));
+    ``slope_within`` a pair l < u; ``oe_within`` a pair 0 < l < u.  Raises
+    :class:`OptionError` / :class:`OptionTypeError` naming the criterion.
+    """
+    if not isinstance(criteria, dict):
+        raise OptionTypeError(f"{name} must be a dict of criteria, got {type(criteria).__name__}")
+    if not criteria:
+        raise OptionError(f"{name} must name at least one criterion ({', '.join(ACCEPTANCE_CRITERIA)}), or be None")
+    unknown = [key for key in criteria if key not in ACCEPTANCE_CRITERIA]
+    if unknown:
+        raise OptionError(f"{name} has unknown criteria {unknown}; allowed: {list(ACCEPTANCE_CRITERIA)}")
+    out = {}
+    for key in ACCEPTANCE_CRITERIA:
+        if key not in criteria:
+            continue
+        value, label = criteria[key], f"{name}[{key!r}]"
+        if key == "ece_below":
+            delta = _number(value, label)
+            if delta <= 0.0:
+                raise OptionError(f"{label} must be > 0 (a margin on the ECE scale), got {delta}")
+            out[key] = delta
+            continue
+        if key == "citl_within" and not isinstance(value, (list, tuple)):
+            a = _number(value, label)
+            if a <= 0.0:
+                raise OptionError(f"{label} must be > 0 (meaning -a < CITL < a) or a pair, got {a}")
+            out[key] = (-a, a)
+            continue
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise OptionTypeError(f"{label} must be a pair (lower, upper), got {value!r}")
+        low, high = _number(value[0], label), _number(value[1], label)
+        if not low < high:
+            raise OptionError(f"{label} must have lower < upper, got ({low}, {high})")
+        if key == "oe_within" and low <= 0.0:
+            raise OptionError(f"{label} limits must be > 0 for a ratio, got ({low}, {high})")
+        out[key] = (low, high)
+    return out
+
+
+def _parse_criterion(text: str) -> dict:
+    """``"slope_within=0.8,1.25"`` -> ``{"slope_within": (0.8, 1.25)}`` (checked), for ``--accept``."""
+    key, sep, rest = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise OptionError(f"expected KEY=VALUE with KEY one of {', '.join(ACCEPTANCE_CRITERIA)}, got {text!r}")
+    parts = [part.strip() for part in rest.split(",")]
+    try:
+        numbers_ = [float(part) for part in parts]
+    except ValueError:
+        raise OptionError(f"{key}: expected a number or two numbers l,u, got {rest!r}") from None
+    value = numbers_[0] if len(numbers_) == 1 else numbers_
+    return check_criteria({key: value}, "acceptance")
+
+
+def _criteria_action(option):
+    """An argparse action that merges repeated ``--accept KEY=VALUE`` into one dict (a key twice is an error)."""
+    import argparse
+
+    class _Merge(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            current = dict(getattr(namespace, self.dest, None) or {})
+            for key in values:
+                if key in current:
+                    parser.error(f"argument {option.cli}: {key} given twice")
+            current.update(values)
+            setattr(namespace, self.dest, check_criteria(current, "acceptance"))
+
+    return _Merge
 
 
 def check_option(name: str, value, label: str | None = None):

@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
     resolve_seed, is_bool
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
-from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.margin import margin_bound
-from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
+from calibtest.core.null import bin_volume
+from calibtest.core.planning import MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, logistic_recalibration
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
 from calibtest.options import OPTIONS, check_option
@@ -35,13 +34,6 @@ from calibtest.summary import CalibSummary, ResultDisplay
 __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult", "PlanningInputs",
            "MonteCarloPower", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS", "default_null"]
 
-#: The analytic power is flagged unreliable (a warning recommends ``method="simulation"``) when more
-#: than this share of the occupied bins is expected to hold a single row, or n < 100.
-SPARSE_LIMIT = 0.15
-#: Below this n the analytic answer is flagged unreliable whatever the bins.
-SMALL_N = 100
-#: Above this skewness of T the three-moment (shifted gamma) law is not trusted (as for the conditional null).
-MAX_SKEWNESS = SHIFTED_GAMMA_MAX_SKEWNESS
 METHODS = OPTIONS["study_method"].choices
 
 
@@ -131,20 +123,7 @@ def _check_n_array(n, name: str = "n"):
     return arr.astype(np.int64), False
 
 
-def _logistic(p: np.ndarray, intercept: float, slope: float) -> np.ndarray:
-    """expit(a + b logit p), with p = 0 and p = 1 mapped to their limits (b > 0: 0 and 1).
-
-    a = 0, b = 1 (a calibrated model) gives p itself, exactly.
-    """
-    if intercept == 0.0 and slope == 1.0:
-        return p.copy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lp = np.log(p) - np.log1p(-p)
-        eta = intercept + slope * lp
-    edge = (p == 0.0) | (p == 1.0)
-    if slope == 0.0:
-        eta = np.where(edge, intercept, eta)
-    return expit(eta)
+_logistic = logistic_recalibration
 
 
 def _check_number(value, name: str) -> float:
@@ -232,78 +211,12 @@ def _resolve_null(null, d: int) -> str:
     return null
 
 
-class _Planner:
-    """Population, bins per n and the analytic quantities (cached per B)."""
+class _Planner(AnalyticPlanner):
+    """:class:`~calibtest.core.planning.AnalyticPlanner` with the prepared data and simulated studies."""
 
     def __init__(self, z, q, data, n_bins, alpha, null, margin=None):
-        self.z, self.q, self.data = z, q, data
-        self.d = data.k
-        self.n_bins, self.alpha, self.null = n_bins, alpha, null
-        self.margin = margin
-        self.s0 = sigma0_sq(data.mode, data.n_classes, data.k)
-        self._bins = {}
-
-    def bins(self, B: int) -> _pw.PopulationBins:
-        if B not in self._bins:
-            self._bins[B] = _pw.population_bins(self.z, self.q, B)
-        return self._bins[B]
-
-    def B(self, n: int) -> int:
-        return resolve_n_bins(self.n_bins, int(n), self.d)[0]
-
-    def analytic(self, n: int) -> dict:
-        """The analytic power, expected width and moments at one n (:meth:`analytic_many`)."""
-        return self.analytic_many([int(n)])[0]
-
-    def analytic_many(self, ns) -> list[dict]:
-        """:meth:`analytic` at every n of ``ns``, with the scipy laws and the quadrature vectorised across n.
-
-        The per-n moments are computed as in :meth:`analytic`; thresholds,
-        powers and expected widths are then evaluated on arrays by the
-        elementwise versions of the same functions, so every value equals
-        :meth:`analytic`'s (``tests/test_planning.py`` checks it).
-        """
-        ns = [int(v) for v in ns]
-        Bs = {n: self.B(n) for n in ns}
-        missing = sorted(set(Bs.values()) - set(self._bins))
-        if missing:
-            self._bins.update(_pw.population_bins_many(self.z, self.q, missing))
-        pbs = [self._bins[Bs[n]] for n in ns]
-        grid = _pw.analytic_grid(ns, pbs, null_moments=self.null != "asymptotic" or self.margin is not None)
-        rows, parts = [], []
-        for n, pb, g in zip(ns, pbs, grid):
-            mean, var, skew, s1_hat = g["mean"], g["variance"], g["skewness"], g["sigma1_sq_hat"]
-            occ = g["occupied"]
-            sparse = g["e1_sum"] / occ if occ > 0 else 1.0
-            if self.null == "asymptotic":
-                thr_parts = (null_threshold(self.alpha, self.s0, n, bin_volume(pb.n_bins, self.d)), 0.0, 0.0)
-                v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
-            else:
-                thr_parts = (math.nan, g["null_variance"], g["null_skewness"])
-                v0 = g["null_variance"]
-            floor = None if self.margin is None else (v0, g["kappa"])
-            parts.append((mean, var, skew, s1_hat, thr_parts, floor))
-            rows.append({"n": n, "n_bins": pb.n_bins, "power": None, "expected_width": None,
-                         "ece_sq_binned": g["ece_sq_binned"], "sigma1_sq": g["sigma1_sq"],
-                         "threshold": None, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew,
-                         "sparse_share": sparse,
-                         "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)})
-        if not rows:
-            return rows
-        mean, var, skew, s1_hat = (np.array([p[j] for p in parts]) for j in range(4))
-        if self.null == "asymptotic":
-            thr = np.array([p[4][0] for p in parts])
-        else:
-            thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
-        if self.margin is None:
-            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
-        else:
-            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5][0], self.margin, self.alpha, p[5][1])
-                     for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
-        width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
-        for row, t_, p_, w_ in zip(rows, thr, power, width):
-            row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
-        return rows
+        super().__init__(z, q, data.mode, data.n_classes, data.k, n_bins, alpha, null, margin)
+        self.data = data
 
     def margin_floor(self, n: int, pb) -> float:
         """V0 of the margin test at n: sigma0^2 / (n^2 w) (asymptotic null) or the expected Var(T | Z)."""
@@ -716,6 +629,11 @@ class SampleSizeResult(ResultDisplay):
     inputs: PlanningInputs
     monte_carlo: MonteCarloPower | None = None
     margin: float | None = None
+    #: The planning function's inputs an analysis plan keeps to recompute the power at another n
+    #: (``calibtest.analysis_plan.sample_size_record``): the ``n_bins`` argument and, for one prediction column
+    #: with a logistic anticipated calibration, the binned predictions (read-only); None otherwise.
+    n_bins_rule: object = field(default="auto", compare=False)
+    predictions: object = field(default=None, compare=False, repr=False)
 
     def _repr_parts(self):
         return [f"n={self.n}", f"target={self.target} {self.target_value:g}",
@@ -951,6 +869,11 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
                           ignore_index=True)
     curve = curve.sort_values(["source", "n"], kind="stable").reset_index(drop=True)
     reliable = bool(analytic(n_star)["reliable"])
+    keep = None
+    if np.asarray(probs).ndim == 1 or (np.asarray(probs).ndim == 2 and np.asarray(probs).shape[1] == 1):
+        if inputs.miscalibration["form"] == "logistic":
+            keep = planner.z[:, 0].copy()
+            keep.setflags(write=False)
     if method == "analytic" and not reliable:
         warnings.warn(f"the analytic sample size n = {n_star} is in the range where the analytic approximation is "
                       f"unreliable (n < {SMALL_N} or sparse bins); check it with method='simulation'",
@@ -958,4 +881,5 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     return SampleSizeResult(n=int(n_star), target=target, target_value=value, achieved_power=float(at["power"]),
                             expected_width=float(at["expected_width"]), n_bins=int(at["n_bins"]),
                             ece_sq_binned=float(at["ece_sq_binned"]), method=method, reliable=reliable, rule=rule,
-                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin)
+                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin,
+                            n_bins_rule=n_bins, predictions=keep)

@@ -18,9 +18,11 @@ import stat
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from calibtest._format import json_safe
 from calibtest._validation import DataError, OptionError, OptionTypeError
-from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation
+from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calculation, planned_vs_achieved
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
            "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons",
@@ -304,9 +306,9 @@ def check_deviation_reasons(reasons, plan) -> dict:
     if reasons and plan is None:
         raise OptionError("deviation_reasons needs a plan (plan=...): without one there is nothing to deviate from")
     for key, text in reasons.items():
-        if key not in PLAN_OPTIONS:
+        if key not in PLAN_OPTIONS + ("sample_size",):
             raise OptionError(f"deviation_reasons has the unknown option {key!r}; the options of a plan are "
-                              f"{list(PLAN_OPTIONS)}")
+                              f"{list(PLAN_OPTIONS + ('sample_size',))}")
         if not isinstance(text, str) or not text.strip():
             raise OptionTypeError(f"deviation_reasons[{key!r}] must be a non-empty string, got {text!r}")
         check_text(text, f"deviation_reasons[{key!r}]")
@@ -331,7 +333,8 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=N
     reasons = check_deviation_reasons(reasons, plan)
     if plan is None:
         return {"plan": None, "deviations": [], "options": {}, "reasons": {},
-                "statement": "The analysis options were not pre-specified: no analysis plan was given."}
+                "statement": "The analysis options were not pre-specified: no analysis plan was given.",
+                "achieved": []}
     if isinstance(plan, (str, Path)):
         plan = AnalysisPlan.read(plan)
     if not isinstance(plan, AnalysisPlan):
@@ -348,6 +351,18 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=N
         if set(used) != set(planned):
             deviations.append(Deviation(name, "subgroups", ", ".join(planned) if planned else "none planned",
                                         ", ".join(used) if used else "not analysed (whole sample only)"))
+    achieved = []  # the plan's sample-size calculation at each model's n; a shortfall is a deviation
+    if is_calculation(plan.sample_size):
+        for res, name in zip(results, names):
+            pva = planned_vs_achieved(plan.sample_size, int(res.n), events=_events(res))
+            achieved.append((name, pva))
+            if pva.shortfall:
+                at = (f"{pva.quantity} {pva.value_text(pva.achieved_value)} at n = {pva.achieved_n} for the planned "
+                      "alternative" if pva.achieved_value is not None else
+                      f"{pva.quantity} at n = {pva.achieved_n} not recomputed: {pva.not_recomputed}")
+                deviations.append(Deviation(
+                    name, "sample_size", f"n = {pva.planned_n} ({pva.quantity} {pva.value_text(pva.planned_value)})",
+                    f"n = {pva.achieved_n}", note=f"{pva.planned_n - pva.achieved_n} rows short: {at}"))
     deviated = {dev.option for dev in deviations}
     for key in reasons:
         if key not in deviated:
@@ -364,7 +379,15 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=N
     else:
         statement = f"The analysis followed the pre-specified plan ({ident})."
     return {"plan": plan, "deviations": deviations, "options": plan.options(), "statement": statement,
-            "reasons": reasons}
+            "reasons": reasons, "achieved": achieved}
+
+
+def _events(res):
+    """Events (y = 1) of a binary result holding its rows (None otherwise)."""
+    data = getattr(res, "data", None)
+    if getattr(res, "mode", None) != "binary" or data is None or getattr(res, "weighting", None) is not None:
+        return None
+    return float(np.sum(data.y[:, 0]))
 
 
 def _slug(text: str) -> str:

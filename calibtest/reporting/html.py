@@ -29,7 +29,9 @@ import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
-from calibtest.options import OptionError, check_option
+from calibtest.acceptance import NOT_EVALUABLE, evaluate_acceptance
+from calibtest.analysis_plan import planned_curve, sample_size_rows
+from calibtest.options import ACCEPTANCE_LABELS, OptionError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, check_report_text,
                                           load_metadata, pdf_attachments, plan_check, reported_tests,
@@ -1080,6 +1082,9 @@ PLAN_OPTION_LABELS = {
     "n_classes": "number of classes K (n_classes)",
     "tests": "tests to report (tests)",
     "subgroups": "subgroups (subgroups)",
+    "acceptance": "acceptance criteria (acceptance)",
+    "primary": "primary acceptance criterion (primary)",
+    "sample_size": "sample size (sample_size)",
 }
 
 
@@ -1087,10 +1092,15 @@ def _plan_value(text: str) -> str:
     return "not fixed in the plan" if text == "not set" else text
 
 
-def _plan_context(check: dict) -> dict:
+def _deviation_reason(dev, reasons: dict) -> str:
+    stated = reasons.get(dev.option, NOT_STATED)
+    return f"{dev.note}; reason: {stated}" if dev.note else stated
+
+
+def _plan_context(check: dict, figure: bool = True) -> dict:
     plan = check["plan"]
     out = {"statement": check["statement"], "has_plan": plan is not None, "options": None, "deviations": None,
-           "sample_size": None}
+           "sample_size": None, "achieved": [], "curve": None}
     if plan is None:
         return out
     out["options"] = {**_table(["Option", "Planned value"], [(PLAN_OPTION_LABELS.get(k, k), _plan_value(v))
@@ -1100,35 +1110,101 @@ def _plan_context(check: dict) -> dict:
         reasons = check["reasons"]
         out["deviations"] = {**_table(["Model", "Option", "Planned", "Used", "Reason"],
                                       [(v.model, PLAN_OPTION_LABELS.get(v.option, v.option), _plan_value(v.planned),
-                                        _plan_value(v.used), reasons.get(v.option, NOT_STATED))
+                                        _plan_value(v.used), _deviation_reason(v, reasons))
                                        for v in check["deviations"]]),
                              "caption": "Deviations of the analysis from the pre-specified plan."}
     if plan.sample_size:
-        flat = _flatten(plan.sample_size)
-        out["sample_size"] = {**_table(["Item", "Value"], flat),
-                              "caption": "The sample-size calculation of the analysis plan."}
+        multi = len(check["achieved"]) > 1
+        out["achieved"] = [(f"{name}: " if multi else "") + pva.sentence for name, pva in check["achieved"]]
+        if figure and check["achieved"]:
+            out["curve"] = _plan_curve_figure(plan.sample_size, [pva.achieved_n for _, pva in check["achieved"]])
+        out["sample_size"] = {**_table(["Item", "Value"], sample_size_rows(plan.sample_size)),
+                              "caption": "The sample-size calculation of the analysis plan." +
+                                         (" Its curve is the figure below, recomputed from the plan's inputs."
+                                          if out["curve"] else "")}
     return out
 
 
-def _flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
-    rows = []
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            rows += _flatten(value, name + ".")
-        elif isinstance(value, float):
-            rows.append((name, fmt(value)))
-        elif isinstance(value, list):
-            rows.append((name, ", ".join(fmt(v) if isinstance(v, float) else str(v) for v in value)))
-        else:
-            rows.append((name, str(value)))
-    return rows
+def _plan_curve_figure(record: dict, achieved: list) -> dict | None:
+    """Power (or expected width) against n recomputed from the plan's inputs, planned and achieved n marked."""
+    import matplotlib.pyplot as plt
+
+    inputs = record.get("inputs") or {}
+    mis = inputs.get("miscalibration") or {}
+    if record.get("predictions") is None or mis.get("form") != "logistic":
+        return None
+    planned = int(record["n"])
+    top = max([planned] + achieved)
+    grid = np.unique(np.round(np.geomspace(max(20, planned // 20), 4 * top, 80)).astype(np.int64))
+    curve = planned_curve(record, grid)
+    power = record.get("target", "power") == "power"
+    values = curve["power"] if power else curve["expected_width"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot(grid, values, "-", color="C0", label="analytic, from the plan's inputs")
+    ax.axhline(record["target_value"], color="grey", lw=0.8, ls="--", label="target")
+    ax.axvline(planned, color="C2", lw=0.9, ls=":", label=f"planned n = {planned}")
+    for i, n in enumerate(sorted(set(achieved))):
+        ax.axvline(n, color="C3", lw=0.9, ls="-.", label=f"achieved n = {n}" if i == 0 else None)
+    ax.set_xscale("log")
+    ax.set_xlabel("sample size n")
+    ax.set_ylabel("power" if power else "expected ECE-scale interval width")
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    what = "power" if power else "expected width of the ECE-scale interval"
+    return {"src": _png_data_uri(fig), "alt": f"Planned {what} against the sample size",
+            "caption": (f"The {what} of the plan's sample-size calculation against n, recomputed with calib_power "
+                        "(analytic) from the inputs the plan stores, with the planned and the achieved n marked.")}
+
+
+def _acceptance_context(plan, results, names) -> dict | None:
+    """The Acceptance section: each model's verdict on the plan's criteria (computed by evaluate_acceptance)."""
+    if plan is None or not plan.acceptance:
+        return None
+    multi = len(results) > 1
+    models = []
+    for res, name in zip(results, names):
+        ev = evaluate_acceptance(res, plan.acceptance, alpha=plan.alpha, primary=plan.primary,
+                                 model=f"Model {name}" if multi else "The model")
+        rows = []
+        for row in ev.table.to_dict(orient="records"):
+            head = ACCEPTANCE_LABELS[row["criterion"]].removesuffix(" below").removesuffix(" within")
+            limit = (f"< {fmt(row['upper_limit'], 4)}" if row["criterion"] == "ece_below" else
+                     f"within ({fmt(row['lower_limit'], 4)}, {fmt(row['upper_limit'], 4)})")
+            if row["verdict"] == NOT_EVALUABLE:
+                rows.append((head + (" (primary)" if row["primary"] else ""), limit, "—", "—", row["test"], "—",
+                             f"not evaluable: {row['reason']}"))
+                continue
+            if row["criterion"] == "ece_below":
+                interval = f"≤ {fmt(row['ci_upper'], 4)} ({row['interval']})"
+            else:
+                interval = f"[{fmt(row['ci_lower'], 4)}, {fmt(row['ci_upper'], 4)}] ({row['interval']})"
+            estimate = fmt(row["estimate"], 4)
+            if row["criterion"] == "ece_below" and row["estimate"] == 0.0:
+                estimate += " (T ≤ 0)"
+            rows.append((head + (" (primary)" if row["primary"] else ""), limit, estimate, interval,
+                         row["test"], fmt_p(row["pvalue"]), row["verdict"]))
+        table = {**_table(["Criterion", "Pre-specified limit", "Estimate", "Bound or interval", "Test", "p-value",
+                           "Verdict"], rows),
+                 "caption": (f"Acceptance criteria of the analysis plan{f' for {name}' if multi else ''}, each "
+                             f"tested at alpha = {fmt(ev.alpha)}: the ECE margin by the margin test (met when the "
+                             "one-sided upper confidence bound is below the margin), CITL, slope and O/E by two "
+                             "one-sided tests (met when the interval lies inside the limits).")}
+        models.append({"name": name, "sentence": ev.sentence, "table": table, "all_met": ev.all_met})
+    primary = (f" The primary criterion is {criterion_text(plan.primary, plan.acceptance[plan.primary])}; the "
+               "others are secondary." if plan.primary else " Every criterion is co-primary.")
+    intro = (f"The analysis plan (SHA-256 {plan.sha256[:16]}…) fixed {len(plan.acceptance)} acceptance "
+             f"{'criterion' if len(plan.acceptance) == 1 else 'criteria'} before the data were analysed." + primary +
+             " The model meets the criteria when it meets every one (an intersection-union test at level alpha); a "
+             "criterion that cannot be evaluated on a result is stated with the reason and counts as not met.")
+    return {"intro": intro, "models": models}
 
 
 def _number(ctx: dict) -> None:
     """Number the tables and figures in the order the template shows them (adds label, id)."""
     numbers = Numbering()
     t, f = numbers.table, numbers.figure
+    for a in (ctx["acceptance"] or {}).get("models", ()):
+        t(a["table"])
     for m in ctx["models"]:
         if m["evidence_table"]:
             t(m["evidence_table"])
@@ -1138,6 +1214,8 @@ def _number(ctx: dict) -> None:
     for key in ("options", "deviations", "sample_size"):
         if ctx["plan"][key]:
             t(ctx["plan"][key])
+    if ctx["plan"]["curve"]:
+        f(ctx["plan"]["curve"])
     if ctx["overlay_figure"]:
         f(ctx["overlay_figure"])
     for c in ctx["comparisons"]:
@@ -1169,8 +1247,8 @@ def _number(ctx: dict) -> None:
 
 
 def _toc(ctx: dict) -> list[dict]:
-    entries = [("summary", "Summary of findings"), ("model-and-data", "Model and data"),
-               ("analysis-plan", "Analysis plan")]
+    entries = ([("acceptance", "Acceptance")] if ctx["acceptance"] else []) + \
+        [("summary", "Summary of findings"), ("model-and-data", "Model and data"), ("analysis-plan", "Analysis plan")]
     if ctx["multi"] or ctx["has_comparisons"]:
         entries.append(("comparisons", "Comparison of the models"))
     for m in ctx["models"]:
@@ -1321,7 +1399,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "multi": multi,
         "doc": doc,
         "meta_missing": [METADATA_FIELDS[k] for k, v in meta.items() if not v],
-        "plan": _plan_context(check),
+        "plan": _plan_context(check, figures),
+        "acceptance": _acceptance_context(plan, results, names),
         "overview": _overview(results, names) if multi else None,
         "overlay_figure": overlay,
         "comparisons": [_comparison_context(c, i, label) for i, c in enumerate(comparisons)],

@@ -1,0 +1,138 @@
+"""The analytic planning engine: the power and expected width of a planned study at given sizes n.
+
+:class:`AnalyticPlanner` holds a population (binned predictions z and their
+anticipated true probabilities q), the ``n_bins`` rule, alpha, the null and an
+optional margin, and evaluates the analytic power and expected ECE-scale width
+at any n (:mod:`calibtest.core.power` gives the formulas).  It is the engine of
+:func:`calibtest.calib_power` and :func:`calibtest.calib_sample_size`, and
+lets an analysis plan recompute its sample-size calculation at the achieved n
+without the estimation layer.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from calibtest.core import power as _pw
+from calibtest.core.binning import resolve_n_bins
+from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
+from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
+
+__all__ = ["AnalyticPlanner", "logistic_recalibration", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS"]
+
+#: The analytic power is flagged unreliable (a warning recommends ``method="simulation"``) when more
+#: than this share of the occupied bins is expected to hold a single row, or n < 100.
+SPARSE_LIMIT = 0.15
+#: Below this n the analytic answer is flagged unreliable whatever the bins.
+SMALL_N = 100
+#: Above this skewness of T the three-moment (shifted gamma) law is not trusted (as for the conditional null).
+MAX_SKEWNESS = SHIFTED_GAMMA_MAX_SKEWNESS
+
+
+def logistic_recalibration(p: np.ndarray, intercept: float, slope: float) -> np.ndarray:
+    """expit(a + b logit p), with p = 0 and p = 1 mapped to their limits (b > 0: 0 and 1).
+
+    a = 0, b = 1 (a calibrated model) gives p itself, exactly.
+    """
+    if intercept == 0.0 and slope == 1.0:
+        return p.copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lp = np.log(p) - np.log1p(-p)
+        eta = intercept + slope * lp
+    edge = (p == 0.0) | (p == 1.0)
+    if slope == 0.0:
+        eta = np.where(edge, intercept, eta)
+    return expit(eta)
+
+
+class AnalyticPlanner:
+    """Population, bins per n and the analytic quantities (cached per B).
+
+    Parameters
+    ----------
+    z, q : ndarray, shape (m, d)
+        Binned predictions and their anticipated true probabilities.
+    mode : str
+        The target (``binary``, ``top1``, ``topk``).
+    n_classes, k : int or None, int
+        As in the prepared data (``d = k``).
+    n_bins : int or "auto"
+        The study's ``n_bins`` rule.
+    alpha : float
+    null : str
+        The resolved null (``asymptotic``, ``conditional`` or ``monte-carlo``).
+    margin : float or None
+        Plan a margin test.
+    """
+
+    def __init__(self, z, q, mode, n_classes, k, n_bins, alpha, null, margin=None):
+        self.z, self.q = z, q
+        self.d = k
+        self.n_bins, self.alpha, self.null = n_bins, alpha, null
+        self.margin = margin
+        self.s0 = sigma0_sq(mode, n_classes, k)
+        self._bins = {}
+
+    def bins(self, B: int) -> _pw.PopulationBins:
+        if B not in self._bins:
+            self._bins[B] = _pw.population_bins(self.z, self.q, B)
+        return self._bins[B]
+
+    def B(self, n: int) -> int:
+        return resolve_n_bins(self.n_bins, int(n), self.d)[0]
+
+    def analytic(self, n: int) -> dict:
+        """The analytic power, expected width and moments at one n (:meth:`analytic_many`)."""
+        return self.analytic_many([int(n)])[0]
+
+    def analytic_many(self, ns) -> list[dict]:
+        """:meth:`analytic` at every n of ``ns``, with the scipy laws and the quadrature vectorised across n.
+
+        The per-n moments are computed as in :meth:`analytic`; thresholds,
+        powers and expected widths are then evaluated on arrays by the
+        elementwise versions of the same functions, so every value equals
+        :meth:`analytic`'s (``tests/test_planning.py`` checks it).
+        """
+        ns = [int(v) for v in ns]
+        Bs = {n: self.B(n) for n in ns}
+        missing = sorted(set(Bs.values()) - set(self._bins))
+        if missing:
+            self._bins.update(_pw.population_bins_many(self.z, self.q, missing))
+        pbs = [self._bins[Bs[n]] for n in ns]
+        grid = _pw.analytic_grid(ns, pbs, null_moments=self.null != "asymptotic" or self.margin is not None)
+        rows, parts = [], []
+        for n, pb, g in zip(ns, pbs, grid):
+            mean, var, skew, s1_hat = g["mean"], g["variance"], g["skewness"], g["sigma1_sq_hat"]
+            occ = g["occupied"]
+            sparse = g["e1_sum"] / occ if occ > 0 else 1.0
+            if self.null == "asymptotic":
+                thr_parts = (null_threshold(self.alpha, self.s0, n, bin_volume(pb.n_bins, self.d)), 0.0, 0.0)
+                v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
+            else:
+                thr_parts = (math.nan, g["null_variance"], g["null_skewness"])
+                v0 = g["null_variance"]
+            floor = None if self.margin is None else (v0, g["kappa"])
+            parts.append((mean, var, skew, s1_hat, thr_parts, floor))
+            rows.append({"n": n, "n_bins": pb.n_bins, "power": None, "expected_width": None,
+                         "ece_sq_binned": g["ece_sq_binned"], "sigma1_sq": g["sigma1_sq"],
+                         "threshold": None, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew,
+                         "sparse_share": sparse,
+                         "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)})
+        if not rows:
+            return rows
+        mean, var, skew, s1_hat = (np.array([p[j] for p in parts]) for j in range(4))
+        if self.null == "asymptotic":
+            thr = np.array([p[4][0] for p in parts])
+        else:
+            thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
+        if self.margin is None:
+            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        else:
+            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5][0], self.margin, self.alpha, p[5][1])
+                     for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
+        width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
+        for row, t_, p_, w_ in zip(rows, thr, power, width):
+            row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
+        return rows
