@@ -29,7 +29,7 @@ import pandas as pd
 
 from calibtest._format import fmt, fmt_p, p_equals
 from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_bool
-from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, criterion_text
+from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
 from calibtest.summary import CalibSummary, ResultDisplay
 from calibtest.valprob import ValProbResult, val_prob
@@ -40,23 +40,10 @@ __all__ = ["MarginTestResult", "EquivalenceTestResult", "margin_test", "citl_tes
 
 
 # ----------------------------------------------------------------------------- checks
-def _finite(value, name: str) -> float:
-    if is_bool(value) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise OptionTypeError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _check_margin(margin) -> float:
-    margin = _finite(margin, "margin")
-    if margin <= 0.0:
-        raise OptionError(f"margin must be > 0 (H0: ECE >= margin cannot be rejected at margin 0), got {margin}")
-    return margin
-
-
 def _check_limits(within, name: str, positive: bool = False) -> tuple[float, float]:
     if isinstance(within, (str, bytes)) or not hasattr(within, "__len__") or len(within) != 2:
         raise OptionTypeError(f"{name} must be a pair (lower, upper), got {within!r}")
-    low, high = (_finite(v, name) for v in within)
+    low, high = (check_number(v, name) for v in within)
     if not low < high:
         raise OptionError(f"{name} must have lower < upper, got ({low}, {high})")
     if positive and low <= 0.0:
@@ -246,7 +233,9 @@ def margin_test(result, margin, alpha: float | None = None) -> MarginTestResult:
     for attr in ("estimate", "se", "sigma0_sq", "bin_volume", "n"):
         if not hasattr(result, attr):
             raise OptionTypeError(f"result must be a CalibrationResult (from calib_ci), got {type(result).__name__}")
-    margin = _check_margin(margin)
+    if margin is None:
+        raise OptionTypeError("margin must be a number > 0 (the ECE-scale margin), got None")
+    margin = check_option("margin", margin)
     alpha = _level(alpha, result.alpha)
     v0, source = margin_null_variance(result)
     mb = margin_bound(result.estimate, result.se, v0, margin, alpha)
@@ -404,7 +393,7 @@ def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResu
     EquivalenceTestResult
     """
     if isinstance(within, numbers.Real) and not is_bool(within):
-        a = _finite(within, "within")
+        a = check_number(within, "within")
         if a <= 0:
             raise OptionError(f"within must be > 0 for (-a, a), got {a}")
         low, high = -a, a

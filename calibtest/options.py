@@ -145,6 +145,7 @@ class Option:
     nullable: bool = False
     flag: str | None = None
     maximum: int | None = None
+    positive: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -215,6 +216,8 @@ class Option:
             value = float(value)
             if not math.isfinite(value):
                 raise OptionError(f"{name} must be finite, got {value}")
+            if self.positive and not value > 0:
+                raise OptionError(f"{name} must be > 0, got {value:g}")
             return value
         if kind == "choice":
             if not isinstance(value, str) or value not in self.choices:
@@ -391,6 +394,8 @@ _OPTIONS = (
            "the setting)"),
     Option("templates", "folder", None, "folder of an organisation's report templates, used before the built-in "
            "ones (e.g. only title_page.html)", nullable=True),
+    Option("margin", "number", None, "the margin delta > 0 on the ECE scale of the test of H0: ECE >= delta "
+           "(margin_test; planning for it)", nullable=True, positive=True),
     Option("acceptance", "criteria", None, "pre-specified acceptance criterion KEY=VALUE (repeat for several): "
            "ece_below=0.05, citl_within=0.2 or -0.1,0.3, slope_within=0.8,1.25, oe_within=0.8,1.25",
            nullable=True, flag="--accept"),
@@ -603,3 +608,8 @@ def check_memory(nbytes: float, what: str, how: str) -> None:
     if nbytes > MAX_BYTES:
         raise OptionError(f"{what} would need about {format_bytes(nbytes)} of memory (the limit is "
                           f"{format_bytes(MAX_BYTES)}); {how}")
+
+
+def check_number(value, name: str) -> float:
+    """Check a finite real number argument (not a bool) and return it as a float (the table's ``"number"`` kind)."""
+    return Option(name, "number", None, "").check(value)

@@ -28,7 +28,7 @@ from calibtest.core.null import bin_volume
 from calibtest.core.planning import MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, logistic_recalibration
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
-from calibtest.options import OPTIONS, check_option
+from calibtest.options import OPTIONS, check_number, check_option
 from calibtest.summary import CalibSummary, ResultDisplay
 
 __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult", "PlanningInputs",
@@ -126,12 +126,6 @@ def _check_n_array(n, name: str = "n"):
 _logistic = logistic_recalibration
 
 
-def _check_number(value, name: str) -> float:
-    if is_bool(value) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise OptionTypeError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
 def _summary_stats(x: np.ndarray) -> dict:
     qs = np.quantile(x, [0.05, 0.25, 0.5, 0.75, 0.95])
     return {"mean": float(x.mean()), "sd": float(x.std()), "q05": float(qs[0]), "q25": float(qs[1]),
@@ -140,8 +134,8 @@ def _summary_stats(x: np.ndarray) -> dict:
 
 def _population(probs, calibration, intercept, slope, k, n_classes):
     """``(z, q, prepared data, miscalibration dict)`` of the prediction sample and the alternative."""
-    intercept = _check_number(intercept, "intercept")
-    slope = _check_number(slope, "slope")
+    intercept = check_number(intercept, "intercept")
+    slope = check_number(slope, "slope")
     if calibration is not None:
         if not callable(calibration):
             raise OptionTypeError(f"calibration must be a callable E[y | p] or None, got "
@@ -416,18 +410,9 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
     return df[keep]
 
 
-def _check_margin(margin):
-    if margin is None:
-        return None
-    margin = _check_number(margin, "margin")
-    if margin <= 0.0:
-        raise OptionError(f"margin must be > 0 (the ECE-scale margin of the test of H0: ECE >= margin), got {margin}")
-    return margin
-
-
 def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method, margin=None):
     alpha = check_alpha(alpha)
-    margin = _check_margin(margin)
+    margin = check_option("margin", margin)
     method = check_option("study_method", method, "method")
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
@@ -768,11 +753,11 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         raise ValueError("margin= plans a margin test: give power= (the probability that the upper bound falls "
                          "below the margin), not ci_width=")
     if power is not None:
-        target, value = "power", _check_number(power, "power")
+        target, value = "power", check_number(power, "power")
         if not 0.0 < value < 1.0:
             raise OptionError(f"power must be in (0, 1), got {value}")
     else:
-        target, value = "ci_width", _check_number(ci_width, "ci_width")
+        target, value = "ci_width", check_number(ci_width, "ci_width")
         if not value > 0.0:
             raise OptionError(f"ci_width must be > 0, got {value}")
     n_min = check_count(n_min, "n_min", 2)

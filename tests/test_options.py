@@ -403,9 +403,6 @@ CHECK_FUNCTIONS = {
     "reporting/document.py:_check_revisions": "data: a report's revision history",
     "reporting/document.py:check_deviation_reasons": "data: reasons keyed by the plan's options",
     # single-option checks not yet folded into the table: in files other developers were editing (issue 23)
-    "acceptance.py:_check_margin": "TO FOLD: a finite margin > 0",
-    "sample_size.py:_check_number": "TO FOLD: the table's 'number' kind",
-    "sample_size.py:_check_margin": "TO FOLD: a finite margin > 0 or None",
 }
 
 

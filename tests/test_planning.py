@@ -323,7 +323,7 @@ def test_sample_size_argument_errors(beta_probs, kwargs, err, match):
     (dict(n=2.5), TypeError, "n must"),
     (dict(n=[100, 1]), ValueError, "n must be >= 2"),
     (dict(n=100, alpha=1.5), ValueError, "alpha"),
-    (dict(n=100, slope=float("nan")), TypeError, "slope"),
+    (dict(n=100, slope=float("nan")), ValueError, "slope"),  # a non-finite number is a value error
     (dict(n=100, calibration=3), TypeError, "calibration"),
     (dict(n=100, calibration=lambda p: p, slope=0.5), ValueError, "not both"),
     (dict(n=100, calibration=lambda p: p[:10]), ValueError, "calibration"),
