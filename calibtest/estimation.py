@@ -305,6 +305,13 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
                             **extra)
 
 
+def _read_only(values: np.ndarray) -> np.ndarray:
+    """A read-only copy of an array a frozen result keeps."""
+    out = np.array(values, dtype=np.float64)
+    out.flags.writeable = False
+    return out
+
+
 def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alpha: float,
                       prevalence: float | None = None, weights_name: str | None = None,
                       sample_prevalence: float | None = None, null: str = "asymptotic", rng=None,
@@ -435,7 +442,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
                           contributions=ws.contributions, weight_sum=W_b, mean_pred=sum_wz / pos,
                           mean_outcome=(sum_wz + sum_wu) / pos,
                           sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
-                          interval_multipliers=multipliers)
+                          interval_multipliers=multipliers,
+                          case_weights=None if prevalence is not None else _read_only(weights))
     more_reasons = ()
     if prevalence is not None and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
         more_reasons = (f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective "

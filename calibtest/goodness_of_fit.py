@@ -282,11 +282,15 @@ def _from_result(result, groups: int, validation: str = "external") -> HosmerLem
     validation = check_option("validation", validation)
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
-    if getattr(result, "weighting", None) is not None:
-        raise ValueError("this result is weighted: call calibtest.hosmer_lemeshow(formula, data, weights=...) "
-                         "with the case weights (prevalence weights have no chi-squared reference)")
-    return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, validation,
-                            formula=result.formula,
+    weighting = getattr(result, "weighting", None)
+    weights = partition = None
+    if weighting is not None:
+        if weighting.case_weights is None:
+            raise ValueError("this result is weighted by prevalence: its weights depend on the outcome, so the "
+                             "Hosmer-Lemeshow statistic has no chi-squared reference")
+        weights, partition = weighting.case_weights, result.partition
+    return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, validation, weights=weights,
+                            partition=partition, formula=result.formula,
                             y_name=result.y_name, prob_names=tuple(result.prob_names),
                             n_dropped=result.n_dropped)
 

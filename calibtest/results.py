@@ -173,6 +173,10 @@ class Weighting:
         Share of the total weight in bins whose effective size (sum w)^2 / sum w^2
         is below :data:`SPARSE_BIN_NEFF`; above 1% the summary warns that T_w is
         biased upward there (ratios of few weighted pairs).
+    case_weights : ndarray or None
+        The case weights of the analysed rows (``weights=``; None with
+        ``prevalence=``, whose weights depend on the outcome): what the
+        case-weighted Hosmer–Lemeshow test of ``res.hosmer_lemeshow()`` needs.
     interval_multipliers : tuple of float or None
         With ``prevalence=``: (k_a, k_h), the quantiles of the studentized
         Monte Carlo null draws that replace z_a and z_h at the lower end of
@@ -192,6 +196,7 @@ class Weighting:
     mean_outcome: np.ndarray = field(repr=False)
     sparse_weight_share: float = 0.0
     interval_multipliers: tuple | None = None
+    case_weights: np.ndarray | None = field(default=None, repr=False)
 
     def notes(self) -> list[str]:
         """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""

@@ -351,8 +351,7 @@ def test_val_prob_and_reliability_diagram_refuse_weights(binary):
     res = ct.calib_ci("y ~ p", binary, weights="w")
     with pytest.raises(ValueError, match="weighted"):
         res.plot_reliability()
-    with pytest.raises(ValueError, match="weighted"):
-        res.hosmer_lemeshow()
+    assert res.hosmer_lemeshow().to_dict() == ct.hosmer_lemeshow("y ~ p", binary, weights="w").to_dict()
     with pytest.raises(ValueError, match="weighted"):
         ct.calib_compare(res, ct.calib_ci("y ~ p", binary), paired=True)
 
@@ -707,3 +706,17 @@ def test_weighted_result_stores_and_names_the_null_it_used(binary):
     assert prev.null == "monte-carlo" and "exact" not in null_text(prev)
     table = prev.summary().tables[3]
     assert table.loc["Monte Carlo: 199 label draws", "p-value"] == prev.null_pvalue
+
+
+def test_case_weighted_result_gives_the_case_weighted_hosmer_lemeshow():
+    """res.hosmer_lemeshow() of a case-weighted result equals hosmer_lemeshow(..., weights=) on the same rows, and the
+    report's evidence table shows it; with prevalence weights it is refused (no chi-squared reference)."""
+    df = ct.load_demo()
+    df["w"] = np.random.default_rng(0).gamma(2.0, 1.0, len(df))
+    res = ct.calib_ci("y ~ p", data=df, weights="w")
+    direct = ct.hosmer_lemeshow("y ~ p", data=df, weights="w")
+    assert res.hosmer_lemeshow().to_dict() == direct.to_dict()
+    assert res.hosmer_lemeshow() is res.hosmer_lemeshow()  # kept once computed
+    assert not res.weighting.case_weights.flags.writeable
+    with pytest.raises(ValueError, match="prevalence"):
+        ct.calib_ci("y ~ p", data=df, prevalence=0.2, rng=1).hosmer_lemeshow()

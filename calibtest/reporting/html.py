@@ -700,11 +700,14 @@ def weighted_evidence_table(res, d: dict) -> dict:
              p_equals(d['null_pvalue']), "rejects" if d["null_pvalue"] <= alpha else "does not reject")]
     prevalence = res.weighting.prevalence is not None
     one_dim = d["mode"] in ("binary", "top1") and d["k"] == 1
-    if one_dim:
+    if one_dim and prevalence:
         rows.append(("Hosmer–Lemeshow, case-weighted", "calibrated", "—", "not computed",
-                     "no chi-squared reference: prevalence weights depend on the outcome" if prevalence else
-                     "the result keeps no row weights: calibtest.hosmer_lemeshow(formula, data, weights=...) "
-                     "gives it"))
+                     "no chi-squared reference: prevalence weights depend on the outcome"))
+    elif one_dim:
+        hl = res.hosmer_lemeshow()  # the result's own, computed once
+        rows.append((f"Hosmer–Lemeshow, case-weighted ({hl.groups} groups, df = {hl.df})", "calibrated",
+                     fmt(hl.statistic, 4), p_equals(hl.pvalue), "rejects" if hl.pvalue <= alpha else
+                     "does not reject"))
     rows.append(("Multi-scale test, Spiegelhalter's z, CITL, slope", "—", "—", "not computed",
                  "each treats every row as one observation (unweighted)"))
     return _table(["Test or measure", "Null hypothesis", "Statistic", "p-value or interval",
@@ -742,7 +745,7 @@ def _weighted_omissions(res, name: str) -> tuple[str, list[str], str | None, str
     hl = (f"The Hosmer–Lemeshow test is not shown for {name}: the analysis is weighted"
           + (", and with prevalence weights its statistic has no chi-squared reference." if
              res.weighting.prevalence is not None else
-             "; the report does not compute its case-weighted version.")) if one_dim else None
+             "; its case-weighted version is in the evidence table.")) if one_dim else None
     vp = (f"Validation metrics (R's rms::val.prob) are not shown for {name}: their definitions (deviance-based "
           "D, U and Q, the C statistic, the lowess curve) are for unweighted rows.") if one_dim else None
     return evidence, figures, hl, vp
