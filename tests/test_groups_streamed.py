@@ -188,3 +188,22 @@ def test_refusals(tmp_path):
     bad.to_csv(path, index=False)
     with pytest.raises(ValueError, match="by column 'site' has missing values"):
         ct.calib_ci("y ~ p", data=str(path), by="site")
+
+
+def test_cli_ci_by_streams_csv_and_parquet(tmp_path, capsys):
+    import json
+    from calibtest.cli import main
+    df = _frame(seed=29).dropna()
+    df["site"] = df["site"].astype(str)
+    csv, parquet = tmp_path / "d.csv", tmp_path / "d.parquet"
+    df.to_csv(csv, index=False)
+    df.to_parquet(parquet)
+    mem = ct.calib_ci("y ~ p", data=pd.read_csv(csv), by="site").to_frame()
+    for path in (csv, parquet):
+        assert main(["ci", str(path), "--formula", "y ~ p", "--by", "site", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert "Streamed from d." in " ".join(out["notes"])      # not read into memory
+        got = pd.DataFrame(out["groups"]).set_index("group")
+        big = [lb != "d" for lb in mem.index]
+        np.testing.assert_allclose(got["estimate"].to_numpy(float)[big], mem["estimate"].to_numpy(float)[big],
+                                   rtol=RTOL, atol=ATOL)
