@@ -214,7 +214,7 @@ def grouping_of(names, values) -> Grouping:
 def check_group_labels(names, values) -> None:
     """Raise a ValueError naming the first grouping variable with a missing label."""
     for nm, v in zip(names, values):
-        if pd.isna(pd.Series(v)).any():
+        if np.asarray(pd.isna(v if isinstance(v, pd.Categorical) else np.asarray(v))).any():
             raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
                              "(e.g. 'unknown') or drop those rows")
 

@@ -100,21 +100,37 @@ def _label_key(values: list, i: int):
     return values[0][i] if len(values) == 1 else tuple(v[i] for v in values)
 
 
+def _codes(values) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of one grouping column of a chunk and the label of each code."""
+    if isinstance(values, pd.Categorical):
+        return values.codes.astype(np.int64), np.asarray(values.categories, dtype=object)
+    codes, uniques = pd.factorize(np.asarray(values))
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _chunk_codes(names, values) -> tuple[np.ndarray, tuple, list]:
+    """(flat group code of each row, the codes' shape, the labels of each column's codes) of a chunk."""
+    check_group_labels(names, values)
+    coded = [_codes(v) for v in values]
+    shape = tuple(max(len(u), 1) for _, u in coded)
+    return np.ravel_multi_index(tuple(c for c, _ in coded), shape), shape, [u for _, u in coded]
+
+
+def _label(code: int, shape: tuple, uniques: list):
+    parts = np.unravel_index(int(code), shape)
+    levels_ = [u[int(j)] for u, j in zip(uniques, parts)]
+    return levels_[0] if len(levels_) == 1 else tuple(levels_)
+
+
 def _chunk_groups(names, values) -> tuple[np.ndarray, np.ndarray, list]:
     """Rows of a chunk sorted by group: (order, starts, labels), one label per group present."""
-    check_group_labels(names, values)
-    codes = [pd.factorize(pd.Series(np.asarray(v, dtype=object) if isinstance(v, pd.Categorical) else v))
-             for v in values]
-    shape = tuple(max(len(u), 1) for _, u in codes)
-    flat = np.ravel_multi_index(tuple(c for c, _ in codes), shape)
-    order = np.argsort(flat, kind="stable")
-    present, starts = np.unique(flat[order], return_index=True)
-    labels = []
-    for code in present:
-        parts = np.unravel_index(int(code), shape)
-        levels_ = [u[int(j)] for (_, u), j in zip(codes, parts)]
-        labels.append(levels_[0] if len(levels_) == 1 else tuple(levels_))
-    return order, np.append(starts, flat.size), labels
+    flat, shape, uniques = _chunk_codes(names, values)
+    small = flat.astype(np.uint16) if np.prod(shape) <= np.iinfo(np.uint16).max else flat
+    order = np.argsort(small, kind="stable")  # a radix sort for 16-bit codes
+    counts = np.bincount(flat, minlength=int(np.prod(shape)))
+    present = np.flatnonzero(counts)
+    starts = np.concatenate(([0], np.cumsum(counts[present])))
+    return order, starts, [_label(c, shape, uniques) for c in present]
 
 
 def _categories(values) -> list:
@@ -138,8 +154,10 @@ def count_groups(chunk, formula: str, by: list, env, missing: str) -> tuple[Coun
         values = [v[kept] for v in values]
     if not len(values[0]):
         return Counter(), _categories(values), n_input
-    order, starts, labels = _chunk_groups(names, values)
-    return Counter(dict(zip(labels, np.diff(starts).tolist()))), _categories(values), n_input
+    flat, shape, uniques = _chunk_codes(names, values)
+    counts = np.bincount(flat, minlength=int(np.prod(shape)))
+    present = np.flatnonzero(counts)
+    return (Counter({_label(c, shape, uniques): int(counts[c]) for c in present}), _categories(values), n_input)
 
 
 def _fourth_sums(part, u: np.ndarray) -> BinStats:
