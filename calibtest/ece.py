@@ -179,8 +179,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         calibration in every group and the heterogeneity test (see
         :mod:`calibtest.groups`).  Small groups use the Monte Carlo null; the
         global test combines finite-sample per-group p-values (the
-        conditional null's, computed alongside the asymptotic one).  Rows in
-        memory only.
+        conditional null's, computed alongside the asymptotic one).  A file
+        or a Dask frame is streamed by group (column names only): a counting
+        pass, then one pass of per-group bin sums, giving the in-memory
+        result up to rounding, except that small groups use the asymptotic
+        null with a note (the Monte Carlo draws need the rows) and are left
+        unanalysed under ``null="conditional"`` (``docs/populations.md``).
+        ``weights=`` and ``prevalence=`` need rows in memory.
 
     Returns
     -------
