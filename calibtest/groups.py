@@ -81,7 +81,8 @@ from calibtest.inputs import prepare_input
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_calib_ci_from_sums", "variance_from_sums", "global_test", "heterogeneity_test", "holm",
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_calib_ci_from_sums", "variance_from_sums",
+           "global_test", "heterogeneity_test", "holm",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
 #: Below this many rows a group is analysed with the Monte Carlo null and a note.

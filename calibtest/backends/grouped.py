@@ -30,6 +30,7 @@ import pandas as pd
 from calibtest._format import sha256_file
 from calibtest._validation import check_memory
 from calibtest.backends.accumulator import _prepare_rows
+from calibtest.backends.dask_frames import _import_dask, _scheduler_name, _tree
 from calibtest.backends.files import (DEFAULT_CHUNKSIZE, _CsvReader, _ParquetReader, _progress_bar, _with_rows,
                                       file_format, reading)
 from calibtest.core.binning import resolve_n_bins
@@ -459,7 +460,6 @@ def _merge_count_results(*results):
 def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
                 missing: str = "raise", null: str = "auto", split_every: int = 8) -> GroupSums:
     """Per-group sums of a Dask DataFrame: a counting reduction (under ``"auto"``), then one binning reduction."""
-    from calibtest.backends.dask_frames import _import_dask, _scheduler_name, _tree
     dask, dd = _import_dask()
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"Dask input must be a dask.dataframe.DataFrame, got {type(ddf).__name__}")
