@@ -207,3 +207,18 @@ def test_cli_ci_by_streams_csv_and_parquet(tmp_path, capsys):
         big = [lb != "d" for lb in mem.index]
         np.testing.assert_allclose(got["estimate"].to_numpy(float)[big], mem["estimate"].to_numpy(float)[big],
                                    rtol=RTOL, atol=ATOL)
+
+
+def test_groups_that_cannot_be_analysed(tmp_path):
+    """A one-row group and a single-outcome group: not analysed, with the in-memory reasons."""
+    df = _frame(seed=31).dropna()
+    df["site"] = df["site"].astype(str)
+    df.loc[df.index[100], "site"] = "one"
+    rows = df.index[200:220]
+    df.loc[rows, "site"], df.loc[rows, "y"] = "ones", 1
+    path = tmp_path / "d.csv"
+    df.to_csv(path, index=False)
+    mem = ct.calib_ci("y ~ p", data=pd.read_csv(path), by="site")
+    streamed = ct.calib_ci("y ~ p", data=str(path), by="site", chunksize=150)
+    assert streamed.reasons["one"] == "a single row" and "single outcome class" in streamed.reasons["ones"]
+    _same(mem, streamed)
