@@ -207,10 +207,20 @@ def _population_options(args) -> dict:
     return out
 
 
+def _streams_by_group(args) -> bool:
+    """Whether ``ci --by`` streams the file by group: unweighted, the adjusted interval, not the Monte Carlo null."""
+    return bool(args.by) and args.weights is None and args.prevalence is None and args.method == "adjusted" \
+        and args.null != "monte-carlo"
+
+
 def _cmd_ci(args) -> int:
     from calibtest.ece import calib_ci
 
-    data, stream = _read_input(args, stream=True)
+    if _streams_by_group(args):  # --by: per-group bin sums in one pass over the file, CSV or Parquet
+        _read_input(args, stream=True)  # the path's checks
+        data, stream = args.file, {"chunksize": args.chunksize}
+    else:
+        data, stream = _read_input(args, stream=True)
     keywords = {**_model_keywords(args), **stream, **_resampling_options(args), **_null_options(args)}
     keywords.update(_population_options(args))
     res = calib_ci(args.formula, data=data, **keywords)

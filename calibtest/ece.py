@@ -16,12 +16,15 @@ from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.files import stream_file
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
-from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci
+from calibtest.backends.grouped import dask_groups, stream_file_groups
+from calibtest._format import Call
+from calibtest.grouping import by_names
+from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums
 from calibtest.inputs import is_dask, is_out_of_core
 from calibtest.options import check_options
 from calibtest.results import CalibrationResult
 
-__all__ = ["calib_ci", "calib_ci_out_of_core"]
+__all__ = ["calib_ci", "calib_ci_out_of_core", "grouped_out_of_core"]
 
 
 def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng) -> dict:
@@ -176,8 +179,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         calibration in every group and the heterogeneity test (see
         :mod:`calibtest.groups`).  Small groups use the Monte Carlo null; the
         global test combines finite-sample per-group p-values (the
-        conditional null's, computed alongside the asymptotic one).  Rows in
-        memory only.
+        conditional null's, computed alongside the asymptotic one).  A file
+        or a Dask frame is streamed by group (column names only): a counting
+        pass, then one pass of per-group bin sums, giving the in-memory
+        result up to rounding, except that small groups use the asymptotic
+        null with a note (the Monte Carlo draws need the rows) and are left
+        unanalysed under ``null="conditional"`` (``docs/populations.md``).
+        ``weights=`` and ``prevalence=`` need rows in memory.
 
     Returns
     -------
@@ -211,10 +219,17 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
-    if is_out_of_core(data) and (by is not None or weights is not None or prevalence is not None):
-        raise OptionError("by=, weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
-                         "file or a Dask frame, read the columns needed into pandas, or stream each group's rows "
-                         "into its own BinAccumulator (unweighted)")
+    if is_out_of_core(data) and (weights is not None or prevalence is not None):
+        raise OptionError("weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
+                         "file or a Dask frame, read the columns needed into pandas")
+    if is_out_of_core(data) and by is not None:
+        if null == "monte-carlo":
+            raise OptionError("null='monte-carlo' draws labels for every row and needs the rows in memory (a "
+                             "DataFrame or arrays); with by= on files and Dask frames use null='auto', "
+                             "'conditional' or 'asymptotic'")
+        return grouped_out_of_core(formula, data, by=by, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
+                                   n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
+                                   progress=progress, method=method, null=null, call_options=options)
     if by is not None:
         return grouped_calib_ci(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                                 alpha=alpha, missing=missing, null=null, rng=rng,
@@ -288,3 +303,54 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
                              missing=missing, null=null)
     return stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                        missing=missing, chunksize=chunksize, progress=progress, null=null)
+
+
+def grouped_out_of_core(formula, data, *, by, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
+                        alpha: float = 0.05, missing: str = "raise", chunksize=None, progress=None,
+                        method: str = "adjusted", null: str = "auto",
+                        call_options: dict | None = None) -> GroupedCalibrationResult:
+    """:func:`calibtest.calib_ci` with ``by=`` for a file path or a Dask DataFrame, streamed by group.
+
+    A counting pass (only the ``by`` columns, or with ``missing="drop"`` the
+    formula's too) gives every group's n and so its automatic B; one pass
+    then reduces each chunk (partition) to per-group bin sums
+    (:mod:`calibtest.backends.grouped`), from which
+    :func:`calibtest.groups.grouped_calib_ci_from_sums` builds the grouped
+    result of the rows in memory.
+
+    Parameters
+    ----------
+    by : str or list of str
+        Grouping column(s) of the file or frame (several: crossed).
+    Other parameters as in :func:`calib_ci_out_of_core`.
+    """
+    dask = is_dask(data)
+    what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
+    check_in_memory_method(method, what)
+    if y is not None or probs is not None:
+        raise ValueError(f"y= and probs= cannot be combined with data={what}; name the columns in a formula")
+    if formula is None:
+        raise ValueError(f"data={what} needs a formula naming its columns, e.g. 'correct ~ confidence'")
+    names = by_names(by)
+    if not names:
+        raise OptionError(f"by= must name grouping columns of {what} (a column name or a list of names), not "
+                          "arrays of labels")
+    if len(set(names)) < len(names):
+        twice = next(nm for nm in names if names.count(nm) > 1)
+        raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping column once")
+    options = dict(call_options or {})
+    options.update({"by": by, "null": null if null != "auto" else None, "rng": None})
+    if dask:
+        if chunksize is not None:
+            raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
+                             "(use ddf.repartition to change their size)")
+        sums = dask_groups(data, formula, names, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                           missing=missing, null=null)
+        shown = f"data=<dask DataFrame npartitions={data.npartitions}>"
+    else:
+        sums = stream_file_groups(data, formula, names, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                                  missing=missing, chunksize=chunksize, progress=progress, null=null)
+        shown = f"data={sums.source['name']!r}"
+        options["chunksize"] = chunksize
+    call = Call("calib_ci", (repr(formula), shown), options)
+    return grouped_calib_ci_from_sums(sums, formula=formula, alpha=alpha, null=null, call=call)

@@ -53,7 +53,9 @@ from calibtest.core.targets import PreparedData
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 
 __all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels",
-           "by_names", "skip_reason", "subset_rows", "analyse_groups", "group_table", "grouped_result", "group_rng",
+           "by_names", "skip_reason", "skip_reason_counts", "subset_rows", "analyse_groups",
+           "analyse_counted_groups", "check_group_labels", "grouping_index", "grouping_from_counts", "group_table",
+           "grouped_result", "group_rng",
            "label_text", "global_test", "global_text", "holm"]
 
 #: How the per-group p-values are combined into the global test.
@@ -199,20 +201,44 @@ def grouping_of(names, values) -> Grouping:
     ValueError
         A missing group label.
     """
-    for nm, v in zip(names, values):
-        if pd.isna(pd.Series(v)).any():
-            raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
-                             "(e.g. 'unknown') or drop those rows")
+    check_group_labels(names, values)
     coded = [levels(v) for v in values]
     shape = tuple(max(len(lv), 1) for _, lv in coded)
     flat = np.ravel_multi_index(tuple(c for c, _ in coded), shape) if coded[0][0].size else np.zeros(0, int)
     order = np.argsort(flat, kind="stable")
     starts = np.searchsorted(flat[order], np.arange(int(np.prod(shape)) + 1))
-    if len(names) == 1:
-        index = pd.Index(coded[0][1], name=names[0], tupleize_cols=False)
-    else:
-        index = pd.MultiIndex.from_product([lv for _, lv in coded], names=list(names))
+    index = grouping_index(names, [lv for _, lv in coded])
     return Grouping(names=tuple(names), index=index, labels=tuple(index), order=order, starts=starts)
+
+
+def check_group_labels(names, values) -> None:
+    """Raise a ValueError naming the first grouping variable with a missing label."""
+    for nm, v in zip(names, values):
+        if np.asarray(pd.isna(v if isinstance(v, pd.Categorical) else np.asarray(v))).any():
+            raise ValueError(f"by column {nm!r} has missing values; give them a level of their own "
+                             "(e.g. 'unknown') or drop those rows")
+
+
+def grouping_index(names, level_lists) -> pd.Index:
+    """The index of every group label: the levels of one variable, or every combination of several."""
+    if len(names) == 1:
+        return pd.Index(level_lists[0], name=names[0], tupleize_cols=False)
+    return pd.MultiIndex.from_product(list(level_lists), names=list(names))
+
+
+def grouping_from_counts(names, level_lists, counts: dict) -> Grouping:
+    """The groups of rows that were counted, not kept (a file or a Dask frame streamed by group).
+
+    ``level_lists`` are the levels of each variable (as :func:`levels` orders
+    them) and ``counts`` maps a group label to its rows (absent: none).  The
+    result has the index, labels and counts of :func:`grouping_of` on the same
+    rows, but no row positions (``order`` is empty): the rows were not kept.
+    """
+    index = grouping_index(names, level_lists)
+    labels = tuple(index)
+    sizes = np.array([int(counts.get(lb, 0)) for lb in labels], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    return Grouping(names=tuple(names), index=index, labels=labels, order=np.zeros(0, np.int64), starts=starts)
 
 
 def label_text(by, label) -> str:
@@ -246,15 +272,19 @@ def skip_reason(sub: PreparedData, single_class: bool = True) -> str | None:
     which cannot separate calibration from the predictions' level without
     both outcomes) a single outcome class on a binary or top-1 target.
     """
-    if sub.n == 0:
+    return skip_reason_counts(sub.n, _events(sub) if sub.n else None, sub.mode, single_class)
+
+
+def skip_reason_counts(n: int, events: int | None, mode: str, single_class: bool = True) -> str | None:
+    """:func:`skip_reason` from a group's row and event counts (``events`` None: not a binary or top-1 target)."""
+    if n == 0:
         return "no rows"
-    if sub.n == 1:
+    if n == 1:
         return "a single row"
-    events = _events(sub)
-    if single_class and events is not None and events in (0, sub.n):
+    if single_class and events is not None and events in (0, n):
         outcome = "1" if events else "0"
-        what = "correct" if sub.mode == "top1" else "outcome"
-        return (f"a single outcome class: every {what} is {outcome} in {sub.n} rows, so the group's "
+        what = "correct" if mode == "top1" else "outcome"
+        return (f"a single outcome class: every {what} is {outcome} in {n} rows, so the group's "
                 "calibration cannot be separated from its predictions' level")
     return None
 
@@ -278,34 +308,56 @@ def analyse_groups(grouping: Grouping, target: PreparedData, analyse: Callable, 
     for g, label in enumerate(grouping.labels):
         idx = grouping.rows(g)
         sub = subset_rows(target, idx)
-        reason = skip_reason(sub, single_class)
-        res = None
-        if reason is None:
-            try:
-                res = analyse(g, label, idx, sub)
-            except OptionError:
-                raise
-            except ValueError as exc:
-                reason = " ".join(str(exc).split())
-        groups[label] = res
-        if res is None:
-            reasons[label] = reason
+        _analyse_one(groups, reasons, label, skip_reason(sub, single_class), lambda: analyse(g, label, idx, sub))
     return groups, reasons
+
+
+def analyse_counted_groups(grouping: Grouping, events, mode: str, analyse: Callable, *,
+                           single_class: bool = True) -> tuple[dict, dict]:
+    """:func:`analyse_groups` for groups known by their counts, not their rows (streamed data).
+
+    ``events`` holds each group's rows with outcome 1 (None entries for
+    targets other than binary and top-1); ``analyse(g, label)`` is applied to
+    every group that :func:`skip_reason_counts` lets through, with the same
+    rule for the errors it raises.
+    """
+    groups, reasons = {}, {}
+    for g, (label, n) in enumerate(zip(grouping.labels, grouping.counts)):
+        reason = skip_reason_counts(int(n), events[g], mode, single_class)
+        _analyse_one(groups, reasons, label, reason, lambda: analyse(g, label))
+    return groups, reasons
+
+
+def _analyse_one(groups: dict, reasons: dict, label, reason, run: Callable) -> None:
+    """One group of :func:`analyse_groups`: its result, or why it has none."""
+    res = None
+    if reason is None:
+        try:
+            res = run()
+        except OptionError:
+            raise
+        except ValueError as exc:
+            reason = " ".join(str(exc).split())
+    groups[label] = res
+    if res is None:
+        reasons[label] = reason
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def group_table(grouping: Grouping, target: PreparedData, groups: dict, reasons: dict, group_notes: dict,
-                row: Callable, columns: list, *, events: bool = False) -> pd.DataFrame:
+def group_table(grouping: Grouping, target: PreparedData | None, groups: dict, reasons: dict, group_notes: dict,
+                row: Callable, columns: list, *, events=False) -> pd.DataFrame:
     """One row per group, indexed by the group labels (``grouping.index``).
 
     ``n`` (and with ``events`` the rows with outcome 1) of every group,
     analysed or not; then ``columns``, filled from ``row(result)`` (a dict)
     for the analysed groups and missing for the others, with
     ``pvalue_holm`` (Holm over the analysed groups) after ``pvalue``; then
-    ``note`` (why a group was not analysed, or its note).
+    ``note`` (why a group was not analysed, or its note).  ``events`` may
+    also be the list of each group's events (streamed groups, whose rows
+    were not kept; ``target`` is then None).
     """
     counts = [int(c) for c in grouping.counts]
     records = []
@@ -318,7 +370,9 @@ def group_table(grouping: Grouping, target: PreparedData, groups: dict, reasons:
         if all(v is None or _is_number(v) for v in table[col]):
             table[col] = table[col].astype(float)
     lead = {"n": counts}
-    if events:
+    if isinstance(events, (list, tuple, np.ndarray)):
+        lead["events"] = list(events)
+    elif events:
         lead["events"] = [_events(subset_rows(target, grouping.rows(g))) for g in range(len(grouping))]
     for i, (col, values) in enumerate(lead.items()):
         table.insert(i, col, pd.array(values, dtype="Int64"))

@@ -58,6 +58,7 @@ References
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -71,14 +72,17 @@ from calibtest.core.difference_variance import first_order_var_single, second_or
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
-from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted
-from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_groups, by_names, global_test, group_rng,
-                                group_labels, group_table, grouping_of, holm, label_text)
+from calibtest.core.binstats import BinStats
+from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted, result_from_stream
+from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
+                                global_test, group_rng, group_labels, group_table, grouping_from_counts, grouping_of,
+                                holm, label_text)
 from calibtest.inputs import prepare_input
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "global_test", "heterogeneity_test", "holm",
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_calib_ci_from_sums", "variance_from_sums",
+           "global_test", "heterogeneity_test", "holm",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
 #: Below this many rows a group is analysed with the Monte Carlo null and a note.
@@ -154,7 +158,11 @@ class GroupedCalibrationResult(GroupedResult):
         Why the heterogeneity test was not computed (fewer than two analysed
         groups with a positive variance), in words; None when it was.
     null : str
-        The null asked for (small groups use the Monte Carlo null).
+        The null asked for (small groups use the Monte Carlo null; streamed
+        data the asymptotic null there).
+    source : dict or None
+        For a file or a Dask frame (streamed by group), the data source as in
+        ``CalibrationResult.source``; None for rows in memory.
     mode, k, n_classes, formula, y_name, prob_names, call_record
         Bookkeeping.
     """
@@ -167,6 +175,7 @@ class GroupedCalibrationResult(GroupedResult):
     heterogeneity_note: str | None = None
     null: str = "conditional"
     kind: str = "calib_ci"
+    source: dict | None = None
 
     def to_frame(self) -> pd.DataFrame:
         """One row per group (a copy), indexed by the group labels (named by ``by``).
@@ -203,6 +212,9 @@ class GroupedCalibrationResult(GroupedResult):
         if self.n_dropped:
             notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop') before "
                          "grouping; n counts the rows analysed.")
+        if self.source is not None:
+            notes.append(f"Streamed from {self.source.get('name', self.source.get('format'))} in "
+                         f"{self.source.get('passes', 1)} pass(es): per-group bin sums, no rows kept.")
         notes += self._group_notes()
         notes.append("Each group has its own bins (B in the table); the pooled row is all rows together.")
         return notes
@@ -232,7 +244,8 @@ class GroupedCalibrationResult(GroupedResult):
         tab.index = [", ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in tab.index]
         pooled = self.pooled
         ci = pooled.conf_int(scale="ece")
-        pooled_row = pd.DataFrame([[pooled.n, _events(pooled), pooled.n_bins, pooled.ece, ci.lower, ci.upper,
+        events = _events(pooled) if pooled.data is not None else int(self.table["events"].sum())
+        pooled_row = pd.DataFrame([[pooled.n, events, pooled.n_bins, pooled.ece, ci.lower, ci.upper,
                                     pooled.null_pvalue, None]], columns=cols, index=["(pooled)"], dtype=object)
         tab = pd.concat([tab, pooled_row])
         tab.index = [short_name(i, 16) for i in tab.index]
@@ -392,10 +405,22 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         return res
 
     groups, reasons = analyse_groups(grouping, target, analyse)
-    group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
     pooled = one(target, partition_rows(target, n_bins), w_all, null, group_rng(rng, seed, len(grouping)),
                  call.with_options(by=None))
-    table = group_table(grouping, target, groups, reasons, group_notes, _row, _COLUMNS, events=True)
+    table = group_table(grouping, target, groups, reasons,
+                        {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _row, _COLUMNS,
+                        events=True)
+    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+                           global_method=global_method, alpha=alpha, null=null, seed=seed, mode=target.mode,
+                           k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
+                           prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
+
+
+def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, variances: dict,
+                    pooled: CalibrationResult, table: pd.DataFrame, *, global_method: str, null: str,
+                    **fields) -> GroupedCalibrationResult:
+    """The grouped result from the per-group results: the global and heterogeneity tests across them."""
+    group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
     analysed = [lb for lb, r in groups.items() if r is not None]
     gstat, gp = global_test([finite_sample_pvalue(groups[lb])[0] for lb in analysed], global_method)
@@ -406,9 +431,109 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, pooled=pooled, table=table,
         global_statistic=gstat, global_pvalue=gp, global_method=global_method, heterogeneity_statistic=q,
         heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
-        heterogeneity_note=het_note, alpha=alpha, null=pooled.null if null == "auto" else null, seed=seed,
-        mode=target.mode, k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
-        prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
+        heterogeneity_note=het_note, null=pooled.null if null == "auto" else null, **fields)
+
+
+def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> float:
+    """:func:`estimate_variance` of an unweighted group from its bin sums (streamed rows).
+
+    The influence values psi_i = 2 mu_b^T U_i - ||mu_b||^2 have
+    sum_b c_b ||mu_b||^2 and sum_b (4 mu_b^T M_b mu_b - 3 c_b ||mu_b||^4) as
+    their sum and sum of squares, and the distinct pairs of bin b give
+    sum_{i != j} (U_i.U_j)^2 = ||M_b||_F^2 - sum_i ||U_i||^4, where
+    ``fourth`` holds sum_i ||U_i||^4 per bin: the same variance as from the
+    rows, up to the order of floating-point additions.
+    """
+    c = stats.count
+    n = stats.n
+    mu = stats.sum_u / c[:, None]
+    mu2 = np.einsum("bi,bi->b", mu, mu)
+    quad = np.einsum("bi,bij,bj->b", mu, stats.sum_uu, mu)
+    mean = np.sum(c * mu2) / n
+    first = max(np.sum(4.0 * quad - 3.0 * c * mu2 ** 2) / n - mean ** 2, 0.0) / n
+    pairs = np.einsum("bij,bij->b", stats.sum_uu, stats.sum_uu) - fourth
+
+    def second(shift: float) -> float:
+        w = np.where(c >= 2, 1.0 / np.where(c >= 2, c - shift, 1.0), 0.0)
+        return float(2.0 / n ** 2 * np.sum(pairs * w ** 2))
+
+    return float(max(first - 2.0 * second(0.0), 0.0) + second(1.0))
+
+
+def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null: str = "auto",
+                               global_method: str = "bonferroni", call=None) -> GroupedCalibrationResult:
+    """:func:`calibtest.calib_ci` with ``by=`` on streamed data: the grouped result from per-group bin sums.
+
+    Parameters
+    ----------
+    sums : calibtest.backends.grouped.GroupSums
+        Every group's bin sums (with those of the conditional moments and of
+        ||U||^4), counts and events, and the pooled sums, from one pass over a
+        file or a Dask frame.
+    formula : str
+    alpha : float
+    null : {"auto", "asymptotic", "conditional"}
+        As for rows in memory, group by group
+        (:func:`calibtest.estimation.result_from_stream`).  A group below
+        :data:`MIN_GROUP_ROWS` rows or :data:`MIN_GROUP_EVENTS` events or
+        non-events, which rows in memory analyse with the Monte Carlo null,
+        uses the asymptotic null with a note (its p-value, the one the
+        global test and Holm use, is the asymptotic one: the label draws
+        need the rows); with ``null="conditional"`` such a group is not
+        analysed and the reason says why.
+    global_method : {"bonferroni", "fisher", "stouffer"}
+    call : Call, optional
+        The call, recorded on the result (each group's with ``group=``).
+
+    Returns
+    -------
+    GroupedCalibrationResult
+        The in-memory grouped result up to the order of floating-point
+        additions, with ``data=None`` in every group and ``source`` set.
+    """
+    global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
+    mode, k, n_classes, y_name, prob_names = sums.target
+    grouping = grouping_from_counts(sums.names, sums.level_lists, sums.counts)
+    events = [int(sums.events.get(lb, 0)) for lb in grouping.labels]
+    binary = mode in ("binary", "top1") or sums.pooled.dim == 1
+    bookkeeping = dict(formula=formula, y_name=y_name, prob_names=tuple(prob_names))
+    group_notes, variances = {}, {}
+
+    def analyse(g, label):
+        stats, (n_bins, rule) = sums.stats[label], sums.n_bins[label]
+        n, ev = int(grouping.counts[g]), events[g]
+        group_null = null
+        if n < MIN_GROUP_ROWS or min(ev, n - ev) < MIN_GROUP_EVENTS:
+            if null == "conditional":
+                raise ValueError(f"small group ({n} rows, {ev} events): rows in memory decide its test with the "
+                                 "Monte Carlo null, whose label draws need the rows, which a stream does not "
+                                 "keep, and null='conditional' was asked for; load its rows into memory (a "
+                                 "DataFrame) for the exact test, or pass null='auto' (the asymptotic null)")
+            group_null = "asymptotic"
+            stats = dataclasses.replace(stats, null_sums=None)  # its finite-sample p-value is not the conditional
+            group_notes[label] = (f"small group ({n} rows, {ev} events): rows in memory would decide its test "
+                                  "with the Monte Carlo null, whose label draws need the rows, which a stream does "
+                                  "not keep; its test and the p-value it gives the global test use the paper's "
+                                  "asymptotic null (conservative there) and its interval is approximate.")
+        res = result_from_stream(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, n_bins_rule=rule,
+                                 alpha=alpha, null=group_null,
+                                 call=None if call is None else call.with_options(
+                                     group=label_text(grouping.names, label)), **bookkeeping)
+        variances[label] = variance_from_sums(sums.stats[label], sums.fourth[label])
+        return res
+
+    groups, reasons = analyse_counted_groups(grouping, events if binary else [None] * len(events), mode, analyse)
+    pooled = result_from_stream(sums.pooled, mode=mode, k=k, n_classes=n_classes, n_bins=sums.pooled_bins[0],
+                                n_bins_rule=sums.pooled_bins[1], alpha=alpha, null=null,
+                                call=None if call is None else call.with_options(by=None), source=sums.source,
+                                **bookkeeping)
+    table = group_table(grouping, None, groups, reasons,
+                        {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _row, _COLUMNS,
+                        events=events if binary else [None] * len(events))
+    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+                           global_method=global_method, alpha=alpha, null=null, seed=None, mode=mode, k=k,
+                           n_classes=n_classes, n_dropped=sums.n_dropped, call_record=call, source=sums.source,
+                           **bookkeeping)
 
 
 def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:

@@ -159,8 +159,8 @@ def test_bad_by(df, tmp_path):
         ct.calib_ci(y=df.y, probs=df.p, by=np.zeros(5))
     path = tmp_path / "d.csv"
     df.to_csv(path, index=False)
-    with pytest.raises(ValueError, match="in memory"):
-        ct.calib_ci("y ~ p", str(path), by="site")
+    with pytest.raises(ValueError, match="in memory"):   # by= streams a file (test_groups_streamed.py), weights not
+        ct.calib_ci("y ~ p", str(path), by="site", weights=np.ones(len(df)))
 
 
 def test_calib_test_and_tcal_test_by_group(df):

@@ -126,7 +126,7 @@ def test_option_checks_and_exception_family():
     with pytest.raises(DataError, match="not a column"):
         ct.calib_ci("y ~ p", data=df.fillna(0.5), weights="w")
     with pytest.raises(OptionError, match="rows in memory"):
-        ct.calib_ci("y ~ p", data="some.csv", by="g")
+        ct.calib_ci("y ~ p", data="some.csv", weights="w")  # by= streams a file now
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -142,7 +142,7 @@ def csv(tmp_path):
 
 def test_one_exit_status_per_family(csv, capsys):
     """An option error exits 2 wherever it is found (argparse or a function); a data error exits 1."""
-    assert main(["ci", str(csv), "--formula", "y ~ p", "--by", "g", "--chunksize", "100"]) == EXIT_USAGE
+    assert main(["ci", str(csv), "--formula", "y ~ p", "--prevalence", "0.3", "--chunksize", "100"]) == EXIT_USAGE
     assert "in memory" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["ci", str(csv), "--formula", "y ~ p", "--bins", "0"])
@@ -395,6 +395,7 @@ CHECK_FUNCTIONS = {
     "backends/accumulator.py:_check_target": "data: chunks of one calibration target",
     "backends/files.py:_check_fields_with_csv_module": "data: field counts of a CSV file",
     "backends/files.py:check_csv_fields": "data: field counts of a CSV file",
+    "grouping.py:check_group_labels": "data: a missing group label (in memory and chunk by chunk)",
     "formula.py:check_formula_names": "data: a formula's names against the columns",
     "sample_size.py:_check_n_array": "an array of sample sizes (the scalar by check_count)",
     "reporting/document.py:check_metadata": "data: a report's metadata fields",
