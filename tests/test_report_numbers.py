@@ -25,7 +25,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 
 import calibtest as ct
 
@@ -290,36 +290,57 @@ def finite_sample_spec(res):
     }, key)
 
 
-VALPROB_ROWS = {  # row label -> (value key, interval key) of val_prob().to_dict()
-    "Observed event rate O / n": ("observed_rate", None), "Mean predicted risk E / n": ("mean_predicted", None),
-    "O / E (observed / expected events)": ("oe", "oe_ci"), "C (ROC), val.prob's": ("auc", None),
-    "C-statistic (exact)": ("c_statistic", "auc_ci"), "Dxy": ("dxy", None), "R2": ("r2", None), "D": ("d", None),
-    "D:Chi-sq": ("d_chisq", None), "D:p": ("d_p", None), "U": ("u", None), "U:Chi-sq": ("u_chisq", None),
-    "U:p": ("u_p", None), "Q": ("q", None), "Brier": ("brier", None), "Intercept": ("intercept", "intercept_ci"),
-    "Slope": ("slope", "slope_ci"), "Calibration-in-the-large": ("citl", "citl_ci"), "Emax": ("emax", None),
-    "E90": ("e90", None), "Eavg": ("eavg", None), "E50 (loess)": ("loess_e50", None),
-    "E90 (loess)": ("loess_e90", None), "ICI (loess)": ("loess_ici", None), "Emax (loess)": ("loess_emax", None),
-    "S:z": ("spiegelhalter_z", None), "S:p": ("spiegelhalter_p", None),
+VALPROB_ROWS = {  # row label -> value key of val_prob().to_dict()
+    "Observed event rate O / n": "observed_rate", "Mean predicted risk E / n": "mean_predicted",
+    "O / E (observed / expected events)": "oe", "C (ROC), val.prob's": "c_statistic", "C-statistic (exact)": "auc",
+    "Dxy": "dxy", "R2": "r2", "D": "d", "D:Chi-sq": "d_chisq", "D:p": "d_p", "U": "u", "U:Chi-sq": "u_chisq",
+    "U:p": "u_p", "Q": "q", "Brier": "brier", "Intercept": "intercept", "Slope": "slope",
+    "Calibration-in-the-large": "citl", "Emax": "emax", "E90": "e90", "Eavg": "eavg", "E50 (loess)": "loess_e50",
+    "E90 (loess)": "loess_e90", "ICI (loess)": "loess_ici", "Emax (loess)": "loess_emax",
+    "S:z": "spiegelhalter_z", "S:p": "spiegelhalter_p",
 }
 
 
 def valprob_spec(res):
-    """The validation metrics: ``res.val_prob().to_dict()``; the definitions are words."""
+    """The validation metrics: ``res.val_prob().to_dict()``, and the formula of a row where it has one.
+
+    O/E = Σy / Σp with exp(log(O/E) ∓ z·√((1 − O/n) / O)); C ∓ z·se (DeLong);
+    Dxy = 2 (C − 1/2) of val.prob's C; D = (D:Chi-sq − 1) / n, U = (U:Chi-sq − 2) / n
+    and Q = D − U on the finite-logit rows; D:p and U:p from chi-square(1), (2);
+    S:p = 2 Φ(−|S:z|); the intercept, slope and CITL intervals est ∓ z·se.
+    """
     v = res.val_prob().to_dict()
+    z = norm.isf(v["alpha"] / 2)
+    n_fit = v["n"] - v["n_infinite_logit"]
+    se_log_oe = math.sqrt((1 - v["observed_rate"]) / v["n_events"])
+    oe = v["observed_rate"] / v["mean_predicted"]
+    value = {"oe": oe, "dxy": 2 * (v["c_statistic"] - 0.5), "d": (v["d_chisq"] - 1) / n_fit,
+             "u": (v["u_chisq"] - 2) / n_fit, "q": (v["d_chisq"] - 1) / n_fit - (v["u_chisq"] - 2) / n_fit,
+             "d_p": chi2.sf(v["d_chisq"], 1), "u_p": chi2.sf(v["u_chisq"], 2),
+             "spiegelhalter_p": 2 * norm.sf(abs(v["spiegelhalter_z"])),
+             "observed_rate": v["n_events"] / v["n"]}
+    interval = {"oe": (oe * math.exp(-z * se_log_oe), oe * math.exp(z * se_log_oe)),
+                "auc": (max(v["auc"] - z * v["auc_se"], 0.0), min(v["auc"] + z * v["auc_se"], 1.0))}
+    interval.update({key: (v[key] - z * v[f"{key}_se"], v[key] + z * v[f"{key}_se"])
+                     for key in ("intercept", "slope", "citl")})
 
     def spec(key):
         if key == "caption":
             return []
         if key == "header":
             return [[], [], [level(v["alpha"])], []]
-        value, ci = VALPROB_ROWS[key]
-        return [[], [V(v[value], value)], [] if ci is None else [V(v[ci][0], ci), V(v[ci][1], ci)], PROSE]
+        name = VALPROB_ROWS[key]
+        ci = interval.get(name)
+        return [[], [V(value.get(name, v[name]), name)], [] if ci is None else [V(ci[0], name), V(ci[1], name)],
+                PROSE]
     return spec
 
 
 def comparison_spec(cmp):
-    """The comparison of two models: the comparison's ``to_dict()``; z recomputed as Δ / se."""
+    """The comparison of two models: the comparison's ``to_dict()``; z = Δ / se and the interval Δ ∓ z·se."""
     c = cmp.to_dict()
+    assert c["alternative"] == "two-sided"  # the interval below is the two-sided one
+    half = norm.isf(c["alpha"] / 2) * c["se"]
     return lambda key: _lookup({
         "caption": [], "header": [[], []], "Model A": [[], []], "Model B": [[], []],
         "ECE_A² (squared probability units)": [[], [V(c["estimate_a"], "estimate_a")]],
@@ -328,8 +349,8 @@ def comparison_spec(cmp):
         "Standard error of Δ": [[], [V(c["se"], "se")]],
         "z": [[], [V(c["estimate"] / c["se"], "z = Δ / se")]],
         "p-value": [[], [V(c["pvalue"], "pvalue")]],
-        "#% confidence interval for Δ": [[level(c["alpha"])], [V(c["ci_lower"], "ci_lower"),
-                                                                V(c["ci_upper"], "ci_upper")]],
+        "#% confidence interval for Δ": [[level(c["alpha"])], [V(c["estimate"] - half, "Δ − z·se"),
+                                                                V(c["estimate"] + half, "Δ + z·se")]],
         "Alternative hypothesis": [[], []], "Pairing": [[], []],
     }, key)
 
@@ -388,6 +409,10 @@ CAPTIONS = [
 ]
 
 
+# tables of result numbers this module has no checker for yet: a report holding one fails the check
+UNCHECKED = [r"(?i).*\bacceptance\b", r"Pairwise comparison of "]
+
+
 def _single(res):
     return res.pooled if hasattr(res, "pooled") else res
 
@@ -401,6 +426,8 @@ def check_report(html: str, results: dict, comparisons: dict | None = None, fram
             if m:
                 break
         else:
+            if any(re.match(pattern, caption) for pattern in UNCHECKED):
+                errors.append(f"no checker for the table {caption!r}")
             continue  # a table of settings, provenance, bins, software ... : not a table of result numbers
         name = m.group("name")
         seen.append((kind, name))
@@ -567,3 +594,11 @@ def test_checker_reports_an_unmapped_row_and_an_unmapped_number(binary):
     assert html.count(cell) == 1
     errors, _ = check_report(html.replace(cell, cell + " (B = 76)"), {"p": res})
     assert len(errors) == 1 and "shows 2 numbers" in errors[0]
+
+
+def test_checker_reports_a_table_without_a_checker(binary):
+    res, html = binary
+    table = ('<table><caption><span class="label">Table 99.</span> Acceptance: the pre-specified criteria.'
+             '</caption><tr><th>Criterion</th></tr><tr><td>ECE below 0.05</td></tr></table>')
+    errors, _ = check_report(html.replace("</body>", table + "</body>"), {"p": res})
+    assert errors == ["no checker for the table 'Acceptance: the pre-specified criteria.'"]
