@@ -1,8 +1,9 @@
 """Every number of the report's result tables, read back from the HTML and recomputed (issue 24, point 5).
 
-Five HTML reports are rendered once per module (``ct.report``): a binary
+Six HTML reports are rendered once per module (``ct.report``): a binary
 result (the demo data), a top-1 result (simulated three-class probabilities),
-a case-weighted result, a subgroup analysis (``calib_ci(by=)``) and two models
+a case-weighted result, a prevalence-weighted result (Monte Carlo null), a
+subgroup analysis (``calib_ci(by=)``) and two models
 on the same rows with their comparison (``calib_compare``).  The tables are
 parsed with the standard library's ``html.parser``.  Each checked table has
 one small function that maps a row (its label, numbers replaced by ``#``) to
@@ -166,6 +167,11 @@ def check_rows(table: str, rows: list[list[str]], spec) -> list[str]:
 PROSE = object()  # a column of definitions in words: its numbers are constants of the wording, not results
 
 
+def null_numbers(d: dict) -> list:
+    """The numbers in the name of the result's null: "Monte Carlo (999 label draws)"."""
+    return [V(d["mc_draws"], "mc_draws")] if d["null"] == "monte-carlo" else []
+
+
 def level(alpha: float) -> V:
     return V(100 * (1 - alpha), "confidence level in %")
 
@@ -207,6 +213,7 @@ def evidence_spec(res):
 def weighted_evidence_spec(res):
     """The evidence table of a weighted result: its interval and its test (``to_dict()``)."""
     d = res.to_dict()
+    null = {"asymptotic": "asymptotic null)", "monte-carlo": "Monte Carlo (# label draws) null)"}.get(d["null"])
     return lambda key: _lookup({
         "caption": [V(d["alpha"], "alpha")],
         "header": [[], [], [], [], [V(d["alpha"], "alpha")]],
@@ -214,8 +221,8 @@ def weighted_evidence_spec(res):
                                                         [V(d["estimate"], "estimate")],
                                                         [V(d["ci_lower"], "ci_lower"), V(d["ci_upper"], "ci_upper")],
                                                         [C("0")]],
-        "Weighted test of ECE = # (asymptotic null)": [[C("0")], [C("0")], [V(d["estimate"], "estimate")],
-                                                       [V(d["null_pvalue"], "null_pvalue")], []],
+        f"Weighted test of ECE = # ({null}": [[C("0")] + null_numbers(d), [C("0")], [V(d["estimate"], "estimate")],
+                                             [V(d["null_pvalue"], "null_pvalue")], []],
         "Hosmer–Lemeshow, case-weighted": [[], [], [], [], []],
         "Multi-scale test, Spiegelhalter's z, CITL, slope": [[], [], [], [], []],
     }, key)
@@ -261,33 +268,45 @@ def regimes_spec(res):
     z0 = n * math.sqrt(w) * t / sigma0
     critical0 = norm.ppf(1 - alpha) * sigma0 / (n * math.sqrt(w))
     return lambda key: _lookup({
-        "caption": [] if d["null"] == "asymptotic" else [C("0")],  # "... whether 0 belongs to the interval"
+        "caption": [] if d["null"] == "asymptotic" else null_numbers(d) + [C("0")],  # "... whether 0 belongs"
         "header": [[], [C("0")], [C("0")]],
         "Asymptotic law of T": [[], [C("0"), C("1")], [C("0"), C("1")]],
         "Variance constant": [[], [V(d["sigma0_sq"], "sigma0_sq")], [V(d["sigma1_sq"], "sigma1_sq")]],
         "Standard error of T": [[], [V(sigma0 / (n * math.sqrt(w)), "σ₀ / (n·√w)")], [V(se, "se")]],
         "Statistic": [[], [V(z0, "z₀ = n·√w·T / σ₀")], [V(t / se, "T / se")]],
         "p-value of H0: ECE = #": [[C("0")], [V(norm.sf(z0), "1 − Φ(z₀)"), C("1")], []],
-        "Role in the interval": [[], [C("0"), C("1"), V(critical0, "z(1−α)·σ₀ / (n·√w)")],
+        "Role in the interval": [[], null_numbers(d) + [C("0"), C("1"), V(critical0, "z(1−α)·σ₀ / (n·√w)")],
                                  [C("1"), C("2")] + BRANCH_CONSTANTS[d["ci_branch"]]],
     }, key)
 
 
 def finite_sample_spec(res):
-    """The finite-sample test used (conditional null): sd(T | Z), skewness, z = T / sd, p, critical value."""
+    """The finite-sample test used: the conditional null (sd(T | Z), skewness, z = T / sd) or the Monte Carlo
+    null (T against its draws, p = (1 + #draws ≥ T) / (1 + draws) recomputed from the stored draws)."""
     d = res.to_dict()
-    sd = math.sqrt(d["conditional_variance"])
-    return lambda key: _lookup({
-        "caption": [C("0"), V(d["n_bins"], "n_bins")],
+    mapping = {
+        "caption": [C("0"), V(d["n_bins"], "n_bins")] + null_numbers(d),
         "header": [[], []],
         "Null law": [[], []],
-        "Conditional moments of T given the predictions": [[], [V(sd, "sd(T | Z)"),
-                                                                V(d["conditional_skewness"], "skewness")]],
-        "Statistic": [[], [V(d["estimate"] / sd, "z = T / sd(T | Z)")]],
         "p-value of H0: ECE = #": [[C("0")], [V(d["null_pvalue"], "null_pvalue")]],
         "Critical value of T at α": [[], [V(d["threshold"], "threshold")]],
         "Role in the interval": [[], [C("0")]],
-    }, key)
+    }
+    if d["conditional_variance"] is not None:
+        sd = math.sqrt(d["conditional_variance"])
+        mapping["Conditional moments of T given the predictions"] = [
+            [], [V(sd, "sd(T | Z)"), V(d["conditional_skewness"], "skewness")]]
+    if d["null"] == "conditional" and d["null_method"] == "shifted gamma":
+        mapping["Statistic"] = [[], [V(d["estimate"] / sd, "z = T / sd(T | Z)")]]
+    elif d["null"] == "monte-carlo":
+        draws = res.monte_carlo.null_draws
+        assert draws.size == d["mc_draws"]
+        mapping["Statistic"] = [[], [V(d["estimate"], "estimate"), V(d["mc_draws"], "mc_draws")]
+                                + ([] if d["mc_seed"] is None else [V(int(d["mc_seed"]), "mc_seed")])]
+        p = (1 + np.count_nonzero(draws >= d["estimate"])) / (1 + draws.size)
+        mapping["p-value of H0: ECE = #"] = [[C("0")], [V(p, "(1 + #draws ≥ T) / (1 + draws)"), C("1"), C("1"),
+                                                        V(d["mc_draws"], "mc_draws")]]
+    return lambda key: _lookup(mapping, key)
 
 
 VALPROB_ROWS = {  # row label -> value key of val_prob().to_dict()
@@ -492,6 +511,12 @@ def weighted(folder, site_data):
 
 
 @pytest.fixture(scope="module")
+def prevalence_weighted(folder, site_data):
+    res = ct.calib_ci("y ~ p", data=site_data, prevalence=0.3, rng=11)  # Monte Carlo null, jackknife se
+    return res, _render(res, folder / "prevalence.html")
+
+
+@pytest.fixture(scope="module")
 def grouped(folder, site_data):
     res = ct.calib_ci("y ~ p", data=site_data, by="site")
     return res, _render(res, folder / "grouped.html", labels=["risk score"])
@@ -532,6 +557,14 @@ def test_weighted_report_numbers(weighted):
     assert errors == []
     # asymptotic null: no finite-sample table; no rows-based validation metrics for weights
     assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes"]
+
+
+def test_prevalence_weighted_report_numbers(prevalence_weighted):
+    res, html = prevalence_weighted
+    assert res.weighting.prevalence == 0.3 and res.null == "monte-carlo"
+    errors, seen = check_report(html, {"p": res})
+    assert errors == []
+    assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "finite-sample test"]
 
 
 def test_grouped_report_numbers(grouped, site_data):
