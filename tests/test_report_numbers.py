@@ -238,7 +238,7 @@ def estimate_spec(res):
         "caption": [level(d["alpha"])],
         "header": [[], [], []],
         "Point estimate": [[], [V(d["estimate"], "estimate"), C("0"), V(d["estimate_pos"], "estimate_pos")],
-                           [V(math.sqrt(d["estimate_pos"]), "√T⁺"), ]],
+                           [V(math.sqrt(d["estimate_pos"]), "√T⁺")]],
         f"#% {d['method']} confidence interval": interval,
         "Plug-in estimate T_m (biased upward; for comparison)": [
             [], [V(d["plugin_estimate"], "plugin_estimate")],
