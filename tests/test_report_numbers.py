@@ -223,9 +223,44 @@ def weighted_evidence_spec(res):
                                                         [C("0")]],
         f"Weighted test of ECE = # ({null}": [[C("0")] + null_numbers(d), [C("0")], [V(d["estimate"], "estimate")],
                                              [V(d["null_pvalue"], "null_pvalue")], []],
-        "Hosmer–Lemeshow, case-weighted": [[], [], [], [], []],
+        "Hosmer–Lemeshow, case-weighted": [[], [], [], [], []],  # prevalence weights: not computed
+        "Hosmer–Lemeshow, case-weighted (# groups, df = #)": _weighted_hl_row(res),
         "Multi-scale test, Spiegelhalter's z, CITL, slope": [[], [], [], [], []],
     }, key)
+
+
+def _weighted_hl_row(res):
+    """The case-weighted Hosmer–Lemeshow row, recomputed by the public function with the result's case weights."""
+    if res.weighting.case_weights is None:
+        return None
+    hl = ct.hosmer_lemeshow(y=np.rint(res.data.y[:, 0]), probs=res.data.z[:, 0],
+                            weights=np.asarray(res.weighting.case_weights)).to_dict()
+    return [[V(hl["groups"], "groups"), V(hl["df"], "df")], [], [V(hl["statistic"], "HL statistic")],
+            [V(hl["pvalue"], "HL p-value")], []]
+
+
+#: The acceptance criteria of the plan the acceptance report is checked against.
+ACCEPTANCE = {"ece_below": 0.05, "citl_within": (-0.2, 0.2), "slope_within": (0.8, 1.25), "oe_within": (0.8, 1.25)}
+
+
+def acceptance_spec(res, alpha: float = 0.05):
+    """The Acceptance table: each criterion's limit, estimate, bound or interval and p-value, recomputed by the
+    public tests (``res.margin_test``, ``ct.citl_test``, ``ct.slope_test``, ``ct.oe_test`` on the rows)."""
+    m = res.margin_test(ACCEPTANCE["ece_below"], alpha).to_dict()
+    vp = res.val_prob()
+    p, y = res.data.z[:, 0], np.rint(res.data.y[:, 0])
+    tests = {"CITL": ct.citl_test(vp, ACCEPTANCE["citl_within"], alpha).to_dict(),
+             "Calibration slope": ct.slope_test(vp, ACCEPTANCE["slope_within"], alpha).to_dict(),
+             "O/E": ct.oe_test(within=ACCEPTANCE["oe_within"], alpha=alpha, probs=p, y=y).to_dict()}
+    rows = {"ECE (primary)": [[], [V(m["margin"], "margin")], [V(m["estimate"], "ECE")],
+                              [V(m["upper"], "upper bound"), level(alpha)], [], [V(m["pvalue"], "p")], []]}
+    for label, t in tests.items():
+        rows[label] = [[], [V(t["lower_limit"], "lower"), V(t["upper_limit"], "upper")], [V(t["estimate"], "estimate")],
+                       [V(t["ci_lower"], "ci_lower"), V(t["ci_upper"], "ci_upper"), V(100 * (1 - 2 * alpha), "level")],
+                       [], [V(t["pvalue"], "p")], []]
+    rows["caption"] = [V(alpha, "alpha")]
+    rows["header"] = [[], [], [], [], [], [], []]
+    return lambda key: _lookup(rows, key)
 
 
 def estimate_spec(res):
@@ -425,11 +460,12 @@ CAPTIONS = [
     ("comparison", r"Comparison of (?P<name>.+?) with .+\.$"),
     ("subgroups", r"Calibration of (?P<name>.+?) within the subgroups of "),
     ("subgroup tests", r"Tests across the subgroups of .+ for (?P<name>.+?)\.$"),
+    ("acceptance", r"Acceptance criteria of the analysis plan(?: for (?P<name>.+?))?, each tested at"),
 ]
 
 
 # tables of result numbers this module has no checker for yet: a report holding one fails the check
-UNCHECKED = [r"(?i).*\bacceptance\b", r"Pairwise comparison of "]
+UNCHECKED = [r"Pairwise comparison of "]
 
 
 def _single(res):
@@ -448,7 +484,7 @@ def check_report(html: str, results: dict, comparisons: dict | None = None, fram
             if any(re.match(pattern, caption) for pattern in UNCHECKED):
                 errors.append(f"no checker for the table {caption!r}")
             continue  # a table of settings, provenance, bins, software ... : not a table of result numbers
-        name = m.group("name")
+        name = m.group("name") if m.group("name") is not None else next(iter(results))
         seen.append((kind, name))
         if kind == "comparison":
             spec = comparison_spec(comparisons[name])
@@ -457,13 +493,15 @@ def check_report(html: str, results: dict, comparisons: dict | None = None, fram
                     else subgroup_tests_spec(results[name]))
         else:
             res = _single(results[name])
-            if kind == "evidence":
+            if kind == "acceptance":
+                spec = acceptance_spec(res)
+            elif kind == "evidence":
                 spec = weighted_evidence_spec(res) if res.weighting is not None else evidence_spec(res)
             else:
                 spec = {"estimate": estimate_spec, "regimes": regimes_spec, "finite-sample test": finite_sample_spec,
                         "validation metrics": valprob_spec}[kind](res)
         table = f"{kind} of {name}"
-        unnamed = caption[:m.start("name")] + "…" + caption[m.end("name"):]  # a name may hold digits
+        unnamed = caption if m.start("name") < 0 else caption[:m.start("name")] + "…" + caption[m.end("name"):]
         errors += check_cell(f"{table} [caption]", unnamed, spec("caption"))
         errors += check_rows(table, rows, spec)
     return errors, seen
@@ -493,6 +531,14 @@ def site_data():
 def binary(folder):
     res = ct.calib_ci("y ~ p", data=ct.load_demo())
     return res, _render(res, folder / "binary.html")
+
+
+@pytest.fixture(scope="module")
+def with_plan(folder):
+    """The demo model reported against a plan with every acceptance criterion."""
+    res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    ct.plan(folder / "plan.json", acceptance=ACCEPTANCE, primary="ece_below")
+    return res, _render(res, folder / "acceptance.html", plan=folder / "plan.json")
 
 
 @pytest.fixture(scope="module")
@@ -540,6 +586,13 @@ def test_binary_report_numbers(binary):
     errors, seen = check_report(html, {"p": res})
     assert errors == []
     assert seen == [(kind, "p") for kind in PER_MODEL]
+
+
+def test_acceptance_report_numbers(with_plan):
+    res, html = with_plan
+    errors, seen = check_report(html, {"p": res})
+    assert errors == []
+    assert seen[0] == ("acceptance", "p") and ("evidence", "p") in seen
 
 
 def test_top1_report_numbers(top1):
@@ -631,7 +684,16 @@ def test_checker_reports_an_unmapped_row_and_an_unmapped_number(binary):
 
 def test_checker_reports_a_table_without_a_checker(binary):
     res, html = binary
-    table = ('<table><caption><span class="label">Table 99.</span> Acceptance: the pre-specified criteria.'
-             '</caption><tr><th>Criterion</th></tr><tr><td>ECE below 0.05</td></tr></table>')
+    table = ('<table><caption><span class="label">Table 99.</span> Pairwise comparison of three models.'
+             '</caption><tr><th>Pair</th></tr><tr><td>A - B 0.05</td></tr></table>')
     errors, _ = check_report(html.replace("</body>", table + "</body>"), {"p": res})
-    assert errors == ["no checker for the table 'Acceptance: the pre-specified criteria.'"]
+    assert errors == ["no checker for the table 'Pairwise comparison of three models.'"]
+
+
+def test_checker_reports_a_changed_acceptance_bound(with_plan):
+    res, html = with_plan
+    bound = ct._format.fmt(res.margin_test(ACCEPTANCE["ece_below"]).upper, 4)
+    changed = html.replace(f"≤ {bound}", "≤ 0.09999", 1)
+    assert changed != html
+    errors, _ = check_report(changed, {"p": res})
+    assert len(errors) == 1 and errors[0].startswith("acceptance of p") and "0.09999" in errors[0]
