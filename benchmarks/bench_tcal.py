@@ -1,7 +1,15 @@
 """Benchmark of ``calibtest.tcal_test`` at n = 10^5 and 10^6 (binary, default options: R = 3000 draws).
 
-Target: measured on every release (issue 27); 10^6 rows took 177 s before
-the draws reused their work arrays.  Prints the CPU time of the process and
+Target: measured on every release (issue 27: 177 s at 10^6 rows).  Where
+the time goes: every resample of n rows makes about five random reads per
+row into tables of 2n entries (the alias cell's prob and alias, then the
+chosen pair's sq, U* and bin); at 10^5 rows the tables fit in the caches
+and fresh work arrays (page faults) cost as much as the reads, so the draws
+reuse theirs (CPU 9.7 s -> 7.6 s, the same numbers); at 10^6 rows each read
+is a cache miss (8-11 ms per read per resample) and the run stays near
+3000 x 65 ms.  Packing the tables row-wise (one read per cell and per pair)
+was tried and was slower in numpy (the copies out of the packed rows cost
+more than the misses saved).  Prints the CPU time of the process and
 the wall clock (one run each at 10^6, best of 2 at 10^5), the machine's
 load, and where the time goes: the share of the label draws
 (``core.tcal._draw_pairs``) and of the per-bin statistics of each resample
