@@ -36,8 +36,8 @@ import re
 import shlex
 import sys
 
-from calibtest.options import (EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError, OptionError,
-                               OptionTypeError)
+from calibtest.options import (DEFAULT_CHUNKSIZE, EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError,
+                               OptionError, OptionTypeError)
 
 __all__ = ["main", "build_parser", "report_command", "EXIT_STATUSES"]
 
@@ -146,23 +146,27 @@ def _fail(message: str):
 
 
 def _read_input(args, *, stream: bool = False):
-    """``(data, keywords)`` for the input file ``args.file``.
+    """``(data, keywords)`` for the input file ``args.file`` (CSV or Parquet, the format told by its name).
 
-    The CSV file read into a DataFrame (every line checked for its number of
-    fields) and ``{}``; or, when ``stream`` is allowed (``ci``) and the file is
-    Parquet or ``--chunksize`` is given, the path itself and
-    ``{"chunksize": ...}`` so that calib_ci reads it in chunks.
+    With ``stream`` (a subcommand that needs only bin sums), the path itself
+    and ``{"chunksize": ...}``, so that calib_ci reads the file in chunks
+    (``--chunksize`` rows, by default :data:`~calibtest.options.DEFAULT_CHUNKSIZE`);
+    otherwise the whole file as a DataFrame and ``{}``
+    (:func:`calibtest.backends.files.read_data_file`, which checks every
+    line of a CSV file for its number of fields).  A name that is neither
+    ``.csv`` (possibly compressed) nor ``.parquet``/``.pq`` is a one-line error.
     """
+    from calibtest.backends.files import file_format, read_data_file
+
     path = args.file
     if os.path.isdir(path):
         _fail(f"{path} is a directory, not a data file")
     if not os.path.exists(path):
         _fail(f"file not found: {path}")
-    if stream and (args.chunksize is not None or path.lower().endswith((".parquet", ".pq"))):
+    file_format(path, None)
+    if stream:
         return path, {"chunksize": args.chunksize}
-    from calibtest.backends.files import read_csv_file
-
-    return read_csv_file(path), {}
+    return read_data_file(path, None), {}
 
 
 def _print_result(res, as_json: bool = False) -> int:
@@ -207,20 +211,23 @@ def _population_options(args) -> dict:
     return out
 
 
-def _streams_by_group(args) -> bool:
-    """Whether ``ci --by`` streams the file by group: unweighted, the adjusted interval, not the Monte Carlo null."""
-    return bool(args.by) and args.weights is None and args.prevalence is None and args.method == "adjusted" \
-        and args.null != "monte-carlo"
+#: The ``ci`` options that need the rows in memory (the whole file is read), as the help text lists them.
+_CI_ROW_OPTIONS = "--weights, --prevalence, a resampling --method or --null monte-carlo"
+
+
+def _ci_needs_rows(args) -> bool:
+    """Whether ``ci``'s options need the rows in memory (see :data:`_CI_ROW_OPTIONS`); otherwise the file is
+    streamed, ``--by`` included (per-group bin sums): only the per-bin sums are kept, so memory is bounded by the
+    chunk size, not the file."""
+    return args.weights is not None or args.prevalence is not None or args.method != "adjusted" \
+        or args.null == "monte-carlo"
 
 
 def _cmd_ci(args) -> int:
     from calibtest.ece import calib_ci
 
-    if _streams_by_group(args):  # --by: per-group bin sums in one pass over the file, CSV or Parquet
-        _read_input(args, stream=True)  # the path's checks
-        data, stream = args.file, {"chunksize": args.chunksize}
-    else:
-        data, stream = _read_input(args, stream=True)
+    # streamed unless an option needs the rows; --chunksize with such an option reaches calib_ci, which says why
+    data, stream = _read_input(args, stream=args.chunksize is not None or not _ci_needs_rows(args))
     keywords = {**_model_keywords(args), **stream, **_resampling_options(args), **_null_options(args)}
     keywords.update(_population_options(args))
     res = calib_ci(args.formula, data=data, **keywords)
@@ -231,9 +238,11 @@ def _add_ci_parser(sub, shared) -> None:
     ci = sub.add_parser("ci", help="interval and test for one model's calibration error", n_formulas=1,
                         parents=[shared["one_formula"], shared["model"], shared["json"], shared["weighting"]],
                         epilog=_EPILOG)
-    ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions")
-    OPTIONS["chunksize"].add_to(ci, help="stream the file in chunks of this many rows (Parquet files are always "
-                                         "streamed)")
+    ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions; streamed in chunks of "
+                                 f"--chunksize rows (only the formula's columns are read), except that "
+                                 f"{_CI_ROW_OPTIONS} read the whole file into memory")
+    OPTIONS["chunksize"].add_to(ci, help="stream the file in chunks of this many rows (default "
+                                         f"{DEFAULT_CHUNKSIZE}; working memory grows with it)")
     OPTIONS["method"].add_to(ci)
     OPTIONS["n_resamples"].add_to(ci)
     OPTIONS["rng"].add_to(ci, help="seed of a resampling method or the Monte Carlo null")
@@ -284,7 +293,8 @@ def _add_sample_size_parser(sub, shared) -> None:
     ss = sub.add_parser("sample-size", help="sample size of a validation study (power or interval width)",
                         n_formulas=1, parents=[shared["one_formula"], shared["model"], shared["json"]],
                         epilog=_EPILOG)
-    ss.add_argument("file", help='CSV file whose predictions stand for the study population (formula "~ p")')
+    ss.add_argument("file", help='CSV or Parquet file whose predictions stand for the study population (formula '
+                                 '"~ p"; read whole into memory)')
     target = ss.add_mutually_exclusive_group(required=True)
     target.add_argument("--power", type=float, default=None, help="target power of the test of calibration")
     target.add_argument("--ci-width", type=float, default=None,
@@ -442,7 +452,7 @@ def _add_report_parser(sub, shared) -> None:
                          epilog='e.g. calibtest report preds.csv --model "old=y ~ p_old" --model "new=y ~ p_new" '
                                 "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf; "
                                 + _EPILOG)
-    rep.add_argument("file", help="CSV file with outcomes and predictions")
+    rep.add_argument("file", help="CSV or Parquet file with outcomes and predictions (read whole into memory)")
     rep.add_argument("-o", "--output", required=True, help="output file: .html or .pdf (PDF needs calibtest[pdf])")
     rep.add_argument("--model", action="append", default=None, metavar="LABEL=FORMULA",
                      help="a model and its label, e.g. --model 'new=y ~ p_new'; repeat for several models")
@@ -533,7 +543,7 @@ def _cmd_tcal(args) -> int:
 def _add_tcal_parser(sub, shared) -> None:
     tc = sub.add_parser("tcal", help="T-Cal test of calibration (consistency-resampling threshold)", n_formulas=1,
                         parents=[shared["one_formula"], shared["model"], shared["json"]], epilog=_EPILOG)
-    tc.add_argument("file", help="CSV file with outcomes and predictions")
+    tc.add_argument("file", help="CSV or Parquet file with outcomes and predictions (read whole into memory)")
     OPTIONS["n_draws"].add_to(tc, default=None, dest="draws",
                               help="Monte Carlo resamples per scale (default: at least 3000, and enough for every "
                                    "scale to be able to reject at --alpha)")
@@ -558,7 +568,8 @@ def _add_compare_parser(sub, shared) -> None:
                          n_formulas=2, parents=[shared["formula"], shared["model"], shared["json"]],
                          epilog='e.g. calibtest compare preds.csv --formula "y ~ p_old" --formula "y ~ p_new"; '
                                 + _EPILOG)
-    cmp.add_argument("file", help="CSV file with the outcomes and both models' predictions")
+    cmp.add_argument("file", help="CSV or Parquet file with the outcomes and both models' predictions (read "
+                                  "whole into memory)")
     cmp.add_argument("--formula-a", default=None, help="alias: model A, the same as the first --formula")
     cmp.add_argument("--formula-b", default=None, help="alias: model B, the same as the second --formula")
     OPTIONS["alternative"].add_to(cmp)

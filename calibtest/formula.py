@@ -20,9 +20,12 @@ import pandas as pd
 import patsy
 from patsy import builtins as _patsy_builtins
 from patsy.eval import VarLookupDict
+from patsy.infix_parser import ParseNode
+from patsy.origin import Origin
+from patsy.parse_formula import parse_formula as _parse_tree
 
 
-__all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns",
+__all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns", "model_desc",
            "freeze_env", "thaw_env", "unresolved_names", "check_formula_names"]
 
 
@@ -117,6 +120,61 @@ def _evaluate(code: str, env, namespace, formula: str) -> np.ndarray:
     return column_values(value)
 
 
+def _balanced(node):
+    """``node`` with every chain of binary ``+`` rebuilt as a balanced tree of the same operands, in order.
+
+    patsy parses ``a + b + c + ...`` into a left-deep tree, one level per
+    ``+``, and evaluates it recursively: a probability matrix of a few
+    hundred columns exceeds Python's recursion limit.  ``+`` of terms is
+    associative in patsy (terms concatenated in order, first occurrence kept;
+    the intercept is that of the last operand that sets one), except that
+    ``x + 0`` removes the intercept only when ``0`` is the right operand of
+    its own ``+``: a chain holding a ``0`` operand is left as it is.  The
+    chain is walked with a loop, so its length costs no recursion; the depth
+    of the balanced tree is log2 of the number of terms.
+    """
+    if not isinstance(node, ParseNode):
+        return node
+    if node.type != "+" or len(node.args) != 2:
+        return ParseNode(node.type, node.token, [_balanced(a) for a in node.args], node.origin)
+    operands = []
+    cur = node
+    while isinstance(cur, ParseNode) and cur.type == "+" and len(cur.args) == 2:
+        operands.append(cur.args[1])
+        cur = cur.args[0]
+    operands.append(cur)
+    operands = [_balanced(o) for o in reversed(operands)]
+    if any(isinstance(o, ParseNode) and o.type == "ZERO" for o in operands):
+        return ParseNode(node.type, node.token, [_balanced(a) for a in node.args], node.origin)
+    while len(operands) > 1:  # pair neighbours level by level: the order of the operands is kept
+        paired = [ParseNode("+", node.token, [left, right], Origin.combine([left.origin, right.origin]))
+                  for left, right in zip(operands[::2], operands[1::2])]
+        operands = paired + operands[len(paired) * 2:]
+    return operands[0]
+
+
+def model_desc(formula: str) -> patsy.ModelDesc:
+    """patsy's :class:`~patsy.ModelDesc` of ``formula``, for any number of ``+`` terms.
+
+    patsy's own ``ModelDesc.from_formula`` recurses once per ``+`` and fails
+    with a RecursionError between 300 and 500 terms; the same parse tree with
+    its sums balanced (:func:`_balanced`) gives the same description.
+
+    Raises
+    ------
+    TypeError
+        ``formula`` is not a string.
+    ValueError
+        ``formula`` does not parse.
+    """
+    if not isinstance(formula, str):
+        raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
+    try:
+        return patsy.ModelDesc.from_formula(_balanced(_parse_tree(formula)))
+    except patsy.PatsyError as exc:
+        raise ValueError(f"could not parse formula {formula!r}: {exc}") from exc
+
+
 def parse_formula(formula: str, data, env) -> FormulaData:
     """Evaluate ``formula`` on ``data`` (a DataFrame or mapping of columns).
 
@@ -132,10 +190,7 @@ def parse_formula(formula: str, data, env) -> FormulaData:
         raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
     if not isinstance(data, (pd.DataFrame, dict)):
         raise TypeError(f"data must be a pandas DataFrame or a dict of columns, got {type(data).__name__}")
-    try:
-        desc = patsy.ModelDesc.from_formula(formula)
-    except patsy.PatsyError as exc:
-        raise ValueError(f"could not parse formula {formula!r}: {exc}") from exc
+    desc = model_desc(formula)
     lhs = [t for t in desc.lhs_termlist if t.factors]
     rhs = [t for t in desc.rhs_termlist if t.factors]
     if len(lhs) != 1:
@@ -162,12 +217,7 @@ def parse_formula(formula: str, data, env) -> FormulaData:
 
 def _factor_codes(formula: str) -> list[str]:
     """The factor codes of both sides of ``formula`` (no evaluation)."""
-    if not isinstance(formula, str):
-        raise TypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
-    try:
-        desc = patsy.ModelDesc.from_formula(formula)
-    except patsy.PatsyError as exc:
-        raise ValueError(f"could not parse formula {formula!r}: {exc}") from exc
+    desc = model_desc(formula)
     return [f.code for t in list(desc.lhs_termlist) + list(desc.rhs_termlist) for f in t.factors]
 
 

@@ -320,6 +320,11 @@ class Option:
         return f"{self.doc}{allowed}{shown}"
 
 
+#: Rows per chunk of a streamed file when ``chunksize`` is not given (about 150-200 MB of working memory for
+#: top-1 data); :mod:`calibtest.backends.files` and the command line's help read it from here.
+DEFAULT_CHUNKSIZE = 1_000_000
+
+
 # ----------------------------------------------------------------------------- the table
 #: The tests and measures a plan can name (``tests=``), with what a report shows for each.
 PLAN_TESTS = {

@@ -233,7 +233,8 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
 # --------------------------------------------------------------------------- public function
 def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
               k=None, n_bins="auto", alpha: float = 0.05, n_draws: int | None = None, adaptive: bool = False,
-              rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0, by=None):
+              rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0, by=None,
+              progress: bool | None = None):
     """T-Cal test of H0: calibrated, with the threshold from consistency resampling.
 
     Inputs and targets are those of :func:`calibtest.calib_ci` (binary, top-1,
@@ -272,7 +273,12 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         bins with c_b >= 2 of (||S_b||^2 - Q_b) / (c_b - 1), equal to
         ``calib_ci(...).estimate`` (an unbiased estimator of the binned ECE^2;
         less powerful with many sparse bins).
-
+    progress : bool, optional
+        Progress bar (tqdm) over the Monte Carlo resamples, on stderr.  None
+        (default): only for long runs (R n >= 5 10^7, e.g. 3000 resamples of
+        10^5 rows) in an interactive terminal, never when the ``CI``
+        environment variable is set; True: always (a warning if tqdm is not
+        installed); False: never.  It does not change the result.
     by : str, list of str or array_like, optional
         Subgroups (a column of ``data``, several columns crossed, or one label
         per row): the test is run on each group's rows (after
@@ -305,7 +311,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     statistic = check_option("statistic", statistic)
     R = None if n_draws is None else check_option("n_draws", n_draws)
     gen, seed = resolve_seed(rng)
-    check_options(k=k, n_classes=n_classes, missing=missing, adaptive=adaptive)
+    check_options(k=k, n_classes=n_classes, missing=missing, adaptive=adaptive, progress=progress)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
         scales = tuple(BIN_COUNT.check(b, "n_bins") for b in n_bins)  # each a bin count of the table
@@ -327,7 +333,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         by=by, group_labels=group_labels)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     options = dict(scales=scales, first=first, adaptive=adaptive, alpha=alpha, n_draws=R, statistic=statistic,
-                   formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+                   progress=progress, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
     if by is None:
         return tcal_rows(target, rng=gen, seed=seed, n_dropped=rows.n_dropped, call_record=call, **options)
     grouping = grouping_of(prepared.group_names, prepared.group_values)
@@ -344,7 +350,8 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
 
 
 def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: float, n_draws: int | None,
-              statistic: str, rng, seed, call_record=None, **bookkeeping) -> TCalResult:
+              statistic: str, rng, seed, call_record=None, progress: bool | None = None,
+              **bookkeeping) -> TCalResult:
     """The T-Cal test on prepared rows: the engine of :func:`tcal_test`, one result built once.
 
     Parameters
@@ -363,6 +370,8 @@ def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: flo
         The draws' source; ``seed`` is recorded.
     call_record, **bookkeeping
         ``formula``, ``y_name``, ``prob_names``, ``n_dropped``.
+    progress : bool or None
+        As in :func:`tcal_test`.
     """
     partition = partition_rows(target, first)
     if scales is None:
@@ -376,7 +385,7 @@ def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: flo
                  "and scale)", "lower n_draws: the Monte Carlo p-value's resolution is 1 / (n_draws + 1)")
     bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
     core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=rng,
-                                    full=target.mode == "full", statistic=statistic)
+                                    full=target.mode == "full", statistic=statistic, progress=progress)
     stats = core.statistic
     best = int(np.argmin(core.pvalue))
     reject = bool(np.any(stats > core.threshold))

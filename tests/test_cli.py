@@ -1,5 +1,6 @@
 """The calibtest command line."""
 import json
+import re
 import subprocess
 import sys
 
@@ -345,3 +346,141 @@ def test_plan_command_writes_the_plan_python_writes(tmp_path, capsys):
             status = exc.code
         assert status == 2
         assert message in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- reading files (issue 27 point 5)
+def _spy_chunks(monkeypatch):
+    """Record the chunk size of every streamed CSV pass."""
+    from calibtest.backends import files
+
+    seen = []
+    original = files._CsvReader.chunks
+
+    def chunks(self, columns, chunksize):
+        seen.append(chunksize)
+        return original(self, columns, chunksize)
+    monkeypatch.setattr(files._CsvReader, "chunks", chunks)
+    return seen
+
+
+def test_ci_streams_csv_by_default(csv, capsys, monkeypatch):
+    from calibtest.options import DEFAULT_CHUNKSIZE
+    path, df = csv
+    seen = _spy_chunks(monkeypatch)
+    formula = "label ~ p0 + p1 + p2 + p3"
+    assert main(["ci", str(path), "--formula", formula, "--k", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert seen and set(seen) == {DEFAULT_CHUNKSIZE}  # streamed (n_bins="auto": a counting pass, then the sums)
+    streamed = ct.calib_ci(formula, data=str(path), k=2).to_dict()
+    in_memory = ct.calib_ci(formula, data=df, k=2).to_dict()
+    for key in ("estimate", "ci_lower", "ci_upper", "se", "null_pvalue"):
+        assert out[key] == streamed[key], key
+        assert out[key] == pytest.approx(in_memory[key], rel=1e-10, abs=1e-14), key
+    assert (out["n"], out["n_bins"]) == (in_memory["n"], in_memory["n_bins"])
+
+
+@pytest.mark.parametrize("extra", [["--weights", "w"], ["--prevalence", "0.3"],
+                                   ["--method", "bootstrap", "--n-resamples", "20", "--seed", "1"],
+                                   ["--null", "monte-carlo", "--seed", "1"]])
+def test_ci_reads_the_whole_file_when_an_option_needs_the_rows(tmp_path, capsys, monkeypatch, extra):
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, 400)
+    df = pd.DataFrame({"y": (rng.random(400) < p).astype(int), "p": p, "g": rng.choice(["a", "b"], 400),
+                       "w": rng.uniform(0.5, 2, 400)})
+    path = tmp_path / "rows.csv"
+    df.to_csv(path, index=False, float_format="%.17g")
+    seen = _spy_chunks(monkeypatch)
+    assert main(["ci", str(path), "--formula", "y ~ p", "--bins", "5", *extra]) == 0, capsys.readouterr().err
+    assert seen == []  # read whole, not streamed
+    help_text = _subcommands()["ci"].format_help()
+    assert extra[0] in " ".join(help_text.split())  # the help names the options that read the whole file
+
+
+def _parquet_twin(path, df):
+    pq = path.with_suffix(".parquet")
+    df.to_parquet(pq, index=False)
+    return pq
+
+
+@pytest.mark.parametrize("argv", [
+    ["ci", "--formula", "y ~ pa", "--bins", "6", "--json"],
+    ["ci", "--formula", "y ~ pa", "--bins", "6", "--by", "grp", "--json"],
+    ["tcal", "--formula", "y ~ pa", "--bins", "6", "--draws", "200", "--seed", "4", "--json"],
+    ["compare", "--formula", "y ~ pa", "--formula", "y ~ pb", "--bins", "6", "--json"],
+    ["sample-size", "--formula", "~ pa", "--power", "0.8", "--slope", "0.7", "--json"],
+])
+def test_every_subcommand_reads_parquet_as_csv(two_models, tmp_path, capsys, argv):
+    path, df = two_models
+    df = df.assign(grp=np.where(df["pa"] > 0.5, "high", "low"))
+    df.to_csv(path, index=False, float_format="%.17g")
+    outs = []
+    for file in (path, _parquet_twin(path, df)):
+        assert main([argv[0], str(file), *argv[1:]]) == 0, capsys.readouterr().err
+        out = json.loads(capsys.readouterr().out)
+        out.pop("source", None)
+        outs.append(json.dumps(out, sort_keys=True, default=str).replace(".parquet", ".csv"))
+    assert outs[0] == outs[1]
+
+
+def test_report_reads_parquet(two_col, tmp_path, capsys):
+    path, df = two_col
+    df = df.assign(grp=np.where(df["p"] > df["p"].median(), "high", "low"))
+    df.to_csv(path, index=False, float_format="%.17g")
+    pq = _parquet_twin(path, df)
+    texts = []
+    for file, name in ((path, "c.html"), (pq, "p.html")):
+        assert main(["report", str(file), "--formula", "y ~ p", "--by", "grp", "-o", str(tmp_path / name),
+                     "--seed", "1"]) == 0, capsys.readouterr().err
+        texts.append(_text(tmp_path / name))
+    for text in texts:  # the same subgroup numbers from both files
+        assert "high" in text and "low" in text
+    numbers = [re.findall(r"\d+\.\d{3,}", t) for t in texts]
+    assert numbers[0] and numbers[0] == numbers[1]
+
+
+@pytest.mark.parametrize("command", ["ci", "tcal", "compare", "report", "sample-size"])
+def test_unknown_extension_is_a_one_line_error(two_models, tmp_path, capsys, command):
+    path, df = two_models
+    odd = tmp_path / "preds.txt"
+    odd.write_bytes(path.read_bytes())
+    formulas = {"compare": ["--formula", "y ~ pa", "--formula", "y ~ pb"], "sample-size": ["--formula", "~ pa",
+                                                                                          "--power", "0.8"]}
+    argv = [command, str(odd), *formulas.get(command, ["--formula", "y ~ pa"])]
+    argv += ["-o", str(tmp_path / "r.html")] if command == "report" else []
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{odd}: cannot tell the file format from its name" in err, err
+    assert ".parquet" in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- long formulas (issue 27 point 5)
+def test_formula_over_a_1000_column_matrix(tmp_path, capsys):
+    K = 1000
+    rng = np.random.default_rng(5)
+    P = rng.dirichlet(np.ones(K), size=40)
+    labels = rng.integers(0, K, 40)
+    names = [f"p{i}" for i in range(K)]
+    df = pd.DataFrame(P, columns=names).assign(label=labels)
+    path = tmp_path / "wide.csv"
+    df.to_csv(path, index=False, float_format="%.17g")
+    formula = "label ~ " + " + ".join(names)
+    assert main(["ci", str(path), "--formula", formula, "--bins", "3", "--json"]) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    ref = ct.calib_ci(y=labels, probs=P, n_bins=3)  # no formula: the arrays themselves
+    assert out["n_classes"] == K
+    assert out["estimate"] == pytest.approx(ref.estimate, rel=1e-10, abs=1e-15)
+    assert ct.calib_ci(formula, data=df, n_bins=3).estimate == ref.estimate
+
+
+@pytest.mark.parametrize("formula", [
+    "y ~ a + b + c", "y ~ a + b + 0 + c", "y ~ a + 0", "y ~ 0 + a + b", "y ~ a + b - 1 + c",
+    "y ~ 1 + a + b + c + 1", "y ~ a + a + b + a", "y ~ I(a + b) + c + d + e", "y ~ a + b + c + 0",
+    "y ~ (a + b) + (c + d) + e", "y ~ -1 + a + b + c", "y + z ~ a + b + c + d", "~ a + b + c",
+    "y ~ " + " + ".join(f"x{i}" for i in range(40)) + " - 1"])
+def test_balanced_sums_describe_the_same_model_as_patsy(formula):
+    import patsy
+
+    from calibtest.formula import model_desc
+    ours, theirs = model_desc(formula), patsy.ModelDesc.from_formula(formula)
+    assert ours.lhs_termlist == theirs.lhs_termlist and ours.rhs_termlist == theirs.rhs_termlist
+    assert ours.describe() == theirs.describe()

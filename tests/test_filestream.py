@@ -240,3 +240,25 @@ def test_monte_carlo_null_needs_in_memory_data(tmp_path):
         ct.calib_ci("y ~ p", data=str(path), null="monte-carlo", n_bins=2)
     res = ct.calib_ci("y ~ p", data=str(path), null="conditional", n_bins=2)
     assert (res.null, res.null_method) == ("conditional", "shifted gamma")
+
+
+def test_one_partition_dask_frame_warns_naming_npartitions(monkeypatch):
+    import warnings
+
+    dd = pytest.importorskip("dask.dataframe")
+    from calibtest.backends import dask_frames
+    df = frame(600, seed=11)
+    ref = ct.calib_ci("correct ~ conf", data=df, n_classes=10, n_bins=6, missing="drop")
+    monkeypatch.setattr(dask_frames, "ONE_PARTITION_ROWS", 500)
+    with pytest.warns(UserWarning, match=r"npartitions=1: its 600 rows were read and binned by one task") as rec:
+        res = ct.calib_ci("correct ~ conf", data=dd.from_pandas(df, npartitions=1), n_classes=10, n_bins=6,
+                          missing="drop")
+    assert rec[0].filename == __file__  # points at the user's call, not the package
+    assert_same_result(res, ref)  # not repartitioned: the same sums as the rows in memory
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ct.calib_ci("correct ~ conf", data=dd.from_pandas(df, npartitions=2), n_classes=10, n_bins=6,
+                    missing="drop")  # two partitions: no warning
+        monkeypatch.setattr(dask_frames, "ONE_PARTITION_ROWS", 10_000)
+        ct.calib_ci("correct ~ conf", data=dd.from_pandas(df, npartitions=1), n_classes=10, n_bins=6,
+                    missing="drop")  # one small partition: no warning

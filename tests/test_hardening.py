@@ -263,7 +263,7 @@ def test_cli_errors_are_one_line_with_exit_status(tmp_path, capsys):
         (["report", ok, "--formula", "y ~ p", "-o", str(tmp_path / "nodir" / "r.html")], 2, "does not exist"),
         (["ci", ok, "--formula", "y ~ p", "--n-resamples", "9"], 2, "--method bootstrap"),
         (["ci", ok, "--formula", "y ~ nope"], 1, "column 'nope'"),
-        (["ci", ok, "--formula", "y ~ p", "--by", "y", "--chunksize", "3"], 2, "in memory"),
+        (["ci", ok, "--formula", "y ~ p", "--prevalence", "0.3", "--chunksize", "3"], 2, "in memory"),
     ]
     for argv, status, expected in cases:
         rc = main(argv)
@@ -280,7 +280,7 @@ def test_cli_errors_are_one_line_with_exit_status(tmp_path, capsys):
     assert err == ("calibtest ci: error: argument --alpha: must be in the open interval (0, 1), got 3.0 "
                    "(see calibtest ci --help)\n")
     with pytest.raises(OptionError):
-        main(["--debug", "ci", ok, "--formula", "y ~ p", "--by", "y", "--chunksize", "3"])
+        main(["--debug", "ci", ok, "--formula", "y ~ p", "--prevalence", "0.3", "--chunksize", "3"])
 
 
 def test_cli_missing_value_message_uses_cli_spelling(tmp_path, capsys):

@@ -430,3 +430,54 @@ def test_summary_at_another_alpha_and_reference():
     doc = " ".join(ct.tcal_test.__doc__.split())
     assert "T-Cal: An optimal test" in doc and "24(335)" in doc
     assert "2408.08998" in ct.calib_compare.__doc__
+
+
+# ----------------------------------------------------------------------------- progress and speed (issue 27 point 5)
+def _plain_draws(gen, size, n, tables):
+    """The consistency resample written out with fresh arrays (the reference of the buffered draws)."""
+    x = gen.random((size, n)) * (n * tables.c)
+    f = np.floor(x).astype(np.intp)
+    v = x - f
+    return np.where(v < tables.prob[f], f, tables.alias[f])
+
+
+@pytest.mark.parametrize("full, d", [(False, 1), (False, 3), (True, 4)])
+def test_buffered_draws_equal_plain_draws(full, d):
+    rng = np.random.default_rng(8)
+    n = 700
+    z = rng.dirichlet(np.ones(d), size=n) if full else rng.dirichlet(np.ones(d + 1), size=n)[:, :d]
+    bins = (z[:, 0] * 5).astype(np.intp)
+    tables = tcal._pair_tables(z, full, [bins], [5])
+    buffers = tcal._DrawBuffers(6, n)
+    g1, g2 = np.random.default_rng(3), np.random.default_rng(3)
+    for size in (6, 6, 4):  # a shorter last block reuses the first rows of the buffers
+        got = tcal._draw_pairs(g1, size, n, tables, buffers)
+        assert np.array_equal(got, _plain_draws(g2, size, n, tables))
+
+
+def _binary(n, seed=4):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.95, n)
+    return (rng.random(n) < p).astype(int), p
+
+
+@pytest.mark.parametrize("progress, ci_env, shown", [(True, None, True), (False, None, False),
+                                                     (None, "1", False), (None, None, False)])
+def test_tcal_progress_bar(capsys, monkeypatch, progress, ci_env, shown):
+    pytest.importorskip("tqdm")
+    if ci_env is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci_env)
+    y, p = _binary(300)
+    res = ct.tcal_test(y=y, probs=p, n_bins=5, n_draws=400, rng=2, progress=progress)
+    err = capsys.readouterr().err
+    assert ("T-Cal resamples" in err) is shown  # None: a short run (and captured stderr is no terminal)
+    ref = ct.tcal_test(y=y, probs=p, n_bins=5, n_draws=400, rng=2, progress=False)
+    assert np.array_equal(res.null_draws, ref.null_draws) and res.pvalue == ref.pvalue
+
+
+def test_tcal_progress_is_checked():
+    y, p = _binary(50)
+    with pytest.raises(TypeError, match="progress must be True, False or None"):
+        ct.tcal_test(y=y, probs=p, progress="yes")

@@ -24,16 +24,53 @@ with the tasks.
 """
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 from calibtest._format import Call
 from calibtest.backends.accumulator import BinAccumulator
 from calibtest.formula import check_formula_names, formula_columns, freeze_env, thaw_env
 from calibtest.inputs import read_rows
+from calibtest.options import DEFAULT_CHUNKSIZE
 from calibtest.results import CalibrationResult
 
 __all__ = ["dask_bin_accumulator", "dask_calib_ci"]
 
 #: Accumulators merged per task of the reduction tree.
 SPLIT_EVERY = 8
+
+#: A frame of one partition holding more rows than this gets a warning (:func:`warn_one_partition`): the
+#: rows a streamed file holds in memory at once by default.
+ONE_PARTITION_ROWS = DEFAULT_CHUNKSIZE
+
+
+def _outside_package() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn`, called from this module's function, that points at the first
+    frame outside the calibtest package (the user's call)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(2), 2  # the caller of the function that calls warnings.warn
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_one_partition(npartitions: int, n_rows: int) -> None:
+    """Warn that a Dask frame of one partition was read and binned by one task.
+
+    calibtest does not repartition it: splitting the one partition would
+    first load it whole into one worker (the cost the user would avoid), and
+    the partitioning is the user's (it decides where the rows are read).  A
+    UserWarning names ``npartitions`` and the remedy when the one partition
+    holds more than :data:`ONE_PARTITION_ROWS` rows; smaller frames are fast
+    either way.
+    """
+    if npartitions == 1 and n_rows > ONE_PARTITION_ROWS:
+        warnings.warn(f"the Dask DataFrame has npartitions=1: its {n_rows:,} rows were read and binned by one "
+                      "task, on one worker, held in its memory at once (no parallelism, memory growing with the "
+                      "data); split it where it is read, e.g. dd.read_parquet(..., split_row_groups=True) or "
+                      "dd.read_csv(..., blocksize='64MB'), or ddf.repartition(npartitions=...) for the next "
+                      "computations", UserWarning, stacklevel=_outside_package())
 
 
 def _import_dask():
@@ -111,6 +148,12 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
     -------
     BinAccumulator
         Holding the merged sums of all partitions.
+
+    Warns
+    -----
+    UserWarning
+        A frame of one partition holding more than :data:`ONE_PARTITION_ROWS`
+        rows (:func:`warn_one_partition`): it is read by one task.
     """
     dask, dd = _import_dask()
     if not isinstance(ddf, dd.DataFrame):
@@ -136,7 +179,9 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
     leaves = [dask.delayed(_partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
     if not leaves:
         return template
-    return _tree(leaves, _merge, split_every).compute()
+    acc = _tree(leaves, _merge, split_every).compute()
+    warn_one_partition(len(leaves), acc.n_seen)
+    return acc
 
 
 def _scheduler_name() -> str:

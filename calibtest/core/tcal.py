@@ -36,13 +36,14 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
-from calibtest.core.resampling import BLOCK_ELEMENTS, multiset_statistics
+from calibtest.core.resampling import BLOCK_ELEMENTS, _want_progress, multiset_statistics
 
 __all__ = ["TCalCore", "tcal_statistic_threshold", "adaptive_scales", "STATISTICS", "tcal_statistic",
            "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
@@ -238,7 +239,24 @@ def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
                        bins=tuple(pair_bins), sizes=tuple(sizes))
 
 
-def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables) -> np.ndarray:
+class _DrawBuffers:
+    """Work arrays of :func:`_draw_pairs` for blocks of up to ``size`` resamples of ``n`` rows, reused block
+    after block (a fresh array per block costs more in page faults than the arithmetic on it)."""
+
+    def __init__(self, size: int, n: int):
+        self.u = np.empty((size, n))
+        self.cell = np.empty((size, n), dtype=np.intp)
+        self.prob = np.empty((size, n))
+        self.keep = np.empty((size, n), dtype=bool)
+        self.pairs = np.empty((size, n), dtype=np.intp)
+
+    def first(self, size: int) -> tuple:
+        """The buffers' first ``size`` rows (contiguous views)."""
+        return self.u[:size], self.cell[:size], self.prob[:size], self.keep[:size], self.pairs[:size]
+
+
+def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables,
+                buffers: _DrawBuffers | None = None) -> np.ndarray:
     """One block of consistency resamples as (row, label) pair numbers, shape (size, n).
 
     One uniform u per copy gives both the row and the label: x = u * n * c,
@@ -246,13 +264,21 @@ def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables
     V = x - f its uniform coin (exact up to a relative error n c / 2^53); the
     pair is f if V < prob[f], else alias[f].  Copy r of a block always uses
     the r-th run of n doubles of the stream, so the draws do not depend on the
-    block size.
+    block size.  With ``buffers`` every step writes into them (the result is a
+    view of ``buffers.pairs``, overwritten by the next block); the numbers are
+    the same.
     """
-    x = gen.random((size, n))
-    x *= n * tables.c
-    f = x.astype(np.intp)
-    x -= f
-    return np.where(x < tables.prob[f], f, tables.alias[f])
+    buffers = _DrawBuffers(size, n) if buffers is None else buffers
+    x, f, prob, keep, pairs = buffers.first(size)
+    gen.random(out=x)                           # the same stream as gen.random((size, n))
+    np.multiply(x, n * tables.c, out=x)
+    np.copyto(f, x, casting="unsafe")           # floor of a non-negative double, as astype(np.intp)
+    np.subtract(x, f, out=x)
+    np.take(tables.prob, f, out=prob, mode="clip")  # f < n c always: "clip" only avoids take's buffering
+    np.less(x, prob, out=keep)
+    np.take(tables.alias, f, out=pairs, mode="clip")
+    np.copyto(pairs, f, where=keep)
+    return pairs
 
 
 def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +322,7 @@ def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.nd
 
 def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None,
                              full: bool = False, block_size: int | None = None,
-                             statistic: str = "tcal") -> TCalCore:
+                             statistic: str = "tcal", progress: bool | None = None) -> TCalCore:
     """Statistic and consistency-resampling threshold (array-level T-Cal core).
 
     Parameters
@@ -326,6 +352,12 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
         memory use only, not the output.
     statistic : {"tcal", "debiased"}
         The authors' statistic (divisor c_b) or the debiased T (c_b - 1).
+    progress : bool, optional
+        Progress bar (tqdm) over the resamples on stderr: None (default)
+        shows one only for long runs (R n >= 5 10^7 draws) in an interactive
+        terminal outside CI (as ``calib_ci``'s resampling methods do), True
+        always (a warning if tqdm is missing), False never.  It does not
+        change the output.
 
     Returns
     -------
@@ -344,6 +376,7 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
     if bins.min() < 0:
         raise ValueError("bins must be non-negative bin numbers")
     statistic = check_option("statistic", statistic)
+    check_option("progress", progress)
     smallest = float(np.min(np.asarray(alpha, dtype=float)))
     R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
     gen = _as_rng(rng)
@@ -356,10 +389,21 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
     tables = _pair_tables(z, full, bins, sizes)
     D = block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
     draws = np.empty((len(sizes), R))
-    for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
-        size = min(D, R - start)
-        draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables), tables,
-                                                                    statistic)
+    buffers = _DrawBuffers(D, n)
+    bar = None
+    if _want_progress(progress, R * n):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=R, desc="T-Cal resamples", unit="resample", file=sys.stderr)
+    try:
+        for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
+            size = min(D, R - start)
+            draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables, buffers), tables,
+                                                             statistic)
+            if bar is not None:
+                bar.update(size)
+    finally:
+        if bar is not None:
+            bar.close()
     threshold, pvalue = _mc_decision(observed, draws, alpha)
     return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
 
