@@ -154,6 +154,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from scipy import stats as _sps
+from scipy.sparse import csr_matrix
 
 from calibtest.options import DEFAULT_DRAWS, NULLS, check_option, check_seed
 from calibtest.core.arrays import read_only
@@ -1248,3 +1249,189 @@ def null_law(null: str, conditional: ConditionalTest | None) -> str:
     if null == "conditional" and conditional.reliable:
         return "shifted gamma"
     return "monte carlo"
+
+
+# ---------------------------------------------------------------------------
+# counter-based label draws, reduced to additive per-draw sums (chunks, partitions, streams)
+
+_PHILOX_DRAWS = 32  # one Philox4x64 output (32 bytes) holds one row's bytes for 32 draws
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN, _DRAW_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED03)
+
+
+def counter_key(rng) -> tuple[np.ndarray, int | None]:
+    """The key of the counter-based label stream for ``rng`` (None, int or Generator) and the seed to record.
+
+    An int s gives ``SeedSequence(s).generate_state(4, uint64)``: two words key the Philox4x64 byte stream,
+    two the tie hash.  A Generator gives four raw words of its bit generator (seed recorded as None).
+    """
+    gen, seed = _check_rng(rng)
+    if seed is not None:
+        return np.random.SeedSequence(seed).generate_state(4, np.uint64), seed
+    return gen.bit_generator.random_raw(4).astype(np.uint64), None
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * _MIX1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def tie_uniforms(key: np.ndarray, rows: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1) (53 bits) keyed by (key, global row, draw): a splitmix64 hash, vectorised."""
+    with np.errstate(over="ignore"):
+        x = _splitmix(key[2] ^ (rows.astype(np.uint64) * _GOLDEN))
+        x = _splitmix(x ^ (key[3] + draws.astype(np.uint64) * _DRAW_MULT))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def counter_bytes(key: np.ndarray, start: int, stop: int, block: int) -> np.ndarray:
+    """The random bytes of rows start..stop-1 (global positions) for draws 32 block .. 32 block + 31.
+
+    Row i's 32 bytes are the Philox4x64 output (key ``key[:2]``) at counter (i + 1, block, 0, 0), so a
+    row's bytes depend on its position and the draw only, never on how the rows are split into chunks.
+    Shape (stop - start, 32), uint8.
+    """
+    gen = np.random.Philox(key=key[:2], counter=np.array([start, block, 0, 0], dtype=np.uint64))
+    return gen.random_raw(4 * (stop - start)).astype("<u8", copy=False).view(np.uint8).reshape(stop - start, 32)
+
+
+def counter_labels(key, p, start: int, draw0: int, n_draws: int) -> np.ndarray:
+    """Bernoulli(p) labels of rows start.. (global positions) for draws draw0..draw0+n_draws-1.
+
+    Row i's label in draw r is y = 1 iff V < 256 p_i, V = b + v, with b the byte r mod 32 of the Philox
+    output of (i, r // 32) (:func:`counter_bytes`) and, on the tie b = floor(256 p) (probability 1/256),
+    v the uniform :func:`tie_uniforms` of (i, r): P(y = 1) = p to 2^-53 (as :class:`BernoulliDraws`).
+    ``draw0`` must be a multiple of 32.  Shape (rows, n_draws), bool (True for y = 1).
+    """
+    p = np.asarray(p, dtype=np.float64)
+    m = p.size
+    scaled = p * 256.0
+    t = np.floor(scaled)
+    frac = scaled - t
+    top = t >= 256.0
+    t[top], frac[top] = 255.0, 1.0
+    t = t.astype(np.uint8)
+    first = draw0 // _PHILOX_DRAWS
+    blocks = -(-n_draws // _PHILOX_DRAWS)
+    b = np.concatenate([counter_bytes(key, start, start + m, first + j) for j in range(blocks)], axis=1) \
+        if blocks > 1 else counter_bytes(key, start, start + m, first)  # a loop over the few 32-draw blocks
+    b = b[:, :n_draws]
+    y = b < t[:, None]
+    tie = np.flatnonzero(b == t[:, None])
+    if tie.size:
+        row, draw = np.divmod(tie, n_draws)
+        y.flat[tie] = tie_uniforms(key, row + start, draw + draw0) < frac[row]
+    return y
+
+
+class DrawSums:
+    """Additive per-draw bin sums of the counter-based label draws on L interval partitions of 1-dim p.
+
+    Feed the rows chunk by chunk (:meth:`add`, each chunk with the global position of its first row);
+    per draw r and bin b of partition i it keeps N_b (successes, int64, exact) and W_b = sum over the
+    successes of (1 - 2 p) (float64), per bin c_b, sum p, sum p^2, and the same sums for the observed
+    labels.  The draws depend on (key, row position, draw) only, so the sums -- and the T*_B and
+    Spiegelhalter numerators computed from them (:meth:`statistics`) -- do not depend on the chunking
+    (the float sums up to their rounding, about 1e-16 relative).  Memory: O(R x bins + chunk x block).
+
+    Parameters
+    ----------
+    key : ndarray of uint64, shape (4,)
+        :func:`counter_key`.
+    sizes : sequence of int
+        Number of bin ids of each partition (bin ids 0..size-1).
+    n_draws : int
+        R.
+    block : int
+        Draws per vectorised block (a multiple of 32).
+    """
+
+    def __init__(self, key, sizes, n_draws: int, block: int = 128):
+        self.key, self.sizes, self.R = key, [int(s) for s in sizes], int(n_draws)
+        self.block = max(_PHILOX_DRAWS, block // _PHILOX_DRAWS * _PHILOX_DRAWS)
+        self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
+        total = int(self.offsets[-1])
+        self.N = np.zeros((total, self.R), dtype=np.int64)
+        self.W = np.zeros((total, self.R))
+        self.obs_N = np.zeros(total, dtype=np.int64)
+        self.obs_W = np.zeros(total)
+        self.count = np.zeros(total, dtype=np.int64)
+        self.psum = np.zeros(total)
+        self.p2sum = np.zeros(total)
+        self.n = 0
+
+    def add(self, start: int, p, inverses, y=None) -> "DrawSums":
+        """Add rows start..start+len(p)-1: predictions ``p``, bin ids ``inverses`` (one per partition),
+        observed labels ``y`` (1 for a success; optional).  Peak memory about rows x block x 10 bytes."""
+        p = np.asarray(p, dtype=np.float64)
+        m = p.size
+        if m == 0:
+            return self
+        ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
+        q = 1.0 - 2.0 * p
+        total = self.count.size
+        for idx in ids:  # a loop over the few partitions
+            self.count += np.bincount(idx, minlength=total)
+            self.psum += np.bincount(idx, weights=p, minlength=total)
+            self.p2sum += np.bincount(idx, weights=p * p, minlength=total)
+        if y is not None:
+            y = np.asarray(y).astype(bool)
+            for idx in ids:
+                self.obs_N += np.bincount(idx[y], minlength=total)
+                self.obs_W += np.bincount(idx[y], weights=q[y], minlength=total)
+        # the common refinement of the partitions in this chunk: rows sorted by it, segments as runs
+        seg_id = ids[0]
+        for idx in ids[1:]:  # the refinement, one partition at a time (a loop over the few partitions)
+            _, seg_id = np.unique(seg_id * total + idx, return_inverse=True)
+            seg_id = seg_id.ravel()
+        _, first = np.unique(seg_id, return_index=True)
+        keys = np.stack([idx[first] for idx in ids])  # the bin of each segment on each partition
+        order = np.argsort(seg_id, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(seg_id[order]) != 0])
+        qs = q[order]
+        S = keys.shape[1]  # segment s adds to one bin of each partition
+        to_bins = csr_matrix((np.ones(keys.size, dtype=np.int64), (keys.ravel(), np.tile(np.arange(S), len(ids)))),
+                             shape=(total, S))
+        buf = np.empty((min(self.block, self.R), m))
+        for d0 in range(0, self.R, self.block):  # a handful of blocks of draws
+            r = min(self.block, self.R - d0)
+            yb = counter_labels(self.key, p, start, d0, r)[order].T  # (r, rows), rows sorted by segment
+            yb = np.ascontiguousarray(yb)
+            n_seg = np.add.reduceat(yb.view(np.uint8), starts, axis=1, dtype=np.int32)
+            w_seg = np.add.reduceat(np.multiply(yb, qs, out=buf[:r]), starts, axis=1)
+            self.N[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(n_seg.T, dtype=np.int64)
+            self.W[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(w_seg.T)
+        self.n += m
+        return self
+
+    def merge(self, other: "DrawSums") -> "DrawSums":
+        """Add another accumulator's sums (rows disjoint from this one's): per-draw sums are additive."""
+        for name in ("N", "W", "obs_N", "obs_W", "count", "psum", "p2sum"):
+            getattr(self, name).__iadd__(getattr(other, name))
+        self.n += other.n
+        return self
+
+    def statistics(self, n: int | None = None):
+        """(T observed (L,), T* (L, R), sum y (1 - 2p) observed, per draw (R,)) from the sums.
+
+        T_i = (1/n) [sum_b w_b (N_b - P_b)^2 - sum_b w_b W_b - sum_b w_b Q_b] with w_b = 1 / (c_b - 1) on
+        bins of c_b >= 2 rows (0 otherwise), P_b = sum p, Q_b = sum p^2: the debiased ECE^2 of each
+        partition, since (y - p)^2 = y (1 - 2p) + p^2 for y in {0, 1}.
+        """
+        n = self.n if n is None else int(n)
+        L = len(self.sizes)
+        T_obs, T_draws = np.empty(L), np.empty((L, self.R))
+        for i in range(L):  # a loop over the few partitions
+            sl = slice(self.offsets[i], self.offsets[i + 1])
+            c = self.count[sl]
+            w = np.where(c >= 2, 1.0 / np.maximum(c - 1.0, 1.0), 0.0)
+            P, h = self.psum[sl], float(self.p2sum[sl] @ w)
+            s = self.N[sl] - P[:, None]
+            T_draws[i] = (w @ (s * s) - w @ self.W[sl] - h) / n
+            so = self.obs_N[sl] - P
+            T_obs[i] = (float(w @ (so * so)) - float(w @ self.obs_W[sl]) - h) / n
+        first = slice(self.offsets[0], self.offsets[1])
+        return T_obs, T_draws, float(self.obs_W[first].sum()), self.W[first].sum(axis=0)
