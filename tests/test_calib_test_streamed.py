@@ -21,8 +21,8 @@ def _splitmix_py(x: int) -> int:  # the reference hash in Python integers
 
 def _label_slow(key, p: float, row: int, draw: int) -> bool:
     """One label from its own Philox call and the hash computed in Python integers (no vectorisation)."""
-    gen = np.random.Philox(key=key[:2], counter=np.array([row, draw // 32, 0, 0], dtype=np.uint64))
-    byte = int(gen.random_raw(4).astype("<u8").view(np.uint8)[draw % 32])
+    gen = np.random.Philox(key=key[:2], counter=np.array([row // 32, draw, 0, 0], dtype=np.uint64))
+    byte = int(gen.random_raw(4).astype("<u8").view(np.uint8)[row % 32])
     t = min(int(np.floor(p * 256.0)), 255)
     frac = 1.0 if p * 256.0 >= 256.0 else p * 256.0 - t
     if byte != t:
@@ -57,28 +57,29 @@ def test_labels_match_a_slow_per_row_implementation():
     rows = g.choice(p.size, 25)
     draws = g.choice(70, 25)
     for a, r in zip(rows, draws):  # a few rows and draws, one at a time (the reference is slow)
-        assert fast[a, r] == _label_slow(key, float(p[a]), start + int(a), 32 + int(r))
+        assert fast[r, a] == _label_slow(key, float(p[a]), start + int(a), 32 + int(r))
     half = np.full(2000, 0.5)  # t = 128: about 1 in 256 bytes ties, each settled by the hash
-    tied = [(a, r) for a in range(40) for r in range(32)
-            if int(np.random.Philox(key=key[:2], counter=np.array([a, 0, 0, 0], dtype=np.uint64))
-                   .random_raw(4).astype("<u8").view(np.uint8)[r]) == 128]
-    got = counter_labels(key, half, 0, 0, 32)
+    tied = [(a, r) for a in range(64) for r in range(40)
+            if int(np.random.Philox(key=key[:2], counter=np.array([a // 32, r, 0, 0], dtype=np.uint64))
+                   .random_raw(4).astype("<u8").view(np.uint8)[a % 32]) == 128]
+    assert tied  # 2560 bytes: about 10 ties
+    got = counter_labels(key, half, 0, 0, 40)
     for a, r in tied:
-        assert got[a, r] == _label_slow(key, 0.5, a, r)
+        assert got[r, a] == _label_slow(key, 0.5, a, r)
 
 
 def test_labels_do_not_depend_on_the_chunk():
     key, _ = counter_key(5)
     p = np.random.default_rng(2).random(500)
     whole = counter_labels(key, p, 0, 0, 96)
-    parts = np.concatenate([counter_labels(key, p[s:s + 77], s, 0, 96) for s in range(0, 500, 77)])
+    parts = np.concatenate([counter_labels(key, p[s:s + 77], s, 0, 96) for s in range(0, 500, 77)], axis=1)
     np.testing.assert_array_equal(whole, parts)
 
 
 def test_labels_are_bernoulli_p():
     key, _ = counter_key(9)
     p = np.array([0.001, 0.2, 0.5, 0.9, 0.999])
-    y = counter_labels(key, np.repeat(p, 2000), 0, 0, 64).reshape(p.size, -1)
+    y = counter_labels(key, np.repeat(p, 2000), 0, 0, 64).T.reshape(p.size, -1)
     freq = y.mean(axis=1)
     se = np.sqrt(p * (1 - p) / y.shape[1])
     assert np.all(np.abs(freq - p) < 5 * se + 1e-12)
@@ -88,7 +89,7 @@ def test_sums_do_not_depend_on_the_chunking():
     p, y, grid, invs = _setup()
     key, _ = counter_key(3)
     ref = _run(p, y, grid, invs, key, 99, p.size)
-    for chunk, block in ((1000, 32), (777, 64), (64, 128)):  # several chunk sizes and draw blocks
+    for chunk, block in ((1000, 32), (777, 10), (64, 128)):  # several chunk sizes and draw blocks
         out = _run(p, y, grid, invs, key, 99, chunk, block)
         for a, b in zip(ref, out):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)

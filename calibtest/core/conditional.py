@@ -1287,43 +1287,51 @@ def tie_uniforms(key: np.ndarray, rows: np.ndarray, draws: np.ndarray) -> np.nda
     return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
-def counter_bytes(key: np.ndarray, start: int, stop: int, block: int) -> np.ndarray:
-    """The random bytes of rows start..stop-1 (global positions) for draws 32 block .. 32 block + 31.
+def counter_bytes(key: np.ndarray, start: int, stop: int, draw: int) -> np.ndarray:
+    """The random bytes of rows start..stop-1 (global positions) in draw ``draw``, shape (stop - start,), uint8.
 
-    Row i's 32 bytes are the Philox4x64 output (key ``key[:2]``) at counter (i + 1, block, 0, 0), so a
-    row's bytes depend on its position and the draw only, never on how the rows are split into chunks.
-    Shape (stop - start, 32), uint8.
+    The 32 bytes of rows 32 j .. 32 j + 31 in draw r are the Philox4x64 output (key ``key[:2]``) at
+    counter (j + 1, r, 0, 0), so a row's byte depends on its position and the draw only, never on how
+    the rows are split into chunks.
     """
-    gen = np.random.Philox(key=key[:2], counter=np.array([start, block, 0, 0], dtype=np.uint64))
-    return gen.random_raw(4 * (stop - start)).astype("<u8", copy=False).view(np.uint8).reshape(stop - start, 32)
+    j0, j1 = start // _PHILOX_DRAWS, -(-stop // _PHILOX_DRAWS)
+    gen = np.random.Philox(key=key[:2], counter=np.array([j0, draw, 0, 0], dtype=np.uint64))
+    raw = gen.random_raw(4 * (j1 - j0)).astype("<u8", copy=False).view(np.uint8)
+    return raw[start - j0 * _PHILOX_DRAWS:stop - j0 * _PHILOX_DRAWS]
+
+
+def _thresholds(p: np.ndarray):
+    """t = floor(256 p) (uint8) and the tie fraction 256 p - t; p = 1 is t = 255 with fraction 1."""
+    scaled = np.asarray(p, dtype=np.float64) * 256.0
+    t = np.floor(scaled)
+    frac = scaled - t
+    top = t >= 256.0
+    t[top], frac[top] = 255.0, 1.0
+    return t.astype(np.uint8), frac
+
+
+def _settle_ties(key, b, t, frac, y, rows, draw0: int) -> None:
+    """Labels of the ties b = t (about 1 in 256): y = 1 iff the tie uniform of (row, draw) < frac."""
+    tie = np.flatnonzero(b == t)
+    if tie.size:
+        draw, col = np.divmod(tie, b.shape[1])
+        y.flat[tie] = tie_uniforms(key, rows[col], draw + draw0) < frac[col]
 
 
 def counter_labels(key, p, start: int, draw0: int, n_draws: int) -> np.ndarray:
     """Bernoulli(p) labels of rows start.. (global positions) for draws draw0..draw0+n_draws-1.
 
-    Row i's label in draw r is y = 1 iff V < 256 p_i, V = b + v, with b the byte r mod 32 of the Philox
-    output of (i, r // 32) (:func:`counter_bytes`) and, on the tie b = floor(256 p) (probability 1/256),
-    v the uniform :func:`tie_uniforms` of (i, r): P(y = 1) = p to 2^-53 (as :class:`BernoulliDraws`).
-    ``draw0`` must be a multiple of 32.  Shape (rows, n_draws), bool (True for y = 1).
+    Row i's label in draw r is y = 1 iff V < 256 p_i, V = b + v, with b its byte in draw r
+    (:func:`counter_bytes`) and, on the tie b = floor(256 p) (probability 1/256), v the uniform
+    :func:`tie_uniforms` of (i, r): P(y = 1) = p to 2^-53 (as :class:`BernoulliDraws`).
+    Shape (n_draws, rows), bool (True for y = 1).
     """
     p = np.asarray(p, dtype=np.float64)
-    m = p.size
-    scaled = p * 256.0
-    t = np.floor(scaled)
-    frac = scaled - t
-    top = t >= 256.0
-    t[top], frac[top] = 255.0, 1.0
-    t = t.astype(np.uint8)
-    first = draw0 // _PHILOX_DRAWS
-    blocks = -(-n_draws // _PHILOX_DRAWS)
-    b = np.concatenate([counter_bytes(key, start, start + m, first + j) for j in range(blocks)], axis=1) \
-        if blocks > 1 else counter_bytes(key, start, start + m, first)  # a loop over the few 32-draw blocks
-    b = b[:, :n_draws]
-    y = b < t[:, None]
-    tie = np.flatnonzero(b == t[:, None])
-    if tie.size:
-        row, draw = np.divmod(tie, n_draws)
-        y.flat[tie] = tie_uniforms(key, row + start, draw + draw0) < frac[row]
+    t, frac = _thresholds(p)
+    b = np.stack([counter_bytes(key, start, start + p.size, draw0 + j) for j in range(n_draws)]) \
+        if n_draws else np.empty((0, p.size), dtype=np.uint8)  # one call per draw
+    y = b < t
+    _settle_ties(key, b, t, frac, y, np.arange(start, start + p.size), draw0)
     return y
 
 
@@ -1346,12 +1354,12 @@ class DrawSums:
     n_draws : int
         R.
     block : int
-        Draws per vectorised block (a multiple of 32).
+        Draws per vectorised block.
     """
 
     def __init__(self, key, sizes, n_draws: int, block: int = 128):
         self.key, self.sizes, self.R = key, [int(s) for s in sizes], int(n_draws)
-        self.block = max(_PHILOX_DRAWS, block // _PHILOX_DRAWS * _PHILOX_DRAWS)
+        self.block = max(1, int(block))
         self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
         total = int(self.offsets[-1])
         self.N = np.zeros((total, self.R), dtype=np.int64)
@@ -1389,19 +1397,24 @@ class DrawSums:
             seg_id = seg_id.ravel()
         _, first = np.unique(seg_id, return_index=True)
         keys = np.stack([idx[first] for idx in ids])  # the bin of each segment on each partition
-        order = np.argsort(seg_id, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(seg_id[order]) != 0])
-        qs = q[order]
-        S = keys.shape[1]  # segment s adds to one bin of each partition
+        S = first.size  # segment s adds to one bin of each partition
         to_bins = csr_matrix((np.ones(keys.size, dtype=np.int64), (keys.ravel(), np.tile(np.arange(S), len(ids)))),
                              shape=(total, S))
-        buf = np.empty((min(self.block, self.R), m))
+        order = np.argsort(seg_id, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(seg_id[order]) != 0])
+        qs, ts, fs, pos = q[order], *_thresholds(p[order]), start + order
+        rb = min(self.block, self.R)
+        raw = np.empty((rb, m), dtype=np.uint8)
+        buf = np.empty((rb, m))
         for d0 in range(0, self.R, self.block):  # a handful of blocks of draws
             r = min(self.block, self.R - d0)
-            yb = counter_labels(self.key, p, start, d0, r)[order].T  # (r, rows), rows sorted by segment
-            yb = np.ascontiguousarray(yb)
+            for j in range(r):  # one Philox call per draw
+                raw[j] = counter_bytes(self.key, start, start + m, d0 + j)
+            b = np.take(raw[:r], order, axis=1)  # rows sorted by segment
+            yb = b < ts
+            _settle_ties(self.key, b, ts, fs, yb, pos, d0)
             n_seg = np.add.reduceat(yb.view(np.uint8), starts, axis=1, dtype=np.int32)
-            w_seg = np.add.reduceat(np.multiply(yb, qs, out=buf[:r]), starts, axis=1)
+            w_seg = np.add.reduceat(np.multiply(yb.view(np.uint8), qs, out=buf[:r]), starts, axis=1)
             self.N[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(n_seg.T, dtype=np.int64)
             self.W[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(w_seg.T)
         self.n += m
