@@ -219,12 +219,15 @@ def test_bad_arguments(option, error):
         ct.calib_test(y=y, probs=p, **option)
 
 
-def test_files_are_refused(tmp_path):
+def test_files_are_read_in_chunks(tmp_path):
+    """A file is tested chunk by chunk (tests/test_calib_test_streamed.py); arrays without a formula are not."""
     y, p = _data(50, 9)
     path = tmp_path / "d.csv"
     pd.DataFrame({"y": y, "p": p}).to_csv(path, index=False)
-    with pytest.raises(TypeError, match="in memory"):
-        ct.calib_test("y ~ p", data=str(path))
+    res = ct.calib_test("y ~ p", data=str(path), rng=1, n_draws=99)
+    assert res.n == 50 and res.n_bins == ct.calib_test(y=y, probs=p, rng=1, n_draws=99).n_bins
+    with pytest.raises(TypeError, match="formula"):
+        ct.calib_test(data=str(path))
 
 
 def test_study_smoke(tmp_path):

@@ -149,3 +149,72 @@ def test_size_smoke_calibrated_beta():
         tol = 100 * np.finfo(float).eps * abs(t_obs[0])
         rej += (1 + np.count_nonzero(draws[0] >= t_obs[0] - tol)) / 40 <= 0.05
     assert abs(rej / 200 - 0.05) < 4 * np.sqrt(0.05 * 0.95 / 200)
+
+
+# --------------------------------------------------------------------------- the streamed front doors
+import pandas as pd  # noqa: E402
+
+import calibtest as ct  # noqa: E402
+from calibtest.backends.calib_test_stream import CalibTestAccumulator  # noqa: E402
+from calibtest.options import OptionError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def frame():
+    g = np.random.default_rng(27)
+    p = g.beta(2, 5, 6000)
+    return pd.DataFrame({"y": (g.random(6000) < p ** 1.05).astype(int), "p": p})
+
+
+def _same(a, b):
+    assert a.pvalue == b.pvalue and a.pvalue_bonferroni == b.pvalue_bonferroni
+    assert a.statistic == pytest.approx(b.statistic, rel=1e-12)
+    np.testing.assert_allclose(a.scales["T"], b.scales["T"], rtol=1e-11, atol=1e-17)
+    np.testing.assert_allclose(a.scales["sd"], b.scales["sd"], rtol=1e-12)
+    np.testing.assert_allclose(a.null_draws, b.null_draws, rtol=1e-9, atol=1e-9)
+
+
+def test_file_dask_and_chunks_give_the_same_test(frame, tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    frame.to_parquet(tmp_path / "d.parquet")
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    ref = ct.calib_test("y ~ p", data=str(tmp_path / "d.parquet"), rng=5, n_draws=99)
+    assert ref.n == 6000 and ref.n_bins[-1] == ct.calib_test("y ~ p", data=frame, rng=5, n_draws=99).n_bins[-1]
+    _same(ref, ct.calib_test("y ~ p", data=tmp_path / "d.csv", rng=5, n_draws=99))
+    for parts in (1, 3, 8):  # Dask partitionings
+        _same(ref, ct.calib_test("y ~ p", data=dd.from_pandas(frame, npartitions=parts), rng=5, n_draws=99))
+    for chunk in (6000, 1001, 250):  # chunk sizes of the accumulator
+        acc = CalibTestAccumulator("y ~ p", n_bins=ref.n_bins, rng=5, n_draws=99)
+        for s in range(0, 6000, chunk):
+            acc.update(frame.iloc[s:s + chunk])
+        _same(ref, acc.result())
+
+
+def test_streamed_statistic_equals_the_rows_in_memory(frame):
+    """T, sd(T | Z) and z_S of the stream are those of the rows in memory (their draws differ: another stream)."""
+    mem = ct.calib_test("y ~ p", data=frame, rng=5, n_draws=99)
+    acc = CalibTestAccumulator("y ~ p", n_bins="adaptive", n_rows=len(frame), rng=5, n_draws=99).update(frame)
+    res = acc.result()
+    assert res.n_bins == mem.n_bins
+    np.testing.assert_allclose(res.scales["T"], mem.scales["T"], rtol=1e-11)
+    np.testing.assert_allclose(res.scales["sd"], mem.scales["sd"], rtol=1e-12)
+    assert res.spiegelhalter_z == pytest.approx(mem.spiegelhalter_z, rel=1e-12)
+
+
+def test_streams_refuse_what_they_cannot_do(frame, tmp_path):
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(OptionError, match="partitions='equal-mass'"):
+        ct.calib_test("y ~ p", data=str(tmp_path / "d.csv"), partitions="equal-mass")
+    with pytest.raises(OptionError, match="by="):
+        ct.calib_test("y ~ p", data=str(tmp_path / "d.csv"), by="y")
+    with pytest.raises(TypeError, match="rng"):
+        ct.calib_test("y ~ p", data=str(tmp_path / "d.csv"), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n_rows"):
+        CalibTestAccumulator(n_bins="adaptive")
+    acc = CalibTestAccumulator(n_bins=4, rng=1, k="full")
+    probs = np.full((10, 3), 1 / 3)
+    with pytest.raises(ValueError, match="binary and top-1"):
+        acc.update(y=np.arange(10) % 3, probs=probs)
+    with pytest.raises(ValueError, match="follow"):
+        CalibTestAccumulator(n_bins=4, rng=1).merge(CalibTestAccumulator(n_bins=4, rng=1, start=5))

@@ -30,17 +30,24 @@ import math
 
 import numpy as np
 
+from pathlib import Path
+import os
+
+from calibtest._format import Call
 from calibtest._validation import DEFAULT_DRAWS
 from calibtest.backends.accumulator import _prepare_rows
+from calibtest.backends.dask_frames import _import_dask, _partition_usable, _tree
+from calibtest.backends.files import (DEFAULT_CHUNKSIZE, _count_usable, _CsvReader, _ParquetReader, _with_rows,
+                                      file_format)
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
 from calibtest.core.conditional import (DrawSums, conditional_moments, conditional_sum_columns,
                                         conditional_sums_from_columns, counter_key, label_classes)
-from calibtest.formula import resolve_env
+from calibtest.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
 from calibtest.inputs import read_rows
 from calibtest.options import check_option
 
-__all__ = ["CalibTestAccumulator", "DEFAULT_ROWS_PER_BLOCK"]
+__all__ = ["CalibTestAccumulator", "DEFAULT_ROWS_PER_BLOCK", "stream_calib_test"]
 
 DEFAULT_ROWS_PER_BLOCK = 1 << 16  # rows of one vectorised block of draws: about 65536 x 64 x 10 bytes
 
@@ -126,7 +133,10 @@ class CalibTestAccumulator:
             cols += conditional_sum_columns(z, inv, b + 1)
         q = 1.0 - 2.0 * p
         self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
-        self.draws.add(self.start + self.draws.n, p, inverses, label_classes(prepared) == 0)
+        y1 = label_classes(prepared) == 0
+        for a in range(0, p.size, DEFAULT_ROWS_PER_BLOCK):  # blocks of rows bound the draws' memory
+            b = a + DEFAULT_ROWS_PER_BLOCK
+            self.draws.add(self.start + self.draws.n, p[a:b], [inv[a:b] for inv in inverses], y1[a:b])
         return self
 
     def merge(self, other: "CalibTestAccumulator") -> "CalibTestAccumulator":
@@ -189,3 +199,99 @@ class CalibTestAccumulator:
                                spiegelhalter_draws=sp_draws, alpha=self.alpha, combine=self.combine,
                                partitions="equal-width", n_draws=self.R, seed=self.seed, n=n, k=k,
                                n_classes=n_classes, mode=mode, **bookkeeping)
+
+
+def _stream_call(formula, name: str, options: dict) -> Call:
+    shown = {key: value for key, value in options.items() if value is not None}
+    return Call("calib_test", (repr(formula), f"data={name!r}"), shown)
+
+
+def stream_calib_test(data, formula: str, *, env, chunksize: int | None = None, n_bins="adaptive",
+                      missing: str = "raise", **options) -> CalibrationTestResult:
+    """:func:`calibtest.calib_test` on a CSV/Parquet file path or a Dask DataFrame, chunk by chunk.
+
+    ``n_bins="adaptive"`` first takes n from the Parquet metadata (``missing="raise"``), ``len`` of the
+    Dask frame (``missing="raise"``) or a counting pass.  A Dask frame is reduced partition by partition
+    on its scheduler: each partition's sums start at its first row's position (from the partitions'
+    lengths), and adjacent partitions' sums are merged in order.  The p-value for a seed equals the one
+    of the same rows in memory read in any chunks (to the rounding of the float sums).
+    """
+    if isinstance(data, (str, os.PathLike)):
+        return _file_test(Path(os.fspath(data)), formula, env=env, chunksize=chunksize, n_bins=n_bins,
+                          missing=missing, **options)
+    return _dask_test(data, formula, env=env, n_bins=n_bins, missing=missing, **options)
+
+
+def _file_test(path: Path, formula, *, env, chunksize, n_bins, missing, **options):
+    chunksize = check_option("chunksize", chunksize)
+    chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
+    fmt = file_format(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {str(path)!r}")
+    reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
+    check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
+    columns = formula_columns(formula, reader.columns)
+    n_rows = None
+    if check_grid(n_bins) is None:
+        n_rows = reader.num_rows if fmt == "parquet" and missing == "raise" else \
+            _count_usable(reader, columns, formula, env, missing, chunksize, path.name)
+        if n_rows < 2:
+            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
+    acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
+    start = 0
+    for chunk in reader.chunks(columns, chunksize):
+        if len(chunk) == 0:
+            continue
+        stop = start + len(chunk)
+        try:
+            acc.update(chunk)
+        except (ValueError, TypeError) as exc:
+            raise _with_rows(exc, path.name, start, stop) from exc
+        start = stop
+    if acc.n == 0:
+        raise ValueError(f"{path.name} has a header but no data rows")
+    return acc.result(call_record=_stream_call(formula, path.name, {"n_bins": None if n_bins == "adaptive"
+                                                                     else n_bins, "rng": acc.seed}))
+
+
+def _partition_test(formula, namespace, missing, settings: dict, part, index: int, start: int):
+    """One Dask partition's sums, its rows numbered from ``start`` (runs on a worker)."""
+    acc = CalibTestAccumulator(formula, missing=missing, eval_env=thaw_env(namespace), start=start, **settings)
+    try:
+        return acc.update(part)
+    except (ValueError, TypeError) as exc:
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(f"Dask partition {index}: {exc}") from exc
+
+
+def _merge_in_order(*accs: CalibTestAccumulator) -> CalibTestAccumulator:
+    first = accs[0]
+    for acc in accs[1:]:  # adjacent partitions, in order
+        first.merge(acc)
+    return first
+
+
+def _dask_test(ddf, formula, *, env, n_bins, missing, split_every: int = 8, **options):
+    dask, dd = _import_dask()
+    if not isinstance(ddf, dd.DataFrame):
+        raise TypeError(f"Dask input must be a dask.dataframe.DataFrame, got {type(ddf).__name__}")
+    check_formula_names(formula, list(ddf.columns), env, where="the Dask DataFrame")
+    columns = formula_columns(formula, list(ddf.columns))
+    ddf = ddf[columns]
+    namespace = freeze_env(formula, env, columns)
+    parts = ddf.to_delayed()
+    counts = dask.compute(*[dask.delayed(_partition_usable)(formula, namespace, missing, part, i)
+                            for i, part in enumerate(parts)])
+    n_rows = int(sum(counts))
+    if n_rows < 2:
+        raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
+    rng = options.pop("rng", None)
+    seed = counter_key(rng)[1] if rng is None else rng  # one seed for every partition
+    grid = check_grid(n_bins)
+    settings = dict(options, rng=seed, n_bins=adaptive_grid(n_rows, 1) if grid is None else grid)
+    starts = np.concatenate(([0], np.cumsum(counts)))[:-1]
+    leaves = [dask.delayed(_partition_test)(formula, namespace, missing, settings, part, i, int(start))
+              for i, (part, start) in enumerate(zip(parts, starts))]
+    acc = _tree(leaves, _merge_in_order, split_every).compute()
+    return acc.result(call_record=_stream_call(formula, "<Dask DataFrame>", {"n_bins": None if n_bins == "adaptive"
+                                                                              else n_bins, "rng": seed}))
