@@ -92,12 +92,15 @@ options.  The interval of ``calib_ci`` keeps the paper's equal-width bins.
 Top-k (k >= 2) and full calibration bin a vector in dimension >= 2, which
 has no natural quantiles: equal-width only.
 
-Speed.  The partitions and the per-scale sd are computed once; for binary and
-top-1 targets the labels of every draw are drawn once (8 random bits per row,
-:class:`calibtest.core.conditional.BernoulliDraws`) and scored at every scale
-from two segment sums over the rows sorted by p.  One call at n = 10^5 with
-the default 999 draws (9 scales) takes about 0.45 s of CPU, 5.6 s at n = 10^6
-(``benchmarks/bench_calib_test.py``).
+Speed and memory.  The partitions and the per-scale sd are computed once;
+for binary and top-1 targets the labels of every draw come from a
+counter-based stream keyed by the seed, the row's position and the draw
+(:func:`calibtest.core.conditional.counter_labels`: 8 random bits per row
+and draw), drawn in blocks of rows and draws and reduced to additive per-draw
+bin sums (:class:`calibtest.core.conditional.DrawSums`), so peak memory is
+O(R x bins + rows per block x draws per block), not O(R x n), and a file or
+a Dask frame read in any chunks gives the p-value of the rows in memory for
+the same int seed.  Timings and peak memory: ``benchmarks/bench_calib_test.py``.
 
 Combination.  ``combine="max-z"`` (default) or ``"bonferroni"``:
 min(1, L min_B p_B) over the per-scale Monte Carlo p-values (for one global
@@ -114,7 +117,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text
-from calibtest._validation import DEFAULT_DRAWS, check_memory, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
@@ -485,7 +488,8 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
     sd = np.array([math.sqrt(conditional_moments(conditional_bin_sums(target.z, inv, m), target.n).variance)
                    for inv, m in bins])
     draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], label_classes(target), n=target.n,
-                              n_draws=R, rng=rng, complete=target.mode == "full", spiegelhalter=spiegelhalter)
+                              n_draws=R, rng=seed if is_integer(seed) else rng, complete=target.mode == "full",
+                              spiegelhalter=spiegelhalter)
     observed = label_classes(target)
 
     def sign_of(i: int) -> int:  # the point-mass scales (rare): z is the limit of (T - 0) / sd

@@ -101,12 +101,14 @@ counted with scipy's relative tolerance).  The draws are vectorised over
 blocks of draws with one combined (draw, bin, class) ``np.bincount``; the
 uniforms are consumed in the same order whatever the block size, so a seed
 gives the same p-value for any block size.  In the 1-dim modes (binary,
-top-1) the labels are Bernoulli draws from 8 random bits per row
-(:class:`BernoulliDraws`, exact to 2^-61), drawn for the rows sorted by p so
-that every bin is a run of rows and T needs two segment sums per draw
-(:class:`_SortedSegments`); one call of :func:`calibtest.calib_test` at
-n = 10^5 with 999 draws at 9 scales takes about 0.45 s of CPU
-(``benchmarks/results/bench_calib_test.txt``).
+top-1) the labels come from a counter-based stream keyed by the seed, the
+row's position and the draw (:func:`counter_labels`: one Philox4x64 byte per
+row and draw, a splitmix64 hash uniform on the 1-in-256 ties; exact to
+2^-53), reduced to additive per-draw bin sums (:class:`DrawSums`), so rows in
+memory, chunks of a file and partitions of a Dask frame give the same T* for
+a seed (to the rounding of the float sums).  The rows of a block are sorted
+by the common refinement of the partitions, so each draw needs two segment
+sums (``benchmarks/results/bench_calib_test.txt`` for the timings).
 
 The point-mass null
 -------------------
@@ -834,66 +836,6 @@ class _DrawPlan:
         return (between - within) / self.n
 
 
-class BernoulliDraws:
-    """Exact Bernoulli(p) label draws from 8 random bits per row (53 more on a tie).
-
-    A row's label is y = 1 iff ``V < 256 p`` with V = b + v: b a uniform byte
-    0..255 and v a uniform in [0, 1).  So y = 1 when b < t = floor(256 p),
-    y = 0 when b > t, and on the tie b = t (probability 1/256) y = 1 iff
-    v < 256 p - t.  P(y = 1) = t / 256 + P(v < 256 p - t) / 256 = p (to
-    2^-61, against 2^-53 for ``u < p`` with one uniform double), from about
-    8.25 random bits per label instead of 64: the random stream was the
-    floor of the Monte Carlo null's time (0.8 s of uniforms at n = 10^5 and
-    R = 2000).  ``256 p`` and ``256 p - t`` are exact in float64.
-
-    The bytes come from the generator's raw 64-bit words (little-endian byte
-    order) in (draw, row) order, and the tie uniforms from a second
-    generator seeded by four words of the first, also in (draw, row) order,
-    so the labels do not depend on how the draws are split into blocks.
-
-    Parameters
-    ----------
-    p : ndarray, shape (n,)
-        P(y = 1) of each row, in [0, 1].
-    gen : numpy.random.Generator
-
-    References
-    ----------
-    .. [1] Devroye, "Non-Uniform Random Variate Generation", Springer, 1986,
-           ch. XV (random bits and the comparison with the binary expansion of p).
-    """
-
-    def __init__(self, p: np.ndarray, gen: np.random.Generator):
-        scaled = np.asarray(p, dtype=np.float64) * 256.0
-        t = np.floor(scaled)
-        frac = scaled - t
-        top = t >= 256.0  # p = 1: every byte is below 255 or a tie at 255 with v < 1
-        t[top], frac[top] = 255.0, 1.0
-        self.t = t.astype(np.uint8)
-        self.frac = frac
-        self.n = self.t.size
-        self._bits = gen.bit_generator
-        self._ties = np.random.default_rng(self._bits.random_raw(4))
-        self._left = np.empty(0, dtype=np.uint8)
-
-    def _bytes(self, k: int) -> np.ndarray:
-        words = self._bits.random_raw(-(-(k - self._left.size) // 8)).astype("<u8", copy=False)
-        buf = words.view(np.uint8)
-        if self._left.size:
-            buf = np.concatenate((self._left, buf))
-        self._left = buf[k:].copy()
-        return buf[:k]
-
-    def draw(self, r: int, out: np.ndarray | None = None) -> np.ndarray:
-        """The next ``r`` label vectors, shape (r, n), bool (True for y = 1); ``out`` receives them."""
-        b = self._bytes(r * self.n).reshape(r, self.n)
-        y = np.less(b, self.t, out=out)
-        tie = np.flatnonzero(b == self.t)
-        if tie.size:
-            y.flat[tie] = self._ties.random(tie.size) < self.frac[tie % self.n]
-        return y
-
-
 def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int = DEFAULT_DRAWS, rng=None,
                      complete: bool = False, block_size: int | None = None) -> MonteCarloTest:
     """Conditional Monte Carlo test: redraw labels from the predictions and recompute T.
@@ -929,9 +871,9 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     rounding) the p-value is 1/(R + 1) when :func:`point_mass_sign` is +1
     (T > 0) and 1 otherwise; the rounding of T and T* is never compared.
 
-    With d = 1 (binary, top-1) the labels are drawn by :class:`BernoulliDraws`
-    for the rows sorted by p, as :func:`monte_carlo_draws` does; otherwise by
-    inverse CDF on one uniform per row.
+    With d = 1 (binary, top-1) the labels of every row come from the
+    counter-based stream (:func:`counter_labels`), as in
+    :func:`monte_carlo_draws`; otherwise by inverse CDF on one uniform per row.
     """
     z = np.asarray(z, dtype=np.float64)
     if z.ndim == 1:
@@ -949,9 +891,10 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     fast = None
     if plan.d == 1 and not complete:  # the labels of monte_carlo_draws for one partition
         fast = _SortedSegments.build(z[plan.rows, 0], [inverse[plan.rows]], n_div)
-    if fast is not None:
-        t_obs = float(fast.statistics(fast.sorted_labels(observed[plan.rows][None, :] == 0))[0, 0])
-        draws = fast.draw_statistics(gen, n_draws, block_size)[0]
+    if plan.d == 1 and not complete:  # counter-based draws keyed by (seed, row, draw): every row, all bins
+        t_obs = float(fast.statistics(fast.sorted_labels(observed[plan.rows][None, :] == 0))[0, 0]) \
+            if fast is not None else float(plan.statistics(observed[plan.rows][None, :])[0])
+        draws = counter_draw_sums(_key_of(gen, seed), z[:, 0], [inverse], n_draws).statistics(n_div)[1][0]
     else:
         t_obs = float(plan.statistics(observed[plan.rows][None, :])[0])
         draws = np.empty(n_draws)
@@ -1017,11 +960,12 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     the joint law of (T_1, ..., T_L) under H0 given the predictions is
     reproduced exactly, dependence between the partitions included.
 
-    Labels are drawn only for the rows in a bin of >= 2 rows on at least one
-    partition (the other rows never enter any T): in the 1-dim modes by
-    :class:`BernoulliDraws` for those rows sorted by p (stable), otherwise
-    from uniforms in row order.  With a single partition those are the rows
-    :func:`monte_carlo_test` draws, in the same way, so
+    In the 1-dim modes every row's labels come from the counter-based stream
+    keyed by (seed, row position, draw) (:func:`counter_labels`, reduced by
+    :class:`DrawSums`); otherwise labels are drawn from uniforms in row order
+    for the rows in a bin of >= 2 rows on at least one partition (the other
+    rows never enter any T).  With a single partition those are the labels
+    :func:`monte_carlo_test` draws, so
     ``monte_carlo_draws(z, [inv], ...).null_draws[0]`` equals
     ``monte_carlo_test(z, inv, ...).null_draws`` for the same seed.
 
@@ -1089,14 +1033,17 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     sp = _Spiegelhalter(z[:, 0]) if spiegelhalter else None
     if d == 1 and not complete:
         fast = _SortedSegments.build(z[rows, 0], [inv[rows] for inv in inverses], n_div)
-        if fast is not None:
+        sums = counter_draw_sums(_key_of(gen, seed), z[:, 0], inverses, n_draws,
+                                 None if fast is not None else observed == 0)
+        t_obs, t_draws, wq_obs, wq = sums.statistics(n_div)
+        if fast is not None:  # the observed T from the rows sorted by p (as calib_ci computes it)
             out = fast.statistics(fast.sorted_labels(observed[rows][None, :] == 0), wq=sp is not None)
-            stats = out[0][:, 0] if sp is not None else out[:, 0]
-            if sp is None:
-                return SharedDraws(stats, fast.draw_statistics(gen, n_draws, block_size), n_draws, seed)
-            t_draws, wq = fast.draw_statistics(gen, n_draws, block_size, wq=True)
-            return SharedDraws(stats, t_draws, n_draws, seed, spiegelhalter=float(sp.z(out[1])[0]),
-                               spiegelhalter_draws=sp.z(wq))
+            t_obs = out[0][:, 0] if sp is not None else out[:, 0]
+            wq_obs = out[1][0] if sp is not None else wq_obs
+        if sp is None:
+            return SharedDraws(t_obs, t_draws, n_draws, seed)
+        return SharedDraws(t_obs, t_draws, n_draws, seed, spiegelhalter=float(sp.z(wq_obs)[0]),
+                           spiegelhalter_draws=sp.z(wq))
     # one plan per partition on the used rows; plan.rows index into the used rows
     plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
     full = [p.rows.size == rows.size for p in plans]
@@ -1196,27 +1143,6 @@ class _SortedSegments:
         """Label rows ``y`` (shape (R, rows), in row order) in the order of increasing p."""
         return y if self.order is None else np.take(y, self.order, axis=1)
 
-    def draw_statistics(self, gen: np.random.Generator, n_draws: int, block_size: int, wq: bool = False):
-        """T on each partition (shape (L, n_draws)) for label vectors drawn from p (:class:`BernoulliDraws`).
-
-        The labels are drawn for the rows in the order of increasing p, so no
-        draw is reordered.  ``wq=True``: also sum_a y_a (1 - 2 p_a) of each
-        draw (shape (n_draws,)), returned second.
-        """
-        drawer = BernoulliDraws(self.ps, gen)
-        draws = np.empty((len(self.parts), n_draws))
-        sums = np.empty(n_draws) if wq else None
-        size = min(block_size, n_draws)
-        y, buf = np.empty((size, self.ps.size), dtype=bool), np.empty((size, self.ps.size))
-        for start in range(0, n_draws, block_size):  # a handful of blocks
-            r = min(block_size, n_draws - start)
-            out = self.statistics(drawer.draw(r, out=y[:r]), buf[:r], wq=wq)
-            if wq:
-                draws[:, start:start + r], sums[start:start + r] = out
-            else:
-                draws[:, start:start + r] = out
-        return (draws, sums) if wq else draws
-
     def statistics(self, y: np.ndarray, buf: np.ndarray | None = None, wq: bool = False):
         """T on each partition (shape (L, R)) for label rows ``y`` (shape (R, rows), True for y = 1, rows
         in the order of increasing p: see :meth:`sorted_labels`); ``buf`` is float64 scratch of y's shape.
@@ -1266,9 +1192,27 @@ def counter_key(rng) -> tuple[np.ndarray, int | None]:
     two the tie hash.  A Generator gives four raw words of its bit generator (seed recorded as None).
     """
     gen, seed = _check_rng(rng)
+    return _key_of(gen, seed), seed
+
+
+def _key_of(gen: np.random.Generator, seed: int | None) -> np.ndarray:
+    """The counter stream's key: from the int seed when there is one, else four raw words of ``gen``."""
     if seed is not None:
-        return np.random.SeedSequence(seed).generate_state(4, np.uint64), seed
-    return gen.bit_generator.random_raw(4).astype(np.uint64), None
+        return np.random.SeedSequence(seed).generate_state(4, np.uint64)
+    return gen.bit_generator.random_raw(4).astype(np.uint64)
+
+
+#: Rows per vectorised block of the counter-based draws (with 64 draws per block: about 40 MB of scratch).
+DRAW_ROWS = 1 << 16
+
+
+def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 64) -> "DrawSums":
+    """:class:`DrawSums` of rows 0..n-1 in memory, added in blocks of :data:`DRAW_ROWS` rows."""
+    acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block)
+    for a in range(0, p.size, DRAW_ROWS):  # blocks of rows bound the memory
+        b = a + DRAW_ROWS
+        acc.add(a, p[a:b], [inv[a:b] for inv in inverses], None if y is None else y[a:b])
+    return acc
 
 
 def _splitmix(x: np.ndarray) -> np.ndarray:
@@ -1323,7 +1267,7 @@ def counter_labels(key, p, start: int, draw0: int, n_draws: int) -> np.ndarray:
 
     Row i's label in draw r is y = 1 iff V < 256 p_i, V = b + v, with b its byte in draw r
     (:func:`counter_bytes`) and, on the tie b = floor(256 p) (probability 1/256), v the uniform
-    :func:`tie_uniforms` of (i, r): P(y = 1) = p to 2^-53 (as :class:`BernoulliDraws`).
+    :func:`tie_uniforms` of (i, r): P(y = 1) = t / 256 + P(v < 256 p - t) / 256 = p to 2^-53.
     Shape (n_draws, rows), bool (True for y = 1).
     """
     p = np.asarray(p, dtype=np.float64)
