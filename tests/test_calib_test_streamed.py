@@ -218,3 +218,14 @@ def test_streams_refuse_what_they_cannot_do(frame, tmp_path):
         acc.update(y=np.arange(10) % 3, probs=probs)
     with pytest.raises(ValueError, match="follow"):
         CalibTestAccumulator(n_bins=4, rng=1).merge(CalibTestAccumulator(n_bins=4, rng=1, start=5))
+
+
+def test_observed_labels_equal_to_a_draw_give_its_statistic_exactly():
+    """The observed sums use the draws' arithmetic: labels equal to draw 0's give T*_0 bit for bit (the
+    Monte Carlo p-value counts such a tie, as exchangeability needs, even where T is all rounding)."""
+    p, _, grid, invs = _setup(2000, seed=5)
+    key, _ = counter_key(12)
+    y0 = counter_labels(key, p, 0, 0, 1)[0]
+    t_obs, draws, wq, wq_draws = _run(p, y0, grid, invs, key, 5, 700)
+    np.testing.assert_array_equal(t_obs, draws[:, 0])
+    assert wq == wq_draws[0]

@@ -888,13 +888,10 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
         return MonteCarloTest(0.0, 1.0, n_draws, seed, np.zeros(n_draws))
     if block_size is None:
         block_size = max(1, (1 << 21) // (plan.nk * plan.d))
-    fast = None
-    if plan.d == 1 and not complete:  # the labels of monte_carlo_draws for one partition
-        fast = _SortedSegments.build(z[plan.rows, 0], [inverse[plan.rows]], n_div)
-    if plan.d == 1 and not complete:  # counter-based draws keyed by (seed, row, draw): every row, all bins
-        t_obs = float(fast.statistics(fast.sorted_labels(observed[plan.rows][None, :] == 0))[0, 0]) \
-            if fast is not None else float(plan.statistics(observed[plan.rows][None, :])[0])
-        draws = counter_draw_sums(_key_of(gen, seed), z[:, 0], [inverse], n_draws).statistics(n_div)[1][0]
+    if plan.d == 1 and not complete:  # counter-based draws keyed by (seed, row, draw); T by the same sums
+        t_o, t_d = counter_draw_sums(_key_of(gen, seed), z[:, 0], [inverse], n_draws,
+                                     observed == 0).statistics(n_div)[:2]
+        t_obs, draws = float(t_o[0]), t_d[0]
     else:
         t_obs = float(plan.statistics(observed[plan.rows][None, :])[0])
         draws = np.empty(n_draws)
@@ -1032,14 +1029,9 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
         block_size = max(1, (1 << 21) // (rows.size * d))
     sp = _Spiegelhalter(z[:, 0]) if spiegelhalter else None
     if d == 1 and not complete:
-        fast = _SortedSegments.build(z[rows, 0], [inv[rows] for inv in inverses], n_div)
-        sums = counter_draw_sums(_key_of(gen, seed), z[:, 0], inverses, n_draws,
-                                 None if fast is not None else observed == 0)
+        # the observed T by the draws' arithmetic: labels equal to a draw's give that draw's T exactly
+        sums = counter_draw_sums(_key_of(gen, seed), z[:, 0], inverses, n_draws, observed == 0)
         t_obs, t_draws, wq_obs, wq = sums.statistics(n_div)
-        if fast is not None:  # the observed T from the rows sorted by p (as calib_ci computes it)
-            out = fast.statistics(fast.sorted_labels(observed[rows][None, :] == 0), wq=sp is not None)
-            t_obs = out[0][:, 0] if sp is not None else out[:, 0]
-            wq_obs = out[1][0] if sp is not None else wq_obs
         if sp is None:
             return SharedDraws(t_obs, t_draws, n_draws, seed)
         return SharedDraws(t_obs, t_draws, n_draws, seed, spiegelhalter=float(sp.z(wq_obs)[0]),
@@ -1093,68 +1085,6 @@ class _Spiegelhalter:
             return (wq - self.center) / self.sd
         num = wq - self.center
         return np.where(num > 0, np.inf, np.where(num < 0, -np.inf, 0.0))
-
-
-class _SortedSegments:
-    """The 1-dim fast path of :func:`monte_carlo_draws`: every partition's bins are intervals of p.
-
-    With the rows sorted by p, each partition's bins are runs of consecutive
-    rows, so all partitions are unions of the *segments* of their common
-    refinement (at most the sum of their bin counts).  Per draw it needs only
-    the successes N_s and the sum W_s of (1 - 2 p_a) over the successes of each
-    segment (two ``np.add.reduceat`` over the sorted rows); then for partition i
-
-        T_i = (1/n) [sum_b (N_b - sum_b p)^2 / (c_b - 1) - sum_a p_a^2 w_a - sum_s w_s W_s],
-
-    with N_b = sum of N_s over the bin's segments and w = 1 / (c_b - 1) on bins
-    with c_b >= 2 (0 on single-row bins), which is T = (1/n) sum_b
-    (S_b^2 - Q_b) / (c_b - 1) since (y - p)^2 = y (1 - 2p) + p^2 for y in {0, 1}.
-    """
-
-    @classmethod
-    def build(cls, p: np.ndarray, inverses, n: int):
-        order = np.argsort(p, kind="stable")
-        sorted_inv = [inv[order] for inv in inverses]
-        if any(np.any(np.diff(inv) < 0) for inv in sorted_inv):
-            return None  # some bin is not an interval of p: use the general path
-        self = cls()
-        self.n = n
-        self.order = None if np.all(order[1:] > order[:-1]) else order
-        ps = self.ps = p[order]
-        change = np.zeros(ps.size, dtype=bool)
-        change[0] = True
-        for inv in sorted_inv:  # a loop over the few partitions
-            change[1:] |= inv[1:] != inv[:-1]
-        self.starts = np.flatnonzero(change)
-        self.q = 1.0 - 2.0 * ps
-        self.parts = []
-        for inv in sorted_inv:  # a loop over the few partitions
-            inv = np.concatenate(([0], np.cumsum(inv[1:] != inv[:-1])))  # renumber the bins 0..m-1 in order
-            count = np.bincount(inv)
-            w_bin = np.where(count >= 2, 1.0 / np.maximum(count - 1.0, 1.0), 0.0)
-            seg_bin = inv[self.starts]
-            bin_starts = np.flatnonzero(np.r_[True, seg_bin[1:] != seg_bin[:-1]])  # every bin is non-empty
-            zsum = np.bincount(inv, weights=ps, minlength=count.size)
-            h_other = float(np.sum(ps * ps * w_bin[inv]))
-            self.parts.append((bin_starts, w_bin, w_bin[seg_bin], zsum, h_other))
-        return self
-
-    def sorted_labels(self, y: np.ndarray) -> np.ndarray:
-        """Label rows ``y`` (shape (R, rows), in row order) in the order of increasing p."""
-        return y if self.order is None else np.take(y, self.order, axis=1)
-
-    def statistics(self, y: np.ndarray, buf: np.ndarray | None = None, wq: bool = False):
-        """T on each partition (shape (L, R)) for label rows ``y`` (shape (R, rows), True for y = 1, rows
-        in the order of increasing p: see :meth:`sorted_labels`); ``buf`` is float64 scratch of y's shape.
-        ``wq=True``: also sum_a y_a (1 - 2 p_a) of each row of ``y`` (the sum of the segments' W_s)."""
-        # int32 counts (exact below 2^31 rows) reduce 3x faster than int64 from uint8
-        succ = np.add.reduceat(y.view(np.uint8), self.starts, axis=1, dtype=np.int32).astype(np.int64)
-        wsum = np.add.reduceat(np.multiply(y, self.q, out=buf), self.starts, axis=1)
-        out = np.empty((len(self.parts), y.shape[0]))
-        for i, (bin_starts, w_bin, w_seg, zsum, h_other) in enumerate(self.parts):  # the few partitions
-            s = np.add.reduceat(succ, bin_starts, axis=1) - zsum  # bins are runs of segments
-            out[i] = ((s * s) @ w_bin - wsum @ w_seg - h_other) / self.n
-        return (out, wsum.sum(axis=1)) if wq else out
 
 
 def null_law(null: str, conditional: ConditionalTest | None) -> str:
@@ -1329,11 +1259,6 @@ class DrawSums:
             self.count += np.bincount(idx, minlength=total)
             self.psum += np.bincount(idx, weights=p, minlength=total)
             self.p2sum += np.bincount(idx, weights=p * p, minlength=total)
-        if y is not None:
-            y = np.asarray(y).astype(bool)
-            for idx in ids:
-                self.obs_N += np.bincount(idx[y], minlength=total)
-                self.obs_W += np.bincount(idx[y], weights=q[y], minlength=total)
         # the common refinement of the partitions in this chunk: rows sorted by it, segments as runs
         seg_id = ids[0]
         for idx in ids[1:]:  # the refinement, one partition at a time (a loop over the few partitions)
@@ -1347,6 +1272,12 @@ class DrawSums:
         order = np.argsort(seg_id, kind="stable")
         starts = np.flatnonzero(np.r_[True, np.diff(seg_id[order]) != 0])
         qs, ts, fs, pos = q[order], *_thresholds(p[order]), start + order
+        if y is not None:  # the observed labels by the same arithmetic as a draw: equal labels, equal T
+            yo = np.asarray(y).astype(bool)[order][None, :]
+            self.obs_N += (to_bins @ np.add.reduceat(yo.view(np.uint8), starts, axis=1, dtype=np.int32)
+                           .T.astype(np.int64))[:, 0]
+            self.obs_W += (to_bins @ np.ascontiguousarray(
+                np.add.reduceat(np.multiply(yo.view(np.uint8), qs), starts, axis=1).T))[:, 0]
         rb = min(self.block, self.R)
         raw = np.empty((rb, m), dtype=np.uint8)
         buf = np.empty((rb, m))
@@ -1380,15 +1311,17 @@ class DrawSums:
         """
         n = self.n if n is None else int(n)
         L = len(self.sizes)
-        T_obs, T_draws = np.empty(L), np.empty((L, self.R))
+        T = np.empty((L, self.R + 1))  # column 0: the observed labels, by the draws' arithmetic
         for i in range(L):  # a loop over the few partitions
             sl = slice(self.offsets[i], self.offsets[i + 1])
             c = self.count[sl]
-            w = np.where(c >= 2, 1.0 / np.maximum(c - 1.0, 1.0), 0.0)
-            P, h = self.psum[sl], float(self.p2sum[sl] @ w)
-            s = self.N[sl] - P[:, None]
-            T_draws[i] = (w @ (s * s) - w @ self.W[sl] - h) / n
-            so = self.obs_N[sl] - P
-            T_obs[i] = (float(w @ (so * so)) - float(w @ self.obs_W[sl]) - h) / n
+            w = np.where(c >= 2, 1.0 / np.maximum(c - 1.0, 1.0), 0.0)[:, None]
+            h = float(np.sum(self.p2sum[sl] * w[:, 0]))
+            s = np.column_stack((self.obs_N[sl], self.N[sl])) - self.psum[sl][:, None]
+            W = np.column_stack((self.obs_W[sl], self.W[sl]))
+            # sums over the bins row by row (axis 0): every column is summed in the same order
+            T[i] = ((w * (s * s)).sum(axis=0) - (w * W).sum(axis=0) - h) / n
         first = slice(self.offsets[0], self.offsets[1])
-        return T_obs, T_draws, float(self.obs_W[first].sum()), self.W[first].sum(axis=0)
+        wq = np.column_stack((self.obs_W[first], self.W[first])).sum(axis=0)
+        T_obs, T_draws = T[:, 0].copy(), T[:, 1:].copy()
+        return T_obs, T_draws, float(wq[0]), wq[1:].copy()
