@@ -41,7 +41,7 @@ from calibtest.backends.files import (DEFAULT_CHUNKSIZE, _count_usable, _CsvRead
                                       file_format)
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
-from calibtest.core.conditional import (DrawSums, conditional_moments, conditional_sum_columns,
+from calibtest.core.conditional import (DRAW_ROWS, DrawSums, conditional_moments, conditional_sum_columns,
                                         conditional_sums_from_columns, counter_key, label_classes)
 from calibtest.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
 from calibtest.inputs import read_rows
@@ -49,7 +49,7 @@ from calibtest.options import check_option
 
 __all__ = ["CalibTestAccumulator", "DEFAULT_ROWS_PER_BLOCK", "stream_calib_test"]
 
-DEFAULT_ROWS_PER_BLOCK = 1 << 16  # rows of one vectorised block of draws: about 65536 x 64 x 10 bytes
+DEFAULT_ROWS_PER_BLOCK = DRAW_ROWS  # rows of one vectorised block of draws
 
 
 class CalibTestAccumulator:
