@@ -58,12 +58,12 @@ def _splitmix(x: int) -> int:
 def _explicit_draws(p, R, seed):
     """Label draws of the 1-dim Monte Carlo null, one byte and one comparison at a time (slow, explicit).
 
-    The counter-based stream: key = SeedSequence(seed).generate_state(4); row a in draw r uses byte
+    The counter-based stream: key = the first four raw words of default_rng(seed); row a in draw r uses byte
     a mod 32 of the Philox4x64 output (key words 0, 1) after counter (a // 32, r, 0, 0); y = 1 iff
     byte < floor(256 p), and on byte == floor(256 p) iff the uniform (h >> 11) 2^-53 of the hash
     h = mix(mix(k2 ^ a G) ^ (k3 + r D)) (splitmix64's finalizer) is below 256 p - floor(256 p).
     """
-    key = [int(k) for k in np.random.SeedSequence(seed).generate_state(4, np.uint64)]
+    key = [int(k) for k in np.random.default_rng(seed).bit_generator.random_raw(4)]
     n = len(p)
     out = []
     for r in range(R):  # slow loop over draws

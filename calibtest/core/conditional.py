@@ -1118,17 +1118,17 @@ _GOLDEN, _DRAW_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED0
 def counter_key(rng) -> tuple[np.ndarray, int | None]:
     """The key of the counter-based label stream for ``rng`` (None, int or Generator) and the seed to record.
 
-    An int s gives ``SeedSequence(s).generate_state(4, uint64)``: two words key the Philox4x64 byte stream,
-    two the tie hash.  A Generator gives four raw words of its bit generator (seed recorded as None).
+    The key is the next four raw 64-bit words of the generator: of ``numpy.random.default_rng(s)`` for an
+    int s (so ``rng=s`` and ``rng=default_rng(s)`` give the same draws); words 0 and 1 key the Philox4x64
+    byte stream, words 2 and 3 the tie hash.
     """
     gen, seed = _check_rng(rng)
     return _key_of(gen, seed), seed
 
 
-def _key_of(gen: np.random.Generator, seed: int | None) -> np.ndarray:
-    """The counter stream's key: from the int seed when there is one, else four raw words of ``gen``."""
-    if seed is not None:
-        return np.random.SeedSequence(seed).generate_state(4, np.uint64)
+def _key_of(gen: np.random.Generator, seed: int | None = None) -> np.ndarray:
+    """The counter stream's key: the next four raw words of ``gen`` (``default_rng(seed)`` when resolved
+    from an int seed)."""
     return gen.bit_generator.random_raw(4).astype(np.uint64)
 
 
