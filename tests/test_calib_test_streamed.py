@@ -229,3 +229,23 @@ def test_observed_labels_equal_to_a_draw_give_its_statistic_exactly():
     t_obs, draws, wq, wq_draws = _run(p, y0, grid, invs, key, 5, 700)
     np.testing.assert_array_equal(t_obs, draws[:, 0])
     assert wq == wq_draws[0]
+
+
+@pytest.mark.parametrize("design", ["binary Beta(2, 5)", "top-1 Beta(20, 1)"])
+def test_size_smoke_multiscale_on_the_new_stream(design):
+    """calib_test (adaptive grid + Spiegelhalter, R = 99) on 300 calibrated data sets of n = 200.
+
+    The test is exact: P(p <= 0.05) = floor(0.05 * 100) / 100 = 0.05.  300 data sets give a Monte Carlo
+    standard error sqrt(0.05 * 0.95 / 300) = 0.0126; the rate must lie within 0.05 +- 3.5 s.e.
+    """
+    g = np.random.default_rng(2700 if design.startswith("binary") else 2701)
+    N, rej = 300, 0
+    for _ in range(N):  # a few hundred small data sets
+        if design.startswith("binary"):
+            p = g.beta(2, 5, 200)
+            kw = {"y": (g.random(200) < p).astype(int), "probs": p}
+        else:  # top-1 confidences near 1 of a 10-class model, correct with probability the confidence
+            conf = 0.1 + 0.9 * g.beta(20, 1, 200)
+            kw = {"y": (g.random(200) < conf).astype(int), "probs": conf, "n_classes": 10}
+        rej += ct.calib_test(**kw, n_draws=99, rng=int(g.integers(2**31))).reject
+    assert abs(rej / N - 0.05) <= 3.5 * np.sqrt(0.05 * 0.95 / N)
