@@ -16,8 +16,9 @@ Limits.  Binary and top-1 targets with the equal-width scales (the default
 before the first chunk and top-k / full calibration have no 1-dim label
 draws, so both are refused with a ValueError.  The bin counts are fixed
 before reading: ``n_bins="adaptive"`` needs n (``n_rows=``; the file front
-door takes it from Parquet metadata or a counting pass, a Dask frame from
-``len``), an int or a sequence of ints needs nothing.  On a scale where
+door takes it from Parquet metadata or a counting pass; on a Dask frame the
+pass that counts each partition's usable rows, which numbers its rows, gives
+it), an int or a sequence of ints needs nothing.  On a scale where
 sd(T | Z) = 0 (the point-mass null) the sign of T is read from the sums
 (|T| <= 1e-9 / n is 0), where the rows in memory use the rows themselves.
 
@@ -27,11 +28,10 @@ draws (``block`` draws of ``chunksize`` rows at a time).
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import numpy as np
-
-from pathlib import Path
-import os
 
 from calibtest._format import Call
 from calibtest._validation import DEFAULT_DRAWS
@@ -83,7 +83,7 @@ class CalibTestAccumulator:
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k=None, n_bins="adaptive",
                  n_rows: int | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS, rng=None,
                  combine: str = "max-z", spiegelhalter: bool | None = None, missing: str = "raise",
-                 eval_env=0, block: int = 64, start: int = 0):
+                 eval_env=0, block: int = 8, start: int = 0):
         self.formula, self.n_classes, self.k, self.alpha, self.missing = formula, n_classes, k, alpha, missing
         self.R = check_option("n_draws", n_draws)
         self.combine = check_option("combine", combine)
@@ -210,10 +210,10 @@ def stream_calib_test(data, formula: str, *, env, chunksize: int | None = None, 
                       missing: str = "raise", **options) -> CalibrationTestResult:
     """:func:`calibtest.calib_test` on a CSV/Parquet file path or a Dask DataFrame, chunk by chunk.
 
-    ``n_bins="adaptive"`` first takes n from the Parquet metadata (``missing="raise"``), ``len`` of the
-    Dask frame (``missing="raise"``) or a counting pass.  A Dask frame is reduced partition by partition
-    on its scheduler: each partition's sums start at its first row's position (from the partitions'
-    lengths), and adjacent partitions' sums are merged in order.  The p-value for a seed equals the one
+    ``n_bins="adaptive"`` first takes n from the Parquet metadata (``missing="raise"``) or a counting
+    pass.  A Dask frame is reduced partition by partition on its scheduler: a first pass counts each
+    partition's usable rows (so its rows are numbered from its first row's position, and n is known),
+    then each partition's sums are computed and adjacent partitions' sums merged in order.  The p-value for a seed equals the one
     of the same rows in memory read in any chunks (to the rounding of the float sums).
     """
     if isinstance(data, (str, os.PathLike)):

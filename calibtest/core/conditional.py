@@ -1132,12 +1132,12 @@ def _key_of(gen: np.random.Generator, seed: int | None = None) -> np.ndarray:
     return gen.bit_generator.random_raw(4).astype(np.uint64)
 
 
-#: Rows per vectorised block of the counter-based draws (with 64 draws per block: about 10 MB of scratch;
-#: 2^14 was the fastest of 2^12..2^16 at n = 2^18).
-DRAW_ROWS = 1 << 14
+#: Rows per vectorised block of the counter-based draws (with 8 draws per block: about 5 MB of scratch;
+#: 2^16 rows x 8 draws was the fastest of 2^12..2^18 rows x 4..64 draws at n = 2^18).
+DRAW_ROWS = 1 << 16
 
 
-def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 64) -> "DrawSums":
+def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 8) -> "DrawSums":
     """:class:`DrawSums` of rows 0..n-1 in memory, added in blocks of :data:`DRAW_ROWS` rows."""
     acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block)
     for a in range(0, p.size, DRAW_ROWS):  # blocks of rows bound the memory
@@ -1232,7 +1232,7 @@ class DrawSums:
         Draws per vectorised block.
     """
 
-    def __init__(self, key, sizes, n_draws: int, block: int = 128):
+    def __init__(self, key, sizes, n_draws: int, block: int = 8):
         self.key, self.sizes, self.R = key, [int(s) for s in sizes], int(n_draws)
         self.block = max(1, int(block))
         self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
