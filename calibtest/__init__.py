@@ -41,6 +41,7 @@ _EXPORTS = {
     "plan": "calibtest.analysis_plan",
     "AnalysisPlan": "calibtest.analysis_plan",
     "BinAccumulator": "calibtest.backends.accumulator",
+    "CalibTestAccumulator": "calibtest.backends.calib_test_stream",
     "CalibrationResult": "calibtest.results",
     "GroupedCalibrationResult": "calibtest.groups",
     "GroupedResult": "calibtest.grouping",

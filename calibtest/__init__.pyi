@@ -3,6 +3,7 @@ from calibtest import datasets, simulation
 from calibtest.acceptance import (EquivalenceTestResult, MarginTestResult, citl_test, margin_test, oe_test,
                                   slope_test)
 from calibtest.backends.accumulator import BinAccumulator
+from calibtest.backends.calib_test_stream import CalibTestAccumulator
 from calibtest.calibration_test import CalibrationTestResult
 from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
 from calibtest.core.binning import auto_n_bins
@@ -40,6 +41,7 @@ __all__ = [
     "plan",
     "AnalysisPlan",
     "BinAccumulator",
+    "CalibTestAccumulator",
     "CalibrationResult",
     "GroupedCalibrationResult",
     "GroupedResult",

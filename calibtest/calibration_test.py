@@ -92,12 +92,15 @@ options.  The interval of ``calib_ci`` keeps the paper's equal-width bins.
 Top-k (k >= 2) and full calibration bin a vector in dimension >= 2, which
 has no natural quantiles: equal-width only.
 
-Speed.  The partitions and the per-scale sd are computed once; for binary and
-top-1 targets the labels of every draw are drawn once (8 random bits per row,
-:class:`calibtest.core.conditional.BernoulliDraws`) and scored at every scale
-from two segment sums over the rows sorted by p.  One call at n = 10^5 with
-the default 999 draws (9 scales) takes about 0.45 s of CPU, 5.6 s at n = 10^6
-(``benchmarks/bench_calib_test.py``).
+Speed and memory.  The partitions and the per-scale sd are computed once;
+for binary and top-1 targets the labels of every draw come from a
+counter-based stream keyed by the seed, the row's position and the draw
+(:func:`calibtest.core.conditional.counter_labels`: 8 random bits per row
+and draw), drawn in blocks of rows and draws and reduced to additive per-draw
+bin sums (:class:`calibtest.core.conditional.DrawSums`), so peak memory is
+O(R x bins + rows per block x draws per block), not O(R x n), and a file or
+a Dask frame read in any chunks gives the p-value of the rows in memory for
+the same int seed.  Timings and peak memory: ``benchmarks/bench_calib_test.py``.
 
 Combination.  ``combine="max-z"`` (default) or ``"bonferroni"``:
 min(1, L min_B p_B) over the per-scale Monte Carlo p-values (for one global
@@ -114,7 +117,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call, fmt, mode_text
-from calibtest._validation import DEFAULT_DRAWS, check_memory, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
@@ -123,7 +126,7 @@ from calibtest.core.targets import PreparedData
 from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
-__all__ = ["CalibrationTestResult", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
+__all__ = ["CalibrationTestResult", "assemble_result", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
 COMBINE = OPTIONS["combine"].choices
 PARTITIONS = OPTIONS["partitions"].choices
@@ -485,20 +488,41 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
     sd = np.array([math.sqrt(conditional_moments(conditional_bin_sums(target.z, inv, m), target.n).variance)
                    for inv, m in bins])
     draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], label_classes(target), n=target.n,
-                              n_draws=R, rng=rng, complete=target.mode == "full", spiegelhalter=spiegelhalter)
+                              n_draws=R, rng=seed if is_integer(seed) else rng, complete=target.mode == "full",
+                              spiegelhalter=spiegelhalter)
+    observed = label_classes(target)
+
+    def sign_of(i: int) -> int:  # the point-mass scales (rare): z is the limit of (T - 0) / sd
+        return point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode == "full")
+
+    return assemble_result(labels=labels, grid=grid, statistic=draws.statistic, null_draws=draws.null_draws, sd=sd,
+                           sign_of=sign_of, spiegelhalter_z=draws.spiegelhalter if spiegelhalter else None,
+                           spiegelhalter_draws=draws.spiegelhalter_draws if spiegelhalter else None, alpha=alpha,
+                           combine=combine, partitions=partitions, n_draws=R, seed=seed, n=target.n, k=target.k,
+                           n_classes=target.n_classes, mode=target.mode, **bookkeeping)
+
+
+def assemble_result(*, labels, grid, statistic, null_draws, sd, sign_of, spiegelhalter_z, spiegelhalter_draws, alpha,
+                    combine, partitions, n_draws, seed, n, k, n_classes, mode, **bookkeeping) -> CalibrationTestResult:
+    """The result of the multi-scale test from T and T* of every scale (rows in memory or a stream).
+
+    ``statistic`` (L,) and ``null_draws`` (L, R) are T and T*; ``sd`` (L,) sqrt Var(T | Z); ``sign_of(i)``
+    the sign of T on a scale with sd = 0 (+1, -1 or 0); ``spiegelhalter_z`` and ``spiegelhalter_draws`` z_S
+    and z*_S, or None when z_S is not a component.
+    """
+    R, L = n_draws, len(labels)
     pos = sd > 0
     with np.errstate(divide="ignore", invalid="ignore"):  # sd = 0: T* = 0 for every label draw, z* := 0
-        z_obs = np.where(pos, draws.statistic / np.where(pos, sd, 1.0), 0.0)
-        z_null = np.where(pos[:, None], draws.null_draws / np.where(pos, sd, 1.0)[:, None], 0.0)
-    observed = label_classes(target)
+        z_obs = np.where(pos, statistic / np.where(pos, sd, 1.0), 0.0)
+        z_null = np.where(pos[:, None], null_draws / np.where(pos, sd, 1.0)[:, None], 0.0)
     for i in np.flatnonzero(~pos):  # the point-mass scales (rare): z is the limit of (T - 0) / sd
-        sign = point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode == "full")
+        sign = sign_of(i)
         z_obs[i] = sign * math.inf if sign else 0.0
     p_scale = np.array([_pvalue(z_obs[i], z_null[i]) for i in range(L)])
     m_obs, m_null, p_all = float(z_obs.max()), z_null.max(axis=0), p_scale
     sp_z = p_sp = sp_null = None
-    if spiegelhalter:  # |z_S| joins the max, on the same draws
-        sp_z, sp_null = float(draws.spiegelhalter), draws.spiegelhalter_draws
+    if spiegelhalter_z is not None:  # |z_S| joins the max, on the same draws
+        sp_z, sp_null = float(spiegelhalter_z), spiegelhalter_draws
         p_sp = _pvalue(abs(sp_z), np.abs(sp_null))
         m_obs, m_null = max(m_obs, abs(sp_z)), np.maximum(m_null, np.abs(sp_null))
         p_all = np.append(p_scale, p_sp)
@@ -506,12 +530,12 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
     p_bonf = float(min(1.0, p_all.size * p_all.min()))
     if p_all.size == 1:
         p_bonf = p_max = float(p_scale[0])
-    statistic, pvalue = (m_obs, p_max) if combine == "max-z" else (float(p_all.min()), p_bonf)
+    statistic_, pvalue = (m_obs, p_max) if combine == "max-z" else (float(p_all.min()), p_bonf)
     scales = pd.DataFrame({"partition": [fam for fam, _ in labels], "n_bins": [b for _, b in labels],
-                           "T": draws.statistic, "sd": sd, "z": z_obs, "pvalue": p_scale})
+                           "T": statistic, "sd": sd, "z": z_obs, "pvalue": p_scale})
     return CalibrationTestResult(
-        statistic=statistic, pvalue=float(pvalue), reject=bool(pvalue <= alpha), alpha=alpha, n_bins=tuple(grid),
+        statistic=statistic_, pvalue=float(pvalue), reject=bool(pvalue <= alpha), alpha=alpha, n_bins=tuple(grid),
         scales=scales, null="monte-carlo", combine=combine, pvalue_max_z=float(p_max), pvalue_bonferroni=p_bonf,
-        n_draws=R, seed=seed, n=target.n, k=target.k, n_classes=target.n_classes, mode=target.mode,
+        n_draws=R, seed=seed, n=n, k=k, n_classes=n_classes, mode=mode,
         null_draws=z_null, partitions=partitions, spiegelhalter_z=sp_z, pvalue_spiegelhalter=p_sp,
         spiegelhalter_draws=sp_null, **bookkeeping)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
+from calibtest.backends.calib_test_stream import stream_calib_test
 from calibtest.calibration_test import calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
@@ -57,10 +58,13 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     equal-width bins (``vignettes/equal_mass_scales.md``).
 
     Inputs and targets are those of :func:`calibtest.calib_ci`: binary, top-1,
-    top-1-to-k (``k=``) and full calibration (``k="full"``).  The rows must be
-    in memory: a file path or a Dask DataFrame as ``data`` is refused (the
-    label draws need every row's prediction; read the columns you need into
-    a pandas DataFrame first).
+    top-1-to-k (``k=``) and full calibration (``k="full"``).  ``data`` may be
+    a CSV/Parquet file path or a Dask DataFrame (binary and top-1 targets,
+    equal-width scales, an int seed, no ``by=``): the rows are read chunk by
+    chunk and the label draws, keyed by the seed and each row's position, are
+    reduced to additive per-draw bin sums, so the p-value is the one of the
+    same rows in memory, whatever the chunk size or partitioning
+    (:mod:`calibtest.backends.calib_test_stream`).
 
     Parameters
     ----------
@@ -157,9 +161,9 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                               (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing)
     if is_out_of_core(data):
-        raise TypeError("calib_test needs the rows in memory (the label draws use every row's prediction): "
-                        "a file path or Dask DataFrame is not supported; load the columns into a pandas "
-                        "DataFrame, or use calib_ci for out-of-core data")
+        return _calib_test_stream(formula, data, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
+                                  rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
+                                  missing=missing, eval_env=eval_env, by=by)
     gen, seed = resolve_seed(rng)
     prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
                              n_classes=n_classes, k=k, options=
@@ -181,6 +185,24 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
                            partitions=partitions, spiegelhalter=spiegelhalter, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                      n_dropped=rows.n_dropped, call_record=call)
+
+
+def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spiegelhalter, **options):
+    """:func:`calib_test` on a file path or a Dask DataFrame (:mod:`calibtest.backends.calib_test_stream`)."""
+    if formula is None:
+        raise TypeError("calib_test on a file path or Dask DataFrame needs a formula naming its columns, "
+                        "e.g. 'y ~ p'")
+    if partitions != "equal-width":
+        raise OptionError(f"partitions={partitions!r} is not available on a file or Dask DataFrame (the "
+                          "equal-mass bins need the quantiles of every prediction before the first chunk): use "
+                          "partitions='equal-width' or read the rows into memory")
+    if by is not None:
+        raise OptionError("by= is not available for calib_test on a file or Dask DataFrame yet: read the rows "
+                          "into memory, or test each group's file")
+    if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
+        spiegelhalter = False  # an int B: the single-scale test
+    return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
+                             **options)
 
 
 def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,

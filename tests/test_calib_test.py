@@ -43,26 +43,45 @@ def _var_explicit(p, B):
     return total / n ** 2
 
 
+_MASK = (1 << 64) - 1
+
+
+def _splitmix(x: int) -> int:
+    """splitmix64's finalizer in Python integers."""
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _MASK
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
 def _explicit_draws(p, R, seed):
     """Label draws of the 1-dim Monte Carlo null, one byte and one comparison at a time (slow, explicit).
 
-    Rows in the order of increasing p; draw r, row j uses byte r * n + j of the generator's raw 64-bit
-    words (little-endian); y = 1 iff byte < floor(256 p), and on byte == floor(256 p) iff the next
-    uniform of default_rng(first four raw words) is below 256 p - floor(256 p).
+    The counter-based stream: key = the first four raw words of default_rng(seed); row a in draw r uses byte
+    a mod 32 of the Philox4x64 output (key words 0, 1) after counter (a // 32, r, 0, 0); y = 1 iff
+    byte < floor(256 p), and on byte == floor(256 p) iff the uniform (h >> 11) 2^-53 of the hash
+    h = mix(mix(k2 ^ a G) ^ (k3 + r D)) (splitmix64's finalizer) is below 256 p - floor(256 p).
     """
-    order = np.argsort(p, kind="stable")
+    key = [int(k) for k in np.random.default_rng(seed).bit_generator.random_raw(4)]
     n = len(p)
-    bits = np.random.default_rng(seed).bit_generator
-    ties = np.random.default_rng(bits.random_raw(4))
-    raw = bits.random_raw(-(-R * n // 8))
-    stream = [int(w) >> (8 * i) & 255 for w in raw for i in range(8)]  # slow: bytes one by one
     out = []
     for r in range(R):  # slow loop over draws
+        words = {}
         y = np.zeros(n, dtype=int)
-        for j, a in enumerate(order):  # slow loop over rows
+        for a in range(n):  # slow loop over rows
+            if a // 32 not in words:
+                gen = np.random.Philox(key=np.array(key[:2], dtype=np.uint64),
+                                       counter=np.array([a // 32, r, 0, 0], dtype=np.uint64))
+                words[a // 32] = [int(w) for w in gen.random_raw(4)]
+            b = words[a // 32][(a % 32) // 8] >> (8 * (a % 8)) & 255  # little-endian bytes of the words
             t = math.floor(256 * p[a])
-            b = stream[r * n + j]
-            y[a] = 1 if b < t else (0 if b > t or t == 256 else int(ties.random() < 256 * p[a] - t))
+            if b != t or t == 256:
+                y[a] = int(b < t)
+                continue
+            h = _splitmix(_splitmix(key[2] ^ ((a * 0x9E3779B97F4A7C15) & _MASK))
+                          ^ ((key[3] + r * 0xD1B54A32D192ED03) & _MASK))
+            y[a] = int((h >> 11) * 2.0 ** -53 < 256 * p[a] - t)
         out.append(y)
     return out
 
@@ -85,10 +104,11 @@ def test_pvalue_equals_slow_explicit_implementation():
 
 def test_label_draws_are_exact_bernoulli():
     """P(y = 1) = p, including p on the byte grid, just off it, 0 and 1 (the tie rule is exercised)."""
-    from calibtest.core.conditional import BernoulliDraws
+    from calibtest.core.conditional import counter_key, counter_labels
     p = np.array([0.0, 1.0, 3 / 256, 3 / 256 + 1e-3, 0.5 - 1e-9, 0.999, 0.0005, 0.3])
     R = 200_000
-    y = BernoulliDraws(p, np.random.default_rng(5)).draw(R)
+    key = counter_key(5)[0]
+    y = counter_labels(key, p, 0, 0, R)
     freq = y.mean(axis=0)
     se = np.sqrt(p * (1 - p) / R)
     assert freq[0] == 0.0 and freq[1] == 1.0
@@ -96,22 +116,19 @@ def test_label_draws_are_exact_bernoulli():
     # ties resolve to p's fractional part of the byte grid: rows at 0.0005 are drawn only through ties
     assert 0 < y[:, 6].sum()
     # the labels do not depend on how the draws are split into blocks
-    a = BernoulliDraws(p, np.random.default_rng(9))
-    b = BernoulliDraws(p, np.random.default_rng(9))
-    split = np.vstack([a.draw(3), a.draw(5), a.draw(1)])
-    np.testing.assert_array_equal(split, b.draw(9))
+    split = np.vstack([counter_labels(key, p, 0, 0, 3), counter_labels(key, p, 0, 3, 5),
+                       counter_labels(key, p, 0, 8, 1)])
+    np.testing.assert_array_equal(split, y[:9])
 
 
 def test_fast_path_equals_general_path():
-    """The 1-dim sorted-segment path equals the general per-partition path on the same label draws."""
-    from calibtest.core.conditional import BernoulliDraws, _DrawPlan, monte_carlo_draws
+    """The 1-dim draws' per-draw sums give the T* of the general per-partition path on the same labels."""
+    from calibtest.core.conditional import _DrawPlan, counter_key, counter_labels, monte_carlo_draws
     y, p = _data(150, 2)
     obs = np.where(y == 1, 0, 1)
     invs = [np.unique(np.floor(p * b), return_inverse=True)[1].ravel() for b in (2, 5, 13)]
     fast = monte_carlo_draws(p, invs, obs, n_draws=50, rng=4)
-    order = np.argsort(p, kind="stable")
-    ystar = np.empty((50, 150), dtype=bool)
-    ystar[:, order] = BernoulliDraws(p[order], np.random.default_rng(4)).draw(50)
+    ystar = counter_labels(counter_key(4)[0], p, 0, 0, 50)  # the same stream, row by row in row order
     cls = np.where(ystar, 0, 1).astype(np.int8)  # class 0: y = 1
     for i, inv in enumerate(invs):
         plan = _DrawPlan(p[:, None], inv, 150, False)
@@ -219,12 +236,15 @@ def test_bad_arguments(option, error):
         ct.calib_test(y=y, probs=p, **option)
 
 
-def test_files_are_refused(tmp_path):
+def test_files_are_read_in_chunks(tmp_path):
+    """A file is tested chunk by chunk (tests/test_calib_test_streamed.py); arrays without a formula are not."""
     y, p = _data(50, 9)
     path = tmp_path / "d.csv"
     pd.DataFrame({"y": y, "p": p}).to_csv(path, index=False)
-    with pytest.raises(TypeError, match="in memory"):
-        ct.calib_test("y ~ p", data=str(path))
+    res = ct.calib_test("y ~ p", data=str(path), rng=1, n_draws=99)
+    assert res.n == 50 and res.n_bins == ct.calib_test(y=y, probs=p, rng=1, n_draws=99).n_bins
+    with pytest.raises(TypeError, match="formula"):
+        ct.calib_test(data=str(path))
 
 
 def test_study_smoke(tmp_path):
@@ -459,8 +479,9 @@ def test_spiegelhalter_component_equals_slow_explicit_implementation():
 
 
 def test_spiegelhalter_draws_on_the_general_path_and_segment_identity():
-    """The general (non-sorted) path draws z*_S from the same uniforms as y* = u < p; the fast path's z_S
-    is the sum of the segments' W_s; z*_S has mean 0 and sd 1 given p (within Monte Carlo error)."""
+    """Bins that are not intervals of p draw z*_S from the same counter stream (the slow explicit draws);
+    the fast path's z_S is the sum of the segments' W_s; z*_S has mean 0 and sd 1 given p (within Monte
+    Carlo error)."""
     from calibtest.core.conditional import monte_carlo_draws
     g = np.random.default_rng(3)
     n, R = 80, 4000
@@ -469,8 +490,7 @@ def test_spiegelhalter_draws_on_the_general_path_and_segment_identity():
     obs = np.where(y == 1, 0, 1)
     scrambled = g.integers(0, 5, n)  # bins that are not intervals of p: the general path
     slow = monte_carlo_draws(p, [scrambled], obs, n_draws=50, rng=8, spiegelhalter=True)
-    u = np.random.default_rng(8).random((50, n))
-    expected = [_spiegelhalter_slow((row < p).astype(int), p) for row in u]
+    expected = [_spiegelhalter_slow(row, p) for row in _explicit_draws(p, 50, 8)]
     np.testing.assert_allclose(slow.spiegelhalter_draws, expected, rtol=1e-10, atol=1e-12)
     assert slow.spiegelhalter == pytest.approx(_spiegelhalter_slow(y, p), rel=1e-10)
     fast = monte_carlo_draws(p, [np.minimum((p * 4).astype(int), 3)], obs, n_draws=R, rng=8, spiegelhalter=True)

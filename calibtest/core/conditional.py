@@ -101,12 +101,14 @@ counted with scipy's relative tolerance).  The draws are vectorised over
 blocks of draws with one combined (draw, bin, class) ``np.bincount``; the
 uniforms are consumed in the same order whatever the block size, so a seed
 gives the same p-value for any block size.  In the 1-dim modes (binary,
-top-1) the labels are Bernoulli draws from 8 random bits per row
-(:class:`BernoulliDraws`, exact to 2^-61), drawn for the rows sorted by p so
-that every bin is a run of rows and T needs two segment sums per draw
-(:class:`_SortedSegments`); one call of :func:`calibtest.calib_test` at
-n = 10^5 with 999 draws at 9 scales takes about 0.45 s of CPU
-(``benchmarks/results/bench_calib_test.txt``).
+top-1) the labels come from a counter-based stream keyed by the seed, the
+row's position and the draw (:func:`counter_labels`: one Philox4x64 byte per
+row and draw, a splitmix64 hash uniform on the 1-in-256 ties; exact to
+2^-53), reduced to additive per-draw bin sums (:class:`DrawSums`), so rows in
+memory, chunks of a file and partitions of a Dask frame give the same T* for
+a seed (to the rounding of the float sums).  The rows of a block are sorted
+by the common refinement of the partitions, so each draw needs two segment
+sums (``benchmarks/results/bench_calib_test.txt`` for the timings).
 
 The point-mass null
 -------------------
@@ -154,6 +156,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from scipy import stats as _sps
+from scipy.sparse import csr_matrix
 
 from calibtest.options import DEFAULT_DRAWS, NULLS, check_option, check_seed
 from calibtest.core.arrays import read_only
@@ -833,66 +836,6 @@ class _DrawPlan:
         return (between - within) / self.n
 
 
-class BernoulliDraws:
-    """Exact Bernoulli(p) label draws from 8 random bits per row (53 more on a tie).
-
-    A row's label is y = 1 iff ``V < 256 p`` with V = b + v: b a uniform byte
-    0..255 and v a uniform in [0, 1).  So y = 1 when b < t = floor(256 p),
-    y = 0 when b > t, and on the tie b = t (probability 1/256) y = 1 iff
-    v < 256 p - t.  P(y = 1) = t / 256 + P(v < 256 p - t) / 256 = p (to
-    2^-61, against 2^-53 for ``u < p`` with one uniform double), from about
-    8.25 random bits per label instead of 64: the random stream was the
-    floor of the Monte Carlo null's time (0.8 s of uniforms at n = 10^5 and
-    R = 2000).  ``256 p`` and ``256 p - t`` are exact in float64.
-
-    The bytes come from the generator's raw 64-bit words (little-endian byte
-    order) in (draw, row) order, and the tie uniforms from a second
-    generator seeded by four words of the first, also in (draw, row) order,
-    so the labels do not depend on how the draws are split into blocks.
-
-    Parameters
-    ----------
-    p : ndarray, shape (n,)
-        P(y = 1) of each row, in [0, 1].
-    gen : numpy.random.Generator
-
-    References
-    ----------
-    .. [1] Devroye, "Non-Uniform Random Variate Generation", Springer, 1986,
-           ch. XV (random bits and the comparison with the binary expansion of p).
-    """
-
-    def __init__(self, p: np.ndarray, gen: np.random.Generator):
-        scaled = np.asarray(p, dtype=np.float64) * 256.0
-        t = np.floor(scaled)
-        frac = scaled - t
-        top = t >= 256.0  # p = 1: every byte is below 255 or a tie at 255 with v < 1
-        t[top], frac[top] = 255.0, 1.0
-        self.t = t.astype(np.uint8)
-        self.frac = frac
-        self.n = self.t.size
-        self._bits = gen.bit_generator
-        self._ties = np.random.default_rng(self._bits.random_raw(4))
-        self._left = np.empty(0, dtype=np.uint8)
-
-    def _bytes(self, k: int) -> np.ndarray:
-        words = self._bits.random_raw(-(-(k - self._left.size) // 8)).astype("<u8", copy=False)
-        buf = words.view(np.uint8)
-        if self._left.size:
-            buf = np.concatenate((self._left, buf))
-        self._left = buf[k:].copy()
-        return buf[:k]
-
-    def draw(self, r: int, out: np.ndarray | None = None) -> np.ndarray:
-        """The next ``r`` label vectors, shape (r, n), bool (True for y = 1); ``out`` receives them."""
-        b = self._bytes(r * self.n).reshape(r, self.n)
-        y = np.less(b, self.t, out=out)
-        tie = np.flatnonzero(b == self.t)
-        if tie.size:
-            y.flat[tie] = self._ties.random(tie.size) < self.frac[tie % self.n]
-        return y
-
-
 def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int = DEFAULT_DRAWS, rng=None,
                      complete: bool = False, block_size: int | None = None) -> MonteCarloTest:
     """Conditional Monte Carlo test: redraw labels from the predictions and recompute T.
@@ -928,9 +871,9 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     rounding) the p-value is 1/(R + 1) when :func:`point_mass_sign` is +1
     (T > 0) and 1 otherwise; the rounding of T and T* is never compared.
 
-    With d = 1 (binary, top-1) the labels are drawn by :class:`BernoulliDraws`
-    for the rows sorted by p, as :func:`monte_carlo_draws` does; otherwise by
-    inverse CDF on one uniform per row.
+    With d = 1 (binary, top-1) the labels of every row come from the
+    counter-based stream (:func:`counter_labels`), as in
+    :func:`monte_carlo_draws`; otherwise by inverse CDF on one uniform per row.
     """
     z = np.asarray(z, dtype=np.float64)
     if z.ndim == 1:
@@ -945,12 +888,10 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
         return MonteCarloTest(0.0, 1.0, n_draws, seed, np.zeros(n_draws))
     if block_size is None:
         block_size = max(1, (1 << 21) // (plan.nk * plan.d))
-    fast = None
-    if plan.d == 1 and not complete:  # the labels of monte_carlo_draws for one partition
-        fast = _SortedSegments.build(z[plan.rows, 0], [inverse[plan.rows]], n_div)
-    if fast is not None:
-        t_obs = float(fast.statistics(fast.sorted_labels(observed[plan.rows][None, :] == 0))[0, 0])
-        draws = fast.draw_statistics(gen, n_draws, block_size)[0]
+    if plan.d == 1 and not complete:  # counter-based draws keyed by (seed, row, draw); T by the same sums
+        t_o, t_d = counter_draw_sums(_key_of(gen, seed), z[:, 0], [inverse], n_draws,
+                                     observed == 0).statistics(n_div)[:2]
+        t_obs, draws = float(t_o[0]), t_d[0]
     else:
         t_obs = float(plan.statistics(observed[plan.rows][None, :])[0])
         draws = np.empty(n_draws)
@@ -1016,11 +957,12 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     the joint law of (T_1, ..., T_L) under H0 given the predictions is
     reproduced exactly, dependence between the partitions included.
 
-    Labels are drawn only for the rows in a bin of >= 2 rows on at least one
-    partition (the other rows never enter any T): in the 1-dim modes by
-    :class:`BernoulliDraws` for those rows sorted by p (stable), otherwise
-    from uniforms in row order.  With a single partition those are the rows
-    :func:`monte_carlo_test` draws, in the same way, so
+    In the 1-dim modes every row's labels come from the counter-based stream
+    keyed by (seed, row position, draw) (:func:`counter_labels`, reduced by
+    :class:`DrawSums`); otherwise labels are drawn from uniforms in row order
+    for the rows in a bin of >= 2 rows on at least one partition (the other
+    rows never enter any T).  With a single partition those are the labels
+    :func:`monte_carlo_test` draws, so
     ``monte_carlo_draws(z, [inv], ...).null_draws[0]`` equals
     ``monte_carlo_test(z, inv, ...).null_draws`` for the same seed.
 
@@ -1087,15 +1029,13 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
         block_size = max(1, (1 << 21) // (rows.size * d))
     sp = _Spiegelhalter(z[:, 0]) if spiegelhalter else None
     if d == 1 and not complete:
-        fast = _SortedSegments.build(z[rows, 0], [inv[rows] for inv in inverses], n_div)
-        if fast is not None:
-            out = fast.statistics(fast.sorted_labels(observed[rows][None, :] == 0), wq=sp is not None)
-            stats = out[0][:, 0] if sp is not None else out[:, 0]
-            if sp is None:
-                return SharedDraws(stats, fast.draw_statistics(gen, n_draws, block_size), n_draws, seed)
-            t_draws, wq = fast.draw_statistics(gen, n_draws, block_size, wq=True)
-            return SharedDraws(stats, t_draws, n_draws, seed, spiegelhalter=float(sp.z(out[1])[0]),
-                               spiegelhalter_draws=sp.z(wq))
+        # the observed T by the draws' arithmetic: labels equal to a draw's give that draw's T exactly
+        sums = counter_draw_sums(_key_of(gen, seed), z[:, 0], inverses, n_draws, observed == 0)
+        t_obs, t_draws, wq_obs, wq = sums.statistics(n_div)
+        if sp is None:
+            return SharedDraws(t_obs, t_draws, n_draws, seed)
+        return SharedDraws(t_obs, t_draws, n_draws, seed, spiegelhalter=float(sp.z(wq_obs)[0]),
+                           spiegelhalter_draws=sp.z(wq))
     # one plan per partition on the used rows; plan.rows index into the used rows
     plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
     full = [p.rows.size == rows.size for p in plans]
@@ -1147,89 +1087,6 @@ class _Spiegelhalter:
         return np.where(num > 0, np.inf, np.where(num < 0, -np.inf, 0.0))
 
 
-class _SortedSegments:
-    """The 1-dim fast path of :func:`monte_carlo_draws`: every partition's bins are intervals of p.
-
-    With the rows sorted by p, each partition's bins are runs of consecutive
-    rows, so all partitions are unions of the *segments* of their common
-    refinement (at most the sum of their bin counts).  Per draw it needs only
-    the successes N_s and the sum W_s of (1 - 2 p_a) over the successes of each
-    segment (two ``np.add.reduceat`` over the sorted rows); then for partition i
-
-        T_i = (1/n) [sum_b (N_b - sum_b p)^2 / (c_b - 1) - sum_a p_a^2 w_a - sum_s w_s W_s],
-
-    with N_b = sum of N_s over the bin's segments and w = 1 / (c_b - 1) on bins
-    with c_b >= 2 (0 on single-row bins), which is T = (1/n) sum_b
-    (S_b^2 - Q_b) / (c_b - 1) since (y - p)^2 = y (1 - 2p) + p^2 for y in {0, 1}.
-    """
-
-    @classmethod
-    def build(cls, p: np.ndarray, inverses, n: int):
-        order = np.argsort(p, kind="stable")
-        sorted_inv = [inv[order] for inv in inverses]
-        if any(np.any(np.diff(inv) < 0) for inv in sorted_inv):
-            return None  # some bin is not an interval of p: use the general path
-        self = cls()
-        self.n = n
-        self.order = None if np.all(order[1:] > order[:-1]) else order
-        ps = self.ps = p[order]
-        change = np.zeros(ps.size, dtype=bool)
-        change[0] = True
-        for inv in sorted_inv:  # a loop over the few partitions
-            change[1:] |= inv[1:] != inv[:-1]
-        self.starts = np.flatnonzero(change)
-        self.q = 1.0 - 2.0 * ps
-        self.parts = []
-        for inv in sorted_inv:  # a loop over the few partitions
-            inv = np.concatenate(([0], np.cumsum(inv[1:] != inv[:-1])))  # renumber the bins 0..m-1 in order
-            count = np.bincount(inv)
-            w_bin = np.where(count >= 2, 1.0 / np.maximum(count - 1.0, 1.0), 0.0)
-            seg_bin = inv[self.starts]
-            bin_starts = np.flatnonzero(np.r_[True, seg_bin[1:] != seg_bin[:-1]])  # every bin is non-empty
-            zsum = np.bincount(inv, weights=ps, minlength=count.size)
-            h_other = float(np.sum(ps * ps * w_bin[inv]))
-            self.parts.append((bin_starts, w_bin, w_bin[seg_bin], zsum, h_other))
-        return self
-
-    def sorted_labels(self, y: np.ndarray) -> np.ndarray:
-        """Label rows ``y`` (shape (R, rows), in row order) in the order of increasing p."""
-        return y if self.order is None else np.take(y, self.order, axis=1)
-
-    def draw_statistics(self, gen: np.random.Generator, n_draws: int, block_size: int, wq: bool = False):
-        """T on each partition (shape (L, n_draws)) for label vectors drawn from p (:class:`BernoulliDraws`).
-
-        The labels are drawn for the rows in the order of increasing p, so no
-        draw is reordered.  ``wq=True``: also sum_a y_a (1 - 2 p_a) of each
-        draw (shape (n_draws,)), returned second.
-        """
-        drawer = BernoulliDraws(self.ps, gen)
-        draws = np.empty((len(self.parts), n_draws))
-        sums = np.empty(n_draws) if wq else None
-        size = min(block_size, n_draws)
-        y, buf = np.empty((size, self.ps.size), dtype=bool), np.empty((size, self.ps.size))
-        for start in range(0, n_draws, block_size):  # a handful of blocks
-            r = min(block_size, n_draws - start)
-            out = self.statistics(drawer.draw(r, out=y[:r]), buf[:r], wq=wq)
-            if wq:
-                draws[:, start:start + r], sums[start:start + r] = out
-            else:
-                draws[:, start:start + r] = out
-        return (draws, sums) if wq else draws
-
-    def statistics(self, y: np.ndarray, buf: np.ndarray | None = None, wq: bool = False):
-        """T on each partition (shape (L, R)) for label rows ``y`` (shape (R, rows), True for y = 1, rows
-        in the order of increasing p: see :meth:`sorted_labels`); ``buf`` is float64 scratch of y's shape.
-        ``wq=True``: also sum_a y_a (1 - 2 p_a) of each row of ``y`` (the sum of the segments' W_s)."""
-        # int32 counts (exact below 2^31 rows) reduce 3x faster than int64 from uint8
-        succ = np.add.reduceat(y.view(np.uint8), self.starts, axis=1, dtype=np.int32).astype(np.int64)
-        wsum = np.add.reduceat(np.multiply(y, self.q, out=buf), self.starts, axis=1)
-        out = np.empty((len(self.parts), y.shape[0]))
-        for i, (bin_starts, w_bin, w_seg, zsum, h_other) in enumerate(self.parts):  # the few partitions
-            s = np.add.reduceat(succ, bin_starts, axis=1) - zsum  # bins are runs of segments
-            out[i] = ((s * s) @ w_bin - wsum @ w_seg - h_other) / self.n
-        return (out, wsum.sum(axis=1)) if wq else out
-
-
 def null_law(null: str, conditional: ConditionalTest | None) -> str:
     """How the chosen null's p-value is computed: ``"normal"``, ``"point mass"``, ``"shifted gamma"`` or
     ``"monte carlo"``.
@@ -1248,3 +1105,224 @@ def null_law(null: str, conditional: ConditionalTest | None) -> str:
     if null == "conditional" and conditional.reliable:
         return "shifted gamma"
     return "monte carlo"
+
+
+# ---------------------------------------------------------------------------
+# counter-based label draws, reduced to additive per-draw sums (chunks, partitions, streams)
+
+_PHILOX_DRAWS = 32  # one Philox4x64 output (32 bytes) holds one row's bytes for 32 draws
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN, _DRAW_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED03)
+
+
+def counter_key(rng) -> tuple[np.ndarray, int | None]:
+    """The key of the counter-based label stream for ``rng`` (None, int or Generator) and the seed to record.
+
+    The key is the next four raw 64-bit words of the generator: of ``numpy.random.default_rng(s)`` for an
+    int s (so ``rng=s`` and ``rng=default_rng(s)`` give the same draws); words 0 and 1 key the Philox4x64
+    byte stream, words 2 and 3 the tie hash.
+    """
+    gen, seed = _check_rng(rng)
+    return _key_of(gen, seed), seed
+
+
+def _key_of(gen: np.random.Generator, seed: int | None = None) -> np.ndarray:
+    """The counter stream's key: the next four raw words of ``gen`` (``default_rng(seed)`` when resolved
+    from an int seed)."""
+    return gen.bit_generator.random_raw(4).astype(np.uint64)
+
+
+#: Rows per vectorised block of the counter-based draws (with 8 draws per block: about 5 MB of scratch;
+#: 2^16 rows x 8 draws was the fastest of 2^12..2^18 rows x 4..64 draws at n = 2^18).
+DRAW_ROWS = 1 << 16
+
+
+def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 8) -> "DrawSums":
+    """:class:`DrawSums` of rows 0..n-1 in memory, added in blocks of :data:`DRAW_ROWS` rows."""
+    acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block)
+    for a in range(0, p.size, DRAW_ROWS):  # blocks of rows bound the memory
+        b = a + DRAW_ROWS
+        acc.add(a, p[a:b], [inv[a:b] for inv in inverses], None if y is None else y[a:b])
+    return acc
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * _MIX1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def tie_uniforms(key: np.ndarray, rows: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1) (53 bits) keyed by (key, global row, draw): a splitmix64 hash, vectorised."""
+    with np.errstate(over="ignore"):
+        x = _splitmix(key[2] ^ (rows.astype(np.uint64) * _GOLDEN))
+        x = _splitmix(x ^ (key[3] + draws.astype(np.uint64) * _DRAW_MULT))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def counter_bytes(key: np.ndarray, start: int, stop: int, draw: int) -> np.ndarray:
+    """The random bytes of rows start..stop-1 (global positions) in draw ``draw``, shape (stop - start,), uint8.
+
+    The 32 bytes of rows 32 j .. 32 j + 31 in draw r are the Philox4x64 output (key ``key[:2]``) at
+    counter (j + 1, r, 0, 0), so a row's byte depends on its position and the draw only, never on how
+    the rows are split into chunks.
+    """
+    j0, j1 = start // _PHILOX_DRAWS, -(-stop // _PHILOX_DRAWS)
+    gen = np.random.Philox(key=key[:2], counter=np.array([j0, draw, 0, 0], dtype=np.uint64))
+    raw = gen.random_raw(4 * (j1 - j0)).astype("<u8", copy=False).view(np.uint8)
+    return raw[start - j0 * _PHILOX_DRAWS:stop - j0 * _PHILOX_DRAWS]
+
+
+def _thresholds(p: np.ndarray):
+    """t = floor(256 p) (uint8) and the tie fraction 256 p - t; p = 1 is t = 255 with fraction 1."""
+    scaled = np.asarray(p, dtype=np.float64) * 256.0
+    t = np.floor(scaled)
+    frac = scaled - t
+    top = t >= 256.0
+    t[top], frac[top] = 255.0, 1.0
+    return t.astype(np.uint8), frac
+
+
+def _settle_ties(key, b, t, frac, y, rows, draw0: int) -> None:
+    """Labels of the ties b = t (about 1 in 256): y = 1 iff the tie uniform of (row, draw) < frac."""
+    tie = np.flatnonzero(b == t)
+    if tie.size:
+        draw, col = np.divmod(tie, b.shape[1])
+        y.flat[tie] = tie_uniforms(key, rows[col], draw + draw0) < frac[col]
+
+
+def counter_labels(key, p, start: int, draw0: int, n_draws: int) -> np.ndarray:
+    """Bernoulli(p) labels of rows start.. (global positions) for draws draw0..draw0+n_draws-1.
+
+    Row i's label in draw r is y = 1 iff V < 256 p_i, V = b + v, with b its byte in draw r
+    (:func:`counter_bytes`) and, on the tie b = floor(256 p) (probability 1/256), v the uniform
+    :func:`tie_uniforms` of (i, r): P(y = 1) = t / 256 + P(v < 256 p - t) / 256 = p to 2^-53.
+    Shape (n_draws, rows), bool (True for y = 1).
+    """
+    p = np.asarray(p, dtype=np.float64)
+    t, frac = _thresholds(p)
+    b = np.stack([counter_bytes(key, start, start + p.size, draw0 + j) for j in range(n_draws)]) \
+        if n_draws else np.empty((0, p.size), dtype=np.uint8)  # one call per draw
+    y = b < t
+    _settle_ties(key, b, t, frac, y, np.arange(start, start + p.size), draw0)
+    return y
+
+
+class DrawSums:
+    """Additive per-draw bin sums of the counter-based label draws on L interval partitions of 1-dim p.
+
+    Feed the rows chunk by chunk (:meth:`add`, each chunk with the global position of its first row);
+    per draw r and bin b of partition i it keeps N_b (successes, int64, exact) and W_b = sum over the
+    successes of (1 - 2 p) (float64), per bin c_b, sum p, sum p^2, and the same sums for the observed
+    labels.  The draws depend on (key, row position, draw) only, so the sums -- and the T*_B and
+    Spiegelhalter numerators computed from them (:meth:`statistics`) -- do not depend on the chunking
+    (the float sums up to their rounding, about 1e-16 relative).  Memory: O(R x bins + chunk x block).
+
+    Parameters
+    ----------
+    key : ndarray of uint64, shape (4,)
+        :func:`counter_key`.
+    sizes : sequence of int
+        Number of bin ids of each partition (bin ids 0..size-1).
+    n_draws : int
+        R.
+    block : int
+        Draws per vectorised block.
+    """
+
+    def __init__(self, key, sizes, n_draws: int, block: int = 8):
+        self.key, self.sizes, self.R = key, [int(s) for s in sizes], int(n_draws)
+        self.block = max(1, int(block))
+        self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
+        total = int(self.offsets[-1])
+        self.N = np.zeros((total, self.R), dtype=np.int64)
+        self.W = np.zeros((total, self.R))
+        self.obs_N = np.zeros(total, dtype=np.int64)
+        self.obs_W = np.zeros(total)
+        self.count = np.zeros(total, dtype=np.int64)
+        self.psum = np.zeros(total)
+        self.p2sum = np.zeros(total)
+        self.n = 0
+
+    def add(self, start: int, p, inverses, y=None) -> "DrawSums":
+        """Add rows start..start+len(p)-1: predictions ``p``, bin ids ``inverses`` (one per partition),
+        observed labels ``y`` (1 for a success; optional).  Peak memory about rows x block x 10 bytes."""
+        p = np.asarray(p, dtype=np.float64)
+        m = p.size
+        if m == 0:
+            return self
+        ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
+        q = 1.0 - 2.0 * p
+        total = self.count.size
+        for idx in ids:  # a loop over the few partitions
+            self.count += np.bincount(idx, minlength=total)
+            self.psum += np.bincount(idx, weights=p, minlength=total)
+            self.p2sum += np.bincount(idx, weights=p * p, minlength=total)
+        # the common refinement of the partitions in this chunk: rows sorted by it, segments as runs
+        seg_id = ids[0]
+        for idx in ids[1:]:  # the refinement, one partition at a time (a loop over the few partitions)
+            _, seg_id = np.unique(seg_id * total + idx, return_inverse=True)
+            seg_id = seg_id.ravel()
+        _, first = np.unique(seg_id, return_index=True)
+        keys = np.stack([idx[first] for idx in ids])  # the bin of each segment on each partition
+        S = first.size  # segment s adds to one bin of each partition
+        to_bins = csr_matrix((np.ones(keys.size, dtype=np.int64), (keys.ravel(), np.tile(np.arange(S), len(ids)))),
+                             shape=(total, S))
+        order = np.argsort(seg_id, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(seg_id[order]) != 0])
+        qs, ts, fs, pos = q[order], *_thresholds(p[order]), start + order
+        if y is not None:  # the observed labels by the same arithmetic as a draw: equal labels, equal T
+            yo = np.asarray(y).astype(bool)[order][None, :]
+            self.obs_N += (to_bins @ np.add.reduceat(yo.view(np.uint8), starts, axis=1, dtype=np.int32)
+                           .T.astype(np.int64))[:, 0]
+            self.obs_W += (to_bins @ np.ascontiguousarray(
+                np.add.reduceat(np.multiply(yo.view(np.uint8), qs), starts, axis=1).T))[:, 0]
+        rb = min(self.block, self.R)
+        raw = np.empty((rb, m), dtype=np.uint8)
+        buf = np.empty((rb, m))
+        for d0 in range(0, self.R, self.block):  # a handful of blocks of draws
+            r = min(self.block, self.R - d0)
+            for j in range(r):  # one Philox call per draw
+                raw[j] = counter_bytes(self.key, start, start + m, d0 + j)
+            b = np.take(raw[:r], order, axis=1)  # rows sorted by segment
+            yb = b < ts
+            _settle_ties(self.key, b, ts, fs, yb, pos, d0)
+            n_seg = np.add.reduceat(yb.view(np.uint8), starts, axis=1, dtype=np.int32)
+            w_seg = np.add.reduceat(np.multiply(yb.view(np.uint8), qs, out=buf[:r]), starts, axis=1)
+            self.N[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(n_seg.T, dtype=np.int64)
+            self.W[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(w_seg.T)
+        self.n += m
+        return self
+
+    def merge(self, other: "DrawSums") -> "DrawSums":
+        """Add another accumulator's sums (rows disjoint from this one's): per-draw sums are additive."""
+        for name in ("N", "W", "obs_N", "obs_W", "count", "psum", "p2sum"):
+            getattr(self, name).__iadd__(getattr(other, name))
+        self.n += other.n
+        return self
+
+    def statistics(self, n: int | None = None):
+        """(T observed (L,), T* (L, R), sum y (1 - 2p) observed, per draw (R,)) from the sums.
+
+        T_i = (1/n) [sum_b w_b (N_b - P_b)^2 - sum_b w_b W_b - sum_b w_b Q_b] with w_b = 1 / (c_b - 1) on
+        bins of c_b >= 2 rows (0 otherwise), P_b = sum p, Q_b = sum p^2: the debiased ECE^2 of each
+        partition, since (y - p)^2 = y (1 - 2p) + p^2 for y in {0, 1}.
+        """
+        n = self.n if n is None else int(n)
+        L = len(self.sizes)
+        T = np.empty((L, self.R + 1))  # column 0: the observed labels, by the draws' arithmetic
+        for i in range(L):  # a loop over the few partitions
+            sl = slice(self.offsets[i], self.offsets[i + 1])
+            c = self.count[sl]
+            w = np.where(c >= 2, 1.0 / np.maximum(c - 1.0, 1.0), 0.0)[:, None]
+            h = float(np.sum(self.p2sum[sl] * w[:, 0]))
+            s = np.column_stack((self.obs_N[sl], self.N[sl])) - self.psum[sl][:, None]
+            W = np.column_stack((self.obs_W[sl], self.W[sl]))
+            # sums over the bins row by row (axis 0): every column is summed in the same order
+            T[i] = ((w * (s * s)).sum(axis=0) - (w * W).sum(axis=0) - h) / n
+        first = slice(self.offsets[0], self.offsets[1])
+        wq = np.column_stack((self.obs_W[first], self.W[first])).sum(axis=0)
+        T_obs, T_draws = T[:, 0].copy(), T[:, 1:].copy()
+        return T_obs, T_draws, float(wq[0]), wq[1:].copy()
