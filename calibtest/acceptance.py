@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import ClassVar
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -527,6 +528,8 @@ class AcceptanceEvaluation:
         The test results (:class:`MarginTestResult` / :class:`EquivalenceTestResult`,
         None where not evaluable), in the order of ``table``.
     """
+
+    NOT_EVALUABLE: ClassVar[str] = NOT_EVALUABLE  # the verdict of a criterion the result cannot be tested on
 
     table: pd.DataFrame
     sentence: str

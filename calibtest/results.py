@@ -10,7 +10,7 @@ import pandas as pd
 
 from calibtest._format import Call
 from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
-from calibtest.acceptance import MarginTestResult, margin_test as _margin_test
+from calibtest.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.calibration_test import TestOfCalibration
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
@@ -530,6 +530,19 @@ class CalibrationResult(ResultDisplay):
         T <= 0.  See :func:`calibtest.acceptance.margin_test` and ``docs/acceptance.md``.
         """
         return _margin_test(self, margin, alpha)
+
+    def acceptance(self, criteria: dict, alpha: float | None = None, primary: str | None = None,
+                   model: str = "The model") -> AcceptanceEvaluation:
+        """This result against pre-specified acceptance criteria: a verdict per criterion and one sentence.
+
+        ``criteria`` as :func:`calibtest.plan` takes them (``ece_below``,
+        ``citl_within``, ``slope_within``, ``oe_within``); see
+        :func:`calibtest.acceptance.evaluate_acceptance`.  Computed once per
+        criteria, level, primary criterion and subject (a report uses the same one).
+        """
+        key = ("acceptance", tuple(sorted((k, v if isinstance(v, (int, float)) else tuple(v))
+                                          for k, v in dict(criteria).items())), alpha, primary, model)
+        return self._memo(key, lambda: evaluate_acceptance(self, criteria, alpha=alpha, primary=primary, model=model))
 
     # ----------------------------------------------------------------- tables
     def bin_table(self) -> pd.DataFrame:

@@ -343,3 +343,16 @@ def test_a_stated_reason_for_the_shortfall(fair_result, fair_report, tmp_path):
     row = _table_rows(page, "Deviations of the analysis from the pre-specified plan")[0]
     assert row[4].endswith("for the planned alternative; reason: recruitment stopped early")
     assert "each with the reason given" in _text(page)
+
+
+def test_result_acceptance_is_evaluate_acceptance_computed_once():
+    """res.acceptance(...) is evaluate_acceptance on the result, kept once computed (the report reads it)."""
+    from calibtest.acceptance import evaluate_acceptance
+
+    res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    criteria = {"ece_below": 0.05, "slope_within": (0.8, 1.25)}
+    first = res.acceptance(criteria, alpha=0.05, primary="ece_below")
+    assert first is res.acceptance(dict(criteria), alpha=0.05, primary="ece_below")
+    direct = evaluate_acceptance(res, criteria, alpha=0.05, primary="ece_below")
+    pd.testing.assert_frame_equal(first.table, direct.table)
+    assert first.sentence == direct.sentence

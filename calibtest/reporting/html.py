@@ -29,7 +29,6 @@ import pandas as pd
 
 from calibtest._format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
-from calibtest.acceptance import NOT_EVALUABLE, evaluate_acceptance
 from calibtest.analysis_plan import planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
@@ -1160,20 +1159,20 @@ def _plan_curve_figure(record: dict, achieved: list) -> dict | None:
 
 
 def _acceptance_context(plan, results, names) -> dict | None:
-    """The Acceptance section: each model's verdict on the plan's criteria (computed by evaluate_acceptance)."""
+    """The Acceptance section: each model's verdict on the plan's criteria (``res.acceptance``, computed once)."""
     if plan is None or not plan.acceptance:
         return None
     multi = len(results) > 1
     models = []
     for res, name in zip(results, names):
-        ev = evaluate_acceptance(res, plan.acceptance, alpha=plan.alpha, primary=plan.primary,
-                                 model=f"Model {name}" if multi else "The model")
+        ev = res.acceptance(plan.acceptance, alpha=plan.alpha, primary=plan.primary,
+                            model=f"Model {name}" if multi else "The model")
         rows = []
         for row in ev.table.to_dict(orient="records"):
             head = ACCEPTANCE_LABELS[row["criterion"]].removesuffix(" below").removesuffix(" within")
             limit = (f"< {fmt(row['upper_limit'], 4)}" if row["criterion"] == "ece_below" else
                      f"within ({fmt(row['lower_limit'], 4)}, {fmt(row['upper_limit'], 4)})")
-            if row["verdict"] == NOT_EVALUABLE:
+            if row["verdict"] == ev.NOT_EVALUABLE:
                 rows.append((head + (" (primary)" if row["primary"] else ""), limit, "—", "—", row["test"], "—",
                              f"not evaluable: {row['reason']}"))
                 continue
