@@ -347,6 +347,8 @@ def test_a_stated_reason_for_the_shortfall(fair_result, fair_report, tmp_path):
 
 def test_result_acceptance_is_evaluate_acceptance_computed_once():
     """res.acceptance(...) is evaluate_acceptance on the result, kept once computed (the report reads it)."""
+    import pandas as pd
+
     from calibtest.acceptance import evaluate_acceptance
 
     res = ct.calib_ci("y ~ p", data=ct.load_demo())
