@@ -327,6 +327,65 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
     return total
 
 
+
+def feed_file(acc, path: Path, reader, columns: list, chunksize: int, *, fmt: str, stat0, passes: int,
+              progress=None) -> dict:
+    """One pass over a data file into an accumulator, and the ``source`` record of the result.
+
+    Each chunk of ``chunksize`` rows goes to ``acc.update`` (an error names
+    the file and the chunk's rows); the file's SHA-256 is read alongside in a
+    second thread; a progress bar follows the rows when ``progress`` asks for
+    one; and the file must not have changed since ``stat0`` was taken (else
+    the result would mix two versions).  ``acc`` counts the rows it was given
+    in ``acc.n_seen``.
+
+    Returns
+    -------
+    dict
+        ``path``, ``name``, ``format``, ``size_bytes``, ``modified``,
+        ``sha256``, ``columns``, ``chunksize``, ``n_chunks``,
+        ``n_rows_read`` and ``passes`` (how many times the file was read).
+    """
+    stop_hash = threading.Event()
+    bar = _progress_bar(progress, reader.num_rows, path.name)
+    n_chunks = 0
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            digest = pool.submit(sha256_file, path, stop_hash)
+            try:
+                start = 0
+                for chunk in reader.chunks(columns, chunksize):
+                    if len(chunk) == 0:
+                        continue
+                    stop = start + len(chunk)
+                    try:
+                        acc.update(chunk)
+                    except (ValueError, TypeError) as exc:
+                        raise _with_rows(exc, path.name, start, stop) from exc
+                    n_chunks += 1
+                    start = stop
+                    if bar is not None:
+                        bar.update(len(chunk))
+            except BaseException:
+                stop_hash.set()
+                raise
+            sha256 = digest.result()
+    finally:
+        if bar is not None:
+            bar.close()
+    if acc.n_seen == 0:
+        raise ValueError(f"{path.name} has a header but no data rows")
+    stat1 = path.stat()
+    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
+        raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
+    return {
+        "path": str(path.resolve()), "name": path.name, "format": fmt, "size_bytes": int(stat0.st_size),
+        "modified": _dt.datetime.fromtimestamp(stat0.st_mtime, tz=_dt.timezone.utc).isoformat(),
+        "sha256": sha256, "columns": list(columns), "chunksize": chunksize, "n_chunks": n_chunks,
+        "n_rows_read": acc.n_seen, "passes": passes,
+    }
+
+
 def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
                 missing: str = "raise", chunksize: int | None = None, progress=None,
                 null: str = "auto") -> CalibrationResult:
@@ -386,44 +445,8 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
     acc = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
                          missing=missing, eval_env=env, null=null)
-    stop_hash = threading.Event()
-    bar = _progress_bar(progress, reader.num_rows, path.name)
-    n_chunks = 0
-    try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            digest = pool.submit(sha256_file, path, stop_hash)
-            try:
-                start = 0
-                for chunk in reader.chunks(columns, chunksize):
-                    if len(chunk) == 0:
-                        continue
-                    stop = start + len(chunk)
-                    try:
-                        acc.update(chunk)
-                    except (ValueError, TypeError) as exc:
-                        raise _with_rows(exc, path.name, start, stop) from exc
-                    n_chunks += 1
-                    start = stop
-                    if bar is not None:
-                        bar.update(len(chunk))
-            except BaseException:
-                stop_hash.set()
-                raise
-            sha256 = digest.result()
-    finally:
-        if bar is not None:
-            bar.close()
-    if acc.n_seen == 0:
-        raise ValueError(f"{path.name} has a header but no data rows")
-    stat1 = path.stat()
-    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
-        raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
-    source = {
-        "path": str(path.resolve()), "name": path.name, "format": fmt, "size_bytes": int(stat0.st_size),
-        "modified": _dt.datetime.fromtimestamp(stat0.st_mtime, tz=_dt.timezone.utc).isoformat(),
-        "sha256": sha256, "columns": list(columns), "chunksize": chunksize, "n_chunks": n_chunks,
-        "n_rows_read": acc.n_seen, "passes": passes,
-    }
+    source = feed_file(acc, path, reader, columns, chunksize, fmt=fmt, stat0=stat0, passes=passes,
+                       progress=progress)
     call = Call("calib_ci", (repr(formula), f"data={path.name!r}"),
                 {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                  "missing": missing if missing != "raise" else None,

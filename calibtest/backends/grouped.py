@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from math import factorial
 from pathlib import Path
@@ -29,12 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibtest._format import sha256_file
 from calibtest._validation import check_memory
 from calibtest.backends.accumulator import _prepare_rows
 from calibtest.backends.dask_frames import _import_dask, _scheduler_name, _tree
-from calibtest.backends.files import (DEFAULT_CHUNKSIZE, _CsvReader, _ParquetReader, _progress_bar, _with_rows,
-                                      file_format)
+from calibtest.backends.files import DEFAULT_CHUNKSIZE, _CsvReader, _ParquetReader, _with_rows, feed_file, file_format
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
 from calibtest.core.conditional import conditional_memory, conditional_sum_columns
@@ -402,40 +398,8 @@ def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=N
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
     acc = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=n_classes, k=k,
                              n_bins=n_bins, missing=missing, null=null, eval_env=env)
-    bar = _progress_bar(progress, reader.num_rows, path.name)
-    n_chunks, start = 0, 0
-    stop_hash = threading.Event()
-    try:
-        with ThreadPoolExecutor(max_workers=1) as pool:  # the checksum is read alongside the binning pass
-            digest = pool.submit(sha256_file, path, stop_hash)
-            try:
-                for chunk in reader.chunks(columns, chunksize):
-                    if len(chunk) == 0:
-                        continue
-                    stop = start + len(chunk)
-                    try:
-                        acc.update(chunk)
-                    except (ValueError, TypeError) as exc:
-                        raise _with_rows(exc, path.name, start, stop) from exc
-                    n_chunks += 1
-                    start = stop
-                    if bar is not None:
-                        bar.update(len(chunk))
-            except BaseException:
-                stop_hash.set()
-                raise
-            sha256 = digest.result()
-    finally:
-        if bar is not None:
-            bar.close()
-    if acc.n_seen == 0:
-        raise ValueError(f"{path.name} has a header but no data rows")
-    stat1 = path.stat()
-    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
-        raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
-    source = {"path": str(path.resolve()), "name": path.name, "format": fmt, "size_bytes": int(stat0.st_size),
-              "sha256": sha256, "columns": list(columns), "chunksize": chunksize, "n_chunks": n_chunks,
-              "n_rows_read": acc.n_seen, "passes": passes}
+    source = feed_file(acc, path, reader, columns, chunksize, fmt=fmt, stat0=stat0, passes=passes,
+                       progress=progress)
     return acc.sums(source)
 
 
