@@ -270,6 +270,19 @@ def check_in_memory_method(method, what: str) -> None:
                      "sums on data of any size), or load the rows into memory (e.g. a random sample)")
 
 
+def _out_of_core_source(formula, data, y, probs, method) -> tuple[bool, str]:
+    """(is a Dask frame, how messages name the source) of a file or Dask ``data``, after the checks every
+    out-of-core call shares: an in-memory-only method, array input, a missing formula."""
+    dask = is_dask(data)
+    what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
+    check_in_memory_method(method, what)
+    if y is not None or probs is not None:
+        raise ValueError(f"y= and probs= cannot be combined with data={what}; name the columns in a formula")
+    if formula is None:
+        raise ValueError(f"data={what} needs a formula naming its columns, e.g. 'correct ~ confidence'")
+    return dask, what
+
+
 def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
                          alpha: float = 0.05, missing: str = "raise", chunksize=None, progress=None,
                          method: str = "adjusted", null: str = "auto"):
@@ -288,13 +301,7 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
         Only ``"adjusted"``; resampling methods raise a ValueError.
     Other parameters as in :func:`calibtest.calib_ci`.
     """
-    dask = is_dask(data)
-    what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
-    check_in_memory_method(method, what)
-    if y is not None or probs is not None:
-        raise ValueError(f"y= and probs= cannot be combined with data={what}; name the columns in a formula")
-    if formula is None:
-        raise ValueError(f"data={what} needs a formula naming its columns, e.g. 'correct ~ confidence'")
+    dask, what = _out_of_core_source(formula, data, y, probs, method)
     if dask:
         if chunksize is not None:
             raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
@@ -324,13 +331,7 @@ def grouped_out_of_core(formula, data, *, by, env, y=None, probs=None, n_classes
         Grouping column(s) of the file or frame (several: crossed).
     Other parameters as in :func:`calib_ci_out_of_core`.
     """
-    dask = is_dask(data)
-    what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
-    check_in_memory_method(method, what)
-    if y is not None or probs is not None:
-        raise ValueError(f"y= and probs= cannot be combined with data={what}; name the columns in a formula")
-    if formula is None:
-        raise ValueError(f"data={what} needs a formula naming its columns, e.g. 'correct ~ confidence'")
+    dask, what = _out_of_core_source(formula, data, y, probs, method)
     names = by_names(by)
     if not names:
         raise OptionError(f"by= must name grouping columns of {what} (a column name or a list of names), not "
