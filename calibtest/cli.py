@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci | report | plan | tcal | compare | sample-size | demo`` and ``calibtest --version``.
+"""Command-line interface: ``calibtest ci | test | report | plan | tcal | compare | sample-size | demo`` and ``calibtest --version``.
 
 One parser.  The options that several subcommands take (``--formula``,
 ``--n-classes``, ``--k``, ``--bins``, ``--alpha``, ``--missing``, ``--json``)
@@ -251,6 +251,33 @@ def _add_ci_parser(sub, shared) -> None:
                     help="analyse each subgroup of this column (repeat for crossed groups): per-group intervals, "
                          "the global and the heterogeneity tests")
     ci.set_defaults(func=_cmd_ci)
+
+
+# ----------------------------------------------------------------------------- test
+def _cmd_test(args) -> int:
+    from calibtest.evidence_suite import calib_test
+
+    path, stream = _read_input(args, stream=True)
+    res = calib_test(args.formula, data=path, n_classes=args.n_classes, alpha=args.alpha, n_bins=args.scales,
+                     n_draws=args.n_draws, rng=args.seed, missing=args.missing, eval_env=formula_namespace(),
+                     **stream)
+    return _print_result(res, args.json)
+
+
+def _add_test_parser(sub, shared) -> None:
+    te = sub.add_parser("test", help="multi-scale test of calibration (binary or top-1; the file streamed)",
+                        n_formulas=1, parents=[shared["one_formula"], shared["json"]], epilog=_EPILOG)
+    te.add_argument("file", help="CSV or Parquet file with outcomes and predictions; streamed in chunks of "
+                                 "--chunksize rows (only the formula's columns are read)")
+    OPTIONS["n_classes"].add_to(te)
+    OPTIONS["scales"].add_to(te, "--bins", "--scales", dest="scales")
+    OPTIONS["alpha"].add_to(te)
+    OPTIONS["rng"].add_to(te, help="seed of the label draws (default: a fresh seed, recorded in the output)")
+    OPTIONS["n_draws"].add_to(te, "--n-draws", "--draws", dest="n_draws")
+    OPTIONS["chunksize"].add_to(te, help="stream the file in chunks of this many rows (default "
+                                         f"{DEFAULT_CHUNKSIZE}; the p-value does not depend on it)")
+    OPTIONS["missing"].add_to(te)
+    te.set_defaults(func=_cmd_test)
 
 
 # ----------------------------------------------------------------------------- sample-size
@@ -601,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ci_parser(sub, shared)
     _add_report_parser(sub, shared)
     _add_tcal_parser(sub, shared)
+    _add_test_parser(sub, shared)
     demo = sub.add_parser("demo", help="run calibtest on the packaged example data", epilog=_EPILOG)
     demo.set_defaults(func=_cmd_demo)
     _add_compare_parser(sub, shared)

@@ -19,6 +19,8 @@ interval) and explains disagreements.  The rules are in
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
@@ -40,7 +42,7 @@ __all__ = ["calib_test", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROW
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
-               missing: str = "raise", eval_env: int = 0, by=None):
+               missing: str = "raise", eval_env: int = 0, by=None, chunksize: int | None = None):
     """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
@@ -128,6 +130,10 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         ``plot_forest()``.  Group number g (in the table's order, empty
         groups counted) draws from ``numpy.random.default_rng([s, g])``, s the
         seed (:mod:`calibtest.grouping`).
+    chunksize : int, optional
+        Rows per chunk when ``data`` is a file path (default
+        :data:`~calibtest.options.DEFAULT_CHUNKSIZE`); the p-value does not
+        depend on it.  Refused for any other ``data``.
 
     Returns
     -------
@@ -159,11 +165,14 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                           f"scales), got {null!r}")
     combine, partitions, R = (check_option(name, value) for name, value in
                               (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
-    check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing)
+    check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
+    if chunksize is not None and not isinstance(data, (str, os.PathLike)):
+        raise OptionError("chunksize= applies only to data given as a file path")
     if is_out_of_core(data):
+        extra = {} if chunksize is None else {"chunksize": chunksize}
         return _calib_test_stream(formula, data, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
                                   rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
-                                  missing=missing, eval_env=eval_env, by=by)
+                                  missing=missing, eval_env=eval_env, by=by, **extra)
     gen, seed = resolve_seed(rng)
     prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
                              n_classes=n_classes, k=k, options=

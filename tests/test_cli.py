@@ -186,10 +186,11 @@ def test_shared_options_have_one_help_text_everywhere():
     # every subcommand that fits a model takes the model options; the printing ones take --json
     assert takes == {"ci": set(SHARED), "report": set(SHARED) - {"--json"}, "tcal": set(SHARED),
                      "compare": set(SHARED), "sample-size": set(SHARED), "demo": set(),
-                     "plan": {"--alpha", "--k", "--n-classes", "--bins"}}
-    for option in SHARED:  # a plan's --bins (alias of --n-bins) also takes 'adaptive': its own help text
+                     "plan": {"--alpha", "--k", "--n-classes", "--bins"},
+                     "test": set(SHARED) - {"--k"}}
+    for option in SHARED:  # --bins of plan (alias of --n-bins) and test (the scales) take 'adaptive': own help
         helps = {name: a.help for name, p in subs.items() for a in p._actions if option in a.option_strings
-                 and not (name == "plan" and option == "--bins")}
+                 and not (name in ("plan", "test") and option == "--bins")}
         assert len(set(helps.values())) == 1, (option, helps)
         assert all(h and h.strip() for h in helps.values()), option
 
@@ -484,3 +485,67 @@ def test_balanced_sums_describe_the_same_model_as_patsy(formula):
     ours, theirs = model_desc(formula), patsy.ModelDesc.from_formula(formula)
     assert ours.lhs_termlist == theirs.lhs_termlist and ours.rhs_termlist == theirs.rhs_termlist
     assert ours.describe() == theirs.describe()
+
+
+# ----------------------------------------------------------------------------- test (the multi-scale test)
+@pytest.fixture
+def binary_file(tmp_path):
+    rng = np.random.default_rng(21)
+    p = rng.uniform(0.02, 0.98, 700)
+    df = pd.DataFrame({"y": (rng.random(700) < p ** 1.3).astype(int), "p": p})
+    path = tmp_path / "binary.csv"
+    df.to_csv(path, index=False, float_format="%.17g")
+    return path, df
+
+
+@pytest.mark.parametrize("options, keywords", [
+    ([], {}),
+    (["--bins", "8", "--alpha", "0.1", "--n-draws", "199", "--chunksize", "150"],
+     {"n_bins": 8, "alpha": 0.1, "n_draws": 199, "chunksize": 150}),
+])
+def test_test_json_equals_calib_test_on_the_file(binary_file, capsys, options, keywords):
+    path, df = binary_file
+    for file in (path, _parquet_twin(path, df)):
+        assert main(["test", str(file), "--formula", "y ~ p", "--seed", "5", *options, "--json"]) == 0, \
+            capsys.readouterr().err
+        out = json.loads(capsys.readouterr().out)
+        ref = ct.calib_test("y ~ p", data=str(file), rng=5, **keywords)
+        assert out == json.loads(json.dumps(ref.to_dict()))
+        # and the same test as on the rows in memory (the file is streamed, not a different test)
+        in_memory = {key: value for key, value in keywords.items() if key != "chunksize"}
+        assert out["pvalue"] == ct.calib_test("y ~ p", data=df, rng=5, **in_memory).pvalue
+
+
+def test_test_chunksize_reaches_the_reader_and_summary_prints(binary_file, capsys, monkeypatch):
+    path, _ = binary_file
+    seen = _spy_chunks(monkeypatch)
+    assert main(["test", str(path), "--formula", "y ~ p", "--seed", "2", "--chunksize", "123",
+                 "--n-draws", "99"]) == 0
+    out = capsys.readouterr().out
+    assert seen and set(seen) == {123}
+    assert "Multi-scale test of calibration" in out
+    assert "P-value:" in out and str(ct.calib_test("y ~ p", data=str(path), rng=2, n_draws=99).pvalue) in out
+
+
+def test_test_is_listed_and_its_errors_are_one_line(binary_file, tmp_path, capsys):
+    path, _ = binary_file
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert re.search(r"^\s+test\s+multi-scale test", capsys.readouterr().out, re.M)
+    for bad in (["--bins", "two"], ["--n-draws", "0"], ["--missing", "keep"], ["--nope"]):
+        rc, out, err = _stderr_of(["test", path, "--formula", "y ~ p", *bad], capsys)
+        assert rc == 2 and out == "", bad
+        # an unknown option is reported by the top-level parser, like every subcommand's
+        prefix = "calibtest: error: " if bad == ["--nope"] else "calibtest test: error: "
+        assert err.count("\n") == 1 and err.startswith(prefix) and "Traceback" not in err, (bad, err)
+    for argv, expected in [(["test", path, "--formula", "y ~ q"], "column 'q'"),
+                           (["test", tmp_path / "none.csv", "--formula", "y ~ p"], "file not found")]:
+        rc, out, err = _stderr_of(argv, capsys)
+        assert rc == 1 and out == "", argv
+        assert err.count("\n") == 1 and err.startswith("calibtest: error: ") and expected in err, err
+
+
+def test_calib_test_refuses_chunksize_on_rows_in_memory(binary_file):
+    _, df = binary_file
+    with pytest.raises(ValueError, match="chunksize= applies only to data given as a file path"):
+        ct.calib_test("y ~ p", data=df, chunksize=100, rng=1)

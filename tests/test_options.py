@@ -99,7 +99,9 @@ def test_cli_choices_and_defaults_are_the_tables():
             if not candidates:
                 continue
             # --method is the interval's (ci, report, plan) or the study's (sample-size): the one with its choices
-            option = next((o for o in candidates if list(o.choices) == list(action.choices or o.choices)), None)
+            # test's --bins (alias --scales) is the multi-scale test's scales: the one named by its dest
+            fits = [o for o in candidates if list(o.choices) == list(action.choices or o.choices)]
+            option = next((o for o in fits if o.name == action.dest), fits[0] if fits else None)
             assert option is not None, action.option_strings
             if option.kind == "choice":
                 assert list(action.choices) == list(option.choices), action.option_strings
