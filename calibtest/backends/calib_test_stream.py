@@ -36,9 +36,8 @@ import numpy as np
 from calibtest._format import Call
 from calibtest._validation import DEFAULT_DRAWS
 from calibtest.backends.accumulator import _prepare_rows
-from calibtest.backends.dask_frames import _import_dask, _partition_usable, _tree
-from calibtest.backends.files import (DEFAULT_CHUNKSIZE, _count_usable, _CsvReader, _ParquetReader, _with_rows,
-                                      file_format)
+from calibtest.backends.dask_frames import _import_dask, _partition_usable, _tree, in_partition
+from calibtest.backends.files import _count_usable, _with_rows, open_data_file
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
 from calibtest.core.conditional import (DRAW_ROWS, DrawSums, conditional_moments, conditional_sum_columns,
@@ -223,13 +222,7 @@ def stream_calib_test(data, formula: str, *, env, chunksize: int | None = None, 
 
 
 def _file_test(path: Path, formula, *, env, chunksize, n_bins, missing, **options):
-    chunksize = check_option("chunksize", chunksize)
-    chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
-    fmt = file_format(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {str(path)!r}")
-    reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
-    check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
+    path, chunksize, fmt, _, reader = open_data_file(path, formula, env, chunksize)
     columns = formula_columns(formula, reader.columns)
     n_rows = None
     if check_grid(n_bins) is None:
@@ -260,8 +253,7 @@ def _partition_test(formula, namespace, missing, settings: dict, part, index: in
     try:
         return acc.update(part)
     except (ValueError, TypeError) as exc:
-        kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"Dask partition {index}: {exc}") from exc
+        raise in_partition(exc, index) from exc
 
 
 def _merge_in_order(*accs: CalibTestAccumulator) -> CalibTestAccumulator:

@@ -82,14 +82,19 @@ def _import_dask():
     return dask, dd
 
 
+def in_partition(exc: Exception, index: int) -> Exception:
+    """The error a worker raises for Dask partition ``index``: the same kind (TypeError or ValueError), naming it."""
+    kind = TypeError if isinstance(exc, TypeError) else ValueError
+    return kind(f"Dask partition {index}: {exc}")
+
+
 def _partition_sums(template: BinAccumulator, part, index: int) -> BinAccumulator:
     """Bin one partition (runs on a worker)."""
     acc = template._spawn()
     try:
         acc.update(part)
     except (ValueError, TypeError) as exc:
-        kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"Dask partition {index}: {exc}") from exc
+        raise in_partition(exc, index) from exc
     return acc
 
 
@@ -102,8 +107,7 @@ def _partition_usable(formula: str, namespace: dict, missing: str, part, index: 
     try:
         rows = read_rows(formula, part, None, None, thaw_env(namespace), missing)
     except (ValueError, TypeError) as exc:
-        kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"Dask partition {index}: {exc}") from exc
+        raise in_partition(exc, index) from exc
     return int(rows.probs.shape[0])
 
 

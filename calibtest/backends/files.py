@@ -328,6 +328,26 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
 
 
 
+
+def open_data_file(path, formula: str, env, chunksize) -> tuple:
+    """``(path, chunksize, format, stat, reader)`` of a data file about to be streamed: the one opening step of
+    the streamed interval, the streamed groups and the streamed multi-scale test.
+
+    ``chunksize`` is checked against the table (None: :data:`DEFAULT_CHUNKSIZE`); the format comes from the
+    name; the file must exist; its ``os.stat`` is taken before reading (to detect a change while it is read);
+    and the formula's names must be columns of the file.
+    """
+    path = Path(os.fspath(path))
+    chunksize = check_option("chunksize", chunksize)
+    chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
+    fmt = file_format(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {str(path)!r}")
+    stat0 = path.stat()
+    reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
+    check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
+    return path, chunksize, fmt, stat0, reader
+
 def feed_file(acc, path: Path, reader, columns: list, chunksize: int, *, fmt: str, stat0, passes: int,
               progress=None) -> dict:
     """One pass over a data file into an accumulator, and the ``source`` record of the result.
@@ -423,15 +443,7 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         ``size_bytes``, ``modified``, ``sha256``, ``columns``, ``chunksize``,
         ``n_chunks``, ``n_rows_read``, ``passes``}.
     """
-    path = Path(os.fspath(path))
-    chunksize = check_option("chunksize", chunksize)
-    chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
-    fmt = file_format(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {str(path)!r}")
-    stat0 = path.stat()
-    reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
-    check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
+    path, chunksize, fmt, stat0, reader = open_data_file(path, formula, env, chunksize)
     columns = formula_columns(formula, reader.columns)
     passes = 1
     n_rows = None

@@ -19,18 +19,16 @@ the rows.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import Counter
 from math import factorial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from calibtest._validation import check_memory
 from calibtest.backends.accumulator import _prepare_rows
-from calibtest.backends.dask_frames import _import_dask, _scheduler_name, _tree
-from calibtest.backends.files import DEFAULT_CHUNKSIZE, _CsvReader, _ParquetReader, _with_rows, feed_file, file_format
+from calibtest.backends.dask_frames import _import_dask, _scheduler_name, _tree, in_partition
+from calibtest.backends.files import _with_rows, feed_file, open_data_file
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
 from calibtest.core.conditional import conditional_memory, conditional_sum_columns
@@ -40,7 +38,6 @@ from calibtest.estimation import keeps_null_sums
 from calibtest.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
 from calibtest.grouping import check_group_labels, group_labels, levels, subset_rows
 from calibtest.inputs import read_rows
-from calibtest.options import check_option
 
 __all__ = ["GroupSums", "GroupedAccumulator", "stream_file_groups", "dask_groups"]
 
@@ -364,15 +361,7 @@ def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=N
     Parameters as in :func:`calibtest.backends.files.stream_file`, with
     ``by`` the grouping columns (read with the formula's columns).
     """
-    path = Path(os.fspath(path))
-    chunksize = check_option("chunksize", chunksize)
-    chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
-    fmt = file_format(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {str(path)!r}")
-    stat0 = path.stat()
-    reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
-    check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
+    path, chunksize, fmt, stat0, reader = open_data_file(path, formula, env, chunksize)
     missing_by = [b for b in by if b not in reader.columns]
     if missing_by:
         raise ValueError(f"by column {missing_by[0]!r} is not a column of {path.name} (columns: "
@@ -407,8 +396,7 @@ def _partition_counts(formula, namespace, by, missing, part, index):
     try:
         return count_groups(part, formula, by, thaw_env(namespace), missing)
     except (ValueError, TypeError) as exc:
-        kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"Dask partition {index}: {exc}") from exc
+        raise in_partition(exc, index) from exc
 
 
 def _partition_groups(template: GroupedAccumulator, part, index: int) -> GroupedAccumulator:
@@ -416,8 +404,7 @@ def _partition_groups(template: GroupedAccumulator, part, index: int) -> Grouped
     try:
         acc.update(part)
     except (ValueError, TypeError) as exc:
-        kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"Dask partition {index}: {exc}") from exc
+        raise in_partition(exc, index) from exc
     return acc
 
 
