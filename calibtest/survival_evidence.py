@@ -272,6 +272,51 @@ class SurvivalEvidence(ResultDisplay):
                           if self.slope is not None else (nan, nan))}
         return pd.DataFrame(rows, index=["lower", "upper"]).T
 
+    def direction(self, alpha: float | None = None) -> str:
+        """The direction of the miscalibration at the horizon, in words, from the intercept and the slope.
+
+        The survival analogue of :meth:`calibtest.ValProbResult.direction`
+        (the sentence the evidence conclusion shows): an intercept ``a > 0``
+        (observed cumulative hazard above the predicted one) means the risks
+        are too low on average, ``a < 0`` too high; a slope ``b < 1`` means
+        they are too extreme, ``b > 1`` not extreme enough.  A direction is
+        stated only where the Wald ``1 - alpha`` interval excludes the null
+        value; without the intercept and slope (a risk of 0 or 1) the level
+        comes from O/E.
+        """
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+
+        def text(key, name, value):
+            return (f"{name} = {fmt(value, 3)}, {level} CI [{fmt(ci.loc[key, 'lower'], 3)}, "
+                    f"{fmt(ci.loc[key, 'upper'], 3)}]")
+
+        key, null, name, value = (("citl", 0.0, "CITL", self.citl) if self.citl is not None
+                                  else ("observed_expected", 1.0, "O/E", self.oe))
+        lo, hi = ci.loc[key, "lower"], ci.loc[key, "upper"]
+        level_off = not lo <= null <= hi
+        level_words = (f"too {'low' if value > null else 'high'} on average ({text(key, name, value)}, "
+                       f"excludes {fmt(null)})")
+        if self.slope is None:
+            return (f"Direction: the risks by t are {level_words}." if level_off else
+                    f"Direction: the risks by t are not shown to be off on average ({text(key, name, value)} "
+                    f"includes {fmt(null)}); the slope was not computed.")
+        s_lo, s_hi = ci.loc["slope", "lower"], ci.loc["slope", "upper"]
+        spread_off = not s_lo <= 1.0 <= s_hi
+        slope_text = text("slope", "slope", self.slope)
+        spread_words = f"too {'extreme' if self.slope < 1 else 'moderate'} ({slope_text}, excludes 1)"
+        if level_off and spread_off:
+            return f"Direction: the risks by t are {level_words} and {spread_words}."
+        if level_off:
+            return (f"Direction: the risks by t are {level_words}; their spread is not shown to be off "
+                    f"({slope_text} includes 1).")
+        if spread_off:
+            return (f"Direction: the risks by t are {spread_words}; their level on average is not shown to be "
+                    f"off ({text(key, name, value)} includes {fmt(null)}).")
+        return (f"Direction: neither the level ({text(key, name, value)}) nor the spread ({slope_text}) is shown "
+                "to be off.")
+
     def _pvalues(self) -> dict:
         two = lambda z: float(2 * sps.norm.sf(abs(z)))  # noqa: E731
         return {"observed_expected": two(math.log(self.oe) / self.oe_se) if self.oe > 0 else 0.0,
@@ -387,6 +432,7 @@ class SurvivalEvidence(ResultDisplay):
         smry.add_table(pd.DataFrame({"statistic": list(r["statistic"]), "p-value": list(r["pvalue"]),
                                      "interval": ivs, "verdict": list(r["verdict"])}, index=list(r["name"]),
                                     dtype=object), {"statistic": 4, "p-value": fmt_p})
+        smry.add_settings({"Direction:": self.direction().removeprefix("Direction: ")})
         g = self.groups
         smry.add_table(pd.DataFrame({"n": g["n"], "events": g["events"], "mean risk": g["mean_risk"],
                                      "observed": g["observed"],
@@ -433,7 +479,10 @@ def _loglog_interval(surv: np.ndarray, greenwood: np.ndarray, z: float):
 
 
 def _flexible_curve(t_h, ev_h, risk, cll, horizon, order) -> SurvivalCurve:
-    knots = harrell_knots(cll, N_KNOTS)
+    try:
+        knots = harrell_knots(cll, N_KNOTS)
+    except ValueError as exc:  # its message names the binary curve's p
+        raise ValueError("cloglog(risk) " + str(exc).removeprefix("p: ")) from None
     x = rcs_basis(cll, knots)
     fit = cox_breslow(t_h, ev_h, x, horizon, start=np.r_[1.0, np.zeros(x.shape[1] - 1)], order=order)
     observed = fit.risk_at_horizon(x)

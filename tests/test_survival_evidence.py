@@ -244,9 +244,21 @@ def test_a_calibrated_model_is_not_rejected_and_a_miscalibrated_one_is():
     assert bad.rows()["reject"].all()
     assert bad.slope < 1 and bad.citl < 0 and bad.oe < 1
     # too extreme but right on average: the slope, the curve and GND see it, O/E and the intercept do not
-    spread = survival_evidence(*_sim(20000, 1, scale=1.4, shift=0.3)).rows()["reject"]
-    assert spread.to_dict() == {"observed_expected": False, "citl": False, "slope": True, "flexible": True,
-                                "gnd": True}
+    assert bad.direction().startswith("Direction: the risks by t are too high on average (CITL = ")
+    assert "and too extreme (slope = " in bad.direction()
+    spread = survival_evidence(*_sim(20000, 1, scale=1.4, shift=0.3))
+    assert spread.rows()["reject"].to_dict() == {"observed_expected": False, "citl": False, "slope": True,
+                                                 "flexible": True, "gnd": True}
+    assert spread.direction().startswith("Direction: the risks by t are too extreme (slope = ")
+    assert "neither the level" in good.direction()
+
+
+def test_too_few_distinct_risks_leave_the_curve_out_with_a_reason():
+    time, event, _, horizon = _sim(300, 13)
+    risk = np.where(np.arange(300) % 2 == 0, 0.2, 0.4)
+    ev = survival_evidence(time, event, risk, horizon, n_groups=2)
+    assert ev.curve is None and ev.slope is not None
+    assert ev.scope.startswith("The flexible calibration curve was not computed: cloglog(risk) ")
 
 
 def test_rows_have_the_shape_of_the_evidence_table(results):

@@ -37,6 +37,7 @@ suppressPackageStartupMessages({
   library(survival); library(rms); library(riskRegression); library(jsonlite)
 })
 
+pdf(NULL)  # riskRegression opens a graphics device even with plot = FALSE: write no Rplots.pdf
 args <- commandArgs(trailingOnly = TRUE)
 out <- if (length(args) >= 1) args[1] else "tests/reference/survival_evidence.json"
 all <- read.csv("tests/reference/survival_evidence_data.csv")
