@@ -41,7 +41,11 @@ the ECE at t:
    group's mean risk.
 5. **The Greenwood-Nam-D'Agostino test** (D'Agostino & Nam 2003; Demler,
    Paynter & Cook 2015): ``GND = sum_g (O_g - E_g)^2 / Var_Greenwood(S_g(t))``
-   over the G groups, referred to chi-squared with G - 1 df.  A group with no
+   over the G groups, referred to chi-squared with G df for external
+   validation (the predictions were not fitted on these rows: G independent
+   z^2 terms under calibration, as for :func:`calibtest.hosmer_lemeshow`'s
+   ``validation="external"``) and with G - 1 df, D'Agostino & Nam's and
+   Demler et al.'s reference, for ``validation="development"``.  A group with no
    event by t has Greenwood variance 0 and contributes 0 (Demler et al.'s
    convention); they recommend at least 5 events per group (the summary says
    which groups have fewer).
@@ -85,7 +89,7 @@ from calibtest._format import fmt, fmt_p
 from calibtest._validation import DataError, check_alpha, check_count
 from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_groups, kaplan_meier_at, time_order
 from calibtest.flexible import harrell_knots, rcs_basis
-from calibtest.options import check_number
+from calibtest.options import check_number, check_option
 from calibtest.summary import CalibSummary, ResultDisplay
 
 __all__ = ["SurvivalEvidence", "SurvivalCurve", "survival_evidence", "SURVIVAL_ROWS", "MIN_GROUP_EVENTS"]
@@ -226,7 +230,10 @@ class SurvivalEvidence(ResultDisplay):
         (Greenwood), ``lower``/``upper`` (log-log interval at ``alpha``; NaN
         when S_g(t) is 0 or 1), ``gnd`` (the group's GND term).
     gnd_statistic, gnd_df, gnd_pvalue : float, int, float
-        The Greenwood-Nam-D'Agostino test.
+        The Greenwood-Nam-D'Agostino test (df = G for external validation,
+        G - 1 for development data).
+    validation : str
+        ``"external"`` or ``"development"``: which reference ``gnd_df`` uses.
     scope : str
         Rows that could not be computed, and why.
     """
@@ -250,6 +257,7 @@ class SurvivalEvidence(ResultDisplay):
     gnd_statistic: float = math.nan
     gnd_df: int = 0
     gnd_pvalue: float = math.nan
+    validation: str = "external"
     scope: str = ""
 
     # ----------------------------------------------------------------- numbers
@@ -406,7 +414,11 @@ class SurvivalEvidence(ResultDisplay):
                  "(Harrell's defaults); ICI, E50, E90 over the rows."
                  + (f" ICI = {fmt(self.curve.ici, 4)}, E50 = {fmt(self.curve.e50, 4)}, E90 = "
                     f"{fmt(self.curve.e90, 4)}, Emax = {fmt(self.curve.emax, 4)}." if self.curve else ""),
-                 f"GND: chi-squared with df = G - 1 = {self.gnd_df}; a group without an event by t adds 0."]
+                 f"GND: chi-squared with df = {self.gnd_df} ("
+                 + ("G, external validation: the predictions were not fitted on these rows; G - 1 holds for "
+                    "development data" if self.validation == "external" else
+                    "G - 1, development data (D'Agostino & Nam)")
+                 + "); a group without an event by t adds 0."]
         few = self.groups.index[self.groups["events"] < MIN_GROUP_EVENTS].tolist()
         if few:
             notes.append(f"{len(few)} of {len(self.groups)} risk groups have fewer than {MIN_GROUP_EVENTS} events "
@@ -451,6 +463,7 @@ class SurvivalEvidence(ResultDisplay):
             for col in frame.columns:
                 out[f"{key}_{col}"] = float(row[col])
         out["gnd_df"] = self.gnd_df
+        out["validation"] = self.validation
         if self.curve is not None:
             out.update({"e50": self.curve.e50, "e90": self.curve.e90, "emax": self.curve.emax,
                         "flexible_wald": self.curve.wald, "knots": self.curve.knots.tolist()})
@@ -498,7 +511,8 @@ def _flexible_curve(t_h, ev_h, risk, cll, horizon, order) -> SurvivalCurve:
                          grid=pd.DataFrame({"risk": grid, "observed": grid_obs}))
 
 
-def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10) -> SurvivalEvidence:
+def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
+                      validation="external") -> SurvivalEvidence:
     """The classical evidence on calibration at a time horizon, for censored outcomes.
 
     Parameters
@@ -517,6 +531,10 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10) ->
     n_groups : int
         Risk groups G of the reliability diagram and of the GND test (at
         least 2; the rows sorted by risk and cut into G groups of equal size).
+    validation : {"external", "development"}
+        Reference of the GND test: chi-squared with G df when the predictions
+        were not fitted on these rows (the default), G - 1 df (D'Agostino &
+        Nam) on the model's development data.
 
     Returns
     -------
@@ -554,6 +572,7 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10) ->
     """
     alpha = check_alpha(alpha)
     n_groups = check_count(n_groups, "n_groups", minimum=2)
+    validation = check_option("validation", validation)
     time, event, risk, horizon = _survival_arrays(time, event, risk, horizon)
     n = time.size
     if n_groups > n:
@@ -590,6 +609,7 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10) ->
                            "lower": lower, "upper": upper, "gnd": term},
                           index=pd.RangeIndex(1, n_groups + 1, name="group"))
     gnd = float(term.sum())
+    df = n_groups if validation == "external" else n_groups - 1
 
     # 2-3. the regressions on cloglog(risk), follow-up censored at the horizon
     citl = citl_se = slope = slope_se = curve = None
@@ -616,5 +636,5 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10) ->
         horizon=horizon, alpha=alpha, n=n, n_events=int(ev_h.sum()),
         n_censored=int((~event & (time < horizon)).sum()), observed=observed, observed_se=observed_se,
         expected=expected, oe=oe, oe_se=oe_se, citl=citl, citl_se=citl_se, slope=slope, slope_se=slope_se,
-        curve=curve, groups=groups, gnd_statistic=gnd, gnd_df=n_groups - 1,
-        gnd_pvalue=float(sps.chi2.sf(gnd, n_groups - 1)), scope=" ".join(missing))
+        curve=curve, groups=groups, gnd_statistic=gnd, gnd_df=df, gnd_pvalue=float(sps.chi2.sf(gnd, df)),
+        validation=validation, scope=" ".join(missing))

@@ -106,8 +106,12 @@ def test_groups_and_gnd_match_r(results, name):
     g, rg = ev.groups, ref["groups"]
     for col in ("observed", "se", "lower", "upper", "mean_risk"):
         assert_allclose(g[col].to_numpy(float), rg[col], rtol=TOL, err_msg=col)
-    assert_allclose([ev.gnd_statistic, ev.gnd_pvalue], [rg["gnd"], rg["gnd_p"]], rtol=TOL)
-    assert ev.gnd_df == 9
+    assert_allclose(ev.gnd_statistic, rg["gnd"], rtol=TOL)
+    assert ev.gnd_df == 10 and ev.gnd_pvalue == pytest.approx(sps.chi2.sf(rg["gnd"], 10), rel=TOL)
+    # Demler et al.'s reference (df = G - 1) is that of development data
+    dev = survival_evidence(*_data(name), validation="development")
+    assert dev.gnd_df == 9 and dev.gnd_pvalue == pytest.approx(rg["gnd_p"], rel=TOL)
+    assert dev.gnd_statistic == ev.gnd_statistic
 
 
 def test_deciles_match_risk_regression_plot_calibration(results):
@@ -204,7 +208,7 @@ def test_gnd_and_groups_match_a_loop_with_survfunc():
         assert ev.groups["events"].iloc[g] == int(np.sum(event[rows] & (time[rows] <= horizon)))
         stat += (obs - risk[rows].mean()) ** 2 / se ** 2
     assert ev.gnd_statistic == pytest.approx(stat, rel=1e-10)
-    assert ev.gnd_pvalue == pytest.approx(sps.chi2.sf(stat, 5), rel=1e-10)
+    assert ev.gnd_pvalue == pytest.approx(sps.chi2.sf(stat, 6), rel=1e-10)
 
 
 def test_without_censoring_the_kaplan_meier_numbers_are_binomial():
@@ -334,6 +338,7 @@ def test_risks_of_exactly_zero_or_one_leave_the_regressions_out():
     (lambda a: a.update(n_groups=1), ValueError, "n_groups"),
     (lambda a: a.update(n_groups=10 ** 6), ValueError, "n_groups = 1000000 is more than"),
     (lambda a: a.update(alpha=1.5), ValueError, "alpha"),
+    (lambda a: a.update(validation="internal"), ValueError, "validation"),
 ])
 def test_bad_input_names_the_argument(change, exc, words):
     time, event, risk, horizon = _sim(200, 10)

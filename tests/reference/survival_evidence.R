@@ -26,7 +26,7 @@
 ##     1 - S_g(t), Greenwood se, the log-log interval of the risk; mean risk;
 ##     the GND statistic of Demler, Paynter & Cook (2015) (their GND.calib:
 ##     sum (KM risk - mean risk)^2 / Greenwood variance, a group with variance 0
-##     adding 0) and its chi-squared p-value with 9 df;
+##     adding 0) and its chi-squared p-value with 9 df (G - 1, their reference);
 ##   * riskRegression: plotCalibration(Score(list(m = risk matrix), Hist(time, event) ~ 1,
 ##     times = t, plots = "calibration"), method = "quantile", q = 10,
 ##     cens.method = "local")$plotFrames: Pred and Obs per decile (the same groups
