@@ -228,7 +228,8 @@ class SurvivalEvidence(ResultDisplay):
         One row per risk group: ``n``, ``events``, ``censored``,
         ``mean_risk``, ``observed`` (Kaplan-Meier 1 - S_g(t)), ``se``
         (Greenwood), ``lower``/``upper`` (log-log interval at ``alpha``; NaN
-        when S_g(t) is 0 or 1), ``gnd`` (the group's GND term).
+        when S_g(t) is 0 or 1), ``gnd`` (the group's GND term; 0 where the
+        Greenwood variance is 0 or undefined, and then ``se`` is 0).
     gnd_statistic, gnd_df, gnd_pvalue : float, int, float
         The Greenwood-Nam-D'Agostino test (df = G for external validation,
         G - 1 for development data).
@@ -419,6 +420,11 @@ class SurvivalEvidence(ResultDisplay):
                     "development data" if self.validation == "external" else
                     "G - 1, development data (D'Agostino & Nam)")
                  + "); a group without an event by t adds 0."]
+        flat = self.groups.index[self.groups["se"] == 0].tolist()
+        if flat:
+            notes.append(f"Risk groups {', '.join(map(str, flat))} have Greenwood variance 0 or undefined (no "
+                         "event by t, or Kaplan-Meier 0): their GND terms are set to 0 (Demler et al.'s "
+                         "convention) and they have no interval.")
         few = self.groups.index[self.groups["events"] < MIN_GROUP_EVENTS].tolist()
         if few:
             notes.append(f"{len(few)} of {len(self.groups)} risk groups have fewer than {MIN_GROUP_EVENTS} events "
@@ -553,7 +559,8 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
         Missing, infinite or negative times; event codes other than 0/1;
         risks outside [0, 1]; arrays of different lengths; a horizon that is
         not positive or beyond the last follow-up; no event by the horizon;
-        fewer rows than ``n_groups``.
+        a Kaplan-Meier estimate of 0 at the horizon; fewer rows than
+        ``n_groups``.
 
     Notes
     -----
@@ -584,6 +591,10 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
 
     # 1. observed / expected
     surv, gw = kaplan_meier_at(t_h, ev_h, horizon, order=order)
+    if surv[0] == 0:
+        raise DataError(f"the Kaplan-Meier estimate at the horizon {fmt(horizon)} is 0 (every row still at risk "
+                        "at some event time had the event there), so its variance is undefined; choose an "
+                        "earlier horizon")
     observed = 1.0 - float(surv[0])
     observed_se = float(surv[0] * math.sqrt(gw[0])) if surv[0] > 0 else math.nan
     expected = float(risk.mean())

@@ -313,6 +313,25 @@ def test_sparse_groups_are_named_in_the_notes():
     assert any(f"fewer than 5 events" in note for note in ev.notes())
 
 
+def test_groups_without_events_add_zero_and_are_named():
+    time, event, risk, horizon = _sim(400, 14)
+    low = np.argsort(risk, kind="stable")[:40]  # the first of 10 groups: no event by t
+    event = event.copy()
+    event[low] = False
+    ev = survival_evidence(time, event, risk, horizon)
+    g = ev.groups.loc[1]
+    assert g["events"] == 0 and g["observed"] == 0 and g["se"] == 0 and g["gnd"] == 0
+    assert np.isnan(g["lower"]) and np.isnan(g["upper"])
+    assert ev.gnd_statistic == pytest.approx(ev.groups["gnd"].iloc[1:].sum(), rel=1e-12)
+    assert any(note.startswith("Risk groups 1 have Greenwood variance 0") for note in ev.notes())
+
+
+def test_a_kaplan_meier_estimate_of_zero_at_the_horizon_is_refused():
+    time = np.array([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match="Kaplan-Meier estimate at the horizon 4 is 0"):
+        survival_evidence(time, [0, 1, 0, 1], [0.2, 0.3, 0.4, 0.5], 4.0, n_groups=2)
+
+
 def test_risks_of_exactly_zero_or_one_leave_the_regressions_out():
     time, event, risk, horizon = _sim(400, 9)
     risk = risk.copy()
