@@ -57,9 +57,17 @@ Cox models use Breslow's partial likelihood (R's ``coxph(ties = "breslow")``;
 without tied event times it equals R's default, Efron's) and are fitted by
 :func:`calibtest.core.km_cox.cox_breslow`.
 
-:meth:`SurvivalEvidence.rows` gives the evidence-table rows (the shape of the
-rows of :mod:`calibtest.evidence_table`); ``docs/survival_evidence.md`` has
-the formulas.
+:meth:`SurvivalEvidence.rows` gives the evidence-table rows, in the shape of
+:attr:`calibtest.EvidenceResult.table` (columns ``name``, ``null``,
+``statistic``, ``pvalue``, ``lower``, ``upper``, ``reject``, ``verdict``;
+keys ``observed_expected``, ``citl``, ``slope``, ``flexible``, ``gnd``): the
+keys ``citl`` and ``slope`` name the same measures as the binary rows, so the
+conclusion's rules on them ("spread", "level", "logit_linear") read them
+unchanged, ``gnd`` stands where ``hosmer_lemeshow`` stands, and
+:meth:`SurvivalEvidence.direction` gives the sentence
+:meth:`calibtest.ValProbResult.direction` gives for binary outcomes.
+``docs/survival_evidence.md`` has the formulas, the R cross-checks and the
+measured size of each row.
 
 References
 ----------

@@ -27,7 +27,7 @@ from statsmodels.duration.hazard_regression import PHReg
 from statsmodels.duration.survfunc import SurvfuncRight
 
 from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_groups, kaplan_meier_at
-from calibtest.evidence_table import EvidenceResult
+from calibtest.ece import calib_ci
 from calibtest.flexible import harrell_knots, rcs_basis
 from calibtest.survival_evidence import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
 
@@ -268,9 +268,14 @@ def test_too_few_distinct_risks_leave_the_curve_out_with_a_reason():
 def test_rows_have_the_shape_of_the_evidence_table(results):
     ev = results["weibull"]
     rows = ev.rows()
-    columns = [f.name for f in dataclasses.fields(EvidenceResult) if f.name == "table"]
-    assert columns == ["table"]
-    assert list(rows.columns) == ["name", "null", "statistic", "pvalue", "lower", "upper", "reject", "verdict"]
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.1, 0.9, 300)
+    binary = calib_ci(y=(rng.uniform(size=300) < p).astype(int), probs=p).evidence().table
+    assert list(rows.columns) == list(binary.columns)
+    assert rows.dtypes.tolist() == binary.dtypes.tolist()
+    assert {type(v) for v in rows["reject"]} == {type(v) for v in binary["reject"]} == {bool}
+    # the shared keys name the same measures, so the conclusion's rules on CITL and the slope apply
+    assert set(rows.index) & set(binary.index) == {"citl", "slope"}
     assert tuple(rows.index) == SURVIVAL_ROWS
     ci = ev.conf_int()
     for key, null in (("observed_expected", 1.0), ("citl", 0.0), ("slope", 1.0)):
