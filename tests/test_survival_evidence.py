@@ -378,7 +378,7 @@ def test_plot_draws_what_the_result_holds(results):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibtest.reporting.survival_plot import plot_survival_calibration
+    from calibtest.reporting import plot_survival_calibration
 
     ev = results["weibull"]
     ax = plot_survival_calibration(ev)
@@ -388,6 +388,24 @@ def test_plot_draws_what_the_result_holds(results):
     plt.close(ax.figure)
     with pytest.raises(TypeError, match="SurvivalEvidence"):
         plot_survival_calibration(object())
+
+
+@pytest.mark.slow
+def test_size_of_the_regression_rows_under_calibration():
+    # 200 calibrated data sets (n = 2000, Weibull times, 30% censored before t; benchmarks/
+    # survival_evidence_size.py): O/E, the intercept, the slope and the curve's Wald test keep alpha = 0.05
+    # within 3 Monte Carlo standard errors; GND is liberal at this n (docs/survival_evidence.md)
+    rng = np.random.default_rng(7)
+    reps, n = 200, 2000
+    rejects = np.zeros(4)
+    for _ in range(reps):  # one data set per iteration
+        r = rng.uniform(0.05, 0.6, n)
+        t = 5.0 * (rng.exponential(size=n) / -np.log1p(-r)) ** (1 / 1.5)
+        c = rng.uniform(0, 14, n)
+        rows = survival_evidence(np.minimum(t, c), t <= c, r, 5.0).rows()
+        rejects += rows.loc[["observed_expected", "citl", "slope", "flexible"], "reject"].to_numpy(bool)
+    se = math.sqrt(0.05 * 0.95 / reps)
+    assert np.all(np.abs(rejects / reps - 0.05) <= 3 * se), rejects / reps
 
 
 def test_result_type():
