@@ -430,14 +430,16 @@ class SurvivalEvidence(ResultDisplay):
                  + "); a group without an event by t adds 0."]
         flat = self.groups.index[self.groups["se"] == 0].tolist()
         if flat:
-            notes.append(f"Risk groups {', '.join(map(str, flat))} have Greenwood variance 0 or undefined (no "
-                         "event by t, or Kaplan-Meier 0): their GND terms are set to 0 (Demler et al.'s "
-                         "convention) and they have no interval.")
+            notes.append(f"Risk group{'s' if len(flat) > 1 else ''} {', '.join(map(str, flat))} "
+                         f"{'have' if len(flat) > 1 else 'has'} Greenwood variance 0 or undefined (no event by "
+                         "t, or Kaplan-Meier 0): the GND term is set to 0 (Demler et al.'s convention) and there "
+                         "is no interval.")
         few = self.groups.index[self.groups["events"] < MIN_GROUP_EVENTS].tolist()
         if few:
-            notes.append(f"{len(few)} of {len(self.groups)} risk groups have fewer than {MIN_GROUP_EVENTS} events "
-                         f"by t (groups {', '.join(map(str, few))}): the GND chi-squared reference is unreliable; "
-                         "use fewer groups (n_groups=).")
+            which = (f"risk group {few[0]} has" if len(few) == 1 else
+                     f"{len(few)} of {len(self.groups)} risk groups (groups {', '.join(map(str, few))}) have")
+            notes.append(f"{which[0].upper()}{which[1:]} fewer than {MIN_GROUP_EVENTS} events by t: the GND "
+                         "chi-squared reference is unreliable; use fewer groups (n_groups=).")
         if self.scope:
             notes.append(self.scope)
         return notes

@@ -315,7 +315,8 @@ def test_sparse_groups_are_named_in_the_notes():
     ev = survival_evidence(time, event, risk, horizon, n_groups=20)
     few = ev.groups.index[ev.groups["events"] < 5].tolist()
     assert few, "the design must give sparse groups"
-    assert any(f"fewer than 5 events" in note for note in ev.notes())
+    listed = ", ".join(map(str, few))
+    assert any(f"risk groups (groups {listed}) have fewer than 5 events" in note for note in ev.notes())
 
 
 def test_groups_without_events_add_zero_and_are_named():
@@ -328,7 +329,7 @@ def test_groups_without_events_add_zero_and_are_named():
     assert g["events"] == 0 and g["observed"] == 0 and g["se"] == 0 and g["gnd"] == 0
     assert np.isnan(g["lower"]) and np.isnan(g["upper"])
     assert ev.gnd_statistic == pytest.approx(ev.groups["gnd"].iloc[1:].sum(), rel=1e-12)
-    assert any(note.startswith("Risk groups 1 have Greenwood variance 0") for note in ev.notes())
+    assert any(note.startswith("Risk group 1 has Greenwood variance 0") for note in ev.notes())
 
 
 def test_a_kaplan_meier_estimate_of_zero_at_the_horizon_is_refused():
