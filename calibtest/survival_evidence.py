@@ -510,8 +510,10 @@ def _loglog_interval(surv: np.ndarray, greenwood: np.ndarray, z: float):
 def _flexible_curve(t_h, ev_h, risk, cll, horizon, order) -> SurvivalCurve:
     try:
         knots = harrell_knots(cll, N_KNOTS)
-    except ValueError as exc:  # its message names the binary curve's p
-        raise ValueError("cloglog(risk) " + str(exc).removeprefix("p: ")) from None
+    except ValueError:  # its message names the binary curve's p and its knots= option
+        n_distinct = np.unique(cll).size
+        raise ValueError(f"the risks take {n_distinct} distinct value{'s' if n_distinct > 1 else ''}, too few for "
+                         f"the {N_KNOTS} knots of the spline on cloglog(risk)") from None
     x = rcs_basis(cll, knots)
     fit = cox_breslow(t_h, ev_h, x, horizon, start=np.r_[1.0, np.zeros(x.shape[1] - 1)], order=order)
     observed = fit.risk_at_horizon(x)
@@ -606,8 +608,10 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
                         "at some event time had the event there), so its variance is undefined; choose an "
                         "earlier horizon")
     observed = 1.0 - float(surv[0])
-    observed_se = float(surv[0] * math.sqrt(gw[0])) if surv[0] > 0 else math.nan
+    observed_se = float(surv[0] * math.sqrt(gw[0]))
     expected = float(risk.mean())
+    if expected == 0:
+        raise DataError("every risk is 0 while events occur by the horizon: O/E is infinite")
     oe = observed / expected
     oe_se = observed_se / observed
 

@@ -262,7 +262,12 @@ def test_too_few_distinct_risks_leave_the_curve_out_with_a_reason():
     risk = np.where(np.arange(300) % 2 == 0, 0.2, 0.4)
     ev = survival_evidence(time, event, risk, horizon, n_groups=2)
     assert ev.curve is None and ev.slope is not None
-    assert ev.scope.startswith("The flexible calibration curve was not computed: cloglog(risk) ")
+    assert ev.scope == ("The flexible calibration curve was not computed: the risks take 2 distinct values, "
+                        "too few for the 3 knots of the spline on cloglog(risk).")
+    one = survival_evidence(time, event, np.full(300, 0.3), horizon, n_groups=2)
+    assert one.slope is None and one.curve is None and one.citl is not None
+    assert one.scope.startswith("The calibration slope was not computed: a covariate of the Cox model is constant")
+    assert tuple(one.rows().index) == ("observed_expected", "citl", "gnd")
 
 
 def test_rows_have_the_shape_of_the_evidence_table(results):
@@ -363,6 +368,7 @@ def test_risks_of_exactly_zero_or_one_leave_the_regressions_out():
     (lambda a: a.update(n_groups=1), ValueError, "n_groups"),
     (lambda a: a.update(n_groups=10 ** 6), ValueError, "n_groups = 1000000 is more than"),
     (lambda a: a.update(alpha=1.5), ValueError, "alpha"),
+    (lambda a: a.update(risk=np.zeros(200)), ValueError, "every risk is 0"),
     (lambda a: a.update(validation="internal"), ValueError, "validation"),
 ])
 def test_bad_input_names_the_argument(change, exc, words):

@@ -197,7 +197,7 @@ def cox_breslow(time, event, x, horizon: float, start=None, order=None) -> CoxFi
     Raises
     ------
     ValueError
-        No event; or Newton-Raphson does not converge in :data:`COX_MAX_ITER`
+        No event; a constant covariate; or Newton-Raphson does not converge in :data:`COX_MAX_ITER`
         steps (a coefficient running off to infinity: the events are
         separated by the covariates).
 
@@ -219,6 +219,8 @@ def cox_breslow(time, event, x, horizon: float, start=None, order=None) -> CoxFi
     x = np.asarray(x, dtype=np.float64)[order]
     center = x.mean(axis=0)
     xc = x - center
+    if np.any(np.ptp(x, axis=0) == 0):
+        raise ValueError("a covariate of the Cox model is constant: its coefficient is not identified")
     p = xc.shape[1]
     first = np.searchsorted(t, t[ev], side="left")  # the risk set of each event: rows first.. n-1
     xe = xc[ev]
