@@ -28,6 +28,7 @@ from calibtest.backends.calib_test_stream import stream_calib_test
 from calibtest.calibration_test import calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
+from calibtest.ece import calib_ci_out_of_core
 from calibtest.estimation import estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
 from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
@@ -238,7 +239,7 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
-             eval_env=0, by=None) -> EvidenceResult | GroupedResult:
+             eval_env=0, by=None, chunksize: int | None = None) -> EvidenceResult | GroupedResult:
     """Every calibration test of a model on the same rows, and a conclusion from all of them.
 
     Equivalent to ``calib_ci(..., null=null, rng=rng).evidence()``: the
@@ -256,10 +257,17 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     Parameters
     ----------
     formula, data, y, probs, n_classes, k, n_bins, missing, eval_env
-        As in :func:`calibtest.calib_ci`; the rows must be in memory.  For
-        top-1, val_prob and Hosmer-Lemeshow treat (correct, confidence) as a
-        binary outcome and its probability; for top-k (k >= 2) and full
-        calibration the evidence is the multi-scale test and the interval.
+        As in :func:`calibtest.calib_ci`.  For top-1, val_prob and
+        Hosmer-Lemeshow treat (correct, confidence) as a binary outcome and
+        its probability; for top-k (k >= 2) and full calibration the
+        evidence is the multi-scale test and the interval.  ``data`` may be
+        a CSV/Parquet file path or a Dask DataFrame (binary and top-1
+        targets, an int seed, no ``by=``): the rows are read in passes
+        (:mod:`calibtest.backends.evidence_stream`) and every row of the
+        table, the bin-sensitivity table and the conclusion are those of the
+        same rows in memory; val_prob's C index and its lowess and loess
+        curves, which need every row at once, are not computed (the
+        result's ``scope`` says so).
     alpha : float
         Level of every test and interval.
     null : {"conditional", "asymptotic", "monte-carlo"}
@@ -282,6 +290,11 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``rng=numpy.random.default_rng([s, g])``, s the seed; a group with a
         single outcome class is listed, not analysed.
 
+    chunksize : int, optional
+        Rows per chunk when ``data`` is a file path (default
+        :data:`~calibtest.options.DEFAULT_CHUNKSIZE`); the numbers do not
+        depend on it.  Refused for any other ``data``.
+
     Returns
     -------
     EvidenceResult
@@ -299,11 +312,13 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
-    check_options(k=k, n_classes=n_classes, missing=missing)
-    if is_out_of_core(data):
-        raise TypeError("evidence needs the rows in memory (the multi-scale test and val_prob use every row): a "
-                        "file path or Dask DataFrame is not supported; load the columns into a pandas DataFrame")
+    check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
+    if chunksize is not None and not isinstance(data, (str, os.PathLike)):
+        raise OptionError("chunksize= applies only to data given as a file path")
     env = resolve_env(eval_env)
+    if is_out_of_core(data):
+        return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                                alpha=alpha, null=null, rng=rng, missing=missing, by=by, chunksize=chunksize)
     gen, seed = resolve_seed(rng)
     sub_rng = gen if seed == "Generator" else seed
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
@@ -343,3 +358,25 @@ def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alph
     return grouped_result(grouping, target, groups, reasons, kind="evidence", row=row,
                           columns=["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"], alpha=alpha,
                           seed=seed, n_dropped=rows.n_dropped, call_record=call, **bookkeeping)
+
+
+def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alpha, null, rng, missing, by,
+                     chunksize) -> EvidenceResult:
+    """:func:`evidence` on a file path or a Dask DataFrame: the streamed interval, then its evidence in passes."""
+    if by is not None:
+        raise OptionError("by= is not available for evidence on a file or Dask DataFrame: use "
+                          "calib_test(..., by=) or calib_ci(..., by=) on it, or read the rows into memory")
+    if rng is not None and not is_integer(rng):
+        raise TypeError(f"rng must be None or an int seed for a file or Dask DataFrame (the label draws are keyed "
+                        f"by the seed and each row's position), got {type(rng).__name__}")
+    if null == "monte-carlo":
+        raise OptionError("null='monte-carlo' draws labels for every row of the interval and needs the rows in "
+                          "memory; on a file or Dask DataFrame use null='conditional' or 'auto'")
+    res = calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k, n_bins=n_bins,
+                               alpha=alpha, missing=missing, chunksize=chunksize, null=null)
+    if res.stream is None:
+        raise ValueError(f"evidence on a file or Dask DataFrame needs a binary or top-1 target; for "
+                         f"{res.mode} the multi-scale test needs the rows in memory: read the columns into a "
+                         "pandas DataFrame")
+    seed = resolve_seed(rng)[1] if rng is None else int(rng)
+    return res.evidence(alpha, seed)
