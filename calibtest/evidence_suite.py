@@ -25,6 +25,7 @@ import numpy as np
 
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.backends.calib_test_stream import stream_calib_test
+from calibtest.backends.grouped_test_stream import stream_calib_test_by
 from calibtest.calibration_test import calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
@@ -63,11 +64,14 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     Inputs and targets are those of :func:`calibtest.calib_ci`: binary, top-1,
     top-1-to-k (``k=``) and full calibration (``k="full"``).  ``data`` may be
     a CSV/Parquet file path or a Dask DataFrame (binary and top-1 targets,
-    equal-width scales, an int seed, no ``by=``): the rows are read chunk by
-    chunk and the label draws, keyed by the seed and each row's position, are
-    reduced to additive per-draw bin sums, so the p-value is the one of the
-    same rows in memory, whatever the chunk size or partitioning
-    (:mod:`calibtest.backends.calib_test_stream`).
+    equal-width scales, an int seed): the rows are read chunk by chunk and
+    the label draws, keyed by the seed and each row's position, are reduced
+    to additive per-draw bin sums, so the p-value is the one of the same rows
+    in memory, whatever the chunk size or partitioning
+    (:mod:`calibtest.backends.calib_test_stream`); with ``by=`` (grouping
+    columns) a counting pass and one pass of per-group draw sums give the
+    grouped result of the rows in memory
+    (:mod:`calibtest.backends.grouped_test_stream`).
 
     Parameters
     ----------
@@ -206,11 +210,19 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
         raise OptionError(f"partitions={partitions!r} is not available on a file or Dask DataFrame (the "
                           "equal-mass bins need the quantiles of every prediction before the first chunk): use "
                           "partitions='equal-width' or read the rows into memory")
-    if by is not None:
-        raise OptionError("by= is not available for calib_test on a file or Dask DataFrame yet: read the rows "
-                          "into memory, or test each group's file")
     if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
         spiegelhalter = False  # an int B: the single-scale test
+    if by is not None:
+        names = by_names(by)
+        if not names:
+            raise OptionError("by= on a file or Dask DataFrame must name its grouping columns (a column name or "
+                              "a list of names), not arrays of labels")
+        if len(set(names)) < len(names):
+            twice = next(nm for nm in names if names.count(nm) > 1)
+            raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping "
+                              "column once")
+        return stream_calib_test_by(data, formula, names, env=resolve_env(eval_env), n_bins=n_bins,
+                                    spiegelhalter=spiegelhalter, **options)
     return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
                              **options)
 
