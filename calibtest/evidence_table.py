@@ -116,6 +116,9 @@ HL_MIN_EXPECTED = 5.0
 #: Row keys of the evidence table, in order (binary and top-1; top-k and full have the first two).
 ROWS = ("calib_test", "calib_ci", "hosmer_lemeshow", "spiegelhalter", "citl", "slope")
 
+#: How the scope of the evidence opens the reason val_prob was not computed.
+_VALPROB_MISSING = "val_prob (Spiegelhalter, CITL, slope) was not computed: "
+
 #: Seed of the multi-scale test's label draws when the result recorded none (the asymptotic and the
 #: shifted-gamma nulls draw nothing): fixed, so that the evidence of a result is reproducible.
 EVIDENCE_SEED = 0
@@ -606,10 +609,16 @@ def result_hosmer_lemeshow(res, groups: int = 10, validation: str = "external") 
     """Hosmer-Lemeshow on the rows of ``res``, computed once per result, ``groups`` and ``validation``.
 
     The evidence table (g = 10, external validation), ``res.hosmer_lemeshow()``
-    and the report share it.
+    and the report share it.  A result of a file or a Dask frame (``res.stream``)
+    finds the exact groups in passes over its rows
+    (:func:`calibtest.backends.evidence_stream.streamed_hosmer_lemeshow`).
     """
     if not (is_integer(groups) and not isinstance(groups, bool) and isinstance(validation, str)):
         return _from_result(res, groups, validation)  # raises the argument's error
+    stream = getattr(res, "stream", None)
+    if res.data is None and stream is not None:  # a file or a Dask frame: exact groups in passes over the rows
+        return res._memo(("hosmer_lemeshow", int(groups), validation),
+                         lambda: stream.hosmer_lemeshow(res, int(groups), validation))
     return res._memo(("hosmer_lemeshow", int(groups), validation), lambda: _from_result(res, groups, validation))
 
 
@@ -617,9 +626,18 @@ def result_val_prob(res, alpha: float | None = None) -> ValProbResult:
     """:func:`calibtest.val_prob` on the rows of a one-column result, computed once per result and level.
 
     The evidence table (Spiegelhalter's z, CITL, the slope) and the report's
-    validation metrics share it.
+    validation metrics share it.  A result of a file or a Dask frame
+    (``res.stream``) gives the one its streamed evidence computed, whose C
+    index and lowess and loess errors are NaN (they need every row at once).
     """
     alpha = res.alpha if alpha is None else check_alpha(alpha)
+    if res.data is None and getattr(res, "stream", None) is not None:  # a file or a Dask frame: the evidence's
+        ev = build_evidence(res, alpha)
+        if ev.valprob is None:  # the reason, as the evidence's scope says it
+            said = ev.scope.partition(_VALPROB_MISSING)[2]
+            raise ValueError(said[:said.find(". ") if ". " in said else None].rstrip(".") or
+                             "val_prob was not computed on these rows")
+        return ev.valprob
     if res.data is None or res.data.z.shape[1] != 1:
         raise ValueError("val_prob needs the rows of one probability column (binary or top-1)")
     return res._memo(("val_prob", alpha), lambda: val_prob(y=np.rint(res.data.y[:, 0]), probs=res.data.z[:, 0],
@@ -643,7 +661,7 @@ def _build_evidence(res, alpha: float, rng) -> EvidenceResult:
         try:
             vp = result_val_prob(res, alpha)
         except ValueError as exc:  # e.g. y with one class: the logistic fits are undefined
-            missing.append(f"val_prob (Spiegelhalter, CITL, slope) was not computed: {exc}.")
+            missing.append(f"{_VALPROB_MISSING}{exc}.")
         scope = " ".join(missing)
     else:
         scope = (f"Hosmer-Lemeshow, Spiegelhalter's z, CITL and the calibration slope apply to one probability "

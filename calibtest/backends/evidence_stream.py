@@ -25,9 +25,10 @@ same rows (to the rounding of the float sums; the tests compare at 1e-8):
   intervals use the information at the estimate.
 
 Not streamed, and said in one sentence in the result (:data:`NOT_STREAMED`):
-val_prob's C index (exact and val.prob's), DeLong's interval and the lowess
-and loess calibration curves with their errors (Emax, E90, Eavg, E50, ICI),
-which need every row at once; they are NaN on a streamed
+val_prob's C index (exact and val.prob's), DeLong's interval, the flexible
+(spline), lowess and loess calibration curves with their errors (Emax, E90,
+Eavg, E50, ICI) and the report's figures drawn from the rows, which need
+every row at once; the statistics are NaN on a streamed
 :class:`~calibtest.valprob.ValProbResult`.  The memory is that of one chunk
 plus O(groups + 2^16) numbers per pass.
 """
@@ -50,19 +51,20 @@ from calibtest.backends.dask_frames import _import_dask, _partition_usable, in_p
 from calibtest.backends.files import _with_rows, open_data_file
 from calibtest.core.binstats import bin_sums, debiased_statistic, merge_stats, plugin_statistic
 from calibtest.core.margin import log_oe_se
-from calibtest.evidence_table import SENSITIVITY_BINS, assemble_evidence, evidence_seed
+from calibtest.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assemble_evidence, evidence_seed
 from calibtest.formula import formula_columns, freeze_env, thaw_env
 from calibtest.goodness_of_fit import HosmerLemeshowResult
 from calibtest.inputs import read_rows
 from calibtest.valprob import ValProbResult, _LazyParts
 
-__all__ = ["StreamedRows", "with_stream", "streamed_evidence", "NOT_STREAMED", "COLLECT_MAX", "HL_GROUPS"]
+__all__ = ["StreamedRows", "with_stream", "streamed_evidence", "streamed_hosmer_lemeshow", "NOT_STREAMED", "COLLECT_MAX", "HL_GROUPS"]
 
 #: The one sentence a streamed evidence result, its summary and docs/scale.md give for what is not computed.
 NOT_STREAMED = ("Computed from the stream in passes over the rows (file or Dask frame): every row of the table "
                 "and the bin-sensitivity table; not computed, as they need every row at once: val_prob's C "
-                "index with DeLong's interval and the lowess and loess calibration curves with their errors "
-                "(Emax, E90, Eavg, E50, ICI) -- load the formula's columns into a DataFrame for them.")
+                "index with DeLong's interval, the flexible (spline), lowess and loess calibration curves with "
+                "their errors (Emax, E90, Eavg, E50, ICI) and the figures drawn from the rows -- load the "
+                "formula's columns into a DataFrame for them.")
 
 #: A radix cell holding at most this many rows is collected and sorted instead of refined by 16 more bits.
 COLLECT_MAX = 1 << 20
@@ -109,6 +111,10 @@ class StreamedRows:
     def evidence(self, res, alpha: float, rng):
         """:func:`streamed_evidence` of ``res`` on these rows (what ``res.evidence()`` calls)."""
         return streamed_evidence(self, res, alpha, rng)
+
+    def hosmer_lemeshow(self, res, groups: int, validation: str):
+        """:func:`streamed_hosmer_lemeshow` of ``res`` on these rows (what ``res.hosmer_lemeshow()`` calls)."""
+        return streamed_hosmer_lemeshow(self, res, groups, validation)
 
     @property
     def is_file(self) -> bool:
@@ -564,9 +570,10 @@ def _sums_and_fits(rows: StreamedRows, n: int, alpha: float) -> tuple:
     return sums, fitted[0], fitted[1], select.found, vp_problem, hl_problem, passes
 
 
-def _hl_groups(rows: StreamedRows, found: dict, n: int, res) -> tuple[HosmerLemeshowResult, int]:
+def _hl_groups(rows: StreamedRows, found: dict, n: int, res, groups_: int = HL_GROUPS
+               ) -> tuple[HosmerLemeshowResult, int]:
     """The HL result from the exact cut points: a pass counting split ties if any, then the group sums."""
-    starts = _group_starts(n, HL_GROUPS)[1:]
+    starts = _group_starts(n, groups_)[1:]
     values = np.array([found[int(r)][0] for r in starts])
     below = {found[int(r)][0]: found[int(r)][1] for r in starts}
     split = {found[int(r)][0] for r in starts
@@ -582,8 +589,33 @@ def _hl_groups(rows: StreamedRows, found: dict, n: int, res) -> tuple[HosmerLeme
             groups.offsets[index] = dict(running)
             for v in split:
                 running[v] += counts[v]
-    sums = rows.run(lambda p, y, s, i: _group_step(groups, HL_GROUPS, p, np.rint(y), s, i), _add)
-    return _hl_result(sums, res, HL_GROUPS), passes + 1
+    sums = rows.run(lambda p, y, s, i: _group_step(groups, groups_, p, np.rint(y), s, i), _add)
+    return _hl_result(sums, res, groups_), passes + 1
+
+
+def streamed_hosmer_lemeshow(rows: StreamedRows, res, groups: int = HL_GROUPS,
+                             validation: str = "external") -> HosmerLemeshowResult:
+    """Hosmer-Lemeshow with ``groups`` groups on the rows of a streamed result (``res.hosmer_lemeshow()``).
+
+    The exact group boundaries by radix selection (a few passes), then the
+    group sums: the result of :func:`calibtest.hosmer_lemeshow` on the same rows.
+    """
+    if not (is_integer(groups) and not isinstance(groups, bool)):
+        raise TypeError(f"groups must be an integer, got {groups!r}")
+    if validation not in ("external", "development"):
+        raise ValueError(f"validation must be 'external' or 'development', got {validation!r}")
+    n = res.n
+    if not 3 <= groups <= n:
+        raise ValueError(f"groups must be between 3 and n = {n}, got {groups}")
+    select = _Select(_group_starts(n, groups)[1:])
+    counts = None
+    while not select.done:
+        plan = select.plan(counts)
+        counts = select.advance(plan, rows.run(lambda p, y, s, i: _Select.step(plan, p), _add))
+    hl, _ = _hl_groups(rows, select.found, n, res, int(groups))
+    if validation == "development":
+        hl = dataclasses.replace(hl, validation="development", df=hl.groups - 2, pvalue=hl.pvalue_df_groups_minus_2)
+    return hl
 
 
 def _sensitivity_rows(rows: StreamedRows, res, alpha: float) -> tuple[pd.DataFrame, list]:
@@ -658,7 +690,7 @@ def streamed_evidence(rows: StreamedRows, res, alpha: float, rng):
     if vp_problem is None:
         vp = _val_prob_result(sums, joint, citl, alpha, res)
     else:
-        missing.append(f"val_prob (Spiegelhalter, CITL, slope) was not computed: {vp_problem}.")
+        missing.append(f"{_VALPROB_MISSING}{vp_problem}.")
     sens, fallback = _sensitivity_rows(rows, res, alpha)
     if fallback:
         missing.append(f"Bin sensitivity at B = {', '.join(map(str, fallback))}: the conditional null's skewness "
