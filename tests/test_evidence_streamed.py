@@ -203,3 +203,34 @@ def test_a_file_changed_after_the_interval_is_said(tmp_path):
     with pytest.raises(ValueError, match="changed since it was first read"):
         res.evidence()
     assert "The evidence table was not computed from the file" in " ".join(str(res.summary()).split())
+
+
+def test_hosmer_lemeshow_and_val_prob_of_a_file_result(miscalibrated):
+    df, path, _ = miscalibrated
+    res = ct.calib_ci("y ~ p", data=path / "d.csv", chunksize=1100)
+    ref = ct.calib_ci("y ~ p", data=df)
+    for groups, validation in ((7, "development"), (10, "external")):
+        a, b = res.hosmer_lemeshow(groups, validation), ref.hosmer_lemeshow(groups, validation)
+        assert (a.df, a.validation, a.groups) == (b.df, b.validation, b.groups)
+        pd.testing.assert_frame_equal(a.table, b.table, check_dtype=False, rtol=TOL, atol=TOL)
+        _close(a.pvalue, b.pvalue, "pvalue")
+    vp, vq = res.val_prob(), ref.val_prob()
+    for name in VP_FIELDS:
+        _close(getattr(vp, name), getattr(vq, name), name)
+    assert math.isnan(vp.auc) and math.isnan(vp.loess_ici)  # need every row at once: said in the scope
+
+
+def test_cli_report_streams_with_chunksize(miscalibrated, tmp_path):
+    import html
+    import re
+
+    from calibtest.cli import main
+
+    df, path, _ = miscalibrated
+    ev = ct.evidence("y ~ p", data=df, rng=7, null="auto")
+    out = tmp_path / "r.html"
+    assert main(["report", str(path / "d.parquet"), "--formula", "y ~ p", "-o", str(out), "--chunksize", "1500",
+                 "--seed", "7"]) == 0
+    text = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(out.read_text(encoding="utf-8"))).split())
+    # the report writes ECE^2 as ECE²; its conclusion is the streamed evidence's, word for word
+    assert ev.conclusion.replace("^2", "²") in text and NOT_STREAMED in text
