@@ -107,6 +107,7 @@ class StreamedRows:
     chunksize: int | None = None
     stat: tuple | None = field(default=None, repr=False)
     _starts: list | None = field(default=None, repr=False)
+    _reader: tuple | None = field(default=None, repr=False)
 
     def evidence(self, res, alpha: float, rng):
         """:func:`streamed_evidence` of ``res`` on these rows (what ``res.evidence()`` calls)."""
@@ -137,7 +138,12 @@ class StreamedRows:
         return self._run_dask(step, combine)
 
     def _run_file(self, step, combine):
-        path, chunksize, _, stat0, reader = open_data_file(self.data, self.formula, self.env, self.chunksize)
+        if self._reader is None:  # opened once: a CSV file's lines are checked for their fields once
+            self._reader = open_data_file(self.data, self.formula, self.env, self.chunksize)
+        path, chunksize, _, _, reader = self._reader
+        if not path.is_file():
+            raise FileNotFoundError(f"data file not found: {str(path)!r} (it was read for the interval)")
+        stat0 = path.stat()
         stat = (stat0.st_size, stat0.st_mtime_ns)
         if self.stat is None:
             self.stat = stat
