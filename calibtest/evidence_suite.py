@@ -26,6 +26,7 @@ import numpy as np
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.backends.calib_test_stream import stream_calib_test
 from calibtest.backends.grouped_test_stream import stream_calib_test_by
+from calibtest.backends.quantile_test_stream import stream_calib_test_scales
 from calibtest.calibration_test import calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
@@ -206,12 +207,16 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
     if formula is None:
         raise TypeError("calib_test on a file path or Dask DataFrame needs a formula naming its columns, "
                         "e.g. 'y ~ p'")
-    if partitions != "equal-width":
-        raise OptionError(f"partitions={partitions!r} is not available on a file or Dask DataFrame (the "
-                          "equal-mass bins need the quantiles of every prediction before the first chunk): use "
-                          "partitions='equal-width' or read the rows into memory")
+    if partitions != "equal-width" and by is not None:
+        raise OptionError(f"partitions={partitions!r} with by= is not available on a file or Dask DataFrame (each "
+                          "group's equal-mass bins need the quantiles of its predictions): use "
+                          "partitions='equal-width' with by=, or test each group's rows (a file per group, or "
+                          "the Dask frame filtered to the group) with partitions={partitions!r}")
     if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
         spiegelhalter = False  # an int B: the single-scale test
+    if partitions != "equal-width":  # exact quantile edges in a few passes, then the draws
+        return stream_calib_test_scales(data, formula, env=resolve_env(eval_env), partitions=partitions,
+                                        n_bins=n_bins, spiegelhalter=spiegelhalter, **options)
     if by is not None:
         names = by_names(by)
         if not names:

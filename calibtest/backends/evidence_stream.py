@@ -108,6 +108,10 @@ class StreamedRows:
     stat: tuple | None = field(default=None, repr=False)
     _starts: list | None = field(default=None, repr=False)
     _reader: tuple | None = field(default=None, repr=False)
+    #: (outcome name, prediction names) of the rows, once a pass has read them
+    names: tuple | None = field(default=None, repr=False)
+    #: rows dropped by ``missing="drop"`` in the last pass
+    n_dropped: int = field(default=0, repr=False)
 
     def evidence(self, res, alpha: float, rng):
         """:func:`streamed_evidence` of ``res`` on these rows (what ``res.evidence()`` calls)."""
@@ -150,16 +154,17 @@ class StreamedRows:
         elif stat != self.stat:
             raise ValueError(f"{path.name} changed since it was first read; the evidence would mix two versions")
         columns = formula_columns(self.formula, reader.columns)
-        out, start, row, index = None, 0, 0, 0
+        out, start, row, index, dropped = None, 0, 0, 0, 0
         for chunk in reader.chunks(columns, chunksize):
             if len(chunk) == 0:
                 continue
             stop = row + len(chunk)
             try:
-                p, y = _chunk_rows(self.formula, chunk, self.env, self.missing, self.n_classes, self.k)
+                p, y, names, n_drop = _chunk_rows(self.formula, chunk, self.env, self.missing, self.n_classes,
+                                                  self.k)
             except (ValueError, TypeError) as exc:
                 raise _with_rows(exc, path.name, row, stop) from exc
-            row = stop
+            row, dropped, self.names = stop, dropped + n_drop, names or self.names
             if p.size:
                 part = step(p, y, start, index)
                 out = part if out is None else combine(out, part)
@@ -168,6 +173,7 @@ class StreamedRows:
         stat1 = path.stat()
         if (stat1.st_size, stat1.st_mtime_ns) != self.stat:
             raise ValueError(f"{path.name} changed while it was being read; the evidence would mix two versions")
+        self.n_dropped = dropped
         return out
 
     def _run_dask(self, step, combine):
@@ -182,8 +188,9 @@ class StreamedRows:
         tasks = [dask.delayed(_partition_step)(self.formula, namespace, self.missing, self.n_classes, self.k,
                                                step, part, i, start)
                  for i, (part, start) in enumerate(zip(parts, self._starts))]
-        out = None
-        for part in dask.compute(*tasks):  # small sums, combined in order on the client
+        out, self.n_dropped = None, 0
+        for names, n_drop, part in dask.compute(*tasks):  # small sums, combined in order on the client
+            self.names, self.n_dropped = names or self.names, self.n_dropped + n_drop
             if part is not None:
                 out = part if out is None else combine(out, part)
         return out
@@ -200,27 +207,29 @@ def with_stream(res, data, formula: str, *, env, missing: str, n_classes, k, chu
     return dataclasses.replace(res, stream=rows)
 
 
-def _chunk_rows(formula, chunk, env, missing, n_classes, k) -> tuple[np.ndarray, np.ndarray]:
-    """(p, y) of a chunk's usable rows: the one probability column and its 0/1 outcome."""
+def _chunk_rows(formula, chunk, env, missing, n_classes, k) -> tuple:
+    """(p, y, names, dropped) of a chunk: the usable rows' one probability column and 0/1 outcome, the names
+    and the rows dropped by ``missing="drop"``."""
     rows = read_rows(formula, chunk, None, None, env, missing)
     if not rows.probs.shape[0]:
-        return np.empty(0), np.empty(0)
+        return np.empty(0), np.empty(0), None, rows.n_dropped
     prepared = _prepare_rows(rows.y, rows.probs, n_classes=n_classes, k=k, class_names=rows.class_names,
                              y_name=rows.y_name, prob_names=rows.prob_names)
     if prepared.z.shape[1] != 1:
-        raise ValueError(f"the evidence on a stream needs a binary or top-1 target (one probability column); "
-                         f"the {prepared.mode} target has {prepared.z.shape[1]}: read the rows into memory")
+        raise ValueError(f"on a file or Dask DataFrame this needs a binary or top-1 target (one probability "
+                         f"column); the {prepared.mode} target has {prepared.z.shape[1]}: read the formula's "
+                         "columns into a pandas DataFrame")
     p = prepared.z[:, 0] + 0.0  # -0.0 -> 0.0 for the bit keys
-    return p, p + prepared.u[:, 0]
+    return p, p + prepared.u[:, 0], (rows.y_name, tuple(rows.prob_names)), rows.n_dropped
 
 
 def _partition_step(formula, namespace, missing, n_classes, k, step, part, index: int, start: int):
     """One Dask partition's part of a pass (runs on a worker)."""
     try:
-        p, y = _chunk_rows(formula, part, thaw_env(namespace), missing, n_classes, k)
+        p, y, names, n_drop = _chunk_rows(formula, part, thaw_env(namespace), missing, n_classes, k)
     except (ValueError, TypeError) as exc:
         raise in_partition(exc, index) from exc
-    return step(p, np.rint(y), start, index) if p.size else None
+    return names, n_drop, (step(p, np.rint(y), start, index) if p.size else None)
 
 
 def _add(a: dict, b: dict) -> dict:
