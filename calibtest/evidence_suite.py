@@ -65,14 +65,16 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     Inputs and targets are those of :func:`calibtest.calib_ci`: binary, top-1,
     top-1-to-k (``k=``) and full calibration (``k="full"``).  ``data`` may be
     a CSV/Parquet file path or a Dask DataFrame (binary and top-1 targets,
-    equal-width scales, an int seed): the rows are read chunk by chunk and
+    an int seed): the rows are read chunk by chunk and
     the label draws, keyed by the seed and each row's position, are reduced
     to additive per-draw bin sums, so the p-value is the one of the same rows
     in memory, whatever the chunk size or partitioning
     (:mod:`calibtest.backends.calib_test_stream`); with ``by=`` (grouping
     columns) a counting pass and one pass of per-group draw sums give the
     grouped result of the rows in memory
-    (:mod:`calibtest.backends.grouped_test_stream`).
+    (:mod:`calibtest.backends.grouped_test_stream`); equal-mass scales take
+    their exact quantile edges in one to three passes first
+    (:mod:`calibtest.backends.quantile_test_stream`; not with ``by=``).
 
     Parameters
     ----------
