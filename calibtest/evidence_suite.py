@@ -25,17 +25,19 @@ import numpy as np
 
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.backends.calib_test_stream import stream_calib_test
+from calibtest.backends.dask_frames import dask_calib_ci
+from calibtest.backends.evidence_stream import with_stream
+from calibtest.backends.files import stream_file
 from calibtest.backends.grouped_test_stream import stream_calib_test_by
 from calibtest.backends.quantile_test_stream import stream_calib_test_scales
 from calibtest.calibration_test import calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
-from calibtest.ece import calib_ci_out_of_core
 from calibtest.estimation import estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
 from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
-from calibtest.inputs import is_out_of_core, prepare_input
+from calibtest.inputs import is_dask, is_out_of_core, prepare_input
 from calibtest.options import OptionError, check_option, check_options
 from calibtest.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
@@ -391,8 +393,19 @@ def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alph
     if null == "monte-carlo":
         raise OptionError("null='monte-carlo' draws labels for every row of the interval and needs the rows in "
                           "memory; on a file or Dask DataFrame use null='conditional' or 'auto'")
-    res = calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k, n_bins=n_bins,
-                               alpha=alpha, missing=missing, chunksize=chunksize, null=null)
+    if y is not None or probs is not None:
+        raise OptionError("y= and probs= cannot be combined with a file path or Dask DataFrame as data; name the "
+                          "columns in a formula")
+    if formula is None:
+        raise OptionError("evidence on a file path or Dask DataFrame needs a formula naming its columns, e.g. "
+                          "'correct ~ confidence'")
+    if is_dask(data):
+        res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                            missing=missing, null=null)
+    else:
+        res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                          missing=missing, chunksize=chunksize, null=null)
+    res = with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
     if res.stream is None:
         raise ValueError(f"evidence on a file or Dask DataFrame needs a binary or top-1 target; for "
                          f"{res.mode} the multi-scale test needs the rows in memory: read the columns into a "
