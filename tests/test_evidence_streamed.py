@@ -234,3 +234,15 @@ def test_cli_report_streams_with_chunksize(miscalibrated, tmp_path):
     text = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(out.read_text(encoding="utf-8"))).split())
     # the report writes ECE^2 as ECE²; its conclusion is the streamed evidence's, word for word
     assert ev.conclusion.replace("^2", "²") in text and NOT_STREAMED in text
+
+
+def test_predictions_exactly_0_and_1_are_left_out_of_the_fits_as_in_memory(tmp_path):
+    g = np.random.default_rng(11)
+    p = g.beta(2, 5, 1500)
+    p[:5], p[5:9] = 0.0, 1.0
+    df = pd.DataFrame({"y": (g.random(1500) < p).astype(int), "p": p})
+    df.to_csv(tmp_path / "z.csv", index=False)
+    ev = ct.evidence("y ~ p", data=df, rng=3)
+    es = ct.evidence("y ~ p", data=tmp_path / "z.csv", rng=3, chunksize=300)
+    assert es.valprob.n_infinite_logit == 9
+    assert_same_evidence(es, ev)
