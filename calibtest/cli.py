@@ -413,6 +413,8 @@ def report_command(args) -> str:
         parts += ["--prevalence", repr(args.prevalence)]
     if args.seed is not None:
         parts += ["--seed", str(args.seed)]
+    if args.chunksize is not None:
+        parts += ["--chunksize", str(args.chunksize)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -452,10 +454,14 @@ def _cmd_report(args) -> int:
     reasons = _deviation_reasons(args.deviation_reason)
     if reasons and plan is None:
         raise OptionError("--deviation-reason needs --plan: without a plan there is nothing to deviate from")
-    df, _ = _read_input(args)
+    streamed = args.chunksize is not None
+    if streamed and (args.compare or args.by or args.weights is not None or args.prevalence is not None):
+        raise OptionError("--chunksize streams the file, and --compare, --by, --weights and --prevalence need "
+                          "its rows in memory: leave out --chunksize, or those options")
+    df, chunks = _read_input(args, stream=streamed)
     source = file_provenance(args.file)
     population = _population_options(args)
-    results = [calib_ci(formula, data=df, **_model_keywords(args), method=args.method, **population)
+    results = [calib_ci(formula, data=df, **_model_keywords(args), **chunks, method=args.method, **population)
                for _, formula in models]
     labels = [label for label, _ in models]
     labels = None if None in labels else labels
@@ -479,7 +485,8 @@ def _add_report_parser(sub, shared) -> None:
                          epilog='e.g. calibtest report preds.csv --model "old=y ~ p_old" --model "new=y ~ p_new" '
                                 "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf; "
                                 + _EPILOG)
-    rep.add_argument("file", help="CSV or Parquet file with outcomes and predictions (read whole into memory)")
+    rep.add_argument("file", help="CSV or Parquet file with outcomes and predictions (read whole into memory, "
+                                  "or in chunks with --chunksize)")
     rep.add_argument("-o", "--output", required=True, help="output file: .html or .pdf (PDF needs calibtest[pdf])")
     rep.add_argument("--model", action="append", default=None, metavar="LABEL=FORMULA",
                      help="a model and its label, e.g. --model 'new=y ~ p_new'; repeat for several models")
@@ -509,6 +516,11 @@ def _add_report_parser(sub, shared) -> None:
                      help="add a subgroup section for the groups of this column (repeat for crossed groups): "
                           "per-group intervals, forest plot, the global and the heterogeneity tests")
     OPTIONS["method"].add_to(rep)
+    OPTIONS["chunksize"].add_to(rep, help="stream the file in chunks of this many rows instead of reading it whole "
+                                          "(bounded memory): the interval, the evidence table, Hosmer-Lemeshow and "
+                                          "the validation fits are computed in passes over the file (binary and "
+                                          "top-1 targets); the figures and statistics that need every row at once "
+                                          "(flexible curve, C index, lowess/loess) are left out, as the report says")
     rep.set_defaults(func=_cmd_report)
 
 

@@ -13,6 +13,7 @@ import os
 from calibtest._validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionError, check_alpha, check_method, check_missing,
                                    check_null, check_prevalence, is_integer)
 from calibtest.backends.dask_frames import dask_calib_ci
+from calibtest.backends.evidence_stream import with_stream
 from calibtest.backends.files import stream_file
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
@@ -306,10 +307,13 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
         if chunksize is not None:
             raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
                              "(use ddf.repartition to change their size)")
-        return dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                             missing=missing, null=null)
-    return stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                       missing=missing, chunksize=chunksize, progress=progress, null=null)
+        res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                            missing=missing, null=null)
+    else:
+        res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                          missing=missing, chunksize=chunksize, progress=progress, null=null)
+    # the rows, to be read again by res.evidence() and the summary (binary and top-1 targets)
+    return with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
 
 
 def grouped_out_of_core(formula, data, *, by, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",

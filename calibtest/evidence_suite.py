@@ -25,6 +25,11 @@ import numpy as np
 
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.backends.calib_test_stream import stream_calib_test
+from calibtest.backends.dask_frames import dask_calib_ci
+from calibtest.backends.evidence_stream import with_stream
+from calibtest.backends.files import stream_file
+from calibtest.backends.grouped_test_stream import stream_calib_test_by
+from calibtest.backends.quantile_test_stream import stream_calib_test_scales
 from calibtest.calibration_test import calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
@@ -32,7 +37,7 @@ from calibtest.estimation import estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
 from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
-from calibtest.inputs import is_out_of_core, prepare_input
+from calibtest.inputs import is_dask, is_out_of_core, prepare_input
 from calibtest.options import OptionError, check_option, check_options
 from calibtest.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
@@ -62,11 +67,16 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     Inputs and targets are those of :func:`calibtest.calib_ci`: binary, top-1,
     top-1-to-k (``k=``) and full calibration (``k="full"``).  ``data`` may be
     a CSV/Parquet file path or a Dask DataFrame (binary and top-1 targets,
-    equal-width scales, an int seed, no ``by=``): the rows are read chunk by
-    chunk and the label draws, keyed by the seed and each row's position, are
-    reduced to additive per-draw bin sums, so the p-value is the one of the
-    same rows in memory, whatever the chunk size or partitioning
-    (:mod:`calibtest.backends.calib_test_stream`).
+    an int seed): the rows are read chunk by chunk and
+    the label draws, keyed by the seed and each row's position, are reduced
+    to additive per-draw bin sums, so the p-value is the one of the same rows
+    in memory, whatever the chunk size or partitioning
+    (:mod:`calibtest.backends.calib_test_stream`); with ``by=`` (grouping
+    columns) a counting pass and one pass of per-group draw sums give the
+    grouped result of the rows in memory
+    (:mod:`calibtest.backends.grouped_test_stream`); equal-mass scales take
+    their exact quantile edges in one to three passes first
+    (:mod:`calibtest.backends.quantile_test_stream`; not with ``by=``).
 
     Parameters
     ----------
@@ -201,15 +211,27 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
     if formula is None:
         raise TypeError("calib_test on a file path or Dask DataFrame needs a formula naming its columns, "
                         "e.g. 'y ~ p'")
-    if partitions != "equal-width":
-        raise OptionError(f"partitions={partitions!r} is not available on a file or Dask DataFrame (the "
-                          "equal-mass bins need the quantiles of every prediction before the first chunk): use "
-                          "partitions='equal-width' or read the rows into memory")
-    if by is not None:
-        raise OptionError("by= is not available for calib_test on a file or Dask DataFrame yet: read the rows "
-                          "into memory, or test each group's file")
+    if partitions != "equal-width" and by is not None:
+        raise OptionError(f"partitions={partitions!r} with by= is not available on a file or Dask DataFrame (each "
+                          "group's equal-mass bins need the quantiles of its predictions): use "
+                          "partitions='equal-width' with by=, or test each group's rows (a file per group, or "
+                          "the Dask frame filtered to the group) with partitions={partitions!r}")
     if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
         spiegelhalter = False  # an int B: the single-scale test
+    if partitions != "equal-width":  # exact quantile edges in a few passes, then the draws
+        return stream_calib_test_scales(data, formula, env=resolve_env(eval_env), partitions=partitions,
+                                        n_bins=n_bins, spiegelhalter=spiegelhalter, **options)
+    if by is not None:
+        names = by_names(by)
+        if not names:
+            raise OptionError("by= on a file or Dask DataFrame must name its grouping columns (a column name or "
+                              "a list of names), not arrays of labels")
+        if len(set(names)) < len(names):
+            twice = next(nm for nm in names if names.count(nm) > 1)
+            raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping "
+                              "column once")
+        return stream_calib_test_by(data, formula, names, env=resolve_env(eval_env), n_bins=n_bins,
+                                    spiegelhalter=spiegelhalter, **options)
     return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
                              **options)
 
@@ -238,7 +260,7 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
-             eval_env=0, by=None) -> EvidenceResult | GroupedResult:
+             eval_env=0, by=None, chunksize: int | None = None) -> EvidenceResult | GroupedResult:
     """Every calibration test of a model on the same rows, and a conclusion from all of them.
 
     Equivalent to ``calib_ci(..., null=null, rng=rng).evidence()``: the
@@ -256,10 +278,17 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     Parameters
     ----------
     formula, data, y, probs, n_classes, k, n_bins, missing, eval_env
-        As in :func:`calibtest.calib_ci`; the rows must be in memory.  For
-        top-1, val_prob and Hosmer-Lemeshow treat (correct, confidence) as a
-        binary outcome and its probability; for top-k (k >= 2) and full
-        calibration the evidence is the multi-scale test and the interval.
+        As in :func:`calibtest.calib_ci`.  For top-1, val_prob and
+        Hosmer-Lemeshow treat (correct, confidence) as a binary outcome and
+        its probability; for top-k (k >= 2) and full calibration the
+        evidence is the multi-scale test and the interval.  ``data`` may be
+        a CSV/Parquet file path or a Dask DataFrame (binary and top-1
+        targets, an int seed, no ``by=``): the rows are read in passes
+        (:mod:`calibtest.backends.evidence_stream`) and every row of the
+        table, the bin-sensitivity table and the conclusion are those of the
+        same rows in memory; val_prob's C index and its lowess and loess
+        curves, which need every row at once, are not computed (the
+        result's ``scope`` says so).
     alpha : float
         Level of every test and interval.
     null : {"conditional", "asymptotic", "monte-carlo"}
@@ -282,6 +311,11 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``rng=numpy.random.default_rng([s, g])``, s the seed; a group with a
         single outcome class is listed, not analysed.
 
+    chunksize : int, optional
+        Rows per chunk when ``data`` is a file path (default
+        :data:`~calibtest.options.DEFAULT_CHUNKSIZE`); the numbers do not
+        depend on it.  Refused for any other ``data``.
+
     Returns
     -------
     EvidenceResult
@@ -299,11 +333,13 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
-    check_options(k=k, n_classes=n_classes, missing=missing)
-    if is_out_of_core(data):
-        raise TypeError("evidence needs the rows in memory (the multi-scale test and val_prob use every row): a "
-                        "file path or Dask DataFrame is not supported; load the columns into a pandas DataFrame")
+    check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
+    if chunksize is not None and not isinstance(data, (str, os.PathLike)):
+        raise OptionError("chunksize= applies only to data given as a file path")
     env = resolve_env(eval_env)
+    if is_out_of_core(data):
+        return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                                alpha=alpha, null=null, rng=rng, missing=missing, by=by, chunksize=chunksize)
     gen, seed = resolve_seed(rng)
     sub_rng = gen if seed == "Generator" else seed
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
@@ -343,3 +379,36 @@ def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alph
     return grouped_result(grouping, target, groups, reasons, kind="evidence", row=row,
                           columns=["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"], alpha=alpha,
                           seed=seed, n_dropped=rows.n_dropped, call_record=call, **bookkeeping)
+
+
+def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alpha, null, rng, missing, by,
+                     chunksize) -> EvidenceResult:
+    """:func:`evidence` on a file path or a Dask DataFrame: the streamed interval, then its evidence in passes."""
+    if by is not None:
+        raise OptionError("by= is not available for evidence on a file or Dask DataFrame: use "
+                          "calib_test(..., by=) or calib_ci(..., by=) on it, or read the rows into memory")
+    if rng is not None and not is_integer(rng):
+        raise TypeError(f"rng must be None or an int seed for a file or Dask DataFrame (the label draws are keyed "
+                        f"by the seed and each row's position), got {type(rng).__name__}")
+    if null == "monte-carlo":
+        raise OptionError("null='monte-carlo' draws labels for every row of the interval and needs the rows in "
+                          "memory; on a file or Dask DataFrame use null='conditional' or 'auto'")
+    if y is not None or probs is not None:
+        raise OptionError("y= and probs= cannot be combined with a file path or Dask DataFrame as data; name the "
+                          "columns in a formula")
+    if formula is None:
+        raise OptionError("evidence on a file path or Dask DataFrame needs a formula naming its columns, e.g. "
+                          "'correct ~ confidence'")
+    if is_dask(data):
+        res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                            missing=missing, null=null)
+    else:
+        res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
+                          missing=missing, chunksize=chunksize, null=null)
+    res = with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
+    if res.stream is None:
+        raise ValueError(f"evidence on a file or Dask DataFrame needs a binary or top-1 target; for "
+                         f"{res.mode} the multi-scale test needs the rows in memory: read the columns into a "
+                         "pandas DataFrame")
+    seed = resolve_seed(rng)[1] if rng is None else int(rng)
+    return res.evidence(alpha, seed)

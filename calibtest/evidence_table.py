@@ -103,7 +103,7 @@ from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
 from calibtest.valprob import ValProbResult, val_prob
 
-__all__ = ["EvidenceResult", "build_evidence", "evidence_seed", "conclude", "result_conclusion",
+__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "evidence_seed", "conclude", "result_conclusion",
            "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
            "EVIDENCE_SEED"]
 
@@ -115,6 +115,9 @@ HL_MIN_EXPECTED = 5.0
 
 #: Row keys of the evidence table, in order (binary and top-1; top-k and full have the first two).
 ROWS = ("calib_test", "calib_ci", "hosmer_lemeshow", "spiegelhalter", "citl", "slope")
+
+#: How the scope of the evidence opens the reason val_prob was not computed.
+_VALPROB_MISSING = "val_prob (Spiegelhalter, CITL, slope) was not computed: "
 
 #: Seed of the multi-scale test's label draws when the result recorded none (the asymptotic and the
 #: shifted-gamma nulls draw nothing): fixed, so that the evidence of a result is reproducible.
@@ -570,7 +573,10 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     Raises
     ------
     ValueError
-        When the result holds no rows (file or Dask input).
+        When the result holds neither rows nor a way to read them again
+        (``res.stream``: a result of a file or a Dask frame holds one and
+        its evidence is computed in passes over the rows,
+        :mod:`calibtest.backends.evidence_stream`).
 
     References
     ----------
@@ -583,11 +589,17 @@ def build_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
     .. [3] Spiegelhalter, "Probabilistic prediction in patient management
            and clinical trials", Statistics in Medicine 5:421-433, 1986.
     """
-    if res.data is None:
-        raise ValueError("the evidence table needs the rows in memory; this result was computed from a file "
-                         "or a Dask DataFrame (load the columns into a pandas DataFrame and call calib_ci again)")
+    stream = getattr(res, "stream", None)
+    if res.data is None and stream is None:
+        raise ValueError("the evidence table needs the rows: this result holds only bin sums (a BinAccumulator); "
+                         "call calibtest.evidence on the file, the Dask DataFrame or the rows in memory")
     alpha = res.alpha if alpha is None else check_alpha(alpha)
     rng = evidence_seed(res) if rng is None else check_seed(rng)
+    if res.data is None:  # a file or a Dask frame, read again in passes (backends.evidence_stream)
+        if isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be None or an int seed for a result computed from a file or a Dask "
+                            "DataFrame (the label draws are keyed by the seed and each row's position)")
+        return res._memo(("evidence", alpha, int(rng)), lambda: stream.evidence(res, alpha, int(rng)))
     if isinstance(rng, np.random.Generator):  # a Generator's draws differ at every call: nothing to keep
         return _build_evidence(res, alpha, rng)
     return res._memo(("evidence", alpha, int(rng)), lambda: _build_evidence(res, alpha, int(rng)))
@@ -597,10 +609,16 @@ def result_hosmer_lemeshow(res, groups: int = 10, validation: str = "external") 
     """Hosmer-Lemeshow on the rows of ``res``, computed once per result, ``groups`` and ``validation``.
 
     The evidence table (g = 10, external validation), ``res.hosmer_lemeshow()``
-    and the report share it.
+    and the report share it.  A result of a file or a Dask frame (``res.stream``)
+    finds the exact groups in passes over its rows
+    (:func:`calibtest.backends.evidence_stream.streamed_hosmer_lemeshow`).
     """
     if not (is_integer(groups) and not isinstance(groups, bool) and isinstance(validation, str)):
         return _from_result(res, groups, validation)  # raises the argument's error
+    stream = getattr(res, "stream", None)
+    if res.data is None and stream is not None:  # a file or a Dask frame: exact groups in passes over the rows
+        return res._memo(("hosmer_lemeshow", int(groups), validation),
+                         lambda: stream.hosmer_lemeshow(res, int(groups), validation))
     return res._memo(("hosmer_lemeshow", int(groups), validation), lambda: _from_result(res, groups, validation))
 
 
@@ -608,9 +626,18 @@ def result_val_prob(res, alpha: float | None = None) -> ValProbResult:
     """:func:`calibtest.val_prob` on the rows of a one-column result, computed once per result and level.
 
     The evidence table (Spiegelhalter's z, CITL, the slope) and the report's
-    validation metrics share it.
+    validation metrics share it.  A result of a file or a Dask frame
+    (``res.stream``) gives the one its streamed evidence computed, whose C
+    index and lowess and loess errors are NaN (they need every row at once).
     """
     alpha = res.alpha if alpha is None else check_alpha(alpha)
+    if res.data is None and getattr(res, "stream", None) is not None:  # a file or a Dask frame: the evidence's
+        ev = build_evidence(res, alpha)
+        if ev.valprob is None:  # the reason, as the evidence's scope says it
+            said = ev.scope.partition(_VALPROB_MISSING)[2]
+            raise ValueError(said[:said.find(". ") if ". " in said else None].rstrip(".") or
+                             "val_prob was not computed on these rows")
+        return ev.valprob
     if res.data is None or res.data.z.shape[1] != 1:
         raise ValueError("val_prob needs the rows of one probability column (binary or top-1)")
     return res._memo(("val_prob", alpha), lambda: val_prob(y=np.rint(res.data.y[:, 0]), probs=res.data.z[:, 0],
@@ -624,6 +651,51 @@ def _build_evidence(res, alpha: float, rng) -> EvidenceResult:
     book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
             "n_dropped": res.n_dropped}
     test = calib_test_rows(data, alpha=alpha, rng=rng, **book)
+    hl = vp = None
+    if data.z.shape[1] == 1:
+        missing = []
+        try:
+            hl = result_hosmer_lemeshow(res, 10, "external")
+        except ValueError as exc:  # e.g. fewer distinct predictions than groups: said in the notes
+            missing.append(f"Hosmer-Lemeshow was not computed: {exc}.")
+        try:
+            vp = result_val_prob(res, alpha)
+        except ValueError as exc:  # e.g. y with one class: the logistic fits are undefined
+            missing.append(f"{_VALPROB_MISSING}{exc}.")
+        scope = " ".join(missing)
+    else:
+        scope = (f"Hosmer-Lemeshow, Spiegelhalter's z, CITL and the calibration slope apply to one probability "
+                 f"column (binary or top-1); for {mode_text(res.mode, res.k)} the evidence is the multi-scale "
+                 "test and the interval.")
+    return assemble_evidence(res, alpha, seed, test=test, hl=hl, vp=vp, sens=_sensitivity(res, alpha, rng),
+                             scope=scope)
+
+
+def assemble_evidence(res, alpha: float, seed, *, test: CalibrationTestResult, hl, vp, sens: pd.DataFrame,
+                      scope: str) -> EvidenceResult:
+    """The evidence table, the conclusion and the :class:`EvidenceResult` from the computed parts.
+
+    Used for rows in memory (:func:`build_evidence`) and for rows streamed
+    from a file or a Dask frame (:mod:`calibtest.backends.evidence_stream`),
+    so that the same numbers give the same table and conclusion.
+
+    Parameters
+    ----------
+    res : CalibrationResult
+        The interval row.
+    alpha : float
+    seed : int or str
+        The multi-scale test's seed (``"Generator"`` for a Generator).
+    test : CalibrationTestResult
+    hl, vp : HosmerLemeshowResult, ValProbResult or None
+        None when not computed (``scope`` says why) or not applicable.
+    sens : pandas.DataFrame
+        The bin-sensitivity rows.
+    scope : str
+        What was not computed or does not apply, in words.
+    """
+    book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
+            "n_dropped": res.n_dropped}
     iv = res.conf_int(alpha)
     level = f"{100 * (1 - alpha):g}%"
     # a resampling interval (bootstrap, subsampling, HulC) is not a test of ECE = 0: the null's test decides
@@ -639,45 +711,28 @@ def _build_evidence(res, alpha: float, rng) -> EvidenceResult:
                      f"the debiased T){decided}", res.estimate, res.null_pvalue, iv.lower, iv.upper,
                      not iv.contains_zero if res.method == "adjusted" else res.null_pvalue <= alpha),
     }
-    hl = vp = None
-    if data.z.shape[1] == 1:
-        missing = []
-        try:
-            hl = result_hosmer_lemeshow(res, 10, "external")
-        except ValueError as exc:  # e.g. fewer distinct predictions than groups: said in the notes
-            missing.append(f"Hosmer-Lemeshow was not computed: {exc}.")
-        try:
-            vp = result_val_prob(res, alpha)
-        except ValueError as exc:  # e.g. y with one class: the logistic fits are undefined
-            missing.append(f"val_prob (Spiegelhalter, CITL, slope) was not computed: {exc}.")
-        if hl is not None:
-            records["hosmer_lemeshow"] = ("Hosmer-Lemeshow", f"observed = expected events in each of the "
-                                          f"{hl.groups} groups (chi2, df = {hl.df})", hl.statistic, hl.pvalue,
-                                          None, None, hl.pvalue <= alpha)
-        if vp is not None:
-            cis = vp.conf_int(alpha)
-            s_lo, s_hi = cis.loc["slope", "lower"], cis.loc["slope", "upper"]
-            c_lo, c_hi = cis.loc["citl", "lower"], cis.loc["citl", "upper"]
-            records.update({
-                "spiegelhalter": ("Spiegelhalter z", "the squared errors (y - p)^2 have the mean implied by p "
-                                  "(standard normal z)", vp.spiegelhalter_z, vp.spiegelhalter_p, None, None,
-                                  vp.spiegelhalter_p <= alpha),
-                "citl": (f"CITL {level} CI", "calibration-in-the-large a0 = 0 in logit P(y=1) = a0 + logit(p)",
-                         vp.citl, None, c_lo, c_hi, not (c_lo <= 0.0 <= c_hi)),
-                "slope": (f"slope {level} CI", "calibration slope b = 1 in logit P(y=1) = a + b logit(p)",
-                          vp.slope, None, s_lo, s_hi, not (s_lo <= 1.0 <= s_hi)),
-            })
-        scope = " ".join(missing)
-    else:
-        scope = (f"Hosmer-Lemeshow, Spiegelhalter's z, CITL and the calibration slope apply to one probability "
-                 f"column (binary or top-1); for {mode_text(res.mode, res.k)} the evidence is the multi-scale "
-                 "test and the interval.")
+    if hl is not None:
+        records["hosmer_lemeshow"] = ("Hosmer-Lemeshow", f"observed = expected events in each of the "
+                                      f"{hl.groups} groups (chi2, df = {hl.df})", hl.statistic, hl.pvalue,
+                                      None, None, hl.pvalue <= alpha)
+    if vp is not None:
+        cis = vp.conf_int(alpha)
+        s_lo, s_hi = cis.loc["slope", "lower"], cis.loc["slope", "upper"]
+        c_lo, c_hi = cis.loc["citl", "lower"], cis.loc["citl", "upper"]
+        records.update({
+            "spiegelhalter": ("Spiegelhalter z", "the squared errors (y - p)^2 have the mean implied by p "
+                              "(standard normal z)", vp.spiegelhalter_z, vp.spiegelhalter_p, None, None,
+                              vp.spiegelhalter_p <= alpha),
+            "citl": (f"CITL {level} CI", "calibration-in-the-large a0 = 0 in logit P(y=1) = a0 + logit(p)",
+                     vp.citl, None, c_lo, c_hi, not (c_lo <= 0.0 <= c_hi)),
+            "slope": (f"slope {level} CI", "calibration slope b = 1 in logit P(y=1) = a + b logit(p)",
+                      vp.slope, None, s_lo, s_hi, not (s_lo <= 1.0 <= s_hi)),
+        })
     table = pd.DataFrame(
         [{"name": nm, "null": null, "statistic": float(stat), "pvalue": None if pv is None else float(pv),
           "lower": None if lo is None else float(lo), "upper": None if hi is None else float(hi),
           "reject": bool(r), "verdict": _verdict(bool(r), interval=key == "calib_ci" and res.method == "adjusted")}
          for key, (nm, null, stat, pv, lo, hi, r) in records.items()], index=list(records), dtype=object)
-    sens = _sensitivity(res, alpha, rng)
     flag = bool(sens["reject"].nunique() > 1)
     verdict, conclusion, reasons = conclude(res, alpha, {"table": table, "sens": sens, "flag": flag, "test": test,
                                                          "hl": hl, "vp": vp})

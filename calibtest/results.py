@@ -334,6 +334,10 @@ class CalibrationResult(ResultDisplay):
         then ``estimate`` is the weighted T_w, ``se`` its influence-function
         standard error and the test uses the weighted null variance; None
         for unweighted rows.
+    stream : StreamedRows or None
+        For a binary or top-1 result of a file or a Dask frame: its rows, to
+        be read again in passes by :meth:`evidence` and the summary
+        (:mod:`calibtest.backends.evidence_stream`); None otherwise.
 
     Each optional part is one nested object (``asymptotic``, ``conditional``,
     ``monte_carlo``, ``resampling``, ``weighting``): e.g.
@@ -386,6 +390,9 @@ class CalibrationResult(ResultDisplay):
     bin_rule: BinRule | None = field(default=None, repr=False)
     approximation: Approximation | None = field(default=None, repr=False)
     weighting: Weighting | None = field(default=None, repr=False)
+    #: A file's or Dask frame's rows, to be read again (``calibtest.backends.evidence_stream.StreamedRows``):
+    #: what :meth:`evidence` and the summary test when ``data`` is None.
+    stream: object | None = field(default=None, repr=False)
     #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -623,8 +630,13 @@ class CalibrationResult(ResultDisplay):
         Raises
         ------
         ValueError
-            When the result holds no rows (computed from a file or a Dask DataFrame),
-            or is weighted (its tests would ignore the weights).
+            When the result holds neither rows nor a way to read them again (a
+            BinAccumulator's, or a top-k or full target from a file or a Dask
+            DataFrame), or is weighted (its tests would ignore the weights).
+            A binary or top-1 result of a file or a Dask DataFrame reads its
+            rows again (``stream``): every row of the evidence table is
+            computed in passes over them, and what cannot be is said in the
+            evidence's ``scope``.
         """
         if self.weighting is not None:
             raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
@@ -648,9 +660,11 @@ class CalibrationResult(ResultDisplay):
         Hosmer-Lemeshow and val_prob) is computed by the first summary at a
         level and kept: a second summary, the notebook display and a report
         of the result format it without computing it again.
-        ``evidence=False`` skips that work (large n); a result computed from a
-        file or a Dask DataFrame holds no rows, and its summary shows the
-        interval, its test and their conclusion only.
+        ``evidence=False`` skips that work (large n).  A binary or top-1
+        result of a file or a Dask DataFrame reads its rows again for the
+        evidence (several passes; :mod:`calibtest.backends.evidence_stream`);
+        one computed from bin sums alone shows the interval, its test and
+        their conclusion only.
         """
         alpha = None if alpha is None else check_alpha(alpha)
         if check_bool(evidence, "evidence"):
@@ -667,14 +681,19 @@ class CalibrationResult(ResultDisplay):
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
                           "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
                           "weighted interval and its test only.")
-        if self.data is None:
-            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows in "
-                          "memory; this result was computed from a file or a Dask DataFrame, so the summary shows "
-                          "the interval and its test only.")
+        if self.data is None and self.stream is None:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
+                          "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "
+                          "or a Dask DataFrame), so the summary shows the interval and its test only.")
         try:
             return build_evidence(self, alpha), None
         except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
             return None, f"The evidence table was not computed: {exc}."
+        except (ValueError, OSError) as exc:
+            if self.data is not None:
+                raise
+            # the file was moved or changed since the interval was computed: said, not hidden
+            return None, f"The evidence table was not computed from the file or Dask DataFrame: {exc}."
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""

@@ -330,16 +330,17 @@ def test_multiclass_evidence_has_the_rows_that_apply(k):
     json.dumps(ev.to_dict())
 
 
-def test_file_result_has_no_evidence(tmp_path):
+def test_bin_sums_result_has_no_evidence():
+    # a BinAccumulator keeps only bin sums (a file's or Dask frame's result reads its rows again:
+    # tests/test_evidence_streamed.py)
     y, q = _beta_data(3, 1.0, n=150)
-    path = tmp_path / "rows.csv"
-    pd.DataFrame({"y": y, "q": q}).to_csv(path, index=False)
-    res = ct.calib_ci("y ~ q", data=str(path))
-    assert res.data is None
-    with pytest.raises(ValueError, match="rows in memory"):
+    acc = ct.BinAccumulator("y ~ q", n_bins=40).update(pd.DataFrame({"y": y, "q": q}))
+    res = acc.result()
+    assert res.data is None and res.stream is None
+    with pytest.raises(ValueError, match="holds only bin sums"):
         res.evidence()
     text = " ".join(str(res.summary()).split())
-    assert "needs the rows in memory" in text and "B = 5 " not in text
+    assert "holds only bin sums" in text and "B = 5 " not in text
     assert "Conclusion: " + conclude(res)[1] in text and "multi-scale" not in conclude(res)[1]
 
 

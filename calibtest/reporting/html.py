@@ -381,7 +381,7 @@ _VALPROB_ROWS = (
 def _valprob(res) -> tuple[dict | None, str | None]:
     if res.mode not in ("binary", "top1") or res.k != 1:
         return None, None
-    if res.data is None:
+    if res.data is None and getattr(res, "stream", None) is None:
         return None, "Validation metrics not computed: the result holds no rows (bin sums only)."
     try:
         v = res.val_prob()  # the one the evidence table used
@@ -446,11 +446,11 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
 def result_evidence(res, rng=None):
     """The evidence table of a result's own rows (:meth:`calibtest.CalibrationResult.evidence`).
 
-    Returns None for a result that holds no rows (computed from a file or a
-    Dask frame).  ``rng=None`` uses the seed the result recorded, so the
-    report is the same at every call.
+    Returns None for a result that holds only bin sums; a result of a file
+    or a Dask frame reads its rows again (``res.stream``).  ``rng=None`` uses
+    the seed the result recorded, so the report is the same at every call.
     """
-    if res.data is None:
+    if res.data is None and getattr(res, "stream", None) is None:
         return None
     return res.evidence(rng=rng)
 
@@ -574,6 +574,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
                 "observation are listed with the reason they are left out.")}),
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
+        # a file's or Dask frame's evidence says what needs every row at once and was not computed
+        "evidence_scope": ev.scope if ev is not None and res.data is None else None,
         "evidence_seed": None if ev is None else ev.seed,
         "sensitivity": None if ev is None else {**_sensitivity_table(ev), "caption": (
             f"Bin sensitivity of {name}: the interval and the single-B test ({null_name(res)} null) at several "

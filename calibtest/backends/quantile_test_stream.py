@@ -1,0 +1,189 @@
+"""The multi-scale test with equal-mass scales (``partitions="equal-mass"`` or ``"both"``) on a file or a Dask frame.
+
+The equal-mass bins of :func:`calibtest.calibration_test.equal_mass_bins` have
+their edges at ``np.quantile(p, j / B)`` (linear interpolation) of every
+prediction.  On a stream they are found exactly before the draws: a first
+pass counts the rows (n, hence the adaptive grid) and takes the 2^16-cell
+histogram of the predictions' bits, then the radix selection of
+:mod:`calibtest.backends.evidence_stream` refines the cells holding the
+order statistics each edge interpolates (one or two more passes for a
+continuous score), and numpy's interpolation formula gives the edge, so each
+row falls in the bin it has in memory (``np.searchsorted(edges, p,
+side="right")``; a bin left empty has no rows and no term).  Then one pass
+reduces each chunk (partition) to per-draw bin sums on every scale, keyed by
+the seed and each row's position, as the equal-width scales are
+(:class:`~calibtest.backends.calib_test_stream.CalibTestAccumulator`), so the
+p-value for a seed is the one of the same rows in memory, whatever the chunk
+size or the partitioning.  Binary and top-1 targets, without ``by=``.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from calibtest._format import Call
+from calibtest.backends.accumulator import _prepare_rows
+from calibtest.backends.calib_test_stream import DEFAULT_ROWS_PER_BLOCK, CalibTestAccumulator
+from calibtest.backends.evidence_stream import StreamedRows, _add, _Select
+from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
+from calibtest.core.binning import cube_indices
+from calibtest.core.conditional import (DrawSums, conditional_moments, conditional_sum_columns,
+                                        conditional_sums_from_columns, counter_key, label_classes)
+from calibtest.inputs import read_rows
+
+__all__ = ["linear_quantiles", "stream_calib_test_scales"]
+
+
+def _quantile_ranks(n: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower rank, upper rank, weight) of ``np.quantile(x, q)`` (method ``"linear"``) on n values.
+
+    numpy's virtual index h = (n - 1) q, its floor and the next rank (both the
+    last rank when h >= n - 1), and gamma = h - floor(h).
+    """
+    h = (n - 1) * np.asarray(q, dtype=np.float64)
+    lower = np.floor(h)
+    above = h >= n - 1
+    lo = np.where(above, n - 1, lower).astype(np.int64)
+    hi = np.where(above, n - 1, lower + 1).astype(np.int64)
+    return lo, hi, np.where(above, 0.0, h - lower)
+
+
+def linear_quantiles(values_at, n: int, q) -> np.ndarray:
+    """``np.quantile(x, q)`` from the order statistics of x: ``values_at(ranks)`` gives sorted(x)[ranks].
+
+    numpy's linear interpolation, ``a + (b - a) gamma``, or ``b - (b - a) (1 - gamma)``
+    where gamma >= 0.5, so the edges are numpy's to the last bit.
+    """
+    lo, hi, gamma = _quantile_ranks(n, q)
+    a, b = values_at(lo), values_at(hi)
+    diff = b - a
+    out = a + diff * gamma
+    return np.where(gamma >= 0.5, b - diff * (1.0 - gamma), out)
+
+
+class _ScalesAccumulator(CalibTestAccumulator):
+    """The multi-scale test's sums on equal-width and equal-mass scales (binary and top-1 targets).
+
+    ``scales`` lists (family, B, edges): ``"equal-width"`` bins [i/B, (i+1)/B)
+    (``edges`` None), ``"equal-mass"`` bins between the given interior edges.
+    """
+
+    def __init__(self, scales: list, partitions: str, **options):
+        grid = sorted({b for _, b, _ in scales})
+        super().__init__(n_bins=grid, **options)
+        self.scales, self.partitions = scales, partitions
+        self.widths = [b + 1 if fam == "equal-width" else b for fam, b, _ in scales]
+        self.draws = DrawSums(self.key, self.widths, self.R, block=self.block)
+        self.null_cols = [np.zeros((w, 4)) for w in self.widths]
+
+    def _inverses(self, p: np.ndarray, z: np.ndarray) -> list:
+        return [cube_indices(z, b)[:, 0] if fam == "equal-width" else np.searchsorted(edges, p, side="right")
+                for fam, b, edges in self.scales]  # a loop over the few scales
+
+    def update(self, data=None, *, y=None, probs=None) -> "_ScalesAccumulator":
+        """Add a chunk of rows; as :meth:`CalibTestAccumulator.update`, binned on every scale."""
+        rows = read_rows(self.formula, data, y, probs, self._env, self.missing)
+        self.n_dropped += rows.n_dropped
+        if not rows.probs.shape[0]:
+            return self
+        prepared = _prepare_rows(rows.y, rows.probs, n_classes=self.n_classes, k=self.k,
+                                 class_names=rows.class_names, y_name=rows.y_name, prob_names=rows.prob_names)
+        if prepared.mode not in ("binary", "top1"):
+            raise ValueError(f"equal-mass scales need a 1-dim prediction (binary or top-1 target), not {prepared.mode}")
+        target = (prepared.mode, prepared.k, prepared.n_classes, rows.y_name, tuple(rows.prob_names))
+        self.target = self.target or target
+        z = prepared.z
+        p = z[:, 0]
+        inverses = self._inverses(p, z)
+        for cols, inv, w in zip(self.null_cols, inverses, self.widths):  # a loop over the few scales
+            cols += conditional_sum_columns(z, inv, w)
+        q = 1.0 - 2.0 * p
+        self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
+        y1 = label_classes(prepared) == 0
+        for a in range(0, p.size, DEFAULT_ROWS_PER_BLOCK):  # blocks of rows bound the draws' memory
+            b = a + DEFAULT_ROWS_PER_BLOCK
+            self.draws.add(self.start + self.draws.n, p[a:b], [inv[a:b] for inv in inverses], y1[a:b])
+        return self
+
+    def result(self, **bookkeeping) -> CalibrationTestResult:
+        """The test from the sums: :func:`calibtest.calib_test` on the same rows, seed and partitions."""
+        n = self.n
+        if n < 2 or self.target is None:
+            raise ValueError(f"need at least n = 2 rows, got {n}")
+        mode, k, n_classes, y_name, prob_names = self.target
+        t_obs, t_draws, wq_obs, wq_draws = self.draws.statistics(n)
+        sd = np.empty(len(self.scales))
+        offsets = self.draws.offsets
+        for i, cols in enumerate(self.null_cols):  # a loop over the few scales
+            count = self.draws.count[offsets[i]:offsets[i + 1]]
+            kept = count > 0
+            sd[i] = math.sqrt(conditional_moments(conditional_sums_from_columns(count[kept], cols[kept]), n).variance)
+        tol = 1e-9 / n
+        sp_z = sp_draws = None
+        if self.spiegelhalter is not False:
+            center, var = self.sp
+            if var > 0:
+                sp_z, sp_draws = (wq_obs - center) / math.sqrt(var), (wq_draws - center) / math.sqrt(var)
+            else:  # every p in {0, 1/2, 1}: the numerator counts labels of probability 0
+                sp_z, sp_draws = (math.inf if wq_obs - center > 0.5 else 0.0), np.zeros(self.R)
+        for key, value in (("y_name", y_name), ("prob_names", prob_names), ("n_dropped", self.n_dropped),
+                           ("formula", self.formula)):
+            bookkeeping.setdefault(key, value)
+        return assemble_result(labels=[(fam, b) for fam, b, _ in self.scales], grid=self.grid, statistic=t_obs,
+                               null_draws=t_draws, sd=sd,
+                               sign_of=lambda i: 1 if t_obs[i] > tol else (-1 if t_obs[i] < -tol else 0),
+                               spiegelhalter_z=sp_z, spiegelhalter_draws=sp_draws, alpha=self.alpha,
+                               combine=self.combine, partitions=self.partitions, n_draws=self.R, seed=self.seed,
+                               n=n, k=k, n_classes=n_classes, mode=mode, **bookkeeping)
+
+
+def _scales_step(scales, partitions, options, p, y, start, index):
+    acc = _ScalesAccumulator(scales, partitions, start=start, **options)
+    return acc.update(y=np.rint(y), probs=p)
+
+
+def stream_calib_test_scales(data, formula: str, *, env, partitions: str, chunksize: int | None = None,
+                             n_bins="adaptive", missing: str = "raise", n_classes=None, k=None, alpha: float = 0.05,
+                             n_draws: int, rng=None, combine: str = "max-z",
+                             spiegelhalter=None) -> CalibrationTestResult:
+    """:func:`calibtest.calib_test` with ``partitions="equal-mass"`` or ``"both"`` on a file path or a Dask frame.
+
+    See the module docstring; the other parameters as in
+    :func:`calibtest.backends.calib_test_stream.stream_calib_test`.
+    """
+    if rng is not None and not (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
+        raise TypeError(f"rng must be None or an int seed on a file or Dask DataFrame (the label draws are keyed "
+                        f"by it), got {type(rng).__name__}")
+    rows = StreamedRows(data, formula, env, missing, n_classes, k, chunksize)
+    first_plan = [("hist", 0, 0)]
+    first = rows.run(lambda p, y, s, i: {"n": p.size, **_Select.step(first_plan, p)}, _add)
+    n = 0 if first is None else int(first["n"])
+    if n < 2:
+        raise ValueError(f"need at least n = 2 rows, got {n}")
+    grid = check_grid(n_bins)
+    grid = adaptive_grid(n, 1) if grid is None else grid
+    families = [fam for fam in ("equal-width", "equal-mass") if partitions in (fam, "both")]
+    qs = {b: np.arange(1, b) / b for b in grid}
+    ranks = sorted({int(r) for b in grid for part in _quantile_ranks(n, qs[b])[:2] for r in part})
+    select = _Select(ranks)
+    counts = select.advance(first_plan, first)
+    while not select.done:  # one or two more passes for a continuous score
+        plan = select.plan(counts)
+        counts = select.advance(plan, rows.run(lambda p, y, s, i: _Select.step(plan, p), _add))
+    values_at = np.vectorize(lambda r: select.found[int(r)][0], otypes=[np.float64])
+    scales = [(fam, b, None if fam == "equal-width" else linear_quantiles(values_at, n, qs[b]))
+              for fam in families for b in grid]
+    key_seed = counter_key(rng)[1] if rng is None else int(rng)  # one seed for every chunk
+    options = dict(n_classes=n_classes, k=k, alpha=alpha, n_draws=n_draws, rng=key_seed, combine=combine,
+                   spiegelhalter=spiegelhalter)
+    acc = rows.run(lambda p, y, s, i: _scales_step(scales, partitions, options, p, y, s, i),
+                   lambda a, b: a.merge(b))
+    y_name, prob_names = rows.names
+    shown = {"n_bins": None if n_bins == "adaptive" else n_bins, "partitions": partitions, "rng": key_seed}
+    name = Path(os.fspath(rows.data)).name if rows.is_file else "<Dask DataFrame>"
+    call = Call("calib_test", (repr(formula), f"data={name!r}"), {k_: v for k_, v in shown.items() if v is not None})
+    return acc.result(formula=formula, y_name=y_name, prob_names=tuple(prob_names), n_dropped=rows.n_dropped,
+                      call_record=call)
