@@ -542,9 +542,11 @@ def estimate_clustered(data: PreparedData, partition: Partition, clusters: Clust
         measures = cluster_robust_measures(data.y[:, 0], data.z[:, 0], clusters.codes, alpha)
     clustering = Clustering(name=clusters.name, n_clusters=G, sizes=clusters.sizes,
                             linear_variance=st.linear_variance, null_variance=st.null_variance, null=kind,
-                            exact=inference.exact, n_patterns=0 if inference.draws is None else int(inference.draws.size),
+                            exact=inference.exact,
+                            n_patterns=0 if inference.draws is None else int(inference.draws.size) + int(inference.exact),
                             zstat=inference.zstat, asymptotic_pvalue=inference.asymptotic_pvalue,
-                            iid_estimate=debiased_statistic(stats, n), measures=measures)
+                            iid_estimate=debiased_statistic(stats, n), measures=measures,
+                            codes=clusters.codes, labels=clusters.labels)
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=data.mode, k=data.k,
                                                second_order_variance=None)
     if call is not None and monte_carlo is not None and monte_carlo.seed is not None \

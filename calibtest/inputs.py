@@ -212,7 +212,7 @@ def resolve_clusters(cluster, data, rows: Rows, group_values=()) -> Clusters | N
         labels, codes = np.unique(values.astype(str), return_inverse=True)
     codes = codes.ravel().astype(np.intp)
     if labels.shape[0] < 2:
-        raise DataError(f"cluster has a single cluster ({labels[0]!r}) among the {codes.shape[0]} rows: a "
+        raise DataError(f"cluster has a single cluster ('{labels[0]}') among the {codes.shape[0]} rows: a "
                         "cluster-robust analysis needs at least two independent clusters (and is reliable only "
                         "with many more; docs/clusters.md)")
     for gname, gvalues in zip(group_names_of(group_values), group_values):
@@ -224,7 +224,7 @@ def resolve_clusters(cluster, data, rows: Rows, group_values=()) -> Clusters | N
         np.maximum.at(high, codes, gcodes)
         crossed = np.flatnonzero(low != high)
         if crossed.size:
-            raise DataError(f"cluster and by= cross: cluster {labels[crossed[0]]!r} has rows in more than one "
+            raise DataError(f"cluster and by= cross: cluster '{labels[crossed[0]]}' has rows in more than one "
                             f"group of {gname} ({crossed.size} clusters do); every cluster must lie inside one "
                             "group, so that the groups stay independent")
     sizes = np.bincount(codes, minlength=labels.shape[0]).astype(np.int64)

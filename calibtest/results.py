@@ -15,7 +15,7 @@ from calibtest.calibration_test import TestOfCalibration
 from calibtest.cluster_robust import ClusterRobustMeasures
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
-from calibtest.core.clustered import t_adjusted_interval
+from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
@@ -241,12 +241,6 @@ class Weighting:
                 "interval_multipliers": None if self.interval_multipliers is None else list(self.interval_multipliers)}
 
 
-#: Below this many clusters the summary and the report warn that the clustered interval and test are
-#: unreliable: in vignettes/clustered_coverage.md the clustered interval covered within 3 Monte Carlo s.e. of
-#: 0.95 from 20 sites on, and its sign-flip test cannot reject at 0.05 with 5 sites (16 sign patterns).
-MIN_CLUSTERS = 20
-
-
 @dataclass(frozen=True, eq=False)
 class Clustering:
     """How a clustered result allowed for correlation within clusters (``cluster=``).
@@ -279,6 +273,10 @@ class Clustering:
         The paper's T on the same bins, which also counts the pairs of rows of one cluster.
     measures : ClusterRobustMeasures or None
         CITL, slope and O/E with cluster-robust intervals (binary and top-1).
+    codes : ndarray of intp, shape (n,) or None
+        Cluster of each analysed row, 0..G-1 (what a clustered comparison needs).
+    labels : ndarray, shape (G,) or None
+        The cluster labels, in the order of the codes.
     """
 
     name: str | None
@@ -293,17 +291,23 @@ class Clustering:
     asymptotic_pvalue: float
     iid_estimate: float
     measures: ClusterRobustMeasures | None = field(default=None, repr=False)
+    codes: np.ndarray | None = field(default=None, repr=False)
+    labels: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def few(self) -> bool:
         """Fewer clusters than :data:`MIN_CLUSTERS`."""
         return self.n_clusters < MIN_CLUSTERS
 
+    def _patterns_text(self) -> str:
+        return (f"all {self.n_patterns} sign patterns, exact" if self.exact else
+                f"{self.n_patterns} random sign patterns")
+
     def notes(self) -> list[str]:
         """Summary notes: the clusters, how the interval and test allow for them, and a warning when few."""
         sizes = np.asarray(self.sizes)
         what = f"column {self.name!r}" if self.name else "given as an array"
-        null = (f"the cluster sign-flip test ({'all ' + str(self.n_patterns) + ' sign patterns, exact' if self.exact else str(self.n_patterns) + ' random sign patterns'})"
+        null = (f"the cluster sign-flip test ({self._patterns_text()})"
                 if self.null == "sign-flip" else "the asymptotic test z = T_cl / sqrt(V_0)")
         notes = [f"{self.n_clusters} clusters ({what}; {int(sizes.min())} to {int(sizes.max())} rows, median "
                  f"{float(np.median(sizes)):g}), assumed independent, rows within a cluster possibly correlated: "

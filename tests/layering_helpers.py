@@ -26,7 +26,7 @@ LAYERS = [
     ("input", ["calibtest.formula", "calibtest.inputs", "calibtest.logistic"]),
     ("display", ["calibtest.summary"]),
     ("grouping", ["calibtest.grouping"]),
-    ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test",
+    ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test", "calibtest.cluster_robust",
                        "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance"]),
     ("results", ["calibtest.results"]),
     ("estimation", ["calibtest.estimation"]),

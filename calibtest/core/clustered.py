@@ -66,10 +66,11 @@ of independent rows redraw each label alone and miss the shared site
 effect; under clustering the null law is the cluster sign-flip (a wild
 cluster bootstrap with Rademacher weights): under H0 the cluster sums S_bg
 have mean 0, and T*(eps) = sum_{g != h} eps_g eps_h K_gh with independent
-signs eps_g has the second moments of T_cl.  With 2^(G-1) at most the number
-of draws every sign pattern is enumerated (eps and -eps give the same T*),
-and the p-value is the exact randomization p-value: it cannot fall below
-2^-(G-1), so with 5 clusters (16 patterns) no test at alpha < 1/16 rejects.
+signs eps_g has the second moments of T_cl.  With 2^(G-1) - 1 at most the number
+of draws every sign pattern but the identity is enumerated (eps and -eps give
+the same T*), and (1 + #{T* >= T}) / 2^(G-1) is the exact randomization
+p-value: it cannot fall below 2^-(G-1), so with 5 clusters (16 patterns) no
+test at alpha < 1/16 rejects.
 The asymptotic alternative is z = T_cl / sqrt(V_0) ~ N(0, 1).
 
 References
@@ -95,8 +96,12 @@ from calibtest.core.intervals import AdjustedInterval
 from calibtest.options import check_memory
 
 __all__ = ["ClusterCells", "cluster_cells", "ClusteredStatistics", "clustered_statistics",
-           "sign_flip_draws", "sign_flip_test", "t_adjusted_interval", "t_multipliers",
-           "ClusteredInference", "clustered_inference"]
+           "sign_flip_draws", "sign_flip_test", "flip_draws", "flipped_statistic", "t_adjusted_interval", "t_multipliers",
+           "ClusteredInference", "clustered_inference", "MIN_CLUSTERS", "clustered_difference_variance"]
+
+#: Below this many clusters the summary and the report warn that the clustered interval and test are
+#: unreliable (chosen from vignettes/clustered_coverage.md: see docs/clusters.md).
+MIN_CLUSTERS = 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,18 +273,64 @@ def clustered_statistics(cells: ClusterCells, n: int) -> ClusteredStatistics:
                                bin_weight=a, contributions=contributions, cluster_influence=s_g / n)
 
 
-def _sign_patterns(n_clusters: int, n_draws: int, rng) -> tuple[np.ndarray | None, bool]:
-    """(signs of shape (G, R) or None to draw in chunks, exact): every pattern with eps_0 = +1 when there are
-    at most ``n_draws`` of them."""
-    if n_clusters - 1 <= 30 and 2 ** (n_clusters - 1) <= n_draws:
-        count = 2 ** (n_clusters - 1)
-        bits = (np.arange(count)[None, :] >> np.arange(n_clusters - 1)[:, None]) & 1
-        return np.vstack([np.ones((1, count)), 1.0 - 2.0 * bits]), True
-    return None, False
+def _every_pattern(n_clusters: int, n_draws: int) -> np.ndarray | None:
+    """Every sign pattern with eps_0 = +1 except the identity, shape (G, 2^(G-1) - 1), when there are at most
+    ``n_draws`` of them (None otherwise)."""
+    if n_clusters - 1 > 30 or 2 ** (n_clusters - 1) - 1 > n_draws:
+        return None
+    count = 2 ** (n_clusters - 1)
+    bits = (np.arange(1, count)[None, :] >> np.arange(n_clusters - 1)[:, None]) & 1
+    return np.vstack([np.ones((1, count - 1)), 1.0 - 2.0 * bits])
+
+
+def flip_draws(n_clusters: int, n_draws: int, rng, statistics) -> tuple[np.ndarray, bool]:
+    """Statistics of sign-flipped clusters, the same sign patterns for every statistic.
+
+    Parameters
+    ----------
+    n_clusters : int
+        G.
+    n_draws : int
+        R: the random patterns, unless every pattern but the identity (2^(G-1) - 1 of them, eps and -eps
+        giving the same statistics) is at most R: then they are enumerated and the p-value
+        (1 + #{T* >= T}) / (1 + R') is the exact randomization p-value.
+    rng : numpy.random.Generator
+    statistics : sequence of callables
+        Each maps signs of shape (G, r) to r values.
+
+    Returns
+    -------
+    draws, exact : ndarray of shape (L, R'), bool
+    """
+    every = _every_pattern(n_clusters, n_draws)
+    if every is not None:
+        return np.vstack([f(every) for f in statistics]).reshape(len(statistics), -1), True
+    out = np.empty((len(statistics), n_draws))
+    step = max(1, int(2_000_000 // max(n_clusters, 1)))
+    for start in range(0, n_draws, step):  # chunks of draws bound the memory of the (G, r) sign matrix
+        r = min(step, n_draws - start)
+        eps = 1.0 - 2.0 * rng.integers(0, 2, size=(n_clusters, r)).astype(np.float64)
+        for i, f in enumerate(statistics):
+            out[i, start:start + r] = f(eps)
+    return out, False
+
+
+def flipped_statistic(cells: ClusterCells, bin_weight: np.ndarray):
+    """The function eps -> T*(eps) = sum_b a_b (||sum_g eps_g S_bg||^2 - sum_g ||S_bg||^2) of the sign-flip null
+    (= sum_{g != h} eps_g eps_h K_gh), vectorised over the columns of eps."""
+    X = cells.design()
+    a_row = np.repeat(np.asarray(bin_weight, dtype=np.float64), cells.dim)
+    offset = float(np.sum(bin_weight[cells.bin] * np.einsum("kj,kj->k", cells.sum_u, cells.sum_u)))
+
+    def evaluate(eps: np.ndarray) -> np.ndarray:
+        Y = X @ eps
+        return a_row @ (Y * Y) - offset
+
+    return evaluate
 
 
 def sign_flip_draws(cells: ClusterCells, bin_weight: np.ndarray, *, n_draws: int, rng) -> tuple[np.ndarray, bool]:
-    """T* of the cluster sign-flip null: every pattern (exact) or ``n_draws`` random ones.
+    """T* of the cluster sign-flip null: every pattern but the identity (exact) or ``n_draws`` random ones.
 
     T*(eps) = sum_b a_b (||sum_g eps_g S_bg||^2 - sum_g ||S_bg||^2) = sum_{g != h} eps_g eps_h K_gh.
 
@@ -289,47 +340,27 @@ def sign_flip_draws(cells: ClusterCells, bin_weight: np.ndarray, *, n_draws: int
     bin_weight : ndarray, shape (m,)
         a_b of :class:`ClusteredStatistics`.
     n_draws : int
-        R, the random sign patterns (when there are more than R patterns in all).
+        R, the random sign patterns (when there are more than R + 1 patterns in all).
     rng : numpy.random.Generator
 
     Returns
     -------
     draws, exact : ndarray, bool
-        The T* (the first of an exact enumeration is T_cl itself, eps = 1) and whether they are every pattern.
+        The T* and whether they are every pattern but the identity (whose T* is T_cl itself).
     """
-    G, d = cells.n_clusters, cells.dim
-    X = cells.design()
-    a_row = np.repeat(np.asarray(bin_weight, dtype=np.float64), d)
-    offset = float(np.sum(bin_weight[cells.bin] * np.einsum("kj,kj->k", cells.sum_u, cells.sum_u)))
-    signs, exact = _sign_patterns(G, n_draws, rng)
-
-    def evaluate(eps: np.ndarray) -> np.ndarray:
-        Y = X @ eps
-        return a_row @ (Y * Y) - offset
-
-    if exact:
-        return evaluate(signs), True
-    out = np.empty(n_draws)
-    step = max(1, int(4_000_000 // max(G, X.shape[0], 1)))
-    for start in range(0, n_draws, step):  # chunks of draws bound the memory of the (G, r) sign matrix
-        r = min(step, n_draws - start)
-        eps = 1.0 - 2.0 * rng.integers(0, 2, size=(G, r)).astype(np.float64)
-        out[start:start + r] = evaluate(eps)
-    return out, False
+    draws, exact = flip_draws(cells.n_clusters, n_draws, rng, [flipped_statistic(cells, bin_weight)])
+    return draws[0], exact
 
 
-def sign_flip_test(statistic: float, draws: np.ndarray, exact: bool) -> float:
-    """The p-value of T_cl against the sign-flip draws.
+def sign_flip_test(statistic: float, draws: np.ndarray) -> float:
+    """The p-value (1 + #{T* >= T}) / (1 + R) of T_cl against the sign-flip draws.
 
-    Exact enumeration: #{T* >= T} / 2^(G-1) (the identity pattern is among
-    the draws); random draws: (1 + #{T* >= T}) / (1 + R).  Ties within
+    With every pattern but the identity enumerated this is the exact
+    randomization p-value #{patterns with T* >= T} / 2^(G-1).  Ties within
     1e-10 of the largest magnitude count as reaching T.
     """
     tol = 1e-10 * max(abs(statistic), float(np.abs(draws).max(initial=0.0)))
-    hits = int(np.count_nonzero(draws >= statistic - tol))
-    if exact:
-        return hits / draws.size
-    return (1.0 + hits) / (1.0 + draws.size)
+    return (1.0 + int(np.count_nonzero(draws >= statistic - tol))) / (1.0 + draws.size)
 
 
 def t_multipliers(alpha: float, n_clusters: int) -> tuple[float, float]:
@@ -388,7 +419,7 @@ class ClusteredInference:
     draws : ndarray or None
         The sign-flip T* (None under the asymptotic null).
     exact : bool
-        The draws are every sign pattern.
+        The draws are every sign pattern but the identity (2^(G-1) - 1 of them).
     """
 
     statistics: ClusteredStatistics
@@ -402,15 +433,13 @@ class ClusteredInference:
     exact: bool
 
 
-def _critical_value(draws: np.ndarray, exact: bool, alpha: float) -> float:
+def _critical_value(draws: np.ndarray, alpha: float) -> float:
     """Smallest D such that T > D rejects at level alpha against the draws (inf if no T rejects)."""
-    size = draws.size if exact else draws.size + 1
-    allowed = math.floor(alpha * size + 1e-9) - (0 if exact else 1)  # max #{T* >= T} that rejects
-    if allowed < 1 if exact else allowed < 0:
+    allowed = math.floor(alpha * (draws.size + 1) + 1e-9) - 1  # max #{T* >= T} that rejects
+    if allowed < 0:
         return math.inf
     ordered = np.sort(draws)[::-1]
-    index = allowed - 1 if exact else allowed
-    return float(ordered[index]) if index < ordered.size else -math.inf
+    return float(ordered[allowed]) if allowed < ordered.size else -math.inf
 
 
 def clustered_inference(cells: ClusterCells, n: int, *, alpha: float, null: str = "sign-flip",
@@ -441,11 +470,47 @@ def clustered_inference(cells: ClusterCells, n: int, *, alpha: float, null: str 
     draws, exact, pvalue = None, False, p_asym
     if null == "sign-flip":
         draws, exact = sign_flip_draws(cells, st.bin_weight, n_draws=n_draws, rng=rng)
-        pvalue = sign_flip_test(t, draws, exact)
-        threshold = _critical_value(draws, exact, alpha)
+        pvalue = sign_flip_test(t, draws)
+        threshold = _critical_value(draws, alpha)
     elif null != "asymptotic":
         raise ValueError(f"null must be 'sign-flip' or 'asymptotic', got {null!r}")
     rule = threshold if null == "asymptotic" else (math.inf if pvalue > alpha else -math.inf)
     interval = t_adjusted_interval(t, st.se, rule, alpha, st.n_clusters)
     return ClusteredInference(st, null, float(zstat), p_asym, float(pvalue), float(threshold), interval,
                               None if draws is None else read_only(draws), exact)
+
+
+def _gram_inner(cells_a: ClusterCells, a_a: np.ndarray, cells_b: ClusterCells, a_b: np.ndarray) -> float:
+    """<K_a, K_b>_F = sum_{g,h} K^a_gh K^b_gh = sum_{r,s} a_r b_s (X_a X_b^T)_rs^2 (the same clusters)."""
+    check_memory(24.0 * math.sqrt(_gram_entries(cells_a) * _gram_entries(cells_b)),
+                 f"the cluster-robust difference variance ({cells_a.n_clusters} clusters)", "use fewer bins (n_bins=)")
+    cross = (cells_a.design() @ cells_b.design().T).tocoo()
+    ra = np.repeat(np.asarray(a_a, dtype=np.float64), cells_a.dim)
+    rb = np.repeat(np.asarray(a_b, dtype=np.float64), cells_b.dim)
+    return float(np.sum(ra[cross.row] * rb[cross.col] * cross.data * cross.data))
+
+
+def _cluster_diagonal(cells: ClusterCells, bin_weight: np.ndarray) -> np.ndarray:
+    """K_gg = sum_b a_b ||S_bg||^2 per cluster."""
+    sq = np.einsum("kj,kj->k", cells.sum_u, cells.sum_u)
+    return np.bincount(cells.cluster, weights=bin_weight[cells.bin] * sq, minlength=cells.n_clusters)
+
+
+def clustered_difference_variance(cells_a: ClusterCells, stats_a: ClusteredStatistics, cells_b: ClusterCells,
+                                  stats_b: ClusteredStatistics) -> tuple[float, float]:
+    """(V_1, V_0) of T_cl^A - T_cl^B for two models on the same rows and clusters (a paired comparison).
+
+    V_1 = G / (G - 1) sum_g (s^A_g - s^B_g)^2 / n^2 from the clusters' influence sums, and
+    V_0 = 2 sum_{g != h} (K^A_gh - K^B_gh)^2, the quadratic part of the difference (its covariance on shared
+    clusters included), from ||K^A - K^B||_F^2 = ||K^A||^2 + ||K^B||^2 - 2 <K^A, K^B>.
+    """
+    G = cells_a.n_clusters
+    if cells_b.n_clusters != G:
+        raise ValueError("a paired clustered comparison needs the same clusters in both results")
+    diff = np.asarray(stats_a.cluster_influence) - np.asarray(stats_b.cluster_influence)
+    linear = float(G / (G - 1.0) * np.sum(diff * diff))
+    a, b = stats_a.bin_weight, stats_b.bin_weight
+    frob = (_gram_inner(cells_a, a, cells_a, a) + _gram_inner(cells_b, b, cells_b, b)
+            - 2.0 * _gram_inner(cells_a, a, cells_b, b))
+    dd = _cluster_diagonal(cells_a, a) - _cluster_diagonal(cells_b, b)
+    return linear, float(max(2.0 * (frob - np.sum(dd * dd)), 0.0))

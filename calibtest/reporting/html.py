@@ -36,7 +36,7 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           load_metadata, pdf_attachments, plan_check, reported_tests,
                                           write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
-from calibtest.results import MIN_CLUSTERS
+from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.summary import asymptotic_test, null_name, null_text
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
