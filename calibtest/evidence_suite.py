@@ -257,7 +257,7 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
-             eval_env=0, by=None) -> EvidenceResult | GroupedResult:
+             eval_env=0, by=None, cluster=None) -> EvidenceResult | GroupedResult:
     """Every calibration test of a model on the same rows, and a conclusion from all of them.
 
     Equivalent to ``calib_ci(..., null=null, rng=rng).evidence()``: the
@@ -300,6 +300,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         (in the table's order, empty groups counted) uses
         ``rng=numpy.random.default_rng([s, g])``, s the seed; a group with a
         single outcome class is listed, not analysed.
+    cluster : str or array_like, optional
+        Refused with a ValueError that says where the clustered evidence is:
+        Hosmer-Lemeshow and the bin-sensitivity table have no clustered
+        version, so ``calib_ci(..., cluster=).summary()`` (the clustered
+        interval and test, cluster-robust CITL, slope and O/E) and
+        ``calib_test(..., cluster=)`` (the clustered multi-scale test) give it.
 
     Returns
     -------
@@ -318,7 +324,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
-    check_options(k=k, n_classes=n_classes, missing=missing)
+    check_options(k=k, n_classes=n_classes, missing=missing, cluster=cluster)
+    if cluster is not None:
+        raise OptionError("evidence() takes the rows as independent (Hosmer-Lemeshow and the bin-sensitivity table "
+                          "have no clustered version); for clustered rows use calib_ci(..., cluster=).summary() (the "
+                          "clustered interval and test, cluster-robust CITL, slope and O/E) and "
+                          "calib_test(..., cluster=) (the clustered multi-scale test)")
     if is_out_of_core(data):
         raise TypeError("evidence needs the rows in memory (the multi-scale test and val_prob use every row): a "
                         "file path or Dask DataFrame is not supported; load the columns into a pandas DataFrame")
