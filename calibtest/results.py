@@ -318,11 +318,11 @@ class Clustering:
                  f"the test of ECE = 0 is {null} (docs/clusters.md)."]
         if self.few:
             notes.append(f"Only {self.n_clusters} clusters (fewer than {MIN_CLUSTERS}): the clustered interval and "
-                         "test are unreliable with few clusters (coverage below its level in "
-                         "vignettes/clustered_coverage.md"
+                         "test are unreliable with few clusters: the test has little power and its size is only "
+                         "approximately held, and the interval is wide (vignettes/clustered_coverage.md)"
                          + (f"; with {self.n_clusters} clusters the sign-flip p-value cannot be below "
                             f"{1 / self.n_patterns:.3g}" if self.exact and self.null == "sign-flip" else "")
-                         + "). Report them as exploratory, or analyse more sites.")
+                         + ". Report them as exploratory, or analyse more sites.")
         return notes
 
     def to_dict(self) -> dict:

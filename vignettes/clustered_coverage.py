@@ -18,7 +18,8 @@ whose binned ECE^2 at the B each data set used is computed by quadrature.  Per d
   site counted as different sites), the alternative the issue names.
 
 Run: ``nice -n 10 python vignettes/clustered_coverage.py [--reps 500]`` (about 8 minutes on one core);
-``python vignettes/clustered_coverage.py --tables`` prints the tables of ``clustered_coverage.md``.
+``python vignettes/clustered_coverage.py --tables`` prints the tables of ``clustered_coverage.md`` and writes
+them to ``vignettes/clustered_coverage.csv`` (the per-data-set rows go to ``vignettes/output/``, not kept in git).
 Data set r of cell c uses ``numpy.random.default_rng([20261125, c, r])``.
 """
 from __future__ import annotations
@@ -42,7 +43,7 @@ ALPHA = 0.05
 TAUS = (0.8, 0.3)
 SITES = (5, 10, 20, 50)
 MODELS = {"calibrated": (0.0, 1.0), "miscalibrated": (0.3, 1.3)}
-OUT = Path(__file__).with_name("results") / "clustered_coverage.csv"
+OUT = Path(__file__).with_name("output") / "clustered_coverage.csv"
 N_BOOT = 200
 
 
@@ -169,6 +170,7 @@ def tables():
                         "sd T_cl / mean sqrt(V1)": g.T_cl.std() / np.sqrt(g.V1).mean()})
         rows.append(row)
     out = pd.DataFrame(rows)
+    out.to_csv(Path(__file__).with_name("clustered_coverage.csv"), index=False, float_format="%.4g")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
         print(out.to_string(index=False))
 
