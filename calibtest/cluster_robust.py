@@ -117,12 +117,14 @@ def cluster_robust_glm(y: np.ndarray, X: np.ndarray, offset, codes: np.ndarray, 
     """
     from statsmodels.genmod.families import Binomial
     from statsmodels.genmod.generalized_linear_model import GLM
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning
+    from statsmodels.tools import sm_exceptions
 
-    base = fit_logistic_glm(y, X, offset, start)
-    model = GLM(y, X, family=Binomial(), offset=offset)
+    quiet = [sm_exceptions.ConvergenceWarning, getattr(sm_exceptions, "PerfectSeparationWarning", RuntimeWarning)]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+        for category in quiet:  # an outcome of one class: the fit says so through its estimates, not warnings
+            warnings.simplefilter("ignore", category)
+        base = fit_logistic_glm(y, X, offset, start)
+        model = GLM(y, X, family=Binomial(), offset=offset)
         return model.fit(start_params=np.asarray(base.params), tol=1e-13, maxiter=100, cov_type="cluster",
                          cov_kwds={"groups": np.asarray(codes)})
 

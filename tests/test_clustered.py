@@ -307,3 +307,12 @@ def test_cli_cluster(tmp_path, capsys):
     assert main(argv + ["--cluster", "site"]) == 1
     err = capsys.readouterr().err
     assert "single cluster" in err and "Traceback" not in err
+
+
+def test_acceptance_refuses_iid_citl_on_a_clustered_result():
+    df = sites(G=6)
+    res = ct.calib_ci("y ~ p", data=df, cluster="site", null="asymptotic")
+    ev = res.acceptance({"ece_below": 0.2, "citl_within": 0.3})
+    assert "could not be evaluated" in ev.sentence
+    with pytest.raises(ValueError, match="clustering.measures"):
+        ct.citl_test(res, 0.3)
