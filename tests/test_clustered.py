@@ -316,3 +316,14 @@ def test_acceptance_refuses_iid_citl_on_a_clustered_result():
     assert "could not be evaluated" in ev.sentence
     with pytest.raises(ValueError, match="clustering.measures"):
         ct.citl_test(res, 0.3)
+
+
+def test_report_states_the_clusters_and_warns_below_the_minimum(tmp_path):
+    df = sites(G=5)
+    res = ct.calib_ci("y ~ p", data=df, cluster="site", null="asymptotic")
+    path = tmp_path / "r.html"
+    res.report(path)
+    html = path.read_text(encoding="utf-8")
+    assert "Clustered rows." in html and "from 5 clusters (column site)" in html
+    assert "Warning: with only 5 clusters (fewer than 20)" in html
+    assert "Clustered analysis: 5 clusters." in html
