@@ -359,6 +359,11 @@ def _tost_result(measure, est, se, low, high, scale, alpha, n, method) -> Equiva
                                  reject=tb.reject, alpha=alpha, n=int(n), method=method)
 
 
+#: Why the CITL, slope and O/E equivalence tests refuse a clustered result.
+_CLUSTERED = ("the CITL, slope and O/E equivalence tests take the rows as independent; this result is clustered "
+              "(cluster=): its cluster-robust CITL, slope and O/E with intervals are in result.clustering.measures")
+
+
 def _as_valprob(result) -> ValProbResult:
     if isinstance(result, ValProbResult):
         return result
@@ -366,6 +371,8 @@ def _as_valprob(result) -> ValProbResult:
     if getattr(result, "mode", None) == "binary" and data is not None and hasattr(result, "sigma1_sq"):
         if getattr(result, "weighting", None) is not None:
             raise ValueError("CITL and slope tests are for unweighted rows; this result is weighted")
+        if getattr(result, "clustering", None) is not None:
+            raise ValueError(_CLUSTERED)
         return val_prob(y=np.rint(data.y[:, 0]).astype(np.int64), probs=data.z[:, 0], alpha=result.alpha)
     raise OptionTypeError("result must be a ValProbResult (from val_prob) or a binary CalibrationResult holding "
                           f"its rows, got {type(result).__name__}")
@@ -467,6 +474,8 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
                              "memory), or probs= and y=")
         if getattr(result, "weighting", None) is not None:
             raise ValueError("oe_test is for unweighted rows; this result is weighted")
+        if getattr(result, "clustering", None) is not None:
+            raise ValueError(_CLUSTERED)
         p, yy = data.z[:, 0], np.rint(data.y[:, 0])
         default = result.alpha
     else:
@@ -573,6 +582,9 @@ def _not_evaluable_reason(key: str, result) -> str:
         return f"{what} needs the rows, and this result does not hold them (it was computed from a stream)"
     if getattr(result, "weighting", None) is not None:
         return f"the test of {what} is for unweighted rows; this result is weighted"
+    if getattr(result, "clustering", None) is not None:
+        return (f"the test of {what} takes the rows as independent; this result is clustered (its cluster-robust "
+                "interval is in the summary)")
     return ""
 
 

@@ -119,6 +119,7 @@ import pandas as pd
 from calibtest._format import Call, fmt, mode_text
 from calibtest._validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
+from calibtest.core.clustered import cluster_cells, clustered_statistics, flip_draws, flipped_statistic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
@@ -318,6 +319,13 @@ class CalibrationTestResult(TestOfCalibration):
         z*_S of the draws (column r of ``null_draws`` and entry r here come
         from the same label vector): the combined statistic of draw r is
         max(null_draws[:, r].max(), abs(spiegelhalter_draws[r])).
+    n_clusters : int or None
+        With ``cluster=``: G, the number of clusters.  The test is then the
+        clustered one (:func:`calib_test_clustered`): T is T_cl of each scale,
+        ``sd`` sqrt(V_0), and the draws are sign flips of whole clusters
+        (``n_draws`` sign patterns) instead of label draws.
+    cluster_exact : bool
+        With ``cluster=``: the draws are every sign pattern but the identity.
     """
 
     statistic: float
@@ -337,6 +345,8 @@ class CalibrationTestResult(TestOfCalibration):
     spiegelhalter_z: float | None = None
     pvalue_spiegelhalter: float | None = None
     spiegelhalter_draws: np.ndarray | None = field(default=None, repr=False)
+    n_clusters: int | None = None
+    cluster_exact: bool = False
 
     def _summary(self, alpha: float | None):
         return _build_summary(self, alpha)
@@ -352,7 +362,9 @@ class CalibrationTestResult(TestOfCalibration):
                 "n_classes": self.n_classes, "mode": self.mode, "formula": self.formula, "y_name": self.y_name,
                 "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
                 "seed": None if self.seed is None else str(self.seed), "method": "calib_test",
-                "spiegelhalter_z": self.spiegelhalter_z, "pvalue_spiegelhalter": self.pvalue_spiegelhalter}
+                "spiegelhalter_z": self.spiegelhalter_z, "pvalue_spiegelhalter": self.pvalue_spiegelhalter,
+                **({} if self.n_clusters is None else {"n_clusters": self.n_clusters,
+                                                       "cluster_exact": self.cluster_exact})}
 
     def _repr_parts(self) -> list[str]:
         grid = f"B in {list(self.n_bins)}" if len(self.n_bins) > 1 else f"B={self.n_bins[0]}"
@@ -378,12 +390,16 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     alpha = res.alpha if alpha is None else alpha
     reject = res.pvalue <= alpha
     smry = CalibSummary()
-    smry.add_title("Multi-scale test of calibration (conditional Monte Carlo)")
+    clustered = res.n_clusters is not None
+    smry.add_title("Multi-scale test of calibration (cluster sign-flip)" if clustered else
+                   "Multi-scale test of calibration (conditional Monte Carlo)")
     smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
                        "Mode:": mode_text(res.mode, res.k),
                        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
                        "No. observations:": str(res.n),
-                       "Label draws (R):": str(res.n_draws),
+                       **({"Clusters (G):": str(res.n_clusters),
+                           "Sign patterns (R):": str(res.n_draws) + (" (every one)" if res.cluster_exact else "")}
+                          if clustered else {"Label draws (R):": str(res.n_draws)}),
                        "Partitions:": res.partitions,
                        "Combination:": _combination_text(res),
                        "Statistic:": fmt(res.statistic, 4), "P-value:": fmt(res.pvalue, 4),
@@ -434,6 +450,14 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     if sp and math.isinf(res.spiegelhalter_z):
         notes.append("Spiegelhalter's denominator is 0 (every p in {0, 1/2, 1}) and some label contradicts its "
                      "prediction (y = 1 at p = 0 or y = 0 at p = 1): z_S = +inf; every draw has z*_S = 0.")
+    if clustered:
+        notes.append(f"Clustered rows ({res.n_clusters} clusters, taken as independent): T is T_cl, the debiased "
+                     "estimate over pairs of rows of different clusters, sd = sqrt(V_0) its between-cluster null "
+                     "standard deviation, and the draws flip the signs of whole clusters' errors (a wild cluster "
+                     "bootstrap) instead of drawing labels"
+                     + (", every sign pattern but the identity (an exact randomization test)" if res.cluster_exact
+                        else "") + "; Spiegelhalter's z is sum_g A_g / sqrt(sum_g A_g^2) over the cluster sums A_g "
+                     "of (y - p)(1 - 2p). 'Label vectors' above read 'sign patterns' (docs/clusters.md).")
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
     notes.append("T: debiased binned ECE^2 estimate (Sun, Chaudhari, Barnett & Dobriban, arXiv:2408.08998).")
@@ -500,6 +524,68 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
                            spiegelhalter_draws=draws.spiegelhalter_draws if spiegelhalter else None, alpha=alpha,
                            combine=combine, partitions=partitions, n_draws=R, seed=seed, n=target.n, k=target.k,
                            n_classes=target.n_classes, mode=target.mode, **bookkeeping)
+
+
+def calib_test_clustered(target: PreparedData, codes: np.ndarray, n_clusters: int, *, grid: tuple | None = None,
+                         alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS, rng=None, seed=None,
+                         combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
+                         **bookkeeping) -> CalibrationTestResult:
+    """The multi-scale test for rows in independent clusters (``calib_test(..., cluster=)``).
+
+    Each scale's statistic is T_cl (pairs of rows of different clusters) and
+    its sd sqrt(V_0) (:func:`calibtest.core.clustered.clustered_statistics`);
+    the joint null of the scales comes from sign flips of whole clusters, the
+    same patterns at every scale (:func:`calibtest.core.clustered.flip_draws`),
+    so the max-z combination keeps its size with correlated rows.
+    Spiegelhalter's z becomes sum_g A_g / sqrt(sum_g A_g^2) with A_g the
+    cluster sums of (y - p)(1 - 2p), flipped with the same signs.
+
+    Parameters
+    ----------
+    target : PreparedData
+    codes : ndarray of int, shape (n,)
+        Cluster of each row, 0..G-1.
+    n_clusters : int
+        G.
+    grid, alpha, n_draws, rng, seed, combine, partitions, spiegelhalter, **bookkeeping
+        As in :func:`calib_test_rows`.
+    """
+    if seed is None:
+        rng, seed = resolve_seed(rng)
+    elif is_integer(seed):
+        rng = np.random.default_rng(seed)
+    partitions = check_partitions(partitions, target.mode)
+    spiegelhalter = check_spiegelhalter(spiegelhalter, target.mode)
+    if grid is None:
+        grid = adaptive_grid(target.n, binned_dimension(target.mode, target.k))
+    families = [fam for fam in ("equal-width", "equal-mass") if partitions in (fam, "both")]
+    labels = [(fam, b) for fam in families for b in grid]
+    check_memory(8.0 * len(labels) * n_draws, f"n_draws={n_draws} at {len(labels)} scale(s)", "lower n_draws")
+    bins = []
+    if "equal-width" in families:
+        bins += [(p.inverse, p.m) for p in (partition_rows(target, b) for b in grid)]
+    if "equal-mass" in families:
+        bins += [equal_mass_bins(target.z[:, 0], b) for b in grid]
+    cells = [cluster_cells(inv, target.u, codes, m, n_clusters) for inv, m in bins]
+    stats = [clustered_statistics(c, target.n) for c in cells]
+    flips = [flipped_statistic(c, st.bin_weight) for c, st in zip(cells, stats)]
+    sp_obs = None
+    if spiegelhalter:
+        p = target.z[:, 0]
+        A = np.bincount(codes, weights=target.u[:, 0] * (1.0 - 2.0 * p), minlength=n_clusters)
+        scale = math.sqrt(float(np.sum(A * A)))
+        sp_obs = float(A.sum() / scale) if scale > 0 else 0.0
+        flips.append(lambda eps: (A @ eps) / scale if scale > 0 else np.zeros(eps.shape[1]))
+    draws, exact = flip_draws(n_clusters, n_draws, rng, flips)
+    statistic = np.array([st.estimate for st in stats])
+    sd = np.sqrt([st.null_variance for st in stats])
+    null_draws = draws[:len(stats)]
+    return assemble_result(labels=labels, grid=grid, statistic=statistic, null_draws=null_draws, sd=sd,
+                           sign_of=lambda i: int(np.sign(statistic[i])), spiegelhalter_z=sp_obs,
+                           spiegelhalter_draws=draws[-1] if spiegelhalter else None, alpha=alpha, combine=combine,
+                           partitions=partitions, n_draws=int(draws.shape[1]), seed=None if exact else seed,
+                           n=target.n, k=target.k, n_classes=target.n_classes, mode=target.mode,
+                           n_clusters=int(n_clusters), cluster_exact=bool(exact), **bookkeeping)
 
 
 def assemble_result(*, labels, grid, statistic, null_draws, sd, sign_of, spiegelhalter_z, spiegelhalter_draws, alpha,

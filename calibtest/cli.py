@@ -54,7 +54,7 @@ _EPILOG = ("exit status: 0 success; 1 an error in the data or the files (a missi
 # ----------------------------------------------------------------------------- the shared options
 def _shared_options() -> dict[str, argparse.ArgumentParser]:
     """Parent parsers holding each shared option once: ``formula``, ``model`` (n-classes, k, bins,
-    alpha, missing), ``json`` and ``weighting`` (weights, prevalence).  A subcommand lists the parents it takes."""
+    alpha, missing), ``json`` and ``weighting`` (weights, prevalence, cluster).  A subcommand lists the parents it takes."""
     formula = argparse.ArgumentParser(add_help=False)
     formula.add_argument("--formula", action="append", default=None, metavar="FORMULA", help=_FORMULA_HELP)
     one_formula = argparse.ArgumentParser(add_help=False)  # shown as required where it is
@@ -72,6 +72,7 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
     weighting.add_argument("--weights", default=None, metavar="COLUMN",
                            help="column of case weights (survey or inverse-probability weights)")
     OPTIONS["prevalence"].add_to(weighting, metavar="PI")
+    OPTIONS["cluster"].add_to(weighting, metavar="COLUMN")
     return {"formula": formula, "one_formula": one_formula, "model": model, "json": as_json,
             "weighting": weighting}
 
@@ -197,9 +198,11 @@ def _resampling_options(args) -> dict:
 
 
 def _population_options(args) -> dict:
-    """``--by``, ``--weights`` and ``--prevalence`` as calib_ci keywords (only those given; the seed for
-    the Monte Carlo draws they may need)."""
+    """``--by``, ``--weights``, ``--prevalence`` and ``--cluster`` as calib_ci keywords (only those given; the
+    seed for the Monte Carlo draws they may need)."""
     out = {}
+    if args.cluster is not None:
+        out["cluster"] = args.cluster
     if args.by:
         out["by"] = args.by[0] if len(args.by) == 1 else list(args.by)
     if args.weights is not None:
@@ -212,15 +215,15 @@ def _population_options(args) -> dict:
 
 
 #: The ``ci`` options that need the rows in memory (the whole file is read), as the help text lists them.
-_CI_ROW_OPTIONS = "--weights, --prevalence, a resampling --method or --null monte-carlo"
+_CI_ROW_OPTIONS = "--weights, --prevalence, --cluster, a resampling --method or --null monte-carlo"
 
 
 def _ci_needs_rows(args) -> bool:
     """Whether ``ci``'s options need the rows in memory (see :data:`_CI_ROW_OPTIONS`); otherwise the file is
     streamed, ``--by`` included (per-group bin sums): only the per-bin sums are kept, so memory is bounded by the
     chunk size, not the file."""
-    return args.weights is not None or args.prevalence is not None or args.method != "adjusted" \
-        or args.null == "monte-carlo"
+    return args.weights is not None or args.prevalence is not None or args.cluster is not None \
+        or args.method != "adjusted" or args.null == "monte-carlo"
 
 
 def _cmd_ci(args) -> int:
@@ -411,6 +414,8 @@ def report_command(args) -> str:
         parts += ["--weights", args.weights]
     if args.prevalence is not None:
         parts += ["--prevalence", repr(args.prevalence)]
+    if args.cluster is not None:
+        parts += ["--cluster", args.cluster]
     if args.seed is not None:
         parts += ["--seed", str(args.seed)]
     if args.chunksize is not None:

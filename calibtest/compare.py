@@ -37,6 +37,7 @@ from scipy import special as _special
 
 from calibtest._format import fmt, model_name, p_equals
 from calibtest._validation import check_alpha, check_missing
+from calibtest.core.clustered import cluster_cells, clustered_difference_variance, clustered_statistics
 from calibtest.core.difference_variance import difference_variance
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import parse_formula, resolve_env
@@ -176,7 +177,15 @@ class ComparisonResult(ResultDisplay):
         else:
             notes.append(f"Unpaired comparison ({self.pairing}): independent evaluation sets, "
                          "Var = Var(T_A) + Var(T_B).")
-        if self.variance == "corrected":
+        clustering = None if self.result_a is None else self.result_a.clustering
+        if clustering is not None:
+            notes.append(f"Clustered rows ({clustering.n_clusters} clusters in A"
+                         + ("" if self.result_b is None or self.result_b.clustering is None else
+                            f", {self.result_b.clustering.n_clusters} in B")
+                         + "): each estimate is T_cl (pairs of rows of different clusters); the first order is the "
+                         "cluster-robust variance of the cluster sums of the influence values (G / (G - 1)), the "
+                         "second order the between-cluster quadratic part (docs/clusters.md).")
+        elif self.variance == "corrected":
             notes.append("Standard error = sqrt(first order + second order); the first-order (influence) "
                          "variance has its plug-in bias from the estimated bin means removed "
                          "(docs/compare.md).")
@@ -422,6 +431,9 @@ def _check_compatible(a: CalibrationResult, b: CalibrationResult):
     if a.weighting is not None or b.weighting is not None:
         raise ValueError("calib_compare takes unweighted results: the difference variance of weighted "
                          "estimates (weights=, prevalence=) is not implemented")
+    if (a.clustering is None) != (b.clustering is None):
+        raise ValueError("compare two clustered results (calib_ci(..., cluster=)) or two unclustered ones, not one "
+                         "of each")
     if a.mode != b.mode:
         raise ValueError(f"the two results have different modes ({a.mode!r} and {b.mode!r}); "
                          "compare calibration errors of the same target")
@@ -432,11 +444,34 @@ def _check_compatible(a: CalibrationResult, b: CalibrationResult):
                          f"{b.n_classes})")
 
 
+def _clustered_variance(a, b, paired: bool) -> tuple[float, float]:
+    """(V_1, V_0) of T_cl^A - T_cl^B for two clustered results (``calib_ci(..., cluster=)``).
+
+    Paired (the same rows and clusters): the cluster-robust variance of the
+    difference (:func:`calibtest.core.clustered.clustered_difference_variance`);
+    unpaired (independent sets of clusters): the sum of the two results' parts.
+    """
+    ca, cb = a.clustering, b.clustering
+    if not paired:
+        return ca.linear_variance + cb.linear_variance, ca.null_variance + cb.null_variance
+    if not np.array_equal(ca.codes, cb.codes):
+        raise ValueError("a paired clustered comparison needs the same clusters row by row in both results (the "
+                         "same cluster= labels)")
+    G = ca.n_clusters
+    cells = [cluster_cells(r.partition.inverse, r.data.u, r.clustering.codes, r.partition.m, G) for r in (a, b)]
+    stats = [clustered_statistics(c, r.n) for c, r in zip(cells, (a, b))]
+    return clustered_difference_variance(cells[0], stats[0], cells[1], stats[1])
+
+
 def _compare_two(a, b, *, paired, pairing, alpha, alternative, variance, names) -> ComparisonResult:
     inv_a, u_a = _rows(a, "a")
     inv_b, u_b = _rows(b, "b")
-    var = difference_variance(inv_a, u_a, inv_b, u_b, paired=paired)
-    v1, v2 = var.first_order(variance), var.second_order
+    if a.clustering is not None:
+        v1, v2 = _clustered_variance(a, b, paired)
+        var = None
+    else:
+        var = difference_variance(inv_a, u_a, inv_b, u_b, paired=paired)
+        v1, v2 = var.first_order(variance), var.second_order
     se = float(np.sqrt(v1 + v2))
     est = float(a.estimate - b.estimate)
     if se > 0:
@@ -448,7 +483,7 @@ def _compare_two(a, b, *, paired, pairing, alpha, alternative, variance, names) 
     return ComparisonResult(
         estimate=est, estimate_a=float(a.estimate), estimate_b=float(b.estimate), se=se,
         se_first_order=float(np.sqrt(v1)), se_second_order=float(np.sqrt(v2)),
-        se_first_order_plugin=float(np.sqrt(var.first_order_plugin)), statistic=float(stat), pvalue=pvalue,
+        se_first_order_plugin=float(np.sqrt(v1 if var is None else var.first_order_plugin)), statistic=float(stat), pvalue=pvalue,
         alternative=alternative, alpha=alpha, ci_lower=float(lower), ci_upper=float(upper), paired=bool(paired),
         pairing=pairing, variance=variance, name_a=names[0], name_b=names[1], n_a=a.n, n_b=b.n,
         n_bins_a=a.n_bins, n_bins_b=b.n_bins, mode=a.mode, k=a.k, n_classes=a.n_classes,
@@ -471,7 +506,7 @@ def _names(results, names) -> list[str]:
     return out
 
 
-def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env):
+def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster=None):
     """calib_ci for each formula on the same rows (rows with NaN in any formula dropped jointly)."""
     if data is None:
         raise ValueError("the formula form needs data=")
@@ -488,14 +523,17 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env):
                 data = data.loc[~mask]
             else:
                 data = {key: np.asarray(val)[~mask] for key, val in data.items()}
+            if cluster is not None and not isinstance(cluster, str):  # labels given per row: drop them too
+                labels = np.asarray(cluster)
+                cluster = labels[~mask] if labels.shape == mask.shape else labels
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": 0.05}  # as calib_ci records them
     return [estimate_in_memory(f, data, None, None, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                               call_options=options) for f in formulas]
+                               call_options=options, cluster=cluster) for f in formulas]
 
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
-                  missing: str = "raise", eval_env=0):
+                  missing: str = "raise", eval_env=0, cluster=None):
     """Test whether two models' l2 calibration errors differ: H0 Delta = ECE_A^2 - ECE_B^2 = 0.
 
     Parameters
@@ -528,6 +566,17 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
         As in :func:`calibtest.calib_ci`, for the formula form.  With
         ``missing="drop"`` a row with a missing value in any formula is
         dropped for all models, so the rows stay shared.
+    cluster : str or array_like, optional
+        Formula form: clusters of correlated rows (a column of ``data`` or
+        one label per row), as in :func:`calibtest.calib_ci`; each model's
+        estimate is T_cl and the difference's standard error the
+        cluster-robust one: cluster sums of the difference of the influence
+        values (G / (G - 1) correction) plus the between-cluster quadratic
+        part of the difference (``docs/clusters.md``).  Results of
+        ``calib_ci(..., cluster=)`` are compared the same way (paired: the
+        same clusters row by row; unpaired: independent sets of clusters,
+        variances added); a clustered and an unclustered result are not
+        compared.  ``variance=`` does not apply to clustered results.
 
     Returns
     -------
@@ -571,11 +620,14 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
             raise ValueError("the formula form evaluates all models on the same rows of data, so it is paired; "
                              "pass paired=None or True")
         results = _fit_formulas(models, data, n_classes=n_classes, k=k, n_bins=n_bins, missing=missing,
-                                env=resolve_env(eval_env))
+                                env=resolve_env(eval_env), cluster=cluster)
         forced = (True, "formula")
     else:
         if data is not None:
             raise ValueError("data= is used only with formulas")
+        if cluster is not None:
+            raise ValueError("cluster= is used only with formulas; results of calib_ci(..., cluster=) carry "
+                             "their clusters")
         for i, m in enumerate(models):
             if not isinstance(m, CalibrationResult):
                 raise TypeError(f"model {i + 1} must be a CalibrationResult or a formula string, "

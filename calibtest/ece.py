@@ -19,9 +19,9 @@ from calibtest.estimation import estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.backends.grouped import dask_groups, stream_file_groups
 from calibtest._format import Call
-from calibtest.grouping import by_names
+from calibtest.grouping import by_names, group_labels
 from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums
-from calibtest.inputs import is_dask, is_out_of_core
+from calibtest.inputs import is_dask, is_out_of_core, prepare_input
 from calibtest.options import check_options
 from calibtest.results import CalibrationResult
 
@@ -41,7 +41,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
              null: str = DEFAULT_NULL, rng=None, n_null_draws: int = DEFAULT_DRAWS,
              chunksize: int | None = None, progress: bool | None = None, weights=None,
-             prevalence: float | None = None, by=None) -> CalibrationResult | GroupedCalibrationResult:
+             prevalence: float | None = None, by=None, cluster=None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -187,6 +187,27 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         null with a note (the Monte Carlo draws need the rows) and are left
         unanalysed under ``null="conditional"`` (``docs/populations.md``).
         ``weights=`` and ``prevalence=`` need rows in memory.
+    cluster : str or array_like, optional
+        Clusters of correlated rows (the site of a multicentre validation, the
+        patient of repeated rows): a column of ``data`` or one label per row.
+        Clusters are taken as independent and rows within one as possibly
+        correlated; the estimand is the ECE^2 of the population of sites'
+        patients.  The estimate becomes T_cl (pairs of rows of different
+        clusters only, so a shared site effect does not bias it), its standard
+        error cluster-robust (cluster-summed influence values plus the
+        between-cluster quadratic part), the interval's quantiles t with
+        G - 1 degrees of freedom, and the test of ECE = 0 the cluster
+        sign-flip test (``null="auto"`` or ``"monte-carlo"``; every sign
+        pattern when 2^(G-1) <= ``n_null_draws``) or z = T_cl / sqrt(V_0)
+        (``null="asymptotic"``); ``null="conditional"`` is refused (it
+        redraws labels independently).  Binary and top-1 results also hold
+        CITL, the slope and O/E with cluster-robust intervals
+        (``res.clustering.measures``).  Needs rows in memory and
+        ``method="adjusted"``; not with ``weights=``, ``prevalence=`` or
+        ``by=``.  A missing label or a single cluster is an error; clusters
+        of one row are allowed.  The summary states the number of clusters
+        and warns below 20 (``docs/clusters.md``,
+        ``vignettes/clustered_coverage.md``).
 
     Returns
     -------
@@ -220,6 +241,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
+    if cluster is not None:
+        check_options(cluster=cluster)
+        if is_out_of_core(data):
+            raise OptionError("cluster= needs the rows in memory (a DataFrame or arrays); for a file or a Dask "
+                              "frame, read the formula's columns and the cluster column into pandas")
+        if by is not None:
+            check_cluster_by(formula, data, y, probs, env, missing, by, cluster)
     if is_out_of_core(data) and (weights is not None or prevalence is not None):
         raise OptionError("weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
                          "file or a Dask frame, read the columns needed into pandas")
@@ -249,7 +277,24 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                               alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
                               method=method, n_resamples=n_resamples, progress=progress, call_options=options,
-                              weights=weights, prevalence=prevalence)
+                              weights=weights, prevalence=prevalence, cluster=cluster)
+
+
+def check_cluster_by(formula, data, y, probs, env, missing, by, cluster) -> None:
+    """``cluster=`` with ``by=``: an error naming the crossing when a cluster lies in two groups, else an
+    error saying that the grouped clustered analysis is not available (analyse each group with cluster=).
+
+    Raises
+    ------
+    DataError
+        A cluster has rows in two groups (:func:`calibtest.inputs.resolve_clusters`).
+    OptionError
+        Otherwise: by= with cluster= is not supported.
+    """
+    prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, by=by,
+                  group_labels=group_labels, target=False, cluster=cluster)
+    raise OptionError("cluster= with by= is not supported yet: the clusters lie inside the groups, so analyse "
+                      "each group with calib_ci(..., cluster=) on its rows (the groups are then independent)")
 
 
 # --------------------------------------------------------------------------- data not in memory

@@ -24,9 +24,10 @@ import math
 import numpy as np
 
 from calibtest._format import Call
-from calibtest._validation import DEFAULT_DRAWS, MAX_BYTES, check_memory, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, MAX_BYTES, OptionError, check_memory, resolve_seed
 from calibtest.core.binning import fixed_rule, singleton_fraction
 from calibtest.core.binstats import BinStats, debiased_statistic
+from calibtest.core.clustered import cluster_cells, clustered_inference
 from calibtest.core.conditional import (SHIFTED_GAMMA_MAX_SKEWNESS, MonteCarloTest, conditional_bin_sums,
                                         conditional_memory, conditional_moments, conditional_sums_from_columns,
                                         conditional_test, label_classes, monte_carlo_test, null_law)
@@ -39,10 +40,12 @@ from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
                                      sparse_bins, studentized_adjusted_interval, weighted_null_draws,
                                      weighted_statistics)
-from calibtest.inputs import prepare_input
-from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Weighting
+from calibtest.cluster_robust import cluster_robust_measures
+from calibtest.inputs import Clusters, prepare_input
+from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Clustering, Weighting
 
 __all__ = ["result_from_sums", "result_from_stream", "estimate_rows", "estimate_weighted", "check_weighted_options",
+           "estimate_clustered", "check_clustered_options", "clustered_null",
            "null_law", "resolve_null", "estimate_in_memory", "keeps_null_sums", "streamed_null",
            "CONDITIONAL_BY_DEFAULT_MAX_DIM"]
 
@@ -462,6 +465,100 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         partition=partition, weighting=weighting, monte_carlo=monte_carlo, **extra)
 
 
+def clustered_null(null: str) -> str:
+    """The clustered null ``null=`` stands for: ``"sign-flip"`` (auto, monte-carlo) or ``"asymptotic"``.
+
+    Raises
+    ------
+    OptionError
+        For ``null="conditional"``, whose exact moments redraw each label alone (independent rows).
+    """
+    if null == "conditional":
+        raise OptionError("null='conditional' redraws each label independently given its prediction, which "
+                          "ignores the correlation within clusters; with cluster= use null='auto' (the cluster "
+                          "sign-flip test), 'monte-carlo' (the same) or 'asymptotic' (z = T_cl / sqrt(V_0))")
+    return "asymptotic" if null == "asymptotic" else "sign-flip"
+
+
+def check_clustered_options(method: str, weights, prevalence) -> None:
+    """Refuse what the clustered estimate does not support: resampling intervals, weights, prevalence."""
+    if method != "adjusted":
+        raise OptionError(f"cluster= supports method='adjusted' (the cluster-robust adjusted interval), not "
+                          f"method={method!r}: the resampling baselines resample independent rows")
+    if weights is not None or prevalence is not None:
+        raise OptionError("cluster= cannot be combined with weights= or prevalence= (a weighted clustered "
+                          "estimator is not implemented)")
+
+
+def estimate_clustered(data: PreparedData, partition: Partition, clusters: Clusters, *, alpha: float,
+                       null: str = "auto", rng=None, n_null_draws: int = DEFAULT_DRAWS, call: Call | None = None,
+                       **extra) -> CalibrationResult:
+    """The clustered estimate (``cluster=``): T_cl, its cluster-robust interval and the clustered test; one result.
+
+    T_cl, V_1, V_0, the sign-flip or asymptotic test and the t_{G-1}
+    adjusted interval are those of :func:`calibtest.core.clustered.clustered_inference`
+    (see ``docs/clusters.md``).  The result's ``sigma1_sq`` is n V_1 and its
+    ``sigma0_sq`` n^2 w V_0, so that z0 = n sqrt(w) T_cl / sigma0 = T_cl / sqrt(V_0)
+    and the asymptotic threshold is z_alpha sqrt(V_0) at any level; ``se`` is
+    sqrt(V_1 + V_0).  For the binary and top-1 modes the result also holds
+    CITL, the slope and O/E with cluster-robust intervals
+    (:func:`calibtest.cluster_robust.cluster_robust_measures`).
+
+    Parameters
+    ----------
+    data, partition
+        The prepared rows and their bins.
+    clusters : Clusters
+        The rows' clusters (:func:`calibtest.inputs.resolve_clusters`).
+    alpha : float
+    null : {"auto", "asymptotic", "monte-carlo"}
+        ``"auto"`` and ``"monte-carlo"``: the cluster sign-flip test; ``"asymptotic"``: z = T_cl / sqrt(V_0).
+    rng, n_null_draws
+        Seed and number R of the random sign patterns (every pattern is used when 2^(G-1) <= R).
+    call : Call, optional
+    **extra
+        Bookkeeping fields of the result.
+    """
+    kind = clustered_null(null)
+    gen, seed = resolve_seed(rng) if kind == "sign-flip" else (None, None)
+    n, G = data.n, clusters.n_clusters
+    cells = cluster_cells(partition.inverse, data.u, clusters.codes, partition.m, G)
+    inference = clustered_inference(cells, n, alpha=alpha, null=kind, n_draws=n_null_draws, rng=gen)
+    st = inference.statistics
+    stats = partition.bin_sums(data)
+    volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)
+    monte_carlo = None
+    if kind == "sign-flip":
+        monte_carlo = MonteCarloTest(statistic=st.estimate, pvalue=inference.pvalue, n_draws=int(inference.draws.size),
+                                     seed=seed if seed != "Generator" else None, null_draws=inference.draws)
+    estimates = Estimates(estimate=st.estimate, plugin_estimate=st.plugin, sigma1_sq=n * st.linear_variance,
+                          sigma0_sq=n * n * volume * st.null_variance, se=st.se, bin_volume=volume,
+                          test=(inference.zstat, inference.pvalue, inference.threshold), interval=inference.interval,
+                          null_method="normal" if kind == "asymptotic" else "monte carlo",
+                          asymptotic=None if kind == "asymptotic" else (inference.zstat, inference.asymptotic_pvalue),
+                          singleton_fraction=singleton_fraction(stats.count))
+    measures = None
+    if data.mode in ("binary", "top1"):
+        measures = cluster_robust_measures(data.y[:, 0], data.z[:, 0], clusters.codes, alpha)
+    clustering = Clustering(name=clusters.name, n_clusters=G, sizes=clusters.sizes,
+                            linear_variance=st.linear_variance, null_variance=st.null_variance, null=kind,
+                            exact=inference.exact,
+                            n_patterns=0 if inference.draws is None else int(inference.draws.size) + int(inference.exact),
+                            zstat=inference.zstat, asymptotic_pvalue=inference.asymptotic_pvalue,
+                            iid_estimate=debiased_statistic(stats, n), measures=measures,
+                            codes=clusters.codes, labels=clusters.labels)
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=data.mode, k=data.k,
+                                               second_order_variance=None)
+    if call is not None and monte_carlo is not None and monte_carlo.seed is not None \
+            and call.options.get("rng") is None:
+        call = call.with_options(rng=monte_carlo.seed)
+    return CalibrationResult.from_estimates(
+        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=data.mode, k=data.k,
+        n_classes=data.n_classes, alpha=alpha, null="asymptotic" if kind == "asymptotic" else "monte-carlo",
+        approximation=approximation, call_record=call, data=data, partition=partition, clustering=clustering,
+        monte_carlo=monte_carlo, bin_rule=partition.bin_rule, **extra)
+
+
 def check_weighted_options(null: str, method: str) -> None:
     """Refuse the options the weighted estimate does not support (the conditional null, resampling)."""
     if null == "conditional" or method != "adjusted":
@@ -474,7 +571,7 @@ def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, 
                        missing: str = "raise", null: str = "asymptotic", rng=None, n_null_draws: int = DEFAULT_DRAWS,
                        method: str = "adjusted", n_resamples=None, progress=None,
                        call_options: dict | None = None, weights=None,
-                       prevalence: float | None = None) -> CalibrationResult:
+                       prevalence: float | None = None, cluster=None) -> CalibrationResult:
     """:func:`calibtest.calib_ci` on rows in memory: read them, prepare the target, bin once, estimate.
 
     The options are those of :func:`calibtest.calib_ci`, already validated;
@@ -482,18 +579,27 @@ def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, 
     ``call_options`` the options the recorded call shows.  ``weights`` (a
     column name or an array) and ``prevalence`` select the weighted estimate
     (:func:`estimate_weighted`), which supports only the adjusted interval
-    and the asymptotic null.
+    and the asymptotic null; ``cluster`` (a column name or an array) the
+    clustered estimate (:func:`estimate_clustered`).
     """
     options = dict(call_options or {})
+    if cluster is not None:
+        check_clustered_options(method, weights, prevalence)
+        clustered_null(null)
+        if null != "auto":
+            options["null"] = null
     if weights is not None or prevalence is not None:
         options.update({"weights": None, "prevalence": prevalence})  # the weights' name filled in below
     prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes,
-                             k=k, weights=weights, options=options)
+                             k=k, weights=weights, options=options, cluster=cluster)
     rows, target, w, w_name, call = prepared.rows, prepared.target, prepared.weights, prepared.weights_name, \
         prepared.call
     partition = partition_rows(target, n_bins)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
+    if prepared.clusters is not None:
+        return estimate_clustered(target, partition, prepared.clusters, alpha=alpha, null=null, rng=rng,
+                                  n_null_draws=n_null_draws, call=call, **bookkeeping)
     if w is not None or prevalence is not None:
         check_weighted_options(null, method)
         return estimate_weighted(target, partition, w, alpha=alpha, prevalence=prevalence, weights_name=w_name,

@@ -30,7 +30,7 @@ from calibtest.backends.evidence_stream import with_stream
 from calibtest.backends.files import stream_file
 from calibtest.backends.grouped_test_stream import stream_calib_test_by
 from calibtest.backends.quantile_test_stream import stream_calib_test_scales
-from calibtest.calibration_test import calib_test_rows, check_grid
+from calibtest.calibration_test import calib_test_clustered, calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.estimation import estimate_in_memory, estimate_rows
@@ -47,7 +47,7 @@ __all__ = ["calib_test", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROW
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
-               missing: str = "raise", eval_env: int = 0, by=None, chunksize: int | None = None):
+               missing: str = "raise", eval_env: int = 0, by=None, chunksize: int | None = None, cluster=None):
     """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
@@ -144,6 +144,14 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         Rows per chunk when ``data`` is a file path (default
         :data:`~calibtest.options.DEFAULT_CHUNKSIZE`); the p-value does not
         depend on it.  Refused for any other ``data``.
+    cluster : str or array_like, optional
+        Clusters of correlated rows (a column of ``data`` or one label per
+        row; clusters independent): the test becomes the clustered one
+        (:func:`calibtest.calibration_test.calib_test_clustered`): T_cl and
+        sqrt(V_0) per scale, and ``n_draws`` sign flips of whole clusters in
+        place of label draws (every pattern when 2^(G-1) - 1 <= n_draws, an
+        exact randomization test; with G clusters no p-value is below
+        2^-(G-1)).  Rows in memory, without ``by=``; see ``docs/clusters.md``.
 
     Returns
     -------
@@ -178,6 +186,11 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
     if chunksize is not None and not isinstance(data, (str, os.PathLike)):
         raise OptionError("chunksize= applies only to data given as a file path")
+    if cluster is not None:
+        check_options(cluster=cluster)
+        if is_out_of_core(data) or by is not None:
+            raise OptionError("calib_test with cluster= needs the rows in memory (a DataFrame or arrays) and no by=: "
+                              "analyse each group's rows with cluster=")
     if is_out_of_core(data):
         extra = {} if chunksize is None else {"chunksize": chunksize}
         return _calib_test_stream(formula, data, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
@@ -194,10 +207,16 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None,
                         "by": None if by is None else (by if by_names(by) else "<array>")},
-                             by=by, group_labels=group_labels)
+                             by=by, group_labels=group_labels, cluster=cluster)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
+    if prepared.clusters is not None:
+        return calib_test_clustered(target, prepared.clusters.codes, prepared.clusters.n_clusters, grid=grid,
+                                    alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
+                                    partitions=partitions, spiegelhalter=spiegelhalter, formula=formula,
+                                    y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped,
+                                    call_record=call)
     if by is not None:
         return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
                               combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, formula=formula)
@@ -260,7 +279,7 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
-             eval_env=0, by=None, chunksize: int | None = None) -> EvidenceResult | GroupedResult:
+             eval_env=0, by=None, chunksize: int | None = None, cluster=None) -> EvidenceResult | GroupedResult:
     """Every calibration test of a model on the same rows, and a conclusion from all of them.
 
     Equivalent to ``calib_ci(..., null=null, rng=rng).evidence()``: the
@@ -310,6 +329,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         (in the table's order, empty groups counted) uses
         ``rng=numpy.random.default_rng([s, g])``, s the seed; a group with a
         single outcome class is listed, not analysed.
+    cluster : str or array_like, optional
+        Refused with a ValueError that says where the clustered evidence is:
+        Hosmer-Lemeshow and the bin-sensitivity table have no clustered
+        version, so ``calib_ci(..., cluster=).summary()`` (the clustered
+        interval and test, cluster-robust CITL, slope and O/E) and
+        ``calib_test(..., cluster=)`` (the clustered multi-scale test) give it.
 
     chunksize : int, optional
         Rows per chunk when ``data`` is a file path (default
@@ -333,9 +358,14 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
-    check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
+    check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)
     if chunksize is not None and not isinstance(data, (str, os.PathLike)):
         raise OptionError("chunksize= applies only to data given as a file path")
+    if cluster is not None:
+        raise OptionError("evidence() takes the rows as independent (Hosmer-Lemeshow and the bin-sensitivity table "
+                          "have no clustered version); for clustered rows use calib_ci(..., cluster=).summary() (the "
+                          "clustered interval and test, cluster-robust CITL, slope and O/E) and "
+                          "calib_test(..., cluster=) (the clustered multi-scale test)")
     env = resolve_env(eval_env)
     if is_out_of_core(data):
         return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,

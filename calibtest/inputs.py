@@ -18,11 +18,12 @@ import pandas as pd
 
 from calibtest._format import Call, record_call
 from calibtest._validation import DataError, OptionError, check_missing, check_weights, row_values
+from calibtest.options import check_option
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.formula import column_values, parse_formula, resolve_env
 
 __all__ = ["Rows", "read_rows", "resolve_weights", "array_input", "missing_mask", "is_dask", "is_out_of_core",
-           "PreparedInput", "prepare_input"]
+           "PreparedInput", "prepare_input", "Clusters", "resolve_clusters"]
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
@@ -152,6 +153,90 @@ def resolve_weights(weights, data, rows) -> tuple:
 
 
 @dataclass(frozen=True, eq=False)
+class Clusters:
+    """The clusters of the kept rows (``cluster=``).
+
+    Attributes
+    ----------
+    codes : ndarray of intp, shape (n,)
+        Cluster of each kept row, 0..G-1 in the order of ``labels``.
+    labels : ndarray, shape (G,)
+        The cluster labels, sorted.
+    sizes : ndarray of int64, shape (G,)
+        Rows per cluster.
+    name : str or None
+        The cluster column (None for an array).
+    """
+
+    codes: np.ndarray
+    labels: np.ndarray
+    sizes: np.ndarray
+    name: str | None
+
+    @property
+    def n_clusters(self) -> int:
+        """G, the number of clusters."""
+        return int(self.labels.shape[0])
+
+
+def resolve_clusters(cluster, data, rows: Rows, group_values=()) -> Clusters | None:
+    """The clusters of the kept rows from ``cluster=`` (a column name or one label per input row).
+
+    Rules (``docs/clusters.md``): a missing label (NaN, None, NaT) is an error
+    naming ``cluster`` (a row whose cluster is unknown cannot be placed; drop
+    or fill those rows first); at least two clusters are needed (one cluster
+    leaves no between-cluster variation to estimate); clusters of one row are
+    allowed (an independent row is its own cluster); with ``by=`` every
+    cluster must lie inside one group (a site in two groups is an error: the
+    groups would share a site effect and no longer be independent).
+
+    Raises
+    ------
+    DataError
+        For the cases above, an unknown column or a length other than the data's.
+    """
+    if cluster is None:
+        return None
+    check_option("cluster", cluster)
+    n_input = rows.y.shape[0] + rows.n_dropped
+    values = row_values(cluster, data, n_input, "cluster")
+    if rows.kept is not None:
+        values = values[rows.kept]
+    missing = np.asarray(pd.isna(values), dtype=bool)
+    if missing.any():
+        raise DataError(f"cluster has {int(missing.sum())} missing labels (NaN or None); every row needs its "
+                        "cluster: drop or fill those rows before the analysis")
+    try:
+        labels, codes = np.unique(values, return_inverse=True)
+    except TypeError:  # labels of mixed types (e.g. str and int) do not sort: compare them as text
+        labels, codes = np.unique(values.astype(str), return_inverse=True)
+    codes = codes.ravel().astype(np.intp)
+    if labels.shape[0] < 2:
+        raise DataError(f"cluster has a single cluster ('{labels[0]}') among the {codes.shape[0]} rows: a "
+                        "cluster-robust analysis needs at least two independent clusters (and is reliable only "
+                        "with many more; docs/clusters.md)")
+    for gname, gvalues in zip(group_names_of(group_values), group_values):
+        _, gcodes = np.unique(np.asarray(gvalues).astype(str), return_inverse=True)
+        gcodes = gcodes.ravel()
+        low = np.full(labels.shape[0], np.iinfo(np.int64).max)
+        high = np.full(labels.shape[0], -1)
+        np.minimum.at(low, codes, gcodes)
+        np.maximum.at(high, codes, gcodes)
+        crossed = np.flatnonzero(low != high)
+        if crossed.size:
+            raise DataError(f"cluster and by= cross: cluster '{labels[crossed[0]]}' has rows in more than one "
+                            f"group of {gname} ({crossed.size} clusters do); every cluster must lie inside one "
+                            "group, so that the groups stay independent")
+    sizes = np.bincount(codes, minlength=labels.shape[0]).astype(np.int64)
+    return Clusters(codes, labels, sizes, cluster if isinstance(cluster, str) else None)
+
+
+def group_names_of(group_values) -> list[str]:
+    """Names for the grouping variables in messages (the caller passes the names with the values)."""
+    return [getattr(v, "name", None) or f"by[{i}]" for i, v in enumerate(group_values)]
+
+
+@dataclass(frozen=True, eq=False)
 class PreparedInput:
     """What a public function works on: the rows, the target, weights, group labels and the recorded call.
 
@@ -171,6 +256,8 @@ class PreparedInput:
         One label per kept row for each grouping variable.
     call : Call or None
         The recorded call (None when no options were given to record).
+    clusters : Clusters or None
+        The clusters of the kept rows (``cluster=``), None without.
     """
 
     rows: Rows
@@ -180,19 +267,21 @@ class PreparedInput:
     group_names: list
     group_values: list
     call: Call | None
+    clusters: Clusters | None = None
 
 
 def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing: str = "raise",
                   n_classes=None, k=None, weights=None, by=None, group_labels=None, options: dict | None = None,
-                  target: bool = True, single_column: bool = False) -> PreparedInput:
+                  target: bool = True, single_column: bool = False, cluster=None) -> PreparedInput:
     """Data or arrays -> validated rows, the calibration target, weights, group labels and the recorded call.
 
     Parameters
     ----------
     function : str
         The public function (named in messages and in the recorded call).
-    formula, data, y, probs, n_classes, k, weights, by, missing
-        As in :func:`calibtest.calib_ci` (``missing`` checked here).
+    formula, data, y, probs, n_classes, k, weights, by, missing, cluster
+        As in :func:`calibtest.calib_ci` (``missing`` checked here; ``cluster``
+        read and checked by :func:`resolve_clusters`, against the groups of ``by``).
     group_labels : callable, optional
         ``group_labels(by, data, n_input) -> (names, values)``, the grouping
         engine's reading of ``by=`` (:func:`calibtest.grouping.group_labels`);
@@ -238,10 +327,18 @@ def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing
         names, values = group_labels(by, data, rows.y.shape[0] + rows.n_dropped)
         if rows.kept is not None:
             values = [v[rows.kept] for v in values]
+    clusters = resolve_clusters(cluster, data, rows, [_named(v, nm) for nm, v in zip(names, values)])
     call = None
     if options is not None:
         options = dict(options)
         if weights is not None:
             options["weights"] = w_name if w_name else "<array>"
+        if cluster is not None:
+            options["cluster"] = clusters.name if clusters.name else "<array>"
         call = record_call(function, formula, data, rows.y, rows.probs, options)
-    return PreparedInput(rows, prepared, w, w_name, list(names), list(values), call)
+    return PreparedInput(rows, prepared, w, w_name, list(names), list(values), call, clusters)
+
+
+def _named(values, name):
+    """The labels as a Series named for messages."""
+    return pd.Series(np.asarray(values), name=str(name))

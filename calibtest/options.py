@@ -74,7 +74,7 @@ def is_integer(value) -> bool:
 
 
 #: The kinds of option: how a value is checked and how the command line parses its text.
-KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number", "folder", "criteria")
+KINDS = ("level", "count", "choice", "names", "seed", "flag", "mapping", "number", "folder", "criteria", "column")
 
 #: The acceptance criteria a plan can fix (``acceptance=`` of :func:`calibtest.plan`, ``--accept`` of the command
 #: line): key -> (what the limit is, the test that decides it).  ``ece_below`` is a margin delta > 0 on the ECE
@@ -118,7 +118,10 @@ class Option:
         ``numpy.random.Generator`` is accepted by the functions, not by files
         or the command line), ``"flag"`` (True or False), ``"mapping"`` (a
         dict of JSON values), ``"folder"`` (the path of an existing
-        directory: a ``str`` or path-like; canonical form ``str``).
+        directory: a ``str`` or path-like; canonical form ``str``),
+        ``"column"`` (a column name of ``data``, or one value per row as a
+        one-dimensional array, list or Series: its values are checked with
+        the rows, :mod:`calibtest.inputs`).
     default : object
         The default of the public functions, the plan and the command line.
     doc : str
@@ -178,6 +181,8 @@ class Option:
             text = "the path of an existing directory"
         elif self.kind == "criteria":
             text = "criteria KEY=VALUE with KEY one of " + ", ".join(ACCEPTANCE_CRITERIA)
+        elif self.kind == "column":
+            text = "a column name" if cli else "a column name or one value per row (array_like)"
         else:
             text = "a dict of JSON values"
         return ("None or " + text) if self.nullable and not cli else text
@@ -258,6 +263,14 @@ class Option:
                 what = "is a file, not a directory" if os.path.exists(path) else "does not exist"
                 raise OptionError(f"{name} must be an existing directory: {path!r} {what}")
             return path
+        if kind == "column":
+            if isinstance(value, str):
+                if not value:
+                    raise OptionError(f"{name} must name a column, got an empty string")
+                return value
+            if is_bool(value) or isinstance(value, (dict, numbers.Number)) or not hasattr(value, "__len__"):
+                raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
+            return value
         if not isinstance(value, dict):
             raise OptionTypeError(f"{name} must be {self.allowed()}, got {type(value).__name__}")
         if kind == "criteria":
@@ -364,6 +377,8 @@ _OPTIONS = (
     Option("chunksize", "count", None, "rows per chunk of a streamed file", nullable=True),
     Option("prevalence", "level", None, "population prevalence: re-weight an enriched (e.g. case-control) "
            "sample to it", nullable=True),
+    Option("cluster", "column", None, "clusters of correlated rows (e.g. the site of a multicentre study): "
+           "cluster-robust interval, test, CITL, slope and O/E, clusters independent", nullable=True),
     Option("n_sim", "count", 1000, "simulated studies per n of a sample-size calculation (--method simulation)",
            minimum=2),
     Option("adaptive", "flag", False, "adaptive T-Cal over dyadic bin counts"),

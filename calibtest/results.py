@@ -12,8 +12,10 @@ from calibtest._format import Call
 from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
 from calibtest.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.calibration_test import TestOfCalibration
+from calibtest.cluster_robust import ClusterRobustMeasures
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
+from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
@@ -239,6 +241,103 @@ class Weighting:
                 "interval_multipliers": None if self.interval_multipliers is None else list(self.interval_multipliers)}
 
 
+@dataclass(frozen=True, eq=False)
+class Clustering:
+    """How a clustered result allowed for correlation within clusters (``cluster=``).
+
+    The estimate is T_cl (pairs of rows of different clusters), its standard
+    error sqrt(V_1 + V_0) (cluster-robust linear part and the quadratic
+    part), the interval's quantiles t_{G-1}, and the test of ECE = 0 the
+    cluster sign-flip test or z = T_cl / sqrt(V_0) (see ``docs/clusters.md``
+    and :mod:`calibtest.core.clustered`).
+
+    Attributes
+    ----------
+    name : str or None
+        The cluster column (None for an array).
+    n_clusters : int
+        G.
+    sizes : ndarray of int64, shape (G,)
+        Rows per cluster (in the order of the sorted labels).
+    linear_variance, null_variance : float
+        V_1 and V_0.
+    null : {"sign-flip", "asymptotic"}
+        The null of the test.
+    exact : bool
+        The sign-flip null enumerated every sign pattern (2^(G-1) of them).
+    n_patterns : int
+        Sign patterns drawn or enumerated (0 under the asymptotic null).
+    zstat, asymptotic_pvalue : float
+        z = T_cl / sqrt(V_0) and its normal p-value (kept under either null).
+    iid_estimate : float
+        The paper's T on the same bins, which also counts the pairs of rows of one cluster.
+    measures : ClusterRobustMeasures or None
+        CITL, slope and O/E with cluster-robust intervals (binary and top-1).
+    codes : ndarray of intp, shape (n,) or None
+        Cluster of each analysed row, 0..G-1 (what a clustered comparison needs).
+    labels : ndarray, shape (G,) or None
+        The cluster labels, in the order of the codes.
+    """
+
+    name: str | None
+    n_clusters: int
+    sizes: np.ndarray = field(repr=False)
+    linear_variance: float
+    null_variance: float
+    null: str
+    exact: bool
+    n_patterns: int
+    zstat: float
+    asymptotic_pvalue: float
+    iid_estimate: float
+    measures: ClusterRobustMeasures | None = field(default=None, repr=False)
+    codes: np.ndarray | None = field(default=None, repr=False)
+    labels: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def few(self) -> bool:
+        """Fewer clusters than :data:`MIN_CLUSTERS`."""
+        return self.n_clusters < MIN_CLUSTERS
+
+    def _patterns_text(self) -> str:
+        return (f"all {self.n_patterns} sign patterns, exact" if self.exact else
+                f"{self.n_patterns} random sign patterns")
+
+    def notes(self) -> list[str]:
+        """Summary notes: the clusters, how the interval and test allow for them, and a warning when few."""
+        sizes = np.asarray(self.sizes)
+        what = f"column {self.name!r}" if self.name else "given as an array"
+        null = (f"the cluster sign-flip test ({self._patterns_text()})"
+                if self.null == "sign-flip" else "the asymptotic test z = T_cl / sqrt(V_0)")
+        notes = [f"{self.n_clusters} clusters ({what}; {int(sizes.min())} to {int(sizes.max())} rows, median "
+                 f"{float(np.median(sizes)):g}), assumed independent, rows within a cluster possibly correlated: "
+                 "the estimate T_cl averages U_i.U_j over pairs of rows of different clusters (the paper's T "
+                 f"on these bins, {self.iid_estimate:.4g}, also counts pairs within a cluster), its standard error "
+                 "sqrt(V_1 + V_0) is cluster-robust (cluster-summed influence values plus the between-cluster "
+                 f"quadratic part), the interval uses t quantiles with {self.n_clusters - 1} degrees of freedom, and "
+                 f"the test of ECE = 0 is {null} (docs/clusters.md)."]
+        if self.few:
+            notes.append(f"Only {self.n_clusters} clusters (fewer than {MIN_CLUSTERS}): the clustered interval and "
+                         "test are unreliable with few clusters: the test has little power and its size is only "
+                         "approximately held, and the interval is wide (vignettes/clustered_coverage.md)"
+                         + (f"; with {self.n_clusters} clusters the sign-flip p-value cannot be below "
+                            f"{1 / self.n_patterns:.3g}" if self.exact and self.null == "sign-flip" else "")
+                         + ". Report them as exploratory, or analyse more sites.")
+        return notes
+
+    def to_dict(self) -> dict:
+        """The scalar fields, flat (keys prefixed by their meaning)."""
+        out = {"cluster": self.name, "n_clusters": self.n_clusters, "cluster_size_min": int(np.min(self.sizes)),
+               "cluster_size_max": int(np.max(self.sizes)), "cluster_linear_variance": self.linear_variance,
+               "cluster_null_variance": self.null_variance, "cluster_null": self.null,
+               "cluster_null_exact": self.exact, "cluster_null_patterns": self.n_patterns,
+               "cluster_zstat": self.zstat, "cluster_asymptotic_pvalue": self.asymptotic_pvalue,
+               "iid_estimate": self.iid_estimate, "few_clusters": self.few}
+        if self.measures is not None:
+            out.update({f"cluster_robust_{k}": v for k, v in self.measures.to_dict().items()})
+        return out
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class CalibrationResult(ResultDisplay):
     """Confidence interval and test for the l2 expected calibration error.
@@ -338,9 +437,14 @@ class CalibrationResult(ResultDisplay):
         For a binary or top-1 result of a file or a Dask frame: its rows, to
         be read again in passes by :meth:`evidence` and the summary
         (:mod:`calibtest.backends.evidence_stream`); None otherwise.
+    clustering : Clustering or None
+        Clustered rows (``cluster=``): then ``estimate`` is T_cl (pairs of rows
+        of different clusters), ``se`` its cluster-robust standard error, the
+        interval uses t_{G-1} quantiles and the test is the cluster one
+        (``docs/clusters.md``); None for independent rows.
 
     Each optional part is one nested object (``asymptotic``, ``conditional``,
-    ``monte_carlo``, ``resampling``, ``weighting``): e.g.
+    ``monte_carlo``, ``resampling``, ``weighting``, ``clustering``): e.g.
     ``res.conditional.pvalue``, ``res.monte_carlo.seed``,
     ``res.resampling.n_resamples``.  ``to_dict()`` flattens them.
     """
@@ -393,6 +497,7 @@ class CalibrationResult(ResultDisplay):
     #: A file's or Dask frame's rows, to be read again (``calibtest.backends.evidence_stream.StreamedRows``):
     #: what :meth:`evidence` and the summary test when ``data`` is None.
     stream: object | None = field(default=None, repr=False)
+    clustering: Clustering | None = field(default=None, repr=False)
     #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -485,6 +590,8 @@ class CalibrationResult(ResultDisplay):
         threshold = null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
         if self.null != "asymptotic":  # zero joins iff the chosen null's test does not reject
             threshold = math.inf if self.null_pvalue > alpha else -math.inf
+        if self.clustering is not None:
+            return t_adjusted_interval(self.estimate, self.se, threshold, alpha, self.clustering.n_clusters)
         return adjusted_interval(self.estimate, self.se, threshold, alpha)
 
     def asymptotic_threshold(self, alpha: float | None = None) -> float:
@@ -641,6 +748,10 @@ class CalibrationResult(ResultDisplay):
         if self.weighting is not None:
             raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
                              "prevalence=): its interval and test are the weighted ones in summary()")
+        if self.clustering is not None:
+            raise ValueError("the evidence table's tests (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) "
+                             "take the rows as independent; this result is clustered (cluster=): its interval, its "
+                             "test and the cluster-robust CITL, slope and O/E (clustering.measures) are in summary()")
         return build_evidence(self, alpha, rng)
 
     # ----------------------------------------------------------------- output
@@ -681,6 +792,10 @@ class CalibrationResult(ResultDisplay):
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
                           "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
                           "weighted interval and its test only.")
+        if self.clustering is not None:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) takes the "
+                          "rows as independent; this result is clustered (cluster=), so the summary shows the "
+                          "clustered interval, its test and the cluster-robust CITL, slope and O/E.")
         if self.data is None and self.stream is None:
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
                           "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "

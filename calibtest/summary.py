@@ -280,6 +280,8 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     ci = res.conf_int(alpha)
     if getattr(res, "weighting", None) is not None:
         notes += res.weighting.notes()
+    if getattr(res, "clustering", None) is not None:
+        notes += res.clustering.notes()
     level = f"{100 * (1 - alpha):g}%"
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
@@ -415,6 +417,14 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
     if res.conditional is not None or res.monte_carlo is not None:
         tests = pd.concat([tests, null_rows(res, alpha)])
     smry.add_table(tests, TEST_FORMATS)
+    measures = getattr(getattr(res, "clustering", None), "measures", None)
+    if measures is not None:
+        frame = measures.to_frame(alpha)
+        smry.add_table(pd.DataFrame({"estimate": frame["estimate"].to_numpy(), "std err": frame["se"].to_numpy(),
+                                     "ci lower": frame["ci_lower"].to_numpy(), "ci upper": frame["ci_upper"].to_numpy()},
+                                    index=["CITL (cluster-robust)", "slope (cluster-robust)",
+                                           "O/E (cluster-robust)"], dtype=object),
+                       {"estimate": 4, "std err": 4, "ci lower": 4, "ci upper": 4})
     if evidence is not None:
         smry.add_table(evidence.sensitivity_table(), {"T": 4, "p-value": fmt_p})
     level = f"{100 * (1 - alpha):g}%"
@@ -426,7 +436,13 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
     tests_note = ("Tests of ECE = 0: calibrated regime z0 = n sqrt(w) T / sigma0 (variance sigma0^2; "
                   f"threshold: the critical value of T at level {alpha:g}); miscalibrated regime "
                   "T / se with se = sigma1 / sqrt(n) (variance sigma1^2).")
-    if getattr(res, "approximation", None) is not None and res.approximation.second_order_variance is not None:
+    if getattr(res, "clustering", None) is not None:
+        tests_note = ("Tests of ECE = 0 (clustered): calibrated regime z0 = T_cl / sqrt(V_0) (the table's "
+                      "sigma0^2 is n^2 w V_0); miscalibrated regime T_cl / se with se = sqrt(V_1 + V_0) (the "
+                      "table's sigma1^2 is n V_1). CITL, slope and O/E: cluster-robust (sandwich) standard errors, "
+                      f"intervals with t quantiles on {res.clustering.n_clusters - 1} degrees of freedom (O/E: on "
+                      "the log scale; the std err is that of log O/E).")
+    elif getattr(res, "approximation", None) is not None and res.approximation.second_order_variance is not None:
         tests_note = tests_note.replace("se = sigma1 / sqrt(n) (variance sigma1^2)",
                                         "se = sqrt(sigma1^2 / n + V2) (V2: the second-order variance of T)")
     head = [verdict_null_note(res, alpha)]
@@ -450,7 +466,8 @@ def verdict_null_note(res, alpha: float | None = None) -> str:
     if res.null != "asymptotic":
         p_asym = "rejects" if p0 <= alpha else "does not reject"
         which = ("The asymptotic test (V_0 estimated)" if getattr(res, "weighting", None) is not None
-                 else "The paper's asymptotic test")
+                 else "The clustered asymptotic test z = T_cl / sqrt(V_0)"
+                 if getattr(res, "clustering", None) is not None else "The paper's asymptotic test")
         text += f" {which}: z0 = {fmt(z0, 4)}, {p_equals(p0, 4)} ({p_asym})."
     return text
 
@@ -498,6 +515,8 @@ def result_dict(res) -> dict:
     out["seed"] = None if out["seed"] is None else str(out["seed"])
     if getattr(res, "weighting", None) is not None:
         out.update(res.weighting.to_dict())
+    if getattr(res, "clustering", None) is not None:
+        out.update(res.clustering.to_dict())
     return json_safe(out)
 
 
@@ -510,6 +529,13 @@ def null_text(res) -> str:
     asymptotic test uses the estimated variance V_0.
     """
     weighted = getattr(res, "weighting", None) is not None
+    clustering = getattr(res, "clustering", None)
+    if clustering is not None:
+        if res.null == "asymptotic":
+            return "clustered asymptotic (normal limit of T_cl / sqrt(V_0), V_0 from the between-cluster pairs)"
+        return (f"cluster sign-flip ({'all ' if clustering.exact else ''}{clustering.n_patterns} "
+                f"{'' if clustering.exact else 'random '}sign patterns of the {clustering.n_clusters} clusters"
+                f"{', exact' if clustering.exact else ''})")
     if res.null == "asymptotic":
         return ("asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" if weighted
                 else "asymptotic (the paper's normal limit)")
@@ -524,6 +550,10 @@ def null_text(res) -> str:
 
 def null_name(res) -> str:
     """The null that decided the interval's test, in a few words (for sentences such as the conclusion)."""
+    clustering = getattr(res, "clustering", None)
+    if clustering is not None:
+        return ("clustered asymptotic" if res.null == "asymptotic" else
+                f"cluster sign-flip ({clustering.n_patterns} sign patterns)")
     if res.null == "asymptotic":
         return "asymptotic"
     if res.null == "conditional":
@@ -549,7 +579,9 @@ def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
         rows["conditional: T / sd(T | Z)"] = {"variance": cond.variance, "statistic": cond.zstat,
                                               "p-value": cond.pvalue, "threshold": threshold}
     if mc is not None and mc.pvalue is not None:
-        rows[f"Monte Carlo: {mc.n_draws} label draws"] = {"variance": None, "statistic": None, "p-value": mc.pvalue,
+        label = (f"cluster sign-flip: {mc.n_draws} patterns" if getattr(res, "clustering", None) is not None
+                 else f"Monte Carlo: {mc.n_draws} label draws")
+        rows[label] = {"variance": None, "statistic": None, "p-value": mc.pvalue,
                                                           "threshold": mc.critical_value(alpha)}
     return pd.DataFrame(list(rows.values()), index=list(rows), dtype=object)
 
@@ -595,7 +627,13 @@ def null_notes(res, alpha: float | None = None) -> list[str]:
     if cond is not None and cond.skewness is not None:
         notes.append(f"Conditional null given the predictions: sd(T | Z) = "
                      f"{fmt(cond.variance ** 0.5 if cond.variance else 0.0)}, skewness {fmt(cond.skewness, 3)}.")
-    if mc is not None and mc.seed is not None:
+    clustering = getattr(res, "clustering", None)
+    if clustering is not None and clustering.exact:
+        pass  # every sign pattern: nothing random to reproduce
+    elif clustering is not None and mc is not None and mc.seed is not None:
+        notes.append(f"Cluster sign-flip null: {mc.n_draws} random sign patterns, seed {mc.seed} (rng=) "
+                     "reproduces them.")
+    elif mc is not None and mc.seed is not None:
         notes.append(f"Monte Carlo null: {mc.n_draws} label draws, seed {mc.seed} (rng=) reproduces them.")
     return notes
 

@@ -27,6 +27,7 @@ LAYERS = [
     ("display", ["calibtest.summary"]),
     ("grouping", ["calibtest.grouping"]),
     ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test",
+                       "calibtest.cluster_robust",
                        "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance",
                        "calibtest.survival_evidence"]),
     ("results", ["calibtest.results"]),

@@ -36,6 +36,7 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           load_metadata, pdf_attachments, plan_check, reported_tests,
                                           write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
+from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.summary import asymptotic_test, null_name, null_text
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
@@ -619,6 +620,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence": not d["contains_zero"],
         "weighting": weighting,
         "weighting_short": _weighting_short(res),
+        "clustering": clustering_text(res),
+        "clustering_short": _clustering_short(res),
         "data_rows": data_rows(res, d),
         "subgroups": None,
     }
@@ -653,6 +656,45 @@ def data_rows(res, d: dict) -> list[tuple[str, str]]:
         rule, "the rule was not recorded (no Python call)" if rule is None else f"missing='{rule}'")
     rows.append(("Missing data", f"{fmt(n + dropped)} rows read, {fmt(dropped)} dropped, {fmt(n)} analysed; {how}"))
     return rows
+
+
+def clustering_text(res) -> str | None:
+    """The paragraph stating how a clustered result allowed for its clusters (G, sizes, the method, the
+    cluster-robust CITL, slope and O/E, and the warning below the minimum); None without clusters."""
+    c = getattr(res, "clustering", None)
+    if c is None:
+        return None
+    sizes = np.asarray(c.sizes)
+    text = (f"The {fmt(res.n)} rows come from {c.n_clusters} clusters"
+            + (f" (column {c.name})" if c.name else "") + f" of {fmt(int(sizes.min()))} to "
+            f"{fmt(int(sizes.max()))} rows, taken as independent, with rows of one cluster possibly correlated. "
+            "The estimate averages the products of errors over pairs of rows of different clusters, its standard "
+            "error is cluster-robust, the interval uses t quantiles with "
+            f"{c.n_clusters - 1} degrees of freedom, and the test of ECE = 0 is the {null_text(res)} test.")
+    m = c.measures
+    if m is not None:
+        lo_c, hi_c = m.citl_ci()
+        lo_s, hi_s = m.slope_ci()
+        lo_o, hi_o = m.oe_ci()
+        text += (f" Cluster-robust CITL {fmt(m.citl, 3)} ({_level(res.alpha)} CI {fmt(lo_c, 3)} to {fmt(hi_c, 3)}), "
+                 f"slope {fmt(m.slope, 3)} ({fmt(lo_s, 3)} to {fmt(hi_s, 3)}), O/E {fmt(m.oe, 3)} "
+                 f"({fmt(lo_o, 3)} to {fmt(hi_o, 3)}).")
+    if c.few:
+        text += (f" Warning: with only {c.n_clusters} clusters (fewer than {MIN_CLUSTERS}) the clustered interval "
+                 "and test are unreliable; read them as exploratory.")
+    text += (" The evidence table, Hosmer–Lemeshow and val.prob below (if shown) take the rows as independent and "
+             "overstate the evidence for clustered rows.")
+    return text
+
+
+def _clustering_short(res) -> str | None:
+    """One clause for the summary: the number of clusters, and the warning below the minimum."""
+    c = getattr(res, "clustering", None)
+    if c is None:
+        return None
+    return (f"Clustered analysis: {c.n_clusters} clusters."
+            + (f" Fewer than {MIN_CLUSTERS} clusters: the clustered interval and test are unreliable." if c.few
+               else ""))
 
 
 def weighting_text(res) -> str | None:
