@@ -610,6 +610,8 @@ class GroupedResult(ResultDisplay):
 
         Intervals of the ECE for ``calib_ci`` and ``evidence``; the p-value
         and its Holm adjustment (log scale) for ``calib_test`` and ``tcal_test``.
+        ``measure="citl"``, ``"slope"`` or ``"oe"`` draws that measure of a
+        ``calib_ci`` result instead of the ECE.
         """
         from calibtest.reporting.forest import plot_forest
         return plot_forest(self, ax=ax, **kwargs)
