@@ -80,7 +80,7 @@ from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_counted_g
                                 holm, label_text)
 from calibtest.evidence_table import result_val_prob
 from calibtest.inputs import prepare_input
-from calibtest.meta_analysis import MetaAnalysisResult, pool_sites
+from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
 
@@ -336,8 +336,24 @@ class GroupedCalibrationResult(GroupedResult):
             lead.append(f"CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
                         f"slope (1) and O/E (observed / expected events, 1) with their {level} Wald intervals: "
                         "each group judged by every measure.")
-        smry.add_notes(lead + self.notes())
+        smry.add_notes(lead + self.notes() + self._meta_notes())
         return smry
+
+    def _meta_notes(self) -> list[str]:
+        """The summary's pointer to the meta-analysis across the groups (its pooled O/E, or ECE)."""
+        meta = self.meta
+        if meta is None or not meta.measures:
+            return []
+        m = "log_oe" if "log_oe" in meta.pooled else meta.measures[0]
+        re = meta.pooled[m]
+        r = re.row(natural=True)
+        label = "O/E" if m == "log_oe" else MEASURES[m][2]
+        pi = ("" if not np.isfinite(r["pi_lower"]) else
+              f"; {100 * (1 - meta.alpha):g}% prediction interval for a new group {fmt(r['pi_lower'], 3)} to "
+              f"{fmt(r['pi_upper'], 3)}")
+        return [f"Across the groups as sites (meta_analysis(): random effects, REML): pooled {label} "
+                f"{fmt(r['estimate'], 3)} [{fmt(r['ci_lower'], 3)}, {fmt(r['ci_upper'], 3)}], "
+                f"I^2 = {fmt(100 * re.i2, 3)}%{pi}."]
 
     def _measures_frame(self) -> pd.DataFrame | None:
         """The summary's table of CITL, slope and O/E per group and pooled (None when none is defined)."""
