@@ -382,7 +382,9 @@ class GroupedCalibrationResult(GroupedResult):
                 "global_pvalue": self.global_pvalue, "heterogeneity_statistic": self.heterogeneity_statistic,
                 "heterogeneity_df": self.heterogeneity_df, "heterogeneity_pvalue": self.heterogeneity_pvalue,
                 "heterogeneity_pooled": self.heterogeneity_pooled, "heterogeneity_note": self.heterogeneity_note,
-                "groups": json_safe(self._records()), "pooled": self.pooled.to_dict(), "notes": self.notes()}
+                "groups": json_safe(self._records()), "pooled": self.pooled.to_dict(),
+                "pooled_measures": dict(self.pooled_measures),
+                "meta_analysis": None if self.meta is None else self.meta.to_dict(), "notes": self.notes()}
 
     def _repr_parts(self) -> list[str]:
         het = "heterogeneity not computed" if self.heterogeneity_note is not None else \

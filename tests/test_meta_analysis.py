@@ -260,3 +260,63 @@ def test_measures_are_missing_where_undefined():
     table = g.to_frame()
     assert table[["citl", "slope", "oe"]].isna().all().all()
     assert g.meta.measures == ("ece",)
+
+
+# --------------------------------------------------------------------------- plots and the report
+def test_forest_plot_of_a_measure_reads_the_table(grouped):
+    from calibtest.reporting.forest import forest_rows, meta_forest_rows
+
+    table = grouped.to_frame()
+    rows = forest_rows(grouped, "oe")
+    assert [r["ece"] for r in rows[:-1]] == list(table["oe"])
+    assert [r["upper"] for r in rows[:-1]] == list(table["oe_ci_upper"])
+    pooled = rows[-1]
+    assert pooled["pooled"] and pooled["ece"] == grouped.pooled_measures["oe"]
+    o, e = grouped.pooled.data.y[:, 0].sum(), grouped.pooled.data.z[:, 0].sum()
+    assert_allclose(pooled["ece"], o / e, rtol=1e-12)
+    with pytest.raises(ValueError, match="measure"):
+        forest_rows(grouped, "auc")
+    tested = ct.calib_test("y ~ p", data=sites_frame(), by="site", rng=0, n_draws=99)
+    with pytest.raises(ValueError, match="calib_ci"):
+        forest_rows(tested, "citl")
+    meta = grouped.meta
+    mrows = meta_forest_rows(meta, "log_oe")
+    assert [r["kind"] for r in mrows] == ["site"] * 8 + ["pooled", "prediction"]
+    assert_allclose([r["point"] for r in mrows[:8]], np.exp(meta["log_oe"].y))
+    assert_allclose(mrows[-1]["lower"], math.exp(R["log_oe/REML/z"]["riley_lb"]), rtol=1e-6)
+    assert_allclose(sum(r["weight"] for r in mrows[:8]), 100.0)
+
+
+def test_plots_draw(grouped):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = grouped.plot_forest(measure="slope")
+    assert "slope" in ax.get_xlabel() and len(ax.get_yticklabels()) == 9
+    ax = grouped.meta.plot_forest("ece")
+    assert "ECE" in ax.get_title(loc="left") and len(ax.get_yticklabels()) == 10
+    plt.close("all")
+
+
+def test_report_section_calibration_across_sites(grouped):
+    import re
+
+    from calibtest.reporting.html import render_html
+
+    html = render_html(grouped, labels=["risk"], figures=False)
+    section = html.split('id="sites-1"', 1)[1].split("</section>", 1)[0]
+    assert "Calibration across sites: risk by site" in section
+    natural = grouped.meta.to_frame(natural=True)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", section)]
+    rows = [cells[i:i + 9] for i in range(0, len(cells), 9)]
+    assert [r[0] for r in rows] == ["O/E", "CITL (logit scale)", "Calibration slope", "ECE"]
+    for r, m in zip(rows, MEASURES):
+        assert int(r[1]) == 8
+        assert float(r[2]) == pytest.approx(natural.loc[m, "estimate"], rel=5e-4)
+        lo, hi = (float(x) for x in r[4].strip("[]").split(", "))
+        assert lo == pytest.approx(natural.loc[m, "pi_lower"], rel=5e-4, abs=1e-12)
+        assert hi == pytest.approx(natural.loc[m, "pi_upper"], rel=5e-4)
+    measures = html.split("judged by every measure", 1)[1].split("</table>", 1)[0]
+    assert f"{grouped.to_frame().loc['site3', 'citl']:.4g}" in measures
