@@ -73,18 +73,17 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
-from calibtest.core.margin import log_oe_se
+from calibtest.core.recalibration import calibration_measures_rows, oe_measures
 from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted, result_from_stream
 from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
                                 global_test, group_rng, group_labels, group_table, grouping_from_counts, grouping_of,
                                 holm, label_text)
-from calibtest.evidence_table import result_val_prob
 from calibtest.inputs import prepare_input
 from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "calibration_measures", "oe_from_sums", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "calibration_measures", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
            "global_test", "heterogeneity_test", "holm",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
@@ -433,30 +432,16 @@ MEASURE_COLUMNS = ["citl", "citl_se", "citl_ci_lower", "citl_ci_upper", "slope",
 def calibration_measures(res: CalibrationResult) -> dict:
     """CITL, slope and O/E of a result's rows with their Wald intervals (:data:`MEASURE_COLUMNS`).
 
-    The numbers of :func:`calibtest.val_prob` on the rows (computed once per
-    result, :func:`calibtest.evidence_table.result_val_prob`): the intercept
-    of logit P(y = 1) = a + logit p (CITL), the slope b of a + b logit p, and
-    O/E = sum y / sum p with the s.e. sqrt((1 - O/n) / O) of log(O/E).  Empty
-    (missing in the table) for weighted rows, several probability columns and
-    streamed groups (whose rows were not kept).
+    The definitions of :func:`calibtest.val_prob`: the intercept of
+    logit P(y = 1) = a + logit p (CITL), the slope b of a + b logit p, and
+    O/E = sum y / sum p with the s.e. sqrt((1 - O/n) / O) of log(O/E), by the
+    vectorised fits of :mod:`calibtest.core.recalibration`.  Empty (missing in
+    the table) for weighted rows, several probability columns and streamed
+    groups (whose rows were not kept).
     """
     if res.data is None or res.data.z.shape[1] != 1 or res.weighting is not None:
         return {}
-    vp = result_val_prob(res)
-    return dict(citl=vp.citl, citl_se=vp.citl_se, citl_ci_lower=vp.citl_ci[0], citl_ci_upper=vp.citl_ci[1],
-                slope=vp.slope, slope_se=vp.slope_se, slope_ci_lower=vp.slope_ci[0], slope_ci_upper=vp.slope_ci[1],
-                oe=vp.oe, log_oe_se=vp.oe_se, oe_ci_lower=vp.oe_ci[0], oe_ci_upper=vp.oe_ci[1])
-
-
-def oe_from_sums(observed: float, expected: float, n: int, alpha: float) -> dict:
-    """O/E, the s.e. of log(O/E) and the interval from a group's sums (streamed rows; as ``val_prob``)."""
-    oe = observed / expected
-    if observed <= 0:
-        return dict(oe=oe)
-    se = float(log_oe_se(observed, n))
-    half = float(_sps.norm.isf(alpha / 2.0)) * se
-    return dict(oe=oe, log_oe_se=se, oe_ci_lower=math.exp(math.log(oe) - half),
-                oe_ci_upper=math.exp(math.log(oe) + half))
+    return calibration_measures_rows(res.data.z[:, 0], np.rint(res.data.y[:, 0]), res.alpha)
 
 
 def _row(res: CalibrationResult) -> dict:
@@ -703,9 +688,9 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
 
 
 def _oe_of_sums(stats: BinStats, alpha: float) -> dict:
-    """:func:`oe_from_sums` of a group's bin sums (y = U + p, so O = sum U + sum p)."""
+    """:func:`calibtest.core.recalibration.oe_measures` of a group's bin sums (y = U + p, so O = sum U + sum p)."""
     expected = float(stats.sum_z.sum())
-    return oe_from_sums(float(stats.sum_u.sum()) + expected, expected, int(stats.count.sum()), alpha)
+    return oe_measures(float(stats.sum_u.sum()) + expected, expected, int(stats.count.sum()), alpha)
 
 
 def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:

@@ -320,3 +320,21 @@ def test_report_section_calibration_across_sites(grouped):
         assert hi == pytest.approx(natural.loc[m, "pi_upper"], rel=5e-4)
     measures = html.split("judged by every measure", 1)[1].split("</table>", 1)[0]
     assert f"{grouped.to_frame().loc['site3', 'citl']:.4g}" in measures
+
+
+def test_recalibration_fits_without_a_maximum_are_missing():
+    from calibtest.core.recalibration import calibration_measures_rows
+
+    p = np.linspace(0.05, 0.95, 40)
+    y = (p > 0.5).astype(float)  # complete separation: the slope has no finite maximum
+    out = calibration_measures_rows(p, y, 0.05)
+    assert math.isnan(out["slope"]) and math.isnan(out["slope_ci_upper"])
+    assert np.isfinite(out["citl"]) and out["oe"] == pytest.approx(y.sum() / p.sum())
+    # rows with p = 0 or 1 (an infinite logit) stay out of the fits, as in val.prob, and in O/E
+    rng = np.random.default_rng(1)
+    q = rng.uniform(0.1, 0.9, 300)
+    z = (rng.random(300) < q).astype(float)
+    base = calibration_measures_rows(q, z, 0.05)
+    more = calibration_measures_rows(np.r_[q, 0.0, 1.0], np.r_[z, 0.0, 1.0], 0.05)
+    assert more["citl"] == pytest.approx(base["citl"], rel=1e-9) and more["slope"] == pytest.approx(base["slope"])
+    assert more["oe"] == pytest.approx((z.sum() + 1) / (q.sum() + 1))
