@@ -279,6 +279,8 @@ def test_forest_plot_of_a_measure_reads_the_table(grouped):
     tested = ct.calib_test("y ~ p", data=sites_frame(), by="site", rng=0, n_draws=99)
     with pytest.raises(ValueError, match="calib_ci"):
         forest_rows(tested, "citl")
+    with pytest.raises(TypeError, match="calib_ci"):
+        tested.meta_analysis()
     meta = grouped.meta
     mrows = meta_forest_rows(meta, "log_oe")
     assert [r["kind"] for r in mrows] == ["site"] * 8 + ["pooled", "prediction"]
