@@ -214,13 +214,13 @@ def plot_forest(grouped, ax=None, *, measure: str = "ece", color="C0", pooled_co
     return ax
 
 
-def _plain_log_axis(ax) -> None:
-    """A log x axis with plain tick labels (0.8, 1, 1.25), not powers of ten."""
+def _plain_log_axis(ax, subs=(0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0)) -> None:
+    """A log x axis with plain tick labels (0.8, 1, 1.25) at ``subs`` times powers of ten."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     ax.set_xscale("log")
     plain = FuncFormatter(lambda x, _: f"{x:g}")
-    ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=(0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0)))
+    ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=subs))
     ax.xaxis.set_major_formatter(plain)
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
 
@@ -254,7 +254,8 @@ _META_AXES = {"log_oe": ("O/E", 1.0, True), "citl": ("CITL", 0.0, False),
               "slope": ("Slope", 1.0, False), "ece": ("ECE", 0.0, False)}
 
 
-def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pooled_color="black"):
+def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pooled_color="black",
+                     compact: bool = False):
     """Forest plot of one measure of a meta-analysis across sites (:class:`calibtest.meta_analysis.MetaAnalysisResult`).
 
     Each site's estimate (square, area by its random-effects weight) with its
@@ -269,6 +270,8 @@ def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pool
         Drawn on its reported scale (O/E on a log axis; ECE as sqrt of ECE^2).
     ax : matplotlib Axes, optional
     color, pooled_color : matplotlib colours
+    compact : bool
+        A short title and axis label (panels side by side, as in the report).
 
     Returns
     -------
@@ -294,12 +297,16 @@ def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pool
             ax.hlines(yi, row["lower"], row["upper"], color=pooled_color, linewidth=3.0)
     ax.axvline(null, color="grey", linewidth=0.8, linestyle=":")
     if log:
-        _plain_log_axis(ax)
+        _plain_log_axis(ax, (0.5, 1.0, 2.0) if compact else (0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0))
     re = meta.pooled[measure]
     ax.set_yticks(y)
     ax.tick_params(axis="y", length=0, pad=8)
     ax.set_yticklabels([textwrap.fill(r["label"], LABEL_WIDTH).replace("$", r"\$") for r in rows])
     level = f"{100 * (1 - meta.alpha):g}%"
+    if compact:
+        ax.set_xlabel(f"{name}{' (logit)' if measure == 'citl' else ''}")
+        ax.set_title(f"{name}\n$I^2$ = {100 * re.i2:.0f}%, $\\tau^2$ = {re.tau2:.2g}", loc="left", fontsize=7.5)
+        return ax
     ax.set_xlabel(f"{name} ({'logit scale, ' if measure == 'citl' else ''}{level} intervals)")
     ax.set_title(f"{name} across sites\n$\\tau^2$ = {re.tau2:.2g}, $I^2$ = {100 * re.i2:.0f}%, "
                  f"Q: p = {re.q_pvalue:.2g}", fontsize="medium", loc="left")

@@ -964,10 +964,11 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
 
 
 def meta_figure(meta):
-    """The forest plots of a meta-analysis across sites, one panel per measure pooled, as one ``Figure``.
+    """The forest plots of a meta-analysis across sites, one panel per measure pooled, side by side, as a ``Figure``.
 
-    7.2 inches wide, two panels a row; each panel 0.25 inch per row plus 1.2
-    inches (at most 9 inches in all).
+    7.2 inches wide, the panels sharing the site labels of the first;
+    1.2 inches plus 0.26 inch per row high (at most 9 inches), so that for
+    up to about 12 sites the figure keeps the report's aspect ratio.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -976,16 +977,15 @@ def meta_figure(meta):
 
     measures = list(meta.measures)
     n_rows = max(len(meta_forest_rows(meta, m)) for m in measures)
-    grid_rows = (len(measures) + 1) // 2
-    fig = Figure(figsize=(7.2, min(9.0, grid_rows * (1.3 + 0.25 * n_rows))), dpi=FIGURE_DPI,
-                 layout="constrained")
+    fig = Figure(figsize=(7.2, min(9.0, 1.2 + 0.26 * n_rows)), dpi=FIGURE_DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    for i, m in enumerate(measures):
-        ax = fig.add_subplot(grid_rows, 2 if len(measures) > 1 else 1, i + 1)
-        plot_meta_forest(meta, m, ax=ax)
+    axes = fig.subplots(1, len(measures), sharey=True, squeeze=False)[0]
+    for i, (ax, m) in enumerate(zip(axes, measures)):
+        plot_meta_forest(meta, m, ax=ax, compact=True)
         ax.tick_params(axis="both", labelsize=7)
-        ax.xaxis.label.set_size(7.5)
-        ax.title.set_size(7.5)
+        if i:
+            ax.tick_params(axis="y", labelleft=False)
+        ax.xaxis.label.set_size(7)
     return fig
 
 
