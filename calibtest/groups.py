@@ -199,7 +199,12 @@ class GroupedCalibrationResult(GroupedResult):
         (Holm-adjusted over the analysed groups), ``null`` (which null gave
         ``pvalue``) and ``note`` (why a group has no result, or which null a
         small group used).  ``n`` and ``events`` count every group's rows,
-        analysed or not.
+        analysed or not.  Beside the ECE: ``estimate_se`` (the s.e. of T,
+        sqrt(v_g) of the heterogeneity test) and every group judged by every
+        measure (:data:`MEASURE_COLUMNS`): ``citl``, ``slope`` and ``oe`` with
+        their s.e. (``citl_se``, ``slope_se``, ``log_oe_se`` of log(O/E)) and
+        Wald intervals (``*_ci_lower``, ``*_ci_upper``), missing for weighted
+        rows and several probability columns; streamed groups have O/E only.
         """
         return self.table.copy()
 
