@@ -382,6 +382,8 @@ _OPTIONS = (
            "meta-analysis across sites", choices=("REML", "DL", "PM")),
     Option("hartung_knapp", "flag", False, "Hartung-Knapp interval (t on k - 1 df) of a random-effects pooled "
            "estimate"),
+    Option("forest_measure", "choice", "ece", "what each row of a grouped interval's forest plot shows",
+           choices=("ece", "citl", "slope", "oe")),
     Option("meta_measures", "names", None, "calibration measures pooled across sites (None: all)",
            choices=("log_oe", "citl", "slope", "ece"), nullable=True),
     Option("spiegelhalter", "flag", None, "whether the multi-scale test adds Spiegelhalter's z (None: for a "

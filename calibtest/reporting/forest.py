@@ -40,6 +40,8 @@ import textwrap
 
 import numpy as np
 
+from calibtest.options import check_option
+
 __all__ = ["plot_forest", "forest_rows", "plot_meta_forest", "meta_forest_rows", "FOREST_MEASURES", "LABEL_WIDTH"]
 
 #: The measures of a grouped interval's forest plot: name -> (axis label, value of perfect calibration, log axis).
@@ -62,15 +64,6 @@ def _has_intervals(grouped) -> bool:
 def _interval_of(grouped, res):
     """The CalibrationResult of a group: itself, or the interval row of its evidence."""
     return res.interval if getattr(grouped, "kind", "calib_ci") == "evidence" else res
-
-
-def _check_measure(grouped, measure: str) -> str:
-    if measure not in FOREST_MEASURES:
-        raise ValueError(f"measure must be one of {tuple(FOREST_MEASURES)}, got {measure!r}")
-    if measure != "ece" and getattr(grouped, "kind", "calib_ci") != "calib_ci":
-        raise ValueError(f"measure={measure!r} needs a grouped interval (calib_ci with by=), whose table holds "
-                         f"each group's CITL, slope and O/E; this result is {grouped.kind!r}")
-    return measure
 
 
 def _measure_rows(grouped, measure: str) -> list[dict]:
@@ -105,7 +98,11 @@ def forest_rows(grouped, measure: str = "ece") -> list[dict]:
     grouped test the p-value and its Holm adjustment), ``lower_open``,
     ``analysed``, ``pooled``.
     """
-    if _check_measure(grouped, measure) != "ece":
+    measure = check_option("forest_measure", measure, "measure")
+    if measure != "ece" and getattr(grouped, "kind", "calib_ci") != "calib_ci":
+        raise ValueError(f"measure={measure!r} needs a grouped interval (calib_ci with by=), whose table holds "
+                         f"each group's CITL, slope and O/E; this result is {grouped.kind!r}")
+    if measure != "ece":
         return _measure_rows(grouped, measure)
     rows = []
     table = grouped.to_frame()
