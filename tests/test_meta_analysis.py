@@ -159,7 +159,11 @@ def test_meta_analysis_of_a_grouped_result(grouped):
     assert "REML" in text and "O/E" in text and "Riley" in text
     d = meta.to_dict()
     assert d["measures"]["log_oe"]["natural"]["estimate"] == pytest.approx(math.exp(R["log_oe/REML/z"]["b"]))
-    assert "ECE^2" in meta.site_frame("ece").index.name or meta.site_frame("ece").shape == (8, 5)
+    sites = meta.site_frame("citl")
+    assert sites.index.name == "site" and list(sites.index) == list(grouped.to_frame().index)
+    assert_allclose(sites["estimate"], grouped.to_frame()["citl"], rtol=0)
+    assert_allclose(sites["ci_upper"], sites["estimate"] + stats.norm.isf(0.025) * sites["se"], rtol=1e-12)
+    assert_allclose(sites["weight_pct"].sum(), 100.0)
 
 
 def test_sites_left_out_and_too_few_sites():
