@@ -45,6 +45,7 @@ _EXPORTS = {
     "CalibrationResult": "calibtest.results",
     "GroupedCalibrationResult": "calibtest.groups",
     "GroupedResult": "calibtest.grouping",
+    "MetaAnalysisResult": "calibtest.meta_analysis",
     "ConfidenceInterval": "calibtest.results",
     "ComparisonResult": "calibtest.compare",
     "PairwiseComparisonResult": "calibtest.compare",

@@ -16,6 +16,7 @@ from calibtest.evidence_table import EvidenceResult
 from calibtest.flexible import FlexibleCalibration, flexible_calibration
 from calibtest.grouping import GroupedResult
 from calibtest.groups import GroupedCalibrationResult
+from calibtest.meta_analysis import MetaAnalysisResult
 from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
 from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
 from calibtest.analysis_plan import AnalysisPlan, plan
@@ -45,6 +46,7 @@ __all__ = [
     "CalibrationResult",
     "GroupedCalibrationResult",
     "GroupedResult",
+    "MetaAnalysisResult",
     "ConfidenceInterval",
     "ComparisonResult",
     "PairwiseComparisonResult",

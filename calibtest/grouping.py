@@ -605,11 +605,29 @@ class GroupedResult(ResultDisplay):
         return [f"kind={self.kind}", f"by={'*'.join(self.by)} groups={self.n_groups}",
                 f"global p={self.global_pvalue:.4g}"]
 
+    def meta_analysis(self, *args, **kwargs):
+        """Random-effects meta-analysis across the groups: defined for ``calib_ci(..., by=)`` results.
+
+        :meth:`calibtest.GroupedCalibrationResult.meta_analysis` pools the
+        groups' log O/E, CITL, slope and ECE^2, which need each group's
+        estimate and standard error; the other kinds hold tests or verdicts.
+
+        Raises
+        ------
+        TypeError
+            Always, for a grouped result other than ``calib_ci``'s.
+        """
+        raise TypeError(f"meta_analysis() pools each group's estimates and standard errors, which a {self.kind!r} "
+                        "result with by= does not hold; run calib_ci(..., by=) with the same grouping and call "
+                        "its meta_analysis()")
+
     def plot_forest(self, ax=None, **kwargs):
         """Forest plot of the groups (:func:`calibtest.reporting.forest.plot_forest`).
 
         Intervals of the ECE for ``calib_ci`` and ``evidence``; the p-value
         and its Holm adjustment (log scale) for ``calib_test`` and ``tcal_test``.
+        ``measure="citl"``, ``"slope"`` or ``"oe"`` draws that measure of a
+        ``calib_ci`` result instead of the ECE.
         """
         from calibtest.reporting.forest import plot_forest
         return plot_forest(self, ax=ax, **kwargs)

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -73,15 +73,17 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
+from calibtest.core.recalibration import calibration_measures_rows, oe_measures
 from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted, result_from_stream
 from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
                                 global_test, group_rng, group_labels, group_table, grouping_from_counts, grouping_of,
                                 holm, label_text)
 from calibtest.inputs import prepare_input
+from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_calib_ci_from_sums", "variance_from_sums",
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "calibration_measures", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
            "global_test", "heterogeneity_test", "holm",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
@@ -163,6 +165,13 @@ class GroupedCalibrationResult(GroupedResult):
     source : dict or None
         For a file or a Dask frame (streamed by group), the data source as in
         ``CalibrationResult.source``; None for rows in memory.
+    pooled_measures : dict
+        CITL, slope and O/E of all rows together with their intervals
+        (:func:`calibration_measures`; O/E only for streamed data, empty
+        when not defined).
+    meta : MetaAnalysisResult
+        The random-effects meta-analysis of the groups' measures with the
+        defaults of :meth:`meta_analysis` (REML, Wald interval), computed once.
     mode, k, n_classes, formula, y_name, prob_names, call_record
         Bookkeeping.
     """
@@ -176,6 +185,8 @@ class GroupedCalibrationResult(GroupedResult):
     null: str = "conditional"
     kind: str = "calib_ci"
     source: dict | None = None
+    pooled_measures: dict = field(default_factory=dict)
+    meta: MetaAnalysisResult | None = field(default=None, repr=False)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per group (a copy), indexed by the group labels (named by ``by``).
@@ -188,9 +199,71 @@ class GroupedCalibrationResult(GroupedResult):
         (Holm-adjusted over the analysed groups), ``null`` (which null gave
         ``pvalue``) and ``note`` (why a group has no result, or which null a
         small group used).  ``n`` and ``events`` count every group's rows,
-        analysed or not.
+        analysed or not.  Beside the ECE: ``estimate_se`` (the s.e. of T,
+        sqrt(v_g) of the heterogeneity test) and every group judged by every
+        measure (:data:`MEASURE_COLUMNS`): ``citl``, ``slope`` and ``oe`` with
+        their s.e. (``citl_se``, ``slope_se``, ``log_oe_se`` of log(O/E)) and
+        Wald intervals (``*_ci_lower``, ``*_ci_upper``), missing for weighted
+        rows and several probability columns; streamed groups have O/E only.
         """
         return self.table.copy()
+
+    def meta_analysis(self, measures=None, *, method: str = "REML", hartung_knapp: bool = False,
+                      alpha: float | None = None) -> MetaAnalysisResult:
+        """Random-effects meta-analysis of the groups' log O/E, CITL, slope and ECE^2 (the groups as sites).
+
+        See :func:`calibtest.meta_analysis.meta_analysis`; with the defaults
+        it returns the analysis held in ``meta`` (computed once, with the result).
+
+        Parameters
+        ----------
+        measures : str or list of str, optional
+            Among ``"log_oe"``, ``"citl"``, ``"slope"``, ``"ece"`` (None: all).
+        method : {"REML", "DL", "PM"}
+            Estimator of the between-site variance tau^2.
+        hartung_knapp : bool
+            The Hartung-Knapp interval (t on k - 1 df) of the pooled estimate.
+        alpha : float, optional
+            1 - alpha intervals (default: the result's alpha).
+
+        Returns
+        -------
+        MetaAnalysisResult
+        """
+        if (self.meta is not None and measures is None and method == "REML" and hartung_knapp is False
+                and alpha in (None, self.alpha)):
+            return self.meta
+        return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
+                          alpha=self.alpha if alpha is None else alpha)
+
+    def pooled_ece_text(self) -> str | None:
+        """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
+
+        The one writer of this sentence: the summary's notes and the report
+        read it.  The reasons given are the two that make it happen: each
+        group's bins are its own, and the pooled analysis asks about
+        E[y | p] over all rows, so errors of opposite sign in different
+        groups average out within its bins (named with the range of the
+        groups' CITL when they differ in sign).
+        """
+        frame = self.table[self.table["estimate"].notna()]
+        ece = frame["ece"].to_numpy(float)
+        if ece.size < 2 or not np.isfinite(self.pooled.ece) or not self.pooled.ece < ece.min():
+            return None
+        bins = frame["n_bins"].astype(float).to_numpy()
+        b_text = (f"B = {int(bins.min())}" if bins.min() == bins.max() else
+                  f"B from {int(bins.min())} to {int(bins.max())}")
+        citl = frame["citl"].to_numpy(float) if "citl" in frame else np.array([])
+        citl = citl[np.isfinite(citl)]
+        signs = ""
+        if citl.size >= 2 and citl.min() < 0 < citl.max():
+            signs = (f" (here the groups' calibration-in-the-large runs from {fmt(citl.min(), 3)} to "
+                     f"{fmt(citl.max(), 3)}: some groups' risks are over-predicted, others' under-predicted)")
+        return (f"The pooled ECE ({fmt(self.pooled.ece, 3)}) is below every group's ({fmt(ece.min(), 3)} to "
+                f"{fmt(ece.max(), 3)}) because the pooled row asks whether E[y | p] = p over all rows together, on "
+                f"its own B = {self.pooled.n_bins} bins (the groups': {b_text}): miscalibrations of opposite sign "
+                f"in different groups average out within the pooled bins{signs}, so a small pooled ECE does not "
+                "show that the model is calibrated within each group.")
 
     def heterogeneity_text(self) -> str:
         """The heterogeneity test in words (its statistic, or why it was not computed)."""
@@ -217,6 +290,9 @@ class GroupedCalibrationResult(GroupedResult):
                          f"{self.source.get('passes', 1)} pass(es): per-group bin sums, no rows kept.")
         notes += self._group_notes()
         notes.append("Each group has its own bins (B in the table); the pooled row is all rows together.")
+        below = self.pooled_ece_text()
+        if below is not None:
+            notes.append(below)
         return notes
 
     def _settings(self) -> dict:
@@ -254,11 +330,55 @@ class GroupedCalibrationResult(GroupedResult):
                                            "pvalue_holm": "p (Holm)", "pvalue": "p"}),
                        {"n": 8, "events": 8, "n_bins": 4, "ece": 4, "lower": 4, "upper": 4, "p": 3,
                         "p (Holm)": 3})
+        measures = self._measures_frame()
+        if measures is not None:
+            smry.add_table(measures)
         smry.add_table(self._tests_frame(), {"statistic": 4, "df": 3, "p-value": 4})
         level = f"{100 * (1 - self.alpha):g}%"
-        smry.add_notes([f"ECE with its adjusted {level} interval (Algorithm 1) in each group; p tests ECE = 0."]
-                       + self.notes())
+        lead = [f"ECE with its adjusted {level} interval (Algorithm 1) in each group; p tests ECE = 0."]
+        if measures is not None:
+            lead.append(f"CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
+                        f"slope (1) and O/E (observed / expected events, 1) with their {level} Wald intervals: "
+                        "each group judged by every measure.")
+        smry.add_notes(lead + self.notes() + self._meta_notes())
         return smry
+
+    def _meta_notes(self) -> list[str]:
+        """The summary's pointer to the meta-analysis across the groups (its pooled O/E, or ECE)."""
+        meta = self.meta
+        if meta is None or not meta.measures:
+            return []
+        m = "log_oe" if "log_oe" in meta.pooled else meta.measures[0]
+        re = meta.pooled[m]
+        r = re.row(natural=True)
+        label = "O/E" if m == "log_oe" else MEASURES[m][2]
+        pi = ("" if not np.isfinite(r["pi_lower"]) else
+              f"; {100 * (1 - meta.alpha):g}% prediction interval for a new group {fmt(r['pi_lower'], 3)} to "
+              f"{fmt(r['pi_upper'], 3)}")
+        return [f"Across the groups as sites (meta_analysis(): random effects, REML): pooled {label} "
+                f"{fmt(r['estimate'], 3)} [{fmt(r['ci_lower'], 3)}, {fmt(r['ci_upper'], 3)}], "
+                f"I^2 = {fmt(100 * re.i2, 3)}%{pi}."]
+
+    def _measures_frame(self) -> pd.DataFrame | None:
+        """The summary's table of CITL, slope and O/E per group and pooled (None when none is defined)."""
+        if not self.table["oe"].notna().any():
+            return None
+
+        def cell(values, name) -> str:
+            v = values.get(name)
+            if v is None or not np.isfinite(v):
+                return ""
+            lo, hi = values.get(f"{name}_ci_lower"), values.get(f"{name}_ci_upper")
+            if lo is None or not np.isfinite(lo):
+                return fmt(v, 3)
+            return f"{fmt(v, 3)} [{fmt(lo, 3)}, {fmt(hi, 3)}]"
+
+        records = self.table.to_dict(orient="records") + [self.pooled_measures]
+        index = [short_name(", ".join(map(str, i)) if isinstance(i, tuple) else str(i), 16)
+                 for i in self.table.index] + ["(pooled)"]
+        return pd.DataFrame({"CITL [CI]": [cell(r, "citl") for r in records],
+                             "slope [CI]": [cell(r, "slope") for r in records],
+                             "O/E [CI]": [cell(r, "oe") for r in records]}, index=index)
 
     def _dict(self) -> dict:
         return {"by": list(self.by), "n_groups": self.n_groups, "alpha": self.alpha, "null": self.null,
@@ -266,7 +386,9 @@ class GroupedCalibrationResult(GroupedResult):
                 "global_pvalue": self.global_pvalue, "heterogeneity_statistic": self.heterogeneity_statistic,
                 "heterogeneity_df": self.heterogeneity_df, "heterogeneity_pvalue": self.heterogeneity_pvalue,
                 "heterogeneity_pooled": self.heterogeneity_pooled, "heterogeneity_note": self.heterogeneity_note,
-                "groups": json_safe(self._records()), "pooled": self.pooled.to_dict(), "notes": self.notes()}
+                "groups": json_safe(self._records()), "pooled": self.pooled.to_dict(),
+                "pooled_measures": dict(self.pooled_measures),
+                "meta_analysis": None if self.meta is None else self.meta.to_dict(), "notes": self.notes()}
 
     def _repr_parts(self) -> list[str]:
         het = "heterogeneity not computed" if self.heterogeneity_note is not None else \
@@ -306,15 +428,37 @@ def heterogeneity_note(n_analysed: int, n_positive: int) -> str | None:
             f"{n_analysed} analysed groups has one")
 
 
+#: The measures beside the ECE in every group's row: CITL, slope and O/E with their Wald intervals at the
+#: result's level (``log_oe_se`` is the s.e. of log(O/E)).
+MEASURE_COLUMNS = ["citl", "citl_se", "citl_ci_lower", "citl_ci_upper", "slope", "slope_se", "slope_ci_lower",
+                   "slope_ci_upper", "oe", "log_oe_se", "oe_ci_lower", "oe_ci_upper"]
+
+
+def calibration_measures(res: CalibrationResult) -> dict:
+    """CITL, slope and O/E of a result's rows with their Wald intervals (:data:`MEASURE_COLUMNS`).
+
+    The definitions of :func:`calibtest.val_prob`: the intercept of
+    logit P(y = 1) = a + logit p (CITL), the slope b of a + b logit p, and
+    O/E = sum y / sum p with the s.e. sqrt((1 - O/n) / O) of log(O/E), by the
+    vectorised fits of :mod:`calibtest.core.recalibration`.  Empty (missing in
+    the table) for weighted rows, several probability columns and streamed
+    groups (whose rows were not kept).
+    """
+    if res.data is None or res.data.z.shape[1] != 1 or res.weighting is not None:
+        return {}
+    return calibration_measures_rows(res.data.z[:, 0], np.rint(res.data.y[:, 0]), res.alpha)
+
+
 def _row(res: CalibrationResult) -> dict:
     ci = res.conf_int(scale="ece")
     p, null = finite_sample_pvalue(res)
     return dict(n_bins=res.n_bins, estimate=res.estimate, ece=res.ece, ci_lower=res.ci_lower, ci_upper=res.ci_upper,
-                ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null)
+                ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null,
+                **calibration_measures(res))
 
 
 _COLUMNS = ["n_bins", "estimate", "ece", "ci_lower", "ci_upper", "ece_ci_lower", "ece_ci_upper", "contains_zero",
-            "pvalue", "null"]
+            "pvalue", "null", *MEASURE_COLUMNS]
 
 
 def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None, n_bins="auto",
@@ -418,10 +562,13 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
 
 def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, variances: dict,
                     pooled: CalibrationResult, table: pd.DataFrame, *, global_method: str, null: str,
-                    **fields) -> GroupedCalibrationResult:
+                    pooled_measures: dict | None = None, **fields) -> GroupedCalibrationResult:
     """The grouped result from the per-group results: the global and heterogeneity tests across them."""
     group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
+    table.insert(table.columns.get_loc("estimate") + 1, "estimate_se",
+                 [math.sqrt(variances[lb]) if groups[lb] is not None and lb in variances else math.nan
+                  for lb in grouping.labels])
     analysed = [lb for lb, r in groups.items() if r is not None]
     gstat, gp = global_test([finite_sample_pvalue(groups[lb])[0] for lb in analysed], global_method)
     v = [variances[lb] for lb in analysed]
@@ -431,7 +578,9 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
         by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, pooled=pooled, table=table,
         global_statistic=gstat, global_pvalue=gp, global_method=global_method, heterogeneity_statistic=q,
         heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
-        heterogeneity_note=het_note, null=pooled.null if null == "auto" else null, **fields)
+        heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
+        pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
+        meta=pool_sites(table, grouping.names, alpha=fields["alpha"]), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> float:
@@ -530,10 +679,23 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
     table = group_table(grouping, None, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _row, _COLUMNS,
                         events=events if binary else [None] * len(events))
+    pooled_measures = {}
+    if sums.pooled.dim == 1:  # O/E from the sums of y and p; CITL and slope need the rows
+        for g, label in enumerate(grouping.labels):
+            if groups[label] is not None:
+                for col, value in _oe_of_sums(sums.stats[label], alpha).items():
+                    table.loc[label, col] = value
+        pooled_measures = _oe_of_sums(sums.pooled, alpha)
     return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=None, mode=mode, k=k,
                            n_classes=n_classes, n_dropped=sums.n_dropped, call_record=call, source=sums.source,
-                           **bookkeeping)
+                           pooled_measures=pooled_measures, **bookkeeping)
+
+
+def _oe_of_sums(stats: BinStats, alpha: float) -> dict:
+    """:func:`calibtest.core.recalibration.oe_measures` of a group's bin sums (y = U + p, so O = sum U + sum p)."""
+    expected = float(stats.sum_z.sum())
+    return oe_measures(float(stats.sum_u.sum()) + expected, expected, int(stats.count.sum()), alpha)
 
 
 def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:

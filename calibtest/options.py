@@ -393,6 +393,14 @@ _OPTIONS = (
            "(greater: model A worse calibrated)", choices=("two-sided", "less", "greater")),
     Option("variance", "choice", "corrected", "variance estimate of a comparison (plugin is conservative near "
            "calibration)", choices=("corrected", "plugin")),
+    Option("meta_method", "choice", "REML", "estimator of the between-site variance tau^2 of a random-effects "
+           "meta-analysis across sites", choices=("REML", "DL", "PM")),
+    Option("hartung_knapp", "flag", False, "Hartung-Knapp interval (t on k - 1 df) of a random-effects pooled "
+           "estimate"),
+    Option("forest_measure", "choice", "ece", "what each row of a grouped interval's forest plot shows",
+           choices=("ece", "citl", "slope", "oe")),
+    Option("meta_measures", "names", None, "calibration measures pooled across sites (None: all)",
+           choices=("log_oe", "citl", "slope", "ece"), nullable=True),
     Option("spiegelhalter", "flag", None, "whether the multi-scale test adds Spiegelhalter's z (None: for a "
            "1-dim prediction)", nullable=True),
     Option("paired", "flag", None, "whether two results share their rows (None: detected)", nullable=True),

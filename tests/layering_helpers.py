@@ -27,7 +27,7 @@ LAYERS = [
     ("display", ["calibtest.summary"]),
     ("grouping", ["calibtest.grouping"]),
     ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test",
-                       "calibtest.cluster_robust",
+                       "calibtest.cluster_robust", "calibtest.meta_analysis",
                        "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance",
                        "calibtest.survival_evidence"]),
     ("results", ["calibtest.results"]),
@@ -48,6 +48,9 @@ ALLOWED_UPWARD = {
     ("calibtest.results", "calibtest.reporting.html"):
         "CalibrationResult.report(): the result writes its own validation report; jinja2 and matplotlib are "
         "imported only when a report is asked for",
+    ("calibtest.meta_analysis", "calibtest.reporting.forest"):
+        "MetaAnalysisResult.plot_forest(): the meta-analysis draws its own forest plot per measure; matplotlib is "
+        "imported only when a plot is asked for",
     ("calibtest.grouping", "calibtest.reporting.forest"):
         "GroupedCalibrationResult.plot_forest(): the grouped result draws its own forest plot; matplotlib is "
         "imported only when a plot is asked for",

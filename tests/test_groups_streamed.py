@@ -37,6 +37,9 @@ def _same(mem, streamed, small=("d",)):
     big = [not any(s == (lb if not isinstance(lb, tuple) else lb[0]) for s in small) for lb in a.index]
     for col in a.columns:
         x, y = a.loc[big, col], b.loc[big, col]
+        if col.startswith(("citl", "slope")):  # logistic fits need the rows, which a stream does not keep
+            assert b[col].isna().all(), col
+            continue
         if col in ("n", "events", "n_bins"):
             assert x.astype(object).tolist() == y.astype(object).tolist(), col
         elif x.dtype.kind == "f":

@@ -178,11 +178,16 @@ def test_numbering_toc_and_escaping(grouped, grouped_html):
     figures = [int(i.split("-")[1]) for i in doc.ids if i.startswith("figure-")]
     assert tables == list(range(1, len(tables) + 1)) and figures == list(range(1, len(figures) + 1))
     assert re.findall(r'<span class="label">Table (\d+)\.</span>', grouped_html) == [str(t) for t in tables]
-    # the forest plot is the last figure, inside the subgroup section, and the text cites it and both tables
+    # the forest plot is inside the subgroup section, the sites' forest plots (the last figure) in the section
+    # after it, and the text of each section cites its figure and tables
     section = grouped_html.split('id="subgroups-1"', 1)[1].split("</section>", 1)[0]
-    assert f'<figure id="figure-{figures[-1]}">' in section
+    sites = grouped_html.split('id="sites-1"', 1)[1].split("</section>", 1)[0]
+    assert f'<figure id="figure-{figures[-2]}">' in section and f'<figure id="figure-{figures[-1]}">' in sites
+    in_section = [t for t in tables if f'id="table-{t}"' in section]
+    assert len(in_section) == 3  # the groups, every measure, the tests across groups
     cited = set(re.findall(r"(?:Table|Figure) \d+", re.sub(r"<[^>]+>", " ", section)))
-    assert {f"Figure {figures[-1]}", f"Table {tables[-4]}", f"Table {tables[-5]}"} <= cited  # 3 tables follow
+    assert {f"Figure {figures[-2]}"} | {f"Table {t}" for t in in_section} <= cited
+    assert toc.index("subgroups-1") + 1 == toc.index("sites-1")
     heading = re.search(r"<h2>(\d+)\. Subgroups of risk score by site</h2>", grouped_html)
     model = re.search(r"<h2>(\d+)\. Model: risk score", grouped_html)
     assert int(heading.group(1)) == int(model.group(1)) + 1
@@ -312,7 +317,10 @@ def test_weighted_grouped_report_renders(data):
     html = render_html(g)
     text = parse(html).body
     assert "Subgroups of p by sex" in text and "case weights (column w)" in text
-    assert html.count("<img") == 2  # the forest plot and the pooled weighted reliability diagram
+    # the forest plot, the pooled weighted reliability diagram and the sites' forest plot, of the ECE only: the
+    # CITL, slope and O/E of val_prob are for unweighted rows
+    assert html.count("<img") == 3
+    assert g.meta.measures == ("ece",) and g.to_frame()[["citl", "slope", "oe"]].isna().all().all()
     assert "Weighted reliability diagram of p (case weights)" in text
 
 

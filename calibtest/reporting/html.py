@@ -624,6 +624,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "clustering_short": _clustering_short(res),
         "data_rows": data_rows(res, d),
         "subgroups": None,
+        "sites": None,
     }
     return ctx
 
@@ -854,6 +855,41 @@ def subgroup_rows(grouped) -> list[list[str]]:
     return rows
 
 
+def _measure_text(values: dict, name: str) -> str:
+    """``0.95 [0.76, 1.15]`` from a table record (4 significant digits; an em dash when not defined)."""
+    v = values.get(name)
+    if _missing(v) or not np.isfinite(float(v)):
+        return "—"
+    lo, hi = values.get(f"{name}_ci_lower"), values.get(f"{name}_ci_upper")
+    if _missing(lo) or not np.isfinite(float(lo)):
+        return fmt(float(v), 4)
+    return f"{fmt(float(v), 4)} {_interval_text(float(lo), float(hi), False, 4)}"
+
+
+def subgroup_measure_rows(grouped) -> list[list[str]] | None:
+    """The rows of the report's table of CITL, slope and O/E by subgroup (None when the result holds none).
+
+    Formatted from ``grouped.to_frame()`` and ``grouped.pooled_measures``
+    (computed once with the result); the ECE and its p-value repeated so that
+    every group is read by every measure on one row.
+    """
+    frame = grouped.to_frame()
+    if "oe" not in frame or not frame["oe"].notna().any():
+        return None
+    rows = []
+    for label, r in zip(frame.index, frame.to_dict(orient="records")):
+        if grouped.groups.get(label) is None:
+            rows.append([_group_text(label), _cell(r["n"]), "not analysed", "—", "—", "—", "—"])
+            continue
+        rows.append([_group_text(label), _cell(r["n"]), _cell(r["ece"], 4), _cell(r["pvalue"], p=True),
+                     _measure_text(r, "citl"), _measure_text(r, "slope"), _measure_text(r, "oe")])
+    pm = getattr(grouped, "pooled_measures", {}) or {}
+    rows.append(["all rows (pooled)", fmt(grouped.pooled.n), fmt(grouped.pooled.ece, 4),
+                 fmt_p(grouped.pooled.null_pvalue), _measure_text(pm, "citl"), _measure_text(pm, "slope"),
+                 _measure_text(pm, "oe")])
+    return rows
+
+
 def forest_figure(grouped):
     """The forest plot of a grouped result as a matplotlib ``Figure`` sized for the report page.
 
@@ -949,11 +985,102 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
     finding = (f"Subgroups of {by} ({analysed} analysed of {len(frame)}): global test of calibration in every "
                f"group p {_p_eq(gp)} ({verdict(gp)} at α = {fmt(alpha)}); heterogeneity of the ECE² across groups "
                f"{het_finding}.")
+    below = grouped.pooled_ece_text() if hasattr(grouped, "pooled_ece_text") else None
+    if below is not None:
+        finding += " " + _public(below)
+    measure_rows = subgroup_measure_rows(grouped)
+    measures = None if measure_rows is None else {
+        **_table([f"Group ({', '.join(grouped.by)})", "n", "ECE", "p (ECE = 0)", f"CITL {level} CI",
+                  f"slope {level} CI", f"O/E {level} CI"], measure_rows),
+        "caption": (f"Every subgroup of {by} judged by every measure, for {name}: the ECE and the p-value of its "
+                    "test (as in the table above) beside the calibration-in-the-large (CITL: the intercept with "
+                    "logit p as offset; 0 when the mean risk is right), the calibration slope (1 when the risks "
+                    f"are neither too extreme nor too modest) and O/E (observed over expected events; 1), with "
+                    f"their {level} Wald intervals; the last row is all rows together (4 significant digits). "
+                    "An ECE of 0 beside a CITL or O/E interval that excludes its null is a group whose mean risk "
+                    "is off by less than its binned test can see.")}
     return {"anchor": f"subgroups-{index + 1}", "title": f"Subgroups of {name} by {by}", "by": by,
+            "measures": measures,
             "n_groups": len(frame), "n_analysed": analysed, "table": table, "tests": tests, "figure": fig,
             "figure_note": fig_note, "multiplicity": multiplicity, "notes": notes[1:], "null_text": null_text,
             "not_analysed": not_analysed, "finding": finding,
             "small": [f"{_group_text(label)}: {_public(note)}" for label, note in grouped.group_notes.items()]}
+
+
+def meta_figure(meta):
+    """The forest plots of a meta-analysis across sites, one panel per measure pooled, side by side, as a ``Figure``.
+
+    7.2 inches wide, the panels sharing the site labels of the first;
+    1.2 inches plus 0.26 inch per row high (at most 9 inches), so that for
+    up to about 12 sites the figure keeps the report's aspect ratio.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from calibtest.reporting.forest import meta_forest_rows, plot_meta_forest
+
+    measures = list(meta.measures)
+    n_rows = max(len(meta_forest_rows(meta, m)) for m in measures)
+    fig = Figure(figsize=(7.2, min(9.0, 1.2 + 0.26 * n_rows)), dpi=FIGURE_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(measures), sharey=True, squeeze=False)[0]
+    for i, (ax, m) in enumerate(zip(axes, measures)):
+        plot_meta_forest(meta, m, ax=ax, compact=True)
+        ax.tick_params(axis="both", labelsize=7)
+        if i:
+            ax.tick_params(axis="y", labelleft=False)
+        ax.xaxis.label.set_size(7)
+    return fig
+
+
+def _sites_context(grouped, name: str, index: int, figure: bool) -> dict | None:
+    """The section "Calibration across sites": the held random-effects meta-analysis of the groups' measures."""
+    meta = getattr(grouped, "meta", None)
+    if meta is None:
+        return None
+    by = " × ".join(grouped.by)
+    level = _level(meta.alpha)
+    labels = {"log_oe": "O/E", "citl": "CITL (logit scale)", "slope": "Calibration slope", "ece": "ECE"}
+    rows = []
+    for m in meta.measures:
+        re = meta.pooled[m]
+        r = re.row(natural=True)
+        pi = ("— (fewer than 3 sites)" if _missing(r["pi_lower"]) or not np.isfinite(r["pi_lower"]) else
+              _interval_text(r["pi_lower"], r["pi_upper"], False, 4))
+        rows.append([labels[m], fmt(re.k), fmt(r["estimate"], 4),
+                     _interval_text(r["ci_lower"], r["ci_upper"], False, 4), pi, fmt(re.tau2, 3),
+                     f"{fmt(100 * re.i2, 3)}%", f"{fmt(re.q, 4)} ({re.q_df})", fmt_p(re.q_pvalue)])
+    for m, why in meta.left_out_measures.items():
+        rows.append([labels[m], "—", "not pooled", _public(why), "—", "—", "—", "—", "—"])
+    interval = "Hartung–Knapp" if meta.hartung_knapp else "Wald"
+    table = {**_table(["Measure", "sites k", "pooled", f"{level} CI ({interval})", f"{level} prediction interval",
+                       "τ²", "I²", "Q (df)", "p (Q)"], rows),
+             "caption": (f"Calibration of {name} across the sites (groups) of {by}: random-effects meta-analysis "
+                         f"(τ² by {meta.method}) of each site's O/E (pooled as log O/E), CITL, calibration slope "
+                         "and ECE (pooled as the debiased ECE² and shown as its square root); the prediction "
+                         "interval is where the measure of a new site is expected to fall (4 significant digits; "
+                         "τ² on the pooled scale).")}
+    fig, fig_note = None, None
+    if figure and meta.measures:
+        try:
+            fig = {"src": _png_data_uri(meta_figure(meta)), "alt": f"Forest plots of {name} across {by}",
+                   "caption": (f"Forest plots of the calibration of {name} across the sites of {by}, one panel per "
+                               f"measure: each site's estimate (square, sized by its weight) with its {level} Wald "
+                               f"interval, the pooled estimate (diamond, spanning its {level} interval) and the "
+                               "prediction interval for a new site (bar); dotted: perfect calibration.")}
+        except ValueError as exc:
+            fig_note = f"The forest plots were not drawn: {exc}."
+    finding = None
+    if "log_oe" in meta.pooled:
+        re = meta.pooled["log_oe"]
+        r = re.row(natural=True)
+        pi = ("" if not np.isfinite(r["pi_lower"]) else
+              f"; in a new site O/E is expected between {fmt(r['pi_lower'], 3)} and {fmt(r['pi_upper'], 3)}")
+        finding = (f"Across the {re.k} sites of {by}, pooled O/E {fmt(r['estimate'], 3)} ({level} CI "
+                   f"{fmt(r['ci_lower'], 3)} to {fmt(r['ci_upper'], 3)}), I² = {fmt(100 * re.i2, 3)}%{pi}.")
+    return {"anchor": f"sites-{index + 1}", "title": f"Calibration across sites: {name} by {by}", "by": by,
+            "table": table, "figure": fig, "figure_note": fig_note, "finding": finding,
+            "notes": [_public(n) for n in meta.notes()]}
 
 
 def _p_eq(p) -> str:
@@ -1284,9 +1411,15 @@ def _number(ctx: dict) -> None:
         sg = m["subgroups"]
         if sg:
             t(sg["table"])
+            if sg["measures"]:
+                t(sg["measures"])
             if sg["figure"]:
                 f(sg["figure"])
             t(sg["tests"])
+        if m["sites"]:
+            t(m["sites"]["table"])
+            if m["sites"]["figure"]:
+                f(m["sites"]["figure"])
     t(ctx["versions"])
     t(ctx["doc"]["revisions"])
     t(ctx["doc"]["signatures"])
@@ -1301,6 +1434,8 @@ def _toc(ctx: dict) -> list[dict]:
         entries.append((m["anchor"], m["section_title"]))
         if m["subgroups"]:
             entries.append((m["subgroups"]["anchor"], m["subgroups"]["title"]))
+        if m["sites"]:
+            entries.append((m["sites"]["anchor"], m["sites"]["title"]))
     entries += [("methods", "Methods"), ("limitations", "Limitations"),
                 ("software", "Software and reproducibility"), ("references", "References"),
                 ("revision-history", "Revision history"), ("approval", "Approval")]
@@ -1391,6 +1526,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         m["section_title"] = f"Model: {m['name']}"
         if _is_grouped(item):
             m["subgroups"] = _subgroup_context(item, m["name"], i, figures)
+            m["sites"] = _sites_context(item, m["name"], i, figures)
     overlay = None
     same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
     if figures and multi and same_target:
@@ -1468,7 +1604,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "has_weighting": any(m["weighting"] for m in models),
         "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
-    extra = (["holm", "cochran"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
+    extra = (["holm", "cochran", "riley", "debray", "viechtbauer"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
     ctx["ref"] = {key: str(10 + i) for i, key in enumerate(extra)}  # after the nine fixed references
     _number(ctx)
     ctx["toc"] = _toc(ctx)
