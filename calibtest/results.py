@@ -14,6 +14,7 @@ from calibtest.acceptance import AcceptanceEvaluation, MarginTestResult, evaluat
 from calibtest.calibration_test import TestOfCalibration
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
+from calibtest.core.censoring import SurvivalData
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
@@ -334,6 +335,11 @@ class CalibrationResult(ResultDisplay):
         then ``estimate`` is the weighted T_w, ``se`` its influence-function
         standard error and the test uses the weighted null variance; None
         for unweighted rows.
+    survival : SurvivalData or None
+        A survival outcome at a horizon (``horizon=``): times, events, the
+        horizon, the censoring counts and model (``docs/survival.md``); with
+        censoring before the horizon ``estimate`` is T of the IPCW outcomes.
+        None for a binary or multi-class outcome.
 
     Each optional part is one nested object (``asymptotic``, ``conditional``,
     ``monte_carlo``, ``resampling``, ``weighting``): e.g.
@@ -386,6 +392,7 @@ class CalibrationResult(ResultDisplay):
     bin_rule: BinRule | None = field(default=None, repr=False)
     approximation: Approximation | None = field(default=None, repr=False)
     weighting: Weighting | None = field(default=None, repr=False)
+    survival: SurvivalData | None = field(default=None, repr=False)
     #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -441,6 +448,11 @@ class CalibrationResult(ResultDisplay):
             method="adjusted" if resampling is None else resampling.method,
             asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
             resampling=resampling, **parts)
+
+    @property
+    def censored(self) -> bool:
+        """A survival result with rows censored before the horizon (its outcomes are IPCW-weighted)."""
+        return self.survival is not None and self.survival.n_censored > 0
 
     @property
     def approximate(self) -> bool:
@@ -629,6 +641,10 @@ class CalibrationResult(ResultDisplay):
         if self.weighting is not None:
             raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
                              "prevalence=): its interval and test are the weighted ones in summary()")
+        if self.censored:
+            raise ValueError("the evidence tests binary outcomes; rows of this survival result are censored before "
+                             "the horizon, so its outcomes are IPCW-weighted: its interval and test are those of "
+                             "summary()")
         return build_evidence(self, alpha, rng)
 
     # ----------------------------------------------------------------- output
@@ -667,6 +683,10 @@ class CalibrationResult(ResultDisplay):
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
                           "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
                           "weighted interval and its test only.")
+        if self.censored:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests binary outcomes; "
+                          "rows of this survival outcome are censored before the horizon, so the summary shows the "
+                          "IPCW interval and its test only.")
         if self.data is None:
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows in "
                           "memory; this result was computed from a file or a Dask DataFrame, so the summary shows "
@@ -693,6 +713,10 @@ class CalibrationResult(ResultDisplay):
             raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
                              "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
                              "of each bin (mean_pred_weighted, mean_outcome_weighted)")
+        if self.censored:
+            raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
+                             "survival result are censored before the horizon: bin_table() lists each bin's IPCW "
+                             "estimate of P(T <= t) (mean_outcome)")
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
@@ -702,6 +726,10 @@ class CalibrationResult(ResultDisplay):
         return report(self, path, **kwargs)
 
     def _repr_parts(self) -> list[str]:
+        if self.survival is not None:
+            return [f"survival at t={self.survival.horizon:g} n={self.n} B={self.n_bins}: "
+                    f"ECE^2(t)={self.estimate:.6g}", f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}",
+                    f"p(ECE=0)={self.null_pvalue:.4g}"]
         return [f"mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: ECE^2={self.estimate:.6g}",
                 f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}", f"p(ECE=0)={self.null_pvalue:.4g}"]
 

@@ -280,6 +280,8 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     ci = res.conf_int(alpha)
     if getattr(res, "weighting", None) is not None:
         notes += res.weighting.notes()
+    if getattr(res, "survival", None) is not None:
+        notes += res.survival.notes()
     level = f"{100 * (1 - alpha):g}%"
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
@@ -362,6 +364,13 @@ def _settings_table(res, alpha: float) -> dict:
     }
     if res.method != "adjusted":
         out.update(_resampling_settings(res))
+    surv = getattr(res, "survival", None)
+    if surv is not None:  # a survival outcome: the estimand, the horizon and the censoring
+        out["Mode:"] = "survival at a horizon (binary 1{T <= t})"
+        out["Estimand:"] = surv.estimand
+        out["Censored before t:"] = (f"{surv.n_censored} (IPCW, {'Kaplan-Meier' if surv.censoring == 'km' else 'Cox'}"
+                                     " censoring model)" if surv.n_censored else "0 (none: binary 1{T <= t})")
+        out["Events by t:"] = str(surv.n_events)
     return out
 
 
@@ -498,6 +507,8 @@ def result_dict(res) -> dict:
     out["seed"] = None if out["seed"] is None else str(out["seed"])
     if getattr(res, "weighting", None) is not None:
         out.update(res.weighting.to_dict())
+    if getattr(res, "survival", None) is not None:
+        out.update(res.survival.to_dict())
     return json_safe(out)
 
 
@@ -510,6 +521,8 @@ def null_text(res) -> str:
     asymptotic test uses the estimated variance V_0.
     """
     weighted = getattr(res, "weighting", None) is not None
+    if res.null == "asymptotic" and getattr(res, "censored", False):
+        return "asymptotic (normal limit of T / sqrt(V_0), V_0 estimated from the IPCW rows)"
     if res.null == "asymptotic":
         return ("asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" if weighted
                 else "asymptotic (the paper's normal limit)")
