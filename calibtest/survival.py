@@ -50,7 +50,7 @@ from calibtest._format import Call, record_call
 from calibtest._validation import DEFAULT_DRAWS, DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
-from calibtest.core.censoring import (SurvivalData, censoring_km, check_survival_rows, ipcw_outcome, km_influence)
+from calibtest.core.censoring import (SurvivalData, censoring_km, survival_rows, ipcw_outcome, km_influence)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
@@ -63,7 +63,7 @@ from calibtest.inputs import prepare_input
 from calibtest.options import check_options
 from calibtest.results import Approximation, CalibrationResult
 
-__all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_statistics"]
+__all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence"]
 
 #: How the standard error accounts for the censoring weights, by censoring model.
 _VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
@@ -116,26 +116,35 @@ def _covariates(spec, data, kept, n_input: int) -> tuple[np.ndarray, tuple]:
 
 
 def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.ndarray) -> np.ndarray:
-    """G(X_i- | x_i) of a Cox model of the censoring (Breslow baseline), by statsmodels' PHReg.
+    """G(X_i- | x_i) of a Cox model of the censoring with the Breslow baseline hazard.
 
-    The censorings are the events of the model (status 1 - delta); G(s | x)
-    = exp(-Lambda_0(s) exp(x beta)), Lambda_0 the Breslow cumulative hazard,
-    evaluated just before each row's time.
+    The censorings are the events of the model (status 1 - delta); beta is
+    fitted by statsmodels' PHReg (Breslow ties), and G(s | x) =
+    exp(-Lambda_0(s) exp(x beta)) with the Breslow cumulative hazard
+    Lambda_0(s) = sum_{u <= s} d^C(u) / sum_{X_j >= u} exp(x_j beta), evaluated
+    just before each row's time (as R's ``basehaz(coxph(..., ties = "breslow"),
+    centered = FALSE)``; tests/reference/survival_ipcw.R).
     """
     from statsmodels.duration.hazard_regression import PHReg  # heavy: imported only for censoring="cox"
 
     centre = covariates.mean(axis=0)
-    model = PHReg(time, covariates - centre, status=1.0 - event, ties="breslow")
-    fit = model.fit(disp=False)
-    times, cumhaz = fit.baseline_cumulative_hazard[0][:2]
-    pos = np.searchsorted(times, time, side="left") - 1
-    before = np.where(pos >= 0, cumhaz[np.maximum(pos, 0)], 0.0)
-    return np.exp(-before * np.exp((covariates - centre) @ fit.params))
+    x = covariates - centre  # centred for the fit's numerics; G does not depend on the centring
+    beta = np.asarray(PHReg(time, x, status=1.0 - event, ties="breslow").fit(disp=False).params)
+    risk = np.exp(x @ beta)
+    times, index = np.unique(time, return_inverse=True)
+    index = index.reshape(-1)
+    m = times.size
+    censored = np.bincount(index, weights=1.0 - event, minlength=m)
+    by_time = np.bincount(index, weights=risk, minlength=m)
+    at_risk = by_time[::-1].cumsum()[::-1]  # sum of exp(x beta) over rows with X >= u
+    cumhaz = np.cumsum(censored / at_risk)
+    before = np.concatenate(([0.0], cumhaz[:-1]))[index]  # Lambda_0(X_i-)
+    return np.exp(-before * risk)
 
 
-def ipcw_statistics(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray, km=None,
-                    event: np.ndarray | None = None) -> tuple[float, float, float]:
-    """(plug-in theta, sigma1^2, V_0) of the IPCW rows: the influence-function variance and the null variance.
+def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray, km=None,
+                   event: np.ndarray | None = None) -> np.ndarray:
+    """The influence value of each row on T of the IPCW rows: psi_i - mean(psi) (+ phi_i for a Kaplan-Meier G).
 
     Parameters
     ----------
@@ -148,21 +157,22 @@ def ipcw_statistics(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndar
     y_tilde : ndarray, shape (n,)
         The IPCW outcomes Y~.
     km : CensoringKM, optional
-        The Kaplan-Meier G whose influence joins the variance (None: weights as known).
+        The Kaplan-Meier G whose influence is added (None: weights as known).
     event : ndarray, optional
         delta_i (needed with ``km``).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        sqrt(n) (T - theta) is about N(0, mean(IF^2)).
     """
-    n = u.shape[0]
     count = np.bincount(inverse, minlength=m).astype(np.float64)
-    mu = np.bincount(inverse, weights=u, minlength=m) / count
-    mu_i = mu[inverse]
+    mu_i = (np.bincount(inverse, weights=u, minlength=m) / count)[inverse]
     psi = 2.0 * mu_i * u - mu_i * mu_i
     influence = psi - psi.mean()
     if km is not None:
-        influence = influence + km_influence(km, event, 2.0 * mu_i * y_tilde)
-    theta = float(np.sum(count * mu * mu) / n)
-    v0 = weighted_null_variance(inverse, u[:, None], np.ones(n), m)
-    return theta, float(np.mean(influence * influence)), v0
+        influence += km_influence(km, event, 2.0 * mu_i * y_tilde)
+    return influence
 
 
 def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y_tilde: np.ndarray, *, km,
@@ -191,7 +201,9 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     t = debiased_statistic(stats, n)
     plugin = plugin_statistic(stats, n)
     event = survival.event
-    _, s1, v0 = ipcw_statistics(partition.inverse, partition.m, target.u[:, 0], y_tilde, km, event)
+    influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, km, event)
+    s1 = float(np.mean(influence * influence))
+    v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
     volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
     s0 = n * n * volume * v0
     if not s0 > 0:
@@ -294,7 +306,7 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
         n_in = rows.y.shape[0] + rows.n_dropped
         call = Call("calib_ci", (f"time=<array n={n_in}>", f"event=<array n={n_in}>",
                                  f"probs=<array shape={(n_in,)}>"), options)
-    t_obs, ev = check_survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
+    t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
     risk = rows.probs.reshape(-1)
     y_t = ((ev == 1.0) & (t_obs <= horizon)).astype(np.float64)
     binary = prepare_target(y_t, risk, y_name=rows.y_name, prob_names=rows.prob_names)

@@ -29,7 +29,7 @@ LAYERS = [
     ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test",
                        "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance"]),
     ("results", ["calibtest.results"]),
-    ("estimation", ["calibtest.estimation"]),
+    ("estimation", ["calibtest.estimation", "calibtest.survival"]),
     ("backends", ["calibtest.backends"]),
     ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence_suite",
              "calibtest.analysis_plan", "calibtest.sample_size"]),

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["CensoringKM", "censoring_km", "ipcw_outcome", "km_influence", "check_survival_rows",
+__all__ = ["CensoringKM", "censoring_km", "ipcw_outcome", "km_influence", "survival_rows",
            "SurvivalData", "event_km_risk"]
 
 
@@ -184,7 +184,7 @@ def km_influence(km: CensoringKM, event: np.ndarray, a: np.ndarray) -> np.ndarra
     return censored * ratio[km.index] - compensator[km.index]
 
 
-def check_survival_rows(time: np.ndarray, event: np.ndarray, horizon: float, time_name: str = "time",
+def survival_rows(time: np.ndarray, event: np.ndarray, horizon: float, time_name: str = "time",
                         event_name: str = "event") -> tuple[np.ndarray, np.ndarray]:
     """Validated float64 times and 0/1 events of a survival outcome at ``horizon``.
 
