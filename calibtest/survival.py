@@ -50,7 +50,8 @@ from calibtest._format import Call, record_call
 from calibtest._validation import DEFAULT_DRAWS, DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
-from calibtest.core.censoring import (SurvivalData, censoring_km, survival_rows, ipcw_outcome, km_influence)
+from calibtest.core.censoring import (SurvivalData, censoring_km, cox_breslow, cox_survival_before, ipcw_outcome,
+                                      km_influence, survival_rows)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
@@ -118,28 +119,17 @@ def _covariates(spec, data, kept, n_input: int) -> tuple[np.ndarray, tuple]:
 def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.ndarray) -> np.ndarray:
     """G(X_i- | x_i) of a Cox model of the censoring with the Breslow baseline hazard.
 
-    The censorings are the events of the model (status 1 - delta); beta is
-    fitted by statsmodels' PHReg (Breslow ties), and G(s | x) =
-    exp(-Lambda_0(s) exp(x beta)) with the Breslow cumulative hazard
-    Lambda_0(s) = sum_{u <= s} d^C(u) / sum_{X_j >= u} exp(x_j beta), evaluated
-    just before each row's time (as R's ``basehaz(coxph(..., ties = "breslow"),
-    centered = FALSE)``; tests/reference/survival_ipcw.R).
+    The censorings are the events of the model (status 1 - delta), beta its
+    Breslow partial-likelihood estimate (:func:`calibtest.core.censoring.cox_breslow`,
+    the estimate of statsmodels' PHReg at a fraction of its time), and
+    G(s | x) = exp(-Lambda_0(s) exp(x beta)) with the Breslow cumulative
+    hazard, evaluated just before each row's time (as R's
+    ``basehaz(coxph(..., ties = "breslow"), centered = FALSE)``;
+    tests/reference/survival_ipcw.R).
     """
-    from statsmodels.duration.hazard_regression import PHReg  # heavy: imported only for censoring="cox"
-
-    centre = covariates.mean(axis=0)
-    x = covariates - centre  # centred for the fit's numerics; G does not depend on the centring
-    beta = np.asarray(PHReg(time, x, status=1.0 - event, ties="breslow").fit(disp=False).params)
-    risk = np.exp(x @ beta)
-    times, index = np.unique(time, return_inverse=True)
-    index = index.reshape(-1)
-    m = times.size
-    censored = np.bincount(index, weights=1.0 - event, minlength=m)
-    by_time = np.bincount(index, weights=risk, minlength=m)
-    at_risk = by_time[::-1].cumsum()[::-1]  # sum of exp(x beta) over rows with X >= u
-    cumhaz = np.cumsum(censored / at_risk)
-    before = np.concatenate(([0.0], cumhaz[:-1]))[index]  # Lambda_0(X_i-)
-    return np.exp(-before * risk)
+    x = covariates - covariates.mean(axis=0)  # centred for the numerics; G does not depend on the centring
+    status = 1.0 - event
+    return cox_survival_before(time, status, x, cox_breslow(time, status, x))
 
 
 def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray, km=None,

@@ -262,3 +262,16 @@ def test_missing_drop_drops_rows_with_a_missing_time(surv_df):
     res = ct.calib_ci("Surv(futime, status) ~ risk", data=df, horizon=5.0, missing="drop")
     ref = ct.calib_ci("Surv(futime, status) ~ risk", data=df.drop(index=[3, 7]), horizon=5.0)
     assert res.n_dropped == 2 and res.estimate == ref.estimate and res.se == ref.se
+
+
+def test_cox_breslow_matches_statsmodels_phreg():
+    from statsmodels.duration.hazard_regression import PHReg
+    from calibtest.core.censoring import cox_breslow
+    rng = np.random.default_rng(11)
+    n = 400
+    x = rng.normal(size=(n, 2))
+    time = np.round(rng.exponential(1 / np.exp(x @ np.array([0.5, -0.3]))), 1)  # ties
+    status = (rng.uniform(size=n) < 0.7).astype(float)
+    x = x - x.mean(axis=0)
+    expected = PHReg(time, x, status=status, ties="breslow").fit(disp=False).params
+    np.testing.assert_allclose(cox_breslow(time, status, x), expected, rtol=1e-7, atol=1e-9)

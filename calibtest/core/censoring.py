@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["CensoringKM", "censoring_km", "ipcw_outcome", "km_influence", "survival_rows",
-           "SurvivalData", "event_km_risk"]
+           "SurvivalData", "event_km_risk", "cox_breslow", "cox_survival_before"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,6 +182,83 @@ def km_influence(km: CensoringKM, event: np.ndarray, a: np.ndarray) -> np.ndarra
     compensator = np.cumsum(ratio * km.censored / km.at_risk)
     censored = 1.0 - np.asarray(event, dtype=np.float64)
     return censored * ratio[km.index] - compensator[km.index]
+
+
+def _risk_set_sums(index: np.ndarray, m: int, x: np.ndarray, eta: np.ndarray):
+    """S0, S1, S2: sums of exp(eta), x exp(eta) and x x^T exp(eta) over the rows with X >= u_k, per time."""
+    w = np.exp(eta - eta.max())  # a common factor: cancels in every ratio
+    p = x.shape[1]
+    s0 = np.bincount(index, weights=w, minlength=m)[::-1].cumsum()[::-1]
+    s1 = np.column_stack([np.bincount(index, weights=w * x[:, j], minlength=m) for j in range(p)])[::-1].cumsum(
+        axis=0)[::-1]
+    outer = (x[:, :, None] * x[:, None, :]).reshape(-1, p * p) * w[:, None]
+    s2 = np.column_stack([np.bincount(index, weights=outer[:, j], minlength=m) for j in range(p * p)])[::-1].cumsum(
+        axis=0)[::-1].reshape(m, p, p)
+    return s0, s1, s2
+
+
+def cox_breslow(time: np.ndarray, status: np.ndarray, x: np.ndarray, *, tol: float = 1e-10,
+                max_iter: int = 50) -> np.ndarray:
+    """Coefficients of a Cox model by Newton's method on the Breslow partial likelihood (ties: Breslow).
+
+    The same estimate as statsmodels' ``PHReg(..., ties="breslow")`` and R's
+    ``coxph(..., ties = "breslow")`` (tests/reference/survival_ipcw.R), with
+    the risk-set sums of all distinct times from one sort and reverse
+    cumulative sums: O(n p^2) per iteration (PHReg takes 1.6 s at n = 10^4).
+
+    Parameters
+    ----------
+    time : ndarray, shape (n,)
+    status : ndarray, shape (n,)
+        1 for the model's events (here: the censorings), 0 otherwise.
+    x : ndarray, shape (n, p)
+        Covariates (centred by the caller for the numerics).
+
+    Raises
+    ------
+    ValueError
+        When the partial likelihood has no maximum (e.g. a covariate that
+        separates the events from the rest).
+    """
+    times, index = np.unique(time, return_inverse=True)
+    index = index.reshape(-1)
+    m, p = times.size, x.shape[1]
+    d = np.bincount(index, weights=status, minlength=m)
+    score_fixed = status @ x
+    beta = np.zeros(p)
+    for _ in range(max_iter):
+        s0, s1, s2 = _risk_set_sums(index, m, x, x @ beta)
+        keep = d > 0
+        mean = s1[keep] / s0[keep, None]
+        grad = score_fixed - d[keep] @ mean
+        info = np.einsum("k,kij->ij", d[keep], s2[keep] / s0[keep, None, None]) - np.einsum(
+            "k,ki,kj->ij", d[keep], mean, mean)
+        try:
+            step = np.linalg.solve(info, grad)
+        except np.linalg.LinAlgError:
+            raise ValueError("the Cox model of the censoring has a singular information matrix (a constant or "
+                             "collinear covariate in censoring_covariates)") from None
+        beta = beta + step
+        if not np.all(np.isfinite(beta)):
+            break
+        if np.max(np.abs(step)) < tol * (1.0 + np.max(np.abs(beta))):
+            return beta
+    raise ValueError("the Cox model of the censoring did not converge (a covariate may separate the censored "
+                     "rows from the others); check censoring_covariates")
+
+
+def cox_survival_before(time: np.ndarray, status: np.ndarray, x: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """exp(-Lambda_0(X_i-) exp(x_i beta)): the Cox model's survival just before each row's time, with the
+    Breslow cumulative hazard Lambda_0(s) = sum_{u <= s} d(u) / sum_{X_j >= u} exp(x_j beta)."""
+    times, index = np.unique(time, return_inverse=True)
+    index = index.reshape(-1)
+    m = times.size
+    risk = np.exp(x @ beta)
+    d = np.bincount(index, weights=status, minlength=m)
+    at_risk = np.bincount(index, weights=risk, minlength=m)[::-1].cumsum()[::-1]
+    cumhaz = np.cumsum(d / at_risk)
+    before = np.concatenate(([0.0], cumhaz[:-1]))[index]
+    return np.exp(-before * risk)
 
 
 def survival_rows(time: np.ndarray, event: np.ndarray, horizon: float, time_name: str = "time",
