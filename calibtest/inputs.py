@@ -127,8 +127,8 @@ def read_rows(formula, data, y, probs, env, missing: str, survival: bool = False
         y_arr, p_arr, y_name, prob_names = parsed.y, parsed.probs, parsed.y_name, parsed.prob_names
         class_names = prob_names
         if (y_arr.ndim == 2) != survival:
-            raise OptionError(f"the outcome {y_name!r} is a survival outcome: give horizon=, the time t of the "
-                              "predicted risk P(T <= t)" if not survival else
+            raise OptionError(f"the outcome {y_name!r} is a survival outcome: calib_ci(..., horizon=t) analyses "
+                              "it, with horizon= the time t of the predicted risk P(T <= t)" if not survival else
                               f"horizon= needs a survival outcome 'Surv(time, event) ~ risk', got {y_name!r}")
     else:
         if y is None or probs is None:

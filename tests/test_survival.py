@@ -248,8 +248,10 @@ def test_input_errors_name_the_argument(surv_df, change, kwargs, match):
 
 
 def test_surv_needs_a_horizon_and_a_horizon_needs_surv(surv_df):
-    with pytest.raises(ValueError, match="survival outcome: give horizon="):
+    with pytest.raises(ValueError, match="survival outcome: calib_ci.*horizon="):
         ct.calib_ci("Surv(futime, status) ~ risk", data=surv_df)
+    with pytest.raises(ValueError, match="survival outcome: calib_ci.*horizon="):
+        ct.hosmer_lemeshow("Surv(futime, status) ~ risk", data=surv_df)
     with pytest.raises(ValueError, match="horizon= needs a survival outcome"):
         ct.calib_ci("status ~ risk", data=surv_df, horizon=5.0)
     with pytest.raises(ValueError, match="all of time=, event= and probs="):
