@@ -580,7 +580,15 @@ class CalibrationResult(ResultDisplay):
         Computed once per result, ``groups`` and ``validation`` (the evidence
         table and the report use the same one).
         """
+        self._binary_outcomes("the Hosmer-Lemeshow test")
         return result_hosmer_lemeshow(self, groups, validation)
+
+    def _binary_outcomes(self, what: str) -> None:
+        """Refuse a test of binary outcomes on a survival result with rows censored before the horizon."""
+        if self.censored:
+            raise ValueError(f"{what} needs binary outcomes; {self.survival.n_censored} rows of this survival "
+                             "result are censored before the horizon (their outcomes are IPCW-weighted): see "
+                             "docs/survival.md")
 
     def val_prob(self, alpha: float | None = None):
         """:func:`calibtest.val_prob` on this result's rows (binary or top-1): CITL, slope, C, Brier, E_max, ...
@@ -591,8 +599,10 @@ class CalibrationResult(ResultDisplay):
         Raises
         ------
         ValueError
-            For a result without rows (bin sums) or with more than one probability column.
+            For a result without rows (bin sums) or with more than one probability column,
+            or a survival result with rows censored before the horizon.
         """
+        self._binary_outcomes("val_prob")
         return result_val_prob(self, alpha)
 
     def conclusion(self, alpha: float | None = None) -> tuple[str, str, tuple]:

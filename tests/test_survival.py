@@ -204,6 +204,9 @@ def test_summary_dict_and_display_name_the_estimand_horizon_and_censoring():
     assert "ECE^2(t)" in res._repr_html_() and "survival at t=5" in repr(res)
     with pytest.raises(ValueError, match="censored before the horizon"):
         res.evidence()
+    for method in (res.hosmer_lemeshow, res.val_prob, res.plot_reliability):
+        with pytest.raises(ValueError, match="censored before the horizon"):
+            method()
 
 
 def test_cox_censoring_with_covariates():
