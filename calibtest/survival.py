@@ -22,9 +22,9 @@ paper's debiased T on these U is unbiased for the binned ECE^2(t) given G
 (the paper's sigma1^2 is its variance) plus, for the Kaplan-Meier G, the
 influence of G-hat (:func:`calibtest.core.censoring.km_influence` with
 a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) and
-se = sigma1 / sqrt(n).  With the Cox G the weights are treated as known
-(no phi): estimating G by maximum likelihood lowers the IPCW estimator's
-variance, so this standard error is conservative when the Cox model holds.
+se = sigma1 / sqrt(n).  With the Cox G the influence of its coefficients
+and of its Breslow baseline hazard takes the place of the Kaplan-Meier term
+(:func:`calibtest.core.censoring.cox_influence`).
 
 **Test of H0: calibrated at t.**  Under H0 the U have conditional mean 0,
 T is a degenerate U-statistic, and the influence of G-hat vanishes at first
@@ -50,8 +50,8 @@ from calibtest._format import Call, record_call
 from calibtest._validation import DEFAULT_DRAWS, DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
-from calibtest.core.censoring import (SurvivalData, censoring_km, cox_breslow, cox_survival_before, ipcw_outcome,
-                                      km_influence, survival_rows)
+from calibtest.core.censoring import (SurvivalData, censoring_km, cox_breslow, cox_influence, cox_survival_before,
+                                      ipcw_outcome, km_influence, survival_rows)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
@@ -68,7 +68,8 @@ __all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ip
 
 #: How the standard error accounts for the censoring weights, by censoring model.
 _VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
-             "cox": "treats the Cox-estimated weights as known (conservative when the Cox model holds)"}
+             "cox": "is the influence-function one, including the influence of the Cox model's coefficients and "
+                    "Breslow baseline hazard"}
 
 
 def _survival_columns(time, event) -> np.ndarray:
@@ -116,8 +117,8 @@ def _covariates(spec, data, kept, n_input: int) -> tuple[np.ndarray, tuple]:
     return values, names
 
 
-def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.ndarray) -> np.ndarray:
-    """G(X_i- | x_i) of a Cox model of the censoring with the Breslow baseline hazard.
+def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.ndarray):
+    """G(X_i- | x_i) of a Cox model of the censoring with the Breslow baseline hazard, and its influence.
 
     The censorings are the events of the model (status 1 - delta), beta its
     Breslow partial-likelihood estimate (:func:`calibtest.core.censoring.cox_breslow`,
@@ -126,15 +127,22 @@ def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.nda
     hazard, evaluated just before each row's time (as R's
     ``basehaz(coxph(..., ties = "breslow"), centered = FALSE)``;
     tests/reference/survival_ipcw.R).
+
+    Returns
+    -------
+    g_before : ndarray, shape (n,)
+    influence : callable
+        ``influence(a)``: phi of :func:`calibtest.core.censoring.cox_influence` for a_i Y~_i.
     """
     x = covariates - covariates.mean(axis=0)  # centred for the numerics; G does not depend on the centring
     status = 1.0 - event
-    return cox_survival_before(time, status, x, cox_breslow(time, status, x))
+    beta = cox_breslow(time, status, x)
+    return cox_survival_before(time, status, x, beta), lambda a: cox_influence(time, status, x, beta, a)
 
 
-def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray, km=None,
-                   event: np.ndarray | None = None) -> np.ndarray:
-    """The influence value of each row on T of the IPCW rows: psi_i - mean(psi) (+ phi_i for a Kaplan-Meier G).
+def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray,
+                   censoring_influence=None) -> np.ndarray:
+    """The influence value of each row on T of the IPCW rows: psi_i - mean(psi), plus that of the estimated G.
 
     Parameters
     ----------
@@ -146,10 +154,10 @@ def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarr
         U = Y~ - r.
     y_tilde : ndarray, shape (n,)
         The IPCW outcomes Y~.
-    km : CensoringKM, optional
-        The Kaplan-Meier G whose influence is added (None: weights as known).
-    event : ndarray, optional
-        delta_i (needed with ``km``).
+    censoring_influence : callable, optional
+        ``censoring_influence(a)``: the influence phi of the estimated G on
+        sum_i a_i Y~_i / n (Kaplan-Meier: :func:`calibtest.core.censoring.km_influence`;
+        Cox: :func:`calibtest.core.censoring.cox_influence`); None: weights as known.
 
     Returns
     -------
@@ -160,13 +168,13 @@ def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarr
     mu_i = (np.bincount(inverse, weights=u, minlength=m) / count)[inverse]
     psi = 2.0 * mu_i * u - mu_i * mu_i
     influence = psi - psi.mean()
-    if km is not None:
-        influence += km_influence(km, event, 2.0 * mu_i * y_tilde)
+    if censoring_influence is not None:
+        influence += censoring_influence(2.0 * mu_i * y_tilde)
     return influence
 
 
-def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y_tilde: np.ndarray, *, km,
-                      alpha: float, call: Call | None = None, **extra) -> CalibrationResult:
+def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y_tilde: np.ndarray, *,
+                      censoring_influence, alpha: float, call: Call | None = None, **extra) -> CalibrationResult:
     """The IPCW estimate of ECE^2(t), its interval and the test of calibration at t; one result.
 
     Parameters
@@ -179,8 +187,8 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
         The survival part of the result.
     y_tilde : ndarray
         The IPCW outcomes.
-    km : CensoringKM or None
-        The Kaplan-Meier G (its influence joins the standard error), or None (Cox G, weights as known).
+    censoring_influence : callable or None
+        The influence of the estimated G (see :func:`ipcw_influence`), which joins the standard error.
     alpha : float
     call : Call, optional
     **extra
@@ -190,8 +198,7 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     n = target.n
     t = debiased_statistic(stats, n)
     plugin = plugin_statistic(stats, n)
-    event = survival.event
-    influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, km, event)
+    influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, censoring_influence)
     s1 = float(np.mean(influence * influence))
     v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
     volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
@@ -321,8 +328,9 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                           "(null='auto' or 'asymptotic'; docs/survival.md)")
     if censoring == "km":
         g_before = km.before(t_obs)
+        influence = lambda a: km_influence(km, ev, a)  # noqa: E731
     else:
-        g_before = cox_censoring_before(t_obs, ev, covariates)
+        g_before, influence = cox_censoring_before(t_obs, ev, covariates)
     y_tilde = ipcw_outcome(t_obs, ev, horizon, g_before)
     cases = y_tilde > 0
     survival = SurvivalData.build(t_obs, ev, horizon, censoring=censoring, covariates=cov_names, km=km,
@@ -330,5 +338,5 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                                   time_name=time_name, event_name=event_name)
     u = (y_tilde - risk)[:, None]
     target = PreparedData(z=binary.z, u=u, mode="binary", k=1, n_classes=None)
-    return estimate_censored(target, partition, survival, y_tilde, km=km if censoring == "km" else None,
-                             alpha=alpha, call=call, **bookkeeping)
+    return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=alpha,
+                             call=call, **bookkeeping)

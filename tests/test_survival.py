@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.core.censoring import censoring_km
+from calibtest.core.censoring import censoring_km, km_influence
 from calibtest.survival import cox_censoring_before, ipcw_influence
 
 REFERENCE = Path(__file__).parent / "reference" / "survival_ipcw.json"
@@ -99,7 +99,7 @@ def test_censoring_km_and_cox_match_r_survival():
     np.testing.assert_allclose(km.at(np.array(ref["km_times"])), ref["km_surv"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(km.before(time), ref["km_g_before"], rtol=0, atol=1e-12)
     time, event, x = np.array(ref["time"]), np.array(ref["status"], dtype=float), np.array(ref["x"])
-    np.testing.assert_allclose(cox_censoring_before(time, event, x[:, None]), ref["cox_g_before"], rtol=1e-6)
+    np.testing.assert_allclose(cox_censoring_before(time, event, x[:, None])[0], ref["cox_g_before"], rtol=1e-6)
 
 
 def test_reverse_km_median_follow_up():
@@ -140,7 +140,8 @@ def test_influence_function_matches_the_jackknife_with_the_km_term():
     empirical = (n - 1) * (res.estimate - loo)
     km = censoring_km(time, event)
     y_tilde = res.data.u[:, 0] + risk
-    with_km = ipcw_influence(res.partition.inverse, res.partition.m, res.data.u[:, 0], y_tilde, km, event)
+    with_km = ipcw_influence(res.partition.inverse, res.partition.m, res.data.u[:, 0], y_tilde,
+                             lambda a: km_influence(km, event, a))
     as_known = ipcw_influence(res.partition.inverse, res.partition.m, res.data.u[:, 0], y_tilde)
     assert res.se ** 2 == pytest.approx(np.mean(with_km ** 2) / n, rel=1e-12)
     assert np.corrcoef(with_km, empirical)[0, 1] > 0.995
@@ -209,12 +210,52 @@ def test_summary_dict_and_display_name_the_estimand_horizon_and_censoring():
             method()
 
 
+def ipcw_t_cox(time, event, risk, horizon, bins, x):
+    """T of the Cox-IPCW outcomes on fixed bins (the Cox model refitted on the rows given)."""
+    g = cox_censoring_before(time, event, x)[0]
+    u = np.where((event == 1) & (time <= horizon), 1.0 / g, 0.0) - risk
+    s = np.bincount(bins, weights=u)
+    q = np.bincount(bins, weights=u * u)
+    c = np.bincount(bins)
+    keep = c >= 2
+    return float(np.sum((s[keep] ** 2 - q[keep]) / (c[keep] - 1)) / u.size)
+
+
+def test_cox_influence_matches_the_jackknife():
+    """Leave-one-out refits of the Cox censoring model: the analytic influence (coefficients and Breslow
+    baseline) follows the empirical one row by row, the one with the weights as known does not."""
+    rng = np.random.default_rng(12)
+    n, B, h = 300, 5, 5.0
+    x = rng.uniform(-1.5, 1.5, n)
+    lam = 0.1 * np.exp(x)
+    t_event = rng.exponential(1 / lam)
+    t_cens = rng.exponential(1 / (0.08 * np.exp(0.8 * x)))
+    time, event = np.minimum(t_event, t_cens), (t_event <= t_cens).astype(float)
+    risk = np.clip(1 - np.exp(-lam * h * 1.6), 0.01, 0.99)
+    bins = np.floor(risk * B).astype(int)
+    res = ct.calib_ci(time=time, event=event, probs=risk, horizon=h, n_bins=B, censoring="cox",
+                      censoring_covariates=x)
+    assert res.estimate == pytest.approx(ipcw_t_cox(time, event, risk, h, bins, x[:, None]), rel=1e-12)
+    loo = np.array([ipcw_t_cox(np.delete(time, j), np.delete(event, j), np.delete(risk, j), h, np.delete(bins, j),
+                               np.delete(x, j)[:, None]) for j in range(n)])
+    empirical = (n - 1) * (res.estimate - loo)
+    g, influence = cox_censoring_before(time, event, x[:, None])
+    y_tilde = res.data.u[:, 0] + risk
+    full = ipcw_influence(res.partition.inverse, res.partition.m, res.data.u[:, 0], y_tilde, influence)
+    as_known = ipcw_influence(res.partition.inverse, res.partition.m, res.data.u[:, 0], y_tilde)
+    assert res.se ** 2 == pytest.approx(np.mean(full ** 2) / n, rel=1e-12)
+    assert np.corrcoef(full, empirical)[0, 1] > 0.995
+    assert np.corrcoef(as_known, empirical)[0, 1] < np.corrcoef(full, empirical)[0, 1] - 0.02
+    jackknife = (n - 1) / n * np.sum((loo - loo.mean()) ** 2)
+    assert res.se ** 2 == pytest.approx(jackknife, rel=0.12)  # the jackknife variance is biased upward
+
+
 def test_cox_censoring_with_covariates():
     time, event, risk, x = simulate(600, 8)
     df = pd.DataFrame({"futime": time, "status": event, "risk": risk, "x": x})
     res = ct.calib_ci("Surv(futime, status) ~ risk", data=df, horizon=5.0, censoring="cox",
                       censoring_covariates=["x"])
-    g = cox_censoring_before(time, event, x[:, None])
+    g = cox_censoring_before(time, event, x[:, None])[0]
     u = np.where((event == 1) & (time <= 5.0), 1.0 / g, 0.0) - risk
     np.testing.assert_allclose(res.data.u[:, 0], u, rtol=1e-13)
     assert res.survival.censoring == "cox" and res.survival.covariates == ("x",)
