@@ -91,6 +91,8 @@ def _covariates(spec, data, kept, n_input: int) -> tuple[np.ndarray, tuple]:
     """The Cox censoring model's covariates of the kept rows, and their names."""
     if spec is None:
         raise OptionError("censoring='cox' needs censoring_covariates= (columns of data, or an (n, p) array)")
+    if isinstance(spec, str):  # one column
+        spec = [spec]
     if isinstance(spec, (list, tuple)) and all(isinstance(s, str) for s in spec):
         names = tuple(check_options(censoring_covariates=list(spec))["censoring_covariates"])
         if data is None:

@@ -261,6 +261,12 @@ def test_cox_censoring_with_covariates():
     assert res.survival.censoring == "cox" and res.survival.covariates == ("x",)
     arr = ct.calib_ci(time=time, event=event, probs=risk, horizon=5.0, censoring="cox", censoring_covariates=x)
     assert arr.estimate == res.estimate
+    one = ct.calib_ci("Surv(futime, status) ~ risk", data=df, horizon=5.0, censoring="cox", censoring_covariates="x")
+    assert one.estimate == res.estimate and one.se == res.se
+    with pytest.raises(ValueError, match="censoring_covariates names 'z'"):
+        ct.calib_ci("Surv(futime, status) ~ risk", data=df, horizon=5.0, censoring="cox", censoring_covariates=["z"])
+    with pytest.raises(ValueError, match="takes no covariates"):
+        ct.calib_ci("Surv(futime, status) ~ risk", data=df, horizon=5.0, censoring_covariates=["x"])
 
 
 # --------------------------------------------------------------------------- input errors
