@@ -24,6 +24,7 @@ from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci, grouped
 from calibtest.inputs import is_dask, is_out_of_core, prepare_input
 from calibtest.options import check_options
 from calibtest.results import CalibrationResult
+from calibtest.survival import survival_calib_ci
 
 __all__ = ["calib_ci", "calib_ci_out_of_core", "grouped_out_of_core"]
 
@@ -41,7 +42,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
              null: str = DEFAULT_NULL, rng=None, n_null_draws: int = DEFAULT_DRAWS,
              chunksize: int | None = None, progress: bool | None = None, weights=None,
-             prevalence: float | None = None, by=None, cluster=None) -> CalibrationResult | GroupedCalibrationResult:
+             prevalence: float | None = None, by=None, cluster=None, horizon: float | None = None, time=None, event=None,
+             censoring: str = "km", censoring_covariates=None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -208,6 +210,28 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         of one row are allowed.  The summary states the number of clusters
         and warns below 20 (``docs/clusters.md``,
         ``vignettes/clustered_coverage.md``).
+    horizon : float, optional
+        A survival outcome's horizon t > 0: with ``"Surv(time, event) ~ risk"``
+        (``Surv`` is known in every formula) or ``time=``, ``event=`` and
+        ``probs=`` (the risk P(T <= t)), the estimand is
+        ECE^2(t) = E[(P(T <= t | risk) - risk)^2], binned as for a binary
+        outcome.  Rows censored before t enter through inverse probability of
+        censoring weights, with a standard error that includes the estimated
+        censoring distribution and the test of calibration at t referred to
+        N(0, 1) with the null variance estimated from the weighted rows; with
+        nothing censored before t every number is binary ``calib_ci`` on
+        1{T <= t} (``docs/survival.md``; ``res.survival`` holds the times,
+        events and censoring summary).  Rows in memory only; ``by=``,
+        ``weights=``, ``prevalence=`` and resampling methods are refused.
+    time, event : array_like, optional
+        Array input of a survival outcome (with ``probs=`` and ``horizon=``):
+        times >= 0 and events coded 1 (event) / 0 (censored).
+    censoring : {"km", "cox"}
+        The censoring distribution of the weights: Kaplan-Meier (default,
+        censoring independent of the risk and the event time) or a Cox model
+        on ``censoring_covariates`` (statsmodels' PHReg).
+    censoring_covariates : list of str or array_like, optional
+        Covariates of the Cox censoring model: columns of ``data`` or an (n, p) array.
 
     Returns
     -------
@@ -241,6 +265,21 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
+    if horizon is not None or time is not None or event is not None:  # a survival outcome
+        if is_out_of_core(data):
+            raise OptionError("a survival outcome (horizon=) needs the rows in memory (a DataFrame or arrays); "
+                              "read the formula's columns of the file into pandas")
+        if cluster is not None:
+            raise OptionError("cluster= is not available with a survival outcome (horizon=): analyse each site "
+                              "separately or without cluster=")
+        if chunksize is not None:
+            raise OptionError("chunksize= applies only to data given as a file path")
+        return survival_calib_ci(formula, data, time=time, event=event, probs=probs, horizon=horizon,
+                                 censoring=censoring, censoring_covariates=censoring_covariates, env=env,
+                                 n_bins=n_bins, alpha=alpha, missing=missing, null=null, rng=rng,
+                                 n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
+                                 progress=progress, weights=weights, prevalence=prevalence, by=by,
+                                 n_classes=n_classes, k=k, call_options=options)
     if cluster is not None:
         check_options(cluster=cluster)
         if is_out_of_core(data):

@@ -26,7 +26,7 @@ from patsy.parse_formula import parse_formula as _parse_tree
 
 
 __all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns", "model_desc",
-           "freeze_env", "thaw_env", "unresolved_names", "check_formula_names"]
+           "freeze_env", "thaw_env", "unresolved_names", "check_formula_names", "Surv", "surv_arguments"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +107,44 @@ def column_values(value) -> np.ndarray:
             pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype)):
         return np.asarray(pd.array(value).to_numpy(dtype=np.float64, na_value=np.nan))
     return np.asarray(value.to_numpy() if isinstance(value, (pd.Series, pd.Index)) else value)
+
+
+def Surv(time, event) -> np.ndarray:  # noqa: N802 (the name of R's survival::Surv, as users write it)
+    """A survival outcome in a formula, ``"Surv(time, event) ~ risk"``: an (n, 2) array of times and events.
+
+    Known inside every formula without an import (as patsy's ``I`` and
+    ``Q``); the times and the 0/1 events are validated by the survival
+    analysis, which also needs ``horizon=``.  ``Surv(time, status == 2)``
+    declares which code is the event.
+    """
+    columns = [column_values(time), column_values(event)]
+    for values, name in zip(columns, ("time", "event")):
+        if values.ndim != 1:
+            raise ValueError(f"Surv(): {name} must be one column, got shape {values.shape}")
+        if values.dtype.kind not in "biuf":
+            raise TypeError(f"Surv(): {name} must be numeric, got dtype {values.dtype}")
+    if columns[0].shape != columns[1].shape:
+        raise ValueError(f"Surv(): time and event have different lengths ({columns[0].shape[0]} and "
+                         f"{columns[1].shape[0]})")
+    return np.column_stack([c.astype(np.float64) for c in columns])
+
+
+def surv_arguments(code: str) -> tuple[str, str] | None:
+    """The codes of the time and event of an outcome ``Surv(time, event)``; None for another outcome.
+
+    Examples
+    --------
+    >>> surv_arguments("Surv(futime, status == 2)")
+    ('futime', 'status == 2')
+    """
+    try:
+        node = ast.parse(code, mode="eval").body
+    except SyntaxError:
+        return None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Surv"
+            and len(node.args) == 2 and not node.keywords):
+        return ast.unparse(node.args[0]), ast.unparse(node.args[1])
+    return None
 
 
 def _evaluate(code: str, env, namespace, formula: str) -> np.ndarray:
@@ -200,13 +238,16 @@ def parse_formula(formula: str, data, env) -> FormulaData:
     # columns first, then the caller's variables, then patsy's builtins (I, Q, ...) last,
     # as patsy itself does: a caller variable named like a builtin is not hidden
     namespace = VarLookupDict([data])
-    env = env.with_outer_namespace(vars(_patsy_builtins))
+    env = env.with_outer_namespace({**vars(_patsy_builtins), "Surv": Surv})
     y_code = _single_factor(lhs[0], "left", formula)
     prob_codes = [_single_factor(t, "right", formula) for t in rhs]
     y = _evaluate(y_code, env, namespace, formula)
     cols = [_evaluate(code, env, namespace, formula) for code in prob_codes]
     n = len(data) if isinstance(data, pd.DataFrame) else len(y)
+    survival = surv_arguments(y_code) is not None and y.ndim == 2 and y.shape[1] == 2
     for code, col in zip([y_code] + prob_codes, [y] + cols):
+        if code == y_code and survival:  # Surv(time, event): two columns
+            col = col[:, 0]
         if col.ndim != 1 or col.shape[0] != n:
             raise ValueError(f"formula term {code!r} must give one value per row ({n}), got shape {col.shape}")
         if code != y_code and col.dtype.kind not in "iuf":
@@ -292,7 +333,8 @@ def thaw_env(namespace: dict):
 def unresolved_names(formula: str, columns, env) -> list[str]:
     """Formula names that are neither in ``columns``, nor patsy or Python builtins, nor variables of ``env``."""
     import builtins
-    known = {str(c) for c in columns} | set(vars(_patsy_builtins)) | set(freeze_env(formula, env, columns))
+    known = ({str(c) for c in columns} | set(vars(_patsy_builtins)) | {"Surv"}
+             | set(freeze_env(formula, env, columns)))
     return [nm for nm in formula_names(formula) if nm not in known and not hasattr(builtins, nm)]
 
 

@@ -29,6 +29,8 @@ __all__ = ["Rows", "read_rows", "resolve_weights", "array_input", "missing_mask"
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
     """Rows with a missing value; raise when ``missing='raise'``."""
     y_na = np.zeros(len(y), dtype=bool) if y.dtype.kind in "biu" else np.asarray(pd.isna(y), dtype=bool)
+    if y_na.ndim == 2:  # a survival outcome: time and event
+        y_na = y_na.any(axis=1)
     if probs.ndim == 1:
         p_na = np.isnan(probs)[:, None]
     else:
@@ -45,8 +47,11 @@ def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):
     return mask
 
 
-def array_input(y, probs):
-    """Arrays and names from ``y=``/``probs=`` input (the rules of :func:`calibtest.calib_ci`)."""
+def array_input(y, probs, survival: bool = False):
+    """Arrays and names from ``y=``/``probs=`` input (the rules of :func:`calibtest.calib_ci`).
+
+    ``survival``: ``y`` is the (n, 2) array of times and events of a survival outcome.
+    """
     y_arr = column_values(y)
     if isinstance(probs, pd.DataFrame):
         p_arr = np.column_stack([column_values(probs[c]) for c in probs.columns]) if probs.shape[1] \
@@ -55,7 +60,9 @@ def array_input(y, probs):
         p_arr = column_values(probs)
     if p_arr.dtype.kind not in "biuf":
         raise TypeError(f"probs must be numeric, got dtype {p_arr.dtype}")
-    if y_arr.ndim != 1:
+    if survival and (y_arr.ndim != 2 or y_arr.shape[1] != 2):
+        raise DataError(f"a survival outcome is an (n, 2) array of times and events, got shape {y_arr.shape}")
+    if y_arr.ndim != 1 and not survival:
         raise DataError(f"y must be one-dimensional, got shape {y_arr.shape}")
     if p_arr.ndim not in (1, 2) or p_arr.shape[0] != y_arr.shape[0]:
         raise DataError(f"probs must have shape (n,) or (n, K) with n = len(y) = {y_arr.shape[0]}, "
@@ -66,7 +73,7 @@ def array_input(y, probs):
     else:
         prob_names = ["probs"] if p_arr.ndim == 1 else [f"probs[:, {j}]" for j in range(p_arr.shape[1])]
         class_names = None
-    return y_arr, p_arr, "y", prob_names, class_names
+    return y_arr, p_arr, "y" if not survival else "Surv(time, event)", prob_names, class_names
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,13 +106,18 @@ class Rows:
     kept: np.ndarray | None = None
 
 
-def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
+def read_rows(formula, data, y, probs, env, missing: str, survival: bool = False) -> Rows:
     """Read the rows of a formula with ``data=`` or of ``y=``/``probs=`` arrays, and apply ``missing``.
+
+    ``survival``: the outcome is ``Surv(time, event)`` (or an (n, 2) array of
+    times and events), read as an (n, 2) float array; without it such an
+    outcome is refused (it needs ``horizon=``).
 
     Raises
     ------
     ValueError
-        Both input forms given, or neither; missing values with ``missing="raise"``.
+        Both input forms given, or neither; missing values with ``missing="raise"``;
+        a survival outcome without ``survival`` or another outcome with it.
     """
     if formula is not None:
         if y is not None or probs is not None:
@@ -115,12 +127,16 @@ def read_rows(formula, data, y, probs, env, missing: str) -> Rows:
         parsed = parse_formula(formula, data, env)
         y_arr, p_arr, y_name, prob_names = parsed.y, parsed.probs, parsed.y_name, parsed.prob_names
         class_names = prob_names
+        if (y_arr.ndim == 2) != survival:
+            raise OptionError(f"the outcome {y_name!r} is a survival outcome: calib_ci(..., horizon=t) analyses "
+                              "it, with horizon= the time t of the predicted risk P(T <= t)" if not survival else
+                              f"horizon= needs a survival outcome 'Surv(time, event) ~ risk', got {y_name!r}")
     else:
         if y is None or probs is None:
             raise OptionError("give a formula with data=, or both y= and probs=")
         if data is not None:
             raise OptionError("data= is used only with a formula")
-        y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs)
+        y_arr, p_arr, y_name, prob_names, class_names = array_input(y, probs, survival)
     p_arr = np.asarray(p_arr, dtype=np.float64)
     mask = missing_mask(y_arr, p_arr, y_name, prob_names, missing)
     n_dropped = int(mask.sum())
@@ -272,7 +288,8 @@ class PreparedInput:
 
 def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing: str = "raise",
                   n_classes=None, k=None, weights=None, by=None, group_labels=None, options: dict | None = None,
-                  target: bool = True, single_column: bool = False, cluster=None) -> PreparedInput:
+                  target: bool = True, single_column: bool = False, cluster=None,
+                  survival: bool = False) -> PreparedInput:
     """Data or arrays -> validated rows, the calibration target, weights, group labels and the recorded call.
 
     Parameters
@@ -300,6 +317,9 @@ def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing
     single_column : bool
         The function needs one probability column (binary, or top-1 with
         ``n_classes``): a matrix is refused, and the column is used as a vector.
+    survival : bool
+        The outcome is ``Surv(time, event)`` (or ``y`` the (n, 2) array of
+        times and events): ``rows.y`` holds both columns (see :func:`read_rows`).
 
     Raises
     ------
@@ -308,7 +328,7 @@ def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing
     """
     check_missing(missing)
     env = None if eval_env is None else resolve_env(eval_env, 1)  # None: array input, resolved by the caller
-    rows = read_rows(formula, data, y, probs, env, missing)
+    rows = read_rows(formula, data, y, probs, env, missing, survival)
     probs_arr = rows.probs
     if single_column:
         if probs_arr.ndim != 1 and probs_arr.shape[1] != 1:

@@ -424,6 +424,12 @@ _OPTIONS = (
            "ones (e.g. only title_page.html)", nullable=True),
     Option("margin", "number", None, "the margin delta > 0 on the ECE scale of the test of H0: ECE >= delta "
            "(margin_test; planning for it)", nullable=True, positive=True),
+    Option("horizon", "number", None, "time horizon t of a survival outcome Surv(time, event): the prediction is "
+           "the risk P(T <= t)", nullable=True, positive=True),
+    Option("censoring", "choice", "km", "censoring distribution of the inverse probability of censoring weights: "
+           "Kaplan-Meier, or a Cox model on censoring_covariates", choices=("km", "cox")),
+    Option("censoring_covariates", "names", None, "columns the censoring depends on (censoring='cox')",
+           nullable=True),
     Option("acceptance", "criteria", None, "pre-specified acceptance criterion KEY=VALUE (repeat for several): "
            "ece_below=0.05, citl_within=0.2 or -0.1,0.3, slope_within=0.8,1.25, oe_within=0.8,1.25",
            nullable=True, flag="--accept"),

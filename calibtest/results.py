@@ -16,6 +16,7 @@ from calibtest.cluster_robust import ClusterRobustMeasures
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
+from calibtest.core.censoring import SurvivalData
 from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
@@ -442,6 +443,11 @@ class CalibrationResult(ResultDisplay):
         of different clusters), ``se`` its cluster-robust standard error, the
         interval uses t_{G-1} quantiles and the test is the cluster one
         (``docs/clusters.md``); None for independent rows.
+    survival : SurvivalData or None
+        A survival outcome at a horizon (``horizon=``): times, events, the
+        horizon, the censoring counts and model (``docs/survival.md``); with
+        censoring before the horizon ``estimate`` is T of the IPCW outcomes.
+        None for a binary or multi-class outcome.
 
     Each optional part is one nested object (``asymptotic``, ``conditional``,
     ``monte_carlo``, ``resampling``, ``weighting``, ``clustering``): e.g.
@@ -498,6 +504,7 @@ class CalibrationResult(ResultDisplay):
     #: what :meth:`evidence` and the summary test when ``data`` is None.
     stream: object | None = field(default=None, repr=False)
     clustering: Clustering | None = field(default=None, repr=False)
+    survival: SurvivalData | None = field(default=None, repr=False)
     #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -553,6 +560,11 @@ class CalibrationResult(ResultDisplay):
             method="adjusted" if resampling is None else resampling.method,
             asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
             resampling=resampling, **parts)
+
+    @property
+    def censored(self) -> bool:
+        """A survival result with rows censored before the horizon (its outcomes are IPCW-weighted)."""
+        return self.survival is not None and self.survival.n_censored > 0
 
     @property
     def approximate(self) -> bool:
@@ -682,7 +694,15 @@ class CalibrationResult(ResultDisplay):
         Computed once per result, ``groups`` and ``validation`` (the evidence
         table and the report use the same one).
         """
+        self._binary_outcomes("the Hosmer-Lemeshow test")
         return result_hosmer_lemeshow(self, groups, validation)
+
+    def _binary_outcomes(self, what: str) -> None:
+        """Refuse a test of binary outcomes on a survival result with rows censored before the horizon."""
+        if self.censored:
+            raise ValueError(f"{what} needs binary outcomes; {self.survival.n_censored} rows of this survival "
+                             "result are censored before the horizon (their outcomes are IPCW-weighted): see "
+                             "docs/survival.md")
 
     def val_prob(self, alpha: float | None = None):
         """:func:`calibtest.val_prob` on this result's rows (binary or top-1): CITL, slope, C, Brier, E_max, ...
@@ -693,8 +713,10 @@ class CalibrationResult(ResultDisplay):
         Raises
         ------
         ValueError
-            For a result without rows (bin sums) or with more than one probability column.
+            For a result without rows (bin sums) or with more than one probability column,
+            or a survival result with rows censored before the horizon.
         """
+        self._binary_outcomes("val_prob")
         return result_val_prob(self, alpha)
 
     def conclusion(self, alpha: float | None = None) -> tuple[str, str, tuple]:
@@ -752,6 +774,10 @@ class CalibrationResult(ResultDisplay):
             raise ValueError("the evidence table's tests (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) "
                              "take the rows as independent; this result is clustered (cluster=): its interval, its "
                              "test and the cluster-robust CITL, slope and O/E (clustering.measures) are in summary()")
+        if self.censored:
+            raise ValueError("the evidence tests binary outcomes; rows of this survival result are censored before "
+                             "the horizon, so its outcomes are IPCW-weighted: its interval and test are those of "
+                             "summary()")
         return build_evidence(self, alpha, rng)
 
     # ----------------------------------------------------------------- output
@@ -796,6 +822,10 @@ class CalibrationResult(ResultDisplay):
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) takes the "
                           "rows as independent; this result is clustered (cluster=), so the summary shows the "
                           "clustered interval, its test and the cluster-robust CITL, slope and O/E.")
+        if self.censored:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests binary outcomes; "
+                          "rows of this survival outcome are censored before the horizon, so the summary shows the "
+                          "IPCW interval and its test only.")
         if self.data is None and self.stream is None:
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
                           "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "
@@ -827,6 +857,10 @@ class CalibrationResult(ResultDisplay):
             raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
                              "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
                              "of each bin (mean_pred_weighted, mean_outcome_weighted)")
+        if self.censored:
+            raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
+                             "survival result are censored before the horizon: bin_table() lists each bin's IPCW "
+                             "estimate of P(T <= t) (mean_outcome)")
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
@@ -836,6 +870,10 @@ class CalibrationResult(ResultDisplay):
         return report(self, path, **kwargs)
 
     def _repr_parts(self) -> list[str]:
+        if self.survival is not None:
+            return [f"survival at t={self.survival.horizon:g} n={self.n} B={self.n_bins}: "
+                    f"ECE^2(t)={self.estimate:.6g}", f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}",
+                    f"p(ECE=0)={self.null_pvalue:.4g}"]
         return [f"mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: ECE^2={self.estimate:.6g}",
                 f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}", f"p(ECE=0)={self.null_pvalue:.4g}"]
 

@@ -282,6 +282,8 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
         notes += res.weighting.notes()
     if getattr(res, "clustering", None) is not None:
         notes += res.clustering.notes()
+    if getattr(res, "survival", None) is not None:
+        notes += res.survival.notes()
     level = f"{100 * (1 - alpha):g}%"
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
@@ -364,6 +366,13 @@ def _settings_table(res, alpha: float) -> dict:
     }
     if res.method != "adjusted":
         out.update(_resampling_settings(res))
+    surv = getattr(res, "survival", None)
+    if surv is not None:  # a survival outcome: the estimand, the horizon and the censoring
+        out["Mode:"] = "survival at a horizon (binary 1{T <= t})"
+        out["Estimand:"] = surv.estimand
+        out["Censored before t:"] = (f"{surv.n_censored} (IPCW, {'Kaplan-Meier' if surv.censoring == 'km' else 'Cox'}"
+                                     " censoring model)" if surv.n_censored else "0 (none: binary 1{T <= t})")
+        out["Events by t:"] = str(surv.n_events)
     return out
 
 
@@ -517,6 +526,8 @@ def result_dict(res) -> dict:
         out.update(res.weighting.to_dict())
     if getattr(res, "clustering", None) is not None:
         out.update(res.clustering.to_dict())
+    if getattr(res, "survival", None) is not None:
+        out.update(res.survival.to_dict())
     return json_safe(out)
 
 
@@ -536,6 +547,8 @@ def null_text(res) -> str:
         return (f"cluster sign-flip ({'all ' if clustering.exact else ''}{clustering.n_patterns} "
                 f"{'' if clustering.exact else 'random '}sign patterns of the {clustering.n_clusters} clusters"
                 f"{', exact' if clustering.exact else ''})")
+    if res.null == "asymptotic" and getattr(res, "censored", False):
+        return "asymptotic (normal limit of T / sqrt(V_0), V_0 estimated from the IPCW rows)"
     if res.null == "asymptotic":
         return ("asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" if weighted
                 else "asymptotic (the paper's normal limit)")

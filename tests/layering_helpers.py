@@ -31,7 +31,7 @@ LAYERS = [
                        "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance",
                        "calibtest.survival_evidence"]),
     ("results", ["calibtest.results"]),
-    ("estimation", ["calibtest.estimation"]),
+    ("estimation", ["calibtest.estimation", "calibtest.survival"]),
     ("backends", ["calibtest.backends"]),
     ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence_suite",
              "calibtest.analysis_plan", "calibtest.sample_size"]),

@@ -1,0 +1,344 @@
+r"""The calibration error of a risk by a time horizon, with right-censored outcomes.
+
+For a horizon t the outcome is Y(t) = 1{T <= t} and the prediction the
+model's risk r = P(T <= t); the estimand is the binned
+
+.. math::
+
+    \mathrm{ECE}^2(t) = E\bigl[(P(T \le t \mid r) - r)^2\bigr],
+
+binary ECE^2 of Y(t) on r (same bins, same debiasing; ``docs/survival.md``).
+
+**Censoring.**  A row censored before t has Y(t) unknown.  Each row's
+outcome is replaced by its inverse probability of censoring weighted (IPCW)
+version Y~ = delta 1{X <= t} / G(X-) (:mod:`calibtest.core.censoring`), G
+the censoring survival function estimated by Kaplan-Meier (default) or by a
+Cox model of the censoring on covariates (``censoring="cox"``).  Then
+U = Y~ - r has conditional mean P(T <= t | r) - r in every bin, and the
+paper's debiased T on these U is unbiased for the binned ECE^2(t) given G
+(the U of different rows are independent given G).
+
+**Interval.**  The influence function of T is psi_i = 2 mu_b U_i - ||mu_b||^2
+(the paper's sigma1^2 is its variance) plus, for the Kaplan-Meier G, the
+influence of G-hat (:func:`calibtest.core.censoring.km_influence` with
+a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) and
+se = sigma1 / sqrt(n).  With the Cox G the influence of its coefficients
+and of its Breslow baseline hazard takes the place of the Kaplan-Meier term
+(:func:`calibtest.core.censoring.cox_influence`).
+
+**Test of H0: calibrated at t.**  Under H0 the U have conditional mean 0,
+T is a degenerate U-statistic, and the influence of G-hat vanishes at first
+order (mu_b = 0).  The test refers z0 = T / sqrt(V_0) to N(0, 1), V_0 the
+calibrated-regime variance 2 sum_b (1 / (n (c_b - 1)))^2 sum_{i != j in b}
+(U_i U_j)^2 estimated from the IPCW rows themselves
+(:func:`calibtest.core.weighted.weighted_null_variance` with unit weights):
+the paper's sigma0^2 = 1/15 assumes Var(Y | r) = r (1 - r), which the IPCW
+outcome exceeds.  0 joins the interval iff this test does not reject.
+
+**No censoring before t.**  Then Y~ = Y(t) exactly, and the result is built
+by the binary path itself (:func:`calibtest.estimation.estimate_rows`), so
+every number (the default conditional null included) equals binary
+``calib_ci`` on 1{T <= t}.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from calibtest._format import Call, record_call
+from calibtest._validation import DEFAULT_DRAWS, DataError, OptionError
+from calibtest.core.binning import singleton_fraction
+from calibtest.core.binstats import debiased_statistic, plugin_statistic
+from calibtest.core.censoring import (SurvivalData, censoring_km, cox_breslow, cox_influence, cox_survival_before,
+                                      ipcw_outcome, km_influence, survival_rows)
+from calibtest.core.estimates import Estimates
+from calibtest.core.intervals import adjusted_interval
+from calibtest.core.null import null_test, threshold as null_threshold
+from calibtest.core.partition import cell_geometry, partition_rows
+from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.weighted import weighted_null_variance
+from calibtest.estimation import estimate_rows
+from calibtest.formula import column_values, surv_arguments
+from calibtest.inputs import prepare_input
+from calibtest.options import check_options
+from calibtest.results import Approximation, CalibrationResult
+
+__all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence"]
+
+#: How the standard error accounts for the censoring weights, by censoring model.
+_VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
+             "cox": "is the influence-function one, including the influence of the Cox model's coefficients and "
+                    "Breslow baseline hazard"}
+
+
+def _survival_columns(time, event) -> np.ndarray:
+    """(n, 2) float64 array of ``time=`` and ``event=`` arrays (checked for shape and type)."""
+    out = []
+    for values, name in ((time, "time"), (event, "event")):
+        arr = column_values(values)
+        if arr.ndim != 1:
+            raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+        out.append(arr.astype(np.float64))
+    if out[0].shape != out[1].shape:
+        raise DataError(f"time and event must have the same length, got {out[0].shape[0]} and {out[1].shape[0]}")
+    return np.column_stack(out)
+
+
+def _covariates(spec, data, kept, n_input: int) -> tuple[np.ndarray, tuple]:
+    """The Cox censoring model's covariates of the kept rows, and their names."""
+    if spec is None:
+        raise OptionError("censoring='cox' needs censoring_covariates= (columns of data, or an (n, p) array)")
+    if isinstance(spec, str):  # one column
+        spec = [spec]
+    if isinstance(spec, (list, tuple)) and all(isinstance(s, str) for s in spec):
+        names = tuple(check_options(censoring_covariates=list(spec))["censoring_covariates"])
+        if data is None:
+            raise OptionError("censoring_covariates= names columns, which needs a formula with data=; with "
+                              "time=/event=/probs= give an (n, p) array")
+        missing = [nm for nm in names if nm not in data]
+        if missing:
+            raise DataError(f"censoring_covariates names {missing[0]!r}, which is not a column of data")
+        values = np.column_stack([column_values(data[nm]) for nm in names])
+    else:
+        values = np.asarray(spec)
+        values = values.reshape(-1, 1) if values.ndim == 1 else values
+        names = tuple(f"x{j}" for j in range(values.shape[1]))
+    if values.ndim != 2 or values.shape[0] != n_input:
+        raise DataError(f"censoring_covariates must give one row per row of the data ({n_input}), got shape "
+                        f"{values.shape}")
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"censoring_covariates must be numeric, got dtype {values.dtype}")
+    values = values.astype(np.float64)
+    if kept is not None:
+        values = values[kept]
+    if not np.all(np.isfinite(values)):
+        raise DataError("censoring_covariates hold missing or infinite values")
+    return values, names
+
+
+def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.ndarray):
+    """G(X_i- | x_i) of a Cox model of the censoring with the Breslow baseline hazard, and its influence.
+
+    The censorings are the events of the model (status 1 - delta), beta its
+    Breslow partial-likelihood estimate (:func:`calibtest.core.censoring.cox_breslow`,
+    the estimate of statsmodels' PHReg at a fraction of its time), and
+    G(s | x) = exp(-Lambda_0(s) exp(x beta)) with the Breslow cumulative
+    hazard, evaluated just before each row's time (as R's
+    ``basehaz(coxph(..., ties = "breslow"), centered = FALSE)``;
+    tests/reference/survival_ipcw.R).
+
+    Returns
+    -------
+    g_before : ndarray, shape (n,)
+    influence : callable
+        ``influence(a)``: phi of :func:`calibtest.core.censoring.cox_influence` for a_i Y~_i.
+    """
+    x = covariates - covariates.mean(axis=0)  # centred for the numerics; G does not depend on the centring
+    status = 1.0 - event
+    beta = cox_breslow(time, status, x)
+    return cox_survival_before(time, status, x, beta), lambda a: cox_influence(time, status, x, beta, a)
+
+
+def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray,
+                   censoring_influence=None) -> np.ndarray:
+    """The influence value of each row on T of the IPCW rows: psi_i - mean(psi), plus that of the estimated G.
+
+    Parameters
+    ----------
+    inverse : ndarray of intp, shape (n,)
+        Bin of each row.
+    m : int
+        Number of bins.
+    u : ndarray, shape (n,)
+        U = Y~ - r.
+    y_tilde : ndarray, shape (n,)
+        The IPCW outcomes Y~.
+    censoring_influence : callable, optional
+        ``censoring_influence(a)``: the influence phi of the estimated G on
+        sum_i a_i Y~_i / n (Kaplan-Meier: :func:`calibtest.core.censoring.km_influence`;
+        Cox: :func:`calibtest.core.censoring.cox_influence`); None: weights as known.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        sqrt(n) (T - theta) is about N(0, mean(IF^2)).
+    """
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    mu_i = (np.bincount(inverse, weights=u, minlength=m) / count)[inverse]
+    psi = 2.0 * mu_i * u - mu_i * mu_i
+    influence = psi - psi.mean()
+    if censoring_influence is not None:
+        influence += censoring_influence(2.0 * mu_i * y_tilde)
+    return influence
+
+
+def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y_tilde: np.ndarray, *,
+                      censoring_influence, alpha: float, call: Call | None = None, **extra) -> CalibrationResult:
+    """The IPCW estimate of ECE^2(t), its interval and the test of calibration at t; one result.
+
+    Parameters
+    ----------
+    target : PreparedData
+        Binary target with U = Y~ - r.
+    partition : Partition
+        The rows' bins on the risk.
+    survival : SurvivalData
+        The survival part of the result.
+    y_tilde : ndarray
+        The IPCW outcomes.
+    censoring_influence : callable or None
+        The influence of the estimated G (see :func:`ipcw_influence`), which joins the standard error.
+    alpha : float
+    call : Call, optional
+    **extra
+        Bookkeeping fields of the result.
+    """
+    stats = partition.bin_sums(target)
+    n = target.n
+    t = debiased_statistic(stats, n)
+    plugin = plugin_statistic(stats, n)
+    influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, censoring_influence)
+    s1 = float(np.mean(influence * influence))
+    v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
+    volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
+    s0 = n * n * volume * v0
+    if not s0 > 0:
+        raise DataError("the calibrated-regime variance of the IPCW rows is 0 (no bin holds two rows with "
+                        "non-zero errors); use fewer bins or more rows")
+    se = math.sqrt(s1 / n)
+    zstat, pvalue = null_test(t, n, volume, s0)
+    threshold = null_threshold(alpha, s0, n, volume)
+    iv = adjusted_interval(t, se, threshold, alpha)
+    estimates = Estimates(estimate=t, plugin_estimate=plugin, sigma1_sq=s1, sigma0_sq=s0, se=se, bin_volume=volume,
+                          test=(zstat, pvalue, threshold), interval=iv, null_method="normal", asymptotic=None,
+                          singleton_fraction=singleton_fraction(stats.count))
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
+                                               second_order_variance=None)
+    return CalibrationResult.from_estimates(
+        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=target.mode,
+        k=target.k, n_classes=None, alpha=alpha, null="asymptotic", approximation=approximation, call_record=call,
+        data=target, partition=partition, bin_rule=partition.bin_rule, survival=survival, **extra)
+
+
+def _refuse(null: str, method: str, weights, by, n_classes, k, prevalence) -> None:
+    """Options a survival outcome does not take (yet), refused with the reason."""
+    if weights is not None or prevalence is not None:
+        raise OptionError("weights= and prevalence= cannot be combined with a survival outcome (horizon=): the "
+                          "IPCW weights of the censoring already weight the rows; multiply case weights into a "
+                          "binary analysis of 1{T <= t} only when nothing is censored before t")
+    if by is not None:
+        raise OptionError("by= is not supported with a survival outcome (horizon=) yet: fit calib_ci on each "
+                          "subgroup's rows (data[data.g == level]) for per-group intervals")
+    if n_classes is not None or k is not None:
+        raise OptionError("a survival outcome (horizon=) takes one risk column P(T <= t); n_classes= and k= do "
+                          "not apply")
+    if method != "adjusted":
+        raise OptionError(f"method={method!r} is not available with a survival outcome (horizon=): the "
+                          "resampling baselines would resample the IPCW outcomes with the censoring distribution "
+                          "held fixed; use method='adjusted'")
+    del null  # checked once the censoring before the horizon is known
+
+
+def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horizon, censoring: str = "km",
+                      censoring_covariates=None, env, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
+                      null: str = "auto", rng=None, n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted",
+                      n_resamples=None, progress=None, weights=None, prevalence=None, by=None, n_classes=None,
+                      k=None, call_options: dict | None = None) -> CalibrationResult:
+    """:func:`calibtest.calib_ci` with a survival outcome at ``horizon`` (see the module docstring).
+
+    Parameters
+    ----------
+    formula : str or None
+        ``"Surv(time, event) ~ risk"``.
+    data : DataFrame or dict, optional
+    time, event, probs : array_like, optional
+        Array input instead of a formula.
+    horizon : float
+        The horizon t > 0 (validated).
+    censoring : {"km", "cox"}
+        The censoring model of the IPCW weights.
+    censoring_covariates : list of str or array_like, optional
+        The Cox censoring model's covariates (``censoring="cox"``).
+    env : patsy.EvalEnvironment
+        The caller's environment.
+    Other parameters as in :func:`calibtest.calib_ci` (validated by it).
+
+    Raises
+    ------
+    OptionError, DataError, TypeError
+        Unsupported options, unusable times, events, risks or horizon.
+    """
+    opts = check_options(horizon=horizon, censoring=censoring)
+    horizon, censoring = opts["horizon"], opts["censoring"]
+    if horizon is None:
+        raise OptionError("a survival outcome needs horizon=, the time t of the risk P(T <= t)")
+    _refuse(null, method, weights, by, n_classes, k, prevalence)
+    if censoring == "km" and censoring_covariates is not None:
+        raise OptionError("censoring_covariates= is used by censoring='cox'; the Kaplan-Meier censoring "
+                          "distribution (censoring='km') takes no covariates")
+    options = dict(call_options or {})
+    options.update({"horizon": horizon, "censoring": censoring if censoring != "km" else None,
+                    "censoring_covariates": (list(censoring_covariates) if isinstance(censoring_covariates,
+                                                                                    (list, tuple)) else
+                                             None if censoring_covariates is None else "<array>")})
+    if formula is not None:
+        if time is not None or event is not None or probs is not None:
+            raise OptionError("give either a formula 'Surv(time, event) ~ risk' with data, or time=, event= and "
+                              "probs=, not both")
+        y = None
+    else:
+        if time is None or event is None or probs is None:
+            raise OptionError("a survival outcome needs a formula 'Surv(time, event) ~ risk' with data=, or all "
+                              "of time=, event= and probs=")
+        y = _survival_columns(time, event)
+    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, target=False,
+                             single_column=True, survival=True)
+    rows = prepared.rows
+    if formula is not None:
+        time_name, event_name = surv_arguments(rows.y_name) or ("time", "event")
+        call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
+    else:
+        time_name, event_name = "time", "event"
+        n_in = rows.y.shape[0] + rows.n_dropped
+        call = Call("calib_ci", (f"time=<array n={n_in}>", f"event=<array n={n_in}>",
+                                 f"probs=<array shape={(n_in,)}>"), options)
+    t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
+    risk = rows.probs.reshape(-1)
+    y_t = ((ev == 1.0) & (t_obs <= horizon)).astype(np.float64)
+    binary = prepare_target(y_t, risk, y_name=rows.y_name, prob_names=rows.prob_names)
+    partition = partition_rows(binary, n_bins)
+    km = censoring_km(t_obs, ev)
+    censored_before = bool(np.any((ev == 0.0) & (t_obs < horizon)))
+    covariates, cov_names = (None, ())
+    if censoring == "cox":
+        covariates, cov_names = _covariates(censoring_covariates, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                       n_dropped=rows.n_dropped)
+    if not censored_before:  # Y~ = 1{T <= t}: the binary path, every number identical
+        survival = SurvivalData.build(t_obs, ev, horizon, censoring=censoring, covariates=cov_names, km=km,
+                                      max_weight=1.0, variance="is that of the binary outcome",
+                                      time_name=time_name, event_name=event_name)
+        return estimate_rows(binary, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
+                             method=method, n_resamples=n_resamples, progress=progress, call=call,
+                             survival=survival, **bookkeeping)
+    if null not in ("auto", "asymptotic"):
+        raise OptionError(f"null={null!r} draws or conditions on Bernoulli outcomes, which rows censored before the "
+                          "horizon do not have; with censoring the test of calibration at t is the asymptotic one "
+                          "(null='auto' or 'asymptotic'; docs/survival.md)")
+    if censoring == "km":
+        g_before = km.before(t_obs)
+        influence = lambda a: km_influence(km, ev, a)  # noqa: E731
+    else:
+        g_before, influence = cox_censoring_before(t_obs, ev, covariates)
+    y_tilde = ipcw_outcome(t_obs, ev, horizon, g_before)
+    cases = y_tilde > 0
+    survival = SurvivalData.build(t_obs, ev, horizon, censoring=censoring, covariates=cov_names, km=km,
+                                  max_weight=float(y_tilde[cases].max()), variance=_VARIANCE[censoring],
+                                  time_name=time_name, event_name=event_name)
+    u = (y_tilde - risk)[:, None]
+    target = PreparedData(z=binary.z, u=u, mode="binary", k=1, n_classes=None)
+    return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=alpha,
+                             call=call, **bookkeeping)
