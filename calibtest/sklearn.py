@@ -41,7 +41,8 @@ try:
     from sklearn.utils import _safe_indexing
     from sklearn.utils.validation import check_is_fitted
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
-    raise ImportError("calibtest.sklearn needs scikit-learn >= 1.3: pip install \"calibtest[sklearn]\"") from exc
+    raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
+                      "pip install \"calibtest[sklearn]\"") from exc
 
 from calibtest._format import fmt, fmt_p
 from calibtest._validation import DataError, check_alpha
@@ -375,7 +376,7 @@ class CalibrationErrorDisplay:
                ylabel=(f"accuracy ({level} Wilson CI)" if top1 else f"fraction of positives{info}"),
                xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
         ax.grid(True, linewidth=0.4, alpha=0.5)
-        ax.legend(loc="upper left", fontsize="small", frameon=False)
+        ax.legend(loc="best", fontsize="small", frameon=False)
         self.ax_, self.figure_ = ax, ax.figure
         return self
 
@@ -517,10 +518,11 @@ class CrossValidatedCalibration(ResultDisplay):
         level = f"{100 * (1 - self.alpha):g}%"
         s = CalibSummary()
         s.add_title(f"Cross-validated calibration of {self.estimator_name}: {len(self.fold_results)} folds")
-        s.add_settings({"Target:": "binary" if res.mode == "binary" else f"top-1 of {res.n_classes} classes",
-                        "No. observations:": res.n, "Level:": level,
-                        "Positive class:" if res.mode == "binary" else "Classes:":
-                            self.pos_label if res.mode == "binary" else len(self.classes)})
+        settings = {"Target:": "binary" if res.mode == "binary" else f"top-1 of {res.n_classes} classes",
+                    "No. observations:": res.n, "Level:": level}
+        if res.mode == "binary":
+            settings["Positive class:"] = self.pos_label
+        s.add_settings(settings)
         table = self.folds[["n", "n_bins", "ece", "ece_lower", "ece_upper", "pvalue"]].copy()
         oof = pd.DataFrame([{"n": res.n, "n_bins": res.n_bins, "ece": res.ece,
                              "ece_lower": res.conf_int(scale="ece").lower, "ece_upper": res.conf_int(scale="ece").upper,
