@@ -277,7 +277,8 @@ def test_cross_validate_calibration_matches_cross_val_predict(binary_data):
         assert row.estimate == pytest.approx(fold.estimate, rel=1e-10, abs=1e-14)
         assert row.upper == pytest.approx(fold.ci_upper, rel=1e-10)
     text = str(cvr.summary())
-    assert "out of fold" in text and "fold 5" in text and cvr.out_of_fold.conclusion()[1][:30] in text.replace("\n", " ")
+    assert "out of fold" in text and "fold 5" in text
+    assert cvr.out_of_fold.conclusion()[1][:30] in " ".join(text.split())
     d = cvr.to_dict()
     assert d["n_folds"] == 5 and len(d["folds"]) == 5
 

@@ -30,8 +30,8 @@ from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
-           "display_reliability_figure", "display_bins", "display_bins_from_sums", "display_points", "display_bins_caption", "bin_sensitivity_figure",
-           "prediction_strip_figure"]
+           "display_reliability_figure", "display_bins", "display_bins_from_sums", "display_points",
+           "display_bins_caption", "bin_sensitivity_figure", "prediction_strip_figure"]
 
 #: Height of the count strip relative to the panel it sits under.
 STRIP_SIZE = "24%"
