@@ -105,7 +105,7 @@ from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["EvidenceResult", "build_evidence", "evidence_seed", "conclude", "result_conclusion",
-           "ConfidenceDirection", "confidence_direction", "short_verdict",
+           "ConfidenceDirection", "confidence_direction", "short_verdict", "figure_verdict",
            "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
            "EVIDENCE_SEED"]
 
@@ -427,6 +427,19 @@ def short_verdict(res, alpha: float | None = None) -> str:
     text = "evidence of miscalibration" if verdict == "evidence" else "no evidence of miscalibration"
     direction = confidence_direction(res, alpha)
     return text + (f" ({direction.word})" if direction is not None and direction.word else "")
+
+
+def figure_verdict(res, alpha: float | None = None, sep: str = "\n") -> str:
+    """What a figure of one result says: the ECE with its interval, ``sep``, and :func:`short_verdict`.
+
+    ``"ECE 0.0457, 95% CI (0, 0.073]\nevidence of miscalibration (overconfident)"`` (an interval
+    open at 0 is written ``(0, ...]``).
+    """
+    alpha = res.alpha if alpha is None else alpha
+    iv = res.conf_int(alpha, scale="ece")
+    low = f"{'(' if iv.lower_open else '['}{fmt(iv.lower, 3)}"
+    return (f"ECE {fmt(res.ece, 3)}, {100 * (1 - alpha):g}% CI {low}, {fmt(iv.upper, 3)}]{sep}"
+            f"{short_verdict(res, alpha)}")
 
 
 def _p_text(pvalue: float, n_draws: int | None) -> str:

@@ -47,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
 from calibtest._format import fmt, fmt_p
 from calibtest._validation import DataError, check_alpha
 from calibtest.ece import calib_ci
-from calibtest.evidence_table import confidence_direction, short_verdict
+from calibtest.evidence_table import figure_verdict, short_verdict
 from calibtest.options import check_option
 from calibtest.reporting.plotting import display_bins
 from calibtest.results import CalibrationResult
@@ -245,8 +245,15 @@ def ece_score(y_true, y_prob, *, sample_weight=None, pos_label=None, labels=None
 
     Examples
     --------
+    >>> import numpy as np
     >>> from calibtest.sklearn import ece_score
-    >>> ece_score([0, 1, 1, 0], [0.1, 0.8, 0.7, 0.3])  # doctest: +SKIP
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(size=500)
+    >>> y = (rng.uniform(size=500) < p).astype(int)
+    >>> round(ece_score(y, p), 4)
+    0.0347
+    >>> round(ece_score(y, p, squared=True), 6)
+    0.001202
     """
     if not isinstance(squared, bool):
         raise TypeError(f"squared must be True or False, got {squared!r}")
@@ -329,12 +336,8 @@ class CalibrationErrorDisplay:
 
     def verdict_text(self) -> str:
         """The legend's text: the ECE with its interval, and on a second line the verdict (with the direction of
-        a top-1 result, :func:`calibtest.evidence_table.short_verdict`)."""
-        res = self.result_
-        iv = res.conf_int(scale="ece")
-        level = f"{100 * (1 - res.alpha):g}%"
-        low = f"{'(' if iv.lower_open else '['}{fmt(iv.lower, 3)}"
-        return f"ECE {fmt(res.ece, 3)}, {level} CI {low}, {fmt(iv.upper, 3)}]\n{short_verdict(res)}"
+        a top-1 result; :func:`calibtest.evidence_table.figure_verdict`)."""
+        return figure_verdict(self.result_)
 
     def plot(self, *, ax=None, name=None, ref_line=True, **kwargs):
         """Draw the reliability curve with its intervals; the legend gives the ECE interval and the verdict.

@@ -158,9 +158,13 @@ def test_direction_of_a_top1_result(shift, word):
     assert (d.lower, d.upper) == pytest.approx((u.mean() - half, u.mean() + half), rel=1e-9)
     assert d.word == word
     text = res.conclusion()[1]
+    title = res.plot_reliability().get_title()
+    iv = res.conf_int(scale="ece")
+    assert title.startswith(f"ECE {res.ece:.3g}, 95% CI [{iv.lower:.3g}, {iv.upper:.3g}]: ")
     if word is None:
-        assert "confident" not in text and "confident" not in short_verdict(res)
+        assert "confident" not in text and "confident" not in short_verdict(res) and "confident" not in title
     else:
+        assert title.endswith(f"evidence of miscalibration ({word})")
         assert f"The model is {word}" in text and f"({word})" in short_verdict(res)
         assert word in str(res.summary())
         assert word in str(res.summary(evidence=False))
