@@ -28,8 +28,7 @@ it is imported by this module only, and ``import calibtest`` does not load it.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -44,8 +43,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
     raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
                       "pip install \"calibtest[sklearn]\"") from exc
 
-from calibtest._format import fmt, fmt_p
-from calibtest._validation import DataError, check_alpha
+from calibtest._format import fmt_p
+from calibtest._validation import check_alpha
 from calibtest.ece import calib_ci
 from calibtest.evidence_table import figure_verdict, short_verdict
 from calibtest.options import check_option
@@ -255,8 +254,7 @@ def ece_score(y_true, y_prob, *, sample_weight=None, pos_label=None, labels=None
     >>> round(ece_score(y, p, squared=True), 6)
     0.001202
     """
-    if not isinstance(squared, bool):
-        raise TypeError(f"squared must be True or False, got {squared!r}")
+    squared = check_option("squared", squared)
     target = calibration_target(y_true, y_prob, pos_label=pos_label, labels=labels)
     res = _calib(target, sample_weight, n_bins=n_bins, null="asymptotic")
     return float(res.estimate if squared else res.ece)
