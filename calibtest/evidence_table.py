@@ -89,6 +89,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
 
 from calibtest._format import fmt, fmt_p, mode_text, p_equals
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_seed, is_integer
@@ -104,6 +105,7 @@ from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "evidence_seed", "conclude", "result_conclusion",
+           "ConfidenceDirection", "confidence_direction", "short_verdict", "figure_verdict",
            "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
            "EVIDENCE_SEED"]
 
@@ -340,6 +342,109 @@ def _how_much(res, alpha: float) -> str:
             f"{fmt(iv.upper, 4)} (for ECE, {fmt(hi_ece, 3)})")
 
 
+@dataclass(frozen=True)
+class ConfidenceDirection:
+    """Accuracy against mean confidence of a top-1 result, with its Wald interval and the word it earns.
+
+    Attributes
+    ----------
+    accuracy, mean_confidence : float
+        The share of correct top-1 predictions and the mean top-1 confidence.
+    difference : float
+        ``accuracy - mean_confidence`` (the mean of U = correct - confidence).
+    lower, upper : float
+        Its Wald ``1 - alpha`` interval, ``difference -/+ z_{1-alpha/2} s / sqrt(n)``
+        with ``s^2`` the plug-in variance of U.
+    word : str or None
+        ``"overconfident"`` when the interval lies below 0 (the confidences
+        exceed the accuracy), ``"underconfident"`` when it lies above 0, None
+        when it contains 0 (no direction shown).
+    alpha : float
+    """
+
+    accuracy: float
+    mean_confidence: float
+    difference: float
+    lower: float
+    upper: float
+    word: str | None
+    alpha: float
+
+    def sentence(self) -> str:
+        """The direction in one sentence (the summary's conclusion and the display show it)."""
+        level = f"{100 * (1 - self.alpha):g}%"
+        ci = f"difference {fmt(self.difference, 3)}, {level} CI [{fmt(self.lower, 3)}, {fmt(self.upper, 3)}]"
+        if self.word is None:
+            return (f"Neither overconfidence nor underconfidence is shown: accuracy {fmt(self.accuracy, 3)}, mean "
+                    f"confidence {fmt(self.mean_confidence, 3)} ({ci}, includes 0).")
+        side = "below" if self.word == "overconfident" else "above"
+        return (f"The model is {self.word}: its accuracy {fmt(self.accuracy, 3)} is {side} its mean confidence "
+                f"{fmt(self.mean_confidence, 3)} ({ci}, excludes 0).")
+
+
+def confidence_direction(res, alpha: float | None = None) -> ConfidenceDirection | None:
+    """Whether a top-1 result is overconfident or underconfident: the one function that writes those words.
+
+    From the result's bin sums (so for rows in memory, files and Dask frames
+    alike): with U = correct - confidence, the mean of U is the accuracy
+    minus the mean confidence; its Wald interval uses the plug-in variance
+    ``sum(U^2)/n - mean(U)^2``.  Calibration implies E[U] = 0; an interval
+    below 0 says the model is overconfident, above 0 underconfident.
+
+    Parameters
+    ----------
+    res : CalibrationResult
+    alpha : float, optional
+        Level of the interval (default: ``res.alpha``).
+
+    Returns
+    -------
+    ConfidenceDirection or None
+        None for results other than unweighted top-1 ones (binary results
+        have CITL and the slope; top-k and full calibration have no single
+        confidence).
+    """
+    if res.mode != "top1" or res.k != 1 or res.bin_stats is None or getattr(res, "weighting", None) is not None:
+        return None
+    alpha = res.alpha if alpha is None else alpha
+    stats = res.bin_stats
+    n = float(stats.count.sum())
+    mean_u = float(stats.sum_u[:, 0].sum()) / n
+    mean_z = float(stats.sum_z[:, 0].sum()) / n
+    var_u = max(float(stats.sum_uu[:, 0, 0].sum()) / n - mean_u ** 2, 0.0)
+    half = float(ndtri(1.0 - alpha / 2)) * math.sqrt(var_u / n)
+    lower, upper = mean_u - half, mean_u + half
+    word = "overconfident" if upper < 0 else "underconfident" if lower > 0 else None
+    return ConfidenceDirection(accuracy=mean_u + mean_z, mean_confidence=mean_z, difference=mean_u, lower=lower,
+                               upper=upper, word=word, alpha=alpha)
+
+
+def short_verdict(res, alpha: float | None = None) -> str:
+    """A few words for a figure: the interval's verdict and, for a top-1 result, its direction.
+
+    ``"evidence of miscalibration (overconfident)"``, ``"no evidence of
+    miscalibration"``: the verdict of :func:`conclude` without the evidence
+    (the interval and its own test) and the word of :func:`confidence_direction`.
+    """
+    verdict = conclude(res, alpha)[0]
+    text = "evidence of miscalibration" if verdict == "evidence" else "no evidence of miscalibration"
+    direction = confidence_direction(res, alpha)
+    return text + (f" ({direction.word})" if direction is not None and direction.word else "")
+
+
+def figure_verdict(res, alpha: float | None = None, sep: str = "\n") -> str:
+    """What a figure of one result says: the ECE with its interval, ``sep``, and :func:`short_verdict`.
+
+    ``"ECE 0.0457, 95% CI (0, 0.073]\nevidence of miscalibration (overconfident)"`` (an interval
+    open at 0 is written ``(0, ...]``).
+    """
+    alpha = res.alpha if alpha is None else alpha
+    iv = res.conf_int(alpha, scale="ece")
+    low = f"{'(' if iv.lower_open else '['}{fmt(iv.lower, 3)}"
+    return (f"ECE {fmt(res.ece, 3)}, {100 * (1 - alpha):g}% CI {low}, {fmt(iv.upper, 3)}]{sep}"
+            f"{short_verdict(res, alpha)}")
+
+
 def _p_text(pvalue: float, n_draws: int | None) -> str:
     floor = smallest_pvalue_text(pvalue, n_draws) if n_draws else ""  # no draw reached the observed statistic
     return p_equals(pvalue, 3) + (f", {floor}" if floor else "")
@@ -375,9 +480,14 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
     """
     alpha = res.alpha if alpha is None else alpha
     if evidence is None:
-        return _conclude_interval(res, alpha)
-    return _conclude(evidence["table"], evidence["sens"], evidence["flag"], evidence["test"], res,
-                     evidence["hl"], evidence["vp"], alpha)
+        verdict, text, reasons = _conclude_interval(res, alpha)
+    else:
+        verdict, text, reasons = _conclude(evidence["table"], evidence["sens"], evidence["flag"], evidence["test"],
+                                           res, evidence["hl"], evidence["vp"], alpha)
+    direction = confidence_direction(res, alpha)
+    if direction is not None and direction.word is not None:  # a top-1 result whose evidence shows a direction
+        text = f"{text} {direction.sentence()}"
+    return verdict, text, reasons
 
 
 def result_conclusion(res, alpha: float | None = None, evidence: EvidenceResult | None = None) -> str:

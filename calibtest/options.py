@@ -415,6 +415,11 @@ _OPTIONS = (
            "their positions on the logit scale, in Python)", minimum=3, maximum=7),
     Option("display_bins", "count", None, "equal-width display bins of a reliability diagram (None: deciles "
            "of risk)", minimum=2, maximum=15, nullable=True),
+    Option("reliability_bins", "count", None, "bins a reliability diagram draws: None (deciles of the "
+           "predictions), 2 to 15 equal-width display bins, or 'estimator' (the estimator's B bins)", minimum=2,
+           maximum=15, nullable=True, choices=("estimator",)),
+    Option("squared", "flag", False, "whether ece_score returns the debiased estimate T of ECE^2 (may be "
+           "negative) rather than the ECE, sqrt(max(T, 0))"),
     Option("setting", "count", None, "simulation setting of the paper (1, 2: two classes with uniform or "
            "Beta(5, 0.5) predictions; 3: ten classes)", maximum=3),
     Option("sim_n", "count", None, "rows of a simulated data set"),

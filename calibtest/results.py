@@ -848,9 +848,12 @@ class CalibrationResult(ResultDisplay):
         return self._memo("dict", lambda: result_dict(self))  # to_dict() copies it (json_safe)
 
     def plot_reliability(self, ax=None, **kwargs):
-        """Reliability diagram with Wilson intervals and a bin-count strip.
+        """Reliability diagram at display bins with Wilson intervals, over a strip of the rows per 1/B.
 
-        See :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
+        The points are deciles of the predictions (``n_bins=2..15``: equal-width
+        bins; ``n_bins="estimator"``: the estimator's B bins), from the rows or,
+        for a result of a file or a Dask frame, from its bin sums.  See
+        :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
         if self.weighting is not None:

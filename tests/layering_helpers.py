@@ -35,7 +35,7 @@ LAYERS = [
     ("backends", ["calibtest.backends"]),
     ("api", ["calibtest.groups", "calibtest.ece", "calibtest.compare", "calibtest.tcal", "calibtest.evidence_suite",
              "calibtest.analysis_plan", "calibtest.sample_size"]),
-    ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation"]),
+    ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation", "calibtest.sklearn"]),
     ("surface", ["calibtest.cli", "calibtest"]),
 ]
 

@@ -74,7 +74,7 @@ def test_points_match_direct_grouping_and_wilson(demo, demo_result):
 
 
 def test_binary_diagram_draws_points_intervals_and_counts(demo, demo_result):
-    ax = demo_result.plot_reliability()
+    ax = demo_result.plot_reliability(n_bins="estimator")
     assert isinstance(ax, matplotlib.axes.Axes)
     fig = ax.figure
     assert len(fig.axes) == 2  # main panel and count strip
@@ -106,7 +106,7 @@ def _marginal(z, y, B):
 
 def test_topk_one_panel_per_coordinate(topk_result):
     res, probs, labels = topk_result
-    axes = plot_reliability(res)
+    axes = plot_reliability(res, n_bins="estimator")
     assert isinstance(axes, np.ndarray) and axes.shape == (2,)
     # independent: the sorted top-2 vector and its label indicators, grouped per coordinate
     order = np.argsort(-probs, axis=1, kind="stable")[:, :2]
@@ -133,7 +133,7 @@ def test_full_mode_panels_group_rows_by_class_if_available():
         res = ct.calib_ci(y=labels, probs=probs, k="full", n_bins=6)
     except (TypeError, ValueError) as exc:
         pytest.skip(f"full calibration is not on this branch: {exc}")
-    axes = plot_reliability(res)
+    axes = plot_reliability(res, n_bins="estimator")
     assert axes.shape == (3,)
     for j in range(3):
         g = _marginal(probs[:, j], (labels == j).astype(int), 6)

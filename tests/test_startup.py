@@ -18,7 +18,7 @@ import pytest
 
 import calibtest
 
-HEAVY = ("numpy", "pandas", "scipy", "matplotlib", "statsmodels", "patsy")
+HEAVY = ("numpy", "pandas", "scipy", "matplotlib", "statsmodels", "patsy", "sklearn")
 CHECKOUT = Path(calibtest.__file__).resolve().parents[1]
 
 

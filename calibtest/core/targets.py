@@ -81,8 +81,12 @@ def _check_probabilities(p: np.ndarray, name: str) -> None:
                          + ("; use missing='drop' to drop rows with NaN" if what == "NaN" else
                             "; infinite values are not missing values and cannot be dropped"))
     outside = np.argwhere((p < 0.0) | (p > 1.0))[0]
+    hint = ""
+    if lo >= 0.0 and hi <= 100.0:  # probabilities in percent
+        hint = (f"; if these are percentages, divide by 100: I({name} / 100) in a formula (with arrays, pass "
+                f"{name} / 100)")
     raise ValueError(f"{name} must lie in [0, 1]; found {float(p[tuple(outside)])!r} at row {outside[0]} "
-                     f"(values range over [{float(lo)!r}, {float(hi)!r}])")
+                     f"(values range over [{float(lo)!r}, {float(hi)!r}])" + hint)
 
 
 def _binary_labels(y, name: str, n: int) -> np.ndarray:
@@ -90,19 +94,39 @@ def _binary_labels(y, name: str, n: int) -> np.ndarray:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"{name} must be one-dimensional with {n} rows, got shape {arr.shape}")
     if arr.dtype == object or arr.dtype.kind in "USO":
-        raise TypeError(f"{name} must hold 0/1 outcomes, got dtype {arr.dtype}")
+        raise TypeError(f"{name} must hold 0/1 outcomes, got dtype {arr.dtype}" + _coding_hint(arr, name))
     if arr.dtype.kind in "biu":  # integers: a range check suffices
         if arr.size and (arr.min() < 0 or arr.max() > 1):
             bad = np.unique(arr[(arr != 0) & (arr != 1)])[:5]
-            raise ValueError(f"{name} must be binary (0/1) in this mode; found values {bad.tolist()}")
+            raise ValueError(f"{name} must be binary (0/1) in this mode; found values {bad.tolist()}"
+                             + _coding_hint(arr, name))
         return arr.astype(np.float64)
     arr = _as_float(arr, name)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values; use missing='drop' to drop rows with NaN")
     if not np.all((arr == 0.0) | (arr == 1.0)):
         bad = np.unique(arr[(arr != 0.0) & (arr != 1.0)])[:5]
-        raise ValueError(f"{name} must be binary (0/1) in this mode; found values {bad.tolist()}")
+        raise ValueError(f"{name} must be binary (0/1) in this mode; found values {bad.tolist()}"
+                         + _coding_hint(arr, name))
     return arr
+
+
+def _coding_hint(arr: np.ndarray, name: str) -> str:
+    """How to code an outcome with two values (yes/no, 1/2, ...) as 0/1: a clause for the error message.
+
+    calibtest does not guess which value is the event: the message says how
+    to name it, in a formula (``I(y == "yes")``) and for arrays.
+    """
+    try:
+        values = np.unique(arr.astype(str) if arr.dtype == object else arr)
+    except TypeError:  # mixed types that cannot be sorted
+        return ""
+    if values.size != 2:
+        return (f" ({values.size} distinct values); code the event as 0/1, e.g. I({name} == <event value>) on the "
+                "left of a formula") if values.size > 2 else ""
+    event = values[1].item() if hasattr(values[1], "item") else values[1]
+    return (f"; {name} takes the two values {[v.item() if hasattr(v, 'item') else v for v in values]}: name the "
+            f"event, e.g. I({name} == {event!r}) on the left of a formula (with arrays, pass y == {event!r})")
 
 
 def _class_codes(y, n: int, class_names, name: str) -> np.ndarray:

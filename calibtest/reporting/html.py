@@ -143,7 +143,7 @@ def reliability_figure(results, labels: Sequence[str] | None = None):
             extra.remove()
         ax = grid[:d]
         fig.subplots_adjust(left=0.08, right=0.98, top=0.93, bottom=0.1, wspace=0.3, hspace=0.45)
-    plot_reliability(results, ax=ax, labels=labels)
+    plot_reliability(results, ax=ax, labels=labels, n_bins="estimator")
     return fig
 
 

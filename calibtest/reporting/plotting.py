@@ -28,10 +28,11 @@ import numpy as np
 from calibtest._format import model_name
 from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
+from calibtest.evidence_table import figure_verdict
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
-           "display_reliability_figure", "display_bins", "display_bins_caption", "bin_sensitivity_figure",
-           "prediction_strip_figure"]
+           "display_reliability_figure", "display_bins", "display_bins_from_sums", "display_points",
+           "display_bins_caption", "bin_sensitivity_figure", "prediction_strip_figure"]
 
 #: Height of the count strip relative to the panel it sits under.
 STRIP_SIZE = "24%"
@@ -63,8 +64,8 @@ def coordinate_columns(table) -> list[tuple[str, str]]:
 _CUBE_MODES = ("binary", "top1", "topk")
 
 
-def _marginal_groups(result, coordinate: int):
-    """(count, sum of predictions, sum of outcomes) per interval of coordinate j.
+def _marginal_intervals(result, coordinate: int):
+    """(interval index, count, sum of predictions, sum of outcomes) per non-empty interval of coordinate j.
 
     Interval i is [i/B, (i+1)/B); a coordinate exactly 1.0 has its own index B.
     Cube partitions (binary, top-1, top-k) aggregate the bin table by the bin
@@ -99,7 +100,13 @@ def _marginal_groups(result, coordinate: int):
     sp = np.bincount(key, weights=sum_pred, minlength=n_keys)
     so = np.bincount(key, weights=sum_obs, minlength=n_keys)
     keep = c > 0
-    return c[keep], sp[keep], so[keep]
+    return np.flatnonzero(keep), c[keep], sp[keep], so[keep]
+
+
+def _marginal_groups(result, coordinate: int):
+    """(count, sum of predictions, sum of outcomes) per non-empty interval of coordinate j (see
+    :func:`_marginal_intervals`)."""
+    return _marginal_intervals(result, coordinate)[1:]
 
 
 def reliability_points(result, coordinate: int = 0, alpha: float | None = None) -> dict:
@@ -175,25 +182,31 @@ def _append_strip(ax):
     return strip
 
 
-def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colors) -> None:
+def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colors, n_bins=None) -> None:
     overlay = len(results) > 1
+    estimator_bins = n_bins == "estimator"
     strip = _append_strip(ax)
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.45", linewidth=1, label="perfect calibration")
     markers = "osD^vP*X"
     all_counts = []
     for i, (res, label) in enumerate(zip(results, labels)):
-        pts = reliability_points(res, coordinate, alpha)
+        fine = reliability_points(res, coordinate, alpha)  # the estimator's intervals: the strip
+        pts = fine if estimator_bins else display_points(res, coordinate, n_bins, alpha)
         color = colors[i % len(colors)]
         # max(., 0) guards the bar lengths against rounding in the Wilson end points.
         yerr = np.maximum(np.vstack([pts["observed"] - pts["lower"], pts["upper"] - pts["observed"]]), 0.0)
         level = f"{100 * (1 - (res.alpha if alpha is None else alpha)):g}%"
-        text = label if overlay else f"observed frequency ({level} Wilson CI)"
+        what = "observed frequency" if estimator_bins else "observed frequency per display bin"
+        text = label if overlay else f"{what} ({level} Wilson CI)"
         ax.errorbar(pts["pred"], pts["observed"], yerr=yerr, fmt=markers[i % len(markers)] + "-",
                     color=color, markersize=4 if n_coords == 1 else 3, linewidth=1, elinewidth=0.8, capsize=2,
                     label=text, alpha=0.9)
-        edges, counts = _strip_counts(pts, res.n_bins)
+        edges, counts = _strip_counts(fine, res.n_bins)
         strip.stairs(counts, edges, fill=not overlay, color=color, alpha=0.55 if not overlay else 0.9,
                      linewidth=1.2)
+        if not estimator_bins and not overlay:  # where the display bins are cut
+            inner = pts["edges"][(pts["edges"] > 0.0) & (pts["edges"] < 1.0)]
+            strip.vlines(inner, 0.0, 1.0, transform=strip.get_xaxis_transform(), color="0.2", linewidth=0.6)
         all_counts.append(counts)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
@@ -203,18 +216,22 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
     title = _panel_title(results[0], coordinate, n_coords)
     if title:
         ax.set_title(title, fontsize="medium")
+    elif not overlay and not estimator_bins:
+        # one model: what its interval and test say, with the direction of a top-1 result
+        ax.set_title(figure_verdict(results[0], alpha, sep=": "), fontsize="small")
     if coordinate == 0:  # one legend per figure
         ax.legend(loc="upper left", fontsize="small" if n_coords == 1 else "x-small", frameon=False)
     counts = np.concatenate(all_counts)
     positive = counts[counts > 0]
+    unit = "rows per 1/B" if not estimator_bins else "rows"
     if positive.size and positive.max() > 100 * np.median(positive):
         # very uneven counts (e.g. most confidences near 1): a linear strip would show one bar only
         strip.set_yscale("symlog", linthresh=1.0)
         top = math.ceil(math.log10(positive.max()))
         strip.set_yticks([0] + [10.0**e for e in range(0, top + 1, 2 if top > 3 else 1)])
-        strip.set_ylabel("rows (log)", fontsize="small")
+        strip.set_ylabel(f"{unit} (log)", fontsize="small")
     else:
-        strip.set_ylabel("rows", fontsize="small")
+        strip.set_ylabel(unit, fontsize="small")
     strip.tick_params(labelsize="small")
     strip.set_ylim(bottom=0)
     strip.set_xlabel("mean " + _MODE_AXIS_LABEL.get(results[0].mode, "predicted probability")
@@ -234,15 +251,25 @@ def _as_results(result) -> list:
     return results
 
 
-def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels: Sequence[str] | None = None,
-                     alpha: float | None = None, colors: Sequence | None = None):
-    """Reliability diagram with Wilson intervals and a bin-count strip.
+def plot_reliability(result, ax=None, *, n_bins=None, overlay: Sequence | None = None,
+                     labels: Sequence[str] | None = None, alpha: float | None = None, colors: Sequence | None = None):
+    """Reliability diagram at display bins with Wilson intervals, over a strip of the rows per 1/B.
 
     Parameters
     ----------
     result : CalibrationResult or list of CalibrationResult
         One result, or several results of the same target (mode, k and
         dimension) to overlay (the comparison of models).
+    n_bins : None, int or "estimator"
+        The points drawn.  None (default): deciles of the predictions (ten
+        groups of about n/10 rows); an integer 2 to 15: that many equal-width
+        intervals of [0, 1].  Both are *display bins* (see
+        :func:`display_points`), chosen for reading: the estimator's B
+        (754 bins at 10^6 rows) gives points whose intervals overlap into a
+        cloud.  ``"estimator"``: one point per interval [i/B, (i+1)/B) of the
+        estimator (:func:`reliability_points`).  Results of files and Dask
+        frames hold bin sums, not rows: their display bins are unions of the
+        estimator's intervals (see :func:`display_bins_from_sums`).
     ax : matplotlib Axes or sequence of Axes, optional
         Where to draw: one Axes for the 1-dim modes (binary, top-1), a
         sequence of d Axes (one per coordinate) for top-1-to-k and full
@@ -269,16 +296,19 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
 
     Notes
     -----
-    Each point is one group g of rows (see :func:`reliability_points`):
+    Each point is one group g of rows (a display bin, or with
+    ``n_bins="estimator"`` an interval of the estimator's bins):
     x = mean prediction of its rows, y = their observed frequency
     ``o_g = e_g / c_g`` with ``e_g`` the number of rows whose outcome
     indicator is 1 and ``c_g`` the group size; the vertical bar is the Wilson
     interval ``(o + z^2/(2c) -/+ z sqrt(o(1-o)/c + z^2/(4c^2))) / (1 + z^2/c)``,
     z = Phi^-1(1 - alpha/2).  The strip shows the rows per interval
-    [i/B, (i+1)/B); rows with a prediction of exactly 1 (their own group) are
+    [i/B, (i+1)/B) of the estimator, with the display bins' edges as vertical
+    lines (one model); rows with a prediction of exactly 1 (their own group) are
     counted in the last interval.  When the largest count exceeds 100 times
     the median count the strip uses a symmetric-log scale.
     """
+    n_bins = check_option("reliability_bins", n_bins, "n_bins")
     results = _as_results(result) + (list(overlay) if overlay is not None else [])
     results = _as_results(results)
     dims = {len(coordinate_columns(r.bin_table())) for r in results}
@@ -311,7 +341,7 @@ def plot_reliability(result, ax=None, *, overlay: Sequence | None = None, labels
     if len(axes) != n_coords:
         raise ValueError(f"ax must hold {n_coords} Axes (one per coordinate), got {len(axes)}")
     for j, panel in enumerate(axes):
-        _draw_panel(panel, results, labels, j, n_coords, alpha, colors)
+        _draw_panel(panel, results, labels, j, n_coords, alpha, colors, n_bins)
     return axes[0] if n_coords == 1 else np.array(axes, dtype=object)
 
 
@@ -578,7 +608,17 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
 
 
 # --------------------------------------------------------------------------- display bins
-def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
+def _wilson(observed, n, alpha: float):
+    """Wilson interval of a proportion ``observed`` of ``n`` rows (``n`` may be an effective size)."""
+    from scipy.special import ndtri
+
+    z = ndtri(1.0 - alpha / 2.0)
+    centre = (observed + z ** 2 / (2 * n)) / (1 + z ** 2 / n)
+    half = z / (1 + z ** 2 / n) * np.sqrt(np.maximum(observed * (1 - observed), 0.0) / n + z ** 2 / (4 * n ** 2))
+    return centre - half, centre + half
+
+
+def display_bins(z, y, n_bins=None, alpha: float = 0.05, weights=None) -> dict:
     """Display bins of one coordinate: mean prediction, observed frequency, Wilson interval, count.
 
     Parameters
@@ -597,6 +637,12 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
         rounding is on it).
     alpha : float
         The Wilson intervals have level ``1 - alpha``.
+    weights : ndarray, shape (n,), optional
+        Case weights (non-negative): ``pred`` and ``observed`` are then the
+        weighted means of a bin, and its Wilson interval uses Kish's
+        effective size ``(sum w)^2 / sum w^2`` in place of the row count
+        (``events`` stays the unweighted count of rows with y = 1).  The bins
+        are those of the rows, unweighted.
 
     Returns
     -------
@@ -604,7 +650,7 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
         ``pred``, ``observed``, ``count``, ``events``, ``lower``, ``upper``
         (one entry per non-empty bin, in increasing order), ``edges`` (the
         bin edges, empty bins included) and ``bin_count`` (rows per bin, one
-        per interval of ``edges``).
+        per interval of ``edges``); with weights also ``n_effective``.
     """
     from statsmodels.stats.proportion import proportion_confint
 
@@ -620,6 +666,17 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
         key = np.minimum(cube_indices(z[:, None], nb)[:, 0], nb - 1)
     count = np.bincount(key, minlength=nb)
     events = np.rint(np.bincount(key, weights=y, minlength=nb)).astype(np.int64)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        sw = np.bincount(key, weights=w, minlength=nb)
+        keep = sw > 0
+        sw2 = np.bincount(key, weights=w * w, minlength=nb)[keep]
+        pred = np.bincount(key, weights=w * z, minlength=nb)[keep] / sw[keep]
+        observed = np.bincount(key, weights=w * y, minlength=nb)[keep] / sw[keep]
+        n_eff = sw[keep] ** 2 / sw2
+        lower, upper = _wilson(observed, n_eff, alpha)
+        return {"pred": pred, "observed": observed, "count": count[keep], "events": events[keep],
+                "lower": lower, "upper": upper, "edges": edges, "bin_count": count, "n_effective": n_eff}
     sum_pred = np.bincount(key, weights=z, minlength=nb)
     keep = count > 0
     count, events, sum_pred = count[keep], events[keep], sum_pred[keep]
@@ -627,6 +684,112 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05) -> dict:
     return {"pred": sum_pred / count, "observed": events / count, "count": count, "events": events,
             "lower": np.asarray(lower, dtype=float), "upper": np.asarray(upper, dtype=float), "edges": edges,
             "bin_count": np.bincount(key, minlength=nb)}
+
+
+def display_bins_from_sums(key, count, sum_pred, sum_obs, n_fine: int, n_bins=None, alpha: float = 0.05) -> dict:
+    """Display bins made of whole intervals [i/B, (i+1)/B), for a result that holds bin sums, not rows.
+
+    A file or a Dask frame is reduced to the estimator's per-bin sums (count,
+    sum of predictions, sum of outcomes), so its display bins are unions of
+    the estimator's intervals, each point exact for the rows it holds:
+
+    * ``n_bins=None``: about deciles.  Interval i goes to group
+      ``floor(10 C_i / n)``, with C_i the rows in the intervals before it:
+      the decile of the first of its rows.  A group holds the rows of its
+      intervals, so its size is n/10 up to one interval (e.g. about 1330 rows
+      of 10^6 at B = 754); an interval holding more than n/10 rows (a pile
+      of predictions) is a group of its own and the groups after it move up.
+    * an integer B': interval i goes to the display bin ``[j/B', (j+1)/B')``
+      that holds its mean prediction (the estimator's edge rule).  When B'
+      divides B these are exactly the equal-width display bins of the rows;
+      otherwise an interval that straddles an edge goes whole to one side.
+
+    Parameters
+    ----------
+    key : ndarray of int, shape (m,)
+        Increasing interval indices i (B for a prediction of exactly 1).
+    count, sum_pred, sum_obs : ndarray, shape (m,)
+        Rows, sum of predictions and sum of 0/1 outcomes per interval.
+    n_fine : int
+        B, the estimator's bins per coordinate.
+    n_bins : int, optional
+        As in :func:`display_bins`.
+    alpha : float
+        Level of the Wilson intervals, ``1 - alpha``.
+
+    Returns
+    -------
+    dict of ndarray
+        As :func:`display_bins`: ``pred``, ``observed``, ``count``,
+        ``events``, ``lower``, ``upper`` per non-empty display bin, ``edges``
+        and ``bin_count`` (for deciles the edges of the non-empty groups,
+        multiples of 1/B).
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    key = np.asarray(key, dtype=np.int64)
+    rows = np.rint(np.asarray(count, dtype=np.float64)).astype(np.int64)
+    sum_pred = np.asarray(sum_pred, dtype=np.float64)
+    sum_obs = np.asarray(sum_obs, dtype=np.float64)
+    if n_bins is None:
+        before = np.cumsum(rows) - rows
+        group = np.minimum(10 * before // rows.sum(), 9)
+        nb = 10
+    else:
+        nb = int(n_bins)
+        group = np.minimum(cube_indices((sum_pred / rows)[:, None], nb)[:, 0], nb - 1)
+    c = np.bincount(group, weights=rows, minlength=nb)
+    sp = np.bincount(group, weights=sum_pred, minlength=nb)
+    so = np.bincount(group, weights=sum_obs, minlength=nb)
+    keep = c > 0
+    if n_bins is None:
+        first = np.searchsorted(group, np.flatnonzero(keep))  # group is non-decreasing in i
+        edges = np.append(key[first] / n_fine, min(key[-1] + 1, n_fine) / n_fine)
+        bin_count = c[keep].astype(np.int64)
+    else:
+        edges = np.linspace(0.0, 1.0, nb + 1)
+        bin_count = c.astype(np.int64)
+    count_k = c[keep].astype(np.int64)
+    events = np.rint(so[keep]).astype(np.int64)
+    lower, upper = proportion_confint(events, count_k, alpha=alpha, method="wilson")
+    return {"pred": sp[keep] / count_k, "observed": events / count_k, "count": count_k, "events": events,
+            "lower": np.asarray(lower, dtype=float), "upper": np.asarray(upper, dtype=float), "edges": edges,
+            "bin_count": bin_count}
+
+
+def display_points(result, coordinate: int = 0, n_bins=None, alpha: float | None = None) -> dict:
+    """The display bins of one panel of a result's reliability diagram.
+
+    With the rows in memory (``result.data``), :func:`display_bins` of
+    coordinate j of the rows (deciles of the predictions, or ``n_bins``
+    equal-width bins); for a result of a file or a Dask frame, which holds
+    the estimator's bin sums only, :func:`display_bins_from_sums` of the
+    marginal intervals of coordinate j.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    coordinate : int
+        0-based coordinate j (always 0 for binary and top-1).
+    n_bins : int, optional
+        None: deciles; 2 to 15: equal-width display bins.
+    alpha : float, optional
+        Level of the Wilson intervals (default: the result's alpha).
+
+    Returns
+    -------
+    dict of ndarray
+        As :func:`display_bins`, plus ``source``: ``"rows"`` or ``"bin sums"``.
+    """
+    n_bins = check_option("display_bins", n_bins, "n_bins")
+    alpha = result.alpha if alpha is None else alpha
+    if result.data is not None and coordinate < result.data.z.shape[1]:
+        z = np.asarray(result.data.z[:, coordinate], dtype=np.float64)
+        y = np.rint(np.asarray(result.data.y[:, coordinate], dtype=np.float64))
+        return {**display_bins(z, y, n_bins=n_bins, alpha=alpha), "source": "rows"}
+    key, count, sum_pred, sum_obs = _marginal_intervals(result, coordinate)
+    return {**display_bins_from_sums(key, count, sum_pred, sum_obs, result.n_bins, n_bins, alpha),
+            "source": "bin sums"}
 
 
 def display_bins_caption(results, n_bins=None) -> str:

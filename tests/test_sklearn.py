@@ -1,0 +1,336 @@
+"""calibtest.sklearn against scikit-learn itself.
+
+The display's bins and points are checked against ``sklearn.calibration.calibration_curve``
+where the definitions coincide (no prediction on a bin edge: sklearn puts an edge value in the bin
+below, calibtest in the bin above), the scorer inside ``GridSearchCV`` against a hand loop over
+the same folds, and the cross-validation against ``cross_val_predict``.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sklearn = pytest.importorskip("sklearn")
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from scipy import stats  # noqa: E402
+from sklearn.calibration import calibration_curve  # noqa: E402
+from sklearn.datasets import make_classification  # noqa: E402
+from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
+from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.model_selection import (GridSearchCV, KFold, ShuffleSplit, cross_val_predict,  # noqa: E402
+                                     cross_val_score, train_test_split)
+
+import calibtest as ct  # noqa: E402
+from calibtest.sklearn import (CalibrationErrorDisplay, CrossValidatedCalibration, calibration_target,  # noqa: E402
+                               cross_validate_calibration, ece_score, ece_scorer)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One OpenMP thread for the gradient boosting fits: on a busy machine with few cores, its threads
+    spin-wait for one another (minutes instead of a second)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def binary_data():
+    X, y = make_classification(n_samples=2000, n_features=8, random_state=0)
+    return train_test_split(X, y, test_size=1000, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def multiclass_data():
+    X, y = make_classification(n_samples=3000, n_features=10, n_informative=6, n_classes=4, random_state=1)
+    return train_test_split(X, y, test_size=1000, random_state=1)
+
+
+def _wilson(events, n, alpha):
+    """Wilson score interval, closed form (Wilson 1927)."""
+    z = stats.norm.isf(alpha / 2)
+    phat = events / n
+    centre = (phat + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z / (1 + z**2 / n) * np.sqrt(phat * (1 - phat) / n + z**2 / (4 * n**2))
+    return centre - half, centre + half
+
+
+# --------------------------------------------------------------------------- against calibration_curve
+def test_display_bins_match_calibration_curve_quantile_and_uniform():
+    rng = np.random.default_rng(3)
+    n = 1000  # (n - 1) * g / 10 is never an integer: no decile edge is a prediction
+    p = rng.beta(2, 3, n)
+    y = (rng.random(n) < p**1.2).astype(int)
+    disp = CalibrationErrorDisplay.from_predictions(y, p)
+    true_q, pred_q = calibration_curve(y, p, n_bins=10, strategy="quantile")
+    np.testing.assert_allclose(disp.prob_true, true_q, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(disp.prob_pred, pred_q, rtol=1e-14)
+    edges = np.percentile(p, np.linspace(0, 100, 11))
+    assert not np.isin(edges[1:-1], p).any()  # the definitions coincide on these rows
+    np.testing.assert_array_equal(disp.counts, np.histogram(p, bins=edges)[0])
+    disp5 = CalibrationErrorDisplay.from_predictions(y, p, display_bins=5)
+    true_u, pred_u = calibration_curve(y, p, n_bins=5, strategy="uniform")
+    np.testing.assert_allclose(disp5.prob_true, true_u, atol=1e-15)
+    np.testing.assert_allclose(disp5.prob_pred, pred_u, rtol=1e-14)
+    counts = np.histogram(p, bins=np.linspace(0, 1, 6))[0]
+    np.testing.assert_array_equal(disp5.counts, counts[counts > 0])
+    lo, hi = _wilson(np.rint(disp5.prob_true * disp5.counts), disp5.counts, 0.05)
+    np.testing.assert_allclose(disp5.lower, lo, atol=1e-12)
+    np.testing.assert_allclose(disp5.upper, hi, atol=1e-12)
+
+
+def test_string_labels_and_pos_label_match_calibration_curve():
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0, 1, 1000)
+    y = np.where(rng.random(1000) < p, "sick", "well")
+    disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="sick", display_bins=10)
+    true_u, pred_u = calibration_curve(y, p, n_bins=10, pos_label="sick")
+    np.testing.assert_allclose(disp.prob_true, true_u, atol=1e-15)
+    np.testing.assert_allclose(disp.prob_pred, pred_u, rtol=1e-14)
+    ref = ct.calib_ci(y=(y == "sick").astype(int), probs=p)
+    assert disp.result_.estimate == ref.estimate and disp.result_.ci_upper == ref.ci_upper
+    assert "sick" in disp.ax_.get_xlabel()
+    with pytest.raises(ValueError, match="pos_label"):
+        CalibrationErrorDisplay.from_predictions(y, p)
+    with pytest.raises(ValueError, match="pos_label='ill' is not a label"):
+        ece_score(y, p, pos_label="ill")
+
+
+def test_top1_display_matches_calibration_curve_of_correctness(multiclass_data):
+    Xtr, Xte, ytr, yte = multiclass_data
+    clf = LogisticRegression(max_iter=1000).fit(Xtr, ytr)
+    P = clf.predict_proba(Xte)
+    conf = P.max(axis=1)
+    correct = (clf.classes_[P.argmax(axis=1)] == yte).astype(int)
+    disp = CalibrationErrorDisplay.from_estimator(clf, Xte, yte, display_bins=10)
+    true_u, pred_u = calibration_curve(correct, conf, n_bins=10)
+    np.testing.assert_allclose(disp.prob_true, true_u, atol=1e-15)
+    np.testing.assert_allclose(disp.prob_pred, pred_u, rtol=1e-14)
+    res = disp.result_
+    assert res.mode == "top1" and res.n_classes == 4 and res.n == len(yte)
+    ref = ct.calib_ci(y=correct, probs=conf, n_classes=4)
+    assert res.estimate == pytest.approx(ref.estimate, rel=1e-12, abs=1e-15)
+    assert disp.ax_.get_xlabel() == "top-1 confidence"
+
+
+# --------------------------------------------------------------------------- end to end
+def test_logistic_regression_end_to_end(binary_data):
+    Xtr, Xte, ytr, yte = binary_data
+    clf = LogisticRegression().fit(Xtr, ytr)
+    disp = CalibrationErrorDisplay.from_estimator(clf, Xte, yte)
+    assert isinstance(disp.result_, ct.CalibrationResult)
+    p = clf.predict_proba(Xte)[:, 1]
+    ref = ct.calib_ci(y=yte, probs=p)
+    for key in ("estimate", "ci_lower", "ci_upper", "null_pvalue", "n_bins"):
+        assert getattr(disp.result_, key) == getattr(ref, key)
+    np.testing.assert_array_equal(disp.line_.get_xdata(), disp.prob_pred)
+    np.testing.assert_array_equal(disp.line_.get_ydata(), disp.prob_true)
+    assert disp.ax_ is disp.line_.axes and disp.figure_ is disp.ax_.figure
+    legend = " ".join(t.get_text() for t in disp.ax_.get_legend().get_texts())
+    assert "LogisticRegression" in legend and "evidence of miscalibration" in legend
+    iv = ref.conf_int(scale="ece")
+    assert f"{iv.upper:.3g}" in legend
+    same = CalibrationErrorDisplay.from_predictions(yte, p)
+    np.testing.assert_array_equal(same.prob_true, disp.prob_true)
+
+
+def test_hist_gradient_boosting_end_to_end(multiclass_data):
+    Xtr, Xte, ytr, yte = multiclass_data
+    labels = np.array(["ant", "bee", "cat", "dog"])
+    hgb = HistGradientBoostingClassifier(max_iter=60, random_state=0).fit(Xtr, labels[ytr])
+    disp = CalibrationErrorDisplay.from_estimator(hgb, Xte, labels[yte])
+    res = disp.result_
+    assert res.mode == "top1" and res.n == len(yte)
+    P = hgb.predict_proba(Xte)
+    correct = (hgb.classes_[P.argmax(axis=1)] == labels[yte]).astype(int)
+    assert disp.result_.estimate == pytest.approx(ct.calib_ci(y=correct, probs=P.max(axis=1), n_classes=4).estimate,
+                                                  rel=1e-12)
+    # the legend's word is the summary's, and follows accuracy against mean confidence (Wald interval)
+    u = correct - P.max(axis=1)
+    half = stats.norm.isf(0.025) * u.std() / np.sqrt(u.size)
+    word = "overconfident" if u.mean() + half < 0 else "underconfident" if u.mean() - half > 0 else None
+    legend = " ".join(t.get_text() for t in disp.ax_.get_legend().get_texts())
+    if word is None:
+        assert "confident" not in legend and "confident" not in res.conclusion()[1]
+    else:
+        assert word in legend and word in res.conclusion()[1]
+    # binary HGB with string labels: the column of classes_[1]
+    yb = np.where(ytr % 2 == 1, "odd", "even")
+    hgb2 = HistGradientBoostingClassifier(max_iter=40, random_state=0).fit(Xtr, yb)
+    d2 = CalibrationErrorDisplay.from_estimator(hgb2, Xte, np.where(yte % 2 == 1, "odd", "even"))
+    assert d2.result_.mode == "binary" and d2.pos_label == "odd"
+    p = hgb2.predict_proba(Xte)[:, 1]
+    assert d2.result_.estimate == ct.calib_ci(y=(yte % 2 == 1).astype(int), probs=p).estimate
+
+
+def test_two_displays_share_axes_and_one_reference_line(binary_data):
+    Xtr, Xte, ytr, yte = binary_data
+    a = CalibrationErrorDisplay.from_estimator(LogisticRegression().fit(Xtr, ytr), Xte, yte)
+    b = CalibrationErrorDisplay.from_estimator(LogisticRegression(C=0.001).fit(Xtr, ytr), Xte, yte, ax=a.ax_,
+                                               name="strong penalty", color="C3")
+    labels = [t.get_text() for t in a.ax_.get_legend().get_texts()]
+    assert labels.count("perfect calibration") == 1
+    assert any(t.startswith("strong penalty") for t in labels)
+    assert b.line_.get_color() == "C3"
+
+
+def test_sample_weight_gives_the_weighted_interval_and_weighted_points():
+    rng = np.random.default_rng(2)
+    n = 1500
+    p = rng.uniform(0.05, 0.95, n)
+    y = (rng.random(n) < p).astype(int)
+    w = rng.gamma(2.0, 1.0, n)
+    disp = CalibrationErrorDisplay.from_predictions(y, p, sample_weight=w, display_bins=5)
+    ref = ct.calib_ci(y=y, probs=p, weights=w)
+    assert disp.result_.weighting is not None and disp.result_.estimate == ref.estimate
+    frame = pd.DataFrame({"g": np.minimum(np.floor(p * 5), 4).astype(int), "p": p, "y": y, "w": w})
+    g = frame.groupby("g").apply(lambda d: pd.Series({
+        "pred": np.average(d.p, weights=d.w), "obs": np.average(d.y, weights=d.w),
+        "neff": d.w.sum() ** 2 / (d.w ** 2).sum()}), include_groups=False)
+    np.testing.assert_allclose(disp.prob_pred, g["pred"], rtol=1e-12)
+    np.testing.assert_allclose(disp.prob_true, g["obs"], rtol=1e-12)
+    lo, hi = _wilson(g["obs"].to_numpy() * g["neff"].to_numpy(), g["neff"].to_numpy(), 0.05)
+    np.testing.assert_allclose(disp.lower, lo, atol=1e-12)
+    # unit weights: the unweighted points and Wilson intervals
+    unit = CalibrationErrorDisplay.from_predictions(y, p, sample_weight=np.ones(n), display_bins=5)
+    plain = CalibrationErrorDisplay.from_predictions(y, p, display_bins=5)
+    np.testing.assert_allclose(unit.prob_true, plain.prob_true, atol=1e-15)
+    np.testing.assert_allclose(unit.lower, plain.lower, atol=1e-12)
+    assert ece_score(y, p, sample_weight=w, squared=True) == ref.estimate
+
+
+# --------------------------------------------------------------------------- metric and scorer
+def test_ece_score_is_the_estimate_of_calib_ci(binary_data):
+    Xtr, Xte, ytr, yte = binary_data
+    p = LogisticRegression().fit(Xtr, ytr).predict_proba(Xte)
+    ref = ct.calib_ci(y=yte, probs=p[:, 1])
+    assert ece_score(yte, p[:, 1]) == ref.ece
+    assert ece_score(yte, p[:, 1], squared=True) == ref.estimate
+    assert ece_score(yte, p) == ref.ece  # two columns: the second class's
+    assert ece_score(2 * yte - 1, p[:, 1]) == ref.ece  # {-1, 1} labels
+    assert ece_score(1 - yte, p[:, 0], n_bins=10) == ct.calib_ci(y=1 - yte, probs=p[:, 0], n_bins=10).ece
+    with pytest.raises(TypeError, match="squared"):
+        ece_score(yte, p[:, 1], squared="yes")
+
+
+def test_scorer_inside_grid_search_equals_a_hand_loop(binary_data):
+    Xtr, _, ytr, _ = binary_data
+    cv = KFold(4, shuffle=True, random_state=0)
+    grid = GridSearchCV(LogisticRegression(), {"C": [0.001, 1.0]}, scoring=ece_scorer, cv=cv).fit(Xtr, ytr)
+    for i, C in enumerate([0.001, 1.0]):
+        by_hand = []
+        for train, test in cv.split(Xtr):
+            m = LogisticRegression(C=C).fit(Xtr[train], ytr[train])
+            by_hand.append(-ece_score(ytr[test], m.predict_proba(Xtr[test])[:, 1]))
+        assert grid.cv_results_["mean_test_score"][i] == pytest.approx(np.mean(by_hand), rel=1e-12, abs=1e-15)
+    assert grid.best_params_["C"] == [0.001, 1.0][int(np.argmax(grid.cv_results_["mean_test_score"]))]
+    assert np.all(grid.cv_results_["mean_test_score"] <= 0)  # lower ECE is better: the score is -ECE
+
+
+def test_scorer_multiclass_and_string_labels(multiclass_data):
+    from sklearn.metrics import make_scorer
+    Xtr, _, ytr, _ = multiclass_data
+    scores = cross_val_score(LogisticRegression(max_iter=1000), Xtr, ytr, cv=3, scoring=ece_scorer,
+                             error_score="raise")
+    assert scores.shape == (3,) and np.all(scores <= 0)
+    yb = np.where(ytr == 0, "yes", "no")
+    with pytest.raises(ValueError, match="pos_label"):
+        cross_val_score(LogisticRegression(), Xtr, yb, cv=3, scoring=ece_scorer, error_score="raise")
+    scorer = make_scorer(ece_score, response_method="predict_proba", greater_is_better=False, pos_label="yes")
+    got = cross_val_score(LogisticRegression(), Xtr, yb, cv=KFold(3), scoring=scorer)
+    for s, (train, test) in zip(got, KFold(3).split(Xtr)):
+        m = LogisticRegression().fit(Xtr[train], yb[train])
+        col = list(m.classes_).index("yes")
+        assert s == -ece_score(yb[test], m.predict_proba(Xtr[test])[:, col], pos_label="yes")
+
+
+# --------------------------------------------------------------------------- cross-validation
+def test_cross_validate_calibration_matches_cross_val_predict(binary_data):
+    Xtr, _, ytr, _ = binary_data
+    y = np.where(ytr == 1, "pos", "neg")
+    cvr = cross_validate_calibration(LogisticRegression(), Xtr, y, cv=5)
+    assert isinstance(cvr, CrossValidatedCalibration) and len(cvr.fold_results) == 5
+    oof = cross_val_predict(LogisticRegression(), Xtr, y, cv=5, method="predict_proba")
+    np.testing.assert_allclose(cvr.oof_prob, oof, rtol=1e-12, atol=1e-15)
+    ref = ct.calib_ci(y=(y == "pos").astype(int), probs=oof[:, 1])
+    assert cvr.out_of_fold.estimate == pytest.approx(ref.estimate, rel=1e-10, abs=1e-14)
+    assert cvr.folds["n"].sum() == len(y) and list(cvr.folds.index) == [1, 2, 3, 4, 5]
+    from sklearn.model_selection import StratifiedKFold
+    for (train, test), row in zip(StratifiedKFold(5).split(Xtr, y), cvr.folds.itertuples()):
+        m = LogisticRegression().fit(Xtr[train], y[train])
+        fold = ct.calib_ci(y=(y[test] == "pos").astype(int), probs=m.predict_proba(Xtr[test])[:, 1])
+        assert row.estimate == pytest.approx(fold.estimate, rel=1e-10, abs=1e-14)
+        assert row.upper == pytest.approx(fold.ci_upper, rel=1e-10)
+    text = str(cvr.summary())
+    assert "out of fold" in text and "fold 5" in text
+    assert cvr.out_of_fold.conclusion()[1][:30] in " ".join(text.split())
+    d = cvr.to_dict()
+    assert d["n_folds"] == 5 and len(d["folds"]) == 5
+
+
+def test_cross_validate_calibration_multiclass_and_errors(multiclass_data):
+    Xtr, _, ytr, _ = multiclass_data
+    cvr = cross_validate_calibration(HistGradientBoostingClassifier(max_iter=30, random_state=0), Xtr, ytr,
+                                     cv=KFold(3))
+    assert cvr.out_of_fold.mode == "top1" and cvr.out_of_fold.n_classes == 4
+    with pytest.raises(ValueError, match="exactly once"):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=ShuffleSplit(3, random_state=0))
+    with pytest.raises(TypeError, match="predict_proba"):
+        from sklearn.svm import LinearSVC
+        cross_validate_calibration(LinearSVC(), Xtr, ytr, cv=3)
+
+
+# --------------------------------------------------------------------------- input errors
+def test_bad_inputs_raise_errors_naming_the_argument(binary_data):
+    Xtr, Xte, ytr, yte = binary_data
+    p = np.linspace(0.01, 0.99, len(yte))
+    with pytest.raises(ValueError, match="y_prob must lie in"):
+        ece_score(yte, p * 2)
+    with pytest.raises(ValueError, match="y_prob has NaN"):
+        ece_score(yte, np.where(p > 0.5, np.nan, p))
+    with pytest.raises(ValueError, match="y_prob must have shape"):
+        ece_score(yte, p[:-1])
+    with pytest.raises(ValueError, match="y_true has 1 missing"):
+        ece_score(np.where(np.arange(len(yte)) == 3, np.nan, yte), p)
+    with pytest.raises(ValueError, match="one column"):
+        ece_score(np.arange(len(yte)) % 3, p)
+    with pytest.raises(ValueError, match="labels="):
+        ece_score(np.arange(len(yte)) % 3, np.full((len(yte), 4), 0.25))
+    with pytest.raises(ValueError, match="sample_weight"):
+        ece_score(yte, p, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="weights must be non-negative"):
+        ece_score(yte, p, sample_weight=-np.ones(len(yte)))
+    with pytest.raises(NotFittedError):
+        CalibrationErrorDisplay.from_estimator(LogisticRegression(), Xte, yte)
+    from sklearn.svm import LinearSVC
+    with pytest.raises(TypeError, match="predict_proba"):
+        CalibrationErrorDisplay.from_estimator(LinearSVC().fit(Xtr, ytr), Xte, yte)
+    with pytest.raises(ValueError, match="display_bins must be between 2 and 15"):
+        CalibrationErrorDisplay.from_predictions(yte, p, display_bins=40)
+    with pytest.raises(TypeError, match="CalibrationResult"):
+        CalibrationErrorDisplay([0.5], [0.5], p, lower=[0.4], upper=[0.6], counts=[10], result="no")
+    t = calibration_target(["b", "a", "c", "a"], np.eye(3)[[1, 0, 2, 0]] * 0.7 + 0.1, labels=["a", "b", "c"])
+    np.testing.assert_array_equal(t.y, [1, 0, 2, 0])
+    with pytest.raises(ValueError, match=r"labels \['z'\]"):
+        calibration_target(["b", "a", "z", "a"], np.full((4, 3), 1 / 3), labels=["a", "b", "c"])
+
+
+def test_importing_calibtest_does_not_import_sklearn():
+    code = ("import sys, calibtest; calibtest.calib_ci; calibtest.CalibrationResult; "
+            "assert 'sklearn' not in sys.modules, 'sklearn imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
