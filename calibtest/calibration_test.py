@@ -273,7 +273,7 @@ class CalibrationTestResult(TestOfCalibration):
     Attributes
     ----------
     statistic : float
-        max over the scales of z_B = T_B / sd(T_B | Z), and of |z_S| when
+        max over the scales of z_B = T_B / sd(T_B | Z), and of ``|z_S|`` when
         Spiegelhalter's z is a component (``combine="max-z"``), or the
         smallest p-value of the components (``combine="bonferroni"``).
     pvalue : float
@@ -313,7 +313,7 @@ class CalibrationTestResult(TestOfCalibration):
         test (``spiegelhalter=True``, binary and top-1 targets), else None.
     pvalue_spiegelhalter : float or None
         Its own two-sided Monte Carlo p-value from the same draws,
-        (1 + #{|z*_S| >= |z_S|}) / (R + 1), unadjusted; None when not a component.
+        ``(1 + #{|z*_S| >= |z_S|}) / (R + 1)``, unadjusted; None when not a component.
     spiegelhalter_draws : ndarray, shape (R,), or None
         z*_S of the draws (column r of ``null_draws`` and entry r here come
         from the same label vector): the combined statistic of draw r is

@@ -48,7 +48,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
     the automatic B of :func:`calibtest.calib_ci`) and combines them by the
     maximum of the standardized statistics z_B = T_B / sd(T_B | Z) -- and,
-    on binary and top-1 targets, of |z_S|, Spiegelhalter's z
+    on binary and top-1 targets, of ``|z_S|``, Spiegelhalter's z
     (``spiegelhalter=``); the null law of that maximum comes from R label
     vectors drawn from the predictions, each scored at every component.  Much more powerful than the single-B test
     against smooth miscalibration (slope, intercept, p -> p^2), at the price of
@@ -107,7 +107,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     spiegelhalter : bool, optional
         Add Spiegelhalter's z to the combination (binary and top-1 targets):
         z_S = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)), and the
-        statistic becomes max(max_B z_B, |z_S|), its null law from the same
+        statistic becomes ``max(max_B z_B, |z_S|)``, its null law from the same
         label draws (``combine="bonferroni"``: one more component).  None
         (default): True for binary and top-1 targets with ``n_bins``
         "adaptive" or a sequence; False for top-k (k >= 2) and full
