@@ -90,5 +90,44 @@ def _check_api_reference(app) -> None:
         logger.warning("docs/api.rst lists %s, which calibtest/__init__.py does not export", sorted(listed - public))
 
 
+#: The site's own pages; every other Markdown page of docs/ belongs to the user guide.
+SITE_PAGES = ("index", "getting-started", "guide", "api")
+
+
+def user_guide_pages() -> list[str]:
+    """The user guide's pages: docs/*.md other than the site's own, in the order of ``guide.md``, then the rest."""
+    here = Path(__file__).parent
+    pages = sorted(path.stem for path in here.glob("*.md") if path.stem not in SITE_PAGES)
+    listed = re.findall(r"^([\w-]+)$", (here / "guide.md").read_text(encoding="utf-8"), flags=re.M)
+    return [page for page in listed if page in pages] + [page for page in pages if page not in listed]
+
+
+def vignettes() -> list[str]:
+    """The vignettes (``vignettes/*.md``), each shown as a worked example."""
+    return sorted(path.stem for path in (ROOT / "vignettes").glob("*.md"))
+
+
+def _write_example_pages(app) -> None:
+    """Write one page per vignette in docs/examples/ (the vignette included, its figures beside it)."""
+    folder = Path(__file__).with_name("examples")
+    for name in vignettes():
+        text = f"```{{include}} ../../vignettes/{name}.md\n:relative-images:\n```\n"
+        page = folder / f"{name}.md"
+        if not page.exists() or page.read_text(encoding="utf-8") != text:
+            page.write_text(text, encoding="utf-8")
+
+
+def _complete_user_guide(app, docname: str, source: list[str]) -> None:
+    """Add to the guide's table of contents the docs/ pages it does not list (a new page joins by itself)."""
+    if docname != "guide":
+        return
+    listed = set(re.findall(r"^([\w-]+)$", source[0], flags=re.M))
+    extra = [page for page in user_guide_pages() if page not in listed]
+    if extra:
+        source[0] += "\n```{toctree}\n:maxdepth: 1\n\n" + "\n".join(extra) + "\n```\n"
+
+
 def setup(app):
     app.connect("builder-inited", _check_api_reference)
+    app.connect("builder-inited", _write_example_pages)
+    app.connect("source-read", _complete_user_guide)
