@@ -549,9 +549,18 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
 
     Examples
     --------
-    >>> cmp = calib_compare("y ~ p_old", "y ~ p_new", data=df)   # doctest: +SKIP
-    >>> print(cmp.summary())                                      # doctest: +SKIP
-    >>> calib_compare([r1, r2, r3]).table                         # doctest: +SKIP
+    The demo model against an overconfident version of it, on the same rows:
+
+    >>> import numpy as np, calibtest as ct
+    >>> from scipy.special import expit, logit
+    >>> df = ct.load_demo()
+    >>> df["p_sharp"] = expit(1.6 * logit(df["p"]))
+    >>> cmp = ct.calib_compare("y ~ p", "y ~ p_sharp", data=df)
+    >>> print(f"Delta = {cmp.estimate:.4f}, se = {cmp.se:.5f}, p = {cmp.pvalue:.1e}")
+    Delta = -0.0072, se = 0.00138, p = 1.6e-07
+
+    ``calib_compare([r1, r2, r3]).table`` compares three or more results
+    pairwise; ``print(cmp.summary())`` prints the comparison.
     """
     alpha = check_alpha(alpha)
     check_options(paired=paired, alternative=alternative, variance=variance)

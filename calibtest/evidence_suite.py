@@ -155,8 +155,10 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
 
     Examples
     --------
-    >>> res = ct.calib_test("y ~ p", data=df, rng=1)      # doctest: +SKIP
-    >>> res.pvalue, res.scales                            # doctest: +SKIP
+    >>> import calibtest as ct
+    >>> res = ct.calib_test("y ~ p", data=ct.load_demo(), rng=1)
+    >>> round(res.pvalue, 3), res.scales["n_bins"].tolist()
+    (0.798, [2, 4, 8, 16, 32, 64, 76])
     """
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
@@ -294,8 +296,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
     Examples
     --------
-    >>> ev = ct.evidence("y ~ p", data=df, rng=1)     # doctest: +SKIP
-    >>> print(ev.summary())                           # doctest: +SKIP
+    >>> import calibtest as ct
+    >>> ev = ct.evidence("y ~ p", data=ct.load_demo(), rng=1)
+    >>> ev.verdict
+    'no evidence'
+
+    ``print(ev.summary())`` prints the evidence table and its conclusion.
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)

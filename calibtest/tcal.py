@@ -304,8 +304,10 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
 
     Examples
     --------
-    >>> res = ct.tcal_test("y ~ p", data=df, rng=1)            # doctest: +SKIP
-    >>> res.reject, res.pvalue                                  # doctest: +SKIP
+    >>> import calibtest as ct
+    >>> res = ct.tcal_test("y ~ p", data=ct.load_demo(), rng=1)
+    >>> bool(res.reject), round(res.pvalue, 2)
+    (False, 0.35)
     """
     alpha = check_alpha(alpha)
     statistic = check_option("statistic", statistic)

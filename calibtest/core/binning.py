@@ -60,6 +60,17 @@ def auto_n_bins(n: int, d: int) -> int:
         Number of rows.
     d : int
         Dimension of the binned vector (1 for binary/top-1, k for top-k).
+
+    Returns
+    -------
+    int
+        B, the number of bins per dimension.
+
+    Examples
+    --------
+    >>> from calibtest import auto_n_bins
+    >>> auto_n_bins(100, 1), auto_n_bins(1000, 1), auto_n_bins(1000, 2)
+    (19, 48, 20)
     """
     return int(max(2, round(6.0 / (d + 1) * n ** (2.0 / (4 + d)))))
 
