@@ -495,7 +495,7 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env):
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
-                  missing: str = "raise", eval_env=0):
+                  missing: str = "raise", eval_env=0) -> ComparisonResult | PairwiseComparisonResult:
     """Test whether two models' l2 calibration errors differ: H0 Delta = ECE_A^2 - ECE_B^2 = 0.
 
     Parameters

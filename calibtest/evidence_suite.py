@@ -25,7 +25,7 @@ import numpy as np
 
 from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
 from calibtest.backends.calib_test_stream import stream_calib_test
-from calibtest.calibration_test import calib_test_rows, check_grid
+from calibtest.calibration_test import CalibrationTestResult, calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.estimation import estimate_in_memory, estimate_rows
@@ -42,7 +42,8 @@ __all__ = ["calib_test", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROW
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
-               missing: str = "raise", eval_env: int = 0, by=None, chunksize: int | None = None):
+               missing: str = "raise", eval_env: int = 0, by=None,
+               chunksize: int | None = None) -> CalibrationTestResult | GroupedResult:
     """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
