@@ -90,6 +90,8 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
     if mode == "binary":
         return 2 * _g_integral_scaled_simplex(1, Fraction(1))
     if mode == "full":  # k = K: the whole simplex (sigma0_sq_full_exact)
+        if n_classes is None:
+            raise ValueError("n_classes is required for full calibration")
         return sigma0_sq_full_exact(n_classes)
     if mode == "top1":
         k = 1
