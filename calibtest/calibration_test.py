@@ -431,7 +431,7 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
                      "(the other predictions are exactly 0 or 1), so every label draw gives T* = 0 and z* = 0, "
                      "and z is the limit of T / sd: +inf when labels contradict such predictions and make T > 0, "
                      "-inf when they make T < 0, 0 when T = 0.")
-    if sp and math.isinf(res.spiegelhalter_z):
+    if sp and res.spiegelhalter_z is not None and math.isinf(res.spiegelhalter_z):
         notes.append("Spiegelhalter's denominator is 0 (every p in {0, 1/2, 1}) and some label contradicts its "
                      "prediction (y = 1 at p = 0 or y = 0 at p = 1): z_S = +inf; every draw has z*_S = 0.")
     if res.n_dropped:
