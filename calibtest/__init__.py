@@ -6,8 +6,12 @@ estimator, its calibrated and miscalibrated asymptotic regimes, and the
 adjusted interval that respects ECE >= 0.
 
 >>> import calibtest as ct
->>> res = ct.calib_ci("y ~ p", data=df)            # doctest: +SKIP
->>> print(res.summary())                           # doctest: +SKIP
+>>> res = ct.calib_ci("y ~ p", data=ct.load_demo())
+>>> round(res.ece, 4), res.conclusion()[0]
+(0.0142, 'no evidence')
+
+``print(res.summary())`` prints the evidence table, the conclusion, the
+interval and the notes.
 
 The public surface is this module; the layers below it are
 ``calibtest.core`` (numpy/scipy engines), ``calibtest.backends`` (files,

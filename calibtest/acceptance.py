@@ -228,7 +228,7 @@ def margin_test(result, margin, alpha: float | None = None) -> MarginTestResult:
     >>> import numpy as np, calibtest as ct
     >>> rng = np.random.default_rng(0); p = rng.beta(2, 5, 5000)
     >>> res = ct.calib_ci(y=rng.binomial(1, p), probs=p)
-    >>> res.margin_test(0.05).reject  # doctest: +SKIP
+    >>> bool(res.margin_test(0.05).reject)
     True
     """
     for attr in ("estimate", "se", "sigma0_sq", "bin_volume", "n"):
@@ -399,6 +399,14 @@ def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResu
     Returns
     -------
     EquivalenceTestResult
+
+    Examples
+    --------
+    >>> import calibtest as ct
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    >>> test = ct.citl_test(res, 0.2)            # H1: -0.2 < CITL < 0.2
+    >>> round(test.estimate, 3), bool(test.reject)
+    (-0.02, True)
     """
     if isinstance(within, numbers.Real) and not is_bool(within):
         a = check_number(within, "within")
@@ -430,6 +438,14 @@ def slope_test(result, within, alpha: float | None = None) -> EquivalenceTestRes
     Returns
     -------
     EquivalenceTestResult
+
+    Examples
+    --------
+    >>> import calibtest as ct
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    >>> test = ct.slope_test(res, (0.8, 1.25))
+    >>> round(test.estimate, 3), bool(test.reject)
+    (0.963, True)
     """
     low, high = _check_limits(within, "within")
     vp = _as_valprob(result)
@@ -463,6 +479,14 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
     Returns
     -------
     EquivalenceTestResult
+
+    Examples
+    --------
+    >>> import calibtest as ct
+    >>> df = ct.load_demo()
+    >>> test = ct.oe_test(probs=df["p"], y=df["y"], within=(0.8, 1.25))
+    >>> round(test.estimate, 4), bool(test.reject)
+    (0.9886, True)
     """
     low, high = _check_limits(within, "within", positive=True)
     if result is not None:

@@ -719,10 +719,19 @@ def plan(path, *, alpha: float = PLAN_SCHEMA["alpha"].default, n_bins=PLAN_SCHEM
 
     Examples
     --------
-    >>> p = ct.plan("plan.json", alpha=0.05, n_bins="auto")       # doctest: +SKIP
-    >>> p = ct.plan("plan.json", acceptance={"ece_below": 0.05, "slope_within": (0.8, 1.25)},
-    ...             primary="ece_below")                           # doctest: +SKIP
-    >>> ct.report(res, "report.pdf", plan="plan.json")            # doctest: +SKIP
+    >>> import pathlib, tempfile, calibtest as ct
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> p = ct.plan(folder / "plan.json", alpha=0.05, n_bins="auto",
+    ...             acceptance={"ece_below": 0.05, "slope_within": (0.8, 1.25)}, primary="ece_below")
+    >>> p.alpha, p.primary, len(p.sha256)
+    (0.05, 'ece_below', 64)
+
+    The report of a result checks it against the plan (``"report.pdf"`` for
+    a PDF):
+
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    >>> ct.report(res, folder / "report.html", plan=folder / "plan.json").name
+    'report.html'
     """
     if created is None:
         created = datetime.now(timezone.utc)

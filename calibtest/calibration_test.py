@@ -274,7 +274,7 @@ class CalibrationTestResult(TestOfCalibration):
     Attributes
     ----------
     statistic : float
-        max over the scales of z_B = T_B / sd(T_B | Z), and of |z_S| when
+        max over the scales of z_B = T_B / sd(T_B | Z), and of ``|z_S|`` when
         Spiegelhalter's z is a component (``combine="max-z"``), or the
         smallest p-value of the components (``combine="bonferroni"``).
     pvalue : float
@@ -314,7 +314,7 @@ class CalibrationTestResult(TestOfCalibration):
         test (``spiegelhalter=True``, binary and top-1 targets), else None.
     pvalue_spiegelhalter : float or None
         Its own two-sided Monte Carlo p-value from the same draws,
-        (1 + #{|z*_S| >= |z_S|}) / (R + 1), unadjusted; None when not a component.
+        ``(1 + #{|z*_S| >= |z_S|}) / (R + 1)``, unadjusted; None when not a component.
     spiegelhalter_draws : ndarray, shape (R,), or None
         z*_S of the draws (column r of ``null_draws`` and entry r here come
         from the same label vector): the combined statistic of draw r is
@@ -447,7 +447,7 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
                      "(the other predictions are exactly 0 or 1), so every label draw gives T* = 0 and z* = 0, "
                      "and z is the limit of T / sd: +inf when labels contradict such predictions and make T > 0, "
                      "-inf when they make T < 0, 0 when T = 0.")
-    if sp and math.isinf(res.spiegelhalter_z):
+    if sp and res.spiegelhalter_z is not None and math.isinf(res.spiegelhalter_z):
         notes.append("Spiegelhalter's denominator is 0 (every p in {0, 1/2, 1}) and some label contradicts its "
                      "prediction (y = 1 at p = 0 or y = 0 at p = 1): z_S = +inf; every draw has z*_S = 0.")
     if clustered:

@@ -533,7 +533,7 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
-                  missing: str = "raise", eval_env=0, cluster=None):
+                  missing: str = "raise", eval_env=0, cluster=None) -> ComparisonResult | PairwiseComparisonResult:
     """Test whether two models' l2 calibration errors differ: H0 Delta = ECE_A^2 - ECE_B^2 = 0.
 
     Parameters
@@ -598,9 +598,18 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
 
     Examples
     --------
-    >>> cmp = calib_compare("y ~ p_old", "y ~ p_new", data=df)   # doctest: +SKIP
-    >>> print(cmp.summary())                                      # doctest: +SKIP
-    >>> calib_compare([r1, r2, r3]).table                         # doctest: +SKIP
+    The demo model against an overconfident version of it, on the same rows:
+
+    >>> import numpy as np, calibtest as ct
+    >>> from scipy.special import expit, logit
+    >>> df = ct.load_demo()
+    >>> df["p_sharp"] = expit(1.6 * logit(df["p"]))
+    >>> cmp = ct.calib_compare("y ~ p", "y ~ p_sharp", data=df)
+    >>> print(f"Delta = {cmp.estimate:.4f}, se = {cmp.se:.5f}, p = {cmp.pvalue:.1e}")
+    Delta = -0.0072, se = 0.00138, p = 1.6e-07
+
+    ``calib_compare([r1, r2, r3]).table`` compares three or more results
+    pairwise; ``print(cmp.summary())`` prints the comparison.
     """
     alpha = check_alpha(alpha)
     check_options(paired=paired, alternative=alternative, variance=variance)

@@ -25,6 +25,13 @@ def load_demo() -> pd.DataFrame:
         Columns ``y`` (int64, 0/1) and ``p`` (float64, strictly inside (0, 1)),
         3183 rows.  The probabilities are stored with 17 significant digits, so
         they are the exact float64 values the model produced.
+
+    Examples
+    --------
+    >>> from calibtest import load_demo
+    >>> df = load_demo()
+    >>> df.shape, list(df.columns)
+    ((3183, 2), ['y', 'p'])
     """
     resource = files("calibtest.data").joinpath("demo.csv")
     with resource.open("r", encoding="utf-8") as fh:

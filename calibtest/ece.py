@@ -254,8 +254,19 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     Examples
     --------
     >>> import calibtest as ct
-    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())  # doctest: +SKIP
-    >>> print(res.summary())                              # doctest: +SKIP
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    >>> res.n, res.n_bins, res.null
+    (3183, 76, 'conditional')
+    >>> print(f"T = {res.estimate:.3g}, ECE = {res.ece:.4f}, p = {res.null_pvalue:.3f}")
+    T = 0.000202, ECE = 0.0142, p = 0.368
+    >>> lo, hi = res.conf_int(scale="ece")       # the adjusted 95% interval, ECE scale
+    >>> print(f"[{lo:.3f}, {hi:.4f}]")
+    [0.000, 0.0484]
+    >>> res.conclusion()[0]
+    'no evidence'
+
+    ``print(res.summary())`` prints the evidence table, the conclusion, the
+    interval and the notes.
     """
     alpha = check_alpha(alpha)
     prevalence = check_prevalence(prevalence)

@@ -30,7 +30,7 @@ from calibtest.backends.evidence_stream import with_stream
 from calibtest.backends.files import stream_file
 from calibtest.backends.grouped_test_stream import stream_calib_test_by
 from calibtest.backends.quantile_test_stream import stream_calib_test_scales
-from calibtest.calibration_test import calib_test_clustered, calib_test_rows, check_grid
+from calibtest.calibration_test import CalibrationTestResult, calib_test_clustered, calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.estimation import estimate_in_memory, estimate_rows
@@ -47,13 +47,14 @@ __all__ = ["calib_test", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROW
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
-               missing: str = "raise", eval_env: int = 0, by=None, chunksize: int | None = None, cluster=None):
+               missing: str = "raise", eval_env: int = 0, by=None,
+               chunksize: int | None = None, cluster=None) -> CalibrationTestResult | GroupedResult:
     """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
     the automatic B of :func:`calibtest.calib_ci`) and combines them by the
     maximum of the standardized statistics z_B = T_B / sd(T_B | Z) -- and,
-    on binary and top-1 targets, of |z_S|, Spiegelhalter's z
+    on binary and top-1 targets, of ``|z_S|``, Spiegelhalter's z
     (``spiegelhalter=``); the null law of that maximum comes from R label
     vectors drawn from the predictions, each scored at every component.  Much more powerful than the single-B test
     against smooth miscalibration (slope, intercept, p -> p^2), at the price of
@@ -117,7 +118,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     spiegelhalter : bool, optional
         Add Spiegelhalter's z to the combination (binary and top-1 targets):
         z_S = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)), and the
-        statistic becomes max(max_B z_B, |z_S|), its null law from the same
+        statistic becomes ``max(max_B z_B, |z_S|)``, its null law from the same
         label draws (``combine="bonferroni"``: one more component).  None
         (default): True for binary and top-1 targets with ``n_bins``
         "adaptive" or a sequence; False for top-k (k >= 2) and full
@@ -173,8 +174,10 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
 
     Examples
     --------
-    >>> res = ct.calib_test("y ~ p", data=df, rng=1)      # doctest: +SKIP
-    >>> res.pvalue, res.scales                            # doctest: +SKIP
+    >>> import calibtest as ct
+    >>> res = ct.calib_test("y ~ p", data=ct.load_demo(), rng=1)
+    >>> round(res.pvalue, 3), res.scales["n_bins"].tolist()
+    (0.798, [2, 4, 8, 16, 32, 64, 76])
     """
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
@@ -353,8 +356,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
     Examples
     --------
-    >>> ev = ct.evidence("y ~ p", data=df, rng=1)     # doctest: +SKIP
-    >>> print(ev.summary())                           # doctest: +SKIP
+    >>> import calibtest as ct
+    >>> ev = ct.evidence("y ~ p", data=ct.load_demo(), rng=1)
+    >>> ev.verdict
+    'no evidence'
+
+    ``print(ev.summary())`` prints the evidence table and its conclusion.
     """
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)

@@ -382,7 +382,7 @@ def flexible_calibration(p, y, *, knots=4, alpha: float = 0.05, grid=None) -> Fl
             fit = fit_logistic_glm(yf, X, None, start)
     except RuntimeError as exc:
         fit = None
-        cause = exc
+        cause: RuntimeError | None = exc
     else:
         cause = None
     if fit is None or np.max(np.abs(X @ np.asarray(fit.params))) > _SATURATED:

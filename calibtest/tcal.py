@@ -58,7 +58,8 @@ from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.tcal import _mc_decision, adaptive_scales, check_draws, default_draws, tcal_statistic_threshold
 from calibtest.formula import resolve_env
-from calibtest.grouping import analyse_groups, by_names, group_labels, group_rng, grouped_result, grouping_of, label_text
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
+                                grouping_of, label_text)
 from calibtest.inputs import prepare_input
 from calibtest.options import BIN_COUNT, OptionError, check_option, check_options
 from calibtest.results import TestOfCalibration
@@ -234,7 +235,7 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
 def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
               k=None, n_bins="auto", alpha: float = 0.05, n_draws: int | None = None, adaptive: bool = False,
               rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0, by=None,
-              progress: bool | None = None):
+              progress: bool | None = None) -> TCalResult | GroupedResult:
     """T-Cal test of H0: calibrated, with the threshold from consistency resampling.
 
     Inputs and targets are those of :func:`calibtest.calib_ci` (binary, top-1,
@@ -304,8 +305,10 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
 
     Examples
     --------
-    >>> res = ct.tcal_test("y ~ p", data=df, rng=1)            # doctest: +SKIP
-    >>> res.reject, res.pvalue                                  # doctest: +SKIP
+    >>> import calibtest as ct
+    >>> res = ct.tcal_test("y ~ p", data=ct.load_demo(), rng=1)
+    >>> bool(res.reject), round(res.pvalue, 2)
+    (False, 0.35)
     """
     alpha = check_alpha(alpha)
     statistic = check_option("statistic", statistic)

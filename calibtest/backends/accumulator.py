@@ -134,12 +134,18 @@ class BinAccumulator:
 
     Examples
     --------
-    >>> import pandas as pd
-    >>> from calibtest import BinAccumulator
-    >>> acc = BinAccumulator("correct ~ confidence", n_classes=10, n_bins=15)
-    >>> for chunk in pd.read_csv("preds.csv", chunksize=100_000):  # doctest: +SKIP
-    ...     acc.update(chunk)
-    >>> res = acc.result()                                          # doctest: +SKIP
+    Chunks of any source (``pd.read_csv("preds.csv", chunksize=100_000)``,
+    a database cursor, ...) give the in-memory estimate:
+
+    >>> import pandas as pd, calibtest as ct
+    >>> sim = ct.simulation.setting3(n=3000, beta=0.05, rng=1)
+    >>> df = pd.DataFrame({"correct": sim.correct, "confidence": sim.confidence})
+    >>> acc = ct.BinAccumulator("correct ~ confidence", n_classes=10, n_bins=15)
+    >>> for start in range(0, len(df), 1000):
+    ...     _ = acc.update(df.iloc[start:start + 1000])  # returns acc, for chaining
+    >>> res = acc.result()
+    >>> res.n, res.estimate == ct.calib_ci("correct ~ confidence", data=df, n_classes=10, n_bins=15).estimate
+    (3000, True)
     """
 
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k: int | None = None,

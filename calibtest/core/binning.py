@@ -17,6 +17,7 @@ import numpy as np
 import math
 
 from dataclasses import dataclass
+from typing import cast
 
 from calibtest.options import OptionError, OptionTypeError, is_integer
 
@@ -60,6 +61,17 @@ def auto_n_bins(n: int, d: int) -> int:
         Number of rows.
     d : int
         Dimension of the binned vector (1 for binary/top-1, k for top-k).
+
+    Returns
+    -------
+    int
+        B, the number of bins per dimension.
+
+    Examples
+    --------
+    >>> from calibtest import auto_n_bins
+    >>> auto_n_bins(100, 1), auto_n_bins(1000, 1), auto_n_bins(1000, 2)
+    (19, 48, 20)
     """
     return int(max(2, round(6.0 / (d + 1) * n ** (2.0 / (4 + d)))))
 
@@ -123,7 +135,8 @@ class BinRule:
             return (f"B = {rate}: {100 * self.singleton_fraction:.3g}% of the rows sit alone in a cell "
                     f"(at most {100 * self.max_singleton_fraction:.3g}% allowed).")
         reached = "" if self.singleton_fraction <= self.max_singleton_fraction else " (the smallest B allowed; the bound is not met)"
-        return (f"B = {self.n_bins}, reduced from {rate} where {100 * self.rate_singleton_fraction:.3g}% of the rows "
+        rate_fraction = cast(float, self.rate_singleton_fraction)  # set whenever B was reduced from B_rate
+        return (f"B = {self.n_bins}, reduced from {rate} where {100 * rate_fraction:.3g}% of the rows "
                 f"sit alone in a cell, to the largest B with at most {100 * self.max_singleton_fraction:.3g}% "
                 f"({100 * self.singleton_fraction:.3g}% at B = {self.n_bins}){reached}.")
 

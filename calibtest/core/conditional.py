@@ -152,7 +152,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from scipy import stats as _sps
@@ -248,7 +248,7 @@ def _row_columns(z: np.ndarray, iu, ju, triples) -> list[np.ndarray]:
     """
     d = z.shape[1]
     zc = [np.ascontiguousarray(z[:, i]) for i in range(d)]
-    sig = [[None] * d for _ in range(d)]
+    sig: list[list[Any]] = [[None] * d for _ in range(d)]
     for i in range(d):  # loops over the few coordinates, not rows
         sig[i][i] = zc[i] * (1.0 - zc[i])
         for j in range(i + 1, d):
@@ -807,7 +807,7 @@ class _DrawPlan:
         w = self.inv_c1[self.bin]
         self.h_other = float(np.sum(q2 * w))
         self.h_diff = (1.0 - 2.0 * zk) * w[:, None]
-        self._base = {}
+        self._base: dict[int, np.ndarray] = {}
 
     def classes(self, u: np.ndarray) -> np.ndarray:
         """Inverse-CDF categorical draws: class = #{j : cum_j <= u} (int8, 0..d)."""
@@ -1057,7 +1057,7 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
         for i, plan in enumerate(plans):  # a loop over the few partitions
             if plan.nk:
                 draws[i, start:start + r] = plan.statistics(cls if full[i] else cls[:, plan.rows])
-        if sp is not None:  # every row is used: class 0 is y = 1
+        if sp is not None and wq is not None:  # every row is used: class 0 is y = 1
             wq[start:start + r] = (cls == 0) @ sp.q
     if sp is None:
         return SharedDraws(stats, draws, n_draws, seed)
@@ -1100,10 +1100,13 @@ def null_law(null: str, conditional: ConditionalTest | None) -> str:
     """
     if null == "asymptotic":
         return "normal"
-    if null == "conditional" and conditional.variance == 0:
-        return "point mass"
-    if null == "conditional" and conditional.reliable:
-        return "shifted gamma"
+    if null == "conditional":
+        if conditional is None:
+            raise ValueError("null='conditional' needs the conditional test of the rows (conditional=)")
+        if conditional.variance == 0:
+            return "point mass"
+        if conditional.reliable:
+            return "shifted gamma"
     return "monte carlo"
 
 
@@ -1175,7 +1178,7 @@ def counter_bytes(key: np.ndarray, start: int, stop: int, draw: int) -> np.ndarr
     return raw[start - j0 * _PHILOX_DRAWS:stop - j0 * _PHILOX_DRAWS]
 
 
-def _thresholds(p: np.ndarray):
+def _thresholds(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """t = floor(256 p) (uint8) and the tie fraction 256 p - t; p = 1 is t = 255 with fraction 1."""
     scaled = np.asarray(p, dtype=np.float64) * 256.0
     t = np.floor(scaled)

@@ -121,9 +121,15 @@ def estimates_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins
     volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)
     z_asym, p_asym = null_test(t, n, volume, sigma0_sq)
     zstat, pvalue, threshold = z_asym, p_asym, null_threshold(alpha, sigma0_sq, n, volume)
+    if null_method != "normal" and conditional is None:
+        raise ValueError(f"null={null!r} needs the conditional test of the rows (conditional=)")
     if null_method in ("shifted gamma", "point mass"):
+        assert conditional is not None  # checked above; for the type checker
         zstat, pvalue, threshold = conditional.zstat, conditional.pvalue, conditional.threshold
     elif null_method == "monte carlo":
+        if monte_carlo is None:
+            raise ValueError("the Monte Carlo null needs its label draws (monte_carlo=)")
+        assert conditional is not None  # checked above; for the type checker
         zstat, pvalue, threshold = conditional.zstat, monte_carlo.pvalue, monte_carlo.critical_value(alpha)
     threshold_rule = threshold if null == "asymptotic" else (math.inf if pvalue > alpha else -math.inf)
     return Estimates(estimate=t, plugin_estimate=plugin, sigma1_sq=s1, sigma0_sq=sigma0_sq, se=se,

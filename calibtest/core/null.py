@@ -90,6 +90,8 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
     if mode == "binary":
         return 2 * _g_integral_scaled_simplex(1, Fraction(1))
     if mode == "full":  # k = K: the whole simplex (sigma0_sq_full_exact)
+        if n_classes is None:
+            raise ValueError("n_classes is required for full calibration")
         return sigma0_sq_full_exact(n_classes)
     if mode == "top1":
         k = 1
@@ -105,7 +107,29 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
 
 @functools.lru_cache(maxsize=None)
 def sigma0_sq(mode: str, n_classes: int | None = None, k: int = 1) -> float:
-    """sigma0^2 of the paper's eq. (12) as a float (see :func:`sigma0_sq_exact`)."""
+    """sigma0^2 of the paper's eq. (12) as a float (see :func:`sigma0_sq_exact`).
+
+    Parameters
+    ----------
+    mode : {"binary", "top1", "topk", "full"}
+        The calibration target.
+    n_classes : int, optional
+        K (required for ``top1``, ``topk`` and ``full``).
+    k : int
+        Dimension of the top-k vector (``topk``).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    Binary mode: 2 * int_0^1 z^2 (1 - z)^2 dz = 1/15.
+
+    >>> from calibtest import sigma0_sq
+    >>> sigma0_sq("binary") == 1 / 15
+    True
+    """
     return float(sigma0_sq_exact(mode, n_classes, k))
 
 

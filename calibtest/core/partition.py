@@ -180,7 +180,7 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
                          f"which int64 keys hold only up to K = {MAX_SIMPLEX_DIMENSION + 1}; got K = {data.k}. "
                          "Use top-k calibration (k < K) or group the classes")
     B, rule = resolve_n_bins(n_bins, data.n, d, factorial(d) if data.mode == "full" else 1)
-    binned = {}
+    binned: dict[int, tuple] = {}
 
     def counts_at(b: int) -> np.ndarray:  # keeps only the last B binned, the one the scan returns
         binned.clear()

@@ -127,6 +127,7 @@ class AnalyticPlanner:
             thr = np.array([p[4][0] for p in parts])
         else:
             thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
+        power: np.ndarray | list[float]
         if self.margin is None:
             power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
         else:

@@ -633,7 +633,7 @@ def simulate_studies(z: np.ndarray, q: np.ndarray, inverse: np.ndarray, nb: int,
         keep = c >= 2
         num = np.where(keep, (ss - Q) / np.where(keep, c - 1.0, 1.0), 0.0)
         t_all[start:start + r] = num.sum(axis=1) / n
-        if want_sigma1:
+        if s1_all is not None:  # want_sigma1
             prods = U[:, iu] * U[:, ju]
             up = np.stack([np.bincount(key, weights=prods[:, j], minlength=size) for j in range(prods.shape[1])],
                           axis=-1).reshape(r, nb, -1)

@@ -81,7 +81,8 @@ import math
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -158,6 +159,9 @@ class BinnedRows:
     inverse: np.ndarray
     u: np.ndarray
     n_groups: int
+    if TYPE_CHECKING:  # set by __post_init__; not dataclass fields at run time
+        _cols: tuple[np.ndarray, ...] = field(init=False)
+        _sq: np.ndarray = field(init=False)
 
     def __post_init__(self):
         inv = np.asarray(self.inverse)
@@ -527,7 +531,7 @@ def hulc_n_splits(alpha: float, delta: float, u: float | None = None, max_splits
     return B
 
 
-def _split_groups(n: int, n_splits: int) -> np.ndarray:
+def _split_groups(n: int, n_splits: int) -> tuple[np.ndarray, np.ndarray]:
     """Split number of each position 0..n-1: contiguous groups, sizes differing by at most one
     (the first ``n % B`` groups get the extra row, as ``numpy.array_split``)."""
     base, extra = divmod(n, n_splits)
@@ -697,7 +701,7 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
     n = rows.n
     if estimate is None:
         estimate = float(resample_statistic(rows, np.arange(n, dtype=np.intp)[None, :])[0])
-    kw = dict(block_size=block_size, progress=progress)
+    kw: dict[str, Any] = dict(block_size=block_size, progress=progress)
     if method == "bootstrap":
         est = bootstrap_estimates(rows, R, gen, **kw)
         lo, hi = percentile_interval(est, alpha)
@@ -719,7 +723,7 @@ def resampling_interval(rows: BinnedRows, method: str, *, alpha: float, estimate
                               seed, B, delta, bias_est, n=n)
 
 
-def interval_from_estimates(method: str, estimate: float, estimates: np.ndarray, *, n: int, size: int,
+def interval_from_estimates(method: str, estimate: float, estimates: np.ndarray, *, n: int | None, size: int,
                             alpha: float) -> tuple[float, float]:
     """Recompute a bootstrap or subsampling interval at another alpha from stored statistics.
 
@@ -729,6 +733,8 @@ def interval_from_estimates(method: str, estimate: float, estimates: np.ndarray,
     if method == "bootstrap":
         return percentile_interval(estimates, alpha)
     if method == "subsampling":
+        if n is None:
+            raise ValueError("a subsampling interval needs n, the number of rows it was computed from")
         return subsampling_interval(estimate, estimates, n, size, alpha)
     if method == "hulc":
         raise ValueError("a HulC interval cannot be recomputed at another alpha: its number of splits "

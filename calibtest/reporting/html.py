@@ -1856,6 +1856,17 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     .. [11] Cochran, "The combination of estimates from different
            experiments", Biometrics 10, 1954 (the heterogeneity test).
     .. [12] Kish, *Survey Sampling*, Wiley, 1965 (the effective sample size).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile, calibtest as ct
+    >>> res = ct.calib_ci("y ~ p", data=ct.load_demo())
+    >>> path = ct.report(res, pathlib.Path(tempfile.mkdtemp()) / "report.html",
+    ...                  metadata={"document_id": "VAL-001", "model_name": "demo risk model"})
+    >>> path.name, "VAL-001" in path.read_text(encoding="utf-8")
+    ('report.html', True)
+
+    ``"report.pdf"`` writes the PDF (``pip install "calibtest[pdf]"``).
     """
     path = Path(path)
     suffix = path.suffix.lower()
