@@ -111,7 +111,7 @@ def calibration_measures_rows(p: np.ndarray, y: np.ndarray, alpha: float) -> dic
     fin = (p > 0.0) & (p < 1.0)
     pf, yf = p[fin], y[fin]
     logit = np.log(pf / (1.0 - pf))
-    out = {}
+    out: dict[str, float] = {}
     a, cov = logistic_fit(yf, None, logit, np.zeros(1))
     out.update(citl=float(a[0]), citl_se=math.sqrt(cov[0, 0]) if np.isfinite(cov[0, 0]) else math.nan)
     ab, cov = logistic_fit(yf, logit, np.zeros(yf.size), np.array([0.0, 1.0]))
