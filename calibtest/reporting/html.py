@@ -666,11 +666,11 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
                 f"Plug-in and debiased estimates of ECE² (squared probability units) for {name}, on the "
                 "report's bins and on the Hosmer–Lemeshow groups.")},
             "groups": {**hl["groups"], "caption": f"Hosmer–Lemeshow groups of {name}."}},
-        "hl_note": hl_note,
+        "hl_note": None if hl_note is None else _public(hl_note),
         "valprob": None if vp is None else {**vp, "caption": (
             f"Validation metrics of {name} (definitions of R's rms::val.prob); Brier, Emax, E90 and Eavg in "
             "probability units (Brier squared).")},
-        "valprob_note": vp_note,
+        "valprob_note": None if vp_note is None else _public(vp_note),
         "bins": {**bins, "caption": (f"Bins of the estimator for {name}: B = {d['n_bins']}, "
                                      f"{d['n_occupied_bins']} occupied bins.")},
         "bins_file": bins_file,
