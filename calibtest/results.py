@@ -25,8 +25,8 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.summary import ResultDisplay, build_summary, result_dict, result_notes
-from calibtest.evidence_table import (EvidenceResult, build_evidence, build_survival_evidence, conclude, result_conclusion,
-                                      result_hosmer_lemeshow, result_val_prob)
+from calibtest.evidence_table import (EvidenceResult, build_evidence, build_survival_evidence, conclude,
+                                      result_conclusion, result_hosmer_lemeshow, result_val_prob)
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
