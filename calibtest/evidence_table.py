@@ -538,7 +538,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
 
 
 def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, alpha: float):
-    """(verdict, conclusion text, reasons) of a survival result censored before t (see :func:`build_survival_evidence`)."""
+    """(verdict, conclusion, reasons) of a survival result censored before t (:func:`build_survival_evidence`)."""
     keys = list(table.index)
     rej = {k: bool(table.loc[k, "reject"]) for k in keys}
     said = dict.fromkeys(SURVIVAL_EVIDENCE_ROWS, False) | rej  # rows not computed count as not rejecting

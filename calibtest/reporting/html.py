@@ -1697,7 +1697,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
     for m in models:  # consecutive subsection numbers, only for the subsections the model has
-        shown = ["estimate", "settings"] + (["survival"] if m["survival"] else []) + (["figures"] if m["figures"] or m["figure_notes"] else []) + \
+        shown = ["estimate", "settings"] + (["survival"] if m["survival"] else []) + \
+            (["figures"] if m["figures"] or m["figure_notes"] else []) + \
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
     ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan,
