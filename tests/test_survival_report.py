@@ -138,6 +138,10 @@ def test_report_formats_what_the_result_holds(censored, tmp_path):
     assert "Reliability diagram of risk at the horizon t = 5" in html
     assert "Greenwood-Nam-D&#39;Agostino" in html or "Greenwood-Nam-D'Agostino" in html
     assert "Bin sensitivity of" not in html  # no such table for IPCW rows
+    assert "Survival outcomes are analysed at a horizon t" in html  # Methods
+    assert "censoring is independent of the event time" in html  # Limitations
+    binary = open(ct.calib_ci("y ~ p", data=ct.load_demo()).report(tmp_path / "b.html"), encoding="utf-8").read()
+    assert "Survival outcomes are analysed" not in binary and "Follow-up and censoring" not in binary
 
 
 def test_report_of_an_uncensored_survival_result_says_the_outcome_is_binary(tmp_path):

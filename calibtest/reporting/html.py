@@ -1689,6 +1689,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),
         "has_subgroups": bool(subgroup_models),
         "has_weighting": any(m["weighting"] for m in models),
+        "has_survival": any(m["survival"] for m in models),
         "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
     extra = (["holm", "cochran", "riley", "debray", "viechtbauer"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
