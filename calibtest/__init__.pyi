@@ -22,6 +22,7 @@ from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, ca
 from calibtest.analysis_plan import AnalysisPlan, plan
 from calibtest.reporting.html import report
 from calibtest.results import CalibrationResult, ConfidenceInterval
+from calibtest.survival_evidence import SurvivalEvidence, survival_calibration
 from calibtest.tcal import TCalResult, tcal_test
 from calibtest.valprob import ValProbResult, val_prob
 
@@ -34,6 +35,7 @@ __all__ = [
     "evidence",
     "tcal_test",
     "val_prob",
+    "survival_calibration",
     "flexible_calibration",
     "hosmer_lemeshow",
     "calib_power",
@@ -55,6 +57,7 @@ __all__ = [
     "CalibrationTestResult",
     "HosmerLemeshowResult",
     "ValProbResult",
+    "SurvivalEvidence",
     "FlexibleCalibration",
     "PowerResult",
     "SampleSizeResult",

@@ -13,6 +13,11 @@ tests the requirement as the alternative:
   the calibration slope within (l, u) and the observed/expected ratio within
   (l, u), decided by the (1 - 2 alpha) interval lying inside the limits.
 
+A survival result with rows censored before the horizon takes the margin test
+on ECE(t) with its IPCW standard error and V_0, and CITL, slope and O/E from
+the survival evidence at the horizon (:func:`calibtest.survival_calibration`:
+Crowson et al.'s intercept and Cox slope on cloglog(risk), Kaplan-Meier O/E).
+
 Every result holds the limit, the bound or interval, the statistic, the
 p-value and the decision, which never disagree: the test rejects at level
 alpha exactly when the bound (interval) lies within the limit, and the p-value
@@ -32,7 +37,9 @@ from calibtest._format import fmt, fmt_p, p_equals
 from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_bool
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
+from calibtest.evidence_table import result_survival_evidence
 from calibtest.summary import CalibSummary, ResultDisplay
+from calibtest.survival_evidence import SurvivalEvidence
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["MarginTestResult", "EquivalenceTestResult", "margin_test", "citl_test", "slope_test", "oe_test",
@@ -67,6 +74,8 @@ def margin_null_variance(result) -> tuple[float, str]:
     """
     if getattr(result, "weighting", None) is not None:
         return float(result.weighting.null_variance), "weighted V_0"
+    if getattr(result, "censored", False):  # sigma0_sq = n^2 w V_0, V_0 estimated from the IPCW rows
+        return float(result.sigma0_sq / (result.n ** 2 * result.bin_volume)), "V_0 of the IPCW rows"
     cond = getattr(result, "conditional", None)
     if cond is not None:
         return float(cond.variance), "conditional Var(T | Z)"
@@ -364,6 +373,41 @@ _CLUSTERED = ("the CITL, slope and O/E equivalence tests take the rows as indepe
               "(cluster=): its cluster-robust CITL, slope and O/E with intervals are in result.clustering.measures")
 
 
+def _survival(result) -> SurvivalEvidence | None:
+    """The survival evidence behind the CITL, slope and O/E tests of ``result``, or None for binary outcomes.
+
+    A :class:`~calibtest.survival_evidence.SurvivalEvidence` itself, or that
+    of a survival ``calib_ci`` result with rows censored before the horizon
+    (computed once and kept with the result: the evidence table uses the same
+    one).  Without censoring before the horizon the outcome 1{T <= t} is
+    binary and the binary tests apply.
+    """
+    if isinstance(result, SurvivalEvidence):
+        return result
+    if getattr(result, "censored", False):
+        return result_survival_evidence(result)
+    return None
+
+
+def _survival_measure(sev: SurvivalEvidence, measure: str) -> tuple[float, float]:
+    """(estimate, se) of CITL or the slope of a survival evidence; ValueError when it was not computed."""
+    est, se = (sev.citl, sev.citl_se) if measure == "citl" else (sev.slope, sev.slope_se)
+    if est is None:
+        raise ValueError(f"the survival {'CITL' if measure == 'citl' else 'calibration slope'} at the horizon was "
+                         f"not computed: {sev.scope}")
+    return est, se
+
+
+#: How the survival CITL and slope are defined (the tests' ``method``).
+_SURVIVAL_METHOD = {
+    "citl": "CITL at t: intercept a of the Poisson model log E[events by t] = a + log(expected cumulative hazard) "
+            "(Crowson et al. 2016), a = log of Breslow's H_0(t) with offset cloglog(risk); Breslow's variance "
+            "(survival_calibration).",
+    "slope": "Slope at t: b of the Cox model with log relative hazard b cloglog(risk), follow-up censored at t "
+             "(Crowson et al. 2016); Wald standard error (survival_calibration).",
+}
+
+
 def _as_valprob(result) -> ValProbResult:
     if isinstance(result, ValProbResult):
         return result
@@ -388,9 +432,13 @@ def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResu
 
     Parameters
     ----------
-    result : ValProbResult or CalibrationResult
+    result : ValProbResult, CalibrationResult or SurvivalEvidence
         From :func:`calibtest.val_prob`, or a binary ``calib_ci`` result holding
-        its rows (val_prob is then run on them).
+        its rows (val_prob is then run on them).  A survival ``calib_ci``
+        result with rows censored before the horizon, or a
+        :func:`calibtest.survival_calibration` result, is tested on the
+        survival CITL at the horizon (Crowson et al.'s log standardized
+        incidence ratio, not the logit intercept; ``docs/acceptance.md``).
     within : float or (float, float)
         a > 0 for (-a, a), or the pair (l, u).
     alpha : float, optional
@@ -415,6 +463,11 @@ def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResu
         low, high = -a, a
     else:
         low, high = _check_limits(within, "within")
+    sev = _survival(result)
+    if sev is not None:
+        est, se = _survival_measure(sev, "citl")
+        return _tost_result("citl", est, se, low, high, "identity", _level(alpha, sev.alpha), sev.n,
+                            _SURVIVAL_METHOD["citl"])
     vp = _as_valprob(result)
     alpha = _level(alpha, vp.alpha)
     return _tost_result("citl", vp.citl, vp.citl_se, low, high, "identity", alpha, vp.n - vp.n_infinite_logit,
@@ -429,8 +482,9 @@ def slope_test(result, within, alpha: float | None = None) -> EquivalenceTestRes
 
     Parameters
     ----------
-    result : ValProbResult or CalibrationResult
-        As in :func:`citl_test`.
+    result : ValProbResult, CalibrationResult or SurvivalEvidence
+        As in :func:`citl_test`; survival results are tested on the Cox
+        calibration slope on cloglog(risk) at the horizon.
     within : (float, float)
         The limits (l, u), e.g. (0.8, 1.25).
     alpha : float, optional
@@ -448,6 +502,11 @@ def slope_test(result, within, alpha: float | None = None) -> EquivalenceTestRes
     (0.963, True)
     """
     low, high = _check_limits(within, "within")
+    sev = _survival(result)
+    if sev is not None:
+        est, se = _survival_measure(sev, "slope")
+        return _tost_result("slope", est, se, low, high, "identity", _level(alpha, sev.alpha), sev.n,
+                            _SURVIVAL_METHOD["slope"])
     vp = _as_valprob(result)
     alpha = _level(alpha, vp.alpha)
     return _tost_result("slope", vp.slope, vp.slope_se, low, high, "identity", alpha, vp.n - vp.n_infinite_logit,
@@ -466,9 +525,12 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
 
     Parameters
     ----------
-    result : CalibrationResult, optional
+    result : CalibrationResult or SurvivalEvidence, optional
         A binary or top-1 ``calib_ci`` result holding its rows; or give
-        ``probs`` and ``y``.
+        ``probs`` and ``y``.  A survival ``calib_ci`` result with rows
+        censored before the horizon, or a :func:`calibtest.survival_calibration`
+        result, is tested on the Kaplan-Meier O/E at the horizon (Greenwood
+        standard error of log O/E).
     within : (float, float)
         Limits (l, u) with 0 < l < u, e.g. (0.8, 1.25).
     alpha : float, optional
@@ -489,6 +551,13 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
     (0.9886, True)
     """
     low, high = _check_limits(within, "within", positive=True)
+    if result is not None and probs is None and y is None:
+        sev = _survival(result)
+        if sev is not None:  # Kaplan-Meier 1 - S(t) over the mean risk, Greenwood standard error
+            return _tost_result("oe", sev.oe, sev.oe_se, low, high, "log", _level(alpha, sev.alpha), sev.n,
+                                f"O/E at t = {fmt(sev.horizon)}: Kaplan-Meier 1 - S(t) = {sev.observed:.6g} over "
+                                f"the mean risk {sev.expected:.6g}; log-scale interval, se(log O/E) = Greenwood "
+                                "se of S(t) / (1 - S(t)) (survival_calibration).")
     if result is not None:
         if probs is not None or y is not None:
             raise ValueError("give result or probs= and y=, not both")

@@ -73,8 +73,12 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
                            help="column of case weights (survey or inverse-probability weights)")
     OPTIONS["prevalence"].add_to(weighting, metavar="PI")
     OPTIONS["cluster"].add_to(weighting, metavar="COLUMN")
+    survival = argparse.ArgumentParser(add_help=False)  # a survival outcome: --formula "Surv(time, event) ~ risk"
+    OPTIONS["horizon"].add_to(survival, metavar="T")
+    OPTIONS["censoring"].add_to(survival)
+    OPTIONS["censoring_covariates"].add_to(survival)
     return {"formula": formula, "one_formula": one_formula, "model": model, "json": as_json,
-            "weighting": weighting}
+            "weighting": weighting, "survival": survival}
 
 
 _FORMULA_HELP = ('model formula, e.g. "y ~ p", "correct ~ confidence" or "label ~ p0 + p1 + p2" '
@@ -197,6 +201,31 @@ def _resampling_options(args) -> dict:
     return out
 
 
+def _survival_options(args) -> dict:
+    """``--horizon``, ``--censoring`` and ``--censoring-covariates`` as calib_ci keywords (only those given)."""
+    out = {}
+    if args.horizon is not None:
+        out["horizon"] = args.horizon
+    if args.censoring != OPTIONS["censoring"].default:
+        out["censoring"] = args.censoring
+    if args.censoring_covariates is not None:
+        out["censoring_covariates"] = list(args.censoring_covariates)
+    if not out.get("horizon") and out:
+        raise OptionError("--censoring and --censoring-covariates go with a survival outcome: give --horizon and "
+                          '--formula "Surv(time, event) ~ risk"')
+    return out
+
+
+def _refuse_survival(args, command: str) -> None:
+    """Refuse a survival outcome (``--horizon`` or a ``Surv(...)`` formula) where the subcommand has none."""
+    formulas = args.formula if isinstance(args.formula, list) else [args.formula]
+    if getattr(args, "horizon", None) is not None or any(f and "Surv(" in f.replace(" ", "") for f in formulas):
+        raise OptionError(f"{command} draws or tests binary labels, which rows censored before the horizon do not "
+                          "have: for a survival outcome use 'calibtest ci --horizon T --formula \"Surv(time, "
+                          "event) ~ risk\"' (the IPCW interval and test) or 'calibtest report --horizon T' (with the "
+                          "survival evidence)")
+
+
 def _population_options(args) -> dict:
     """``--by``, ``--weights``, ``--prevalence`` and ``--cluster`` as calib_ci keywords (only those given; the
     seed for the Monte Carlo draws they may need)."""
@@ -215,7 +244,7 @@ def _population_options(args) -> dict:
 
 
 #: The ``ci`` options that need the rows in memory (the whole file is read), as the help text lists them.
-_CI_ROW_OPTIONS = "--weights, --prevalence, --cluster, a resampling --method or --null monte-carlo"
+_CI_ROW_OPTIONS = "--weights, --prevalence, --cluster, --horizon, a resampling --method or --null monte-carlo"
 
 
 def _ci_needs_rows(args) -> bool:
@@ -223,7 +252,7 @@ def _ci_needs_rows(args) -> bool:
     streamed, ``--by`` included (per-group bin sums): only the per-bin sums are kept, so memory is bounded by the
     chunk size, not the file."""
     return args.weights is not None or args.prevalence is not None or args.cluster is not None \
-        or args.method != "adjusted" or args.null == "monte-carlo"
+        or args.horizon is not None or args.method != "adjusted" or args.null == "monte-carlo"
 
 
 def _cmd_ci(args) -> int:
@@ -233,14 +262,15 @@ def _cmd_ci(args) -> int:
     data, stream = _read_input(args, stream=args.chunksize is not None or not _ci_needs_rows(args))
     keywords = {**_model_keywords(args), **stream, **_resampling_options(args), **_null_options(args)}
     keywords.update(_population_options(args))
+    keywords.update(_survival_options(args))
     res = calib_ci(args.formula, data=data, **keywords)
     return _print_result(res, args.json)
 
 
 def _add_ci_parser(sub, shared) -> None:
     ci = sub.add_parser("ci", help="interval and test for one model's calibration error", n_formulas=1,
-                        parents=[shared["one_formula"], shared["model"], shared["json"], shared["weighting"]],
-                        epilog=_EPILOG)
+                        parents=[shared["one_formula"], shared["model"], shared["json"], shared["weighting"],
+                                 shared["survival"]], epilog=_EPILOG)
     ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions; streamed in chunks of "
                                  f"--chunksize rows (only the formula's columns are read), except that "
                                  f"{_CI_ROW_OPTIONS} read the whole file into memory")
@@ -260,6 +290,7 @@ def _add_ci_parser(sub, shared) -> None:
 def _cmd_test(args) -> int:
     from calibtest.evidence_suite import calib_test
 
+    _refuse_survival(args, "calibtest test (the multi-scale test)")
     path, stream = _read_input(args, stream=True)
     res = calib_test(args.formula, data=path, n_classes=args.n_classes, alpha=args.alpha, n_bins=args.scales,
                      n_draws=args.n_draws, rng=args.seed, missing=args.missing, eval_env=formula_namespace(),
@@ -466,7 +497,12 @@ def _cmd_report(args) -> int:
     df, chunks = _read_input(args, stream=streamed)
     source = file_provenance(args.file)
     population = _population_options(args)
-    results = [calib_ci(formula, data=df, **_model_keywords(args), **chunks, method=args.method, **population)
+    survival = _survival_options(args)
+    if survival and streamed:
+        raise OptionError("--chunksize streams the file, and --horizon needs its rows in memory (the censoring "
+                          "weights): leave out --chunksize")
+    results = [calib_ci(formula, data=df, **_model_keywords(args), **chunks, method=args.method, **population,
+                        **survival)
                for _, formula in models]
     labels = [label for label, _ in models]
     labels = None if None in labels else labels
@@ -486,7 +522,7 @@ def _cmd_report(args) -> int:
 
 def _add_report_parser(sub, shared) -> None:
     rep = sub.add_parser("report", help="write an HTML or PDF validation report of one or more models",
-                         parents=[shared["formula"], shared["model"], shared["weighting"]],
+                         parents=[shared["formula"], shared["model"], shared["weighting"], shared["survival"]],
                          epilog='e.g. calibtest report preds.csv --model "old=y ~ p_old" --model "new=y ~ p_new" '
                                 "--compare old,new --metadata meta.toml --plan plan.json -o report.pdf; "
                                 + _EPILOG)
@@ -578,6 +614,7 @@ def _add_plan_parser(sub, shared) -> None:
 def _cmd_tcal(args) -> int:
     from calibtest.tcal import tcal_test
 
+    _refuse_survival(args, "calibtest tcal (the T-Cal test)")
     df, _ = _read_input(args)
     res = tcal_test(args.formula, data=df, **_model_keywords(args), n_draws=args.draws, adaptive=args.adaptive,
                     rng=args.seed)

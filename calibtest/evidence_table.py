@@ -102,12 +102,13 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
 from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
+from calibtest.survival_evidence import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "evidence_seed", "conclude", "result_conclusion",
            "ConfidenceDirection", "confidence_direction", "short_verdict", "figure_verdict",
-           "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
-           "EVIDENCE_SEED"]
+           "result_hosmer_lemeshow", "result_val_prob", "result_survival_evidence", "build_survival_evidence",
+           "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
 
 #: Bin counts of the bin-sensitivity table (those below the result's B), then the result's B.
 SENSITIVITY_BINS = (5, 10, 20, 35)
@@ -117,6 +118,9 @@ HL_MIN_EXPECTED = 5.0
 
 #: Row keys of the evidence table, in order (binary and top-1; top-k and full have the first two).
 ROWS = ("calib_test", "calib_ci", "hosmer_lemeshow", "spiegelhalter", "citl", "slope")
+
+#: Row keys of the evidence table of a survival result with rows censored before the horizon, in order.
+SURVIVAL_EVIDENCE_ROWS = ("calib_ci", *SURVIVAL_ROWS)
 
 #: How the scope of the evidence opens the reason val_prob was not computed.
 _VALPROB_MISSING = "val_prob (Spiegelhalter, CITL, slope) was not computed: "
@@ -190,7 +194,15 @@ class EvidenceResult(ResultDisplay):
     test, interval, hl, valprob
         The underlying results of :func:`~calibtest.calib_test`,
         :func:`~calibtest.calib_ci`, :func:`~calibtest.hosmer_lemeshow` and
-        :func:`~calibtest.val_prob` (the last two None for top-k and full).
+        :func:`~calibtest.val_prob` (the last two None for top-k and full;
+        ``test``, ``hl`` and ``valprob`` None for a survival result with rows
+        censored before the horizon).
+    survival : SurvivalEvidence or None
+        The classical survival evidence at the horizon
+        (:func:`calibtest.survival_calibration`) of a survival result with rows
+        censored before the horizon; its rows follow the IPCW interval's in
+        ``table`` (keys :data:`SURVIVAL_EVIDENCE_ROWS`) and ``sensitivity`` is
+        empty (:func:`build_survival_evidence`).
     """
 
     table: pd.DataFrame = field(repr=False)
@@ -215,6 +227,7 @@ class EvidenceResult(ResultDisplay):
     interval: ResultDisplay | None = field(default=None, repr=False)  # the CalibrationResult
     hl: HosmerLemeshowResult | None = field(default=None, repr=False)
     valprob: ValProbResult | None = field(default=None, repr=False)
+    survival: SurvivalEvidence | None = field(default=None, repr=False)
 
     def summary(self, alpha: float | None = None) -> CalibSummary:
         """The evidence table, the bin-sensitivity table and the conclusion (at the stored alpha).
@@ -230,14 +243,19 @@ class EvidenceResult(ResultDisplay):
     def _summary(self, alpha):
         smry = CalibSummary()
         smry.add_title("Evidence on calibration: all tests on the same rows")
-        smry.add_settings({"Model:": model_text(self.formula, self.y_name, self.prob_names),
-                           "Mode:": mode_text(self.mode, self.k), "No. observations:": str(self.n),
-                           "Classes (K):": "2" if self.n_classes is None else str(self.n_classes),
-                           "Alpha:": fmt(self.alpha),
-                           "Seed:": "Generator" if self.seed == "Generator" else fmt(self.seed),
-                           "Verdict:": self.verdict})
+        settings = {"Model:": model_text(self.formula, self.y_name, self.prob_names),
+                    "Mode:": mode_text(self.mode, self.k), "No. observations:": str(self.n),
+                    "Classes (K):": "2" if self.n_classes is None else str(self.n_classes),
+                    "Alpha:": fmt(self.alpha),
+                    "Seed:": "Generator" if self.seed == "Generator" else fmt(self.seed),
+                    "Verdict:": self.verdict}
+        if self.survival is not None:  # no label draws; the horizon instead of the classes
+            del settings["Seed:"], settings["Classes (K):"]
+            settings["Mode:"] = f"survival at the horizon t = {fmt(self.survival.horizon)}"
+        smry.add_settings(settings)
         self.add_tables(smry)
-        smry.add_table(self.sensitivity_table(), {"T": 4, "p-value": fmt_p})
+        if len(self.sensitivity):
+            smry.add_table(self.sensitivity_table(), {"T": 4, "p-value": fmt_p})
         smry.add_notes(self.notes())
         return smry
 
@@ -274,6 +292,10 @@ class EvidenceResult(ResultDisplay):
         notes = ["H0 of each row: " + "; ".join(f"{t.loc[k, 'name']}: {t.loc[k, 'null']}" for k in t.index) + "."]
         if self.scope:
             notes.append(self.scope)
+        if self.test is None:  # a survival result with rows censored before the horizon
+            return notes + ([] if self.survival is None else self.survival.notes()) + (
+                [f"{self.n_dropped} rows with missing values were dropped (missing='drop')."] if self.n_dropped
+                else [])
         notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
                      "is referred to chi2 with df = g (external validation: the predictions were not fitted "
                      "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
@@ -296,9 +318,15 @@ class EvidenceResult(ResultDisplay):
                 out[f"{key}_{col}"] = row[col]
         for col in self.sensitivity.columns:
             out[f"sensitivity_{col}"] = self.sensitivity[col].tolist()
+        if self.survival is not None:
+            out["horizon"] = self.survival.horizon
         return out
 
     def _repr_parts(self) -> list[str]:
+        if self.test is None:  # survival: the IPCW interval and the rows that reject
+            ci = self.table.loc["calib_ci"]
+            return [f"survival n={self.n}: {self.verdict}", f"ECE^2(t) in [{ci['lower']:.4g}, {ci['upper']:.4g}]",
+                    f"rejecting={sum(bool(r) for r in self.table['reject'])}/{len(self.table)}"]
         t = self.table.loc["calib_test"]
         ci = self.table.loc["calib_ci"]
         return [f"mode={self.mode} n={self.n}: {self.verdict}", f"calib_test p={t['pvalue']:.4g}",
@@ -466,7 +494,11 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
         ``test``, ``hl``, ``vp``, as :func:`build_evidence` computes them):
         the conclusion then follows the rules of this module (whether from the
         multi-scale test, how much from the interval, then the
-        disagreements).  Without it (weighted rows, rows not in memory,
+        disagreements).  For a survival result with rows censored before the
+        horizon (keys ``table`` and ``survival``, as
+        :func:`build_survival_evidence` computes them) whether comes from the
+        IPCW test of ECE(t) = 0, how much from its interval, then the
+        survival rules (see :func:`build_survival_evidence`).  Without it (weighted rows, rows not in memory,
         ``summary(evidence=False)``, the report's section on the interval),
         whether comes from the interval's own test, named by the null it
         used, and how much from the interval.
@@ -481,6 +513,8 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
     alpha = res.alpha if alpha is None else alpha
     if evidence is None:
         verdict, text, reasons = _conclude_interval(res, alpha)
+    elif "survival" in evidence:
+        verdict, text, reasons = _conclude_survival(evidence["table"], res, evidence["survival"], alpha)
     else:
         verdict, text, reasons = _conclude(evidence["table"], evidence["sens"], evidence["flag"], evidence["test"],
                                            res, evidence["hl"], evidence["vp"], alpha)
@@ -606,6 +640,52 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
         at = sens.loc[sens["reject"], "n_bins"].tolist()
         sentences.append(f"The single-B verdict depends on the bin count: the single-scale test rejects at "
                          f"B = {', '.join(map(str, at))} only (bin-sensitivity table).")
+    if len(set(rej.values())) > 1:
+        yes = [names[k] for k in keys if rej[k]]
+        no = [names[k] for k in keys if not rej[k]]
+        sentences.append(f"Rejecting or excluding the null: {', '.join(yes)}; not: {', '.join(no)}.")
+    return verdict, " ".join(sentences), tuple(reasons)
+
+
+def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, alpha: float):
+    """(verdict, conclusion, reasons) of a survival result censored before t (:func:`build_survival_evidence`)."""
+    keys = list(table.index)
+    rej = {k: bool(table.loc[k, "reject"]) for k in keys}
+    said = dict.fromkeys(SURVIVAL_EVIDENCE_ROWS, False) | rej  # rows not computed count as not rejecting
+    names = {k: table.loc[k, "name"] for k in keys}
+    others = [k for k in keys if k != "calib_ci" and rej[k]]
+    test = f"the IPCW test of ECE(t) = 0 at t = {fmt(sev.horizon if sev else ci.survival.horizon)}"
+    p_test = _p_text(ci.null_pvalue, None)
+    how_much = _how_much(ci, alpha)
+    if rej["calib_ci"]:
+        verdict = "evidence"
+        first = f"Evidence of miscalibration at level {alpha:g}: {test} rejects ({p_test}); how much: {how_much}."
+    elif others:
+        verdict = "mixed"
+        first = (f"Mixed evidence at level {alpha:g}: {test} does not reject ({p_test}), but "
+                 f"{', '.join(names[k] for k in others)} {'rejects' if len(others) == 1 else 'reject'}; "
+                 f"how much: {how_much}.")
+    else:
+        verdict = "no evidence"
+        first = (f"No evidence of miscalibration at level {alpha:g}: no test rejects ({test}: {p_test}), and "
+                 f"{how_much}; this does not show that the model is calibrated.")
+    sentences, reasons = [first], []
+    if said["slope"] and not said["citl"] and "citl" in keys:
+        reasons.append("spread")
+        sentences.append("The slope rejects but CITL does not: the slope detects spread (risks too "
+                         f"{'extreme' if sev.slope < 1 else 'moderate'}), not level.")
+    if said["citl"] and not said["slope"] and "slope" in keys:
+        reasons.append("level")
+        sentences.append("CITL rejects but the slope does not: the risks by t are off in level, not in spread.")
+    if sev is not None:
+        sentences.append(sev.direction(alpha))
+    if not rej["calib_ci"] and (said["citl"] or said["slope"]):
+        reasons.append("cloglog_linear")
+        which = [names[k] for k in ("citl", "slope") if said[k]]
+        sentences.append(f"The IPCW test does not reject while {' and '.join(which)} "
+                         f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one departure linear in "
+                         "cloglog(risk), where they are more powerful than a test against departures of every "
+                         "shape; take their intervals as the size of that departure.")
     if len(set(rej.values())) > 1:
         yes = [names[k] for k in keys if rej[k]]
         no = [names[k] for k in keys if not rej[k]]
@@ -850,3 +930,85 @@ def assemble_evidence(res, alpha: float, seed, *, test: CalibrationTestResult, h
         table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
         reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
         seed=seed, scope=scope, test=test, interval=res, hl=hl, valprob=vp, **book)
+
+
+# --------------------------------------------------------------------------- survival outcomes censored before t
+def result_survival_evidence(res, alpha: float | None = None) -> SurvivalEvidence:
+    """:func:`calibtest.survival_calibration` on the rows of a survival result, computed once per result and level.
+
+    Its times, events and horizon (``res.survival``) and its risks
+    (``res.data``), with 10 risk groups and the external-validation GND
+    reference; the evidence table, the acceptance criteria and the report
+    share it.
+
+    Raises
+    ------
+    ValueError
+        For a result without a survival outcome or without its rows, and when
+        the survival evidence cannot be computed (its message says why).
+    """
+    if getattr(res, "survival", None) is None or res.data is None:
+        raise ValueError("the survival evidence needs a survival result (horizon=) holding its rows")
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    surv = res.survival
+    return res._memo(("survival_evidence", alpha),
+                     lambda: survival_evidence(surv.time, surv.event, res.data.z[:, 0], surv.horizon, alpha=alpha))
+
+
+def build_survival_evidence(res, alpha: float | None = None) -> EvidenceResult:
+    """The evidence table and conclusion of a survival result with rows censored before the horizon.
+
+    The rows are the IPCW interval for ECE^2(t) and its test (``calib_ci``)
+    and the classical survival evidence of :func:`result_survival_evidence`
+    (O/E, CITL, slope, flexible curve, Greenwood-Nam-D'Agostino; keys of
+    :data:`calibtest.survival_evidence.SURVIVAL_ROWS`).  The multi-scale test,
+    Hosmer-Lemeshow, val_prob and the bin-sensitivity table draw or test
+    Bernoulli outcomes, which rows censored before the horizon do not have:
+    they are left out (the scope says so).
+
+    Conclusion rules (written by :func:`conclude`): *whether* from the IPCW
+    test of ECE(t) = 0 (it rejects: "evidence"; it does not but another row
+    does: "mixed", naming them; none rejects: "no evidence"); *how much* from
+    its interval; then ``"spread"`` (the slope rejects, CITL does not),
+    ``"level"`` (CITL rejects, the slope does not), the direction sentence of
+    :meth:`calibtest.survival_evidence.SurvivalEvidence.direction`,
+    ``"cloglog_linear"`` (CITL or the slope rejects while the IPCW test does
+    not) and the list of the rows that reject and those that do not.
+
+    Computed once per result and level and kept with the result.
+    """
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    return res._memo(("evidence", alpha, "survival"), lambda: _build_survival_evidence(res, alpha))
+
+
+def _build_survival_evidence(res, alpha: float) -> EvidenceResult:
+    book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
+            "n_dropped": res.n_dropped}
+    level = f"{100 * (1 - alpha):g}%"
+    iv = res.conf_int(alpha)
+    scope = ("The multi-scale test, Hosmer-Lemeshow, val_prob (Spiegelhalter, CITL and slope on the logit scale) "
+             "and the bin-sensitivity table draw or test Bernoulli outcomes, which rows censored before the "
+             "horizon do not have: the evidence is the IPCW interval and the survival rows.")
+    try:
+        sev = result_survival_evidence(res, alpha)
+    except ValueError as exc:  # e.g. fewer rows than risk groups: said in the scope
+        sev = None
+        scope += f" The survival evidence (O/E, CITL, slope, flexible curve, GND) was not computed: {exc}."
+    records = [{"name": f"ECE^2(t) {level} CI, B = {res.n_bins}",
+                "null": f"ECE^2(t) = 0 at B = {res.n_bins}, tested with the {null_text(res)} null (statistic: the "
+                        "debiased T of the IPCW rows)", "statistic": float(res.estimate),
+                "pvalue": float(res.null_pvalue), "lower": float(iv.lower), "upper": float(iv.upper),
+                "reject": bool(not iv.contains_zero), "verdict": _verdict(bool(not iv.contains_zero), True)}]
+    index = ["calib_ci"]
+    if sev is not None:
+        rows = sev.rows()
+        records += rows.to_dict(orient="records")
+        index += list(rows.index)
+    table = pd.DataFrame(records, index=index, dtype=object)
+    sens = pd.DataFrame({"n_bins": [], "T": [], "lower": [], "upper": [], "lower_open": [], "pvalue": [],
+                         "reject": []})
+    verdict, conclusion, reasons = conclude(res, alpha, {"table": table, "survival": sev})
+    return EvidenceResult(
+        table=table, sensitivity=sens, sensitivity_flag=False, verdict=verdict, conclusion=conclusion,
+        reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
+        seed=None, scope=scope, test=None, interval=res, hl=None, valprob=None, survival=sev, **book)

@@ -25,8 +25,8 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.summary import ResultDisplay, build_summary, result_dict, result_notes
-from calibtest.evidence_table import (EvidenceResult, build_evidence, conclude, result_conclusion,
-                                      result_hosmer_lemeshow, result_val_prob)
+from calibtest.evidence_table import (EvidenceResult, build_evidence, build_survival_evidence, conclude,
+                                      result_conclusion, result_hosmer_lemeshow, result_val_prob)
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
@@ -745,12 +745,20 @@ class CalibrationResult(ResultDisplay):
         once per level and integer seed and kept (the summary, the notebook
         display and the report show the same evidence object).
 
+        A survival result with rows censored before the horizon gives the
+        IPCW interval and the classical survival evidence at the horizon
+        (O/E, CITL, slope, flexible curve, Greenwood-Nam-D'Agostino; see
+        :func:`calibtest.evidence_table.build_survival_evidence`); without
+        censoring before the horizon its outcome is binary and its evidence
+        is the binary one.
+
         Parameters
         ----------
         alpha : float, optional
             Level of every test and interval (default: the stored one).
         rng : None, int or numpy.random.Generator
-            Another seed for the label draws (None: the recorded one).
+            Another seed for the label draws (None: the recorded one; not
+            used by the survival evidence, which draws nothing).
 
         Returns
         -------
@@ -774,10 +782,8 @@ class CalibrationResult(ResultDisplay):
             raise ValueError("the evidence table's tests (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) "
                              "take the rows as independent; this result is clustered (cluster=): its interval, its "
                              "test and the cluster-robust CITL, slope and O/E (clustering.measures) are in summary()")
-        if self.censored:
-            raise ValueError("the evidence tests binary outcomes; rows of this survival result are censored before "
-                             "the horizon, so its outcomes are IPCW-weighted: its interval and test are those of "
-                             "summary()")
+        if self.censored:  # the IPCW interval and the survival rows (no label draws: rng is not used)
+            return build_survival_evidence(self, alpha)
         return build_evidence(self, alpha, rng)
 
     # ----------------------------------------------------------------- output
@@ -822,10 +828,8 @@ class CalibrationResult(ResultDisplay):
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) takes the "
                           "rows as independent; this result is clustered (cluster=), so the summary shows the "
                           "clustered interval, its test and the cluster-robust CITL, slope and O/E.")
-        if self.censored:
-            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests binary outcomes; "
-                          "rows of this survival outcome are censored before the horizon, so the summary shows the "
-                          "IPCW interval and its test only.")
+        if self.censored:  # the IPCW interval and the classical survival evidence at the horizon
+            return build_survival_evidence(self, alpha), None
         if self.data is None and self.stream is None:
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
                           "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "

@@ -434,7 +434,7 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
                                     index=["CITL (cluster-robust)", "slope (cluster-robust)",
                                            "O/E (cluster-robust)"], dtype=object),
                        {"estimate": 4, "std err": 4, "ci lower": 4, "ci upper": 4})
-    if evidence is not None:
+    if evidence is not None and len(evidence.sensitivity):  # a survival evidence has none
         smry.add_table(evidence.sensitivity_table(), {"T": 4, "p-value": fmt_p})
     level = f"{100 * (1 - alpha):g}%"
     interval_note = f"Adjusted {level} confidence interval (Algorithm 1): {ci} for ECE^2, {ci_ece} for ECE."
@@ -455,7 +455,10 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
         tests_note = tests_note.replace("se = sigma1 / sqrt(n) (variance sigma1^2)",
                                         "se = sqrt(sigma1^2 / n + V2) (V2: the second-order variance of T)")
     head = [verdict_null_note(res, alpha)]
-    if evidence is not None:
+    if evidence is not None and getattr(evidence, "survival", None) is not None:
+        head.append("The summary opens with the evidence on calibration at the horizon; the conclusion states "
+                    "whether (the IPCW test of ECE(t) = 0) and how much (the IPCW interval).")
+    elif evidence is not None:
         head.append("The summary opens with the evidence on calibration from every test on these rows; the "
                     "conclusion states whether (the multi-scale test, exact size) and how much (the interval).")
     elif evidence_note:

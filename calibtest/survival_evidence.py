@@ -100,7 +100,8 @@ from calibtest.flexible import harrell_knots, rcs_basis
 from calibtest.options import check_number, check_option
 from calibtest.summary import CalibSummary, ResultDisplay
 
-__all__ = ["SurvivalEvidence", "SurvivalCurve", "survival_evidence", "SURVIVAL_ROWS", "MIN_GROUP_EVENTS"]
+__all__ = ["SurvivalEvidence", "SurvivalCurve", "survival_evidence", "survival_calibration", "SURVIVAL_ROWS",
+           "MIN_GROUP_EVENTS"]
 
 #: Row keys of :meth:`SurvivalEvidence.rows`, in order.
 SURVIVAL_ROWS = ("observed_expected", "citl", "slope", "flexible", "gnd")
@@ -663,3 +664,8 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
         expected=expected, oe=oe, oe_se=oe_se, citl=citl, citl_se=citl_se, slope=slope, slope_se=slope_se,
         curve=curve, groups=groups, gnd_statistic=gnd, gnd_df=df, gnd_pvalue=float(sps.chi2.sf(gnd, df)),
         validation=validation, scope=" ".join(missing))
+
+
+#: The public name of :func:`survival_evidence` (``calibtest.survival_calibration``; the package's public names
+#: never shadow a module, and ``calibtest.survival_evidence`` is this module).
+survival_calibration = survival_evidence

@@ -21,6 +21,7 @@ import subprocess
 from html.parser import HTMLParser
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import calibtest as ct
@@ -155,10 +156,16 @@ def pdfs(tmp_path_factory):
     cmp = ct.calib_compare(a, b, names=("current score", "inflated score"))
     two = _render(folder, "two", [a, b], comparisons=cmp, labels=["current score", "inflated score"],
                   title="Validation of two scores", purpose="External validation")
-    return {"demo": one, "two models": two}
+    rng = np.random.default_rng(25)
+    risk = rng.uniform(0.05, 0.6, 1200)
+    t, c = rng.exponential(5 / -np.log1p(-risk)), rng.exponential(15, 1200)
+    frame = pd.DataFrame({"time": np.minimum(t, c), "event": (t <= c).astype(int), "risk": risk})
+    surv = _render(folder, "survival", ct.calib_ci("Surv(time, event) ~ risk", data=frame, horizon=5),
+                   title="Validation at a horizon", purpose="Five-year risk with censored follow-up.")
+    return {"demo": one, "two models": two, "survival": surv}
 
 
-@pytest.fixture(params=["demo", "two models"])
+@pytest.fixture(params=["demo", "two models", "survival"])
 def pdf(request, pdfs):
     return pdfs[request.param]
 
@@ -222,7 +229,7 @@ def test_conclusion_boxes_are_not_broken(pdf):
 
 
 def test_no_page_without_content(pdf):
-    assert pdf.footer_note.startswith(("Demo validation", "Validation of two scores"))
+    assert pdf.footer_note.startswith(("Demo validation", "Validation of two scores", "Validation at a horizon"))
     assert not pages_without_content(pdf)
 
 

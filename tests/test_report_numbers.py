@@ -181,8 +181,73 @@ def _lookup(mapping: dict, key: str):
 
 
 # ------------------------------------------------------------------------------------------- one function per table
+def survival_evidence_spec(res):
+    """The evidence table of a survival result censored before t: ``res.evidence().to_dict()`` (the IPCW row
+    and the survival rows) and the flexible curve's Wald test."""
+    ev = res.evidence()
+    e = ev.to_dict()
+    sev = ev.survival
+
+    def row(key, label, null, verdict=()):
+        return [label, null, [V(e[f"{key}_statistic"], f"{key}_statistic")], [V(e[f"{key}_pvalue"], f"{key}_pvalue")],
+                list(verdict)]
+
+    return lambda key: _lookup({
+        "caption": [V(e["n"], "n"), V(e["alpha"], "alpha")],
+        "header": [[], [], [], [], [V(e["alpha"], "alpha")]],
+        "ECE²(t) #% CI, B = #": row("calib_ci", [level(e["alpha"]), V(res.n_bins, "n_bins")],
+                                    [C("0"), V(res.n_bins, "n_bins")], [C("0")]),
+        "O/E at t = # #% CI": row("observed_expected", [V(sev.horizon, "horizon"), level(e["alpha"])], [C("1")]),
+        "CITL #% CI": row("citl", [level(e["alpha"])], [C("0")]),
+        "slope #% CI": row("slope", [level(e["alpha"])], [C("1")]),
+        "flexible curve ICI": row("flexible", [], [V(sev.curve.wald, "Wald chi2"), V(sev.curve.df, "df")]),
+        "Greenwood-Nam-D'Agostino": row("gnd", [], [V(len(sev.groups), "groups"), V(sev.gnd_df, "gnd_df")]),
+    }, key)
+
+
+def follow_up_spec(res):
+    """The follow-up and censoring table: what ``res.survival`` holds."""
+    s = res.survival
+    return lambda key: _lookup({
+        "caption": [V(s.horizon, "horizon")],
+        "header": [[], []],
+        "Horizon t (the risk is P(T ≤ t))": [[], [V(s.horizon, "horizon")]],
+        "Events at or before t (event = #, time ≤ t)": [[C("1")], [V(s.n_events, "n_events")]],
+        "Censored before t (outcome at t unknown)": [[], [V(s.n_censored, "n_censored")]],
+        "Known event-free at t": [[], [V(s.n_event_free, "n_event_free")]],
+        "Median follow-up (reverse Kaplan–Meier)": [[], [V(s.median_followup, "median_followup")]],
+        "Kaplan–Meier risk by t, # − S(t)": [[C("1")], [V(s.km_risk, "km_risk")]],
+        "Censoring model of the IPCW weights": [[], []],
+        "Largest weight # / G(time−) of an event before t": [[C("1")], [V(s.max_weight, "max_weight")]],
+        "Standard error": [[], PROSE],
+    }, key)
+
+
+def risk_groups_spec(res):
+    """The Kaplan-Meier risk groups: ``res.evidence().survival.groups``, one row after the other."""
+    sev = res.evidence().survival
+    groups = iter(sev.groups.itertuples())
+
+    def group_row():
+        g = next(groups)
+        interval = ([V(g.lower, "lower"), V(g.upper, "upper")] if math.isfinite(g.lower) and math.isfinite(g.upper)
+                    else [])
+        return [[V(int(g.Index), "group")], [V(int(g.n), "n")], [V(int(g.events), "events")],
+                [V(int(g.censored), "censored")], [V(g.mean_risk, "mean_risk")], [V(g.observed, "observed")],
+                interval, [V(g.gnd, "gnd")]]
+
+    def spec(key):
+        if key == "#":
+            return group_row()
+        return _lookup({"caption": [V(sev.horizon, "horizon"), V(sev.gnd_statistic, "gnd"), V(sev.gnd_df, "df")],
+                        "header": [[], [], [], [], [], [], [level(sev.alpha)], []]}, key)
+    return spec
+
+
 def evidence_spec(res):
     """The evidence table (unweighted result): ``res.evidence().to_dict()`` and its multi-scale test."""
+    if res.censored:
+        return survival_evidence_spec(res)
     ev = res.evidence()
     e = ev.to_dict()
     grid = ev.test.to_dict()["n_bins"]
@@ -461,6 +526,8 @@ CAPTIONS = [
     ("subgroups", r"Calibration of (?P<name>.+?) within the subgroups of "),
     ("subgroup tests", r"Tests across the subgroups of .+ for (?P<name>.+?)\.$"),
     ("acceptance", r"Acceptance criteria of the analysis plan(?: for (?P<name>.+?))?, each tested at"),
+    ("follow-up", r"Follow-up and censoring of (?P<name>.+?) at the horizon t = "),
+    ("risk groups", r"Kaplan–Meier risk by t = \S+ per risk group of (?P<name>.+?) \(the reliability"),
 ]
 
 
@@ -499,7 +566,8 @@ def check_report(html: str, results: dict, comparisons: dict | None = None, fram
                 spec = weighted_evidence_spec(res) if res.weighting is not None else evidence_spec(res)
             else:
                 spec = {"estimate": estimate_spec, "regimes": regimes_spec, "finite-sample test": finite_sample_spec,
-                        "validation metrics": valprob_spec}[kind](res)
+                        "validation metrics": valprob_spec, "follow-up": follow_up_spec,
+                        "risk groups": risk_groups_spec}[kind](res)
         table = f"{kind} of {name}"
         unnamed = caption if m.start("name") < 0 else caption[:m.start("name")] + "…" + caption[m.end("name"):]
         errors += check_cell(f"{table} [caption]", unnamed, spec("caption"))
@@ -569,6 +637,18 @@ def grouped(folder, site_data):
 
 
 @pytest.fixture(scope="module")
+def survival(folder):
+    rng = np.random.default_rng(25)
+    n = 1200
+    risk = rng.uniform(0.05, 0.6, n)
+    t = rng.exponential(5 / -np.log1p(-risk))
+    c = rng.exponential(15, n)
+    frame = pd.DataFrame({"time": np.minimum(t, c), "event": (t <= c).astype(int), "risk": risk})
+    res = ct.calib_ci("Surv(time, event) ~ risk", data=frame, horizon=5)
+    return res, _render(res, folder / "survival.html")
+
+
+@pytest.fixture(scope="module")
 def two_models(folder):
     demo = ct.load_demo()
     frame = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
@@ -625,6 +705,15 @@ def test_grouped_report_numbers(grouped, site_data):
     errors, seen = check_report(html, {"risk score": res}, frame=site_data)
     assert errors == []
     assert [kind for kind, _ in seen] == PER_MODEL + ["subgroups", "subgroup tests"]
+
+
+def test_survival_report_numbers(survival):
+    res, html = survival
+    assert res.censored
+    errors, seen = check_report(html, {"risk": res})
+    assert errors == []
+    # no finite-sample table (asymptotic IPCW null), no val_prob (binary outcomes only)
+    assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "follow-up", "risk groups"]
 
 
 def test_two_model_report_numbers(two_models):

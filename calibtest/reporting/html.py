@@ -528,6 +528,67 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
     return figs, notes
 
 
+def survival_censoring_rows(res) -> list[tuple[str, str]]:
+    """The censoring section of a survival result: what ``res.survival`` holds, formatted (nothing computed)."""
+    surv = res.survival
+    t = fmt(surv.horizon)
+    model = ("Kaplan–Meier of the censoring times" if surv.censoring == "km" else
+             f"Cox model of the censoring on {', '.join(surv.covariates)} (Breslow baseline)")
+    follow = (fmt(surv.median_followup, 4) if math.isfinite(surv.median_followup) else
+              "not reached (fewer than half of the rows censored by the end of follow-up)")
+    rows = [("Horizon t (the risk is P(T ≤ t))", t),
+            (f"Events at or before t ({surv.event_name} = 1, {surv.time_name} ≤ t)", fmt(surv.n_events)),
+            ("Censored before t (outcome at t unknown)", fmt(surv.n_censored)),
+            ("Known event-free at t", fmt(surv.n_event_free)),
+            ("Median follow-up (reverse Kaplan–Meier)", follow),
+            ("Kaplan–Meier risk by t, 1 − S(t)", fmt(surv.km_risk, 4))]
+    if surv.n_censored:
+        rows += [("Censoring model of the IPCW weights", model),
+                 ("Largest weight 1 / G(time−) of an event before t", fmt(surv.max_weight, 4)),
+                 ("Standard error", f"{surv.variance}")]
+    else:
+        rows.append(("Censoring before t", "none: the outcome 1{T ≤ t} is binary and every number is that of "
+                                          "the binary analysis"))
+    return rows
+
+
+def _survival_groups_table(sev) -> dict:
+    """The reliability diagram's numbers: Kaplan–Meier risk by t per risk group (what ``sev.groups`` holds)."""
+    level = _level(sev.alpha)
+    g = sev.groups
+    rows = [(fmt(int(i)), fmt(int(r.n)), fmt(int(r.events)), fmt(int(r.censored)), fmt(r.mean_risk, 4),
+             fmt(r.observed, 4), "—" if not (math.isfinite(r.lower) and math.isfinite(r.upper)) else
+             _interval_text(r.lower, r.upper, False, 4), fmt(r.gnd, 4))
+            for i, r in zip(g.index, g.itertuples(index=False))]
+    return _table(["Group", "n", "Events by t", "Censored before t", "Mean predicted risk",
+                   "Kaplan–Meier risk by t", f"{level} CI (log-log)", "GND term"], rows)
+
+
+def _survival_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
+    """The figure of a survival result censored before t: the reliability diagram at the horizon."""
+    from calibtest.reporting.plotting import FIGURE_WIDTH, _figure
+    from calibtest.reporting.survival_plot import plot_survival_calibration
+
+    notes = [f"The flexible logistic curve, the display-bin reliability diagram with Wilson intervals, the "
+             f"distribution of the predictions by outcome and the bin-sensitivity figure of {name} need binary "
+             "outcomes; rows censored before the horizon have none, so the reliability diagram at the horizon "
+             "takes their place."]
+    sev = None if ev is None else ev.survival
+    if sev is None:
+        return [], notes + [f"The reliability diagram at the horizon of {name} was not drawn: the survival "
+                            "evidence was not computed (see the evidence table's note)."]
+    fig = _figure(FIGURE_WIDTH * 0.8)
+    plot_survival_calibration(sev, fig.subplots())
+    level = _level(sev.alpha)
+    caption = (f"Reliability diagram of {name} at the horizon t = {fmt(sev.horizon)}: the Kaplan–Meier risk by t "
+               f"in {len(sev.groups)} groups of equal size by predicted risk, with {level} log-log intervals, "
+               "against the group's mean predicted risk; the line is the flexible calibration curve (Cox model "
+               "on a restricted cubic spline of cloglog(risk), 3 knots) and the dashed diagonal perfect "
+               "calibration.")
+    return [{"src": _png_data_uri(fig), "alt": f"Reliability diagram of {name} at the horizon", "caption": caption}], \
+        notes
+
+
 _INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
 
 
@@ -551,7 +612,10 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
             ev_note = None
         except (ValueError, RuntimeError) as exc:
             ev, ev_note = None, f"The evidence table was not computed: {exc}."
-        figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
+        if getattr(res, "censored", False):
+            figures, figure_notes = _survival_figures(res, name, d, ev) if figure else ([], [])
+        else:
+            figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
     else:  # the parts that count unweighted rows are left out, each with the reason
         ev, hl, vp = None, None, None
         ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
@@ -578,7 +642,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         # a file's or Dask frame's evidence says what needs every row at once and was not computed
         "evidence_scope": ev.scope if ev is not None and res.data is None else None,
         "evidence_seed": None if ev is None else ev.seed,
-        "sensitivity": None if ev is None else {**_sensitivity_table(ev), "caption": (
+        "sensitivity": None if ev is None or not len(ev.sensitivity) else {**_sensitivity_table(ev), "caption": (
             f"Bin sensitivity of {name}: the interval and the single-B test ({null_name(res)} null) at several "
             "numbers of bins B per dimension.")},
         "provenance": {**_provenance(res, d, source, command, None if ev is None else ev.seed),
@@ -602,11 +666,11 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
                 f"Plug-in and debiased estimates of ECE² (squared probability units) for {name}, on the "
                 "report's bins and on the Hosmer–Lemeshow groups.")},
             "groups": {**hl["groups"], "caption": f"Hosmer–Lemeshow groups of {name}."}},
-        "hl_note": hl_note,
+        "hl_note": None if hl_note is None else _public(hl_note),
         "valprob": None if vp is None else {**vp, "caption": (
             f"Validation metrics of {name} (definitions of R's rms::val.prob); Brier, Emax, E90 and Eavg in "
             "probability units (Brier squared).")},
-        "valprob_note": vp_note,
+        "valprob_note": None if vp_note is None else _public(vp_note),
         "bins": {**bins, "caption": (f"Bins of the estimator for {name}: B = {d['n_bins']}, "
                                      f"{d['n_occupied_bins']} occupied bins.")},
         "bins_file": bins_file,
@@ -625,8 +689,23 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "data_rows": data_rows(res, d),
         "subgroups": None,
         "sites": None,
+        "survival": _survival_context(res, name, ev),
     }
     return ctx
+
+
+def _survival_context(res, name: str, ev) -> dict | None:
+    """The censoring section of a survival result, and the Kaplan–Meier risk groups of its evidence."""
+    if getattr(res, "survival", None) is None:
+        return None
+    sev = None if ev is None else getattr(ev, "survival", None)
+    t = fmt(res.survival.horizon)
+    return {"censoring": {**_table(["Item", "Value"], survival_censoring_rows(res)),
+                          "caption": f"Follow-up and censoring of {name} at the horizon t = {t}."},
+            "groups": None if sev is None else {**_survival_groups_table(sev), "caption": (
+                f"Kaplan–Meier risk by t = {t} per risk group of {name} (the reliability diagram's points) and "
+                f"each group's term of the Greenwood–Nam–D'Agostino statistic "
+                f"({fmt(sev.gnd_statistic, 4)}, df = {sev.gnd_df}).")}}
 
 
 _MISSING_OPTION = re.compile(r"missing=['\"](\w+)['\"]")
@@ -641,7 +720,11 @@ def data_rows(res, d: dict) -> list[tuple[str, str]]:
     """
     n, dropped = int(d["n"]), int(d["n_dropped"])
     data = getattr(res, "data", None)
-    if d["mode"] in ("binary", "top1") and data is not None:
+    surv = getattr(res, "survival", None)
+    if surv is not None:  # events by the horizon, as the result holds them
+        rows = [("Rows analysed n; events by the horizon t; censored before t",
+                 f"{fmt(n)}; {fmt(surv.n_events)}; {fmt(surv.n_censored)}")]
+    elif d["mode"] in ("binary", "top1") and data is not None:
         events = int(np.count_nonzero(np.rint(data.y[:, 0])))
         what = "events (y = 1)" if d["mode"] == "binary" else "events (top-1 prediction correct)"
         rows = [("Rows analysed n; " + what + "; event rate",
@@ -1397,8 +1480,12 @@ def _number(ctx: dict) -> None:
         for key in ("estimates", "regimes", "null_test", "settings"):
             if m[key]:
                 t(m[key])
+        if m["survival"]:
+            t(m["survival"]["censoring"])
         for fig in m["figures"]:
             f(fig)
+        if m["survival"] and m["survival"]["groups"]:
+            t(m["survival"]["groups"])
         if m["sensitivity"]:
             t(m["sensitivity"])
         t(m["provenance"])
@@ -1602,6 +1689,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),
         "has_subgroups": bool(subgroup_models),
         "has_weighting": any(m["weighting"] for m in models),
+        "has_survival": any(m["survival"] for m in models),
         "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
     extra = (["holm", "cochran", "riley", "debray", "viechtbauer"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
@@ -1610,7 +1698,8 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
     for m in models:  # consecutive subsection numbers, only for the subsections the model has
-        shown = ["estimate", "settings"] + (["figures"] if m["figures"] or m["figure_notes"] else []) + \
+        shown = ["estimate", "settings"] + (["survival"] if m["survival"] else []) + \
+            (["figures"] if m["figures"] or m["figure_notes"] else []) + \
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
     ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan,

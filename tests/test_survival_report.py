@@ -1,0 +1,197 @@
+"""Survival results in the evidence, the summary, the acceptance criteria, the report and the command line.
+
+Every number is checked against an independent call: ``survival_calibration``
+on the same times, events and risks, the binary ``calib_ci`` on 1{T <= t}
+without censoring before t, the margin bound and the TOST intervals by hand.
+"""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+import calibtest as ct
+from calibtest._format import fmt
+from calibtest.cli import main
+from calibtest.survival_evidence import SURVIVAL_ROWS, survival_evidence
+
+HORIZON = 5.0
+
+
+def simulate(n, seed, *, scale=1.0, censoring=15.0):
+    """Exponential event times given the risk at t = 5 (times the cumulative hazard by ``scale``: 1 calibrated)
+    and exponential censoring with mean ``censoring`` (None: none before the horizon)."""
+    rng = np.random.default_rng(seed)
+    risk = rng.uniform(0.05, 0.6, n)
+    t = rng.exponential(HORIZON / (-np.log1p(-risk) * scale))
+    c = rng.exponential(censoring, n) if censoring else np.full(n, 100.0)
+    return np.minimum(t, c), (t <= c).astype(float), risk
+
+
+@pytest.fixture(scope="module")
+def censored():
+    time, event, risk = simulate(1500, 3)
+    df = pd.DataFrame({"time": time, "event": event, "risk": risk})
+    return df, ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=HORIZON)
+
+
+def test_public_name_does_not_shadow_its_module():
+    assert ct.survival_calibration is survival_evidence
+    assert ct.SurvivalEvidence.__name__ == "SurvivalEvidence"
+
+
+def test_evidence_is_the_ipcw_row_and_the_survival_rows(censored):
+    df, res = censored
+    assert res.censored
+    ev = res.evidence()
+    assert ev is res.evidence() and ev is res.evidence(rng=5)  # kept with the result; nothing is drawn
+    assert list(ev.table.index) == ["calib_ci", *SURVIVAL_ROWS]
+    sev = ct.survival_calibration(df["time"], df["event"], df["risk"], HORIZON)  # independent call
+    rows = sev.rows()
+    for key in SURVIVAL_ROWS:
+        for col in ("statistic", "pvalue", "lower", "upper", "reject"):
+            assert ev.table.loc[key, col] == rows.loc[key, col], (key, col)
+    iv = res.conf_int()
+    ci = ev.table.loc["calib_ci"]
+    assert (ci["statistic"], ci["pvalue"], ci["lower"], ci["upper"]) == (res.estimate, res.null_pvalue, iv.lower,
+                                                                       iv.upper)
+    assert ci["reject"] == (not iv.contains_zero)
+    assert ev.survival.oe == sev.oe and ev.test is None and ev.hl is None and ev.valprob is None
+
+
+def test_conclusion_follows_the_table_and_states_the_direction(censored):
+    _, res = censored
+    ev = res.evidence()
+    rej = ev.table["reject"].astype(bool)
+    expected = ("evidence" if rej["calib_ci"] else "mixed" if rej.drop("calib_ci").any() else "no evidence")
+    assert ev.verdict == expected
+    assert ev.survival.direction() in ev.conclusion
+    assert str(res.summary()).count(ev.conclusion.split(": ")[0]) == 1  # the summary opens with it
+    # too high risks (cumulative hazard halved in truth): the level is off, and the conclusion says which way
+    time, event, risk = simulate(3000, 4, scale=0.5)
+    over = ct.calib_ci(time=time, event=event, probs=risk, horizon=HORIZON).evidence()
+    assert over.verdict in ("evidence", "mixed") and "too high on average" in over.conclusion
+    assert over.table.loc["observed_expected", "reject"] and over.table.loc["observed_expected", "statistic"] < 1
+
+
+def test_summary_shows_the_survival_evidence_once(censored):
+    _, res = censored
+    text = str(res.summary())
+    ev = res.evidence()
+    assert "O/E at t = 5 95% CI" in text and "Greenwood-Nam-D'Agostino" in text and "multi-scale" not in \
+        text.split("Notes:")[0]
+    assert text.count("Conclusion:") == 1
+    assert ev.survival.direction().removeprefix("Direction: ")[:40].split()[0] in text
+    assert "B = 5 " not in text  # no bin-sensitivity table for IPCW rows
+    assert "survival n=1500" in repr(ev) and ev.to_dict()["horizon"] == HORIZON
+    assert "Evidence on calibration" in str(ev.summary())
+
+
+def test_without_censoring_before_t_the_evidence_stays_binary():
+    time, event, risk = simulate(800, 5, censoring=None)
+    res = ct.calib_ci(time=time, event=event, probs=risk, horizon=HORIZON)
+    assert not res.censored
+    y_t = ((event == 1) & (time <= HORIZON)).astype(float)
+    binary = ct.calib_ci(y=y_t, probs=risk).evidence()
+    ev = res.evidence()
+    assert list(ev.table.index) == list(binary.table.index) and "calib_test" in ev.table.index
+    assert ev.table["statistic"].tolist() == binary.table["statistic"].tolist()
+    assert ev.conclusion == binary.conclusion
+
+
+def test_acceptance_criteria_come_from_the_survival_evidence(censored):
+    df, res = censored
+    sev = ct.survival_calibration(df["time"], df["event"], df["risk"], HORIZON)
+    crit = {"ece_below": 0.1, "citl_within": 0.3, "slope_within": [0.7, 1.4], "oe_within": [0.8, 1.25]}
+    acc = res.acceptance(crit)
+    table = acc.table.set_index("criterion")
+    z = sps.norm.isf(0.05)  # the (1 - 2 alpha) interval of the TOST
+    assert table.loc["citl_within", "estimate"] == sev.citl
+    assert math.isclose(table.loc["citl_within", "ci_lower"], sev.citl - z * sev.citl_se, rel_tol=1e-12)
+    assert table.loc["slope_within", "estimate"] == sev.slope
+    assert math.isclose(table.loc["slope_within", "ci_upper"], sev.slope + z * sev.slope_se, rel_tol=1e-12)
+    assert table.loc["oe_within", "estimate"] == sev.oe
+    assert math.isclose(table.loc["oe_within", "ci_lower"], sev.oe * math.exp(-z * sev.oe_se), rel_tol=1e-12)
+    assert (table["verdict"] != "not evaluable").all()
+    assert ct.oe_test(sev, (0.8, 1.25)).ci_upper == ct.oe_test(res, (0.8, 1.25)).ci_upper
+    # the margin test on ECE(t): the IPCW standard error with the IPCW V_0 as its floor, by hand
+    mt = res.margin_test(0.1)
+    v0 = res.sigma0_sq / (res.n ** 2 * res.bin_volume)
+    se = math.sqrt(max(res.sigma1_sq / res.n, v0))
+    assert math.isclose(mt.upper, math.sqrt(max(res.estimate, 0.0) + z * se), rel_tol=1e-12)
+    assert "IPCW" in str(mt.summary())
+
+
+def test_report_formats_what_the_result_holds(censored, tmp_path):
+    _, res = censored
+    html = open(res.report(tmp_path / "surv.html"), encoding="utf-8").read()
+    surv, sev = res.survival, res.evidence().survival
+    assert "Follow-up and censoring at the horizon" in html
+    for value in (surv.n_events, surv.n_censored, surv.n_event_free):
+        assert f"<td>{fmt(value)}</td>" in html
+    assert f"<td>{fmt(surv.median_followup, 4)}</td>" in html and f"<td>{fmt(surv.max_weight, 4)}</td>" in html
+    assert "Kaplan–Meier of the censoring times" in html
+    for observed in sev.groups["observed"]:
+        assert f"<td>{fmt(observed, 4)}</td>" in html
+    assert "Reliability diagram of risk at the horizon t = 5" in html
+    assert "Greenwood-Nam-D&#39;Agostino" in html or "Greenwood-Nam-D'Agostino" in html
+    assert "Bin sensitivity of" not in html  # no such table for IPCW rows
+    assert "Survival outcomes are analysed at a horizon t" in html  # Methods
+    assert "censoring is independent of the event time" in html  # Limitations
+    binary = open(ct.calib_ci("y ~ p", data=ct.load_demo()).report(tmp_path / "b.html"), encoding="utf-8").read()
+    assert "Survival outcomes are analysed" not in binary and "Follow-up and censoring" not in binary
+
+
+def test_report_of_an_uncensored_survival_result_says_the_outcome_is_binary(tmp_path):
+    time, event, risk = simulate(600, 6, censoring=None)
+    res = ct.calib_ci(time=time, event=event, probs=risk, horizon=HORIZON)
+    html = open(res.report(tmp_path / "u.html"), encoding="utf-8").read()
+    assert "the outcome 1{T ≤ t} is binary" in html and f"<td>{fmt(res.survival.n_events)}</td>" in html
+
+
+def test_cli_ci_equals_the_python_call(censored, tmp_path, capsys):
+    df, res = censored
+    path = tmp_path / "surv.csv"
+    df.to_csv(path, index=False)
+    assert main(["ci", str(path), "--formula", "Surv(time, event) ~ risk", "--horizon", "5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    again = ct.calib_ci("Surv(time, event) ~ risk", data=pd.read_csv(path), horizon=5)
+    expected = json.loads(json.dumps(again.to_dict()))
+    for key in ("estimate", "se", "ci_lower", "ci_upper", "null_pvalue", "n_censored_before_horizon", "horizon"):
+        assert out[key] == expected[key], key
+    assert main(["ci", str(path), "--formula", "Surv(time, event) ~ risk", "--horizon", "5"]) == 0
+    assert "O/E at t = 5" in capsys.readouterr().out
+    cox = ["ci", str(path), "--formula", "Surv(time, event) ~ risk", "--horizon", "5", "--censoring", "cox",
+           "--censoring-covariates", "risk", "--json"]
+    assert main(cox) == 0
+    by_cox = ct.calib_ci("Surv(time, event) ~ risk", data=pd.read_csv(path), horizon=5, censoring="cox",
+                         censoring_covariates=["risk"])
+    assert json.loads(capsys.readouterr().out)["se"] == by_cox.se
+
+
+def test_cli_refuses_survival_where_it_does_not_apply(censored, tmp_path, capsys):
+    df, _ = censored
+    path = tmp_path / "surv.csv"
+    df.to_csv(path, index=False)
+    for argv in (["test", str(path), "--formula", "Surv(time, event) ~ risk"],
+                 ["tcal", str(path), "--formula", "Surv(time, event) ~ risk"],
+                 ["ci", str(path), "--formula", "event ~ risk", "--censoring", "cox"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("calibtest: error:") and err.count("\n") == 1 and "Traceback" not in err
+    assert main(["report", str(path), "--formula", "Surv(time, event) ~ risk", "--horizon", "5", "--chunksize",
+                 "100", "-o", str(tmp_path / "r.html")]) == 2
+    assert "--horizon needs its rows" in capsys.readouterr().err
+
+
+def test_cli_report_writes_the_survival_sections(censored, tmp_path, capsys):
+    df, res = censored
+    path = tmp_path / "surv.csv"
+    df.to_csv(path, index=False)
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "--formula", "Surv(time, event) ~ risk", "--horizon", "5", "-o",
+                 str(out)]) == 0
+    html = out.read_text()
+    assert "Follow-up and censoring at the horizon" in html and f"<td>{fmt(res.survival.n_censored)}</td>" in html
