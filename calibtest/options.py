@@ -430,6 +430,8 @@ _OPTIONS = (
            "Kaplan-Meier, or a Cox model on censoring_covariates", choices=("km", "cox")),
     Option("censoring_covariates", "names", None, "columns the censoring depends on (censoring='cox')",
            nullable=True),
+    Option("cause", "count", None, "competing risks: the event code of the cause whose cumulative incidence by the "
+           "horizon is predicted (codes: 0 censored, other positive codes competing events)", nullable=True),
     Option("acceptance", "criteria", None, "pre-specified acceptance criterion KEY=VALUE (repeat for several): "
            "ece_below=0.05, citl_within=0.2 or -0.1,0.3, slope_within=0.8,1.25, oe_within=0.8,1.25",
            nullable=True, flag="--accept"),
