@@ -344,7 +344,8 @@ def survival_rows(time: np.ndarray, event: np.ndarray, horizon: float, time_name
     if bad.size:
         codes = np.unique(ev[bad])[:5].tolist()
         raise ValueError(f"{event_name} must be coded 0 (censored) / 1 (event); found codes {codes}. For other "
-                         f"codes, declare the event in the formula, e.g. Surv(time, status == 2)")
+                         f"codes, declare the event in the formula, e.g. Surv(time, status == 2), or give "
+                         "cause= for competing risks (0 censored, 1, 2, ... the causes)")
     last = float(time.max())
     if horizon > last:
         raise ValueError(f"horizon={horizon:g} is beyond the last follow-up time ({last:g}): P(T <= t) is not "
