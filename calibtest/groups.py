@@ -569,16 +569,19 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
 
 
-def survival_variance(res: CalibrationResult) -> float:
+def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> float:
     """:func:`estimate_variance` of a survival result (``calib_ci(..., horizon=)``).
 
-    Without censoring before the horizon the result is the binary one, and
-    so is its variance.  With censoring, the first-order part is the
-    result's own sigma1^2 / n, whose influence values include the estimated
-    censoring distribution's, less the plug-in bias 2 V_0(shift 0), plus the
-    second-order part V_0, both from the IPCW rows with unit weights (the
-    weighted formulas of :mod:`calibtest.core.weighted` with w = 1).
+    Without censoring before the horizon the result is the binary one
+    (weighted with case ``weights``), and so is its variance.  With
+    censoring, the first-order part is the result's own sigma1^2 / n, whose
+    influence values include the estimated censoring distribution's, less
+    the plug-in bias 2 V_0(shift 0), plus the second-order part V_0, both
+    from the IPCW rows (the weighted formulas of :mod:`calibtest.core.weighted`,
+    with w = 1 for unweighted rows).
     """
+    if weights is not None:
+        return estimate_variance(res, weights)
     if res.survival.n_censored == 0:
         return estimate_variance(res)
     return estimate_variance(res, np.ones(res.n))
@@ -630,7 +633,7 @@ def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
     """
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
     settings, bookkeeping, call = dict(rows.settings), rows.bookkeeping, rows.call
-    rng = settings.pop("rng")
+    rng, weights = settings.pop("rng"), settings.pop("weights")
     _, seed = resolve_seed(rng)
     grouping = grouping_of(rows.group_names, rows.group_values)
     cause, horizon = settings["cause"], settings["horizon"]
@@ -642,19 +645,23 @@ def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
     def analyse(g, label, idx, sub):
         events = int(np.rint(sub.y[:, 0]).sum())
         cov = None if rows.covariates is None else rows.covariates[idx]
+        sub_w = None if weights is None else weights[idx]
+        if sub_w is not None and not (sub_w > 0).any():
+            raise ValueError("every weight is zero")
         res = survival_rows_result(rows.time[idx], rows.event[idx], rows.risk[idx], cov,
                                    call=call.with_options(group=label_text(grouping.names, label)),
                                    bookkeeping={**bookkeeping, "n_dropped": 0}, rng=group_rng(rng, seed, g),
-                                   **settings)
+                                   weights=sub_w, **settings)
         if sub.n < MIN_GROUP_ROWS or events < MIN_GROUP_EVENTS:
             group_notes[label] = (f"small group ({sub.n} rows, {events} events by the horizon): the asymptotic "
                                   "approximations are unreliable here; read its interval and test with care.")
-        variances[label] = survival_variance(res)
+        variances[label] = survival_variance(res, sub_w)
         return res
 
     groups, reasons = analyse_groups(grouping, target, analyse)
     pooled = survival_rows_result(rows.time, rows.event, rows.risk, rows.covariates, call=call.with_options(by=None),
-                                  bookkeeping=bookkeeping, rng=group_rng(rng, seed, len(grouping)), **settings)
+                                  bookkeeping=bookkeeping, rng=group_rng(rng, seed, len(grouping)), weights=weights,
+                                  **settings)
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
                         _COLUMNS, events=True)

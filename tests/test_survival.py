@@ -284,7 +284,7 @@ def surv_df():
     (lambda d: d.assign(risk=np.where(d.index == 3, 1.2, d.risk)), {}, "risk must lie in"),
     (lambda d: d, {"horizon": 1e-9}, "no event at or before horizon"),
     (lambda d: d, {"horizon": -1.0}, "horizon must be > 0"),
-    (lambda d: d, {"weights": "risk"}, "weights= and prevalence= cannot"),
+    (lambda d: d, {"prevalence": 0.3}, "prevalence= cannot"),
     (lambda d: d, {"null": "conditional"}, "null='conditional'"),
     (lambda d: d, {"method": "bootstrap"}, "method='bootstrap'"),
     (lambda d: d, {"censoring": "cox"}, "needs censoring_covariates"),

@@ -339,3 +339,101 @@ def test_planned_power_with_censoring_against_a_small_simulation():
                                   horizon=1.0).contains_zero
     se = math.sqrt(planned * (1 - planned) / reps)
     assert abs(reject / reps - planned) < 3.5 * se
+
+
+# --------------------------------------------------------------------------- weights=
+def slow_weighted_g_before(time, observed, w):
+    """The weighted product-limit G(X_i-): weights of the censorings over those at risk, one row at a time."""
+    out = np.empty(time.size)
+    cens_times = np.unique(time[observed == 0])
+    for i, s in enumerate(time):
+        g = 1.0
+        for u in cens_times:
+            if u < s:
+                g *= 1.0 - np.sum(w[(time == u) & (observed == 0)]) / np.sum(w[time >= u])
+        out[i] = g
+    return out
+
+
+def slow_weighted_t(u, bins, w):
+    """T_w = sum_b (W_b / W) sum_{i != j} w_i w_j U_i U_j / sum_{i != j} w_i w_j, with explicit outer products."""
+    total = 0.0
+    for b in np.unique(bins):
+        x, v = u[bins == b], w[bins == b]
+        if x.size >= 2:
+            num = np.sum(np.outer(v * x, v * x)) - np.sum((v * x) ** 2)
+            den = np.sum(np.outer(v, v)) - np.sum(v * v)
+            total += v.sum() / w.sum() * num / den
+    return total
+
+
+def test_weighted_km_is_the_km_of_repeated_rows():
+    from calibtest.core.censoring import censoring_km
+    time, event, _, _ = simulate(120, 41)
+    time = np.round(time, 1)  # ties of events and censorings
+    w = np.random.default_rng(0).integers(1, 4, time.size)
+    weighted = censoring_km(time, event, w.astype(float)).before(time)
+    repeated = censoring_km(np.repeat(time, w), np.repeat(event, w)).before(time)
+    np.testing.assert_allclose(weighted, repeated, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(weighted, slow_weighted_g_before(time, event, w.astype(float)), rtol=0, atol=1e-14)
+
+
+def test_case_weights_with_censoring_match_loops_and_the_jackknife():
+    from calibtest.core.censoring import censoring_km, weighted_km_influence
+    from calibtest.core.weighted import weighted_influence
+    time, event, risk, _ = simulate(300, 42, scale=1.6, censoring_rate=0.15)
+    w = np.random.default_rng(1).uniform(0.3, 3.0, time.size)
+    B = 5
+    bins = np.floor(risk * B).astype(int)
+    res = ct.calib_ci(time=time, event=event, probs=risk, horizon=H, weights=w, n_bins=B)
+    assert res.survival.n_censored > 30 and res.weighting is not None
+
+    def t_w(keep):
+        t, e, ww = time[keep], event[keep], w[keep]
+        g = slow_weighted_g_before(t, e, ww) if keep.all() else None
+        if g is None:
+            from calibtest.core.censoring import censoring_km
+            g = censoring_km(t, e, ww).before(t)
+        y = np.where((e == 1) & (t <= H), 1.0 / g, 0.0)
+        return slow_weighted_t(y - risk[keep], bins[keep], ww)
+
+    n = time.size
+    full = t_w(np.ones(n, bool))
+    assert res.estimate == pytest.approx(full, rel=1e-10)
+    loo = np.array([t_w(np.arange(n) != j) for j in range(n)])
+    empirical = (n - 1) * (full - loo)
+    # the analytic influence: T_w's plus the weighted Kaplan-Meier term; its mean square is the result's sigma1^2
+    inv, m, u = res.partition.inverse, res.partition.m, res.data.u[:, 0]
+    km = censoring_km(time, event, w)
+    y = np.where((event == 1) & (time <= H), 1.0 / km.before(time), 0.0)
+    w_b = np.bincount(inv, weights=w, minlength=m)
+    mu = np.bincount(inv, weights=w * u, minlength=m) / np.maximum(w_b, 1e-300)
+    phi = weighted_km_influence(km, event, w, 2 * mu[inv] * (n * w / w_b.sum()) * y)
+    psi = weighted_influence(inv, res.data.u, w, m)
+    assert float(np.mean((psi + phi) ** 2)) == pytest.approx(res.sigma1_sq, rel=1e-12)
+    assert np.corrcoef(empirical, psi + phi)[0, 1] > 0.99  # measured 0.995
+    assert np.corrcoef(empirical, psi)[0, 1] < 0.98  # weights as known: 0.963
+    # unit weights: the unweighted estimate (the weighted path, with the same G)
+    unit = ct.calib_ci(time=time, event=event, probs=risk, horizon=H, weights=np.ones(n), n_bins=B)
+    plain = ct.calib_ci(time=time, event=event, probs=risk, horizon=H, n_bins=B)
+    assert unit.estimate == pytest.approx(plain.estimate, rel=1e-10)
+    assert unit.se == pytest.approx(plain.se, rel=1e-8)
+
+
+def test_case_weights_without_censoring_are_the_weighted_binary_result_and_work_with_by():
+    time, event, risk, x = simulate(400, 43, censoring_rate=0)
+    w = np.random.default_rng(2).uniform(0.5, 2.0, time.size)
+    s = ct.calib_ci(time=time, event=event, probs=risk, horizon=H, weights=w)
+    b = ct.calib_ci(y=(time <= H).astype(int), probs=risk, weights=w)
+    assert (s.estimate, s.se, s.ci_lower, s.ci_upper) == (b.estimate, b.se, b.ci_lower, b.ci_upper)
+    df = _frame()
+    df["w"] = np.random.default_rng(3).uniform(0.5, 2.0, len(df))
+    res = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=H, by="g", weights="w")
+    sub = df[df.g == "mid"].reset_index(drop=True)
+    alone = ct.calib_ci("Surv(time, event) ~ risk", data=sub, horizon=H, weights="w")
+    assert res.groups["mid"].estimate == alone.estimate and res.groups["mid"].se == alone.se
+    with pytest.raises(ValueError, match="prevalence= cannot"):
+        ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=H, prevalence=0.3)
+    with pytest.raises(ValueError, match="weighted Cox"):
+        ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=H, weights="w", censoring="cox",
+                    censoring_covariates=["risk"])

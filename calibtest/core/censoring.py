@@ -66,7 +66,7 @@ import numpy as np
 
 __all__ = ["CensoringKM", "censoring_km", "ipcw_outcome", "km_influence", "survival_rows",
            "SurvivalData", "event_km_risk", "cox_breslow", "cox_survival_before", "cox_influence",
-           "competing_rows", "aalen_johansen_cif"]
+           "competing_rows", "aalen_johansen_cif", "weighted_km_influence"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +112,7 @@ class CensoringKM:
         return float(self.times[below[0]]) if below.size else math.nan
 
 
-def censoring_km(time: np.ndarray, event: np.ndarray) -> CensoringKM:
+def censoring_km(time: np.ndarray, event: np.ndarray, weights: np.ndarray | None = None) -> CensoringKM:
     """Kaplan-Meier of the censoring distribution (censorings as events; events first at tied times).
 
     Parameters
@@ -121,6 +121,10 @@ def censoring_km(time: np.ndarray, event: np.ndarray) -> CensoringKM:
         Observed times X_i >= 0.
     event : ndarray of float or bool, shape (n,)
         delta_i (1: event, 0: censored).
+    weights : ndarray, shape (n,), optional
+        Case weights: the weighted Kaplan-Meier, with R_k = sum of the
+        weights of the rows at risk and d^C_k that of the censorings at u_k
+        (integer weights: the Kaplan-Meier of the rows repeated).
 
     Returns
     -------
@@ -129,6 +133,14 @@ def censoring_km(time: np.ndarray, event: np.ndarray) -> CensoringKM:
     times, index, counts = np.unique(time, return_inverse=True, return_counts=True)
     index = index.reshape(-1)
     m = times.size
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        total = np.bincount(index, weights=w, minlength=m)
+        ev = np.bincount(index, weights=w * np.asarray(event, dtype=np.float64), minlength=m)
+        at_risk = total[::-1].cumsum()[::-1]
+        cens = total - ev
+        surv = np.cumprod(1.0 - np.divide(cens, at_risk, out=np.zeros(m), where=at_risk > 0))
+        return CensoringKM(times=times, at_risk=at_risk, censored=cens, events=ev, surv=surv, index=index)
     ev = np.bincount(index, weights=np.asarray(event, dtype=np.float64), minlength=m)
     cens = counts - ev
     at_risk = (time.size - np.cumsum(counts) + counts).astype(np.float64)
@@ -183,6 +195,19 @@ def km_influence(km: CensoringKM, event: np.ndarray, a: np.ndarray) -> np.ndarra
     compensator = np.cumsum(ratio * km.censored / km.at_risk)
     censored = 1.0 - np.asarray(event, dtype=np.float64)
     return censored * ratio[km.index] - compensator[km.index]
+
+
+def weighted_km_influence(km: CensoringKM, event: np.ndarray, weights: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """phi_j of a weighted Kaplan-Meier G (:func:`censoring_km` with ``weights``) on sum_i a_i Y~_i / n.
+
+    With R_w and d^C_w the weighted risk sets and censorings, G-hat(s-) / G(s-) - 1 is
+    -sum_j w_j int_{[0, s)} dM^C_j / R_w to first order (M^C_j with the
+    compensator d^C_w / R_w), so that row j's influence is w_j times the
+    unweighted expression of :func:`km_influence` with the weighted sums:
+    phi_j = w_j [(1 - delta_j) A(X_j) / R_w(X_j) - sum_{u_k <= X_j} A_k d^C_wk / R_wk^2]
+    (invariant to the scale of the weights; unit weights give :func:`km_influence`).
+    """
+    return np.asarray(weights, dtype=np.float64) * km_influence(km, event, a)
 
 
 def _risk_set_sums(index: np.ndarray, m: int, x: np.ndarray, eta: np.ndarray):
