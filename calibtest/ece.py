@@ -223,10 +223,11 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         N(0, 1) with the null variance estimated from the weighted rows; with
         nothing censored before t every number is binary ``calib_ci`` on
         1{T <= t} (``docs/survival.md``; ``res.survival`` holds the times,
-        events and censoring summary).  Rows in memory only; ``weights=``,
-        ``prevalence=`` and resampling methods are refused.  With ``by=``,
-        one survival result per group, the censoring distribution estimated
-        within each group.
+        events and censoring summary).  Rows in memory only; ``prevalence=``
+        and resampling methods are refused.  With ``by=``, one survival
+        result per group, the censoring distribution estimated within each
+        group; with ``weights=`` (case weights), the weighted estimate of the
+        IPCW rows with the weighted Kaplan-Meier of the censoring.
     time, event : array_like, optional
         Array input of a survival outcome (with ``probs=`` and ``horizon=``):
         times >= 0 and events coded 1 (event) / 0 (censored).

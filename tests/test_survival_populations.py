@@ -437,3 +437,18 @@ def test_case_weights_without_censoring_are_the_weighted_binary_result_and_work_
     with pytest.raises(ValueError, match="weighted Cox"):
         ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=H, weights="w", censoring="cox",
                     censoring_covariates=["risk"])
+
+
+def test_competing_risks_carry_over_to_compare_and_by():
+    time, event, risk, x = simulate(500, 44, causes=True)
+    df = pd.DataFrame({"time": time, "status": event, "a": risk, "b": np.clip(risk * 1.3, 0, 1),
+                       "g": np.where(x < 0, "low", "high")})
+    cmp = ct.calib_compare("Surv(time, status) ~ a", "Surv(time, status) ~ b", data=df, horizon=H, cause=1)
+    assert cmp.paired and cmp.result_a.survival.cause == 1
+    d = survival_influence(cmp.result_a) - survival_influence(cmp.result_b)
+    assert cmp.se_first_order_plugin ** 2 == pytest.approx(np.mean(d * d) / len(df), rel=1e-12)
+    grouped = ct.calib_ci("Surv(time, status) ~ a", data=df, horizon=H, cause=1, by="g")
+    alone = ct.calib_ci("Surv(time, status) ~ a", data=df[df.g == "low"].reset_index(drop=True), horizon=H,
+                        cause=1)
+    assert grouped.groups["low"].estimate == alone.estimate
+    assert "cumulative incidence of cause 1" in str(grouped.summary())
