@@ -37,12 +37,14 @@ from scipy import special as _special
 
 from calibtest._format import fmt, model_name, p_equals
 from calibtest._validation import check_alpha, check_missing
+from calibtest.core.censoring import censoring_km, ipcw_outcome, km_influence
 from calibtest.core.clustered import cluster_cells, clustered_difference_variance, clustered_statistics
-from calibtest.core.difference_variance import difference_variance
+from calibtest.core.difference_variance import DifferenceVariance, difference_variance
 from calibtest.estimation import estimate_in_memory
 from calibtest.formula import parse_formula, resolve_env
 from calibtest.options import OPTIONS, check_options
 from calibtest.results import CalibrationResult, ConfidenceInterval
+from calibtest.survival import ipcw_influence, survival_calib_ci
 from calibtest.summary import CalibSummary, ResultDisplay, short_name
 
 __all__ = ["calib_compare", "ComparisonResult", "PairwiseComparisonResult", "ALTERNATIVES", "z_pvalue",
@@ -194,6 +196,16 @@ class ComparisonResult(ResultDisplay):
                          "conservative near calibration).")
         if self.se == 0:
             notes.append("The standard error is 0 (identical or degenerate estimates); the test is undefined.")
+        sv = self.result_a.survival if self.result_a is not None else None
+        if sv is not None:
+            censored = max(sv.n_censored, self.result_b.survival.n_censored)
+            notes.append(f"Survival outcome at horizon t = {sv.horizon:g}: ECE^2(t) of each model's risk by t. "
+                         + ("Rows censored before t enter by inverse probability of censoring weights; the "
+                            "first-order variance is that of the difference of the IPCW influence values, "
+                            "including the (shared, when paired) influence of the Kaplan-Meier censoring "
+                            "distribution (docs/survival.md)." if censored else
+                            "Nothing is censored before t, so the comparison is that of the binary outcome "
+                            "1{T <= t}."))
         notes.append("Delta compares ECE^2 on each model's own bins; a negative estimate favours model A.")
         return notes
 
@@ -416,6 +428,10 @@ def _decide_pairing(a: CalibrationResult, b: CalibrationResult, paired) -> tuple
         return False, "caller"
     if not same_n:
         return False, "different n"
+    if a.survival is not None:
+        if _same_follow_up(a, b):
+            return True, "identical times and events"
+        return False, "times or events differ"
     if a.mode == "binary":
         if np.array_equal(_outcomes(a), _outcomes(b)):
             return True, "identical outcomes"
@@ -427,7 +443,74 @@ def _decide_pairing(a: CalibrationResult, b: CalibrationResult, paired) -> tuple
         "formula form calib_compare('y ~ p_a', 'y ~ p_b', data=df), which is paired")
 
 
+def _same_follow_up(a: CalibrationResult, b: CalibrationResult) -> bool:
+    """Whether two survival results hold the same times and events, row by row."""
+    return bool(np.array_equal(a.survival.time, b.survival.time) and np.array_equal(a.survival.event,
+                                                                                  b.survival.event))
+
+
+def _censored(res: CalibrationResult) -> bool:
+    """A survival result with rows censored before its horizon (an IPCW result, not the binary one)."""
+    return res.survival is not None and res.survival.n_censored > 0
+
+
+def survival_influence(res: CalibrationResult) -> np.ndarray:
+    """The influence values of T of a survival result with censoring before t, the Kaplan-Meier G's included.
+
+    psi_i - mean(psi) + phi_i of :func:`calibtest.survival.ipcw_influence`
+    with the Kaplan-Meier influence phi recomputed from ``res.survival``
+    (the times and events): mean(IF^2) is the result's sigma1^2.
+
+    Raises
+    ------
+    ValueError
+        For a Cox censoring model (its covariates are not kept on the result).
+    """
+    sv = res.survival
+    if sv.censoring != "km":
+        raise ValueError("calib_compare of survival results with censoring before the horizon needs the "
+                         "Kaplan-Meier censoring distribution (censoring='km'): a result does not keep the Cox "
+                         "model's covariates, so the shared censoring term of the difference cannot be computed")
+    observed = sv.event if sv.cause is None else (sv.event != 0).astype(np.float64)
+    event = sv.event if sv.cause is None else (sv.event == sv.cause).astype(np.float64)
+    km = censoring_km(sv.time, observed)
+    y_tilde = ipcw_outcome(sv.time, event, sv.horizon, km.before(sv.time))
+    return ipcw_influence(res.partition.inverse, res.partition.m, res.data.u[:, 0], y_tilde,
+                          lambda w: km_influence(km, observed, w))
+
+
+def _survival_variance(a: CalibrationResult, b: CalibrationResult, paired: bool) -> DifferenceVariance:
+    """Var(T_A - T_B) of two survival results with censoring before the horizon.
+
+    The second-order part and the plug-in bias are those of the IPCW rows
+    (:func:`calibtest.core.difference_variance.difference_variance`, the rows
+    being independent given G); the first-order part is paired
+    mean((IF_A - IF_B)^2) / n, whose Kaplan-Meier terms share the censoring
+    martingales of the same rows (phi is linear in the weights a_i, so the
+    difference's censoring term is phi(a^A - a^B)), or unpaired
+    sigma1_A^2 / n_A + sigma1_B^2 / n_B.
+    """
+    if paired and not _same_follow_up(a, b):
+        raise ValueError("a paired comparison of survival results needs the same times and events row by row (the "
+                         "same patients in the same order)")
+    var = difference_variance(a.partition.inverse, a.data.u, b.partition.inverse, b.data.u, paired=paired)
+    if paired:
+        d = survival_influence(a) - survival_influence(b)
+        first = float(np.mean(d * d)) / a.n
+    else:
+        first = a.sigma1_sq / a.n + b.sigma1_sq / b.n
+    return DifferenceVariance(first, var.first_order_bias, var.second_order)
+
+
 def _check_compatible(a: CalibrationResult, b: CalibrationResult):
+    if (a.survival is None) != (b.survival is None):
+        raise ValueError("compare two survival results (calib_ci(..., horizon=)) or two results without one, not "
+                         "one of each")
+    if a.survival is not None:
+        if a.survival.horizon != b.survival.horizon or a.survival.cause != b.survival.cause:
+            raise ValueError(f"the two survival results have different horizons or causes (t = "
+                             f"{a.survival.horizon:g} and {b.survival.horizon:g}); compare risks by the same "
+                             "horizon of the same event")
     if a.weighting is not None or b.weighting is not None:
         raise ValueError("calib_compare takes unweighted results: the difference variance of weighted "
                          "estimates (weights=, prevalence=) is not implemented")
@@ -469,6 +552,9 @@ def _compare_two(a, b, *, paired, pairing, alpha, alternative, variance, names) 
     if a.clustering is not None:
         v1, v2 = _clustered_variance(a, b, paired)
         var = None
+    elif _censored(a) or _censored(b):
+        var = _survival_variance(a, b, paired)
+        v1, v2 = var.first_order(variance), var.second_order
     else:
         var = difference_variance(inv_a, u_a, inv_b, u_b, paired=paired)
         v1, v2 = var.first_order(variance), var.second_order
@@ -506,8 +592,12 @@ def _names(results, names) -> list[str]:
     return out
 
 
-def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster=None):
-    """calib_ci for each formula on the same rows (rows with NaN in any formula dropped jointly)."""
+def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster=None, survival=None):
+    """calib_ci for each formula on the same rows (rows with NaN in any formula dropped jointly).
+
+    ``survival``: the keywords ``horizon``, ``censoring`` and ``cause`` of
+    survival formulas ``"Surv(time, event) ~ risk"`` (None: other outcomes).
+    """
     if data is None:
         raise ValueError("the formula form needs data=")
     check_missing(missing)
@@ -516,6 +606,7 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
         for f in formulas:
             parsed = parse_formula(f, data, env)
             y_na = np.asarray(pd.isna(parsed.y), dtype=bool)
+            y_na = y_na.any(axis=1) if y_na.ndim == 2 else y_na  # Surv(time, event): either missing
             masks.append(y_na | np.isnan(parsed.probs).any(axis=1))
         mask = np.logical_or.reduce(masks)
         if mask.any():
@@ -527,13 +618,19 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
                 labels = np.asarray(cluster)
                 cluster = labels[~mask] if labels.shape == mask.shape else labels
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": 0.05}  # as calib_ci records them
+    if survival is not None:
+        if cluster is not None:
+            raise ValueError("cluster= is not available with a survival outcome (horizon=)")
+        return [survival_calib_ci(f, data, env=env, n_bins=n_bins, missing=missing, n_classes=n_classes, k=k,
+                                  call_options=options, **survival) for f in formulas]
     return [estimate_in_memory(f, data, None, None, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                                call_options=options, cluster=cluster) for f in formulas]
 
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
-                  missing: str = "raise", eval_env=0, cluster=None) -> ComparisonResult | PairwiseComparisonResult:
+                  missing: str = "raise", eval_env=0, cluster=None, horizon=None, censoring: str = "km",
+                  cause=None) -> ComparisonResult | PairwiseComparisonResult:
     """Test whether two models' l2 calibration errors differ: H0 Delta = ECE_A^2 - ECE_B^2 = 0.
 
     Parameters
@@ -577,6 +674,18 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
         same clusters row by row; unpaired: independent sets of clusters,
         variances added); a clustered and an unclustered result are not
         compared.  ``variance=`` does not apply to clustered results.
+    horizon, censoring, cause : optional
+        Formula form with survival outcomes: ``calib_compare("Surv(time,
+        event) ~ risk_a", "Surv(time, event) ~ risk_b", data=df, horizon=t)``
+        compares two models' risks by t on the same patients, as
+        :func:`calibtest.calib_ci` with ``horizon=`` (``censoring="km"`` for
+        a paired comparison with censoring before t).  Survival results
+        (``calib_ci(..., horizon=)``) are compared the same way: paired when
+        they hold the same times and events row by row.  With censoring
+        before t the first-order variance is that of the paired IPCW
+        influence values, whose Kaplan-Meier censoring term is shared
+        (``docs/survival.md``); without it the results are binary ones and
+        so is the comparison.
 
     Returns
     -------
@@ -628,8 +737,9 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
         if paired is False:
             raise ValueError("the formula form evaluates all models on the same rows of data, so it is paired; "
                              "pass paired=None or True")
+        surv = None if horizon is None else dict(horizon=horizon, censoring=censoring, cause=cause)
         results = _fit_formulas(models, data, n_classes=n_classes, k=k, n_bins=n_bins, missing=missing,
-                                env=resolve_env(eval_env), cluster=cluster)
+                                env=resolve_env(eval_env), cluster=cluster, survival=surv)
         forced = (True, "formula")
     else:
         if data is not None:
@@ -637,6 +747,9 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
         if cluster is not None:
             raise ValueError("cluster= is used only with formulas; results of calib_ci(..., cluster=) carry "
                              "their clusters")
+        if horizon is not None or cause is not None:
+            raise ValueError("horizon= and cause= are used only with formulas; survival results of "
+                             "calib_ci(..., horizon=) carry their horizon")
         for i, m in enumerate(models):
             if not isinstance(m, CalibrationResult):
                 raise TypeError(f"model {i + 1} must be a CalibrationResult or a formula string, "

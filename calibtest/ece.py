@@ -20,7 +20,8 @@ from calibtest.formula import resolve_env
 from calibtest.backends.grouped import dask_groups, stream_file_groups
 from calibtest._format import Call
 from calibtest.grouping import by_names, group_labels
-from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums
+from calibtest.groups import (GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums,
+                              grouped_survival_calib_ci)
 from calibtest.inputs import is_dask, is_out_of_core, prepare_input
 from calibtest.options import check_options
 from calibtest.results import CalibrationResult
@@ -43,7 +44,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
              null: str = DEFAULT_NULL, rng=None, n_null_draws: int = DEFAULT_DRAWS,
              chunksize: int | None = None, progress: bool | None = None, weights=None,
              prevalence: float | None = None, by=None, cluster=None, horizon: float | None = None, time=None, event=None,
-             censoring: str = "km", censoring_covariates=None) -> CalibrationResult | GroupedCalibrationResult:
+             censoring: str = "km", censoring_covariates=None,
+             cause: int | None = None) -> CalibrationResult | GroupedCalibrationResult:
     """Confidence interval and test for the l2 expected calibration error.
 
     Implements Algorithm 1 of Sun, Chaudhari, Barnett & Dobriban, "A Confidence
@@ -221,8 +223,11 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         N(0, 1) with the null variance estimated from the weighted rows; with
         nothing censored before t every number is binary ``calib_ci`` on
         1{T <= t} (``docs/survival.md``; ``res.survival`` holds the times,
-        events and censoring summary).  Rows in memory only; ``by=``,
-        ``weights=``, ``prevalence=`` and resampling methods are refused.
+        events and censoring summary).  Rows in memory only; ``prevalence=``
+        and resampling methods are refused.  With ``by=``, one survival
+        result per group, the censoring distribution estimated within each
+        group; with ``weights=`` (case weights), the weighted estimate of the
+        IPCW rows with the weighted Kaplan-Meier of the censoring.
     time, event : array_like, optional
         Array input of a survival outcome (with ``probs=`` and ``horizon=``):
         times >= 0 and events coded 1 (event) / 0 (censored).
@@ -232,6 +237,11 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         on ``censoring_covariates`` (statsmodels' PHReg).
     censoring_covariates : list of str or array_like, optional
         Covariates of the Cox censoring model: columns of ``data`` or an (n, p) array.
+    cause : int, optional
+        Competing risks: ``event`` holds 0 (censored) and cause codes 1, 2,
+        ...; the risk is the cumulative incidence of ``cause`` by the
+        horizon.  A competing event before t has outcome 0 and is not a
+        censoring of the weights (Aalen-Johansen weights).
 
     Returns
     -------
@@ -285,12 +295,13 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                               "separately or without cluster=")
         if chunksize is not None:
             raise OptionError("chunksize= applies only to data given as a file path")
-        return survival_calib_ci(formula, data, time=time, event=event, probs=probs, horizon=horizon,
-                                 censoring=censoring, censoring_covariates=censoring_covariates, env=env,
-                                 n_bins=n_bins, alpha=alpha, missing=missing, null=null, rng=rng,
-                                 n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
-                                 progress=progress, weights=weights, prevalence=prevalence, by=by,
-                                 n_classes=n_classes, k=k, call_options=options)
+        res = survival_calib_ci(formula, data, time=time, event=event, probs=probs, horizon=horizon,
+                                censoring=censoring, censoring_covariates=censoring_covariates, env=env,
+                                n_bins=n_bins, alpha=alpha, missing=missing, null=null, rng=rng,
+                                n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
+                                progress=progress, weights=weights, prevalence=prevalence, by=by,
+                                n_classes=n_classes, k=k, cause=cause, call_options=options)
+        return res if by is None else grouped_survival_calib_ci(res, alpha=alpha)
     if cluster is not None:
         check_options(cluster=cluster)
         if is_out_of_core(data):

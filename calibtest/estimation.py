@@ -38,8 +38,8 @@ from calibtest.core.partition import Partition, binned_dimension, cell_geometry,
 from calibtest.core.resampling import binned_rows, resampling_interval
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import (null_studentized_multipliers, prevalence_event_prob, prevalence_weights,
-                                     sparse_bins, studentized_adjusted_interval, weighted_null_draws,
-                                     weighted_statistics)
+                                     sparse_bins, studentized_adjusted_interval, weighted_influence,
+                                     weighted_null_draws, weighted_statistics)
 from calibtest.cluster_robust import cluster_robust_measures
 from calibtest.inputs import Clusters, prepare_input
 from calibtest.results import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Clustering, Weighting
@@ -318,7 +318,8 @@ def _read_only(values: np.ndarray) -> np.ndarray:
 def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alpha: float,
                       prevalence: float | None = None, weights_name: str | None = None,
                       sample_prevalence: float | None = None, null: str = "asymptotic", rng=None,
-                      n_null_draws: int = DEFAULT_DRAWS, call: Call | None = None, **extra) -> CalibrationResult:
+                      n_null_draws: int = DEFAULT_DRAWS, call: Call | None = None, extra_influence=None,
+                      **extra) -> CalibrationResult:
     """The weighted estimate (case weights and/or prevalence adjustment); one result.
 
     T_w, its influence-function variance and the calibrated-regime variance
@@ -372,6 +373,10 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     independent of the outcome given the prediction) T_w is unbiased given
     the weights and keeps the influence-function standard error.
     call : Call, optional
+    extra_influence : callable, optional
+        ``extra_influence(inverse, u, w)``: influence values added to those of
+        T_w in sigma_{1,w}^2 (the estimated censoring distribution of IPCW
+        rows, :mod:`calibtest.survival`); case weights only.
     **extra
         Bookkeeping fields of the result.
     """
@@ -396,6 +401,10 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         raise ValueError("the weighted calibrated-regime variance is 0 (no bin holds two rows with positive "
                          "weight and non-zero errors); use fewer bins or more rows")
     t, s1 = ws.estimate, ws.sigma1_sq
+    if extra_influence is not None:
+        psi = weighted_influence(partition.inverse, data.u, weights, partition.m)
+        influence = psi + extra_influence(partition.inverse, data.u, weights)
+        s1 = float(np.mean(influence * influence))
     se = math.sqrt(ws.jackknife_variance if jackknife else s1 / n)
     if no_error:  # the null law of T_w is the point mass at 0, and T_w = 0: no evidence, p = 1
         zstat, pvalue, threshold = 0.0, 1.0, 0.0

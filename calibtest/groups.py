@@ -82,8 +82,10 @@ from calibtest.inputs import prepare_input
 from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
+from calibtest.survival import SurvivalInput, survival_rows_result
+from calibtest.core.targets import prepare_target
 
-__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "calibration_measures", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
+__all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_survival_calib_ci", "calibration_measures", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
            "global_test", "heterogeneity_test", "holm",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
@@ -288,6 +290,13 @@ class GroupedCalibrationResult(GroupedResult):
         if self.source is not None:
             notes.append(f"Streamed from {self.source.get('name', self.source.get('format'))} in "
                          f"{self.source.get('passes', 1)} pass(es): per-group bin sums, no rows kept.")
+        sv = self.pooled.survival
+        if sv is not None:
+            what = "risk P(T <= t)" if sv.cause is None else f"cumulative incidence of cause {sv.cause} by t"
+            notes.append(f"Survival outcome at horizon t = {sv.horizon:g} (the {what}): each group's censoring "
+                         "distribution is estimated from its own rows, so the groups' estimates are independent; "
+                         "'events' counts events by t. CITL, slope and O/E of 0/1 outcomes do not apply to the "
+                         "weighted rows (see the survival evidence).")
         notes += self._group_notes()
         notes.append("Each group has its own bins (B in the table); the pooled row is all rows together.")
         below = self.pooled_ece_text()
@@ -558,6 +567,107 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
                            global_method=global_method, alpha=alpha, null=null, seed=seed, mode=target.mode,
                            k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
+
+
+def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> float:
+    """:func:`estimate_variance` of a survival result (``calib_ci(..., horizon=)``).
+
+    Without censoring before the horizon the result is the binary one
+    (weighted with case ``weights``), and so is its variance.  With
+    censoring, the first-order part is the result's own sigma1^2 / n, whose
+    influence values include the estimated censoring distribution's, less
+    the plug-in bias 2 V_0(shift 0), plus the second-order part V_0, both
+    from the IPCW rows (the weighted formulas of :mod:`calibtest.core.weighted`,
+    with w = 1 for unweighted rows).
+    """
+    if weights is not None:
+        return estimate_variance(res, weights)
+    if res.survival.n_censored == 0:
+        return estimate_variance(res)
+    return estimate_variance(res, np.ones(res.n))
+
+
+def _survival_row(res: CalibrationResult) -> dict:
+    """A survival group's row: the ECE columns (CITL, slope and O/E of 0/1 outcomes do not apply to IPCW rows)."""
+    ci = res.conf_int(scale="ece")
+    p, null = finite_sample_pvalue(res)
+    return dict(n_bins=res.n_bins, estimate=res.estimate, ece=res.ece, ci_lower=res.ci_lower, ci_upper=res.ci_upper,
+                ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null)
+
+
+def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
+                              global_method: str = "bonferroni") -> GroupedCalibrationResult:
+    """:func:`calibtest.calib_ci` with a survival outcome (``horizon=``) and ``by=``: one survival result per group.
+
+    Each group's result is :func:`calibtest.survival.survival_rows_result`
+    on the group's rows, with the censoring distribution (Kaplan-Meier, or
+    the Cox model) estimated **within the group**: censoring may differ
+    between groups (sites, periods), and the groups' estimates are then
+    independent, as the global and heterogeneity tests need.  A group
+    without censoring before the horizon is the binary result of
+    1{T <= t} (with its finite-sample conditional p-value).  A group
+    without an event by the horizon is listed with the reason.
+
+    The global test combines the groups' p-values as for binary groups; the
+    heterogeneity test (Cochran's Q) carries over with the variance of
+    :func:`survival_variance`, which includes the influence of each group's
+    estimated censoring distribution.  Small groups (fewer than
+    :data:`MIN_GROUP_ROWS` rows or :data:`MIN_GROUP_EVENTS` events by t)
+    get a note: the Monte Carlo null of binary groups draws Bernoulli
+    labels, which rows censored before t do not have.  CITL, slope and O/E
+    of 0/1 outcomes are not computed (the survival evidence is
+    :mod:`calibtest.survival_evidence`).
+
+    Parameters
+    ----------
+    rows : SurvivalInput
+        The validated rows and labels (:func:`calibtest.survival.survival_calib_ci` with ``by=``).
+    alpha : float
+    global_method : {"bonferroni", "fisher", "stouffer"}
+
+    Returns
+    -------
+    GroupedCalibrationResult
+        Its ``groups`` are survival results (``res.survival``), its ``pooled``
+        the survival result of all rows.
+    """
+    global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
+    settings, bookkeeping, call = dict(rows.settings), rows.bookkeeping, rows.call
+    rng, weights = settings.pop("rng"), settings.pop("weights")
+    _, seed = resolve_seed(rng)
+    grouping = grouping_of(rows.group_names, rows.group_values)
+    cause, horizon = settings["cause"], settings["horizon"]
+    event = rows.event == (1.0 if cause is None else float(cause))
+    target = prepare_target((event & (rows.time <= horizon)).astype(np.float64), rows.risk,
+                            y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
+    group_notes, variances = {}, {}
+
+    def analyse(g, label, idx, sub):
+        events = int(np.rint(sub.y[:, 0]).sum())
+        cov = None if rows.covariates is None else rows.covariates[idx]
+        sub_w = None if weights is None else weights[idx]
+        if sub_w is not None and not (sub_w > 0).any():
+            raise ValueError("every weight is zero")
+        res = survival_rows_result(rows.time[idx], rows.event[idx], rows.risk[idx], cov,
+                                   call=call.with_options(group=label_text(grouping.names, label)),
+                                   bookkeeping={**bookkeeping, "n_dropped": 0}, rng=group_rng(rng, seed, g),
+                                   weights=sub_w, **settings)
+        if sub.n < MIN_GROUP_ROWS or events < MIN_GROUP_EVENTS:
+            group_notes[label] = (f"small group ({sub.n} rows, {events} events by the horizon): the asymptotic "
+                                  "approximations are unreliable here; read its interval and test with care.")
+        variances[label] = survival_variance(res, sub_w)
+        return res
+
+    groups, reasons = analyse_groups(grouping, target, analyse)
+    pooled = survival_rows_result(rows.time, rows.event, rows.risk, rows.covariates, call=call.with_options(by=None),
+                                  bookkeeping=bookkeeping, rng=group_rng(rng, seed, len(grouping)), weights=weights,
+                                  **settings)
+    table = group_table(grouping, target, groups, reasons,
+                        {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
+                        _COLUMNS, events=True)
+    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+                           global_method=global_method, alpha=alpha, null=settings["null"], seed=seed,
+                           mode="binary", k=1, n_classes=None, pooled_measures={}, call_record=call, **bookkeeping)
 
 
 def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, variances: dict,

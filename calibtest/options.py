@@ -436,6 +436,11 @@ _OPTIONS = (
            "Kaplan-Meier, or a Cox model on censoring_covariates", choices=("km", "cox")),
     Option("censoring_covariates", "names", None, "columns the censoring depends on (censoring='cox')",
            nullable=True),
+    Option("censored_fraction", "level", None, "planning a survival study: the anticipated share of patients "
+           "censored before the horizon in the absence of events (exponential censoring); None: no censoring",
+           nullable=True),
+    Option("cause", "count", None, "competing risks: the event code of the cause whose cumulative incidence by the "
+           "horizon is predicted (codes: 0 censored, other positive codes competing events)", nullable=True),
     Option("acceptance", "criteria", None, "pre-specified acceptance criterion KEY=VALUE (repeat for several): "
            "ece_below=0.05, citl_within=0.2 or -0.1,0.3, slope_within=0.8,1.25, oe_within=0.8,1.25",
            nullable=True, flag="--accept"),

@@ -10,6 +10,7 @@ population the study will draw from.  See ``docs/planning.md``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import warnings
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import special as _special
 
 from calibtest._validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
     resolve_seed, is_bool
@@ -25,7 +27,8 @@ from calibtest.core.binning import resolve_n_bins
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume
-from calibtest.core.planning import MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, logistic_recalibration
+from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, ipcw_inflation,
+                                     ipcw_second_moment, logistic_recalibration)
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.estimation import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
 from calibtest.options import OPTIONS, check_number, check_option
@@ -67,6 +70,10 @@ class PlanningInputs:
     alpha : float
     null : str
         The null law whose rejection is counted.
+    censoring : dict or None
+        A survival study's anticipated censoring (``censored_fraction`` and
+        the IPCW variance inflation ``kappa``; :class:`_CensoredPlanner`);
+        None without censoring.
     """
 
     mode: str
@@ -78,12 +85,16 @@ class PlanningInputs:
     ece_sq_continuous: float
     alpha: float
     null: str
+    censoring: dict | None = None
 
     def as_dict(self) -> dict:
-        return {"mode": self.mode, "k": self.k, "n_classes": self.n_classes, "n_predictions": self.n_predictions,
-                "prediction_summary": dict(self.prediction_summary), "miscalibration": dict(self.miscalibration),
-                "ece_sq_continuous": self.ece_sq_continuous, "ece_continuous": math.sqrt(self.ece_sq_continuous),
-                "alpha": self.alpha, "null": self.null}
+        out = {"mode": self.mode, "k": self.k, "n_classes": self.n_classes, "n_predictions": self.n_predictions,
+               "prediction_summary": dict(self.prediction_summary), "miscalibration": dict(self.miscalibration),
+               "ece_sq_continuous": self.ece_sq_continuous, "ece_continuous": math.sqrt(self.ece_sq_continuous),
+               "alpha": self.alpha, "null": self.null}
+        if self.censoring is not None:
+            out["censoring"] = dict(self.censoring)
+        return out
 
 
 @dataclass(frozen=True)
@@ -257,6 +268,62 @@ class _Planner(AnalyticPlanner):
         return reject, width
 
 
+class _CensoredPlanner(_Planner):
+    """The plan of a survival study at a horizon with censoring: the uncensored plan at n / kappa rows.
+
+    With censoring before the horizon, :func:`calibtest.calib_ci` analyses
+    the IPCW outcomes Y~, whose conditional variance exceeds the label
+    variance q (1 - q) (:func:`calibtest.core.planning.ipcw_second_moment`
+    under exponential event and censoring times).  The first-order variance
+    of T (order Var / n) and its null variance (order (Var / n)^2) are those
+    of an uncensored study of n / kappa rows, kappa the population's
+    inflation (:func:`calibtest.core.planning.ipcw_inflation`); the bins stay
+    those of the n rows analysed.  T's law (mean, variance, skewness) is
+    that of the n / kappa uncensored rows; the threshold is the survival
+    test's, z_alpha sqrt(V_0), with V_0 the expected null variance that the
+    test estimates from the IPCW rows (:meth:`null_variance`).
+    """
+
+    def __init__(self, *args, kappa: float, second_moment: np.ndarray, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kappa = kappa
+        self.second_moment = second_moment  # E[U^2 | z] = Var(Y~ | q) + (q - z)^2 of each population point
+
+    def B(self, n: int) -> int:
+        return super().B(int(round(n * self.kappa)))  # n here is n / kappa: the bins of the n rows analysed
+
+    def null_variance(self, n: int, pb) -> float:
+        """E V_0 of the survival test at n rows: (2/n^2) sum_b E[c_b/(c_b - 1); c_b >= 2] m2_b^2, m2_b = E[U^2 | b].
+
+        The test estimates V_0 from the IPCW rows, whose U^2 carries the
+        IPCW variance and, under a miscalibrated model, (q - z)^2 (the
+        count moments of :func:`calibtest.core.power.count_moments`).
+        """
+        count = np.bincount(pb.inverse, minlength=pb.pi.size).astype(np.float64)
+        m2 = np.bincount(pb.inverse, weights=self.second_moment, minlength=pb.pi.size) / count
+        e2 = _pw.count_moments(int(n), pb.pi)[1]
+        return float(2.0 * np.sum(e2 * m2 * m2) / (n * n))
+
+    def analytic_many(self, ns) -> list[dict]:
+        ns = [int(v) for v in ns]
+        effective = [max(2, int(round(n / self.kappa))) for n in ns]
+        rows = super().analytic_many(effective)
+        if not rows:
+            return rows
+        thr = np.array([_special.ndtri(1.0 - self.alpha) * math.sqrt(self.null_variance(n, self.bins(r["n_bins"])))
+                        for n, r in zip(ns, rows)])
+        mean = np.array([r["t_mean"] for r in rows])
+        var = np.array([r["t_sd"] ** 2 for r in rows])
+        skew = np.array([r["t_skewness"] for r in rows])
+        power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        width = _pw.expected_width_many(mean, var, np.array([r["sigma1_sq"] for r in rows]),
+                                        np.array(effective, dtype=float), thr, self.alpha)
+        for row, n, n_eff, t_, p_, w_ in zip(rows, ns, effective, thr, power, width):
+            row.update(n=n, n_effective=n_eff, threshold=float(t_), power=float(p_), expected_width=float(w_),
+                       reliable=bool(row["reliable"] and n_eff >= SMALL_N))
+        return rows
+
+
 def _inputs(data, z, q, form, alpha, null) -> PlanningInputs:
     delta = q - z
     return PlanningInputs(mode=data.mode, k=data.k, n_classes=data.n_classes, n_predictions=int(z.shape[0]),
@@ -387,6 +454,13 @@ def _notes(inputs, reliable, method, margin=None) -> list[str]:
                 "T ~ shifted gamma, the bound's squared se E sigma1_hat^2 / n + kappa (T - E T), floored at V0)")
     notes = [head + "; widths are of the ECE-scale interval. The test estimates the binned "
              "ECE at the B the study uses, which is smaller than the continuous ECE."]
+    if inputs.censoring is not None:
+        cens = inputs.censoring
+        notes.append(f"Survival study at a horizon with {cens['censored_fraction']:.0%} of the patients censored "
+                     "before it (exponential event and censoring times): the IPCW outcomes inflate the label "
+                     f"variance by kappa = {cens['kappa']:.4g}, and n rows are planned as an uncensored study of "
+                     "n / kappa rows at the bins of n (conservative: the Kaplan-Meier estimate of the censoring "
+                     "lowers the variance; docs/survival.md).")
     if method == "analytic":
         notes.append("Analytic: T ~ shifted gamma with its mean and variance exact given the bin counts "
                      "(first-order sigma1^2 / n plus the calibrated-regime second-order term) and its "
@@ -410,21 +484,46 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
     return df[keep]
 
 
-def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method, margin=None):
+def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method, margin=None,
+            censored_fraction=None):
     alpha = check_alpha(alpha)
     margin = check_option("margin", margin)
     method = check_option("study_method", method, "method")
+    censored_fraction = check_option("censored_fraction", censored_fraction)
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
     z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
     null = _resolve_null(null, data.k)
-    planner = _Planner(z, q, data, n_bins, alpha, null, margin)
-    return planner, _inputs(data, z, q, form, alpha, null), method
+    if censored_fraction is None:
+        planner = _Planner(z, q, data, n_bins, alpha, null, margin)
+        return planner, _inputs(data, z, q, form, alpha, null), method
+    if data.mode != "binary":
+        raise ValueError("censored_fraction= plans a survival study at a horizon, whose risk is one probability "
+                         f"column (binary), not mode {data.mode!r}")
+    if margin is not None:
+        raise ValueError("margin= with censored_fraction= is not available: the margin test of a survival "
+                         "result is not planned yet")
+    if null != "conditional":
+        raise ValueError("with censored_fraction= the test is the survival one (null='auto'): leave null= unset")
+    if method != "analytic":
+        raise ValueError("method='simulation' is not available with censored_fraction=; use method='analytic' "
+                         "(checked by simulation in docs/survival.md)")
+    if q.max() >= 1.0:
+        raise ValueError("with censored_fraction= the anticipated risks by the horizon must be below 1 (an "
+                         "exponential event time cannot reach a risk of 1)")
+    kappa = ipcw_inflation(q[:, 0], censored_fraction)
+    second = ipcw_second_moment(q[:, 0], censored_fraction) - q[:, 0] ** 2 + (q[:, 0] - z[:, 0]) ** 2
+    planner = _CensoredPlanner(z, q, data, n_bins, alpha, null, margin, kappa=kappa, second_moment=second)
+    inputs = dataclasses.replace(_inputs(data, z, q, form, alpha, null),
+                                 censoring={"censored_fraction": censored_fraction, "kappa": kappa,
+                                            "model": "exponential event and censoring times, G known"})
+    return planner, inputs, method
 
 
 def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, alpha: float = 0.05,
                 n_bins="auto", k: int = 1, n_classes: int | None = None, null: str | None = None,
-                method: str = "analytic", n_sim: int = 1000, rng=None, margin: float | None = None) -> PowerResult:
+                method: str = "analytic", n_sim: int = 1000, rng=None, margin: float | None = None,
+                censored_fraction: float | None = None) -> PowerResult:
     """Power of the calibration test in a planned validation study of n rows.
 
     The study draws n predictions from the distribution that ``probs``
@@ -506,6 +605,17 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
         :func:`calibtest.core.power.plugin_slope`); simulation: each study is
         analysed by the real margin test.  See ``docs/acceptance.md``.
 
+    censored_fraction : float, optional
+        Plan a survival study at a horizon (``calib_ci(..., horizon=)``):
+        ``probs`` are the risks by the horizon and the calibration curve gives
+        the true risks q; a share ``censored_fraction`` of the patients is
+        anticipated to be censored before the horizon in the absence of events
+        (exponential censoring; exponential event times given the risk).  The
+        IPCW outcomes inflate the label variance by kappa
+        (:func:`calibtest.core.planning.ipcw_inflation`), and n rows are
+        planned as an uncensored study of n / kappa rows at the bins of n
+        (analytic method, default null; ``inputs.censoring`` records kappa).
+
     Returns
     -------
     PowerResult
@@ -533,7 +643,7 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     """
     ns, scalar = _check_n_array(n)
     planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method, margin)
+                                      method, margin, censored_fraction)
     mc = None
     if method == "analytic":
         rows = planner.analytic_many(ns)  # every n at once (bins, count laws and quadrature batched)
@@ -685,7 +795,8 @@ def _meets(values, target: str, value: float):
 def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, power=None,
                       ci_width=None, alpha: float = 0.05, n_bins="auto", k: int = 1, n_classes: int | None = None,
                       null: str | None = None, method: str = "analytic", n_min: int = 50, n_max: int = 10**6,
-                      n_grid: int = 200, n_sim: int = 1000, rng=None, margin: float | None = None) -> SampleSizeResult:
+                      n_grid: int = 200, n_sim: int = 1000, rng=None, margin: float | None = None,
+                      censored_fraction: float | None = None) -> SampleSizeResult:
     """Smallest validation-study size that reaches a target power or expected interval width.
 
     Exactly one target: ``power`` (probability that the test of H0: calibrated
@@ -729,6 +840,17 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         below ``margin`` with probability ``power`` under the anticipated
         calibration (calibrated by default).  See :func:`calib_power` and
         ``docs/acceptance.md``.
+
+    censored_fraction : float, optional
+        Plan a survival study at a horizon (``calib_ci(..., horizon=)``):
+        ``probs`` are the risks by the horizon and the calibration curve gives
+        the true risks q; a share ``censored_fraction`` of the patients is
+        anticipated to be censored before the horizon in the absence of events
+        (exponential censoring; exponential event times given the risk).  The
+        IPCW outcomes inflate the label variance by kappa
+        (:func:`calibtest.core.planning.ipcw_inflation`), and n rows are
+        planned as an uncensored study of n / kappa rows at the bins of n
+        (analytic method, default null; ``inputs.censoring`` records kappa).
 
     Returns
     -------
@@ -778,7 +900,7 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         raise OptionError(f"n_max must be larger than n_min, got n_min={n_min}, n_max={n_max}")
     n_grid = check_count(n_grid, "n_grid", 3)
     planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method, margin)
+                                      method, margin, censored_fraction)
     if power is not None and value <= planner.alpha:
         raise OptionError(f"power must exceed alpha = {planner.alpha:g}, got {value}")
     col = "power" if target == "power" else "expected_width"

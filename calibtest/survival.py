@@ -43,6 +43,7 @@ every number (the default conditional null included) equals binary
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,26 +51,31 @@ from calibtest._format import Call, record_call
 from calibtest._validation import DEFAULT_DRAWS, DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
-from calibtest.core.censoring import (SurvivalData, censoring_km, cox_breslow, cox_influence, cox_survival_before,
-                                      ipcw_outcome, km_influence, survival_rows)
+from calibtest.core.censoring import (SurvivalData, censoring_km, competing_rows, cox_breslow, cox_influence,
+                                      cox_survival_before, ipcw_outcome, km_influence, survival_rows,
+                                      weighted_km_influence)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import weighted_null_variance
-from calibtest.estimation import estimate_rows
+from calibtest.estimation import estimate_rows, estimate_weighted
 from calibtest.formula import column_values, surv_arguments
+from calibtest.grouping import by_names, group_labels
 from calibtest.inputs import prepare_input
 from calibtest.options import check_options
 from calibtest.results import Approximation, CalibrationResult
 
-__all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence"]
+__all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence",
+           "survival_rows_result", "SurvivalInput"]
 
 #: How the standard error accounts for the censoring weights, by censoring model.
 _VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
              "cox": "is the influence-function one, including the influence of the Cox model's coefficients and "
-                    "Breslow baseline hazard"}
+                    "Breslow baseline hazard",
+             "km weighted": "is the influence-function one of the weighted estimate, including the influence of "
+                            "the weighted Kaplan-Meier estimate of G"}
 
 
 def _survival_columns(time, event) -> np.ndarray:
@@ -223,15 +229,14 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
         data=target, partition=partition, bin_rule=partition.bin_rule, survival=survival, **extra)
 
 
-def _refuse(null: str, method: str, weights, by, n_classes, k, prevalence) -> None:
+def _refuse(null: str, method: str, weights, n_classes, k, prevalence) -> None:
     """Options a survival outcome does not take (yet), refused with the reason."""
-    if weights is not None or prevalence is not None:
-        raise OptionError("weights= and prevalence= cannot be combined with a survival outcome (horizon=): the "
-                          "IPCW weights of the censoring already weight the rows; multiply case weights into a "
-                          "binary analysis of 1{T <= t} only when nothing is censored before t")
-    if by is not None:
-        raise OptionError("by= is not supported with a survival outcome (horizon=) yet: fit calib_ci on each "
-                          "subgroup's rows (data[data.g == level]) for per-group intervals")
+    if prevalence is not None:
+        raise OptionError("prevalence= cannot be combined with a survival outcome (horizon=): it reweights events "
+                          "and non-events, whose status at t is unknown for rows censored before t; give case "
+                          "weights (weights=) instead")
+    if weights is not None and null == "conditional":
+        raise OptionError("weights= with a survival outcome (horizon=) takes null='auto' or 'asymptotic'")
     if n_classes is not None or k is not None:
         raise OptionError("a survival outcome (horizon=) takes one risk column P(T <= t); n_classes= and k= do "
                           "not apply")
@@ -246,7 +251,7 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                       censoring_covariates=None, env, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
                       null: str = "auto", rng=None, n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted",
                       n_resamples=None, progress=None, weights=None, prevalence=None, by=None, n_classes=None,
-                      k=None, call_options: dict | None = None) -> CalibrationResult:
+                      k=None, cause=None, call_options: dict | None = None):
     """:func:`calibtest.calib_ci` with a survival outcome at ``horizon`` (see the module docstring).
 
     Parameters
@@ -264,18 +269,32 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
         The Cox censoring model's covariates (``censoring="cox"``).
     env : patsy.EvalEnvironment
         The caller's environment.
+    cause : int, optional
+        Competing risks: the event holds codes 0 (censored), 1, 2, ... and
+        the risk is the cumulative incidence of ``cause`` by the horizon.
+        Rows of a competing event before t have outcome 0 and are not
+        censorings of G (Aalen-Johansen weights; ``docs/survival.md``).
+    by : optional
+        Subgroups (as in :func:`calibtest.calib_ci`): the validated rows and
+        group labels are returned as a :class:`SurvivalInput`, which
+        :func:`calibtest.groups.grouped_survival_calib_ci` analyses group by
+        group.
     Other parameters as in :func:`calibtest.calib_ci` (validated by it).
+
+    Returns
+    -------
+    CalibrationResult, or SurvivalInput with ``by=``.
 
     Raises
     ------
     OptionError, DataError, TypeError
         Unsupported options, unusable times, events, risks or horizon.
     """
-    opts = check_options(horizon=horizon, censoring=censoring)
-    horizon, censoring = opts["horizon"], opts["censoring"]
+    opts = check_options(horizon=horizon, censoring=censoring, cause=cause)
+    horizon, censoring, cause = opts["horizon"], opts["censoring"], opts["cause"]
     if horizon is None:
         raise OptionError("a survival outcome needs horizon=, the time t of the risk P(T <= t)")
-    _refuse(null, method, weights, by, n_classes, k, prevalence)
+    _refuse(null, method, weights, n_classes, k, prevalence)
     if censoring == "km" and censoring_covariates is not None:
         raise OptionError("censoring_covariates= is used by censoring='cox'; the Kaplan-Meier censoring "
                           "distribution (censoring='km') takes no covariates")
@@ -284,6 +303,10 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                     "censoring_covariates": (list(censoring_covariates) if isinstance(censoring_covariates,
                                                                                     (list, tuple)) else
                                              None if censoring_covariates is None else "<array>")})
+    if cause is not None:
+        options["cause"] = cause
+    if by is not None:
+        options["by"] = by if by_names(by) else "<array>"
     if formula is not None:
         if time is not None or event is not None or probs is not None:
             raise OptionError("give either a formula 'Surv(time, event) ~ risk' with data, or time=, event= and "
@@ -295,7 +318,8 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                               "of time=, event= and probs=")
         y = _survival_columns(time, event)
     prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, target=False,
-                             single_column=True, survival=True)
+                             single_column=True, survival=True, by=by, weights=weights,
+                             group_labels=group_labels if by is not None else None)
     rows = prepared.rows
     if formula is not None:
         time_name, event_name = surv_arguments(rows.y_name) or ("time", "event")
@@ -305,22 +329,147 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
         n_in = rows.y.shape[0] + rows.n_dropped
         call = Call("calib_ci", (f"time=<array n={n_in}>", f"event=<array n={n_in}>",
                                  f"probs=<array shape={(n_in,)}>"), options)
-    t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
-    risk = rows.probs.reshape(-1)
-    y_t = ((ev == 1.0) & (t_obs <= horizon)).astype(np.float64)
-    binary = prepare_target(y_t, risk, y_name=rows.y_name, prob_names=rows.prob_names)
-    partition = partition_rows(binary, n_bins)
-    km = censoring_km(t_obs, ev)
-    censored_before = bool(np.any((ev == 0.0) & (t_obs < horizon)))
     covariates, cov_names = (None, ())
     if censoring == "cox":
         covariates, cov_names = _covariates(censoring_covariates, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
+    settings = dict(horizon=horizon, censoring=censoring, cov_names=cov_names, n_bins=n_bins, alpha=alpha, null=null,
+                    rng=rng, n_null_draws=n_null_draws, method=method, n_resamples=n_resamples, progress=progress,
+                    time_name=time_name, event_name=event_name, cause=cause, weights=prepared.weights,
+                    weights_name=prepared.weights_name)
+    if cause is None:
+        t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
+    else:
+        t_obs, ev = competing_rows(rows.y[:, 0], rows.y[:, 1], horizon, cause, time_name, event_name)
+    risk = rows.probs.reshape(-1)
+    rows_in = SurvivalInput(t_obs, ev, risk, covariates, call, settings, bookkeeping, prepared.group_names,
+                            prepared.group_values)
+    if by is not None:
+        return rows_in
+    return survival_rows_result(t_obs, ev, risk, covariates, call=call, bookkeeping=bookkeeping, **settings)
+
+
+def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins, alpha, null, rng, n_null_draws,
+                       time_name, event_name, cause, call, bookkeeping, weights, weights_name) -> CalibrationResult:
+    r"""The case-weighted survival result: T_w of the IPCW rows with the weighted Kaplan-Meier G.
+
+    Y~_i = 1{X_i <= t, cause} / G_w(X_i-), G_w the Kaplan-Meier of the
+    censorings with the case weights in its risk sets; T_w, V_0 and the
+    interval are those of weighted rows (:mod:`calibtest.core.weighted`),
+    and the influence of row j gains the weighted Kaplan-Meier term
+    w_j [(1 - delta_j) A(X_j) / R_w(X_j) - sum_{u <= X_j} A(u) dC_w(u) / R_w(u)^2] with
+    a_i = 2 mu_b (n w_i / W) Y~_i, the derivative of n T_w in Y~_i.  Without
+    censoring before t the result is the weighted binary one of 1{T <= t}.
+    """
+    event = ev if cause is None else (ev == cause).astype(np.float64)
+    observed = ev if cause is None else (ev != 0.0).astype(np.float64)
+    y_t = ((event == 1.0) & (t_obs <= horizon)).astype(np.float64)
+    if not np.any(y_t):
+        raise DataError(f"no event{'' if cause is None else f' of cause {cause}'} at or before horizon={horizon:g}: "
+                        "the calibration of the risk by the horizon cannot be estimated")
+    binary = prepare_target(y_t, risk, y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
+    partition = partition_rows(binary, n_bins)
+    km = censoring_km(t_obs, observed, weights)
+    censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon) & (weights > 0)))
+    build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
+                 cause=cause)
+    null = "asymptotic" if null == "auto" else null
+    if not censored_before:
+        survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0,
+                                      variance="is that of the weighted binary outcome", **build)
+        return estimate_weighted(binary, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
+                                 rng=rng, n_null_draws=n_null_draws, call=call, survival=survival, **bookkeeping)
+    if censoring != "km":
+        raise OptionError("weights= with censoring before the horizon takes the weighted Kaplan-Meier censoring "
+                          "distribution (censoring='km'); a weighted Cox model of the censoring is not available")
+    if null != "asymptotic":
+        raise OptionError(f"null={null!r} draws Bernoulli outcomes, which rows censored before the horizon do not "
+                          "have; with censoring the test of calibration at t is the asymptotic one")
+    y_tilde = ipcw_outcome(t_obs, event, horizon, km.before(t_obs))
+    n = t_obs.size
+
+    def censoring_term(inverse, u, w):
+        m = partition.m
+        w_b = np.bincount(inverse, weights=w, minlength=m)
+        mu = np.divide(np.bincount(inverse, weights=w * u[:, 0], minlength=m), w_b, out=np.zeros(m),
+                       where=w_b > 0)
+        a = 2.0 * mu[inverse] * (n * w / w_b.sum()) * y_tilde
+        return weighted_km_influence(km, observed, w, a)
+
+    cases = y_tilde > 0
+    survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
+                                  variance=_VARIANCE["km weighted"], **build)
+    target = PreparedData(z=binary.z, u=(y_tilde - risk)[:, None], mode="binary", k=1, n_classes=None)
+    return estimate_weighted(target, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
+                             rng=rng, n_null_draws=n_null_draws, call=call, extra_influence=censoring_term,
+                             survival=survival, **bookkeeping)
+
+
+@dataclass(frozen=True)
+class SurvivalInput:
+    """The validated rows of a survival outcome before analysis (what ``by=`` splits into groups).
+
+    Attributes
+    ----------
+    time, event, risk : ndarray, shape (n,)
+        Times, events (codes with ``cause``) and risks of the kept rows.
+    covariates : ndarray or None
+        The Cox censoring model's covariates of the kept rows.
+    call : Call
+        The recorded call.
+    settings, bookkeeping : dict
+        Keyword arguments of :func:`survival_rows_result`.
+    group_names, group_values : list
+        The grouping columns' names and labels (``by=``).
+    """
+
+    time: np.ndarray
+    event: np.ndarray
+    risk: np.ndarray
+    covariates: np.ndarray | None
+    call: Call
+    settings: dict
+    bookkeeping: dict
+    group_names: list
+    group_values: list
+
+
+def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov_names, n_bins, alpha, null, rng,
+                         n_null_draws, method, n_resamples, progress, time_name, event_name, cause, call,
+                         bookkeeping, weights=None, weights_name=None) -> CalibrationResult:
+    """The survival result of validated rows: times, events (or codes with ``cause``), risks, covariates.
+
+    The censoring distribution (Kaplan-Meier or Cox) is estimated from
+    these rows alone, so with ``by=`` each group has its own.  With
+    ``cause`` the outcome is 1{T <= t, cause}: the rows of a competing
+    event are not censorings of G (their outcome, 0, is known).  With case
+    ``weights`` the estimate is the weighted T_w of the IPCW rows
+    (:func:`calibtest.estimation.estimate_weighted`), G the weighted
+    Kaplan-Meier and the influence of G-hat
+    (:func:`calibtest.core.censoring.weighted_km_influence`) added to T_w's
+    (:func:`_survival_weighted`).
+    """
+    if weights is not None:
+        return _survival_weighted(t_obs, ev, risk, horizon=horizon, censoring=censoring, cov_names=cov_names,
+                                  n_bins=n_bins, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
+                                  time_name=time_name, event_name=event_name, cause=cause, call=call,
+                                  bookkeeping=bookkeeping, weights=weights, weights_name=weights_name)
+    event = ev if cause is None else (ev == cause).astype(np.float64)
+    observed = ev if cause is None else (ev != 0.0).astype(np.float64)  # not censored
+    y_t = ((event == 1.0) & (t_obs <= horizon)).astype(np.float64)
+    if not np.any(y_t):
+        raise DataError(f"no event{'' if cause is None else f' of cause {cause}'} at or before horizon={horizon:g}: "
+                        "the calibration of the risk by the horizon cannot be estimated")
+    binary = prepare_target(y_t, risk, y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
+    partition = partition_rows(binary, n_bins)
+    km = censoring_km(t_obs, observed)
+    censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon)))
+    build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
+                 cause=cause)
     if not censored_before:  # Y~ = 1{T <= t}: the binary path, every number identical
-        survival = SurvivalData.build(t_obs, ev, horizon, censoring=censoring, covariates=cov_names, km=km,
-                                      max_weight=1.0, variance="is that of the binary outcome",
-                                      time_name=time_name, event_name=event_name)
+        survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0, variance="is that of the binary outcome",
+                                      **build)
         return estimate_rows(binary, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
                              method=method, n_resamples=n_resamples, progress=progress, call=call,
                              survival=survival, **bookkeeping)
@@ -330,14 +479,13 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                           "(null='auto' or 'asymptotic'; docs/survival.md)")
     if censoring == "km":
         g_before = km.before(t_obs)
-        influence = lambda a: km_influence(km, ev, a)  # noqa: E731
+        influence = lambda a: km_influence(km, observed, a)  # noqa: E731
     else:
-        g_before, influence = cox_censoring_before(t_obs, ev, covariates)
-    y_tilde = ipcw_outcome(t_obs, ev, horizon, g_before)
+        g_before, influence = cox_censoring_before(t_obs, observed, covariates)
+    y_tilde = ipcw_outcome(t_obs, event, horizon, g_before)
     cases = y_tilde > 0
-    survival = SurvivalData.build(t_obs, ev, horizon, censoring=censoring, covariates=cov_names, km=km,
-                                  max_weight=float(y_tilde[cases].max()), variance=_VARIANCE[censoring],
-                                  time_name=time_name, event_name=event_name)
+    survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
+                                  variance=_VARIANCE[censoring], **build)
     u = (y_tilde - risk)[:, None]
     target = PreparedData(z=binary.z, u=u, mode="binary", k=1, n_classes=None)
     return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=alpha,

@@ -65,7 +65,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["CensoringKM", "censoring_km", "ipcw_outcome", "km_influence", "survival_rows",
-           "SurvivalData", "event_km_risk", "cox_breslow", "cox_survival_before", "cox_influence"]
+           "SurvivalData", "event_km_risk", "cox_breslow", "cox_survival_before", "cox_influence",
+           "competing_rows", "aalen_johansen_cif", "weighted_km_influence"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +112,7 @@ class CensoringKM:
         return float(self.times[below[0]]) if below.size else math.nan
 
 
-def censoring_km(time: np.ndarray, event: np.ndarray) -> CensoringKM:
+def censoring_km(time: np.ndarray, event: np.ndarray, weights: np.ndarray | None = None) -> CensoringKM:
     """Kaplan-Meier of the censoring distribution (censorings as events; events first at tied times).
 
     Parameters
@@ -120,6 +121,10 @@ def censoring_km(time: np.ndarray, event: np.ndarray) -> CensoringKM:
         Observed times X_i >= 0.
     event : ndarray of float or bool, shape (n,)
         delta_i (1: event, 0: censored).
+    weights : ndarray, shape (n,), optional
+        Case weights: the weighted Kaplan-Meier, with R_k = sum of the
+        weights of the rows at risk and d^C_k that of the censorings at u_k
+        (integer weights: the Kaplan-Meier of the rows repeated).
 
     Returns
     -------
@@ -128,6 +133,14 @@ def censoring_km(time: np.ndarray, event: np.ndarray) -> CensoringKM:
     times, index, counts = np.unique(time, return_inverse=True, return_counts=True)
     index = index.reshape(-1)
     m = times.size
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        total = np.bincount(index, weights=w, minlength=m)
+        ev = np.bincount(index, weights=w * np.asarray(event, dtype=np.float64), minlength=m)
+        at_risk = total[::-1].cumsum()[::-1]
+        cens = total - ev
+        surv = np.cumprod(1.0 - np.divide(cens, at_risk, out=np.zeros(m), where=at_risk > 0))
+        return CensoringKM(times=times, at_risk=at_risk, censored=cens, events=ev, surv=surv, index=index)
     ev = np.bincount(index, weights=np.asarray(event, dtype=np.float64), minlength=m)
     cens = counts - ev
     at_risk = (time.size - np.cumsum(counts) + counts).astype(np.float64)
@@ -182,6 +195,19 @@ def km_influence(km: CensoringKM, event: np.ndarray, a: np.ndarray) -> np.ndarra
     compensator = np.cumsum(ratio * km.censored / km.at_risk)
     censored = 1.0 - np.asarray(event, dtype=np.float64)
     return censored * ratio[km.index] - compensator[km.index]
+
+
+def weighted_km_influence(km: CensoringKM, event: np.ndarray, weights: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """phi_j of a weighted Kaplan-Meier G (:func:`censoring_km` with ``weights``) on sum_i a_i Y~_i / n.
+
+    With R_w and d^C_w the weighted risk sets and censorings, G-hat(s-) / G(s-) - 1 is
+    -sum_j w_j int_{[0, s)} dM^C_j / R_w to first order (M^C_j with the
+    compensator d^C_w / R_w), so that row j's influence is w_j times the
+    unweighted expression of :func:`km_influence` with the weighted sums:
+    phi_j = w_j [(1 - delta_j) A(X_j) / R_w(X_j) - sum_{u_k <= X_j} A_k d^C_wk / R_wk^2]
+    (invariant to the scale of the weights; unit weights give :func:`km_influence`).
+    """
+    return np.asarray(weights, dtype=np.float64) * km_influence(km, event, a)
 
 
 def _risk_set_sums(index: np.ndarray, m: int, x: np.ndarray, eta: np.ndarray):
@@ -343,7 +369,8 @@ def survival_rows(time: np.ndarray, event: np.ndarray, horizon: float, time_name
     if bad.size:
         codes = np.unique(ev[bad])[:5].tolist()
         raise ValueError(f"{event_name} must be coded 0 (censored) / 1 (event); found codes {codes}. For other "
-                         f"codes, declare the event in the formula, e.g. Surv(time, status == 2)")
+                         f"codes, declare the event in the formula, e.g. Surv(time, status == 2), or give "
+                         "cause= for competing risks (0 censored, 1, 2, ... the causes)")
     last = float(time.max())
     if horizon > last:
         raise ValueError(f"horizon={horizon:g} is beyond the last follow-up time ({last:g}): P(T <= t) is not "
@@ -352,6 +379,52 @@ def survival_rows(time: np.ndarray, event: np.ndarray, horizon: float, time_name
         raise ValueError(f"no event at or before horizon={horizon:g} (in {event_name}): the calibration of the "
                          "risk by the horizon cannot be estimated")
     return time, ev
+
+
+def competing_rows(time: np.ndarray, event: np.ndarray, horizon: float, cause: int, time_name: str = "time",
+                   event_name: str = "event") -> tuple[np.ndarray, np.ndarray]:
+    """Validated float64 times and event codes of a competing-risks outcome (0 censored, k > 0 cause k).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric times or events.
+    ValueError
+        Event codes that are not non-negative integers, a ``cause`` absent
+        from the codes, and the checks of :func:`survival_rows` on the events
+        of ``cause``.
+    """
+    if event.dtype.kind not in "biuf":
+        raise TypeError(f"{event_name} must be numeric, got dtype {event.dtype}")
+    ev = event.astype(np.float64, copy=False)
+    bad = np.flatnonzero(~np.isfinite(ev) | (ev < 0) | (ev != np.round(ev)))
+    if bad.size:
+        raise ValueError(f"{event_name} must hold competing-risks codes 0 (censored), 1, 2, ... (the causes); found "
+                         f"{float(ev[bad[0]])!r} at row {int(bad[0])} ({bad.size} such rows)")
+    if not np.any(ev == cause):
+        codes = np.unique(ev).astype(int).tolist()[:6]
+        raise ValueError(f"cause={cause} is not an event code of {event_name} (codes found: {codes})")
+    time, _ = survival_rows(time, (ev == cause).astype(np.float64), horizon, time_name, event_name)
+    return time, ev
+
+
+def aalen_johansen_cif(time: np.ndarray, event: np.ndarray, cause: int, horizon: float) -> float:
+    """The Aalen-Johansen cumulative incidence of ``cause`` by ``horizon``: sum_{u_k <= t} S(u_k-) d_ck / R_k.
+
+    S is the Kaplan-Meier of any event (codes > 0), d_ck the events of the
+    cause at u_k and R_k the rows at risk; without competing events it is
+    1 - S(t).
+    """
+    times, index, counts = np.unique(time, return_inverse=True, return_counts=True)
+    index = index.reshape(-1)
+    m = times.size
+    at_risk = (time.size - np.cumsum(counts) + counts).astype(np.float64)
+    d_any = np.bincount(index, weights=(event > 0).astype(np.float64), minlength=m)
+    d_cause = np.bincount(index, weights=(event == cause).astype(np.float64), minlength=m)
+    surv = np.cumprod(1.0 - d_any / at_risk)
+    before = np.concatenate(([1.0], surv[:-1]))
+    keep = times <= horizon
+    return float(np.sum((before * d_cause / at_risk)[keep]))
 
 
 def _read_only(values: np.ndarray) -> np.ndarray:
@@ -390,6 +463,11 @@ class SurvivalData:
         How the standard error accounts for the censoring weights.
     time_name, event_name : str
         Names of the time and event columns.
+    cause : int or None
+        Competing risks: the event code of the predicted cause (``event``
+        then holds the codes: 0 censored, other positive codes competing
+        events; ``n_events`` counts the cause and ``km_risk`` is its
+        Aalen-Johansen cumulative incidence by the horizon); None: one event type.
     """
 
     time: np.ndarray = field(repr=False)
@@ -406,22 +484,28 @@ class SurvivalData:
     variance: str
     time_name: str = "time"
     event_name: str = "event"
+    cause: int | None = None
 
     @classmethod
     def build(cls, time, event, horizon, *, censoring, covariates, km: CensoringKM, max_weight: float,
-              variance: str, time_name: str, event_name: str) -> "SurvivalData":
-        """The survival part of a result (counts before the horizon, follow-up, KM risk)."""
+              variance: str, time_name: str, event_name: str, cause: int | None = None) -> "SurvivalData":
+        """The survival part of a result (counts before the horizon, follow-up, KM risk or cause's CIF)."""
         before = time < horizon
+        code = 1 if cause is None else cause
+        risk = event_km_risk(km, horizon) if cause is None else aalen_johansen_cif(time, event, cause, horizon)
         return cls(time=_read_only(time), event=_read_only(event), horizon=float(horizon), censoring=censoring,
-                   covariates=tuple(covariates), n_events=int(np.count_nonzero((event == 1) & (time <= horizon))),
+                   covariates=tuple(covariates), n_events=int(np.count_nonzero((event == code) & (time <= horizon))),
                    n_censored=int(np.count_nonzero((event == 0) & before)),
                    n_event_free=int(np.count_nonzero((time > horizon) | ((time == horizon) & (event == 0)))),
-                   median_followup=km.median(), km_risk=event_km_risk(km, horizon), max_weight=float(max_weight),
-                   variance=variance, time_name=time_name, event_name=event_name)
+                   median_followup=km.median(), km_risk=risk, max_weight=float(max_weight),
+                   variance=variance, time_name=time_name, event_name=event_name, cause=cause)
 
     @property
     def estimand(self) -> str:
         """The estimand in words."""
+        if self.cause is not None:
+            return (f"ECE^2(t) = E[(P(T <= t, cause {self.cause} | risk) - risk)^2] at t = {self.horizon:g} "
+                    "(binned; competing risks)")
         return f"ECE^2(t) = E[(P(T <= t | risk) - risk)^2] at t = {self.horizon:g} (binned)"
 
     def notes(self) -> list[str]:
@@ -431,6 +515,14 @@ class SurvivalData:
                 f"prediction is the risk P(T <= t). {self.n_events} events at or before t, {self.n_censored} rows "
                 f"censored before t, {self.n_event_free} known event-free at t; median follow-up (reverse "
                 f"Kaplan-Meier) {follow}; Kaplan-Meier risk by t {self.km_risk:.4g}.")
+        if self.cause is not None:
+            competing = int(np.count_nonzero((self.event > 0) & (self.event != self.cause)
+                                             & (self.time <= self.horizon)))
+            head = (f"Competing risks at horizon t = {self.horizon:g}: the estimand is {self.estimand}, the "
+                    f"prediction is the cumulative incidence P(T <= t, cause {self.cause}). {self.n_events} events "
+                    f"of cause {self.cause} and {competing} competing events at or before t (outcome 0; not "
+                    f"censorings for G), {self.n_censored} rows censored before t; median follow-up (reverse "
+                    f"Kaplan-Meier) {follow}; Aalen-Johansen cumulative incidence by t {self.km_risk:.4g}.")
         if self.n_censored == 0:
             return [head + " Nothing is censored before t, so every number is that of the binary outcome "
                            "1{T <= t} (docs/survival.md)."]
@@ -448,4 +540,4 @@ class SurvivalData:
                 "n_event_free_at_horizon": self.n_event_free,
                 "median_followup": None if math.isnan(self.median_followup) else self.median_followup,
                 "km_risk_at_horizon": self.km_risk, "max_ipcw_weight": self.max_weight,
-                "survival_variance": self.variance}
+                "survival_variance": self.variance, **({} if self.cause is None else {"cause": self.cause})}

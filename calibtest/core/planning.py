@@ -20,7 +20,8 @@ from calibtest.core.binning import resolve_n_bins
 from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 
-__all__ = ["AnalyticPlanner", "logistic_recalibration", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS"]
+__all__ = ["AnalyticPlanner", "logistic_recalibration", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS",
+           "ipcw_second_moment", "ipcw_inflation"]
 
 #: The analytic power is flagged unreliable (a warning recommends ``method="simulation"``) when more
 #: than this share of the occupied bins is expected to hold a single row, or n < 100.
@@ -45,6 +46,54 @@ def logistic_recalibration(p: np.ndarray, intercept: float, slope: float) -> np.
     if slope == 0.0:
         eta = np.where(edge, intercept, eta)
     return expit(eta)
+
+
+def ipcw_second_moment(q: np.ndarray, censored_fraction: float) -> np.ndarray:
+    r"""E[Y~^2 | q] of the IPCW outcome Y~ = delta 1{X <= t} / G(X-) under the planning model.
+
+    The planning model: given the risk, exponential event times with
+    P(T <= t) = q (hazard a / t, a = -log(1 - q)) and independent exponential
+    censoring with P(C <= t) = f (hazard b / t, b = -log(1 - f)), G known.
+    Then
+
+    .. math::
+
+        E[\tilde Y^2 \mid q] = \int_0^t \frac{f_T(s)}{G(s)} ds
+        = \frac{a}{a - b} \bigl(1 - e^{-(a - b)}\bigr) \quad (a = b: a),
+
+    and E[Y~ | q] = q, so Var(Y~ | q) = E[Y~^2 | q] - q^2 >= q (1 - q), with
+    equality at f = 0.
+
+    Parameters
+    ----------
+    q : ndarray
+        Anticipated true risks by the horizon, in [0, 1).
+    censored_fraction : float
+        f in [0, 1): the share of patients censored before the horizon in the
+        absence of events.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    a = -np.log1p(-q)
+    b = -math.log1p(-censored_fraction)
+    d = a - b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(np.abs(d) > 1e-12, -np.expm1(-d) / d, 1.0 + d * (-0.5 + d / 6.0))
+    return a * ratio
+
+
+def ipcw_inflation(q: np.ndarray, censored_fraction: float) -> float:
+    """kappa = sum Var(Y~ | q) / sum q (1 - q): the IPCW inflation of the label variance over a population.
+
+    The censored study of n rows is planned as the uncensored study of n /
+    kappa rows (at the bins of n): the first-order variance sigma1^2 / n and
+    the null variance of T, of orders Var / n and (Var / n)^2, both match
+    (exactly when the inflation is the same in every bin).  With G known;
+    estimating G by Kaplan-Meier lowers the variance (Robins and Rotnitzky
+    1992), so the plan is conservative.
+    """
+    q = np.asarray(q, dtype=np.float64).reshape(-1)
+    base = q * (1.0 - q)
+    return float(np.sum(ipcw_second_moment(q, censored_fraction) - q * q) / np.sum(base))
 
 
 class AnalyticPlanner:
