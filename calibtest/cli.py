@@ -77,6 +77,7 @@ def _shared_options() -> dict[str, argparse.ArgumentParser]:
     OPTIONS["horizon"].add_to(survival, metavar="T")
     OPTIONS["censoring"].add_to(survival)
     OPTIONS["censoring_covariates"].add_to(survival)
+    OPTIONS["cause"].add_to(survival)
     return {"formula": formula, "one_formula": one_formula, "model": model, "json": as_json,
             "weighting": weighting, "survival": survival}
 
@@ -210,8 +211,10 @@ def _survival_options(args) -> dict:
         out["censoring"] = args.censoring
     if args.censoring_covariates is not None:
         out["censoring_covariates"] = list(args.censoring_covariates)
+    if args.cause is not None:
+        out["cause"] = args.cause
     if not out.get("horizon") and out:
-        raise OptionError("--censoring and --censoring-covariates go with a survival outcome: give --horizon and "
+        raise OptionError("--censoring, --censoring-covariates and --cause go with a survival outcome: give --horizon and "
                           '--formula "Surv(time, event) ~ risk"')
     return out
 
@@ -346,7 +349,7 @@ def _cmd_sample_size(args) -> int:
     res = calib_sample_size(probs=probs, intercept=args.intercept, slope=args.slope, power=args.power,
                             ci_width=args.ci_width, alpha=args.alpha, n_bins=args.bins,
                             k=1 if args.k is None else args.k, n_classes=args.n_classes, method=args.method,
-                            n_sim=args.n_sim, rng=args.seed)
+                            n_sim=args.n_sim, rng=args.seed, censored_fraction=args.censored_fraction)
     return _print_result(res, args.json)
 
 
@@ -364,6 +367,7 @@ def _add_sample_size_parser(sub, shared) -> None:
                     help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
     ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
     OPTIONS["study_method"].add_to(ss, dest="method")
+    OPTIONS["censored_fraction"].add_to(ss)
     OPTIONS["n_sim"].add_to(ss)
     OPTIONS["rng"].add_to(ss, help="seed of the simulation")
     ss.set_defaults(func=_cmd_sample_size)

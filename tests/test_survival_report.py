@@ -195,3 +195,42 @@ def test_cli_report_writes_the_survival_sections(censored, tmp_path, capsys):
                  str(out)]) == 0
     html = out.read_text()
     assert "Follow-up and censoring at the horizon" in html and f"<td>{fmt(res.survival.n_censored)}</td>" in html
+
+
+def _competing_risks_frame(n=1500, seed=3):
+    rng = np.random.default_rng(seed)
+    risk = rng.uniform(0.05, 0.5, n)
+    t1 = rng.exponential(1 / (-np.log(1 - risk)))
+    t2, c = rng.exponential(2.0, n), rng.exponential(3.0, n)
+    time = np.minimum.reduce([t1, t2, c])
+    status = np.select([t1 == time, t2 == time], [1, 2], 0)
+    return pd.DataFrame({"time": time, "status": status, "risk": risk})
+
+
+def test_cli_cause_equals_the_python_call(tmp_path, capsys):
+    df = _competing_risks_frame()
+    path = tmp_path / "cr.csv"
+    df.to_csv(path, index=False)
+    assert main(["ci", str(path), "--formula", "Surv(time, status) ~ risk", "--horizon", "1", "--cause", "1",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    res = ct.calib_ci("Surv(time, status) ~ risk", data=pd.read_csv(path), horizon=1, cause=1)
+    assert out["estimate"] == pytest.approx(res.estimate, rel=1e-12)
+    # without --cause a code 2 is an error that names the way out
+    assert main(["ci", str(path), "--formula", "Surv(time, status) ~ risk", "--horizon", "1"]) != 0
+    assert "cause=" in capsys.readouterr().err
+    # --cause without --horizon is refused in one line
+    assert main(["ci", str(path), "--formula", "Surv(time, status) ~ risk", "--cause", "1"]) != 0
+    assert "--horizon" in capsys.readouterr().err
+
+
+def test_cli_sample_size_censored_fraction_equals_the_python_call(tmp_path, capsys):
+    df = _competing_risks_frame()
+    path = tmp_path / "p.csv"
+    df.to_csv(path, index=False)
+    assert main(["sample-size", str(path), "--formula", "~ risk", "--power", "0.8", "--slope", "0.8",
+                 "--censored-fraction", "0.4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    res = ct.calib_sample_size(probs=df["risk"].to_numpy(), slope=0.8, power=0.8, censored_fraction=0.4)
+    uncensored = ct.calib_sample_size(probs=df["risk"].to_numpy(), slope=0.8, power=0.8)
+    assert out["n"] == res.n > uncensored.n
