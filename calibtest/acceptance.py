@@ -37,9 +37,8 @@ from calibtest._format import fmt, fmt_p, p_equals
 from calibtest._validation import OptionError, OptionTypeError, check_alpha, is_bool
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
-from calibtest.evidence_table import result_survival_evidence
 from calibtest.summary import CalibSummary, ResultDisplay
-from calibtest.survival_evidence import SurvivalEvidence
+from calibtest.survival_evidence import SurvivalEvidence, result_survival_evidence
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["MarginTestResult", "EquivalenceTestResult", "margin_test", "citl_test", "slope_test", "oe_test",

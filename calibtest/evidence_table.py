@@ -102,12 +102,12 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
 from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
-from calibtest.survival_evidence import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
+from calibtest.survival_evidence import SURVIVAL_ROWS, SurvivalEvidence, result_survival_evidence
 from calibtest.valprob import ValProbResult, val_prob
 
 __all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "evidence_seed", "conclude", "result_conclusion",
            "ConfidenceDirection", "confidence_direction", "short_verdict", "figure_verdict",
-           "result_hosmer_lemeshow", "result_val_prob", "result_survival_evidence", "build_survival_evidence",
+           "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
            "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
 
 #: Bin counts of the bin-sensitivity table (those below the result's B), then the result's B.
@@ -933,28 +933,6 @@ def assemble_evidence(res, alpha: float, seed, *, test: CalibrationTestResult, h
 
 
 # --------------------------------------------------------------------------- survival outcomes censored before t
-def result_survival_evidence(res, alpha: float | None = None) -> SurvivalEvidence:
-    """:func:`calibtest.survival_calibration` on the rows of a survival result, computed once per result and level.
-
-    Its times, events and horizon (``res.survival``) and its risks
-    (``res.data``), with 10 risk groups and the external-validation GND
-    reference; the evidence table, the acceptance criteria and the report
-    share it.
-
-    Raises
-    ------
-    ValueError
-        For a result without a survival outcome or without its rows, and when
-        the survival evidence cannot be computed (its message says why).
-    """
-    if getattr(res, "survival", None) is None or res.data is None:
-        raise ValueError("the survival evidence needs a survival result (horizon=) holding its rows")
-    alpha = res.alpha if alpha is None else check_alpha(alpha)
-    surv = res.survival
-    return res._memo(("survival_evidence", alpha),
-                     lambda: survival_evidence(surv.time, surv.event, res.data.z[:, 0], surv.horizon, alpha=alpha))
-
-
 def build_survival_evidence(res, alpha: float | None = None) -> EvidenceResult:
     """The evidence table and conclusion of a survival result with rows censored before the horizon.
 

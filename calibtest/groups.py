@@ -82,7 +82,6 @@ from calibtest.inputs import prepare_input
 from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
-from calibtest.survival import SurvivalInput, survival_rows_result
 from calibtest.core.targets import prepare_target
 
 __all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_survival_calib_ci", "calibration_measures", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
@@ -595,12 +594,12 @@ def _survival_row(res: CalibrationResult) -> dict:
                 ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null)
 
 
-def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
+def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
                               global_method: str = "bonferroni") -> GroupedCalibrationResult:
     """:func:`calibtest.calib_ci` with a survival outcome (``horizon=``) and ``by=``: one survival result per group.
 
-    Each group's result is :func:`calibtest.survival.survival_rows_result`
-    on the group's rows, with the censoring distribution (Kaplan-Meier, or
+    Each group's result is the survival result of the group's rows
+    (``rows.fit_rows``), with the censoring distribution (Kaplan-Meier, or
     the Cox model) estimated **within the group**: censoring may differ
     between groups (sites, periods), and the groups' estimates are then
     independent, as the global and heterogeneity tests need.  A group
@@ -620,7 +619,7 @@ def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
 
     Parameters
     ----------
-    rows : SurvivalInput
+    rows : calibtest.survival.SurvivalInput
         The validated rows and labels (:func:`calibtest.survival.survival_calib_ci` with ``by=``).
     alpha : float
     global_method : {"bonferroni", "fisher", "stouffer"}
@@ -644,14 +643,11 @@ def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
 
     def analyse(g, label, idx, sub):
         events = int(np.rint(sub.y[:, 0]).sum())
-        cov = None if rows.covariates is None else rows.covariates[idx]
         sub_w = None if weights is None else weights[idx]
         if sub_w is not None and not (sub_w > 0).any():
             raise ValueError("every weight is zero")
-        res = survival_rows_result(rows.time[idx], rows.event[idx], rows.risk[idx], cov,
-                                   call=call.with_options(group=label_text(grouping.names, label)),
-                                   bookkeeping={**bookkeeping, "n_dropped": 0}, rng=group_rng(rng, seed, g),
-                                   weights=sub_w, **settings)
+        res = rows.fit_rows(idx, call=call.with_options(group=label_text(grouping.names, label)),
+                            bookkeeping={**bookkeeping, "n_dropped": 0}, rng=group_rng(rng, seed, g), weights=sub_w)
         if sub.n < MIN_GROUP_ROWS or events < MIN_GROUP_EVENTS:
             group_notes[label] = (f"small group ({sub.n} rows, {events} events by the horizon): the asymptotic "
                                   "approximations are unreliable here; read its interval and test with care.")
@@ -659,9 +655,8 @@ def grouped_survival_calib_ci(rows: SurvivalInput, *, alpha: float = 0.05,
         return res
 
     groups, reasons = analyse_groups(grouping, target, analyse)
-    pooled = survival_rows_result(rows.time, rows.event, rows.risk, rows.covariates, call=call.with_options(by=None),
-                                  bookkeeping=bookkeeping, rng=group_rng(rng, seed, len(grouping)), weights=weights,
-                                  **settings)
+    pooled = rows.fit_rows(call=call.with_options(by=None), bookkeeping=bookkeeping,
+                           rng=group_rng(rng, seed, len(grouping)), weights=weights)
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
                         _COLUMNS, events=True)

@@ -25,7 +25,7 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.summary import ResultDisplay, build_summary, result_dict, result_notes
-from calibtest.evidence_table import (EvidenceResult, build_evidence, build_survival_evidence, conclude,
+from calibtest.evidence_table import (EvidenceResult, build_evidence, build_survival_evidence, conclude, figure_verdict,
                                       result_conclusion, result_hosmer_lemeshow, result_val_prob)
 
 if TYPE_CHECKING:  # annotations only
@@ -728,6 +728,15 @@ class CalibrationResult(ResultDisplay):
         are written by :func:`calibtest.evidence_table.conclude`.
         """
         return conclude(self, alpha)
+
+    def figure_verdict(self, alpha: float | None = None, sep: str = "\n") -> str:
+        """What a figure of this result says: the ECE with its interval, ``sep``, and the verdict in a few words.
+
+        Written by :func:`calibtest.evidence_table.figure_verdict` (with the
+        direction of a top-1 result: "overconfident" or "underconfident"),
+        so a plot reads it from the result.
+        """
+        return figure_verdict(self, alpha, sep=sep)
 
     # ----------------------------------------------------------------- evidence
     def evidence(self, alpha: float | None = None, rng=None) -> EvidenceResult:

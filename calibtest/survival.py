@@ -434,6 +434,23 @@ class SurvivalInput:
     group_names: list
     group_values: list
 
+    def fit_rows(self, idx=None, *, call: Call | None = None, bookkeeping: dict | None = None, rng=None,
+                 weights=None) -> CalibrationResult:
+        """The survival result of the rows ``idx`` (all rows when None): :func:`survival_rows_result` on them.
+
+        The censoring distribution is estimated from those rows alone (with
+        ``by=``, each group its own).  ``call``, ``bookkeeping`` and ``rng``
+        replace the stored ones (a group's label, its row count, its seed);
+        ``weights`` are the case weights of the rows ``idx``.
+        """
+        settings = {key: value for key, value in self.settings.items() if key not in ("rng", "weights")}
+        pick = slice(None) if idx is None else idx
+        covariates = None if self.covariates is None else self.covariates[pick]
+        return survival_rows_result(self.time[pick], self.event[pick], self.risk[pick], covariates,
+                                    call=self.call if call is None else call,
+                                    bookkeeping=self.bookkeeping if bookkeeping is None else bookkeeping,
+                                    rng=self.settings["rng"] if rng is None else rng, weights=weights, **settings)
+
 
 def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov_names, n_bins, alpha, null, rng,
                          n_null_draws, method, n_resamples, progress, time_name, event_name, cause, call,

@@ -100,7 +100,8 @@ from calibtest.flexible import harrell_knots, rcs_basis
 from calibtest.options import check_number, check_option
 from calibtest.summary import CalibSummary, ResultDisplay
 
-__all__ = ["SurvivalEvidence", "SurvivalCurve", "survival_evidence", "survival_calibration", "SURVIVAL_ROWS",
+__all__ = ["SurvivalEvidence", "SurvivalCurve", "survival_evidence", "survival_calibration",
+           "result_survival_evidence", "SURVIVAL_ROWS",
            "MIN_GROUP_EVENTS"]
 
 #: Row keys of :meth:`SurvivalEvidence.rows`, in order.
@@ -669,3 +670,25 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
 #: The public name of :func:`survival_evidence` (``calibtest.survival_calibration``; the package's public names
 #: never shadow a module, and ``calibtest.survival_evidence`` is this module).
 survival_calibration = survival_evidence
+
+
+def result_survival_evidence(res, alpha: float | None = None) -> SurvivalEvidence:
+    """:func:`calibtest.survival_calibration` on the rows of a survival result, computed once per result and level.
+
+    Its times, events and horizon (``res.survival``) and its risks
+    (``res.data``), with 10 risk groups and the external-validation GND
+    reference; the evidence table, the acceptance criteria and the report
+    share it.
+
+    Raises
+    ------
+    ValueError
+        For a result without a survival outcome or without its rows, and when
+        the survival evidence cannot be computed (its message says why).
+    """
+    if getattr(res, "survival", None) is None or res.data is None:
+        raise ValueError("the survival evidence needs a survival result (horizon=) holding its rows")
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    surv = res.survival
+    return res._memo(("survival_evidence", alpha),
+                     lambda: survival_evidence(surv.time, surv.event, res.data.z[:, 0], surv.horizon, alpha=alpha))

@@ -28,7 +28,6 @@ import numpy as np
 from calibtest._format import model_name
 from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
-from calibtest.evidence_table import figure_verdict
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
            "display_reliability_figure", "display_bins", "display_bins_from_sums", "display_points",
@@ -218,7 +217,7 @@ def _draw_panel(ax, results, labels, coordinate: int, n_coords: int, alpha, colo
         ax.set_title(title, fontsize="medium")
     elif not overlay and not estimator_bins:
         # one model: what its interval and test say, with the direction of a top-1 result
-        ax.set_title(figure_verdict(results[0], alpha, sep=": "), fontsize="small")
+        ax.set_title(results[0].figure_verdict(alpha, sep=": "), fontsize="small")
     if coordinate == 0:  # one legend per figure
         ax.legend(loc="upper left", fontsize="small" if n_coords == 1 else "x-small", frameon=False)
     counts = np.concatenate(all_counts)
