@@ -402,7 +402,8 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         (:func:`calibtest.grouping.make_grouping`).
     null : {"asymptotic", "conditional", "monte-carlo"} or None
         Null of every group's interval and test, as in :func:`calibtest.calib_ci`;
-        None is ``"conditional"`` (``"asymptotic"`` for weighted rows).  Groups
+        None is ``"conditional"`` (for weighted rows ``"auto"``: the Monte
+        Carlo null in the binary and top-1 modes, else the asymptotic one).  Groups
         with fewer than :data:`MIN_GROUP_ROWS` rows or :data:`MIN_GROUP_EVENTS`
         events or non-events use ``"monte-carlo"`` (unweighted rows) and get a
         note.  The global test and the Holm-adjusted p-values use each
@@ -419,7 +420,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
     weighted = weights is not None or prevalence is not None
     if null is None:
-        null = "asymptotic" if weighted else "conditional"
+        null = "auto" if weighted else "conditional"
     if weighted:
         check_weighted_options(null, method)
     _, seed = resolve_seed(rng)
