@@ -136,3 +136,45 @@ def test_heterogeneity_size_when_every_group_is_calibrated():
     rate = np.mean(np.array(pv) < 0.10)
     se = math.sqrt(0.09 / 300)
     assert abs(rate - 0.10) < 3 * se
+
+
+@pytest.mark.slow
+def test_population_tests_vignette_smoke(tmp_path):
+    """Every cell of vignettes/population_tests.py runs on two data sets (the first checked against the package),
+    the tables read them, and the population's binned ECE^2 agrees with a Monte Carlo over the population."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "vignettes" / "population_tests.py"
+    spec = importlib.util.spec_from_file_location("population_tests_study", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    study.OUT = tmp_path
+    for name in ("het_calibrated", "het_equal_logit_0.0025", "het_power_shift0.1_n150", "w_strata_n1000",
+                 "w_rare_n3000_asymptotic", "prev_bias_spread_500", "prev_cover_calibrated_500"):
+        study.run_cell(name, 2)
+    text = study.tables()
+    assert "| het_calibrated | 2 |" in text and "| w_strata_n1000 | 2 |" in text
+    assert "| prev_bias_spread_500 | 2 |" in text and "| prev_cover_calibrated_500 | 2 |" in text
+    mu = study.population_mu()
+    x = np.random.default_rng(3).standard_normal(2_000_000)
+    r = special.expit(mu + study.PREV_SD * x)
+    assert r.mean() == pytest.approx(study.PREV, abs=0.001)
+    p = study.model(r, "spread")
+    k = np.minimum((p * 10).astype(int), 9)
+    mass = np.bincount(k, minlength=10) / r.size
+    err = np.bincount(k, weights=r - p, minlength=10) / r.size
+    mc = float(np.sum(err[mass > 0] ** 2 / mass[mass > 0]))
+    assert study.population_binned(mu, "spread", 10) == pytest.approx(mc, rel=0.05)
+    # the equal-ECE^2 logit design: the binned ECE^2 of each group at its automatic B is the target
+    assert study.binned_logit_ece(0.5, 2, 2, 10) == pytest.approx(
+        _binned_logit_by_sampling(0.5, 2, 2, 10), rel=0.02)
+
+
+def _binned_logit_by_sampling(delta, a, b, B):
+    p = np.random.default_rng(4).beta(a, b, 2_000_000)
+    err = special.expit(special.logit(p) + delta) - p
+    k = np.minimum((p * B).astype(int), B - 1)
+    mass = np.bincount(k, minlength=B) / p.size
+    s = np.bincount(k, weights=err, minlength=B) / p.size
+    return float(np.sum(s[mass > 0] ** 2 / mass[mass > 0]))
