@@ -354,11 +354,11 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         ``"asymptotic"``: z0 = T_w / sqrt(V_0) ~ N(0, 1), for case weights that
         do not depend on the outcome given the prediction; its normal
         reference is too light in the upper tail of the calibrated-regime law
-        (a weighted degenerate U-statistic), and it rejects 0.058-0.065 of
-        calibrated samples at alpha = 0.05 with n = 1000 to 10,000 (Monte
-        Carlo s.e. 0.005; ``vignettes/population_tests.md``), where the
-        Monte Carlo null given the predictions and the weights rejects
-        0.047-0.055; hence the default.  Prevalence weights
+        (a weighted degenerate U-statistic), and it rejects 0.056-0.068 of
+        calibrated samples at alpha = 0.05 with n = 1000 (five designs,
+        Monte Carlo s.e. 0.005; ``vignettes/population_tests.md``), where
+        the Monte Carlo null given the predictions and the weights rejects
+        0.043-0.050; hence the default.  Prevalence weights
         depend on the outcome, which biases T_w under H0 by a ratio effect of
         the order of its null standard deviation when bins are small, and V_0
         misses the noise of the random denominators; so with ``prevalence=``
