@@ -728,6 +728,8 @@ def test_default_null_of_case_weights_is_the_monte_carlo_test_given_predictions_
     sub = binary.iloc[:120]
     res = ct.calib_ci("y ~ p", sub, weights="w", n_bins=4, n_null_draws=39, rng=8)
     assert res.null == "monte-carlo" and res.null_method == "monte carlo" and res.monte_carlo.n_draws == 39
+    assert "Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)" in \
+        " ".join(str(res.summary()).split())
     gen = np.random.default_rng(8)
     p, w, inv = sub.p.to_numpy(), sub.w.to_numpy(), res.partition.inverse
     draws = []
