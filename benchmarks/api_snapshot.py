@@ -54,7 +54,7 @@ def _calls():
         "ci_asym": lambda: ct.calib_ci("y ~ p", data=df, null="asymptotic"),
         "ci_mc": lambda: ct.calib_ci("y ~ p", data=frame, null="monte-carlo", rng=3),
         "ci_cond": lambda: ct.calib_ci("y ~ p", data=frame, null="conditional"),
-        "ci_weighted": lambda: ct.calib_ci("y ~ p", data=frame, weights="w"),
+        "ci_weighted": lambda: ct.calib_ci("y ~ p", data=frame, weights="w", rng=6),  # Monte Carlo null by default
         "ci_prevalence": lambda: ct.calib_ci("y ~ p", data=frame, prevalence=0.2, rng=11),
         "ci_boot": lambda: ct.calib_ci("y ~ p", data=frame, method="bootstrap", n_resamples=200, rng=2),
         "ci_top1": lambda: ct.calib_ci(y=sim.correct, probs=sim.confidence, n_classes=10),

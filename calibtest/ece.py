@@ -168,14 +168,20 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         all zero.  The estimate becomes the weighted T_w of ECE^2 for the
         population the weights describe, with its influence-function standard
         error and the weighted calibrated-regime test (``res.weighting``; see
-        ``docs/populations.md``).  With unit weights T_w = T.
+        ``docs/populations.md``).  With unit weights T_w = T.  Under
+        ``null="auto"`` the weighted test is the Monte Carlo test given the
+        predictions and the weights in the binary and top-1 modes (the
+        normal test z0 = T_w / sqrt(V_0), ``null="asymptotic"``, rejects
+        about 0.06 of calibrated samples at alpha = 0.05), and the
+        asymptotic one in the other modes.
     prevalence : float, optional
         Population prevalence pi in (0, 1) for an enriched (e.g. case-control)
         sample, binary and top-1 modes: events (y = 1, or a correct top-1
         prediction) are weighted by pi / pi_hat and non-events by
         (1 - pi) / (1 - pi_hat), pi_hat the sample prevalence, so the interval
-        is for the population with prevalence pi.  Weights and prevalence need
-        rows in memory, ``method="adjusted"`` and ``null="asymptotic"``.
+        is for the population with prevalence pi; its test is always the
+        Monte Carlo test given the predictions.  Weights and prevalence need
+        rows in memory and ``method="adjusted"`` (not the conditional null).
     by : str, list of str or array_like, optional
         Subgroups: a column of ``data`` (or one label per row), or several
         columns (crossed).  Returns a

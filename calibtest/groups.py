@@ -27,23 +27,37 @@ exact for independent uniform p-values) are available in :func:`calibtest.groupi
 ``vignettes/populations.md`` measures the size and power of the three.
 
 **Heterogeneity test** (H0: the same ECE^2 in every group).  The estimates
-T_g of disjoint groups are independent, with variance (the unpaired part of
-``calibtest.core.difference_variance``, ``docs/compare.md``)
+T_g of disjoint groups are independent.  The variance of T_g has a
+second-order (degenerate U-statistic) part V2_g, the whole variance when
+the group is calibrated, and a first-order (influence) part that grows with
+the group's ECE^2 (the unpaired parts of
+``calibtest.core.difference_variance``, ``docs/compare.md``).  The test
+evaluates each variance under H0, at the common ECE^2 theta of the groups:
 
-    v_g = max(sigma1_g^2 / n_g - 2 V2_g^(c), 0) + V2_g,
+    v_g(theta) = V2_g + F_g max(theta, 0) / P_g,
 
-the first-order (influence) variance corrected for the noise of the bin means
-plus the second-order (degenerate U-statistic) variance V2_g, which is the
-whole variance when the groups are calibrated, where the first-order part
-vanishes.  The Wald statistic of equal means,
+where F_g = Var_n(psi) / n is the plug-in first-order variance and
+P_g = sum_b (c_b / n) ||mu_b||^2 the plug-in estimate.  Both are quadratic
+in the bin means, so their ratio is the first-order variance per unit of
+ECE^2 with the group's own shape of miscalibration (which bins carry it);
+theta is the inverse-variance mean T_bar = sum_g (T_g / v_g) / sum_g (1 / v_g)
+at v_g(T_bar), found by fixed-point iteration from the weights 1 / V2_g.  The
+Wald statistic of equal means,
 
-    Q = sum_g (T_g - T_bar)^2 / v_g,   T_bar = sum_g (T_g / v_g) / sum_g (1 / v_g),
+    Q = sum_g (T_g - T_bar)^2 / v_g(T_bar),
 
-is referred to chi2(G - 1) (Cochran's Q).  Weighted groups use T_w with
-sigma_{1,w}^2 and V_0 of :mod:`calibtest.core.weighted` in the same places.
-Each T_g estimates the binned ECE^2 at its own B_g: for miscalibrated groups
-of very different sizes the binning bias differs, and a fixed ``n_bins``
-makes the groups comparable.
+is referred to chi2(G - 1) (Cochran's Q with variances restricted to H0, as
+in a score test).  Each group's own, unrestricted variance
+max(F_g - 2 V2_g^(c), 0) + V2_g (the corrected first-order part floored at
+0) would add the floor's noise to every calibrated group's variance and made
+Q conservative: sizes 0.016-0.024 at alpha = 0.05 when every group is
+calibrated, and 0.09 with equal ECE^2 = 0.01 and logit-shifted groups
+(``vignettes/population_tests.md``).  Weighted groups use T_w with
+sigma_{1,w}^2 / n, V_0 and the weighted plug-in of
+:mod:`calibtest.core.weighted` in the same places.  Each T_g estimates the
+binned ECE^2 at its own B_g: for miscalibrated groups of very different
+sizes the binning bias differs, and a fixed ``n_bins`` makes the groups
+comparable.
 
 References
 ----------
@@ -85,7 +99,7 @@ from calibtest.summary import CalibSummary, model_text, short_name
 from calibtest.core.targets import prepare_target
 
 __all__ = ["GroupedCalibrationResult", "grouped_calib_ci", "grouped_survival_calib_ci", "calibration_measures", "MEASURE_COLUMNS", "grouped_calib_ci_from_sums", "variance_from_sums",
-           "global_test", "heterogeneity_test", "holm",
+           "global_test", "heterogeneity_test", "holm", "VarianceParts",
            "finite_sample_pvalue", "GLOBAL_METHODS", "MIN_GROUP_ROWS", "MIN_GROUP_EVENTS"]
 
 #: Below this many rows a group is analysed with the Monte Carlo null and a note.
@@ -95,8 +109,21 @@ MIN_GROUP_EVENTS = 5
 
 
 # --------------------------------------------------------------------------- the tests across groups
-def heterogeneity_test(estimates, variances) -> tuple[float, int, float, float]:
-    """Cochran's Q of equal means of independent estimates with known variances.
+def heterogeneity_test(estimates, variances, first_order=None, plugin=None, *, max_iter: int = 200
+                       ) -> tuple[float, int, float, float]:
+    """Cochran's Q of equal means of independent estimates, with variances restricted to H0 when given in parts.
+
+    Parameters
+    ----------
+    estimates : array_like, shape (G,)
+        T_g.
+    variances : array_like, shape (G,)
+        Each estimate's variance, or with ``first_order`` its second-order
+        part V2_g (the variance at ECE^2 = 0).
+    first_order, plugin : array_like, shape (G,), optional
+        The plug-in first-order variances F_g and plug-in estimates P_g: the
+        variance at a common ECE^2 theta is V2_g + F_g max(theta, 0) / P_g
+        (module docstring), evaluated at the pooled estimate.
 
     Returns
     -------
@@ -106,31 +133,72 @@ def heterogeneity_test(estimates, variances) -> tuple[float, int, float, float]:
         than two groups of positive variance).
     """
     t = np.asarray(estimates, dtype=float)
-    v = np.asarray(variances, dtype=float)
-    keep = v > 0
-    t, v = t[keep], v[keep]
+    v0 = np.asarray(variances, dtype=float)
+    slope = np.zeros_like(v0)
+    if first_order is not None:
+        f, pl = np.asarray(first_order, dtype=float), np.asarray(plugin, dtype=float)
+        slope = np.divide(f, pl, out=np.zeros_like(v0), where=(pl > 0) & (f > 0))
+    keep = v0 > 0
+    t, v0, slope = t[keep], v0[keep], slope[keep]
     if t.size < 2:
         return math.nan, 0, math.nan, math.nan
-    w = 1.0 / v
-    pooled = float(np.sum(w * t) / np.sum(w))
+
+    def mean_at(theta: float) -> tuple[float, np.ndarray]:
+        w = 1.0 / (v0 + slope * max(theta, 0.0))
+        return float(np.sum(w * t) / np.sum(w)), w
+
+    pooled, w = mean_at(0.0)
+    for _ in range(max_iter):  # fixed point T_bar = mean at v(T_bar); a few steps (G values each)
+        new, w = mean_at(pooled)
+        done = abs(new - pooled) <= 1e-13 * max(abs(new), abs(pooled))
+        pooled = new
+        if done:
+            break
+    pooled, w = mean_at(pooled)
     q = float(np.sum(w * (t - pooled) ** 2))
     return q, int(t.size - 1), float(_sps.chi2.sf(q, t.size - 1)), pooled
 
 
-def estimate_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> float:
-    """Variance of one group's estimate: corrected first-order part plus second-order part (module docstring).
+@dataclass(frozen=True)
+class VarianceParts:
+    """The parts of one group's variance that the heterogeneity test uses (module docstring).
+
+    Attributes
+    ----------
+    second_order : float
+        V2 (V_0 for weighted rows): the variance of T when the group is calibrated.
+    first_order : float
+        The plug-in first-order variance Var_n(psi) / n (sigma_{1,w}^2 / n).
+    plugin : float
+        The plug-in estimate sum_b (c_b / n) ||mu_b||^2 (weighted: sum_b (W_b / W) ||mu_b||^2).
+    bias : float
+        2 V2^(c), the plug-in bias of ``first_order`` (weights 1/c_b instead of 1/(c_b - 1)).
+    """
+
+    second_order: float
+    first_order: float
+    plugin: float
+    bias: float
+
+    @property
+    def unrestricted(self) -> float:
+        """The group's own variance max(first_order - bias, 0) + second_order (as for two-sample comparisons)."""
+        return max(self.first_order - self.bias, 0.0) + self.second_order
+
+
+def estimate_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> VarianceParts:
+    """The parts of one group's variance: second-order, plug-in first-order, plug-in estimate (module docstring).
 
     ``weights`` are the row weights a weighted result used (case weights times
     the prevalence factors).
     """
     inv, u, m = res.partition.inverse, res.data.u, res.partition.m
     if weights is not None:
-        v2 = weighted_null_variance(inv, u, weights, m)
-        bias = 2.0 * weighted_null_variance(inv, u, weights, m, shift=0.0)
-        return max(res.sigma1_sq / res.n - bias, 0.0) + v2
-    v2 = second_order_var_single(inv, u)
-    bias = 2.0 * second_order_var_single(inv, u, shift=0.0)
-    return max(first_order_var_single(inv, u) - bias, 0.0) + v2
+        return VarianceParts(second_order=weighted_null_variance(inv, u, weights, m),
+                             first_order=res.sigma1_sq / res.n, plugin=res.plugin_estimate,
+                             bias=2.0 * weighted_null_variance(inv, u, weights, m, shift=0.0))
+    return VarianceParts(second_order=second_order_var_single(inv, u), first_order=first_order_var_single(inv, u),
+                         plugin=res.plugin_estimate, bias=2.0 * second_order_var_single(inv, u, shift=0.0))
 
 
 # --------------------------------------------------------------------------- the result
@@ -156,7 +224,8 @@ class GroupedCalibrationResult(GroupedResult):
     heterogeneity_df : int or None
         G - 1 (None when not computed).
     heterogeneity_pooled : float
-        The inverse-variance weighted mean of the T_g.
+        The inverse-variance weighted mean of the T_g (the common ECE^2 under
+        H0, at which the variances are evaluated).
     heterogeneity_note : str or None
         Why the heterogeneity test was not computed (fewer than two analysed
         groups with a positive variance), in words; None when it was.
@@ -271,8 +340,9 @@ class GroupedCalibrationResult(GroupedResult):
         if self.heterogeneity_note is not None:
             return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
         return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
-                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} (variances: first-order "
-                "plus second-order, valid also when every group is calibrated).")
+                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} (variances at the pooled "
+                "ECE^2 of H0: second-order plus the first-order part at that ECE^2, valid also when every group "
+                "is calibrated).")
 
     def notes(self) -> list[str]:
         """Notes of the summary footer."""
@@ -484,7 +554,8 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         (:func:`calibtest.grouping.make_grouping`).
     null : {"asymptotic", "conditional", "monte-carlo"} or None
         Null of every group's interval and test, as in :func:`calibtest.calib_ci`;
-        None is ``"conditional"`` (``"asymptotic"`` for weighted rows).  Groups
+        None is ``"conditional"`` (for weighted rows ``"auto"``: the Monte
+        Carlo null in the binary and top-1 modes, else the asymptotic one).  Groups
         with fewer than :data:`MIN_GROUP_ROWS` rows or :data:`MIN_GROUP_EVENTS`
         events or non-events use ``"monte-carlo"`` (unweighted rows) and get a
         note.  The global test and the Holm-adjusted p-values use each
@@ -501,7 +572,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
     weighted = weights is not None or prevalence is not None
     if null is None:
-        null = "asymptotic" if weighted else "conditional"
+        null = "auto" if weighted else "conditional"
     if weighted:
         check_weighted_options(null, method)
     _, seed = resolve_seed(rng)
@@ -676,9 +747,11 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
                   for lb in grouping.labels])
     analysed = [lb for lb, r in groups.items() if r is not None]
     gstat, gp = global_test([finite_sample_pvalue(groups[lb])[0] for lb in analysed], global_method)
-    v = [variances[lb] for lb in analysed]
-    q, df, qp, qpooled = heterogeneity_test([groups[lb].estimate for lb in analysed], v)
-    het_note = heterogeneity_note(len(analysed), int(np.sum(np.asarray(v, dtype=float) > 0)))
+    parts = [variances[lb] for lb in analysed]
+    v = np.array([vp.second_order for vp in parts], dtype=float)
+    q, df, qp, qpooled = heterogeneity_test([groups[lb].estimate for lb in analysed], v,
+                                            [vp.first_order for vp in parts], [vp.plugin for vp in parts])
+    het_note = heterogeneity_note(len(analysed), int(np.sum(v > 0)))
     return GroupedCalibrationResult(
         by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, pooled=pooled, table=table,
         global_statistic=gstat, global_pvalue=gp, global_method=global_method, heterogeneity_statistic=q,
@@ -688,7 +761,7 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
         meta=pool_sites(table, grouping.names, alpha=fields["alpha"]), **fields)
 
 
-def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> float:
+def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:
     """:func:`estimate_variance` of an unweighted group from its bin sums (streamed rows).
 
     The influence values psi_i = 2 mu_b^T U_i - ||mu_b||^2 have
@@ -711,7 +784,8 @@ def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> float:
         w = np.where(c >= 2, 1.0 / np.where(c >= 2, c - shift, 1.0), 0.0)
         return float(2.0 / n ** 2 * np.sum(pairs * w ** 2))
 
-    return float(max(first - 2.0 * second(0.0), 0.0) + second(1.0))
+    return VarianceParts(second_order=second(1.0), first_order=float(first), plugin=float(mean),
+                         bias=2.0 * second(0.0))
 
 
 def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null: str = "auto",

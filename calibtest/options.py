@@ -356,7 +356,8 @@ _OPTIONS = (
     Option("alpha", "level", 0.05, "significance level of every test and interval"),
     Option("n_bins", "count", "auto", "bins per dimension B", choices=("auto",), flag="--bins"),
     Option("null", "choice", "auto", "null law of the test of ECE = 0 (auto: conditional for at most 4 binned "
-           "coordinates, in memory or streamed, else the paper's asymptotic one)",
+           "coordinates, in memory or streamed, else the paper's asymptotic one; with weights or prevalence, "
+           "Monte Carlo in the binary and top-1 modes)",
            choices=("auto", "asymptotic", "conditional", "monte-carlo")),
     Option("method", "choice", "adjusted", "interval: the paper's adjusted interval or a resampling baseline",
            choices=("adjusted", "bootstrap", "subsampling", "hulc")),

@@ -559,8 +559,10 @@ def null_text(res) -> str:
         return {"shifted gamma": "conditional (shifted gamma)",
                 "point mass": "conditional (exact: a point mass at T = 0, every prediction 0 or 1 in its bin)"}.get(
             res.null_method, "conditional (exact Monte Carlo: the shifted gamma is unreliable here)")
-    if weighted:
+    if weighted and res.weighting.prevalence is not None:
         return "Monte Carlo (outcomes redrawn given the predictions, the weights following them)"
+    if weighted:
+        return "Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)"
     return "Monte Carlo (exact conditional)"
 
 

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
 import calibtest as ct
-from calibtest.groups import finite_sample_pvalue, global_test, heterogeneity_test
+from calibtest.groups import estimate_variance, finite_sample_pvalue, global_test, heterogeneity_test
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +66,13 @@ def test_global_combinations_by_hand():
     assert global_test(p, "stouffer") == pytest.approx((z, stats.norm.sf(z)))
 
 
-def test_two_group_heterogeneity_is_the_unpaired_comparison():
-    """Cochran's Q of two groups is the square of calib_compare's unpaired z (the same variance parts).
+def test_two_group_variance_parts_are_the_unpaired_comparison():
+    """Each group's unrestricted variance is the one calib_compare's unpaired z uses (the same variance parts).
 
     Both groups are miscalibrated, so neither group's corrected first-order
-    variance is floored at 0 (the grouped test floors each group's, the
-    comparison the sum).
+    variance is floored at 0 (the parts floor each group's, the comparison
+    the sum).  Cochran's Q itself evaluates the variances at the pooled
+    ECE^2 of H0 (test_heterogeneity_restricted_by_hand), so it is not z^2.
     """
     rng = np.random.default_rng(6)
     n = 3000
@@ -80,9 +81,49 @@ def test_two_group_heterogeneity_is_the_unpaired_comparison():
     y = (rng.random(n) < np.clip(p + np.where(g == 0, 0.12, 0.2), 0, 1)).astype(int)
     two = ct.calib_ci(y=y, probs=p, by=g)
     cmp = ct.calib_compare(two.groups[0], two.groups[1], paired=False)
+    v = [estimate_variance(two.groups[k]).unrestricted for k in (0, 1)]
+    z2 = (two.groups[0].estimate - two.groups[1].estimate) ** 2 / sum(v)
     assert two.heterogeneity_df == 1
-    assert two.heterogeneity_statistic == pytest.approx(cmp.statistic ** 2, rel=1e-9)
-    assert two.heterogeneity_pvalue == pytest.approx(cmp.pvalue, rel=1e-9)
+    assert z2 == pytest.approx(cmp.statistic ** 2, rel=1e-9)
+
+
+def _restricted_q_by_root(t, v2, f, pl):
+    """Q with v_g = V2_g + F_g theta+ / P_g at the theta solving theta = inverse-variance mean (by brentq)."""
+    slope = np.where(pl > 0, f / np.where(pl > 0, pl, 1.0), 0.0)
+
+    def mean(theta):
+        w = 1.0 / (v2 + slope * max(theta, 0.0))
+        return float(np.sum(w * t) / np.sum(w))
+
+    theta = optimize.brentq(lambda th: mean(th) - th, -1.0, 1.0, xtol=1e-15, rtol=1e-14)
+    w = 1.0 / (v2 + slope * max(theta, 0.0))
+    return float(np.sum(w * (t - theta) ** 2)), theta
+
+
+def test_heterogeneity_restricted_by_hand():
+    t = np.array([0.004, 0.012, 0.03, 0.008])
+    v2 = np.array([4e-6, 1e-6, 2.5e-5, 2e-6])
+    f = np.array([3e-5, 2e-6, 9e-5, 1.5e-5])
+    pl = np.array([0.006, 0.013, 0.035, 0.009])
+    q_ref, theta = _restricted_q_by_root(t, v2, f, pl)
+    q, df, pv, pooled = heterogeneity_test(t, v2, f, pl)
+    assert pooled == pytest.approx(theta, rel=1e-10)
+    assert q == pytest.approx(q_ref, rel=1e-10)
+    assert (df, pv) == (3, pytest.approx(stats.chi2.sf(q_ref, 3), rel=1e-9))
+    # a pooled estimate <= 0 (every group near calibration) leaves the second-order variances alone
+    neg = np.array([-0.001, -0.0005, -0.002])
+    assert heterogeneity_test(neg, v2[:3], f[:3], pl[:3]) == pytest.approx(heterogeneity_test(neg, v2[:3]))
+
+
+def test_heterogeneity_of_grouped_result_uses_restricted_parts(df):
+    res = ct.calib_ci("y ~ p", data=df, by="site")
+    labels = list(res.groups)
+    parts = [estimate_variance(res.groups[lb]) for lb in labels]
+    t = np.array([res.groups[lb].estimate for lb in labels])
+    q_ref, theta = _restricted_q_by_root(t, *(np.array([getattr(vp, a) for vp in parts])
+                                             for a in ("second_order", "first_order", "plugin")))
+    assert res.heterogeneity_statistic == pytest.approx(q_ref, rel=1e-9)
+    assert res.heterogeneity_pooled == pytest.approx(theta, rel=1e-9)
 
 
 def test_heterogeneity_by_hand():

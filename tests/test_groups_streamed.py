@@ -157,7 +157,10 @@ def test_variance_from_sums_equals_rows():
                           probs=p if d_mode == "binary" else probs, k=None if d_mode == "binary" else "full",
                           null="asymptotic")
         fourth = _fourth_sums(part, data.u).sum_u[:, 0]
-        assert variance_from_sums(stats, fourth) == pytest.approx(estimate_variance(res), rel=1e-12)
+        from_sums, from_rows = variance_from_sums(stats, fourth), estimate_variance(res)
+        for part in ("second_order", "first_order", "plugin", "bias"):
+            assert getattr(from_sums, part) == pytest.approx(getattr(from_rows, part), rel=1e-12)
+        assert from_sums.unrestricted == pytest.approx(from_rows.unrestricted, rel=1e-12)
 
 
 def test_explicit_conditional_leaves_small_group_unanalysed(tmp_path):

@@ -620,7 +620,7 @@ def top1(folder):
 
 @pytest.fixture(scope="module")
 def weighted(folder, site_data):
-    res = ct.calib_ci("y ~ p", data=site_data, weights="w")
+    res = ct.calib_ci("y ~ p", data=site_data, weights="w", null="asymptotic")  # the default is Monte Carlo
     return res, _render(res, folder / "weighted.html")
 
 

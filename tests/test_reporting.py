@@ -906,7 +906,7 @@ def regime_results():
     frame = pd.DataFrame({"y": y, "p": q, "w": rng.gamma(2.0, 1.0, n)})
     return {"default": ct.calib_ci("y ~ p", data=frame),
             "asymptotic": ct.calib_ci("y ~ p", data=frame, null="asymptotic"),
-            "weighted": ct.calib_ci("y ~ p", data=frame, weights="w"),
+            "weighted": ct.calib_ci("y ~ p", data=frame, weights="w", null="asymptotic"),
             "monte-carlo": ct.calib_ci("y ~ p", data=frame, null="monte-carlo", rng=4)}
 
 

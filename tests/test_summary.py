@@ -364,7 +364,8 @@ def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monke
     frame.to_csv(tmp_path / "rows.csv", index=False)
     ct.calib_ci("y ~ q", data=str(tmp_path / "rows.csv"))  # streamed from a file
     BinAccumulator("y ~ q", n_bins=10).update(frame).result()  # bin sums
-    assert built == ["conditional", "asymptotic", "conditional", "conditional"]  # streamed: the in-memory null
+    # streamed: the in-memory null; case weights: the Monte Carlo null given the predictions and the weights
+    assert built == ["conditional", "monte-carlo", "conditional", "conditional"]
     # no other construction of a result in the package
     package = Path(ct.__file__).parent
     calls = [(path.name, line) for path in package.rglob("*.py") for line in path.read_text().splitlines()

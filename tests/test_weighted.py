@@ -186,8 +186,8 @@ def test_unit_weights_give_t_sigma1_and_second_order_variance(binary):
 
 
 def test_scale_of_weights_does_not_matter(binary):
-    a = ct.calib_ci("y ~ p", binary, weights="w")
-    b = ct.calib_ci(y=binary.y, probs=binary.p, weights=7.5 * binary.w.to_numpy())
+    a = ct.calib_ci("y ~ p", binary, weights="w", rng=4)
+    b = ct.calib_ci(y=binary.y, probs=binary.p, weights=7.5 * binary.w.to_numpy(), rng=4)
     for name in ("estimate", "se", "sigma0_sq", "ci_lower", "ci_upper", "null_pvalue"):
         assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-10)
 
@@ -623,8 +623,8 @@ def test_rescaled_weights_give_the_same_result(binary, c, prevalence):
 @pytest.mark.parametrize("c", [1e-100, 1e100, 3.7])
 def test_equal_weights_are_unit_weights(binary, c):
     """All weights equal to c: bit for bit the result with unit weights, whose T_w is T."""
-    unit = ct.calib_ci("y ~ p", data=binary.assign(w=1.0), weights="w")
-    res = ct.calib_ci("y ~ p", data=binary.assign(w=c), weights="w")
+    unit = ct.calib_ci("y ~ p", data=binary.assign(w=1.0), weights="w", rng=2)
+    res = ct.calib_ci("y ~ p", data=binary.assign(w=c), weights="w", rng=2)
     keys = ["estimate", "se", "ci_lower", "ci_upper", "threshold", "null_pvalue", "sigma0_sq", "sigma1_sq"]
     assert [res.to_dict()[k] for k in keys] == [unit.to_dict()[k] for k in keys]
     assert res.weighting.n_eff == binary.shape[0]
@@ -692,7 +692,7 @@ def test_weighted_result_stores_and_names_the_null_it_used(binary):
     from scipy.stats import norm
     from calibtest.summary import null_text
     sub = binary.iloc[:300]  # the double-loop V_0 stays quick
-    res = ct.calib_ci("y ~ p", sub, weights="w", n_bins=8)
+    res = ct.calib_ci("y ~ p", sub, weights="w", n_bins=8, null="asymptotic")
     assert res.null == "asymptotic" and res.null_method == "normal" and res.to_dict()["null"] == "asymptotic"
     # its p-value is the asymptotic one: 1 - Phi(T_w / sqrt(V_0)), V_0 by the double loop
     _, _, _, v0 = brute_force(res.partition.inverse, res.data.u, sub.w.to_numpy())
@@ -720,3 +720,23 @@ def test_case_weighted_result_gives_the_case_weighted_hosmer_lemeshow():
     assert not res.weighting.case_weights.flags.writeable
     with pytest.raises(ValueError, match="prevalence"):
         ct.calib_ci("y ~ p", data=df, prevalence=0.2, rng=1).hosmer_lemeshow()
+
+
+def test_default_null_of_case_weights_is_the_monte_carlo_test_given_predictions_and_weights(binary):
+    """null="auto" with case weights (binary rows): the Monte Carlo test, whose p-value is recomputed here from
+    label draws y* ~ Bernoulli(p) with the same seed and the T_w of each draw by the brute-force double loop."""
+    sub = binary.iloc[:120]
+    res = ct.calib_ci("y ~ p", sub, weights="w", n_bins=4, n_null_draws=39, rng=8)
+    assert res.null == "monte-carlo" and res.null_method == "monte carlo" and res.monte_carlo.n_draws == 39
+    assert "Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)" in \
+        " ".join(str(res.summary()).split())
+    gen = np.random.default_rng(8)
+    p, w, inv = sub.p.to_numpy(), sub.w.to_numpy(), res.partition.inverse
+    draws = []
+    for _ in range(39):
+        y = gen.random(p.size) < p
+        draws.append(brute_force(inv, (y - p)[:, None], w)[0])
+    t = brute_force(inv, res.data.u, w)[0]
+    assert res.estimate == pytest.approx(t, rel=1e-10)
+    np.testing.assert_allclose(np.sort(res.monte_carlo.null_draws), np.sort(draws), rtol=1e-9, atol=1e-15)
+    assert res.null_pvalue == pytest.approx((1 + sum(d >= t for d in draws)) / 40)

@@ -111,6 +111,13 @@ class BinRule:
         The same at B_rate (None when the rule did not look at it).
     max_singleton_fraction : float
         The rule's bound tau (:data:`MAX_SINGLETON_FRACTION`).
+    weighted_from : int or None
+        With prevalence weights: the automatic B of the unweighted rule, which
+        the weighted rule reduced to ``n_bins`` (None otherwise).
+    sparse_weight_share, max_sparse_weight_share, sparse_bin_neff : float or None
+        With prevalence weights: the share of the weight expected under
+        calibration that lies in bins of expected effective size below
+        ``sparse_bin_neff``, at the B used, and the rule's bound on it.
     """
 
     rule: str
@@ -120,9 +127,21 @@ class BinRule:
     singleton_fraction: float
     rate_singleton_fraction: float | None
     max_singleton_fraction: float = MAX_SINGLETON_FRACTION
+    weighted_from: int | None = None
+    sparse_weight_share: float | None = None
+    max_sparse_weight_share: float | None = None
+    sparse_bin_neff: float | None = None
 
     def describe(self) -> str:
         """One sentence stating the rule and its inputs."""
+        if self.weighted_from is not None:
+            reached = "" if self.sparse_weight_share <= self.max_sparse_weight_share else \
+                " (the smallest B allowed; the bound is not met)"
+            return (f"B = {self.n_bins}, reduced from the unweighted automatic {self.weighted_from} to the largest B "
+                    f"at which at most {100 * self.max_sparse_weight_share:.3g}% of the weight expected under "
+                    f"calibration (given the predictions and the prevalence weights) lies in bins of expected "
+                    f"effective size below {self.sparse_bin_neff:g} ({100 * self.sparse_weight_share:.3g}% at "
+                    f"B = {self.n_bins}){reached}.")
         if self.rule == "user":
             return f"B = {self.n_bins} was given (the automatic rate would be {self.rate_n_bins})."
         rate = (f"B_rate = max(2, round(6/(d+1) n^(2/(4+d)))) = {self.rate_n_bins} (d = {self.dim})")

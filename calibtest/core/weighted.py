@@ -124,7 +124,7 @@ from calibtest.core.intervals import AdjustedInterval
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
            "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
-           "prevalence_weights", "kish_n_eff", "jackknife_statistic",
+           "prevalence_weights", "kish_n_eff", "jackknife_statistic", "expected_sparse_weight_share",
            "null_studentized_multipliers", "studentized_adjusted_interval"]
 
 
@@ -189,6 +189,34 @@ def sparse_bins(inverse: np.ndarray, w: np.ndarray, m: int, n_eff_min: float) ->
     W_b = np.bincount(inverse, weights=w, minlength=m)
     P_b = np.bincount(inverse, weights=w * w, minlength=m)
     return W_b * W_b < n_eff_min * P_b
+
+
+def expected_sparse_weight_share(inverse: np.ndarray, m: int, weight_event: np.ndarray,
+                                 weight_nonevent: np.ndarray, event_prob: np.ndarray, n_eff_min: float) -> float:
+    """Share of the weight, expected under H0, in bins whose expected effective size is below ``n_eff_min``.
+
+    Row i has weight ``weight_event[i]`` with probability ``event_prob[i]``
+    and ``weight_nonevent[i]`` otherwise (the law of the Monte Carlo null,
+    :func:`weighted_null_draws`).  Bin b has the expected weight
+    E W_b = sum_i (a_i q_i + b_i (1 - q_i)) and the expected sum of squares
+    E P_b = sum_i (a_i^2 q_i + b_i^2 (1 - q_i)); it counts as sparse when
+    (E W_b)^2 < n_eff_min E P_b (Kish's effective size of the expected
+    sums).  The share depends on the predictions and the weights' two
+    values only, not on the outcomes, so a B chosen from it keeps the Monte
+    Carlo null given the predictions exact.
+
+    Returns
+    -------
+    float
+        sum of E W_b over the sparse bins / sum of E W_b.
+    """
+    a, b = normalised_weights(weight_event, weight_nonevent)
+    q = np.asarray(event_prob, dtype=np.float64)
+    ew = np.bincount(inverse, weights=a * q + b * (1.0 - q), minlength=m)
+    ew2 = np.bincount(inverse, weights=a * a * q + b * b * (1.0 - q), minlength=m)
+    sparse = ew * ew < n_eff_min * ew2
+    total = float(ew.sum())
+    return float(ew[sparse].sum() / total) if total > 0 else 0.0
 
 
 def prevalence_weights(events: np.ndarray, prevalence: float, base=None, pi_hat: float | None = None
