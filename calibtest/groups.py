@@ -639,7 +639,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
 
 
-def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> float:
+def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> VarianceParts:
     """:func:`estimate_variance` of a survival result (``calib_ci(..., horizon=)``).
 
     Without censoring before the horizon the result is the binary one
@@ -743,7 +743,7 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
     group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
     table.insert(table.columns.get_loc("estimate") + 1, "estimate_se",
-                 [math.sqrt(variances[lb]) if groups[lb] is not None and lb in variances else math.nan
+                 [math.sqrt(variances[lb].unrestricted) if groups[lb] is not None and lb in variances else math.nan
                   for lb in grouping.labels])
     analysed = [lb for lb, r in groups.items() if r is not None]
     gstat, gp = global_test([finite_sample_pvalue(groups[lb])[0] for lb in analysed], global_method)

@@ -120,11 +120,24 @@ def test_by_protocol_global_and_heterogeneity_tests():
     assert all(frame.loc[lv, "events"] == events[lv] for lv in events.index)
     p = frame["pvalue"].to_numpy(dtype=float)
     assert res.global_pvalue == pytest.approx(min(1.0, 3 * p.min()), rel=1e-12)
-    # Cochran's Q from the table's estimates and standard errors, by hand
-    t, v = frame["estimate"].to_numpy(dtype=float), frame["estimate_se"].to_numpy(dtype=float) ** 2
-    w = 1 / v
-    q = float(np.sum(w * (t - np.sum(w * t) / np.sum(w)) ** 2))
-    assert res.heterogeneity_statistic == pytest.approx(q, rel=1e-10)
+    # Cochran's Q by hand, with each group's variance restricted to H0 (a common ECE^2 theta):
+    # v_g(theta) = V2_g + F_g max(theta, 0) / P_g, theta the inverse-variance mean, found by fixed point
+    from calibtest.groups import survival_variance
+    labels = list(frame.index)
+    parts = [survival_variance(res.groups[lv]) for lv in labels]
+    t = np.array([res.groups[lv].estimate for lv in labels])
+    v2 = np.array([vp.second_order for vp in parts])
+    slope = np.array([vp.first_order / vp.plugin if vp.plugin > 0 and vp.first_order > 0 else 0.0 for vp in parts])
+    theta = float(np.sum(t / v2) / np.sum(1 / v2))
+    for _ in range(500):
+        w = 1 / (v2 + slope * max(theta, 0.0))
+        theta = float(np.sum(w * t) / np.sum(w))
+    w = 1 / (v2 + slope * max(theta, 0.0))
+    q = float(np.sum(w * (t - theta) ** 2))
+    assert res.heterogeneity_statistic == pytest.approx(q, rel=1e-8)
+    # the table's standard errors are each group's own (unrestricted) variance
+    assert frame["estimate_se"].to_numpy(dtype=float) == pytest.approx(
+        np.sqrt([vp.unrestricted for vp in parts]), rel=1e-12)
     assert res.heterogeneity_df == 2
     text = str(res.summary())
     assert "censoring" in text and "estimated from its own rows" in text
@@ -152,7 +165,9 @@ def test_heterogeneity_variance_includes_the_censoring_influence():
             pairs = np.sum(np.outer(x * x, x * x)) - np.sum(x ** 4)
             v0 += 2 * pairs / (n * (c - 1)) ** 2
             bias += 2 * 2 * pairs / (n * c) ** 2
-        assert survival_variance(r) == pytest.approx(max(r.sigma1_sq / n - bias, 0) + v0, rel=1e-9)
+        parts = survival_variance(r)
+        assert (parts.second_order, parts.first_order, parts.bias) == pytest.approx((v0, r.sigma1_sq / n, bias), rel=1e-9)
+        assert parts.unrestricted == pytest.approx(max(r.sigma1_sq / n - bias, 0) + v0, rel=1e-9)
 
 
 def test_by_lists_a_group_without_events_by_the_horizon():
