@@ -188,7 +188,12 @@ class EvidenceResult(ResultDisplay):
     test, interval, hl, valprob
         The underlying results of :func:`~calibtest.calib_test`,
         :func:`~calibtest.calib_ci`, :func:`~calibtest.hosmer_lemeshow` and
-        :func:`~calibtest.val_prob` (the last two None for top-k and full).
+        :func:`~calibtest.val_prob` (the last two None for top-k and full,
+        and for clustered rows).
+    design_hl : DesignHosmerLemeshow or None
+        Clustered rows (``cluster=``): the design-based Hosmer-Lemeshow test
+        of :mod:`calibtest.clustered_evidence` (None otherwise, or when not
+        computed).
     """
 
     table: pd.DataFrame = field(repr=False)
@@ -213,6 +218,7 @@ class EvidenceResult(ResultDisplay):
     interval: ResultDisplay | None = field(default=None, repr=False)  # the CalibrationResult
     hl: HosmerLemeshowResult | None = field(default=None, repr=False)
     valprob: ValProbResult | None = field(default=None, repr=False)
+    design_hl: object | None = field(default=None, repr=False)  # clustered rows: the design-based HL test
 
     def summary(self, alpha: float | None = None) -> CalibSummary:
         """The evidence table, the bin-sensitivity table and the conclusion (at the stored alpha).
@@ -272,12 +278,18 @@ class EvidenceResult(ResultDisplay):
         notes = ["H0 of each row: " + "; ".join(f"{t.loc[k, 'name']}: {t.loc[k, 'null']}" for k in t.index) + "."]
         if self.scope:
             notes.append(self.scope)
-        notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
-                     "is referred to chi2 with df = g (external validation: the predictions were not fitted "
-                     "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
-                     f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
+        if self.test.n_clusters is not None:
+            notes.append(f"Multi-scale test: {self.test.n_draws} sign patterns of whole clusters"
+                         + (" (every one)" if self.test.cluster_exact else f", seed {self.seed}") + ".")
+        else:
+            notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
+                         "is referred to chi2 with df = g (external validation: the predictions were not fitted "
+                         "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
+                         f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
         notes.append(f"Bin sensitivity: the single-scale test and adjusted interval at each B with the "
-                     f"interval's null ({self.null}); T is the debiased ECE^2 estimate."
+                     f"interval's null ({self.null}); T is the debiased ECE^2 estimate"
+                     + (" over pairs of rows of different clusters (T_cl)." if self.test.n_clusters is not None
+                        else ".")
                      + (" The verdict changes with B." if self.sensitivity_flag else " Same verdict at every B."))
         if self.n_dropped:
             notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop').")
@@ -340,8 +352,8 @@ def _how_much(res, alpha: float) -> str:
             f"{fmt(iv.upper, 4)} (for ECE, {fmt(hi_ece, 3)})")
 
 
-def _p_text(pvalue: float, n_draws: int | None) -> str:
-    floor = smallest_pvalue_text(pvalue, n_draws) if n_draws else ""  # no draw reached the observed statistic
+def _p_text(pvalue: float, n_draws: int | None, draws: str = "label draws") -> str:
+    floor = smallest_pvalue_text(pvalue, n_draws, draws) if n_draws else ""  # no draw reached the observed statistic
     return p_equals(pvalue, 3) + (f", {floor}" if floor else "")
 
 
@@ -376,8 +388,15 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
     alpha = res.alpha if alpha is None else alpha
     if evidence is None:
         return _conclude_interval(res, alpha)
-    return _conclude(evidence["table"], evidence["sens"], evidence["flag"], evidence["test"], res,
-                     evidence["hl"], evidence["vp"], alpha)
+    verdict, text, reasons = _conclude(evidence["table"], evidence["sens"], evidence["flag"], evidence["test"], res,
+                                       evidence["hl"], evidence["vp"], alpha)
+    clustering = getattr(res, "clustering", None)
+    if clustering is not None:  # the clustered evidence (calibtest.clustered_evidence): say what it allows for
+        text += (f" Every test and interval here allows for correlation of the rows within each of the "
+                 f"{clustering.n_clusters} clusters (clusters independent)"
+                 + (f"; with only {clustering.n_clusters} clusters read them as exploratory." if clustering.few
+                    else "."))
+    return verdict, text, reasons
 
 
 def result_conclusion(res, alpha: float | None = None, evidence: EvidenceResult | None = None) -> str:
@@ -421,7 +440,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     names = {k: table.loc[k, "name"] for k in keys}
     others = [k for k in keys if k != "calib_test" and rej[k]]
     sentences, reasons = [], []
-    p_test = _p_text(test.pvalue, test.n_draws)
+    p_test = _p_text(test.pvalue, test.n_draws, "label draws" if test.n_clusters is None else "sign patterns")
     how_much = _how_much(ci, alpha)
     if rej["calib_test"]:
         verdict = "evidence"

@@ -13,6 +13,7 @@ from calibtest._validation import OptionError, check_alpha, check_bool, check_ch
 from calibtest.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.calibration_test import TestOfCalibration
 from calibtest.cluster_robust import ClusterRobustMeasures
+from calibtest.clustered_evidence import clustered_evidence
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
@@ -770,10 +771,8 @@ class CalibrationResult(ResultDisplay):
         if self.weighting is not None:
             raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
                              "prevalence=): its interval and test are the weighted ones in summary()")
-        if self.clustering is not None:
-            raise ValueError("the evidence table's tests (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) "
-                             "take the rows as independent; this result is clustered (cluster=): its interval, its "
-                             "test and the cluster-robust CITL, slope and O/E (clustering.measures) are in summary()")
+        if self.clustering is not None:  # every row in its clustered version (calibtest.clustered_evidence)
+            return clustered_evidence(self, alpha, rng)
         if self.censored:
             raise ValueError("the evidence tests binary outcomes; rows of this survival result are censored before "
                              "the horizon, so its outcomes are IPCW-weighted: its interval and test are those of "
@@ -819,9 +818,7 @@ class CalibrationResult(ResultDisplay):
                           "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
                           "weighted interval and its test only.")
         if self.clustering is not None:
-            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) takes the "
-                          "rows as independent; this result is clustered (cluster=), so the summary shows the "
-                          "clustered interval, its test and the cluster-robust CITL, slope and O/E.")
+            return clustered_evidence(self, alpha), None
         if self.censored:
             return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests binary outcomes; "
                           "rows of this survival outcome are censored before the horizon, so the summary shows the "

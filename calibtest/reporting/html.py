@@ -546,6 +546,16 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     if weighting is None:
         hl, hl_note = _hosmer_lemeshow(res, hl_groups)
         vp, vp_note = _valprob(res)
+        if getattr(res, "clustering", None) is not None and hl is not None:  # the i.i.d. tables overstate
+            hl, hl_note = None, ("The Hosmer–Lemeshow test of independent rows is not shown: these rows are "
+                                 "clustered, and the evidence table gives its design-based version (the F-adjusted "
+                                 "test of Archer, Lemeshow and Hosmer 2007) when there are more clusters than "
+                                 "groups.")
+        if getattr(res, "clustering", None) is not None and vp is not None:
+            vp, vp_note = None, ("The validation metrics of independent rows (rms::val.prob: Wald intervals, "
+                                 "Spiegelhalter's z) are not shown: these rows are clustered, and the evidence "
+                                 "table gives Spiegelhalter's z from cluster sums and CITL, the slope and O/E with "
+                                 "cluster-robust intervals.")
         try:
             ev = result_evidence(res, evidence_rng)
             ev_note = None
@@ -576,7 +586,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
         # a file's or Dask frame's evidence says what needs every row at once and was not computed
-        "evidence_scope": ev.scope if ev is not None and res.data is None else None,
+        "evidence_scope": (ev.scope if ev is not None and (res.data is None or res.clustering is not None)
+                           else None),
         "evidence_seed": None if ev is None else ev.seed,
         "sensitivity": None if ev is None else {**_sensitivity_table(ev), "caption": (
             f"Bin sensitivity of {name}: the interval and the single-B test ({null_name(res)} null) at several "
@@ -683,8 +694,10 @@ def clustering_text(res) -> str | None:
     if c.few:
         text += (f" Warning: with only {c.n_clusters} clusters (fewer than {MIN_CLUSTERS}) the clustered interval "
                  "and test are unreliable; read them as exploratory.")
-    text += (" The evidence table, Hosmer–Lemeshow and val.prob below (if shown) take the rows as independent and "
-             "overstate the evidence for clustered rows.")
+    text += (" Every row of the evidence table below allows for the clusters (sign flips of whole clusters, "
+             "cluster-robust intervals, the design-based Hosmer–Lemeshow test); the Hosmer–Lemeshow and val.prob "
+             "tables of independent rows are left out, because they would overstate the evidence for clustered "
+             "rows.")
     return text
 
 
