@@ -456,6 +456,8 @@ def _cmd_report(args) -> int:
         if not os.path.isfile(args.plan):
             raise OptionError(f"--plan: file not found: {args.plan}")
         plan = AnalysisPlan.read(args.plan)
+        if plan.cluster is not None and args.cluster is None:  # the planned clusters, unless named on the line
+            args.cluster = plan.cluster
     reasons = _deviation_reasons(args.deviation_reason)
     if reasons and plan is None:
         raise OptionError("--deviation-reason needs --plan: without a plan there is nothing to deviate from")
