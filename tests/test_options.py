@@ -38,9 +38,10 @@ def _values(option):
 
 
 def _plan_cases():
-    # acceptance and primary are optional fields that go together: tests/test_plan_acceptance.py round-trips them
+    # acceptance and primary are optional fields that go together: tests/test_plan_acceptance.py round-trips them;
+    # cluster, optional too, is round-tripped by tests/test_cluster_plan.py
     return [(name, value) for name, option in PLAN_SCHEMA.items()
-            if name not in ("sample_size", "acceptance", "primary") for value in _values(option)]
+            if name not in ("sample_size", "acceptance", "primary", "cluster") for value in _values(option)]
 
 
 @pytest.mark.parametrize("name, value", _plan_cases())
