@@ -1046,11 +1046,13 @@ def meta_figure(meta):
     return fig
 
 
-def _sites_context(grouped, name: str, index: int, figure: bool) -> dict | None:
-    """The section "Calibration across sites": the held random-effects meta-analysis of the groups' measures."""
-    meta = getattr(grouped, "meta", None)
-    if meta is None:
+def _sites_context(grouped, name: str, index: int, figure: bool, meta_method: str = "REML",
+                   hartung_knapp: bool = False) -> dict | None:
+    """The section "Calibration across sites": the random-effects meta-analysis of the groups' measures, with
+    tau^2 by ``meta_method`` and the Hartung-Knapp interval if asked (the held one with the defaults)."""
+    if getattr(grouped, "meta", None) is None:
         return None
+    meta = grouped.meta_analysis(method=meta_method, hartung_knapp=hartung_knapp)
     by = " × ".join(grouped.by)
     level = _level(meta.alpha)
     labels = {"log_oe": "O/E", "citl": "CITL (logit scale)", "slope": "Calibration slope", "ece": "ECE"}
@@ -1507,12 +1509,15 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                   labels: Sequence[str] | None = None, source=None, command: str | None = None,
                   hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
                   figures: bool = True, generated: datetime | None = None,
-                  deviation_reasons: dict | None = None) -> dict:
+                  deviation_reasons: dict | None = None, meta_method: str = "REML",
+                  hartung_knapp: bool = False) -> dict:
     """The template context: strings, lists and ``to_dict()`` values only.
 
     Parameters are those of :func:`report`; ``figures=False`` skips the
     (slowest) figure rendering.
     """
+    meta_method = check_option("meta_method", meta_method)
+    hartung_knapp = check_option("hartung_knapp", hartung_knapp)
     items = _as_result_list(results)
     results = [r.pooled if _is_grouped(r) else r for r in items]  # a subgroup analysis: its pooled result
     meta = check_metadata(metadata)
@@ -1539,7 +1544,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         m["section_title"] = f"Model: {m['name']}"
         if _is_grouped(item):
             m["subgroups"] = _subgroup_context(item, m["name"], i, figures)
-            m["sites"] = _sites_context(item, m["name"], i, figures)
+            m["sites"] = _sites_context(item, m["name"], i, figures, meta_method, hartung_knapp)
     overlay = None
     same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
     if figures and multi and same_target:
@@ -1734,7 +1739,8 @@ def _import_weasyprint():
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
            hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
-           deviation_reasons: dict | None = None, templates=None) -> Path:
+           deviation_reasons: dict | None = None, templates=None, meta_method: str = "REML",
+           hartung_knapp: bool = False) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -1807,6 +1813,12 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         Seed of the label draws of the evidence table's multi-scale test;
         None (default) uses each result's recorded seed, so the same result
         gives the same report.  The seed used is shown in the provenance.
+    meta_method : {"REML", "DL", "PM"}
+        Estimator of tau^2 in the section "Calibration across sites" of a
+        result with ``by=`` (default REML; the table's caption names it).
+    hartung_knapp : bool
+        The Hartung-Knapp interval (t on k - 1 df) of that section's pooled
+        estimates instead of the Wald one.
 
     Returns
     -------
@@ -1879,7 +1891,8 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     check_report_text(title=title, purpose=purpose, command=command, labels=labels)
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
-                        rng=rng, deviation_reasons=deviation_reasons)
+                        rng=rng, deviation_reasons=deviation_reasons, meta_method=meta_method,
+                        hartung_knapp=hartung_knapp)
     if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
         ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
     html = _render(ctx, pdf=weasyprint is not None, templates=templates)
