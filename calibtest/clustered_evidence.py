@@ -35,7 +35,6 @@ References
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,12 +230,13 @@ def build_clustered_evidence(res, alpha: float, rng) -> EvidenceResult:
     level = f"{100 * (1 - alpha):g}%"
     G = c.n_clusters
     flips = f"{test.n_draws} {'(every one) ' if test.cluster_exact else 'random '}sign patterns of the {G} clusters"
+    sp = test.spiegelhalter_z is not None
     records = {
         "calib_test": ("multi-scale test (clustered)",
                        f"E[Y | Z] = Z (calibrated), at every B of the grid {list(test.n_bins)}"
-                       + (" and by Spiegelhalter's z with cluster sums" if test.spiegelhalter_z is not None else "")
-                       + f" (statistic: max of z_B = T_cl / sqrt(V_0){' and |z_S|' if test.spiegelhalter_z is not None else ''}"
-                       f"; {flips})", test.statistic, test.pvalue, None, None, test.reject),
+                       + (" and by Spiegelhalter's z with cluster sums" if sp else "")
+                       + f" (statistic: max of z_B = T_cl / sqrt(V_0){' and |z_S|' if sp else ''}; {flips})",
+                       test.statistic, test.pvalue, None, None, test.reject),
         "calib_ci": (f"ECE^2 {level} CI, B = {res.n_bins} (clustered)",
                      f"ECE^2 = 0 at B = {res.n_bins}, tested with the {null_text(res)} null (statistic: T_cl, "
                      "pairs of rows of different clusters)", res.estimate, res.null_pvalue, iv.lower, iv.upper,

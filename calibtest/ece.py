@@ -19,9 +19,9 @@ from calibtest.estimation import check_clustered_options, clustered_null, estima
 from calibtest.formula import resolve_env
 from calibtest.backends.grouped import dask_groups, stream_file_groups
 from calibtest._format import Call
-from calibtest.grouping import by_names, group_labels
+from calibtest.grouping import by_names
 from calibtest.groups import GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums
-from calibtest.inputs import is_dask, is_out_of_core, prepare_input
+from calibtest.inputs import is_dask, is_out_of_core
 from calibtest.options import check_options
 from calibtest.results import CalibrationResult
 from calibtest.survival import survival_calib_ci
@@ -335,7 +335,6 @@ def check_cluster_by(method, weights, prevalence, null) -> None:
     """
     check_clustered_options(method, weights, prevalence)
     clustered_null(null)
-
 
 
 # --------------------------------------------------------------------------- data not in memory
