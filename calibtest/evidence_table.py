@@ -28,6 +28,9 @@ single-scale test and interval at B = 5, 10, 20, 35 below the result's B, and
 its B, with the result's null) and a conclusion.  For top-k and full
 calibration the table has the two rows that apply (multi-scale test and
 interval); Hosmer-Lemeshow and val_prob need one probability column.
+Rows in independent clusters (``cluster=``) get the same table with every
+row in its clustered version, built by :mod:`calibtest.clustered_evidence`
+and concluded by :func:`conclude`.
 
 Conclusion rules (:attr:`EvidenceResult.conclusion`)
 -----------------------------------------------------
