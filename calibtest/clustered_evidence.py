@@ -22,7 +22,11 @@ for correlation of the rows of one cluster (clusters independent):
   slope and O/E with cluster-robust intervals (``res.clustering.measures``).
 
 The bin-sensitivity table gives the clustered interval and test at each B.
-The conclusion is written by :func:`calibtest.evidence_table.conclude`.
+:func:`clustered_evidence_parts` computes these rows;
+:func:`calibtest.evidence_table.assemble_clustered_evidence` writes the
+conclusion (:func:`calibtest.evidence_table.conclude`) and the
+:class:`~calibtest.evidence_table.EvidenceResult`, and
+``CalibrationResult.evidence()`` keeps it with the result.
 
 References
 ----------
@@ -41,15 +45,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest._validation import DEFAULT_DRAWS, check_alpha, check_seed
+from calibtest._validation import DEFAULT_DRAWS
 from calibtest.calibration_test import calib_test_clustered
 from calibtest.core.clustered import cluster_cells, clustered_inference
 from calibtest.core.partition import partition_rows
-from calibtest.evidence_table import SENSITIVITY_BINS, EvidenceResult, conclude, evidence_seed
 from calibtest.summary import null_text, part
 
-__all__ = ["DesignHosmerLemeshow", "design_hosmer_lemeshow", "clustered_evidence", "build_clustered_evidence",
-           "HL_GROUPS"]
+__all__ = ["DesignHosmerLemeshow", "design_hosmer_lemeshow", "clustered_evidence_parts", "HL_GROUPS"]
 
 #: Groups of the design-based Hosmer-Lemeshow test (deciles of the predictions, as the i.i.d. evidence's).
 HL_GROUPS = 10
@@ -158,14 +160,14 @@ def design_hosmer_lemeshow(y, p, codes, n_clusters: int, groups: int = HL_GROUPS
                                 pvalue=pvalue, groups=g, n_clusters=G, table=table)
 
 
-def _sensitivity(res, alpha: float, rng) -> pd.DataFrame:
-    """The clustered interval and test at each B of :data:`SENSITIVITY_BINS` below the result's, then its B."""
+def _sensitivity(res, alpha: float, rng, bins) -> pd.DataFrame:
+    """The clustered interval and test at each B of ``bins`` below the result's, then at its B."""
     c = res.clustering
     data = res.data
     draws = DEFAULT_DRAWS if c.exact else (part(res, "monte_carlo", "n_draws") or DEFAULT_DRAWS)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     rows = []
-    for b in tuple(b for b in SENSITIVITY_BINS if b < res.n_bins):  # a loop over the few bin counts
+    for b in tuple(b for b in bins if b < res.n_bins):  # a loop over the few bin counts
         partition = partition_rows(data, b)
         cells = cluster_cells(partition.inverse, data.u, c.codes, partition.m, c.n_clusters)
         inf = clustered_inference(cells, data.n, alpha=alpha, null=c.null, n_draws=draws, rng=gen)
@@ -180,26 +182,8 @@ def _sensitivity(res, alpha: float, rng) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def clustered_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
-    """The clustered evidence of ``res``, computed once per level and integer seed and kept with the result.
-
-    As :func:`calibtest.evidence_table.build_evidence` for independent rows:
-    ``alpha`` defaults to the result's, ``rng=None`` to its recorded seed
-    (:func:`calibtest.evidence_table.evidence_seed`), so the summary, the
-    notebook display and the report share one object; a
-    ``numpy.random.Generator`` draws anew at every call.
-    """
-    if res.data is None:
-        raise ValueError("the clustered evidence needs the rows in memory")
-    alpha = res.alpha if alpha is None else check_alpha(alpha)
-    rng = evidence_seed(res) if rng is None else check_seed(rng)
-    if isinstance(rng, np.random.Generator):
-        return build_clustered_evidence(res, alpha, rng)
-    return res._memo(("evidence", alpha, int(rng)), lambda: build_clustered_evidence(res, alpha, int(rng)))
-
-
-def build_clustered_evidence(res, alpha: float, rng) -> EvidenceResult:
-    """The evidence table and conclusion of a clustered result (rows in memory).
+def clustered_evidence_parts(res, alpha: float, rng, bins) -> dict:
+    """The rows of the clustered evidence table of a clustered result (rows in memory).
 
     Parameters
     ----------
@@ -210,14 +194,19 @@ def build_clustered_evidence(res, alpha: float, rng) -> EvidenceResult:
     rng : int or numpy.random.Generator
         Seed of the sign patterns of the multi-scale test (and of the
         bin-sensitivity rows' sign-flip tests).
+    bins : tuple of int
+        The bin counts of the bin-sensitivity table (those below the result's B are used).
 
     Returns
     -------
-    EvidenceResult
-        ``table`` has the rows of the module docstring; ``hl`` and
-        ``valprob`` are None (their i.i.d. versions do not apply),
-        ``design_hl`` holds the design-based Hosmer-Lemeshow test and
-        ``scope`` says what each row allows for and what was left out.
+    dict
+        ``table`` (the rows of the module docstring, as the evidence table
+        lays them out), ``sens`` and ``flag`` (the bin-sensitivity rows and
+        whether their verdict varies), ``test`` (the clustered multi-scale
+        test), ``measures`` (the cluster-robust CITL, slope and O/E or
+        None), ``design_hl`` (:class:`DesignHosmerLemeshow` or None),
+        ``scope`` (what each row allows for and what was left out) and
+        ``seed``.
     """
     c = res.clustering
     data = res.data
@@ -225,7 +214,7 @@ def build_clustered_evidence(res, alpha: float, rng) -> EvidenceResult:
     book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
             "n_dropped": res.n_dropped}
     test = calib_test_clustered(data, c.codes, c.n_clusters, alpha=alpha, rng=rng, **book)
-    sens = _sensitivity(res, alpha, rng)
+    sens = _sensitivity(res, alpha, rng, bins)
     iv = res.conf_int(alpha)
     level = f"{100 * (1 - alpha):g}%"
     G = c.n_clusters
@@ -281,9 +270,6 @@ def build_clustered_evidence(res, alpha: float, rng) -> EvidenceResult:
           "reject": bool(r), "verdict": ("excludes 0" if r else "contains 0") if key == "calib_ci" else
           ("rejects" if r else "does not reject")}
          for key, (nm, null, stat, pv, lo, hi, r) in records.items()], index=list(records), dtype=object)
-    flag = bool(sens["reject"].nunique() > 1)
-    verdict, conclusion, reasons = conclude(res, alpha, {"table": table, "sens": sens, "flag": flag, "test": test,
-                                                         "hl": None, "vp": m})
     scope = " ".join([f"Clustered rows: {G} clusters, taken as independent, rows of one cluster possibly "
                       "correlated; every row of this table allows for that correlation (sign flips of whole "
                       "clusters, cluster-robust standard errors with t quantiles on "
@@ -291,8 +277,5 @@ def build_clustered_evidence(res, alpha: float, rng) -> EvidenceResult:
                       "val.prob statistics take the rows as independent and are not part of it."]
                      + missing + ([f"Only {G} clusters: read the clustered tests and intervals as exploratory."]
                                   if c.few else []))
-    return EvidenceResult(
-        table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
-        reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
-        seed=seed, scope=scope, test=test, interval=res, hl=None, valprob=None, design_hl=dhl, **book)
-
+    return {"table": table, "sens": sens, "flag": bool(sens["reject"].nunique() > 1), "test": test, "measures": m,
+            "design_hl": dhl, "scope": scope, "seed": seed}

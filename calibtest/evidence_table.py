@@ -106,7 +106,7 @@ from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
 from calibtest.valprob import ValProbResult, val_prob
 
-__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "evidence_seed", "conclude", "result_conclusion",
+__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed", "conclude", "result_conclusion",
            "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
            "EVIDENCE_SEED"]
 
@@ -762,3 +762,24 @@ def assemble_evidence(res, alpha: float, seed, *, test: CalibrationTestResult, h
         table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
         reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
         seed=seed, scope=scope, test=test, interval=res, hl=hl, valprob=vp, **book)
+
+
+def assemble_clustered_evidence(res, alpha: float, parts: dict) -> EvidenceResult:
+    """The :class:`EvidenceResult` of a clustered result from its clustered rows and the conclusion.
+
+    ``parts`` is what :func:`calibtest.clustered_evidence.clustered_evidence_parts`
+    computes (``table``, ``sens``, ``flag``, ``test``, ``measures``,
+    ``design_hl``, ``scope``, ``seed``); the conclusion follows the rules of
+    this module (:func:`conclude`), with the cluster-robust CITL and slope in
+    the place of val_prob's and no rule on the i.i.d. Hosmer-Lemeshow groups.
+    """
+    book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
+            "n_dropped": res.n_dropped}
+    table, sens, flag = parts["table"], parts["sens"], parts["flag"]
+    verdict, conclusion, reasons = conclude(res, alpha, {"table": table, "sens": sens, "flag": flag,
+                                                         "test": parts["test"], "hl": None, "vp": parts["measures"]})
+    return EvidenceResult(
+        table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
+        reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
+        seed=parts["seed"], scope=parts["scope"], test=parts["test"], interval=res, hl=None, valprob=None,
+        design_hl=parts["design_hl"], **book)
