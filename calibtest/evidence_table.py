@@ -106,7 +106,8 @@ from calibtest.goodness_of_fit import HosmerLemeshowResult, _from_result
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
 from calibtest.valprob import ValProbResult, val_prob
 
-__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed", "conclude", "result_conclusion",
+__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
+           "conclude", "result_conclusion",
            "result_hosmer_lemeshow", "result_val_prob", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS",
            "EVIDENCE_SEED"]
 
