@@ -80,3 +80,12 @@ def test_crossing_and_conditional_are_refused():
     with pytest.raises(OptionError, match="conditional"):
         ct.calib_ci("y ~ p", data=df, by="country", cluster="site", null="conditional")
     assert math.isfinite(ct.calib_ci("y ~ p", data=df, by="country", cluster="site", rng=3).global_pvalue)
+
+
+def test_report_of_nested_clusters_names_the_cluster_robust_intervals(tmp_path):
+    grouped = ct.calib_ci("y ~ p", data=countries(), by="country", cluster="site", null="asymptotic")
+    path = tmp_path / "r.html"
+    ct.report(grouped, path)
+    html = path.read_text(encoding="utf-8")
+    assert "cluster-robust intervals (t on each group" in html and "nested in the groups" in html
+    assert "multi-scale test (clustered)" in html  # the pooled result's clustered evidence

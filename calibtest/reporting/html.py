@@ -1009,7 +1009,10 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
                     "test (as in the table above) beside the calibration-in-the-large (CITL: the intercept with "
                     "logit p as offset; 0 when the mean risk is right), the calibration slope (1 when the risks "
                     f"are neither too extreme nor too modest) and O/E (observed over expected events; 1), with "
-                    f"their {level} Wald intervals; the last row is all rows together (4 significant digits). "
+                    f"their {level} "
+                    + ("cluster-robust intervals (t on each group's clusters - 1 df)"
+                       if getattr(grouped.pooled, "clustering", None) is not None else "Wald intervals")
+                    + "; the last row is all rows together (4 significant digits). "
                     "An ECE of 0 beside a CITL or O/E interval that excludes its null is a group whose mean risk "
                     "is off by less than its binned test can see.")}
     return {"anchor": f"subgroups-{index + 1}", "title": f"Subgroups of {name} by {by}", "by": by,
