@@ -79,7 +79,7 @@ NULL_DEFAULT = OPTIONS["null"].default
 #: The file's fields: three of bookkeeping (strings), then the options of :data:`PLAN_SCHEMA`; the optional
 #: ones are written only when set (a plan without them keeps its fields and fingerprint).
 _TEXT_FIELDS = ("format", "created", "calibtest_version")
-_OPTIONAL = ("acceptance", "primary")
+_OPTIONAL = ("acceptance", "primary", "cluster")
 _FIELDS = _TEXT_FIELDS + tuple(name for name in PLAN_SCHEMA if name not in _OPTIONAL)
 
 
@@ -198,6 +198,9 @@ class AnalysisPlan:
     primary : str or None
         The primary acceptance criterion (a key of ``acceptance``), or None
         (every criterion co-primary).
+    cluster : str or None
+        The column of the clusters of correlated rows (e.g. the site of a
+        multicentre study) the analysis allows for, or None (rows independent).
     created : str
         Creation time, UTC, ISO 8601 (``2026-11-23T04:00:00+00:00``).
     calibtest_version : str
@@ -223,6 +226,7 @@ class AnalysisPlan:
     path: str | None = None
     acceptance: dict | None = None
     primary: str | None = None
+    cluster: str | None = None
 
     def fields(self) -> dict:
         """The file's fields (JSON values), without ``sha256``."""
@@ -232,7 +236,7 @@ class AnalysisPlan:
                "tests": None if self.tests is None else list(self.tests),
                "subgroups": None if self.subgroups is None else list(self.subgroups),
                "sample_size": self.sample_size}
-        return {**out, **_optional_fields(self.acceptance, self.primary)}
+        return {**out, **_optional_fields(self.acceptance, self.primary, self.cluster)}
 
     def __repr__(self) -> str:
         parts = [f"alpha={self.alpha:g}", f"n_bins={self.n_bins!r}", f"null={self.null!r}", f"method={self.method!r}"]
@@ -258,7 +262,9 @@ class AnalysisPlan:
 
     def options(self) -> dict:
         """The planned options as text (option name -> value), in the order of :func:`plan`."""
-        out = {name: _text(getattr(self, name)) for name in PLAN_OPTIONS}
+        out = {name: _text(getattr(self, name)) for name in PLAN_OPTIONS if name != "cluster"}
+        if self.cluster is not None:  # shown when planned (a plan without it keeps its rows)
+            out["cluster"] = self.cluster
         if self.primary is not None:
             out["primary"] = criterion_text(self.primary, self.acceptance[self.primary])
         return out
@@ -316,8 +322,9 @@ class AnalysisPlan:
         Compares ``alpha``, ``n_bins`` (``"auto"`` and ``"adaptive"`` match a
         result whose B came from the automatic rule; an integer matches a B
         set to that value), ``null``, ``method``, ``k`` (None matches the
-        binary and top-1 targets) and ``n_classes`` (a planned None matches a
-        probability matrix, whose columns give K).
+        binary and top-1 targets), ``n_classes`` (a planned None matches a
+        probability matrix, whose columns give K) and ``cluster`` (the
+        result's cluster column; a planned None matches independent rows).
 
         Returns
         -------
@@ -355,12 +362,17 @@ class AnalysisPlan:
         stated = result.mode == "top1" and len(result.prob_names) == 1
         if (self.n_classes is not None or stated) and result.n_classes != self.n_classes:
             add("n_classes", self.n_classes, result.n_classes)
+        clustering = getattr(result, "clustering", None)
+        used_cluster = None if clustering is None else (clustering.name or "given as an array")
+        if used_cluster != self.cluster:
+            add("cluster", self.cluster if self.cluster is not None else "none (rows independent)",
+                used_cluster if used_cluster is not None else "none (rows independent)")
         return tuple(out)
 
 
-def _optional_fields(acceptance, primary) -> dict:
+def _optional_fields(acceptance, primary, cluster=None) -> dict:
     """The optional fields as JSON values (pairs as lists); absent when not set."""
-    out = {}
+    out = {} if cluster is None else {"cluster": cluster}
     if acceptance is not None:
         out["acceptance"] = {key: list(value) if isinstance(value, tuple) else value
                              for key, value in acceptance.items()}
@@ -631,13 +643,16 @@ def _build(*, created, version, path, **options) -> AnalysisPlan:
     """The plan of ``options`` (every key of :data:`PLAN_SCHEMA`), each checked against the table of options."""
     checked = {name: (option.check(options[name]) if name != "sample_size" else _check_sample_size(options[name]))
                for name, option in PLAN_SCHEMA.items()}
+    if checked["cluster"] is not None and not isinstance(checked["cluster"], str):
+        raise OptionTypeError(f"cluster must name a column in a plan (a file holds no per-row values), got "
+                              f"{type(checked['cluster']).__name__}")
     if checked["primary"] is not None and checked["primary"] not in (checked["acceptance"] or {}):
         raise OptionError(f"primary must be one of the acceptance criteria "
                           f"({', '.join(checked['acceptance'] or {}) or 'none given'}), got {checked['primary']!r}")
     as_list = {name: None if checked[name] is None else list(checked[name]) for name in ("tests", "subgroups")}
     fields = {"format": PLAN_FORMAT, "created": created, "calibtest_version": version,
               **{k: v for k, v in checked.items() if k not in _OPTIONAL}, **as_list,
-              **_optional_fields(checked["acceptance"], checked["primary"])}
+              **_optional_fields(checked["acceptance"], checked["primary"], checked["cluster"])}
     return AnalysisPlan(**checked, created=created, calibtest_version=version, sha256=plan_sha256(fields),
                         path=path)
 
@@ -645,7 +660,7 @@ def _build(*, created, version, path, **options) -> AnalysisPlan:
 def plan(path, *, alpha: float = PLAN_SCHEMA["alpha"].default, n_bins=PLAN_SCHEMA["n_bins"].default,
          null: str = PLAN_SCHEMA["null"].default, method: str = PLAN_SCHEMA["method"].default,
          k=None, n_classes: int | None = None, tests=None, subgroups=None, sample_size=None,
-         acceptance: dict | None = None, primary: str | None = None,
+         acceptance: dict | None = None, primary: str | None = None, cluster: str | None = None,
          created: datetime | None = None) -> AnalysisPlan:
     """Write a pre-specified analysis plan (JSON with a creation time and its SHA-256) and return it.
 
@@ -694,6 +709,12 @@ def plan(path, *, alpha: float = PLAN_SCHEMA["alpha"].default, n_bins=PLAN_SCHEM
         the study's conclusion rests on (the report lists it first and names
         it in the Summary of findings); the others are secondary.  Default:
         every criterion co-primary.
+    cluster : str, optional
+        The column of the clusters of correlated rows (e.g. ``"site"``): the
+        analysis is the clustered one (``calib_ci(..., cluster=)``;
+        ``calibtest report --plan`` uses it when ``--cluster`` is not given),
+        and a result without these clusters is a deviation.  Written only
+        when set, so a plan without it keeps its fields and fingerprint.
     created : datetime, optional
         Creation time (default: now); stored in UTC as ISO 8601.
 
@@ -744,6 +765,6 @@ def plan(path, *, alpha: float = PLAN_SCHEMA["alpha"].default, n_bins=PLAN_SCHEM
         sample_size = sample_size_record(sample_size)
     out = _build(alpha=alpha, n_bins=n_bins, null=null, method=method, k=k, n_classes=n_classes, tests=tests,
                  subgroups=subgroups, sample_size=sample_size, acceptance=acceptance, primary=primary,
-                 created=stamp, version=package_version(), path=str(path))
+                 cluster=cluster, created=stamp, version=package_version(), path=str(path))
     Path(path).write_text(json.dumps(out.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out

@@ -374,10 +374,10 @@ class CalibrationTestResult(TestOfCalibration):
                 f"p={self.pvalue:.4g}", f"reject={self.reject}"]
 
 
-def smallest_pvalue_text(pvalue: float, n_draws: int) -> str:
+def smallest_pvalue_text(pvalue: float, n_draws: int, draws: str = "label draws") -> str:
     """"the smallest p-value R label draws can give" when ``pvalue`` is 1 / (R + 1) (no draw reached the
-    observed statistic), else ""."""
-    return f"the smallest p-value {n_draws} label draws can give" if pvalue * (n_draws + 1) < 1.5 else ""
+    observed statistic), else ""; ``draws`` names them ("sign patterns" for clustered rows)."""
+    return f"the smallest p-value {n_draws} {draws} can give" if pvalue * (n_draws + 1) < 1.5 else ""
 
 
 def _combination_text(res: CalibrationTestResult) -> str:
@@ -416,7 +416,8 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
                                                index=["Spiegelhalter z_S"], dtype=object)])
     smry.add_table(table, {"T": 5, "sd(T | Z)": 4, "z": 4, "p-value": 4})
     verdict = "rejects" if reject else "does not reject"
-    floor = smallest_pvalue_text(res.pvalue, res.n_draws)
+    floor = smallest_pvalue_text(res.pvalue, res.n_draws,
+                                 "label draws" if res.n_clusters is None else "sign patterns")
     floor = f"; {floor}: no draw reached the observed statistic" if floor else ""
     notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)}{floor})."
              + ("" if reject else " This is not evidence that the model is calibrated.")]

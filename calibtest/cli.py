@@ -491,6 +491,8 @@ def _cmd_report(args) -> int:
         if not os.path.isfile(args.plan):
             raise OptionError(f"--plan: file not found: {args.plan}")
         plan = AnalysisPlan.read(args.plan)
+        if plan.cluster is not None and args.cluster is None:  # the planned clusters, unless named on the line
+            args.cluster = plan.cluster
     reasons = _deviation_reasons(args.deviation_reason)
     if reasons and plan is None:
         raise OptionError("--deviation-reason needs --plan: without a plan there is nothing to deviate from")
@@ -517,7 +519,8 @@ def _cmd_report(args) -> int:
         path = report(results if len(results) > 1 else results[0], args.output, comparisons=comparisons,
                       title=args.title, purpose=args.purpose, labels=labels, source=source,
                       command=report_command(args), hl_groups=args.hl_groups, metadata=metadata, plan=plan,
-                      rng=args.seed, deviation_reasons=reasons or None, templates=args.templates)
+                      rng=args.seed, deviation_reasons=reasons or None, templates=args.templates,
+                      meta_method=args.meta_method, hartung_knapp=args.hartung_knapp)
     except ImportError as exc:
         _fail(str(exc))
     print(f"calibtest: wrote {path}")
@@ -560,6 +563,10 @@ def _add_report_parser(sub, shared) -> None:
     rep.add_argument("--by", action="append", default=None, metavar="COLUMN",
                      help="add a subgroup section for the groups of this column (repeat for crossed groups): "
                           "per-group intervals, forest plot, the global and the heterogeneity tests")
+    OPTIONS["meta_method"].add_to(rep, help="with --by: estimator of the between-site variance tau^2 in the "
+                                            "section 'Calibration across sites' (REML, DL or PM; default REML)")
+    OPTIONS["hartung_knapp"].add_to(rep, help="with --by: Hartung-Knapp intervals (t on k - 1 df) of the pooled "
+                                              "estimates across sites")
     OPTIONS["method"].add_to(rep)
     OPTIONS["chunksize"].add_to(rep, help="stream the file in chunks of this many rows instead of reading it whole "
                                           "(bounded memory): the interval, the evidence table, Hosmer-Lemeshow and "

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats as _sps
 
-from calibtest.logistic import fit_logistic_glm
+from calibtest.logistic import direction_sentence, fit_logistic_glm
 
 __all__ = ["ClusterRobustMeasures", "cluster_robust_measures", "cluster_robust_glm"]
 
@@ -89,6 +89,12 @@ class ClusterRobustMeasures:
         """The interval exp(log(O/E) -+ t_{G-1} se) of O/E."""
         t = self._t(alpha)
         return self.oe * math.exp(-t * self.log_oe_se), self.oe * math.exp(t * self.log_oe_se)
+
+    def direction(self, alpha: float | None = None) -> str:
+        """The direction of a logit-linear miscalibration in words, from CITL and the slope and their
+        cluster-robust intervals (the sentence of :meth:`calibtest.valprob.ValProbResult.direction`)."""
+        alpha = self.alpha if alpha is None else alpha
+        return direction_sentence(self.citl, self.citl_ci(alpha), self.slope, self.slope_ci(alpha), alpha)
 
     def to_frame(self, alpha: float | None = None) -> pd.DataFrame:
         """One row per measure: estimate, cluster-robust se, interval, and the value of a calibrated model."""

@@ -15,14 +15,14 @@ from calibtest._validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionError, che
 from calibtest.backends.dask_frames import dask_calib_ci
 from calibtest.backends.evidence_stream import with_stream
 from calibtest.backends.files import stream_file
-from calibtest.estimation import estimate_in_memory
+from calibtest.estimation import check_clustered_options, clustered_null, estimate_in_memory
 from calibtest.formula import resolve_env
 from calibtest.backends.grouped import dask_groups, stream_file_groups
 from calibtest._format import Call
-from calibtest.grouping import by_names, group_labels
+from calibtest.grouping import by_names
 from calibtest.groups import (GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums,
                               grouped_survival_calib_ci)
-from calibtest.inputs import is_dask, is_out_of_core, prepare_input
+from calibtest.inputs import is_dask, is_out_of_core
 from calibtest.options import check_options
 from calibtest.results import CalibrationResult
 from calibtest.survival import survival_calib_ci
@@ -314,7 +314,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
             raise OptionError("cluster= needs the rows in memory (a DataFrame or arrays); for a file or a Dask "
                               "frame, read the formula's columns and the cluster column into pandas")
         if by is not None:
-            check_cluster_by(formula, data, y, probs, env, missing, by, cluster)
+            check_cluster_by(method, weights, prevalence, null)
     if is_out_of_core(data) and (weights is not None or prevalence is not None):
         raise OptionError("weights= and prevalence= need the rows in memory (a DataFrame or arrays); for a "
                          "file or a Dask frame, read the columns needed into pandas")
@@ -330,7 +330,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         return grouped_calib_ci(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                                 alpha=alpha, missing=missing, null=null, rng=rng,
                                 n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
-                                progress=progress, weights=weights, prevalence=prevalence, call_options=options)
+                                progress=progress, weights=weights, prevalence=prevalence, call_options=options,
+                                cluster=cluster)
     if is_out_of_core(data):
         if null == "monte-carlo":
             raise OptionError("null='monte-carlo' draws labels for every row and needs the rows in memory (a "
@@ -347,21 +348,21 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                               weights=weights, prevalence=prevalence, cluster=cluster)
 
 
-def check_cluster_by(formula, data, y, probs, env, missing, by, cluster) -> None:
-    """``cluster=`` with ``by=``: an error naming the crossing when a cluster lies in two groups, else an
-    error saying that the grouped clustered analysis is not available (analyse each group with cluster=).
+def check_cluster_by(method, weights, prevalence, null) -> None:
+    """``cluster=`` with ``by=``: the options the per-group clustered analysis takes (those of ``cluster=``).
+
+    The clusters must lie inside the groups (a cluster in two groups is a
+    :class:`DataError` of :func:`calibtest.inputs.resolve_clusters`); that
+    ``by=`` and ``cluster=`` are not the same partition is checked by
+    :func:`calibtest.groups.grouped_calib_ci`.
 
     Raises
     ------
-    DataError
-        A cluster has rows in two groups (:func:`calibtest.inputs.resolve_clusters`).
     OptionError
-        Otherwise: by= with cluster= is not supported.
+        For a resampling method, weights, a prevalence or ``null="conditional"``.
     """
-    prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, by=by,
-                  group_labels=group_labels, target=False, cluster=cluster)
-    raise OptionError("cluster= with by= is not supported yet: the clusters lie inside the groups, so analyse "
-                      "each group with calib_ci(..., cluster=) on its rows (the groups are then independent)")
+    check_clustered_options(method, weights, prevalence)
+    clustered_null(null)
 
 
 # --------------------------------------------------------------------------- data not in memory

@@ -333,11 +333,17 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         ``rng=numpy.random.default_rng([s, g])``, s the seed; a group with a
         single outcome class is listed, not analysed.
     cluster : str or array_like, optional
-        Refused with a ValueError that says where the clustered evidence is:
-        Hosmer-Lemeshow and the bin-sensitivity table have no clustered
-        version, so ``calib_ci(..., cluster=).summary()`` (the clustered
-        interval and test, cluster-robust CITL, slope and O/E) and
-        ``calib_test(..., cluster=)`` (the clustered multi-scale test) give it.
+        Clusters of correlated rows (a column of ``data`` or one label per
+        row; clusters independent; rows in memory, no ``by=``): the evidence
+        of ``calib_ci(..., cluster=)`` (:mod:`calibtest.clustered_evidence`),
+        every row in its clustered version -- the clustered multi-scale test
+        (sign flips of whole clusters), the cluster-robust interval and its
+        test, the design-based F-adjusted Hosmer-Lemeshow test (Archer,
+        Lemeshow and Hosmer 2007; with more clusters than its 10 groups),
+        Spiegelhalter's z from cluster sums, and CITL, the slope and O/E
+        with cluster-robust intervals.  The default ``null="conditional"``
+        (which redraws each label alone) becomes the cluster sign-flip null;
+        see ``docs/clusters.md``.
 
     chunksize : int, optional
         Rows per chunk when ``data`` is a file path (default
@@ -368,11 +374,9 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)
     if chunksize is not None and not isinstance(data, (str, os.PathLike)):
         raise OptionError("chunksize= applies only to data given as a file path")
-    if cluster is not None:
-        raise OptionError("evidence() takes the rows as independent (Hosmer-Lemeshow and the bin-sensitivity table "
-                          "have no clustered version); for clustered rows use calib_ci(..., cluster=).summary() (the "
-                          "clustered interval and test, cluster-robust CITL, slope and O/E) and "
-                          "calib_test(..., cluster=) (the clustered multi-scale test)")
+    if cluster is not None and (by is not None or is_out_of_core(data)):
+        raise OptionError("evidence with cluster= needs the rows in memory (a DataFrame or arrays) and no by=: "
+                          "analyse each group's rows with cluster=")
     env = resolve_env(eval_env)
     if is_out_of_core(data):
         return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
@@ -385,6 +389,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     if by is not None:
         return _evidence_by(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                             alpha=alpha, missing=missing, null=null, rng=rng, options=options)
+    if cluster is not None:
+        options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
+        res = estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                                 alpha=alpha, missing=missing, null="auto" if null == "conditional" else null,
+                                 rng=sub_rng, call_options=options, cluster=cluster)
+        return res.evidence(alpha, rng=sub_rng)
     res = estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                              alpha=alpha, missing=missing, null=null, rng=sub_rng, call_options=options)
     return build_evidence(res, alpha, rng=sub_rng)

@@ -28,6 +28,9 @@ single-scale test and interval at B = 5, 10, 20, 35 below the result's B, and
 its B, with the result's null) and a conclusion.  For top-k and full
 calibration the table has the two rows that apply (multi-scale test and
 interval); Hosmer-Lemeshow and val_prob need one probability column.
+Rows in independent clusters (``cluster=``) get the same table with every
+row in its clustered version, built by :mod:`calibtest.clustered_evidence`
+and concluded by :func:`conclude`.
 
 Conclusion rules (:attr:`EvidenceResult.conclusion`)
 -----------------------------------------------------
@@ -105,9 +108,9 @@ from calibtest.summary import CalibSummary, ResultDisplay, model_text, null_name
 from calibtest.survival_evidence import SURVIVAL_ROWS, SurvivalEvidence, result_survival_evidence
 from calibtest.valprob import ValProbResult, val_prob
 
-__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "evidence_seed", "conclude", "result_conclusion",
-           "ConfidenceDirection", "confidence_direction", "short_verdict", "figure_verdict",
-           "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
+__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
+           "conclude", "result_conclusion", "ConfidenceDirection", "confidence_direction", "short_verdict",
+           "figure_verdict", "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
            "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
 
 #: Bin counts of the bin-sensitivity table (those below the result's B), then the result's B.
@@ -194,9 +197,13 @@ class EvidenceResult(ResultDisplay):
     test, interval, hl, valprob
         The underlying results of :func:`~calibtest.calib_test`,
         :func:`~calibtest.calib_ci`, :func:`~calibtest.hosmer_lemeshow` and
-        :func:`~calibtest.val_prob` (the last two None for top-k and full;
-        ``test``, ``hl`` and ``valprob`` None for a survival result with rows
-        censored before the horizon).
+        :func:`~calibtest.val_prob` (the last two None for top-k and full,
+        and for clustered rows; ``test``, ``hl`` and ``valprob`` None for a
+        survival result with rows censored before the horizon).
+    design_hl : DesignHosmerLemeshow or None
+        Clustered rows (``cluster=``): the design-based Hosmer-Lemeshow test
+        of :mod:`calibtest.clustered_evidence` (None otherwise, or when not
+        computed).
     survival : SurvivalEvidence or None
         The classical survival evidence at the horizon
         (:func:`calibtest.survival_calibration`) of a survival result with rows
@@ -228,6 +235,7 @@ class EvidenceResult(ResultDisplay):
     hl: HosmerLemeshowResult | None = field(default=None, repr=False)
     valprob: ValProbResult | None = field(default=None, repr=False)
     survival: SurvivalEvidence | None = field(default=None, repr=False)
+    design_hl: object | None = field(default=None, repr=False)  # clustered rows: the design-based HL test
 
     def summary(self, alpha: float | None = None) -> CalibSummary:
         """The evidence table, the bin-sensitivity table and the conclusion (at the stored alpha).
@@ -296,12 +304,18 @@ class EvidenceResult(ResultDisplay):
             return notes + ([] if self.survival is None else self.survival.notes()) + (
                 [f"{self.n_dropped} rows with missing values were dropped (missing='drop')."] if self.n_dropped
                 else [])
-        notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
-                     "is referred to chi2 with df = g (external validation: the predictions were not fitted "
-                     "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
-                     f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
+        if self.test.n_clusters is not None:
+            notes.append(f"Multi-scale test: {self.test.n_draws} sign patterns of whole clusters"
+                         + (" (every one)" if self.test.cluster_exact else f", seed {self.seed}") + ".")
+        else:
+            notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
+                         "is referred to chi2 with df = g (external validation: the predictions were not fitted "
+                         "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
+                         f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
         notes.append(f"Bin sensitivity: the single-scale test and adjusted interval at each B with the "
-                     f"interval's null ({self.null}); T is the debiased ECE^2 estimate."
+                     f"interval's null ({self.null}); T is the debiased ECE^2 estimate"
+                     + (" over pairs of rows of different clusters (T_cl)." if self.test.n_clusters is not None
+                        else ".")
                      + (" The verdict changes with B." if self.sensitivity_flag else " Same verdict at every B."))
         if self.n_dropped:
             notes.append(f"{self.n_dropped} rows with missing values were dropped (missing='drop').")
@@ -473,8 +487,8 @@ def figure_verdict(res, alpha: float | None = None, sep: str = "\n") -> str:
             f"{short_verdict(res, alpha)}")
 
 
-def _p_text(pvalue: float, n_draws: int | None) -> str:
-    floor = smallest_pvalue_text(pvalue, n_draws) if n_draws else ""  # no draw reached the observed statistic
+def _p_text(pvalue: float, n_draws: int | None, draws: str = "label draws") -> str:
+    floor = smallest_pvalue_text(pvalue, n_draws, draws) if n_draws else ""  # no draw reached the observed statistic
     return p_equals(pvalue, 3) + (f", {floor}" if floor else "")
 
 
@@ -521,6 +535,12 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
     direction = confidence_direction(res, alpha)
     if direction is not None and direction.word is not None:  # a top-1 result whose evidence shows a direction
         text = f"{text} {direction.sentence()}"
+    clustering = getattr(res, "clustering", None)
+    if clustering is not None:  # the clustered evidence (calibtest.clustered_evidence): say what it allows for
+        text += (f" Every test and interval here allows for correlation of the rows within each of the "
+                 f"{clustering.n_clusters} clusters (clusters independent)"
+                 + (f"; with only {clustering.n_clusters} clusters read them as exploratory." if clustering.few
+                    else "."))
     return verdict, text, reasons
 
 
@@ -565,7 +585,7 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
     names = {k: table.loc[k, "name"] for k in keys}
     others = [k for k in keys if k != "calib_test" and rej[k]]
     sentences, reasons = [], []
-    p_test = _p_text(test.pvalue, test.n_draws)
+    p_test = _p_text(test.pvalue, test.n_draws, "label draws" if test.n_clusters is None else "sign patterns")
     how_much = _how_much(ci, alpha)
     if rej["calib_test"]:
         verdict = "evidence"
@@ -990,3 +1010,24 @@ def _build_survival_evidence(res, alpha: float) -> EvidenceResult:
         table=table, sensitivity=sens, sensitivity_flag=False, verdict=verdict, conclusion=conclusion,
         reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
         seed=None, scope=scope, test=None, interval=res, hl=None, valprob=None, survival=sev, **book)
+
+
+def assemble_clustered_evidence(res, alpha: float, parts: dict) -> EvidenceResult:
+    """The :class:`EvidenceResult` of a clustered result from its clustered rows and the conclusion.
+
+    ``parts`` is what :func:`calibtest.clustered_evidence.clustered_evidence_parts`
+    computes (``table``, ``sens``, ``flag``, ``test``, ``measures``,
+    ``design_hl``, ``scope``, ``seed``); the conclusion follows the rules of
+    this module (:func:`conclude`), with the cluster-robust CITL and slope in
+    the place of val_prob's and no rule on the i.i.d. Hosmer-Lemeshow groups.
+    """
+    book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
+            "n_dropped": res.n_dropped}
+    table, sens, flag = parts["table"], parts["sens"], parts["flag"]
+    verdict, conclusion, reasons = conclude(res, alpha, {"table": table, "sens": sens, "flag": flag,
+                                                         "test": parts["test"], "hl": None, "vp": parts["measures"]})
+    return EvidenceResult(
+        table=table, sensitivity=sens, sensitivity_flag=flag, verdict=verdict, conclusion=conclusion,
+        reasons=reasons, alpha=alpha, n=res.n, k=res.k, n_classes=res.n_classes, mode=res.mode, null=res.null,
+        seed=parts["seed"], scope=parts["scope"], test=parts["test"], interval=res, hl=None, valprob=None,
+        design_hl=parts["design_hl"], **book)

@@ -81,18 +81,20 @@ import pandas as pd
 from scipy import stats as _sps
 
 from calibtest._format import fmt, json_safe, mode_text, p_equals
-from calibtest._validation import DEFAULT_DRAWS, check_choice, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, OptionError, check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
-from calibtest.estimation import check_weighted_options, estimate_rows, estimate_weighted, result_from_stream
+from calibtest.core.clustered import MIN_CLUSTERS
+from calibtest.estimation import (check_weighted_options, estimate_clustered, estimate_rows, estimate_weighted,
+                                  result_from_stream)
 from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
                                 global_test, group_rng, group_labels, group_table, grouping_from_counts, grouping_of,
                                 holm, label_text)
-from calibtest.inputs import prepare_input
+from calibtest.inputs import Clusters, prepare_input
 from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
@@ -348,7 +350,16 @@ class GroupedCalibrationResult(GroupedResult):
         """Notes of the summary footer."""
         notes = self._global_notes() + [self.heterogeneity_text()]
         used = set(self.table["null"].dropna())
-        if used - {"asymptotic"}:
+        clustering = getattr(self.pooled, "clustering", None)
+        if clustering is not None:  # clusters nested in the groups: every group's numbers are the clustered ones
+            what = f"column {clustering.name!r}" if clustering.name else "given as an array"
+            notes.append(f"Clustered rows ({clustering.n_clusters} clusters, {what}, nested in the groups): each "
+                         "group's interval and test are the clustered ones on its own clusters (T_cl, a "
+                         "cluster-robust standard error, t quantiles on its clusters - 1 df, the cluster sign-flip "
+                         "or asymptotic test), its CITL, slope and O/E have cluster-robust intervals (t on its "
+                         "clusters - 1 df; not Wald), and the heterogeneity test and the meta-analysis use the "
+                         "cluster-robust variances; the pooled row is clustered on every row.")
+        elif used - {"asymptotic"}:
             notes.append("Per-group p-values come from the conditional null given the predictions where available "
                          "(exact moments with a shifted-gamma p-value, or the Monte Carlo test), which holds its "
                          "size in finite samples" + ("; groups marked 'asymptotic' use the paper's normal null."
@@ -416,7 +427,9 @@ class GroupedCalibrationResult(GroupedResult):
         lead = [f"ECE with its adjusted {level} interval (Algorithm 1) in each group; p tests ECE = 0."]
         if measures is not None:
             lead.append(f"CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
-                        f"slope (1) and O/E (observed / expected events, 1) with their {level} Wald intervals: "
+                        f"slope (1) and O/E (observed / expected events, 1) with their {level} "
+                        f"{'cluster-robust' if getattr(self.pooled, 'clustering', None) is not None else 'Wald'} "
+                        "intervals: "
                         "each group judged by every measure.")
         smry.add_notes(lead + self.notes() + self._meta_notes())
         return smry
@@ -543,7 +556,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
                      alpha: float = 0.05, missing: str = "raise", null: str | None = None, rng=None,
                      n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted", n_resamples=None, progress=None,
                      weights=None, prevalence=None, global_method: str = "bonferroni",
-                     call_options: dict | None = None) -> GroupedCalibrationResult:
+                     call_options: dict | None = None, cluster=None) -> GroupedCalibrationResult:
     """:func:`calibtest.calib_ci` with ``by=``: one result per group (see the module docstring).
 
     Parameters
@@ -563,6 +576,18 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         the null.
     global_method : {"bonferroni", "fisher", "stouffer"}
         Combination of the per-group p-values (module docstring).
+    cluster : str or array_like, optional
+        Clusters nested in the groups (e.g. ``by="country"``,
+        ``cluster="site"``): every group's result is the clustered one
+        (:func:`calibtest.estimation.estimate_clustered` on the group's rows
+        and clusters), its variance in the heterogeneity test and the
+        meta-analysis the cluster-robust se^2, and its CITL, slope and O/E
+        those with cluster-robust intervals; the pooled result is clustered
+        on every row.  A group with one cluster is listed, not analysed (the
+        reason says so); when every group is one cluster (``by=`` and
+        ``cluster=`` the same partition, e.g. both the site) an
+        :class:`OptionError` points to ``by=`` alone and ``meta_analysis()``.
+        A cluster in two groups is a :class:`DataError`.
     Other parameters as in :func:`calibtest.calib_ci` (already validated).
 
     Returns
@@ -570,6 +595,11 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     GroupedCalibrationResult
     """
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
+    if cluster is not None:
+        return _grouped_clustered(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k,
+                                  n_bins=n_bins, alpha=alpha, missing=missing, null="auto" if null is None else null,
+                                  rng=rng, n_null_draws=n_null_draws, global_method=global_method,
+                                  call_options=call_options, cluster=cluster)
     weighted = weights is not None or prevalence is not None
     if null is None:
         null = "auto" if weighted else "conditional"
@@ -734,6 +764,74 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
     return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=settings["null"], seed=seed,
                            mode="binary", k=1, n_classes=None, pooled_measures={}, call_record=call, **bookkeeping)
+
+
+def _clustered_measures(res: CalibrationResult) -> dict:
+    """CITL, slope and O/E of a clustered result with its cluster-robust intervals (:data:`MEASURE_COLUMNS`)."""
+    m = res.clustering.measures
+    if m is None:
+        return {}
+    (c_lo, c_hi), (s_lo, s_hi), (o_lo, o_hi) = m.citl_ci(), m.slope_ci(), m.oe_ci()
+    return dict(citl=m.citl, citl_se=m.citl_se, citl_ci_lower=c_lo, citl_ci_upper=c_hi, slope=m.slope,
+                slope_se=m.slope_se, slope_ci_lower=s_lo, slope_ci_upper=s_hi, oe=m.oe, log_oe_se=m.log_oe_se,
+                oe_ci_lower=o_lo, oe_ci_upper=o_hi)
+
+
+def _clustered_row(res: CalibrationResult) -> dict:
+    return {**_row(res), **_clustered_measures(res)}
+
+
+def _grouped_clustered(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alpha, missing, null, rng,
+                       n_null_draws, global_method, call_options, cluster) -> GroupedCalibrationResult:
+    """:func:`grouped_calib_ci` with clusters nested in the groups (see its ``cluster`` parameter)."""
+    _, seed = resolve_seed(rng)
+    options = dict(call_options or {})
+    options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
+                    "rng": seed if seed != "Generator" else None,
+                    "cluster": cluster if isinstance(cluster, str) else "<array>"})
+    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing,
+                             n_classes=n_classes, k=k, by=by, group_labels=group_labels, options=options,
+                             cluster=cluster)
+    rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
+    grouping = grouping_of(prepared.group_names, prepared.group_values)
+    per_group = [np.unique(clusters.codes[grouping.rows(g)]).size for g in range(len(grouping))
+                 if grouping.rows(g).size]  # a loop over the few groups
+    if per_group and max(per_group) == 1:
+        raise OptionError("by= and cluster= name the same groups (every group is one cluster): to compare the "
+                          "sites, analyse them as independent groups with calib_ci(..., by=...) without cluster= "
+                          "and pool them with its meta_analysis(); cluster= with by= is for clusters nested in "
+                          "the groups (e.g. by='country', cluster='site')")
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+    group_notes, variances = {}, {}
+
+    def analyse(g, label, idx, sub):
+        labels, codes = np.unique(clusters.codes[idx], return_inverse=True)
+        if labels.size < 2:
+            raise ValueError(f"one cluster ('{clusters.labels[labels[0]]}') in this group: a cluster-robust "
+                             "analysis needs at least two clusters")
+        sizes = np.bincount(codes, minlength=labels.size).astype(np.int64)
+        sub_clusters = Clusters(codes.astype(np.intp), clusters.labels[labels], sizes, clusters.name)
+        res = estimate_clustered(sub, partition_rows(sub, n_bins), sub_clusters, alpha=alpha, null=null,
+                                 rng=group_rng(rng, seed, g), n_null_draws=n_null_draws,
+                                 call=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
+        if res.clustering.few:
+            group_notes[label] = (f"only {labels.size} clusters (fewer than {MIN_CLUSTERS}): its clustered "
+                                  "interval and test are exploratory.")
+        variances[label] = res.se ** 2  # the cluster-robust variance of T_cl
+        return res
+
+    groups, reasons = analyse_groups(grouping, target, analyse)
+    pooled = estimate_clustered(target, partition_rows(target, n_bins), clusters, alpha=alpha, null=null,
+                                rng=group_rng(rng, seed, len(grouping)), n_null_draws=n_null_draws,
+                                call=call.with_options(by=None), **bookkeeping)
+    table = group_table(grouping, target, groups, reasons,
+                        {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _clustered_row,
+                        _COLUMNS, events=True)
+    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+                           global_method=global_method, alpha=alpha, null=pooled.null, seed=seed, mode=target.mode,
+                           k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
+                           prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call,
+                           pooled_measures=_clustered_measures(pooled))
 
 
 def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, variances: dict,

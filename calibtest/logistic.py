@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_1d_float", "fit_logistic_glm"]
+from calibtest._format import fmt
+
+__all__ = ["as_1d_float", "fit_logistic_glm", "direction_sentence"]
 
 
 def as_1d_float(x, name: str) -> np.ndarray:
@@ -65,3 +67,37 @@ def fit_logistic_glm(y: np.ndarray, X: np.ndarray, offset: np.ndarray | None, st
     if not ok(res):
         raise RuntimeError("the logistic calibration fit did not converge")
     return res
+
+
+def direction_sentence(citl: float, citl_ci: tuple, slope: float, slope_ci: tuple, alpha: float) -> str:
+    """The direction of a logit-linear miscalibration, in words, from CITL and the slope and their intervals.
+
+    CITL ``a0 > 0`` (observed log-odds above the predicted ones) means the
+    predictions are too low on average, ``a0 < 0`` too high; slope ``b < 1``
+    means they are too extreme, ``b > 1`` not extreme enough.  A direction is
+    stated only where the ``1 - alpha`` interval excludes the null value (0
+    for CITL, 1 for the slope).  Shared by
+    :meth:`calibtest.valprob.ValProbResult.direction` (Wald intervals) and
+    :meth:`calibtest.cluster_robust.ClusterRobustMeasures.direction`
+    (cluster-robust intervals).
+    """
+    level = f"{100 * (1 - alpha):g}%"
+    c_lo, c_hi = float(citl_ci[0]), float(citl_ci[1])
+    s_lo, s_hi = float(slope_ci[0]), float(slope_ci[1])
+    citl_text = f"CITL = {fmt(citl, 3)}, {level} CI [{fmt(c_lo, 3)}, {fmt(c_hi, 3)}]"
+    slope_text = f"slope = {fmt(slope, 3)}, {level} CI [{fmt(s_lo, 3)}, {fmt(s_hi, 3)}]"
+    level_off = c_lo > 0 or c_hi < 0
+    spread_off = s_lo > 1 or s_hi < 1
+    level_words = f"too {'low' if citl > 0 else 'high'} on average ({citl_text}, excludes 0)"
+    spread_words = (f"too extreme ({slope_text}, excludes 1)" if slope < 1
+                    else f"not extreme enough ({slope_text}, excludes 1)")
+    if level_off and spread_off:
+        return f"Direction: the predictions are {level_words} and {spread_words}."
+    if level_off:
+        return (f"Direction: the predictions are {level_words}; their spread is not shown to be off "
+                f"({slope_text} includes 1).")
+    if spread_off:
+        return (f"Direction: the predictions are {spread_words}; their level on average is not shown to be "
+                f"off ({citl_text} includes 0).")
+    return (f"Direction: neither calibration-in-the-large ({citl_text} includes 0) nor the slope "
+            f"({slope_text} includes 1) shows a direction of miscalibration.")

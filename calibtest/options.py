@@ -457,7 +457,7 @@ OPTIONS: dict[str, Option] = {option.name: option for option in _OPTIONS}
 #: ``"adaptive"`` in a plan (the multi-scale test chooses the scale; the interval uses the automatic rule).
 PLAN_SCHEMA: dict[str, Option] = {
     name: OPTIONS[name] for name in ("alpha", "n_bins", "null", "method", "k", "n_classes", "tests", "subgroups",
-                                     "sample_size", "acceptance", "primary")}
+                                     "sample_size", "acceptance", "primary", "cluster")}
 PLAN_SCHEMA["n_bins"] = replace(OPTIONS["n_bins"], choices=("auto", "adaptive"), flag="--n-bins")
 
 #: One bin count B, an entry of a list of scales (``n_bins=[4, 8]``): the ``n_bins`` option without its words.

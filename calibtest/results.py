@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 
 from calibtest._format import Call
-from calibtest._validation import OptionError, check_alpha, check_bool, check_choice
+from calibtest._validation import OptionError, check_alpha, check_bool, check_choice, check_seed
 from calibtest.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.calibration_test import TestOfCalibration
 from calibtest.cluster_robust import ClusterRobustMeasures
+from calibtest.clustered_evidence import clustered_evidence_parts
 from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
 from calibtest.core.binstats import BinStats
 from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
@@ -25,7 +26,8 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.summary import ResultDisplay, build_summary, result_dict, result_notes
-from calibtest.evidence_table import (EvidenceResult, build_evidence, build_survival_evidence, conclude, figure_verdict,
+from calibtest.evidence_table import (SENSITIVITY_BINS, EvidenceResult, assemble_clustered_evidence, build_evidence,
+                                      build_survival_evidence, conclude, evidence_seed, figure_verdict,
                                       result_conclusion, result_hosmer_lemeshow, result_val_prob)
 
 if TYPE_CHECKING:  # annotations only
@@ -337,6 +339,25 @@ class Clustering:
         if self.measures is not None:
             out.update({f"cluster_robust_{k}": v for k, v in self.measures.to_dict().items()})
         return out
+
+
+def _clustered_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
+    """The clustered evidence of ``res`` (:mod:`calibtest.clustered_evidence`), kept per level and integer seed.
+
+    As :func:`calibtest.evidence_table.build_evidence` for independent rows:
+    ``rng=None`` is the result's recorded seed, so the summary, the notebook
+    display and the report share one object; a ``numpy.random.Generator``
+    draws anew at every call.
+    """
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    rng = evidence_seed(res) if rng is None else check_seed(rng)
+
+    def build(seed):
+        return assemble_clustered_evidence(res, alpha, clustered_evidence_parts(res, alpha, seed, SENSITIVITY_BINS))
+
+    if isinstance(rng, np.random.Generator):
+        return build(rng)
+    return res._memo(("evidence", alpha, int(rng)), lambda: build(int(rng)))
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -787,10 +808,8 @@ class CalibrationResult(ResultDisplay):
         if self.weighting is not None:
             raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
                              "prevalence=): its interval and test are the weighted ones in summary()")
-        if self.clustering is not None:
-            raise ValueError("the evidence table's tests (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) "
-                             "take the rows as independent; this result is clustered (cluster=): its interval, its "
-                             "test and the cluster-robust CITL, slope and O/E (clustering.measures) are in summary()")
+        if self.clustering is not None:  # every row in its clustered version (calibtest.clustered_evidence)
+            return _clustered_evidence(self, alpha, rng)
         if self.censored:  # the IPCW interval and the survival rows (no label draws: rng is not used)
             return build_survival_evidence(self, alpha)
         return build_evidence(self, alpha, rng)
@@ -834,9 +853,7 @@ class CalibrationResult(ResultDisplay):
                           "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
                           "weighted interval and its test only.")
         if self.clustering is not None:
-            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, Spiegelhalter, val_prob) takes the "
-                          "rows as independent; this result is clustered (cluster=), so the summary shows the "
-                          "clustered interval, its test and the cluster-robust CITL, slope and O/E.")
+            return _clustered_evidence(self, alpha), None
         if self.censored:  # the IPCW interval and the classical survival evidence at the horizon
             return build_survival_evidence(self, alpha), None
         if self.data is None and self.stream is None:

@@ -459,8 +459,9 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
         head.append("The summary opens with the evidence on calibration at the horizon; the conclusion states "
                     "whether (the IPCW test of ECE(t) = 0) and how much (the IPCW interval).")
     elif evidence is not None:
+        size = ("sign flips of whole clusters" if getattr(res, "clustering", None) is not None else "exact size")
         head.append("The summary opens with the evidence on calibration from every test on these rows; the "
-                    "conclusion states whether (the multi-scale test, exact size) and how much (the interval).")
+                    f"conclusion states whether (the multi-scale test, {size}) and how much (the interval).")
     elif evidence_note:
         head.append(evidence_note)
     tail = [] if evidence is None else evidence.notes()

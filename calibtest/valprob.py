@@ -43,7 +43,7 @@ from calibtest.core.margin import log_oe_se
 from calibtest._validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.formula import resolve_env
 from calibtest.inputs import prepare_input
-from calibtest.logistic import as_1d_float, fit_logistic_glm
+from calibtest.logistic import as_1d_float, direction_sentence, fit_logistic_glm
 from calibtest.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["ValProbResult", "val_prob", "FIELDS", "LAZY_STATISTICS"]
@@ -361,26 +361,8 @@ class ValProbResult(ResultDisplay):
         """
         alpha = self.alpha if alpha is None else check_alpha(alpha)
         ci = self.conf_int(alpha)
-        level = f"{100 * (1 - alpha):g}%"
-        c_lo, c_hi = float(ci.loc["citl", "lower"]), float(ci.loc["citl", "upper"])
-        s_lo, s_hi = float(ci.loc["slope", "lower"]), float(ci.loc["slope", "upper"])
-        citl_text = f"CITL = {fmt(self.citl, 3)}, {level} CI [{fmt(c_lo, 3)}, {fmt(c_hi, 3)}]"
-        slope_text = f"slope = {fmt(self.slope, 3)}, {level} CI [{fmt(s_lo, 3)}, {fmt(s_hi, 3)}]"
-        level_off = c_lo > 0 or c_hi < 0
-        spread_off = s_lo > 1 or s_hi < 1
-        level_words = f"too {'low' if self.citl > 0 else 'high'} on average ({citl_text}, excludes 0)"
-        spread_words = (f"too extreme ({slope_text}, excludes 1)" if self.slope < 1
-                        else f"not extreme enough ({slope_text}, excludes 1)")
-        if level_off and spread_off:
-            return f"Direction: the predictions are {level_words} and {spread_words}."
-        if level_off:
-            return (f"Direction: the predictions are {level_words}; their spread is not shown to be off "
-                    f"({slope_text} includes 1).")
-        if spread_off:
-            return (f"Direction: the predictions are {spread_words}; their level on average is not shown to be "
-                    f"off ({citl_text} includes 0).")
-        return (f"Direction: neither calibration-in-the-large ({citl_text} includes 0) nor the slope "
-                f"({slope_text} includes 1) shows a direction of miscalibration.")
+        return direction_sentence(self.citl, (ci.loc["citl", "lower"], ci.loc["citl", "upper"]), self.slope,
+                                  (ci.loc["slope", "lower"], ci.loc["slope", "upper"]), alpha)
 
     def summary(self, alpha: float | None = None, digits: int = 3) -> CalibSummary:
         """A statsmodels-style summary; statistics rounded to ``digits`` decimals.

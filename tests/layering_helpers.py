@@ -28,7 +28,7 @@ LAYERS = [
     ("grouping", ["calibtest.grouping"]),
     ("tests on rows", ["calibtest.goodness_of_fit", "calibtest.valprob", "calibtest.calibration_test",
                        "calibtest.cluster_robust", "calibtest.meta_analysis",
-                       "calibtest.evidence_table", "calibtest.flexible", "calibtest.acceptance",
+                       "calibtest.evidence_table", "calibtest.clustered_evidence", "calibtest.flexible", "calibtest.acceptance",
                        "calibtest.survival_evidence"]),
     ("results", ["calibtest.results"]),
     ("estimation", ["calibtest.estimation", "calibtest.survival"]),

@@ -264,15 +264,15 @@ def test_bad_cluster_input():
         ct.calib_ci("y ~ p", data=df, cluster="site", method="bootstrap")
     with pytest.raises(TypeError, match="cluster"):
         ct.calib_ci("y ~ p", data=df, cluster=3.5)
-    with pytest.raises(OptionError, match="calib_ci"):
-        ct.evidence("y ~ p", data=df, cluster="site")
+    with pytest.raises(OptionError, match="no by="):
+        ct.evidence("y ~ p", data=df.assign(region="a"), cluster="site", by="region")
     # a site in two groups of by=
     crossed = df.assign(region=np.where(np.arange(len(df)) % 2 == 0, "north", "south"))
     with pytest.raises(DataError, match="cross"):
         ct.calib_ci("y ~ p", data=crossed, cluster="site", by="region")
-    nested = df.assign(region=np.where(df["site"] < "h03", "north", "south"))
-    with pytest.raises(OptionError, match="not supported yet"):
-        ct.calib_ci("y ~ p", data=nested, cluster="site", by="region")
+    # clusters nested in the groups are analysed (tests/test_clustered_groups.py); by= the cluster itself is not
+    with pytest.raises(OptionError, match="same groups"):
+        ct.calib_ci("y ~ p", data=df, cluster="site", by="site")
 
 
 def test_missing_drop_aligns_the_clusters_and_one_row_clusters_are_allowed():

@@ -38,9 +38,10 @@ def _values(option):
 
 
 def _plan_cases():
-    # acceptance and primary are optional fields that go together: tests/test_plan_acceptance.py round-trips them
+    # acceptance and primary are optional fields that go together: tests/test_plan_acceptance.py round-trips them;
+    # cluster, optional too, is round-tripped by tests/test_cluster_plan.py
     return [(name, value) for name, option in PLAN_SCHEMA.items()
-            if name not in ("sample_size", "acceptance", "primary") for value in _values(option)]
+            if name not in ("sample_size", "acceptance", "primary", "cluster") for value in _values(option)]
 
 
 @pytest.mark.parametrize("name, value", _plan_cases())
@@ -388,7 +389,7 @@ CHECK_FUNCTIONS = {
     "ece.py:check_in_memory_method": "method against the data's backing (resampling needs rows in memory)",
     "estimation.py:check_weighted_options": "null and method against weights= / prevalence=",
     "estimation.py:check_clustered_options": "method, weights= and prevalence= against cluster=",
-    "ece.py:check_cluster_by": "cluster labels against the groups of by= (a cluster in two groups)",
+    "ece.py:check_cluster_by": "method, weights=, prevalence= and null against cluster= with by=",
     "acceptance.py:_check_limits": "a pair whose two entries must be ordered (lower < upper)",
     "analysis_plan.py:_check_sample_size": "a result converted to a JSON dict (the dict by PLAN_SCHEMA)",
     "core/conditional.py:_check_rng": "the Monte Carlo test's seed rule (full entropy recorded); the argument "

@@ -607,6 +607,16 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     if weighting is None:
         hl, hl_note = _hosmer_lemeshow(res, hl_groups)
         vp, vp_note = _valprob(res)
+        if getattr(res, "clustering", None) is not None and hl is not None:  # the i.i.d. tables overstate
+            hl, hl_note = None, ("The Hosmer–Lemeshow test of independent rows is not shown: these rows are "
+                                 "clustered, and the evidence table gives its design-based version (the F-adjusted "
+                                 "test of Archer, Lemeshow and Hosmer 2007) when there are more clusters than "
+                                 "groups.")
+        if getattr(res, "clustering", None) is not None and vp is not None:
+            vp, vp_note = None, ("The validation metrics of independent rows (rms::val.prob: Wald intervals, "
+                                 "Spiegelhalter's z) are not shown: these rows are clustered, and the evidence "
+                                 "table gives Spiegelhalter's z from cluster sums and CITL, the slope and O/E with "
+                                 "cluster-robust intervals.")
         try:
             ev = result_evidence(res, evidence_rng)
             ev_note = None
@@ -640,7 +650,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
         # a file's or Dask frame's evidence says what needs every row at once and was not computed
-        "evidence_scope": ev.scope if ev is not None and res.data is None else None,
+        "evidence_scope": (ev.scope if ev is not None and (res.data is None or res.clustering is not None)
+                           else None),
         "evidence_seed": None if ev is None else ev.seed,
         "sensitivity": None if ev is None or not len(ev.sensitivity) else {**_sensitivity_table(ev), "caption": (
             f"Bin sensitivity of {name}: the interval and the single-B test ({null_name(res)} null) at several "
@@ -766,8 +777,10 @@ def clustering_text(res) -> str | None:
     if c.few:
         text += (f" Warning: with only {c.n_clusters} clusters (fewer than {MIN_CLUSTERS}) the clustered interval "
                  "and test are unreliable; read them as exploratory.")
-    text += (" The evidence table, Hosmer–Lemeshow and val.prob below (if shown) take the rows as independent and "
-             "overstate the evidence for clustered rows.")
+    text += (" Every row of the evidence table below allows for the clusters (sign flips of whole clusters, "
+             "cluster-robust intervals, the design-based Hosmer–Lemeshow test); the Hosmer–Lemeshow and val.prob "
+             "tables of independent rows are left out, because they would overstate the evidence for clustered "
+             "rows.")
     return text
 
 
@@ -1079,7 +1092,10 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
                     "test (as in the table above) beside the calibration-in-the-large (CITL: the intercept with "
                     "logit p as offset; 0 when the mean risk is right), the calibration slope (1 when the risks "
                     f"are neither too extreme nor too modest) and O/E (observed over expected events; 1), with "
-                    f"their {level} Wald intervals; the last row is all rows together (4 significant digits). "
+                    f"their {level} "
+                    + ("cluster-robust intervals (t on each group's clusters - 1 df)"
+                       if getattr(grouped.pooled, "clustering", None) is not None else "Wald intervals")
+                    + "; the last row is all rows together (4 significant digits). "
                     "An ECE of 0 beside a CITL or O/E interval that excludes its null is a group whose mean risk "
                     "is off by less than its binned test can see.")}
     return {"anchor": f"subgroups-{index + 1}", "title": f"Subgroups of {name} by {by}", "by": by,
@@ -1116,11 +1132,13 @@ def meta_figure(meta):
     return fig
 
 
-def _sites_context(grouped, name: str, index: int, figure: bool) -> dict | None:
-    """The section "Calibration across sites": the held random-effects meta-analysis of the groups' measures."""
-    meta = getattr(grouped, "meta", None)
-    if meta is None:
+def _sites_context(grouped, name: str, index: int, figure: bool, meta_method: str = "REML",
+                   hartung_knapp: bool = False) -> dict | None:
+    """The section "Calibration across sites": the random-effects meta-analysis of the groups' measures, with
+    tau^2 by ``meta_method`` and the Hartung-Knapp interval if asked (the held one with the defaults)."""
+    if getattr(grouped, "meta", None) is None:
         return None
+    meta = grouped.meta_analysis(method=meta_method, hartung_knapp=hartung_knapp)
     by = " × ".join(grouped.by)
     level = _level(meta.alpha)
     labels = {"log_oe": "O/E", "citl": "CITL (logit scale)", "slope": "Calibration slope", "ece": "ECE"}
@@ -1581,12 +1599,15 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                   labels: Sequence[str] | None = None, source=None, command: str | None = None,
                   hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
                   figures: bool = True, generated: datetime | None = None,
-                  deviation_reasons: dict | None = None) -> dict:
+                  deviation_reasons: dict | None = None, meta_method: str = "REML",
+                  hartung_knapp: bool = False) -> dict:
     """The template context: strings, lists and ``to_dict()`` values only.
 
     Parameters are those of :func:`report`; ``figures=False`` skips the
     (slowest) figure rendering.
     """
+    meta_method = check_option("meta_method", meta_method)
+    hartung_knapp = check_option("hartung_knapp", hartung_knapp)
     items = _as_result_list(results)
     results = [r.pooled if _is_grouped(r) else r for r in items]  # a subgroup analysis: its pooled result
     meta = check_metadata(metadata)
@@ -1613,7 +1634,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         m["section_title"] = f"Model: {m['name']}"
         if _is_grouped(item):
             m["subgroups"] = _subgroup_context(item, m["name"], i, figures)
-            m["sites"] = _sites_context(item, m["name"], i, figures)
+            m["sites"] = _sites_context(item, m["name"], i, figures, meta_method, hartung_knapp)
     overlay = None
     same_target = len({(r.mode, r.k, _n_coordinates(r)) for r in results}) == 1
     if figures and multi and same_target:
@@ -1810,7 +1831,8 @@ def _import_weasyprint():
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
            hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
-           deviation_reasons: dict | None = None, templates=None) -> Path:
+           deviation_reasons: dict | None = None, templates=None, meta_method: str = "REML",
+           hartung_knapp: bool = False) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -1883,6 +1905,12 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         Seed of the label draws of the evidence table's multi-scale test;
         None (default) uses each result's recorded seed, so the same result
         gives the same report.  The seed used is shown in the provenance.
+    meta_method : {"REML", "DL", "PM"}
+        Estimator of tau^2 in the section "Calibration across sites" of a
+        result with ``by=`` (default REML; the table's caption names it).
+    hartung_knapp : bool
+        The Hartung-Knapp interval (t on k - 1 df) of that section's pooled
+        estimates instead of the Wald one.
 
     Returns
     -------
@@ -1966,7 +1994,8 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     check_report_text(title=title, purpose=purpose, command=command, labels=labels)
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
                         source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
-                        rng=rng, deviation_reasons=deviation_reasons)
+                        rng=rng, deviation_reasons=deviation_reasons, meta_method=meta_method,
+                        hartung_knapp=hartung_knapp)
     if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
         ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
     html = _render(ctx, pdf=weasyprint is not None, templates=templates)
