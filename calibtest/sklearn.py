@@ -28,17 +28,22 @@ it is imported by this module only, and ``import calibtest`` does not load it.
 """
 from __future__ import annotations
 
+import inspect
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 try:
+    from sklearn import get_config
     from sklearn.base import clone
     from sklearn.metrics import make_scorer
     from sklearn.model_selection import check_cv
     from sklearn.utils import _safe_indexing
-    from sklearn.utils.validation import check_is_fitted
+    from sklearn.utils.metadata_routing import (MetadataRequest, MetadataRouter, MethodMapping,
+                                                 process_routing)
+    from sklearn.utils.validation import _check_method_params, check_is_fitted, has_fit_parameter
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
                       "pip install \"calibtest[sklearn]\"") from exc
@@ -500,6 +505,9 @@ class CrossValidatedCalibration(ResultDisplay):
         The positive class (binary).
     alpha : float
     estimator_name : str
+    fit_params : tuple of str
+        The names passed to each fold's ``fit`` (``"sample_weight"`` when
+        the fits were weighted, and the keys of ``fit_params``).
     """
 
     folds: pd.DataFrame
@@ -510,6 +518,7 @@ class CrossValidatedCalibration(ResultDisplay):
     pos_label: object
     alpha: float
     estimator_name: str
+    fit_params: tuple = ()
 
     def _summary(self, alpha):
         if alpha is not None and alpha != self.alpha:
@@ -539,17 +548,64 @@ class CrossValidatedCalibration(ResultDisplay):
             "The out-of-fold interval pools every row's prediction from the model fitted without its fold: it "
             "describes the fitting procedure (a different model per fold), not one fitted model; refit on all "
             "rows and validate on new data for the model itself.",
+            _fit_note(self.fit_params, self.estimator_name),
         ])
         return s
 
     def _dict(self) -> dict:
         return {"estimator": self.estimator_name, "alpha": self.alpha, "n_folds": len(self.fold_results),
+                "fit_params": list(self.fit_params),
                 "folds": self.folds.to_dict(orient="records"), "out_of_fold": self.out_of_fold.to_dict()}
 
     def _repr_parts(self) -> list[str]:
         iv = self.out_of_fold.conf_int(scale="ece")
         return [f"{self.estimator_name}", f"folds={len(self.fold_results)}",
                 f"out-of-fold ECE={self.out_of_fold.ece:.4g} {100 * (1 - self.alpha):g}% CI {iv}"]
+
+
+def _fit_note(names: tuple, estimator_name: str) -> str:
+    """The summary's sentence on what each fold's fit was given."""
+    if not names:
+        return f"Each fold's {estimator_name} was fitted on its training rows without weights or fit parameters."
+    return (f"Each fold's {estimator_name} was fitted on its training rows with "
+            + ", ".join(names) + " (the rows of its training folds).")
+
+
+def _fit_routing(estimator, sample_weight, fit_params: dict) -> dict:
+    """What each fold's ``fit`` is given, for all rows (indexed per fold later), as ``cross_validate`` does.
+
+    With scikit-learn's metadata routing enabled, the estimator's requests
+    decide (``set_fit_request``; an unset request for a metadata passed is
+    an error, as in scikit-learn).  Otherwise ``fit_params`` all go to
+    ``fit`` and ``sample_weight`` goes to ``fit`` when its signature accepts
+    it (:func:`sklearn.utils.validation.has_fit_parameter`); when it does
+    not, the fits are unweighted and a warning says so.
+    """
+    if "sample_weight" in fit_params:
+        raise ValueError("pass the weights once, as sample_weight= (it weights the fits and the evaluation), "
+                         "not in fit_params")
+    if get_config().get("enable_metadata_routing", False):
+        evaluation = MetadataRequest(owner="cross_validate_calibration")  # the intervals consume the weights
+        evaluation.fit.add_request(param="sample_weight", alias=True)
+        router = MetadataRouter(owner="cross_validate_calibration").add_self_request(evaluation).add(
+            estimator=estimator, method_mapping=MethodMapping().add(caller="fit", callee="fit"))
+        given = dict(fit_params) if sample_weight is None else {**fit_params, "sample_weight": sample_weight}
+        return dict(process_routing(router, "fit", **given).estimator.fit)
+    params = inspect.signature(estimator.fit).parameters
+    var_kw = any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values())
+    unknown = [key for key in fit_params if key not in params and not var_kw]
+    if unknown:
+        raise TypeError(f"fit_params: {type(estimator).__name__}.fit does not accept {unknown} (its parameters: "
+                        f"{[key for key in params if key not in ('X', 'y')]})")
+    routed = dict(fit_params)
+    if sample_weight is not None:
+        if has_fit_parameter(estimator, "sample_weight"):
+            routed["sample_weight"] = sample_weight
+        else:
+            warnings.warn(f"sample_weight: {type(estimator).__name__}.fit does not accept sample_weight, so the "
+                          "fits are unweighted; the evaluation (every interval) is weighted", UserWarning,
+                          stacklevel=3)
+    return routed
 
 
 def _fold_row(res: CalibrationResult) -> dict:
@@ -561,7 +617,7 @@ def _fold_row(res: CalibrationResult) -> dict:
 
 
 def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=None, sample_weight=None,
-                               n_bins="auto", alpha: float = 0.05, null: str = "auto",
+                               fit_params=None, n_bins="auto", alpha: float = 0.05, null: str = "auto",
                                rng=None) -> CrossValidatedCalibration:
     """Cross-validate a classifier's calibration: an ECE interval per test fold and one out of fold.
 
@@ -586,7 +642,21 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
         Positive class of a binary problem (default: the second of the sorted
         classes, ``estimator.classes_[1]``).
     sample_weight : array_like of shape (n,), optional
-        Case weights of the evaluation (the fits are unweighted).
+        Case weights.  They weight every interval (``weights=`` of
+        :func:`calibtest.calib_ci`) and, as in
+        :func:`sklearn.model_selection.cross_validate` with
+        ``params={"sample_weight": ...}``, each fold's fit on its training
+        rows: when the estimator's ``fit`` accepts ``sample_weight`` (its
+        signature), or, with metadata routing enabled
+        (``sklearn.set_config(enable_metadata_routing=True)``), as the
+        estimator requests it (``set_fit_request(sample_weight=True)``;
+        ``False`` keeps the fits unweighted).  An estimator whose ``fit``
+        does not take it is fitted unweighted, with a warning.
+    fit_params : dict, optional
+        Further parameters of ``fit`` (``cross_validate``'s ``params=``):
+        arrays of length n are indexed by each fold's training rows, other
+        values passed as they are; routed by the estimator's requests when
+        metadata routing is enabled.
     n_bins : int or "auto"
         Bins B of each interval (``"auto"``: per fold, from its size).
     alpha : float
@@ -618,12 +688,16 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
     weights = None if sample_weight is None else np.asarray(sample_weight)
     if weights is not None and (weights.ndim != 1 or weights.shape[0] != n):
         raise ValueError(f"sample_weight must have one value per row ({n}), got shape {weights.shape}")
+    if fit_params is not None and not isinstance(fit_params, dict):
+        raise TypeError(f"fit_params must be a dict of fit's parameters, got {type(fit_params).__name__}")
+    routed = _fit_routing(estimator, weights, dict(fit_params or {}))
     splitter = check_cv(cv, y_arr, classifier=True)
     oof = np.full((n, classes.size), np.nan)
     tested = np.zeros(n, dtype=np.int64)
     fold_results = []
     for train, test in splitter.split(X, y_arr, groups):  # one loop step per fold
-        model = clone(estimator).fit(_safe_indexing(X, train), y_arr[train])
+        model = clone(estimator).fit(_safe_indexing(X, train), y_arr[train],
+                                     **_check_method_params(X, params=routed, indices=train))
         probs, fitted = _estimator_probs(model, _safe_indexing(X, test))
         block = np.zeros((test.size, classes.size))
         block[:, np.searchsorted(classes, fitted)] = probs  # classes missing from a fold's training rows: 0
@@ -642,4 +716,5 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
     folds.index = pd.RangeIndex(1, len(folds) + 1, name="fold")
     return CrossValidatedCalibration(folds=folds, fold_results=tuple(fold_results), out_of_fold=pooled,
                                      oof_prob=oof, classes=classes, pos_label=pos_label if classes.size == 2 else None,
-                                     alpha=alpha, estimator_name=type(estimator).__name__)
+                                     alpha=alpha, estimator_name=type(estimator).__name__,
+                                     fit_params=tuple(routed))

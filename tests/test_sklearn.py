@@ -295,6 +295,95 @@ def test_cross_validate_calibration_multiclass_and_errors(multiclass_data):
         cross_validate_calibration(LinearSVC(), Xtr, ytr, cv=3)
 
 
+def _weighted_oof(make, X, y, w, splits, **fit_kw):
+    """Out-of-fold predict_proba by a hand loop: a fresh model per fold, fitted with the fold's weights."""
+    oof = np.empty((len(y), 2))
+    for train, test in splits:
+        kw = {key: val[train] for key, val in fit_kw.items()}
+        if w is not None:
+            kw["sample_weight"] = w[train]
+        oof[test] = make().fit(X[train], y[train], **kw).predict_proba(X[test])
+    return oof
+
+
+def test_cross_validate_passes_sample_weight_to_fit_as_cross_validate_does(binary_data):
+    from sklearn.model_selection import StratifiedKFold
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.random.default_rng(5).uniform(0.2, 3.0, size=len(ytr))
+    splits = list(StratifiedKFold(5).split(Xtr, ytr))
+    cvr = cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=5, sample_weight=w)
+    hand = _weighted_oof(LogisticRegression, Xtr, ytr, w, splits)
+    np.testing.assert_allclose(cvr.oof_prob, hand, rtol=1e-12, atol=1e-15)
+    unweighted = _weighted_oof(LogisticRegression, Xtr, ytr, None, splits)
+    assert np.max(np.abs(cvr.oof_prob - unweighted)) > 1e-4  # the weights did reach the fits
+    assert cvr.fit_params == ("sample_weight",) and cvr.to_dict()["fit_params"] == ["sample_weight"]
+    assert "with sample_weight" in " ".join(str(cvr.summary()).split())
+    ref = ct.calib_ci(y=ytr, probs=hand[:, 1], weights=w)  # the evaluation is weighted too
+    assert cvr.out_of_fold.estimate == pytest.approx(ref.estimate, rel=1e-10, abs=1e-14)
+    # scikit-learn's own cross_validate(params=) fits the same models
+    from sklearn.model_selection import cross_validate
+    fitted = cross_validate(LogisticRegression(), Xtr, ytr, cv=5, params={"sample_weight": w},
+                            return_estimator=True)["estimator"]
+    for model, (_, test) in zip(fitted, splits):
+        np.testing.assert_allclose(cvr.oof_prob[test], model.predict_proba(Xtr[test]), rtol=1e-12, atol=1e-15)
+
+
+def test_cross_validate_fit_params_reach_a_pipeline_step(binary_data):
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.random.default_rng(6).uniform(0.2, 3.0, size=len(ytr))
+    pipe = make_pipeline(StandardScaler(), LogisticRegression())
+    cvr = cross_validate_calibration(pipe, Xtr, ytr, cv=5, fit_params={"logisticregression__sample_weight": w})
+    splits = list(StratifiedKFold(5).split(Xtr, ytr))
+    hand = _weighted_oof(lambda: make_pipeline(StandardScaler(), LogisticRegression()), Xtr, ytr, None, splits,
+                         logisticregression__sample_weight=w)
+    np.testing.assert_allclose(cvr.oof_prob, hand, rtol=1e-12, atol=1e-15)
+    assert cvr.fit_params == ("logisticregression__sample_weight",)
+    unweighted = ct.calib_ci(y=ytr, probs=hand[:, 1])  # fit_params do not weight the evaluation
+    assert cvr.out_of_fold.estimate == pytest.approx(unweighted.estimate, rel=1e-10, abs=1e-14)
+
+
+def test_cross_validate_sample_weight_with_metadata_routing(binary_data):
+    from sklearn.model_selection import StratifiedKFold
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.random.default_rng(7).uniform(0.2, 3.0, size=len(ytr))
+    splits = list(StratifiedKFold(5).split(Xtr, ytr))
+    with sklearn.config_context(enable_metadata_routing=True):
+        on = cross_validate_calibration(LogisticRegression().set_fit_request(sample_weight=True), Xtr, ytr, cv=5,
+                                        sample_weight=w)
+        off = cross_validate_calibration(LogisticRegression().set_fit_request(sample_weight=False), Xtr, ytr,
+                                         cv=5, sample_weight=w)
+        with pytest.raises(ValueError, match="sample_weight"):  # scikit-learn's error for an unset request
+            cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=5, sample_weight=w)
+    np.testing.assert_allclose(on.oof_prob, _weighted_oof(LogisticRegression, Xtr, ytr, w, splits), rtol=1e-12,
+                               atol=1e-15)
+    np.testing.assert_allclose(off.oof_prob, _weighted_oof(LogisticRegression, Xtr, ytr, None, splits),
+                               rtol=1e-12, atol=1e-15)
+    assert on.fit_params == ("sample_weight",) and off.fit_params == ()
+    assert "without weights" in " ".join(str(off.summary()).split())
+
+
+def test_cross_validate_fit_without_sample_weight_warns_and_bad_fit_params_raise(binary_data):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.ones(len(ytr))
+    with pytest.warns(UserWarning, match="does not accept sample_weight"):
+        cvr = cross_validate_calibration(KNeighborsClassifier(), Xtr, ytr, cv=3, sample_weight=w)
+    assert cvr.fit_params == ()
+    with pytest.raises(TypeError, match="fit_params.*does not accept \\['bogus'\\]"):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=3, fit_params={"bogus": 1})
+    with pytest.raises(ValueError, match="sample_weight="):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=3, fit_params={"sample_weight": w})
+    with pytest.raises(TypeError, match="fit_params must be a dict"):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=3, fit_params=[("C", 1)])
+
+
 # --------------------------------------------------------------------------- input errors
 def test_bad_inputs_raise_errors_naming_the_argument(binary_data):
     Xtr, Xte, ytr, yte = binary_data
