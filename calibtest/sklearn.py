@@ -128,6 +128,21 @@ def calibration_target(y_true, y_prob, *, pos_label=None, labels=None) -> _Targe
         Missing labels, ``y_prob`` of the wrong shape, not finite or outside
         [0, 1], labels not among ``labels``, an unknown or missing
         ``pos_label``, more than two classes with a 1-d ``y_prob``.
+
+    Examples
+    --------
+    Two columns: binary, the probability of the second class (``"b"``):
+
+    >>> from calibtest.sklearn import calibration_target
+    >>> t = calibration_target(["b", "a", "b"], [[0.3, 0.7], [0.6, 0.4], [0.2, 0.8]])
+    >>> t.kind, str(t.pos_label), t.y.tolist(), t.confidence.tolist()
+    ('binary', 'b', [1, 0, 1], [0.7, 0.4, 0.8])
+
+    Three columns: the top-1 confidence and whether the top-1 class is right:
+
+    >>> t = calibration_target([0, 2, 1], [[0.5, 0.3, 0.2], [0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])
+    >>> t.kind, t.confidence.tolist(), t.outcome.tolist()
+    ('top1', [0.5, 0.7, 0.6], [1.0, 1.0, 0.0])
     """
     y_true = np.asarray(y_true)
     if y_true.ndim == 2 and y_true.shape[1] == 1:
@@ -269,6 +284,16 @@ def ece_score(y_true, y_prob, *, sample_weight=None, pos_label=None, labels=None
 #: ``predict_proba`` (scikit-learn maximises scores, so the sign is flipped: closer to 0 is better).
 #: Labels other than {0, 1} or {-1, 1} need ``make_scorer(ece_score, response_method="predict_proba",
 #: greater_is_better=False, pos_label=...)``.
+#:
+#: Examples
+#: --------
+#: >>> from sklearn.datasets import make_classification
+#: >>> from sklearn.linear_model import LogisticRegression
+#: >>> from sklearn.model_selection import cross_val_score
+#: >>> from calibtest.sklearn import ece_scorer
+#: >>> X, y = make_classification(n_samples=2000, random_state=0)
+#: >>> cross_val_score(LogisticRegression(), X, y, cv=3, scoring=ece_scorer).round(4)
+#: array([-0.0304, -0.0422, -0.065 ])
 ece_scorer = make_scorer(ece_score, response_method="predict_proba", greater_is_better=False)
 
 
@@ -316,11 +341,23 @@ class CalibrationErrorDisplay:
 
     Examples
     --------
-    >>> from sklearn.linear_model import LogisticRegression        # doctest: +SKIP
-    >>> from calibtest.sklearn import CalibrationErrorDisplay       # doctest: +SKIP
-    >>> clf = LogisticRegression().fit(X_train, y_train)           # doctest: +SKIP
-    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test)  # doctest: +SKIP
-    >>> print(disp.result_.summary())                              # doctest: +SKIP
+    >>> from matplotlib.figure import Figure
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.model_selection import train_test_split
+    >>> from calibtest.sklearn import CalibrationErrorDisplay
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
+    >>> clf = LogisticRegression().fit(X_train, y_train)
+    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test, ax=Figure().subplots())
+    >>> disp.counts.tolist()  # deciles of the predictions
+    [100, 100, 100, 100, 100, 100, 100, 100, 100, 100]
+    >>> print(disp.verdict_text())
+    ECE 0.0475, 95% CI [0, 0.0681]
+    no evidence of miscalibration
+
+    Without ``ax`` the display draws on a new pyplot figure;
+    ``disp.result_.summary()`` gives the full interval and test.
     """
 
     def __init__(self, prob_true, prob_pred, y_prob, *, lower, upper, counts, result, estimator_name=None,
@@ -360,6 +397,25 @@ class CalibrationErrorDisplay:
         -------
         CalibrationErrorDisplay
             ``self``, with ``line_``, ``errorbar_``, ``ax_`` and ``figure_`` set.
+
+        Examples
+        --------
+        Two models on one Axes (the diagonal is drawn once):
+
+        >>> import numpy as np
+        >>> from matplotlib.figure import Figure
+        >>> from calibtest.sklearn import CalibrationErrorDisplay
+        >>> rng = np.random.default_rng(1)
+        >>> p = rng.uniform(size=800)
+        >>> y = (rng.uniform(size=800) < p).astype(int)
+        >>> ax = Figure().subplots()
+        >>> first = CalibrationErrorDisplay.from_predictions(y, p, name="calibrated", ax=ax)
+        >>> second = CalibrationErrorDisplay.from_predictions(y, p ** 2, name="squared", ax=ax)
+        >>> again = second.plot(ax=Figure().subplots(), name="squared, redrawn")
+        >>> sum(label == "perfect calibration" for label in ax.get_legend_handles_labels()[1])
+        1
+        >>> again.ax_ is not ax
+        True
         """
         if ax is None:
             import matplotlib.pyplot as plt
@@ -440,6 +496,21 @@ class CalibrationErrorDisplay:
         Returns
         -------
         CalibrationErrorDisplay
+
+        Examples
+        --------
+        >>> from matplotlib.figure import Figure
+        >>> from sklearn.datasets import make_classification
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from calibtest.sklearn import CalibrationErrorDisplay
+        >>> X, y = make_classification(n_samples=2000, random_state=0)
+        >>> clf = LogisticRegression().fit(X[:1000], y[:1000])
+        >>> disp = CalibrationErrorDisplay.from_estimator(clf, X[1000:], y[1000:], display_bins=5,
+        ...                                               ax=Figure().subplots())
+        >>> disp.result_.n, int(disp.counts.sum())
+        (1000, 1000)
+        >>> disp.ax_.get_xlabel()
+        'mean predicted probability (positive class: 1)'
         """
         probs, classes = _estimator_probs(estimator, X)
         if probs.ndim == 2 and probs.shape[1] == 2 and pos_label is None:
@@ -475,6 +546,23 @@ class CalibrationErrorDisplay:
         Returns
         -------
         CalibrationErrorDisplay
+
+        Examples
+        --------
+        String labels with ``pos_label``, five equal-width display bins:
+
+        >>> import numpy as np
+        >>> from matplotlib.figure import Figure
+        >>> from calibtest.sklearn import CalibrationErrorDisplay
+        >>> rng = np.random.default_rng(0)
+        >>> p = rng.uniform(size=1000)
+        >>> y = np.where(rng.uniform(size=1000) < p, "yes", "no")
+        >>> disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="yes", display_bins=5,
+        ...                                                 ax=Figure().subplots())
+        >>> disp.prob_pred.round(2).tolist()
+        [0.11, 0.31, 0.5, 0.7, 0.9]
+        >>> disp.result_.n
+        1000
         """
         target = calibration_target(y_true, y_prob, pos_label=pos_label, labels=labels)
         return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, display_bins_=display_bins,
@@ -508,6 +596,24 @@ class CrossValidatedCalibration(ResultDisplay):
     fit_params : tuple of str
         The names passed to each fold's ``fit`` (``"sample_weight"`` when
         the fits were weighted, and the keys of ``fit_params``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from calibtest.sklearn import cross_validate_calibration
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> cvr = cross_validate_calibration(LogisticRegression(), X, y, cv=3)
+    >>> cvr
+    <CrossValidatedCalibration LogisticRegression, folds=3, out-of-fold ECE=0.03444 95% CI [0, 0.0489675]>
+    >>> cvr.folds[["n", "ece", "ece_lower", "ece_upper"]].round(4)
+            n     ece  ece_lower  ece_upper
+    fold
+    1     667  0.0304     0.0000     0.0626
+    2     667  0.0422     0.0000     0.0661
+    3     666  0.0650     0.0459     0.0805
+    >>> cvr.out_of_fold.n
+    2000
     """
 
     folds: pd.DataFrame
@@ -670,6 +776,26 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
         ``folds`` (one row per fold), ``fold_results``, ``out_of_fold`` (a
         :class:`~calibtest.CalibrationResult`, with its ``summary()``) and
         ``summary()`` of them all.
+
+    Examples
+    --------
+    Weighted fits and a weighted evaluation (``LogisticRegression.fit``
+    takes ``sample_weight``):
+
+    >>> import numpy as np
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from calibtest.sklearn import cross_validate_calibration
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> w = np.where(y == 1, 2.0, 1.0)
+    >>> cvr = cross_validate_calibration(LogisticRegression(), X, y, cv=3, sample_weight=w)
+    >>> cvr.fit_params
+    ('sample_weight',)
+    >>> cvr.folds["n"].tolist()
+    [667, 667, 666]
+    >>> print(cvr.summary())  # doctest: +ELLIPSIS
+    Cross-validated calibration of LogisticRegression: 3 folds
+    ...
     """
     alpha = check_alpha(alpha)
     if not hasattr(estimator, "predict_proba"):

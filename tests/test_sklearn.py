@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,9 @@ from sklearn.model_selection import (GridSearchCV, KFold, ShuffleSplit, cross_va
 import calibtest as ct  # noqa: E402
 from calibtest.sklearn import (CalibrationErrorDisplay, CrossValidatedCalibration, calibration_target,  # noqa: E402
                                cross_validate_calibration, ece_score, ece_scorer)
+
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -423,3 +427,57 @@ def test_importing_calibtest_does_not_import_sklearn():
     code = ("import sys, calibtest; calibtest.calib_ci; calibtest.CalibrationResult; "
             "assert 'sklearn' not in sys.modules, 'sklearn imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- the API reference's examples
+def _public_docs() -> dict[str, str]:
+    """The text the API reference shows for each public name of calibtest.sklearn (and each method of the
+    display): docstrings, and for the scorer its ``#:`` comment (what autodoc renders, read by Sphinx's own
+    analyzer)."""
+    import inspect
+
+    import calibtest.sklearn as mod
+    from sphinx.pycode import ModuleAnalyzer
+
+    attr_docs = ModuleAnalyzer.for_module("calibtest.sklearn").find_attr_docs()
+    docs = {}
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            docs[name] = inspect.getdoc(obj) or ""
+        else:
+            docs[name] = "\n".join(attr_docs.get(("", name), []))
+    for method in ("from_estimator", "from_predictions", "plot"):
+        docs[f"CalibrationErrorDisplay.{method}"] = inspect.getdoc(getattr(CalibrationErrorDisplay, method))
+    return docs
+
+
+def test_every_public_name_has_a_runnable_doctested_example(tmp_path, monkeypatch):
+    import doctest
+    import re
+
+    pytest.importorskip("sphinx")
+    monkeypatch.chdir(tmp_path)
+    parser = doctest.DocTestParser()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    docs = _public_docs()
+    assert "ece_scorer" in docs and "calibration_target" in docs
+    for name, text in docs.items():
+        assert re.search(r"^Examples\n--------$", text, re.M), f"{name} has no Examples section"
+        test = parser.get_doctest(text, {}, name, "calibtest/sklearn.py", 0)
+        runnable = [e for e in test.examples if not e.options.get(doctest.SKIP, False)]
+        assert len(runnable) >= 2, f"{name}'s examples are skipped or missing"
+        runner.run(test, out=lambda s: None)
+    assert runner.failures == 0, f"{runner.failures} failing examples in calibtest.sklearn"
+    assert runner.tries >= 40
+    plt.close("all")
+
+
+def test_the_api_reference_documents_every_public_name_of_calibtest_sklearn():
+    import re
+
+    import calibtest.sklearn as mod
+    text = (REPO / "docs" / "api.rst").read_text(encoding="utf-8")
+    members = re.search(r"\.\. automodule:: calibtest\.sklearn\n\s+:members: ([^\n]+)", text)
+    assert members is not None
+    assert {m.strip() for m in members.group(1).split(",")} == set(mod.__all__)
