@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -211,7 +212,8 @@ def _calib(target: _Target, sample_weight, **options) -> CalibrationResult:
         if weights.ndim != 1 or weights.shape[0] != target.y.shape[0]:
             raise ValueError(f"sample_weight must have one value per row ({target.y.shape[0]}), got shape "
                              f"{weights.shape}")
-    return calib_ci(y=target.y, probs=target.probs, weights=weights, **options)
+    # no by=: calib_ci returns one CalibrationResult (its grouped result needs by=)
+    return cast(CalibrationResult, calib_ci(y=target.y, probs=target.probs, weights=weights, **options))
 
 
 def _estimator_probs(estimator, X) -> tuple[np.ndarray, np.ndarray]:
