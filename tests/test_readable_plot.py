@@ -242,3 +242,15 @@ def test_report_of_file_and_dask_results_uses_display_bins(rows, csv_path):
         assert fig["alt"].endswith("at display bins")
         assert "deciles of predicted risk" in fig["caption"] and "bin sums, not rows" in fig["caption"]
         assert "occupied bins" not in fig["caption"]
+
+
+def test_report_overlay_of_file_results_uses_display_bins(rows, tmp_path):
+    from calibtest.reporting.html import build_context
+
+    path = tmp_path / "two.csv"
+    rows.assign(q=np.clip(rows["p"] * 1.2, 0.0, 1.0)).to_csv(path, index=False, float_format="%.17g")
+    results = [ct.calib_ci("y ~ p", data=path), ct.calib_ci("y ~ q", data=path)]
+    assert all(r.data is None for r in results)
+    overlay = build_context(results, labels=["p", "q"])["overlay_figure"]
+    assert overlay["alt"].endswith("at display bins")
+    assert "deciles of predicted risk" in overlay["caption"] and "bin sums, not rows" in overlay["caption"]

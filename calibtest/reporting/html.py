@@ -1647,10 +1647,10 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                                    "calibration-in-the-large and slope; the strips show each model's "
                                    "predictions of events (up) and non-events (down).")}
         else:
-            overlay = {"src": _png_data_uri(reliability_figure(results, labels=names)),
-                       "alt": "Reliability diagrams of the models overlaid",
-                       "caption": ("Reliability diagrams of the models overlaid (each on its own bins), with "
-                                   "Wilson intervals; the strips count rows per bin-width interval.")}
+            overlay = {"src": _png_data_uri(plotting.display_reliability_figure(results, names)),
+                       "alt": "Reliability diagrams of the models overlaid at display bins",
+                       "caption": ("Reliability diagrams of the models overlaid, each at its own display bins. "
+                                   + plotting.display_bins_caption(results))}
     label = _Labels(results, names)
     check = plan_check(plan, results, names, reported_tests(models, bool(comparisons)),
                        subgroups=[item.by if _is_grouped(item) else None for item in items],
