@@ -28,17 +28,23 @@ it is imported by this module only, and ``import calibtest`` does not load it.
 """
 from __future__ import annotations
 
+import inspect
+import warnings
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 try:
+    from sklearn import get_config
     from sklearn.base import clone
     from sklearn.metrics import make_scorer
     from sklearn.model_selection import check_cv
     from sklearn.utils import _safe_indexing
-    from sklearn.utils.validation import check_is_fitted
+    from sklearn.utils.metadata_routing import (MetadataRequest, MetadataRouter, MethodMapping,
+                                                 process_routing)
+    from sklearn.utils.validation import _check_method_params, check_is_fitted, has_fit_parameter
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
                       "pip install \"calibtest[sklearn]\"") from exc
@@ -123,6 +129,21 @@ def calibration_target(y_true, y_prob, *, pos_label=None, labels=None) -> _Targe
         Missing labels, ``y_prob`` of the wrong shape, not finite or outside
         [0, 1], labels not among ``labels``, an unknown or missing
         ``pos_label``, more than two classes with a 1-d ``y_prob``.
+
+    Examples
+    --------
+    Two columns: binary, the probability of the second class (``"b"``):
+
+    >>> from calibtest.sklearn import calibration_target
+    >>> t = calibration_target(["b", "a", "b"], [[0.3, 0.7], [0.6, 0.4], [0.2, 0.8]])
+    >>> t.kind, str(t.pos_label), t.y.tolist(), t.confidence.tolist()
+    ('binary', 'b', [1, 0, 1], [0.7, 0.4, 0.8])
+
+    Three columns: the top-1 confidence and whether the top-1 class is right:
+
+    >>> t = calibration_target([0, 2, 1], [[0.5, 0.3, 0.2], [0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])
+    >>> t.kind, t.confidence.tolist(), t.outcome.tolist()
+    ('top1', [0.5, 0.7, 0.6], [1.0, 1.0, 0.0])
     """
     y_true = np.asarray(y_true)
     if y_true.ndim == 2 and y_true.shape[1] == 1:
@@ -191,7 +212,8 @@ def _calib(target: _Target, sample_weight, **options) -> CalibrationResult:
         if weights.ndim != 1 or weights.shape[0] != target.y.shape[0]:
             raise ValueError(f"sample_weight must have one value per row ({target.y.shape[0]}), got shape "
                              f"{weights.shape}")
-    return calib_ci(y=target.y, probs=target.probs, weights=weights, **options)
+    # no by=: calib_ci returns one CalibrationResult (its grouped result needs by=)
+    return cast(CalibrationResult, calib_ci(y=target.y, probs=target.probs, weights=weights, **options))
 
 
 def _estimator_probs(estimator, X) -> tuple[np.ndarray, np.ndarray]:
@@ -264,6 +286,16 @@ def ece_score(y_true, y_prob, *, sample_weight=None, pos_label=None, labels=None
 #: ``predict_proba`` (scikit-learn maximises scores, so the sign is flipped: closer to 0 is better).
 #: Labels other than {0, 1} or {-1, 1} need ``make_scorer(ece_score, response_method="predict_proba",
 #: greater_is_better=False, pos_label=...)``.
+#:
+#: Examples
+#: --------
+#: >>> from sklearn.datasets import make_classification
+#: >>> from sklearn.linear_model import LogisticRegression
+#: >>> from sklearn.model_selection import cross_val_score
+#: >>> from calibtest.sklearn import ece_scorer
+#: >>> X, y = make_classification(n_samples=2000, random_state=0)
+#: >>> cross_val_score(LogisticRegression(), X, y, cv=3, scoring=ece_scorer).round(4)
+#: array([-0.0304, -0.0422, -0.065 ])
 ece_scorer = make_scorer(ece_score, response_method="predict_proba", greater_is_better=False)
 
 
@@ -311,11 +343,23 @@ class CalibrationErrorDisplay:
 
     Examples
     --------
-    >>> from sklearn.linear_model import LogisticRegression        # doctest: +SKIP
-    >>> from calibtest.sklearn import CalibrationErrorDisplay       # doctest: +SKIP
-    >>> clf = LogisticRegression().fit(X_train, y_train)           # doctest: +SKIP
-    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test)  # doctest: +SKIP
-    >>> print(disp.result_.summary())                              # doctest: +SKIP
+    >>> from matplotlib.figure import Figure
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.model_selection import train_test_split
+    >>> from calibtest.sklearn import CalibrationErrorDisplay
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
+    >>> clf = LogisticRegression().fit(X_train, y_train)
+    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test, ax=Figure().subplots())
+    >>> disp.counts.tolist()  # deciles of the predictions
+    [100, 100, 100, 100, 100, 100, 100, 100, 100, 100]
+    >>> print(disp.verdict_text())
+    ECE 0.0475, 95% CI [0, 0.0681]
+    no evidence of miscalibration
+
+    Without ``ax`` the display draws on a new pyplot figure;
+    ``disp.result_.summary()`` gives the full interval and test.
     """
 
     def __init__(self, prob_true, prob_pred, y_prob, *, lower, upper, counts, result, estimator_name=None,
@@ -355,6 +399,25 @@ class CalibrationErrorDisplay:
         -------
         CalibrationErrorDisplay
             ``self``, with ``line_``, ``errorbar_``, ``ax_`` and ``figure_`` set.
+
+        Examples
+        --------
+        Two models on one Axes (the diagonal is drawn once):
+
+        >>> import numpy as np
+        >>> from matplotlib.figure import Figure
+        >>> from calibtest.sklearn import CalibrationErrorDisplay
+        >>> rng = np.random.default_rng(1)
+        >>> p = rng.uniform(size=800)
+        >>> y = (rng.uniform(size=800) < p).astype(int)
+        >>> ax = Figure().subplots()
+        >>> first = CalibrationErrorDisplay.from_predictions(y, p, name="calibrated", ax=ax)
+        >>> second = CalibrationErrorDisplay.from_predictions(y, p ** 2, name="squared", ax=ax)
+        >>> again = second.plot(ax=Figure().subplots(), name="squared, redrawn")
+        >>> sum(label == "perfect calibration" for label in ax.get_legend_handles_labels()[1])
+        1
+        >>> again.ax_ is not ax
+        True
         """
         if ax is None:
             import matplotlib.pyplot as plt
@@ -435,6 +498,21 @@ class CalibrationErrorDisplay:
         Returns
         -------
         CalibrationErrorDisplay
+
+        Examples
+        --------
+        >>> from matplotlib.figure import Figure
+        >>> from sklearn.datasets import make_classification
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from calibtest.sklearn import CalibrationErrorDisplay
+        >>> X, y = make_classification(n_samples=2000, random_state=0)
+        >>> clf = LogisticRegression().fit(X[:1000], y[:1000])
+        >>> disp = CalibrationErrorDisplay.from_estimator(clf, X[1000:], y[1000:], display_bins=5,
+        ...                                               ax=Figure().subplots())
+        >>> disp.result_.n, int(disp.counts.sum())
+        (1000, 1000)
+        >>> disp.ax_.get_xlabel()
+        'mean predicted probability (positive class: 1)'
         """
         probs, classes = _estimator_probs(estimator, X)
         if probs.ndim == 2 and probs.shape[1] == 2 and pos_label is None:
@@ -470,6 +548,23 @@ class CalibrationErrorDisplay:
         Returns
         -------
         CalibrationErrorDisplay
+
+        Examples
+        --------
+        String labels with ``pos_label``, five equal-width display bins:
+
+        >>> import numpy as np
+        >>> from matplotlib.figure import Figure
+        >>> from calibtest.sklearn import CalibrationErrorDisplay
+        >>> rng = np.random.default_rng(0)
+        >>> p = rng.uniform(size=1000)
+        >>> y = np.where(rng.uniform(size=1000) < p, "yes", "no")
+        >>> disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="yes", display_bins=5,
+        ...                                                 ax=Figure().subplots())
+        >>> disp.prob_pred.round(2).tolist()
+        [0.11, 0.31, 0.5, 0.7, 0.9]
+        >>> disp.result_.n
+        1000
         """
         target = calibration_target(y_true, y_prob, pos_label=pos_label, labels=labels)
         return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, display_bins_=display_bins,
@@ -500,6 +595,27 @@ class CrossValidatedCalibration(ResultDisplay):
         The positive class (binary).
     alpha : float
     estimator_name : str
+    fit_params : tuple of str
+        The names passed to each fold's ``fit`` (``"sample_weight"`` when
+        the fits were weighted, and the keys of ``fit_params``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from calibtest.sklearn import cross_validate_calibration
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> cvr = cross_validate_calibration(LogisticRegression(), X, y, cv=3)
+    >>> cvr
+    <CrossValidatedCalibration LogisticRegression, folds=3, out-of-fold ECE=0.03444 95% CI [0, 0.0489675]>
+    >>> cvr.folds[["n", "ece", "ece_lower", "ece_upper"]].round(4)
+            n     ece  ece_lower  ece_upper
+    fold
+    1     667  0.0304     0.0000     0.0626
+    2     667  0.0422     0.0000     0.0661
+    3     666  0.0650     0.0459     0.0805
+    >>> cvr.out_of_fold.n
+    2000
     """
 
     folds: pd.DataFrame
@@ -510,6 +626,7 @@ class CrossValidatedCalibration(ResultDisplay):
     pos_label: object
     alpha: float
     estimator_name: str
+    fit_params: tuple = ()
 
     def _summary(self, alpha):
         if alpha is not None and alpha != self.alpha:
@@ -539,17 +656,64 @@ class CrossValidatedCalibration(ResultDisplay):
             "The out-of-fold interval pools every row's prediction from the model fitted without its fold: it "
             "describes the fitting procedure (a different model per fold), not one fitted model; refit on all "
             "rows and validate on new data for the model itself.",
+            _fit_note(self.fit_params, self.estimator_name),
         ])
         return s
 
     def _dict(self) -> dict:
         return {"estimator": self.estimator_name, "alpha": self.alpha, "n_folds": len(self.fold_results),
+                "fit_params": list(self.fit_params),
                 "folds": self.folds.to_dict(orient="records"), "out_of_fold": self.out_of_fold.to_dict()}
 
     def _repr_parts(self) -> list[str]:
         iv = self.out_of_fold.conf_int(scale="ece")
         return [f"{self.estimator_name}", f"folds={len(self.fold_results)}",
                 f"out-of-fold ECE={self.out_of_fold.ece:.4g} {100 * (1 - self.alpha):g}% CI {iv}"]
+
+
+def _fit_note(names: tuple, estimator_name: str) -> str:
+    """The summary's sentence on what each fold's fit was given."""
+    if not names:
+        return f"Each fold's {estimator_name} was fitted on its training rows without weights or fit parameters."
+    return (f"Each fold's {estimator_name} was fitted on its training rows with "
+            + ", ".join(names) + " (the rows of its training folds).")
+
+
+def _fit_routing(estimator, sample_weight, fit_params: dict) -> dict:
+    """What each fold's ``fit`` is given, for all rows (indexed per fold later), as ``cross_validate`` does.
+
+    With scikit-learn's metadata routing enabled, the estimator's requests
+    decide (``set_fit_request``; an unset request for a metadata passed is
+    an error, as in scikit-learn).  Otherwise ``fit_params`` all go to
+    ``fit`` and ``sample_weight`` goes to ``fit`` when its signature accepts
+    it (:func:`sklearn.utils.validation.has_fit_parameter`); when it does
+    not, the fits are unweighted and a warning says so.
+    """
+    if "sample_weight" in fit_params:
+        raise ValueError("pass the weights once, as sample_weight= (it weights the fits and the evaluation), "
+                         "not in fit_params")
+    if get_config().get("enable_metadata_routing", False):
+        evaluation = MetadataRequest(owner="cross_validate_calibration")  # the intervals consume the weights
+        evaluation.fit.add_request(param="sample_weight", alias=True)
+        router = MetadataRouter(owner="cross_validate_calibration").add_self_request(evaluation).add(
+            estimator=estimator, method_mapping=MethodMapping().add(caller="fit", callee="fit"))
+        given = dict(fit_params) if sample_weight is None else {**fit_params, "sample_weight": sample_weight}
+        return dict(process_routing(router, "fit", **given).estimator.fit)
+    params = inspect.signature(estimator.fit).parameters
+    var_kw = any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values())
+    unknown = [key for key in fit_params if key not in params and not var_kw]
+    if unknown:
+        raise TypeError(f"fit_params: {type(estimator).__name__}.fit does not accept {unknown} (its parameters: "
+                        f"{[key for key in params if key not in ('X', 'y')]})")
+    routed = dict(fit_params)
+    if sample_weight is not None:
+        if has_fit_parameter(estimator, "sample_weight"):
+            routed["sample_weight"] = sample_weight
+        else:
+            warnings.warn(f"sample_weight: {type(estimator).__name__}.fit does not accept sample_weight, so the "
+                          "fits are unweighted; the evaluation (every interval) is weighted", UserWarning,
+                          stacklevel=3)
+    return routed
 
 
 def _fold_row(res: CalibrationResult) -> dict:
@@ -561,7 +725,7 @@ def _fold_row(res: CalibrationResult) -> dict:
 
 
 def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=None, sample_weight=None,
-                               n_bins="auto", alpha: float = 0.05, null: str = "auto",
+                               fit_params=None, n_bins="auto", alpha: float = 0.05, null: str = "auto",
                                rng=None) -> CrossValidatedCalibration:
     """Cross-validate a classifier's calibration: an ECE interval per test fold and one out of fold.
 
@@ -586,7 +750,21 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
         Positive class of a binary problem (default: the second of the sorted
         classes, ``estimator.classes_[1]``).
     sample_weight : array_like of shape (n,), optional
-        Case weights of the evaluation (the fits are unweighted).
+        Case weights.  They weight every interval (``weights=`` of
+        :func:`calibtest.calib_ci`) and, as in
+        :func:`sklearn.model_selection.cross_validate` with
+        ``params={"sample_weight": ...}``, each fold's fit on its training
+        rows: when the estimator's ``fit`` accepts ``sample_weight`` (its
+        signature), or, with metadata routing enabled
+        (``sklearn.set_config(enable_metadata_routing=True)``), as the
+        estimator requests it (``set_fit_request(sample_weight=True)``;
+        ``False`` keeps the fits unweighted).  An estimator whose ``fit``
+        does not take it is fitted unweighted, with a warning.
+    fit_params : dict, optional
+        Further parameters of ``fit`` (``cross_validate``'s ``params=``):
+        arrays of length n are indexed by each fold's training rows, other
+        values passed as they are; routed by the estimator's requests when
+        metadata routing is enabled.
     n_bins : int or "auto"
         Bins B of each interval (``"auto"``: per fold, from its size).
     alpha : float
@@ -600,6 +778,26 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
         ``folds`` (one row per fold), ``fold_results``, ``out_of_fold`` (a
         :class:`~calibtest.CalibrationResult`, with its ``summary()``) and
         ``summary()`` of them all.
+
+    Examples
+    --------
+    Weighted fits and a weighted evaluation (``LogisticRegression.fit``
+    takes ``sample_weight``):
+
+    >>> import numpy as np
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from calibtest.sklearn import cross_validate_calibration
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> w = np.where(y == 1, 2.0, 1.0)
+    >>> cvr = cross_validate_calibration(LogisticRegression(), X, y, cv=3, sample_weight=w)
+    >>> cvr.fit_params
+    ('sample_weight',)
+    >>> cvr.folds["n"].tolist()
+    [667, 667, 666]
+    >>> print(cvr.summary())  # doctest: +ELLIPSIS
+    Cross-validated calibration of LogisticRegression: 3 folds
+    ...
     """
     alpha = check_alpha(alpha)
     if not hasattr(estimator, "predict_proba"):
@@ -618,12 +816,16 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
     weights = None if sample_weight is None else np.asarray(sample_weight)
     if weights is not None and (weights.ndim != 1 or weights.shape[0] != n):
         raise ValueError(f"sample_weight must have one value per row ({n}), got shape {weights.shape}")
+    if fit_params is not None and not isinstance(fit_params, dict):
+        raise TypeError(f"fit_params must be a dict of fit's parameters, got {type(fit_params).__name__}")
+    routed = _fit_routing(estimator, weights, dict(fit_params or {}))
     splitter = check_cv(cv, y_arr, classifier=True)
     oof = np.full((n, classes.size), np.nan)
     tested = np.zeros(n, dtype=np.int64)
     fold_results = []
     for train, test in splitter.split(X, y_arr, groups):  # one loop step per fold
-        model = clone(estimator).fit(_safe_indexing(X, train), y_arr[train])
+        model = clone(estimator).fit(_safe_indexing(X, train), y_arr[train],
+                                     **_check_method_params(X, params=routed, indices=train))
         probs, fitted = _estimator_probs(model, _safe_indexing(X, test))
         block = np.zeros((test.size, classes.size))
         block[:, np.searchsorted(classes, fitted)] = probs  # classes missing from a fold's training rows: 0
@@ -642,4 +844,5 @@ def cross_validate_calibration(estimator, X, y, *, cv=5, groups=None, pos_label=
     folds.index = pd.RangeIndex(1, len(folds) + 1, name="fold")
     return CrossValidatedCalibration(folds=folds, fold_results=tuple(fold_results), out_of_fold=pooled,
                                      oof_prob=oof, classes=classes, pos_label=pos_label if classes.size == 2 else None,
-                                     alpha=alpha, estimator_name=type(estimator).__name__)
+                                     alpha=alpha, estimator_name=type(estimator).__name__,
+                                     fit_params=tuple(routed))

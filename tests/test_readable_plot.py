@@ -201,3 +201,56 @@ def test_errors_say_how_to_code_yes_no_1_2_and_percentages():
     assert fixed.estimate == ct.calib_ci(y=y.astype(int), probs=df["pct"].to_numpy() / 100).estimate
     with pytest.raises(ValueError, match="3 distinct values"):
         ct.calib_ci(y=rng.integers(0, 3, 200), probs=p)
+
+
+def test_display_figure_of_a_file_result_draws_display_bins_and_rows_per_interval(rows, csv_path):
+    from matplotlib.patches import StepPatch
+
+    from calibtest.reporting.plotting import display_bins_caption, display_reliability_figure
+
+    res = ct.calib_ci("y ~ p", data=csv_path)
+    assert res.data is None
+    fig = display_reliability_figure(res, "p")
+    p, y = rows["p"].to_numpy(), rows["y"].to_numpy()
+    count, pred, obs = _sum_deciles_by_pandas(p, y, res.n_bins)
+    line = next(ln for a in fig.axes for ln in a.get_lines() if len(ln.get_xdata()) == count.size)
+    np.testing.assert_allclose(line.get_xdata(), pred, rtol=1e-10)
+    np.testing.assert_allclose(line.get_ydata(), obs, rtol=1e-12)
+    # the strip: rows per estimator interval [i/B, (i+1)/B), counted with pandas
+    step = next(a for a in fig.axes if any(isinstance(c, StepPatch) for c in a.patches))
+    values, edges = next(c for c in step.patches if isinstance(c, StepPatch)).get_data()[:2]
+    B = res.n_bins
+    per = pd.Series(np.floor(p * B).astype(int)).value_counts().reindex(range(B), fill_value=0).to_numpy()
+    np.testing.assert_array_equal(values, per[:values.size])
+    np.testing.assert_allclose(edges, np.arange(values.size + 1) / B)
+    assert edges[-2] < step.get_xlim()[1] <= edges[-1] + 1e-12  # every interval that starts inside the axis
+    cap = display_bins_caption(res)
+    assert "bin sums, not rows" in cap and "union of whole estimator intervals" in cap
+    in_memory = ct.calib_ci("y ~ p", data=rows)
+    assert "bin sums" not in display_bins_caption(in_memory)
+
+
+def test_report_of_file_and_dask_results_uses_display_bins(rows, csv_path):
+    from calibtest.reporting.html import build_context
+
+    results = [ct.calib_ci("y ~ p", data=csv_path)]
+    dd = pytest.importorskip("dask.dataframe")
+    results.append(ct.calib_ci("y ~ p", data=dd.from_pandas(rows, npartitions=3)))
+    for res in results:
+        ctx = build_context(res)
+        fig = next(f for f in ctx["models"][0]["figures"] if "Reliability diagram" in f["alt"])
+        assert fig["alt"].endswith("at display bins")
+        assert "deciles of predicted risk" in fig["caption"] and "bin sums, not rows" in fig["caption"]
+        assert "occupied bins" not in fig["caption"]
+
+
+def test_report_overlay_of_file_results_uses_display_bins(rows, tmp_path):
+    from calibtest.reporting.html import build_context
+
+    path = tmp_path / "two.csv"
+    rows.assign(q=np.clip(rows["p"] * 1.2, 0.0, 1.0)).to_csv(path, index=False, float_format="%.17g")
+    results = [ct.calib_ci("y ~ p", data=path), ct.calib_ci("y ~ q", data=path)]
+    assert all(r.data is None for r in results)
+    overlay = build_context(results, labels=["p", "q"])["overlay_figure"]
+    assert overlay["alt"].endswith("at display bins")
+    assert "deciles of predicted risk" in overlay["caption"] and "bin sums, not rows" in overlay["caption"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,9 @@ from sklearn.model_selection import (GridSearchCV, KFold, ShuffleSplit, cross_va
 import calibtest as ct  # noqa: E402
 from calibtest.sklearn import (CalibrationErrorDisplay, CrossValidatedCalibration, calibration_target,  # noqa: E402
                                cross_validate_calibration, ece_score, ece_scorer)
+
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -295,6 +299,95 @@ def test_cross_validate_calibration_multiclass_and_errors(multiclass_data):
         cross_validate_calibration(LinearSVC(), Xtr, ytr, cv=3)
 
 
+def _weighted_oof(make, X, y, w, splits, **fit_kw):
+    """Out-of-fold predict_proba by a hand loop: a fresh model per fold, fitted with the fold's weights."""
+    oof = np.empty((len(y), 2))
+    for train, test in splits:
+        kw = {key: val[train] for key, val in fit_kw.items()}
+        if w is not None:
+            kw["sample_weight"] = w[train]
+        oof[test] = make().fit(X[train], y[train], **kw).predict_proba(X[test])
+    return oof
+
+
+def test_cross_validate_passes_sample_weight_to_fit_as_cross_validate_does(binary_data):
+    from sklearn.model_selection import StratifiedKFold
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.random.default_rng(5).uniform(0.2, 3.0, size=len(ytr))
+    splits = list(StratifiedKFold(5).split(Xtr, ytr))
+    cvr = cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=5, sample_weight=w)
+    hand = _weighted_oof(LogisticRegression, Xtr, ytr, w, splits)
+    np.testing.assert_allclose(cvr.oof_prob, hand, rtol=1e-12, atol=1e-15)
+    unweighted = _weighted_oof(LogisticRegression, Xtr, ytr, None, splits)
+    assert np.max(np.abs(cvr.oof_prob - unweighted)) > 1e-4  # the weights did reach the fits
+    assert cvr.fit_params == ("sample_weight",) and cvr.to_dict()["fit_params"] == ["sample_weight"]
+    assert "with sample_weight" in " ".join(str(cvr.summary()).split())
+    ref = ct.calib_ci(y=ytr, probs=hand[:, 1], weights=w)  # the evaluation is weighted too
+    assert cvr.out_of_fold.estimate == pytest.approx(ref.estimate, rel=1e-10, abs=1e-14)
+    # scikit-learn's own cross_validate(params=) fits the same models
+    from sklearn.model_selection import cross_validate
+    fitted = cross_validate(LogisticRegression(), Xtr, ytr, cv=5, params={"sample_weight": w},
+                            return_estimator=True)["estimator"]
+    for model, (_, test) in zip(fitted, splits):
+        np.testing.assert_allclose(cvr.oof_prob[test], model.predict_proba(Xtr[test]), rtol=1e-12, atol=1e-15)
+
+
+def test_cross_validate_fit_params_reach_a_pipeline_step(binary_data):
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.random.default_rng(6).uniform(0.2, 3.0, size=len(ytr))
+    pipe = make_pipeline(StandardScaler(), LogisticRegression())
+    cvr = cross_validate_calibration(pipe, Xtr, ytr, cv=5, fit_params={"logisticregression__sample_weight": w})
+    splits = list(StratifiedKFold(5).split(Xtr, ytr))
+    hand = _weighted_oof(lambda: make_pipeline(StandardScaler(), LogisticRegression()), Xtr, ytr, None, splits,
+                         logisticregression__sample_weight=w)
+    np.testing.assert_allclose(cvr.oof_prob, hand, rtol=1e-12, atol=1e-15)
+    assert cvr.fit_params == ("logisticregression__sample_weight",)
+    unweighted = ct.calib_ci(y=ytr, probs=hand[:, 1])  # fit_params do not weight the evaluation
+    assert cvr.out_of_fold.estimate == pytest.approx(unweighted.estimate, rel=1e-10, abs=1e-14)
+
+
+def test_cross_validate_sample_weight_with_metadata_routing(binary_data):
+    from sklearn.model_selection import StratifiedKFold
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.random.default_rng(7).uniform(0.2, 3.0, size=len(ytr))
+    splits = list(StratifiedKFold(5).split(Xtr, ytr))
+    with sklearn.config_context(enable_metadata_routing=True):
+        on = cross_validate_calibration(LogisticRegression().set_fit_request(sample_weight=True), Xtr, ytr, cv=5,
+                                        sample_weight=w)
+        off = cross_validate_calibration(LogisticRegression().set_fit_request(sample_weight=False), Xtr, ytr,
+                                         cv=5, sample_weight=w)
+        with pytest.raises(ValueError, match="sample_weight"):  # scikit-learn's error for an unset request
+            cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=5, sample_weight=w)
+    np.testing.assert_allclose(on.oof_prob, _weighted_oof(LogisticRegression, Xtr, ytr, w, splits), rtol=1e-12,
+                               atol=1e-15)
+    np.testing.assert_allclose(off.oof_prob, _weighted_oof(LogisticRegression, Xtr, ytr, None, splits),
+                               rtol=1e-12, atol=1e-15)
+    assert on.fit_params == ("sample_weight",) and off.fit_params == ()
+    assert "without weights" in " ".join(str(off.summary()).split())
+
+
+def test_cross_validate_fit_without_sample_weight_warns_and_bad_fit_params_raise(binary_data):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    Xtr, _, ytr, _ = binary_data
+    w = np.ones(len(ytr))
+    with pytest.warns(UserWarning, match="does not accept sample_weight"):
+        cvr = cross_validate_calibration(KNeighborsClassifier(), Xtr, ytr, cv=3, sample_weight=w)
+    assert cvr.fit_params == ()
+    with pytest.raises(TypeError, match="fit_params.*does not accept \\['bogus'\\]"):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=3, fit_params={"bogus": 1})
+    with pytest.raises(ValueError, match="sample_weight="):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=3, fit_params={"sample_weight": w})
+    with pytest.raises(TypeError, match="fit_params must be a dict"):
+        cross_validate_calibration(LogisticRegression(), Xtr, ytr, cv=3, fit_params=[("C", 1)])
+
+
 # --------------------------------------------------------------------------- input errors
 def test_bad_inputs_raise_errors_naming_the_argument(binary_data):
     Xtr, Xte, ytr, yte = binary_data
@@ -334,3 +427,57 @@ def test_importing_calibtest_does_not_import_sklearn():
     code = ("import sys, calibtest; calibtest.calib_ci; calibtest.CalibrationResult; "
             "assert 'sklearn' not in sys.modules, 'sklearn imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- the API reference's examples
+def _public_docs() -> dict[str, str]:
+    """The text the API reference shows for each public name of calibtest.sklearn (and each method of the
+    display): docstrings, and for the scorer its ``#:`` comment (what autodoc renders, read by Sphinx's own
+    analyzer)."""
+    import inspect
+
+    import calibtest.sklearn as mod
+    from sphinx.pycode import ModuleAnalyzer
+
+    attr_docs = ModuleAnalyzer.for_module("calibtest.sklearn").find_attr_docs()
+    docs = {}
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            docs[name] = inspect.getdoc(obj) or ""
+        else:
+            docs[name] = "\n".join(attr_docs.get(("", name), []))
+    for method in ("from_estimator", "from_predictions", "plot"):
+        docs[f"CalibrationErrorDisplay.{method}"] = inspect.getdoc(getattr(CalibrationErrorDisplay, method))
+    return docs
+
+
+def test_every_public_name_has_a_runnable_doctested_example(tmp_path, monkeypatch):
+    import doctest
+    import re
+
+    pytest.importorskip("sphinx")
+    monkeypatch.chdir(tmp_path)
+    parser = doctest.DocTestParser()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    docs = _public_docs()
+    assert "ece_scorer" in docs and "calibration_target" in docs
+    for name, text in docs.items():
+        assert re.search(r"^Examples\n--------$", text, re.M), f"{name} has no Examples section"
+        test = parser.get_doctest(text, {}, name, "calibtest/sklearn.py", 0)
+        runnable = [e for e in test.examples if not e.options.get(doctest.SKIP, False)]
+        assert len(runnable) >= 2, f"{name}'s examples are skipped or missing"
+        runner.run(test, out=lambda s: None)
+    assert runner.failures == 0, f"{runner.failures} failing examples in calibtest.sklearn"
+    assert runner.tries >= 40
+    plt.close("all")
+
+
+def test_the_api_reference_documents_every_public_name_of_calibtest_sklearn():
+    import re
+
+    import calibtest.sklearn as mod
+    text = (REPO / "docs" / "api.rst").read_text(encoding="utf-8")
+    members = re.search(r"\.\. automodule:: calibtest\.sklearn\n\s+:members: ([^\n]+)", text)
+    assert members is not None
+    assert {m.strip() for m in members.group(1).split(",")} == set(mod.__all__)

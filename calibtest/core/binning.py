@@ -135,12 +135,15 @@ class BinRule:
     def describe(self) -> str:
         """One sentence stating the rule and its inputs."""
         if self.weighted_from is not None:
-            reached = "" if self.sparse_weight_share <= self.max_sparse_weight_share else \
-                " (the smallest B allowed; the bound is not met)"
+            share, bound, neff = self.sparse_weight_share, self.max_sparse_weight_share, self.sparse_bin_neff
+            if share is None or bound is None or neff is None:
+                raise ValueError("BinRule: weighted_from needs sparse_weight_share, max_sparse_weight_share and "
+                                 "sparse_bin_neff")
+            reached = "" if share <= bound else " (the smallest B allowed; the bound is not met)"
             return (f"B = {self.n_bins}, reduced from the unweighted automatic {self.weighted_from} to the largest B "
-                    f"at which at most {100 * self.max_sparse_weight_share:.3g}% of the weight expected under "
+                    f"at which at most {100 * bound:.3g}% of the weight expected under "
                     f"calibration (given the predictions and the prevalence weights) lies in bins of expected "
-                    f"effective size below {self.sparse_bin_neff:g} ({100 * self.sparse_weight_share:.3g}% at "
+                    f"effective size below {neff:g} ({100 * share:.3g}% at "
                     f"B = {self.n_bins}){reached}.")
         if self.rule == "user":
             return f"B = {self.n_bins} was given (the automatic rate would be {self.rate_n_bins})."

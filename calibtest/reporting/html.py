@@ -504,16 +504,9 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip "
             "underneath shows the predictions of events (up) and non-events (down), each half scaled to its own "
             "largest bin count (the tick labels give the two counts).")
-    if res.data is not None:
-        add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
-            f"Reliability diagram of {name} at display bins",
-            f"Reliability diagram of {name}. " + plotting.display_bins_caption([res]))
-    else:
-        add("reliability diagram", lambda: reliability_figure(res, labels=[name]),
-            f"Reliability diagram of {name}",
-            f"Reliability diagram of {name} at the estimator's {d['n_occupied_bins']} occupied bins of width "
-            f"1/B = {fmt(d['bin_width'], 4)} (the result holds bin sums only, no rows): mean prediction against "
-            f"observed frequency with {level} Wilson intervals; the strip counts the rows per bin.")
+    add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
+        f"Reliability diagram of {name} at display bins",
+        f"Reliability diagram of {name}. " + plotting.display_bins_caption([res]))
     if binary:
         add("distribution of the predictions", lambda: plotting.prediction_strip_figure([res], [name]),
             f"Distribution of the predictions of {name} by outcome",
@@ -1654,10 +1647,10 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
                                    "calibration-in-the-large and slope; the strips show each model's "
                                    "predictions of events (up) and non-events (down).")}
         else:
-            overlay = {"src": _png_data_uri(reliability_figure(results, labels=names)),
-                       "alt": "Reliability diagrams of the models overlaid",
-                       "caption": ("Reliability diagrams of the models overlaid (each on its own bins), with "
-                                   "Wilson intervals; the strips count rows per bin-width interval.")}
+            overlay = {"src": _png_data_uri(plotting.display_reliability_figure(results, names)),
+                       "alt": "Reliability diagrams of the models overlaid at display bins",
+                       "caption": ("Reliability diagrams of the models overlaid, each at its own display bins. "
+                                   + plotting.display_bins_caption(results))}
     label = _Labels(results, names)
     check = plan_check(plan, results, names, reported_tests(models, bool(comparisons)),
                        subgroups=[item.by if _is_grouped(item) else None for item in items],

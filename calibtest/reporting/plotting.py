@@ -818,15 +818,40 @@ def display_bins_caption(results, n_bins=None) -> str:
     return (f"Points are display bins chosen for reading: {how}, each plotted at its mean prediction against "
             f"its observed proportion with a {'/'.join(levels)} Wilson interval. They are not the estimator's "
             f"bins: the ECE estimate, its interval and the tests use {grid} (described under the bins of the estimator), many "
-            "of which hold few rows; the display bins only summarise the same rows for the eye.")
+            "of which hold few rows; the display bins only summarise the same rows for the eye."
+            + _bin_sums_sentence(results, n_bins))
 
 
-def _display_rows(res, coordinate: int, label: str):
-    if res.data is None:
-        raise ValueError(f"results: {label!r} holds no rows (streamed or aggregated data); the display bins "
-                         "need the rows in memory (plot_reliability draws the estimator's bins)")
-    return (np.asarray(res.data.z[:, coordinate], dtype=np.float64),
-            np.rint(np.asarray(res.data.y[:, coordinate], dtype=np.float64)))
+def _bin_sums_sentence(results, n_bins) -> str:
+    """The caption's sentence for results of files and Dask frames, which hold bin sums, not rows."""
+    if all(r.data is not None for r in results):
+        return ""
+    which = ("about deciles (a group's size is n/10 up to one interval)" if n_bins is None
+             else "the display bin that holds an interval's mean prediction")
+    return (" The data were read as the estimator's bin sums, not rows (a file or a Dask frame): each display bin "
+            f"is a union of whole estimator intervals [i/B, (i+1)/B), {which}, and the strip counts the rows per "
+            "interval 1/B.")
+
+
+def _display_strip(res, coordinate: int, strip_edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The strip under one panel of :func:`display_reliability_figure`: counts, their edges, rows beyond.
+
+    With the rows in memory: a histogram of the predictions over
+    ``strip_edges`` (50 bins of the plotted range).  For a result of a file
+    or a Dask frame (the estimator's bin sums only): the rows per interval
+    [i/B, (i+1)/B) of the estimator (a prediction of exactly 1 in the last)
+    whose left edge is inside the plotted range.  The third value counts
+    the rows beyond the plotted range (not in the strip).
+    """
+    lim = float(strip_edges[-1])
+    if res.data is not None:
+        z = np.asarray(res.data.z[:, coordinate], dtype=np.float64)
+        return np.histogram(z, bins=strip_edges)[0], strip_edges, int(np.count_nonzero(z > lim))
+    B = int(res.n_bins)
+    key, count, _, _ = _marginal_intervals(res, coordinate)
+    per_interval = np.rint(np.bincount(np.minimum(key, B - 1), weights=count, minlength=B)).astype(np.int64)
+    shown = int(np.count_nonzero(np.arange(B) / B < lim))
+    return per_interval[:shown], np.arange(shown + 1) / B, int(per_interval[shown:].sum())
 
 
 def display_reliability_figure(results, labels=None, n_bins=None):
@@ -838,7 +863,11 @@ def display_reliability_figure(results, labels=None, n_bins=None):
     (``statsmodels.stats.proportion.proportion_confint(method="wilson")``),
     over the identity line; a strip under the panel is a histogram of the
     predictions (50 bins of the plotted range; symmetric-log scale when they
-    pile up) with the display-bin edges as vertical lines.  The display bins are for reading only; the estimator's bins
+    pile up) with the display-bin edges as vertical lines.  A result of a
+    file or a Dask frame holds the estimator's bin sums, not rows: its
+    display bins are unions of whole estimator intervals
+    (:func:`display_bins_from_sums`) and its strip counts the rows per
+    interval [i/B, (i+1)/B).  The display bins are for reading only; the estimator's bins
     are described by :func:`display_bins_caption`.  Binary and top-1 results
     give one panel; top-k and full-calibration results one panel per
     coordinate (the j-th largest probability, or class j) with its own
@@ -847,7 +876,8 @@ def display_reliability_figure(results, labels=None, n_bins=None):
     Parameters
     ----------
     results : CalibrationResult or sequence of CalibrationResult
-        Results of one target (mode and dimension), rows in memory.
+        Results of one target (mode and dimension), with their rows in
+        memory or (files, Dask frames) their bin sums.
     labels : str or sequence of str, optional
         One name per result.
     n_bins : int, optional
@@ -862,16 +892,12 @@ def display_reliability_figure(results, labels=None, n_bins=None):
     results = _as_results(results)
     labels = _labels_for(results, labels)
     n_bins = check_option("display_bins", n_bins, "n_bins")
-    dims = {r.data.z.shape[1] if r.data is not None else None for r in results}
+    dims = {len(coordinate_columns(r.bin_table())) for r in results}
     modes = {(r.mode, r.k) for r in results}
     if len(modes) != 1 or len(dims) != 1:
         raise ValueError("results must share one target (mode, k and dimension) to be overlaid")
-    pts, rows = [], []
-    for r, lab in zip(results, labels):
-        d = r.data.z.shape[1] if r.data is not None else 1
-        rows.append([_display_rows(r, j, lab) for j in range(d)])
-        pts.append([display_bins(zj, yj, n_bins=n_bins, alpha=r.alpha) for zj, yj in rows[-1]])
-    d = len(pts[0])
+    d = dims.pop()
+    pts = [[display_points(r, j, n_bins) for j in range(d)] for r in results]
     m = len(results)
     ncols = min(d, 3)
     nrows = math.ceil(d / ncols)
@@ -887,6 +913,7 @@ def display_reliability_figure(results, labels=None, n_bins=None):
         panels.append((ax, strip))
     lim = _axis_limit([np.concatenate([q["upper"], q["pred"]]) for per in pts for q in per])
     strip_edges = np.linspace(0.0, lim, STRIP_BINS + 1)
+    strips = [[_display_strip(r, j, strip_edges) for j in range(d)] for r in results]
     beyond = [0] * m
     handles = [Line2D([], [], linestyle="--", color="0.45", linewidth=1)]
     texts = ["perfect calibration"]
@@ -898,11 +925,10 @@ def display_reliability_figure(results, labels=None, n_bins=None):
             cont = ax.errorbar(q["pred"], q["observed"], yerr=yerr, fmt=_MARKERS[i % len(_MARKERS)] + "-",
                                color=f"C{i}", markersize=4 if d == 1 else 3, linewidth=0.9, elinewidth=0.8,
                                capsize=2)
-            z = rows[i][j][0]
-            hist = np.histogram(z, bins=strip_edges)[0]
-            strip.stairs(hist, strip_edges, fill=m == 1, color=f"C{i}", alpha=0.6 if m == 1 else 1.0,
+            hist, edges, over = strips[i][j]
+            strip.stairs(hist, edges, fill=m == 1, color=f"C{i}", alpha=0.6 if m == 1 else 1.0,
                          linewidth=1.2)
-            beyond[i] += int(np.count_nonzero(z > lim))
+            beyond[i] += over
             if m == 1:
                 inner = q["edges"][(q["edges"] > 0.0) & (q["edges"] < lim)]
                 strip.vlines(inner, 0.0, 1.0, transform=strip.get_xaxis_transform(), color="0.2",
@@ -918,14 +944,15 @@ def display_reliability_figure(results, labels=None, n_bins=None):
         title = _panel_title(results[0], j, d)
         if title:
             ax.set_title(title, fontsize="small")
-        strip_counts = np.concatenate([np.histogram(rows[i][j][0], bins=strip_edges)[0] for i in range(m)])
+        strip_counts = np.concatenate([strips[i][j][0] for i in range(m)])
+        unit = "rows per\nbin of p" if all(r.data is not None for r in results) else "rows per\n1/B of p"
         if _piled(strip_counts):  # e.g. confidences near 1: a linear strip would show one bar only
             strip.set_yscale("symlog", linthresh=1.0)
             top = math.ceil(math.log10(strip_counts.max()))
             strip.set_yticks([0] + [10.0**e for e in range(0, top + 1, 2)])
-            strip.set_ylabel("rows per\nbin of p (log)", fontsize="x-small")
+            strip.set_ylabel(f"{unit} (log)", fontsize="x-small")
         else:
-            strip.set_ylabel("rows per\nbin of p", fontsize="x-small")
+            strip.set_ylabel(unit, fontsize="x-small")
         strip.set_ylim(bottom=0)
         strip.tick_params(labelsize="x-small")
         what = _MODE_AXIS_LABEL.get(results[0].mode, "predicted probability") if d == 1 else "predicted probability"
