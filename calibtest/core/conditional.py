@@ -106,9 +106,15 @@ row's position and the draw (:func:`counter_labels`: one Philox4x64 byte per
 row and draw, a splitmix64 hash uniform on the 1-in-256 ties; exact to
 2^-53), reduced to additive per-draw bin sums (:class:`DrawSums`), so rows in
 memory, chunks of a file and partitions of a Dask frame give the same T* for
-a seed (to the rounding of the float sums).  The rows of a block are sorted
-by the common refinement of the partitions, so each draw needs two segment
-sums (``benchmarks/results/bench_calib_test.txt`` for the timings).
+a seed (to the rounding of the float sums).  The rows of a chunk of
+:data:`DRAW_ROWS` are sorted once by the common refinement of the partitions
+(a stable radix sort of the sum of the bin ids when the bins are numbered
+from the left), so each draw needs a gather of its random bytes, one byte
+comparison and two segment sums (the successes in uint8 pieces, the sum of
+1 - 2p over them in float64); the bytes of a group of chunks come from one
+Philox call per draw, and the blocks of draws are split between
+:data:`DRAW_THREADS` threads, every draw's sums by the same arithmetic on
+any thread (``benchmarks/results/bench_calib_test.txt`` for the timings).
 
 The point-mass null
 -------------------
@@ -1342,8 +1348,9 @@ class DrawSums:
             return self
         ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
         y = None if y is None else np.asarray(y).astype(bool)
-        for g0 in range(0, p.size, DRAW_GROUP_ROWS):  # groups of rows bound the memory
-            g1 = min(g0 + DRAW_GROUP_ROWS, p.size)
+        group = max(1, DRAW_GROUP_ROWS // DRAW_ROWS) * DRAW_ROWS  # whole chunks
+        for g0 in range(0, p.size, group):  # groups of rows bound the memory
+            g1 = min(g0 + group, p.size)
             self._add_group(start + g0, p[g0:g1], [idx[g0:g1] for idx in ids], None if y is None else y[g0:g1])
         return self
 
@@ -1404,7 +1411,7 @@ class DrawSums:
         size = r * plan.m
         b = scratch.b[:size].reshape(r, plan.m)
         for j in range(r):  # the rows sorted by segment, draw by draw
-            np.take(raw[j], plan.order, out=b[j])
+            np.take(raw[j], plan.order, out=b[j], mode="wrap")  # valid indices: "wrap" skips the bounds check
         y = np.less(b, plan.t, out=scratch.y[:size].reshape(r, plan.m))
         tie = np.flatnonzero(np.equal(b, plan.t, out=scratch.tie[:size].reshape(r, plan.m)))
         if tie.size:  # b = floor(256 p) (1 in 256): y = 1 iff the tie uniform of (row, draw) < 256 p - t
