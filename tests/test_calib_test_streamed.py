@@ -274,6 +274,7 @@ def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, 
     per-draw sums equal the bin-by-bin reference (counts exactly, float sums to rounding), whatever the
     number of threads."""
     import calibtest.core.conditional as cond
+    monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)  # threads even for this small a group
     monkeypatch.setattr(cond, "DRAW_ROWS", 700)  # chunks of 700 rows, groups of 3 chunks (the last partial)
     monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 2100)
     g = np.random.default_rng(31)
@@ -299,6 +300,7 @@ def test_engine_threads_and_groups_do_not_change_a_bit(monkeypatch):
     p, y, grid, invs = _setup(3000, seed=9)
     key, _ = counter_key(23)
     monkeypatch.setattr(cond, "DRAW_ROWS", 400)
+    monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)
     ref = DrawSums(key, grid, 45, threads=1).add(0, p, invs, y)  # one group of 8 chunks
     monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 1000)  # groups of 2 chunks: the chunks stay the same
     for threads in (1, 2, 3):

@@ -1154,6 +1154,8 @@ DRAW_GROUP_ROWS = 1 << 20
 #: release the GIL in their loops; every draw's sums are computed by the same arithmetic on any thread).
 DRAW_THREADS = max(1, min(2, os.cpu_count() or 1))
 
+_THREAD_MIN_LABELS = 1 << 23  # rows x draws of a group below which one thread does the draws
+
 _FLUSH_BLOCKS = 4  # blocks of draws whose segment sums are added to the bins by one sparse product
 
 _U8_ROWS = 255  # rows of one uint8 segment count (a longer segment is counted in pieces)
@@ -1373,7 +1375,7 @@ class DrawSums:
                     np.add.reduceat(np.multiply(yo, plan.q), plan.starts, axis=1).T))[:, 0]
             plans.append(plan)
         blocks = list(range(0, self.R, self.block))
-        workers = min(self.threads, len(blocks))
+        workers = min(self.threads, len(blocks)) if p.size * self.R >= _THREAD_MIN_LABELS else 1
         if workers <= 1:
             self._draw_blocks(start, p, plans, blocks)
         else:  # contiguous runs of blocks per thread: each writes its own columns of N and W
