@@ -1152,7 +1152,8 @@ DRAW_GROUP_ROWS = 1 << 20
 
 #: Threads among which :class:`DrawSums` splits the blocks of draws (numpy and the Philox generator
 #: release the GIL in their loops; every draw's sums are computed by the same arithmetic on any thread).
-DRAW_THREADS = max(1, min(2, os.cpu_count() or 1))
+DRAW_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
+                         os.cpu_count() or 1))
 
 _THREAD_MIN_LABELS = 1 << 23  # rows x draws of a group below which one thread does the draws
 
