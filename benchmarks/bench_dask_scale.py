@@ -9,7 +9,8 @@ each, and runs, on ``dd.read_parquet(path, split_row_groups=True)`` (one partiti
     calib_ci("y ~ p", data=ddf)
     calib_test("y ~ p", data=ddf, rng=1)      # default options: adaptive grid, 999 draws
 
-printing the wall time of each and the peak resident set size of each worker during each call: a thread
+printing the wall time of each, the CPU seconds each worker used, and the peak resident set size of each
+worker during each call: a thread
 samples every worker's RSS (``client.run(psutil.Process().memory_info().rss)``) every ``--sample``
 seconds.  Target: ``calib_test`` at 10^8 rows under 10 minutes.
 
@@ -87,6 +88,20 @@ class RssSampler:
         return ", ".join(f"{v / 2**20:.0f}" for v in sorted(self.peak.values())) + " MiB"
 
 
+def worker_cpu(client) -> dict:
+    """CPU seconds (user + system) each worker process has used so far."""
+    import psutil
+
+    def used() -> float:
+        t = psutil.Process().cpu_times()
+        return t.user + t.system
+    return client.run(used)
+
+
+def cpu_text(before: dict, after: dict) -> str:
+    return ", ".join(f"{after[w] - before[w]:.0f}" for w in sorted(after)) + " CPU s"
+
+
 def main() -> str:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=float, default=1e8)
@@ -126,18 +141,23 @@ def main() -> str:
             client.run(lambda: __import__("calibtest.backends.calib_test_stream") and __import__("pyarrow.parquet"))
             ddf = dd.read_parquet(str(path), columns=["p", "y"], split_row_groups=True)
             say(f"cluster: {args.workers} workers x 1 thread, {ddf.npartitions} partitions")
+            cpu0 = worker_cpu(client)
             with RssSampler(client, args.sample) as rss:
                 t0 = time.perf_counter()
                 ci = ct.calib_ci("y ~ p", data=ddf)
                 wall = time.perf_counter() - t0
-            say(f"calib_ci  : {wall:7.1f} s wall; worker peak RSS {rss.text()}; n = {ci.n:,}, "
+            cpu1 = worker_cpu(client)
+            say(f"calib_ci  : {wall:7.1f} s wall, workers {cpu_text(cpu0, cpu1)}; worker peak RSS {rss.text()}; "
+                f"n = {ci.n:,}, "
                 f"B = {ci.n_bins}, T = {ci.estimate:.4g}, CI [{ci.ci_lower:.3g}, {ci.ci_upper:.3g}]")
             with RssSampler(client, args.sample) as rss:
                 t0 = time.perf_counter()
                 res = ct.calib_test("y ~ p", data=ddf, rng=1)
                 wall = time.perf_counter() - t0
+            cpu2 = worker_cpu(client)
             verdict = "under" if wall < 600 else "OVER"
-            say(f"calib_test: {wall:7.1f} s wall ({verdict} the 10-minute target); worker peak RSS {rss.text()}; "
+            say(f"calib_test: {wall:7.1f} s wall ({verdict} the 10-minute target), workers {cpu_text(cpu1, cpu2)} "
+                f"(on 2 free cores the wall time would be about the larger); worker peak RSS {rss.text()}; "
                 f"{res.n_draws} draws, {len(res.n_bins)} scales {list(res.n_bins)}, p = {res.pvalue}")
         finally:
             client.close()
