@@ -326,3 +326,28 @@ def test_segments_of_bins_not_numbered_from_the_left():
     np.testing.assert_allclose(a.W, b.W, rtol=1e-13, atol=1e-13)
     np.testing.assert_array_equal(a.obs_N, b.obs_N)
     np.testing.assert_allclose(a.statistics()[1], b.statistics()[1], rtol=1e-10, atol=1e-15)
+
+
+def test_chunks_grow_with_the_bins(monkeypatch):
+    """Many bins per chunk row make longer chunks (a power of 2 times DRAW_ROWS): the sums still equal the
+    bin-by-bin reference, and one DrawSums fed in pieces of any size gives them too."""
+    import calibtest.core.conditional as cond
+    monkeypatch.setattr(cond, "DRAW_ROWS", 256)
+    monkeypatch.setattr(cond, "DRAW_BINS_PER_CHUNK", 16)
+    grid = [2, 8, 40]  # 50 bins > 16 per 256 rows: chunks of 1024 rows
+    assert cond.draw_chunk_rows(sum(grid)) == 1024 and cond.draw_chunk_rows(16) == 256
+    g = np.random.default_rng(44)
+    p = g.beta(2, 5, 3000)
+    y = g.random(3000) < p
+    invs = [np.minimum((p * b).astype(np.intp), b - 1) for b in grid]
+    key, _ = counter_key(45)
+    acc = DrawSums(key, grid, 21).add(0, p, invs, y)
+    assert acc.rows == 1024
+    N, W, obs_N = _brute_sums(key, p, invs, grid, 21, y)
+    np.testing.assert_array_equal(acc.N, N)
+    np.testing.assert_allclose(acc.W, W, rtol=1e-12, atol=1e-12)
+    pieces = DrawSums(key, grid, 21)
+    for s in range(0, 3000, 700):
+        pieces.add(s, p[s:s + 700], [i[s:s + 700] for i in invs], y[s:s + 700])
+    np.testing.assert_array_equal(pieces.N, N)
+    np.testing.assert_allclose(pieces.W, W, rtol=1e-12, atol=1e-12)

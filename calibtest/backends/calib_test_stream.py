@@ -132,7 +132,7 @@ class CalibTestAccumulator:
             cols += conditional_sum_columns(z, inv, b + 1)
         q = 1.0 - 2.0 * p
         self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
-        # chunks of DEFAULT_ROWS_PER_BLOCK rows from the chunk's first row, in groups (bounded memory)
+        # chunks of draw_chunk_rows(bins) rows from the chunk's first row, in groups (bounded memory)
         self.draws.add(self.start + self.draws.n, p, inverses, label_classes(prepared) == 0)
         return self
 

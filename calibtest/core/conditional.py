@@ -1146,6 +1146,11 @@ def _key_of(gen: np.random.Generator, seed: int | None = None) -> np.ndarray:
 #: n = 2^18).  The float sums are added chunk by chunk, so this constant fixes their rounding.
 DRAW_ROWS = 1 << 16
 
+#: Bins (all scales together) per :data:`DRAW_ROWS` rows of a chunk above which the chunk grows (by powers
+#: of 2, :func:`draw_chunk_rows`): with many bins the segments get short and the per-segment and per-chunk
+#: work (segment sums, the sparse products into the bins) outweighs the per-row work.
+DRAW_BINS_PER_CHUNK = 4096
+
 #: Rows whose random bytes one Philox call per draw makes (a group of :data:`DRAW_ROWS` chunks): fewer,
 #: longer calls; the scratch of a group is about 26 bytes per row plus ``block`` bytes per row per thread.
 DRAW_GROUP_ROWS = 1 << 20
@@ -1162,9 +1167,19 @@ _FLUSH_BLOCKS = 4  # blocks of draws whose segment sums are added to the bins by
 _U8_ROWS = 255  # rows of one uint8 segment count (a longer segment is counted in pieces)
 
 
+def draw_chunk_rows(total_bins: int) -> int:
+    """Rows per chunk of :class:`DrawSums` for ``total_bins`` bins over all partitions: :data:`DRAW_ROWS`
+    (every grid up to n of about 10^7 rows), doubled until the bins are at most
+    :data:`DRAW_BINS_PER_CHUNK` per :data:`DRAW_ROWS` rows (2^18 rows for the 12,958 bins of n = 10^8)."""
+    rows = DRAW_ROWS
+    while total_bins * DRAW_ROWS > DRAW_BINS_PER_CHUNK * rows:
+        rows *= 2
+    return rows
+
+
 def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 8,
                       threads: int | None = None) -> "DrawSums":
-    """:class:`DrawSums` of rows 0..n-1 in memory (chunks of :data:`DRAW_ROWS` rows)."""
+    """:class:`DrawSums` of rows 0..n-1 in memory (chunks of :func:`draw_chunk_rows` rows)."""
     acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block,
                    threads=threads)
     return acc.add(0, p, inverses, y)
@@ -1329,6 +1344,7 @@ class DrawSums:
         self.threads = DRAW_THREADS if threads is None else max(1, int(threads))
         self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
         total = int(self.offsets[-1])
+        self.rows = draw_chunk_rows(total)  # fixed by the grid, so the chunks never depend on the input's
         self.N = np.zeros((total, self.R), dtype=np.int64)
         self.W = np.zeros((total, self.R))
         self.obs_N = np.zeros(total, dtype=np.int64)
@@ -1342,7 +1358,7 @@ class DrawSums:
         """Add rows start..start+len(p)-1: predictions ``p``, bin ids ``inverses`` (one per partition),
         observed labels ``y`` (1 for a success; optional).
 
-        The rows are taken in chunks of :data:`DRAW_ROWS` (from the first row given), each sorted by the
+        The rows are taken in chunks of :func:`draw_chunk_rows` rows (from the first row given), each sorted by the
         common refinement of the partitions, so each draw's bin sums are two segment sums; the bytes of
         a group of :data:`DRAW_GROUP_ROWS` rows come from one Philox call per draw.
         """
@@ -1351,7 +1367,7 @@ class DrawSums:
             return self
         ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
         y = None if y is None else np.asarray(y).astype(bool)
-        group = max(1, DRAW_GROUP_ROWS // DRAW_ROWS) * DRAW_ROWS  # whole chunks
+        group = max(1, DRAW_GROUP_ROWS // self.rows) * self.rows  # whole chunks
         for g0 in range(0, p.size, group):  # groups of rows bound the memory
             g1 = min(g0 + group, p.size)
             self._add_group(start + g0, p[g0:g1], [idx[g0:g1] for idx in ids], None if y is None else y[g0:g1])
@@ -1360,8 +1376,8 @@ class DrawSums:
     def _add_group(self, start: int, p, ids, y) -> None:
         total = self.count.size
         plans = []
-        for lo in range(0, p.size, DRAW_ROWS):  # the chunks of the group, in order
-            hi = lo + DRAW_ROWS
+        for lo in range(0, p.size, self.rows):  # the chunks of the group, in order
+            hi = lo + self.rows
             pc, idc = p[lo:hi], [idx[lo:hi] for idx in ids]
             for idx in idc:  # a loop over the few partitions
                 self.count += np.bincount(idx, minlength=total)
@@ -1390,7 +1406,7 @@ class DrawSums:
         """The draws of ``blocks`` (first draws of consecutive blocks of ``self.block``) on a group's chunks."""
         m = p.size
         rb = min(self.block, self.R)
-        scratch = _Scratch(rb, min(m, DRAW_ROWS))
+        scratch = _Scratch(rb, min(m, self.rows))
         width = _FLUSH_BLOCKS * rb  # per chunk, the segment sums of this many draws go to the bins at once
         pending = [(np.empty((plan.starts.size, width), dtype=np.int64), np.empty((plan.starts.size, width)))
                    for plan in plans]
