@@ -58,8 +58,10 @@ def timed(kwargs, repeat: int) -> tuple[float, float, object]:
 
 
 def main() -> str:
+    from calibtest.core.conditional import DRAW_THREADS
     lines = [f"calib_test benchmark (default options: n_bins='adaptive', n_draws={ct.calib_test.__kwdefaults__['n_draws']}); numpy {np.__version__}, "
-             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {DRAW_THREADS} draw threads, "
+             f"load {os.getloadavg()[0]:.2f}",
              f"{'target':8} {'n':>9} {'scales':>7} {'CPU s':>8} {'wall s':>8}  grid"]
     ct.calib_test(**binary(1000), rng=1)  # imports and first-call costs out of the timings
     for name, make in (("binary", binary), ("top-1", top1)):

@@ -251,3 +251,105 @@ def test_size_smoke_multiscale_on_the_new_stream(design):
             kw = {"y": (g.random(200) < conf).astype(int), "probs": conf, "n_classes": 10}
         rej += ct.calib_test(**kw, n_draws=99, rng=int(g.integers(2**31))).reject
     assert abs(rej / N - 0.05) <= 3.5 * np.sqrt(0.05 * 0.95 / N)
+
+
+# --------------------------------------------------------------------------- the vectorised engine's paths
+def _brute_sums(key, p, invs, sizes, R, y):
+    """N and W per (bin, draw) from the labels of counter_labels, bin by bin (the obviously correct way)."""
+    labels = counter_labels(key, p, 0, 0, R)  # (R, n)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    N = np.zeros((offsets[-1], R), dtype=np.int64)
+    W = np.zeros((offsets[-1], R))
+    q = 1 - 2 * p
+    for inv, off, size in zip(invs, offsets, sizes):  # a loop over the few partitions and bins: a reference
+        for b in range(size):
+            rows = inv == b
+            N[off + b] = labels[:, rows].sum(axis=1)
+            W[off + b] = labels[:, rows].astype(float) @ q[rows]
+    obs_N = np.concatenate([np.bincount(inv, weights=y, minlength=s) for inv, s in zip(invs, sizes)])
+    return N, W, obs_N
+
+
+@pytest.mark.parametrize("threads, grid", [(1, [1, 2, 3]), (2, [2, 5, 16])])
+def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, grid):
+    """Chunks, groups of chunks, blocks of draws and segments of more than 255 rows, made small: the
+    per-draw sums equal the bin-by-bin reference (counts exactly, float sums to rounding), whatever the
+    number of threads."""
+    import calibtest.core.conditional as cond
+    monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)  # threads even for this small a group
+    monkeypatch.setattr(cond, "DRAW_ROWS", 700)  # chunks of 700 rows, groups of 3 chunks (the last partial)
+    monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 2100)
+    g = np.random.default_rng(31)
+    p = np.r_[g.beta(2, 5, 4990), 0.0, 1.0, 0.5, 3 / 256, 1 - 1 / 1024, 0.25, 0.75, 0.1, 0.2, 0.3]
+    y = g.random(p.size) < p
+    invs = [np.minimum((p * b).astype(np.intp), b - 1) for b in grid]
+    offsets = np.cumsum([0, *grid])
+    plan = cond._ChunkPlan(0, p[:700], [inv[:700] + off for inv, off in zip(invs, offsets)], offsets[-1])
+    assert (plan.first_piece is not None) == (grid[0] == 1)  # segments of more than 255 rows: uint8 pieces
+    key, _ = counter_key(19)
+    R = 37  # blocks of 8 draws: 4 full and a partial one; sparse products every 4 blocks
+    acc = DrawSums(key, grid, R, threads=threads).add(0, p, invs, y)
+    N, W, obs_N = _brute_sums(key, p, invs, grid, R, y)
+    np.testing.assert_array_equal(acc.N, N)
+    np.testing.assert_allclose(acc.W, W, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(acc.obs_N, obs_N)
+    assert acc.n == p.size and acc.count.sum() == len(grid) * p.size
+
+
+def test_engine_threads_and_groups_do_not_change_a_bit(monkeypatch):
+    """Threads split the blocks of draws and groups only batch the random bytes: the sums are bit-identical."""
+    import calibtest.core.conditional as cond
+    p, y, grid, invs = _setup(3000, seed=9)
+    key, _ = counter_key(23)
+    monkeypatch.setattr(cond, "DRAW_ROWS", 400)
+    monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)
+    ref = DrawSums(key, grid, 45, threads=1).add(0, p, invs, y)  # one group of 8 chunks
+    monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 1000)  # groups of 2 chunks: the chunks stay the same
+    for threads in (1, 2, 3):
+        other = DrawSums(key, grid, 45, threads=threads).add(0, p, invs, y)
+        for name in ("N", "W", "obs_N", "obs_W", "count", "psum", "p2sum"):
+            np.testing.assert_array_equal(getattr(other, name), getattr(ref, name))
+
+
+def test_segments_of_bins_not_numbered_from_the_left():
+    """A partition numbered right to left takes the ranking path; its sums are those of the same bins
+    numbered left to right."""
+    p, y, grid, invs = _setup(2500, seed=4)
+    key, _ = counter_key(6)
+    flipped = [invs[0], grid[1] - 1 - invs[1], invs[2], grid[3] - 1 - invs[3]]
+    a = DrawSums(key, grid, 30).add(0, p, invs, y)
+    b = DrawSums(key, grid, 30).add(0, p, flipped, y)
+    offsets = a.offsets
+    for i in (1, 3):  # the flipped partitions: reverse their bins back
+        sl = slice(offsets[i], offsets[i + 1])
+        for name in ("N", "W", "obs_N", "obs_W", "count", "psum", "p2sum"):
+            getattr(b, name)[sl] = getattr(b, name)[sl][::-1].copy()
+    np.testing.assert_array_equal(a.N, b.N)
+    np.testing.assert_allclose(a.W, b.W, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(a.obs_N, b.obs_N)
+    np.testing.assert_allclose(a.statistics()[1], b.statistics()[1], rtol=1e-10, atol=1e-15)
+
+
+def test_chunks_grow_with_the_bins(monkeypatch):
+    """Many bins per chunk row make longer chunks (a power of 2 times DRAW_ROWS): the sums still equal the
+    bin-by-bin reference, and one DrawSums fed in pieces of any size gives them too."""
+    import calibtest.core.conditional as cond
+    monkeypatch.setattr(cond, "DRAW_ROWS", 256)
+    monkeypatch.setattr(cond, "DRAW_BINS_PER_CHUNK", 16)
+    grid = [2, 8, 40]  # 50 bins > 16 per 256 rows: chunks of 1024 rows
+    assert cond.draw_chunk_rows(sum(grid)) == 1024 and cond.draw_chunk_rows(16) == 256
+    g = np.random.default_rng(44)
+    p = g.beta(2, 5, 3000)
+    y = g.random(3000) < p
+    invs = [np.minimum((p * b).astype(np.intp), b - 1) for b in grid]
+    key, _ = counter_key(45)
+    acc = DrawSums(key, grid, 21).add(0, p, invs, y)
+    assert acc.rows == 1024
+    N, W, obs_N = _brute_sums(key, p, invs, grid, 21, y)
+    np.testing.assert_array_equal(acc.N, N)
+    np.testing.assert_allclose(acc.W, W, rtol=1e-12, atol=1e-12)
+    pieces = DrawSums(key, grid, 21)
+    for s in range(0, 3000, 700):
+        pieces.add(s, p[s:s + 700], [i[s:s + 700] for i in invs], y[s:s + 700])
+    np.testing.assert_array_equal(pieces.N, N)
+    np.testing.assert_allclose(pieces.W, W, rtol=1e-12, atol=1e-12)

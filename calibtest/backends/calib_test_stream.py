@@ -132,10 +132,8 @@ class CalibTestAccumulator:
             cols += conditional_sum_columns(z, inv, b + 1)
         q = 1.0 - 2.0 * p
         self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
-        y1 = label_classes(prepared) == 0
-        for a in range(0, p.size, DEFAULT_ROWS_PER_BLOCK):  # blocks of rows bound the draws' memory
-            b = a + DEFAULT_ROWS_PER_BLOCK
-            self.draws.add(self.start + self.draws.n, p[a:b], [inv[a:b] for inv in inverses], y1[a:b])
+        # chunks of draw_chunk_rows(bins) rows from the chunk's first row, in groups (bounded memory)
+        self.draws.add(self.start + self.draws.n, p, inverses, label_classes(prepared) == 0)
         return self
 
     def merge(self, other: "CalibTestAccumulator") -> "CalibTestAccumulator":
@@ -247,13 +245,18 @@ def _file_test(path: Path, formula, *, env, chunksize, n_bins, missing, **option
                                                                      else n_bins, "rng": acc.seed}))
 
 
-def _partition_test(formula, namespace, missing, settings: dict, part, index: int, start: int):
-    """One Dask partition's sums, its rows numbered from ``start`` (runs on a worker)."""
+def _partition_test(formula, namespace, missing, settings: dict, index: int, start: int, *parts):
+    """The sums of consecutive Dask partitions (the first is partition ``index``), their rows numbered from
+    ``start``, in one accumulator (runs on a worker)."""
     acc = CalibTestAccumulator(formula, missing=missing, eval_env=thaw_env(namespace), start=start, **settings)
-    try:
-        return acc.update(part)
-    except (ValueError, TypeError) as exc:
-        raise in_partition(exc, index) from exc
+    acc.draws.threads = 1  # a worker's thread budget is the cluster's to set
+    for i, part in enumerate(parts):  # a loop over the few partitions of one task
+        try:
+            acc.update(part)
+        except (ValueError, TypeError) as exc:
+            raise in_partition(exc, index + i) from exc
+    acc._env = None  # patsy's environment does not pickle, and merging and the result need only the sums
+    return acc
 
 
 def _merge_in_order(*accs: CalibTestAccumulator) -> CalibTestAccumulator:
@@ -282,8 +285,11 @@ def _dask_test(ddf, formula, *, env, n_bins, missing, split_every: int = 8, **op
     grid = check_grid(n_bins)
     settings = dict(options, rng=seed, n_bins=adaptive_grid(n_rows, 1) if grid is None else grid)
     starts = np.concatenate(([0], np.cumsum(counts)))[:-1]
-    leaves = [dask.delayed(_partition_test)(formula, namespace, missing, settings, part, i, int(start))
-              for i, (part, start) in enumerate(zip(parts, starts))]
-    acc = _tree(leaves, _merge_in_order, split_every).compute()
+    # a task per run of split_every consecutive partitions: an accumulator holds R x bins sums (about 200 MB
+    # at n = 10^8), so fewer of them are built, shipped and merged, two at a time
+    leaves = [dask.delayed(_partition_test)(formula, namespace, missing, settings, i, int(starts[i]),
+                                            *parts[i:i + split_every])
+              for i in range(0, len(parts), split_every)]
+    acc = _tree(leaves, _merge_in_order, 2).compute()
     return acc.result(call_record=_stream_call(formula, "<Dask DataFrame>", {"n_bins": None if n_bins == "adaptive"
                                                                               else n_bins, "rng": seed}))

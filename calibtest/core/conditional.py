@@ -106,9 +106,15 @@ row's position and the draw (:func:`counter_labels`: one Philox4x64 byte per
 row and draw, a splitmix64 hash uniform on the 1-in-256 ties; exact to
 2^-53), reduced to additive per-draw bin sums (:class:`DrawSums`), so rows in
 memory, chunks of a file and partitions of a Dask frame give the same T* for
-a seed (to the rounding of the float sums).  The rows of a block are sorted
-by the common refinement of the partitions, so each draw needs two segment
-sums (``benchmarks/results/bench_calib_test.txt`` for the timings).
+a seed (to the rounding of the float sums).  The rows of a chunk of
+:data:`DRAW_ROWS` are sorted once by the common refinement of the partitions
+(a stable radix sort of the sum of the bin ids when the bins are numbered
+from the left), so each draw needs a gather of its random bytes, one byte
+comparison and two segment sums (the successes in uint8 pieces, the sum of
+1 - 2p over them in float64); the bytes of a group of chunks come from one
+Philox call per draw, and the blocks of draws are split between
+:data:`DRAW_THREADS` threads, every draw's sums by the same arithmetic on
+any thread (``benchmarks/results/bench_calib_test.txt`` for the timings).
 
 The point-mass null
 -------------------
@@ -151,6 +157,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -1135,18 +1143,49 @@ def _key_of(gen: np.random.Generator, seed: int | None = None) -> np.ndarray:
     return gen.bit_generator.random_raw(4).astype(np.uint64)
 
 
-#: Rows per vectorised block of the counter-based draws (with 8 draws per block: about 5 MB of scratch;
-#: 2^16 rows x 8 draws was the fastest of 2^12..2^18 rows x 4..64 draws at n = 2^18).
+#: Rows per chunk of the counter-based draws: the rows of a chunk are sorted by the common refinement
+#: of the partitions and each draw's per-bin sums are two segment sums over them (with 8 draws per block:
+#: about 5 MB of scratch; 2^16 rows x 8 draws was the fastest of 2^12..2^18 rows x 4..64 draws at
+#: n = 2^18).  The float sums are added chunk by chunk, so this constant fixes their rounding.
 DRAW_ROWS = 1 << 16
 
+#: Bins (all scales together) per :data:`DRAW_ROWS` rows of a chunk above which the chunk grows (by powers
+#: of 2, :func:`draw_chunk_rows`): with many bins the segments get short and the per-segment and per-chunk
+#: work (segment sums, the sparse products into the bins) outweighs the per-row work.
+DRAW_BINS_PER_CHUNK = 4096
 
-def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 8) -> "DrawSums":
-    """:class:`DrawSums` of rows 0..n-1 in memory, added in blocks of :data:`DRAW_ROWS` rows."""
-    acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block)
-    for a in range(0, p.size, DRAW_ROWS):  # blocks of rows bound the memory
-        b = a + DRAW_ROWS
-        acc.add(a, p[a:b], [inv[a:b] for inv in inverses], None if y is None else y[a:b])
-    return acc
+#: Rows whose random bytes one Philox call per draw makes (a group of :data:`DRAW_ROWS` chunks): fewer,
+#: longer calls; the scratch of a group is about 26 bytes per row plus ``block`` bytes per row per thread.
+DRAW_GROUP_ROWS = 1 << 20
+
+#: Threads among which :class:`DrawSums` splits the blocks of draws (numpy and the Philox generator
+#: release the GIL in their loops; every draw's sums are computed by the same arithmetic on any thread).
+DRAW_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
+                         os.cpu_count() or 1))
+
+_THREAD_MIN_LABELS = 1 << 23  # rows x draws of a group below which one thread does the draws
+
+_FLUSH_BLOCKS = 4  # blocks of draws whose segment sums are added to the bins by one sparse product
+
+_U8_ROWS = 255  # rows of one uint8 segment count (a longer segment is counted in pieces)
+
+
+def draw_chunk_rows(total_bins: int) -> int:
+    """Rows per chunk of :class:`DrawSums` for ``total_bins`` bins over all partitions: :data:`DRAW_ROWS`
+    (every grid up to n of about 10^7 rows), doubled until the bins are at most
+    :data:`DRAW_BINS_PER_CHUNK` per :data:`DRAW_ROWS` rows (2^18 rows for the 12,958 bins of n = 10^8)."""
+    rows = DRAW_ROWS
+    while total_bins * DRAW_ROWS > DRAW_BINS_PER_CHUNK * rows:
+        rows *= 2
+    return rows
+
+
+def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 8,
+                      threads: int | None = None) -> "DrawSums":
+    """:class:`DrawSums` of rows 0..n-1 in memory (chunks of :func:`draw_chunk_rows` rows)."""
+    acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block,
+                   threads=threads)
+    return acc.add(0, p, inverses, y)
 
 
 def _splitmix(x: np.ndarray) -> np.ndarray:
@@ -1213,6 +1252,68 @@ def counter_labels(key, p, start: int, draw0: int, n_draws: int) -> np.ndarray:
     return y
 
 
+def _segments(ids: list, total: int):
+    """Rows sorted by the common refinement of the partitions: (order, segment starts, bins (L, S)).
+
+    The segments are the distinct tuples of bin ids, in lexicographic order, each segment's rows in row
+    order (a stable sort).  When every partition's bin id is non-decreasing in one order of the rows (interval
+    partitions of 1-dim p numbered from the left, as every caller's), the sum of the ids orders the
+    tuples as the lexicographic order does and one stable sort of it (a radix sort for small sums) suffices;
+    otherwise the tuples are ranked one partition at a time.
+    """
+    key = ids[0] if len(ids) == 1 else np.add.reduce(ids)
+    small = len(ids) * total < (1 << 15)
+    order = np.argsort(key.astype(np.int16) if small else key, kind="stable")
+    ranked = [idx[order] for idx in ids]
+    if all(not np.any(r[1:] < r[:-1]) for r in ranked):  # a loop over the few partitions
+        ks = key[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        return order, starts, np.stack([r[starts] for r in ranked])
+    seg_id = ids[0]
+    for idx in ids[1:]:  # the refinement, one partition at a time (a loop over the few partitions)
+        _, seg_id = np.unique(seg_id * total + idx, return_inverse=True)
+        seg_id = seg_id.ravel()
+    order = np.argsort(seg_id, kind="stable")
+    ss = seg_id[order]
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    return order, starts, np.stack([idx[order][starts] for idx in ids])
+
+
+class _ChunkPlan:
+    """One chunk of rows sorted by segment: what every block of draws on it reuses."""
+
+    __slots__ = ("lo", "m", "order", "starts", "pieces", "first_piece", "to_bins", "to_bins_f", "t", "frac", "q")
+
+    def __init__(self, lo: int, p: np.ndarray, ids: list, total: int):
+        m = p.size
+        order, starts, bins = _segments(ids, total)
+        S = starts.size  # segment s adds to one bin of each partition
+        self.to_bins = csr_matrix((np.ones(bins.size, dtype=np.int64), (bins.ravel(), np.tile(np.arange(S), len(ids)))),
+                                  shape=(total, S))
+        self.to_bins_f = self.to_bins.astype(np.float64)
+        self.lo, self.m, self.order, self.starts = lo, m, order + lo, starts
+        # the successes of a segment counted in uint8 pieces of at most 255 rows, then added per segment
+        n_pieces = -(-np.diff(np.r_[starts, m]) // _U8_ROWS)
+        if n_pieces.max() > 1:
+            self.first_piece = np.r_[0, np.cumsum(n_pieces)[:-1]]
+            seg = np.repeat(np.arange(S), n_pieces)
+            self.pieces = starts[seg] + _U8_ROWS * (np.arange(seg.size) - self.first_piece[seg])
+        else:
+            self.pieces, self.first_piece = starts, None
+        self.t, self.frac = _thresholds(p[order])
+        self.q = 1.0 - 2.0 * p[order]
+
+
+class _Scratch:
+    """The buffers of one thread: one chunk's sorted bytes, labels, ties and products for a block of draws."""
+
+    def __init__(self, block: int, rows: int):
+        self.b = np.empty(block * rows, dtype=np.uint8)
+        self.y = np.empty(block * rows, dtype=bool)
+        self.tie = np.empty(block * rows, dtype=bool)
+        self.w = np.empty(block * rows)
+
+
 class DrawSums:
     """Additive per-draw bin sums of the counter-based label draws on L interval partitions of 1-dim p.
 
@@ -1221,7 +1322,9 @@ class DrawSums:
     successes of (1 - 2 p) (float64), per bin c_b, sum p, sum p^2, and the same sums for the observed
     labels.  The draws depend on (key, row position, draw) only, so the sums -- and the T*_B and
     Spiegelhalter numerators computed from them (:meth:`statistics`) -- do not depend on the chunking
-    (the float sums up to their rounding, about 1e-16 relative).  Memory: O(R x bins + chunk x block).
+    (the float sums up to their rounding, about 1e-16 relative).  Memory: O(R x bins) for the sums plus
+    about 26 bytes per row of a group of :data:`DRAW_GROUP_ROWS` rows and ``block`` x (a group's rows +
+    14 x :data:`DRAW_ROWS`) bytes per thread.
 
     Parameters
     ----------
@@ -1233,13 +1336,18 @@ class DrawSums:
         R.
     block : int
         Draws per vectorised block.
+    threads : int, optional
+        Threads among which the blocks of draws are split (default :data:`DRAW_THREADS`); the sums do
+        not depend on it.
     """
 
-    def __init__(self, key, sizes, n_draws: int, block: int = 8):
+    def __init__(self, key, sizes, n_draws: int, block: int = 8, threads: int | None = None):
         self.key, self.sizes, self.R = key, [int(s) for s in sizes], int(n_draws)
         self.block = max(1, int(block))
+        self.threads = DRAW_THREADS if threads is None else max(1, int(threads))
         self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
         total = int(self.offsets[-1])
+        self.rows = draw_chunk_rows(total)  # fixed by the grid, so the chunks never depend on the input's
         self.N = np.zeros((total, self.R), dtype=np.int64)
         self.W = np.zeros((total, self.R))
         self.obs_N = np.zeros(total, dtype=np.int64)
@@ -1251,53 +1359,93 @@ class DrawSums:
 
     def add(self, start: int, p, inverses, y=None) -> "DrawSums":
         """Add rows start..start+len(p)-1: predictions ``p``, bin ids ``inverses`` (one per partition),
-        observed labels ``y`` (1 for a success; optional).  Peak memory about rows x block x 10 bytes."""
+        observed labels ``y`` (1 for a success; optional).
+
+        The rows are taken in chunks of :func:`draw_chunk_rows` rows (from the first row given), each sorted by the
+        common refinement of the partitions, so each draw's bin sums are two segment sums; the bytes of
+        a group of :data:`DRAW_GROUP_ROWS` rows come from one Philox call per draw.
+        """
         p = np.asarray(p, dtype=np.float64)
-        m = p.size
-        if m == 0:
+        if p.size == 0:
             return self
         ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
-        q = 1.0 - 2.0 * p
-        total = self.count.size
-        for idx in ids:  # a loop over the few partitions
-            self.count += np.bincount(idx, minlength=total)
-            self.psum += np.bincount(idx, weights=p, minlength=total)
-            self.p2sum += np.bincount(idx, weights=p * p, minlength=total)
-        # the common refinement of the partitions in this chunk: rows sorted by it, segments as runs
-        seg_id = ids[0]
-        for idx in ids[1:]:  # the refinement, one partition at a time (a loop over the few partitions)
-            _, seg_id = np.unique(seg_id * total + idx, return_inverse=True)
-            seg_id = seg_id.ravel()
-        _, first = np.unique(seg_id, return_index=True)
-        keys = np.stack([idx[first] for idx in ids])  # the bin of each segment on each partition
-        S = first.size  # segment s adds to one bin of each partition
-        to_bins = csr_matrix((np.ones(keys.size, dtype=np.int64), (keys.ravel(), np.tile(np.arange(S), len(ids)))),
-                             shape=(total, S))
-        order = np.argsort(seg_id, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(seg_id[order]) != 0])
-        qs, ts, fs, pos = q[order], *_thresholds(p[order]), start + order
-        if y is not None:  # the observed labels by the same arithmetic as a draw: equal labels, equal T
-            yo = np.asarray(y).astype(bool)[order][None, :]
-            self.obs_N += (to_bins @ np.add.reduceat(yo.view(np.uint8), starts, axis=1, dtype=np.int32)
-                           .T.astype(np.int64))[:, 0]
-            self.obs_W += (to_bins @ np.ascontiguousarray(
-                np.add.reduceat(np.multiply(yo.view(np.uint8), qs), starts, axis=1).T))[:, 0]
-        rb = min(self.block, self.R)
-        raw = np.empty((rb, m), dtype=np.uint8)
-        buf = np.empty((rb, m))
-        for d0 in range(0, self.R, self.block):  # a handful of blocks of draws
-            r = min(self.block, self.R - d0)
-            for j in range(r):  # one Philox call per draw
-                raw[j] = counter_bytes(self.key, start, start + m, d0 + j)
-            b = np.take(raw[:r], order, axis=1)  # rows sorted by segment
-            yb = b < ts
-            _settle_ties(self.key, b, ts, fs, yb, pos, d0)
-            n_seg = np.add.reduceat(yb.view(np.uint8), starts, axis=1, dtype=np.int32)
-            w_seg = np.add.reduceat(np.multiply(yb.view(np.uint8), qs, out=buf[:r]), starts, axis=1)
-            self.N[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(n_seg.T, dtype=np.int64)
-            self.W[:, d0:d0 + r] += to_bins @ np.ascontiguousarray(w_seg.T)
-        self.n += m
+        y = None if y is None else np.asarray(y).astype(bool)
+        group = max(1, DRAW_GROUP_ROWS // self.rows) * self.rows  # whole chunks
+        for g0 in range(0, p.size, group):  # groups of rows bound the memory
+            g1 = min(g0 + group, p.size)
+            self._add_group(start + g0, p[g0:g1], [idx[g0:g1] for idx in ids], None if y is None else y[g0:g1])
         return self
+
+    def _add_group(self, start: int, p, ids, y) -> None:
+        total = self.count.size
+        plans = []
+        for lo in range(0, p.size, self.rows):  # the chunks of the group, in order
+            hi = lo + self.rows
+            pc, idc = p[lo:hi], [idx[lo:hi] for idx in ids]
+            for idx in idc:  # a loop over the few partitions
+                self.count += np.bincount(idx, minlength=total)
+                self.psum += np.bincount(idx, weights=pc, minlength=total)
+                self.p2sum += np.bincount(idx, weights=pc * pc, minlength=total)
+            plan = _ChunkPlan(lo, pc, idc, total)
+            if y is not None:  # the observed labels by the same arithmetic as a draw: equal labels, equal T
+                yo = y[lo:hi][plan.order - lo][None, :].view(np.uint8)
+                self.obs_N += (plan.to_bins @ np.add.reduceat(yo, plan.starts, axis=1, dtype=np.int32)
+                               .T.astype(np.int64))[:, 0]
+                self.obs_W += (plan.to_bins @ np.ascontiguousarray(
+                    np.add.reduceat(np.multiply(yo, plan.q), plan.starts, axis=1).T))[:, 0]
+            plans.append(plan)
+        blocks = list(range(0, self.R, self.block))
+        workers = min(self.threads, len(blocks)) if p.size * self.R >= _THREAD_MIN_LABELS else 1
+        if workers <= 1:
+            self._draw_blocks(start, p, plans, blocks)
+        else:  # contiguous runs of blocks per thread: each writes its own columns of N and W
+            runs = np.array_split(np.array(blocks), workers)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for fut in [pool.submit(self._draw_blocks, start, p, plans, run.tolist()) for run in runs]:
+                    fut.result()
+        self.n += p.size
+
+    def _draw_blocks(self, start: int, p, plans, blocks) -> None:
+        """The draws of ``blocks`` (first draws of consecutive blocks of ``self.block``) on a group's chunks."""
+        m = p.size
+        rb = min(self.block, self.R)
+        scratch = _Scratch(rb, min(m, self.rows))
+        width = _FLUSH_BLOCKS * rb  # per chunk, the segment sums of this many draws go to the bins at once
+        pending = [(np.empty((plan.starts.size, width), dtype=np.int64), np.empty((plan.starts.size, width)))
+                   for plan in plans]
+        first, filled = blocks[0], 0
+        for i, d0 in enumerate(blocks):  # a handful of blocks of draws
+            r = min(self.block, self.R - d0)
+            raw = [counter_bytes(self.key, start, start + m, d0 + j) for j in range(r)]  # one Philox call per draw
+            for plan, (ns, ws) in zip(plans, pending):  # the chunks, in order
+                ns[:, filled:filled + r], ws[:, filled:filled + r] = self._chunk_block(start, p, plan, raw,
+                                                                                        scratch, d0, r)
+            filled += r
+            if filled + rb > width or i + 1 == len(blocks):
+                for plan, (ns, ws) in zip(plans, pending):  # a loop over the chunks
+                    self.N[:, first:first + filled] += plan.to_bins @ ns[:, :filled]
+                    self.W[:, first:first + filled] += plan.to_bins_f @ ws[:, :filled]
+                first, filled = first + filled, 0
+
+    def _chunk_block(self, start: int, p, plan: _ChunkPlan, raw, scratch: _Scratch, d0: int, r: int):
+        """Draws d0..d0+r-1 of one chunk: labels from the sorted bytes (``raw``: the group's bytes of each
+        draw), two segment sums per draw (N (S, r) and W (S, r))."""
+        size = r * plan.m
+        b = scratch.b[:size].reshape(r, plan.m)
+        for j in range(r):  # the rows sorted by segment, draw by draw
+            np.take(raw[j], plan.order, out=b[j], mode="wrap")  # valid indices: "wrap" skips the bounds check
+        y = np.less(b, plan.t, out=scratch.y[:size].reshape(r, plan.m))
+        tie = np.flatnonzero(np.equal(b, plan.t, out=scratch.tie[:size].reshape(r, plan.m)))
+        if tie.size:  # b = floor(256 p) (1 in 256): y = 1 iff the tie uniform of (row, draw) < 256 p - t
+            draw, col = np.divmod(tie, plan.m)
+            y.reshape(-1)[tie] = tie_uniforms(self.key, start + plan.order[col], draw + d0) < plan.frac[col]
+        u8 = y.view(np.uint8)
+        n_seg = np.add.reduceat(u8, plan.pieces, axis=1, dtype=np.uint8)
+        if plan.first_piece is not None:
+            n_seg = np.add.reduceat(n_seg, plan.first_piece, axis=1, dtype=np.int64)
+        w_seg = np.add.reduceat(np.multiply(u8, plan.q, out=scratch.w[:size].reshape(r, plan.m)), plan.starts,
+                                axis=1)
+        return n_seg.T, w_seg.T
 
     def merge(self, other: "DrawSums") -> "DrawSums":
         """Add another accumulator's sums (rows disjoint from this one's): per-draw sums are additive."""
