@@ -589,7 +589,9 @@ def _survival_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str
         notes
 
 
-_INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
+_INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)"
+                       r"|(?:[:;,]\s*|\s+)see\s+(?:``)?docs/[\w.-]+\.md(?:``)?"
+                       r"|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
 
 
 def _public(text: str) -> str:
