@@ -288,7 +288,8 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
     elif ci.contains_zero and res.null != "asymptotic":
-        notes.append(f"The {res.null} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
+        which = null_name(res) if getattr(res, "clustering", None) is not None else res.null
+        notes.append(f"The {which} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
                      f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
                      "(this is not evidence that the model is calibrated).")
     elif ci.contains_zero:
