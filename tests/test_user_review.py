@@ -42,3 +42,22 @@ def test_clustered_notes_name_the_sign_flip_test_not_label_draws(clustered):
     assert f"The cluster sign-flip ({res.clustering.n_patterns} sign patterns) test does not reject" in flat
     assert "label draws" not in flat
     assert "(monte-carlo, sign flips of whole clusters)" in flat
+
+
+def test_clustered_report_tables_state_the_clustered_se_and_sign_flips(clustered):
+    from calibtest.reporting.html import build_context, fmt
+
+    res = clustered
+    m = build_context([res])["models"][0]
+    regimes = {row[0]: row[1:] for row in m["regimes"]["rows"]}
+    cl = res.clustering
+    se = float(np.sqrt(cl.linear_variance + cl.null_variance))  # docs/clusters.md: se = sqrt(V_1 + V_0)
+    assert regimes["Standard error of T"][1] == f"se = √(V₁ + V₀) = {fmt(se)} (cluster-robust)"
+    assert "σ₁ / √n" not in regimes["Standard error of T"][1]
+    df = cl.n_clusters - 1
+    assert f"t with G − 1 = {df} df" in regimes["Asymptotic law of T"][1]
+    assert f"t_{df}(1−α/2)·se" in regimes["Role in the interval"][1]
+    assert "z(" not in regimes["Role in the interval"][1]
+    null_rows = {row[0]: row[1] for row in m["null_test"]["rows"]}
+    assert "Monte Carlo draws" not in null_rows["Statistic"]
+    assert f"{res.monte_carlo.n_draws} random sign patterns of the {cl.n_clusters} clusters" in null_rows["Statistic"]

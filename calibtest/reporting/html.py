@@ -260,7 +260,17 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
                  f"asymptotic critical value of T would be {critical})")
     weighting = getattr(res, "weighting", None)
     approx = getattr(res, "approximation", None)
-    if weighting is None:
+    clustering = getattr(res, "clustering", None)
+    law1 = "√n·(T − ECE²) / σ₁ → N(0, 1)"
+    if clustering is not None:  # T_cl: cluster-robust se, t quantiles on G - 1 df (docs/clusters.md)
+        t_q = f"t_{clustering.n_clusters - 1}"
+        law1 = f"(T_cl − ECE²) / se referred to Student's t with G − 1 = {clustering.n_clusters - 1} df"
+        variance0 = f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ from the pairs of rows of different clusters)"
+        variance1 = f"σ₁² = n·V₁ = {fmt(d['sigma1_sq'])} (influence values summed per cluster)"
+        se1 = f"se = √(V₁ + V₀) = {fmt(se)} (cluster-robust)"
+        if method == "adjusted":
+            role1 = role1.replace("z(", f"{t_q}(")
+    elif weighting is None:
         variance0 = f"σ₀² = {fmt(d['sigma0_sq'])} (exact)"
         variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"
         se1 = (f"se = √(σ₁² / n + V₂) = {fmt(se)} (V₂ = {fmt(approx.second_order_variance)}, the second-order "
@@ -271,7 +281,7 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
         variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)"
         se1 = (f"se = {fmt(se)} (jackknife)" if weighting.prevalence is not None else f"se = σ₁ / √n = {fmt(se)}")
     regime_rows = [
-        ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", "√n·(T − ECE²) / σ₁ → N(0, 1)"),
+        ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", law1),
         ("Variance constant", variance0, variance1),
         ("Standard error of T", f"σ₀ / (n·√w) = {fmt(se0)}", se1),
         ("Statistic", f"z₀ = n·√w·T / σ₀ = {fmt(z0, 4)}", f"T / se = {z1}"),
@@ -300,6 +310,14 @@ def _null_test(res, d: dict) -> dict | None:
         rows += [("Statistic", f"z = T / sd(T | Z) = {fmt(cond.zstat, 4)}"),
                  ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (shifted gamma with the conditional "
                                             "mean, variance and skewness of T)")]
+    elif getattr(res, "clustering", None) is not None:  # the sign-flip null: whole clusters, no label draws
+        cl = res.clustering
+        patterns = ("every sign pattern of the clusters but the identity" if cl.exact else
+                    f"random sign patterns of the {cl.n_clusters} clusters")
+        rows += [("Statistic", f"T_cl = {fmt(d['estimate'])}, against its values T* under {mc.n_draws} "
+                               f"{patterns}" + ("" if mc.seed is None else f" (seed {mc.seed})")),
+                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #T* ≥ T_cl) / (1 + "
+                                            f"{mc.n_draws}))")]
     else:
         rows += [("Statistic", f"T = {fmt(d['estimate'])}, against {mc.n_draws} Monte Carlo draws of T under "
                                "H0" + ("" if mc.seed is None else f" (seed {mc.seed})")),
