@@ -699,7 +699,8 @@ class CalibrationResult(ResultDisplay):
         ``upper_j`` edges per coordinate, ``count``, ``mean_pred_j`` and
         ``mean_outcome_j`` per coordinate, and ``contribution``, the bin's term
         (||S_b||^2 - Q_b) / (n (c_b - 1)) of T (0 for a single-row bin), so the
-        column sums to ``estimate``.  A weighted result adds ``weight`` (sum of
+        column sums to ``estimate`` (for a clustered result, to the paper's T on
+        the same bins, ``clustering.iid_estimate``).  A weighted result adds ``weight`` (sum of
         the weights) and the weighted means ``mean_pred_weighted_j`` and
         ``mean_outcome_weighted_j``, and ``contribution`` is the bin's term of T_w.
         Computed once per result; each call returns a copy.

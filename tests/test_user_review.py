@@ -61,3 +61,15 @@ def test_clustered_report_tables_state_the_clustered_se_and_sign_flips(clustered
     null_rows = {row[0]: row[1] for row in m["null_test"]["rows"]}
     assert "Monte Carlo draws" not in null_rows["Statistic"]
     assert f"{res.monte_carlo.n_draws} random sign patterns of the {cl.n_clusters} clusters" in null_rows["Statistic"]
+
+
+def test_clustered_report_does_not_call_the_bin_terms_sum_the_estimate(clustered):
+    from calibtest.reporting.html import build_context
+
+    res = clustered
+    terms = float(res.bin_table()["contribution"].sum())
+    assert terms == pytest.approx(res.clustering.iid_estimate, rel=1e-12, abs=1e-15)  # the paper's T
+    assert abs(terms - res.estimate) > 1e-6  # so "(= T)" next to T_cl would be false
+    rows = {row[0]: row[1] for row in build_context([res])["models"][0]["bins"]["rows"]}
+    assert "(= T)" not in rows["Sum of the bins' terms of T"]
+    assert "the paper's T" in rows["Sum of the bins' terms of T"]

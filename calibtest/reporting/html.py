@@ -456,7 +456,11 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
                      f"{fmt(w.min(), 4)}, {fmt(float(np.median(w)), 4)}, {fmt(w.max(), 4)}"))
     text = bin_table_csv(t)
     columns = text.split("\n", 1)[0].replace(",", ", ")
-    rows += [(f"Sum of the bins' terms of {term}", f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"),
+    total = f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"
+    if getattr(res, "clustering", None) is not None:  # the terms are the paper's T, not the clustered T_cl
+        total = (f"{fmt(float(t['contribution'].sum()), 6)} (= the paper's T on these bins, which counts pairs of rows "
+                 f"of one cluster; the clustered estimate T_cl = {fmt(d['estimate'])} leaves them out)")
+    rows += [(f"Sum of the bins' terms of {term}", total),
              ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}"),
              ("SHA-256 of the bin table file", hashlib.sha256(text.encode("utf-8")).hexdigest())]
     return _table(["Item", "Value"], rows), text
