@@ -73,3 +73,20 @@ def test_clustered_report_does_not_call_the_bin_terms_sum_the_estimate(clustered
     rows = {row[0]: row[1] for row in build_context([res])["models"][0]["bins"]["rows"]}
     assert "(= T)" not in rows["Sum of the bins' terms of T"]
     assert "the paper's T" in rows["Sum of the bins' terms of T"]
+
+
+def test_clustered_report_methods_and_limitations_describe_the_clustered_analysis(clustered):
+    from calibtest.reporting.html import build_context, limitation_of_null
+
+    res = clustered
+    ctx = build_context([res])
+    assert ctx["has_clustering"] and not ctx["uses_conditional_null"]  # a sign-flip null is not conditional
+    text = limitation_of_null([res], ["p"])
+    assert "conditional on the observed predictions" not in text
+    assert "σ₁/√n" not in text
+    assert "cluster sign-flip test" in text and "G − 1 degrees of freedom" in text
+    from calibtest.reporting.html import render_html
+
+    flat = " ".join(render_html([res]).split())
+    assert "independent clusters take the place of independent rows" in flat
+    assert "Clustered rows (patients within sites)" in flat

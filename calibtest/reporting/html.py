@@ -1577,11 +1577,21 @@ def limitation_of_null(results, names) -> str:
         return ("the upper end of the adjusted interval uses the normal approximation of T in the miscalibrated "
                 "regime (se = σ₁/√n)" if method == "adjusted" else
                 f"the {method} interval is asymptotically valid")
-    finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic"]
+    def clustered(r):
+        return getattr(r, "clustering", None) is not None
+
+    finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic" and not clustered(r)]
+    flips = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic" and clustered(r)]
     asym = [(nm, r) for nm, r in zip(names, results) if r.null == "asymptotic"]
     parts = []
+    if flips:  # the cluster sign-flip test: exact only for errors symmetric within clusters
+        who = "" if len(flips) == len(results) else " for " + ", ".join(nm for nm, _ in flips)
+        parts.append(f"The test of ECE = 0{who} is the cluster sign-flip test: it refers T_cl to its values when "
+                     "the signs of whole clusters' errors are flipped, which holds its level when each cluster's "
+                     "errors are symmetric about 0 and approximately otherwise; with few clusters it has few "
+                     "patterns and little power")
     if finite:
-        who = "" if not asym else " for " + ", ".join(nm for nm, _ in finite)
+        who = "" if not (asym or flips) else " for " + ", ".join(nm for nm, _ in finite)
         nulls = sorted({null_name(r) for _, r in finite})
         parts.append(f"The test of ECE = 0{who} is a finite-sample test ({'; '.join(nulls)} null), conditional "
                      "on the observed predictions, so its level does not rest on a large-n approximation (a Monte "
@@ -1590,9 +1600,14 @@ def limitation_of_null(results, names) -> str:
         who = "" if not finite else " for " + ", ".join(nm for nm, _ in asym)
         parts.append(f"The test of ECE = 0{who} uses the asymptotic normal law of T; with few rows per bin its "
                      "level can deviate from the nominal value")
-    methods = sorted({r.method for r in results})
-    parts.append("; ".join(method_words(m) for m in methods).capitalize()
-                 + ", so with few rows per bin the coverage can deviate from the nominal level")
+    methods = sorted({r.method for r in results if not clustered(r)})
+    if methods:
+        parts.append("; ".join(method_words(m) for m in methods).capitalize()
+                     + ", so with few rows per bin the coverage can deviate from the nominal level")
+    if any(clustered(r) for r in results):
+        parts.append("The clustered interval uses the cluster-robust standard error √(V₁ + V₀) with t quantiles "
+                     "on G − 1 degrees of freedom; it needs independent clusters, and with fewer than 20 clusters "
+                     "its coverage can deviate from the nominal level")
     return ". ".join(parts) + "."
 
 
@@ -1724,7 +1739,9 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "uses_bootstrap": "bootstrap" in methods,
         "uses_subsampling": "subsampling" in methods,
         "uses_tcal": any(r.mode == "full" for r in results) or any("tcal" in m for m in methods | null_kinds),
-        "uses_conditional_null": bool(null_kinds - {"asymptotic"}),
+        "uses_conditional_null": bool({str(getattr(r, "null", "asymptotic")) for r in results
+                                       if getattr(r, "clustering", None) is None} - {"asymptotic"}),
+        "has_clustering": any(getattr(r, "clustering", None) is not None for r in results),
         "limitation_null": limitation_of_null(results, names),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),
