@@ -817,7 +817,8 @@ def _grouped_clustered(formula, data, y, probs, *, by, env, n_classes, k, n_bins
         if res.clustering.few:
             group_notes[label] = (f"only {labels.size} clusters (fewer than {MIN_CLUSTERS}): its clustered "
                                   "interval and test are exploratory.")
-        variances[label] = res.se ** 2  # the cluster-robust variance of T_cl
+        # the cluster-robust variance of T_cl, used whole by the heterogeneity test (no part restricted to H0)
+        variances[label] = VarianceParts(second_order=res.se ** 2, first_order=0.0, plugin=0.0, bias=0.0)
         return res
 
     groups, reasons = analyse_groups(grouping, target, analyse)
