@@ -306,7 +306,8 @@ class GroupedCalibrationResult(GroupedResult):
                 and alpha in (None, self.alpha)):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
-                          alpha=self.alpha if alpha is None else alpha)
+                          alpha=self.alpha if alpha is None else alpha,
+                          clustered=getattr(self.pooled, "clustering", None) is not None)
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -342,9 +343,10 @@ class GroupedCalibrationResult(GroupedResult):
         if self.heterogeneity_note is not None:
             return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
         return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
-                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} (variances at the pooled "
-                "ECE^2 of H0: second-order plus the first-order part at that ECE^2, valid also when every group "
-                "is calibrated).")
+                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} "
+                + ("(variances: each group's cluster-robust se^2 of T_cl)." if getattr(self.pooled, "clustering", None)
+                   is not None else "(variances at the pooled ECE^2 of H0: second-order plus the first-order part "
+                   "at that ECE^2, valid also when every group is calibrated)."))
 
     def notes(self) -> list[str]:
         """Notes of the summary footer."""
@@ -857,7 +859,8 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
         heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
         pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
-        meta=pool_sites(table, grouping.names, alpha=fields["alpha"]), **fields)
+        meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
+                        clustered=getattr(pooled, "clustering", None) is not None), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:

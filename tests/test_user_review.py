@@ -90,3 +90,24 @@ def test_clustered_report_methods_and_limitations_describe_the_clustered_analysi
     flat = " ".join(render_html([res]).split())
     assert "independent clusters take the place of independent rows" in flat
     assert "Clustered rows (patients within sites)" in flat
+
+
+def test_clusters_within_groups_notes_state_the_cluster_robust_variances():
+    rng = np.random.default_rng(11)
+    site = np.repeat(np.arange(16), 40)
+    p = rng.uniform(0.1, 0.9, site.size)
+    y = rng.binomial(1, np.clip(p + rng.normal(0, 0.05, 16)[site], 0, 1))
+    df = pd.DataFrame({"y": y, "p": p, "site": site, "region": np.where(site < 8, "north", "south")})
+    grouped = ct.calib_ci("y ~ p", data=df, by="region", cluster="site", rng=5)
+    # the heterogeneity test uses each group's cluster-robust se^2 whole (no part evaluated at the pooled ECE^2)
+    v = np.array([grouped.groups[g].se ** 2 for g in ("north", "south")])
+    t = np.array([grouped.groups[g].estimate for g in ("north", "south")])
+    t_bar = np.sum(t / v) / np.sum(1 / v)
+    assert grouped.heterogeneity_statistic == pytest.approx(np.sum((t - t_bar) ** 2 / v), rel=1e-10)
+    text = grouped.heterogeneity_text()
+    assert "cluster-robust se^2" in text and "first-order part at that ECE^2" not in text
+    meta = grouped.meta_analysis()
+    assert meta.clustered and grouped.meta_analysis(method="DL").clustered
+    assert "Wald s.e." not in " ".join(meta.notes()) and "cluster-robust s.e." in meta.notes()[1]
+    plain = ct.calib_ci("y ~ p", data=df, by="region").meta_analysis()
+    assert not plain.clustered and "Wald s.e." in plain.notes()[1]
