@@ -111,3 +111,23 @@ def test_clusters_within_groups_notes_state_the_cluster_robust_variances():
     assert "Wald s.e." not in " ".join(meta.notes()) and "cluster-robust s.e." in meta.notes()[1]
     plain = ct.calib_ci("y ~ p", data=df, by="region").meta_analysis()
     assert not plain.clustered and "Wald s.e." in plain.notes()[1]
+
+
+def test_clustered_flexible_curve_prints_the_cluster_robust_citl_and_slope(clustered):
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from calibtest.reporting import plotting
+
+    res = clustered
+    robust = res.clustering.measures
+    (a0, a1), (b0, b1) = robust.citl_ci(), robust.slope_ci()
+    want = (f"CITL {robust.citl:.2f} [{a0:.2f}, {a1:.2f}]; slope {robust.slope:.2f} [{b0:.2f}, {b1:.2f}] "
+            "(95% CI, cluster-robust)")
+    vp = res.val_prob()
+    iid = f"[{vp.citl_ci[0]:.2f}, {vp.citl_ci[1]:.2f}]"
+    assert iid not in want  # the i.i.d. Wald interval differs here, so the test tells them apart
+    fig = plotting.flexible_curve_figure([res], ["p"], alpha=res.alpha)
+    texts = " ".join(t.get_text() for t in fig.findobj(Text))
+    plt.close(fig)
+    assert want in texts and iid not in texts

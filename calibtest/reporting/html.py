@@ -523,9 +523,11 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             f"Flexible calibration curve of {name}: logistic recalibration of the outcome on a restricted cubic "
             f"spline of logit(p) (4 knots) with its pointwise {level} band, over the diagonal of perfect "
             "calibration [9]. Printed in the panel: the calibration-in-the-large (CITL) a0 (logit P(y = 1) = a0 + "
-            "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip "
-            "underneath shows the predictions of events (up) and non-events (down), each half scaled to its own "
-            "largest bin count (the tick labels give the two counts).")
+            "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with "
+            + ("cluster-robust intervals (t on G − 1 df, as in the evidence table; the band takes the rows as "
+               "independent)" if getattr(res, "clustering", None) is not None else "Wald intervals")
+            + ". The strip underneath shows the predictions of events (up) and non-events (down), each half "
+            "scaled to its own largest bin count (the tick labels give the two counts).")
     if res.data is not None:
         add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
             f"Reliability diagram of {name} at display bins",
