@@ -131,3 +131,19 @@ def test_clustered_flexible_curve_prints_the_cluster_robust_citl_and_slope(clust
     texts = " ".join(t.get_text() for t in fig.findobj(Text))
     plt.close(fig)
     assert want in texts and iid not in texts
+
+
+def test_survival_report_settings_name_the_survival_target():
+    from calibtest.reporting.html import build_context
+
+    rng = np.random.default_rng(4)
+    n = 400
+    risk = rng.uniform(0.1, 0.7, n)
+    t_event = rng.exponential(10 / -np.log1p(-risk))  # P(T <= 10) = risk
+    t_cens = rng.uniform(3, 30, n)
+    res = ct.calib_ci(time=np.minimum(t_event, t_cens), event=(t_event <= t_cens).astype(int), probs=risk,
+                      horizon=10)
+    assert res.survival.n_censored > 0
+    rows = {row[0]: row[1] for row in build_context([res])["models"][0]["settings"]["rows"]}
+    assert rows["Target (mode)"].startswith("survival at the horizon t = 10:")
+    assert "P(y = 1)" not in rows["Target (mode)"]

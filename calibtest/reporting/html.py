@@ -183,7 +183,9 @@ def _settings(res, d: dict) -> dict:
     if hulc_splits is not None:
         method_text += f", {hulc_splits} splits"
     rows = [
-        ("Target (mode)", f"{d['mode']}: {mode_description(d['mode'])}"),
+        ("Target (mode)", f"{d['mode']}: {mode_description(d['mode'])}" if getattr(res, "survival", None) is None
+         else f"survival at the horizon t = {fmt(res.survival.horizon)}: calibration of the risk r = P(T ≤ t), "
+              "E[1{T ≤ t} | r] = r"),
         ("k (coordinates calibrated)", fmt(d["k"])),
         ("K (classes)", "2" if d["n_classes"] is None else fmt(d["n_classes"])),
         ("Model", d["formula"] or f"{d['y_name']} ~ {' + '.join(d['prob_names'])}"),
