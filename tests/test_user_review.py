@@ -147,3 +147,20 @@ def test_survival_report_settings_name_the_survival_target():
     rows = {row[0]: row[1] for row in build_context([res])["models"][0]["settings"]["rows"]}
     assert rows["Target (mode)"].startswith("survival at the horizon t = 10:")
     assert "P(y = 1)" not in rows["Target (mode)"]
+
+
+@pytest.mark.parametrize("python, cli", [
+    ("horizon= needs a survival outcome 'Surv(time, event) ~ risk', got 'y'",
+     "--horizon needs a survival outcome 'Surv(time, event) ~ risk', got 'y'"),
+    ("censoring='cox' needs censoring_covariates= (columns of data, or an (n, p) array)",
+     "--censoring cox needs --censoring-covariates (columns of data, or an (n, p) array)"),
+    ("horizon=100 is beyond the last follow-up time (24.99)", "--horizon 100 is beyond the last follow-up time (24.99)"),
+    ("the outcome is a survival outcome: calib_ci(..., horizon=t) analyses it, with horizon= the time t",
+     "the outcome is a survival outcome: --horizon t analyses it, with --horizon the time t"),
+    ("cluster='nope' is not a column of data", "--cluster nope is not a column of data"),
+    ("missing='drop' drops rows", "--missing drop drops rows"),  # as before
+])
+def test_cli_spells_the_survival_and_cluster_options_as_flags(python, cli):
+    from calibtest.cli import cli_spelling
+
+    assert cli_spelling(python) == cli
