@@ -893,8 +893,10 @@ class CalibrationResult(ResultDisplay):
                              "of each bin (mean_pred_weighted, mean_outcome_weighted)")
         if self.censored:
             raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
-                             "survival result are censored before the horizon: bin_table() lists each bin's IPCW "
-                             "estimate of P(T <= t) (mean_outcome)")
+                             "survival result are censored before the horizon: the Kaplan-Meier reliability "
+                             "diagram at the horizon is calibtest.reporting.survival_plot.plot_survival_calibration("
+                             "res.evidence().survival), and bin_table() lists each bin's IPCW estimate of P(T <= t) "
+                             "(mean_outcome)")
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 

@@ -164,3 +164,23 @@ def test_cli_spells_the_survival_and_cluster_options_as_flags(python, cli):
     from calibtest.cli import cli_spelling
 
     assert cli_spelling(python) == cli
+
+
+def test_survival_reliability_refusal_points_to_the_horizon_diagram_that_works():
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from calibtest.reporting.survival_plot import plot_survival_calibration
+
+    rng = np.random.default_rng(9)
+    n = 300
+    risk = rng.uniform(0.1, 0.7, n)
+    t_event = rng.exponential(10 / -np.log1p(-risk))
+    t_cens = rng.uniform(3, 30, n)
+    res = ct.calib_ci(time=np.minimum(t_event, t_cens), event=(t_event <= t_cens).astype(int), probs=risk,
+                      horizon=10)
+    with pytest.raises(ValueError, match=re.escape("plot_survival_calibration(res.evidence().survival)")):
+        res.plot_reliability()
+    ax = plot_survival_calibration(res.evidence().survival)  # what the message names runs
+    plt.close(ax.figure)
