@@ -184,3 +184,18 @@ def test_survival_reliability_refusal_points_to_the_horizon_diagram_that_works()
         res.plot_reliability()
     ax = plot_survival_calibration(res.evidence().survival)  # what the message names runs
     plt.close(ax.figure)
+
+
+def test_clustered_multiscale_summary_speaks_of_sign_patterns_not_label_draws():
+    rng = np.random.default_rng(7)
+    site = np.repeat(np.arange(15), 40)
+    p = rng.uniform(0.1, 0.9, site.size)
+    y = rng.binomial(1, np.clip(p + rng.normal(0, 0.05, 15)[site], 0, 1))
+    df = pd.DataFrame({"y": y, "p": p, "site": site})
+    flat = " ".join(ct.calib_test("y ~ p", data=df, cluster="site", rng=2).summary().as_text().split())
+    for stale in ("label draws", "label vectors", "Label vectors", "sd(T | Z)", "sd 1 given the predictions",
+                  "exact size given the predictions"):
+        assert stale not in flat
+    assert "sign patterns of whole clusters" in flat and "max of z = T_cl / sqrt(V_0)" in flat
+    plain = " ".join(ct.calib_test("y ~ p", data=df, rng=2).summary().as_text().split())
+    assert "label vectors drawn from the predictions" in plain and "sd(T | Z)" in plain  # unchanged without clusters
