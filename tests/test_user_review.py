@@ -199,3 +199,16 @@ def test_clustered_multiscale_summary_speaks_of_sign_patterns_not_label_draws():
     assert "sign patterns of whole clusters" in flat and "max of z = T_cl / sqrt(V_0)" in flat
     plain = " ".join(ct.calib_test("y ~ p", data=df, rng=2).summary().as_text().split())
     assert "label vectors drawn from the predictions" in plain and "sd(T | Z)" in plain  # unchanged without clusters
+
+
+def test_clustered_comparison_names_the_cluster_robust_one_model_se():
+    rng = np.random.default_rng(7)
+    site = np.repeat(np.arange(15), 40)
+    p = rng.uniform(0.1, 0.9, site.size)
+    y = rng.binomial(1, np.clip(p + rng.normal(0, 0.05, 15)[site], 0, 1))
+    df = pd.DataFrame({"y": y, "p": p, "p2": np.clip(p * 1.1, 0, 1), "site": site})
+    cmp = ct.calib_compare("y ~ p", "y ~ p2", data=df, cluster="site")
+    cl = cmp.result_a.clustering
+    assert cmp.result_a.se == pytest.approx(np.sqrt(cl.linear_variance + cl.null_variance), rel=1e-12)
+    flat = " ".join(cmp.summary().as_text().split())
+    assert "sigma1 / sqrt(n)" not in flat and "cluster-robust sqrt(V_1 + V_0)" in flat
