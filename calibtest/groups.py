@@ -388,7 +388,8 @@ class GroupedCalibrationResult(GroupedResult):
 
     def _settings(self) -> dict:
         return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
-                "Mode:": mode_text(self.mode, self.k), "Groups by:": " x ".join(self.by),
+                "Mode:": ("survival at a horizon (binary 1{T <= t})" if getattr(self.pooled, "survival", None)
+                          is not None else mode_text(self.mode, self.k)), "Groups by:": " x ".join(self.by),
                 "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
                 "Alpha:": fmt(self.alpha), "Null:": self.null}
 
@@ -490,7 +491,9 @@ class GroupedCalibrationResult(GroupedResult):
 
 
 def _events(res: CalibrationResult) -> int:
-    """Rows whose (first) outcome indicator is 1."""
+    """Rows whose (first) outcome indicator is 1 (a survival result: its events by the horizon, not IPCW outcomes)."""
+    if getattr(res, "survival", None) is not None:
+        return int(res.survival.n_events)
     return int(np.rint(res.data.y[:, 0]).sum()) if res.data is not None else -1
 
 

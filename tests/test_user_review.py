@@ -212,3 +212,21 @@ def test_clustered_comparison_names_the_cluster_robust_one_model_se():
     assert cmp.result_a.se == pytest.approx(np.sqrt(cl.linear_variance + cl.null_variance), rel=1e-12)
     flat = " ".join(cmp.summary().as_text().split())
     assert "sigma1 / sqrt(n)" not in flat and "cluster-robust sqrt(V_1 + V_0)" in flat
+
+
+def test_survival_groups_count_events_by_the_horizon_in_the_pooled_row():
+    rng = np.random.default_rng(5)
+    n = 600
+    risk = rng.uniform(0.1, 0.7, n)
+    t_event = rng.exponential(10 / -np.log1p(-risk))
+    t_cens = rng.uniform(1, 14, n)  # heavy censoring before t = 10: IPCW outcomes well above 1
+    df = pd.DataFrame({"time": np.minimum(t_event, t_cens), "event": (t_event <= t_cens).astype(int),
+                       "risk": risk, "region": rng.choice(["north", "south"], n)})
+    by_hand = int(((df.event == 1) & (df.time <= 10)).sum())  # events by t, counted from the data
+    grouped = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=10, by="region")
+    assert int(np.rint(grouped.pooled.data.y[:, 0]).sum()) != by_hand  # rounding IPCW outcomes miscounts
+    assert int(grouped.table["events"].sum()) == by_hand
+    flat = grouped.summary().as_text()
+    pooled_line = next(line for line in flat.splitlines() if line.startswith("(pooled)"))
+    assert pooled_line.split()[2] == str(by_hand)  # n, events, ...
+    assert "survival at a horizon" in flat and "E[y | p] = p" not in flat
