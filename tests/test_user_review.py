@@ -230,3 +230,19 @@ def test_survival_groups_count_events_by_the_horizon_in_the_pooled_row():
     pooled_line = next(line for line in flat.splitlines() if line.startswith("(pooled)"))
     assert pooled_line.split()[2] == str(by_hand)  # n, events, ...
     assert "survival at a horizon" in flat and "E[y | p] = p" not in flat
+
+
+def test_survival_groups_report_counts_events_by_the_horizon_in_the_pooled_row():
+    from calibtest.reporting.html import subgroup_rows
+
+    rng = np.random.default_rng(5)
+    n = 600
+    risk = rng.uniform(0.1, 0.7, n)
+    t_event = rng.exponential(10 / -np.log1p(-risk))
+    t_cens = rng.uniform(1, 14, n)
+    df = pd.DataFrame({"time": np.minimum(t_event, t_cens), "event": (t_event <= t_cens).astype(int),
+                       "risk": risk, "region": rng.choice(["north", "south"], n)})
+    by_hand = int(((df.event == 1) & (df.time <= 10)).sum())
+    grouped = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=10, by="region")
+    pooled = subgroup_rows(grouped)[-1]
+    assert pooled[0] == "all rows (pooled)" and pooled[2] == str(by_hand)

@@ -970,7 +970,10 @@ def subgroup_rows(grouped) -> list[list[str]]:
                      _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
     pooled = grouped.pooled
     d = pooled.to_dict()
-    events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
+    if getattr(pooled, "survival", None) is not None:  # events by the horizon, not the rounded IPCW outcomes
+        events = fmt(pooled.survival.n_events)
+    else:
+        events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
     rows.append(["all rows (pooled)", fmt(d["n"]), events,
                  fmt(d["n_bins"]), fmt(d["estimate"], 4),
                  _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
