@@ -246,3 +246,20 @@ def test_survival_groups_report_counts_events_by_the_horizon_in_the_pooled_row()
     grouped = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=10, by="region")
     pooled = subgroup_rows(grouped)[-1]
     assert pooled[0] == "all rows (pooled)" and pooled[2] == str(by_hand)
+
+
+def test_survival_report_methods_leave_out_the_binary_evidence_paragraph():
+    from calibtest.reporting.html import render_html
+
+    rng = np.random.default_rng(9)
+    n = 300
+    risk = rng.uniform(0.1, 0.7, n)
+    t_event = rng.exponential(10 / -np.log1p(-risk))
+    t_cens = rng.uniform(3, 30, n)
+    res = ct.calib_ci(time=np.minimum(t_event, t_cens), event=(t_event <= t_cens).astype(int), probs=risk,
+                      horizon=10)
+    flat = " ".join(render_html([res], figures=False).split())
+    assert "labels redrawn from the predictions" not in flat  # no multi-scale test on IPCW rows
+    assert "Greenwood–Nam–D'Agostino test" in flat  # the survival paragraph says what the table holds
+    binary = ct.calib_ci(y=rng.binomial(1, risk), probs=risk)
+    assert "labels redrawn from the predictions" in " ".join(render_html([binary], figures=False).split())

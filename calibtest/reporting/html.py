@@ -1752,7 +1752,10 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "limitation_null": limitation_of_null(results, names),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),
-        "has_evidence": any(m["evidence_table"] is not None for m in models),
+        # the paragraph on the multi-scale test, Hosmer-Lemeshow, ...: not for a survival result censored before
+        # the horizon, whose evidence table holds the IPCW interval and the survival rows (its own paragraph)
+        "has_evidence": any(m["evidence_table"] is not None and not getattr(r, "censored", False)
+                            for m, r in zip(models, results)),
         "has_flexible": any("Flexible" in f["caption"] for m in models for f in m["figures"]),
         "has_comparisons": bool(comparisons),
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),
