@@ -263,3 +263,20 @@ def test_survival_report_methods_leave_out_the_binary_evidence_paragraph():
     assert "Greenwood–Nam–D'Agostino test" in flat  # the survival paragraph says what the table holds
     binary = ct.calib_ci(y=rng.binomial(1, risk), probs=risk)
     assert "labels redrawn from the predictions" in " ".join(render_html([binary], figures=False).split())
+
+
+def test_forest_figures_may_print_taller_than_other_figures():
+    from pathlib import Path
+
+    from calibtest.reporting.html import render_html
+
+    rng = np.random.default_rng(3)
+    n = 900
+    p = rng.uniform(0.1, 0.9, n)
+    df = pd.DataFrame({"y": rng.binomial(1, p), "p": p, "site": rng.choice(["s1", "s2", "s3"], n)})
+    html = render_html([ct.calib_ci("y ~ p", data=df, by="site")])
+    # the subgroup forest plot and the meta-analysis forest plots: one row per site, printed up to 225 mm high
+    assert html.count('<figure id="figure-') >= 4 and html.count('class="tall"') == 2
+    css = (Path(ct.__file__).parent / "templates" / "report.css")
+    css = css if css.exists() else Path(__file__).parents[1] / "templates" / "report.css"
+    assert "figure.tall img { max-height: 225mm; }" in css.read_text()

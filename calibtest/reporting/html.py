@@ -1100,6 +1100,7 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
     if figure:
         try:
             fig = {"src": _png_data_uri(forest_figure(grouped)), "alt": f"Forest plot of {name} by {by}",
+                   "cls": "tall",
                    "caption": (f"Forest plot of the calibration of {name} by {by}: the ECE (probability units) of "
                                f"each group (square) with its adjusted {level} interval, and of all rows together "
                                "(diamond, bottom). An interval that contains 0 starts at 0; a hollow circle marks "
@@ -1196,9 +1197,11 @@ def _sites_context(grouped, name: str, index: int, figure: bool, meta_method: st
     if figure and meta.measures:
         try:
             fig = {"src": _png_data_uri(meta_figure(meta)), "alt": f"Forest plots of {name} across {by}",
+                   "cls": "tall",  # one row per site: printed up to a page high, so that its labels stay legible
                    "caption": (f"Forest plots of the calibration of {name} across the sites of {by}, one panel per "
-                               f"measure: each site's estimate (square, sized by its weight) with its {level} Wald "
-                               f"interval, the pooled estimate (diamond, spanning its {level} interval) and the "
+                               f"measure: each site's estimate (square, sized by its weight) with its {level} "
+                               f"{'cluster-robust' if meta.clustered else 'Wald'} interval, the pooled estimate "
+                               f"(diamond, spanning its {level} interval) and the "
                                "prediction interval for a new site (bar); dotted: perfect calibration.")}
         except ValueError as exc:
             fig_note = f"The forest plots were not drawn: {exc}."
