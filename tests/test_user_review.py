@@ -280,3 +280,21 @@ def test_forest_figures_may_print_taller_than_other_figures():
     css = (Path(ct.__file__).parent / "templates" / "report.css")
     css = css if css.exists() else Path(__file__).parents[1] / "templates" / "report.css"
     assert "figure.tall img { max-height: 225mm; }" in css.read_text()
+
+
+def test_few_clusters_print_no_infinite_threshold():
+    from calibtest.reporting.html import build_context
+
+    rng = np.random.default_rng(7)
+    site = np.repeat(np.arange(5), 80)
+    p = rng.uniform(0.1, 0.9, site.size)
+    df = pd.DataFrame({"y": rng.binomial(1, p), "p": p, "site": site})
+    res = ct.calib_ci("y ~ p", data=df, cluster="site")
+    cl = res.clustering
+    assert cl.exact and cl.n_patterns == 2 ** (5 - 1)  # every sign pattern, the identity included
+    assert 1 / cl.n_patterns > res.alpha and not np.isfinite(res.threshold)  # no p-value can reach alpha
+    text = res.summary().as_text()
+    row = next(line for line in text.splitlines() if line.startswith("cluster sign-flip:"))
+    assert row.split()[2] == "16" and "inf" not in row  # the patterns of the Null line, and no 'inf'
+    null_rows = {r[0]: r[1] for r in build_context([res], figures=False)["models"][0]["null_test"]["rows"]}
+    assert null_rows["Critical value of T at α"].startswith("none: no attainable p-value")

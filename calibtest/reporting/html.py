@@ -325,7 +325,8 @@ def _null_test(res, d: dict) -> dict | None:
                                "H0" + ("" if mc.seed is None else f" (seed {mc.seed})")),
                  ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #draws ≥ T) / (1 + "
                                             f"{mc.n_draws}))")]
-    rows.append(("Critical value of T at α", fmt(d["threshold"])))
+    rows.append(("Critical value of T at α", fmt(d["threshold"]) if math.isfinite(res.threshold) else
+                 f"none: no attainable p-value is at or below α = {fmt(d['alpha'])} (too few draws or patterns)"))
     rows.append(("Role in the interval", "0 belongs to the interval iff p > α" if d["method"] == "adjusted"
                  else f"not used: the interval comes from {d['method']}"))
     return _table(["", "Test used"], rows)
