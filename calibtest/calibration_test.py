@@ -382,7 +382,8 @@ def smallest_pvalue_text(pvalue: float, n_draws: int, draws: str = "label draws"
 
 def _combination_text(res: CalibrationTestResult) -> str:
     if res.combine == "max-z":
-        return "max of z = T / sd(T | Z)" + (" and |Spiegelhalter z|" if res.spiegelhalter_z is not None else "")
+        z = "T_cl / sqrt(V_0)" if res.n_clusters is not None else "T / sd(T | Z)"
+        return f"max of z = {z}" + (" and |Spiegelhalter z|" if res.spiegelhalter_z is not None else "")
     return "Bonferroni over the scales" + (" and Spiegelhalter z" if res.spiegelhalter_z is not None else "")
 
 
@@ -414,7 +415,13 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
         table = pd.concat([table, pd.DataFrame({"T": [None], "sd(T | Z)": [None], "z": [res.spiegelhalter_z],
                                                 "p-value": [res.pvalue_spiegelhalter]},
                                                index=["Spiegelhalter z_S"], dtype=object)])
-    smry.add_table(table, {"T": 5, "sd(T | Z)": 4, "z": 4, "p-value": 4})
+    if clustered:  # the null sd of T_cl is sqrt(V_0), not a conditional sd given the predictions
+        table = table.rename(columns={"sd(T | Z)": "sqrt(V_0)"})
+    smry.add_table(table, {"T": 5, "sd(T | Z)": 4, "sqrt(V_0)": 4, "z": 4, "p-value": 4})
+    draws = "sign patterns" if clustered else "label draws"
+    vectors = ("R sign patterns of whole clusters (a randomization test over clusters)" if clustered else
+               "R label vectors drawn from the predictions")
+    exact = "" if clustered else ": exact size given the predictions"
     verdict = "rejects" if reject else "does not reject"
     floor = smallest_pvalue_text(res.pvalue, res.n_draws,
                                  "label draws" if res.n_clusters is None else "sign patterns")
@@ -423,23 +430,21 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
              + ("" if reject else " This is not evidence that the model is calibrated.")]
     sp = res.spiegelhalter_z is not None
     if sp:
+        z_s = ("z = sum_g A_g / sqrt(sum_g A_g^2) over the cluster sums A_g of (y - p)(1 - 2p)" if clustered else
+               "z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)) (mean 0, sd 1 given the predictions)")
         notes.append("The statistic is the max over both the binned scales' z_B and |z_S|, Spiegelhalter's "
-                     "z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)) (mean 0, sd 1 given the "
-                     "predictions), calibrated by the same label draws; spiegelhalter=False tests the "
-                     "scales alone.")
+                     f"{z_s}, calibrated by the same {draws}; spiegelhalter=False tests the scales alone.")
     if len(res.n_bins) > 1 or sp:
         other = res.pvalue_bonferroni if res.combine == "max-z" else res.pvalue_max_z
         over = "max(max_B z_B, |z_S|)" if sp else "max_B z_B"
-        notes.append(f"p-value = (1 + #{{{over.replace('z_', 'z*_')} >= {over}}}) / (R + 1) over R label vectors "
-                     "drawn from the predictions, each scored at every component: exact size given the "
-                     "predictions."
+        notes.append(f"p-value = (1 + #{{{over.replace('z_', 'z*_')} >= {over}}}) / (R + 1) over {vectors}, "
+                     f"each scored at every component{exact}."
                      if res.combine == "max-z" else
                      "p-value = min(1, L min p) over the L Monte Carlo p-values of the components.")
         notes.append(f"{'Bonferroni' if res.combine == 'max-z' else 'Max-z'} p-value from the same draws: "
                      f"{fmt(other, 4)}. The p-values of the components are unadjusted.")
     else:
-        notes.append("p-value = (1 + #{T* >= T}) / (R + 1) over R label vectors drawn from the "
-                     "predictions: exact size given the predictions.")
+        notes.append(f"p-value = (1 + #{{T* >= T}}) / (R + 1) over {vectors}{exact}.")
     both = res.partitions == "both"
     flat = [f"{fam} B = {b}" if both else f"B = {b}"
             for fam, b, sd in zip(res.scales["partition"], res.scales["n_bins"], res.scales["sd"]) if sd == 0]
@@ -457,8 +462,7 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
                      "standard deviation, and the draws flip the signs of whole clusters' errors (a wild cluster "
                      "bootstrap) instead of drawing labels"
                      + (", every sign pattern but the identity (an exact randomization test)" if res.cluster_exact
-                        else "") + "; Spiegelhalter's z is sum_g A_g / sqrt(sum_g A_g^2) over the cluster sums A_g "
-                     "of (y - p)(1 - 2p). 'Label vectors' above read 'sign patterns' (docs/clusters.md).")
+                        else "") + " (docs/clusters.md).")
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
     notes.append("T: debiased binned ECE^2 estimate (Sun, Chaudhari, Barnett & Dobriban, arXiv:2408.08998).")

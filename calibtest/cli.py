@@ -705,7 +705,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: Python argument names and their command-line spellings, for messages.
 _SPELLINGS = {**{name: OPTIONS[name].cli for name in (
     "n_bins", "n_classes", "n_resamples", "n_draws", "n_null_draws", "rng", "alpha", "missing", "method", "null",
-    "k", "chunksize", "prevalence", "n_sim", "alternative", "variance")}, "formula": "--formula"}
+    "k", "chunksize", "prevalence", "n_sim", "alternative", "variance", "horizon", "censoring",
+    "censoring_covariates", "cause", "cluster", "censored_fraction")}, "formula": "--formula"}
 
 
 def cli_spelling(message: str) -> str:
@@ -716,12 +717,15 @@ def cli_spelling(message: str) -> str:
     """
     def option_value(m):
         name, value = m.group(1), m.group(2)
-        return f"{_SPELLINGS[name]} {value}" if name in _SPELLINGS else m.group(0)
+        if name not in _SPELLINGS:
+            return m.group(0)
+        return f"{_SPELLINGS[name]} {value}" if value else _SPELLINGS[name]  # "horizon= needs" -> "--horizon needs"
 
     names = "|".join(sorted(_SPELLINGS, key=len, reverse=True))
     message = re.sub(r"\bdeviation_reasons\[['\"](\w+)['\"]\]", r"--deviation-reason \1", message)
     message = message.replace("deviation_reasons", "--deviation-reason")
     message = re.sub(rf"\b({names})=['\"]?([^'\",)\s]*)['\"]?", option_value, message)
+    message = re.sub(r"\bcalib_ci\(\.\.\., (--[\w-]+(?: [^)\s]+)?)\)", r"\1", message)  # "calib_ci(..., --horizon t)"
     return re.sub(rf"(?<![\w.-])({names})(?= must| applies)", lambda m: _SPELLINGS[m.group(1)], message)
 
 

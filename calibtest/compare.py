@@ -273,8 +273,10 @@ class ComparisonResult(ResultDisplay):
         smry.add_table(parts, {"std err": 6})
         side = {"two-sided": "two-sided", "greater": "one-sided (H1: Delta > 0)",
                 "less": "one-sided (H1: Delta < 0)"}[self.alternative]
+        one = ("cluster-robust sqrt(V_1 + V_0) of calib_ci(cluster=)"
+               if getattr(self.result_a, "clustering", None) is not None else "sigma1 / sqrt(n) of calib_ci")
         level = (f"{100 * (1 - alpha):g}% {side} normal interval for Delta: {ci}. The std err of "
-                 "ECE_A^2 and ECE_B^2 are the one-model sigma1 / sqrt(n) of calib_ci.")
+                 f"ECE_A^2 and ECE_B^2 are the one-model {one}.")
         smry.add_notes([level] + self.notes())
         return smry
 

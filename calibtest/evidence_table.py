@@ -313,7 +313,10 @@ class EvidenceResult(ResultDisplay):
                          "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
                          f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
         notes.append(f"Bin sensitivity: the single-scale test and adjusted interval at each B with the "
-                     f"interval's null ({self.null}); T is the debiased ECE^2 estimate"
+                     f"interval's null ({self.null}"
+                     + (", sign flips of whole clusters"
+                        if self.test.n_clusters is not None and self.null != "asymptotic" else "")
+                     + "); T is the debiased ECE^2 estimate"
                      + (" over pairs of rows of different clusters (T_cl)." if self.test.n_clusters is not None
                         else ".")
                      + (" The verdict changes with B." if self.sensitivity_flag else " Same verdict at every B."))

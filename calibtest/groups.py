@@ -306,7 +306,8 @@ class GroupedCalibrationResult(GroupedResult):
                 and alpha in (None, self.alpha)):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
-                          alpha=self.alpha if alpha is None else alpha)
+                          alpha=self.alpha if alpha is None else alpha,
+                          clustered=getattr(self.pooled, "clustering", None) is not None)
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -342,9 +343,10 @@ class GroupedCalibrationResult(GroupedResult):
         if self.heterogeneity_note is not None:
             return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
         return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
-                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} (variances at the pooled "
-                "ECE^2 of H0: second-order plus the first-order part at that ECE^2, valid also when every group "
-                "is calibrated).")
+                f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} "
+                + ("(variances: each group's cluster-robust se^2 of T_cl)." if getattr(self.pooled, "clustering", None)
+                   is not None else "(variances at the pooled ECE^2 of H0: second-order plus the first-order part "
+                   "at that ECE^2, valid also when every group is calibrated)."))
 
     def notes(self) -> list[str]:
         """Notes of the summary footer."""
@@ -386,7 +388,8 @@ class GroupedCalibrationResult(GroupedResult):
 
     def _settings(self) -> dict:
         return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
-                "Mode:": mode_text(self.mode, self.k), "Groups by:": " x ".join(self.by),
+                "Mode:": ("survival at a horizon (binary 1{T <= t})" if getattr(self.pooled, "survival", None)
+                          is not None else mode_text(self.mode, self.k)), "Groups by:": " x ".join(self.by),
                 "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
                 "Alpha:": fmt(self.alpha), "Null:": self.null}
 
@@ -488,7 +491,9 @@ class GroupedCalibrationResult(GroupedResult):
 
 
 def _events(res: CalibrationResult) -> int:
-    """Rows whose (first) outcome indicator is 1."""
+    """Rows whose (first) outcome indicator is 1 (a survival result: its events by the horizon, not IPCW outcomes)."""
+    if getattr(res, "survival", None) is not None:
+        return int(res.survival.n_events)
     return int(np.rint(res.data.y[:, 0]).sum()) if res.data is not None else -1
 
 
@@ -817,7 +822,7 @@ def _grouped_clustered(formula, data, y, probs, *, by, env, n_classes, k, n_bins
         if res.clustering.few:
             group_notes[label] = (f"only {labels.size} clusters (fewer than {MIN_CLUSTERS}): its clustered "
                                   "interval and test are exploratory.")
-        # the cluster-robust variance of T_cl, whole: its parts are not restricted to H0 (clustered Q uses it as is)
+        # the cluster-robust variance of T_cl, used whole by the heterogeneity test (no part restricted to H0)
         variances[label] = VarianceParts(second_order=res.se ** 2, first_order=0.0, plugin=0.0, bias=0.0)
         return res
 
@@ -857,7 +862,8 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
         heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
         pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
-        meta=pool_sites(table, grouping.names, alpha=fields["alpha"]), **fields)
+        meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
+                        clustered=getattr(pooled, "clustering", None) is not None), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:

@@ -383,6 +383,9 @@ class MetaAnalysisResult(ResultDisplay):
     alpha : float
     n_sites : int
         Groups of the grouped result (analysed or not).
+    clustered : bool
+        The sites' estimates are clustered ones (``calib_ci(by=, cluster=)``):
+        cluster-robust variances, T_cl for the ECE.
     """
 
     by: tuple
@@ -393,6 +396,7 @@ class MetaAnalysisResult(ResultDisplay):
     hartung_knapp: bool
     alpha: float
     n_sites: int
+    clustered: bool = False
 
     @property
     def measures(self) -> tuple:
@@ -435,10 +439,14 @@ class MetaAnalysisResult(ResultDisplay):
         notes = [f"Random-effects model, tau^2 by {_METHOD_TEXT[self.method]}; pooled estimate with its {level} "
                  f"{self.interval_text()}; {level} prediction interval for a new site mu +- t(k-2) "
                  "sqrt(tau^2 + se^2) (Riley et al. 2011), not defined for fewer than 3 sites.",
-                 "O/E is pooled as log(O/E) with s.e. sqrt((1 - O/n) / O); CITL and slope with their Wald s.e.; "
-                 "the ECE as the debiased ECE^2 estimate T of each site (its own bins) with its first- plus "
-                 "second-order variance, reported as ECE = sqrt(max(ECE^2, 0)). The pooled ECE is the typical "
-                 "site's calibration error, not the ECE of the pooled rows.",
+                 ("O/E is pooled as log(O/E), CITL and slope as they are, each with its cluster-robust s.e. (the "
+                  "rows of each site are clustered); the ECE as the clustered debiased ECE^2 estimate T_cl of each "
+                  "site (its own bins) with its cluster-robust variance, reported as ECE = sqrt(max(ECE^2, 0)). "
+                  if self.clustered else
+                  "O/E is pooled as log(O/E) with s.e. sqrt((1 - O/n) / O); CITL and slope with their Wald s.e.; "
+                  "the ECE as the debiased ECE^2 estimate T of each site (its own bins) with its first- plus "
+                  "second-order variance, reported as ECE = sqrt(max(ECE^2, 0)). ")
+                 + "The pooled ECE is the typical site's calibration error, not the ECE of the pooled rows.",
                  "I^2: share of the variance of the site estimates due to between-site heterogeneity "
                  "(tau^2 / (tau^2 + typical within-site variance)); Q: Cochran's test of homogeneity."]
         for m, why in self.left_out_measures.items():
@@ -528,12 +536,15 @@ def meta_analysis(grouped, measures=None, *, method: str = "REML", hartung_knapp
         pooled; the result says why.
     """
     return pool_sites(grouped.to_frame(), grouped.by, measures, method=method, hartung_knapp=hartung_knapp,
-                      alpha=grouped.alpha if alpha is None else alpha)
+                      alpha=grouped.alpha if alpha is None else alpha,
+                      clustered=getattr(grouped.pooled, "clustering", None) is not None)
 
 
 def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", hartung_knapp: bool = False,
-               alpha: float = 0.05) -> MetaAnalysisResult:
+               alpha: float = 0.05, clustered: bool = False) -> MetaAnalysisResult:
     """:func:`meta_analysis` on a grouped result's table (``to_frame()``) and its grouping variables ``by``.
+
+    ``clustered``: the table's estimates and standard errors are the clustered ones (said in the notes).
 
     A measure whose pooling fails (REML not converging) is left out with the reason.
     """
@@ -565,4 +576,4 @@ def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", 
             left_measures[m] = str(exc)
     return MetaAnalysisResult(by=tuple(by), pooled=pooled, left_out=left_out,
                               left_out_measures=left_measures, method=method, hartung_knapp=hartung_knapp,
-                              alpha=alpha, n_sites=len(table))
+                              alpha=alpha, n_sites=len(table), clustered=clustered)

@@ -699,7 +699,8 @@ class CalibrationResult(ResultDisplay):
         ``upper_j`` edges per coordinate, ``count``, ``mean_pred_j`` and
         ``mean_outcome_j`` per coordinate, and ``contribution``, the bin's term
         (||S_b||^2 - Q_b) / (n (c_b - 1)) of T (0 for a single-row bin), so the
-        column sums to ``estimate``.  A weighted result adds ``weight`` (sum of
+        column sums to ``estimate`` (for a clustered result, to the paper's T on
+        the same bins, ``clustering.iid_estimate``).  A weighted result adds ``weight`` (sum of
         the weights) and the weighted means ``mean_pred_weighted_j`` and
         ``mean_outcome_weighted_j``, and ``contribution`` is the bin's term of T_w.
         Computed once per result; each call returns a copy.
@@ -892,8 +893,10 @@ class CalibrationResult(ResultDisplay):
                              "of each bin (mean_pred_weighted, mean_outcome_weighted)")
         if self.censored:
             raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
-                             "survival result are censored before the horizon: bin_table() lists each bin's IPCW "
-                             "estimate of P(T <= t) (mean_outcome)")
+                             "survival result are censored before the horizon: the Kaplan-Meier reliability "
+                             "diagram at the horizon is calibtest.reporting.survival_plot.plot_survival_calibration("
+                             "res.evidence().survival), and bin_table() lists each bin's IPCW estimate of P(T <= t) "
+                             "(mean_outcome)")
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 

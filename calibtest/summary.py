@@ -6,6 +6,7 @@ formatted only when rendered; numbers are rounded for display only.
 from __future__ import annotations
 
 import html
+import math
 import re
 import textwrap
 
@@ -288,7 +289,8 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
     elif ci.contains_zero and res.null != "asymptotic":
-        notes.append(f"The {res.null} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
+        which = null_name(res) if getattr(res, "clustering", None) is not None else res.null
+        notes.append(f"The {which} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
                      f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
                      "(this is not evidence that the model is calibrated).")
     elif ci.contains_zero:
@@ -598,10 +600,12 @@ def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
         rows["conditional: T / sd(T | Z)"] = {"variance": cond.variance, "statistic": cond.zstat,
                                               "p-value": cond.pvalue, "threshold": threshold}
     if mc is not None and mc.pvalue is not None:
-        label = (f"cluster sign-flip: {mc.n_draws} patterns" if getattr(res, "clustering", None) is not None
+        clustering = getattr(res, "clustering", None)
+        label = (f"cluster sign-flip: {clustering.n_patterns} patterns" if clustering is not None
                  else f"Monte Carlo: {mc.n_draws} label draws")
+        critical = mc.critical_value(alpha)  # inf when no attainable p-value is <= alpha (few clusters): not shown
         rows[label] = {"variance": None, "statistic": None, "p-value": mc.pvalue,
-                                                          "threshold": mc.critical_value(alpha)}
+                       "threshold": critical if math.isfinite(critical) else None}
     return pd.DataFrame(list(rows.values()), index=list(rows), dtype=object)
 
 

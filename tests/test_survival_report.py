@@ -218,7 +218,7 @@ def test_cli_cause_equals_the_python_call(tmp_path, capsys):
     assert out["estimate"] == pytest.approx(res.estimate, rel=1e-12)
     # without --cause a code 2 is an error that names the way out
     assert main(["ci", str(path), "--formula", "Surv(time, status) ~ risk", "--horizon", "1"]) != 0
-    assert "cause=" in capsys.readouterr().err
+    assert "--cause" in capsys.readouterr().err  # the flag, as the command line spells it
     # --cause without --horizon is refused in one line
     assert main(["ci", str(path), "--formula", "Surv(time, status) ~ risk", "--cause", "1"]) != 0
     assert "--horizon" in capsys.readouterr().err

@@ -183,7 +183,9 @@ def _settings(res, d: dict) -> dict:
     if hulc_splits is not None:
         method_text += f", {hulc_splits} splits"
     rows = [
-        ("Target (mode)", f"{d['mode']}: {mode_description(d['mode'])}"),
+        ("Target (mode)", f"{d['mode']}: {mode_description(d['mode'])}" if getattr(res, "survival", None) is None
+         else f"survival at the horizon t = {fmt(res.survival.horizon)}: calibration of the risk r = P(T ≤ t), "
+              "E[1{T ≤ t} | r] = r"),
         ("k (coordinates calibrated)", fmt(d["k"])),
         ("K (classes)", "2" if d["n_classes"] is None else fmt(d["n_classes"])),
         ("Model", d["formula"] or f"{d['y_name']} ~ {' + '.join(d['prob_names'])}"),
@@ -260,7 +262,17 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
                  f"asymptotic critical value of T would be {critical})")
     weighting = getattr(res, "weighting", None)
     approx = getattr(res, "approximation", None)
-    if weighting is None:
+    clustering = getattr(res, "clustering", None)
+    law1 = "√n·(T − ECE²) / σ₁ → N(0, 1)"
+    if clustering is not None:  # T_cl: cluster-robust se, t quantiles on G - 1 df (docs/clusters.md)
+        t_q = f"t_{clustering.n_clusters - 1}"
+        law1 = f"(T_cl − ECE²) / se referred to Student's t with G − 1 = {clustering.n_clusters - 1} df"
+        variance0 = f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ from the pairs of rows of different clusters)"
+        variance1 = f"σ₁² = n·V₁ = {fmt(d['sigma1_sq'])} (influence values summed per cluster)"
+        se1 = f"se = √(V₁ + V₀) = {fmt(se)} (cluster-robust)"
+        if method == "adjusted":
+            role1 = role1.replace("z(", f"{t_q}(")
+    elif weighting is None:
         variance0 = f"σ₀² = {fmt(d['sigma0_sq'])} (exact)"
         variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"
         se1 = (f"se = √(σ₁² / n + V₂) = {fmt(se)} (V₂ = {fmt(approx.second_order_variance)}, the second-order "
@@ -271,7 +283,7 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
         variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)"
         se1 = (f"se = {fmt(se)} (jackknife)" if weighting.prevalence is not None else f"se = σ₁ / √n = {fmt(se)}")
     regime_rows = [
-        ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", "√n·(T − ECE²) / σ₁ → N(0, 1)"),
+        ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", law1),
         ("Variance constant", variance0, variance1),
         ("Standard error of T", f"σ₀ / (n·√w) = {fmt(se0)}", se1),
         ("Statistic", f"z₀ = n·√w·T / σ₀ = {fmt(z0, 4)}", f"T / se = {z1}"),
@@ -300,12 +312,21 @@ def _null_test(res, d: dict) -> dict | None:
         rows += [("Statistic", f"z = T / sd(T | Z) = {fmt(cond.zstat, 4)}"),
                  ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (shifted gamma with the conditional "
                                             "mean, variance and skewness of T)")]
+    elif getattr(res, "clustering", None) is not None:  # the sign-flip null: whole clusters, no label draws
+        cl = res.clustering
+        patterns = ("every sign pattern of the clusters but the identity" if cl.exact else
+                    f"random sign patterns of the {cl.n_clusters} clusters")
+        rows += [("Statistic", f"T_cl = {fmt(d['estimate'])}, against its values T* under {mc.n_draws} "
+                               f"{patterns}" + ("" if mc.seed is None else f" (seed {mc.seed})")),
+                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #T* ≥ T_cl) / (1 + "
+                                            f"{mc.n_draws}))")]
     else:
         rows += [("Statistic", f"T = {fmt(d['estimate'])}, against {mc.n_draws} Monte Carlo draws of T under "
                                "H0" + ("" if mc.seed is None else f" (seed {mc.seed})")),
                  ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #draws ≥ T) / (1 + "
                                             f"{mc.n_draws}))")]
-    rows.append(("Critical value of T at α", fmt(d["threshold"])))
+    rows.append(("Critical value of T at α", fmt(d["threshold"]) if math.isfinite(res.threshold) else
+                 f"none: no attainable p-value is at or below α = {fmt(d['alpha'])} (too few draws or patterns)"))
     rows.append(("Role in the interval", "0 belongs to the interval iff p > α" if d["method"] == "adjusted"
                  else f"not used: the interval comes from {d['method']}"))
     return _table(["", "Test used"], rows)
@@ -438,7 +459,11 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
                      f"{fmt(w.min(), 4)}, {fmt(float(np.median(w)), 4)}, {fmt(w.max(), 4)}"))
     text = bin_table_csv(t)
     columns = text.split("\n", 1)[0].replace(",", ", ")
-    rows += [(f"Sum of the bins' terms of {term}", f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"),
+    total = f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"
+    if getattr(res, "clustering", None) is not None:  # the terms are the paper's T, not the clustered T_cl
+        total = (f"{fmt(float(t['contribution'].sum()), 6)} (= the paper's T on these bins, which counts pairs of rows "
+                 f"of one cluster; the clustered estimate T_cl = {fmt(d['estimate'])} leaves them out)")
+    rows += [(f"Sum of the bins' terms of {term}", total),
              ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}"),
              ("SHA-256 of the bin table file", hashlib.sha256(text.encode("utf-8")).hexdigest())]
     return _table(["Item", "Value"], rows), text
@@ -501,9 +526,11 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             f"Flexible calibration curve of {name}: logistic recalibration of the outcome on a restricted cubic "
             f"spline of logit(p) (4 knots) with its pointwise {level} band, over the diagonal of perfect "
             "calibration [9]. Printed in the panel: the calibration-in-the-large (CITL) a0 (logit P(y = 1) = a0 + "
-            "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with Wald intervals. The strip "
-            "underneath shows the predictions of events (up) and non-events (down), each half scaled to its own "
-            "largest bin count (the tick labels give the two counts).")
+            "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with "
+            + ("cluster-robust intervals (t on G − 1 df, as in the evidence table; the band takes the rows as "
+               "independent)" if getattr(res, "clustering", None) is not None else "Wald intervals")
+            + ". The strip underneath shows the predictions of events (up) and non-events (down), each half "
+            "scaled to its own largest bin count (the tick labels give the two counts).")
     add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
         f"Reliability diagram of {name} at display bins",
         f"Reliability diagram of {name}. " + plotting.display_bins_caption([res]))
@@ -582,7 +609,9 @@ def _survival_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str
         notes
 
 
-_INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
+_INTERNAL = re.compile(r"\s*\((?:see\s+)?(?:``)?docs/[\w.-]+\.md(?:``)?(?:,[^)]*)?\)"
+                       r"|(?:[:;,]\s*|\s+)see\s+(?:``)?docs/[\w.-]+\.md(?:``)?"
+                       r"|\s*(?:``)?docs/[\w.-]+\.md(?:``)?")
 
 
 def _public(text: str) -> str:
@@ -935,7 +964,10 @@ def subgroup_rows(grouped) -> list[list[str]]:
                      _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
     pooled = grouped.pooled
     d = pooled.to_dict()
-    events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
+    if getattr(pooled, "survival", None) is not None:  # events by the horizon, not the rounded IPCW outcomes
+        events = fmt(pooled.survival.n_events)
+    else:
+        events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
     rows.append(["all rows (pooled)", fmt(d["n"]), events,
                  fmt(d["n_bins"]), fmt(d["estimate"], 4),
                  _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
@@ -1062,6 +1094,7 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
     if figure:
         try:
             fig = {"src": _png_data_uri(forest_figure(grouped)), "alt": f"Forest plot of {name} by {by}",
+                   "cls": "tall",
                    "caption": (f"Forest plot of the calibration of {name} by {by}: the ECE (probability units) of "
                                f"each group (square) with its adjusted {level} interval, and of all rows together "
                                "(diamond, bottom). An interval that contains 0 starts at 0; a hollow circle marks "
@@ -1158,9 +1191,11 @@ def _sites_context(grouped, name: str, index: int, figure: bool, meta_method: st
     if figure and meta.measures:
         try:
             fig = {"src": _png_data_uri(meta_figure(meta)), "alt": f"Forest plots of {name} across {by}",
+                   "cls": "tall",  # one row per site: printed up to a page high, so that its labels stay legible
                    "caption": (f"Forest plots of the calibration of {name} across the sites of {by}, one panel per "
-                               f"measure: each site's estimate (square, sized by its weight) with its {level} Wald "
-                               f"interval, the pooled estimate (diamond, spanning its {level} interval) and the "
+                               f"measure: each site's estimate (square, sized by its weight) with its {level} "
+                               f"{'cluster-robust' if meta.clustered else 'Wald'} interval, the pooled estimate "
+                               f"(diamond, spanning its {level} interval) and the "
                                "prediction interval for a new site (bar); dotted: perfect calibration.")}
         except ValueError as exc:
             fig_note = f"The forest plots were not drawn: {exc}."
@@ -1546,11 +1581,21 @@ def limitation_of_null(results, names) -> str:
         return ("the upper end of the adjusted interval uses the normal approximation of T in the miscalibrated "
                 "regime (se = σ₁/√n)" if method == "adjusted" else
                 f"the {method} interval is asymptotically valid")
-    finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic"]
+    def clustered(r):
+        return getattr(r, "clustering", None) is not None
+
+    finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic" and not clustered(r)]
+    flips = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic" and clustered(r)]
     asym = [(nm, r) for nm, r in zip(names, results) if r.null == "asymptotic"]
     parts = []
+    if flips:  # the cluster sign-flip test: exact only for errors symmetric within clusters
+        who = "" if len(flips) == len(results) else " for " + ", ".join(nm for nm, _ in flips)
+        parts.append(f"The test of ECE = 0{who} is the cluster sign-flip test: it refers T_cl to its values when "
+                     "the signs of whole clusters' errors are flipped, which holds its level when each cluster's "
+                     "errors are symmetric about 0 and approximately otherwise; with few clusters it has few "
+                     "patterns and little power")
     if finite:
-        who = "" if not asym else " for " + ", ".join(nm for nm, _ in finite)
+        who = "" if not (asym or flips) else " for " + ", ".join(nm for nm, _ in finite)
         nulls = sorted({null_name(r) for _, r in finite})
         parts.append(f"The test of ECE = 0{who} is a finite-sample test ({'; '.join(nulls)} null), conditional "
                      "on the observed predictions, so its level does not rest on a large-n approximation (a Monte "
@@ -1559,9 +1604,14 @@ def limitation_of_null(results, names) -> str:
         who = "" if not finite else " for " + ", ".join(nm for nm, _ in asym)
         parts.append(f"The test of ECE = 0{who} uses the asymptotic normal law of T; with few rows per bin its "
                      "level can deviate from the nominal value")
-    methods = sorted({r.method for r in results})
-    parts.append("; ".join(method_words(m) for m in methods).capitalize()
-                 + ", so with few rows per bin the coverage can deviate from the nominal level")
+    methods = sorted({r.method for r in results if not clustered(r)})
+    if methods:
+        parts.append("; ".join(method_words(m) for m in methods).capitalize()
+                     + ", so with few rows per bin the coverage can deviate from the nominal level")
+    if any(clustered(r) for r in results):
+        parts.append("The clustered interval uses the cluster-robust standard error √(V₁ + V₀) with t quantiles "
+                     "on G − 1 degrees of freedom; it needs independent clusters, and with fewer than 20 clusters "
+                     "its coverage can deviate from the nominal level")
     return ". ".join(parts) + "."
 
 
@@ -1693,11 +1743,16 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "uses_bootstrap": "bootstrap" in methods,
         "uses_subsampling": "subsampling" in methods,
         "uses_tcal": any(r.mode == "full" for r in results) or any("tcal" in m for m in methods | null_kinds),
-        "uses_conditional_null": bool(null_kinds - {"asymptotic"}),
+        "uses_conditional_null": bool({str(getattr(r, "null", "asymptotic")) for r in results
+                                       if getattr(r, "clustering", None) is None} - {"asymptotic"}),
+        "has_clustering": any(getattr(r, "clustering", None) is not None for r in results),
         "limitation_null": limitation_of_null(results, names),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),
-        "has_evidence": any(m["evidence_table"] is not None for m in models),
+        # the paragraph on the multi-scale test, Hosmer-Lemeshow, ...: not for a survival result censored before
+        # the horizon, whose evidence table holds the IPCW interval and the survival rows (its own paragraph)
+        "has_evidence": any(m["evidence_table"] is not None and not getattr(r, "censored", False)
+                            for m, r in zip(models, results)),
         "has_flexible": any("Flexible" in f["caption"] for m in models for f in m["figures"]),
         "has_comparisons": bool(comparisons),
         "auto_bins": any(r.n_bins_rule == "auto" for r in results),

@@ -455,6 +455,16 @@ def _stat_text(vp) -> str:
             f"slope {vp.slope:.2f} [{vp.slope_ci[0]:.2f}, {vp.slope_ci[1]:.2f}]")
 
 
+def _result_stat_text(res, vp, alpha: float, level: str) -> str:
+    """CITL and slope of the panel: a clustered result's cluster-robust ones (its evidence table's), else val.prob's."""
+    robust = getattr(getattr(res, "clustering", None), "measures", None)
+    if robust is None:
+        return _stat_text(vp) + f" ({level} CI)"
+    (a0, a1), (b0, b1) = robust.citl_ci(alpha), robust.slope_ci(alpha)
+    return (f"CITL {robust.citl:.2f} [{a0:.2f}, {a1:.2f}]; slope {robust.slope:.2f} [{b0:.2f}, {b1:.2f}] "
+            f"({level} CI, cluster-robust)")
+
+
 def _box_hits_curves(ax, bbox, curves) -> bool:
     """Whether a display-space box meets any (x, lower, upper) band or curve drawn in ``ax`` (data coords)."""
     for x, lo, hi in curves:
@@ -593,7 +603,8 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
         _outcome_strip(axes[1 + i], p, y, edges, f"C{i}", lab if m > 1 else "")
     axes[-1].set_xlabel(_MODE_AXIS_LABEL[results[0].mode] if len({r.mode for r in results}) == 1
                         else "predicted probability")
-    stat_lines = [(f"{lab}: " if m > 1 else "") + _stat_text(vp) + f" ({level} CI)" for lab, vp in zip(labels, vps)]
+    stat_lines = [(f"{lab}: " if m > 1 else "") + _result_stat_text(r, vp, alpha, level)
+                  for r, lab, vp in zip(results, labels, vps)]
     legend = _legend_below(fig, handles, texts)
     if _place_text(fig, ax, "\n".join(stat_lines), drawn) is None:
         # both corners are crossed by a curve: the numbers go into the legend instead
