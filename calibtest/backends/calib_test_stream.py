@@ -166,7 +166,7 @@ class CalibTestAccumulator:
             raise ValueError(f"need at least n = 2 rows, got {n}")
         mode, k, n_classes, y_name, prob_names = self.target
         t_obs, t_draws, wq_obs, wq_draws = self.draws.statistics(n)
-        sd = np.empty(len(self.grid))
+        sd = np.empty(len(self.null_cols))
         offsets = self.draws.offsets
         for i, cols in enumerate(self.null_cols):  # a loop over the few scales
             count = self.draws.count[offsets[i]:offsets[i + 1]]
@@ -191,11 +191,19 @@ class CalibTestAccumulator:
         bookkeeping.setdefault("prob_names", prob_names)
         bookkeeping.setdefault("n_dropped", self.n_dropped)
         bookkeeping.setdefault("formula", self.formula)
-        return assemble_result(labels=[("equal-width", b) for b in self.grid], grid=self.grid, statistic=t_obs,
+        return assemble_result(labels=self._scale_labels(), grid=self.grid, statistic=t_obs,
                                null_draws=t_draws, sd=sd, sign_of=sign_of, spiegelhalter_z=sp_z,
                                spiegelhalter_draws=sp_draws, alpha=self.alpha, combine=self.combine,
-                               partitions="equal-width", n_draws=self.R, seed=self.seed, n=n, k=k,
+                               partitions=self._partitions_name(), n_draws=self.R, seed=self.seed, n=n, k=k,
                                n_classes=n_classes, mode=mode, **bookkeeping)
+
+    def _scale_labels(self) -> list:
+        """(family, B) of each scale, in the order of the draws' partitions."""
+        return [("equal-width", b) for b in self.grid]
+
+    def _partitions_name(self) -> str:
+        """The ``partitions`` option the scales come from."""
+        return "equal-width"
 
 
 def _stream_call(formula, name: str, options: dict) -> Call:

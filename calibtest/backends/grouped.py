@@ -416,10 +416,17 @@ def _merge_count_results(*results):
     return _merge_counts(results)
 
 
-def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
-                missing: str = "raise", null: str = "auto", split_every: int = 8) -> GroupSums:
-    """Per-group sums of a Dask DataFrame: a counting reduction (under ``"auto"``), then one binning reduction."""
-    dask, dd = _import_dask()
+def dask_group_frame(ddf, formula: str, by: list, env):
+    """A Dask DataFrame reduced to the formula's and the grouping columns, with the formula's frozen namespace.
+
+    Raises
+    ------
+    TypeError
+        For input other than a ``dask.dataframe.DataFrame``.
+    ValueError
+        For a formula name or a ``by`` column that is not a column of the frame.
+    """
+    _, dd = _import_dask()
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"Dask input must be a dask.dataframe.DataFrame, got {type(ddf).__name__}")
     check_formula_names(formula, list(ddf.columns), env, where="the Dask DataFrame")
@@ -427,9 +434,14 @@ def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_b
     if missing_by:
         raise ValueError(f"by column {missing_by[0]!r} is not a column of the Dask DataFrame")
     fcols = formula_columns(formula, list(ddf.columns))
-    columns = fcols + [b for b in by if b not in fcols]
-    ddf = ddf[columns]
-    namespace = freeze_env(formula, env, fcols)
+    return ddf[fcols + [b for b in by if b not in fcols]], freeze_env(formula, env, fcols)
+
+
+def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
+                missing: str = "raise", null: str = "auto", split_every: int = 8) -> GroupSums:
+    """Per-group sums of a Dask DataFrame: a counting reduction (under ``"auto"``), then one binning reduction."""
+    dask, _ = _import_dask()
+    ddf, namespace = dask_group_frame(ddf, formula, by, env)
     group_rows = n_rows = None
     if isinstance(n_bins, str) and n_bins == "auto":
         frame = ddf if missing == "drop" else ddf[list(dict.fromkeys(by))]
@@ -450,7 +462,7 @@ def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_b
     acc = _tree(leaves, _merge_groups, split_every).compute() if leaves else template
     if template.categories is not None:
         acc.categories = template.categories
-    source = {"format": "dask", "npartitions": int(ddf.npartitions), "columns": columns,
+    source = {"format": "dask", "npartitions": int(ddf.npartitions), "columns": list(ddf.columns),
               "n_rows_read": acc.n_seen, "scheduler": _scheduler_name(),
               "passes": 2 if group_rows is not None else 1}
     return acc.sums(source)

@@ -29,11 +29,11 @@ from calibtest._validation import resolve_seed
 from calibtest.backends.calib_test_stream import CalibTestAccumulator
 from calibtest.backends.dask_frames import _import_dask, in_partition
 from calibtest.backends.files import _with_rows, open_data_file
-from calibtest.backends.grouped import _chunk_groups, count_groups
+from calibtest.backends.grouped import _chunk_groups, count_groups, dask_group_frame
 from calibtest.calibration_test import adaptive_grid, check_grid
 from calibtest.core.conditional import DrawSums, counter_key
 from calibtest.core.targets import PreparedData
-from calibtest.formula import check_formula_names, formula_columns, freeze_env, thaw_env
+from calibtest.formula import formula_columns, thaw_env
 from calibtest.grouping import (GroupedResult, analyse_counted_groups, group_labels, grouped_result,
                                 grouping_from_counts, label_text, levels)
 from calibtest.inputs import read_rows
@@ -223,17 +223,8 @@ def _partition_sums(formula, namespace, by, missing, settings, offsets, part, in
 
 
 def _dask_runner(ddf, formula, by, env, missing):
-    dask, dd = _import_dask()
-    if not isinstance(ddf, dd.DataFrame):
-        raise TypeError(f"Dask input must be a dask.dataframe.DataFrame, got {type(ddf).__name__}")
-    check_formula_names(formula, list(ddf.columns), env, where="the Dask DataFrame")
-    missing_by = [b for b in by if b not in ddf.columns]
-    if missing_by:
-        raise ValueError(f"by column {missing_by[0]!r} is not a column of the Dask DataFrame")
-    fcols = formula_columns(formula, list(ddf.columns))
-    columns = fcols + [b for b in by if b not in fcols]
-    frame = ddf[columns]
-    namespace = freeze_env(formula, env, fcols)
+    dask, _ = _import_dask()
+    frame, namespace = dask_group_frame(ddf, formula, by, env)
     known = [list(frame[b].dtype.categories) if isinstance(frame[b].dtype, pd.CategoricalDtype)
              and getattr(frame[b].cat, "known", False) else None for b in by]
 

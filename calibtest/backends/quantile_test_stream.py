@@ -18,7 +18,6 @@ size or the partitioning.  Binary and top-1 targets, without ``by=``.
 """
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -28,10 +27,9 @@ from calibtest._format import Call
 from calibtest.backends.accumulator import _prepare_rows
 from calibtest.backends.calib_test_stream import DEFAULT_ROWS_PER_BLOCK, CalibTestAccumulator
 from calibtest.backends.evidence_stream import StreamedRows, _add, _Select
-from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
+from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, check_grid
 from calibtest.core.binning import cube_indices
-from calibtest.core.conditional import (DrawSums, conditional_moments, conditional_sum_columns,
-                                        conditional_sums_from_columns, counter_key, label_classes)
+from calibtest.core.conditional import DrawSums, conditional_sum_columns, counter_key, label_classes
 from calibtest.inputs import read_rows
 
 __all__ = ["linear_quantiles", "stream_calib_test_scales"]
@@ -108,36 +106,12 @@ class _ScalesAccumulator(CalibTestAccumulator):
             self.draws.add(self.start + self.draws.n, p[a:b], [inv[a:b] for inv in inverses], y1[a:b])
         return self
 
-    def result(self, **bookkeeping) -> CalibrationTestResult:
-        """The test from the sums: :func:`calibtest.calib_test` on the same rows, seed and partitions."""
-        n = self.n
-        if n < 2 or self.target is None:
-            raise ValueError(f"need at least n = 2 rows, got {n}")
-        mode, k, n_classes, y_name, prob_names = self.target
-        t_obs, t_draws, wq_obs, wq_draws = self.draws.statistics(n)
-        sd = np.empty(len(self.scales))
-        offsets = self.draws.offsets
-        for i, cols in enumerate(self.null_cols):  # a loop over the few scales
-            count = self.draws.count[offsets[i]:offsets[i + 1]]
-            kept = count > 0
-            sd[i] = math.sqrt(conditional_moments(conditional_sums_from_columns(count[kept], cols[kept]), n).variance)
-        tol = 1e-9 / n
-        sp_z = sp_draws = None
-        if self.spiegelhalter is not False:
-            center, var = self.sp
-            if var > 0:
-                sp_z, sp_draws = (wq_obs - center) / math.sqrt(var), (wq_draws - center) / math.sqrt(var)
-            else:  # every p in {0, 1/2, 1}: the numerator counts labels of probability 0
-                sp_z, sp_draws = (math.inf if wq_obs - center > 0.5 else 0.0), np.zeros(self.R)
-        for key, value in (("y_name", y_name), ("prob_names", prob_names), ("n_dropped", self.n_dropped),
-                           ("formula", self.formula)):
-            bookkeeping.setdefault(key, value)
-        return assemble_result(labels=[(fam, b) for fam, b, _ in self.scales], grid=self.grid, statistic=t_obs,
-                               null_draws=t_draws, sd=sd,
-                               sign_of=lambda i: 1 if t_obs[i] > tol else (-1 if t_obs[i] < -tol else 0),
-                               spiegelhalter_z=sp_z, spiegelhalter_draws=sp_draws, alpha=self.alpha,
-                               combine=self.combine, partitions=self.partitions, n_draws=self.R, seed=self.seed,
-                               n=n, k=k, n_classes=n_classes, mode=mode, **bookkeeping)
+    def _scale_labels(self) -> list:
+        """(family, B) of each scale: equal-width and equal-mass scales, in the order of the draws' partitions."""
+        return [(fam, b) for fam, b, _ in self.scales]
+
+    def _partitions_name(self) -> str:
+        return self.partitions
 
 
 def _scales_step(scales, partitions, options, p, y, start, index):
