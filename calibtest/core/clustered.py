@@ -92,7 +92,7 @@ from scipy import sparse as _sparse
 from scipy import stats as _sps
 
 from calibtest.core.arrays import read_only
-from calibtest.core.intervals import AdjustedInterval
+from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 from calibtest.options import check_memory
 
 __all__ = ["ClusterCells", "cluster_cells", "ClusteredStatistics", "clustered_statistics",
@@ -383,19 +383,7 @@ def t_adjusted_interval(estimate: float, se: float, threshold: float, alpha: flo
     and [0, upper] when T+ < threshold (the test does not reject).
     """
     t_a, t_h = t_multipliers(alpha, n_clusters)
-    t_pos = max(float(estimate), 0.0)
-    upper = t_pos + t_h * se
-    symmetric, one_sided = t_pos - t_h * se, t_pos - t_a * se
-    if t_pos / 2.0 <= symmetric:
-        lower, branch = symmetric, 1
-    elif one_sided < t_pos / 2.0:
-        lower, branch = max(0.0, one_sided), 2
-    else:
-        lower, branch = t_pos / 2.0, 3
-    contains_zero = bool(t_pos < threshold)
-    lower_open = (not contains_zero) and lower <= 0.0
-    return AdjustedInterval(0.0 if contains_zero else float(lower), float(upper), contains_zero, bool(lower_open),
-                            branch)
+    return adjusted_interval(estimate, se, threshold, alpha, multipliers=(t_h, t_h, t_a))
 
 
 @dataclass(frozen=True, eq=False)

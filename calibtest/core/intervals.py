@@ -39,7 +39,7 @@ class AdjustedInterval:
     branch: int
 
 
-def adjusted_interval(estimate, se, threshold, alpha):
+def adjusted_interval(estimate, se, threshold, alpha, *, multipliers=None):
     """Adjusted interval for ECE^2 (paper eqs. (10) and (7); ``docs/conventions.md``, "The interval").
 
     With T+ = max(T, 0), z_a = Phi^-1(1 - alpha), z_h = Phi^-1(1 - alpha/2)::
@@ -59,6 +59,11 @@ def adjusted_interval(estimate, se, threshold, alpha):
         T, sigma1/sqrt(n) and z_a sigma0 / (n sqrt(w)).
     alpha : float
         Significance level in (0, 1).
+    multipliers : tuple of float, optional
+        ``(k_upper, k_h, k_a)`` in place of ``(z_h, z_h, z_a)``: t quantiles
+        for clustered rows (:func:`calibtest.core.clustered.t_adjusted_interval`),
+        the studentized null quantiles of prevalence weights for the lower end
+        (:func:`calibtest.core.weighted.studentized_adjusted_interval`).
 
     Returns
     -------
@@ -67,11 +72,13 @@ def adjusted_interval(estimate, se, threshold, alpha):
     """
     t_pos = np.maximum(np.asarray(estimate, dtype=float), 0.0)
     se = np.asarray(se, dtype=float)
-    z_a = _sps.norm.isf(alpha)
-    z_h = _sps.norm.isf(alpha / 2.0)
-    upper = t_pos + z_h * se
-    symmetric = t_pos - z_h * se
-    one_sided = t_pos - z_a * se
+    if multipliers is None:
+        z_h = _sps.norm.isf(alpha / 2.0)
+        multipliers = (z_h, z_h, _sps.norm.isf(alpha))
+    k_upper, k_h, k_a = multipliers
+    upper = t_pos + k_upper * se
+    symmetric = t_pos - k_h * se
+    one_sided = t_pos - k_a * se
     branch1 = t_pos / 2.0 <= symmetric
     branch2 = ~branch1 & (one_sided < t_pos / 2.0)
     lower = np.where(branch1, symmetric, np.where(branch2, np.maximum(0.0, one_sided), t_pos / 2.0))

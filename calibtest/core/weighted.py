@@ -120,7 +120,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
-from calibtest.core.intervals import AdjustedInterval
+from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 
 __all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
            "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
@@ -850,20 +850,7 @@ def studentized_adjusted_interval(estimate: float, se: float, threshold: float, 
     .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
            l2 Expected Calibration Error", arXiv:2408.08998, 2024, eqs. (7), (10).
     """
-    t_pos = max(float(estimate), 0.0)
-    upper = t_pos + _sps.norm.isf(alpha / 2.0) * se
-    symmetric = t_pos - k_h * se
-    one_sided = t_pos - k_a * se
-    if t_pos / 2.0 <= symmetric:
-        lower, branch = symmetric, 1
-    elif one_sided < t_pos / 2.0:
-        lower, branch = max(0.0, one_sided), 2
-    else:
-        lower, branch = t_pos / 2.0, 3
-    contains_zero = bool(t_pos < threshold)
-    lower_open = (not contains_zero) and lower <= 0.0
-    return AdjustedInterval(0.0 if contains_zero else float(lower), float(upper), contains_zero, bool(lower_open),
-                            branch)
+    return adjusted_interval(estimate, se, threshold, alpha, multipliers=(_sps.norm.isf(alpha / 2.0), k_h, k_a))
 
 
 def prevalence_event_prob(z: np.ndarray, a: float, b: float) -> np.ndarray:
