@@ -575,8 +575,8 @@ def null_name(res) -> str:
     if clustering is not None:
         return ("clustered asymptotic" if res.null == "asymptotic" else
                 f"cluster sign-flip ({clustering.n_patterns} sign patterns)")
-    if res.null == "asymptotic":
-        return "asymptotic"
+    if res.null == "asymptotic":  # a survival result censored before the horizon: T of the IPCW outcomes
+        return "IPCW asymptotic" if getattr(res, "censored", False) else "asymptotic"
     if res.null == "conditional":
         return {"shifted gamma": "conditional (shifted gamma)", "point mass": "conditional (point mass)"}.get(
             res.null_method, "conditional (exact Monte Carlo)")

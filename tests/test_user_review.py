@@ -298,3 +298,27 @@ def test_few_clusters_print_no_infinite_threshold():
     assert row.split()[2] == "16" and "inf" not in row  # the patterns of the Null line, and no 'inf'
     null_rows = {r[0]: r[1] for r in build_context([res], figures=False)["models"][0]["null_test"]["rows"]}
     assert null_rows["Critical value of T at α"].startswith("none: no attainable p-value")
+
+
+def test_clustered_report_settings_do_not_name_an_option_the_user_never_gave(clustered):
+    from calibtest.reporting.html import build_context
+
+    rows = {row[0]: row[1] for row in build_context([clustered])["models"][0]["settings"]["rows"]}
+    null_row = rows["Null distribution of the test of ECE = 0"]
+    assert "sign" in null_row and "null='monte-carlo'" not in null_row
+
+
+def test_survival_report_and_summary_name_the_same_ipcw_test():
+    from calibtest.reporting.html import build_context
+    from calibtest.summary import null_name
+
+    rng = np.random.default_rng(4)
+    n = 400
+    risk = rng.uniform(0.1, 0.7, n)
+    t_event = rng.exponential(10 / -np.log1p(-risk))
+    t_cens = rng.uniform(3, 30, n)
+    res = ct.calib_ci(time=np.minimum(t_event, t_cens), event=(t_event <= t_cens).astype(int), probs=risk,
+                      horizon=10)
+    assert res.censored and null_name(res) == "IPCW asymptotic"
+    m = build_context([res])["models"][0]
+    assert "the asymptotic test" not in str(m) and "IPCW asymptotic" in str(m)

@@ -197,7 +197,9 @@ def _settings(res, d: dict) -> dict:
         ("Significance level α", f"{fmt(d['alpha'])} (confidence level {_level(d['alpha'])})"),
         ("Interval method", method_text),
     ]
-    rows.append(("Null distribution of the test of ECE = 0", f"{null_text(res)} (null='{res.null}')"))
+    # the option's value beside the description, except for clustered rows, whose sign-flip test no option names
+    rows.append(("Null distribution of the test of ECE = 0", null_text(res) if getattr(res, "clustering", None)
+                 is not None else f"{null_text(res)} (null='{res.null}')"))
     return _table(["Setting", "Value"], rows)
 
 
