@@ -292,7 +292,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
-    if horizon is not None or time is not None or event is not None:  # a survival outcome
+    survival = horizon is not None or time is not None or event is not None  # a survival outcome: analysed last
+    if survival:
         if is_out_of_core(data):
             raise OptionError("a survival outcome (horizon=) needs the rows in memory (a DataFrame or arrays); "
                               "read the formula's columns of the file into pandas")
@@ -301,13 +302,6 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                               "separately or without cluster=")
         if chunksize is not None:
             raise OptionError("chunksize= applies only to data given as a file path")
-        res = survival_calib_ci(formula, data, time=time, event=event, probs=probs, horizon=horizon,
-                                censoring=censoring, censoring_covariates=censoring_covariates, env=env,
-                                n_bins=n_bins, alpha=alpha, missing=missing, null=null, rng=rng,
-                                n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
-                                progress=progress, weights=weights, prevalence=prevalence, by=by,
-                                n_classes=n_classes, k=k, cause=cause, call_options=options)
-        return res if by is None else grouped_survival_calib_ci(res, alpha=alpha)
     if cluster is not None:
         check_options(cluster=cluster)
         if is_out_of_core(data):
@@ -326,7 +320,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         return grouped_out_of_core(formula, data, by=by, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
                                    n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
                                    progress=progress, method=method, null=null, call_options=options)
-    if by is not None:
+    if by is not None and not survival:
         return grouped_calib_ci(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
                                 alpha=alpha, missing=missing, null=null, rng=rng,
                                 n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
@@ -342,10 +336,18 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                                     progress=progress, method=method, null=null)
     if chunksize is not None:
         raise OptionError("chunksize= applies only to data given as a file path")
-    return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                              alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
-                              method=method, n_resamples=n_resamples, progress=progress, call_options=options,
-                              weights=weights, prevalence=prevalence, cluster=cluster)
+    if not survival:
+        return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
+                                  alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
+                                  method=method, n_resamples=n_resamples, progress=progress, call_options=options,
+                                  weights=weights, prevalence=prevalence, cluster=cluster)
+    res = survival_calib_ci(formula, data, time=time, event=event, probs=probs, horizon=horizon,
+                            censoring=censoring, censoring_covariates=censoring_covariates, env=env,
+                            n_bins=n_bins, alpha=alpha, missing=missing, null=null, rng=rng,
+                            n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
+                            progress=progress, weights=weights, prevalence=prevalence, by=by,
+                            n_classes=n_classes, k=k, cause=cause, call_options=options)
+    return res if by is None else grouped_survival_calib_ci(res, alpha=alpha)
 
 
 def check_cluster_by(method, weights, prevalence, null) -> None:

@@ -321,6 +321,9 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
                              single_column=True, survival=True, by=by, weights=weights,
                              group_labels=group_labels if by is not None else None)
     rows = prepared.rows
+    covariates, cov_names = (None, ())
+    if censoring == "cox":
+        covariates, cov_names = _covariates(censoring_covariates, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
     if formula is not None:
         time_name, event_name = surv_arguments(rows.y_name) or ("time", "event")
         call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
@@ -329,9 +332,6 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
         n_in = rows.y.shape[0] + rows.n_dropped
         call = Call("calib_ci", (f"time=<array n={n_in}>", f"event=<array n={n_in}>",
                                  f"probs=<array shape={(n_in,)}>"), options)
-    covariates, cov_names = (None, ())
-    if censoring == "cox":
-        covariates, cov_names = _covariates(censoring_covariates, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
     settings = dict(horizon=horizon, censoring=censoring, cov_names=cov_names, n_bins=n_bins, alpha=alpha, null=null,
