@@ -421,6 +421,25 @@ def _as_valprob(result) -> ValProbResult:
                           f"its rows, got {type(result).__name__}")
 
 
+#: How the CITL and the slope of a binary or top-1 result are estimated (val_prob's fits).
+_VALPROB_METHOD = {
+    "citl": "CITL: a0 of logit P(y = 1) = a0 + logit(p) (offset), Wald standard error (val_prob).",
+    "slope": "Slope: b of logit P(y = 1) = a + b logit(p) (val.prob's joint fit), Wald standard error.",
+}
+
+
+def _recalibration_test(measure: str, result, low: float, high: float, alpha) -> EquivalenceTestResult:
+    """TOST of CITL or the slope (``measure``) within (low, high): survival evidence's, else val_prob's."""
+    sev = _survival(result)
+    if sev is not None:
+        est, se = _survival_measure(sev, measure)
+        return _tost_result(measure, est, se, low, high, "identity", _level(alpha, sev.alpha), sev.n,
+                            _SURVIVAL_METHOD[measure])
+    vp = _as_valprob(result)
+    return _tost_result(measure, getattr(vp, measure), getattr(vp, f"{measure}_se"), low, high, "identity",
+                        _level(alpha, vp.alpha), vp.n - vp.n_infinite_logit, _VALPROB_METHOD[measure])
+
+
 def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResult:
     """TOST that calibration-in-the-large lies within (-a, a) (or a given (l, u)).
 
@@ -462,15 +481,7 @@ def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResu
         low, high = -a, a
     else:
         low, high = _check_limits(within, "within")
-    sev = _survival(result)
-    if sev is not None:
-        est, se = _survival_measure(sev, "citl")
-        return _tost_result("citl", est, se, low, high, "identity", _level(alpha, sev.alpha), sev.n,
-                            _SURVIVAL_METHOD["citl"])
-    vp = _as_valprob(result)
-    alpha = _level(alpha, vp.alpha)
-    return _tost_result("citl", vp.citl, vp.citl_se, low, high, "identity", alpha, vp.n - vp.n_infinite_logit,
-                        "CITL: a0 of logit P(y = 1) = a0 + logit(p) (offset), Wald standard error (val_prob).")
+    return _recalibration_test("citl", result, low, high, alpha)
 
 
 def slope_test(result, within, alpha: float | None = None) -> EquivalenceTestResult:
@@ -501,15 +512,7 @@ def slope_test(result, within, alpha: float | None = None) -> EquivalenceTestRes
     (0.963, True)
     """
     low, high = _check_limits(within, "within")
-    sev = _survival(result)
-    if sev is not None:
-        est, se = _survival_measure(sev, "slope")
-        return _tost_result("slope", est, se, low, high, "identity", _level(alpha, sev.alpha), sev.n,
-                            _SURVIVAL_METHOD["slope"])
-    vp = _as_valprob(result)
-    alpha = _level(alpha, vp.alpha)
-    return _tost_result("slope", vp.slope, vp.slope_se, low, high, "identity", alpha, vp.n - vp.n_infinite_logit,
-                        "Slope: b of logit P(y = 1) = a + b logit(p) (val.prob's joint fit), Wald standard error.")
+    return _recalibration_test("slope", result, low, high, alpha)
 
 
 def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None, y=None) -> EquivalenceTestResult:
