@@ -58,7 +58,7 @@ def timed(kwargs, repeat: int) -> tuple[float, float, object]:
 
 
 def main() -> str:
-    from calibtest.core.conditional import DRAW_THREADS
+    from calibtest.core.counter_draws import DRAW_THREADS
     lines = [f"calib_test benchmark (default options: n_bins='adaptive', n_draws={ct.calib_test.__kwdefaults__['n_draws']}); numpy {np.__version__}, "
              f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {DRAW_THREADS} draw threads, "
              f"load {os.getloadavg()[0]:.2f}",

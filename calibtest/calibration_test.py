@@ -95,9 +95,9 @@ has no natural quantiles: equal-width only.
 Speed and memory.  The partitions and the per-scale sd are computed once;
 for binary and top-1 targets the labels of every draw come from a
 counter-based stream keyed by the seed, the row's position and the draw
-(:func:`calibtest.core.conditional.counter_labels`: 8 random bits per row
+(:func:`calibtest.core.counter_draws.counter_labels`: 8 random bits per row
 and draw), drawn in blocks of rows and draws and reduced to additive per-draw
-bin sums (:class:`calibtest.core.conditional.DrawSums`), so peak memory is
+bin sums (:class:`calibtest.core.counter_draws.DrawSums`), so peak memory is
 O(R x bins + rows per block x draws per block), not O(R x n), and a file or
 a Dask frame read in any chunks gives the p-value of the rows in memory for
 the same int seed.  Timings and peak memory: ``benchmarks/bench_calib_test.py``.

@@ -59,22 +59,20 @@ def _explicit_draws(p, R, seed):
     """Label draws of the 1-dim Monte Carlo null, one byte and one comparison at a time (slow, explicit).
 
     The counter-based stream: key = the first four raw words of default_rng(seed); row a in draw r uses byte
-    a mod 32 of the Philox4x64 output (key words 0, 1) after counter (a // 32, r, 0, 0); y = 1 iff
-    byte < floor(256 p), and on byte == floor(256 p) iff the uniform (h >> 11) 2^-53 of the hash
-    h = mix(mix(k2 ^ a G) ^ (k3 + r D)) (splitmix64's finalizer) is below 256 p - floor(256 p).
+    r mod 8 (little-endian) of output a of the PCG64DXSM stream seeded by SeedSequence(entropy=(k0, k1),
+    spawn_key=(r // 8,)); y = 1 iff byte < floor(256 p), and on byte == floor(256 p) iff the uniform
+    (h >> 11) 2^-53 of the hash h = mix(mix(k2 ^ a G) ^ (k3 + r D)) (splitmix64's finalizer) is below
+    256 p - floor(256 p).
     """
     key = [int(k) for k in np.random.default_rng(seed).bit_generator.random_raw(4)]
     n = len(p)
     out = []
     for r in range(R):  # slow loop over draws
-        words = {}
+        gen = np.random.PCG64DXSM(np.random.SeedSequence(entropy=key[:2], spawn_key=(r // 8,)))
+        words = [int(w) for w in gen.random_raw(n)]  # output a: row a's word
         y = np.zeros(n, dtype=int)
         for a in range(n):  # slow loop over rows
-            if a // 32 not in words:
-                gen = np.random.Philox(key=np.array(key[:2], dtype=np.uint64),
-                                       counter=np.array([a // 32, r, 0, 0], dtype=np.uint64))
-                words[a // 32] = [int(w) for w in gen.random_raw(4)]
-            b = words[a // 32][(a % 32) // 8] >> (8 * (a % 8)) & 255  # little-endian bytes of the words
+            b = words[a] >> (8 * (r % 8)) & 255  # little-endian bytes of the words
             t = math.floor(256 * p[a])
             if b != t or t == 256:
                 y[a] = int(b < t)
@@ -104,7 +102,8 @@ def test_pvalue_equals_slow_explicit_implementation():
 
 def test_label_draws_are_exact_bernoulli():
     """P(y = 1) = p, including p on the byte grid, just off it, 0 and 1 (the tie rule is exercised)."""
-    from calibtest.core.conditional import counter_key, counter_labels
+    from calibtest.core.conditional import counter_key
+    from calibtest.core.counter_draws import counter_labels
     p = np.array([0.0, 1.0, 3 / 256, 3 / 256 + 1e-3, 0.5 - 1e-9, 0.999, 0.0005, 0.3])
     R = 200_000
     key = counter_key(5)[0]
@@ -123,7 +122,8 @@ def test_label_draws_are_exact_bernoulli():
 
 def test_fast_path_equals_general_path():
     """The 1-dim draws' per-draw sums give the T* of the general per-partition path on the same labels."""
-    from calibtest.core.conditional import _DrawPlan, counter_key, counter_labels, monte_carlo_draws
+    from calibtest.core.conditional import _DrawPlan, counter_key, monte_carlo_draws
+    from calibtest.core.counter_draws import counter_labels
     y, p = _data(150, 2)
     obs = np.where(y == 1, 0, 1)
     invs = [np.unique(np.floor(p * b), return_inverse=True)[1].ravel() for b in (2, 5, 13)]

@@ -6,7 +6,8 @@ bin sums are additive, so chunks, merged accumulators and one pass give the same
 import numpy as np
 import pytest
 
-from calibtest.core.conditional import DrawSums, counter_key, counter_labels
+from calibtest.core.conditional import counter_key
+from calibtest.core.counter_draws import DrawSums, counter_labels
 
 MASK = (1 << 64) - 1
 
@@ -19,10 +20,18 @@ def _splitmix_py(x: int) -> int:  # the reference hash in Python integers
     return x ^ (x >> 31)
 
 
+def _byte_slow(key, row: int, draw: int) -> int:
+    """One random byte from its own generator: byte draw % 8 (little-endian) of output ``row`` of the
+    PCG64DXSM stream of block draw // 8."""
+    seq = np.random.SeedSequence(entropy=[int(key[0]), int(key[1])], spawn_key=(draw // 8,))
+    gen = np.random.PCG64DXSM(seq)
+    gen.advance(row)
+    return (int(gen.random_raw()) >> (8 * (draw % 8))) & 0xFF
+
+
 def _label_slow(key, p: float, row: int, draw: int) -> bool:
-    """One label from its own Philox call and the hash computed in Python integers (no vectorisation)."""
-    gen = np.random.Philox(key=key[:2], counter=np.array([row // 32, draw, 0, 0], dtype=np.uint64))
-    byte = int(gen.random_raw(4).astype("<u8").view(np.uint8)[row % 32])
+    """One label from its own generator call and the hash computed in Python integers (no vectorisation)."""
+    byte = _byte_slow(key, row, draw)
     t = min(int(np.floor(p * 256.0)), 255)
     frac = 1.0 if p * 256.0 >= 256.0 else p * 256.0 - t
     if byte != t:
@@ -59,9 +68,7 @@ def test_labels_match_a_slow_per_row_implementation():
     for a, r in zip(rows, draws):  # a few rows and draws, one at a time (the reference is slow)
         assert fast[r, a] == _label_slow(key, float(p[a]), start + int(a), 32 + int(r))
     half = np.full(2000, 0.5)  # t = 128: about 1 in 256 bytes ties, each settled by the hash
-    tied = [(a, r) for a in range(64) for r in range(40)
-            if int(np.random.Philox(key=key[:2], counter=np.array([a // 32, r, 0, 0], dtype=np.uint64))
-                   .random_raw(4).astype("<u8").view(np.uint8)[a % 32]) == 128]
+    tied = [(a, r) for a in range(64) for r in range(40) if _byte_slow(key, a, r) == 128]
     assert tied  # 2560 bytes: about 10 ties
     got = counter_labels(key, half, 0, 0, 40)
     for a, r in tied:
@@ -275,7 +282,7 @@ def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, 
     """Chunks, groups of chunks, blocks of draws and segments of more than 255 rows, made small: the
     per-draw sums equal the bin-by-bin reference (counts exactly, float sums to rounding), whatever the
     number of threads."""
-    import calibtest.core.conditional as cond
+    import calibtest.core.counter_draws as cond
     monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)  # threads even for this small a group
     monkeypatch.setattr(cond, "DRAW_ROWS", 700)  # chunks of 700 rows, groups of 3 chunks (the last partial)
     monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 2100)
@@ -287,8 +294,8 @@ def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, 
     plan = cond._ChunkPlan(0, p[:700], [inv[:700] + off for inv, off in zip(invs, offsets)], offsets[-1])
     assert (plan.first_piece is not None) == (grid[0] == 1)  # segments of more than 255 rows: uint8 pieces
     key, _ = counter_key(19)
-    R = 37  # blocks of 8 draws: 4 full and a partial one; sparse products every 4 blocks
-    acc = DrawSums(key, grid, R, threads=threads).add(0, p, invs, y)
+    R = 37  # blocks of 8 draws: 4 full and a partial one; sparse products every 2 blocks
+    acc = DrawSums(key, grid, R, block=16, threads=threads).add(0, p, invs, y)
     N, W, obs_N = _brute_sums(key, p, invs, grid, R, y)
     np.testing.assert_array_equal(acc.N, N)
     np.testing.assert_allclose(acc.W, W, rtol=1e-12, atol=1e-12)
@@ -298,7 +305,7 @@ def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, 
 
 def test_engine_threads_and_groups_do_not_change_a_bit(monkeypatch):
     """Threads split the blocks of draws and groups only batch the random bytes: the sums are bit-identical."""
-    import calibtest.core.conditional as cond
+    import calibtest.core.counter_draws as cond
     p, y, grid, invs = _setup(3000, seed=9)
     key, _ = counter_key(23)
     monkeypatch.setattr(cond, "DRAW_ROWS", 400)
@@ -333,7 +340,7 @@ def test_segments_of_bins_not_numbered_from_the_left():
 def test_chunks_grow_with_the_bins(monkeypatch):
     """Many bins per chunk row make longer chunks (a power of 2 times DRAW_ROWS): the sums still equal the
     bin-by-bin reference, and one DrawSums fed in pieces of any size gives them too."""
-    import calibtest.core.conditional as cond
+    import calibtest.core.counter_draws as cond
     monkeypatch.setattr(cond, "DRAW_ROWS", 256)
     monkeypatch.setattr(cond, "DRAW_BINS_PER_CHUNK", 16)
     grid = [2, 8, 40]  # 50 bins > 16 per 256 rows: chunks of 1024 rows

@@ -1,10 +1,10 @@
 """The multi-scale test of :func:`calibtest.calib_test` on a stream of rows: files, Dask frames, chunks.
 
 The label draws come from the counter-based stream of
-:func:`calibtest.core.conditional.counter_labels`, keyed by the seed and each
+:func:`calibtest.core.counter_draws.counter_labels`, keyed by the seed and each
 row's position among the usable rows (0, 1, ... in reading order), and are
 reduced chunk by chunk to additive per-draw bin sums
-(:class:`calibtest.core.conditional.DrawSums`); the conditional sd of each
+(:class:`calibtest.core.counter_draws.DrawSums`); the conditional sd of each
 scale comes from the additive per-bin sums of the conditional moments.  So
 the p-value for a seed does not depend on the chunk size or the partitioning
 (the float sums agree to rounding, about 1e-16 relative), and the test keeps
@@ -22,8 +22,8 @@ it), an int or a sequence of ints needs nothing.  On a scale where
 sd(T | Z) = 0 (the point-mass null) the sign of T is read from the sums
 (|T| <= 1e-9 / n is 0), where the rows in memory use the rows themselves.
 
-Memory: O(R x bins) for the sums plus O(chunk x block) for one block of
-draws (``block`` draws of ``chunksize`` rows at a time).
+Memory: O(R x bins) for the sums plus about 100 bytes per row of a group of
+chunks (:class:`calibtest.core.counter_draws.DrawSums`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ from calibtest.backends.dask_frames import _import_dask, _partition_usable, _tre
 from calibtest.backends.files import _count_usable, _with_rows, open_data_file
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
-from calibtest.core.conditional import (DRAW_ROWS, DrawSums, conditional_moments, conditional_sum_columns,
+from calibtest.core.counter_draws import DRAW_ROWS, DrawSums
+from calibtest.core.conditional import (conditional_moments, conditional_sum_columns,
                                         conditional_sums_from_columns, counter_key, label_classes)
 from calibtest.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
 from calibtest.inputs import read_rows
@@ -69,7 +70,8 @@ class CalibTestAccumulator:
     eval_env : int or patsy.EvalEnvironment
         Where the formula's names that are not columns are looked up.
     block : int
-        Draws per vectorised block.
+        Draws whose segment sums are added to the bins at once (rounded up to a multiple of 8); the
+        p-value does not depend on it.
 
     Notes
     -----
@@ -82,7 +84,7 @@ class CalibTestAccumulator:
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k=None, n_bins="adaptive",
                  n_rows: int | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS, rng=None,
                  combine: str = "max-z", spiegelhalter: bool | None = None, missing: str = "raise",
-                 eval_env=0, block: int = 8, start: int = 0):
+                 eval_env=0, block: int = 32, start: int = 0):
         self.formula, self.n_classes, self.k, self.alpha, self.missing = formula, n_classes, k, alpha, missing
         self.R = check_option("n_draws", n_draws)
         self.combine = check_option("combine", combine)

@@ -31,7 +31,8 @@ from calibtest.backends.dask_frames import _import_dask, in_partition
 from calibtest.backends.files import _with_rows, open_data_file
 from calibtest.backends.grouped import _chunk_groups, count_groups, dask_group_frame
 from calibtest.calibration_test import adaptive_grid, check_grid
-from calibtest.core.conditional import DrawSums, counter_key
+from calibtest.core.conditional import counter_key
+from calibtest.core.counter_draws import DrawSums
 from calibtest.core.targets import PreparedData
 from calibtest.formula import formula_columns, thaw_env
 from calibtest.grouping import (GroupedResult, analyse_counted_groups, group_labels, grouped_result,

@@ -29,7 +29,8 @@ from calibtest.backends.calib_test_stream import DEFAULT_ROWS_PER_BLOCK, CalibTe
 from calibtest.backends.evidence_stream import StreamedRows, _add, _Select
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, check_grid
 from calibtest.core.binning import cube_indices
-from calibtest.core.conditional import DrawSums, conditional_sum_columns, counter_key, label_classes
+from calibtest.core.conditional import conditional_sum_columns, counter_key, label_classes
+from calibtest.core.counter_draws import DrawSums
 from calibtest.inputs import read_rows
 
 __all__ = ["linear_quantiles", "stream_calib_test_scales"]

@@ -102,19 +102,13 @@ blocks of draws with one combined (draw, bin, class) ``np.bincount``; the
 uniforms are consumed in the same order whatever the block size, so a seed
 gives the same p-value for any block size.  In the 1-dim modes (binary,
 top-1) the labels come from a counter-based stream keyed by the seed, the
-row's position and the draw (:func:`counter_labels`: one Philox4x64 byte per
+row's position and the draw (:func:`~calibtest.core.counter_draws.counter_labels`: one PCG64DXSM byte per
 row and draw, a splitmix64 hash uniform on the 1-in-256 ties; exact to
-2^-53), reduced to additive per-draw bin sums (:class:`DrawSums`), so rows in
+2^-53), reduced to additive per-draw bin sums (:class:`~calibtest.core.counter_draws.DrawSums`), so rows in
 memory, chunks of a file and partitions of a Dask frame give the same T* for
-a seed (to the rounding of the float sums).  The rows of a chunk of
-:data:`DRAW_ROWS` are sorted once by the common refinement of the partitions
-(a stable radix sort of the sum of the bin ids when the bins are numbered
-from the left), so each draw needs a gather of its random bytes, one byte
-comparison and two segment sums (the successes in uint8 pieces, the sum of
-1 - 2p over them in float64); the bytes of a group of chunks come from one
-Philox call per draw, and the blocks of draws are split between
-:data:`DRAW_THREADS` threads, every draw's sums by the same arithmetic on
-any thread (``benchmarks/results/bench_calib_test.txt`` for the timings).
+a seed (to the rounding of the float sums); :mod:`calibtest.core.counter_draws`
+describes the stream and the engine, ``benchmarks/results/bench_calib_test.txt``
+the timings.
 
 The point-mass null
 -------------------
@@ -157,17 +151,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from scipy import stats as _sps
-from scipy.sparse import csr_matrix
 
 from calibtest.options import DEFAULT_DRAWS, NULLS, check_option, check_seed
 from calibtest.core.arrays import read_only
+from calibtest.core.counter_draws import counter_draw_sums
 
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.targets import PreparedData
@@ -880,7 +872,7 @@ def monte_carlo_test(z, inverse, observed, *, n: int | None = None, n_draws: int
     (T > 0) and 1 otherwise; the rounding of T and T* is never compared.
 
     With d = 1 (binary, top-1) the labels of every row come from the
-    counter-based stream (:func:`counter_labels`), as in
+    counter-based stream (:func:`~calibtest.core.counter_draws.counter_labels`), as in
     :func:`monte_carlo_draws`; otherwise by inverse CDF on one uniform per row.
     """
     z = np.asarray(z, dtype=np.float64)
@@ -966,8 +958,8 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     reproduced exactly, dependence between the partitions included.
 
     In the 1-dim modes every row's labels come from the counter-based stream
-    keyed by (seed, row position, draw) (:func:`counter_labels`, reduced by
-    :class:`DrawSums`); otherwise labels are drawn from uniforms in row order
+    keyed by (seed, row position, draw) (:func:`~calibtest.core.counter_draws.counter_labels`, reduced by
+    :class:`~calibtest.core.counter_draws.DrawSums`); otherwise labels are drawn from uniforms in row order
     for the rows in a bin of >= 2 rows on at least one partition (the other
     rows never enter any T).  With a single partition those are the labels
     :func:`monte_carlo_test` draws, so
@@ -1119,19 +1111,16 @@ def null_law(null: str, conditional: ConditionalTest | None) -> str:
 
 
 # ---------------------------------------------------------------------------
-# counter-based label draws, reduced to additive per-draw sums (chunks, partitions, streams)
-
-_PHILOX_DRAWS = 32  # one Philox4x64 output (32 bytes) holds one row's bytes for 32 draws
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_GOLDEN, _DRAW_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED03)
+# the key of the counter-based label stream (calibtest.core.counter_draws)
 
 
 def counter_key(rng) -> tuple[np.ndarray, int | None]:
     """The key of the counter-based label stream for ``rng`` (None, int or Generator) and the seed to record.
 
     The key is the next four raw 64-bit words of the generator: of ``numpy.random.default_rng(s)`` for an
-    int s (so ``rng=s`` and ``rng=default_rng(s)`` give the same draws); words 0 and 1 key the Philox4x64
-    byte stream, words 2 and 3 the tie hash.
+    int s (so ``rng=s`` and ``rng=default_rng(s)`` give the same draws); words 0 and 1 seed the
+    PCG64DXSM streams of the label bytes, words 2 and 3 the tie hash
+    (:mod:`calibtest.core.counter_draws`).
     """
     gen, seed = _check_rng(rng)
     return _key_of(gen, seed), seed
@@ -1141,339 +1130,3 @@ def _key_of(gen: np.random.Generator, seed: int | None = None) -> np.ndarray:
     """The counter stream's key: the next four raw words of ``gen`` (``default_rng(seed)`` when resolved
     from an int seed)."""
     return gen.bit_generator.random_raw(4).astype(np.uint64)
-
-
-#: Rows per chunk of the counter-based draws: the rows of a chunk are sorted by the common refinement
-#: of the partitions and each draw's per-bin sums are two segment sums over them (with 8 draws per block:
-#: about 5 MB of scratch; 2^16 rows x 8 draws was the fastest of 2^12..2^18 rows x 4..64 draws at
-#: n = 2^18).  The float sums are added chunk by chunk, so this constant fixes their rounding.
-DRAW_ROWS = 1 << 16
-
-#: Bins (all scales together) per :data:`DRAW_ROWS` rows of a chunk above which the chunk grows (by powers
-#: of 2, :func:`draw_chunk_rows`): with many bins the segments get short and the per-segment and per-chunk
-#: work (segment sums, the sparse products into the bins) outweighs the per-row work.
-DRAW_BINS_PER_CHUNK = 4096
-
-#: Rows whose random bytes one Philox call per draw makes (a group of :data:`DRAW_ROWS` chunks): fewer,
-#: longer calls; the scratch of a group is about 26 bytes per row plus ``block`` bytes per row per thread.
-DRAW_GROUP_ROWS = 1 << 20
-
-#: Threads among which :class:`DrawSums` splits the blocks of draws (numpy and the Philox generator
-#: release the GIL in their loops; every draw's sums are computed by the same arithmetic on any thread).
-DRAW_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
-                         os.cpu_count() or 1))
-
-_THREAD_MIN_LABELS = 1 << 23  # rows x draws of a group below which one thread does the draws
-
-_FLUSH_BLOCKS = 4  # blocks of draws whose segment sums are added to the bins by one sparse product
-
-_U8_ROWS = 255  # rows of one uint8 segment count (a longer segment is counted in pieces)
-
-
-def draw_chunk_rows(total_bins: int) -> int:
-    """Rows per chunk of :class:`DrawSums` for ``total_bins`` bins over all partitions: :data:`DRAW_ROWS`
-    (every grid up to n of about 10^7 rows), doubled until the bins are at most
-    :data:`DRAW_BINS_PER_CHUNK` per :data:`DRAW_ROWS` rows (2^18 rows for the 12,958 bins of n = 10^8)."""
-    rows = DRAW_ROWS
-    while total_bins * DRAW_ROWS > DRAW_BINS_PER_CHUNK * rows:
-        rows *= 2
-    return rows
-
-
-def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 8,
-                      threads: int | None = None) -> "DrawSums":
-    """:class:`DrawSums` of rows 0..n-1 in memory (chunks of :func:`draw_chunk_rows` rows)."""
-    acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block,
-                   threads=threads)
-    return acc.add(0, p, inverses, y)
-
-
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint64(30))
-    x = x * _MIX1
-    x = x ^ (x >> np.uint64(27))
-    x = x * _MIX2
-    return x ^ (x >> np.uint64(31))
-
-
-def tie_uniforms(key: np.ndarray, rows: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """Uniforms in [0, 1) (53 bits) keyed by (key, global row, draw): a splitmix64 hash, vectorised."""
-    with np.errstate(over="ignore"):
-        x = _splitmix(key[2] ^ (rows.astype(np.uint64) * _GOLDEN))
-        x = _splitmix(x ^ (key[3] + draws.astype(np.uint64) * _DRAW_MULT))
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
-
-
-def counter_bytes(key: np.ndarray, start: int, stop: int, draw: int) -> np.ndarray:
-    """The random bytes of rows start..stop-1 (global positions) in draw ``draw``, shape (stop - start,), uint8.
-
-    The 32 bytes of rows 32 j .. 32 j + 31 in draw r are the Philox4x64 output (key ``key[:2]``) at
-    counter (j + 1, r, 0, 0), so a row's byte depends on its position and the draw only, never on how
-    the rows are split into chunks.
-    """
-    j0, j1 = start // _PHILOX_DRAWS, -(-stop // _PHILOX_DRAWS)
-    gen = np.random.Philox(key=key[:2], counter=np.array([j0, draw, 0, 0], dtype=np.uint64))
-    raw = gen.random_raw(4 * (j1 - j0)).astype("<u8", copy=False).view(np.uint8)
-    return raw[start - j0 * _PHILOX_DRAWS:stop - j0 * _PHILOX_DRAWS]
-
-
-def _thresholds(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """t = floor(256 p) (uint8) and the tie fraction 256 p - t; p = 1 is t = 255 with fraction 1."""
-    scaled = np.asarray(p, dtype=np.float64) * 256.0
-    t = np.floor(scaled)
-    frac = scaled - t
-    top = t >= 256.0
-    t[top], frac[top] = 255.0, 1.0
-    return t.astype(np.uint8), frac
-
-
-def _settle_ties(key, b, t, frac, y, rows, draw0: int) -> None:
-    """Labels of the ties b = t (about 1 in 256): y = 1 iff the tie uniform of (row, draw) < frac."""
-    tie = np.flatnonzero(b == t)
-    if tie.size:
-        draw, col = np.divmod(tie, b.shape[1])
-        y.flat[tie] = tie_uniforms(key, rows[col], draw + draw0) < frac[col]
-
-
-def counter_labels(key, p, start: int, draw0: int, n_draws: int) -> np.ndarray:
-    """Bernoulli(p) labels of rows start.. (global positions) for draws draw0..draw0+n_draws-1.
-
-    Row i's label in draw r is y = 1 iff V < 256 p_i, V = b + v, with b its byte in draw r
-    (:func:`counter_bytes`) and, on the tie b = floor(256 p) (probability 1/256), v the uniform
-    :func:`tie_uniforms` of (i, r): P(y = 1) = t / 256 + P(v < 256 p - t) / 256 = p to 2^-53.
-    Shape (n_draws, rows), bool (True for y = 1).
-    """
-    p = np.asarray(p, dtype=np.float64)
-    t, frac = _thresholds(p)
-    b = np.stack([counter_bytes(key, start, start + p.size, draw0 + j) for j in range(n_draws)]) \
-        if n_draws else np.empty((0, p.size), dtype=np.uint8)  # one call per draw
-    y = b < t
-    _settle_ties(key, b, t, frac, y, np.arange(start, start + p.size), draw0)
-    return y
-
-
-def _segments(ids: list, total: int):
-    """Rows sorted by the common refinement of the partitions: (order, segment starts, bins (L, S)).
-
-    The segments are the distinct tuples of bin ids, in lexicographic order, each segment's rows in row
-    order (a stable sort).  When every partition's bin id is non-decreasing in one order of the rows (interval
-    partitions of 1-dim p numbered from the left, as every caller's), the sum of the ids orders the
-    tuples as the lexicographic order does and one stable sort of it (a radix sort for small sums) suffices;
-    otherwise the tuples are ranked one partition at a time.
-    """
-    key = ids[0] if len(ids) == 1 else np.add.reduce(ids)
-    small = len(ids) * total < (1 << 15)
-    order = np.argsort(key.astype(np.int16) if small else key, kind="stable")
-    ranked = [idx[order] for idx in ids]
-    if all(not np.any(r[1:] < r[:-1]) for r in ranked):  # a loop over the few partitions
-        ks = key[order]
-        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-        return order, starts, np.stack([r[starts] for r in ranked])
-    seg_id = ids[0]
-    for idx in ids[1:]:  # the refinement, one partition at a time (a loop over the few partitions)
-        _, seg_id = np.unique(seg_id * total + idx, return_inverse=True)
-        seg_id = seg_id.ravel()
-    order = np.argsort(seg_id, kind="stable")
-    ss = seg_id[order]
-    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
-    return order, starts, np.stack([idx[order][starts] for idx in ids])
-
-
-class _ChunkPlan:
-    """One chunk of rows sorted by segment: what every block of draws on it reuses."""
-
-    __slots__ = ("lo", "m", "order", "starts", "pieces", "first_piece", "to_bins", "to_bins_f", "t", "frac", "q")
-
-    def __init__(self, lo: int, p: np.ndarray, ids: list, total: int):
-        m = p.size
-        order, starts, bins = _segments(ids, total)
-        S = starts.size  # segment s adds to one bin of each partition
-        self.to_bins = csr_matrix((np.ones(bins.size, dtype=np.int64), (bins.ravel(), np.tile(np.arange(S), len(ids)))),
-                                  shape=(total, S))
-        self.to_bins_f = self.to_bins.astype(np.float64)
-        self.lo, self.m, self.order, self.starts = lo, m, order + lo, starts
-        # the successes of a segment counted in uint8 pieces of at most 255 rows, then added per segment
-        n_pieces = -(-np.diff(np.r_[starts, m]) // _U8_ROWS)
-        if n_pieces.max() > 1:
-            self.first_piece = np.r_[0, np.cumsum(n_pieces)[:-1]]
-            seg = np.repeat(np.arange(S), n_pieces)
-            self.pieces = starts[seg] + _U8_ROWS * (np.arange(seg.size) - self.first_piece[seg])
-        else:
-            self.pieces, self.first_piece = starts, None
-        self.t, self.frac = _thresholds(p[order])
-        self.q = 1.0 - 2.0 * p[order]
-
-
-class _Scratch:
-    """The buffers of one thread: one chunk's sorted bytes, labels, ties and products for a block of draws."""
-
-    def __init__(self, block: int, rows: int):
-        self.b = np.empty(block * rows, dtype=np.uint8)
-        self.y = np.empty(block * rows, dtype=bool)
-        self.tie = np.empty(block * rows, dtype=bool)
-        self.w = np.empty(block * rows)
-
-
-class DrawSums:
-    """Additive per-draw bin sums of the counter-based label draws on L interval partitions of 1-dim p.
-
-    Feed the rows chunk by chunk (:meth:`add`, each chunk with the global position of its first row);
-    per draw r and bin b of partition i it keeps N_b (successes, int64, exact) and W_b = sum over the
-    successes of (1 - 2 p) (float64), per bin c_b, sum p, sum p^2, and the same sums for the observed
-    labels.  The draws depend on (key, row position, draw) only, so the sums -- and the T*_B and
-    Spiegelhalter numerators computed from them (:meth:`statistics`) -- do not depend on the chunking
-    (the float sums up to their rounding, about 1e-16 relative).  Memory: O(R x bins) for the sums plus
-    about 26 bytes per row of a group of :data:`DRAW_GROUP_ROWS` rows and ``block`` x (a group's rows +
-    14 x :data:`DRAW_ROWS`) bytes per thread.
-
-    Parameters
-    ----------
-    key : ndarray of uint64, shape (4,)
-        :func:`counter_key`.
-    sizes : sequence of int
-        Number of bin ids of each partition (bin ids 0..size-1).
-    n_draws : int
-        R.
-    block : int
-        Draws per vectorised block.
-    threads : int, optional
-        Threads among which the blocks of draws are split (default :data:`DRAW_THREADS`); the sums do
-        not depend on it.
-    """
-
-    def __init__(self, key, sizes, n_draws: int, block: int = 8, threads: int | None = None):
-        self.key, self.sizes, self.R = key, [int(s) for s in sizes], int(n_draws)
-        self.block = max(1, int(block))
-        self.threads = DRAW_THREADS if threads is None else max(1, int(threads))
-        self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
-        total = int(self.offsets[-1])
-        self.rows = draw_chunk_rows(total)  # fixed by the grid, so the chunks never depend on the input's
-        self.N = np.zeros((total, self.R), dtype=np.int64)
-        self.W = np.zeros((total, self.R))
-        self.obs_N = np.zeros(total, dtype=np.int64)
-        self.obs_W = np.zeros(total)
-        self.count = np.zeros(total, dtype=np.int64)
-        self.psum = np.zeros(total)
-        self.p2sum = np.zeros(total)
-        self.n = 0
-
-    def add(self, start: int, p, inverses, y=None) -> "DrawSums":
-        """Add rows start..start+len(p)-1: predictions ``p``, bin ids ``inverses`` (one per partition),
-        observed labels ``y`` (1 for a success; optional).
-
-        The rows are taken in chunks of :func:`draw_chunk_rows` rows (from the first row given), each sorted by the
-        common refinement of the partitions, so each draw's bin sums are two segment sums; the bytes of
-        a group of :data:`DRAW_GROUP_ROWS` rows come from one Philox call per draw.
-        """
-        p = np.asarray(p, dtype=np.float64)
-        if p.size == 0:
-            return self
-        ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
-        y = None if y is None else np.asarray(y).astype(bool)
-        group = max(1, DRAW_GROUP_ROWS // self.rows) * self.rows  # whole chunks
-        for g0 in range(0, p.size, group):  # groups of rows bound the memory
-            g1 = min(g0 + group, p.size)
-            self._add_group(start + g0, p[g0:g1], [idx[g0:g1] for idx in ids], None if y is None else y[g0:g1])
-        return self
-
-    def _add_group(self, start: int, p, ids, y) -> None:
-        total = self.count.size
-        plans = []
-        for lo in range(0, p.size, self.rows):  # the chunks of the group, in order
-            hi = lo + self.rows
-            pc, idc = p[lo:hi], [idx[lo:hi] for idx in ids]
-            for idx in idc:  # a loop over the few partitions
-                self.count += np.bincount(idx, minlength=total)
-                self.psum += np.bincount(idx, weights=pc, minlength=total)
-                self.p2sum += np.bincount(idx, weights=pc * pc, minlength=total)
-            plan = _ChunkPlan(lo, pc, idc, total)
-            if y is not None:  # the observed labels by the same arithmetic as a draw: equal labels, equal T
-                yo = y[lo:hi][plan.order - lo][None, :].view(np.uint8)
-                self.obs_N += (plan.to_bins @ np.add.reduceat(yo, plan.starts, axis=1, dtype=np.int32)
-                               .T.astype(np.int64))[:, 0]
-                self.obs_W += (plan.to_bins @ np.ascontiguousarray(
-                    np.add.reduceat(np.multiply(yo, plan.q), plan.starts, axis=1).T))[:, 0]
-            plans.append(plan)
-        blocks = list(range(0, self.R, self.block))
-        workers = min(self.threads, len(blocks)) if p.size * self.R >= _THREAD_MIN_LABELS else 1
-        if workers <= 1:
-            self._draw_blocks(start, p, plans, blocks)
-        else:  # contiguous runs of blocks per thread: each writes its own columns of N and W
-            runs = np.array_split(np.array(blocks), workers)
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for fut in [pool.submit(self._draw_blocks, start, p, plans, run.tolist()) for run in runs]:
-                    fut.result()
-        self.n += p.size
-
-    def _draw_blocks(self, start: int, p, plans, blocks) -> None:
-        """The draws of ``blocks`` (first draws of consecutive blocks of ``self.block``) on a group's chunks."""
-        m = p.size
-        rb = min(self.block, self.R)
-        scratch = _Scratch(rb, min(m, self.rows))
-        width = _FLUSH_BLOCKS * rb  # per chunk, the segment sums of this many draws go to the bins at once
-        pending = [(np.empty((plan.starts.size, width), dtype=np.int64), np.empty((plan.starts.size, width)))
-                   for plan in plans]
-        first, filled = blocks[0], 0
-        for i, d0 in enumerate(blocks):  # a handful of blocks of draws
-            r = min(self.block, self.R - d0)
-            raw = [counter_bytes(self.key, start, start + m, d0 + j) for j in range(r)]  # one Philox call per draw
-            for plan, (ns, ws) in zip(plans, pending):  # the chunks, in order
-                ns[:, filled:filled + r], ws[:, filled:filled + r] = self._chunk_block(start, p, plan, raw,
-                                                                                        scratch, d0, r)
-            filled += r
-            if filled + rb > width or i + 1 == len(blocks):
-                for plan, (ns, ws) in zip(plans, pending):  # a loop over the chunks
-                    self.N[:, first:first + filled] += plan.to_bins @ ns[:, :filled]
-                    self.W[:, first:first + filled] += plan.to_bins_f @ ws[:, :filled]
-                first, filled = first + filled, 0
-
-    def _chunk_block(self, start: int, p, plan: _ChunkPlan, raw, scratch: _Scratch, d0: int, r: int):
-        """Draws d0..d0+r-1 of one chunk: labels from the sorted bytes (``raw``: the group's bytes of each
-        draw), two segment sums per draw (N (S, r) and W (S, r))."""
-        size = r * plan.m
-        b = scratch.b[:size].reshape(r, plan.m)
-        for j in range(r):  # the rows sorted by segment, draw by draw
-            np.take(raw[j], plan.order, out=b[j], mode="wrap")  # valid indices: "wrap" skips the bounds check
-        y = np.less(b, plan.t, out=scratch.y[:size].reshape(r, plan.m))
-        tie = np.flatnonzero(np.equal(b, plan.t, out=scratch.tie[:size].reshape(r, plan.m)))
-        if tie.size:  # b = floor(256 p) (1 in 256): y = 1 iff the tie uniform of (row, draw) < 256 p - t
-            draw, col = np.divmod(tie, plan.m)
-            y.reshape(-1)[tie] = tie_uniforms(self.key, start + plan.order[col], draw + d0) < plan.frac[col]
-        u8 = y.view(np.uint8)
-        n_seg = np.add.reduceat(u8, plan.pieces, axis=1, dtype=np.uint8)
-        if plan.first_piece is not None:
-            n_seg = np.add.reduceat(n_seg, plan.first_piece, axis=1, dtype=np.int64)
-        w_seg = np.add.reduceat(np.multiply(u8, plan.q, out=scratch.w[:size].reshape(r, plan.m)), plan.starts,
-                                axis=1)
-        return n_seg.T, w_seg.T
-
-    def merge(self, other: "DrawSums") -> "DrawSums":
-        """Add another accumulator's sums (rows disjoint from this one's): per-draw sums are additive."""
-        for name in ("N", "W", "obs_N", "obs_W", "count", "psum", "p2sum"):
-            getattr(self, name).__iadd__(getattr(other, name))
-        self.n += other.n
-        return self
-
-    def statistics(self, n: int | None = None):
-        """(T observed (L,), T* (L, R), sum y (1 - 2p) observed, per draw (R,)) from the sums.
-
-        T_i = (1/n) [sum_b w_b (N_b - P_b)^2 - sum_b w_b W_b - sum_b w_b Q_b] with w_b = 1 / (c_b - 1) on
-        bins of c_b >= 2 rows (0 otherwise), P_b = sum p, Q_b = sum p^2: the debiased ECE^2 of each
-        partition, since (y - p)^2 = y (1 - 2p) + p^2 for y in {0, 1}.
-        """
-        n = self.n if n is None else int(n)
-        L = len(self.sizes)
-        T = np.empty((L, self.R + 1))  # column 0: the observed labels, by the draws' arithmetic
-        for i in range(L):  # a loop over the few partitions
-            sl = slice(self.offsets[i], self.offsets[i + 1])
-            c = self.count[sl]
-            w = np.where(c >= 2, 1.0 / np.maximum(c - 1.0, 1.0), 0.0)[:, None]
-            h = float(np.sum(self.p2sum[sl] * w[:, 0]))
-            s = np.column_stack((self.obs_N[sl], self.N[sl])) - self.psum[sl][:, None]
-            W = np.column_stack((self.obs_W[sl], self.W[sl]))
-            # sums over the bins row by row (axis 0): every column is summed in the same order
-            T[i] = ((w * (s * s)).sum(axis=0) - (w * W).sum(axis=0) - h) / n
-        first = slice(self.offsets[0], self.offsets[1])
-        wq = np.column_stack((self.obs_W[first], self.W[first])).sum(axis=0)
-        T_obs, T_draws = T[:, 0].copy(), T[:, 1:].copy()
-        return T_obs, T_draws, float(wq[0]), wq[1:].copy()
