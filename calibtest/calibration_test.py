@@ -516,10 +516,10 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
         bins += [equal_mass_bins(target.z[:, 0], b) for b in grid]
     sd = np.array([math.sqrt(conditional_moments(conditional_bin_sums(target.z, inv, m), target.n).variance)
                    for inv, m in bins])
-    draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], label_classes(target), n=target.n,
+    observed = label_classes(target)
+    draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], observed, n=target.n,
                               n_draws=R, rng=seed if is_integer(seed) else rng, complete=target.mode == "full",
                               spiegelhalter=spiegelhalter)
-    observed = label_classes(target)
 
     def sign_of(i: int) -> int:  # the point-mass scales (rare): z is the limit of (T - 0) / sd
         return point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode == "full")

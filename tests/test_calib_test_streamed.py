@@ -279,22 +279,25 @@ def _brute_sums(key, p, invs, sizes, R, y):
 
 @pytest.mark.parametrize("threads, grid", [(1, [1, 2, 3]), (2, [2, 5, 16])])
 def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, grid):
-    """Chunks, groups of chunks, blocks of draws and segments of more than 255 rows, made small: the
-    per-draw sums equal the bin-by-bin reference (counts exactly, float sums to rounding), whatever the
-    number of threads."""
+    """Chunks, groups of chunks, blocks of draws, parts of chunks and segments of more than 255 rows, made
+    small: the per-draw sums equal the bin-by-bin reference (counts exactly, float sums to rounding),
+    whatever the number of threads."""
     import calibtest.core.counter_draws as cond
     monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)  # threads even for this small a group
     monkeypatch.setattr(cond, "DRAW_ROWS", 700)  # chunks of 700 rows, groups of 3 chunks (the last partial)
     monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 2100)
+    monkeypatch.setattr(cond, "_W_ROWS", 50)  # parts of whole segments: some segments are longer than a part
     g = np.random.default_rng(31)
     p = np.r_[g.beta(2, 5, 4990), 0.0, 1.0, 0.5, 3 / 256, 1 - 1 / 1024, 0.25, 0.75, 0.1, 0.2, 0.3]
     y = g.random(p.size) < p
     invs = [np.minimum((p * b).astype(np.intp), b - 1) for b in grid]
     offsets = np.cumsum([0, *grid])
-    plan = cond._ChunkPlan(0, p[:700], [inv[:700] + off for inv, off in zip(invs, offsets)], offsets[-1])
+    plan = cond._ChunkPlan(0, p[:700], [inv[:700] + off for inv, off in zip(invs, offsets)], offsets[-1],
+                           counter_key(0)[0], 0)
     assert (plan.first_piece is not None) == (grid[0] == 1)  # segments of more than 255 rows: uint8 pieces
+    assert len(plan.parts) > 1 and plan.parts[-1][1] == 700  # parts of whole segments cover the chunk
     key, _ = counter_key(19)
-    R = 37  # blocks of 8 draws: 4 full and a partial one; sparse products every 2 blocks
+    R = 37  # blocks of 8 draws: 4 full and a partial one; the cells go to the bins every 2 blocks
     acc = DrawSums(key, grid, R, block=16, threads=threads).add(0, p, invs, y)
     N, W, obs_N = _brute_sums(key, p, invs, grid, R, y)
     np.testing.assert_array_equal(acc.N, N)
@@ -303,19 +306,26 @@ def test_engine_boundaries_against_a_bin_by_bin_reference(monkeypatch, threads, 
     assert acc.n == p.size and acc.count.sum() == len(grid) * p.size
 
 
-def test_engine_threads_and_groups_do_not_change_a_bit(monkeypatch):
-    """Threads split the blocks of draws and groups only batch the random bytes: the sums are bit-identical."""
+def test_engine_threads_do_not_change_a_bit_and_groups_only_round(monkeypatch):
+    """Threads split the blocks of draws: the sums are bit-identical for any number of threads.  Groups
+    batch the random words and the cells: the counts are identical and the float sums equal to rounding."""
     import calibtest.core.counter_draws as cond
     p, y, grid, invs = _setup(3000, seed=9)
     key, _ = counter_key(23)
     monkeypatch.setattr(cond, "DRAW_ROWS", 400)
     monkeypatch.setattr(cond, "_THREAD_MIN_LABELS", 0)
     ref = DrawSums(key, grid, 45, threads=1).add(0, p, invs, y)  # one group of 8 chunks
-    monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 1000)  # groups of 2 chunks: the chunks stay the same
-    for threads in (1, 2, 3):
+    for threads in (2, 3):
         other = DrawSums(key, grid, 45, threads=threads).add(0, p, invs, y)
         for name in ("N", "W", "obs_N", "obs_W", "count", "psum", "p2sum"):
             np.testing.assert_array_equal(getattr(other, name), getattr(ref, name))
+    monkeypatch.setattr(cond, "DRAW_GROUP_ROWS", 1000)  # groups of 2 chunks: the chunks stay the same
+    for threads in (1, 2):
+        other = DrawSums(key, grid, 45, threads=threads).add(0, p, invs, y)
+        for name in ("N", "obs_N", "count"):
+            np.testing.assert_array_equal(getattr(other, name), getattr(ref, name))
+        for name in ("W", "obs_W", "psum", "p2sum"):
+            np.testing.assert_allclose(getattr(other, name), getattr(ref, name), rtol=1e-13, atol=1e-12)
 
 
 def test_segments_of_bins_not_numbered_from_the_left():

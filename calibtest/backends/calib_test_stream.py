@@ -70,8 +70,8 @@ class CalibTestAccumulator:
     eval_env : int or patsy.EvalEnvironment
         Where the formula's names that are not columns are looked up.
     block : int
-        Draws whose segment sums are added to the bins at once (rounded up to a multiple of 8); the
-        p-value does not depend on it.
+        Draws per run of the engine (:class:`calibtest.core.counter_draws.DrawSums`); the p-value does
+        not depend on it.
 
     Notes
     -----
@@ -84,7 +84,7 @@ class CalibTestAccumulator:
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k=None, n_bins="adaptive",
                  n_rows: int | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS, rng=None,
                  combine: str = "max-z", spiegelhalter: bool | None = None, missing: str = "raise",
-                 eval_env=0, block: int = 32, start: int = 0):
+                 eval_env=0, block: int = 128, start: int = 0):
         self.formula, self.n_classes, self.k, self.alpha, self.missing = formula, n_classes, k, alpha, missing
         self.R = check_option("n_draws", n_draws)
         self.combine = check_option("combine", combine)

@@ -985,11 +985,9 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
         mass at 0 and z_S is read as the limit of its ratio: the numerator is
         then the number of labels of probability 0 (y = 1 at p = 0, y = 0 at
         p = 1), an integer, and z_S = +inf when it is positive, else 0 (every
-        draw: 0).  Every row enters
-        z_S, so with this option the labels of *every* row are drawn (without
-        it, only the rows in a bin of >= 2 rows): ``null_draws`` are those of
-        ``spiegelhalter=False`` whenever every row is in such a bin, and
-        another exact draw of the same law otherwise.
+        draw: 0).  Every row enters z_S; the 1-dim draws give every row a
+        label from the counter-based stream either way, so ``null_draws`` do
+        not depend on this option.
 
     Returns
     -------
@@ -1014,28 +1012,26 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
     d = z.shape[1]
     if spiegelhalter and (d != 1 or complete):
         raise ValueError("spiegelhalter=True needs a 1-dim prediction (binary or top-1 target)")
+    L = len(inverses)
+    if d == 1 and not complete:  # every row's labels from the counter-based stream, reduced to per-bin sums
+        # the observed T by the draws' arithmetic: labels equal to a draw's give that draw's T exactly
+        sums = counter_draw_sums(_key_of(gen, seed), z[:, 0], inverses, n_draws, observed == 0)
+        t_obs, t_draws, wq_obs, wq = sums.statistics(n_div)
+        if not spiegelhalter:
+            return SharedDraws(t_obs, t_draws, n_draws, seed)
+        sp = _Spiegelhalter(z[:, 0])
+        return SharedDraws(t_obs, t_draws, n_draws, seed, spiegelhalter=float(sp.z(wq_obs)[0]),
+                           spiegelhalter_draws=sp.z(wq))
     used = np.zeros(z.shape[0], dtype=bool)
     for inv in inverses:  # a loop over the few partitions
         used |= np.bincount(inv)[inv] >= 2
-    if spiegelhalter:
-        used[:] = True  # every row enters Spiegelhalter's z
     rows = np.flatnonzero(used)
-    L = len(inverses)
     stats = np.zeros(L)
     draws = np.zeros((L, n_draws))
     if rows.size == 0:  # no bin of any partition holds two rows: T = 0 for every label vector
         return SharedDraws(stats, draws, n_draws, seed)
     if block_size is None:
         block_size = max(1, (1 << 21) // (rows.size * d))
-    sp = _Spiegelhalter(z[:, 0]) if spiegelhalter else None
-    if d == 1 and not complete:
-        # the observed T by the draws' arithmetic: labels equal to a draw's give that draw's T exactly
-        sums = counter_draw_sums(_key_of(gen, seed), z[:, 0], inverses, n_draws, observed == 0)
-        t_obs, t_draws, wq_obs, wq = sums.statistics(n_div)
-        if sp is None:
-            return SharedDraws(t_obs, t_draws, n_draws, seed)
-        return SharedDraws(t_obs, t_draws, n_draws, seed, spiegelhalter=float(sp.z(wq_obs)[0]),
-                           spiegelhalter_draws=sp.z(wq))
     # one plan per partition on the used rows; plan.rows index into the used rows
     plans = [_DrawPlan(z[rows], inv[rows], n_div, complete) for inv in inverses]
     full = [p.rows.size == rows.size for p in plans]
@@ -1050,19 +1046,13 @@ def monte_carlo_draws(z, inverses, observed, *, n: int | None = None, n_draws: i
             cum[:, -1] = np.inf
     drawer = _DrawPlan.__new__(_DrawPlan)
     drawer.cum, drawer.d = cum, d
-    wq = np.empty(n_draws) if sp is not None else None
     for start in range(0, n_draws, block_size):  # a handful of blocks
         r = min(block_size, n_draws - start)
         cls = drawer.classes(gen.random((r, rows.size)))
         for i, plan in enumerate(plans):  # a loop over the few partitions
             if plan.nk:
                 draws[i, start:start + r] = plan.statistics(cls if full[i] else cls[:, plan.rows])
-        if sp is not None and wq is not None:  # every row is used: class 0 is y = 1
-            wq[start:start + r] = (cls == 0) @ sp.q
-    if sp is None:
-        return SharedDraws(stats, draws, n_draws, seed)
-    return SharedDraws(stats, draws, n_draws, seed, spiegelhalter=float(sp.z((obs == 0) @ sp.q)[0]),
-                       spiegelhalter_draws=sp.z(wq))
+    return SharedDraws(stats, draws, n_draws, seed)
 
 
 class _Spiegelhalter:

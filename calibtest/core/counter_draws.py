@@ -39,13 +39,19 @@ partitions (segments); per block of eight draws and chunk the engine
 3. counts the successes of each segment eight draws at a time: the label
    bytes of a row are one 64-bit word and a sum of at most 255 such words
    is the eight counts, one per byte, with no carry between bytes,
-4. sums 1 - 2p over the successes of each segment by one sparse product
-   (segments x rows) @ (rows x 8), each lane by the same arithmetic,
+4. sums 1 - 2p over the successes of each segment by sparse products
+   (segments x rows) @ (rows x 8) over parts of whole segments of about
+   :data:`_W_ROWS` rows (whose float labels stay in cache), each segment
+   and lane by the same arithmetic, row by row,
 
-and adds the segment sums to the bins by a sparse product.  The float sums
-are added chunk by chunk, so their rounding depends on the chunks of
-:data:`DRAW_ROWS` rows taken from the first row of each call (about 1e-16
-relative); the counts are exact.
+adds the segment sums to the group's cells (its distinct tuples of bins)
+chunk by chunk, and the cells to the bins by one sparse product per run of
+blocks.  Every draw's sums, and the observed labels' (put in all eight
+lanes), are computed by the same arithmetic on any thread, so labels equal
+to a draw's give that draw's T exactly.  The float sums depend on the chunks
+of :data:`DRAW_ROWS` rows and the groups of :data:`DRAW_GROUP_ROWS` rows
+taken from the first row of each call only through their rounding (about
+1e-16 relative); the counts are exact.
 
 References
 ----------
@@ -73,12 +79,12 @@ _GOLDEN, _DRAW_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED0
 #: Rows per chunk of the draws: the rows of a chunk are sorted by the common refinement of the partitions
 #: and each block of eight draws' per-segment sums are computed over them at once.  The float sums are
 #: added chunk by chunk, so this constant fixes their rounding.
-DRAW_ROWS = 1 << 16
+DRAW_ROWS = 1 << 17
 
 #: Bins (all scales together) per :data:`DRAW_ROWS` rows of a chunk above which the chunk grows (by powers
 #: of 2, :func:`draw_chunk_rows`): with many bins the segments get short and the per-segment and per-chunk
 #: work (the sparse products into the bins) outweighs the per-row work.
-DRAW_BINS_PER_CHUNK = 4096
+DRAW_BINS_PER_CHUNK = 8192
 
 #: Rows whose random words one generator call per block of draws makes (a group of :data:`DRAW_ROWS`
 #: chunks): fewer, longer calls; a group's plans take about 40 bytes per row.
@@ -92,7 +98,9 @@ DRAW_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_
 
 _THREAD_MIN_LABELS = 1 << 23  # rows x draws of a group below which one thread does the draws
 
-_FLUSH_WORDS = 16  # blocks of eight draws whose segment sums are added to the bins by one sparse product
+_FLUSH_WORDS = 16  # blocks of eight draws per run: the run's per-cell sums go to the bins by one sparse product
+
+_W_ROWS = 1 << 14  # rows of a part of a chunk whose float labels and product with 1 - 2p stay in cache
 
 _U8_ROWS = 255  # rows of one byte-wise count of successes (a longer segment is counted in pieces)
 
@@ -150,10 +158,23 @@ def _splitmix(x: np.ndarray) -> np.ndarray:
 
 
 def tie_uniforms(key: np.ndarray, rows: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """Uniforms in [0, 1) (53 bits) keyed by (key, global row, draw): a splitmix64 hash [2]_, vectorised."""
+    """Uniforms in [0, 1) (53 bits) keyed by (key, global row, draw): a splitmix64 hash [2]_, vectorised.
+
+    u = (h >> 11) 2^-53 with h = mix(mix(key_2 ^ row G) ^ (key_3 + draw D)), mix splitmix64's finaliser.
+    """
+    return _draw_uniforms(key, _row_hashes(key, rows), draws)
+
+
+def _row_hashes(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """mix(key_2 ^ row G): the part of the tie hash that depends on the row only."""
     with np.errstate(over="ignore"):
-        x = _splitmix(key[2] ^ (rows.astype(np.uint64) * _GOLDEN))
-        x = _splitmix(x ^ (key[3] + draws.astype(np.uint64) * _DRAW_MULT))
+        return _splitmix(key[2] ^ (rows.astype(np.uint64) * _GOLDEN))
+
+
+def _draw_uniforms(key: np.ndarray, row_hashes: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """The tie uniforms from the rows' :func:`_row_hashes` and the draws."""
+    with np.errstate(over="ignore"):
+        x = _splitmix(row_hashes ^ (key[3] + draws.astype(np.uint64) * _DRAW_MULT))
     return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
@@ -223,24 +244,41 @@ def _segments(ids: list, total: int):
     return order, starts, np.stack([idx[order][starts] for idx in ids])
 
 
+def _weight_parts(q: np.ndarray, starts: np.ndarray) -> list:
+    """The (segments x rows) CSR matrices of q over whole segments of about :data:`_W_ROWS` rows each:
+    (first row, end row, first segment, end segment, matrix).  Each segment's sum is the same (row by
+    row, in row order) however the segments are split into parts."""
+    m, S = q.size, starts.size
+    ends = np.r_[starts[1:], m]
+    cuts = np.unique(np.r_[np.searchsorted(starts, np.arange(0, m, _W_ROWS)), S])
+    parts = []
+    for a, b in zip(cuts[:-1], cuts[1:]):  # a loop over the few parts of a chunk
+        r0, r1 = int(starts[a]), int(ends[b - 1])
+        indptr = np.r_[starts[a:b], r1] - r0
+        parts.append((r0, r1, int(a), int(b), csr_matrix((q[r0:r1], np.arange(r1 - r0, dtype=np.int32),
+                                                          indptr.astype(np.int32)), shape=(b - a, r1 - r0))))
+    return parts
+
+
 class _ChunkPlan:
     """One chunk of rows sorted by segment: what every block of draws on it reuses.
 
-    ``local`` and ``order``: the chunk's rows (positions within the chunk and the group) in segment order; ``t8``: floor(256 p) of
-    each sorted row repeated for the eight lanes; ``weights``: the (segments x rows) CSR matrix of
-    1 - 2p, whose product with the (rows x 8) labels is each segment's W; ``to_bins``: (bins x segments).
+    ``local`` and ``order``: the chunk's rows (positions within the chunk and the group) in segment order;
+    ``t8``: floor(256 p) of each sorted row repeated for the eight lanes; ``parts``: the (segments x rows)
+    CSR matrices of 1 - 2p over parts of whole segments (:func:`_weight_parts`), whose products with
+    the (rows x 8) labels are the segments' W; ``bins``: the bin
+    of each segment on each partition (L, S); ``cells``: the cell of the group (:class:`_Cells`) of each
+    segment.
     """
 
-    __slots__ = ("lo", "m", "order", "local", "starts", "pieces", "first_piece", "to_bins", "to_bins_f", "t8", "frac",
-                 "weights", "q")
+    __slots__ = ("lo", "m", "order", "local", "starts", "pieces", "first_piece", "bins", "cells", "t8", "frac",
+                 "parts", "row_hashes")
 
-    def __init__(self, lo: int, p: np.ndarray, ids: list, total: int):
+    def __init__(self, lo: int, p: np.ndarray, ids: list, total: int, key: np.ndarray, start: int):
         m = p.size
-        order, starts, bins = _segments(ids, total)
+        order, starts, self.bins = _segments(ids, total)
         S = starts.size  # segment s adds to one bin of each partition
-        self.to_bins = csr_matrix((np.ones(bins.size, dtype=np.int64), (bins.ravel(), np.tile(np.arange(S), len(ids)))),
-                                  shape=(total, S))
-        self.to_bins_f = self.to_bins.astype(np.float64)
+        self.cells = None
         self.lo, self.m, self.local, self.order, self.starts = lo, m, order, order + lo, starts
         # the successes of a segment counted in byte-wise pieces of at most 255 rows, then added per segment
         n_pieces = -(-np.diff(np.r_[starts, m]) // _U8_ROWS)
@@ -252,9 +290,8 @@ class _ChunkPlan:
             self.pieces, self.first_piece = starts, None
         t, self.frac = _thresholds(p[order])
         self.t8 = np.repeat(t, LANES)
-        self.q = 1.0 - 2.0 * p[order]
-        self.weights = csr_matrix((self.q, np.arange(m, dtype=np.int32), np.r_[starts, m].astype(np.int32)),
-                                  shape=(S, m))
+        self.row_hashes = _row_hashes(key, start + self.order)  # the tie hash's part that depends on the row
+        self.parts = _weight_parts(1.0 - 2.0 * p[order], starts)
 
     def segment_sums(self, key, words: np.ndarray, scratch: "_Scratch", start: int, draw0: int):
         """Eight draws draw0..draw0+7 of the chunk from the chunk's ``words`` (row order; ``start``: the
@@ -266,9 +303,9 @@ class _ChunkPlan:
         eq = np.equal(b, self.t8, out=scratch.eq[:LANES * m])
         tied = np.flatnonzero(eq.view(np.uint64) != 0)  # rows with a tie in some lane (about 3 in 100)
         if tied.size:  # b = floor(256 p): y = 1 iff the tie uniform of (row, draw) < 256 p - t
-            row, lane = np.nonzero(eq.reshape(m, LANES)[tied])
-            row = tied[row]
-            y.reshape(m, LANES)[row, lane] = tie_uniforms(key, start + self.order[row], draw0 + lane) < self.frac[row]
+            at = np.flatnonzero(eq.reshape(m, LANES)[tied])
+            row, lane = tied[at >> 3], at & (LANES - 1)
+            y.reshape(m, LANES)[row, lane] = _draw_uniforms(key, self.row_hashes[row], draw0 + lane) < self.frac[row]
         return self.label_sums(y.reshape(m, LANES), scratch)
 
     def label_sums(self, y: np.ndarray, scratch: "_Scratch"):
@@ -276,19 +313,42 @@ class _ChunkPlan:
         counts = np.add.reduceat(y.view(np.uint64).reshape(-1), self.pieces).view(np.uint8).reshape(-1, LANES)
         n_seg = np.add.reduceat(counts, self.first_piece, axis=0, dtype=np.int64) if self.first_piece is not None \
             else counts.astype(np.int64)
-        yf = scratch.yf[:y.shape[0]]
-        np.copyto(yf, y)
-        return n_seg, self.weights @ yf
+        w_seg = np.empty((self.starts.size, LANES))
+        for r0, r1, a, b, weights in self.parts:  # a few parts of whole segments: the float labels stay in cache
+            yf = scratch.yf[:r1 - r0]
+            np.copyto(yf, y[r0:r1])
+            w_seg[a:b] = weights @ yf
+        return n_seg, w_seg
+
+
+class _Cells:
+    """The distinct segments (tuples of bins) of a group's chunks: per-draw sums are added per cell over
+    the chunks, then to the bins by one sparse product per run of draws (not one per chunk)."""
+
+    def __init__(self, plans, total: int):
+        tuples = np.concatenate([plan.bins for plan in plans], axis=1)  # (L, segments of all chunks)
+        cells, inverse = np.unique(tuples, axis=1, return_inverse=True)
+        inverse = inverse.ravel()
+        bounds = np.cumsum([0] + [plan.bins.shape[1] for plan in plans])
+        for plan, a, b in zip(plans, bounds[:-1], bounds[1:]):  # a loop over the chunks
+            plan.cells = inverse[a:b]
+        L, C = cells.shape
+        self.size = C
+        self.to_bins = csr_matrix((np.ones(L * C, dtype=np.int64), (cells.ravel(), np.tile(np.arange(C), L))),
+                                  shape=(total, C))
+        self.to_bins_f = self.to_bins.astype(np.float64)
 
 
 class _Scratch:
-    """The buffers of one thread: one chunk's words, labels and ties and float labels for eight draws."""
+    """The buffers of one thread: one chunk's words, labels and ties, and one part's float labels, for
+    eight draws."""
 
-    def __init__(self, rows: int):
+    def __init__(self, plans):
+        rows = max(plan.m for plan in plans)
         self.words = np.empty(rows, dtype=np.uint64)
         self.y = np.empty(LANES * rows, dtype=bool)
         self.eq = np.empty(LANES * rows, dtype=bool)
-        self.yf = np.empty((rows, LANES))
+        self.yf = np.empty((max(r1 - r0 for plan in plans for r0, r1, *_ in plan.parts), LANES))
 
 
 class DrawSums:
@@ -300,8 +360,8 @@ class DrawSums:
     labels.  The draws depend on (key, row position, draw) only, so the sums -- and the T*_B and
     Spiegelhalter numerators computed from them (:meth:`statistics`) -- do not depend on the chunking
     (the float sums up to their rounding, about 1e-16 relative).  Memory: O(R x bins) for the sums plus
-    about 40 bytes per row of a group of :data:`DRAW_GROUP_ROWS` rows and 8 bytes per row of a group
-    plus 82 bytes per row of a chunk per thread.
+    about 60 bytes per row of a group of :data:`DRAW_GROUP_ROWS` rows (the chunks' plans), and per
+    thread about 40 bytes per row of a chunk, 1 MB of float labels and 2 KB per cell (one run of draws).
 
     Parameters
     ----------
@@ -312,8 +372,8 @@ class DrawSums:
     n_draws : int
         R.
     block : int
-        Draws whose segment sums are added to the bins by one sparse product (rounded up to a multiple
-        of 8); the sums do not depend on it.
+        Draws per run (rounded up to a multiple of 8): a run's per-cell sums go to the bins by one sparse
+        product; the counts do not depend on it, the float sums only through their rounding.
     threads : int, optional
         Threads among which the blocks of draws are split (default :data:`DRAW_THREADS`); the sums do
         not depend on it.
@@ -346,7 +406,7 @@ class DrawSums:
         p = np.asarray(p, dtype=np.float64)
         if p.size == 0:
             return self
-        ids = [np.asarray(inv, dtype=np.intp) + off for inv, off in zip(inverses, self.offsets[:-1])]
+        ids = [np.asarray(inv) for inv in inverses]
         y = None if y is None else np.asarray(y).astype(bool)
         group = max(1, DRAW_GROUP_ROWS // self.rows) * self.rows  # whole chunks
         for g0 in range(0, p.size, group):  # groups of rows bound the memory
@@ -355,55 +415,75 @@ class DrawSums:
         return self
 
     def _add_group(self, start: int, p, ids, y) -> None:
-        total = self.count.size
-        plans = []
-        for lo in range(0, p.size, self.rows):  # the chunks of the group, in order
-            hi = lo + self.rows
-            pc, idc = p[lo:hi], [idx[lo:hi] for idx in ids]
-            for idx in idc:  # a loop over the few partitions
-                self.count += np.bincount(idx, minlength=total)
-                self.psum += np.bincount(idx, weights=pc, minlength=total)
-                self.p2sum += np.bincount(idx, weights=pc * pc, minlength=total)
-            plan = _ChunkPlan(lo, pc, idc, total)
-            if y is not None:  # the observed labels in every lane, by the draws' arithmetic: equal labels, equal T
-                lanes = np.repeat(y[plan.order], LANES).reshape(-1, LANES)
-                n_seg, w_seg = plan.label_sums(lanes, _Scratch(plan.m))
-                self.obs_N += (plan.to_bins @ n_seg[:, :1])[:, 0]
-                self.obs_W += (plan.to_bins_f @ w_seg[:, :1])[:, 0]
-            plans.append(plan)
+        bounds = range(0, p.size, self.rows)  # the chunks of the group, in order
         words = list(range(-(-self.R // LANES)))
         workers = min(self.threads, len(words)) if p.size * self.R >= _THREAD_MIN_LABELS else 1
         if workers <= 1:
-            self._draw_words(start, p.size, plans, words)
+            built = [self._plan(start, p, ids, lo) for lo in bounds]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                built = list(pool.map(lambda lo: self._plan(start, p, ids, lo), bounds))
+        plans = []
+        for plan, sums in built:  # the per-bin sums added chunk by chunk, partition by partition, in order
+            for count, psum, p2sum in sums:  # a loop over the few partitions
+                self.count += count
+                self.psum += psum
+                self.p2sum += p2sum
+            plans.append(plan)
+        cells = _Cells(plans, self.count.size)
+        if y is not None:  # the observed labels in every lane, by the draws' arithmetic: equal labels, equal T
+            n_cell, w_cell = np.zeros((cells.size, LANES), dtype=np.int64), np.zeros((cells.size, LANES))
+            scratch = _Scratch(plans)
+            for plan in plans:  # a loop over the chunks
+                n_seg, w_seg = plan.label_sums(np.repeat(y[plan.order], LANES).reshape(-1, LANES), scratch)
+                n_cell[plan.cells] += n_seg
+                w_cell[plan.cells] += w_seg
+            self.obs_N += (cells.to_bins @ n_cell[:, :1])[:, 0]
+            self.obs_W += (cells.to_bins_f @ w_cell[:, :1])[:, 0]
+        if workers <= 1:
+            self._draw_words(start, p.size, plans, cells, words)
         else:  # contiguous runs of blocks per thread: each writes its own columns of N and W
             runs = np.array_split(np.array(words), workers)
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                for fut in [pool.submit(self._draw_words, start, p.size, plans, run.tolist()) for run in runs]:
+                for fut in [pool.submit(self._draw_words, start, p.size, plans, cells, run.tolist()) for run in runs]:
                     fut.result()
         self.n += p.size
 
-    def _draw_words(self, start: int, m: int, plans, words) -> None:
+    def _plan(self, start: int, p, ids, lo: int):
+        """The plan of the chunk of rows lo..lo+rows-1 of a group and its per-bin count, sum p and sum p^2
+        on each partition."""
+        total = self.count.size
+        pc = p[lo:lo + self.rows]
+        idc = [idx[lo:lo + self.rows].astype(np.intp) + off for idx, off in zip(ids, self.offsets[:-1])]
+        sums = [(np.bincount(idx, minlength=total), np.bincount(idx, weights=pc, minlength=total),
+                 np.bincount(idx, weights=pc * pc, minlength=total)) for idx in idc]
+        return _ChunkPlan(lo, pc, idc, total, self.key, start), sums
+
+    def _draw_words(self, start: int, m: int, plans, cells: _Cells, words) -> None:
         """The draws of blocks ``words`` (block k: draws 8k..8k+7) on a group's chunks of ``m`` rows.
 
-        Chunk by chunk (its plan stays in cache), each block's generator making the chunk's words in turn.
+        Runs of blocks: for each chunk in turn (its plan stays in cache) each block's generator makes the
+        chunk's words, the segment sums are added to the cells, and the cells go to the bins once per run.
         """
-        scratch = _Scratch(min(m, self.rows))
-        gens = [_stream(self.key, k, start) for k in words]
-        width = min(self.flush, len(words)) * LANES  # the segment sums of this many draws go to the bins at once
-        for plan in plans:  # the chunks, in order
-            ns = np.empty((plan.starts.size, width), dtype=np.int64)
-            ws = np.empty((plan.starts.size, width))
-            first, filled = LANES * words[0], 0
-            for i, (k, gen) in enumerate(zip(words, gens)):  # a handful of blocks of eight draws
-                raw = gen.random_raw(plan.m).astype("<u8", copy=False)  # the chunk's words, after the previous chunk's
-                ns[:, filled:filled + LANES], ws[:, filled:filled + LANES] = plan.segment_sums(
-                    self.key, raw, scratch, start, LANES * k)
-                filled += LANES
-                if filled == width or i + 1 == len(words):
-                    cols = min(filled, self.R - first)  # the last block may hold fewer than eight draws
-                    self.N[:, first:first + cols] += plan.to_bins @ ns[:, :cols]
-                    self.W[:, first:first + cols] += plan.to_bins_f @ ws[:, :cols]
-                    first, filled = first + filled, 0
+        scratch = _Scratch(plans)
+        for r0 in range(0, len(words), self.flush):  # runs of blocks of eight draws
+            run = words[r0:r0 + self.flush]
+            gens = [_stream(self.key, k, start) for k in run]
+            n_cell = np.zeros((cells.size, LANES * len(run)), dtype=np.int64)
+            w_cell = np.zeros((cells.size, LANES * len(run)))
+            for plan in plans:  # the chunks, in order
+                n_seg = np.empty((plan.starts.size, n_cell.shape[1]), dtype=np.int64)
+                w_seg = np.empty((plan.starts.size, n_cell.shape[1]))
+                for j, (k, gen) in enumerate(zip(run, gens)):  # the run's blocks of eight draws
+                    raw = gen.random_raw(plan.m).astype("<u8", copy=False)  # the chunk's words, after the last chunk's
+                    n_seg[:, LANES * j:LANES * (j + 1)], w_seg[:, LANES * j:LANES * (j + 1)] = plan.segment_sums(
+                        self.key, raw, scratch, start, LANES * k)
+                n_cell[plan.cells] += n_seg  # a chunk's segments are distinct cells
+                w_cell[plan.cells] += w_seg
+            first = LANES * run[0]
+            cols = min(LANES * len(run), self.R - first)  # the last block may hold fewer than eight draws
+            self.N[:, first:first + cols] += cells.to_bins @ n_cell[:, :cols]
+            self.W[:, first:first + cols] += cells.to_bins_f @ w_cell[:, :cols]
 
     def merge(self, other: "DrawSums") -> "DrawSums":
         """Add another accumulator's sums (rows disjoint from this one's): per-draw sums are additive."""
