@@ -82,12 +82,12 @@ _GOLDEN, _DRAW_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED0
 DRAW_ROWS = 1 << 17
 
 #: Bins (all scales together) per :data:`DRAW_ROWS` rows of a chunk above which the chunk grows (by powers
-#: of 2, :func:`draw_chunk_rows`): with many bins the segments get short and the per-segment and per-chunk
-#: work (the sparse products into the bins) outweighs the per-row work.
+#: of 2, :func:`draw_chunk_rows`): with many bins the segments get short and the per-segment work (the
+#: segment sums and their addition to the cells) outweighs the per-row work.
 DRAW_BINS_PER_CHUNK = 8192
 
-#: Rows whose random words one generator call per block of draws makes (a group of :data:`DRAW_ROWS`
-#: chunks): fewer, longer calls; a group's plans take about 40 bytes per row.
+#: Rows of a group of chunks: their plans are built together (in parallel), the segment sums of a run of
+#: draws are collected per cell of the group, and a group's plans take about 60 bytes per row.
 DRAW_GROUP_ROWS = 1 << 20
 
 #: Threads among which :class:`DrawSums` splits the blocks of draws (numpy, scipy's sparse products and
@@ -115,7 +115,7 @@ def draw_chunk_rows(total_bins: int) -> int:
     return rows
 
 
-def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = 128,
+def counter_draw_sums(key, p: np.ndarray, inverses, n_draws: int, y=None, block: int = LANES * _FLUSH_WORDS,
                       threads: int | None = None) -> "DrawSums":
     """:class:`DrawSums` of rows 0..n-1 in memory (chunks of :func:`draw_chunk_rows` rows)."""
     acc = DrawSums(key, [int(inv.max()) + 1 if inv.size else 0 for inv in inverses], n_draws, block=block,
