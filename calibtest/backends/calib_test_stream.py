@@ -37,7 +37,7 @@ from calibtest._format import Call
 from calibtest._validation import DEFAULT_DRAWS
 from calibtest.backends.accumulator import _prepare_rows
 from calibtest.backends.dask_frames import _import_dask, _partition_usable, _tree, in_partition
-from calibtest.backends.files import _count_usable, _with_rows, open_data_file
+from calibtest.backends.files import _count_usable, each_chunk, open_data_file
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
 from calibtest.core.counter_draws import DRAW_ROWS, DrawSums
@@ -239,18 +239,7 @@ def _file_test(path: Path, formula, *, env, chunksize, n_bins, missing, **option
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
     acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
-    start = 0
-    for chunk in reader.chunks(columns, chunksize):
-        if len(chunk) == 0:
-            continue
-        stop = start + len(chunk)
-        try:
-            acc.update(chunk)
-        except (ValueError, TypeError) as exc:
-            raise _with_rows(exc, path.name, start, stop) from exc
-        start = stop
-    if acc.n == 0:
-        raise ValueError(f"{path.name} has a header but no data rows")
+    each_chunk(reader, columns, chunksize, path.name, acc.update)
     return acc.result(call_record=_stream_call(formula, path.name, {"n_bins": None if n_bins == "adaptive"
                                                                      else n_bins, "rng": acc.seed}))
 

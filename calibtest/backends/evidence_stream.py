@@ -48,7 +48,7 @@ from calibtest._validation import DEFAULT_DRAWS, is_integer
 from calibtest.backends.accumulator import BinAccumulator, _prepare_rows
 from calibtest.backends.calib_test_stream import stream_calib_test
 from calibtest.backends.dask_frames import _import_dask, _partition_usable, in_partition
-from calibtest.backends.files import _with_rows, open_data_file
+from calibtest.backends.files import refuse_changed_file, each_chunk, open_data_file
 from calibtest.core.binstats import bin_sums, debiased_statistic, merge_stats, plugin_statistic
 from calibtest.core.margin import log_oe_se
 from calibtest.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assemble_evidence, evidence_seed
@@ -154,27 +154,22 @@ class StreamedRows:
         elif stat != self.stat:
             raise ValueError(f"{path.name} changed since it was first read; the evidence would mix two versions")
         columns = formula_columns(self.formula, reader.columns)
-        out, start, row, index, dropped = None, 0, 0, 0, 0
-        for chunk in reader.chunks(columns, chunksize):
-            if len(chunk) == 0:
-                continue
-            stop = row + len(chunk)
-            try:
-                p, y, names, n_drop = _chunk_rows(self.formula, chunk, self.env, self.missing, self.n_classes,
-                                                  self.k)
-            except (ValueError, TypeError) as exc:
-                raise _with_rows(exc, path.name, row, stop) from exc
-            row, dropped, self.names = stop, dropped + n_drop, names or self.names
+        walk = {"out": None, "start": 0, "index": 0, "dropped": 0}
+
+        def handle(chunk) -> None:  # the usable rows of a chunk are numbered after the previous chunks'
+            p, y, names, n_drop = _chunk_rows(self.formula, chunk, self.env, self.missing, self.n_classes, self.k)
+            walk["dropped"] += n_drop
+            self.names = names or self.names
             if p.size:
-                part = step(p, y, start, index)
-                out = part if out is None else combine(out, part)
-                start += p.size
-                index += 1
-        stat1 = path.stat()
-        if (stat1.st_size, stat1.st_mtime_ns) != self.stat:
-            raise ValueError(f"{path.name} changed while it was being read; the evidence would mix two versions")
-        self.n_dropped = dropped
-        return out
+                part = step(p, y, walk["start"], walk["index"])
+                walk["out"] = part if walk["out"] is None else combine(walk["out"], part)
+                walk["start"] += p.size
+                walk["index"] += 1
+
+        each_chunk(reader, columns, chunksize, path.name, handle)
+        refuse_changed_file(path, stat0, "the evidence")
+        self.n_dropped = walk["dropped"]
+        return walk["out"]
 
     def _run_dask(self, step, combine):
         dask, _ = _import_dask()

@@ -303,6 +303,46 @@ def reading(path: Path):
         raise ValueError(f"cannot read {path.name}: {' '.join(str(exc).split()) or type(exc).__name__}") from exc
 
 
+def each_chunk(reader, columns, chunksize: int, name: str, handle) -> tuple[int, int]:
+    """Call ``handle(chunk)`` on each chunk of ``chunksize`` rows of a data file, in order: the one walk of
+    every streamed pass over a file.
+
+    Empty chunks are skipped (a header-only file gives one); a ``ValueError`` or ``TypeError`` raised by
+    ``handle`` is raised again naming the file and the chunk's rows (:func:`_with_rows`).
+
+    Returns
+    -------
+    tuple of int
+        The rows read and the chunks handled.
+
+    Raises
+    ------
+    ValueError
+        The file has a header but no data rows.
+    """
+    start = n_chunks = 0
+    for chunk in reader.chunks(columns, chunksize):
+        if len(chunk) == 0:
+            continue
+        stop = start + len(chunk)
+        try:
+            handle(chunk)
+        except (ValueError, TypeError) as exc:
+            raise _with_rows(exc, name, start, stop) from exc
+        start, n_chunks = stop, n_chunks + 1
+    if start == 0:
+        raise ValueError(f"{name} has a header but no data rows")
+    return start, n_chunks
+
+
+def refuse_changed_file(path: Path, stat0, what: str = "the result") -> None:
+    """Raise ``ValueError`` when the file's size or modification time differ from ``stat0`` (taken before
+    it was read): ``what`` would mix two versions of the data."""
+    stat1 = path.stat()
+    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
+        raise ValueError(f"{path.name} changed while it was being read; {what} would mix two versions")
+
+
 def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: int, name: str) -> int:
     """Rows that survive the missing-value rule (first pass for ``n_bins="auto"``).
 
@@ -311,20 +351,10 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
     ValueError
         The file has a header but no data rows.
     """
-    total = start = 0
-    for chunk in reader.chunks(columns, chunksize):
-        if len(chunk) == 0:  # a header-only file gives one empty chunk
-            continue
-        stop = start + len(chunk)
-        try:
-            rows = read_rows(formula, chunk, None, None, env, missing)
-        except (ValueError, TypeError) as exc:
-            raise _with_rows(exc, name, start, stop) from exc
-        total += int(rows.probs.shape[0])
-        start = stop
-    if start == 0:
-        raise ValueError(f"{name} has a header but no data rows")
-    return total
+    usable = []
+    each_chunk(reader, columns, chunksize, name,
+               lambda chunk: usable.append(int(read_rows(formula, chunk, None, None, env, missing).probs.shape[0])))
+    return sum(usable)
 
 
 
@@ -368,24 +398,17 @@ def feed_file(acc, path: Path, reader, columns: list, chunksize: int, *, fmt: st
     """
     stop_hash = threading.Event()
     bar = _progress_bar(progress, reader.num_rows, path.name)
-    n_chunks = 0
+
+    def handle(chunk) -> None:
+        acc.update(chunk)
+        if bar is not None:
+            bar.update(len(chunk))
+
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             digest = pool.submit(sha256_file, path, stop_hash)
             try:
-                start = 0
-                for chunk in reader.chunks(columns, chunksize):
-                    if len(chunk) == 0:
-                        continue
-                    stop = start + len(chunk)
-                    try:
-                        acc.update(chunk)
-                    except (ValueError, TypeError) as exc:
-                        raise _with_rows(exc, path.name, start, stop) from exc
-                    n_chunks += 1
-                    start = stop
-                    if bar is not None:
-                        bar.update(len(chunk))
+                _, n_chunks = each_chunk(reader, columns, chunksize, path.name, handle)
             except BaseException:
                 stop_hash.set()
                 raise
@@ -393,11 +416,7 @@ def feed_file(acc, path: Path, reader, columns: list, chunksize: int, *, fmt: st
     finally:
         if bar is not None:
             bar.close()
-    if acc.n_seen == 0:
-        raise ValueError(f"{path.name} has a header but no data rows")
-    stat1 = path.stat()
-    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
-        raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
+    refuse_changed_file(path, stat0)
     return {
         "path": str(path.resolve()), "name": path.name, "format": fmt, "size_bytes": int(stat0.st_size),
         "modified": _dt.datetime.fromtimestamp(stat0.st_mtime, tz=_dt.timezone.utc).isoformat(),

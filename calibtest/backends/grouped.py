@@ -28,7 +28,7 @@ import pandas as pd
 from calibtest._validation import check_memory
 from calibtest.backends.accumulator import _prepare_rows
 from calibtest.backends.dask_frames import _import_dask, _scheduler_name, _tree, in_partition
-from calibtest.backends.files import _with_rows, feed_file, open_data_file
+from calibtest.backends.files import each_chunk, feed_file, open_data_file
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
 from calibtest.core.conditional import conditional_memory, conditional_sum_columns
@@ -372,14 +372,9 @@ def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=N
     passes = 1
     if isinstance(n_bins, str) and n_bins == "auto":
         count_cols = columns if missing == "drop" else list(dict.fromkeys(by))
-        results, start = [], 0
-        for chunk in reader.chunks(count_cols, chunksize):
-            stop = start + len(chunk)
-            try:
-                results.append(count_groups(chunk, formula, by, env, missing))
-            except (ValueError, TypeError) as exc:
-                raise _with_rows(exc, path.name, start, stop) from exc
-            start = stop
+        results: list = []
+        each_chunk(reader, count_cols, chunksize, path.name,
+                   lambda chunk: results.append(count_groups(chunk, formula, by, env, missing)))
         group_rows = _merge_counts(results)[0]
         n_rows = int(sum(group_rows.values()))
         passes = 2

@@ -28,7 +28,7 @@ from calibtest._format import Call
 from calibtest._validation import resolve_seed
 from calibtest.backends.calib_test_stream import CalibTestAccumulator
 from calibtest.backends.dask_frames import _import_dask, in_partition
-from calibtest.backends.files import _with_rows, open_data_file
+from calibtest.backends.files import refuse_changed_file, each_chunk, open_data_file
 from calibtest.backends.grouped import _chunk_groups, count_groups, dask_group_frame
 from calibtest.calibration_test import adaptive_grid, check_grid
 from calibtest.core.conditional import counter_key
@@ -180,30 +180,24 @@ def _file_runner(path: Path, formula, by, env, chunksize, missing):
     columns = fcols + [b for b in by if b not in fcols]
 
     def run(what, state):
-        out, categories, dropped, start, index = ([] if what == "count" else {}), None, 0, 0, 0
-        for chunk in reader.chunks(columns, chunksize):
-            if len(chunk) == 0:
-                continue
-            stop = start + len(chunk)
-            try:
-                if what == "count":
-                    counts, cats, _ = count_groups(chunk, formula, by, env, missing)
-                    out.append(counts)
-                    categories = cats if categories is None else categories
-                else:
-                    settings, offsets = state
-                    part, n_drop = _chunk_sums(chunk, formula, by, env, missing, settings, offsets[index])
-                    _merge_into(out, part)
-                    dropped += n_drop
-            except (ValueError, TypeError) as exc:
-                raise _with_rows(exc, path.name, start, stop) from exc
-            start, index = stop, index + 1
-        if start == 0:
-            raise ValueError(f"{path.name} has a header but no data rows")
-        stat1 = path.stat()
-        if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
-            raise ValueError(f"{path.name} changed while it was being read; the result would mix two versions")
-        return (out, categories) if what == "count" else (out, dropped)
+        out = [] if what == "count" else {}
+        seen = {"categories": None, "dropped": 0, "index": 0}
+
+        def handle(chunk) -> None:
+            if what == "count":
+                counts, cats, _ = count_groups(chunk, formula, by, env, missing)
+                out.append(counts)
+                seen["categories"] = cats if seen["categories"] is None else seen["categories"]
+            else:
+                settings, offsets = state
+                part, n_drop = _chunk_sums(chunk, formula, by, env, missing, settings, offsets[seen["index"]])
+                _merge_into(out, part)
+                seen["dropped"] += n_drop
+            seen["index"] += 1
+
+        each_chunk(reader, columns, chunksize, path.name, handle)
+        refuse_changed_file(path, stat0)
+        return (out, seen["categories"]) if what == "count" else (out, seen["dropped"])
 
     return run, path.name
 
