@@ -8,8 +8,9 @@ Both the CPU time of the process (``time.process_time``: what the call
 costs, little affected by other jobs on a shared machine) and the wall clock
 are printed, best of ``repeat`` runs (3, and 5 at n = 10^6) with the median
 wall clock, and the machine's load; the first call of the process (n = 1000)
-is left out of the timings.  The 10^6-row figures also appear in a fresh
-process (first call, cold) in the peak-memory lines.
+is left out of the timings.  Then, in three fresh processes (after the imports and a 1000-row call),
+the first 10^6-row call, whose arrays are the first the process touches (their page faults are part
+of its time), and the second.
 
 Peak memory: the label draws are made in blocks of rows and draws and reduced to per-draw bin sums, so
 the test's own peak (``tracemalloc``, numpy's allocations included; the data's arrays excluded) is
@@ -72,6 +73,12 @@ def main() -> str:
             cpu, wall, med, res = timed(make(n), 3 if n <= 10**5 else 5)
             lines.append(f"{name:8} {n:>9} {len(res.n_bins):>7} {cpu:>8.3f} {wall:>8.3f} {med:>8.3f}  {list(res.n_bins)}")
             print(lines[-1], flush=True)
+    lines.append("a fresh process (imports and a 1000-row call first), binary n = 10^6: the first call (memory not yet "
+                 "touched by the process) and the second:")
+    for _ in range(3):  # three fresh processes
+        lines.append("  " + subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True, check=True,
+                                           env=dict(os.environ)).stdout.strip())
+        print(lines[-1], flush=True)
     lines.append("peak memory of calib_test (tracemalloc, the data's arrays excluded; default options):")
     for n in (10**6, 10**7):  # a fresh process each
         lines.append("  " + subprocess.run([sys.executable, "-c", PEAK.format(n=n)], capture_output=True, text=True,
@@ -81,6 +88,23 @@ def main() -> str:
     print(lines[-1], flush=True)
     lines.append(f"load after the runs {os.getloadavg()[0]:.2f}")
     return "\n".join(lines) + "\n"
+
+
+COLD = """
+import time
+import numpy as np
+import calibtest as ct
+g = np.random.default_rng(0)
+p = g.beta(2, 5, 10**6)
+y = (g.random(10**6) < p).astype(np.int8)
+ct.calib_test(y=y[:1000], probs=p[:1000], rng=1)
+walls = []
+for _ in range(2):
+    t0 = time.perf_counter()
+    ct.calib_test(y=y, probs=p, rng=1)
+    walls.append(time.perf_counter() - t0)
+print(f"first call {walls[0]:.3f} s, second {walls[1]:.3f} s")
+"""
 
 
 PEAK = """

@@ -303,7 +303,7 @@ class _ChunkPlan:
         eq = np.equal(b, self.t8, out=scratch.eq[:LANES * m])
         tied = np.flatnonzero(eq.view(np.uint64) != 0)  # rows with a tie in some lane (about 3 in 100)
         if tied.size:  # b = floor(256 p): y = 1 iff the tie uniform of (row, draw) < 256 p - t
-            at = np.flatnonzero(eq.reshape(m, LANES)[tied])
+            at = np.flatnonzero(eq.view(np.uint64)[tied].view(np.uint8))  # lane of each tie: (word, byte)
             row, lane = tied[at >> 3], at & (LANES - 1)
             y.reshape(m, LANES)[row, lane] = _draw_uniforms(key, self.row_hashes[row], draw0 + lane) < self.frac[row]
         return self.label_sums(y.reshape(m, LANES), scratch)
