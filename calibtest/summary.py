@@ -158,8 +158,15 @@ class CalibSummary(summary2.Summary):
             pieces = [_clip(label, iw).ljust(iw)] if index else []
             pieces += [_clip(c, w).rjust(w) for c, w in zip(cells, widths)]
             return (" " * gap).join(pieces)
+
+        def row_lines(label, cells) -> list[str]:  # a label longer than its column continues below, indented
+            parts = textwrap.wrap(label, iw, break_on_hyphens=False) if len(label) > iw else [label]
+            parts = parts[:1] + textwrap.wrap(" ".join(parts[1:]), iw - 2, break_on_hyphens=False) \
+                if len(parts) > 1 and iw > 10 else [label]
+            return [line(parts[0], cells)] + [line("  " + part, [""] * len(cells)) for part in parts[1:]]
         lines = [line("", header), "-" * W]
-        lines += [line(label, r) for label, r in zip(index or [""] * len(rows), rows)]
+        for label, r in zip(index or [""] * len(rows), rows):  # a loop over the table's rows
+            lines += row_lines(label, r)
         return [ln.ljust(W) for ln in lines]
 
     def as_text(self) -> str:

@@ -184,3 +184,21 @@ def test_report_of_a_clustered_result_shows_the_clustered_evidence(tmp_path):
     assert "The Hosmer–Lemeshow test of independent rows is not shown" in html
     assert "validation metrics of independent rows" in html
     assert "Every row of the evidence table below allows for the clusters" in html
+
+
+def test_summary_continues_long_row_names_instead_of_cutting_them():
+    """A clustered row name longer than the evidence table's first column goes on below, indented: the
+    whole name is printed, no line is wider than the summary, and a short name keeps its single line."""
+    g = np.random.default_rng(3)
+    n = 3000
+    site = g.integers(0, 20, n)
+    p = g.beta(2, 5, n)
+    df = pd.DataFrame({"y": (g.random(n) < p).astype(int), "p": p, "site": site})
+    text = ct.calib_ci("y ~ p", data=df, cluster="site", n_null_draws=199, rng=1).summary().as_text()
+    lines = text.splitlines()
+    assert all(len(line) <= 78 for line in lines)
+    assert "..." not in text
+    first = next(i for i, line in enumerate(lines) if line.startswith("multi-scale test"))
+    assert lines[first + 1].strip() == "(clustered)" and lines[first + 1].startswith("  (")
+    citl = next(line for line in lines if line.startswith("CITL 95% CI (clustered)"))
+    assert citl.rstrip().endswith(("rejects", "does not reject"))  # a name that fits keeps its cells on its line
