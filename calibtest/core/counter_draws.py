@@ -263,12 +263,15 @@ def _weight_parts(q: np.ndarray, starts: np.ndarray) -> list:
 class _ChunkPlan:
     """One chunk of rows sorted by segment: what every block of draws on it reuses.
 
-    ``local`` and ``order``: the chunk's rows (positions within the chunk and the group) in segment order;
-    ``t8``: floor(256 p) of each sorted row repeated for the eight lanes; ``parts``: the (segments x rows)
-    CSR matrices of 1 - 2p over parts of whole segments (:func:`_weight_parts`), whose products with
-    the (rows x 8) labels are the segments' W; ``bins``: the bin
-    of each segment on each partition (L, S); ``cells``: the cell of the group (:class:`_Cells`) of each
-    segment.
+    * ``local`` and ``order``: the chunk's rows (positions within the chunk and within the group) in
+      segment order;
+    * ``t8``: floor(256 p) of each sorted row, repeated for the eight lanes; ``frac``: 256 p - floor(256 p);
+      ``row_hashes``: the tie hash's row part;
+    * ``pieces`` and ``first_piece``: the byte-wise counts' pieces of at most 255 rows;
+    * ``parts``: the (segments x rows) CSR matrices of 1 - 2p over parts of whole segments
+      (:func:`_weight_parts`), whose products with the (rows x 8) labels are the segments' W;
+    * ``bins``: the bin of each segment on each partition (L, S); ``cells``: each segment's cell of the
+      group (:class:`_Cells`).
     """
 
     __slots__ = ("lo", "m", "order", "local", "starts", "pieces", "first_piece", "bins", "cells", "t8", "frac",
