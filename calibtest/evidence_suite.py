@@ -33,10 +33,10 @@ from calibtest.backends.quantile_test_stream import stream_calib_test_scales
 from calibtest.calibration_test import CalibrationTestResult, calib_test_clustered, calib_test_rows, check_grid
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
-from calibtest.estimation import estimate_in_memory, estimate_rows
+from calibtest.estimation import estimate_clustered, estimate_in_memory, estimate_rows
 from calibtest.formula import resolve_env
-from calibtest.grouping import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
-                                grouping_of, label_text)
+from calibtest.grouping import (GroupedResult, analyse_groups, by_names, clusters_text, few_clusters_note,
+                                group_labels, group_rng, grouped_result, grouping_of, label_text)
 from calibtest.inputs import is_dask, is_out_of_core, prepare_input
 from calibtest.options import OptionError, check_option, check_options
 from calibtest.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
@@ -152,7 +152,9 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         sqrt(V_0) per scale, and ``n_draws`` sign flips of whole clusters in
         place of label draws (every pattern when 2^(G-1) - 1 <= n_draws, an
         exact randomization test; with G clusters no p-value is below
-        2^-(G-1)).  Rows in memory, without ``by=``; see ``docs/clusters.md``.
+        2^-(G-1)).  Rows in memory; with ``by=`` (clusters nested in the
+        groups) each group's clustered test on its own clusters; see
+        ``docs/clusters.md``.
 
     Returns
     -------
@@ -191,9 +193,9 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         raise OptionError("chunksize= applies only to data given as a file path")
     if cluster is not None:
         check_options(cluster=cluster)
-        if is_out_of_core(data) or by is not None:
-            raise OptionError("calib_test with cluster= needs the rows in memory (a DataFrame or arrays) and no by=: "
-                              "analyse each group's rows with cluster=")
+        if is_out_of_core(data):
+            raise OptionError("calib_test with cluster= needs the rows in memory (a DataFrame or arrays): read "
+                              "the rows into memory, or test without cluster=")
     if is_out_of_core(data):
         extra = {} if chunksize is None else {"chunksize": chunksize}
         return _calib_test_stream(formula, data, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
@@ -214,6 +216,11 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
+    if prepared.clusters is not None and by is not None:
+        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call,
+                              grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed, combine=combine,
+                              partitions=partitions, spiegelhalter=spiegelhalter, formula=formula,
+                              clusters=prepared.clusters)
     if prepared.clusters is not None:
         return calib_test_clustered(target, prepared.clusters.codes, prepared.clusters.n_clusters, grid=grid,
                                     alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
@@ -259,25 +266,34 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
 
 
 def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
-                   partitions, spiegelhalter, formula) -> GroupedResult:
-    """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.grouping`).
+                   partitions, spiegelhalter, formula, clusters=None) -> GroupedResult:
+    """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.grouping`),
+    or with ``clusters`` (nested in the groups) :func:`calib_test_clustered` on each group's rows and clusters.
 
     Group number g draws from ``default_rng([seed, g])``, so its result is
     ``calib_test`` on the group's rows with ``rng=np.random.default_rng([seed, g])``.
     """
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+    group_notes: dict = {}
+    if clusters is not None:
+        clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])
 
     def analyse(g, label, idx, sub):
-        return calib_test_rows(sub, grid=grid, alpha=alpha, n_draws=n_draws, rng=group_rng(rng, seed, g),
-                               combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
-                               call_record=call.with_options(group=label_text(grouping.names, label)),
-                               **bookkeeping)
+        options = dict(grid=grid, alpha=alpha, n_draws=n_draws, rng=group_rng(rng, seed, g), combine=combine,
+                       partitions=partitions, spiegelhalter=spiegelhalter,
+                       call_record=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
+        if clusters is None:
+            return calib_test_rows(sub, **options)
+        own = clusters.of_rows(idx)
+        group_notes.update(few_clusters_note(label, own.n_clusters))
+        return calib_test_clustered(sub, own.codes, own.n_clusters, **options)
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
     return grouped_result(grouping, target, groups, reasons, kind="calib_test",
                           row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
                           columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
-                          call_record=call, **bookkeeping)
+                          call_record=call, group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
+                          clusters=clusters_text(clusters), **bookkeeping)
 
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
@@ -334,7 +350,8 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         single outcome class is listed, not analysed.
     cluster : str or array_like, optional
         Clusters of correlated rows (a column of ``data`` or one label per
-        row; clusters independent; rows in memory, no ``by=``): the evidence
+        row; clusters independent; rows in memory; with ``by=``, clusters
+        nested in the groups, each group's clustered evidence): the evidence
         of ``calib_ci(..., cluster=)`` (:mod:`calibtest.clustered_evidence`),
         every row in its clustered version -- the clustered multi-scale test
         (sign flips of whole clusters), the cluster-robust interval and its
@@ -374,9 +391,9 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)
     if chunksize is not None and not isinstance(data, (str, os.PathLike)):
         raise OptionError("chunksize= applies only to data given as a file path")
-    if cluster is not None and (by is not None or is_out_of_core(data)):
-        raise OptionError("evidence with cluster= needs the rows in memory (a DataFrame or arrays) and no by=: "
-                          "analyse each group's rows with cluster=")
+    if cluster is not None and is_out_of_core(data):
+        raise OptionError("evidence with cluster= needs the rows in memory (a DataFrame or arrays): read the rows "
+                          "into memory, or compute the evidence without cluster=")
     env = resolve_env(eval_env)
     if is_out_of_core(data):
         return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
@@ -388,7 +405,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                "rng": sub_rng if is_integer(sub_rng) else None}
     if by is not None:
         return _evidence_by(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                            alpha=alpha, missing=missing, null=null, rng=rng, options=options)
+                            alpha=alpha, missing=missing, null=null, rng=rng, options=options, cluster=cluster)
     if cluster is not None:
         options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
         res = estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
@@ -401,21 +418,37 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
 
 def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alpha, missing, null, rng,
-                 options) -> GroupedResult:
-    """:func:`evidence` with ``by=``: the interval and its evidence on each group's rows (:mod:`calibtest.grouping`)."""
+                 options, cluster=None) -> GroupedResult:
+    """:func:`evidence` with ``by=``: the interval and its evidence on each group's rows (:mod:`calibtest.grouping`);
+    with ``cluster=`` (clusters nested in the groups) the clustered interval and evidence on each group's rows
+    and clusters."""
     gen, seed = resolve_seed(rng)
     options = {**options, "rng": seed if is_integer(seed) else None, "by": by if by_names(by) else "<array>"}
+    if cluster is not None:
+        options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
     prepared = prepare_input("evidence", formula, data, y, probs, eval_env=env, missing=missing,
-                             n_classes=n_classes, k=k, options=options, by=by, group_labels=group_labels)
-    rows, target, call = prepared.rows, prepared.target, prepared.call
+                             n_classes=n_classes, k=k, options=options, by=by, group_labels=group_labels,
+                             cluster=cluster)
+    rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+    group_notes: dict = {}
+    if clusters is not None:
+        clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])
 
     def analyse(g, label, idx, sub):
         group_gen = group_rng(gen, seed, g)
-        res = estimate_rows(sub, partition_rows(sub, n_bins), alpha=alpha, null=null, rng=group_gen,
-                            call=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
-        return build_evidence(res, alpha, rng=group_gen)
+        group_call = call.with_options(group=label_text(grouping.names, label))
+        if clusters is None:
+            res = estimate_rows(sub, partition_rows(sub, n_bins), alpha=alpha, null=null, rng=group_gen,
+                                call=group_call, **bookkeeping)
+            return build_evidence(res, alpha, rng=group_gen)
+        own = clusters.of_rows(idx)
+        group_notes.update(few_clusters_note(label, own.n_clusters, "interval and test are"))
+        res = estimate_clustered(sub, partition_rows(sub, n_bins), own, alpha=alpha,
+                                 null="auto" if null == "conditional" else null, rng=group_gen, call=group_call,
+                                 **bookkeeping)
+        return res.evidence(alpha, rng=group_gen)
 
     def row(ev):
         ci = ev.interval.conf_int(scale="ece")
@@ -425,7 +458,9 @@ def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alph
     groups, reasons = analyse_groups(grouping, target, analyse)
     return grouped_result(grouping, target, groups, reasons, kind="evidence", row=row,
                           columns=["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"], alpha=alpha,
-                          seed=seed, n_dropped=rows.n_dropped, call_record=call, **bookkeeping)
+                          seed=seed, n_dropped=rows.n_dropped, call_record=call,
+                          group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
+                          clusters=clusters_text(clusters), **bookkeeping)
 
 
 def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alpha, null, rng, missing, by,

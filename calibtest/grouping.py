@@ -49,6 +49,7 @@ from statsmodels.stats.multitest import multipletests
 
 from calibtest._format import Call, fmt, json_safe, p_equals
 from calibtest._validation import OptionError, row_values
+from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.core.targets import PreparedData
 from calibtest.summary import CalibSummary, ResultDisplay, model_text, short_name
 
@@ -474,6 +475,10 @@ class GroupedResult(ResultDisplay):
     formula, y_name, prob_names, n_dropped, call_record
         Bookkeeping (``n_dropped``: rows dropped by ``missing="drop"``
         before grouping).
+    clusters : str or None
+        With ``cluster=`` (clusters nested in the groups), what they are
+        (e.g. ``"24 clusters, column 'site'"``): each group's analysis is the
+        clustered one on its own clusters.
     """
 
     by: tuple
@@ -495,6 +500,7 @@ class GroupedResult(ResultDisplay):
     prob_names: tuple = ()
     n_dropped: int = 0
     call_record: Call | None = field(default=None, repr=False)
+    clusters: str | None = None
 
     def __post_init__(self):
         self.table.flags.allows_duplicate_labels = False
@@ -549,6 +555,12 @@ class GroupedResult(ResultDisplay):
         """Notes of the summary footer."""
         notes = self._global_notes()
         notes.append(f"p: the p-value of {KINDS[self.kind][2]}.")
+        if self.clusters is not None:
+            notes.append(f"Clustered rows ({self.clusters}, nested in the groups): each group's multi-scale test is "
+                         "the clustered one on its own clusters (T_cl and sqrt(V_0) per scale, sign flips of "
+                         "whole clusters in place of label draws)"
+                         + ("; its interval, CITL, slope and O/E are cluster-robust and its Hosmer-Lemeshow "
+                            "test design-based." if self.kind == "evidence" else "."))
         if self.seed is not None:
             notes.append(f"The i-th group (i = 0, 1, ... in the table's order, empty groups counted) draws from "
                          f"numpy.random.default_rng([{self.seed}, i])." if self.seed != "Generator" else
@@ -631,6 +643,22 @@ class GroupedResult(ResultDisplay):
         """
         from calibtest.reporting.forest import plot_forest
         return plot_forest(self, ax=ax, **kwargs)
+
+
+def clusters_text(clusters) -> str | None:
+    """What the clusters of a grouped analysis are (``"24 clusters, column 'site'"``), None without them."""
+    if clusters is None:
+        return None
+    what = f"column {clusters.name!r}" if clusters.name else "given as an array"
+    return f"{clusters.n_clusters} clusters, {what}"
+
+
+def few_clusters_note(label, n_clusters: int, what: str = "test is") -> dict:
+    """``{label: note}`` when a group has fewer than :data:`calibtest.core.clustered.MIN_CLUSTERS` clusters
+    (``what``: the clustered analyses the note names, with their verb)."""
+    if n_clusters >= MIN_CLUSTERS:
+        return {}
+    return {label: f"only {n_clusters} clusters (fewer than {MIN_CLUSTERS}): its clustered {what} exploratory."}
 
 
 def grouped_result(grouping: Grouping, target: PreparedData, groups: dict, reasons: dict, *, kind: str, row,

@@ -81,20 +81,19 @@ import pandas as pd
 from scipy import stats as _sps
 
 from calibtest._format import fmt, json_safe, mode_text, p_equals
-from calibtest._validation import DEFAULT_DRAWS, OptionError, check_choice, resolve_seed
+from calibtest._validation import DEFAULT_DRAWS, check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
-from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.estimation import (check_weighted_options, estimate_clustered, estimate_rows, estimate_weighted,
                                   result_from_stream)
 from calibtest.grouping import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
-                                global_test, group_rng, group_labels, group_table, grouping_from_counts, grouping_of,
-                                holm, label_text)
-from calibtest.inputs import Clusters, prepare_input
+                                few_clusters_note, global_test, group_rng, group_labels, group_table,
+                                grouping_from_counts, grouping_of, holm, label_text)
+from calibtest.inputs import prepare_input
 from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.results import CalibrationResult
 from calibtest.summary import CalibSummary, model_text, short_name
@@ -799,29 +798,17 @@ def _grouped_clustered(formula, data, y, probs, *, by, env, n_classes, k, n_bins
                              cluster=cluster)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
-    per_group = [np.unique(clusters.codes[grouping.rows(g)]).size for g in range(len(grouping))
-                 if grouping.rows(g).size]  # a loop over the few groups
-    if per_group and max(per_group) == 1:
-        raise OptionError("by= and cluster= name the same groups (every group is one cluster): to compare the "
-                          "sites, analyse them as independent groups with calib_ci(..., by=...) without cluster= "
-                          "and pool them with its meta_analysis(); cluster= with by= is for clusters nested in "
-                          "the groups (e.g. by='country', cluster='site')")
+    clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
     group_notes, variances = {}, {}
 
     def analyse(g, label, idx, sub):
-        labels, codes = np.unique(clusters.codes[idx], return_inverse=True)
-        if labels.size < 2:
-            raise ValueError(f"one cluster ('{clusters.labels[labels[0]]}') in this group: a cluster-robust "
-                             "analysis needs at least two clusters")
-        sizes = np.bincount(codes, minlength=labels.size).astype(np.int64)
-        sub_clusters = Clusters(codes.astype(np.intp), clusters.labels[labels], sizes, clusters.name)
+        sub_clusters = clusters.of_rows(idx)
         res = estimate_clustered(sub, partition_rows(sub, n_bins), sub_clusters, alpha=alpha, null=null,
                                  rng=group_rng(rng, seed, g), n_null_draws=n_null_draws,
                                  call=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
         if res.clustering.few:
-            group_notes[label] = (f"only {labels.size} clusters (fewer than {MIN_CLUSTERS}): its clustered "
-                                  "interval and test are exploratory.")
+            group_notes.update(few_clusters_note(label, sub_clusters.n_clusters, "interval and test are"))
         # the cluster-robust variance of T_cl, used whole by the heterogeneity test (no part restricted to H0)
         variances[label] = VarianceParts(second_order=res.se ** 2, first_order=0.0, plugin=0.0, bias=0.0)
         return res

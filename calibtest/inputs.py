@@ -194,6 +194,31 @@ class Clusters:
         """G, the number of clusters."""
         return int(self.labels.shape[0])
 
+    def of_rows(self, idx: np.ndarray) -> "Clusters":
+        """The clusters of the rows ``idx`` (a group's rows), renumbered 0..G'-1.
+
+        Raises
+        ------
+        ValueError
+            The rows are in one cluster: a cluster-robust analysis needs at least two.
+        """
+        labels, codes = np.unique(self.codes[idx], return_inverse=True)
+        if labels.size < 2:
+            raise ValueError(f"one cluster ('{self.labels[labels[0]]}') in this group: a cluster-robust "
+                             "analysis needs at least two clusters")
+        sizes = np.bincount(codes.ravel(), minlength=labels.size).astype(np.int64)
+        return Clusters(codes.ravel().astype(np.intp), self.labels[labels], sizes, self.name)
+
+    def refuse_one_per_group(self, group_rows: list) -> None:
+        """Raise ``OptionError`` when every group (``group_rows``: each group's row indices) is one cluster:
+        ``by=`` and ``cluster=`` then name the same groups."""
+        per_group = [np.unique(self.codes[rows]).size for rows in group_rows if rows.size]  # the few groups
+        if per_group and max(per_group) == 1:
+            raise OptionError("by= and cluster= name the same groups (every group is one cluster): to compare "
+                              "the sites, analyse them as independent groups with by= without cluster= (and "
+                              "pool them with calib_ci(..., by=...).meta_analysis()); cluster= with by= is for "
+                              "clusters nested in the groups (e.g. by='country', cluster='site')")
+
 
 def resolve_clusters(cluster, data, rows: Rows, group_values=()) -> Clusters | None:
     """The clusters of the kept rows from ``cluster=`` (a column name or one label per input row).

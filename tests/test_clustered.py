@@ -264,8 +264,8 @@ def test_bad_cluster_input():
         ct.calib_ci("y ~ p", data=df, cluster="site", method="bootstrap")
     with pytest.raises(TypeError, match="cluster"):
         ct.calib_ci("y ~ p", data=df, cluster=3.5)
-    with pytest.raises(OptionError, match="no by="):
-        ct.evidence("y ~ p", data=df.assign(region="a"), cluster="site", by="region")
+    one_region = ct.evidence("y ~ p", data=df.assign(region="a"), cluster="site", by="region", rng=1)
+    assert one_region.groups["a"] is not None  # clusters nested in one group: its clustered evidence
     # a site in two groups of by=
     crossed = df.assign(region=np.where(np.arange(len(df)) % 2 == 0, "north", "south"))
     with pytest.raises(DataError, match="cross"):

@@ -168,8 +168,8 @@ def test_clustered_sensitivity_rows_are_the_clustered_interval_at_each_b():
 
 def test_evidence_cluster_refusals():
     df = sites(G=6)
-    with pytest.raises(OptionError, match="no by="):
-        ct.evidence("y ~ p", data=df.assign(r="a"), cluster="site", by="r")
+    with pytest.raises(OptionError, match="rows in memory"):
+        ct.evidence("y ~ p", data=__file__, cluster="site")  # a file path: the clustered evidence needs the rows
     with pytest.raises(DataError, match="single cluster"):
         ct.evidence("y ~ p", data=df.assign(site="x"), cluster="site")
 

@@ -89,3 +89,38 @@ def test_report_of_nested_clusters_names_the_cluster_robust_intervals(tmp_path):
     html = path.read_text(encoding="utf-8")
     assert "cluster-robust intervals (t on each group" in html and "nested in the groups" in html
     assert "multi-scale test (clustered)" in html  # the pooled result's clustered evidence
+
+
+def test_calib_test_by_with_clusters_is_each_groups_clustered_test():
+    """calib_test(by=, cluster=): group g is calib_test on its own rows and clusters with the group's seed
+    default_rng([s, g]); the notes say the tests are clustered; by= the cluster itself is refused."""
+    df = countries(seed=4)
+    grouped = ct.calib_test("y ~ p", data=df, by="country", cluster="site", n_draws=199, rng=7)
+    for g, label in enumerate(("A", "B", "C")):  # the table's order: sorted levels
+        rows = df[df["country"] == label]
+        alone = ct.calib_test("y ~ p", data=rows, cluster="site", n_draws=199, rng=np.random.default_rng([7, g]))
+        res = grouped.groups[label]
+        assert res.pvalue == alone.pvalue and res.statistic == alone.statistic
+        assert grouped.to_frame().loc[label, "pvalue"] == alone.pvalue
+        assert "exploratory" in grouped.to_frame().loc[label, "note"]  # fewer than 20 clusters per country
+    assert "nested in the groups" in " ".join(grouped.notes()) and "sign flips of whole clusters" in str(
+        grouped.summary())
+    with pytest.raises(OptionError, match="same groups"):
+        ct.calib_test("y ~ p", data=df, by="site", cluster="site")
+
+
+def test_evidence_by_with_clusters_is_each_groups_clustered_evidence():
+    """evidence(by=, cluster=): group g is the clustered evidence of its own rows and clusters with the
+    group's seed; a group of one cluster is listed, not analysed, with the reason."""
+    df = countries(seed=5)
+    df.loc[df["site"] == "h23", "country"] = "D"  # country D: one site
+    grouped = ct.evidence("y ~ p", data=df, by="country", cluster="site", rng=3)
+    for g, label in enumerate(("A", "B", "C")):
+        rows = df[df["country"] == label]
+        alone = ct.evidence("y ~ p", data=rows, cluster="site", rng=np.random.default_rng([3, g]))
+        ev = grouped.groups[label]
+        pd.testing.assert_frame_equal(ev.evidence_table(), alone.evidence_table())
+        assert ev.verdict == alone.verdict
+    assert grouped.groups["D"] is None and "one cluster ('h23')" in grouped.reasons["D"]
+    notes = " ".join(grouped.notes())
+    assert "nested in the groups" in notes and "design-based" in notes
