@@ -93,9 +93,9 @@ from scipy import stats as _sps
 from scipy.optimize import brentq as _brentq
 from statsmodels.stats.meta_analysis import combine_effects
 
-from calibtest._format import fmt, json_safe, p_equals
+from calibtest._format import fmt
 from calibtest.options import OptionError, check_alpha, check_option
-from calibtest.summary import CalibSummary, ResultDisplay, short_name
+from calibtest.summary import CalibSummary, ResultDisplay
 
 __all__ = ["MEASURES", "META_METHODS", "RandomEffects", "MetaAnalysisResult", "random_effects", "meta_analysis", "pool_sites",
            "site_estimates"]

@@ -385,7 +385,7 @@ class SurvivalEvidence(ResultDisplay):
         pv = self._pvalues()
         records = {"observed_expected": (
             f"O/E at t = {t} {level} CI",
-            f"O/E = 1: the Kaplan-Meier risk by t equals the mean predicted risk (Wald on log O/E, Greenwood "
+            "O/E = 1: the Kaplan-Meier risk by t equals the mean predicted risk (Wald on log O/E, Greenwood "
             "variance)", self.oe, pv["observed_expected"], *ci.loc["observed_expected"], 1.0)}
         if self.citl is not None:
             records["citl"] = (f"CITL {level} CI", "a = 0 in the Poisson model log E[events by t] = a + log "
