@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from calibtest._format import fmt
-from calibtest.core.margin import log_oe_se
+from calibtest.core.recalibration import oe_measures
 from calibtest._validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.formula import resolve_env
 from calibtest.inputs import prepare_input
@@ -662,7 +662,8 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
                         "discrimination": lambda: _discrimination_part(p, y),
                         "smooth": lambda: _smooth_part(p, y),
                         "auc_interval": lambda: _auc_interval_part(p, y, alpha),
-                        "observed_expected": lambda: _observed_expected_part(p, y, alpha),
+                        "observed_expected": lambda: observed_expected_part(float(np.sum(y)), float(np.sum(p)),
+                                                                            p.size, alpha),
                         "loess": lambda: _loess_part(p, y)})
     return ValProbResult(
         n=int(n),
@@ -775,18 +776,12 @@ def _auc_interval_part(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
     return {"auc_se": se, "auc_ci": (max(auc - half, 0.0), min(auc + half, 1.0))}
 
 
-def _observed_expected_part(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
-    """O/E with the log-scale standard error of :func:`calibtest.acceptance.oe_test` (``log_oe_se``)."""
-    n = p.size
-    observed, expected = float(np.sum(y)), float(np.sum(p))
-    oe = observed / expected
-    if observed > 0:
-        se = float(log_oe_se(observed, n))
-        half = float(sps.norm.isf(alpha / 2.0)) * se
-        ci = (float(math.exp(math.log(oe) - half)), float(math.exp(math.log(oe) + half)))
-    else:
-        se, ci = math.nan, (math.nan, math.nan)
-    return {"observed_rate": observed / n, "mean_predicted": expected / n, "oe": oe, "oe_se": se, "oe_ci": ci}
+def observed_expected_part(observed: float, expected: float, n: int, alpha: float) -> dict:
+    """O/E from the sums of y and p over n rows, with the log-scale standard error and Wald interval of
+    :func:`calibtest.core.recalibration.oe_measures` (the rows in memory and the streamed sums alike)."""
+    m = oe_measures(observed, expected, n, alpha)
+    return {"observed_rate": observed / n, "mean_predicted": expected / n, "oe": m["oe"], "oe_se": m["log_oe_se"],
+            "oe_ci": (m["oe_ci_lower"], m["oe_ci_upper"])}
 
 
 def _local_quadratic(x: np.ndarray, y: np.ndarray, at: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:

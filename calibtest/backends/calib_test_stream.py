@@ -40,16 +40,15 @@ from calibtest.backends.dask_frames import _import_dask, _partition_usable, _tre
 from calibtest.backends.files import _count_usable, each_chunk, open_data_file
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
-from calibtest.core.counter_draws import DRAW_ROWS, DrawSums
+from calibtest.core.counter_draws import DrawSums
 from calibtest.core.conditional import (conditional_moments, conditional_sum_columns,
                                         conditional_sums_from_columns, counter_key, label_classes)
 from calibtest.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
 from calibtest.inputs import read_rows
 from calibtest.options import check_option
 
-__all__ = ["CalibTestAccumulator", "DEFAULT_ROWS_PER_BLOCK", "stream_calib_test"]
+__all__ = ["CalibTestAccumulator", "stream_calib_test"]
 
-DEFAULT_ROWS_PER_BLOCK = DRAW_ROWS  # rows of one vectorised block of draws
 
 
 class CalibTestAccumulator:
@@ -105,11 +104,20 @@ class CalibTestAccumulator:
         self._env = resolve_env(eval_env) if isinstance(eval_env, int) else eval_env
         self.block = block
         self.start = int(start)
-        self.draws = DrawSums(self.key, [b + 1 for b in grid], self.R, block=block)
-        self.null_cols = [np.zeros((b + 1, 4)) for b in grid]
+        self.widths = self._widths()
+        self.draws = DrawSums(self.key, self.widths, self.R, block=block)
+        self.null_cols = [np.zeros((w, 4)) for w in self.widths]
         self.sp = np.zeros(2)  # sum p (1 - 2p), sum (1 - 2p)^2 p (1 - p)
         self.target = None
         self.n_dropped = 0
+
+    def _widths(self) -> list:
+        """Bin ids of each scale's partition: 0..B on the equal-width grid (a prediction of 1 is in bin B)."""
+        return [b + 1 for b in self.grid]
+
+    def _inverses(self, p: np.ndarray, z: np.ndarray) -> list:
+        """Each row's bin on each scale."""
+        return [cube_indices(z, b)[:, 0] for b in self.grid]  # a loop over the few scales
 
     def update(self, data=None, *, y=None, probs=None) -> "CalibTestAccumulator":
         """Add a chunk of rows (``data`` for a formula, else ``y=`` and ``probs=``); returns ``self``."""
@@ -129,9 +137,9 @@ class CalibTestAccumulator:
             raise ValueError(f"chunk target {target} differs from the stream's {self.target}")
         z = prepared.z
         p = z[:, 0]
-        inverses = [cube_indices(z, b)[:, 0] for b in self.grid]
-        for cols, inv, b in zip(self.null_cols, inverses, self.grid):  # a loop over the few scales
-            cols += conditional_sum_columns(z, inv, b + 1)
+        inverses = self._inverses(p, z)
+        for cols, inv, w in zip(self.null_cols, inverses, self.widths):  # a loop over the few scales
+            cols += conditional_sum_columns(z, inv, w)
         q = 1.0 - 2.0 * p
         self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
         # chunks of draw_chunk_rows(bins) rows from the chunk's first row, in groups (bounded memory)

@@ -48,14 +48,13 @@ from calibtest._validation import DEFAULT_DRAWS, is_integer
 from calibtest.backends.accumulator import BinAccumulator, _prepare_rows
 from calibtest.backends.calib_test_stream import stream_calib_test
 from calibtest.backends.dask_frames import _import_dask, _partition_usable, in_partition
-from calibtest.backends.files import refuse_changed_file, each_chunk, open_data_file
+from calibtest.backends.files import each_chunk, open_data_file, refuse_changed_file
 from calibtest.core.binstats import bin_sums, debiased_statistic, merge_stats, plugin_statistic
-from calibtest.core.margin import log_oe_se
 from calibtest.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assemble_evidence, evidence_seed
 from calibtest.formula import formula_columns, freeze_env, thaw_env
 from calibtest.goodness_of_fit import HosmerLemeshowResult
 from calibtest.inputs import read_rows
-from calibtest.valprob import ValProbResult, _LazyParts
+from calibtest.valprob import ValProbResult, _LazyParts, observed_expected_part
 
 __all__ = ["StreamedRows", "with_stream", "streamed_evidence", "streamed_hosmer_lemeshow", "NOT_STREAMED", "COLLECT_MAX", "HL_GROUPS"]
 
@@ -502,14 +501,6 @@ def _val_prob_result(s: dict, joint, citl, alpha: float, res) -> ValProbResult:
     dev_p, dev_recal = -2.0 * s["loglike_f"], -2.0 * ll_joint
     d_chisq, u_chisq = dev_null - dev_p, dev_p - dev_recal
     d_index, u_index = (d_chisq - 1.0) / nf, (u_chisq - 2.0) / nf
-    observed, expected = s["sum_y"], s["sum_p"]
-    oe = observed / expected
-    if observed > 0:
-        se = float(log_oe_se(observed, n))
-        half = float(sps.norm.isf(alpha / 2.0)) * se
-        oe_ci = (float(math.exp(math.log(oe) - half)), float(math.exp(math.log(oe) + half)))
-    else:
-        se, oe_ci = math.nan, (math.nan, math.nan)
     nan = math.nan
     parts = _LazyParts({
         "likelihood": lambda: {"r2": float(-math.expm1(-d_chisq / nf) / -math.expm1(-dev_null / nf)),
@@ -520,8 +511,7 @@ def _val_prob_result(s: dict, joint, citl, alpha: float, res) -> ValProbResult:
         "discrimination": lambda: {"auc": nan, "c_statistic": nan, "dxy": nan},
         "smooth": lambda: {"emax": nan, "e90": nan, "eavg": nan},
         "auc_interval": lambda: {"auc_se": nan, "auc_ci": (nan, nan)},
-        "observed_expected": lambda: {"observed_rate": observed / n, "mean_predicted": expected / n, "oe": oe,
-                                      "oe_se": se, "oe_ci": oe_ci},
+        "observed_expected": lambda: observed_expected_part(s["sum_y"], s["sum_p"], n, alpha),
         "loess": lambda: {"loess_e50": nan, "loess_e90": nan, "loess_ici": nan, "loess_emax": nan}})
     return ValProbResult(
         n=int(n), n_events=int(s["n1"]), n_infinite_logit=int(n - nf), alpha=alpha, brier=s["brier"] / n,

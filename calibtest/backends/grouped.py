@@ -353,6 +353,19 @@ def _merge_counts(results) -> tuple[Counter, list | None, int]:
     return total, cats, seen
 
 
+def open_grouped_file(path, formula: str, by: list, env, chunksize) -> tuple:
+    """:func:`calibtest.backends.files.open_data_file` for a grouped pass, and the columns it reads: the
+    formula's, then the ``by`` columns not among them (a ``by`` column missing from the file is a
+    ``ValueError`` naming it)."""
+    path, chunksize, fmt, stat0, reader = open_data_file(path, formula, env, chunksize)
+    missing_by = [b for b in by if b not in reader.columns]
+    if missing_by:
+        raise ValueError(f"by column {missing_by[0]!r} is not a column of {path.name} (columns: "
+                         f"{', '.join(reader.columns)})")
+    fcols = formula_columns(formula, reader.columns)
+    return path, chunksize, fmt, stat0, reader, fcols + [b for b in by if b not in fcols]
+
+
 def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
                        missing: str = "raise", chunksize: int | None = None, progress=None,
                        null: str = "auto") -> GroupSums:
@@ -361,13 +374,7 @@ def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=N
     Parameters as in :func:`calibtest.backends.files.stream_file`, with
     ``by`` the grouping columns (read with the formula's columns).
     """
-    path, chunksize, fmt, stat0, reader = open_data_file(path, formula, env, chunksize)
-    missing_by = [b for b in by if b not in reader.columns]
-    if missing_by:
-        raise ValueError(f"by column {missing_by[0]!r} is not a column of {path.name} (columns: "
-                         f"{', '.join(reader.columns)})")
-    fcols = formula_columns(formula, reader.columns)
-    columns = fcols + [b for b in by if b not in fcols]
+    path, chunksize, fmt, stat0, reader, columns = open_grouped_file(path, formula, by, env, chunksize)
     group_rows = n_rows = None
     passes = 1
     if isinstance(n_bins, str) and n_bins == "auto":

@@ -28,13 +28,13 @@ from calibtest._format import Call
 from calibtest._validation import resolve_seed
 from calibtest.backends.calib_test_stream import CalibTestAccumulator
 from calibtest.backends.dask_frames import _import_dask, in_partition
-from calibtest.backends.files import refuse_changed_file, each_chunk, open_data_file
-from calibtest.backends.grouped import _chunk_groups, count_groups, dask_group_frame
+from calibtest.backends.files import each_chunk, refuse_changed_file
+from calibtest.backends.grouped import _chunk_groups, count_groups, dask_group_frame, open_grouped_file
 from calibtest.calibration_test import adaptive_grid, check_grid
 from calibtest.core.conditional import counter_key
 from calibtest.core.counter_draws import DrawSums
 from calibtest.core.targets import PreparedData
-from calibtest.formula import formula_columns, thaw_env
+from calibtest.formula import thaw_env
 from calibtest.grouping import (GroupedResult, analyse_counted_groups, group_labels, grouped_result,
                                 grouping_from_counts, label_text, levels)
 from calibtest.inputs import read_rows
@@ -171,13 +171,7 @@ def stream_calib_test_by(data, formula: str, by: list, *, env, chunksize: int | 
 
 
 def _file_runner(path: Path, formula, by, env, chunksize, missing):
-    path, chunksize, _, stat0, reader = open_data_file(path, formula, env, chunksize)
-    missing_by = [b for b in by if b not in reader.columns]
-    if missing_by:
-        raise ValueError(f"by column {missing_by[0]!r} is not a column of {path.name} (columns: "
-                         f"{', '.join(reader.columns)})")
-    fcols = formula_columns(formula, reader.columns)
-    columns = fcols + [b for b in by if b not in fcols]
+    path, chunksize, _, stat0, reader, columns = open_grouped_file(path, formula, by, env, chunksize)
 
     def run(what, state):
         out = [] if what == "count" else {}

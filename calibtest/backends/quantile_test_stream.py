@@ -24,14 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from calibtest._format import Call
-from calibtest.backends.accumulator import _prepare_rows
-from calibtest.backends.calib_test_stream import DEFAULT_ROWS_PER_BLOCK, CalibTestAccumulator
+from calibtest.backends.calib_test_stream import CalibTestAccumulator
 from calibtest.backends.evidence_stream import StreamedRows, _add, _Select
 from calibtest.calibration_test import CalibrationTestResult, adaptive_grid, check_grid
 from calibtest.core.binning import cube_indices
-from calibtest.core.conditional import conditional_sum_columns, counter_key, label_classes
-from calibtest.core.counter_draws import DrawSums
-from calibtest.inputs import read_rows
+from calibtest.core.conditional import counter_key
 
 __all__ = ["linear_quantiles", "stream_calib_test_scales"]
 
@@ -71,41 +68,15 @@ class _ScalesAccumulator(CalibTestAccumulator):
     """
 
     def __init__(self, scales: list, partitions: str, **options):
-        grid = sorted({b for _, b, _ in scales})
-        super().__init__(n_bins=grid, **options)
         self.scales, self.partitions = scales, partitions
-        self.widths = [b + 1 if fam == "equal-width" else b for fam, b, _ in scales]
-        self.draws = DrawSums(self.key, self.widths, self.R, block=self.block)
-        self.null_cols = [np.zeros((w, 4)) for w in self.widths]
+        super().__init__(n_bins=sorted({b for _, b, _ in scales}), **options)
+
+    def _widths(self) -> list:
+        return [b + 1 if fam == "equal-width" else b for fam, b, _ in self.scales]
 
     def _inverses(self, p: np.ndarray, z: np.ndarray) -> list:
         return [cube_indices(z, b)[:, 0] if fam == "equal-width" else np.searchsorted(edges, p, side="right")
                 for fam, b, edges in self.scales]  # a loop over the few scales
-
-    def update(self, data=None, *, y=None, probs=None) -> "_ScalesAccumulator":
-        """Add a chunk of rows; as :meth:`CalibTestAccumulator.update`, binned on every scale."""
-        rows = read_rows(self.formula, data, y, probs, self._env, self.missing)
-        self.n_dropped += rows.n_dropped
-        if not rows.probs.shape[0]:
-            return self
-        prepared = _prepare_rows(rows.y, rows.probs, n_classes=self.n_classes, k=self.k,
-                                 class_names=rows.class_names, y_name=rows.y_name, prob_names=rows.prob_names)
-        if prepared.mode not in ("binary", "top1"):
-            raise ValueError(f"equal-mass scales need a 1-dim prediction (binary or top-1 target), not {prepared.mode}")
-        target = (prepared.mode, prepared.k, prepared.n_classes, rows.y_name, tuple(rows.prob_names))
-        self.target = self.target or target
-        z = prepared.z
-        p = z[:, 0]
-        inverses = self._inverses(p, z)
-        for cols, inv, w in zip(self.null_cols, inverses, self.widths):  # a loop over the few scales
-            cols += conditional_sum_columns(z, inv, w)
-        q = 1.0 - 2.0 * p
-        self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
-        y1 = label_classes(prepared) == 0
-        for a in range(0, p.size, DEFAULT_ROWS_PER_BLOCK):  # blocks of rows bound the draws' memory
-            b = a + DEFAULT_ROWS_PER_BLOCK
-            self.draws.add(self.start + self.draws.n, p[a:b], [inv[a:b] for inv in inverses], y1[a:b])
-        return self
 
     def _scale_labels(self) -> list:
         """(family, B) of each scale: equal-width and equal-mass scales, in the order of the draws' partitions."""
