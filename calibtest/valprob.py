@@ -662,7 +662,7 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
                         "discrimination": lambda: _discrimination_part(p, y),
                         "smooth": lambda: _smooth_part(p, y),
                         "auc_interval": lambda: _auc_interval_part(p, y, alpha),
-                        "observed_expected": lambda: observed_expected_part(float(np.sum(y)), float(np.sum(p)),
+                        "observed_expected": lambda: _observed_expected_part(float(np.sum(y)), float(np.sum(p)),
                                                                             p.size, alpha),
                         "loess": lambda: _loess_part(p, y)})
     return ValProbResult(
@@ -776,7 +776,7 @@ def _auc_interval_part(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
     return {"auc_se": se, "auc_ci": (max(auc - half, 0.0), min(auc + half, 1.0))}
 
 
-def observed_expected_part(observed: float, expected: float, n: int, alpha: float) -> dict:
+def _observed_expected_part(observed: float, expected: float, n: int, alpha: float) -> dict:
     """O/E from the sums of y and p over n rows, with the log-scale standard error and Wald interval of
     :func:`calibtest.core.recalibration.oe_measures` (the rows in memory and the streamed sums alike)."""
     m = oe_measures(observed, expected, n, alpha)

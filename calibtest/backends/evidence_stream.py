@@ -54,7 +54,7 @@ from calibtest.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assembl
 from calibtest.formula import formula_columns, freeze_env, thaw_env
 from calibtest.goodness_of_fit import HosmerLemeshowResult
 from calibtest.inputs import read_rows
-from calibtest.valprob import ValProbResult, _LazyParts, observed_expected_part
+from calibtest.valprob import ValProbResult, _LazyParts, _observed_expected_part
 
 __all__ = ["StreamedRows", "with_stream", "streamed_evidence", "streamed_hosmer_lemeshow", "NOT_STREAMED", "COLLECT_MAX", "HL_GROUPS"]
 
@@ -511,7 +511,7 @@ def _val_prob_result(s: dict, joint, citl, alpha: float, res) -> ValProbResult:
         "discrimination": lambda: {"auc": nan, "c_statistic": nan, "dxy": nan},
         "smooth": lambda: {"emax": nan, "e90": nan, "eavg": nan},
         "auc_interval": lambda: {"auc_se": nan, "auc_ci": (nan, nan)},
-        "observed_expected": lambda: observed_expected_part(s["sum_y"], s["sum_p"], n, alpha),
+        "observed_expected": lambda: _observed_expected_part(s["sum_y"], s["sum_p"], n, alpha),
         "loess": lambda: {"loess_e50": nan, "loess_e90": nan, "loess_ici": nan, "loess_emax": nan}})
     return ValProbResult(
         n=int(n), n_events=int(s["n1"]), n_infinite_logit=int(n - nf), alpha=alpha, brier=s["brier"] / n,
