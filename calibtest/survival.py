@@ -350,6 +350,27 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
     return survival_rows_result(t_obs, ev, risk, covariates, call=call, bookkeeping=bookkeeping, **settings)
 
 
+def _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping) -> tuple:
+    """(event of the cause (0/1), not censored (0/1), the binary target of 1{T <= t, cause} with the risks, its
+    partition) of survival rows.
+
+    With ``cause`` the event codes' other causes are observed (not censored) with outcome 0.
+
+    Raises
+    ------
+    DataError
+        No event (of the cause) at or before the horizon.
+    """
+    event = ev if cause is None else (ev == cause).astype(np.float64)
+    observed = ev if cause is None else (ev != 0.0).astype(np.float64)  # not censored
+    y_t = ((event == 1.0) & (t_obs <= horizon)).astype(np.float64)
+    if not np.any(y_t):
+        raise DataError(f"no event{'' if cause is None else f' of cause {cause}'} at or before horizon={horizon:g}: "
+                        "the calibration of the risk by the horizon cannot be estimated")
+    binary = prepare_target(y_t, risk, y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
+    return event, observed, binary, partition_rows(binary, n_bins)
+
+
 def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins, alpha, null, rng, n_null_draws,
                        time_name, event_name, cause, call, bookkeeping, weights, weights_name) -> CalibrationResult:
     r"""The case-weighted survival result: T_w of the IPCW rows with the weighted Kaplan-Meier G.
@@ -362,14 +383,7 @@ def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins
     a_i = 2 mu_b (n w_i / W) Y~_i, the derivative of n T_w in Y~_i.  Without
     censoring before t the result is the weighted binary one of 1{T <= t}.
     """
-    event = ev if cause is None else (ev == cause).astype(np.float64)
-    observed = ev if cause is None else (ev != 0.0).astype(np.float64)
-    y_t = ((event == 1.0) & (t_obs <= horizon)).astype(np.float64)
-    if not np.any(y_t):
-        raise DataError(f"no event{'' if cause is None else f' of cause {cause}'} at or before horizon={horizon:g}: "
-                        "the calibration of the risk by the horizon cannot be estimated")
-    binary = prepare_target(y_t, risk, y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
-    partition = partition_rows(binary, n_bins)
+    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping)
     km = censoring_km(t_obs, observed, weights)
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon) & (weights > 0)))
     build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
@@ -472,14 +486,7 @@ def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov
                                   n_bins=n_bins, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
                                   time_name=time_name, event_name=event_name, cause=cause, call=call,
                                   bookkeeping=bookkeeping, weights=weights, weights_name=weights_name)
-    event = ev if cause is None else (ev == cause).astype(np.float64)
-    observed = ev if cause is None else (ev != 0.0).astype(np.float64)  # not censored
-    y_t = ((event == 1.0) & (t_obs <= horizon)).astype(np.float64)
-    if not np.any(y_t):
-        raise DataError(f"no event{'' if cause is None else f' of cause {cause}'} at or before horizon={horizon:g}: "
-                        "the calibration of the risk by the horizon cannot be estimated")
-    binary = prepare_target(y_t, risk, y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
-    partition = partition_rows(binary, n_bins)
+    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping)
     km = censoring_km(t_obs, observed)
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon)))
     build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
