@@ -138,7 +138,7 @@ def main() -> str:
                                dashboard_address=None, silence_logs=logging.ERROR)
         client = Client(cluster)
         try:
-            client.run(lambda: __import__("calibtest.backends.calib_test_stream") and __import__("pyarrow.parquet"))
+            client.run(lambda: __import__("calibtest.streams.multiscale") and __import__("pyarrow.parquet"))
             ddf = dd.read_parquet(str(path), columns=["p", "y"], split_row_groups=True)
             say(f"cluster: {args.workers} workers x 1 thread, {ddf.npartitions} partitions")
             cpu0 = worker_cpu(client)

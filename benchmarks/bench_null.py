@@ -18,7 +18,7 @@ from unittest import mock
 import numpy as np
 
 import calibtest as ct
-import calibtest.ece as api
+import calibtest.api.calib_ci as api
 from calibtest.core.conditional import _cube_inverse, label_classes, monte_carlo_test
 
 

@@ -112,7 +112,7 @@ def task_floor(path: str, chunksize: int, pre_buffer: str = "no") -> dict:
 
 
 def task_sha256(path: str) -> dict:
-    from calibtest.backends.files import sha256_file
+    from calibtest.streams.files import sha256_file
     t0 = time.perf_counter()
     digest = sha256_file(Path(path))
     return {"seconds": time.perf_counter() - t0, "sha256": digest}
@@ -134,7 +134,7 @@ def task_dask(path: str, workers: int) -> dict:
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR)
     client = Client(cluster)
-    client.run(lambda: __import__("calibtest.backends.dask_frames") and __import__("pyarrow.parquet"))  # warm imports
+    client.run(lambda: __import__("calibtest.streams.dask_frames") and __import__("pyarrow.parquet"))  # warm imports
     t_start = time.perf_counter() - t0
     # one partition per row group (10^6 rows): a worker holds one partition at a time
     ddf = dd.read_parquet(path, columns=["confidence", "correct"], split_row_groups=True)

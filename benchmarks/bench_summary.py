@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import calibtest as ct
-from calibtest import evidence_table
+from calibtest.checks import evidence_table
 from calibtest.reporting.html import build_context
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_summary.txt"

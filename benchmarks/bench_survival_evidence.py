@@ -1,4 +1,4 @@
-"""Time of calibtest.survival_evidence at n = 10^6 with about 30% censoring before the horizon.
+"""Time of calibtest.checks.survival_calibration at n = 10^6 with about 30% censoring before the horizon.
 
 ``python benchmarks/bench_survival_evidence.py [N]`` prints the wall and CPU time of one call (median of 3)
 and of its parts: the time order and Kaplan-Meier estimates, the offset Cox model (intercept), the Cox
@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_groups, kaplan_meier_at, time_order
-from calibtest.flexible import harrell_knots, rcs_basis
-from calibtest.survival_evidence import survival_evidence
+from calibtest.checks.flexible_calibration import harrell_knots, rcs_basis
+from calibtest.checks.survival_calibration import survival_evidence
 
 
 def timed(fn, repeat=3):

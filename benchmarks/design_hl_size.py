@@ -1,4 +1,4 @@
-"""Size of the design-based Hosmer-Lemeshow test (calibtest.clustered_evidence) on calibrated clustered rows.
+"""Size of the design-based Hosmer-Lemeshow test (calibtest.checks.evidence_clustered) on calibrated clustered rows.
 
 Rows of G clusters of m rows; the predictions carry a site effect (their logit is 0.5 a_g + e_i, a_g and e_i
 normal) and y ~ Bernoulli(p), so the model is calibrated and every mean residual is 0. The F-adjusted test
@@ -12,7 +12,7 @@ alpha = 0.05 over ``REPS`` data sets per design (Monte Carlo s.e. about 0.007).
 import numpy as np
 from scipy import special, stats
 
-from calibtest.clustered_evidence import design_hosmer_lemeshow
+from calibtest.checks.evidence_clustered import design_hosmer_lemeshow
 
 REPS = 1000
 DESIGNS = [(30, 40), (30, 200), (60, 40), (100, 20)]

@@ -1,4 +1,4 @@
-"""Size of the rows of calibtest.survival_evidence for a calibrated model (the table of docs/survival_evidence.md).
+"""Size of the rows of calibtest.checks.survival_calibration for a calibrated model (the table of docs/survival_evidence.md).
 
 ``python benchmarks/survival_evidence_size.py N R [G] [VALIDATION]`` simulates R data sets of n = N rows:
 Weibull event times (shape 1.5) whose risk by t = 5 is r ~ U(0.05, 0.6) (the predictions are the truth),
@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from calibtest.survival_evidence import SURVIVAL_ROWS, survival_evidence
+from calibtest.checks.survival_calibration import SURVIVAL_ROWS, survival_evidence
 
 
 def simulate(n: int, rng, horizon: float = 5.0, shape: float = 1.5):

@@ -1,30 +1,30 @@
 """Type stub of the calibtest package: the public names, imported on first use at run time (see __init__.py)."""
 from calibtest import datasets, simulation
-from calibtest.acceptance import (EquivalenceTestResult, MarginTestResult, citl_test, margin_test, oe_test,
+from calibtest.checks.acceptance import (EquivalenceTestResult, MarginTestResult, citl_test, margin_test, oe_test,
                                   slope_test)
-from calibtest.backends.accumulator import BinAccumulator
-from calibtest.backends.calib_test_stream import CalibTestAccumulator
-from calibtest.calibration_test import CalibrationTestResult
-from calibtest.compare import ComparisonResult, PairwiseComparisonResult, calib_compare
+from calibtest.streams.accumulator import BinAccumulator
+from calibtest.streams.multiscale import CalibTestAccumulator
+from calibtest.checks.multiscale import CalibrationTestResult
+from calibtest.api.calib_compare import ComparisonResult, PairwiseComparisonResult, calib_compare
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.binstats import BinStats
 from calibtest.core.null import sigma0_sq
 from calibtest.datasets import load_demo
-from calibtest.ece import calib_ci
-from calibtest.evidence_suite import calib_test, evidence
-from calibtest.evidence_table import EvidenceResult
-from calibtest.flexible import FlexibleCalibration, flexible_calibration
-from calibtest.grouping import GroupedResult
-from calibtest.groups import GroupedCalibrationResult
-from calibtest.meta_analysis import MetaAnalysisResult
-from calibtest.goodness_of_fit import HosmerLemeshowResult, hosmer_lemeshow
-from calibtest.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
-from calibtest.analysis_plan import AnalysisPlan, plan
+from calibtest.api.calib_ci import calib_ci
+from calibtest.api.calib_test import calib_test, evidence
+from calibtest.checks.evidence_table import EvidenceResult
+from calibtest.checks.flexible_calibration import FlexibleCalibration, flexible_calibration
+from calibtest.ece.group_engine import GroupedResult
+from calibtest.ece.grouped_interval import GroupedCalibrationResult
+from calibtest.ece.meta_analysis import MetaAnalysisResult
+from calibtest.checks.hosmer_lemeshow import HosmerLemeshowResult, hosmer_lemeshow
+from calibtest.api.sample_size import PowerResult, SampleSizeResult, calib_power, calib_sample_size
+from calibtest.inputs.plan import AnalysisPlan, plan
 from calibtest.reporting.html import report
-from calibtest.results import CalibrationResult, ConfidenceInterval
-from calibtest.survival_evidence import SurvivalEvidence, survival_calibration
-from calibtest.tcal import TCalResult, tcal_test
-from calibtest.valprob import ValProbResult, val_prob
+from calibtest.ece.result import CalibrationResult, ConfidenceInterval
+from calibtest.checks.survival_calibration import SurvivalEvidence, survival_calibration
+from calibtest.api.tcal_test import TCalResult, tcal_test
+from calibtest.checks.val_prob import ValProbResult, val_prob
 
 __version__: str
 

@@ -36,6 +36,7 @@ import re
 import shlex
 import sys
 
+from calibtest.inputs.design import combinations_text
 from calibtest.options import (DEFAULT_CHUNKSIZE, EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError,
                                OptionError, OptionTypeError)
 
@@ -158,11 +159,11 @@ def _read_input(args, *, stream: bool = False):
     and ``{"chunksize": ...}``, so that calib_ci reads the file in chunks
     (``--chunksize`` rows, by default :data:`~calibtest.options.DEFAULT_CHUNKSIZE`);
     otherwise the whole file as a DataFrame and ``{}``
-    (:func:`calibtest.backends.files.read_data_file`, which checks every
+    (:func:`calibtest.streams.files.read_data_file`, which checks every
     line of a CSV file for its number of fields).  A name that is neither
     ``.csv`` (possibly compressed) nor ``.parquet``/``.pq`` is a one-line error.
     """
-    from calibtest.backends.files import file_format, read_data_file
+    from calibtest.streams.files import file_format, read_data_file
 
     path = args.file
     if os.path.isdir(path):
@@ -259,7 +260,7 @@ def _ci_needs_rows(args) -> bool:
 
 
 def _cmd_ci(args) -> int:
-    from calibtest.ece import calib_ci
+    from calibtest.api.calib_ci import calib_ci
 
     # streamed unless an option needs the rows; --chunksize with such an option reaches calib_ci, which says why
     data, stream = _read_input(args, stream=args.chunksize is not None or not _ci_needs_rows(args))
@@ -273,7 +274,7 @@ def _cmd_ci(args) -> int:
 def _add_ci_parser(sub, shared) -> None:
     ci = sub.add_parser("ci", help="interval and test for one model's calibration error", n_formulas=1,
                         parents=[shared["one_formula"], shared["model"], shared["json"], shared["weighting"],
-                                 shared["survival"]], epilog=_EPILOG)
+                                 shared["survival"]], epilog=f"{combinations_text('calib_ci')}. {_EPILOG}")
     ci.add_argument("file", help="CSV or Parquet file with outcomes and predictions; streamed in chunks of "
                                  f"--chunksize rows (only the formula's columns are read), except that "
                                  f"{_CI_ROW_OPTIONS} read the whole file into memory")
@@ -291,7 +292,7 @@ def _add_ci_parser(sub, shared) -> None:
 
 # ----------------------------------------------------------------------------- test
 def _cmd_test(args) -> int:
-    from calibtest.evidence_suite import calib_test
+    from calibtest.api.calib_test import calib_test
 
     _refuse_survival(args, "calibtest test (the multi-scale test)")
     path, stream = _read_input(args, stream=True)
@@ -325,8 +326,8 @@ _NO_OUTCOME = "_calibtest_no_outcome_"
 def _cmd_sample_size(args) -> int:
     import numpy as np
 
-    from calibtest.formula import parse_formula, resolve_env
-    from calibtest.sample_size import calib_sample_size
+    from calibtest.inputs.formula import parse_formula, resolve_env
+    from calibtest.api.sample_size import calib_sample_size
 
     data, _ = _read_input(args)
     formula = args.formula.strip()
@@ -402,7 +403,7 @@ def _report_models(args) -> list[tuple[str, str]]:
 
 def _report_comparisons(args, results, labels):
     """The ``--compare`` options as comparison results: ``A,B`` (two labels) or ``all`` (pairwise, Holm)."""
-    from calibtest.compare import calib_compare
+    from calibtest.api.calib_compare import calib_compare
 
     out = []
     for spec in args.compare or []:
@@ -474,8 +475,8 @@ def _deviation_reasons(specs) -> dict:
 
 
 def _cmd_report(args) -> int:
-    from calibtest.ece import calib_ci
-    from calibtest.analysis_plan import AnalysisPlan
+    from calibtest.api.calib_ci import calib_ci
+    from calibtest.inputs.plan import AnalysisPlan
     from calibtest.reporting.document import load_metadata
     from calibtest.reporting.html import file_provenance, report
 
@@ -578,7 +579,7 @@ def _add_report_parser(sub, shared) -> None:
 
 # ----------------------------------------------------------------------------- plan
 def _cmd_plan(args) -> int:
-    from calibtest.analysis_plan import plan
+    from calibtest.inputs.plan import plan
 
     if not args.output.lower().endswith(".json"):
         raise OptionError(f"-o/--output must end in .json, got {args.output!r}")
@@ -623,7 +624,7 @@ def _add_plan_parser(sub, shared) -> None:
 
 # ----------------------------------------------------------------------------- tcal
 def _cmd_tcal(args) -> int:
-    from calibtest.tcal import tcal_test
+    from calibtest.api.tcal_test import tcal_test
 
     _refuse_survival(args, "calibtest tcal (the T-Cal test)")
     df, _ = _read_input(args)
@@ -646,7 +647,7 @@ def _add_tcal_parser(sub, shared) -> None:
 
 # ----------------------------------------------------------------------------- compare
 def _cmd_compare(args) -> int:
-    from calibtest.compare import calib_compare
+    from calibtest.api.calib_compare import calib_compare
 
     df, _ = _read_input(args)
     formula_a, formula_b = args.formula
@@ -672,7 +673,7 @@ def _add_compare_parser(sub, shared) -> None:
 # ----------------------------------------------------------------------------- demo
 def _cmd_demo(args) -> int:
     from calibtest.datasets import load_demo
-    from calibtest.ece import calib_ci
+    from calibtest.api.calib_ci import calib_ci
 
     res = calib_ci("y ~ p", data=load_demo())
     print("calibtest demo: calibration of a logistic risk model on held-out data "

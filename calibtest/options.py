@@ -4,7 +4,7 @@ Everything that checks, writes or parses an option is built from the table
 :data:`OPTIONS` (in the manner of scikit-learn's ``_parameter_constraints``):
 
 * the argument checks of the public functions (:func:`check_option`, used by
-  :mod:`calibtest._validation` and the entry points);
+  :mod:`calibtest.inputs.validation` and the entry points);
 * the plan file's schema (:data:`PLAN_SCHEMA`: what :func:`calibtest.plan`
   writes and :meth:`calibtest.AnalysisPlan.read` accepts);
 * the command line's options (:meth:`Option.add_to` gives argparse its
@@ -122,7 +122,7 @@ class Option:
         directory: a ``str`` or path-like; canonical form ``str``),
         ``"column"`` (a column name of ``data``, or one value per row as a
         one-dimensional array, list or Series: its values are checked with
-        the rows, :mod:`calibtest.inputs`).
+        the rows, :mod:`calibtest.inputs.rows`).
     default : object
         The default of the public functions, the plan and the command line.
     doc : str
@@ -335,7 +335,7 @@ class Option:
 
 
 #: Rows per chunk of a streamed file when ``chunksize`` is not given (about 150-200 MB of working memory for
-#: top-1 data); :mod:`calibtest.backends.files` and the command line's help read it from here.
+#: top-1 data); :mod:`calibtest.streams.files` and the command line's help read it from here.
 DEFAULT_CHUNKSIZE = 1_000_000
 
 

@@ -49,14 +49,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
     raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
                       "pip install \"calibtest[sklearn]\"") from exc
 
-from calibtest._format import fmt_p
-from calibtest._validation import check_alpha
-from calibtest.ece import calib_ci
-from calibtest.evidence_table import figure_verdict, short_verdict
+from calibtest.display.format import fmt_p
+from calibtest.inputs.validation import check_alpha
+from calibtest.api.calib_ci import calib_ci
+from calibtest.checks.evidence_table import figure_verdict, short_verdict
 from calibtest.options import check_option
 from calibtest.reporting.plotting import display_bins
-from calibtest.results import CalibrationResult
-from calibtest.summary import CalibSummary, ResultDisplay
+from calibtest.ece.result import CalibrationResult
+from calibtest.display.summary import CalibSummary, ResultDisplay
 
 __all__ = ["CalibrationErrorDisplay", "ece_score", "ece_scorer", "cross_validate_calibration",
            "CrossValidatedCalibration", "calibration_target"]
@@ -378,7 +378,7 @@ class CalibrationErrorDisplay:
 
     def verdict_text(self) -> str:
         """The legend's text: the ECE with its interval, and on a second line the verdict (with the direction of
-        a top-1 result; :func:`calibtest.evidence_table.figure_verdict`)."""
+        a top-1 result; :func:`calibtest.checks.evidence_table.figure_verdict`)."""
         return figure_verdict(self.result_)
 
     def plot(self, *, ax=None, name=None, ref_line=True, **kwargs):

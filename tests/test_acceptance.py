@@ -1,4 +1,4 @@
-"""Tests of calibtest.acceptance (margin test of the ECE; TOST of CITL, slope and O/E) and calibtest.core.margin.
+"""Tests of calibtest.checks.acceptance (margin test of the ECE; TOST of CITL, slope and O/E) and calibtest.core.margin.
 
 Every value is recomputed here from its formula (the result's stored T, se and
 variances; statsmodels' Logit for CITL and the slope; the log-scale O/E interval
@@ -16,7 +16,7 @@ from scipy import stats
 from scipy.special import expit, logit
 
 import calibtest as ct
-from calibtest.acceptance import margin_null_variance
+from calibtest.checks.acceptance import margin_null_variance
 from calibtest.core.margin import margin_bound, tost
 
 
@@ -268,7 +268,7 @@ def test_tost_display(binary_rows):
 # ----------------------------------------------------------------------------- planning
 def test_margin_power_formula(binary_rows):
     """calib_power(margin=) at one n: P(T < T*) under the planner's shifted gamma, T* the root of the bound."""
-    from calibtest import sample_size as pl
+    from calibtest.api import sample_size as pl
     from calibtest.core import power as pw
     from calibtest.core.conditional import shifted_gamma_sf
     p, _ = binary_rows

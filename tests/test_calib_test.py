@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.calibration_test import adaptive_grid
+from calibtest.checks.multiscale import adaptive_grid
 
 
 def _data(n, seed, power=1.0):
@@ -286,7 +286,7 @@ def _equal_mass_slow(p, B):
 
 
 def test_equal_mass_bins_hand_computed_with_ties():
-    from calibtest.calibration_test import equal_mass_bins
+    from calibtest.checks.multiscale import equal_mass_bins
     # sorted: .1 .2 .2 .2 .3 .5 .9 .9; quartile positions 1.75, 3.5, 5.25 -> edges .2, .25, .6;
     # a row on an edge goes above it: .1 -> 0, .2 -> 1, .3 and .5 -> 2, .9 -> 3
     p = np.array([0.3, 0.1, 0.2, 0.2, 0.2, 0.5, 0.9, 0.9])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.backends.quantile_test_stream import linear_quantiles
+from calibtest.streams.multiscale_quantiles import linear_quantiles
 
 dd = pytest.importorskip("dask.dataframe")
 

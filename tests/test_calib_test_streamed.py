@@ -162,7 +162,7 @@ def test_size_smoke_calibrated_beta():
 import pandas as pd  # noqa: E402
 
 import calibtest as ct  # noqa: E402
-from calibtest.backends.calib_test_stream import CalibTestAccumulator  # noqa: E402
+from calibtest.streams.multiscale import CalibTestAccumulator  # noqa: E402
 from calibtest.options import OptionError  # noqa: E402
 
 

@@ -275,7 +275,7 @@ def test_report_several_models_with_labels_comparison_metadata_and_plan(two_col,
     text = _text(out)
     cmp = ct.calib_compare(ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df),
                            names=("current", "inflated"))
-    from calibtest._format import fmt
+    from calibtest.display.format import fmt
     assert "Comparison of current with inflated" in text and fmt(cmp.estimate) in text
     assert "Model: current (y ~ p)" in text and "Model: inflated (y ~ q)" in text
     assert "DOC-7" in text and "A. Author" in text and "Risk score" in text and "Two scores" in text
@@ -352,7 +352,7 @@ def test_plan_command_writes_the_plan_python_writes(tmp_path, capsys):
 # ----------------------------------------------------------------------------- reading files (issue 27 point 5)
 def _spy_chunks(monkeypatch):
     """Record the chunk size of every streamed CSV pass."""
-    from calibtest.backends import files
+    from calibtest.streams import files
 
     seen = []
     original = files._CsvReader.chunks
@@ -481,7 +481,7 @@ def test_formula_over_a_1000_column_matrix(tmp_path, capsys):
 def test_balanced_sums_describe_the_same_model_as_patsy(formula):
     import patsy
 
-    from calibtest.formula import model_desc
+    from calibtest.inputs.formula import model_desc
     ours, theirs = model_desc(formula), patsy.ModelDesc.from_formula(formula)
     assert ours.lhs_termlist == theirs.lhs_termlist and ours.rhs_termlist == theirs.rhs_termlist
     assert ours.describe() == theirs.describe()

@@ -8,7 +8,7 @@ import pytest
 from scipy import special
 
 import calibtest as ct
-from calibtest.analysis_plan import AnalysisPlan, plan_sha256
+from calibtest.inputs.plan import AnalysisPlan, plan_sha256
 from calibtest.options import OptionTypeError
 
 

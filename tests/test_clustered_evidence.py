@@ -13,7 +13,7 @@ import pytest
 from scipy import special, stats
 
 import calibtest as ct
-from calibtest.clustered_evidence import design_hosmer_lemeshow
+from calibtest.checks.evidence_clustered import design_hosmer_lemeshow
 from calibtest.options import DataError, OptionError
 
 

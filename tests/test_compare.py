@@ -18,7 +18,7 @@ from scipy.special import expit, logit
 
 import calibtest as ct
 from calibtest.cli import main as cli_main
-from calibtest.summary import CalibSummary
+from calibtest.display.summary import CalibSummary
 
 TCAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "tcal"
 

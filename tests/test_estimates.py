@@ -12,7 +12,7 @@ from calibtest.core.conditional import conditional_bin_sums, conditional_moments
 from calibtest.core.estimates import estimates_from_sums
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
-from calibtest.results import Approximation
+from calibtest.ece.result import Approximation
 
 
 def _rows(n=300, seed=5):

@@ -7,7 +7,7 @@ import pytest
 from scipy.special import expit
 
 import calibtest as ct
-from calibtest.evidence_table import conclude
+from calibtest.checks.evidence_table import conclude
 
 
 def _beta_data(seed, power, n=472):
@@ -397,7 +397,7 @@ def test_smooth_rule_names_spiegelhalter_when_it_is_the_strongest_component():
 
 def test_rule_hl_sparse_not_when_the_interval_rejects(hl_sparse):
     """'HL rejects but the other tests do not' is not said when the interval excludes 0 (it rejects too)."""
-    from calibtest.evidence_table import _conclude
+    from calibtest.checks.evidence_table import _conclude
 
     _, _, ev = hl_sparse
     table = ev.table.copy()

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.backends import evidence_stream
-from calibtest.backends.evidence_stream import NOT_STREAMED, _Select
+from calibtest.streams import evidence as evidence_stream
+from calibtest.streams.evidence import NOT_STREAMED, _Select
 
 dd = pytest.importorskip("dask.dataframe")
 

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.backends import files as filestream
-from calibtest.ece import calib_ci_out_of_core
-from calibtest.backends.accumulator import BinAccumulator
+from calibtest.streams import files as filestream
+from calibtest.api.calib_ci import calib_ci_out_of_core
+from calibtest.streams.accumulator import BinAccumulator
 from scale_helpers import assert_same_result
 
 pyarrow = pytest.importorskip("pyarrow")
@@ -217,7 +217,7 @@ def test_cli_streams_parquet(files, capsys):
 
 
 def test_formula_names_and_quoted_columns(tmp_path):
-    from calibtest.formula import formula_columns, formula_names
+    from calibtest.inputs.formula import formula_columns, formula_names
     assert formula_names('label ~ Q("odd name") + np.log(x) + I(p / 100)') == \
         ["label", "odd name", "x", "np", "I", "p"]
     assert formula_names('y ~ Q("Q")') == ["y", "Q"]  # a column that happens to be called Q
@@ -246,7 +246,7 @@ def test_one_partition_dask_frame_warns_naming_npartitions(monkeypatch):
     import warnings
 
     dd = pytest.importorskip("dask.dataframe")
-    from calibtest.backends import dask_frames
+    from calibtest.streams import dask_frames
     df = frame(600, seed=11)
     ref = ct.calib_ci("correct ~ conf", data=df, n_classes=10, n_bins=6, missing="drop")
     monkeypatch.setattr(dask_frames, "ONE_PARTITION_ROWS", 500)

@@ -21,7 +21,7 @@ from scipy import stats
 from scipy.special import expit, logit
 
 from calibtest.datasets import load_demo
-from calibtest.flexible import FlexibleCalibration, flexible_calibration, harrell_knots, rcs_basis
+from calibtest.checks.flexible_calibration import FlexibleCalibration, flexible_calibration, harrell_knots, rcs_basis
 
 REF_DIR = Path(__file__).parent / "reference"
 REPO = Path(__file__).parent.parent

@@ -16,7 +16,7 @@ import pytest
 
 import calibtest as ct
 import calibtest.simulation as sim
-from calibtest.backends.accumulator import BinAccumulator
+from calibtest.streams.accumulator import BinAccumulator
 from calibtest.core.binning import cube_indices
 from calibtest.core.binstats import debiased_statistic
 from calibtest.core.conditional import conditional_bin_sums, conditional_moments, conditional_test

@@ -9,7 +9,7 @@ import pytest
 from scipy import optimize, stats
 
 import calibtest as ct
-from calibtest.groups import estimate_variance, finite_sample_pvalue, global_test, heterogeneity_test
+from calibtest.ece.grouped_interval import estimate_variance, finite_sample_pvalue, global_test, heterogeneity_test
 
 
 @pytest.fixture(scope="module")

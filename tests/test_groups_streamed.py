@@ -6,8 +6,8 @@ import pytest
 import calibtest as ct
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
-from calibtest.groups import MIN_GROUP_ROWS, estimate_variance, variance_from_sums
-from calibtest.backends.grouped import _fourth_sums
+from calibtest.ece.grouped_interval import MIN_GROUP_ROWS, estimate_variance, variance_from_sums
+from calibtest.streams.grouped import _fourth_sums
 
 RTOL, ATOL = 1e-12, 1e-14
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest._validation import MAX_BYTES, OptionError
+from calibtest.inputs.validation import MAX_BYTES, OptionError
 from calibtest.cli import main
 from calibtest.core.binning import MAX_CELLS_LOG2, max_n_bins
 from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS

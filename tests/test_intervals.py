@@ -10,7 +10,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 import calibtest as ct
-from calibtest._validation import check_alpha
+from calibtest.inputs.validation import check_alpha
 from calibtest.core.intervals import adjusted_interval
 
 from conftest import slow_estimates

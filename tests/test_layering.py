@@ -26,8 +26,8 @@ def test_the_graph_is_read(graph):
     # The reader sees module-level and deferred imports (a reader that saw nothing would pass every test below).
     edges, every = graph.edges(), graph.edges(deferred=True)
     assert "calibtest.core.binning" in edges["calibtest.core.partition"]
-    assert "calibtest.reporting.html" not in edges["calibtest.results"]
-    assert "calibtest.reporting.html" in every["calibtest.results"]
+    assert "calibtest.reporting.html" not in edges["calibtest.ece.result"]
+    assert "calibtest.reporting.html" in every["calibtest.ece.result"]
     assert len(graph.modules) == len(list(ROOT.rglob("*.py")))
 
 
@@ -55,10 +55,10 @@ def test_deferred_upward_imports_are_the_declared_ones(graph):
 
 
 @pytest.mark.parametrize("lower, higher", [
-    ("calibtest.core.binning", "calibtest.backends.accumulator"),
-    ("calibtest.backends.files", "calibtest.ece"),
-    ("calibtest.ece", "calibtest.reporting.html"),
-    ("calibtest.results", "calibtest.simulation.study"),
+    ("calibtest.core.binning", "calibtest.streams.accumulator"),
+    ("calibtest.streams.files", "calibtest.api.calib_ci"),
+    ("calibtest.api.calib_ci", "calibtest.reporting.html"),
+    ("calibtest.ece.result", "calibtest.simulation.study"),
     ("calibtest.reporting.html", "calibtest.cli"),
 ])
 def test_the_declared_order(lower, higher):
@@ -71,6 +71,35 @@ def test_a_new_top_level_module_is_in_no_layer():
     assert layer_of("calibtest.brand_new") is None
     assert layer_of("calibtest") == len(LAYERS) - 1
     assert layer_of("calibtest.core.brand_new") == layer_of("calibtest.core")
+
+
+def _readme_map() -> list[str]:
+    """The bullets of the README's "Package layout" section, in order."""
+    text = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Package layout", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("* **")]
+
+
+def test_the_readme_map_follows_the_declared_layers(graph):
+    # One declaration of the layers (LAYERS): the README's map has one bullet per layer, in order, and each
+    # bullet names every module of its layer (a module moved, added or renamed without the map fails here).
+    bullets = _readme_map()
+    assert len(bullets) == len(LAYERS)
+    packages = {m for m in graph.modules if any(o.startswith(m + ".") for o in graph.modules)}
+    for module in graph.modules:
+        if module in packages and module != "calibtest":
+            continue
+        bullet, shown = bullets[layer_of(module)], module.rsplit(".", 1)[-1]
+        if module == "calibtest":
+            shown = "calibtest/__init__.py"
+        assert f"`{shown}" in bullet or f"{shown}.py" in bullet or f"/{shown}`" in bullet, \
+            f"the README's map does not name {module} in the layer '{LAYERS[layer_of(module)][0]}'"
+
+
+def test_the_package_top_level_stays_small(graph):
+    # Folders say what they hold: at most ten modules at the package's top level, the rest in subpackages.
+    top = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(top) <= 10, top
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

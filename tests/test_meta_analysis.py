@@ -21,7 +21,7 @@ from numpy.testing import assert_allclose
 from scipy import optimize, stats
 
 import calibtest as ct
-from calibtest.meta_analysis import MEASURES, MetaAnalysisResult, random_effects, site_estimates
+from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, random_effects, site_estimates
 from calibtest.options import OptionError, OptionTypeError
 
 REF = Path(__file__).resolve().parent / "reference"

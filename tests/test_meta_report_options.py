@@ -6,7 +6,7 @@ import pytest
 from scipy import special
 
 import calibtest as ct
-from calibtest._format import fmt
+from calibtest.display.format import fmt
 from calibtest.options import OptionError
 from calibtest.reporting.html import build_context
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest import inputs
+from calibtest.inputs import rows as inputs
 from calibtest.cli import build_parser, main
 from calibtest.options import (EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, DataError, OptionError, OptionTypeError,
                                check_option)
-from calibtest.analysis_plan import AnalysisPlan
+from calibtest.inputs.plan import AnalysisPlan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -201,7 +201,7 @@ def test_undecodable_plan_is_one_line_naming_the_file(tmp_path, csv, capsys, con
 
 
 def test_plan_field_of_wrong_type_names_file_and_field(tmp_path):
-    from calibtest.analysis_plan import plan_sha256
+    from calibtest.inputs.plan import plan_sha256
 
     path = tmp_path / "p.json"
     fields = ct.plan(path).to_dict()
@@ -274,7 +274,7 @@ def test_every_entry_point_reads_through_prepare_input(monkeypatch):
 def test_prepare_input_aligns_groups_and_weights_with_kept_rows():
     df = pd.DataFrame({"y": [1, 0, 1, 0, 1], "p": [0.8, np.nan, 0.6, 0.3, 0.9], "w": [1.0, 2.0, 3.0, 4.0, 5.0],
                        "g": ["a", "b", "a", "b", "b"]})
-    from calibtest.grouping import group_labels
+    from calibtest.ece.group_engine import group_labels
 
     prepared = inputs.prepare_input("calib_ci", "y ~ p", df, None, None, missing="drop", weights="w", by="g",
                                     group_labels=group_labels, options={"weights": None})
@@ -362,7 +362,7 @@ def test_plan_fields_of_the_wrong_type_are_data_errors_naming_file_and_field(tmp
     fields[field] = value
     text = json.dumps(fields)  # json writes NaN for nan: a plan file can hold it, JSON proper cannot
     if value == value:  # a consistent fingerprint, so that the field itself is what is refused
-        from calibtest.analysis_plan import plan_sha256
+        from calibtest.inputs.plan import plan_sha256
 
         fields["sha256"] = plan_sha256(fields)
         text = json.dumps(fields)
@@ -486,7 +486,7 @@ def test_new_table_entries_check_type_and_range():
 
 def test_entry_points_raise_the_tables_errors():
     from calibtest.core.targets import check_k
-    from calibtest.flexible import flexible_calibration
+    from calibtest.checks.flexible_calibration import flexible_calibration
     from calibtest.reporting.plotting import display_bins_caption
     from calibtest.simulation import setting1, true_ece_sq
     from calibtest.simulation.study import simulate_intervals

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import calibtest as ct
-from calibtest.analysis_plan import NULL_DEFAULT, PLAN_FORMAT, AnalysisPlan
+from calibtest.inputs.plan import NULL_DEFAULT, PLAN_FORMAT, AnalysisPlan
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2)))
 

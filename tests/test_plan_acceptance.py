@@ -18,8 +18,8 @@ from scipy.special import logit
 from scipy.stats import norm
 
 import calibtest as ct
-from calibtest.acceptance import evaluate_acceptance
-from calibtest.analysis_plan import AnalysisPlan, decode_predictions, planned_vs_achieved, sample_size_record
+from calibtest.checks.acceptance import evaluate_acceptance
+from calibtest.inputs.plan import AnalysisPlan, decode_predictions, planned_vs_achieved, sample_size_record
 from calibtest.cli import main
 from calibtest.options import check_criteria
 
@@ -349,7 +349,7 @@ def test_result_acceptance_is_evaluate_acceptance_computed_once():
     """res.acceptance(...) is evaluate_acceptance on the result, kept once computed (the report reads it)."""
     import pandas as pd
 
-    from calibtest.acceptance import evaluate_acceptance
+    from calibtest.checks.acceptance import evaluate_acceptance
 
     res = ct.calib_ci("y ~ p", data=ct.load_demo())
     criteria = {"ece_below": 0.05, "slope_within": (0.8, 1.25)}

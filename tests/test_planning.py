@@ -1,4 +1,4 @@
-"""Tests of calibtest.sample_size (power and sample size) and calibtest.core.power."""
+"""Tests of calibtest.api.sample_size (power and sample size) and calibtest.core.power."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,11 +13,11 @@ import pytest
 from scipy.special import expit, logit
 
 import calibtest as ct
-from calibtest import sample_size as pl
+from calibtest.api import sample_size as pl
 from calibtest.core import power as pw
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.null import sigma0_sq
-from calibtest.summary import CalibSummary
+from calibtest.display.summary import CalibSummary
 
 ROOT = Path(__file__).resolve().parents[1]
 

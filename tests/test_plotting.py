@@ -190,7 +190,7 @@ def test_count_strip_switches_to_log_scale_for_piled_up_confidences():
 # =========================================================================== report figures
 from scipy.special import expit  # noqa: E402
 
-from calibtest.flexible import flexible_calibration  # noqa: E402
+from calibtest.checks.flexible_calibration import flexible_calibration  # noqa: E402
 from calibtest.reporting.plotting import (FIGURE_WIDTH, bin_sensitivity_figure, display_bins,  # noqa: E402
                                           display_bins_caption, display_reliability_figure,
                                           flexible_curve_figure, prediction_strip_figure)

@@ -11,8 +11,8 @@ from scipy import special
 import calibtest as ct
 from calibtest.core.weighted import (expected_sparse_weight_share, prevalence_event_prob, prevalence_weights,
                                      weighted_statistics)
-from calibtest.estimation import PREVALENCE_SPARSE_SHARE
-from calibtest.results import SPARSE_BIN_NEFF
+from calibtest.ece.build_result import PREVALENCE_SPARSE_SHARE
+from calibtest.ece.result import SPARSE_BIN_NEFF
 
 POP_MU, POP_SD, PREV = -3.8446, 1.5, 0.05   # logit r ~ N(mu, 1.5^2) with E r = 5% (vignettes/populations.py)
 
@@ -104,7 +104,7 @@ def test_prevalence_estimate_is_near_the_population_binned_ece_on_the_too_spread
     gave 0.64 here; the study: 0.895, s.e. 0.030)."""
     from calibtest.core.partition import partition_rows
     from calibtest.core.targets import prepare_target
-    from calibtest.estimation import prevalence_partition
+    from calibtest.ece.build_result import prevalence_partition
     est, truth, cache = [], [], {}
     for rep in range(300):
         y, p, _ = _case_control(np.random.default_rng([26, rep]), 500)

@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import calibtest as ct  # noqa: E402
-from calibtest.evidence_table import confidence_direction, short_verdict  # noqa: E402
+from calibtest.checks.evidence_table import confidence_direction, short_verdict  # noqa: E402
 from calibtest.reporting.plotting import display_bins, display_points, plot_reliability  # noqa: E402
 
 

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibtest._format import fmt_p
+from calibtest.display.format import fmt_p
 
 import calibtest as ct
 from calibtest import cli
-from calibtest._format import json_safe
+from calibtest.display.format import json_safe
 from calibtest.reporting.html import build_context, render_html, report
 from report_helpers import bins_csv
 

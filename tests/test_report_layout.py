@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest._format import fmt_p, p_equals
+from calibtest.display.format import fmt_p, p_equals
 
 MM = 72 / 25.4
 #: The page's content box (report.css: @page margin 20mm 14mm 18mm 14mm on A4).
@@ -277,7 +277,7 @@ def test_p_equals_writes_equals_or_less_than():
 def test_a_p_value_of_zero_reads_p_less_than_in_every_sentence():
     from dataclasses import replace
 
-    from calibtest.evidence_table import conclude
+    from calibtest.checks.evidence_table import conclude
     from calibtest.reporting.html import render_html
 
     rng = np.random.default_rng(0)

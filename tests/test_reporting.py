@@ -2,7 +2,7 @@
 
 The HTML is parsed with the standard library's ``html.parser``; the numbers
 are those of ``res.to_dict()`` formatted as the report formats them
-(``calibtest.summary.fmt``: 6 significant digits, p-values 4); the PNG size is
+(``calibtest.display.summary.fmt``: 6 significant digits, p-values 4); the PNG size is
 read from the IHDR chunk and compared with the hand-computed pixel size
 (inches x 120 dpi).
 """
@@ -30,9 +30,9 @@ import calibtest as ct
 from calibtest import cli
 from calibtest.datasets import load_demo
 from calibtest.reporting.html import render_html, report
-from calibtest.evidence_table import conclude
+from calibtest.checks.evidence_table import conclude
 from report_helpers import bins_csv
-from calibtest._format import fmt
+from calibtest.display.format import fmt
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -193,8 +193,8 @@ def test_html_parses_and_shows_the_numbers(demo_result, demo_html):
 
 
 def test_hosmer_lemeshow_and_valprob_numbers(demo, demo_result, demo_html):
-    from calibtest._format import fmt_p
-    from calibtest.valprob import val_prob
+    from calibtest.display.format import fmt_p
+    from calibtest.checks.val_prob import val_prob
     text = parse(demo_html).body_text
     hl = demo_result.hosmer_lemeshow(10)
     assert fmt(hl.statistic) in text and fmt(hl.pvalue, 4) in text
@@ -212,7 +212,7 @@ def test_hosmer_lemeshow_and_valprob_numbers(demo, demo_result, demo_html):
 
 def test_valprob_metrics_with_predictions_exactly_one():
     # confidences of 1.0 (common in ImageNet top-1 files) no longer drop the val.prob section
-    from calibtest.valprob import val_prob
+    from calibtest.checks.val_prob import val_prob
     rng = np.random.default_rng(12)
     p = rng.uniform(0.2, 0.95, size=400)
     p[:15] = 1.0
@@ -234,7 +234,7 @@ def test_conclusion_wording(demo_result, demo_html, miscalibrated):
     c = re.sub(r"\s+", " ", doc.conclusions[0])
     assert demo_result.contains_zero
     assert "No evidence of miscalibration at level 0.05" in c
-    # the report writes no conclusion of its own: the sentence is the one of calibtest.evidence_table.conclude
+    # the report writes no conclusion of its own: the sentence is the one of calibtest.checks.evidence_table.conclude
     assert c == "Interval and test at the report's bins. " + conclude(demo_result)[1].replace("^2", "²")
     # "calibrated" is only ever negated
     assert "does not show that the model is calibrated" in c
@@ -407,7 +407,7 @@ def test_cli_report_records_file_hash_and_command(tmp_path, demo, monkeypatch, c
     digest = hashlib.sha256(csv.read_bytes()).hexdigest()
     out = tmp_path / "out.html"
     seen = {}
-    ece = importlib.import_module("calibtest.ece")  # the CLI imports calib_ci from it when a command runs
+    ece = importlib.import_module("calibtest.api.calib_ci")  # the CLI imports calib_ci from it when a command runs
     real = ece.calib_ci
 
     def spy(*args, **kwargs):
@@ -795,7 +795,7 @@ def full_pdf(tmp_path_factory, demo):
 def test_pdf_metadata_attachments_and_pdfa(full_pdf):
     import json as _json
     from pypdf import PdfReader
-    from calibtest._format import json_safe
+    from calibtest.display.format import json_safe
     path, (a, b, cmp, plan) = full_pdf
     reader = PdfReader(str(path))
     info = reader.metadata

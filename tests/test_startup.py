@@ -44,7 +44,7 @@ def test_import_calibtest_loads_no_heavy_dependency():
 
 @pytest.mark.parametrize("statement", [
     "import calibtest; calibtest.__version__",
-    "import calibtest.core, calibtest.backends, calibtest.reporting",
+    "import calibtest.core, calibtest.streams, calibtest.reporting",
     "import calibtest; dir(calibtest)",
 ])
 def test_light_statements_load_no_heavy_dependency(statement):

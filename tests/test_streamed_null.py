@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.backends.accumulator import BinAccumulator
+from calibtest.streams.accumulator import BinAccumulator
 from calibtest.core.binstats import merge_stats
 from calibtest.core.conditional import (conditional_bin_sums, conditional_sum_columns, conditional_sum_width,
                                         conditional_sums_from_columns)

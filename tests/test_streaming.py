@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import calibtest as ct
 from calibtest.core.binstats import BinStats, merge_stats
-from calibtest.backends.accumulator import BinAccumulator
+from calibtest.streams.accumulator import BinAccumulator
 from scale_helpers import assert_same_result
 
 

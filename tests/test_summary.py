@@ -9,8 +9,8 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 import calibtest as ct
-from calibtest.evidence_table import conclude, result_val_prob
-from calibtest._format import fmt
+from calibtest.checks.evidence_table import conclude, result_val_prob
+from calibtest.display.format import fmt
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_repr(res):
 import re
 
 from calibtest.core.conditional import shifted_gamma_isf
-from calibtest.summary import CalibSummary, latex_escape, wrap_note
+from calibtest.display.summary import CalibSummary, latex_escape, wrap_note
 
 LONG = "p_" + "x" * 38                     # a 40-character column name
 LONG_B = "q_" + "z" * 38
@@ -261,8 +261,8 @@ def counted(monkeypatch):
 
     import importlib
 
-    from calibtest import evidence_table as verdict, valprob as vp_module
-    hl_module = importlib.import_module("calibtest.goodness_of_fit")
+    from calibtest.checks import evidence_table as verdict, val_prob as vp_module
+    hl_module = importlib.import_module("calibtest.checks.hosmer_lemeshow")
     calls = Counter()
 
     def count(module, name):
@@ -329,7 +329,7 @@ def test_bin_table_is_kept_and_copied(binary_res):
 
 
 def test_a_failed_evidence_part_is_not_retried(counted, monkeypatch):
-    from calibtest import evidence_table as verdict
+    from calibtest.checks import evidence_table as verdict
     tried = []
     original = verdict.val_prob
     monkeypatch.setattr(verdict, "val_prob", lambda *a, **k: tried.append(1) or original(*a, **k))
@@ -347,9 +347,9 @@ def test_a_failed_evidence_part_is_not_retried(counted, monkeypatch):
 def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monkeypatch, tmp_path):
     from pathlib import Path
 
-    from calibtest.backends.accumulator import BinAccumulator
+    from calibtest.streams.accumulator import BinAccumulator
     from calibtest.core.estimates import Estimates
-    from calibtest.results import CalibrationResult
+    from calibtest.ece.result import CalibrationResult
     y, q, _ = binary_res
     built = []
     original = CalibrationResult.from_estimates.__func__

@@ -10,7 +10,7 @@ import pytest
 
 import calibtest as ct
 from calibtest.core.censoring import censoring_km, km_influence
-from calibtest.survival import cox_censoring_before, ipcw_influence
+from calibtest.ece.survival import cox_censoring_before, ipcw_influence
 
 REFERENCE = Path(__file__).parent / "reference" / "survival_ipcw.json"
 

@@ -1,4 +1,4 @@
-"""Tests of calibtest.survival_evidence and its engines in calibtest.core.km_cox.
+"""Tests of calibtest.checks.survival_calibration and its engines in calibtest.core.km_cox.
 
 The reference numbers in ``tests/reference/survival_evidence.json`` were written by
 ``tests/reference/survival_evidence.R`` (R 4.2.2, survival 3.5.3, riskRegression 2022.11.28,
@@ -27,9 +27,9 @@ from statsmodels.duration.hazard_regression import PHReg
 from statsmodels.duration.survfunc import SurvfuncRight
 
 from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_groups, kaplan_meier_at
-from calibtest.ece import calib_ci
-from calibtest.flexible import harrell_knots, rcs_basis
-from calibtest.survival_evidence import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
+from calibtest.api.calib_ci import calib_ci
+from calibtest.checks.flexible_calibration import harrell_knots, rcs_basis
+from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
 
 REPO = Path(__file__).resolve().parents[1]
 REF_DIR = REPO / "tests" / "reference"

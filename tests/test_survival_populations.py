@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.compare import survival_influence
+from calibtest.api.calib_compare import survival_influence
 from calibtest.core.censoring import aalen_johansen_cif
 from calibtest.core.planning import ipcw_inflation, ipcw_second_moment
 
@@ -122,7 +122,7 @@ def test_by_protocol_global_and_heterogeneity_tests():
     assert res.global_pvalue == pytest.approx(min(1.0, 3 * p.min()), rel=1e-12)
     # Cochran's Q by hand, with each group's variance restricted to H0 (a common ECE^2 theta):
     # v_g(theta) = V2_g + F_g max(theta, 0) / P_g, theta the inverse-variance mean, found by fixed point
-    from calibtest.groups import survival_variance
+    from calibtest.ece.grouped_interval import survival_variance
     labels = list(frame.index)
     parts = [survival_variance(res.groups[lv]) for lv in labels]
     t = np.array([res.groups[lv].estimate for lv in labels])
@@ -151,7 +151,7 @@ def test_by_protocol_global_and_heterogeneity_tests():
 def test_heterogeneity_variance_includes_the_censoring_influence():
     """The group variance is the weighted formula with unit weights on the IPCW rows: sigma1^2 / n (which
     holds the Kaplan-Meier term) less the plug-in bias, plus V_0, computed here with explicit pairs."""
-    from calibtest.groups import survival_variance
+    from calibtest.ece.grouped_interval import survival_variance
     df = _frame(600, 5)
     res = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=H, by="g", n_bins=4)
     for level, r in res.groups.items():

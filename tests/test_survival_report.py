@@ -13,9 +13,9 @@ import pytest
 from scipy import stats as sps
 
 import calibtest as ct
-from calibtest._format import fmt
+from calibtest.display.format import fmt
 from calibtest.cli import main
-from calibtest.survival_evidence import SURVIVAL_ROWS, survival_evidence
+from calibtest.checks.survival_calibration import SURVIVAL_ROWS, survival_evidence
 
 HORIZON = 5.0
 

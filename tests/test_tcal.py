@@ -18,7 +18,7 @@ import pytest
 from scipy import special, stats
 
 import calibtest as ct
-from calibtest._format import fmt
+from calibtest.display.format import fmt
 from calibtest.core import tcal
 from calibtest.cli import main
 

@@ -310,7 +310,7 @@ def test_clustered_report_settings_do_not_name_an_option_the_user_never_gave(clu
 
 def test_survival_report_and_summary_name_the_same_ipcw_test():
     from calibtest.reporting.html import build_context
-    from calibtest.summary import null_name
+    from calibtest.display.summary import null_name
 
     rng = np.random.default_rng(4)
     n = 400

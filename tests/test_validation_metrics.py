@@ -22,7 +22,7 @@ import pytest
 from scipy import optimize, stats
 
 from calibtest.datasets import load_demo
-from calibtest.valprob import FIELDS, LAZY_STATISTICS, ValProbResult, val_prob
+from calibtest.checks.val_prob import FIELDS, LAZY_STATISTICS, ValProbResult, val_prob
 from calibtest import val_prob as ct_val_prob
 
 REPO = Path(__file__).resolve().parents[1]
@@ -551,7 +551,7 @@ def _eager_val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> dict:
     import statsmodels.api as sm
     from statsmodels.nonparametric.smoothers_lowess import lowess
 
-    from calibtest.logistic import fit_logistic_glm
+    from calibtest.checks.logistic_fits import fit_logistic_glm
 
     def c_index(score, yy):
         pos, neg = score[yy == 1], score[yy == 0]
@@ -623,7 +623,7 @@ def test_lazy_parts_equal_the_eager_computation_exactly(case):
 
 
 def test_lazy_parts_are_computed_on_first_access_once(monkeypatch):
-    import calibtest.valprob as vp_module
+    import calibtest.checks.val_prob as vp_module
 
     calls = dict.fromkeys(LAZY_STATISTICS, 0)
     for part in LAZY_STATISTICS:
@@ -662,7 +662,7 @@ def test_lazy_result_pickles_copies_and_compares_with_numbers_only():
 
 def test_evidence_reads_no_lazy_part():
     import calibtest as ct
-    from calibtest.evidence_table import result_val_prob
+    from calibtest.checks.evidence_table import result_val_prob
 
     d = load_demo()
     res = ct.calib_ci("y ~ p", data=d)
@@ -701,7 +701,7 @@ def _loess_sets() -> dict:
 @pytest.mark.parametrize("name", ["demo", "demo_rounded"])
 def test_loess_errors_and_delong_match_r(name):
     """E50, E90, ICI, Emax of |p - loess(y ~ p)| and pROC's DeLong interval, as R gives them (17 digits)."""
-    from calibtest.valprob import loess_vertices
+    from calibtest.checks.val_prob import loess_vertices
 
     ref = json.loads(LOESS_JSON.read_text())["datasets"][name]
     p, y = _loess_sets()[name]
@@ -726,7 +726,7 @@ def _slow_local_quadratic(x, y, x0, q):
 
 
 def test_loess_fit_is_hermite_interpolation_of_exact_local_fits():
-    from calibtest.valprob import loess_fit, loess_vertices
+    from calibtest.checks.val_prob import loess_fit, loess_vertices
 
     rng = np.random.default_rng(5)
     x = rng.uniform(0.05, 0.95, 400)
@@ -760,7 +760,7 @@ def test_delong_interval_against_slow_pairwise_computation():
 
 
 def test_observed_expected_by_hand_and_as_oe_test():
-    from calibtest.acceptance import oe_test
+    from calibtest.checks.acceptance import oe_test
 
     d = load_demo()
     p, y = d["p"].to_numpy(), d["y"].to_numpy()

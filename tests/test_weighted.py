@@ -690,7 +690,7 @@ def test_random_dominance_patterns_match_the_definitions(seed):
 
 def test_weighted_result_stores_and_names_the_null_it_used(binary):
     from scipy.stats import norm
-    from calibtest.summary import null_text
+    from calibtest.display.summary import null_text
     sub = binary.iloc[:300]  # the double-loop V_0 stays quick
     res = ct.calib_ci("y ~ p", sub, weights="w", n_bins=8, null="asymptotic")
     assert res.null == "asymptotic" and res.null_method == "normal" and res.to_dict()["null"] == "asymptotic"

@@ -37,7 +37,7 @@ from scipy import integrate, special, stats
 from calibtest.core.clustered import cluster_cells, clustered_inference
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
-from calibtest.estimation import estimate_rows
+from calibtest.ece.build_result import estimate_rows
 
 ALPHA = 0.05
 TAUS = (0.8, 0.3)

@@ -35,7 +35,7 @@ from calibtest.core.null import threshold
 from calibtest.core.partition import binned_dimension, cell_geometry, partition_rows
 from calibtest.core.simplex import simplex_groups
 from calibtest.core.targets import prepare_target
-from calibtest.estimation import result_from_sums
+from calibtest.ece.build_result import result_from_sums
 
 ALPHA = 0.1
 #: Draws of Z for the Monte Carlo integrals of the true and binned ECE^2.

@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats
 from scipy.special import expit
 
-from calibtest.flexible import flexible_calibration
+from calibtest.checks.flexible_calibration import flexible_calibration
 
 # name: (mean of L, sd of L, true linear predictor as a function of L, in the spline space?)
 DESIGNS = {

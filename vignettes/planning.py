@@ -43,7 +43,7 @@ from scipy import stats
 from scipy.special import expit
 
 from calibtest.core.power import normal_power
-from calibtest.sample_size import calib_power, calib_sample_size
+from calibtest.api.sample_size import calib_power, calib_sample_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 20261123

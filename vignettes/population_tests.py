@@ -7,9 +7,9 @@ Measures, before and after the changes of issue 26 point 4 (``population_tests.m
    binned ECE^2, and power with one group off, for the previous variances
    (each group's own first- plus second-order variance, the corrected
    first-order part floored at 0) and the variances restricted to H0 (the
-   first-order part scaled to the pooled ECE^2; :mod:`calibtest.groups`).
+   first-order part scaled to the pooled ECE^2; :mod:`calibtest.ece.grouped_interval`).
    Both statistics are computed on the same data sets from the same parts
-   (:func:`calibtest.groups.estimate_variance`'s parts by the core
+   (:func:`calibtest.ece.grouped_interval.estimate_variance`'s parts by the core
    functions); the first data sets of each cell are checked against
    ``calib_ci(..., by=)``.
 2. **Weighted test** (``weights=`` with inverse inclusion probabilities,
@@ -48,8 +48,8 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
                                      weighted_statistics)
-from calibtest.estimation import prevalence_partition
-from calibtest.groups import heterogeneity_test
+from calibtest.ece.build_result import prevalence_partition
+from calibtest.ece.grouped_interval import heterogeneity_test
 
 OUT = Path(__file__).resolve().parent / "results" / "population_tests"
 

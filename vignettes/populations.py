@@ -53,9 +53,9 @@ import calibtest as ct
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.core.weighted import prevalence_weights, weighted_statistics
-from calibtest.estimation import SPARSE_WEIGHT_SHARE
-from calibtest.results import SPARSE_BIN_NEFF
-from calibtest.grouping import global_test
+from calibtest.ece.build_result import SPARSE_WEIGHT_SHARE
+from calibtest.ece.result import SPARSE_BIN_NEFF
+from calibtest.ece.group_engine import global_test
 
 ALPHAS = (0.05, 0.10)
 HERE = Path(__file__).resolve().parent

@@ -637,7 +637,7 @@ def _check_rng(rng):
     """Return (Generator, recorded seed) from None, an int or a Generator.
 
     The argument is checked by the table's ``rng`` option (:func:`calibtest.options.check_seed`); the
-    seed rule is this test's own and differs from :func:`calibtest._validation.resolve_seed`, so it is
+    seed rule is this test's own and differs from :func:`calibtest.inputs.validation.resolve_seed`, so it is
     kept (the recorded seeds and draws stay as they were): None records the full 128-bit OS entropy
     (not ``entropy >> 65``) and a Generator records None (not ``"Generator"``).
     """

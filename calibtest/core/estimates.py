@@ -6,7 +6,7 @@ calibrated-regime test with the exact sigma0^2 (eq. (12)), the chosen null's
 test and the adjusted interval with the zero rule (eqs. (10) and (7)), plus
 the sparse-cell figures (singleton fraction, second-order variance) that
 decide whether the interval is flagged as approximate.  Every path that
-builds a :class:`~calibtest.results.CalibrationResult` from bin sums (rows in
+builds a :class:`~calibtest.ece.result.CalibrationResult` from bin sums (rows in
 memory, files, Dask frames, accumulators) computes them here; the weighted
 estimate fills the same bundle from its own engine
 (:mod:`calibtest.core.weighted`).

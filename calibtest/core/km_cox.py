@@ -1,6 +1,6 @@
 """Kaplan-Meier, Nelson-Aalen and Cox (Breslow) fits for right-censored data, vectorised in numpy.
 
-The engines of :mod:`calibtest.survival_evidence`: each takes arrays and
+The engines of :mod:`calibtest.checks.survival_calibration`: each takes arrays and
 returns arrays, sorting the rows once and working on cumulative sums, so that
 n = 10^6 rows take well under a second per fit (statsmodels' ``PHReg`` took
 60 s for one covariate at n = 10^6 on the development machine; its

@@ -1,6 +1,6 @@
 """Margin (non-inferiority) test of the ECE and two one-sided tests (TOST) of the classical measures.
 
-Pure numpy/scipy engines behind :mod:`calibtest.acceptance`; vectorised over
+Pure numpy/scipy engines behind :mod:`calibtest.checks.acceptance`; vectorised over
 arrays so that one call serves a result and a simulation study.
 
 **ECE below a margin.**  H0: ECE >= delta against H1: ECE < delta (delta > 0),

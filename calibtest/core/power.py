@@ -1,6 +1,6 @@
 """Power, expected interval width and simulated studies for planning a validation study.
 
-Pure numpy/scipy engines behind :mod:`calibtest.sample_size`.  A *population* is a
+Pure numpy/scipy engines behind :mod:`calibtest.api.sample_size`.  A *population* is a
 finite sample of binned prediction vectors z_i (i = 1..m, each of mass 1/m)
 with the anticipated true probabilities q_i of the k classes that z_i lists
 (for binary and top-1 targets: q_i = c(p_i) = E[y | p_i]).  For a study of n

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from calibtest._format import json_safe
-from calibtest._validation import DataError, OptionError, OptionTypeError
-from calibtest.analysis_plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calculation, planned_vs_achieved
+from calibtest.display.format import json_safe
+from calibtest.inputs.validation import DataError, OptionError, OptionTypeError
+from calibtest.inputs.plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calculation, planned_vs_achieved
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
            "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons",
@@ -280,7 +280,7 @@ class Numbering:
 
 
 def reported_tests(models: list, has_comparisons: bool) -> set:
-    """The keys of :data:`calibtest.analysis_plan.PLAN_TESTS` that a report shows for every model."""
+    """The keys of :data:`calibtest.inputs.plan.PLAN_TESTS` that a report shows for every model."""
     shown = None
     for m in models:
         keys = {"calib_ci"}

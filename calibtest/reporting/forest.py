@@ -253,7 +253,7 @@ _META_AXES = {"log_oe": ("O/E", 1.0, True), "citl": ("CITL", 0.0, False),
 
 def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pooled_color="black",
                      compact: bool = False):
-    """Forest plot of one measure of a meta-analysis across sites (:class:`calibtest.meta_analysis.MetaAnalysisResult`).
+    """Forest plot of one measure of a meta-analysis across sites (:class:`calibtest.ece.meta_analysis.MetaAnalysisResult`).
 
     Each site's estimate (square, area by its random-effects weight) with its
     Wald interval, the pooled estimate as a diamond spanning its interval,

@@ -27,9 +27,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest._format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
+from calibtest.display.format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
-from calibtest.analysis_plan import planned_curve, sample_size_rows
+from calibtest.inputs.plan import planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, check_report_text,
@@ -37,7 +37,7 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
 from calibtest.core.clustered import MIN_CLUSTERS
-from calibtest.summary import asymptotic_test, null_name, null_text
+from calibtest.display.summary import asymptotic_test, null_name, null_text
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
@@ -1618,7 +1618,7 @@ def limitation_of_null(results, names) -> str:
 
 
 def _resolve_plan(plan):
-    from calibtest.analysis_plan import AnalysisPlan
+    from calibtest.inputs.plan import AnalysisPlan
 
     if plan is None or isinstance(plan, AnalysisPlan):
         return plan

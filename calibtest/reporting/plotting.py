@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from calibtest._format import model_name
+from calibtest.display.format import model_name
 from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
 
@@ -502,7 +502,7 @@ def _flexible_fit(fit, p, y, knots: int, alpha: float, label: str):
     estimate (no event in a tail); the figure then shows the 3-knot curve and
     says so in the legend rather than failing.
     """
-    from calibtest._validation import check_count
+    from calibtest.inputs.validation import check_count
 
     knots = check_count(knots, "knots", minimum=3)
     for k in range(knots, 2, -1):
@@ -518,7 +518,7 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     """Flexible calibration curves with pointwise bands, CITL and slope, over a strip of the predictions.
 
     For each binary or top-1 result with its rows in memory the curve
-    ``P(y = 1 | p)`` of :func:`calibtest.flexible.flexible_calibration`
+    ``P(y = 1 | p)`` of :func:`calibtest.checks.flexible_calibration.flexible_calibration`
     (logistic recalibration on Harrell's restricted cubic spline of
     ``logit(p)``, ``knots`` knots) is drawn with its pointwise ``1 - alpha``
     band (delta method on the linear predictor), over the identity line of
@@ -564,7 +564,7 @@ def flexible_curve_figure(results, labels=None, *, knots=4, alpha: float = 0.05)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from calibtest.flexible import flexible_calibration
+    from calibtest.checks.flexible_calibration import flexible_calibration
 
     results = _as_results(results)
     labels = _labels_for(results, labels)
@@ -992,7 +992,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     sensitivity_df : pandas.DataFrame or EvidenceResult
         ``EvidenceResult.sensitivity`` (columns ``n_bins``, ``T``, ``lower``,
         ``upper``, ``lower_open``, ``pvalue``, ``reject``), or the
-        :class:`~calibtest.evidence_suite.EvidenceResult` itself (its ``alpha`` is then used).
+        :class:`~calibtest.api.calib_test.EvidenceResult` itself (its ``alpha`` is then used).
     label : str, optional
         The model's name, in the title.
     alpha : float, optional
@@ -1014,7 +1014,7 @@ def bin_sensitivity_figure(sensitivity_df, label=None, *, alpha=None):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    from calibtest._validation import check_alpha
+    from calibtest.inputs.validation import check_alpha
 
     if hasattr(sensitivity_df, "sensitivity"):
         alpha = sensitivity_df.alpha if alpha is None else alpha

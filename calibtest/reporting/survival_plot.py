@@ -1,7 +1,7 @@
 """The reliability diagram at a time horizon for censored outcomes (matplotlib, imported when drawing).
 
 :func:`plot_survival_calibration` draws what a
-:class:`~calibtest.survival_evidence.SurvivalEvidence` holds -- it computes
+:class:`~calibtest.checks.survival_calibration.SurvivalEvidence` holds -- it computes
 nothing: the Kaplan-Meier risk by the horizon in each risk group against the
 group's mean predicted risk, with the groups' log-log intervals, the flexible
 calibration curve (Cox on a spline of cloglog(risk)) and the diagonal.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibtest._format import fmt
+from calibtest.display.format import fmt
 
 __all__ = ["plot_survival_calibration"]
 
@@ -21,7 +21,7 @@ def plot_survival_calibration(evidence, ax=None, *, curve: bool = True):
     Parameters
     ----------
     evidence : SurvivalEvidence
-        A result of :func:`calibtest.survival_evidence.survival_evidence`.
+        A result of :func:`calibtest.checks.survival_calibration.survival_evidence`.
     ax : matplotlib.axes.Axes, optional
         Where to draw (default: a new figure of 5 x 5 inches).
     curve : bool

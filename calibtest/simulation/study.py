@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest import simulation as sim
-from calibtest._validation import check_alpha
+from calibtest.inputs.validation import check_alpha
 from calibtest.options import BIN_COUNT, check_option
 from calibtest.core.binstats import debiased_statistic, sigma1_sq
 from calibtest.core.intervals import adjusted_interval
@@ -52,7 +52,7 @@ from calibtest.core.null import threshold as null_threshold
 from calibtest.core.partition import partition_rows
 from calibtest.core.resampling import DEFAULT_N_RESAMPLES, binned_rows, resampling_interval, subsampling_interval
 from calibtest.core.targets import prepare
-from calibtest.tcal import tcal_test
+from calibtest.api.tcal_test import tcal_test
 
 __all__ = [
     "INTERVAL_METHODS",

@@ -41,7 +41,7 @@ def extra_sets() -> list[tuple[str, np.ndarray, np.ndarray]]:
 def site_table() -> pd.DataFrame:
     """Columns set, site, yi, vi: the grouped result's four measures, then the boundary sets."""
     import calibtest as ct
-    from calibtest.meta_analysis import MEASURES, site_estimates
+    from calibtest.ece.meta_analysis import MEASURES, site_estimates
 
     grouped = ct.calib_ci("y ~ p", data=sites_frame(), by="site", rng=0)
     frames = []

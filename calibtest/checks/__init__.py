@@ -1,0 +1,1 @@
+"""Tests and measures of calibration on rows: the multi-scale test, the evidence table, Hosmer–Lemeshow, val.prob, the flexible curve, survival calibration, cluster-robust measures and acceptance tests."""

@@ -1,0 +1,1004 @@
+"""Frozen results objects returned by :func:`calibtest.calib_ci`."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+import pandas as pd
+
+from calibtest.display.format import Call
+from calibtest.inputs.validation import OptionError, check_alpha, check_bool, check_choice, check_seed
+from calibtest.checks.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
+from calibtest.checks.multiscale import TestOfCalibration
+from calibtest.checks.cluster_robust import ClusterRobustMeasures
+from calibtest.checks.evidence_clustered import clustered_evidence_parts
+from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
+from calibtest.core.binstats import BinStats
+from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
+from calibtest.core.censoring import SurvivalData
+from calibtest.core.conditional import ConditionalTest, MonteCarloTest
+from calibtest.core.estimates import Estimates
+from calibtest.core.intervals import AdjustedInterval, adjusted_interval
+from calibtest.core.null import AsymptoticTest, threshold as null_threshold
+from calibtest.core.resampling import ResamplingInterval, clip_interval
+from calibtest.core.simplex import cell_barycentres, decode_order
+from calibtest.core.targets import PreparedData
+from calibtest.display.summary import ResultDisplay, build_summary, result_dict, result_notes
+from calibtest.checks.evidence_table import (SENSITIVITY_BINS, EvidenceResult, assemble_clustered_evidence, build_evidence,
+                                      build_survival_evidence, conclude, evidence_seed, figure_verdict,
+                                      result_conclusion, result_hosmer_lemeshow, result_val_prob)
+
+if TYPE_CHECKING:  # annotations only
+    from calibtest.core.partition import Partition
+
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation", "Weighting"]
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """Whether the interval's coverage is only approximate because of sparse cells, and why.
+
+    Given the cell counts, T is unbiased for
+    ``sum_b (c_b / n) 1{c_b >= 2} ||mu_b||^2``: the share of the binned ECE^2
+    carried by rows alone in their cell cannot be estimated (no unbiased
+    estimator of it exists), so T and its interval are biased down by it
+    (``docs/conventions.md``, "What the interval covers").
+
+    Attributes
+    ----------
+    approximate : bool
+        The interval is flagged as approximate.
+    reasons : tuple of str
+        Why (empty when not approximate).
+    singleton_fraction : float
+        Fraction of the rows alone in their cell.
+    max_singleton_fraction : float
+        The bound above which the result is flagged.
+    second_order_variance : float or None
+        V2, the second-order part of Var(T | Z) added to sigma1^2 / n in the
+        standard error (full calibration with K >= 3 on rows in memory; None
+        otherwise, see :func:`calibtest.core.binstats.second_order_variance`).
+    """
+
+    approximate: bool
+    reasons: tuple
+    singleton_fraction: float
+    max_singleton_fraction: float
+    second_order_variance: float | None = None
+
+    @classmethod
+    def sparse_cells(cls, singleton_fraction: float, *, mode: str, k: int, second_order_variance: float | None,
+                     more_reasons: tuple = ()) -> "Approximation":
+        """The sparse-cell diagnostics of a result: flagged when the interval's coverage is only approximate.
+
+        Flagged when more than :data:`~calibtest.core.binning.MAX_SINGLETON_FRACTION`
+        of the rows sit alone in their cell (their share of the binned ECE^2 is
+        lost to T, which no estimator can recover), or, for full calibration with
+        K >= 3, when the standard error lacks the second-order variance V2 (bin
+        sums without the sums of z z^T), or for any of ``more_reasons`` (those of
+        a weighted estimate).
+        """
+        frac = singleton_fraction
+        reasons = []
+        if frac > MAX_SINGLETON_FRACTION:
+            reasons.append(f"{100 * frac:.3g}% of the rows sit alone in their cell (more than "
+                           f"{100 * MAX_SINGLETON_FRACTION:.3g}%): T cannot use them and is biased down by their "
+                           "share of the binned ECE^2")
+        if mode == "full" and k >= 3 and second_order_variance is None and frac < 1.0:
+            reasons.append("the standard error lacks the second-order variance of T (the bin sums lack those of "
+                           "z z^T), which is not negligible when the simplex cells hold few rows")
+        reasons.extend(more_reasons)
+        return cls(approximate=bool(reasons), reasons=tuple(reasons), singleton_fraction=frac,
+                   max_singleton_fraction=MAX_SINGLETON_FRACTION, second_order_variance=second_order_variance)
+
+
+@dataclass(frozen=True)
+class ConfidenceInterval:
+    """A confidence interval that unpacks as ``lower, upper``.
+
+    Attributes
+    ----------
+    lower, upper : float
+        Ends of the interval.
+    lower_open : bool
+        True when the set is ``(0, upper]``: it excludes 0 although its
+        infimum is 0 (see ``docs/conventions.md``, "The interval").
+    contains_zero : bool
+        Zero belongs to the set (the calibrated-regime test does not reject).
+    level : float
+        Confidence level 1 - alpha.
+    scale : str
+        ``"squared"`` (ECE^2) or ``"ece"``.
+    """
+
+    lower: float
+    upper: float
+    lower_open: bool
+    contains_zero: bool
+    level: float
+    scale: str
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.lower, self.upper))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i):
+        return (self.lower, self.upper)[i]
+
+    def __str__(self) -> str:
+        left = "(" if self.lower_open else "["
+        return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A computation of a result's display that failed (kept so that it is not retried)."""
+
+    error: Exception
+
+
+#: A bin of a weighted result whose effective size (sum w)^2 / sum w^2 is below this is "sparse".
+SPARSE_BIN_NEFF = 5.0
+
+
+@dataclass(frozen=True, eq=False)
+class Weighting:
+    """How the rows of a weighted result were weighted (``weights=``, ``prevalence=``).
+
+    The estimate, interval and test are for the population the weights
+    describe (see ``docs/populations.md`` and :mod:`calibtest.core.weighted`).
+
+    Attributes
+    ----------
+    kind : {"case weights", "prevalence", "case weights and prevalence"}
+    weights_name : str or None
+        The weights column (formula use), or None for an array.
+    n_eff : float
+        Kish's effective sample size (sum w)^2 / sum w^2.
+    weight_total : float
+        sum w.
+    prevalence, sample_prevalence : float or None
+        pi (the target population's event rate) and pi_hat (the sample's, weighted by
+        the case weights if any); None without ``prevalence=``.
+    null_variance : float
+        V_0, the estimated calibrated-regime variance of T_w (the test uses
+        z0 = T_w / sqrt(V_0); ``sigma0_sq`` of the result is n^2 w V_0).
+    contributions : ndarray
+        Each bin's term of T_w (in the order of ``bin_stats``); with
+        ``prevalence=``, each bin's share of the jackknife estimate T_J.
+    weight_sum : ndarray
+        Sum of the weights per bin.
+    mean_pred, mean_outcome : ndarray, shape (m, d)
+        Weighted mean prediction and outcome per bin.
+    sparse_weight_share : float
+        Share of the total weight in bins whose effective size (sum w)^2 / sum w^2
+        is below :data:`SPARSE_BIN_NEFF`; above 1% the summary warns that T_w is
+        biased upward there (ratios of few weighted pairs).
+    case_weights : ndarray or None
+        The case weights of the analysed rows (``weights=``; None with
+        ``prevalence=``, whose weights depend on the outcome): what the
+        case-weighted Hosmer–Lemeshow test of ``res.hosmer_lemeshow()`` needs.
+    interval_multipliers : tuple of float or None
+        With ``prevalence=``: (k_a, k_h), the quantiles of the studentized
+        Monte Carlo null draws that replace z_a and z_h at the lower end of
+        the interval (``docs/populations.md``); None otherwise.
+    """
+
+    kind: str
+    weights_name: str | None
+    n_eff: float
+    weight_total: float
+    prevalence: float | None
+    sample_prevalence: float | None
+    null_variance: float
+    contributions: np.ndarray = field(repr=False)
+    weight_sum: np.ndarray = field(repr=False)
+    mean_pred: np.ndarray = field(repr=False)
+    mean_outcome: np.ndarray = field(repr=False)
+    sparse_weight_share: float = 0.0
+    interval_multipliers: tuple | None = None
+    case_weights: np.ndarray | None = field(default=None, repr=False)
+
+    def notes(self) -> list[str]:
+        """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
+        if self.prevalence is not None:
+            head = (f"The sample was re-weighted to a population prevalence pi = {self.prevalence:.4g} (sample "
+                    f"prevalence pi_hat = {self.sample_prevalence:.4g}; events weighted by pi / pi_hat, "
+                    "non-events by (1 - pi) / (1 - pi_hat))")
+            if self.kind != "prevalence":
+                head += ", on top of the case weights"
+        else:
+            head = "The rows were weighted by case weights" + (
+                f" (column {self.weights_name!r})" if self.weights_name else "")
+        return [head + f": the estimate, interval and test are for the population the weights describe. "
+                f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
+                "influence-function standard error and the calibrated-regime variance V_0 estimated from "
+                "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
+                + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
+                   "the interval's lower end from the studentized Monte Carlo null draws)."
+                   if self.prevalence is not None else ".")
+                + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
+                   "test given the predictions: outcomes redrawn with the sample's event probability of a "
+                   "population-calibrated model, the weights following them." if self.prevalence is not None
+                   else "")] + ([
+            f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
+            f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): "
+            + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
+               "removes most of their upward bias and the Monte Carlo null sets the interval's lower end, but "
+               "coverage of a small ECE is only approximate in this regime (docs/populations.md); fewer bins "
+               "(n_bins=) or more rows make it firmer." if self.prevalence is not None else
+               "there the bin ratios rest on few effective rows and their standard error is less reliable; "
+               "use fewer bins (n_bins=) or more rows (docs/populations.md).")] if self.sparse_weight_share > 0.01
+            else [])
+
+    def to_dict(self) -> dict:
+        """The scalar fields, flat (keys prefixed by their meaning)."""
+        return {"weighting": self.kind, "weights_name": self.weights_name, "n_eff": self.n_eff,
+                "weight_total": self.weight_total, "prevalence": self.prevalence,
+                "sample_prevalence": self.sample_prevalence, "weighted_null_variance": self.null_variance,
+                "sparse_weight_share": self.sparse_weight_share,
+                "interval_multipliers": None if self.interval_multipliers is None else list(self.interval_multipliers)}
+
+
+@dataclass(frozen=True, eq=False)
+class Clustering:
+    """How a clustered result allowed for correlation within clusters (``cluster=``).
+
+    The estimate is T_cl (pairs of rows of different clusters), its standard
+    error sqrt(V_1 + V_0) (cluster-robust linear part and the quadratic
+    part), the interval's quantiles t_{G-1}, and the test of ECE = 0 the
+    cluster sign-flip test or z = T_cl / sqrt(V_0) (see ``docs/clusters.md``
+    and :mod:`calibtest.core.clustered`).
+
+    Attributes
+    ----------
+    name : str or None
+        The cluster column (None for an array).
+    n_clusters : int
+        G.
+    sizes : ndarray of int64, shape (G,)
+        Rows per cluster (in the order of the sorted labels).
+    linear_variance, null_variance : float
+        V_1 and V_0.
+    null : {"sign-flip", "asymptotic"}
+        The null of the test.
+    exact : bool
+        The sign-flip null enumerated every sign pattern (2^(G-1) of them).
+    n_patterns : int
+        Sign patterns drawn or enumerated (0 under the asymptotic null).
+    zstat, asymptotic_pvalue : float
+        z = T_cl / sqrt(V_0) and its normal p-value (kept under either null).
+    iid_estimate : float
+        The paper's T on the same bins, which also counts the pairs of rows of one cluster.
+    measures : ClusterRobustMeasures or None
+        CITL, slope and O/E with cluster-robust intervals (binary and top-1).
+    codes : ndarray of intp, shape (n,) or None
+        Cluster of each analysed row, 0..G-1 (what a clustered comparison needs).
+    labels : ndarray, shape (G,) or None
+        The cluster labels, in the order of the codes.
+    """
+
+    name: str | None
+    n_clusters: int
+    sizes: np.ndarray = field(repr=False)
+    linear_variance: float
+    null_variance: float
+    null: str
+    exact: bool
+    n_patterns: int
+    zstat: float
+    asymptotic_pvalue: float
+    iid_estimate: float
+    measures: ClusterRobustMeasures | None = field(default=None, repr=False)
+    codes: np.ndarray | None = field(default=None, repr=False)
+    labels: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def few(self) -> bool:
+        """Fewer clusters than :data:`MIN_CLUSTERS`."""
+        return self.n_clusters < MIN_CLUSTERS
+
+    def _patterns_text(self) -> str:
+        return (f"all {self.n_patterns} sign patterns, exact" if self.exact else
+                f"{self.n_patterns} random sign patterns")
+
+    def notes(self) -> list[str]:
+        """Summary notes: the clusters, how the interval and test allow for them, and a warning when few."""
+        sizes = np.asarray(self.sizes)
+        what = f"column {self.name!r}" if self.name else "given as an array"
+        null = (f"the cluster sign-flip test ({self._patterns_text()})"
+                if self.null == "sign-flip" else "the asymptotic test z = T_cl / sqrt(V_0)")
+        notes = [f"{self.n_clusters} clusters ({what}; {int(sizes.min())} to {int(sizes.max())} rows, median "
+                 f"{float(np.median(sizes)):g}), assumed independent, rows within a cluster possibly correlated: "
+                 "the estimate T_cl averages U_i.U_j over pairs of rows of different clusters (the paper's T "
+                 f"on these bins, {self.iid_estimate:.4g}, also counts pairs within a cluster), its standard error "
+                 "sqrt(V_1 + V_0) is cluster-robust (cluster-summed influence values plus the between-cluster "
+                 f"quadratic part), the interval uses t quantiles with {self.n_clusters - 1} degrees of freedom, and "
+                 f"the test of ECE = 0 is {null} (docs/clusters.md)."]
+        if self.few:
+            notes.append(f"Only {self.n_clusters} clusters (fewer than {MIN_CLUSTERS}): the clustered interval and "
+                         "test are unreliable with few clusters: the test has little power and its size is only "
+                         "approximately held, and the interval is wide (vignettes/clustered_coverage.md)"
+                         + (f"; with {self.n_clusters} clusters the sign-flip p-value cannot be below "
+                            f"{1 / self.n_patterns:.3g}" if self.exact and self.null == "sign-flip" else "")
+                         + ". Report them as exploratory, or analyse more sites.")
+        return notes
+
+    def to_dict(self) -> dict:
+        """The scalar fields, flat (keys prefixed by their meaning)."""
+        out = {"cluster": self.name, "n_clusters": self.n_clusters, "cluster_size_min": int(np.min(self.sizes)),
+               "cluster_size_max": int(np.max(self.sizes)), "cluster_linear_variance": self.linear_variance,
+               "cluster_null_variance": self.null_variance, "cluster_null": self.null,
+               "cluster_null_exact": self.exact, "cluster_null_patterns": self.n_patterns,
+               "cluster_zstat": self.zstat, "cluster_asymptotic_pvalue": self.asymptotic_pvalue,
+               "iid_estimate": self.iid_estimate, "few_clusters": self.few}
+        if self.measures is not None:
+            out.update({f"cluster_robust_{k}": v for k, v in self.measures.to_dict().items()})
+        return out
+
+
+def _clustered_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
+    """The clustered evidence of ``res`` (:mod:`calibtest.checks.evidence_clustered`), kept per level and integer seed.
+
+    As :func:`calibtest.checks.evidence_table.build_evidence` for independent rows:
+    ``rng=None`` is the result's recorded seed, so the summary, the notebook
+    display and the report share one object; a ``numpy.random.Generator``
+    draws anew at every call.
+    """
+    alpha = res.alpha if alpha is None else check_alpha(alpha)
+    rng = evidence_seed(res) if rng is None else check_seed(rng)
+
+    def build(seed):
+        return assemble_clustered_evidence(res, alpha, clustered_evidence_parts(res, alpha, seed, SENSITIVITY_BINS))
+
+    if isinstance(rng, np.random.Generator):
+        return build(rng)
+    return res._memo(("evidence", alpha, int(rng)), lambda: build(int(rng)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CalibrationResult(ResultDisplay):
+    """Confidence interval and test for the l2 expected calibration error.
+
+    Computed once by :func:`calibtest.calib_ci`; every attribute is exact
+    (rounding happens only when a summary is rendered).
+
+    Attributes
+    ----------
+    estimate : float
+        The debiased estimator T of ECE^2 (paper eq. (6)); may be negative.
+    estimate_pos : float
+        T+ = max(T, 0).
+    ece : float
+        sqrt(T+), the point estimate on the ECE scale.
+    plugin_estimate : float
+        The biased plug-in estimate T_m (paper eq. (2)) on the same bins.
+    sigma1_sq : float
+        Plug-in variance of the miscalibrated regime (paper eq. (8)).
+    sigma0_sq : float
+        Exact variance constant of the calibrated regime (paper eq. (12)).
+    se : float
+        sigma1 / sqrt(n).
+    threshold : float
+        z_alpha sigma0 / (n sqrt(w)); zero joins the interval iff T+ < threshold.
+    null_zstat, null_pvalue : float
+        Calibrated-regime test of H0: ECE = 0, z0 = n sqrt(w) T / sigma0, p = 1 - Phi(z0).
+    contains_zero : bool
+        Zero belongs to the interval.
+    ci_lower, ci_upper : float
+        The adjusted interval for ECE^2 at level 1 - alpha.
+    ci_lower_open : bool
+        The interval is ``(0, ci_upper]``.
+    ci_branch : int
+        Case of the paper's eq. (10) that gave the lower end (1, 2 or 3).
+    n : int
+        Rows used.
+    n_bins : int
+        Bins per dimension B; ``bin_width`` = 1/B, ``bin_volume`` = w.
+    n_bins_rule : str
+        ``"auto"`` or ``"user"``.
+    n_occupied_bins, n_singleton_bins : int
+        Non-empty bins, and those holding a single row (they do not enter T).
+    k, n_classes, mode : int, int or None, str
+        Calibration target.
+    alpha : float
+        Significance level.
+    method : str
+        How the interval was made (``"adjusted"``: Algorithm 1).
+    formula : str or None
+    y_name : str
+    prob_names : tuple of str
+    n_dropped : int
+        Rows dropped for missing values (``missing="drop"``).
+    null : str
+        The null law that decided ``null_zstat``, ``null_pvalue``, ``threshold`` and
+        the zero rule: ``"asymptotic"`` (the paper), ``"conditional"`` (exact
+        conditional moments, shifted-gamma p-value) or ``"monte-carlo"``
+        (see :mod:`calibtest.core.conditional`).
+    null_method : {"normal", "point mass", "shifted gamma", "monte carlo"}
+        How the chosen null's p-value was computed.  ``null="conditional"``
+        uses the shifted gamma while the conditional skewness is at most
+        3 and the exact conditional Monte Carlo test beyond (the gamma
+        approximation fails for nearly degenerate label noise, e.g. every
+        prediction near 0 or 1).
+    asymptotic : AsymptoticTest or None
+        ``(zstat, pvalue)`` of the paper's calibrated-regime test when another null decided
+        (None under ``null="asymptotic"``, where ``null_zstat`` and ``null_pvalue`` are its values).
+    conditional : ConditionalTest or None
+        The conditional test given the predictions (variance, skewness, z,
+        shifted-gamma p-value and critical value of T at ``alpha``); None when
+        it was not computed (data not in memory, or more than 4 binned
+        coordinates, top-k with k > 4 or full calibration with K > 4, under
+        the asymptotic null).
+    monte_carlo : MonteCarloTest or None
+        The conditional Monte Carlo test (``null="monte-carlo"``): p-value,
+        draws, seed.
+    resampling : ResamplingInterval or None
+        The resampling interval (``method="bootstrap"``, ``"subsampling"`` or
+        ``"hulc"``): the method's own interval, resamples, seed, HulC details
+        and the resampled statistics.
+    call_record : Call or None
+        The call that produced the result, as data; ``call`` renders it.
+    partition : Partition or None
+        The row-to-bin assignment (in-memory data only).
+    bin_rule : BinRule or None
+        How B was chosen, with the rule's inputs (B_rate, fraction of rows
+        alone in a cell at B_rate and at B); ``bin_rule.describe()`` states it.
+    approximation : Approximation or None
+        Sparse-cell diagnostics; ``approximate`` is its flag.
+    weighting : Weighting or None
+        Case weights or prevalence adjustment (``weights=``, ``prevalence=``):
+        then ``estimate`` is the weighted T_w, ``se`` its influence-function
+        standard error and the test uses the weighted null variance; None
+        for unweighted rows.
+    stream : StreamedRows or None
+        For a binary or top-1 result of a file or a Dask frame: its rows, to
+        be read again in passes by :meth:`evidence` and the summary
+        (:mod:`calibtest.streams.evidence`); None otherwise.
+    clustering : Clustering or None
+        Clustered rows (``cluster=``): then ``estimate`` is T_cl (pairs of rows
+        of different clusters), ``se`` its cluster-robust standard error, the
+        interval uses t_{G-1} quantiles and the test is the cluster one
+        (``docs/clusters.md``); None for independent rows.
+    survival : SurvivalData or None
+        A survival outcome at a horizon (``horizon=``): times, events, the
+        horizon, the censoring counts and model (``docs/survival.md``); with
+        censoring before the horizon ``estimate`` is T of the IPCW outcomes.
+        None for a binary or multi-class outcome.
+
+    Each optional part is one nested object (``asymptotic``, ``conditional``,
+    ``monte_carlo``, ``resampling``, ``weighting``, ``clustering``): e.g.
+    ``res.conditional.pvalue``, ``res.monte_carlo.seed``,
+    ``res.resampling.n_resamples``.  ``to_dict()`` flattens them.
+    """
+
+    estimate: float
+    estimate_pos: float
+    ece: float
+    plugin_estimate: float
+    sigma1_sq: float
+    sigma0_sq: float
+    se: float
+    threshold: float
+    null_zstat: float
+    null_pvalue: float
+    contains_zero: bool
+    ci_lower: float
+    ci_upper: float
+    ci_lower_open: bool
+    ci_branch: int
+    n: int
+    n_bins: int
+    n_bins_rule: str
+    bin_width: float
+    bin_volume: float
+    n_occupied_bins: int
+    n_singleton_bins: int
+    k: int
+    n_classes: int | None
+    mode: str
+    alpha: float
+    method: str = "adjusted"
+    formula: str | None = None
+    y_name: str = "y"
+    prob_names: tuple = ()
+    n_dropped: int = 0
+    call_record: Call | None = field(default=None, repr=False)
+    source: dict | None = field(default=None, repr=False)
+    bin_stats: BinStats | None = field(default=None, repr=False)
+    data: PreparedData | None = field(default=None, repr=False)
+    partition: Partition | None = field(default=None, repr=False)
+    null: str = "asymptotic"
+    null_method: str = "normal"
+    asymptotic: AsymptoticTest | None = None
+    conditional: ConditionalTest | None = field(default=None, repr=False)
+    monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
+    resampling: ResamplingInterval | None = field(default=None, repr=False)
+    bin_rule: BinRule | None = field(default=None, repr=False)
+    approximation: Approximation | None = field(default=None, repr=False)
+    weighting: Weighting | None = field(default=None, repr=False)
+    #: A file's or Dask frame's rows, to be read again (``calibtest.streams.evidence.StreamedRows``):
+    #: what :meth:`evidence` and the summary test when ``data`` is None.
+    stream: object | None = field(default=None, repr=False)
+    clustering: Clustering | None = field(default=None, repr=False)
+    survival: SurvivalData | None = field(default=None, repr=False)
+    #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def from_estimates(cls, stats: BinStats, estimates: Estimates, *, n_bins: int, n_bins_rule: str, mode: str,
+                       k: int, n_classes, alpha: float, null: str, resampling: ResamplingInterval | None = None,
+                       **parts) -> "CalibrationResult":
+        """The one constructor of a result, used by every path (rows in memory, weighted, streamed, Dask).
+
+        The estimation paths compute the statistics; this fills in what
+        follows from them (T+, the ECE, n and the bin counts from the bin
+        sums, the interval's fields, a resampling interval in place of the
+        adjusted one) and checks that the null is one that was used.
+
+        Parameters
+        ----------
+        stats : BinStats
+            The bin sums (n, the occupied and single-row bins).
+        estimates : Estimates
+            T (or T_w), T_m, sigma1^2, sigma0^2 (a weighted result: n^2 w V_0),
+            the standard error, the cell volume, the chosen null's test
+            ``(zstat, pvalue, threshold)`` and how it was computed, the adjusted
+            interval with its zero rule, and the asymptotic test kept next to a
+            finite-sample null (:func:`calibtest.core.estimates.estimates_from_sums`).
+        n_bins, n_bins_rule, mode, k, n_classes, alpha
+            Binning, target and level.
+        null : {"asymptotic", "conditional", "monte-carlo"}
+            The null that decided the test (never ``"auto"``).
+        resampling : ResamplingInterval, optional
+            A resampling interval, which then replaces the adjusted one
+            (intersected with [0, inf)).
+        **parts
+            The other fields (conditional, monte_carlo, data, partition, approximation, bookkeeping, ...).
+        """
+        if null not in ("asymptotic", "conditional", "monte-carlo"):
+            raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")
+        estimate, interval, asymptotic = estimates.estimate, estimates.interval, estimates.asymptotic
+        zstat, pvalue, threshold = estimates.test
+        lower, upper, lower_open, zero, branch = (interval.lower, interval.upper, interval.lower_open,
+                                                  interval.contains_zero, interval.branch)
+        if resampling is not None:
+            lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
+            lower_open, branch = False, 0
+        t_pos = max(estimate, 0.0)
+        return cls(
+            estimate=estimate, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=estimates.plugin_estimate,
+            sigma1_sq=estimates.sigma1_sq, sigma0_sq=estimates.sigma0_sq, se=estimates.se, threshold=threshold,
+            null_zstat=zstat, null_pvalue=pvalue, contains_zero=zero, ci_lower=lower, ci_upper=upper,
+            ci_lower_open=lower_open, ci_branch=branch, n=stats.n, n_bins=n_bins, n_bins_rule=n_bins_rule,
+            bin_width=1.0 / n_bins, bin_volume=estimates.bin_volume, n_occupied_bins=int(stats.count.size),
+            n_singleton_bins=int((stats.count < 2).sum()), k=k, n_classes=n_classes, mode=mode, alpha=alpha,
+            bin_stats=stats, null=null, null_method=estimates.null_method,
+            method="adjusted" if resampling is None else resampling.method,
+            asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
+            resampling=resampling, **parts)
+
+    @property
+    def censored(self) -> bool:
+        """A survival result with rows censored before the horizon (its outcomes are IPCW-weighted)."""
+        return self.survival is not None and self.survival.n_censored > 0
+
+    @property
+    def approximate(self) -> bool:
+        """The interval is flagged as approximate (``approximation.reasons`` says why)."""
+        return self.approximation is not None and self.approximation.approximate
+
+    # ----------------------------------------------------------------- computed once, on first use
+    def _memo(self, key, compute):
+        """The value kept under ``key``, computed by ``compute()`` on first use.
+
+        The result is frozen: its fields never change.  What its displays
+        show (the evidence suite, Hosmer-Lemeshow, val_prob, the bin table,
+        the dict) is computed once per result and key, so that a second
+        ``summary()``, ``_repr_html_`` and a report format it without
+        computing it again.  A computation that fails with an error about the
+        data (ValueError, RuntimeError) is not retried: the error is kept and
+        raised again.
+        """
+        try:
+            value = self._cache[key]
+        except KeyError:
+            try:
+                value = compute()
+            except (ValueError, RuntimeError) as exc:  # deterministic: the same rows fail the same way
+                self._cache[key] = _Failed(exc)
+                raise
+            self._cache[key] = value
+            return value
+        if isinstance(value, _Failed):
+            raise value.error
+        return value
+
+    # ----------------------------------------------------------------- nested parts, flat names
+    def _interval(self, alpha: float) -> AdjustedInterval:
+        threshold = null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
+        if self.null != "asymptotic":  # zero joins iff the chosen null's test does not reject
+            threshold = math.inf if self.null_pvalue > alpha else -math.inf
+        if self.clustering is not None:
+            return t_adjusted_interval(self.estimate, self.se, threshold, alpha, self.clustering.n_clusters)
+        return adjusted_interval(self.estimate, self.se, threshold, alpha)
+
+    def asymptotic_threshold(self, alpha: float | None = None) -> float:
+        """The paper's calibrated-regime critical value of T, z_alpha sigma0 / (n sqrt(w)), at ``alpha``."""
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        return null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
+
+    def conf_int(self, alpha: float | None = None, scale: str = "squared") -> ConfidenceInterval:
+        """Adjusted confidence interval (Algorithm 1 with the zero rule), or the resampling interval.
+
+        Parameters
+        ----------
+        alpha : float, optional
+            Significance level; defaults to the stored ``alpha``.  Another
+            level is recomputed from the stored T, sigma1^2 and sigma0^2
+            (adjusted), or from the stored resampled statistics (bootstrap,
+            subsampling; HulC raises ``ValueError`` because its number of
+            splits depends on alpha).  Resampling intervals are intersected
+            with [0, inf).
+        scale : {"squared", "ece"}
+            ``"squared"`` for ECE^2, ``"ece"`` for ECE (square roots of both ends).
+
+        Returns
+        -------
+        ConfidenceInterval
+            Unpacks as ``lower, upper``; ``lower_open`` says when 0 is excluded.
+        """
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        check_choice(scale, "scale", ("squared", "ece"))
+        if alpha == self.alpha:
+            lower, upper = self.ci_lower, self.ci_upper
+            open_, zero = self.ci_lower_open, self.contains_zero
+        elif self.method != "adjusted":
+            lower, upper, zero = clip_interval(*raw_interval(self, alpha))
+            open_ = False
+        else:
+            iv = self._interval(alpha)
+            lower, upper, open_, zero = iv.lower, iv.upper, iv.lower_open, iv.contains_zero
+        if scale == "ece":
+            lower, upper = math.sqrt(lower), math.sqrt(upper)
+        return ConfidenceInterval(lower, upper, open_, zero, 1.0 - alpha, scale)
+
+    def margin_test(self, margin: float, alpha: float | None = None) -> MarginTestResult:
+        """Test H0: ECE >= margin against H1: ECE < margin (the model meets a pre-specified margin).
+
+        Rejects at level alpha exactly when the one-sided (1 - alpha) upper
+        confidence bound for ECE, sqrt(T+ + z_alpha se) with
+        se^2 = max(sigma1^2 / n, V0), is below ``margin``; V0, the variance of T
+        under calibration, is a floor that keeps the bound from collapsing when
+        T <= 0.  See :func:`calibtest.checks.acceptance.margin_test` and ``docs/acceptance.md``.
+        """
+        return _margin_test(self, margin, alpha)
+
+    def acceptance(self, criteria: dict, alpha: float | None = None, primary: str | None = None,
+                   model: str = "The model") -> AcceptanceEvaluation:
+        """This result against pre-specified acceptance criteria: a verdict per criterion and one sentence.
+
+        ``criteria`` as :func:`calibtest.plan` takes them (``ece_below``,
+        ``citl_within``, ``slope_within``, ``oe_within``); see
+        :func:`calibtest.checks.acceptance.evaluate_acceptance`.  Computed once per
+        criteria, level, primary criterion and subject (a report uses the same one).
+        """
+        key = ("acceptance", tuple(sorted((k, v if isinstance(v, (int, float)) else tuple(v))
+                                          for k, v in dict(criteria).items())), alpha, primary, model)
+        return self._memo(key, lambda: evaluate_acceptance(self, criteria, alpha=alpha, primary=primary, model=model))
+
+    # ----------------------------------------------------------------- tables
+    def bin_table(self) -> pd.DataFrame:
+        """One row per non-empty bin.
+
+        Columns: ``bin`` (the integer cube indices as a tuple), ``lower_j`` and
+        ``upper_j`` edges per coordinate, ``count``, ``mean_pred_j`` and
+        ``mean_outcome_j`` per coordinate, and ``contribution``, the bin's term
+        (||S_b||^2 - Q_b) / (n (c_b - 1)) of T (0 for a single-row bin), so the
+        column sums to ``estimate`` (for a clustered result, to the paper's T on
+        the same bins, ``clustering.iid_estimate``).  A weighted result adds ``weight`` (sum of
+        the weights) and the weighted means ``mean_pred_weighted_j`` and
+        ``mean_outcome_weighted_j``, and ``contribution`` is the bin's term of T_w.
+        Computed once per result; each call returns a copy.
+        """
+        return self._memo("bin_table", lambda: bin_table(self)).copy()
+
+    def hosmer_lemeshow(self, groups: int = 10, validation: str = "external"):
+        """Hosmer–Lemeshow test next to the plug-in and debiased estimates.
+
+        ``validation="external"`` (default) refers the statistic to chi2(g),
+        for predictions not fitted on these data; ``"development"`` to
+        chi2(g - 2).  See :func:`calibtest.checks.hosmer_lemeshow.hosmer_lemeshow`.
+        Computed once per result, ``groups`` and ``validation`` (the evidence
+        table and the report use the same one).
+        """
+        self._binary_outcomes("the Hosmer-Lemeshow test")
+        return result_hosmer_lemeshow(self, groups, validation)
+
+    def _binary_outcomes(self, what: str) -> None:
+        """Refuse a test of binary outcomes on a survival result with rows censored before the horizon."""
+        if self.censored:
+            raise ValueError(f"{what} needs binary outcomes; {self.survival.n_censored} rows of this survival "
+                             "result are censored before the horizon (their outcomes are IPCW-weighted): see "
+                             "docs/survival.md")
+
+    def val_prob(self, alpha: float | None = None):
+        """:func:`calibtest.val_prob` on this result's rows (binary or top-1): CITL, slope, C, Brier, E_max, ...
+
+        Computed once per result and level (the evidence table and the report
+        use the same one).
+
+        Raises
+        ------
+        ValueError
+            For a result without rows (bin sums) or with more than one probability column,
+            or a survival result with rows censored before the horizon.
+        """
+        self._binary_outcomes("val_prob")
+        return result_val_prob(self, alpha)
+
+    def conclusion(self, alpha: float | None = None) -> tuple[str, str, tuple]:
+        """The verdict, sentence and reasons of this interval and its own test of ECE = 0.
+
+        What a summary opens with when there is no evidence table (weighted
+        results, bin sums, ``summary(evidence=False)``); with the evidence,
+        ``res.evidence().conclusion`` is the conclusion from every test.  Both
+        are written by :func:`calibtest.checks.evidence_table.conclude`.
+        """
+        return conclude(self, alpha)
+
+    def figure_verdict(self, alpha: float | None = None, sep: str = "\n") -> str:
+        """What a figure of this result says: the ECE with its interval, ``sep``, and the verdict in a few words.
+
+        Written by :func:`calibtest.checks.evidence_table.figure_verdict` (with the
+        direction of a top-1 result: "overconfident" or "underconfident"),
+        so a plot reads it from the result.
+        """
+        return figure_verdict(self, alpha, sep=sep)
+
+    # ----------------------------------------------------------------- evidence
+    def evidence(self, alpha: float | None = None, rng=None) -> EvidenceResult:
+        """Every test of calibration on this result's rows, side by side, and one conclusion.
+
+        The multi-scale test of :func:`calibtest.calib_test` (whether), this
+        interval (how much), and for one probability column Hosmer-Lemeshow
+        (df = g), Spiegelhalter's z, CITL and the calibration slope, plus a
+        bin-sensitivity table; see :func:`calibtest.checks.evidence_table.build_evidence`
+        and the conclusion rules of :mod:`calibtest.checks.evidence_table`.  Deterministic:
+        the multi-scale test's label draws are seeded by the result's
+        recorded seed (the Monte Carlo null's, the resampling's or the call's
+        integer ``rng=``; :data:`calibtest.checks.evidence_table.EVIDENCE_SEED` when none
+        was recorded), so two calls give the same numbers; it is computed
+        once per level and integer seed and kept (the summary, the notebook
+        display and the report show the same evidence object).
+
+        A survival result with rows censored before the horizon gives the
+        IPCW interval and the classical survival evidence at the horizon
+        (O/E, CITL, slope, flexible curve, Greenwood-Nam-D'Agostino; see
+        :func:`calibtest.checks.evidence_table.build_survival_evidence`); without
+        censoring before the horizon its outcome is binary and its evidence
+        is the binary one.
+
+        Parameters
+        ----------
+        alpha : float, optional
+            Level of every test and interval (default: the stored one).
+        rng : None, int or numpy.random.Generator
+            Another seed for the label draws (None: the recorded one; not
+            used by the survival evidence, which draws nothing).
+
+        Returns
+        -------
+        EvidenceResult
+
+        Raises
+        ------
+        ValueError
+            When the result holds neither rows nor a way to read them again (a
+            BinAccumulator's, or a top-k or full target from a file or a Dask
+            DataFrame), or is weighted (its tests would ignore the weights).
+            A binary or top-1 result of a file or a Dask DataFrame reads its
+            rows again (``stream``): every row of the evidence table is
+            computed in passes over them, and what cannot be is said in the
+            evidence's ``scope``.
+        """
+        if self.weighting is not None:
+            raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
+                             "prevalence=): its interval and test are the weighted ones in summary()")
+        if self.clustering is not None:  # every row in its clustered version (calibtest.checks.evidence_clustered)
+            return _clustered_evidence(self, alpha, rng)
+        if self.censored:  # the IPCW interval and the survival rows (no label draws: rng is not used)
+            return build_survival_evidence(self, alpha)
+        return build_evidence(self, alpha, rng)
+
+    # ----------------------------------------------------------------- output
+    def _summary(self, alpha: float | None):
+        return self.summary(alpha)
+
+    def summary(self, alpha: float | None = None, evidence: bool = True):
+        """A statsmodels-style summary (``print`` it; ``.as_html()``, ``.as_latex()``).
+
+        ``alpha`` (default: the stored one) sets the level of everything shown:
+        the interval, the thresholds of the tests and the notes.
+
+        With rows in memory and ``evidence=True`` (default) the summary opens
+        with the evidence table of :meth:`evidence` and its conclusion, and
+        shows the bin-sensitivity table.  The evidence (the multi-scale test
+        with 999 label draws and, for one probability column,
+        Hosmer-Lemeshow and val_prob) is computed by the first summary at a
+        level and kept: a second summary, the notebook display and a report
+        of the result format it without computing it again.
+        ``evidence=False`` skips that work (large n).  A binary or top-1
+        result of a file or a Dask DataFrame reads its rows again for the
+        evidence (several passes; :mod:`calibtest.streams.evidence`);
+        one computed from bin sums alone shows the interval, its test and
+        their conclusion only.
+        """
+        alpha = None if alpha is None else check_alpha(alpha)
+        if check_bool(evidence, "evidence"):
+            shown, note = self._summary_evidence(alpha)
+        else:
+            shown, note = None, ("The evidence table (multi-scale test and the other tests on these rows) was "
+                                 "not computed: summary(evidence=False).")
+        return build_summary(self, alpha, evidence=shown, evidence_note=note,
+                             conclusion=result_conclusion(self, alpha, shown))
+
+    def _summary_evidence(self, alpha: float | None) -> tuple[EvidenceResult | None, str | None]:
+        """(the evidence the summary shows, or None and the reason it is not shown)."""
+        if self.weighting is not None:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
+                          "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
+                          "weighted interval and its test only.")
+        if self.clustering is not None:
+            return _clustered_evidence(self, alpha), None
+        if self.censored:  # the IPCW interval and the classical survival evidence at the horizon
+            return build_survival_evidence(self, alpha), None
+        if self.data is None and self.stream is None:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
+                          "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "
+                          "or a Dask DataFrame), so the summary shows the interval and its test only.")
+        try:
+            return build_evidence(self, alpha), None
+        except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
+            return None, f"The evidence table was not computed: {exc}."
+        except (ValueError, OSError) as exc:
+            if self.data is not None:
+                raise
+            # the file was moved or changed since the interval was computed: said, not hidden
+            return None, f"The evidence table was not computed from the file or Dask DataFrame: {exc}."
+
+    def notes(self) -> list[str]:
+        """Plain-text notes shown in the summary footer."""
+        return result_notes(self)
+
+    def _dict(self) -> dict:
+        return self._memo("dict", lambda: result_dict(self))  # to_dict() copies it (json_safe)
+
+    def plot_reliability(self, ax=None, **kwargs):
+        """Reliability diagram at display bins with Wilson intervals, over a strip of the rows per 1/B.
+
+        The points are deciles of the predictions (``n_bins=2..15``: equal-width
+        bins; ``n_bins="estimator"``: the estimator's B bins), from the rows or,
+        for a result of a file or a Dask frame, from its bin sums.  See
+        :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
+        array of Axes with one panel per coordinate for top-k/full modes).
+        """
+        if self.weighting is not None:
+            raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
+                             "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
+                             "of each bin (mean_pred_weighted, mean_outcome_weighted)")
+        if self.censored:
+            raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
+                             "survival result are censored before the horizon: the Kaplan-Meier reliability "
+                             "diagram at the horizon is calibtest.reporting.survival_plot.plot_survival_calibration("
+                             "res.evidence().survival), and bin_table() lists each bin's IPCW estimate of P(T <= t) "
+                             "(mean_outcome)")
+        from calibtest.reporting.plotting import plot_reliability
+        return plot_reliability(self, ax=ax, **kwargs)
+
+    def report(self, path, **kwargs):
+        """Write an HTML or PDF validation report; see :func:`calibtest.report`."""
+        from calibtest.reporting.html import report
+        return report(self, path, **kwargs)
+
+    def _repr_parts(self) -> list[str]:
+        if self.survival is not None:
+            return [f"survival at t={self.survival.horizon:g} n={self.n} B={self.n_bins}: "
+                    f"ECE^2(t)={self.estimate:.6g}", f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}",
+                    f"p(ECE=0)={self.null_pvalue:.4g}"]
+        return [f"mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: ECE^2={self.estimate:.6g}",
+                f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}", f"p(ECE=0)={self.null_pvalue:.4g}"]
+
+
+# --------------------------------------------------------------------------- helpers
+def raw_interval(result, alpha: float | None = None) -> tuple[float, float]:
+    """The resampling interval of a result as the method defines it (ends may be negative).
+
+    ``result.ci_lower`` and ``result.ci_upper`` hold this interval intersected
+    with [0, inf), the parameter space of ECE^2.
+    """
+    if result.resampling is None:
+        raise ValueError(f"result was made with method={result.method!r}, not a resampling method")
+    return result.resampling.at_level(alpha)
+
+
+
+def bin_table(result) -> pd.DataFrame:
+    """One row per non-empty bin of ``result`` (see ``CalibrationResult.bin_table``).
+
+    For the cube partition, bin key ``i`` covers ``[i/B, (i+1)/B)`` on each
+    coordinate; the key ``B`` (a coordinate exactly 1.0) covers the point 1.
+    ``mean_outcome_j`` is the mean of the label indicator Y_j = U_j + Z_j.
+    """
+    stats = result.bin_stats
+    if stats is None:
+        raise ValueError("this result holds no bin sums")
+    if result.mode == "full":
+        return _simplex_bin_table(result)
+    B = result.n_bins
+    c = stats.count
+    d = stats.dim
+    keys = stats.keys
+    table = {"bin": [tuple(int(v) for v in row) for row in keys]}
+    for j in range(d):
+        suffix = "" if d == 1 else f"_{j + 1}"
+        table[f"lower{suffix}"] = keys[:, j] / B
+        table[f"upper{suffix}"] = np.minimum(keys[:, j] + 1, B) / B
+    table["count"] = c.astype(np.int64)
+    for j in range(d):
+        suffix = "" if d == 1 else f"_{j + 1}"
+        mean_pred = stats.sum_z[:, j] / c
+        table[f"mean_pred{suffix}"] = mean_pred
+        table[f"mean_outcome{suffix}"] = mean_pred + stats.sum_u[:, j] / c
+    num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        contrib = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
+    if result.weighting is not None:  # weighted result: weighted means, the terms of T_w
+        wt = result.weighting
+        table["weight"] = wt.weight_sum
+        for j in range(d):
+            suffix = "" if d == 1 else f"_{j + 1}"
+            table[f"mean_pred_weighted{suffix}"] = wt.mean_pred[:, j]
+            table[f"mean_outcome_weighted{suffix}"] = wt.mean_outcome[:, j]
+        contrib = wt.contributions
+    table["contribution"] = contrib
+    df = pd.DataFrame(table)
+    return df.sort_values("bin", kind="stable").reset_index(drop=True)
+
+
+def _simplex_bin_table(result) -> pd.DataFrame:
+    """Bin table of full calibration: one row per non-empty simplex cell.
+
+    Columns: ``bin`` (the cell key ``(a_1, ..., a_{K-1}, code)`` of
+    :func:`calibtest.core.simplex.simplex_cells`), ``floor`` (the integer parts
+    a = floor(s)), ``order`` (the ranks of the fractional parts of s),
+    ``barycentre_j`` (the barycentre of the cell's part of the simplex, per
+    class), ``count``, ``mean_pred_j``, ``mean_outcome_j`` and ``contribution``
+    (the cell's term of T; the column sums to ``estimate``).
+    """
+    stats = result.bin_stats
+    keys = stats.keys
+    c = stats.count
+    K = stats.dim
+    d = keys.shape[1] - 1
+    ranks = decode_order(keys[:, d], d)
+    bary = cell_barycentres(keys, result.n_bins)
+    table = {"bin": [tuple(int(v) for v in row) for row in keys],
+             "floor": [tuple(int(v) for v in row) for row in keys[:, :d]],
+             "order": [tuple(int(v) for v in row) for row in ranks]}
+    for j in range(K):
+        table[f"barycentre_{j + 1}"] = bary[:, j]
+    table["count"] = c.astype(np.int64)
+    for j in range(K):
+        mean_pred = stats.sum_z[:, j] / c
+        table[f"mean_pred_{j + 1}"] = mean_pred
+        table[f"mean_outcome_{j + 1}"] = mean_pred + stats.sum_u[:, j] / c
+    num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["contribution"] = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
+    df = pd.DataFrame(table)
+    return df.sort_values("bin", kind="stable").reset_index(drop=True)

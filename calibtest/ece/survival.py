@@ -1,0 +1,516 @@
+r"""The calibration error of a risk by a time horizon, with right-censored outcomes.
+
+For a horizon t the outcome is Y(t) = 1{T <= t} and the prediction the
+model's risk r = P(T <= t); the estimand is the binned
+
+.. math::
+
+    \mathrm{ECE}^2(t) = E\bigl[(P(T \le t \mid r) - r)^2\bigr],
+
+binary ECE^2 of Y(t) on r (same bins, same debiasing; ``docs/survival.md``).
+
+**Censoring.**  A row censored before t has Y(t) unknown.  Each row's
+outcome is replaced by its inverse probability of censoring weighted (IPCW)
+version Y~ = delta 1{X <= t} / G(X-) (:mod:`calibtest.core.censoring`), G
+the censoring survival function estimated by Kaplan-Meier (default) or by a
+Cox model of the censoring on covariates (``censoring="cox"``).  Then
+U = Y~ - r has conditional mean P(T <= t | r) - r in every bin, and the
+paper's debiased T on these U is unbiased for the binned ECE^2(t) given G
+(the U of different rows are independent given G).
+
+**Interval.**  The influence function of T is psi_i = 2 mu_b U_i - ||mu_b||^2
+(the paper's sigma1^2 is its variance) plus, for the Kaplan-Meier G, the
+influence of G-hat (:func:`calibtest.core.censoring.km_influence` with
+a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) and
+se = sigma1 / sqrt(n).  With the Cox G the influence of its coefficients
+and of its Breslow baseline hazard takes the place of the Kaplan-Meier term
+(:func:`calibtest.core.censoring.cox_influence`).
+
+**Test of H0: calibrated at t.**  Under H0 the U have conditional mean 0,
+T is a degenerate U-statistic, and the influence of G-hat vanishes at first
+order (mu_b = 0).  The test refers z0 = T / sqrt(V_0) to N(0, 1), V_0 the
+calibrated-regime variance 2 sum_b (1 / (n (c_b - 1)))^2 sum_{i != j in b}
+(U_i U_j)^2 estimated from the IPCW rows themselves
+(:func:`calibtest.core.weighted.weighted_null_variance` with unit weights):
+the paper's sigma0^2 = 1/15 assumes Var(Y | r) = r (1 - r), which the IPCW
+outcome exceeds.  0 joins the interval iff this test does not reject.
+
+**No censoring before t.**  Then Y~ = Y(t) exactly, and the result is built
+by the binary path itself (:func:`calibtest.ece.build_result.estimate_rows`), so
+every number (the default conditional null included) equals binary
+``calib_ci`` on 1{T <= t}.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibtest.display.format import Call, record_call
+from calibtest.inputs.validation import DEFAULT_DRAWS, DataError, OptionError
+from calibtest.core.binning import singleton_fraction
+from calibtest.core.binstats import debiased_statistic, plugin_statistic
+from calibtest.core.censoring import (SurvivalData, censoring_km, competing_rows, cox_breslow, cox_influence,
+                                      cox_survival_before, ipcw_outcome, km_influence, survival_rows,
+                                      weighted_km_influence)
+from calibtest.core.estimates import Estimates
+from calibtest.core.intervals import adjusted_interval
+from calibtest.core.null import null_test, threshold as null_threshold
+from calibtest.core.partition import cell_geometry, partition_rows
+from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.core.weighted import weighted_null_variance
+from calibtest.ece.build_result import estimate_rows, estimate_weighted
+from calibtest.inputs.formula import column_values, surv_arguments
+from calibtest.ece.group_engine import by_names, group_labels
+from calibtest.inputs.rows import prepare_input
+from calibtest.options import check_options
+from calibtest.ece.result import Approximation, CalibrationResult
+
+__all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence",
+           "survival_rows_result", "SurvivalInput"]
+
+#: How the standard error accounts for the censoring weights, by censoring model.
+_VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
+             "cox": "is the influence-function one, including the influence of the Cox model's coefficients and "
+                    "Breslow baseline hazard",
+             "km weighted": "is the influence-function one of the weighted estimate, including the influence of "
+                            "the weighted Kaplan-Meier estimate of G"}
+
+
+def _survival_columns(time, event) -> np.ndarray:
+    """(n, 2) float64 array of ``time=`` and ``event=`` arrays (checked for shape and type)."""
+    out = []
+    for values, name in ((time, "time"), (event, "event")):
+        arr = column_values(values)
+        if arr.ndim != 1:
+            raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+        out.append(arr.astype(np.float64))
+    if out[0].shape != out[1].shape:
+        raise DataError(f"time and event must have the same length, got {out[0].shape[0]} and {out[1].shape[0]}")
+    return np.column_stack(out)
+
+
+def _covariates(spec, data, kept, n_input: int) -> tuple[np.ndarray, tuple]:
+    """The Cox censoring model's covariates of the kept rows, and their names."""
+    if spec is None:
+        raise OptionError("censoring='cox' needs censoring_covariates= (columns of data, or an (n, p) array)")
+    if isinstance(spec, str):  # one column
+        spec = [spec]
+    if isinstance(spec, (list, tuple)) and all(isinstance(s, str) for s in spec):
+        names = tuple(check_options(censoring_covariates=list(spec))["censoring_covariates"])
+        if data is None:
+            raise OptionError("censoring_covariates= names columns, which needs a formula with data=; with "
+                              "time=/event=/probs= give an (n, p) array")
+        missing = [nm for nm in names if nm not in data]
+        if missing:
+            raise DataError(f"censoring_covariates names {missing[0]!r}, which is not a column of data")
+        values = np.column_stack([column_values(data[nm]) for nm in names])
+    else:
+        values = np.asarray(spec)
+        values = values.reshape(-1, 1) if values.ndim == 1 else values
+        names = tuple(f"x{j}" for j in range(values.shape[1]))
+    if values.ndim != 2 or values.shape[0] != n_input:
+        raise DataError(f"censoring_covariates must give one row per row of the data ({n_input}), got shape "
+                        f"{values.shape}")
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"censoring_covariates must be numeric, got dtype {values.dtype}")
+    values = values.astype(np.float64)
+    if kept is not None:
+        values = values[kept]
+    if not np.all(np.isfinite(values)):
+        raise DataError("censoring_covariates hold missing or infinite values")
+    return values, names
+
+
+def cox_censoring_before(time: np.ndarray, event: np.ndarray, covariates: np.ndarray):
+    """G(X_i- | x_i) of a Cox model of the censoring with the Breslow baseline hazard, and its influence.
+
+    The censorings are the events of the model (status 1 - delta), beta its
+    Breslow partial-likelihood estimate (:func:`calibtest.core.censoring.cox_breslow`,
+    the estimate of statsmodels' PHReg at a fraction of its time), and
+    G(s | x) = exp(-Lambda_0(s) exp(x beta)) with the Breslow cumulative
+    hazard, evaluated just before each row's time (as R's
+    ``basehaz(coxph(..., ties = "breslow"), centered = FALSE)``;
+    tests/reference/survival_ipcw.R).
+
+    Returns
+    -------
+    g_before : ndarray, shape (n,)
+    influence : callable
+        ``influence(a)``: phi of :func:`calibtest.core.censoring.cox_influence` for a_i Y~_i.
+    """
+    x = covariates - covariates.mean(axis=0)  # centred for the numerics; G does not depend on the centring
+    status = 1.0 - event
+    beta = cox_breslow(time, status, x)
+    return cox_survival_before(time, status, x, beta), lambda a: cox_influence(time, status, x, beta, a)
+
+
+def ipcw_influence(inverse: np.ndarray, m: int, u: np.ndarray, y_tilde: np.ndarray,
+                   censoring_influence=None) -> np.ndarray:
+    """The influence value of each row on T of the IPCW rows: psi_i - mean(psi), plus that of the estimated G.
+
+    Parameters
+    ----------
+    inverse : ndarray of intp, shape (n,)
+        Bin of each row.
+    m : int
+        Number of bins.
+    u : ndarray, shape (n,)
+        U = Y~ - r.
+    y_tilde : ndarray, shape (n,)
+        The IPCW outcomes Y~.
+    censoring_influence : callable, optional
+        ``censoring_influence(a)``: the influence phi of the estimated G on
+        sum_i a_i Y~_i / n (Kaplan-Meier: :func:`calibtest.core.censoring.km_influence`;
+        Cox: :func:`calibtest.core.censoring.cox_influence`); None: weights as known.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        sqrt(n) (T - theta) is about N(0, mean(IF^2)).
+    """
+    count = np.bincount(inverse, minlength=m).astype(np.float64)
+    mu_i = (np.bincount(inverse, weights=u, minlength=m) / count)[inverse]
+    psi = 2.0 * mu_i * u - mu_i * mu_i
+    influence = psi - psi.mean()
+    if censoring_influence is not None:
+        influence += censoring_influence(2.0 * mu_i * y_tilde)
+    return influence
+
+
+def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y_tilde: np.ndarray, *,
+                      censoring_influence, alpha: float, call: Call | None = None, **extra) -> CalibrationResult:
+    """The IPCW estimate of ECE^2(t), its interval and the test of calibration at t; one result.
+
+    Parameters
+    ----------
+    target : PreparedData
+        Binary target with U = Y~ - r.
+    partition : Partition
+        The rows' bins on the risk.
+    survival : SurvivalData
+        The survival part of the result.
+    y_tilde : ndarray
+        The IPCW outcomes.
+    censoring_influence : callable or None
+        The influence of the estimated G (see :func:`ipcw_influence`), which joins the standard error.
+    alpha : float
+    call : Call, optional
+    **extra
+        Bookkeeping fields of the result.
+    """
+    stats = partition.bin_sums(target)
+    n = target.n
+    t = debiased_statistic(stats, n)
+    plugin = plugin_statistic(stats, n)
+    influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, censoring_influence)
+    s1 = float(np.mean(influence * influence))
+    v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
+    volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
+    s0 = n * n * volume * v0
+    if not s0 > 0:
+        raise DataError("the calibrated-regime variance of the IPCW rows is 0 (no bin holds two rows with "
+                        "non-zero errors); use fewer bins or more rows")
+    se = math.sqrt(s1 / n)
+    zstat, pvalue = null_test(t, n, volume, s0)
+    threshold = null_threshold(alpha, s0, n, volume)
+    iv = adjusted_interval(t, se, threshold, alpha)
+    estimates = Estimates(estimate=t, plugin_estimate=plugin, sigma1_sq=s1, sigma0_sq=s0, se=se, bin_volume=volume,
+                          test=(zstat, pvalue, threshold), interval=iv, null_method="normal", asymptotic=None,
+                          singleton_fraction=singleton_fraction(stats.count))
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
+                                               second_order_variance=None)
+    return CalibrationResult.from_estimates(
+        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=target.mode,
+        k=target.k, n_classes=None, alpha=alpha, null="asymptotic", approximation=approximation, call_record=call,
+        data=target, partition=partition, bin_rule=partition.bin_rule, survival=survival, **extra)
+
+
+def _refuse(null: str, method: str, weights, n_classes, k, prevalence) -> None:
+    """Options a survival outcome does not take (yet), refused with the reason."""
+    if prevalence is not None:
+        raise OptionError("prevalence= cannot be combined with a survival outcome (horizon=): it reweights events "
+                          "and non-events, whose status at t is unknown for rows censored before t; give case "
+                          "weights (weights=) instead")
+    if weights is not None and null == "conditional":
+        raise OptionError("weights= with a survival outcome (horizon=) takes null='auto' or 'asymptotic'")
+    if n_classes is not None or k is not None:
+        raise OptionError("a survival outcome (horizon=) takes one risk column P(T <= t); n_classes= and k= do "
+                          "not apply")
+    if method != "adjusted":
+        raise OptionError(f"method={method!r} is not available with a survival outcome (horizon=): the "
+                          "resampling baselines would resample the IPCW outcomes with the censoring distribution "
+                          "held fixed; use method='adjusted'")
+    del null  # checked once the censoring before the horizon is known
+
+
+def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horizon, censoring: str = "km",
+                      censoring_covariates=None, env, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
+                      null: str = "auto", rng=None, n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted",
+                      n_resamples=None, progress=None, weights=None, prevalence=None, by=None, n_classes=None,
+                      k=None, cause=None, call_options: dict | None = None):
+    """:func:`calibtest.calib_ci` with a survival outcome at ``horizon`` (see the module docstring).
+
+    Parameters
+    ----------
+    formula : str or None
+        ``"Surv(time, event) ~ risk"``.
+    data : DataFrame or dict, optional
+    time, event, probs : array_like, optional
+        Array input instead of a formula.
+    horizon : float
+        The horizon t > 0 (validated).
+    censoring : {"km", "cox"}
+        The censoring model of the IPCW weights.
+    censoring_covariates : list of str or array_like, optional
+        The Cox censoring model's covariates (``censoring="cox"``).
+    env : patsy.EvalEnvironment
+        The caller's environment.
+    cause : int, optional
+        Competing risks: the event holds codes 0 (censored), 1, 2, ... and
+        the risk is the cumulative incidence of ``cause`` by the horizon.
+        Rows of a competing event before t have outcome 0 and are not
+        censorings of G (Aalen-Johansen weights; ``docs/survival.md``).
+    by : optional
+        Subgroups (as in :func:`calibtest.calib_ci`): the validated rows and
+        group labels are returned as a :class:`SurvivalInput`, which
+        :func:`calibtest.ece.grouped_interval.grouped_survival_calib_ci` analyses group by
+        group.
+    Other parameters as in :func:`calibtest.calib_ci` (validated by it).
+
+    Returns
+    -------
+    CalibrationResult, or SurvivalInput with ``by=``.
+
+    Raises
+    ------
+    OptionError, DataError, TypeError
+        Unsupported options, unusable times, events, risks or horizon.
+    """
+    opts = check_options(horizon=horizon, censoring=censoring, cause=cause)
+    horizon, censoring, cause = opts["horizon"], opts["censoring"], opts["cause"]
+    if horizon is None:
+        raise OptionError("a survival outcome needs horizon=, the time t of the risk P(T <= t)")
+    _refuse(null, method, weights, n_classes, k, prevalence)
+    if censoring == "km" and censoring_covariates is not None:
+        raise OptionError("censoring_covariates= is used by censoring='cox'; the Kaplan-Meier censoring "
+                          "distribution (censoring='km') takes no covariates")
+    options = dict(call_options or {})
+    options.update({"horizon": horizon, "censoring": censoring if censoring != "km" else None,
+                    "censoring_covariates": (list(censoring_covariates) if isinstance(censoring_covariates,
+                                                                                    (list, tuple)) else
+                                             None if censoring_covariates is None else "<array>")})
+    if cause is not None:
+        options["cause"] = cause
+    if by is not None:
+        options["by"] = by if by_names(by) else "<array>"
+    if formula is not None:
+        if time is not None or event is not None or probs is not None:
+            raise OptionError("give either a formula 'Surv(time, event) ~ risk' with data, or time=, event= and "
+                              "probs=, not both")
+        y = None
+    else:
+        if time is None or event is None or probs is None:
+            raise OptionError("a survival outcome needs a formula 'Surv(time, event) ~ risk' with data=, or all "
+                              "of time=, event= and probs=")
+        y = _survival_columns(time, event)
+    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, target=False,
+                             single_column=True, survival=True, by=by, weights=weights,
+                             group_labels=group_labels if by is not None else None)
+    rows = prepared.rows
+    covariates, cov_names = (None, ())
+    if censoring == "cox":
+        covariates, cov_names = _covariates(censoring_covariates, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
+    if formula is not None:
+        time_name, event_name = surv_arguments(rows.y_name) or ("time", "event")
+        call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
+    else:
+        time_name, event_name = "time", "event"
+        n_in = rows.y.shape[0] + rows.n_dropped
+        call = Call("calib_ci", (f"time=<array n={n_in}>", f"event=<array n={n_in}>",
+                                 f"probs=<array shape={(n_in,)}>"), options)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                       n_dropped=rows.n_dropped)
+    settings = dict(horizon=horizon, censoring=censoring, cov_names=cov_names, n_bins=n_bins, alpha=alpha, null=null,
+                    rng=rng, n_null_draws=n_null_draws, method=method, n_resamples=n_resamples, progress=progress,
+                    time_name=time_name, event_name=event_name, cause=cause, weights=prepared.weights,
+                    weights_name=prepared.weights_name)
+    if cause is None:
+        t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
+    else:
+        t_obs, ev = competing_rows(rows.y[:, 0], rows.y[:, 1], horizon, cause, time_name, event_name)
+    risk = rows.probs.reshape(-1)
+    rows_in = SurvivalInput(t_obs, ev, risk, covariates, call, settings, bookkeeping, prepared.group_names,
+                            prepared.group_values)
+    if by is not None:
+        return rows_in
+    return survival_rows_result(t_obs, ev, risk, covariates, call=call, bookkeeping=bookkeeping, **settings)
+
+
+def _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping) -> tuple:
+    """(event of the cause (0/1), not censored (0/1), the binary target of 1{T <= t, cause} with the risks, its
+    partition) of survival rows.
+
+    With ``cause`` the event codes' other causes are observed (not censored) with outcome 0.
+
+    Raises
+    ------
+    DataError
+        No event (of the cause) at or before the horizon.
+    """
+    event = ev if cause is None else (ev == cause).astype(np.float64)
+    observed = ev if cause is None else (ev != 0.0).astype(np.float64)  # not censored
+    y_t = ((event == 1.0) & (t_obs <= horizon)).astype(np.float64)
+    if not np.any(y_t):
+        raise DataError(f"no event{'' if cause is None else f' of cause {cause}'} at or before horizon={horizon:g}: "
+                        "the calibration of the risk by the horizon cannot be estimated")
+    binary = prepare_target(y_t, risk, y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
+    return event, observed, binary, partition_rows(binary, n_bins)
+
+
+def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins, alpha, null, rng, n_null_draws,
+                       time_name, event_name, cause, call, bookkeeping, weights, weights_name) -> CalibrationResult:
+    r"""The case-weighted survival result: T_w of the IPCW rows with the weighted Kaplan-Meier G.
+
+    Y~_i = 1{X_i <= t, cause} / G_w(X_i-), G_w the Kaplan-Meier of the
+    censorings with the case weights in its risk sets; T_w, V_0 and the
+    interval are those of weighted rows (:mod:`calibtest.core.weighted`),
+    and the influence of row j gains the weighted Kaplan-Meier term
+    w_j [(1 - delta_j) A(X_j) / R_w(X_j) - sum_{u <= X_j} A(u) dC_w(u) / R_w(u)^2] with
+    a_i = 2 mu_b (n w_i / W) Y~_i, the derivative of n T_w in Y~_i.  Without
+    censoring before t the result is the weighted binary one of 1{T <= t}.
+    """
+    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping)
+    km = censoring_km(t_obs, observed, weights)
+    censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon) & (weights > 0)))
+    build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
+                 cause=cause)
+    null = "asymptotic" if null == "auto" else null
+    if not censored_before:
+        survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0,
+                                      variance="is that of the weighted binary outcome", **build)
+        return estimate_weighted(binary, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
+                                 rng=rng, n_null_draws=n_null_draws, call=call, survival=survival, **bookkeeping)
+    if censoring != "km":
+        raise OptionError("weights= with censoring before the horizon takes the weighted Kaplan-Meier censoring "
+                          "distribution (censoring='km'); a weighted Cox model of the censoring is not available")
+    if null != "asymptotic":
+        raise OptionError(f"null={null!r} draws Bernoulli outcomes, which rows censored before the horizon do not "
+                          "have; with censoring the test of calibration at t is the asymptotic one")
+    y_tilde = ipcw_outcome(t_obs, event, horizon, km.before(t_obs))
+    n = t_obs.size
+
+    def censoring_term(inverse, u, w):
+        m = partition.m
+        w_b = np.bincount(inverse, weights=w, minlength=m)
+        mu = np.divide(np.bincount(inverse, weights=w * u[:, 0], minlength=m), w_b, out=np.zeros(m),
+                       where=w_b > 0)
+        a = 2.0 * mu[inverse] * (n * w / w_b.sum()) * y_tilde
+        return weighted_km_influence(km, observed, w, a)
+
+    cases = y_tilde > 0
+    survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
+                                  variance=_VARIANCE["km weighted"], **build)
+    target = PreparedData(z=binary.z, u=(y_tilde - risk)[:, None], mode="binary", k=1, n_classes=None)
+    return estimate_weighted(target, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
+                             rng=rng, n_null_draws=n_null_draws, call=call, extra_influence=censoring_term,
+                             survival=survival, **bookkeeping)
+
+
+@dataclass(frozen=True)
+class SurvivalInput:
+    """The validated rows of a survival outcome before analysis (what ``by=`` splits into groups).
+
+    Attributes
+    ----------
+    time, event, risk : ndarray, shape (n,)
+        Times, events (codes with ``cause``) and risks of the kept rows.
+    covariates : ndarray or None
+        The Cox censoring model's covariates of the kept rows.
+    call : Call
+        The recorded call.
+    settings, bookkeeping : dict
+        Keyword arguments of :func:`survival_rows_result`.
+    group_names, group_values : list
+        The grouping columns' names and labels (``by=``).
+    """
+
+    time: np.ndarray
+    event: np.ndarray
+    risk: np.ndarray
+    covariates: np.ndarray | None
+    call: Call
+    settings: dict
+    bookkeeping: dict
+    group_names: list
+    group_values: list
+
+    def fit_rows(self, idx=None, *, call: Call | None = None, bookkeeping: dict | None = None, rng=None,
+                 weights=None) -> CalibrationResult:
+        """The survival result of the rows ``idx`` (all rows when None): :func:`survival_rows_result` on them.
+
+        The censoring distribution is estimated from those rows alone (with
+        ``by=``, each group its own).  ``call``, ``bookkeeping`` and ``rng``
+        replace the stored ones (a group's label, its row count, its seed);
+        ``weights`` are the case weights of the rows ``idx``.
+        """
+        settings = {key: value for key, value in self.settings.items() if key not in ("rng", "weights")}
+        pick = slice(None) if idx is None else idx
+        covariates = None if self.covariates is None else self.covariates[pick]
+        return survival_rows_result(self.time[pick], self.event[pick], self.risk[pick], covariates,
+                                    call=self.call if call is None else call,
+                                    bookkeeping=self.bookkeeping if bookkeeping is None else bookkeeping,
+                                    rng=self.settings["rng"] if rng is None else rng, weights=weights, **settings)
+
+
+def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov_names, n_bins, alpha, null, rng,
+                         n_null_draws, method, n_resamples, progress, time_name, event_name, cause, call,
+                         bookkeeping, weights=None, weights_name=None) -> CalibrationResult:
+    """The survival result of validated rows: times, events (or codes with ``cause``), risks, covariates.
+
+    The censoring distribution (Kaplan-Meier or Cox) is estimated from
+    these rows alone, so with ``by=`` each group has its own.  With
+    ``cause`` the outcome is 1{T <= t, cause}: the rows of a competing
+    event are not censorings of G (their outcome, 0, is known).  With case
+    ``weights`` the estimate is the weighted T_w of the IPCW rows
+    (:func:`calibtest.ece.build_result.estimate_weighted`), G the weighted
+    Kaplan-Meier and the influence of G-hat
+    (:func:`calibtest.core.censoring.weighted_km_influence`) added to T_w's
+    (:func:`_survival_weighted`).
+    """
+    if weights is not None:
+        return _survival_weighted(t_obs, ev, risk, horizon=horizon, censoring=censoring, cov_names=cov_names,
+                                  n_bins=n_bins, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
+                                  time_name=time_name, event_name=event_name, cause=cause, call=call,
+                                  bookkeeping=bookkeeping, weights=weights, weights_name=weights_name)
+    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping)
+    km = censoring_km(t_obs, observed)
+    censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon)))
+    build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
+                 cause=cause)
+    if not censored_before:  # Y~ = 1{T <= t}: the binary path, every number identical
+        survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0, variance="is that of the binary outcome",
+                                      **build)
+        return estimate_rows(binary, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
+                             method=method, n_resamples=n_resamples, progress=progress, call=call,
+                             survival=survival, **bookkeeping)
+    if null not in ("auto", "asymptotic"):
+        raise OptionError(f"null={null!r} draws or conditions on Bernoulli outcomes, which rows censored before the "
+                          "horizon do not have; with censoring the test of calibration at t is the asymptotic one "
+                          "(null='auto' or 'asymptotic'; docs/survival.md)")
+    if censoring == "km":
+        g_before = km.before(t_obs)
+        influence = lambda a: km_influence(km, observed, a)  # noqa: E731
+    else:
+        g_before, influence = cox_censoring_before(t_obs, observed, covariates)
+    y_tilde = ipcw_outcome(t_obs, event, horizon, g_before)
+    cases = y_tilde > 0
+    survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
+                                  variance=_VARIANCE[censoring], **build)
+    u = (y_tilde - risk)[:, None]
+    target = PreparedData(z=binary.z, u=u, mode="binary", k=1, n_classes=None)
+    return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=alpha,
+                             call=call, **bookkeeping)

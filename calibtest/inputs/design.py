@@ -1,0 +1,225 @@
+"""The design of one call, resolved once at the front door, and the one table of supported combinations.
+
+A :class:`Design` says what kind of analysis a call asks for: its outcome
+(classification, a survival outcome at a horizon, competing risks), its
+target where the options fix it (top-1 with ``n_classes=``, top-k or full
+with ``k=``; otherwise the probability columns decide), its weighting (case
+``weights=`` or a ``prevalence=``), whether rows are clustered (``cluster=``)
+or grouped (``by=``), where the rows come from (memory, a file, a Dask frame),
+and the interval method and null asked for.  :meth:`Design.resolve` builds it
+from the front door's arguments, before any row is read; :meth:`Design.check`
+refuses a combination the package does not support, with the reason, from
+the one table :data:`RULES`.
+
+The same table writes the table of combinations in the documentation
+(:func:`combinations_markdown`, ``docs/combinations.md``) and the command
+line's help (:func:`combinations_text`), so a refusal, the docs and ``--help``
+cannot disagree.  This module imports only the standard library and
+:mod:`calibtest.options`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from calibtest.options import OptionError
+
+__all__ = ["Design", "Rule", "RULES", "combinations_markdown", "combinations_text", "source_of"]
+
+#: The outcomes a design can have.
+OUTCOMES = ("classification", "survival", "competing risks")
+#: Where the rows come from.
+SOURCES = ("memory", "file", "dask")
+
+
+def source_of(data) -> str:
+    """``"file"`` for a path (``str`` or ``os.PathLike``), ``"dask"`` for a Dask collection, else ``"memory"``.
+
+    A Dask collection is recognised by its module, so Dask is not imported.
+    """
+    if isinstance(data, (str, os.PathLike)):
+        return "file"
+    if type(data).__module__.split(".")[0] == "dask":
+        return "dask"
+    return "memory"
+
+
+@dataclass(frozen=True)
+class Design:
+    """What kind of analysis one call is: resolved once from the arguments, before the rows are read.
+
+    Attributes
+    ----------
+    analysis : str
+        The front door: ``"calib_ci"``, ``"calib_test"``, ``"evidence"``, ``"tcal_test"``.
+    outcome : {"classification", "survival", "competing risks"}
+        A survival outcome comes with ``horizon=`` (or ``time=``/``event=``); competing risks with ``cause=``.
+    target : str or None
+        ``"top-1"`` with ``n_classes=``, ``"top-k"`` or ``"full"`` with ``k=``; None where the probability
+        columns decide (one column: binary; a matrix: top-1).
+    weighting : {None, "weights", "prevalence"}
+        Case weights or a prevalence to reweight events and non-events to.
+    clustered, grouped : bool
+        ``cluster=`` and ``by=`` given.
+    source : {"memory", "file", "dask"}
+        Rows in memory (a DataFrame, a dict or arrays), a CSV/Parquet file, or a Dask DataFrame.
+    chunked : bool
+        ``chunksize=`` given.
+    method : str
+        The interval method (``"adjusted"`` or a resampling baseline).
+    null : str
+        The null asked for (``"auto"``, ``"conditional"``, ``"monte-carlo"``, ``"asymptotic"``).
+    """
+
+    analysis: str
+    outcome: str = "classification"
+    target: str | None = None
+    weighting: str | None = None
+    clustered: bool = False
+    grouped: bool = False
+    source: str = "memory"
+    chunked: bool = False
+    method: str = "adjusted"
+    null: str = "auto"
+
+    @classmethod
+    def resolve(cls, analysis: str, *, data=None, horizon=None, time=None, event=None, cause=None,
+                n_classes=None, k=None, weights=None, prevalence=None, cluster=None, by=None,
+                chunksize=None, method: str = "adjusted", null: str = "auto") -> "Design":
+        """The design of a call from its arguments (nothing is read; options are checked elsewhere)."""
+        survival = horizon is not None or time is not None or event is not None
+        outcome = ("competing risks" if cause is not None else "survival") if survival else "classification"
+        if n_classes is not None:
+            target = "top-1"
+        elif k is not None:
+            target = "full" if k == "full" else "top-k"
+        else:
+            target = None
+        weighting = "weights" if weights is not None else "prevalence" if prevalence is not None else None
+        return cls(analysis=analysis, outcome=outcome, target=target, weighting=weighting,
+                   clustered=cluster is not None, grouped=by is not None, source=source_of(data),
+                   chunked=chunksize is not None, method=method, null=null)
+
+    @property
+    def survival(self) -> bool:
+        """True for a survival outcome, competing risks included."""
+        return self.outcome != "classification"
+
+    @property
+    def in_memory(self) -> bool:
+        """True when the rows are in memory."""
+        return self.source == "memory"
+
+    def refusal(self) -> "Rule | None":
+        """The first rule of :data:`RULES` this design breaks, or None when it is supported."""
+        return next((rule for rule in RULES if self.analysis in rule.analyses and rule.breaks(self)), None)
+
+    def check(self) -> "Design":
+        """This design, or :class:`~calibtest.options.OptionError` with the reason of the rule it breaks."""
+        rule = self.refusal()
+        if rule is not None:
+            raise OptionError(rule.reason.format(method=self.method, null=self.null))
+        return self
+
+    def describe(self) -> str:
+        """The kind of analysis in words, e.g. ``"survival, weighted, grouped, rows in memory"``."""
+        parts = [self.outcome if self.target is None else f"{self.outcome} ({self.target})"]
+        parts += [{"weights": "case-weighted", "prevalence": "reweighted to a prevalence"}[self.weighting]] \
+            if self.weighting else []
+        parts += ["clustered"] * self.clustered + ["grouped"] * self.grouped
+        parts.append({"memory": "rows in memory", "file": "streamed from a file", "dask": "a Dask frame"}[self.source])
+        return ", ".join(parts)
+
+
+_ALL = ("calib_ci", "calib_test", "evidence", "tcal_test")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One unsupported combination: which analyses it concerns, when a design breaks it, and why.
+
+    Attributes
+    ----------
+    combination : str
+        The combination in the words of the arguments, for the docs' table and ``--help``.
+    breaks : callable
+        ``breaks(design)`` is True when the design asks for the combination.
+    reason : str
+        The refusal's message: why, and what to do instead (``{method}`` and ``{null}`` stand for the design's).
+    analyses : tuple of str
+        The front doors the rule applies to.
+    """
+
+    combination: str
+    breaks: Callable[[Design], bool]
+    reason: str
+    analyses: tuple = _ALL
+
+
+_IN_MEMORY = "(a DataFrame or arrays)"
+
+#: The unsupported combinations, in the order they are checked; every refusal of a combination of options
+#: comes from here.
+RULES: tuple[Rule, ...] = (
+    Rule("a survival outcome (horizon=) with a file or a Dask frame",
+         lambda d: d.survival and not d.in_memory,
+         f"a survival outcome (horizon=) needs the rows in memory {_IN_MEMORY}; read the formula's columns of the "
+         "file into pandas", ("calib_ci",)),
+    Rule("a survival outcome (horizon=) with cluster=",
+         lambda d: d.survival and d.clustered,
+         "cluster= is not available with a survival outcome (horizon=): analyse each site separately or without "
+         "cluster=", ("calib_ci",)),
+    Rule("chunksize= with rows in memory",
+         lambda d: d.chunked and d.in_memory,
+         "chunksize= applies only to data given as a file path", ("calib_ci",)),
+    Rule("chunksize= with a Dask frame",
+         lambda d: d.chunked and d.source == "dask",
+         "chunksize= applies to files; a Dask DataFrame is processed by partition (use ddf.repartition to change "
+         "their size)", ("calib_ci",)),
+    Rule("cluster= with a file or a Dask frame",
+         lambda d: d.clustered and not d.in_memory,
+         f"cluster= needs the rows in memory {_IN_MEMORY}; for a file or a Dask frame, read the formula's "
+         "columns and the cluster column into pandas", ("calib_ci",)),
+    Rule("cluster= with a resampling method",
+         lambda d: d.clustered and d.method != "adjusted",
+         "cluster= supports method='adjusted' (the cluster-robust adjusted interval), not method={method!r}: "
+         "the resampling baselines resample independent rows", ("calib_ci",)),
+    Rule("cluster= with weights= or prevalence=",
+         lambda d: d.clustered and d.weighting is not None,
+         "cluster= cannot be combined with weights= or prevalence= (a weighted clustered estimator is not "
+         "implemented)", ("calib_ci",)),
+    Rule("cluster= with null='conditional'",
+         lambda d: d.clustered and d.null == "conditional",
+         "null='conditional' redraws each label independently given its prediction, which ignores the "
+         "correlation within clusters; with cluster= use null='auto' (the cluster sign-flip test), 'monte-carlo' "
+         "(the same) or 'asymptotic' (z = T_cl / sqrt(V_0))", ("calib_ci",)),
+    Rule("weights= or prevalence= with a file or a Dask frame",
+         lambda d: d.weighting is not None and not d.in_memory,
+         f"weights= and prevalence= need the rows in memory {_IN_MEMORY}; for a file or a Dask frame, read the "
+         "columns needed into pandas", ("calib_ci",)),
+    Rule("null='monte-carlo' and by= with a file or a Dask frame",
+         lambda d: d.null == "monte-carlo" and d.grouped and not d.in_memory,
+         f"null='monte-carlo' draws labels for every row and needs the rows in memory {_IN_MEMORY}; with by= on "
+         "files and Dask frames use null='auto', 'conditional' or 'asymptotic'", ("calib_ci",)),
+    Rule("null='monte-carlo' with a file or a Dask frame",
+         lambda d: d.null == "monte-carlo" and not d.in_memory,
+         f"null='monte-carlo' draws labels for every row and needs the rows in memory {_IN_MEMORY}; files and "
+         "Dask frames support null='auto', 'conditional' (the same exact moments as in memory, from per-bin "
+         "sums) and 'asymptotic'", ("calib_ci",)),
+)
+
+
+def combinations_markdown() -> str:
+    """The table of unsupported combinations as Markdown (the documentation's ``docs/combinations.md``)."""
+    lines = ["| combination | refused by | why, and what to do instead |", "|---|---|---|"]
+    for rule in RULES:
+        doors = ", ".join(f"`{name}`" for name in rule.analyses)
+        lines.append(f"| {rule.combination} | {doors} | {rule.reason.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def combinations_text(analysis: str) -> str:
+    """The combinations one front door refuses, as one sentence (the command line's ``--help`` epilog)."""
+    rules = [rule.combination for rule in RULES if analysis in rule.analyses]
+    return "not supported: " + "; ".join(rules) + " (see the docs' table of combinations)" if rules else ""
