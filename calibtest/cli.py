@@ -477,14 +477,10 @@ def _deviation_reasons(specs) -> dict:
 def _cmd_report(args) -> int:
     from calibtest.api.calib_ci import calib_ci
     from calibtest.inputs.plan import AnalysisPlan
-    from calibtest.reporting.document import load_metadata
+    from calibtest.reporting.document import check_report_path, load_metadata
     from calibtest.reporting.html import file_provenance, report
 
-    if not args.output.lower().endswith((".html", ".htm", ".pdf")):
-        raise OptionError(f"-o/--output must end in .html, .htm or .pdf, got {args.output!r}")
-    folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):
-        raise OptionError(f"-o/--output {args.output}: the folder {os.path.dirname(args.output)} does not exist")
+    check_report_path(args.output, "-o/--output")  # as report() checks its path: before the file is read
     models = _report_models(args)
     metadata = load_metadata(args.metadata) if args.metadata is not None else None
     plan = None

@@ -14,6 +14,7 @@ import calibtest as ct
 from calibtest.streams import files as filestream
 from calibtest.api.calib_ci import calib_ci_out_of_core
 from calibtest.streams.accumulator import BinAccumulator
+from calibtest.options import DataError
 from scale_helpers import assert_same_result
 
 pyarrow = pytest.importorskip("pyarrow")
@@ -262,3 +263,79 @@ def test_one_partition_dask_frame_warns_naming_npartitions(monkeypatch):
         monkeypatch.setattr(dask_frames, "ONE_PARTITION_ROWS", 10_000)
         ct.calib_ci("correct ~ conf", data=dd.from_pandas(df, npartitions=1), n_classes=10, n_bins=6,
                     missing="drop")  # one small partition: no warning
+
+
+# ----------------------------------------------------------------------------- one reader: a file changed mid-read
+def _changer(path: Path, df: pd.DataFrame):
+    """``touch(p)`` for a formula: returns p; once armed, its first call (while a chunk is read) adds a row
+    to the file (a CSV line appended; a Parquet file written again with the row)."""
+    state = {"armed": False}
+
+    def touch(p):
+        if state["armed"]:
+            state["armed"] = False
+            extra = pd.concat([df, df.iloc[:1]], ignore_index=True)
+            if path.suffix == ".csv":
+                with open(path, "a") as fh:
+                    fh.write(extra.iloc[-1:].to_csv(index=False, header=False))
+            else:
+                extra.to_parquet(path, row_group_size=500)
+        return p
+    return touch, state
+
+
+_F = "y ~ touch(p)"
+# each streamed pass over a file: (call, when the change is armed: "first" read or "after" the interval)
+_PASSES = {
+    "calib_ci": (lambda d, e: ct.calib_ci(_F, data=d, chunksize=500, eval_env=e), "first"),
+    "calib_ci by=": (lambda d, e: ct.calib_ci(_F, data=d, by="g", chunksize=500, eval_env=e), "first"),
+    "calib_test": (lambda d, e: ct.calib_test(_F, data=d, chunksize=500, rng=1, eval_env=e), "first"),
+    "calib_test B=8": (lambda d, e: ct.calib_test(_F, data=d, n_bins=8, chunksize=500, rng=1, eval_env=e),
+                       "first"),
+    "calib_test by=": (lambda d, e: ct.calib_test(_F, data=d, by="g", chunksize=500, rng=1, eval_env=e),
+                       "first"),
+    "calib_test scales": (lambda d, e: ct.calib_test(_F, data=d, n_bins=[4, 8], partitions="both", chunksize=500,
+                                                     rng=1, eval_env=e), "first"),
+    "evidence": (lambda d, e: ct.evidence(_F, data=d, chunksize=500, rng=1, eval_env=e), "first"),
+    "res.evidence()": (lambda res: res.evidence(rng=1), "after"),
+    "res.hosmer_lemeshow()": (lambda res: res.hosmer_lemeshow(), "after"),
+}
+
+
+def _sources(out) -> list:
+    """The ``source`` records a streamed result holds (its own; an evidence result's test's too)."""
+    if isinstance(out, ct.HosmerLemeshowResult):
+        return []  # a table of the interval's rows, no result of its own
+    return [out.source] + ([out.test.source] if isinstance(out, ct.EvidenceResult) else [])
+
+
+@pytest.mark.parametrize("changed", [True, False], ids=["changed", "unchanged"])
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("name", list(_PASSES))
+def test_every_streamed_pass_refuses_a_file_changed_mid_read(tmp_path, name, fmt, changed):
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, 3000)
+    df = pd.DataFrame({"y": (rng.uniform(size=p.size) < p).astype(int), "p": p, "g": np.arange(p.size) % 3})
+    path = tmp_path / f"chg.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, row_group_size=500)
+    raw = path.read_bytes()
+    touch, state = _changer(path, df)
+    call, when = _PASSES[name]
+    state["armed"] = changed and when == "first"
+    run = (lambda: call(path, {"touch": touch})) if when == "first" else None
+    if when == "after":
+        res = ct.calib_ci(_F, data=path, chunksize=500, eval_env={"touch": touch})
+        state["armed"] = changed
+        run = lambda: call(res)  # noqa: E731
+    if changed:
+        with pytest.raises(DataError) as err:
+            run()
+        assert str(err.value) == f"{path.name} changed while it was being read; the result would mix two versions"
+        assert path.read_bytes() != raw  # the change was made (and refused)
+        return
+    out = run()
+    for src in _sources(out):
+        assert src["name"] == path.name and src["format"] == fmt
+        assert src["sha256"] == hashlib.sha256(raw).hexdigest() and src["size_bytes"] == len(raw)
+        assert src["n_rows_read"] == len(df) and src["n_chunks"] == math.ceil(len(df) / 500)
+        assert src["passes"] >= 1 and src["chunksize"] == 500

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import calibtest as ct
 from calibtest.reporting import document, report
+from calibtest.options import OptionError, OptionTypeError
 from calibtest.reporting.document import check_metadata, write_report_file
 
 OLD = b"<html>the report approved last week</html>\n"
@@ -153,3 +155,75 @@ def test_a_symbolic_link_is_written_through(tmp_path):
     write_report_file(link, "<html>new</html>")
     assert link.is_symlink() and real.read_bytes() == b"<html>new</html>"
     assert sorted(os.listdir(tmp_path)) == ["approved.html", "latest.html"]
+
+
+# ----------------------------------------------------------------------------- report() and `calibtest report`
+def _listing(folder) -> list:
+    """Every file and folder under ``folder`` (relative paths), to show a refusal wrote nothing."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def _cli_refusal(argv, capsys) -> tuple[int, str]:
+    from calibtest.cli import main
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's usage errors
+        status = exc.code
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, flag, value", [
+    ("hl_groups", "--hl-groups", 0), ("hl_groups", "--hl-groups", 2), ("rng", "--seed", -1)])
+def test_report_refuses_the_option_values_the_cli_refuses_with_its_message(tmp_path, small_result, capsys,
+                                                                           option, flag, value):
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"y": [0, 1, 1, 0], "p": [0.2, 0.7, 0.6, 0.4]}).to_csv(data, index=False)
+    before = _listing(tmp_path)
+    status, err = _cli_refusal(["report", data, "--formula", "y ~ p", "-o", tmp_path / "r.html", flag, value], capsys)
+    cli_text = re.search(rf"argument {flag}: (.*?) \(see", err).group(1)
+    with pytest.raises(OptionError) as refused:
+        report(small_result, tmp_path / "r.html", **{option: value})
+    assert status == 2 and str(refused.value) == f"{option} {cli_text}"
+    assert _listing(tmp_path) == before  # nothing written by either
+
+
+@pytest.mark.parametrize("option, value, kind", [
+    ("meta_method", "XX", OptionError), ("hartung_knapp", "yes", OptionTypeError),
+    ("templates", "no-such-folder", OptionError), ("plan", "no-such-plan.json", OptionError),
+    ("title", 3, OptionTypeError), ("labels", [3], OptionTypeError),
+    ("source", 3, OptionTypeError), ("comparisons", 3, OptionTypeError)])
+def test_report_refuses_every_bad_option_before_writing(tmp_path, small_result, option, value, kind, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(kind, match=option):
+        report(small_result, "r.html", **{option: value})
+    assert _listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("make", ["missing", "file"])
+def test_report_path_through_a_folder_the_os_cannot_enter_is_refused(tmp_path, small_result, capsys, monkeypatch,
+                                                                     make):
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame({"y": [0, 1, 1, 0], "p": [0.2, 0.7, 0.6, 0.4]}).to_csv("d.csv", index=False)
+    if make == "file":
+        (tmp_path / "nosub").write_text("a file, not a folder")
+    target = os.path.join("nosub", "..", "r.html")  # lexically ./r.html; the OS resolves 'nosub' first
+    with pytest.raises(OSError):
+        open(target, "w")  # the OS refuses it
+    before = _listing(tmp_path)
+    what = "does not exist" if make == "missing" else "is not a folder"
+    with pytest.raises(OptionError) as refused:
+        report(small_result, target)
+    assert str(refused.value) == f"path {target!r} cannot be written: the folder 'nosub' {what}; nothing was written"
+    status, err = _cli_refusal(["report", "d.csv", "--formula", "y ~ p", "-o", target], capsys)
+    assert status == 2 and f"-o/--output {target!r} cannot be written: the folder 'nosub' {what}" in err
+    assert _listing(tmp_path) == before  # no report, no temporary file, no bins CSV file
+    with pytest.raises(OptionError, match="the folder 'nosub'"):
+        write_report_file(target, "<html></html>")  # the writer itself resolves the path as the OS does
+    assert _listing(tmp_path) == before
+
+
+def test_report_path_through_an_existing_folder_and_dotdot_is_written(tmp_path, small_result, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    out = report(small_result, os.path.join("sub", "..", "r.html"))  # the OS accepts it: ./r.html
+    assert (tmp_path / "r.html").read_bytes() == out.read_bytes() and _listing(tmp_path) == ["r.html", "sub"]

@@ -14,7 +14,7 @@ from calibtest.inputs.validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionErro
                                    check_null, check_prevalence, is_integer)
 from calibtest.streams.dask_frames import dask_calib_ci
 from calibtest.streams.evidence import with_stream
-from calibtest.streams.files import stream_file
+from calibtest.streams.files import open_data_file, stream_file
 from calibtest.ece.build_result import check_clustered_options, clustered_null, estimate_in_memory
 from calibtest.inputs.formula import resolve_env
 from calibtest.streams.grouped import dask_groups, stream_file_groups
@@ -399,8 +399,9 @@ def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=No
         res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                             missing=missing, null=null)
     else:
+        data = open_data_file(data, formula, env, chunksize)  # read again by res.evidence(), as first read
         res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                          missing=missing, chunksize=chunksize, progress=progress, null=null)
+                          missing=missing, progress=progress, null=null)
     # the rows, to be read again by res.evidence() and the summary (binary and top-1 targets)
     return with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
 

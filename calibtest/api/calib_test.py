@@ -27,7 +27,7 @@ from calibtest.inputs.validation import DEFAULT_DRAWS, check_alpha, check_null, 
 from calibtest.streams.multiscale import stream_calib_test
 from calibtest.streams.dask_frames import dask_calib_ci
 from calibtest.streams.evidence import with_stream
-from calibtest.streams.files import stream_file
+from calibtest.streams.files import open_data_file, stream_file
 from calibtest.streams.multiscale_by import stream_calib_test_by
 from calibtest.streams.multiscale_quantiles import stream_calib_test_scales
 from calibtest.checks.multiscale import CalibrationTestResult, calib_test_clustered, calib_test_rows, check_grid
@@ -485,8 +485,9 @@ def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alph
         res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                             missing=missing, null=null)
     else:
+        data = open_data_file(data, formula, env, chunksize)  # one first read for the interval and the evidence
         res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                          missing=missing, chunksize=chunksize, null=null)
+                          missing=missing, null=null)
     res = with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
     if res.stream is None:
         raise ValueError(f"evidence on a file or Dask DataFrame needs a binary or top-1 target; for "

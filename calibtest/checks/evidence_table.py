@@ -237,6 +237,12 @@ class EvidenceResult(ResultDisplay):
     survival: SurvivalEvidence | None = field(default=None, repr=False)
     design_hl: object | None = field(default=None, repr=False)  # clustered rows: the design-based HL test
 
+    @property
+    def source(self) -> dict | None:
+        """The data source of the interval (``interval.source``): for a file or a Dask frame, as in
+        ``CalibrationResult.source``; None for rows in memory."""
+        return getattr(self.interval, "source", None)
+
     def summary(self, alpha: float | None = None) -> CalibSummary:
         """The evidence table, the bin-sensitivity table and the conclusion (at the stored alpha).
 

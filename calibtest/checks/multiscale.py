@@ -249,6 +249,9 @@ class TestOfCalibration(ResultDisplay):
         The calibration target, as in :class:`CalibrationResult`.
     formula, y_name, prob_names, n_dropped, call_record
         Bookkeeping (``call`` renders the call as text).
+    source : dict or None
+        For a file or a Dask frame (streamed), the data source as in
+        ``CalibrationResult.source``; None for rows in memory.
     """
 
     n: int
@@ -260,6 +263,7 @@ class TestOfCalibration(ResultDisplay):
     prob_names: tuple = ()
     n_dropped: int = 0
     call_record: Call | None = field(default=None, repr=False)
+    source: dict | None = field(default=None, repr=False)
 
     def __iter__(self):
         return iter((self.statistic, self.pvalue))

@@ -479,6 +479,9 @@ class GroupedResult(ResultDisplay):
         With ``cluster=`` (clusters nested in the groups), what they are
         (e.g. ``"24 clusters, column 'site'"``): each group's analysis is the
         clustered one on its own clusters.
+    source : dict or None
+        For a file or a Dask frame (streamed by group), the data source as in
+        ``CalibrationResult.source``; None for rows in memory.
     """
 
     by: tuple
@@ -501,6 +504,7 @@ class GroupedResult(ResultDisplay):
     n_dropped: int = 0
     call_record: Call | None = field(default=None, repr=False)
     clusters: str | None = None
+    source: dict | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.table.flags.allows_duplicate_labels = False

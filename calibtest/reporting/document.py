@@ -26,7 +26,7 @@ from calibtest.inputs.plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calc
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
            "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons",
-           "check_text", "check_report_text", "write_report_file"]
+           "check_text", "check_report_text", "check_report_path", "REPORT_SUFFIXES", "write_report_file"]
 
 #: Document-control fields of ``report(..., metadata=...)`` and their labels, in the order shown.
 METADATA_FIELDS = {
@@ -115,16 +115,71 @@ def check_report_text(**fields) -> None:
     """:func:`check_text` for each free-text argument of a report that is a string or a list of strings.
 
     ``fields`` maps the argument's name (``title``, ``purpose``, ``command``,
-    ``labels``, ...) to its value; ``None`` and non-string values are left
-    to the argument's own check, a list's items are named ``labels[1]``.
+    ``labels``, ...) to its value: None, a string or a list of strings (a
+    list's items are named ``labels[1]``); anything else is an
+    :class:`OptionTypeError` naming the argument (the command line gives
+    only text).
     """
     for name, value in fields.items():
+        if value is None:
+            continue
         if isinstance(value, str):
             check_text(value, name)
         elif isinstance(value, (list, tuple)):
             for i, item in enumerate(value):
-                if isinstance(item, str):
-                    check_text(item, f"{name}[{i}]")
+                if not isinstance(item, str):
+                    raise OptionTypeError(f"{name}[{i}] must be a string, got {type(item).__name__}")
+                check_text(item, f"{name}[{i}]")
+        else:
+            raise OptionTypeError(f"{name} must be a string or None, got {type(value).__name__}")
+
+
+#: The suffixes of a report file: HTML or PDF.
+REPORT_SUFFIXES = (".html", ".htm", ".pdf")
+
+
+def _unreachable_folder(folder: str) -> str | None:
+    """The first folder on the way to ``folder`` that the OS cannot enter, in words, or None.
+
+    The prefixes are checked as the OS resolves them, left to right and
+    without removing ``..`` first: ``nosub/..`` cannot be entered when
+    ``nosub`` does not exist, though it would normalise to ``.``.
+    """
+    parts = Path(folder).parts
+    for i in range(1, len(parts) + 1):
+        prefix = os.path.join(*parts[:i])
+        if not os.path.isdir(prefix):  # os.stat: the OS's resolution, '..' and symbolic links included
+            what = "is not a folder" if os.path.lexists(prefix) else "does not exist"
+            return f"the folder {prefix!r} {what}"
+    return None
+
+
+def check_report_path(path, name: str = "path") -> Path:
+    """The report file ``path`` checked before anything is computed or written: its suffix, and a folder the
+    OS can write it in.
+
+    The checks of :func:`calibtest.report` and of ``calibtest report -o``
+    (``name`` is how the message names the argument).
+
+    Raises
+    ------
+    OptionTypeError
+        ``path`` is not a string or path-like.
+    OptionError
+        A suffix other than .html, .htm or .pdf, or a folder on the way that
+        does not exist or is not a folder (resolved as the OS resolves it:
+        ``nosub/../r.html`` is refused when ``nosub`` does not exist), naming
+        the path and that folder.
+    """
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise OptionTypeError(f"{name} must be a str or path-like, got {type(path).__name__}")
+    text = os.fspath(path)
+    if not text.lower().endswith(REPORT_SUFFIXES):
+        raise OptionError(f"{name} must end in .html, .htm or .pdf, got {text!r}")
+    problem = _unreachable_folder(os.path.dirname(text) or os.curdir)
+    if problem is not None:
+        raise OptionError(f"{name} {text!r} cannot be written: {problem}; nothing was written")
+    return Path(text)
 
 
 def write_report_file(path: Path, html: str, write_pdf=None) -> Path:
@@ -168,6 +223,9 @@ def write_report_file(path: Path, html: str, write_pdf=None) -> Path:
                           f"{html[exc.start:exc.end]!r} in {context!r} ({exc.reason}; a report is written "
                           "as UTF-8)") from None
     path = Path(path)
+    problem = _unreachable_folder(os.path.dirname(os.fspath(path)) or os.curdir)
+    if problem is not None:  # realpath would drop 'nosub/..' where the OS refuses it
+        raise OptionError(f"{str(path)!r} cannot be written: {problem}; nothing was written")
     target = Path(os.path.realpath(path))  # a symbolic link: write through it, as opening it would
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:

@@ -18,6 +18,7 @@ import base64
 import hashlib
 import io
 import math
+import os
 import platform
 import re
 from datetime import datetime
@@ -30,11 +31,11 @@ import pandas as pd
 from calibtest.display.format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.inputs.plan import planned_curve, sample_size_rows
-from calibtest.options import ACCEPTANCE_LABELS, OptionError, check_option, criterion_text
+from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, check_report_text,
-                                          load_metadata, pdf_attachments, plan_check, reported_tests,
-                                          write_report_file)
+                                          check_report_path, load_metadata, pdf_attachments, plan_check,
+                                          reported_tests, write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
 from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.display.summary import asymptotic_test, null_name, null_text
@@ -1622,9 +1623,11 @@ def _resolve_plan(plan):
 
     if plan is None or isinstance(plan, AnalysisPlan):
         return plan
-    if isinstance(plan, (str, Path)):
+    if isinstance(plan, (str, os.PathLike)):
+        if not os.path.isfile(plan):  # as ``calibtest report --plan`` refuses it
+            raise OptionError(f"plan: file not found: {os.fspath(plan)}")
         return AnalysisPlan.read(plan)
-    raise TypeError(f"plan must be a path to a plan file or an AnalysisPlan, got {type(plan).__name__}")
+    raise OptionTypeError(f"plan must be a path to a plan file or an AnalysisPlan, got {type(plan).__name__}")
 
 
 def _as_comparisons(comparisons) -> list:
@@ -1632,11 +1635,14 @@ def _as_comparisons(comparisons) -> list:
         comparisons = []
     elif hasattr(comparisons, "to_dict"):
         comparisons = [comparisons]
-    else:
+    elif isinstance(comparisons, (list, tuple)):
         comparisons = list(comparisons)
+    else:
+        raise OptionTypeError(f"comparisons must be a result of calibtest.calib_compare or a list of them, got "
+                              f"{type(comparisons).__name__}")
     for c in comparisons:
         if not hasattr(c, "to_dict"):
-            raise TypeError(f"comparisons must be results of calibtest.calib_compare, got {type(c).__name__}")
+            raise OptionTypeError(f"comparisons must be results of calibtest.calib_compare, got {type(c).__name__}")
     return comparisons
 
 
@@ -1664,6 +1670,9 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     if source is None or isinstance(source, dict):
         sources = [source] * len(results)
     else:
+        if not isinstance(source, (list, tuple)) or not all(s is None or isinstance(s, dict) for s in source):
+            raise OptionTypeError(f"source must be a dict or a list of one dict per result, got "
+                                  f"{type(source).__name__}")
         sources = list(source)
         if len(sources) != len(results):
             raise ValueError(f"source must be a dict or one dict per result ({len(results)}), got {len(sources)}")
@@ -1929,7 +1938,8 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     command : str, optional
         The command line that produced the report (the CLI passes it).
     hl_groups : int
-        Groups of the Hosmer–Lemeshow test (binary and top-1 targets).
+        Groups of the Hosmer–Lemeshow test (binary and top-1 targets), at
+        least 3.
     metadata : dict, optional
         Document control, every key optional (strings): ``document_id``,
         ``document_version``, ``author``, ``reviewer``, ``approver``,
@@ -1970,9 +1980,18 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
 
     Raises
     ------
+    OptionError, OptionTypeError
+        Before anything is computed or written, as ``calibtest report``
+        refuses them (its ``-o``, ``--hl-groups``, ``--seed``,
+        ``--meta-method``, ``--hartung-knapp`` and ``--templates``, checked by
+        the table of options :data:`calibtest.options.OPTIONS`): a ``path``
+        whose suffix is not .html, .htm or .pdf, or whose folder the OS cannot
+        reach (resolved as the OS does: ``nosub/../r.html`` is refused when
+        ``nosub`` does not exist), ``hl_groups`` below 3, a negative ``rng``,
+        an unknown ``meta_method``, a ``hartung_knapp`` that is not a bool, a
+        ``templates`` folder that does not exist.
     ValueError
-        For a suffix other than .html, .htm or .pdf, a ``templates`` folder
-        that does not exist or whose templates fail to render (naming the
+        A ``templates`` folder whose templates fail to render (naming the
         template and line), unknown metadata keys
         (all named), a plan file whose SHA-256 does not match its content, or
         a text (a metadata field, the title, a label, ...) holding a character
@@ -2035,11 +2054,13 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
 
     ``"report.pdf"`` writes the PDF (``pip install "calibtest[pdf]"``).
     """
-    path = Path(path)
+    path = check_report_path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".html", ".htm", ".pdf"):
-        raise ValueError(f"path must end in .html, .htm or .pdf, got {str(path)!r}")
-    templates = check_option("templates", templates)
+    # the options of `calibtest report` that are in the table of options, checked as the command line checks them
+    templates, hl_groups, rng, meta_method, hartung_knapp = (
+        check_option(name, value) for name, value in (("templates", templates), ("hl_groups", hl_groups),
+                                                      ("rng", rng), ("meta_method", meta_method),
+                                                      ("hartung_knapp", hartung_knapp)))
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
     check_report_text(title=title, purpose=purpose, command=command, labels=labels)
     ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,

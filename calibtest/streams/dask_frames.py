@@ -197,6 +197,16 @@ def _scheduler_name() -> str:
         return f"dask local ({dask.config.get('scheduler', 'threads')})"
 
 
+def dask_source(ddf, columns, n_rows_read: int, passes: int | None = None) -> dict:
+    """The ``source`` record of a result computed from a Dask frame: ``format="dask"``, ``npartitions``, the
+    ``columns`` read, ``n_rows_read``, the ``scheduler`` and (when given) the ``passes`` over the frame."""
+    source = {"format": "dask", "npartitions": int(ddf.npartitions), "columns": list(columns),
+              "n_rows_read": int(n_rows_read), "scheduler": _scheduler_name()}
+    if passes is not None:
+        source["passes"] = int(passes)
+    return source
+
+
 def dask_calib_ci(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha=0.05,
                   missing: str = "raise", null: str = "auto") -> CalibrationResult:
     """:func:`calibtest.calib_ci` on a Dask DataFrame (see :func:`dask_bin_accumulator`).
@@ -208,9 +218,7 @@ def dask_calib_ci(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="aut
     """
     acc = dask_bin_accumulator(ddf, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                                missing=missing, null=null)
-    columns = formula_columns(formula, list(ddf.columns))
-    source = {"format": "dask", "npartitions": int(ddf.npartitions), "columns": columns,
-              "n_rows_read": acc.n_seen, "scheduler": _scheduler_name()}
+    source = dask_source(ddf, formula_columns(formula, list(ddf.columns)), acc.n_seen)
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                "missing": missing if missing != "raise" else None, "null": null if null != "auto" else None}
     call = Call("calib_ci", (repr(formula), f"data=<dask DataFrame npartitions={ddf.npartitions}>"), options)

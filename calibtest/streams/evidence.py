@@ -38,7 +38,6 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -47,8 +46,8 @@ from scipy import stats as sps
 from calibtest.inputs.validation import DEFAULT_DRAWS, is_integer
 from calibtest.streams.accumulator import BinAccumulator, _prepare_rows
 from calibtest.streams.multiscale import stream_calib_test
-from calibtest.streams.dask_frames import _import_dask, _partition_usable, in_partition
-from calibtest.streams.files import each_chunk, open_data_file, refuse_changed_file
+from calibtest.streams.dask_frames import _import_dask, _partition_usable, dask_source, in_partition
+from calibtest.streams.files import DataFile, each_chunk, open_data_file
 from calibtest.core.binstats import bin_sums, debiased_statistic, merge_stats, plugin_statistic
 from calibtest.checks.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assemble_evidence, evidence_seed
 from calibtest.inputs.formula import formula_columns, freeze_env, thaw_env
@@ -82,19 +81,23 @@ class StreamedRows:
 
     Held by a :class:`~calibtest.CalibrationResult` computed from a file or a
     Dask frame (``res.stream``), so that ``res.evidence()`` and its summary
-    can test the same rows.  A file must not change between the passes (its
-    size and modification time are compared with those of the first read).
+    can test the same rows.  A file is read through its
+    :class:`~calibtest.streams.files.DataFile` (the one reader of the
+    streamed passes), which refuses a file changed since its first read.
 
     Attributes
     ----------
-    data : pathlib.Path or dask.dataframe.DataFrame
+    data : DataFile or dask.dataframe.DataFrame
+        A file path given is opened (:func:`~calibtest.streams.files.open_data_file`).
     formula : str
     env : patsy.EvalEnvironment
     missing : {"raise", "drop"}
     n_classes, k
         The target, as given to :func:`calibtest.calib_ci`.
     chunksize : int, optional
-        Rows per chunk of a file.
+        Rows per chunk of a file (when given a path).
+    columns : list of str
+        The columns read: the formula's.
     """
 
     data: object
@@ -104,13 +107,21 @@ class StreamedRows:
     n_classes: int | None = None
     k: object = None
     chunksize: int | None = None
-    stat: tuple | None = field(default=None, repr=False)
+    columns: list = field(default_factory=list, repr=False)
     _starts: list | None = field(default=None, repr=False)
-    _reader: tuple | None = field(default=None, repr=False)
     #: (outcome name, prediction names) of the rows, once a pass has read them
     names: tuple | None = field(default=None, repr=False)
     #: rows dropped by ``missing="drop"`` in the last pass
     n_dropped: int = field(default=0, repr=False)
+    #: passes over a Dask frame, and its usable rows
+    passes: int = field(default=0, repr=False)
+    n_usable: int = field(default=0, repr=False)
+
+    def __post_init__(self):
+        if isinstance(self.data, (str, os.PathLike)):
+            self.data = open_data_file(self.data, self.formula, self.env, self.chunksize)
+        names = self.data.columns if self.is_file else list(self.data.columns)
+        self.columns = formula_columns(self.formula, names)
 
     def evidence(self, res, alpha: float, rng):
         """:func:`streamed_evidence` of ``res`` on these rows (what ``res.evidence()`` calls)."""
@@ -122,37 +133,36 @@ class StreamedRows:
 
     @property
     def is_file(self) -> bool:
-        return isinstance(self.data, (str, os.PathLike))
+        return isinstance(self.data, DataFile)
 
     def stream_options(self) -> dict:
         """The options that name these rows to the other streamed front doors."""
-        extra = {"chunksize": self.chunksize} if self.is_file and self.chunksize is not None else {}
-        return {"env": self.env, "missing": self.missing, "n_classes": self.n_classes, "k": self.k, **extra}
+        return {"env": self.env, "missing": self.missing, "n_classes": self.n_classes, "k": self.k}
 
-    def run(self, step, combine):
+    def again(self):
+        """The data for another analysis of these rows: a file's :meth:`DataFile.again` (the same first read,
+        its own passes), or the Dask frame."""
+        return self.data.again() if self.is_file else self.data
+
+    def run(self, step, combine, digest: bool = False):
         """``combine`` of ``step(p, y, start, index)`` over every chunk or partition, in order.
 
         ``p`` and ``y`` are the prediction and the 0/1 outcome of the usable
         rows (binary or top-1), ``start`` the position of the first of them
-        among all usable rows, ``index`` the chunk's number.
+        among all usable rows, ``index`` the chunk's number.  ``digest``: a
+        file's SHA-256 is read during the pass (for :meth:`source`).
         """
         if self.is_file:
-            return self._run_file(step, combine)
+            return self._run_file(step, combine, digest)
         return self._run_dask(step, combine)
 
-    def _run_file(self, step, combine):
-        if self._reader is None:  # opened once: a CSV file's lines are checked for their fields once
-            self._reader = open_data_file(self.data, self.formula, self.env, self.chunksize)
-        path, chunksize, _, _, reader = self._reader
-        if not path.is_file():
-            raise FileNotFoundError(f"data file not found: {str(path)!r} (it was read for the interval)")
-        stat0 = path.stat()
-        stat = (stat0.st_size, stat0.st_mtime_ns)
-        if self.stat is None:
-            self.stat = stat
-        elif stat != self.stat:
-            raise ValueError(f"{path.name} changed since it was first read; the evidence would mix two versions")
-        columns = formula_columns(self.formula, reader.columns)
+    def source(self) -> dict:
+        """The ``source`` record of a result computed from these rows (as ``CalibrationResult.source``)."""
+        if self.is_file:
+            return self.data.source(self.columns)
+        return dask_source(self.data, self.columns, self.n_usable + self.n_dropped, passes=self.passes)
+
+    def _run_file(self, step, combine, digest: bool = False):
         walk = {"out": None, "start": 0, "index": 0, "dropped": 0}
 
         def handle(chunk) -> None:  # the usable rows of a chunk are numbered after the previous chunks'
@@ -165,20 +175,20 @@ class StreamedRows:
                 walk["start"] += p.size
                 walk["index"] += 1
 
-        each_chunk(reader, columns, chunksize, path.name, handle)
-        refuse_changed_file(path, stat0, "the evidence")
+        each_chunk(self.data, self.columns, handle, digest=digest)
         self.n_dropped = walk["dropped"]
         return walk["out"]
 
     def _run_dask(self, step, combine):
         dask, _ = _import_dask()
-        columns = formula_columns(self.formula, list(self.data.columns))
-        namespace = freeze_env(self.formula, self.env, columns)
-        parts = self.data[columns].to_delayed()
+        namespace = freeze_env(self.formula, self.env, self.columns)
+        parts = self.data[self.columns].to_delayed()
         if self._starts is None:
             counts = dask.compute(*[dask.delayed(_partition_usable)(self.formula, namespace, self.missing, part, i)
                                     for i, part in enumerate(parts)])
             self._starts = [int(s) for s in np.concatenate(([0], np.cumsum(counts)))[:-1]]
+            self.n_usable, self.passes = int(np.sum(counts)), self.passes + 1
+        self.passes += 1
         tasks = [dask.delayed(_partition_step)(self.formula, namespace, self.missing, self.n_classes, self.k,
                                                step, part, i, start)
                  for i, (part, start) in enumerate(zip(parts, self._starts))]
@@ -191,14 +201,14 @@ class StreamedRows:
 
 
 def with_stream(res, data, formula: str, *, env, missing: str, n_classes, k, chunksize=None):
-    """``res`` holding its rows as :class:`StreamedRows` (binary and top-1 targets; others unchanged)."""
+    """``res`` holding its rows as :class:`StreamedRows` (binary and top-1 targets; others unchanged).
+
+    ``data`` is the :class:`~calibtest.streams.files.DataFile` the interval was read from (its later passes
+    refuse a file changed since that first read), a file path (opened now) or a Dask frame.
+    """
     if res.mode not in ("binary", "top1"):
         return res
-    rows = StreamedRows(data, formula, env, missing, n_classes, k, chunksize)
-    if rows.is_file:
-        st = Path(os.fspath(data)).stat()
-        rows.stat = (st.st_size, st.st_mtime_ns)
-    return dataclasses.replace(res, stream=rows)
+    return dataclasses.replace(res, stream=StreamedRows(data, formula, env, missing, n_classes, k, chunksize))
 
 
 def _chunk_rows(formula, chunk, env, missing, n_classes, k) -> tuple:
@@ -676,7 +686,7 @@ def streamed_evidence(rows: StreamedRows, res, alpha: float, rng):
         raise TypeError(f"rng must be None or an int seed on a file or Dask DataFrame (the label draws are keyed "
                         f"by it), got {type(rng).__name__}")
     seed = evidence_seed(res) if rng is None else int(rng)
-    test = stream_calib_test(rows.data, rows.formula, n_bins="adaptive", alpha=alpha, n_draws=DEFAULT_DRAWS,
+    test = stream_calib_test(rows.again(), rows.formula, n_bins="adaptive", alpha=alpha, n_draws=DEFAULT_DRAWS,
                              rng=seed, combine="max-z", spiegelhalter=None, **rows.stream_options())
     n = res.n
     sums, joint, citl, found, vp_problem, hl_problem, _ = _sums_and_fits(rows, n, alpha)

@@ -11,6 +11,7 @@ stored with its name, size and modification time in ``result.source``.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import re
@@ -18,20 +19,21 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 
 from calibtest.display.format import Call, sha256_file
-from calibtest.options import DEFAULT_CHUNKSIZE, check_option
+from calibtest.options import DEFAULT_CHUNKSIZE, DataError, check_option
 from calibtest.streams.accumulator import BinAccumulator
 from calibtest.inputs.formula import check_formula_names, formula_columns
 from calibtest.inputs.rows import read_rows
 from calibtest.ece.result import CalibrationResult
 
 __all__ = ["DEFAULT_CHUNKSIZE", "file_format", "check_csv_fields", "read_csv_file", "read_parquet_file",
-           "read_data_file", "stream_file"]
+           "read_data_file", "DataFile", "open_data_file", "each_chunk", "stream_file"]
 
 _CSV_COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
 _PARQUET = (".parquet", ".pq")
@@ -303,47 +305,176 @@ def reading(path: Path):
         raise ValueError(f"cannot read {path.name}: {' '.join(str(exc).split()) or type(exc).__name__}") from exc
 
 
-def each_chunk(reader, columns, chunksize: int, name: str, handle) -> tuple[int, int]:
-    """Call ``handle(chunk)`` on each chunk of ``chunksize`` rows of a data file, in order: the one walk of
-    every streamed pass over a file.
+@dataclass(eq=False)
+class DataFile:
+    """A CSV or Parquet file opened for streamed passes: the one reader of every streamed analysis.
 
-    Empty chunks are skipped (a header-only file gives one); a ``ValueError`` or ``TypeError`` raised by
-    ``handle`` is raised again naming the file and the chunk's rows (:func:`_with_rows`).
+    Made by :func:`open_data_file`; every pass over its rows goes through
+    :func:`each_chunk`, which refuses a file whose size or modification time
+    differ from ``stat0`` (taken before the first read), so no pass can mix
+    two versions of the data.
 
-    Returns
-    -------
-    tuple of int
-        The rows read and the chunks handled.
-
-    Raises
-    ------
-    ValueError
-        The file has a header but no data rows.
+    Attributes
+    ----------
+    path : pathlib.Path
+    chunksize : int
+        Rows per chunk.
+    fmt : {"csv", "parquet"}
+    stat0 : os.stat_result
+        The file's status before it was first read.
+    reader : object
+        ``_CsvReader`` or ``_ParquetReader``: ``columns``, ``num_rows`` and ``chunks(columns, chunksize)``.
+    passes : int
+        Passes made so far.
+    n_rows_read, n_chunks : int
+        Rows and non-empty chunks of the last pass.
+    sha256 : str or None
+        The file's SHA-256, from the last pass that computed it (``digest=True``).
     """
+
+    path: Path
+    chunksize: int
+    fmt: str
+    stat0: os.stat_result = field(repr=False)
+    reader: object = field(repr=False)
+    passes: int = 0
+    n_rows_read: int = 0
+    n_chunks: int = 0
+    sha256: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def columns(self) -> list:
+        """The file's columns."""
+        return self.reader.columns
+
+    def changed(self) -> bool:
+        """Whether the file's size or modification time differ from ``stat0`` (a file gone has changed)."""
+        try:
+            stat1 = self.path.stat()
+        except OSError:
+            return True
+        return (stat1.st_size, stat1.st_mtime_ns) != (self.stat0.st_size, self.stat0.st_mtime_ns)
+
+    def refuse_changed(self) -> None:
+        """Raise a :class:`~calibtest.options.DataError` when the file changed since ``stat0``: the result
+        would mix two versions of the data."""
+        if self.changed():
+            raise DataError(f"{self.name} changed while it was being read; the result would mix two versions")
+
+    def again(self) -> "DataFile":
+        """The same opened file for another analysis of it: the same ``stat0`` (a change since the first
+        read is refused), its own count of passes."""
+        return dataclasses.replace(self, passes=0, n_rows_read=0, n_chunks=0, sha256=None)
+
+    def source(self, columns) -> dict:
+        """The ``source`` record of a result: ``path``, ``name``, ``format``, ``size_bytes``, ``modified``,
+        ``sha256``, ``columns``, ``chunksize``, ``n_chunks``, ``n_rows_read`` (of the last pass) and
+        ``passes`` (how many times the file was read)."""
+        return {
+            "path": str(self.path.resolve()), "name": self.name, "format": self.fmt,
+            "size_bytes": int(self.stat0.st_size),
+            "modified": _dt.datetime.fromtimestamp(self.stat0.st_mtime, tz=_dt.timezone.utc).isoformat(),
+            "sha256": self.sha256, "columns": list(columns), "chunksize": self.chunksize,
+            "n_chunks": self.n_chunks, "n_rows_read": self.n_rows_read, "passes": self.passes,
+        }
+
+
+def _walk(file: DataFile, columns, handle, bar) -> tuple[int, int]:
+    """(rows, chunks) of one pass: ``handle`` of each non-empty chunk, stopping early when the file changed."""
     start = n_chunks = 0
-    for chunk in reader.chunks(columns, chunksize):
+    for chunk in file.reader.chunks(columns, file.chunksize):
         if len(chunk) == 0:
             continue
         stop = start + len(chunk)
         try:
             handle(chunk)
         except (ValueError, TypeError) as exc:
-            raise _with_rows(exc, name, start, stop) from exc
+            raise _with_rows(exc, file.name, start, stop) from exc
         start, n_chunks = stop, n_chunks + 1
-    if start == 0:
-        raise ValueError(f"{name} has a header but no data rows")
+        if bar is not None:
+            bar.update(len(chunk))
+        if file.changed():  # the pass is refused after the loop
+            break
     return start, n_chunks
 
 
-def refuse_changed_file(path: Path, stat0, what: str = "the result") -> None:
-    """Raise ``ValueError`` when the file's size or modification time differ from ``stat0`` (taken before
-    it was read): ``what`` would mix two versions of the data."""
-    stat1 = path.stat()
-    if (stat1.st_size, stat1.st_mtime_ns) != (stat0.st_size, stat0.st_mtime_ns):
-        raise ValueError(f"{path.name} changed while it was being read; {what} would mix two versions")
+def each_chunk(file: DataFile, columns, handle, *, digest: bool = False, progress=False) -> tuple[int, int]:
+    """Call ``handle(chunk)`` on each chunk of ``file.chunksize`` rows of a data file, in order: the one walk
+    of every streamed pass over a file.
+
+    Empty chunks are skipped (a header-only file gives one); a ``ValueError`` or ``TypeError`` raised by
+    ``handle`` is raised again naming the file and the chunk's rows (:func:`_with_rows`).  The file must
+    not change from ``file.stat0`` (before its first read) to the end of the pass: a change (before
+    the pass, or while it reads) is a :class:`~calibtest.options.DataError` saying the result would mix
+    two versions, and it is the error raised when a changed file also made the pass fail.
+
+    Parameters
+    ----------
+    file : DataFile
+    columns : list of str
+        The columns read.
+    handle : callable
+        Called with each chunk (a pandas DataFrame).
+    digest : bool
+        Compute the file's SHA-256 in a second thread during the pass (``file.sha256``).
+    progress : bool or None
+        A progress bar (see :func:`_progress_bar`).
+
+    Returns
+    -------
+    tuple of int
+        The rows read and the chunks handled (also ``file.n_rows_read`` and ``file.n_chunks``).
+
+    Raises
+    ------
+    DataError
+        The file changed.
+    ValueError
+        The file has a header but no data rows, or ``handle`` refused a chunk.
+    """
+    if file.changed():  # between two passes (e.g. an interval and, later, its evidence)
+        raise DataError(f"{file.name} changed since it was first read; the result would mix two versions")
+    file.passes += 1
+    bar = _progress_bar(progress, file.reader.num_rows, file.name)
+    try:
+        with _digest(file, digest):
+            rows, n_chunks = _walk(file, columns, handle, bar)
+    except Exception:
+        file.refuse_changed()  # the changed file is the cause
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    file.refuse_changed()
+    if rows == 0:
+        raise ValueError(f"{file.name} has a header but no data rows")
+    file.n_rows_read, file.n_chunks = rows, n_chunks
+    return rows, n_chunks
 
 
-def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: int, name: str) -> int:
+@contextmanager
+def _digest(file: DataFile, digest: bool):
+    """With ``digest``, the file's SHA-256 read in a second thread while the body reads the chunks, stored in
+    ``file.sha256`` (the thread is stopped when the body raises)."""
+    if not digest:
+        yield
+        return
+    stop_hash = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(sha256_file, file.path, stop_hash)
+        try:
+            yield
+        except BaseException:
+            stop_hash.set()
+            raise
+        file.sha256 = future.result()
+
+
+def _count_usable(file: DataFile, columns, formula: str, env, missing: str) -> int:
     """Rows that survive the missing-value rule (first pass for ``n_bins="auto"``).
 
     Raises
@@ -352,21 +483,21 @@ def _count_usable(reader, columns, formula: str, env, missing: str, chunksize: i
         The file has a header but no data rows.
     """
     usable = []
-    each_chunk(reader, columns, chunksize, name,
+    each_chunk(file, columns,
                lambda chunk: usable.append(int(read_rows(formula, chunk, None, None, env, missing).probs.shape[0])))
     return sum(usable)
 
 
-
-
-def open_data_file(path, formula: str, env, chunksize) -> tuple:
-    """``(path, chunksize, format, stat, reader)`` of a data file about to be streamed: the one opening step of
-    the streamed interval, the streamed groups and the streamed multi-scale test.
+def open_data_file(path, formula: str, env, chunksize) -> DataFile:
+    """A data file about to be streamed: the one opening step of every streamed analysis of a file.
 
     ``chunksize`` is checked against the table (None: :data:`DEFAULT_CHUNKSIZE`); the format comes from the
     name; the file must exist; its ``os.stat`` is taken before reading (to detect a change while it is read);
-    and the formula's names must be columns of the file.
+    and the formula's names must be columns of the file.  A :class:`DataFile` given as ``path`` is returned
+    as it is (already opened by the caller, e.g. for an interval and then its evidence).
     """
+    if isinstance(path, DataFile):
+        return path
     path = Path(os.fspath(path))
     chunksize = check_option("chunksize", chunksize)
     chunksize = DEFAULT_CHUNKSIZE if chunksize is None else chunksize
@@ -376,53 +507,7 @@ def open_data_file(path, formula: str, env, chunksize) -> tuple:
     stat0 = path.stat()
     reader = _CsvReader(path) if fmt == "csv" else _ParquetReader(path)
     check_formula_names(formula, reader.columns, env, where=f"file {path.name!r}")
-    return path, chunksize, fmt, stat0, reader
-
-def feed_file(acc, path: Path, reader, columns: list, chunksize: int, *, fmt: str, stat0, passes: int,
-              progress=None) -> dict:
-    """One pass over a data file into an accumulator, and the ``source`` record of the result.
-
-    Each chunk of ``chunksize`` rows goes to ``acc.update`` (an error names
-    the file and the chunk's rows); the file's SHA-256 is read alongside in a
-    second thread; a progress bar follows the rows when ``progress`` asks for
-    one; and the file must not have changed since ``stat0`` was taken (else
-    the result would mix two versions).  ``acc`` counts the rows it was given
-    in ``acc.n_seen``.
-
-    Returns
-    -------
-    dict
-        ``path``, ``name``, ``format``, ``size_bytes``, ``modified``,
-        ``sha256``, ``columns``, ``chunksize``, ``n_chunks``,
-        ``n_rows_read`` and ``passes`` (how many times the file was read).
-    """
-    stop_hash = threading.Event()
-    bar = _progress_bar(progress, reader.num_rows, path.name)
-
-    def handle(chunk) -> None:
-        acc.update(chunk)
-        if bar is not None:
-            bar.update(len(chunk))
-
-    try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            digest = pool.submit(sha256_file, path, stop_hash)
-            try:
-                _, n_chunks = each_chunk(reader, columns, chunksize, path.name, handle)
-            except BaseException:
-                stop_hash.set()
-                raise
-            sha256 = digest.result()
-    finally:
-        if bar is not None:
-            bar.close()
-    refuse_changed_file(path, stat0)
-    return {
-        "path": str(path.resolve()), "name": path.name, "format": fmt, "size_bytes": int(stat0.st_size),
-        "modified": _dt.datetime.fromtimestamp(stat0.st_mtime, tz=_dt.timezone.utc).isoformat(),
-        "sha256": sha256, "columns": list(columns), "chunksize": chunksize, "n_chunks": n_chunks,
-        "n_rows_read": acc.n_seen, "passes": passes,
-    }
+    return DataFile(path, chunksize, fmt, stat0, reader)
 
 
 def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
@@ -432,8 +517,9 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
 
     Parameters
     ----------
-    path : str or os.PathLike
-        The file; its format comes from the name (see :func:`file_format`).
+    path : str, os.PathLike or DataFile
+        The file; its format comes from the name (see :func:`file_format`);
+        or the file already opened by :func:`open_data_file`.
     formula : str
         As in :func:`calibtest.calib_ci`; only the columns it names are read.
     env : patsy.EvalEnvironment
@@ -462,25 +548,22 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         ``size_bytes``, ``modified``, ``sha256``, ``columns``, ``chunksize``,
         ``n_chunks``, ``n_rows_read``, ``passes``}.
     """
-    path, chunksize, fmt, stat0, reader = open_data_file(path, formula, env, chunksize)
-    columns = formula_columns(formula, reader.columns)
-    passes = 1
+    file = open_data_file(path, formula, env, chunksize)
+    columns = formula_columns(formula, file.columns)
     n_rows = None
     if isinstance(n_bins, str) and n_bins == "auto":
-        if fmt == "parquet" and missing == "raise":
-            n_rows = reader.num_rows  # a missing value would raise anyway
+        if file.fmt == "parquet" and missing == "raise":
+            n_rows = file.reader.num_rows  # a missing value would raise anyway
         else:
-            n_rows = _count_usable(reader, columns, formula, env, missing, chunksize, path.name)
-            passes = 2
+            n_rows = _count_usable(file, columns, formula, env, missing)
         if n_rows < 2:
-            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
+            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
     acc = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
                          missing=missing, eval_env=env, null=null)
-    source = feed_file(acc, path, reader, columns, chunksize, fmt=fmt, stat0=stat0, passes=passes,
-                       progress=progress)
-    call = Call("calib_ci", (repr(formula), f"data={path.name!r}"),
+    each_chunk(file, columns, acc.update, digest=True, progress=progress)
+    call = Call("calib_ci", (repr(formula), f"data={file.name!r}"),
                 {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
                  "missing": missing if missing != "raise" else None,
-                 "chunksize": chunksize if chunksize != DEFAULT_CHUNKSIZE else None,
+                 "chunksize": file.chunksize if file.chunksize != DEFAULT_CHUNKSIZE else None,
                  "null": null if null != "auto" else None})
-    return acc.result(call=call, source=source)
+    return acc.result(call=call, source=file.source(columns))

@@ -28,7 +28,7 @@ import pandas as pd
 from calibtest.inputs.validation import check_memory
 from calibtest.streams.accumulator import _prepare_rows
 from calibtest.streams.dask_frames import _import_dask, _scheduler_name, _tree, in_partition
-from calibtest.streams.files import each_chunk, feed_file, open_data_file
+from calibtest.streams.files import each_chunk, open_data_file
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
 from calibtest.core.conditional import conditional_memory, conditional_sum_columns
@@ -356,14 +356,14 @@ def _merge_counts(results) -> tuple[Counter, list | None, int]:
 def open_grouped_file(path, formula: str, by: list, env, chunksize) -> tuple:
     """:func:`calibtest.streams.files.open_data_file` for a grouped pass, and the columns it reads: the
     formula's, then the ``by`` columns not among them (a ``by`` column missing from the file is a
-    ``ValueError`` naming it)."""
-    path, chunksize, fmt, stat0, reader = open_data_file(path, formula, env, chunksize)
-    missing_by = [b for b in by if b not in reader.columns]
+    ``ValueError`` naming it).  Returns ``(DataFile, columns)``."""
+    file = open_data_file(path, formula, env, chunksize)
+    missing_by = [b for b in by if b not in file.columns]
     if missing_by:
-        raise ValueError(f"by column {missing_by[0]!r} is not a column of {path.name} (columns: "
-                         f"{', '.join(reader.columns)})")
-    fcols = formula_columns(formula, reader.columns)
-    return path, chunksize, fmt, stat0, reader, fcols + [b for b in by if b not in fcols]
+        raise ValueError(f"by column {missing_by[0]!r} is not a column of {file.name} (columns: "
+                         f"{', '.join(file.columns)})")
+    fcols = formula_columns(formula, file.columns)
+    return file, fcols + [b for b in by if b not in fcols]
 
 
 def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
@@ -374,24 +374,20 @@ def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=N
     Parameters as in :func:`calibtest.streams.files.stream_file`, with
     ``by`` the grouping columns (read with the formula's columns).
     """
-    path, chunksize, fmt, stat0, reader, columns = open_grouped_file(path, formula, by, env, chunksize)
+    file, columns = open_grouped_file(path, formula, by, env, chunksize)
     group_rows = n_rows = None
-    passes = 1
     if isinstance(n_bins, str) and n_bins == "auto":
         count_cols = columns if missing == "drop" else list(dict.fromkeys(by))
         results: list = []
-        each_chunk(reader, count_cols, chunksize, path.name,
-                   lambda chunk: results.append(count_groups(chunk, formula, by, env, missing)))
+        each_chunk(file, count_cols, lambda chunk: results.append(count_groups(chunk, formula, by, env, missing)))
         group_rows = _merge_counts(results)[0]
         n_rows = int(sum(group_rows.values()))
-        passes = 2
         if n_rows < 2:
-            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
+            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
     acc = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=n_classes, k=k,
                              n_bins=n_bins, missing=missing, null=null, eval_env=env)
-    source = feed_file(acc, path, reader, columns, chunksize, fmt=fmt, stat0=stat0, passes=passes,
-                       progress=progress)
-    return acc.sums(source)
+    each_chunk(file, columns, acc.update, digest=True, progress=progress)
+    return acc.sums(file.source(columns))
 
 
 def _partition_counts(formula, namespace, by, missing, part, index):

@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 
 from calibtest.display.format import Call
 from calibtest.inputs.validation import DEFAULT_DRAWS
 from calibtest.streams.accumulator import _prepare_rows
-from calibtest.streams.dask_frames import _import_dask, _partition_usable, _tree, in_partition
-from calibtest.streams.files import _count_usable, each_chunk, open_data_file
+from calibtest.streams.dask_frames import _import_dask, _partition_usable, _tree, dask_source, in_partition
+from calibtest.streams.files import DataFile, _count_usable, each_chunk, open_data_file
 from calibtest.checks.multiscale import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
 from calibtest.core.binning import cube_indices
 from calibtest.core.counter_draws import DrawSums
@@ -231,25 +230,26 @@ def stream_calib_test(data, formula: str, *, env, chunksize: int | None = None, 
     then each partition's sums are computed and adjacent partitions' sums merged in order.  The p-value for a seed equals the one
     of the same rows in memory read in any chunks (to the rounding of the float sums).
     """
-    if isinstance(data, (str, os.PathLike)):
-        return _file_test(Path(os.fspath(data)), formula, env=env, chunksize=chunksize, n_bins=n_bins,
+    if isinstance(data, (str, os.PathLike, DataFile)):
+        return _file_test(data, formula, env=env, chunksize=chunksize, n_bins=n_bins,
                           missing=missing, **options)
     return _dask_test(data, formula, env=env, n_bins=n_bins, missing=missing, **options)
 
 
-def _file_test(path: Path, formula, *, env, chunksize, n_bins, missing, **options):
-    path, chunksize, fmt, _, reader = open_data_file(path, formula, env, chunksize)
-    columns = formula_columns(formula, reader.columns)
+def _file_test(path, formula, *, env, chunksize, n_bins, missing, **options):
+    file = open_data_file(path, formula, env, chunksize)
+    columns = formula_columns(formula, file.columns)
     n_rows = None
     if check_grid(n_bins) is None:
-        n_rows = reader.num_rows if fmt == "parquet" and missing == "raise" else \
-            _count_usable(reader, columns, formula, env, missing, chunksize, path.name)
+        n_rows = file.reader.num_rows if file.fmt == "parquet" and missing == "raise" else \
+            _count_usable(file, columns, formula, env, missing)
         if n_rows < 2:
-            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {path.name}")
+            raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
     acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
-    each_chunk(reader, columns, chunksize, path.name, acc.update)
-    return acc.result(call_record=_stream_call(formula, path.name, {"n_bins": None if n_bins == "adaptive"
-                                                                     else n_bins, "rng": acc.seed}))
+    each_chunk(file, columns, acc.update, digest=True)
+    return acc.result(call_record=_stream_call(formula, file.name, {"n_bins": None if n_bins == "adaptive"
+                                                                     else n_bins, "rng": acc.seed}),
+                      source=file.source(columns))
 
 
 def _partition_test(formula, namespace, missing, settings: dict, index: int, start: int, *parts):
@@ -299,4 +299,5 @@ def _dask_test(ddf, formula, *, env, n_bins, missing, split_every: int = 8, **op
               for i in range(0, len(parts), split_every)]
     acc = _tree(leaves, _merge_in_order, 2).compute()
     return acc.result(call_record=_stream_call(formula, "<Dask DataFrame>", {"n_bins": None if n_bins == "adaptive"
-                                                                              else n_bins, "rng": seed}))
+                                                                              else n_bins, "rng": seed}),
+                      source=dask_source(ddf, columns, acc.n + acc.n_dropped, passes=2))

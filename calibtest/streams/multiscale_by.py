@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,8 +26,8 @@ import pandas as pd
 from calibtest.display.format import Call
 from calibtest.inputs.validation import resolve_seed
 from calibtest.streams.multiscale import CalibTestAccumulator
-from calibtest.streams.dask_frames import _import_dask, in_partition
-from calibtest.streams.files import each_chunk, refuse_changed_file
+from calibtest.streams.dask_frames import _import_dask, dask_source, in_partition
+from calibtest.streams.files import DataFile, each_chunk
 from calibtest.streams.grouped import _chunk_groups, count_groups, dask_group_frame, open_grouped_file
 from calibtest.checks.multiscale import adaptive_grid, check_grid
 from calibtest.core.conditional import counter_key
@@ -137,10 +136,10 @@ def stream_calib_test_by(data, formula: str, by: list, *, env, chunksize: int | 
     grid = check_grid(n_bins)
     options = dict(n_classes=n_classes, k=k, alpha=alpha, n_draws=n_draws, combine=combine,
                    spiegelhalter=spiegelhalter)
-    if isinstance(data, (str, os.PathLike)):
-        run, name = _file_runner(Path(os.fspath(data)), formula, by, env, chunksize, missing)
+    if isinstance(data, (str, os.PathLike, DataFile)):
+        run, name, source = _file_runner(data, formula, by, env, chunksize, missing)
     else:
-        run, name = _dask_runner(data, formula, by, env, missing)
+        run, name, source = _dask_runner(data, formula, by, env, missing)
     per_chunk, categories = run("count", None)
     totals = Counter()
     for counts in per_chunk:
@@ -167,11 +166,15 @@ def stream_calib_test_by(data, formula: str, by: list, *, env, chunksize: int | 
     return grouped_result(grouping, shape, groups, reasons, kind="calib_test",
                           row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
                           columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=n_dropped,
-                          call_record=call, **book)
+                          call_record=call, source=source(), **book)
 
 
-def _file_runner(path: Path, formula, by, env, chunksize, missing):
-    path, chunksize, _, stat0, reader, columns = open_grouped_file(path, formula, by, env, chunksize)
+def _file_runner(path, formula, by, env, chunksize, missing):
+    """(run, name, source) of a file: ``run("count", None)`` counts each chunk's rows per group,
+    ``run("sums", state)`` reduces the chunks to the groups' sums (reading the file's SHA-256 alongside),
+    ``source()`` the file's record; every pass goes through the one reader
+    (:func:`calibtest.streams.files.each_chunk`)."""
+    file, columns = open_grouped_file(path, formula, by, env, chunksize)
 
     def run(what, state):
         out = [] if what == "count" else {}
@@ -189,19 +192,17 @@ def _file_runner(path: Path, formula, by, env, chunksize, missing):
                 seen["dropped"] += n_drop
             seen["index"] += 1
 
-        each_chunk(reader, columns, chunksize, path.name, handle)
-        refuse_changed_file(path, stat0)
+        each_chunk(file, columns, handle, digest=what == "sums")
         return (out, seen["categories"]) if what == "count" else (out, seen["dropped"])
 
-    return run, path.name
+    return run, file.name, lambda: file.source(columns)
 
 
 def _partition_count(formula, namespace, by, missing, part, index):
     try:
-        counts, cats, _ = count_groups(part, formula, by, thaw_env(namespace), missing)
+        return count_groups(part, formula, by, thaw_env(namespace), missing)
     except (ValueError, TypeError) as exc:
         raise in_partition(exc, index) from exc
-    return counts, cats
 
 
 def _partition_sums(formula, namespace, by, missing, settings, offsets, part, index):
@@ -217,16 +218,19 @@ def _dask_runner(ddf, formula, by, env, missing):
     known = [list(frame[b].dtype.categories) if isinstance(frame[b].dtype, pd.CategoricalDtype)
              and getattr(frame[b].cat, "known", False) else None for b in by]
 
+    n_read = []
+
     def run(what, state):
         parts = frame.to_delayed()
         if what == "count":
             results = dask.compute(*[dask.delayed(_partition_count)(formula, namespace, by, missing, part, i)
                                      for i, part in enumerate(parts)])
-            categories = next((c for _, c in results if c is not None), None)
+            categories = next((c for _, c, _ in results if c is not None), None)
             if any(c is not None for c in known):  # a categorical column's categories, unused ones too
                 categories = [kn if kn is not None else (categories or [None] * len(by))[j]
                               for j, kn in enumerate(known)]
-            return [c for c, _ in results], categories
+            n_read.append(sum(n for _, _, n in results))
+            return [c for c, _, _ in results], categories
         settings, offsets = state
         results = dask.compute(*[dask.delayed(_partition_sums)(formula, namespace, by, missing, settings,
                                                                offsets[i], part, i)
@@ -237,4 +241,4 @@ def _dask_runner(ddf, formula, by, env, missing):
             dropped += n_drop
         return out, dropped
 
-    return run, "<Dask DataFrame>"
+    return run, "<Dask DataFrame>", lambda: dask_source(frame, list(frame.columns), n_read[-1], passes=2)

@@ -18,9 +18,6 @@ size or the partitioning.  Binary and top-1 targets, without ``by=``.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 from calibtest.display.format import Call
@@ -126,10 +123,10 @@ def stream_calib_test_scales(data, formula: str, *, env, partitions: str, chunks
     options = dict(n_classes=n_classes, k=k, alpha=alpha, n_draws=n_draws, rng=key_seed, combine=combine,
                    spiegelhalter=spiegelhalter)
     acc = rows.run(lambda p, y, s, i: _scales_step(scales, partitions, options, p, y, s, i),
-                   lambda a, b: a.merge(b))
+                   lambda a, b: a.merge(b), digest=True)
     y_name, prob_names = rows.names
     shown = {"n_bins": None if n_bins == "adaptive" else n_bins, "partitions": partitions, "rng": key_seed}
-    name = Path(os.fspath(rows.data)).name if rows.is_file else "<Dask DataFrame>"
+    name = rows.data.name if rows.is_file else "<Dask DataFrame>"
     call = Call("calib_test", (repr(formula), f"data={name!r}"), {k_: v for k_, v in shown.items() if v is not None})
     return acc.result(formula=formula, y_name=y_name, prob_names=tuple(prob_names), n_dropped=rows.n_dropped,
-                      call_record=call)
+                      call_record=call, source=rows.source())
