@@ -38,7 +38,7 @@ import sys
 
 from calibtest.inputs.design import combinations_text
 from calibtest.options import (DEFAULT_CHUNKSIZE, EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError,
-                               OptionError, OptionTypeError)
+                               OptionError, OptionTypeError, survival_refusal)
 
 __all__ = ["main", "build_parser", "report_command", "EXIT_STATUSES"]
 
@@ -222,12 +222,12 @@ def _survival_options(args) -> dict:
 
 def _refuse_survival(args, command: str) -> None:
     """Refuse a survival outcome (``--horizon`` or a ``Surv(...)`` formula) where the subcommand has none."""
+    from calibtest.inputs.formula import is_survival_formula
+
     formulas = args.formula if isinstance(args.formula, list) else [args.formula]
-    if getattr(args, "horizon", None) is not None or any(f and "Surv(" in f.replace(" ", "") for f in formulas):
-        raise OptionError(f"{command} draws or tests binary labels, which rows censored before the horizon do not "
-                          "have: for a survival outcome use 'calibtest ci --horizon T --formula \"Surv(time, "
-                          "event) ~ risk\"' (the IPCW interval and test) or 'calibtest report --horizon T' (with the "
-                          "survival evidence)")
+    if getattr(args, "horizon", None) is not None or any(is_survival_formula(f) for f in formulas):
+        raise survival_refusal(command, ci="'calibtest ci --horizon T --formula \"Surv(time, event) ~ risk\"'",
+                               report="'calibtest report --horizon T'")
 
 
 def _population_options(args) -> dict:

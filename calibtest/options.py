@@ -38,7 +38,7 @@ __all__ = ["OptionError", "OptionTypeError", "DataError", "EXIT_OK", "EXIT_DATA"
            "criterion_text", "check_option", "check_options", "is_bool", "is_integer",
            "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "DEFAULT_DRAWS", "METHODS", "RESAMPLING_METHODS", "MAX_BYTES",
            "check_alpha", "check_count", "check_seed", "check_bool", "check_choice", "check_missing", "check_null",
-           "check_method", "check_memory", "format_bytes", "BIN_COUNT"]
+           "check_method", "check_memory", "format_bytes", "BIN_COUNT", "survival_refusal"]
 
 
 # ----------------------------------------------------------------------------- the exception family
@@ -57,6 +57,31 @@ class OptionTypeError(TypeError):
 class DataError(ValueError):
     """The data cannot be used as given: a missing column, missing values, rows of the wrong shape, an
     undecodable input file (a ``ValueError``; exit status 1 on the command line)."""
+
+
+def survival_refusal(what: str, *, ci: str = "calib_ci('Surv(time, event) ~ risk', data=..., horizon=t)",
+                     report: str = "that result's evidence() or report()") -> OptionError:
+    """The error of a test that draws or tests binary labels when it is given a survival outcome.
+
+    The one explanation of why calib_test, evidence and tcal_test (and the
+    command line's ``test`` and ``tcal``) take no survival outcome; ``ci``
+    and ``report`` name the way out as the caller spells it (Python calls by
+    default, ``calibtest ci --horizon T ...`` on the command line).
+
+    Parameters
+    ----------
+    what : str
+        The test refused, e.g. ``"calib_test (the multi-scale test)"``.
+    ci, report : str
+        How to get the IPCW interval and test, and the survival evidence.
+
+    Returns
+    -------
+    OptionError
+    """
+    return OptionError(f"{what} draws or tests binary labels, which rows censored before the horizon do not have: "
+                       f"for a survival outcome use {ci} (the IPCW interval and test) or {report} (with the "
+                       "survival evidence)")
 
 
 #: Exit statuses of the command line: success, an error in the data or files, a usage (option) error.

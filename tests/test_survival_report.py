@@ -234,3 +234,142 @@ def test_cli_sample_size_censored_fraction_equals_the_python_call(tmp_path, caps
     res = ct.calib_sample_size(probs=df["risk"].to_numpy(), slope=0.8, power=0.8, censored_fraction=0.4)
     uncensored = ct.calib_sample_size(probs=df["risk"].to_numpy(), slope=0.8, power=0.8)
     assert out["n"] == res.n > uncensored.n
+
+
+# ----------------------------------------------------------------------------- a survival study against its plan
+def _page_text(path) -> str:
+    """The report's visible text, one space between words."""
+    import html as html_lib
+    import re
+
+    raw = open(path, encoding="utf-8").read()
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", raw)).split())
+
+
+@pytest.fixture(scope="module")
+def survival_plan(tmp_path_factory):
+    """A small censored study (n = 343), a plan for a slope of 0.8 with 30% censoring, and its report."""
+    folder = tmp_path_factory.mktemp("survival-plan")
+    time, event, risk = simulate(343, 11)
+    df = pd.DataFrame({"time": time, "event": event, "risk": risk})
+    res = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=HORIZON)
+    probs = np.random.default_rng(1).uniform(0.05, 0.6, 3000)  # the development risks standing for the population
+    ss = ct.calib_sample_size(probs=probs, slope=0.8, power=0.8, censored_fraction=0.3)
+    ct.plan(folder / "plan.json", sample_size=ss)
+    page = _page_text(ct.report(res, folder / "r.html", plan=folder / "plan.json"))  # the plan read from its file
+    return {"df": df, "res": res, "probs": probs, "ss": ss, "plan": ct.AnalysisPlan.read(folder / "plan.json"),
+            "text": page}
+
+
+def test_plan_sentence_counts_the_events_by_the_horizon_not_the_ipcw_outcomes(survival_plan):
+    df, res, text = survival_plan["df"], survival_plan["res"], survival_plan["text"]
+    by_hand = int(((df["event"] == 1) & (df["time"] <= HORIZON)).sum())  # events at or before t, from the data
+    assert res.censored and not math.isclose(res.data.y[:, 0].sum(), by_hand)  # the IPCW outcomes sum to another number
+    ss = survival_plan["ss"]
+    assert f"the study has n = 343 with {by_hand} events, {ss.n - 343} fewer" in text
+    assert f"events by the horizon t; censored before t {fmt(343)}; {fmt(by_hand)};" in text  # the same count
+    assert res.n_events == by_hand
+
+
+def test_weighted_binary_plan_sentence_counts_the_rows_with_y_1(tmp_path):
+    demo = ct.load_demo()
+    weights = np.random.default_rng(2).uniform(0.5, 2.0, len(demo))
+    res = ct.calib_ci("y ~ p", data=demo, weights=weights)
+    ct.plan(tmp_path / "plan.json", sample_size=ct.calib_sample_size(probs=demo["p"].to_numpy(), slope=0.8,
+                                                                     power=0.8))
+    text = _page_text(ct.report(res, tmp_path / "w.html", plan=tmp_path / "plan.json"))
+    ones = int((demo["y"] == 1).sum())
+    assert f"the study has n = {len(demo)} with {ones} events" in text and res.n_events == ones
+
+
+def test_survival_plan_is_recomputed_with_its_censoring(survival_plan):
+    from calibtest.inputs.plan import planned_curve, planned_vs_achieved, sample_size_rows
+
+    ss, record, probs, text = survival_plan["ss"], survival_plan["plan"].sample_size, survival_plan["probs"], \
+        survival_plan["text"]
+    rows = dict(sample_size_rows(record))
+    at_planned = planned_vs_achieved(record, ss.n)
+    assert rows["Power at n"] == at_planned.value_text(at_planned.achieved_value) == f"{ss.achieved_power:.3f}"
+    assert rows["Power at n"] == "0.800"
+    direct = ct.calib_power(343, probs=probs, slope=0.8, censored_fraction=0.3).power  # from the original risks
+    uncensored = ct.calib_power(343, probs=probs, slope=0.8).power
+    assert f"{direct:.3f}" != f"{uncensored:.3f}"  # what the report printed before
+    assert f"the power for the planned alternative is {direct:.3f} at n = 343" in text
+    assert "0.05, IPCW asymptotic, analytic" in text and "conditional" not in rows["Alpha, null, method"]
+    assert rows["Censoring (survival study)"].startswith("30% of the patients censored before the horizon")
+    assert f"kappa = {ss.inputs.censoring['kappa']:.4g}" in rows["Censoring (survival study)"]
+    # the report's engine is calib_power's, called with every input the plan stores
+    from calibtest.inputs.plan import power_arguments
+
+    args = power_arguments(record)
+    assert args["censored_fraction"] == 0.3 and args["null"] == "asymptotic"
+    assert ct.calib_power([343, ss.n], **args).power.tolist() == planned_curve(record, [343, ss.n])["power"].tolist()
+    # a plan written before the survival null was recorded as such (it read "conditional") is recomputed the same
+    legacy = {**record, "inputs": {**record["inputs"], "null": "conditional"}}
+    assert planned_curve(legacy, [343, ss.n])["power"].tolist() == planned_curve(record, [343, ss.n])["power"].tolist()
+
+
+def test_survival_sample_size_takes_the_ipcw_asymptotic_null_only(survival_plan):
+    probs, ss = survival_plan["probs"], survival_plan["ss"]
+    assert ss.inputs.null == "asymptotic"
+    explicit = ct.calib_sample_size(probs=probs, slope=0.8, power=0.8, censored_fraction=0.3, null="asymptotic")
+    assert (explicit.n, explicit.achieved_power) == (ss.n, ss.achieved_power)
+    for null in ("conditional", "monte-carlo"):
+        with pytest.raises(ValueError, match=f"null='{null}' with censored_fraction="):
+            ct.calib_sample_size(probs=probs, slope=0.8, power=0.8, censored_fraction=0.3, null=null)
+
+
+def test_survival_summaries_name_the_survival_target(censored):
+    _, res = censored
+    text = str(res.summary())
+    assert f"Mode:              survival at the horizon t = {HORIZON:g}" in text
+    assert "Binary mode" not in text and "Classes (K)" not in text
+    assert f"Target:           survival at the horizon t = {HORIZON:g}" in str(res.margin_test(0.1).summary())
+    assert "target" not in ct.calib_ci("y ~ p", data=ct.load_demo()).margin_test(0.1).to_dict()
+    cr = ct.calib_ci("Surv(time, status) ~ risk", data=_competing_risks_frame(), horizon=1, cause=1)
+    assert "survival at the horizon t = 1, cause 1" in str(cr.summary())
+    binary = str(ct.calib_ci("y ~ p", data=ct.load_demo()).summary())
+    assert "Binary mode measures" in binary  # the note stays where it applies
+
+
+def test_survival_sample_size_summary_says_it_plans_censoring(survival_plan):
+    ss = survival_plan["ss"]
+    text = " ".join(str(ss.summary()).split())
+    assert "Target: power 0.8 to reject H0: calibrated" in text
+    assert "Outcome: survival at a horizon" in text and "Null: IPCW asymptotic" in text
+    assert "Censoring: 30% of the patients censored before the horizon" in text
+    plain = " ".join(str(ct.calib_sample_size(probs=survival_plan["probs"], slope=0.8, power=0.8).summary()).split())
+    assert "Outcome: binary" in plain and "Censoring:" not in plain and "Null: conditional" in plain
+
+
+@pytest.mark.parametrize("call", [
+    lambda df: ct.calib_test("Surv(time, event) ~ risk", data=df, horizon=HORIZON),
+    lambda df: ct.calib_test("Surv(time, event) ~ risk", data=df),
+    lambda df: ct.calib_test("event ~ risk", data=df, horizon=HORIZON),
+    lambda df: ct.evidence("Surv(time, event) ~ risk", data=df, horizon=HORIZON),
+    lambda df: ct.evidence("Surv(time,event)~risk", data=df),
+    lambda df: ct.tcal_test("Surv(time, event) ~ risk", data=df, horizon=HORIZON),
+    lambda df: ct.tcal_test("Surv(time, event) ~ risk", data=df),
+])
+def test_label_tests_refuse_a_survival_outcome_with_the_cli_explanation(censored, call):
+    from calibtest.options import OptionError
+
+    df, _ = censored
+    with pytest.raises(OptionError, match="draws or tests binary labels, which rows censored before the horizon do "
+                                          r"not have: for a survival outcome use calib_ci\('Surv\(time, event\) ~ "
+                                          r"risk', data=\.\.\., horizon=t\) \(the IPCW interval and test\)"):
+        call(df)
+
+
+def test_cli_and_python_refusals_share_the_explanation(censored, tmp_path, capsys):
+    from calibtest.options import survival_refusal
+
+    df, _ = censored
+    path = tmp_path / "surv.csv"
+    df.to_csv(path, index=False)
+    assert main(["test", str(path), "--formula", "Surv(time, event) ~ risk"]) == 2
+    err = capsys.readouterr().err
+    with pytest.raises(ValueError) as python:
+        ct.calib_test("Surv(time, event) ~ risk", data=df)
+    common = str(survival_refusal("X", ci="A", report="B")).split("X", 1)[1].split("A")[0]
+    assert common in err and common in str(python.value)

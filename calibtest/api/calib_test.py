@@ -37,7 +37,7 @@ from calibtest.ece.build_result import estimate_clustered, estimate_in_memory, e
 from calibtest.inputs.formula import resolve_env
 from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, clusters_text, few_clusters_note,
                                 group_labels, group_rng, grouped_result, grouping_of, label_text)
-from calibtest.inputs.rows import is_dask, is_out_of_core, prepare_input
+from calibtest.inputs.rows import is_dask, is_out_of_core, prepare_input, refuse_survival
 from calibtest.options import OptionError, check_option, check_options
 from calibtest.checks.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
@@ -48,7 +48,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
                missing: str = "raise", eval_env: int = 0, by=None,
-               chunksize: int | None = None, cluster=None) -> CalibrationTestResult | GroupedResult:
+               chunksize: int | None = None, cluster=None, horizon=None) -> CalibrationTestResult | GroupedResult:
     """Multi-scale test of H0: calibrated, with exact finite-sample size given the predictions.
 
     Tests calibration at several bin counts at once (B = 2, 4, 8, ... up to
@@ -155,6 +155,11 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         2^-(G-1)).  Rows in memory; with ``by=`` (clusters nested in the
         groups) each group's clustered test on its own clusters; see
         ``docs/clusters.md``.
+    horizon : None
+        Not taken: the test draws binary labels, which rows censored
+        before a horizon do not have.  Given (or with a ``Surv(...)``
+        formula) it raises ``OptionError`` naming the survival analysis
+        to use instead, ``calib_ci(..., horizon=t)``.
 
     Returns
     -------
@@ -181,6 +186,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     >>> round(res.pvalue, 3), res.scales["n_bins"].tolist()
     (0.827, [2, 4, 8, 16, 32, 64, 76])
     """
+    refuse_survival("calib_test (the multi-scale test)", formula, horizon)
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
     if null != "monte-carlo":
@@ -298,7 +304,8 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
-             eval_env=0, by=None, chunksize: int | None = None, cluster=None) -> EvidenceResult | GroupedResult:
+             eval_env=0, by=None, chunksize: int | None = None, cluster=None,
+             horizon=None) -> EvidenceResult | GroupedResult:
     """Every calibration test of a model on the same rows, and a conclusion from all of them.
 
     Equivalent to ``calib_ci(..., null=null, rng=rng).evidence()``: the
@@ -366,6 +373,12 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Rows per chunk when ``data`` is a file path (default
         :data:`~calibtest.options.DEFAULT_CHUNKSIZE`); the numbers do not
         depend on it.  Refused for any other ``data``.
+    horizon : None
+        Not taken: the test draws and tests binary labels, which rows censored
+        before a horizon do not have.  Given (or with a ``Surv(...)``
+        formula) it raises ``OptionError`` naming the survival analysis
+        to use instead, ``calib_ci(..., horizon=t)``, whose
+        ``evidence()`` is the survival evidence.
 
     Returns
     -------
@@ -386,6 +399,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
     ``print(ev.summary())`` prints the evidence table and its conclusion.
     """
+    refuse_survival("evidence (the multi-scale test, Hosmer-Lemeshow and the label-draw nulls)", formula, horizon)
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
     check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special as _special
 
 from calibtest.inputs.validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
     resolve_seed, is_bool
@@ -27,8 +26,8 @@ from calibtest.core.binning import resolve_n_bins
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume
-from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, ipcw_inflation,
-                                     ipcw_second_moment, logistic_recalibration)
+from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, CensoredPlanner,
+                                     logistic_recalibration, planned_censoring, planned_null)
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.ece.build_result import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
 from calibtest.options import OPTIONS, check_number, check_option
@@ -72,8 +71,8 @@ class PlanningInputs:
         The null law whose rejection is counted.
     censoring : dict or None
         A survival study's anticipated censoring (``censored_fraction`` and
-        the IPCW variance inflation ``kappa``; :class:`_CensoredPlanner`);
-        None without censoring.
+        the IPCW variance inflation ``kappa``;
+        :class:`calibtest.core.planning.CensoredPlanner`); None without censoring.
     """
 
     mode: str
@@ -268,62 +267,6 @@ class _Planner(AnalyticPlanner):
         return reject, width
 
 
-class _CensoredPlanner(_Planner):
-    """The plan of a survival study at a horizon with censoring: the uncensored plan at n / kappa rows.
-
-    With censoring before the horizon, :func:`calibtest.calib_ci` analyses
-    the IPCW outcomes Y~, whose conditional variance exceeds the label
-    variance q (1 - q) (:func:`calibtest.core.planning.ipcw_second_moment`
-    under exponential event and censoring times).  The first-order variance
-    of T (order Var / n) and its null variance (order (Var / n)^2) are those
-    of an uncensored study of n / kappa rows, kappa the population's
-    inflation (:func:`calibtest.core.planning.ipcw_inflation`); the bins stay
-    those of the n rows analysed.  T's law (mean, variance, skewness) is
-    that of the n / kappa uncensored rows; the threshold is the survival
-    test's, z_alpha sqrt(V_0), with V_0 the expected null variance that the
-    test estimates from the IPCW rows (:meth:`null_variance`).
-    """
-
-    def __init__(self, *args, kappa: float, second_moment: np.ndarray, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.kappa = kappa
-        self.second_moment = second_moment  # E[U^2 | z] = Var(Y~ | q) + (q - z)^2 of each population point
-
-    def B(self, n: int) -> int:
-        return super().B(int(round(n * self.kappa)))  # n here is n / kappa: the bins of the n rows analysed
-
-    def null_variance(self, n: int, pb) -> float:
-        """E V_0 of the survival test at n rows: (2/n^2) sum_b E[c_b/(c_b - 1); c_b >= 2] m2_b^2, m2_b = E[U^2 | b].
-
-        The test estimates V_0 from the IPCW rows, whose U^2 carries the
-        IPCW variance and, under a miscalibrated model, (q - z)^2 (the
-        count moments of :func:`calibtest.core.power.count_moments`).
-        """
-        count = np.bincount(pb.inverse, minlength=pb.pi.size).astype(np.float64)
-        m2 = np.bincount(pb.inverse, weights=self.second_moment, minlength=pb.pi.size) / count
-        e2 = _pw.count_moments(int(n), pb.pi)[1]
-        return float(2.0 * np.sum(e2 * m2 * m2) / (n * n))
-
-    def analytic_many(self, ns) -> list[dict]:
-        ns = [int(v) for v in ns]
-        effective = [max(2, int(round(n / self.kappa))) for n in ns]
-        rows = super().analytic_many(effective)
-        if not rows:
-            return rows
-        thr = np.array([_special.ndtri(1.0 - self.alpha) * math.sqrt(self.null_variance(n, self.bins(r["n_bins"])))
-                        for n, r in zip(ns, rows)])
-        mean = np.array([r["t_mean"] for r in rows])
-        var = np.array([r["t_sd"] ** 2 for r in rows])
-        skew = np.array([r["t_skewness"] for r in rows])
-        power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
-        width = _pw.expected_width_many(mean, var, np.array([r["sigma1_sq"] for r in rows]),
-                                        np.array(effective, dtype=float), thr, self.alpha)
-        for row, n, n_eff, t_, p_, w_ in zip(rows, ns, effective, thr, power, width):
-            row.update(n=n, n_effective=n_eff, threshold=float(t_), power=float(p_), expected_width=float(w_),
-                       reliable=bool(row["reliable"] and n_eff >= SMALL_N))
-        return rows
-
-
 def _inputs(data, z, q, form, alpha, null) -> PlanningInputs:
     delta = q - z
     return PlanningInputs(mode=data.mode, k=data.k, n_classes=data.n_classes, n_predictions=int(z.shape[0]),
@@ -431,13 +374,17 @@ def _settings(inputs: PlanningInputs, method: str, mc) -> dict:
     mis = inputs.miscalibration
     what = (f"logistic: intercept {mis['intercept']:g}, slope {mis['slope']:g}" if mis["form"] == "logistic"
             else f"callable {mis['name']}")
-    target = inputs.mode + (f" (K = {inputs.n_classes})" if inputs.n_classes else "") + \
+    outcome = inputs.mode + (f" (K = {inputs.n_classes})" if inputs.n_classes else "") + \
         (f", k = {inputs.k}" if inputs.mode == "topk" else "")
+    if inputs.censoring is not None:
+        outcome = "survival at a horizon (the risk P(T <= t))"
     ps = inputs.prediction_summary
-    out = {"Target:": target, "Predictions:": f"m = {inputs.n_predictions}, median {ps['median']:.3g}, "
+    out = {"Outcome:": outcome, "Predictions:": f"m = {inputs.n_predictions}, median {ps['median']:.3g}, "
            f"90% range [{ps['q05']:.3g}, {ps['q95']:.3g}]",
            "Miscalibration:": what, "ECE (continuous):": f"{math.sqrt(inputs.ece_sq_continuous):.4g}",
-           "Alpha:": f"{inputs.alpha:g}", "Null:": inputs.null, "Method:": method}
+           "Alpha:": f"{inputs.alpha:g}", "Null:": planned_null(inputs.null, inputs.censoring), "Method:": method}
+    if inputs.censoring is not None:
+        out["Censoring:"] = planned_censoring(inputs.censoring)
     if mc is not None:
         out["Studies per n:"] = str(mc.n_sim)
         out["Seed:"] = str(mc.seed)
@@ -493,7 +440,7 @@ def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, n
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
     z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
-    null = _resolve_null(null, data.k)
+    asked, null = null, _resolve_null(null, data.k)
     if censored_fraction is None:
         planner = _Planner(z, q, data, n_bins, alpha, null, margin)
         return planner, _inputs(data, z, q, form, alpha, null), method
@@ -503,19 +450,20 @@ def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, n
     if margin is not None:
         raise ValueError("margin= with censored_fraction= is not available: the margin test of a survival "
                          "result is not planned yet")
-    if null != "conditional":
-        raise ValueError("with censored_fraction= the test is the survival one (null='auto'): leave null= unset")
+    if asked not in (None, "auto", "asymptotic"):
+        raise OptionError(f"null={asked!r} with censored_fraction= is not available: rows censored before the "
+                          "horizon have no binary label, and the survival test is the IPCW asymptotic one "
+                          "(null='auto' or 'asymptotic'; docs/survival.md)")
+    null = "asymptotic"  # the test calib_ci(..., horizon=) makes with censoring before the horizon
     if method != "analytic":
         raise ValueError("method='simulation' is not available with censored_fraction=; use method='analytic' "
                          "(checked by simulation in docs/survival.md)")
     if q.max() >= 1.0:
         raise ValueError("with censored_fraction= the anticipated risks by the horizon must be below 1 (an "
                          "exponential event time cannot reach a risk of 1)")
-    kappa = ipcw_inflation(q[:, 0], censored_fraction)
-    second = ipcw_second_moment(q[:, 0], censored_fraction) - q[:, 0] ** 2 + (q[:, 0] - z[:, 0]) ** 2
-    planner = _CensoredPlanner(z, q, data, n_bins, alpha, null, margin, kappa=kappa, second_moment=second)
+    planner = CensoredPlanner(z, q, data.mode, data.n_classes, data.k, n_bins, alpha, censored_fraction)
     inputs = dataclasses.replace(_inputs(data, z, q, form, alpha, null),
-                                 censoring={"censored_fraction": censored_fraction, "kappa": kappa,
+                                 censoring={"censored_fraction": censored_fraction, "kappa": planner.kappa,
                                             "model": "exponential event and censoring times, G known"})
     return planner, inputs, method
 

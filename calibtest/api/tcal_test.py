@@ -60,7 +60,7 @@ from calibtest.core.tcal import _mc_decision, adaptive_scales, check_draws, defa
 from calibtest.inputs.formula import resolve_env
 from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
-from calibtest.inputs.rows import prepare_input
+from calibtest.inputs.rows import prepare_input, refuse_survival
 from calibtest.options import BIN_COUNT, OptionError, check_option, check_options
 from calibtest.ece.result import TestOfCalibration
 from calibtest.display.summary import CalibSummary, model_text
@@ -235,7 +235,7 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
 def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
               k=None, n_bins="auto", alpha: float = 0.05, n_draws: int | None = None, adaptive: bool = False,
               rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0, by=None,
-              progress: bool | None = None) -> TCalResult | GroupedResult:
+              progress: bool | None = None, horizon=None) -> TCalResult | GroupedResult:
     """T-Cal test of H0: calibrated, with the threshold from consistency resampling.
 
     Inputs and targets are those of :func:`calibtest.calib_ci` (binary, top-1,
@@ -291,6 +291,11 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         ``plot_forest()``.  Group number g (in the table's order, empty
         groups counted) draws from ``numpy.random.default_rng([s, g])``, s the
         seed (:mod:`calibtest.ece.group_engine`).
+    horizon : None
+        Not taken: the test resamples binary labels, which rows censored
+        before a horizon do not have.  Given (or with a ``Surv(...)``
+        formula) it raises ``OptionError`` naming the survival analysis
+        to use instead, ``calib_ci(..., horizon=t)``.
 
     Returns
     -------
@@ -310,6 +315,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> bool(res.reject), round(res.pvalue, 2)
     (False, 0.35)
     """
+    refuse_survival("tcal_test (the T-Cal test)", formula, horizon)
     alpha = check_alpha(alpha)
     statistic = check_option("statistic", statistic)
     R = None if n_draws is None else check_option("n_draws", n_draws)

@@ -121,6 +121,10 @@ class MarginTestResult(ResultDisplay):
     method : str
         The result's interval method; a resampling result is tested with the
         same normal-theory bound (its T and sigma1 are those of every method).
+    target : str or None
+        The target in words when the mode does not name it: a survival
+        result's (``survival.target``, e.g. "survival at the horizon t = 5");
+        None otherwise.
     """
 
     margin: float
@@ -141,6 +145,7 @@ class MarginTestResult(ResultDisplay):
     n_bins: int
     mode: str
     method: str
+    target: str | None = None
 
     @property
     def conclusion(self) -> str:
@@ -176,7 +181,8 @@ class MarginTestResult(ResultDisplay):
             raise ValueError("a margin test's level is fixed when it is made; call margin_test(margin, alpha=...)")
         s = CalibSummary()
         s.add_title("Margin test: is the ECE below a pre-specified margin?")
-        s.add_settings({"Target:": self.mode, "No. observations:": str(self.n), "Bins (B):": str(self.n_bins),
+        s.add_settings({"Target:": self.target or self.mode, "No. observations:": str(self.n),
+                        "Bins (B):": str(self.n_bins),
                         "Margin:": fmt(self.margin), "Alpha:": fmt(self.alpha)})
         table = pd.DataFrame({"estimate": [self.estimate], "upper bound": [self.upper], "margin": [self.margin],
                               "z": [self.statistic], "p-value": [self.pvalue],
@@ -187,7 +193,10 @@ class MarginTestResult(ResultDisplay):
         return s
 
     def _dict(self) -> dict:
-        return {**asdict(self), "conclusion": self.conclusion}
+        out = {**asdict(self), "conclusion": self.conclusion}
+        if self.target is None:
+            del out["target"]
+        return out
 
 
 def margin_test(result, margin, alpha: float | None = None) -> MarginTestResult:
@@ -253,7 +262,13 @@ def margin_test(result, margin, alpha: float | None = None) -> MarginTestResult:
                             se_sigma1=float(result.se), null_variance=v0, null_variance_source=source,
                             floor_used=bool(v0 > result.se ** 2), statistic=mb.statistic, pvalue=mb.pvalue,
                             reject=mb.reject, n=int(result.n), n_bins=int(result.n_bins), mode=result.mode,
-                            method=result.method)
+                            method=result.method, target=_target(result))
+
+
+def _target(result) -> str | None:
+    """A survival result's target in words (None for the targets the mode names)."""
+    surv = getattr(result, "survival", None)
+    return None if surv is None else surv.target
 
 
 # ----------------------------------------------------------------------------- two one-sided tests

@@ -501,6 +501,11 @@ class SurvivalData:
                    variance=variance, time_name=time_name, event_name=event_name, cause=cause)
 
     @property
+    def target(self) -> str:
+        """The calibration target in words: the risk at the horizon (of the cause)."""
+        return f"survival at the horizon t = {self.horizon:g}" + ("" if self.cause is None else f", cause {self.cause}")
+
+    @property
     def estimand(self) -> str:
         """The estimand in words."""
         if self.cause is not None:

@@ -13,15 +13,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, ndtri
 
 from calibtest.core import power as _pw
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.conditional import SHIFTED_GAMMA_MAX_SKEWNESS
 from calibtest.core.null import bin_volume, sigma0_sq, threshold as null_threshold
 
-__all__ = ["AnalyticPlanner", "logistic_recalibration", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS",
-           "ipcw_second_moment", "ipcw_inflation"]
+__all__ = ["AnalyticPlanner", "CensoredPlanner", "logistic_recalibration", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS",
+           "ipcw_second_moment", "ipcw_inflation", "planned_null", "planned_censoring"]
 
 #: The analytic power is flagged unreliable (a warning recommends ``method="simulation"``) when more
 #: than this share of the occupied bins is expected to hold a single row, or n < 100.
@@ -186,3 +186,79 @@ class AnalyticPlanner:
         for row, t_, p_, w_ in zip(rows, thr, power, width):
             row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
         return rows
+
+
+class CensoredPlanner(AnalyticPlanner):
+    """The plan of a survival study at a horizon with censoring: the uncensored plan at n / kappa rows.
+
+    With censoring before the horizon, :func:`calibtest.calib_ci` analyses
+    the IPCW outcomes Y~, whose conditional variance exceeds the label
+    variance q (1 - q) (:func:`ipcw_second_moment` under exponential event
+    and censoring times).  The first-order variance of T (order Var / n)
+    and its null variance (order (Var / n)^2) are those of an uncensored
+    study of n / kappa rows, kappa the population's inflation
+    (:func:`ipcw_inflation`); the bins stay those of the n rows analysed.
+    T's law (mean, variance, skewness) is that of the n / kappa uncensored
+    rows; the threshold is the survival test's (the IPCW asymptotic one),
+    z_alpha sqrt(V_0), with V_0 the expected null variance that the test
+    estimates from the IPCW rows (:meth:`null_variance`).
+
+    Parameters
+    ----------
+    z, q, mode, n_classes, k, n_bins, alpha
+        As in :class:`AnalyticPlanner` (one risk column: ``mode="binary"``).
+    censored_fraction : float
+        The share of patients censored before the horizon in the absence of events.
+    """
+
+    def __init__(self, z, q, mode, n_classes, k, n_bins, alpha, censored_fraction: float):
+        super().__init__(z, q, mode, n_classes, k, n_bins, alpha, "asymptotic")
+        self.censored_fraction = censored_fraction
+        self.kappa = ipcw_inflation(q[:, 0], censored_fraction)
+        # E[U^2 | z] = Var(Y~ | q) + (q - z)^2 of each population point
+        self.second_moment = ipcw_second_moment(q[:, 0], censored_fraction) - q[:, 0] ** 2 + (q[:, 0] - z[:, 0]) ** 2
+
+    def B(self, n: int) -> int:
+        return super().B(int(round(n * self.kappa)))  # n here is n / kappa: the bins of the n rows analysed
+
+    def null_variance(self, n: int, pb) -> float:
+        """E V_0 of the survival test at n rows: (2/n^2) sum_b E[c_b/(c_b - 1); c_b >= 2] m2_b^2, m2_b = E[U^2 | b].
+
+        The test estimates V_0 from the IPCW rows, whose U^2 carries the
+        IPCW variance and, under a miscalibrated model, (q - z)^2 (the
+        count moments of :func:`calibtest.core.power.count_moments`).
+        """
+        count = np.bincount(pb.inverse, minlength=pb.pi.size).astype(np.float64)
+        m2 = np.bincount(pb.inverse, weights=self.second_moment, minlength=pb.pi.size) / count
+        e2 = _pw.count_moments(int(n), pb.pi)[1]
+        return float(2.0 * np.sum(e2 * m2 * m2) / (n * n))
+
+    def analytic_many(self, ns) -> list[dict]:
+        ns = [int(v) for v in ns]
+        effective = [max(2, int(round(n / self.kappa))) for n in ns]
+        rows = super().analytic_many(effective)
+        if not rows:
+            return rows
+        thr = np.array([ndtri(1.0 - self.alpha) * math.sqrt(self.null_variance(n, self.bins(r["n_bins"])))
+                        for n, r in zip(ns, rows)])
+        mean = np.array([r["t_mean"] for r in rows])
+        var = np.array([r["t_sd"] ** 2 for r in rows])
+        skew = np.array([r["t_skewness"] for r in rows])
+        power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        width = _pw.expected_width_many(mean, var, np.array([r["sigma1_sq"] for r in rows]),
+                                        np.array(effective, dtype=float), thr, self.alpha)
+        for row, n, n_eff, t_, p_, w_ in zip(rows, ns, effective, thr, power, width):
+            row.update(n=n, n_effective=n_eff, threshold=float(t_), power=float(p_), expected_width=float(w_),
+                       reliable=bool(row["reliable"] and n_eff >= SMALL_N))
+        return rows
+
+
+def planned_null(null: str, censoring: dict | None) -> str:
+    """The null of a planned study as summaries and plans name it (a survival study's: IPCW asymptotic)."""
+    return "IPCW asymptotic" if censoring is not None else null
+
+
+def planned_censoring(censoring: dict) -> str:
+    """A survival study's anticipated censoring (``PlanningInputs.censoring``) in one phrase."""
+    return (f"{censoring['censored_fraction']:.0%} of the patients censored before the horizon (exponential event "
+            f"and censoring times; IPCW variance inflation kappa = {censoring['kappa']:.4g})")

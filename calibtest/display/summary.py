@@ -328,7 +328,7 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
     notes.append(f"Plug-in (biased) estimate T_m on the same bins: {fmt(res.plugin_estimate)}.")
-    if res.mode == "binary":
+    if res.mode == "binary" and getattr(res, "survival", None) is None:
         notes.append("Binary mode measures calibration of p itself; it equals the paper's K = 2 full "
                      "calibration error divided by 2.")
     if res.mode == "full":
@@ -377,7 +377,8 @@ def _settings_table(res, alpha: float) -> dict:
         out.update(_resampling_settings(res))
     surv = getattr(res, "survival", None)
     if surv is not None:  # a survival outcome: the estimand, the horizon and the censoring
-        out["Mode:"] = "survival at a horizon (binary 1{T <= t})"
+        out["Mode:"] = surv.target
+        del out["Classes (K):"]  # one risk column P(T <= t)
         out["Estimand:"] = surv.estimand
         out["Censored before t:"] = (f"{surv.n_censored} (IPCW, {'Kaplan-Meier' if surv.censoring == 'km' else 'Cox'}"
                                      " censoring model)" if surv.n_censored else "0 (none: binary 1{T <= t})")

@@ -588,6 +588,21 @@ class CalibrationResult(ResultDisplay):
         return self.survival is not None and self.survival.n_censored > 0
 
     @property
+    def n_events(self) -> int | None:
+        """Rows with the event: of a survival result, the events (of the cause) at or before the horizon.
+
+        A survival result counts its rows with the event at or before the
+        horizon (``survival.n_events``), never its IPCW outcomes; a binary or
+        top-1 result holding its rows counts the rows with y = 1 (unweighted,
+        case weights or not); None otherwise (bin sums only, top-k, full).
+        """
+        if self.survival is not None:
+            return int(self.survival.n_events)
+        if self.mode not in ("binary", "top1") or self.data is None:
+            return None
+        return int(np.count_nonzero(np.rint(self.data.y[:, 0]) == 1.0))
+
+    @property
     def approximate(self) -> bool:
         """The interval is flagged as approximate (``approximation.reasons`` says why)."""
         return self.approximation is not None and self.approximation.approximate

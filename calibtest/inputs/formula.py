@@ -26,7 +26,8 @@ from patsy.parse_formula import parse_formula as _parse_tree
 
 
 __all__ = ["FormulaData", "parse_formula", "column_values", "capture_env", "resolve_env", "formula_names", "formula_columns", "model_desc",
-           "freeze_env", "thaw_env", "unresolved_names", "check_formula_names", "Surv", "surv_arguments"]
+           "freeze_env", "thaw_env", "unresolved_names", "check_formula_names", "Surv", "surv_arguments",
+           "is_survival_formula"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,6 +146,23 @@ def surv_arguments(code: str) -> tuple[str, str] | None:
             and len(node.args) == 2 and not node.keywords):
         return ast.unparse(node.args[0]), ast.unparse(node.args[1])
     return None
+
+
+def is_survival_formula(formula) -> bool:
+    """Whether ``formula`` is a string whose outcome is ``Surv(...)`` (a survival outcome).
+
+    Examples
+    --------
+    >>> is_survival_formula("Surv(time, event) ~ risk"), is_survival_formula("y ~ p")
+    (True, False)
+    """
+    if not isinstance(formula, str) or "~" not in formula:
+        return False
+    try:
+        node = ast.parse(formula.split("~", 1)[0].strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Surv"
 
 
 def _evaluate(code: str, env, namespace, formula: str) -> np.ndarray:

@@ -31,7 +31,7 @@ The sample-size calculation
 ---------------------------
 :func:`plan` stores a sample-size calculation compactly: its n, B, power,
 expected width, target, the anticipated calibration and the prediction
-summary (``inputs``), the ``n_bins`` rule it used, and -- for a single
+summary (``inputs``, with a survival study's anticipated censoring), the ``n_bins`` rule it used, and -- for a single
 prediction column with a logistic anticipated calibration -- the predictions'
 distribution as the planning function uses it (``"predictions"``: the sorted
 predictions, or their 5000 quantiles (i + 0.5) / 5000 when there are more, in
@@ -57,13 +57,15 @@ import numpy as np
 from calibtest.display.format import json_safe
 from calibtest._version import package_version
 from calibtest.options import ACCEPTANCE_LABELS, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError, OptionError, \
-    OptionTypeError, criterion_text
-from calibtest.core.planning import AnalyticPlanner, logistic_recalibration
+    OptionTypeError, check_count, criterion_text
+from calibtest.core.planning import (AnalyticPlanner, CensoredPlanner, logistic_recalibration, planned_censoring,
+                                     planned_null)
 from calibtest.core.targets import prepare
 
 __all__ = ["plan", "AnalysisPlan", "Deviation", "canonical_json", "plan_sha256", "PLAN_FORMAT",
            "NULL_DEFAULT", "PLAN_TESTS", "PLAN_OPTIONS", "PlannedVsAchieved", "planned_vs_achieved",
-           "sample_size_record", "ACCEPTANCE_LABELS", "planned_curve", "decode_predictions",
+           "sample_size_record", "ACCEPTANCE_LABELS", "planned_curve", "power_arguments", "not_recomputable",
+           "decode_predictions",
            "is_calculation"]
 
 #: The ``"format"`` field of a plan file.
@@ -472,7 +474,8 @@ def sample_size_rows(record: dict) -> list:
     """The sample-size calculation of a plan as (item, value) rows of a short table.
 
     A calculation of :func:`calibtest.calib_sample_size`: target, n, B, power and width at n, the
-    anticipated calibration, the prediction summary, alpha, null and method.  Any other dict: its
+    anticipated calibration, the prediction summary, alpha, null and method, and a survival study's
+    anticipated censoring (its null is the IPCW asymptotic one).  Any other dict: its
     items (nested keys joined by dots, a list shown by its length).
     """
     if not is_calculation(record):
@@ -495,8 +498,11 @@ def sample_size_rows(record: dict) -> list:
         rows.append(("Predictions", f"m = {inputs.get('n_predictions')}, mean {ps['mean']:.3g}, median "
                      f"{ps['median']:.3g}, 90% range [{ps['q05']:.3g}, {ps['q95']:.3g}]"))
     level = f"{inputs['alpha']:g}" if "alpha" in inputs else "not recorded"
-    rows.append(("Alpha, null, method", f"{level}, {inputs.get('null', 'not recorded')}, "
+    censoring = inputs.get("censoring")
+    rows.append(("Alpha, null, method", f"{level}, {planned_null(inputs.get('null', 'not recorded'), censoring)}, "
                  f"{record.get('method', 'not recorded')}"))
+    if censoring is not None:
+        rows.append(("Censoring (survival study)", planned_censoring(censoring)))
     return rows
 
 
@@ -507,9 +513,10 @@ class PlannedVsAchieved:
     Attributes
     ----------
     planned_n, achieved_n : int
-    events : float or None
-        Events (y = 1) of a binary result; None when the result holds no rows
-        or is not binary.
+    events : int or None
+        Events of a binary result (``res.n_events``: the rows with y = 1, or
+        of a survival result the events at or before the horizon); None when
+        the result holds no rows or is not binary.
     quantity : {"power", "expected width"}
         What the calculation targeted (power, or the expected interval width).
     planned_value : float or None
@@ -526,7 +533,7 @@ class PlannedVsAchieved:
 
     planned_n: int
     achieved_n: int
-    events: float | None
+    events: int | None
     quantity: str
     planned_value: float | None
     achieved_value: float | None
@@ -542,7 +549,7 @@ class PlannedVsAchieved:
     @property
     def sentence(self) -> str:
         """One sentence: planned n, achieved n and events, and the quantity at the achieved n."""
-        events = "" if self.events is None else f" with {self.events:g} events"
+        events = "" if self.events is None else f" with {self.events} events"
         at = (f"the {self.quantity} for the planned alternative is {self.value_text(self.achieved_value)} at "
               f"n = {self.achieved_n} (recomputed from the plan's inputs) against "
               f"{self.value_text(self.planned_value)} planned" if self.achieved_value is not None
@@ -562,14 +569,27 @@ class PlannedVsAchieved:
                 "shortfall": self.shortfall}
 
 
-def planned_curve(record: dict, ns) -> dict:
-    """The plan's sample-size calculation at the sizes ``ns``: ``{"n", "power", "expected_width"}`` arrays.
+def not_recomputable(record: dict) -> str:
+    """Why the plan's sample-size calculation cannot be recomputed at another n (empty when it can)."""
+    mis = (record.get("inputs") or {}).get("miscalibration") or {}
+    if record.get("predictions") is None:
+        return ("the plan does not hold the predictions' distribution (a probability matrix, a callable calibration, "
+                "or a calculation given as a dict)")
+    if mis.get("form") != "logistic":
+        return "the anticipated calibration is not a logistic recalibration"
+    return ""
 
-    The analytic power and expected ECE-scale width of
-    :func:`calibtest.calib_power` (the same engine,
-    :class:`calibtest.core.planning.AnalyticPlanner`), from the inputs the
-    plan stores: the predictions' distribution, the logistic anticipated
-    calibration, alpha, the null, the ``n_bins`` rule and the margin.
+
+def power_arguments(record: dict) -> dict:
+    """The keyword arguments of :func:`calibtest.calib_power` that recompute a plan's sample-size calculation.
+
+    Every input the calculation stores: the predictions' distribution, the
+    logistic anticipated calibration, alpha, the null, the ``n_bins`` rule,
+    the target (``k``, ``n_classes``), the margin and, for a survival study,
+    the anticipated ``censored_fraction``; ``method="analytic"``.  A survival
+    plan written before its null was recorded as the IPCW asymptotic one
+    (it read ``"conditional"``) is recomputed with that null, the only one
+    ``censored_fraction`` takes.
 
     Raises
     ------
@@ -577,17 +597,43 @@ def planned_curve(record: dict, ns) -> dict:
         When the plan does not hold the predictions or the anticipated
         calibration is not logistic.
     """
-    inputs = record.get("inputs") or {}
-    mis = inputs.get("miscalibration") or {}
-    if record.get("predictions") is None or mis.get("form") != "logistic":
-        raise DataError("the plan's sample-size calculation holds no prediction distribution with a logistic "
-                        "anticipated calibration; its power cannot be recomputed")
-    p = decode_predictions(record["predictions"])
-    data = prepare(np.zeros(p.size, dtype=np.int64), p, n_classes=inputs.get("n_classes"), k=inputs.get("k", 1))
+    why = not_recomputable(record)
+    if why:
+        raise DataError(f"the plan's sample-size calculation cannot be recomputed: {why}")
+    inputs = record["inputs"]
+    mis, censoring = inputs["miscalibration"], inputs.get("censoring")
+    null = "asymptotic" if censoring is not None else inputs["null"]
+    return {"probs": decode_predictions(record["predictions"]), "intercept": float(mis["intercept"]),
+            "slope": float(mis["slope"]), "alpha": float(inputs["alpha"]), "n_bins": record.get("n_bins_rule", "auto"),
+            "k": inputs.get("k", 1), "n_classes": inputs.get("n_classes"), "null": null, "method": "analytic",
+            "margin": record.get("margin"),
+            "censored_fraction": None if censoring is None else float(censoring["censored_fraction"])}
+
+
+def planned_curve(record: dict, ns) -> dict:
+    """The plan's sample-size calculation at the sizes ``ns``: ``{"n", "power", "expected_width"}`` arrays.
+
+    The analytic power and expected ECE-scale width of
+    :func:`calibtest.calib_power` with every input the plan stores
+    (:func:`power_arguments`), by its engine
+    (:class:`calibtest.core.planning.AnalyticPlanner`, or
+    :class:`~calibtest.core.planning.CensoredPlanner` for a survival study
+    with its anticipated censored fraction), without the estimation layer.
+
+    Raises
+    ------
+    DataError
+        When the plan does not hold the predictions or the anticipated
+        calibration is not logistic.
+    """
+    args = power_arguments(record)
+    p = args["probs"]
+    data = prepare(np.zeros(p.size, dtype=np.int64), p, n_classes=args["n_classes"], k=args["k"])
     z = data.z
-    q = logistic_recalibration(z[:, 0], float(mis["intercept"]), float(mis["slope"]))[:, None]
-    planner = AnalyticPlanner(z, q, data.mode, data.n_classes, data.k, record.get("n_bins_rule", "auto"),
-                              float(inputs["alpha"]), inputs["null"], record.get("margin"))
+    q = logistic_recalibration(z[:, 0], args["intercept"], args["slope"])[:, None]
+    shared = (z, q, data.mode, data.n_classes, data.k, args["n_bins"], args["alpha"])
+    planner = (AnalyticPlanner(*shared, args["null"], args["margin"]) if args["censored_fraction"] is None else
+               CensoredPlanner(*shared, args["censored_fraction"]))
     rows = planner.analytic_many([int(v) for v in ns])
     return {key: np.array([r[key] for r in rows]) for key in ("n", "power", "expected_width")}
 
@@ -597,9 +643,10 @@ def planned_vs_achieved(record: dict, n: int, events=None) -> PlannedVsAchieved:
 
     The power (or, for a width target, the expected ECE-scale interval
     width) at ``n`` is recomputed with :func:`calibtest.calib_power`
-    (``method="analytic"``) from the inputs the plan stored: its predictions'
-    distribution, anticipated calibration, alpha, null, ``n_bins`` rule and
-    margin.
+    (``method="analytic"``) from every input the plan stored
+    (:func:`power_arguments`): its predictions' distribution, anticipated
+    calibration, alpha, null, ``n_bins`` rule, target, margin and, for a
+    survival study, the anticipated censored fraction.
 
     Parameters
     ----------
@@ -607,8 +654,8 @@ def planned_vs_achieved(record: dict, n: int, events=None) -> PlannedVsAchieved:
         The plan's ``sample_size`` (:func:`sample_size_record`).
     n : int
         The achieved sample size.
-    events : float, optional
-        Events of the study, for the sentence.
+    events : int, optional
+        Events of the study (``res.n_events``), for the sentence.
 
     Returns
     -------
@@ -617,23 +664,17 @@ def planned_vs_achieved(record: dict, n: int, events=None) -> PlannedVsAchieved:
     if not is_calculation(record):
         raise DataError("the plan's sample_size is not a calculation of calib_sample_size (it needs 'n', "
                         "'target' and 'inputs')")
+    events = None if events is None else check_count(events, "events", 0)
     quantity = "power" if record["target"] == "power" else "expected width"
     planned_value = record.get("achieved_power" if quantity == "power" else "expected_width")
-    inputs = record.get("inputs") or {}
-    mis = inputs.get("miscalibration") or {}
-    value, why = None, ""
-    if record.get("predictions") is None:
-        why = ("the plan does not hold the predictions' distribution (a probability matrix, a callable calibration, "
-               "or a calculation given as a dict)")
-    elif mis.get("form") != "logistic":
-        why = "the anticipated calibration is not a logistic recalibration"
-    elif int(n) < 2:
+    value, why = None, not_recomputable(record)
+    if not why and int(n) < 2:
         why = f"n = {n} is below 2"
-    else:
+    if not why:
         row = planned_curve(record, [int(n)])
         value = float(row["power" if quantity == "power" else "expected_width"][0])
     planned_n = int(record["n"])
-    return PlannedVsAchieved(planned_n=planned_n, achieved_n=int(n), events=None if events is None else float(events),
+    return PlannedVsAchieved(planned_n=planned_n, achieved_n=int(n), events=events,
                              quantity=quantity, planned_value=None if planned_value is None else float(planned_value),
                              achieved_value=value, not_recomputed=why, shortfall=int(n) < planned_n)
 

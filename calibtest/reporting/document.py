@@ -18,8 +18,6 @@ import stat
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from calibtest.display.format import json_safe
 from calibtest.inputs.validation import DataError, OptionError, OptionTypeError
 from calibtest.inputs.plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calculation, planned_vs_achieved
@@ -441,11 +439,15 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=N
 
 
 def _events(res):
-    """Events (y = 1) of a binary result holding its rows (None otherwise)."""
-    data = getattr(res, "data", None)
-    if getattr(res, "mode", None) != "binary" or data is None or getattr(res, "weighting", None) is not None:
+    """The events of a binary result for the plan's sentence (``res.n_events``; None for other results).
+
+    A survival result's are its events (of the cause) at or before the
+    horizon, the count its follow-up table shows, not the sum of its IPCW
+    outcomes; a weighted binary result's are its rows with y = 1.
+    """
+    if getattr(res, "mode", None) != "binary":
         return None
-    return float(np.sum(data.y[:, 0]))
+    return getattr(res, "n_events", None)
 
 
 def _slug(text: str) -> str:

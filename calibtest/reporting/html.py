@@ -30,7 +30,7 @@ import pandas as pd
 
 from calibtest.display.format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
 from calibtest._version import package_version
-from calibtest.inputs.plan import planned_curve, sample_size_rows
+from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           check_deviation_reasons, check_metadata, check_report_text,
@@ -761,7 +761,7 @@ def data_rows(res, d: dict) -> list[tuple[str, str]]:
         rows = [("Rows analysed n; events by the horizon t; censored before t",
                  f"{fmt(n)}; {fmt(surv.n_events)}; {fmt(surv.n_censored)}")]
     elif d["mode"] in ("binary", "top1") and data is not None:
-        events = int(np.count_nonzero(np.rint(data.y[:, 0])))
+        events = res.n_events
         what = "events (y = 1)" if d["mode"] == "binary" else "events (top-1 prediction correct)"
         rows = [("Rows analysed n; " + what + "; event rate",
                  f"{fmt(n)}; {fmt(events)}; {fmt(events / n, 4)}")]
@@ -1434,9 +1434,7 @@ def _plan_curve_figure(record: dict, achieved: list) -> dict | None:
     """Power (or expected width) against n recomputed from the plan's inputs, planned and achieved n marked."""
     import matplotlib.pyplot as plt
 
-    inputs = record.get("inputs") or {}
-    mis = inputs.get("miscalibration") or {}
-    if record.get("predictions") is None or mis.get("form") != "logistic":
+    if not_recomputable(record):
         return None
     planned = int(record["n"])
     top = max([planned] + achieved)
