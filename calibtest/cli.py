@@ -310,7 +310,7 @@ def _add_test_parser(sub, shared) -> None:
     OPTIONS["n_classes"].add_to(te)
     OPTIONS["scales"].add_to(te, "--bins", "--scales", dest="scales")
     OPTIONS["alpha"].add_to(te)
-    OPTIONS["rng"].add_to(te, help="seed of the label draws (default: a fresh seed, recorded in the output)")
+    OPTIONS["rng"].add_to(te, help="seed of the label draws (default: 0, recorded in the output)")
     OPTIONS["n_draws"].add_to(te, "--n-draws", "--draws", dest="n_draws")
     OPTIONS["chunksize"].add_to(te, help="stream the file in chunks of this many rows (default "
                                          f"{DEFAULT_CHUNKSIZE}; the p-value does not depend on it)")

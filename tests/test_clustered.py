@@ -309,13 +309,37 @@ def test_cli_cluster(tmp_path, capsys):
     assert "single cluster" in err and "Traceback" not in err
 
 
-def test_acceptance_refuses_iid_citl_on_a_clustered_result():
-    df = sites(G=6)
+def test_acceptance_tests_the_cluster_robust_citl_slope_and_oe():
+    """A plan's CITL, slope and O/E criteria are decided by the cluster-robust numbers the summary prints."""
+    df = sites(G=30, tau=0.2)
     res = ct.calib_ci("y ~ p", data=df, cluster="site", null="asymptotic")
-    ev = res.acceptance({"ece_below": 0.2, "citl_within": 0.3})
-    assert "could not be evaluated" in ev.sentence
-    with pytest.raises(ValueError, match="clustering.measures"):
-        ct.citl_test(res, 0.3)
+    cm, a, G = res.clustering.measures, res.alpha, res.clustering.n_clusters
+    t = stats.t.isf(a, G - 1)  # the (1 - 2 alpha) interval: t with G - 1 df
+    wide = {"citl_within": (cm.citl - 2 * t * cm.citl_se, cm.citl + 2 * t * cm.citl_se),
+            "slope_within": (cm.slope - 2 * t * cm.slope_se, cm.slope + 2 * t * cm.slope_se),
+            "oe_within": (cm.oe * math.exp(-2 * t * cm.log_oe_se), cm.oe * math.exp(2 * t * cm.log_oe_se))}
+    ev = res.acceptance({"ece_below": 1.0, **wide})
+    tab = ev.table.set_index("criterion")
+    assert list(tab["verdict"]) == ["met"] * 4 and ev.all_met
+    assert "4 of 4 met" in ev.sentence and f"cluster-robust ({G} clusters" in ev.sentence
+    printed = cm.to_frame().set_index("measure")["estimate"]
+    for key, name, est, se, log in (("citl_within", "CITL", cm.citl, cm.citl_se, False),
+                                    ("slope_within", "slope", cm.slope, cm.slope_se, False),
+                                    ("oe_within", "O/E", cm.oe, cm.log_oe_se, True)):
+        assert tab.loc[key, "estimate"] == printed[name] == est
+        centre = math.log(est) if log else est
+        lo, hi = centre - t * se, centre + t * se
+        expected = (math.exp(lo), math.exp(hi)) if log else (lo, hi)
+        assert (tab.loc[key, "ci_lower"], tab.loc[key, "ci_upper"]) == pytest.approx(expected, rel=1e-12)
+        assert "cluster-robust" in tab.loc[key, "interval"]
+    # the printed numbers: the summary shows the same cluster-robust O/E with its interval
+    lo, hi = cm.oe_ci()
+    line = next(ln for ln in res.summary().as_text().splitlines() if ln.startswith("O/E (cluster-robust)"))
+    assert line.split()[2:] == [f"{cm.oe:.4g}", f"{cm.log_oe_se:.4g}", f"{lo:.4g}", f"{hi:.4g}"]
+    # limits just inside the interval: not met (the same numbers decide both ways)
+    tight = res.acceptance({"oe_within": (cm.oe * math.exp(-0.5 * t * cm.log_oe_se), 10.0)})
+    assert list(tight.table["verdict"]) == ["not met"]
+    assert ct.citl_test(res, wide["citl_within"]).method.startswith("CITL, cluster-robust")
 
 
 def test_report_states_the_clusters_and_warns_below_the_minimum(tmp_path):

@@ -426,3 +426,39 @@ def test_cli_ci_by_a_column_named_n_and_by_twice(tmp_path, small, capsys):
     status = main(["ci", str(path), "--formula", "y ~ p", "--by", "n", "--by", "n", "--missing", "drop"])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "'n' more than once" in err
+
+
+def test_tiny_groups_with_separated_outcomes_leave_the_slope_empty_with_a_note():
+    """500 groups of 10 rows (issue: an uncaught "math domain error"): a group whose outcomes the predictions
+    separate has no maximum-likelihood slope; its slope is NaN and its note says why, the others are unchanged."""
+    from calibtest.core.recalibration import calibration_measures_rows, logistic_fit
+    rng = np.random.default_rng(0)
+    G, m = 500, 10
+    p = rng.uniform(0.05, 0.95, G * m)
+    y = (rng.uniform(size=G * m) < p).astype(int)
+    df = pd.DataFrame({"y": y, "p": p, "g": np.repeat(np.arange(G), m)})
+    sub = df[df.g.between(300, 311)].reset_index(drop=True)  # holds group 306, the first that failed
+    lp = np.log(sub.p / (1 - sub.p)).to_numpy()
+    separated = []
+    for g, rows in sub.groupby("g"):
+        order = np.argsort(lp[rows.index])
+        ys = rows.y.to_numpy()[order]
+        # complete or quasi-complete separation: the outcomes sorted by the prediction switch from 0 to 1 once
+        if 0 < ys.sum() < m and np.all(np.diff(ys) >= 0):
+            separated.append(g)
+    assert 306 in separated
+    res = ct.calib_ci("y ~ p", data=sub, by="g")
+    tab = res.table
+    for g in tab.index:
+        rows = sub[sub.g == g]
+        fit, _ = logistic_fit(rows.y.to_numpy(float), np.log(rows.p / (1 - rows.p)).to_numpy(), np.zeros(m),
+                              np.array([0.0, 1.0]))
+        if g in separated:
+            assert np.isnan(tab.loc[g, "slope"]) and np.isnan(tab.loc[g, "slope_se"])
+            assert "slope not estimable" in tab.loc[g, "note"]
+            assert any(f"g={g}:" in nt and "slope not estimable" in nt for nt in res.notes())
+        else:
+            assert tab.loc[g, "slope"] == fit[1] and "not estimable" not in tab.loc[g, "note"]
+    grp = sub[sub.g == 306]
+    out = calibration_measures_rows(grp.p.to_numpy(), grp.y.to_numpy(float), 0.05)
+    assert np.isnan(out["slope"]) and np.isnan(out["slope_se"]) and np.isfinite(out["oe"])

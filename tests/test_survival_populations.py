@@ -454,6 +454,32 @@ def test_case_weights_without_censoring_are_the_weighted_binary_result_and_work_
                     censoring_covariates=["risk"])
 
 
+def test_weighted_survival_without_censoring_before_the_horizon_uses_the_weighted_binary_null():
+    """Every censoring after t: the default null, its p-value and the interval are the weighted binary call's
+    (docs/survival.md), the Monte Carlo null given the predictions and the weights, not the asymptotic one."""
+    rng = np.random.default_rng(7)
+    n = 500
+    risk = rng.uniform(0.05, 0.6, n)
+    t = rng.exponential(H / -np.log1p(-risk))
+    c = H + rng.uniform(0.1, 5.0, n)  # every censoring after the horizon
+    time, event, w = np.minimum(t, c), (t <= c).astype(int), rng.uniform(0.5, 2.0, n)
+    assert not np.any((event == 0) & (time < H))
+    y = ((time <= H) & (event == 1)).astype(int)
+    for null in ("auto", "monte-carlo", "asymptotic"):
+        s = ct.calib_ci(time=time, event=event, probs=risk, horizon=H, weights=w, rng=1, null=null)
+        b = ct.calib_ci(y=y, probs=risk, weights=w, rng=1, null=null)
+        assert (s.estimate, s.se, s.ci_lower, s.ci_upper, s.null, s.null_pvalue) == (
+            b.estimate, b.se, b.ci_lower, b.ci_upper, b.null, b.null_pvalue), null
+    assert s.null == "asymptotic"
+    default = ct.calib_ci(time=time, event=event, probs=risk, horizon=H, weights=w, rng=1)
+    assert default.null == "monte-carlo"
+    # with censoring before t the default stays the asymptotic test (no Bernoulli labels to draw)
+    early = np.where(np.arange(n) % 5 == 0, H / 2, c)  # a fifth of the rows censored at t / 2
+    cens = ct.calib_ci(time=np.minimum(t, early), event=(t <= early).astype(int), probs=risk, horizon=H, weights=w,
+                       rng=1)
+    assert cens.null == "asymptotic"
+
+
 def test_competing_risks_carry_over_to_compare_and_by():
     time, event, risk, x = simulate(500, 44, causes=True)
     df = pd.DataFrame({"time": time, "status": event, "a": risk, "b": np.clip(risk * 1.3, 0, 1),

@@ -109,8 +109,9 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
         Resamples / subsamples (default 500; HulC uses them to estimate its
         median bias).  Only for resampling methods.
     rng : None, int or numpy.random.Generator
-        Seed of the resampling (recorded as ``res.seed``; with ``None`` a fresh
-        seed is drawn and recorded) and of the Monte Carlo null (``mc_seed``).
+        Seed of the resampling (recorded as ``res.seed``; ``None`` is the
+        default seed 0, recorded, so the same data give the same numbers in
+        any process) and of the Monte Carlo null (``mc_seed``).
         An int seed s gives the Monte Carlo null ``default_rng(s)`` and the
         resampling ``default_rng([s, 1])``: independent streams.  A Generator
         is consumed by both, in that order.

@@ -97,7 +97,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         R, the label draws (default 999, so that (R + 1) alpha is an integer at alpha = 0.01, 0.05
         and 0.10); the p-value's resolution is 1 / (R + 1).
     rng : None, int or numpy.random.Generator
-        Seed; ``None`` draws one from OS entropy and records it in ``seed``.
+        Seed; ``None`` is the default seed 0, recorded in ``seed``.
     combine : {"max-z", "bonferroni"}
         How the scales are combined: the max of z_B calibrated by the shared
         draws (default, the more powerful in the study), or

@@ -368,12 +368,12 @@ class EquivalenceTestResult(ResultDisplay):
         return {**asdict(self), "conclusion": self.conclusion}
 
 
-def _tost_result(measure, est, se, low, high, scale, alpha, n, method) -> EquivalenceTestResult:
+def _tost_result(measure, est, se, low, high, scale, alpha, n, method, df=None) -> EquivalenceTestResult:
     if scale == "log":
-        tb = tost(math.log(est) if est > 0 else -math.inf, se, math.log(low), math.log(high), alpha)
+        tb = tost(math.log(est) if est > 0 else -math.inf, se, math.log(low), math.log(high), alpha, df)
         lo_ci, hi_ci = math.exp(tb.lower_ci), math.exp(tb.upper_ci)
     else:
-        tb = tost(est, se, low, high, alpha)
+        tb = tost(est, se, low, high, alpha, df)
         lo_ci, hi_ci = tb.lower_ci, tb.upper_ci
     return EquivalenceTestResult(measure=measure, lower_limit=low, upper_limit=high, estimate=float(est),
                                  se=float(se), scale=scale, ci_lower=lo_ci, ci_upper=hi_ci,
@@ -382,9 +382,35 @@ def _tost_result(measure, est, se, low, high, scale, alpha, n, method) -> Equiva
                                  reject=tb.reject, alpha=alpha, n=int(n), method=method)
 
 
-#: Why the CITL, slope and O/E equivalence tests refuse a clustered result.
-_CLUSTERED = ("the CITL, slope and O/E equivalence tests take the rows as independent; this result is clustered "
-              "(cluster=): its cluster-robust CITL, slope and O/E with intervals are in result.clustering.measures")
+#: Why the CITL, slope and O/E equivalence tests refuse a clustered result without cluster-robust measures.
+_CLUSTERED = ("the CITL, slope and O/E equivalence tests of a clustered result (cluster=) use its cluster-robust "
+              "CITL, slope and O/E (result.clustering.measures), which this result does not hold")
+
+#: How the cluster-robust CITL, slope and O/E are tested (the tests' ``method``).
+_CLUSTERED_METHOD = ("{label}, cluster-robust ({G} clusters, cluster=): the estimate of the rows with the "
+                     "cluster-robust (sandwich, CR1) standard error{log} and Student's t with G - 1 = {df} degrees "
+                     "of freedom, as in result.clustering.measures (cluster_robust_measures).")
+
+
+def _clustered_test(measure: str, result, low: float, high: float, alpha) -> EquivalenceTestResult:
+    """TOST of the cluster-robust CITL, slope or O/E of a clustered result (``result.clustering.measures``).
+
+    The estimate and standard error are those the summary and the report
+    print; the (1 - 2 alpha) interval is ``measures.citl_ci(2 * alpha)`` (t
+    with G - 1 degrees of freedom; on the log scale for O/E).
+    """
+    cm = result.clustering.measures
+    if cm is None:
+        raise ValueError(_CLUSTERED)
+    est, se = {"citl": (cm.citl, cm.citl_se), "slope": (cm.slope, cm.slope_se), "oe": (cm.oe, cm.log_oe_se)}[measure]
+    label = {"citl": "CITL", "slope": "Calibration slope", "oe": "O/E"}[measure]
+    if not (math.isfinite(est) and math.isfinite(se) and se > 0 and (measure != "oe" or est > 0)):
+        raise ValueError(f"the cluster-robust {label} is not defined on these rows (estimate {est:.6g}, standard "
+                         f"error {se:.6g}: e.g. the outcomes are separated by the predictions, or no event)")
+    method = _CLUSTERED_METHOD.format(label=label, G=cm.n_clusters, df=cm.df,
+                                      log=" of log(O/E), from the cluster sums" if measure == "oe" else "")
+    return _tost_result(measure, est, se, low, high, "log" if measure == "oe" else "identity",
+                        _level(alpha, result.alpha), result.n, method, df=cm.df)
 
 
 def _survival(result) -> SurvivalEvidence | None:
@@ -429,8 +455,6 @@ def _as_valprob(result) -> ValProbResult:
     if getattr(result, "mode", None) == "binary" and data is not None and hasattr(result, "sigma1_sq"):
         if getattr(result, "weighting", None) is not None:
             raise ValueError("CITL and slope tests are for unweighted rows; this result is weighted")
-        if getattr(result, "clustering", None) is not None:
-            raise ValueError(_CLUSTERED)
         return val_prob(y=np.rint(data.y[:, 0]).astype(np.int64), probs=data.z[:, 0], alpha=result.alpha)
     raise OptionTypeError("result must be a ValProbResult (from val_prob) or a binary CalibrationResult holding "
                           f"its rows, got {type(result).__name__}")
@@ -444,7 +468,10 @@ _VALPROB_METHOD = {
 
 
 def _recalibration_test(measure: str, result, low: float, high: float, alpha) -> EquivalenceTestResult:
-    """TOST of CITL or the slope (``measure``) within (low, high): survival evidence's, else val_prob's."""
+    """TOST of CITL or the slope (``measure``) within (low, high): survival evidence's, the cluster-robust one of
+    a clustered result, else val_prob's."""
+    if getattr(result, "clustering", None) is not None:
+        return _clustered_test(measure, result, low, high, alpha)
     sev = _survival(result)
     if sev is not None:
         est, se = _survival_measure(sev, measure)
@@ -585,7 +612,7 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
         if getattr(result, "weighting", None) is not None:
             raise ValueError("oe_test is for unweighted rows; this result is weighted")
         if getattr(result, "clustering", None) is not None:
-            raise ValueError(_CLUSTERED)
+            return _clustered_test("oe", result, low, high, alpha)
         p, yy = data.z[:, 0], np.rint(data.y[:, 0])
         default = result.alpha
     else:
@@ -692,9 +719,6 @@ def _not_evaluable_reason(key: str, result) -> str:
         return f"{what} needs the rows, and this result does not hold them (it was computed from a stream)"
     if getattr(result, "weighting", None) is not None:
         return f"the test of {what} is for unweighted rows; this result is weighted"
-    if getattr(result, "clustering", None) is not None:
-        return (f"the test of {what} takes the rows as independent; this result is clustered (its cluster-robust "
-                "interval is in the summary)")
     return ""
 
 
@@ -710,7 +734,12 @@ def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, pr
     interval lies inside the limits).  A criterion the result cannot be
     tested on (CITL or slope of a top-k result, a result without its rows, a
     weighted result for CITL, slope and O/E) is ``"not evaluable"`` with the
-    reason, and counts against "meets all criteria".
+    reason (not "not met": the sentence lists it apart, as could not be
+    evaluated), and counts against "meets all criteria" (a criterion not
+    shown met is not met by the intersection-union rule).  A clustered result
+    (``cluster=``) is tested on its cluster-robust CITL, slope and O/E
+    (``result.clustering.measures``, the numbers its summary prints; t with
+    G - 1 degrees of freedom), and the table and sentence say so.
 
     Parameters
     ----------
@@ -739,6 +768,7 @@ def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, pr
     alpha = _level(alpha, getattr(result, "alpha", 0.05))
     order = ([primary] if primary else []) + [key for key in criteria if key != primary]
     rows, tests = [], []
+    robust = "cluster-robust " if getattr(result, "clustering", None) is not None else ""
     for key in order:
         limit = criteria[key]
         row = {"criterion": key, "label": criterion_text(key, limit), "primary": key == primary,
@@ -768,12 +798,26 @@ def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, pr
                        verdict=MET if test.reject else NOT_MET)
         else:
             row.update(estimate=test.estimate, ci_lower=test.ci_lower, ci_upper=test.ci_upper, pvalue=test.pvalue,
-                       interval=f"{100 * (1 - 2 * alpha):g}% interval, TOST", verdict=MET if test.reject else NOT_MET)
+                       interval=f"{100 * (1 - 2 * alpha):g}% {robust}interval, TOST",
+                       verdict=MET if test.reject else NOT_MET)
         rows.append(row)
         tests.append(test)
     table = pd.DataFrame(rows)
-    return AcceptanceEvaluation(table=table, sentence=_acceptance_sentence(table, model, alpha), alpha=alpha,
-                                primary=primary, model=model, tests=tuple(tests))
+    sentence = _acceptance_sentence(table, model, alpha) + _clustered_sentence(table, result)
+    return AcceptanceEvaluation(table=table, sentence=sentence, alpha=alpha, primary=primary, model=model,
+                                tests=tuple(tests))
+
+
+def _clustered_sentence(table: pd.DataFrame, result) -> str:
+    """For a clustered result whose CITL, slope or O/E was tested: that they are the cluster-robust ones."""
+    clustering = getattr(result, "clustering", None)
+    tested = table["criterion"].isin(["citl_within", "slope_within", "oe_within"]) & (table["verdict"] != NOT_EVALUABLE)
+    if clustering is None or not tested.any():
+        return ""
+    names = {"citl_within": "CITL", "slope_within": "the calibration slope", "oe_within": "O/E"}
+    words = [names[key] for key in table["criterion"][tested]]
+    return (f" {_join(words)[0].upper()}{_join(words)[1:]} {'is' if len(words) == 1 else 'are'} cluster-robust "
+            f"({clustering.n_clusters} clusters, t with {clustering.n_clusters - 1} degrees of freedom).")
 
 
 def _join(words: list) -> str:

@@ -95,7 +95,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from calibtest.display.format import fmt, fmt_p, mode_text, p_equals
-from calibtest.inputs.validation import DEFAULT_DRAWS, check_alpha, check_seed, is_integer
+from calibtest.inputs.validation import DEFAULT_DRAWS, DEFAULT_SEED, check_alpha, check_seed, is_integer
 from calibtest.checks.multiscale import CalibrationTestResult, calib_test_rows, smallest_pvalue_text
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test, label_classes,
@@ -129,8 +129,9 @@ SURVIVAL_EVIDENCE_ROWS = ("calib_ci", *SURVIVAL_ROWS)
 _VALPROB_MISSING = "val_prob (Spiegelhalter, CITL, slope) was not computed: "
 
 #: Seed of the multi-scale test's label draws when the result recorded none (the asymptotic and the
-#: shifted-gamma nulls draw nothing): fixed, so that the evidence of a result is reproducible.
-EVIDENCE_SEED = 0
+#: shifted-gamma nulls draw nothing): the default seed of every call, so that the evidence of a result is
+#: reproducible.
+EVIDENCE_SEED = DEFAULT_SEED
 
 
 def _verdict(reject: bool, interval: bool = False) -> str:

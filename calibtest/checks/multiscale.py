@@ -303,7 +303,7 @@ class CalibrationTestResult(TestOfCalibration):
     n_draws : int
         R.
     seed : int or str
-        Seed reproducing the draws (drawn from OS entropy when ``rng=None``);
+        Seed reproducing the draws (the default seed 0 when ``rng=None``);
         ``"Generator"`` when a Generator was passed.
     n, k, n_classes, mode, formula, y_name, prob_names, n_dropped, call_record
         As in :class:`~calibtest.TCalResult`.

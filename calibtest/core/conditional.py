@@ -157,7 +157,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from scipy import stats as _sps
 
-from calibtest.options import DEFAULT_DRAWS, NULLS, check_option, check_seed
+from calibtest.options import DEFAULT_DRAWS, DEFAULT_SEED, NULLS, check_option, check_seed
 from calibtest.core.arrays import read_only
 from calibtest.core.counter_draws import counter_draw_sums
 
@@ -638,12 +638,11 @@ def _check_rng(rng):
 
     The argument is checked by the table's ``rng`` option (:func:`calibtest.options.check_seed`); the
     seed rule is this test's own and differs from :func:`calibtest.inputs.validation.resolve_seed`, so it is
-    kept (the recorded seeds and draws stay as they were): None records the full 128-bit OS entropy
-    (not ``entropy >> 65``) and a Generator records None (not ``"Generator"``).
+    kept (the recorded seeds and draws stay as they were): a Generator records None (not
+    ``"Generator"``).  None is the default seed :data:`calibtest.options.DEFAULT_SEED`, as everywhere.
     """
     if rng is None:
-        seed = int(np.random.SeedSequence().entropy)
-        return np.random.default_rng(seed), seed
+        rng = DEFAULT_SEED
     if isinstance(check_seed(rng), np.random.Generator):
         return rng, None
     return np.random.default_rng(int(rng)), int(rng)

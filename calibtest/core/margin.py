@@ -144,8 +144,12 @@ class TostBound:
     reject: object
 
 
-def tost(estimate, se, low, high, alpha) -> TostBound:
+def tost(estimate, se, low, high, alpha, df=None) -> TostBound:
     """Two one-sided tests of ``low < theta < high`` for an estimate with a normal standard error.
+
+    With ``df`` the reference law is Student's t with ``df`` degrees of
+    freedom instead of N(0, 1) (a cluster-robust standard error from G
+    clusters: df = G - 1, the law of its intervals).
 
     Parameters
     ----------
@@ -155,6 +159,8 @@ def tost(estimate, se, low, high, alpha) -> TostBound:
         The equivalence limits, low < high.
     alpha : float
         Level of each one-sided test (and of the TOST).
+    df : int, optional
+        Degrees of freedom of a Student t reference law (None: normal).
 
     Returns
     -------
@@ -162,10 +168,11 @@ def tost(estimate, se, low, high, alpha) -> TostBound:
     """
     est = np.asarray(estimate, dtype=float)
     se = np.asarray(se, dtype=float)
-    z = _sps.norm.isf(alpha)
+    law = _sps.norm if df is None else _sps.t(df)
+    z = law.isf(alpha)
     lo_ci, hi_ci = est - z * se, est + z * se
     s_lo, s_hi = (est - low) / se, (est - high) / se
-    p_lo, p_hi = _sps.norm.sf(s_lo), _sps.norm.cdf(s_hi)
+    p_lo, p_hi = law.sf(s_lo), law.cdf(s_hi)
     p = np.maximum(p_lo, p_hi)
     reject = (lo_ci > low) & (hi_ci < high)
     out = (lo_ci, hi_ci, s_lo, s_hi, p_lo, p_hi, p, reject)

@@ -46,7 +46,9 @@ def logistic_fit(y: np.ndarray, x: np.ndarray | None, offset: np.ndarray,
     information matrix (1 x 1 or 2 x 2) is formed from weighted sums of the
     rows, not from matrix products (whose BLAS threads cost more than the
     fit on a busy machine).  Returns (params, covariance); NaN arrays
-    when the fit does not converge.
+    when the fit does not converge or its covariance is not positive on the
+    diagonal (outcomes separated by the predictions: no maximum exists, the
+    steps stall where the information is numerically zero).
     """
     n_par = start.size
     xs = np.zeros(y.size) if x is None else x
@@ -94,9 +96,9 @@ def logistic_fit(y: np.ndarray, x: np.ndarray | None, offset: np.ndarray,
                 cov = np.linalg.inv(info)
             except np.linalg.LinAlgError:
                 break
-            if np.all(np.isfinite(beta)) and np.all(np.isfinite(cov)):
+            if np.all(np.isfinite(beta)) and np.all(np.isfinite(cov)) and np.all(np.diag(cov) > 0.0):
                 return beta, cov
-            break
+            break  # no maximum: the outcomes are separated (the information vanishes, its inverse is noise)
     return np.full(n_par, np.nan), np.full((n_par, n_par), np.nan)
 
 

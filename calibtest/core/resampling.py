@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from calibtest.options import RESAMPLING_METHODS, check_count, check_seed
+from calibtest.options import DEFAULT_SEED, RESAMPLING_METHODS, check_count, check_seed
 from calibtest.core.arrays import read_only
 
 __all__ = [
@@ -225,15 +225,14 @@ RESAMPLING_STREAM = 1
 def resolve_rng(rng):
     """A Generator and the seed to record: ``(generator, seed)``.
 
-    ``rng=None`` draws fresh OS entropy and records it, so the run can be
-    repeated with ``rng=seed``; an int seed s gives ``default_rng([s, 1])``
-    (:data:`RESAMPLING_STREAM`: independent of the Monte Carlo null's
-    ``default_rng(s)``); a Generator is used as is (and consumed) and recorded
-    as ``"Generator"``.
+    ``rng=None`` is the default seed :data:`calibtest.options.DEFAULT_SEED`
+    (recorded, so the run is the same in any process); an int seed s gives
+    ``default_rng([s, 1])`` (:data:`RESAMPLING_STREAM`: independent of the
+    Monte Carlo null's ``default_rng(s)``); a Generator is used as is (and
+    consumed) and recorded as ``"Generator"``.
     """
     if rng is None:
-        seed = int(np.random.SeedSequence().entropy) >> 65  # 63 bits of OS entropy
-        return np.random.default_rng([seed, RESAMPLING_STREAM]), seed
+        rng = DEFAULT_SEED
     if isinstance(check_seed(rng), np.random.Generator):
         return rng, "Generator"
     return np.random.default_rng([int(rng), RESAMPLING_STREAM]), int(rng)
@@ -589,7 +588,7 @@ class ResamplingInterval:
     resample_size : int
         Rows per resample: n, b = floor(sqrt(n)), or HulC's median-bias subsample size.
     seed : int, str or None
-        The int seed (drawn from OS entropy when ``rng=None``), or ``"Generator"``.
+        The int seed (the default seed 0 when ``rng=None``), or ``"Generator"``.
     hulc_splits : int or None
         HulC's number of splits (None if it exceeded n).
     hulc_median_bias : float or None

@@ -17,8 +17,8 @@ the same whatever the statistic:
   statistics' columns, so no column name can collide with a grouping name;
 * the groups that cannot be analysed and why (:func:`skip_reason`: no rows,
   one row, a single outcome class where the statistic needs both);
-* the seed rule: with ``rng=s`` (an int, or None which draws s and records
-  it) group number g (its position in the index, empty groups counted) draws
+* the seed rule: with ``rng=s`` (an int, or None, which is s = 0, recorded)
+  group number g (its position in the index, empty groups counted) draws
   from ``numpy.random.default_rng([s, g])``, so group g is the single-group
   function on the group's rows with that Generator; a Generator is shared by
   the groups in index order;

@@ -476,7 +476,8 @@ class GroupedCalibrationResult(GroupedResult):
     def _dict(self) -> dict:
         return {"by": list(self.by), "n_groups": self.n_groups, "alpha": self.alpha, "null": self.null,
                 "global_method": self.global_method, "global_statistic": self.global_statistic,
-                "global_pvalue": self.global_pvalue, "heterogeneity_statistic": self.heterogeneity_statistic,
+                "global_pvalue": self.global_pvalue, "seed": self.seed,
+                "heterogeneity_statistic": self.heterogeneity_statistic,
                 "heterogeneity_df": self.heterogeneity_df, "heterogeneity_pvalue": self.heterogeneity_pvalue,
                 "heterogeneity_pooled": self.heterogeneity_pooled, "heterogeneity_note": self.heterogeneity_note,
                 "groups": json_safe(self._records()), "pooled": self.pooled.to_dict(),
@@ -542,6 +543,27 @@ def calibration_measures(res: CalibrationResult) -> dict:
     if res.data is None or res.data.z.shape[1] != 1 or res.weighting is not None:
         return {}
     return calibration_measures_rows(res.data.z[:, 0], np.rint(res.data.y[:, 0]), res.alpha)
+
+
+#: Why a group's CITL or slope is missing although the group was analysed.
+UNESTIMABLE_MEASURE = ("no maximum-likelihood logistic fit exists on its rows (the outcomes are separated by "
+                       "the predictions, as happens in small groups), so the table leaves it empty")
+
+
+def add_measure_notes(table: pd.DataFrame, group_notes: dict) -> None:
+    """Name, in ``group_notes`` and the table's ``note`` column, every analysed group whose CITL or slope is NaN.
+
+    A group with rows and a result has finite O/E; its CITL or slope is NaN
+    only when the logistic fit has no maximum (:func:`calibtest.core.recalibration.logistic_fit`), which
+    the note says instead of leaving an unexplained gap.
+    """
+    if "slope" not in table or "citl" not in table:
+        return
+    for label in table.index[table["estimate"].notna() & (table["slope"].isna() | table["citl"].isna())]:
+        missing = " and ".join(nm for nm in ("citl", "slope") if pd.isna(table.at[label, nm]))
+        text = f"{missing.replace('citl', 'CITL')} not estimable: {UNESTIMABLE_MEASURE}."
+        group_notes[label] = f"{group_notes[label]} {text}" if group_notes.get(label) else text
+        table.at[label, "note"] = group_notes[label]
 
 
 def _row(res: CalibrationResult) -> dict:
@@ -667,6 +689,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _row, _COLUMNS,
                         events=True)
+    add_measure_notes(table, group_notes)
     return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=seed, mode=target.mode,
                            k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,

@@ -388,12 +388,12 @@ def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon) & (weights > 0)))
     build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
                  cause=cause)
-    null = "asymptotic" if null == "auto" else null
-    if not censored_before:
+    if not censored_before:  # the weighted binary call, its null resolution ("auto": Monte Carlo) included
         survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0,
                                       variance="is that of the weighted binary outcome", **build)
         return estimate_weighted(binary, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
                                  rng=rng, n_null_draws=n_null_draws, call=call, survival=survival, **bookkeeping)
+    null = "asymptotic" if null == "auto" else null  # no Bernoulli labels to draw for rows censored before t
     if censoring != "km":
         raise OptionError("weights= with censoring before the horizon takes the weighted Kaplan-Meier censoring "
                           "distribution (censoring='km'); a weighted Cox model of the censoring is not available")

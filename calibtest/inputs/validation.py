@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibtest.options import (DEFAULT_DRAWS, DEFAULT_NULL, MAX_BYTES, METHODS, MISSING_OPTIONS, NULLS,
+from calibtest.options import (DEFAULT_DRAWS, DEFAULT_NULL, DEFAULT_SEED, MAX_BYTES, METHODS, MISSING_OPTIONS, NULLS,
                                RESAMPLING_METHODS, DataError, OptionError, OptionTypeError, check_alpha, check_bool,
                                check_choice, check_count, check_memory, check_method, check_missing, check_null,
                                check_option, check_seed, format_bytes, is_bool, is_integer)
@@ -25,21 +25,21 @@ from calibtest.options import (DEFAULT_DRAWS, DEFAULT_NULL, MAX_BYTES, METHODS, 
 __all__ = ["OptionError", "OptionTypeError", "DataError", "is_bool", "is_integer", "check_alpha", "check_count",
            "check_seed", "resolve_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS", "row_values",
-           "DEFAULT_DRAWS",
+           "DEFAULT_DRAWS", "DEFAULT_SEED",
            "RESAMPLING_METHODS", "MAX_BYTES", "check_memory", "format_bytes",
            "check_weights", "check_prevalence"]
 
 def resolve_seed(rng):
     """``(Generator, seed to record)`` from an ``rng=`` argument, for results that must be reproducible.
 
-    ``None`` draws a 63-bit seed from OS entropy and records it (``rng=seed``
-    reproduces the run); an int seed s gives ``default_rng(s)``; a Generator is
-    used as it is and recorded as ``"Generator"``.
+    ``None`` is the default seed :data:`calibtest.options.DEFAULT_SEED` (0),
+    recorded, so a call left at its default gives the same numbers in any
+    process; an int seed s gives ``default_rng(s)``; a Generator is used as it
+    is and recorded as ``"Generator"``.
     """
     rng = check_seed(rng)
     if rng is None:
-        seed = int(np.random.SeedSequence().entropy) >> 65
-        return np.random.default_rng(seed), seed
+        rng = DEFAULT_SEED
     if isinstance(rng, np.random.Generator):
         return rng, "Generator"
     return np.random.default_rng(int(rng)), int(rng)

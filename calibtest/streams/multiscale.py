@@ -64,7 +64,7 @@ class CalibTestAccumulator:
     n_rows : int, optional
         The number of usable rows of the whole stream (for ``n_bins="adaptive"``).
     rng : None or int
-        The seed of the counter-based label stream (None: drawn from OS entropy and recorded).
+        The seed of the counter-based label stream (None: the default seed 0, recorded).
     eval_env : int or patsy.EvalEnvironment
         Where the formula's names that are not columns are looked up.
     block : int

@@ -126,7 +126,7 @@ def stream_calib_test_by(data, formula: str, by: list, *, env, chunksize: int | 
     by : list of str
         The grouping columns (several: crossed).
     rng : None or int
-        The seed s (None: drawn and recorded); group number g draws from ``default_rng([s, g])``.
+        The seed s (None: the default seed 0, recorded); group number g draws from ``default_rng([s, g])``.
     Other parameters as in :func:`calibtest.streams.multiscale.stream_calib_test`.
     """
     if rng is not None and not (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
