@@ -176,7 +176,7 @@ def test_rows_not_summing_to_one(multiclass_df):
 def test_k_and_bins_validation(multiclass_df, binary_df):
     df, P, labels = multiclass_df
     with pytest.raises(ValueError, match="k must be < K = 4"):
-        ct.calib_ci(y=labels, probs=P, k=5)  # k = K = 4 is full calibration (tests/test_full.py)
+        ct.calib_ci(y=labels, probs=P, k=5)  # k = K = 4 is full calibration (tests/ece/test_full.py)
     with pytest.raises(ValueError, match="k must be >= 1"):
         ct.calib_ci(y=labels, probs=P, k=0)
     with pytest.raises(TypeError, match="k must be an integer"):

@@ -38,8 +38,8 @@ def _values(option):
 
 
 def _plan_cases():
-    # acceptance and primary are optional fields that go together: tests/test_plan_acceptance.py round-trips them;
-    # cluster, optional too, is round-tripped by tests/test_cluster_plan.py
+    # acceptance and primary are optional fields that go together: tests/checks/test_plan_acceptance.py round-trips them;
+    # cluster, optional too, is round-tripped by tests/api/test_cluster_plan.py
     return [(name, value) for name, option in PLAN_SCHEMA.items()
             if name not in ("sample_size", "acceptance", "primary", "cluster") for value in _values(option)]
 

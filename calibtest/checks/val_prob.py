@@ -3,7 +3,7 @@
 :func:`val_prob` computes, from predicted probabilities ``p`` and outcomes
 ``y``, the statistics that Frank Harrell's ``val.prob`` (R package ``rms``)
 prints, with the same definitions, so that numbers can be compared one for one
-(``tests/test_validation_metrics.py`` checks them against rms 6.5.0), plus a few
+(``tests/checks/test_val_prob.py`` checks them against rms 6.5.0), plus a few
 that ``val.prob`` does not give: the exact C index, the calibration-in-the-large
 intercept with the slope fixed at 1, and Wald confidence intervals.
 

@@ -60,7 +60,7 @@ The two-row term is *not* negligible: in a bin of high-confidence rows
 order c^2 (1-z)^2 against c^3 (1-z)^3 for the triangles -- it dominates when a
 bin expects fewer than about one error, which is exactly where T is most
 skewed.  Both terms are checked against exact enumeration of all label
-configurations in ``tests/test_conditional.py``.  Hence::
+configurations in ``tests/core/test_conditional.py``.  Hence::
 
     E[(T - E T)^3 | Z] = (1/n^3) sum_b E[W_b^3] / (c_b - 1)^3,
     E[W_b^3] = 8 [tr(S^3) - 3 sum_a tr(Sigma_a^2 S) + 2 sum_a tr(Sigma_a^3)]

@@ -142,7 +142,7 @@ class AnalyticPlanner:
         The per-n moments are computed as in :meth:`analytic`; thresholds,
         powers and expected widths are then evaluated on arrays by the
         elementwise versions of the same functions, so every value equals
-        :meth:`analytic`'s (``tests/test_planning.py`` checks it).
+        :meth:`analytic`'s (``tests/api/test_sample_size.py`` checks it).
         """
         ns = [int(v) for v in ns]
         Bs = {n: self.B(n) for n in ns}

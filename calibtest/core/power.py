@@ -687,7 +687,7 @@ def analytic_grid(ns, pbs, null_moments: bool = True) -> list[dict]:
     ``np.add.reduceat``.  Differences from the one-n functions are rounding only
     (summation order, the binomial probabilities by a recurrence in c and the
     exact count sums of the plug-in's expectation through the moments
-    E[c], E[1], E[1/c], E[1/c^2] of the count; ``tests/test_planning.py`` checks
+    E[c], E[1], E[1/c], E[1/c^2] of the count; ``tests/api/test_sample_size.py`` checks
     agreement to 1e-10).
 
     Returns

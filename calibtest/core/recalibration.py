@@ -5,7 +5,7 @@ grouped result, where they are computed for every group and the pooled rows
 at construction, so they must be cheap: two maximum-likelihood logistic fits
 by Newton-Raphson in numpy (2 x 2 systems, a few passes over the rows) in
 place of statsmodels' IRLS, which at 20,000 rows costs about half a second a
-fit.  ``tests/test_meta_analysis.py`` checks the estimates and standard
+fit.  ``tests/ece/test_meta_analysis.py`` checks the estimates and standard
 errors against statsmodels' GLM.
 
 With L = logit(p) on the rows with 0 < p < 1 (those with p = 0 or 1 have an

@@ -5,7 +5,7 @@ Usage (from the repository root): ``python tests/reference/meta_sites.py``.
 The sites are the groups of ``calib_ci("y ~ p", data=sites_frame(), by="site")``:
 eight sites whose outcomes follow the predictions shifted on the logit scale by
 a random site effect (N(0, 0.4^2)) and, in half the sites, also spread
-(slope 0.7); ``tests/test_meta_analysis.py`` checks that the file holds that
+(slope 0.7); ``tests/ece/test_meta_analysis.py`` checks that the file holds that
 grouped result's numbers.  Three small extra sets test the boundaries: three
 sites (the prediction interval's fewest), and five homogeneous sites (tau^2 = 0).
 """

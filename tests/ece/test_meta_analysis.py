@@ -24,7 +24,7 @@ import calibtest as ct
 from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, random_effects, site_estimates
 from calibtest.options import OptionError, OptionTypeError
 
-REF = Path(__file__).resolve().parent / "reference"
+REF = Path(__file__).resolve().parents[1] / "reference"
 sys.path.insert(0, str(REF))
 from meta_sites import extra_sets, sites_frame  # noqa: E402
 

@@ -12,7 +12,7 @@ import calibtest as ct
 from calibtest.core.censoring import censoring_km, km_influence
 from calibtest.ece.survival import cox_censoring_before, ipcw_influence
 
-REFERENCE = Path(__file__).parent / "reference" / "survival_ipcw.json"
+REFERENCE = Path(__file__).parents[1] / "reference" / "survival_ipcw.json"
 
 
 # --------------------------------------------------------------------------- slow, obviously correct versions
@@ -203,7 +203,7 @@ def test_summary_dict_and_display_name_the_estimand_horizon_and_censoring():
     assert d["horizon"] == 5.0 and d["censoring"] == "km" and d["n_censored_before_horizon"] == n_before
     assert d["n_events_before_horizon"] + d["n_censored_before_horizon"] + d["n_event_free_at_horizon"] == 600
     assert "ECE^2(t)" in res._repr_html_() and "survival at t=5" in repr(res)
-    assert "calib_test" not in res.evidence().table.index  # the survival evidence (tests/test_survival_report.py)
+    assert "calib_test" not in res.evidence().table.index  # the survival evidence (tests/reporting/test_survival_report.py)
     for method in (res.hosmer_lemeshow, res.val_prob, res.plot_reliability):
         with pytest.raises(ValueError, match="censored before the horizon"):
             method()

@@ -211,7 +211,7 @@ def test_streamed_statistic_equals_the_rows_in_memory(frame):
 
 def test_streams_refuse_what_they_cannot_do(frame, tmp_path):
     frame.to_csv(tmp_path / "d.csv", index=False)
-    # equal-mass scales and by= stream (tests/test_calib_test_scales_streamed.py, test_calib_test_by_streamed.py),
+    # equal-mass scales and by= stream (tests/streams/test_multiscale_quantiles.py, test_calib_test_by_streamed.py),
     # not together, and by= names columns
     with pytest.raises(OptionError, match="partitions='equal-mass'"):
         ct.calib_test("y ~ p", data=str(tmp_path / "d.csv"), partitions="equal-mass", by="y")

@@ -20,7 +20,7 @@ import calibtest as ct
 from calibtest.cli import main as cli_main
 from calibtest.display.summary import CalibSummary
 
-TCAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "tcal"
+TCAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "tcal"
 
 
 # ---------------------------------------------------------------- slow reference code

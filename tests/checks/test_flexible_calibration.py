@@ -23,8 +23,8 @@ from scipy.special import expit, logit
 from calibtest.datasets import load_demo
 from calibtest.checks.flexible_calibration import FlexibleCalibration, flexible_calibration, harrell_knots, rcs_basis
 
-REF_DIR = Path(__file__).parent / "reference"
-REPO = Path(__file__).parent.parent
+REF_DIR = Path(__file__).parents[1] / "reference"
+REPO = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")

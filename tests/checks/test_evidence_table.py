@@ -332,7 +332,7 @@ def test_multiclass_evidence_has_the_rows_that_apply(k):
 
 def test_bin_sums_result_has_no_evidence():
     # a BinAccumulator keeps only bin sums (a file's or Dask frame's result reads its rows again:
-    # tests/test_evidence_streamed.py)
+    # tests/streams/test_evidence.py)
     y, q = _beta_data(3, 1.0, n=150)
     acc = ct.BinAccumulator("y ~ q", n_bins=40).update(pd.DataFrame({"y": y, "q": q}))
     res = acc.result()

@@ -19,7 +19,7 @@ from calibtest.core.binning import auto_n_bins
 from calibtest.core.null import sigma0_sq
 from calibtest.display.summary import CalibSummary
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

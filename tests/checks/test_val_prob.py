@@ -25,7 +25,7 @@ from calibtest.datasets import load_demo
 from calibtest.checks.val_prob import FIELDS, LAZY_STATISTICS, ValProbResult, val_prob
 from calibtest import val_prob as ct_val_prob
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REF_DIR = REPO / "tests" / "reference"
 REF_JSON = REF_DIR / "valprob_reference.json"
 REF_SCRIPT = REF_DIR / "valprob_reference.R"

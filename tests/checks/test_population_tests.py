@@ -145,7 +145,7 @@ def test_population_tests_vignette_smoke(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "vignettes" / "population_tests.py"
+    path = Path(__file__).resolve().parents[2] / "vignettes" / "population_tests.py"
     spec = importlib.util.spec_from_file_location("population_tests_study", path)
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)

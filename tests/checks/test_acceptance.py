@@ -325,7 +325,7 @@ def test_margin_sample_size_by_simulation_smoke():
 def _margin_vignette():
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "vignettes" / "margin_test.py"
+    path = Path(__file__).resolve().parents[2] / "vignettes" / "margin_test.py"
     spec = importlib.util.spec_from_file_location("margin_vignette", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

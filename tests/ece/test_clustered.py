@@ -270,7 +270,7 @@ def test_bad_cluster_input():
     crossed = df.assign(region=np.where(np.arange(len(df)) % 2 == 0, "north", "south"))
     with pytest.raises(DataError, match="cross"):
         ct.calib_ci("y ~ p", data=crossed, cluster="site", by="region")
-    # clusters nested in the groups are analysed (tests/test_clustered_groups.py); by= the cluster itself is not
+    # clusters nested in the groups are analysed (tests/ece/test_clustered_groups.py); by= the cluster itself is not
     with pytest.raises(OptionError, match="same groups"):
         ct.calib_ci("y ~ p", data=df, cluster="site", by="site")
 

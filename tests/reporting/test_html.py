@@ -34,7 +34,7 @@ from calibtest.checks.evidence_table import conclude
 from report_helpers import bins_csv
 from calibtest.display.format import fmt
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 VOID = {"meta", "img", "br", "hr", "link", "input", "col", "area", "base", "source", "wbr"}
 

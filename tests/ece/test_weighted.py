@@ -418,7 +418,7 @@ def test_prevalence_jackknife_study_smoke():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "vignettes" / "populations.py"
+    path = Path(__file__).resolve().parents[2] / "vignettes" / "populations.py"
     spec = importlib.util.spec_from_file_location("populations_study_w", path)
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)

@@ -237,7 +237,7 @@ def test_bad_arguments(option, error):
 
 
 def test_files_are_read_in_chunks(tmp_path):
-    """A file is tested chunk by chunk (tests/test_calib_test_streamed.py); arrays without a formula are not."""
+    """A file is tested chunk by chunk (tests/streams/test_multiscale.py); arrays without a formula are not."""
     y, p = _data(50, 9)
     path = tmp_path / "d.csv"
     pd.DataFrame({"y": y, "p": p}).to_csv(path, index=False)
@@ -254,7 +254,7 @@ def test_study_smoke(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     script = root / "vignettes" / "calib_test_study.py"
     if not script.exists():
         pytest.skip("vignettes/ not present")
@@ -406,7 +406,7 @@ def _run_vignette(name: str, args: list) -> tuple:
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     script = root / "vignettes" / f"{name}.py"
     if not script.exists():
         pytest.skip("vignettes/ not present")

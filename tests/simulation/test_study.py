@@ -163,7 +163,7 @@ def test_vignette_script_smoke(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "vignettes" / "simulation_study.py"
+    script = Path(__file__).resolve().parents[2] / "vignettes" / "simulation_study.py"
     if not script.exists():
         pytest.skip("vignettes/ not present")
     subprocess.run([sys.executable, str(script), "--datasets", "3", "--jobs", "2", "--out", str(tmp_path)],

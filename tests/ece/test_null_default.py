@@ -13,7 +13,7 @@ from scipy import stats
 import calibtest as ct
 from calibtest.cli import main as cli_main
 
-VIGNETTES = Path(__file__).resolve().parents[1] / "vignettes"
+VIGNETTES = Path(__file__).resolve().parents[2] / "vignettes"
 
 
 def _load(name):

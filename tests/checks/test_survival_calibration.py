@@ -31,7 +31,7 @@ from calibtest.api.calib_ci import calib_ci
 from calibtest.checks.flexible_calibration import harrell_knots, rcs_basis
 from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REF_DIR = REPO / "tests" / "reference"
 REF_JSON = REF_DIR / "survival_evidence.json"
 REF_DATA = REF_DIR / "survival_evidence_data.csv"
