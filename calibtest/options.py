@@ -59,6 +59,12 @@ class DataError(ValueError):
     undecodable input file (a ``ValueError``; exit status 1 on the command line)."""
 
 
+#: Why a test of binary labels takes no survival outcome: the one text of :func:`survival_refusal` and of the
+#: table of combinations (:data:`calibtest.inputs.design.RULES`).
+SURVIVAL_REFUSAL = ("{what} draws or tests binary labels, which rows censored before the horizon do not have: for a "
+                    "survival outcome use {ci} (the IPCW interval and test) or {report} (with the survival evidence)")
+
+
 def survival_refusal(what: str, *, ci: str = "calib_ci('Surv(time, event) ~ risk', data=..., horizon=t)",
                      report: str = "that result's evidence() or report()") -> OptionError:
     """The error of a test that draws or tests binary labels when it is given a survival outcome.
@@ -79,9 +85,7 @@ def survival_refusal(what: str, *, ci: str = "calib_ci('Surv(time, event) ~ risk
     -------
     OptionError
     """
-    return OptionError(f"{what} draws or tests binary labels, which rows censored before the horizon do not have: "
-                       f"for a survival outcome use {ci} (the IPCW interval and test) or {report} (with the "
-                       "survival evidence)")
+    return OptionError(SURVIVAL_REFUSAL.format(what=what, ci=ci, report=report))
 
 
 #: Exit statuses of the command line: success, an error in the data or files, a usage (option) error.

@@ -15,7 +15,7 @@ from calibtest.inputs.validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionErro
 from calibtest.streams.dask_frames import dask_calib_ci
 from calibtest.streams.evidence import with_stream
 from calibtest.streams.files import open_data_file, stream_file
-from calibtest.ece.build_result import check_clustered_options, clustered_null, estimate_in_memory
+from calibtest.ece.build_result import estimate_in_memory
 from calibtest.inputs.formula import resolve_env
 from calibtest.streams.grouped import dask_groups, stream_file_groups
 from calibtest.display.format import Call
@@ -294,7 +294,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
     options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
-    design = Design.resolve("calib_ci", data=data, horizon=horizon, time=time, event=event, cause=cause,
+    design = Design.resolve("calib_ci", formula=formula, data=data, y=y, probs=probs, horizon=horizon, time=time, event=event, cause=cause,
                             n_classes=n_classes, k=k, weights=weights, prevalence=prevalence, cluster=cluster, by=by,
                             chunksize=chunksize, method=method, null=null)
     if cluster is not None:
@@ -328,53 +328,12 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                               weights=weights, prevalence=prevalence, cluster=cluster)
 
 
-def check_cluster_by(method, weights, prevalence, null) -> None:
-    """``cluster=`` with ``by=``: the options the per-group clustered analysis takes (those of ``cluster=``).
-
-    The clusters must lie inside the groups (a cluster in two groups is a
-    :class:`DataError` of :func:`calibtest.inputs.rows.resolve_clusters`); that
-    ``by=`` and ``cluster=`` are not the same partition is checked by
-    :func:`calibtest.ece.grouped_interval.grouped_calib_ci`.
-
-    Raises
-    ------
-    OptionError
-        For a resampling method, weights, a prevalence or ``null="conditional"``.
-    """
-    check_clustered_options(method, weights, prevalence)
-    clustered_null(null)
-
-
 # --------------------------------------------------------------------------- data not in memory
-def check_in_memory_method(method, what: str) -> None:
-    """Refuse interval methods other than ``"adjusted"`` for data that is not in memory.
-
-    Raises
-    ------
-    ValueError
-        For ``method="bootstrap"``, ``"subsampling"``, ``"hulc"`` or any other
-        value: they resample rows and need the data in memory.
-    """
-    if method == "adjusted":
-        return
-    if not isinstance(method, str):
-        raise TypeError(f"method must be a string, got {type(method).__name__}")
-    raise ValueError(f"method={method!r} resamples rows and needs in-memory data (a pandas DataFrame or "
-                     f"arrays), but data is {what}; use method='adjusted' (Algorithm 1, exact from per-bin "
-                     "sums on data of any size), or load the rows into memory (e.g. a random sample)")
-
-
 def _out_of_core_source(formula, data, y, probs, method) -> tuple[bool, str]:
-    """(is a Dask frame, how messages name the source) of a file or Dask ``data``, after the checks every
-    out-of-core call shares: an in-memory-only method, array input, a missing formula."""
+    """(is a Dask frame, how messages name the source) of a file or Dask ``data`` (its combinations with arrays,
+    a missing formula and resampling methods are refused by the call's :class:`~calibtest.inputs.design.Design`)."""
     dask = is_dask(data)
-    what = f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
-    check_in_memory_method(method, what)
-    if y is not None or probs is not None:
-        raise ValueError(f"y= and probs= cannot be combined with data={what}; name the columns in a formula")
-    if formula is None:
-        raise ValueError(f"data={what} needs a formula naming its columns, e.g. 'correct ~ confidence'")
-    return dask, what
+    return dask, f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
 
 
 def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",

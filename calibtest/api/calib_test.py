@@ -19,7 +19,6 @@ interval) and explains disagreements.  The rules are in
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -37,7 +36,8 @@ from calibtest.ece.build_result import estimate_clustered, estimate_in_memory, e
 from calibtest.inputs.formula import resolve_env
 from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, clusters_text, few_clusters_note,
                                 group_labels, group_rng, grouped_result, grouping_of, label_text)
-from calibtest.inputs.rows import is_dask, is_out_of_core, prepare_input, refuse_survival
+from calibtest.inputs.design import Design
+from calibtest.inputs.rows import is_dask, is_out_of_core, prepare_input
 from calibtest.options import OptionError, check_option, check_options
 from calibtest.checks.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
@@ -186,7 +186,8 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     >>> round(res.pvalue, 3), res.scales["n_bins"].tolist()
     (0.827, [2, 4, 8, 16, 32, 64, 76])
     """
-    refuse_survival("calib_test (the multi-scale test)", formula, horizon)
+    Design.resolve("calib_test", formula=formula, data=data, y=y, probs=probs, horizon=horizon, n_classes=n_classes,
+                   k=k, cluster=cluster, by=by, chunksize=chunksize, null=null).check()
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
     if null != "monte-carlo":
@@ -195,13 +196,8 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     combine, partitions, R = (check_option(name, value) for name, value in
                               (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
-    if chunksize is not None and not isinstance(data, (str, os.PathLike)):
-        raise OptionError("chunksize= applies only to data given as a file path")
     if cluster is not None:
         check_options(cluster=cluster)
-        if is_out_of_core(data):
-            raise OptionError("calib_test with cluster= needs the rows in memory (a DataFrame or arrays): read "
-                              "the rows into memory, or test without cluster=")
     if is_out_of_core(data):
         extra = {} if chunksize is None else {"chunksize": chunksize}
         return _calib_test_stream(formula, data, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
@@ -399,15 +395,11 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
     ``print(ev.summary())`` prints the evidence table and its conclusion.
     """
-    refuse_survival("evidence (the multi-scale test, Hosmer-Lemeshow and the label-draw nulls)", formula, horizon)
+    Design.resolve("evidence", formula=formula, data=data, y=y, probs=probs, horizon=horizon, n_classes=n_classes,
+                   k=k, cluster=cluster, by=by, chunksize=chunksize, null=null).check()
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
     check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)
-    if chunksize is not None and not isinstance(data, (str, os.PathLike)):
-        raise OptionError("chunksize= applies only to data given as a file path")
-    if cluster is not None and is_out_of_core(data):
-        raise OptionError("evidence with cluster= needs the rows in memory (a DataFrame or arrays): read the rows "
-                          "into memory, or compute the evidence without cluster=")
     env = resolve_env(eval_env)
     if is_out_of_core(data):
         return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
@@ -480,21 +472,9 @@ def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alph
 def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alpha, null, rng, missing, by,
                      chunksize) -> EvidenceResult:
     """:func:`evidence` on a file path or a Dask DataFrame: the streamed interval, then its evidence in passes."""
-    if by is not None:
-        raise OptionError("by= is not available for evidence on a file or Dask DataFrame: use "
-                          "calib_test(..., by=) or calib_ci(..., by=) on it, or read the rows into memory")
     if rng is not None and not is_integer(rng):
         raise TypeError(f"rng must be None or an int seed for a file or Dask DataFrame (the label draws are keyed "
                         f"by the seed and each row's position), got {type(rng).__name__}")
-    if null == "monte-carlo":
-        raise OptionError("null='monte-carlo' draws labels for every row of the interval and needs the rows in "
-                          "memory; on a file or Dask DataFrame use null='conditional' or 'auto'")
-    if y is not None or probs is not None:
-        raise OptionError("y= and probs= cannot be combined with a file path or Dask DataFrame as data; name the "
-                          "columns in a formula")
-    if formula is None:
-        raise OptionError("evidence on a file path or Dask DataFrame needs a formula naming its columns, e.g. "
-                          "'correct ~ confidence'")
     if is_dask(data):
         res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
                             missing=missing, null=null)

@@ -60,7 +60,8 @@ from calibtest.core.tcal import _mc_decision, adaptive_scales, check_draws, defa
 from calibtest.inputs.formula import resolve_env
 from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
-from calibtest.inputs.rows import prepare_input, refuse_survival
+from calibtest.inputs.design import Design
+from calibtest.inputs.rows import prepare_input
 from calibtest.options import BIN_COUNT, OptionError, check_option, check_options
 from calibtest.ece.result import TestOfCalibration
 from calibtest.display.summary import CalibSummary, model_text
@@ -315,7 +316,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> bool(res.reject), round(res.pvalue, 2)
     (False, 0.35)
     """
-    refuse_survival("tcal_test (the T-Cal test)", formula, horizon)
+    Design.resolve("tcal_test", formula=formula, horizon=horizon).check()
     alpha = check_alpha(alpha)
     statistic = check_option("statistic", statistic)
     R = None if n_draws is None else check_option("n_draws", n_draws)

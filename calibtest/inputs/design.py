@@ -23,9 +23,25 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from calibtest.options import OptionError
+from calibtest.options import SURVIVAL_REFUSAL, OptionError
 
 __all__ = ["Design", "Rule", "RULES", "combinations_markdown", "combinations_text", "source_of"]
+
+#: How refusals name each front door.
+LABELS = {"calib_ci": "calib_ci", "calib_test": "calib_test (the multi-scale test)",
+          "evidence": "evidence (the multi-scale test, Hosmer-Lemeshow and the label-draw nulls)",
+          "tcal_test": "tcal_test (the T-Cal test)"}
+#: The survival analysis a refusal of a test of binary labels points to.
+SURVIVAL_WAY_OUT = "calib_ci('Surv(time, event) ~ risk', data=..., horizon=t)"
+
+
+def _surv_formula(formula) -> bool:
+    """Whether a formula's outcome is ``Surv(...)`` (patsy is imported only when a formula is given)."""
+    if formula is None:
+        return False
+    from calibtest.inputs.formula import is_survival_formula
+    return is_survival_formula(formula)
+
 
 #: The outcomes a design can have.
 OUTCOMES = ("classification", "survival", "competing risks")
@@ -70,6 +86,8 @@ class Design:
         The interval method (``"adjusted"`` or a resampling baseline).
     null : str
         The null asked for (``"auto"``, ``"conditional"``, ``"monte-carlo"``, ``"asymptotic"``).
+    arrays, formula : bool
+        Arrays given as ``y=``/``probs=`` (or ``time=``/``event=``); a formula given.
     """
 
     analysis: str
@@ -82,13 +100,18 @@ class Design:
     chunked: bool = False
     method: str = "adjusted"
     null: str = "auto"
+    arrays: bool = False
+    formula: bool = True
 
     @classmethod
-    def resolve(cls, analysis: str, *, data=None, horizon=None, time=None, event=None, cause=None,
-                n_classes=None, k=None, weights=None, prevalence=None, cluster=None, by=None,
-                chunksize=None, method: str = "adjusted", null: str = "auto") -> "Design":
-        """The design of a call from its arguments (nothing is read; options are checked elsewhere)."""
-        survival = horizon is not None or time is not None or event is not None
+    def resolve(cls, analysis: str, *, formula=None, data=None, y=None, probs=None, horizon=None, time=None,
+                event=None, cause=None, n_classes=None, k=None, weights=None, prevalence=None, cluster=None,
+                by=None, chunksize=None, method: str = "adjusted", null: str = "auto") -> "Design":
+        """The design of a call from its arguments (nothing is read; options are checked elsewhere).
+
+        A survival outcome is ``horizon=``, ``time=``/``event=`` or a formula whose outcome is ``Surv(...)``.
+        """
+        survival = horizon is not None or time is not None or event is not None or _surv_formula(formula)
         outcome = ("competing risks" if cause is not None else "survival") if survival else "classification"
         if n_classes is not None:
             target = "top-1"
@@ -99,7 +122,13 @@ class Design:
         weighting = "weights" if weights is not None else "prevalence" if prevalence is not None else None
         return cls(analysis=analysis, outcome=outcome, target=target, weighting=weighting,
                    clustered=cluster is not None, grouped=by is not None, source=source_of(data),
-                   chunked=chunksize is not None, method=method, null=null)
+                   chunked=chunksize is not None, method=method, null=null,
+                   arrays=any(a is not None for a in (y, probs, time, event)), formula=formula is not None)
+
+    @property
+    def label(self) -> str:
+        """The front door as messages name it, e.g. ``"calib_test (the multi-scale test)"``."""
+        return LABELS.get(self.analysis, self.analysis)
 
     @property
     def survival(self) -> bool:
@@ -119,7 +148,8 @@ class Design:
         """This design, or :class:`~calibtest.options.OptionError` with the reason of the rule it breaks."""
         rule = self.refusal()
         if rule is not None:
-            raise OptionError(rule.reason.format(method=self.method, null=self.null))
+            raise OptionError(rule.reason.format(method=self.method, null=self.null, what=self.label,
+                                                 ci=SURVIVAL_WAY_OUT, report="that result's evidence() or report()"))
         return self
 
     def describe(self) -> str:
@@ -146,7 +176,8 @@ class Rule:
     breaks : callable
         ``breaks(design)`` is True when the design asks for the combination.
     reason : str
-        The refusal's message: why, and what to do instead (``{method}`` and ``{null}`` stand for the design's).
+        The refusal's message: why, and what to do instead (``{method}``, ``{null}`` and ``{what}`` stand for the
+        design's method, null and front door).
     analyses : tuple of str
         The front doors the rule applies to.
     """
@@ -162,6 +193,8 @@ _IN_MEMORY = "(a DataFrame or arrays)"
 #: The unsupported combinations, in the order they are checked; every refusal of a combination of options
 #: comes from here.
 RULES: tuple[Rule, ...] = (
+    Rule("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels",
+         lambda d: d.survival, SURVIVAL_REFUSAL, ("calib_test", "evidence", "tcal_test")),
     Rule("a survival outcome (horizon=) with a file or a Dask frame",
          lambda d: d.survival and not d.in_memory,
          f"a survival outcome (horizon=) needs the rows in memory {_IN_MEMORY}; read the formula's columns of the "
@@ -170,9 +203,26 @@ RULES: tuple[Rule, ...] = (
          lambda d: d.survival and d.clustered,
          "cluster= is not available with a survival outcome (horizon=): analyse each site separately or without "
          "cluster=", ("calib_ci",)),
+    Rule("a survival outcome (horizon=) with prevalence=",
+         lambda d: d.survival and d.weighting == "prevalence",
+         "prevalence= cannot be combined with a survival outcome (horizon=): it reweights events and non-events, "
+         "whose status at t is unknown for rows censored before t; give case weights (weights=) instead",
+         ("calib_ci",)),
+    Rule("a survival outcome (horizon=) with weights= and null='conditional'",
+         lambda d: d.survival and d.weighting == "weights" and d.null == "conditional",
+         "weights= with a survival outcome (horizon=) takes null='auto' or 'asymptotic'", ("calib_ci",)),
+    Rule("a survival outcome (horizon=) with n_classes= or k=",
+         lambda d: d.survival and d.target is not None,
+         "a survival outcome (horizon=) takes one risk column P(T <= t); n_classes= and k= do not apply",
+         ("calib_ci",)),
+    Rule("a survival outcome (horizon=) with a resampling method",
+         lambda d: d.survival and d.method != "adjusted",
+         "method={method!r} is not available with a survival outcome (horizon=): the resampling baselines would "
+         "resample the IPCW outcomes with the censoring distribution held fixed; use method='adjusted'",
+         ("calib_ci",)),
     Rule("chunksize= with rows in memory",
          lambda d: d.chunked and d.in_memory,
-         "chunksize= applies only to data given as a file path", ("calib_ci",)),
+         "chunksize= applies only to data given as a file path", ("calib_ci", "calib_test", "evidence")),
     Rule("chunksize= with a Dask frame",
          lambda d: d.chunked and d.source == "dask",
          "chunksize= applies to files; a Dask DataFrame is processed by partition (use ddf.repartition to change "
@@ -180,7 +230,7 @@ RULES: tuple[Rule, ...] = (
     Rule("cluster= with a file or a Dask frame",
          lambda d: d.clustered and not d.in_memory,
          f"cluster= needs the rows in memory {_IN_MEMORY}; for a file or a Dask frame, read the formula's "
-         "columns and the cluster column into pandas", ("calib_ci",)),
+         "columns and the cluster column into pandas", ("calib_ci", "calib_test", "evidence")),
     Rule("cluster= with a resampling method",
          lambda d: d.clustered and d.method != "adjusted",
          "cluster= supports method='adjusted' (the cluster-robust adjusted interval), not method={method!r}: "
@@ -198,6 +248,10 @@ RULES: tuple[Rule, ...] = (
          lambda d: d.weighting is not None and not d.in_memory,
          f"weights= and prevalence= need the rows in memory {_IN_MEMORY}; for a file or a Dask frame, read the "
          "columns needed into pandas", ("calib_ci",)),
+    Rule("by= with a file or a Dask frame in evidence",
+         lambda d: d.grouped and not d.in_memory,
+         "by= is not available for evidence on a file or Dask DataFrame: use calib_test(..., by=) or "
+         "calib_ci(..., by=) on it, or read the rows into memory", ("evidence",)),
     Rule("null='monte-carlo' and by= with a file or a Dask frame",
          lambda d: d.null == "monte-carlo" and d.grouped and not d.in_memory,
          f"null='monte-carlo' draws labels for every row and needs the rows in memory {_IN_MEMORY}; with by= on "
@@ -206,7 +260,20 @@ RULES: tuple[Rule, ...] = (
          lambda d: d.null == "monte-carlo" and not d.in_memory,
          f"null='monte-carlo' draws labels for every row and needs the rows in memory {_IN_MEMORY}; files and "
          "Dask frames support null='auto', 'conditional' (the same exact moments as in memory, from per-bin "
-         "sums) and 'asymptotic'", ("calib_ci",)),
+         "sums) and 'asymptotic'", ("calib_ci", "evidence")),
+    Rule("a resampling method with a file or a Dask frame",
+         lambda d: d.method != "adjusted" and not d.in_memory,
+         "method={method!r} resamples rows and needs in-memory data (a pandas DataFrame or arrays), but the data "
+         "are a file or a Dask frame; use method='adjusted' (Algorithm 1, exact from per-bin sums on data of any "
+         "size), or load the rows into memory (e.g. a random sample)", ("calib_ci",)),
+    Rule("y=/probs= arrays with a file or a Dask frame",
+         lambda d: d.arrays and not d.in_memory,
+         "y= and probs= cannot be combined with a file path or Dask DataFrame as data; name the columns in a "
+         "formula", ("calib_ci", "evidence")),
+    Rule("a file or a Dask frame without a formula",
+         lambda d: not d.formula and not d.in_memory,
+         "a file path or Dask DataFrame as data needs a formula naming its columns, e.g. 'correct ~ confidence'",
+         ("calib_ci", "evidence")),
 )
 
 

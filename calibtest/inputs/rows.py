@@ -18,24 +18,12 @@ import pandas as pd
 
 from calibtest.display.format import Call, record_call
 from calibtest.inputs.validation import DataError, OptionError, check_missing, check_weights, row_values
-from calibtest.options import check_option, survival_refusal
+from calibtest.options import check_option
 from calibtest.core.targets import PreparedData, prepare_target
-from calibtest.inputs.formula import column_values, is_survival_formula, parse_formula, resolve_env
+from calibtest.inputs.formula import column_values, parse_formula, resolve_env
 
-__all__ = ["Rows", "read_rows", "refuse_survival", "resolve_weights", "array_input", "missing_mask", "is_dask",
+__all__ = ["Rows", "read_rows", "resolve_weights", "array_input", "missing_mask", "is_dask",
            "is_out_of_core", "PreparedInput", "prepare_input", "Clusters", "resolve_clusters"]
-
-
-def refuse_survival(what: str, formula, horizon) -> None:
-    """Refuse a survival outcome (``horizon=`` or a ``Surv(...)`` formula) in a test of binary labels.
-
-    Raises
-    ------
-    OptionError
-        :func:`calibtest.options.survival_refusal`: why, and the survival analysis to use instead.
-    """
-    if horizon is not None or is_survival_formula(formula):
-        raise survival_refusal(what)
 
 
 def missing_mask(y, probs: np.ndarray, y_name: str, prob_names, missing: str):

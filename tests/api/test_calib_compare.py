@@ -420,7 +420,7 @@ def test_comparison_conclusion_follows_the_interval():
     assert hi < 0  # q has the larger ECE^2: Delta = ECE^2(p) - ECE^2(q) < 0
     text = worse.conclusion()
     assert text.startswith("At level 0.05, q is worse calibrated than p")
-    assert f"95% CI [{ct._format.fmt(lo, 4)}, {ct._format.fmt(hi, 4)}]" in text
+    assert f"95% CI [{ct.display.format.fmt(lo, 4)}, {ct.display.format.fmt(hi, 4)}]" in text
     same = ct.calib_compare("y ~ p", "y ~ r", data=d)
     assert same.ci_lower <= 0 <= same.ci_upper
     assert same.conclusion().startswith("No evidence at level 0.05 that p and r differ in calibration")

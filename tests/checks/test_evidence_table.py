@@ -76,7 +76,7 @@ def test_calibrated_no_evidence_and_upper_bound(calibrated):
     assert "does not show that the model is calibrated" in ev.conclusion
     upper = ev.table.loc["calib_ci", "upper"]
     # a bound at a confidence level, not a certainty
-    assert f"the upper confidence limit (one-sided 97.5%) for ECE^2 is {ct._format.fmt(upper, 4)}" in ev.conclusion
+    assert f"the upper confidence limit (one-sided 97.5%) for ECE^2 is {ct.display.format.fmt(upper, 4)}" in ev.conclusion
     assert "at most" not in ev.conclusion
     assert ev.reasons == ()
 
@@ -353,7 +353,7 @@ def test_rule_logit_linear():
     assert not ev.table.loc["calib_test", "reject"] and ev.table.loc["citl", "reject"]
     assert ev.verdict == "mixed" and "logit_linear" in ev.reasons
     assert ev.conclusion.startswith("Mixed evidence") and "CITL rejects" in ev.conclusion
-    assert f"level a0 = {ct._format.fmt(ev.valprob.citl, 3)}" in ev.conclusion
+    assert f"level a0 = {ct.display.format.fmt(ev.valprob.citl, 3)}" in ev.conclusion
 
 
 def test_evidence_exists_when_val_prob_cannot_be_computed():

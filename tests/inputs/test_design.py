@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 import calibtest as ct
-from calibtest.inputs.design import RULES, Design, combinations_markdown, combinations_text, source_of
+from calibtest.inputs.design import (LABELS, RULES, SURVIVAL_WAY_OUT, Design, combinations_markdown, combinations_text,
+                                     source_of)
 from calibtest.options import OptionError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -38,45 +39,88 @@ def csv(frame, tmp_path_factory):
     return path
 
 
-def _call(rule_name, frame, csv):
-    """A calib_ci call that breaks the named rule and no earlier one."""
-    surv = dict(horizon=3.0)
-    calls = {
-        "a survival outcome (horizon=) with a file or a Dask frame":
-            lambda: ct.calib_ci("Surv(time, event) ~ p", data=str(csv), **surv),
-        "a survival outcome (horizon=) with cluster=":
+def _calls(frame, csv):
+    """For each (rule, front door): a call that breaks that rule and no earlier one."""
+    surv, f = dict(horizon=3.0), str(csv)
+    return {
+        ("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels", "calib_test"):
+            lambda: ct.calib_test("y ~ p", data=frame, horizon=3.0),
+        ("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels", "evidence"):
+            lambda: ct.evidence("Surv(time, event) ~ p", data=frame),
+        ("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels", "tcal_test"):
+            lambda: ct.tcal_test("Surv(time, event) ~ p", data=frame),
+        ("a survival outcome (horizon=) with a file or a Dask frame", "calib_ci"):
+            lambda: ct.calib_ci("Surv(time, event) ~ p", data=f, **surv),
+        ("a survival outcome (horizon=) with cluster=", "calib_ci"):
             lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, cluster="site", **surv),
-        "chunksize= with rows in memory": lambda: ct.calib_ci("y ~ p", data=frame, chunksize=100),
-        "chunksize= with a Dask frame": None,
-        "cluster= with a file or a Dask frame": lambda: ct.calib_ci("y ~ p", data=str(csv), cluster="site"),
-        "cluster= with a resampling method":
+        ("a survival outcome (horizon=) with prevalence=", "calib_ci"):
+            lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, prevalence=0.3, **surv),
+        ("a survival outcome (horizon=) with weights= and null='conditional'", "calib_ci"):
+            lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, weights="w", null="conditional", **surv),
+        ("a survival outcome (horizon=) with n_classes= or k=", "calib_ci"):
+            lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, n_classes=3, **surv),
+        ("a survival outcome (horizon=) with a resampling method", "calib_ci"):
+            lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, method="bootstrap", n_resamples=20, **surv),
+        ("chunksize= with rows in memory", "calib_ci"): lambda: ct.calib_ci("y ~ p", data=frame, chunksize=100),
+        ("chunksize= with rows in memory", "calib_test"): lambda: ct.calib_test("y ~ p", data=frame, chunksize=100),
+        ("chunksize= with rows in memory", "evidence"): lambda: ct.evidence("y ~ p", data=frame, chunksize=100),
+        ("chunksize= with a Dask frame", "calib_ci"): "dask",
+        ("cluster= with a file or a Dask frame", "calib_ci"): lambda: ct.calib_ci("y ~ p", data=f, cluster="site"),
+        ("cluster= with a file or a Dask frame", "calib_test"): lambda: ct.calib_test("y ~ p", data=f, cluster="site"),
+        ("cluster= with a file or a Dask frame", "evidence"): lambda: ct.evidence("y ~ p", data=f, cluster="site"),
+        ("cluster= with a resampling method", "calib_ci"):
             lambda: ct.calib_ci("y ~ p", data=frame, cluster="site", method="bootstrap", n_resamples=20, rng=1),
-        "cluster= with weights= or prevalence=": lambda: ct.calib_ci("y ~ p", data=frame, cluster="site", weights="w"),
-        "cluster= with null='conditional'": lambda: ct.calib_ci("y ~ p", data=frame, cluster="site", null="conditional"),
-        "weights= or prevalence= with a file or a Dask frame": lambda: ct.calib_ci("y ~ p", data=str(csv), weights="w"),
-        "null='monte-carlo' and by= with a file or a Dask frame":
-            lambda: ct.calib_ci("y ~ p", data=str(csv), by="g", null="monte-carlo"),
-        "null='monte-carlo' with a file or a Dask frame": lambda: ct.calib_ci("y ~ p", data=str(csv), null="monte-carlo"),
+        ("cluster= with weights= or prevalence=", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=frame, cluster="site", weights="w"),
+        ("cluster= with null='conditional'", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=frame, cluster="site", null="conditional"),
+        ("weights= or prevalence= with a file or a Dask frame", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=f, weights="w"),
+        ("by= with a file or a Dask frame in evidence", "evidence"): lambda: ct.evidence("y ~ p", data=f, by="g"),
+        ("null='monte-carlo' and by= with a file or a Dask frame", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=f, by="g", null="monte-carlo"),
+        ("null='monte-carlo' with a file or a Dask frame", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=f, null="monte-carlo"),
+        ("null='monte-carlo' with a file or a Dask frame", "evidence"):
+            lambda: ct.evidence("y ~ p", data=f, null="monte-carlo"),
+        ("a resampling method with a file or a Dask frame", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=f, method="bootstrap", n_resamples=20, rng=1),
+        ("y=/probs= arrays with a file or a Dask frame", "calib_ci"):
+            lambda: ct.calib_ci("y ~ p", data=f, y=frame.y.to_numpy()),
+        ("y=/probs= arrays with a file or a Dask frame", "evidence"):
+            lambda: ct.evidence("y ~ p", data=f, probs=frame.p.to_numpy()),
+        ("a file or a Dask frame without a formula", "calib_ci"): lambda: ct.calib_ci(data=f),
+        ("a file or a Dask frame without a formula", "evidence"): lambda: ct.evidence(data=f),
     }
-    return calls[rule_name]
 
 
-@pytest.mark.parametrize("rule", RULES, ids=[r.combination for r in RULES])
-def test_each_rule_is_the_refusal_calib_ci_raises(rule, frame, csv):
-    call = _call(rule.combination, frame, csv)
-    if call is None:
+CASES = [(rule, door) for rule in RULES for door in rule.analyses]
+
+
+@pytest.mark.parametrize("rule, door", CASES, ids=[f"{door}: {rule.combination}" for rule, door in CASES])
+def test_each_rule_is_the_refusal_its_front_door_raises(rule, door, frame, csv):
+    call = _calls(frame, csv)[(rule.combination, door)]
+    if call == "dask":
         dd = pytest.importorskip("dask.dataframe")
         ddf = dd.from_pandas(frame, npartitions=2)
         call = lambda: ct.calib_ci("y ~ p", data=ddf, chunksize=10)  # noqa: E731
     with pytest.raises(OptionError) as info:
         call()
-    assert str(info.value) == rule.reason.format(method="bootstrap", null="conditional")
+    expected = rule.reason.format(method="bootstrap", null="conditional" if "conditional" in rule.combination
+                                  else "monte-carlo", what=LABELS[door], ci=SURVIVAL_WAY_OUT,
+                                  report="that result's evidence() or report()")
+    assert str(info.value) == expected
 
 
-def test_every_rule_has_a_call_here(frame, csv):
-    # A rule added to the table without a call above fails here (and so cannot go untested).
-    for rule in RULES:
-        _call(rule.combination, frame, csv)
+def test_every_rule_and_front_door_has_a_call_here(frame, csv):
+    # A rule added to the table without a call above fails here (and so cannot go untested); no stale calls.
+    assert set(_calls(frame, csv)) == {(rule.combination, door) for rule, door in CASES}
+
+
+def test_the_survival_refusal_is_the_command_lines_too():
+    # One text: the CLI's `calibtest test` refusal and the table's rule are the same template.
+    from calibtest.options import SURVIVAL_REFUSAL, survival_refusal
+    assert str(survival_refusal("X", ci="C", report="R")) == SURVIVAL_REFUSAL.format(what="X", ci="C", report="R")
 
 
 def test_a_supported_design_passes_and_is_described():
@@ -88,6 +132,8 @@ def test_a_supported_design_passes_and_is_described():
     assert Design.resolve("calib_ci", k=2).target == "top-k"
     assert Design.resolve("calib_ci", n_classes=10).target == "top-1"
     assert Design.resolve("calib_ci").target is None
+    assert Design.resolve("calib_test", formula="Surv(t, e) ~ r").survival
+    assert not Design.resolve("calib_test", formula="y ~ p").survival
 
 
 def test_the_source_is_read_without_importing_dask(tmp_path):

@@ -295,7 +295,7 @@ def test_weighted_reports_state_pi_pi_hat_and_n_eff(data):
     evidence = text.split("supports its weights", 1)[1].split("Model and data", 1)[0]
     iv = res.conf_int()
     assert f"Weighted interval for ECE² (B = {res.n_bins}, adjusted)" in evidence
-    assert f"[{ct._format.fmt(iv.lower, 4)}, {ct._format.fmt(iv.upper, 4)}]" in evidence
+    assert f"[{ct.display.format.fmt(iv.lower, 4)}, {ct.display.format.fmt(iv.upper, 4)}]" in evidence
     assert "Weighted test of ECE = 0" in evidence and f"p = {fmt_p(res.null_pvalue)}" in evidence
     assert "no chi-squared reference: prevalence weights depend on the outcome" in evidence
     assert "Hosmer–Lemeshow test is not shown" in text and "Validation metrics (R's rms::val.prob) are not shown" in text

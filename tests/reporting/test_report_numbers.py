@@ -781,7 +781,7 @@ def test_checker_reports_a_table_without_a_checker(binary):
 
 def test_checker_reports_a_changed_acceptance_bound(with_plan):
     res, html = with_plan
-    bound = ct._format.fmt(res.margin_test(ACCEPTANCE["ece_below"]).upper, 4)
+    bound = ct.display.format.fmt(res.margin_test(ACCEPTANCE["ece_below"]).upper, 4)
     changed = html.replace(f"≤ {bound}", "≤ 0.09999", 1)
     assert changed != html
     errors, _ = check_report(changed, {"p": res})
