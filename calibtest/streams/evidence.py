@@ -198,7 +198,7 @@ def with_stream(res, data, formula: str, *, env, missing: str, n_classes, k, chu
     if rows.is_file:
         st = Path(os.fspath(data)).stat()
         rows.stat = (st.st_size, st.st_mtime_ns)
-    return dataclasses.replace(res, stream=rows)
+    return res.with_parts(stream=rows)
 
 
 def _chunk_rows(formula, chunk, env, missing, n_classes, k) -> tuple:
