@@ -139,9 +139,11 @@ class ZeroTest:
         Exact variance constant of the calibrated regime (paper eq. (12)); a
         weighted result's is n^2 w V_0 (``sigma0_sq``).
     asymptotic : AsymptoticTest or None
-        ``(zstat, pvalue)`` of the paper's test when another null decided; None
-        under the asymptotic null, where ``zstat`` and ``pvalue`` are its values
-        (``asymptotic``).
+        ``(zstat, pvalue)`` of the paper's asymptotic test, kept when a
+        finite-sample null was computed next to it (the conditional moments, a
+        weighted result's Monte Carlo null, a clustered result's sign-flip
+        null); under the asymptotic null it repeats ``zstat`` and ``pvalue``.
+        None otherwise (``asymptotic``).
     conditional : ConditionalTest or None
         The conditional test given the predictions (variance, skewness, z,
         shifted-gamma p-value and critical value of T at alpha); None when it
