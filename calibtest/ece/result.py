@@ -434,7 +434,8 @@ class CalibrationResult(ResultDisplay):
     ============================================  ==========================================
     ``ci_lower``, ``ci_upper``                    ``ci.lower``, ``ci.upper``
     ``ci_lower_open``, ``ci_branch``              ``ci.lower_open``, ``ci.branch``
-    ``contains_zero``, ``method``, ``resampling``  ``ci.contains_zero``, ``ci.method``, ``ci.resampling``
+    ``contains_zero``, ``method``                 ``ci.contains_zero``, ``ci.method``
+    ``resampling``                                ``ci.resampling``
     ``null``, ``null_method``                     ``zero_test.null``, ``zero_test.method``
     ``null_zstat``, ``null_pvalue``               ``zero_test.zstat``, ``zero_test.pvalue``
     ``threshold``, ``sigma0_sq``                  ``zero_test.threshold``, ``zero_test.sigma0_sq``
