@@ -1,6 +1,7 @@
 """Frozen results objects returned by :func:`calibtest.calib_ci`."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
@@ -26,6 +27,8 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.display.summary import ResultDisplay, build_summary, result_dict, result_notes
+from calibtest.ece.result_parts import (AnalysedRows, Binning, CalibrationTarget, PartField, ResultInterval,
+                                        ZeroTest)
 from calibtest.checks.evidence_table import (SENSITIVITY_BINS, EvidenceResult, assemble_clustered_evidence, build_evidence,
                                       build_survival_evidence, conclude, evidence_seed, figure_verdict,
                                       result_conclusion, result_hosmer_lemeshow, result_val_prob)
@@ -33,7 +36,8 @@ from calibtest.checks.evidence_table import (SENSITIVITY_BINS, EvidenceResult, a
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.partition import Partition
 
-__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation", "Weighting"]
+__all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation", "Weighting",
+           "ResultInterval", "ZeroTest", "Binning", "CalibrationTarget", "AnalysedRows"]
 
 
 @dataclass(frozen=True)
@@ -365,89 +369,41 @@ class CalibrationResult(ResultDisplay):
     """Confidence interval and test for the l2 expected calibration error.
 
     Computed once by :func:`calibtest.calib_ci`; every attribute is exact
-    (rounding happens only when a summary is rendered).
+    (rounding happens only when a summary is rendered).  The headline
+    numbers are fields; the rest is grouped into typed, frozen parts
+    (:mod:`calibtest.ece.result_parts`), as scipy's ``BootstrapResult``
+    nests its ``confidence_interval``.  Every field of a part is also read
+    under its flat name (``res.ci_lower`` is ``res.ci.lower``; see Notes).
 
     Attributes
     ----------
     estimate : float
         The debiased estimator T of ECE^2 (paper eq. (6)); may be negative.
-    estimate_pos : float
-        T+ = max(T, 0).
-    ece : float
-        sqrt(T+), the point estimate on the ECE scale.
     plugin_estimate : float
         The biased plug-in estimate T_m (paper eq. (2)) on the same bins.
     sigma1_sq : float
         Plug-in variance of the miscalibrated regime (paper eq. (8)).
-    sigma0_sq : float
-        Exact variance constant of the calibrated regime (paper eq. (12)).
     se : float
         sigma1 / sqrt(n).
-    threshold : float
-        z_alpha sigma0 / (n sqrt(w)); zero joins the interval iff T+ < threshold.
-    null_zstat, null_pvalue : float
-        Calibrated-regime test of H0: ECE = 0, z0 = n sqrt(w) T / sigma0, p = 1 - Phi(z0).
-    contains_zero : bool
-        Zero belongs to the interval.
-    ci_lower, ci_upper : float
-        The adjusted interval for ECE^2 at level 1 - alpha.
-    ci_lower_open : bool
-        The interval is ``(0, ci_upper]``.
-    ci_branch : int
-        Case of the paper's eq. (10) that gave the lower end (1, 2 or 3).
-    n : int
-        Rows used.
-    n_bins : int
-        Bins per dimension B; ``bin_width`` = 1/B, ``bin_volume`` = w.
-    n_bins_rule : str
-        ``"auto"`` or ``"user"``.
-    n_occupied_bins, n_singleton_bins : int
-        Non-empty bins, and those holding a single row (they do not enter T).
-    k, n_classes, mode : int, int or None, str
-        Calibration target.
     alpha : float
         Significance level.
-    method : str
-        How the interval was made (``"adjusted"``: Algorithm 1).
-    formula : str or None
-    y_name : str
-    prob_names : tuple of str
-    n_dropped : int
-        Rows dropped for missing values (``missing="drop"``).
-    null : str
-        The null law that decided ``null_zstat``, ``null_pvalue``, ``threshold`` and
-        the zero rule: ``"asymptotic"`` (the paper), ``"conditional"`` (exact
-        conditional moments, shifted-gamma p-value) or ``"monte-carlo"``
-        (see :mod:`calibtest.core.conditional`).
-    null_method : {"normal", "point mass", "shifted gamma", "monte carlo"}
-        How the chosen null's p-value was computed.  ``null="conditional"``
-        uses the shifted gamma while the conditional skewness is at most
-        3 and the exact conditional Monte Carlo test beyond (the gamma
-        approximation fails for nearly degenerate label noise, e.g. every
-        prediction near 0 or 1).
-    asymptotic : AsymptoticTest or None
-        ``(zstat, pvalue)`` of the paper's calibrated-regime test when another null decided
-        (None under ``null="asymptotic"``, where ``null_zstat`` and ``null_pvalue`` are its values).
-    conditional : ConditionalTest or None
-        The conditional test given the predictions (variance, skewness, z,
-        shifted-gamma p-value and critical value of T at ``alpha``); None when
-        it was not computed (data not in memory, or more than 4 binned
-        coordinates, top-k with k > 4 or full calibration with K > 4, under
-        the asymptotic null).
-    monte_carlo : MonteCarloTest or None
-        The conditional Monte Carlo test (``null="monte-carlo"``): p-value,
-        draws, seed.
-    resampling : ResamplingInterval or None
-        The resampling interval (``method="bootstrap"``, ``"subsampling"`` or
-        ``"hulc"``): the method's own interval, resamples, seed, HulC details
-        and the resampled statistics.
+    ci : ResultInterval
+        The interval for ECE^2 at level 1 - alpha (``lower``, ``upper``,
+        ``lower_open``, ``contains_zero``, ``branch``) and how it was made
+        (``method``, ``resampling``).
+    zero_test : ZeroTest
+        The test of H0: ECE = 0 under the null law used (``null``, ``method``,
+        ``zstat``, ``pvalue``, ``threshold``, ``sigma0_sq``) and the tests kept
+        next to it (``asymptotic``, ``conditional``, ``monte_carlo``).
+    binning : Binning
+        B (``n_bins``, ``n_bins_rule``), the cell volume, the occupied and
+        single-row cells, the bin rule, the bin sums and the partition.
+    target : CalibrationTarget
+        ``mode``, ``k``, ``n_classes``, ``formula``, ``y_name``, ``prob_names``.
+    rows : AnalysedRows
+        ``n``, ``n_dropped``, and the rows (``data``, ``source``, ``stream``).
     call_record : Call or None
         The call that produced the result, as data; ``call`` renders it.
-    partition : Partition or None
-        The row-to-bin assignment (in-memory data only).
-    bin_rule : BinRule or None
-        How B was chosen, with the rule's inputs (B_rate, fraction of rows
-        alone in a cell at B_rate and at B); ``bin_rule.describe()`` states it.
     approximation : Approximation or None
         Sparse-cell diagnostics; ``approximate`` is its flag.
     weighting : Weighting or None
@@ -455,10 +411,6 @@ class CalibrationResult(ResultDisplay):
         then ``estimate`` is the weighted T_w, ``se`` its influence-function
         standard error and the test uses the weighted null variance; None
         for unweighted rows.
-    stream : StreamedRows or None
-        For a binary or top-1 result of a file or a Dask frame: its rows, to
-        be read again in passes by :meth:`evidence` and the summary
-        (:mod:`calibtest.streams.evidence`); None otherwise.
     clustering : Clustering or None
         Clustered rows (``cluster=``): then ``estimate`` is T_cl (pairs of rows
         of different clusters), ``se`` its cluster-robust standard error, the
@@ -469,76 +421,124 @@ class CalibrationResult(ResultDisplay):
         horizon, the censoring counts and model (``docs/survival.md``); with
         censoring before the horizon ``estimate`` is T of the IPCW outcomes.
         None for a binary or multi-class outcome.
+    estimate_pos : float
+        T+ = max(T, 0) (computed from ``estimate``).
+    ece : float
+        sqrt(T+), the point estimate on the ECE scale (computed from ``estimate``).
+
+    Notes
+    -----
+    The flat, read-only names of the parts' fields (each returns the part's
+    very object):
+
+    ============================================  ==========================================
+    ``ci_lower``, ``ci_upper``                    ``ci.lower``, ``ci.upper``
+    ``ci_lower_open``, ``ci_branch``              ``ci.lower_open``, ``ci.branch``
+    ``contains_zero``, ``method``                 ``ci.contains_zero``, ``ci.method``
+    ``resampling``                                ``ci.resampling``
+    ``null``, ``null_method``                     ``zero_test.null``, ``zero_test.method``
+    ``null_zstat``, ``null_pvalue``               ``zero_test.zstat``, ``zero_test.pvalue``
+    ``threshold``, ``sigma0_sq``                  ``zero_test.threshold``, ``zero_test.sigma0_sq``
+    ``asymptotic``, ``conditional``               ``zero_test.asymptotic``, ``zero_test.conditional``
+    ``monte_carlo``                               ``zero_test.monte_carlo``
+    ``n_bins``, ``n_bins_rule``, ``bin_width``    ``binning.n_bins``, ``binning.n_bins_rule``, ``binning.width``
+    ``bin_volume``, ``bin_rule``                  ``binning.volume``, ``binning.rule``
+    ``n_occupied_bins``, ``n_singleton_bins``     ``binning.n_occupied``, ``binning.n_singleton``
+    ``bin_stats``, ``partition``                  ``binning.stats``, ``binning.partition``
+    ``mode``, ``k``, ``n_classes``                ``target.mode``, ``target.k``, ``target.n_classes``
+    ``formula``, ``y_name``, ``prob_names``       ``target.formula``, ``target.y_name``, ``target.prob_names``
+    ``n``, ``n_dropped``                          ``rows.n``, ``rows.n_dropped``
+    ``data``, ``source``, ``stream``              ``rows.data``, ``rows.source``, ``rows.stream``
+    ============================================  ==========================================
 
     Each optional part is one nested object (``asymptotic``, ``conditional``,
     ``monte_carlo``, ``resampling``, ``weighting``, ``clustering``): e.g.
     ``res.conditional.pvalue``, ``res.monte_carlo.seed``,
     ``res.resampling.n_resamples``.  ``to_dict()`` flattens them.
+    :meth:`with_parts` makes a changed copy.
     """
 
     estimate: float
-    estimate_pos: float
-    ece: float
     plugin_estimate: float
     sigma1_sq: float
-    sigma0_sq: float
     se: float
-    threshold: float
-    null_zstat: float
-    null_pvalue: float
-    contains_zero: bool
-    ci_lower: float
-    ci_upper: float
-    ci_lower_open: bool
-    ci_branch: int
-    n: int
-    n_bins: int
-    n_bins_rule: str
-    bin_width: float
-    bin_volume: float
-    n_occupied_bins: int
-    n_singleton_bins: int
-    k: int
-    n_classes: int | None
-    mode: str
     alpha: float
-    method: str = "adjusted"
-    formula: str | None = None
-    y_name: str = "y"
-    prob_names: tuple = ()
-    n_dropped: int = 0
+    ci: ResultInterval
+    zero_test: ZeroTest
+    binning: Binning
+    target: CalibrationTarget
+    rows: AnalysedRows
     call_record: Call | None = field(default=None, repr=False)
-    source: dict | None = field(default=None, repr=False)
-    bin_stats: BinStats | None = field(default=None, repr=False)
-    data: PreparedData | None = field(default=None, repr=False)
-    partition: Partition | None = field(default=None, repr=False)
-    null: str = "asymptotic"
-    null_method: str = "normal"
-    asymptotic: AsymptoticTest | None = None
-    conditional: ConditionalTest | None = field(default=None, repr=False)
-    monte_carlo: MonteCarloTest | None = field(default=None, repr=False)
-    resampling: ResamplingInterval | None = field(default=None, repr=False)
-    bin_rule: BinRule | None = field(default=None, repr=False)
     approximation: Approximation | None = field(default=None, repr=False)
     weighting: Weighting | None = field(default=None, repr=False)
-    #: A file's or Dask frame's rows, to be read again (``calibtest.streams.evidence.StreamedRows``):
-    #: what :meth:`evidence` and the summary test when ``data`` is None.
-    stream: object | None = field(default=None, repr=False)
     clustering: Clustering | None = field(default=None, repr=False)
     survival: SurvivalData | None = field(default=None, repr=False)
     #: What the displays show, computed on first use and kept (see :meth:`_memo`); not part of the result.
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    # ----------------------------------------------------------------- the parts' fields, by their flat names
+    ci_lower = PartField[float]("ci", "lower")
+    ci_upper = PartField[float]("ci", "upper")
+    ci_lower_open = PartField[bool]("ci", "lower_open")
+    ci_branch = PartField[int]("ci", "branch")
+    contains_zero = PartField[bool]("ci", "contains_zero")
+    method = PartField[str]("ci", "method")
+    resampling = PartField["ResamplingInterval | None"]("ci", "resampling")
+    null = PartField[str]("zero_test", "null")
+    null_method = PartField[str]("zero_test", "method")
+    null_zstat = PartField[float]("zero_test", "zstat")
+    null_pvalue = PartField[float]("zero_test", "pvalue")
+    threshold = PartField[float]("zero_test", "threshold")
+    sigma0_sq = PartField[float]("zero_test", "sigma0_sq")
+    asymptotic = PartField["AsymptoticTest | None"]("zero_test", "asymptotic")
+    conditional = PartField["ConditionalTest | None"]("zero_test", "conditional")
+    monte_carlo = PartField["MonteCarloTest | None"]("zero_test", "monte_carlo")
+    n_bins = PartField[int]("binning", "n_bins")
+    n_bins_rule = PartField[str]("binning", "n_bins_rule")
+    bin_width = PartField[float]("binning", "width")
+    bin_volume = PartField[float]("binning", "volume")
+    n_occupied_bins = PartField[int]("binning", "n_occupied")
+    n_singleton_bins = PartField[int]("binning", "n_singleton")
+    bin_rule = PartField["BinRule | None"]("binning", "rule")
+    bin_stats = PartField["BinStats | None"]("binning", "stats")
+    partition = PartField["Partition | None"]("binning", "partition")
+    mode = PartField[str]("target", "mode")
+    k = PartField[int]("target", "k")
+    n_classes = PartField["int | None"]("target", "n_classes")
+    formula = PartField["str | None"]("target", "formula")
+    y_name = PartField[str]("target", "y_name")
+    prob_names = PartField[tuple]("target", "prob_names")
+    n = PartField[int]("rows", "n")
+    n_dropped = PartField[int]("rows", "n_dropped")
+    data = PartField["PreparedData | None"]("rows", "data")
+    source = PartField["dict | None"]("rows", "source")
+    stream = PartField["object | None"]("rows", "stream")
+
+    @property
+    def estimate_pos(self) -> float:
+        """T+ = max(T, 0)."""
+        return max(self.estimate, 0.0)
+
+    @property
+    def ece(self) -> float:
+        """sqrt(T+), the point estimate on the ECE scale."""
+        return math.sqrt(self.estimate_pos)
+
     @classmethod
     def from_estimates(cls, stats: BinStats, estimates: Estimates, *, n_bins: int, n_bins_rule: str, mode: str,
                        k: int, n_classes, alpha: float, null: str, resampling: ResamplingInterval | None = None,
-                       **parts) -> "CalibrationResult":
+                       conditional: ConditionalTest | None = None, monte_carlo: MonteCarloTest | None = None,
+                       bin_rule: BinRule | None = None, partition: Partition | None = None,
+                       formula: str | None = None, y_name: str = "y", prob_names: tuple = (), n_dropped: int = 0,
+                       data: PreparedData | None = None, source: dict | None = None, stream: object | None = None,
+                       **optional) -> "CalibrationResult":
         """The one constructor of a result, used by every path (rows in memory, weighted, streamed, Dask).
 
         The estimation paths compute the statistics; this fills in what
-        follows from them (T+, the ECE, n and the bin counts from the bin
-        sums, the interval's fields, a resampling interval in place of the
-        adjusted one) and checks that the null is one that was used.
+        follows from them (n and the bin counts from the bin sums, the
+        interval's fields, a resampling interval in place of the adjusted one),
+        checks that the null is one that was used, and nests the fields into
+        their parts.
 
         Parameters
         ----------
@@ -557,30 +557,68 @@ class CalibrationResult(ResultDisplay):
         resampling : ResamplingInterval, optional
             A resampling interval, which then replaces the adjusted one
             (intersected with [0, inf)).
-        **parts
-            The other fields (conditional, monte_carlo, data, partition, approximation, bookkeeping, ...).
+        conditional, monte_carlo : optional
+            The tests given the predictions (:class:`ZeroTest`).
+        bin_rule, partition : optional
+            How B was chosen and the rows' cells (:class:`Binning`).
+        formula, y_name, prob_names : optional
+            The model's names (:class:`CalibrationTarget`).
+        n_dropped, data, source, stream : optional
+            The rows (:class:`AnalysedRows`).
+        **optional
+            The result's other fields: ``call_record``, ``approximation``,
+            ``weighting``, ``clustering``, ``survival``.
         """
         if null not in ("asymptotic", "conditional", "monte-carlo"):
             raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")
-        estimate, interval, asymptotic = estimates.estimate, estimates.interval, estimates.asymptotic
+        asymptotic = estimates.asymptotic
         zstat, pvalue, threshold = estimates.test
-        lower, upper, lower_open, zero, branch = (interval.lower, interval.upper, interval.lower_open,
-                                                  interval.contains_zero, interval.branch)
-        if resampling is not None:
-            lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
-            lower_open, branch = False, 0
-        t_pos = max(estimate, 0.0)
         return cls(
-            estimate=estimate, estimate_pos=t_pos, ece=math.sqrt(t_pos), plugin_estimate=estimates.plugin_estimate,
-            sigma1_sq=estimates.sigma1_sq, sigma0_sq=estimates.sigma0_sq, se=estimates.se, threshold=threshold,
-            null_zstat=zstat, null_pvalue=pvalue, contains_zero=zero, ci_lower=lower, ci_upper=upper,
-            ci_lower_open=lower_open, ci_branch=branch, n=stats.n, n_bins=n_bins, n_bins_rule=n_bins_rule,
-            bin_width=1.0 / n_bins, bin_volume=estimates.bin_volume, n_occupied_bins=int(stats.count.size),
-            n_singleton_bins=int((stats.count < 2).sum()), k=k, n_classes=n_classes, mode=mode, alpha=alpha,
-            bin_stats=stats, null=null, null_method=estimates.null_method,
-            method="adjusted" if resampling is None else resampling.method,
-            asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
-            resampling=resampling, **parts)
+            estimate=estimates.estimate, plugin_estimate=estimates.plugin_estimate, sigma1_sq=estimates.sigma1_sq,
+            se=estimates.se, alpha=alpha, ci=_stored_interval(estimates, resampling),
+            zero_test=ZeroTest(null=null, method=estimates.null_method, zstat=zstat, pvalue=pvalue,
+                               threshold=threshold, sigma0_sq=estimates.sigma0_sq,
+                               asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
+                               conditional=conditional, monte_carlo=monte_carlo),
+            binning=Binning(n_bins=n_bins, n_bins_rule=n_bins_rule, volume=estimates.bin_volume,
+                            n_occupied=int(stats.count.size), n_singleton=int((stats.count < 2).sum()),
+                            rule=bin_rule, stats=stats, partition=partition),
+            target=CalibrationTarget(mode=mode, k=k, n_classes=n_classes, formula=formula, y_name=y_name,
+                                     prob_names=prob_names),
+            rows=AnalysedRows(n=stats.n, n_dropped=n_dropped, data=data, source=source, stream=stream),
+            **optional)
+
+    def with_parts(self, **changes) -> "CalibrationResult":
+        """A copy of the result with some fields changed (a new result, with nothing computed yet).
+
+        Parameters
+        ----------
+        **changes
+            Fields by name: a field of the result (``ci=``, ``rows=``,
+            ``weighting=``, ...), or a field of a part by its flat name
+            (``ci_lower=``, ``null_pvalue=``, ``stream=``), which replaces that
+            field in a copy of its part.  A part and one of its flat names
+            cannot both be given.
+
+        Raises
+        ------
+        TypeError
+            For a name that is not a field (``estimate_pos``, ``ece`` and
+            ``bin_width`` are computed from other fields).
+        """
+        fields = {f.name for f in dataclasses.fields(self) if f.init}
+        direct = {name: value for name, value in changes.items() if name in fields}
+        by_part: dict[str, dict] = {}
+        for name in changes.keys() - direct.keys():
+            forward = vars(CalibrationResult).get(name)
+            if not isinstance(forward, PartField) or forward.name == "width":
+                raise TypeError(f"with_parts: {name!r} is not a field of CalibrationResult or of one of its parts")
+            by_part.setdefault(forward.part, {})[forward.name] = changes[name]
+        for part, values in by_part.items():
+            if part in direct:
+                raise TypeError(f"with_parts: give {part}= or its fields ({', '.join(sorted(values))}), not both")
+            direct[part] = dataclasses.replace(getattr(self, part), **values)
+        return dataclasses.replace(self, **direct)
 
     @property
     def censored(self) -> bool:
@@ -930,6 +968,17 @@ class CalibrationResult(ResultDisplay):
 
 
 # --------------------------------------------------------------------------- helpers
+def _stored_interval(estimates: Estimates, resampling: ResamplingInterval | None) -> ResultInterval:
+    """The interval at the result's level: the adjusted one with its zero rule, or the resampling one in [0, inf)."""
+    if resampling is None:
+        iv = estimates.interval
+        return ResultInterval(lower=iv.lower, upper=iv.upper, lower_open=iv.lower_open,
+                              contains_zero=iv.contains_zero, branch=iv.branch)
+    lower, upper, zero = clip_interval(resampling.lower, resampling.upper)
+    return ResultInterval(lower=lower, upper=upper, lower_open=False, contains_zero=zero, branch=0,
+                          method=resampling.method, resampling=resampling)
+
+
 def raw_interval(result, alpha: float | None = None) -> tuple[float, float]:
     """The resampling interval of a result as the method defines it (ends may be negative).
 

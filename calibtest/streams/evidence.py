@@ -208,7 +208,7 @@ def with_stream(res, data, formula: str, *, env, missing: str, n_classes, k, chu
     """
     if res.mode not in ("binary", "top1"):
         return res
-    return dataclasses.replace(res, stream=StreamedRows(data, formula, env, missing, n_classes, k, chunksize))
+    return res.with_parts(stream=StreamedRows(data, formula, env, missing, n_classes, k, chunksize))
 
 
 def _chunk_rows(formula, chunk, env, missing, n_classes, k) -> tuple:

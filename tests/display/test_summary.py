@@ -10,7 +10,7 @@ from scipy import stats
 
 import calibtest as ct
 from calibtest.checks.evidence_table import conclude, result_val_prob
-from calibtest.display.format import fmt
+from calibtest.display.format import fmt, fmt_p
 
 
 @pytest.fixture
@@ -231,9 +231,9 @@ def test_summary_names_the_null_and_shows_the_asymptotic_test(binary_res):
     _, _, res = binary_res
     text = " ".join(str(res.summary(evidence=False)).split())
     assert "null='conditional'" in text and "conditional (shifted gamma)" in text
-    assert f"p = {ct.display.format.fmt_p(res.null_pvalue, 4)}" in text
+    assert f"p = {fmt_p(res.null_pvalue, 4)}" in text
     assert f"The paper's asymptotic test: z0 = {fmt(res.asymptotic.zstat, 4)}, " \
-           f"p = {ct.display.format.fmt_p(res.asymptotic.pvalue, 4)}" in text
+           f"p = {fmt_p(res.asymptotic.pvalue, 4)}" in text
     asym = ct.calib_ci(y=res.data.y[:, 0].round(), probs=res.data.z[:, 0], null="asymptotic")
     text = " ".join(str(asym.summary(evidence=False)).split())
     assert "null='asymptotic'" in text and "asymptotic (the paper's normal limit)" in text

@@ -512,25 +512,23 @@ def test_wheel_ships_templates_and_renders_in_a_fresh_venv(tmp_path):
 
 
 def test_conclusion_sentences_for_every_case(demo_result):
-    from dataclasses import replace
-
     # open-at-zero interval: evidence, interval written (0, upper]
-    res = replace(demo_result, contains_zero=False, ci_lower_open=True, ci_lower=0.0, ci_upper=0.0025,
-                  null_pvalue=0.01)
+    res = demo_result.with_parts(contains_zero=False, ci_lower_open=True, ci_lower=0.0, ci_upper=0.0025,
+                                  null_pvalue=0.01)
     verdict, s, reasons = conclude(res)
     assert verdict == "evidence" and reasons == ()
     assert s.startswith("Evidence of miscalibration at level 0.05") and "No evidence" not in s
     assert "(0, 0.05]" in s and "(0, 0.0025]" in s and "p = 0.01" in s
     assert "the conditional (shifted gamma) test of ECE = 0 at B = 76 rejects" in s
     # a resampling interval that excludes 0 while the test does not reject: both are stated
-    res = replace(demo_result, method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
-                  ci_upper=0.0025, null_pvalue=0.39)
+    res = demo_result.with_parts(method="bootstrap", contains_zero=False, ci_lower_open=False, ci_lower=0.0004,
+                                  ci_upper=0.0025, null_pvalue=0.39)
     verdict, s, _ = conclude(res)
     assert verdict == "evidence"
     assert "95% bootstrap interval" in s and "[0.02, 0.05]" in s and "excludes 0" in s
     assert "does not reject (p = 0.39)" in s
     # a resampling interval that contains 0: no evidence, never "is calibrated" unnegated
-    res = replace(demo_result, method="hulc", contains_zero=True, ci_lower=0.0, null_pvalue=0.5)
+    res = demo_result.with_parts(method="hulc", contains_zero=True, ci_lower=0.0, null_pvalue=0.5)
     verdict, s, _ = conclude(res)
     assert verdict == "no evidence" and "does not show that the model is calibrated" in s
     assert s.count("is calibrated") == s.count("not show that the model is calibrated") == 1
@@ -540,11 +538,9 @@ def test_conclusion_sentences_for_every_case(demo_result):
 
 
 def test_underflowed_pvalue_is_not_printed_as_zero(demo_result):
-    from dataclasses import replace
-
     from calibtest.reporting.html import fmt_p
     assert fmt_p(0.0) == "< 1e-300" and fmt_p(0.012345) == "0.01235" and fmt_p(None) == ""
-    res = replace(demo_result, contains_zero=False, ci_lower=0.0001, null_pvalue=0.0)
+    res = demo_result.with_parts(contains_zero=False, ci_lower=0.0001, null_pvalue=0.0)
     s = conclude(res)[1]
     assert "(p < 1e-300)" in s and "p = <" not in s and "p = 0)" not in s
 

@@ -349,9 +349,7 @@ def test_flexible_figure_bad_input(demo_result, topk_result):
     with pytest.raises(TypeError, match="labels must be strings"):
         flexible_curve_figure(demo_result, [3])
     streamed = ct.calib_ci(y=np.array([0, 1] * 50), probs=np.linspace(0.05, 0.95, 100))
-    import dataclasses
-
-    no_rows = dataclasses.replace(streamed, data=None)  # a result whose rows are not in memory
+    no_rows = streamed.with_parts(data=None)  # a result whose rows are not in memory
     with pytest.raises(ValueError, match="holds no rows"):
         flexible_curve_figure(no_rows, "x")
 

@@ -29,6 +29,7 @@ import pytest
 from scipy.stats import chi2, norm
 
 import calibtest as ct
+from calibtest.display.format import fmt
 
 # a number as the report prints it (fmt: "%g"); not the digit of a name such as a0, z_B, R2, E90 or chi2
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -781,7 +782,7 @@ def test_checker_reports_a_table_without_a_checker(binary):
 
 def test_checker_reports_a_changed_acceptance_bound(with_plan):
     res, html = with_plan
-    bound = ct.display.format.fmt(res.margin_test(ACCEPTANCE["ece_below"]).upper, 4)
+    bound = fmt(res.margin_test(ACCEPTANCE["ece_below"]).upper, 4)
     changed = html.replace(f"≤ {bound}", "≤ 0.09999", 1)
     assert changed != html
     errors, _ = check_report(changed, {"p": res})
