@@ -41,6 +41,7 @@ import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
+from calibtest.inputs.design import Design
 from calibtest.display.format import fmt, fmt_p
 from calibtest.inputs.validation import OptionTypeError, is_integer
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
@@ -191,7 +192,7 @@ _DF_TEXT = {"external": "g", "development": "g - 2"}
 
 def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int = 10,
                     validation: str = "external", n_classes: int | None = None, n_bins="auto",
-                    missing: str = "raise", eval_env=0, weights=None) -> HosmerLemeshowResult:
+                    missing: str = "raise", eval_env=0, weights=None, horizon=None) -> HosmerLemeshowResult:
     """Hosmer–Lemeshow test of a binary (or top-1) probability model, next to the ECE^2 estimates.
 
     Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
@@ -243,6 +244,11 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
         weights depend on the outcome and have no such reference: use
         ``calib_ci(..., prevalence=pi)``.
 
+    horizon : None
+        Not taken: a survival outcome (``horizon=`` or a ``Surv(...)`` formula) is refused with the reason
+        (rows censored before the horizon have no binary outcome); use
+        ``calib_ci("Surv(time, event) ~ risk", data=..., horizon=t)`` and its evidence.
+
     Returns
     -------
     HosmerLemeshowResult
@@ -264,6 +270,7 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     >>> round(stat, 2), round(pvalue, 3)
     (8.62, 0.569)
     """
+    Design.resolve("hosmer_lemeshow", formula=formula, horizon=horizon).check()
     if not (formula is None or isinstance(formula, str)):  # the earlier form hosmer_lemeshow(result, groups)
         if data is not None:
             groups = data

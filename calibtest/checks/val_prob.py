@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from calibtest.inputs.design import Design
 from calibtest.display.format import fmt
 from calibtest.core.recalibration import oe_measures
 from calibtest.inputs.validation import OptionTypeError, check_alpha, check_missing, is_integer
@@ -475,7 +476,7 @@ def _auc(score: np.ndarray, y: np.ndarray) -> float:
 
 
 def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05, missing: str = "raise",
-             eval_env=0, weights=None) -> ValProbResult:
+             eval_env=0, weights=None, horizon=None) -> ValProbResult:
     """Validation statistics of predicted probabilities, with R ``rms::val.prob``'s definitions.
 
     Inputs follow :func:`calibtest.calib_ci`: a formula with ``data=``
@@ -514,6 +515,11 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
         Not supported: passing weights raises a ``ValueError`` (val.prob's
         statistics have no weighted definition to match); weighted calibration
         is in :func:`calibtest.calib_ci` and :func:`calibtest.hosmer_lemeshow`.
+
+    horizon : None
+        Not taken: a survival outcome (``horizon=`` or a ``Surv(...)`` formula) is refused with the reason
+        (rows censored before the horizon have no binary outcome); use
+        ``calib_ci("Surv(time, event) ~ risk", data=..., horizon=t)`` and its evidence.
 
     Returns
     -------
@@ -603,6 +609,7 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     >>> round(r.slope, 3), round(r.citl, 3)
     (0.963, -0.02)
     """
+    Design.resolve("val_prob", formula=formula, horizon=horizon).check()
     if weights is not None:
         raise ValueError("val_prob does not take weights: its statistics (R val.prob's deviance-based D, U, Q "
                          "and R2, the C index, the lowess Emax/E90/Eavg) have no weighted definition in val.prob "

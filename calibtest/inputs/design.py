@@ -30,7 +30,8 @@ __all__ = ["Design", "Rule", "RULES", "combinations_markdown", "combinations_tex
 #: How refusals name each front door.
 LABELS = {"calib_ci": "calib_ci", "calib_test": "calib_test (the multi-scale test)",
           "evidence": "evidence (the multi-scale test, Hosmer-Lemeshow and the label-draw nulls)",
-          "tcal_test": "tcal_test (the T-Cal test)"}
+          "tcal_test": "tcal_test (the T-Cal test)", "hosmer_lemeshow": "hosmer_lemeshow (the Hosmer-Lemeshow test)",
+          "val_prob": "val_prob (val.prob's validation statistics)"}
 #: The survival analysis a refusal of a test of binary labels points to.
 SURVIVAL_WAY_OUT = "calib_ci('Surv(time, event) ~ risk', data=..., horizon=t)"
 
@@ -68,7 +69,8 @@ class Design:
     Attributes
     ----------
     analysis : str
-        The front door: ``"calib_ci"``, ``"calib_test"``, ``"evidence"``, ``"tcal_test"``.
+        The front door: ``"calib_ci"``, ``"calib_test"``, ``"evidence"``, ``"tcal_test"``, ``"hosmer_lemeshow"``,
+        ``"val_prob"``.
     outcome : {"classification", "survival", "competing risks"}
         A survival outcome comes with ``horizon=`` (or ``time=``/``event=``); competing risks with ``cause=``.
     target : str or None
@@ -162,7 +164,7 @@ class Design:
         return ", ".join(parts)
 
 
-_ALL = ("calib_ci", "calib_test", "evidence", "tcal_test")
+_ALL = ("calib_ci", "calib_test", "evidence", "tcal_test", "hosmer_lemeshow", "val_prob")
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ _IN_MEMORY = "(a DataFrame or arrays)"
 #: comes from here.
 RULES: tuple[Rule, ...] = (
     Rule("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels",
-         lambda d: d.survival, SURVIVAL_REFUSAL, ("calib_test", "evidence", "tcal_test")),
+         lambda d: d.survival, SURVIVAL_REFUSAL, ("calib_test", "evidence", "tcal_test", "hosmer_lemeshow", "val_prob")),
     Rule("a survival outcome (horizon=) with a file or a Dask frame",
          lambda d: d.survival and not d.in_memory,
          f"a survival outcome (horizon=) needs the rows in memory {_IN_MEMORY}; read the formula's columns of the "

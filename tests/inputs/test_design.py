@@ -49,6 +49,10 @@ def _calls(frame, csv):
             lambda: ct.evidence("Surv(time, event) ~ p", data=frame),
         ("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels", "tcal_test"):
             lambda: ct.tcal_test("Surv(time, event) ~ p", data=frame),
+        ("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels", "hosmer_lemeshow"):
+            lambda: ct.hosmer_lemeshow("y ~ p", data=frame, horizon=3.0),
+        ("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels", "val_prob"):
+            lambda: ct.val_prob("Surv(time, event) ~ p", data=frame),
         ("a survival outcome (horizon=) with a file or a Dask frame", "calib_ci"):
             lambda: ct.calib_ci("Surv(time, event) ~ p", data=f, **surv),
         ("a survival outcome (horizon=) with cluster=", "calib_ci"):
