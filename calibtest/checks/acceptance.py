@@ -38,7 +38,7 @@ from calibtest.inputs.validation import OptionError, OptionTypeError, check_alph
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
 from calibtest.display.summary import CalibSummary, ResultDisplay
-from calibtest.checks.survival_calibration import SurvivalEvidence, result_survival_evidence
+from calibtest.checks.survival_calibration import SurvivalEvidence
 from calibtest.checks.val_prob import ValProbResult, val_prob
 
 __all__ = ["MarginTestResult", "EquivalenceTestResult", "margin_test", "citl_test", "slope_test", "oe_test",
@@ -71,10 +71,12 @@ def margin_null_variance(result) -> tuple[float, str]:
     sigma0^2 / (n^2 w) (the paper's eq. (12)); for a weighted result the
     estimated V_0 of its weighted null (its ``sigma0_sq`` is n^2 w V_0).
     """
-    if getattr(result, "weighting", None) is not None:
-        return float(result.weighting.null_variance), "weighted V_0"
-    if getattr(result, "censored", False):  # sigma0_sq = n^2 w V_0, V_0 estimated from the IPCW rows
-        return float(result.sigma0_sq / (result.n ** 2 * result.bin_volume)), "V_0 of the IPCW rows"
+    kind = getattr(result, "kind", None)
+    return paper_null_variance(result) if kind is None else kind.margin_null_variance()
+
+
+def paper_null_variance(result) -> tuple[float, str]:
+    """``(V0, source)`` of unweighted rows: the exact Var(T | Z) when computed, else sigma0^2 / (n^2 w)."""
     cond = getattr(result, "conditional", None)
     if cond is not None:
         return float(cond.variance), "conditional Var(T | Z)"

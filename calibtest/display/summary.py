@@ -428,13 +428,8 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
                          f"{ci} for ECE^2, {ci_ece} for ECE.")
     tests_note = res.kind.tests_note(alpha)
     head = [verdict_null_note(res, alpha)]
-    if evidence is not None and getattr(evidence, "survival", None) is not None:
-        head.append("The summary opens with the evidence on calibration at the horizon; the conclusion states "
-                    "whether (the IPCW test of ECE(t) = 0) and how much (the IPCW interval).")
-    elif evidence is not None:
-        head.append("The summary opens with the evidence on calibration from every test on these rows; the "
-                    f"conclusion states whether (the multi-scale test, {res.kind.evidence_size()}) and how much "
-                    "(the interval).")
+    if evidence is not None:  # the evidence of the result's kind (at the horizon for a survival outcome)
+        head.append(res.kind.evidence_opening())
     elif evidence_note:
         head.append(evidence_note)
     tail = [] if evidence is None else evidence.notes()
@@ -572,7 +567,7 @@ def null_notes(res, alpha: float | None = None) -> list[str]:
                      "hold their size in finite samples, the asymptotic one may not.")
     if res.conditional is not None and not res.conditional.reliable:
         notes.append(_unreliable_gamma_note(res))
-    cond, mc = res.conditional, res.monte_carlo
+    cond = res.conditional
     if cond is not None and cond.skewness is not None:
         notes.append(f"Conditional null given the predictions: sd(T | Z) = "
                      f"{fmt(cond.variance ** 0.5 if cond.variance else 0.0)}, skewness {fmt(cond.skewness, 3)}.")

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest.checks.acceptance import (OE_NEEDS, RecalibrationMeasure, applicability_reason, clustered_measure,
-                                         join_words, rows_oe_measure, rows_valprob, survival_measure,
+                                         join_words, paper_null_variance, rows_oe_measure, rows_valprob, survival_measure,
                                          valprob_measure, valprob_needs)
 from calibtest.checks.survival_calibration import result_survival_evidence
 from calibtest.core.clustered import MIN_CLUSTERS
@@ -174,6 +174,10 @@ class AnalysisKind:
         """What acceptance criteria read: criterion -> the measure it tests, or the reason it cannot."""
         return {_CRITERIA[m]: value for m, value in self.recalibration().items()}
 
+    def margin_null_variance(self) -> tuple[float, str]:
+        """``(V0, source)``: the calibrated-regime variance of T the margin test uses as its floor."""
+        return paper_null_variance(self.res)
+
     def acceptance_interval_words(self) -> str:
         """The word the acceptance table puts before "interval" ("cluster-robust " or '')."""
         return ""
@@ -289,6 +293,12 @@ class AnalysisKind:
         """How the multi-scale test of the evidence holds its size, in a few words."""
         return "exact size"
 
+    def evidence_opening(self) -> str:
+        """The summary's note on the evidence table it opens with."""
+        return ("The summary opens with the evidence on calibration from every test on these rows; the "
+                f"conclusion states whether (the multi-scale test, {self.evidence_size()}) and how much "
+                "(the interval).")
+
     def to_dict(self) -> dict:
         """The kind's keys of ``to_dict()`` (flat scalars)."""
         return {}
@@ -373,6 +383,9 @@ class WeightedKind(AnalysisKind):
     def acceptance_reason(self, key: str) -> str:
         res = self.res
         return applicability_reason(key, res.mode, res.data is not None, weighted=True)
+
+    def margin_null_variance(self) -> tuple[float, str]:
+        return float(self.res.weighting.null_variance), "weighted V_0"
 
     def _asymptotic_text(self) -> str:
         return "asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)"
@@ -693,6 +706,18 @@ class SurvivalKind(AnalysisKind):
 
     def acceptance_reason(self, key: str) -> str:
         return self.rows.acceptance_reason(key)
+
+    def margin_null_variance(self) -> tuple[float, str]:
+        res = self.res
+        if self.censored and not isinstance(self.rows, WeightedKind):  # sigma0_sq = n^2 w V_0 of the IPCW rows
+            return float(res.sigma0_sq / (res.n ** 2 * res.bin_volume)), "V_0 of the IPCW rows"
+        return self.rows.margin_null_variance()
+
+    def evidence_opening(self) -> str:
+        if not self.censored:
+            return self.rows.evidence_opening()
+        return ("The summary opens with the evidence on calibration at the horizon; the conclusion states "
+                "whether (the IPCW test of ECE(t) = 0) and how much (the IPCW interval).")
 
     def null_text(self) -> str:
         if self.res.null == "asymptotic" and self.censored:

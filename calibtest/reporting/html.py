@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
+from calibtest.display.format import fmt, fmt_p, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
@@ -37,7 +37,6 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           check_report_path, load_metadata, pdf_attachments, plan_check,
                                           reported_tests, write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
-from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.display.summary import asymptotic_test, null_name, null_text
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
