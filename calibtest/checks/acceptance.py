@@ -38,7 +38,7 @@ from calibtest.inputs.validation import OptionError, OptionTypeError, check_alph
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
 from calibtest.display.summary import CalibSummary, ResultDisplay
-from calibtest.checks.survival_calibration import SurvivalEvidence, result_survival_evidence
+from calibtest.checks.survival_calibration import SurvivalEvidence
 from calibtest.checks.val_prob import ValProbResult, val_prob
 
 __all__ = ["MarginTestResult", "EquivalenceTestResult", "margin_test", "citl_test", "slope_test", "oe_test",
@@ -71,10 +71,12 @@ def margin_null_variance(result) -> tuple[float, str]:
     sigma0^2 / (n^2 w) (the paper's eq. (12)); for a weighted result the
     estimated V_0 of its weighted null (its ``sigma0_sq`` is n^2 w V_0).
     """
-    if getattr(result, "weighting", None) is not None:
-        return float(result.weighting.null_variance), "weighted V_0"
-    if getattr(result, "censored", False):  # sigma0_sq = n^2 w V_0, V_0 estimated from the IPCW rows
-        return float(result.sigma0_sq / (result.n ** 2 * result.bin_volume)), "V_0 of the IPCW rows"
+    kind = getattr(result, "kind", None)
+    return paper_null_variance(result) if kind is None else kind.margin_null_variance()
+
+
+def paper_null_variance(result) -> tuple[float, str]:
+    """``(V0, source)`` of unweighted rows: the exact Var(T | Z) when computed, else sigma0^2 / (n^2 w)."""
     cond = getattr(result, "conditional", None)
     if cond is not None:
         return float(cond.variance), "conditional Var(T | Z)"
@@ -266,9 +268,9 @@ def margin_test(result, margin, alpha: float | None = None) -> MarginTestResult:
 
 
 def _target(result) -> str | None:
-    """A survival result's target in words (None for the targets the mode names)."""
-    surv = getattr(result, "survival", None)
-    return None if surv is None else surv.target
+    """The target in words when the mode does not name it (a survival result's; None otherwise)."""
+    kind = getattr(result, "kind", None)
+    return None if kind is None else kind.stated_target()
 
 
 # ----------------------------------------------------------------------------- two one-sided tests
@@ -392,12 +394,58 @@ _CLUSTERED_METHOD = ("{label}, cluster-robust ({G} clusters, cluster=): the esti
                      "of freedom, as in result.clustering.measures (cluster_robust_measures).")
 
 
-def _clustered_test(measure: str, result, low: float, high: float, alpha) -> EquivalenceTestResult:
-    """TOST of the cluster-robust CITL, slope or O/E of a clustered result (``result.clustering.measures``).
+@dataclass(frozen=True)
+class RecalibrationMeasure:
+    """One recalibration measure of a result (CITL, the slope or O/E) with its standard error: what a TOST reads.
+
+    Written by the kind of a result (:mod:`calibtest.ece.kinds`): the
+    cluster-robust measure of clustered rows, the survival evidence's at the
+    horizon, val_prob's of binary rows, the row count O/E of binary or top-1
+    rows.
+
+    Attributes
+    ----------
+    measure : {"citl", "slope", "oe"}
+    estimate, se : float
+        The estimate (O/E as a ratio) and its standard error on ``scale``.
+    scale : {"identity", "log"}
+        The scale of the normal (or t) approximation.
+    n : int
+        Rows behind the estimate.
+    method : str
+        How it was estimated, in words (the tests' ``method``).
+    alpha : float
+        The level of the object it came from (the tests' default level).
+    df : int or None
+        Degrees of freedom of Student's t (cluster-robust), None for the normal.
+    """
+
+    measure: str
+    estimate: float
+    se: float
+    scale: str
+    n: int
+    method: str
+    alpha: float
+    df: int | None = None
+
+    def interval(self, alpha: float | None = None) -> tuple[float, float]:
+        """The two-sided (1 - alpha) interval (default: the stored level), on the ratio scale for O/E."""
+        from scipy import stats
+
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        q = float(stats.norm.ppf(1 - alpha / 2) if self.df is None else stats.t.ppf(1 - alpha / 2, self.df))
+        if self.scale == "log":
+            centre = math.log(self.estimate) if self.estimate > 0 else -math.inf
+            return math.exp(centre - q * self.se), math.exp(centre + q * self.se)
+        return self.estimate - q * self.se, self.estimate + q * self.se
+
+
+def clustered_measure(measure: str, result) -> RecalibrationMeasure:
+    """The cluster-robust CITL, slope or O/E of a clustered result (``result.clustering.measures``).
 
     The estimate and standard error are those the summary and the report
-    print; the (1 - 2 alpha) interval is ``measures.citl_ci(2 * alpha)`` (t
-    with G - 1 degrees of freedom; on the log scale for O/E).
+    print; t with G - 1 degrees of freedom (on the log scale for O/E).
     """
     cm = result.clustering.measures
     if cm is None:
@@ -409,33 +457,23 @@ def _clustered_test(measure: str, result, low: float, high: float, alpha) -> Equ
                          f"error {se:.6g}: e.g. the outcomes are separated by the predictions, or no event)")
     method = _CLUSTERED_METHOD.format(label=label, G=cm.n_clusters, df=cm.df,
                                       log=" of log(O/E), from the cluster sums" if measure == "oe" else "")
-    return _tost_result(measure, est, se, low, high, "log" if measure == "oe" else "identity",
-                        _level(alpha, result.alpha), result.n, method, df=cm.df)
+    return RecalibrationMeasure(measure, est, se, "log" if measure == "oe" else "identity", result.n, method,
+                                result.alpha, df=cm.df)
 
 
-def _survival(result) -> SurvivalEvidence | None:
-    """The survival evidence behind the CITL, slope and O/E tests of ``result``, or None for binary outcomes.
-
-    A :class:`~calibtest.checks.survival_calibration.SurvivalEvidence` itself, or that
-    of a survival ``calib_ci`` result with rows censored before the horizon
-    (computed once and kept with the result: the evidence table uses the same
-    one).  Without censoring before the horizon the outcome 1{T <= t} is
-    binary and the binary tests apply.
-    """
-    if isinstance(result, SurvivalEvidence):
-        return result
-    if getattr(result, "censored", False):
-        return result_survival_evidence(result)
-    return None
-
-
-def _survival_measure(sev: SurvivalEvidence, measure: str) -> tuple[float, float]:
-    """(estimate, se) of CITL or the slope of a survival evidence; ValueError when it was not computed."""
+def survival_measure(measure: str, sev: SurvivalEvidence) -> RecalibrationMeasure:
+    """CITL, the slope or the Kaplan-Meier O/E at the horizon of a survival evidence; ValueError when not computed."""
+    if measure == "oe":  # Kaplan-Meier 1 - S(t) over the mean risk, Greenwood standard error
+        return RecalibrationMeasure(
+            "oe", sev.oe, sev.oe_se, "log", sev.n,
+            f"O/E at t = {fmt(sev.horizon)}: Kaplan-Meier 1 - S(t) = {sev.observed:.6g} over the mean risk "
+            f"{sev.expected:.6g}; log-scale interval, se(log O/E) = Greenwood se of S(t) / (1 - S(t)) "
+            "(survival_calibration).", sev.alpha)
     est, se = (sev.citl, sev.citl_se) if measure == "citl" else (sev.slope, sev.slope_se)
     if est is None:
         raise ValueError(f"the survival {'CITL' if measure == 'citl' else 'calibration slope'} at the horizon was "
                          f"not computed: {sev.scope}")
-    return est, se
+    return RecalibrationMeasure(measure, est, se, "identity", sev.n, _SURVIVAL_METHOD[measure], sev.alpha)
 
 
 #: How the survival CITL and slope are defined (the tests' ``method``).
@@ -447,17 +485,40 @@ _SURVIVAL_METHOD = {
              "(Crowson et al. 2016); Wald standard error (survival_calibration).",
 }
 
+#: What oe_test needs of a result.
+OE_NEEDS = ("oe_test needs a binary or top-1 CalibrationResult holding its rows (computed in memory), or probs= "
+            "and y=")
 
-def _as_valprob(result) -> ValProbResult:
-    if isinstance(result, ValProbResult):
-        return result
-    data = getattr(result, "data", None)
-    if getattr(result, "mode", None) == "binary" and data is not None and hasattr(result, "sigma1_sq"):
-        if getattr(result, "weighting", None) is not None:
-            raise ValueError("CITL and slope tests are for unweighted rows; this result is weighted")
-        return val_prob(y=np.rint(data.y[:, 0]).astype(np.int64), probs=data.z[:, 0], alpha=result.alpha)
-    raise OptionTypeError("result must be a ValProbResult (from val_prob) or a binary CalibrationResult holding "
-                          f"its rows, got {type(result).__name__}")
+def valprob_needs(result) -> OptionTypeError:
+    """The refusal of CITL and slope for an object that is neither val_prob's nor a binary result with rows."""
+    return OptionTypeError("result must be a ValProbResult (from val_prob) or a binary CalibrationResult holding "
+                           f"its rows, got {type(result).__name__}")
+
+
+def valprob_measure(measure: str, vp: ValProbResult) -> RecalibrationMeasure:
+    """CITL or the slope of val_prob's fits (rows with an infinite logit left out, as R's val.prob)."""
+    if measure == "oe":
+        raise ValueError(OE_NEEDS)
+    return RecalibrationMeasure(measure, getattr(vp, measure), getattr(vp, f"{measure}_se"), "identity",
+                                vp.n - vp.n_infinite_logit, _VALPROB_METHOD[measure], vp.alpha)
+
+
+def rows_valprob(y, probs, alpha: float) -> ValProbResult:
+    """val_prob of binary rows (0/1 outcomes rounded from the stored floats)."""
+    return val_prob(y=np.rint(y).astype(np.int64), probs=probs, alpha=alpha)
+
+
+def rows_oe_measure(p: np.ndarray, yy: np.ndarray, alpha: float) -> RecalibrationMeasure:
+    """O/E = sum y / sum p of rows, with se(log O/E) = sqrt((1 - O/n) / O)."""
+    n = p.size
+    observed, expected = float(yy.sum()), float(p.sum())
+    if observed == 0 or expected == 0:
+        raise ValueError(f"O/E needs at least one event and a positive expected count (O = {observed:g}, "
+                         f"E = {expected:g})")
+    se = float(log_oe_se(observed, n))
+    return RecalibrationMeasure("oe", observed / expected, se, "log", n,
+                                f"O/E = {observed:g} / {expected:.6g}; log-scale interval, se(log O/E) = "
+                                "sqrt((1 - O/n) / O) (Debray et al. 2017; Riley et al. 2021).", alpha)
 
 
 #: How the CITL and the slope of a binary or top-1 result are estimated (val_prob's fits).
@@ -466,20 +527,29 @@ _VALPROB_METHOD = {
     "slope": "Slope: b of logit P(y = 1) = a + b logit(p) (val.prob's joint fit), Wald standard error.",
 }
 
+#: The measures of the objects other than a result: val_prob's and survival_calibration's.
+_MEASURES = {SurvivalEvidence: lambda measure, obj: survival_measure(measure, obj),
+             ValProbResult: lambda measure, obj: valprob_measure(measure, obj)}
+
+
+def recalibration_measure(measure: str, result) -> RecalibrationMeasure:
+    """The measure a TOST of ``result`` reads: a result's kind supplies its own (:mod:`calibtest.ece.kinds`)."""
+    own = _MEASURES.get(type(result))
+    if own is not None:
+        return own(measure, result)
+    kind = getattr(result, "kind", None)
+    if kind is None:
+        if measure == "oe":
+            raise ValueError(OE_NEEDS)
+        raise valprob_needs(result)
+    return kind.recalibration_measure(measure)
+
 
 def _recalibration_test(measure: str, result, low: float, high: float, alpha) -> EquivalenceTestResult:
-    """TOST of CITL or the slope (``measure``) within (low, high): survival evidence's, the cluster-robust one of
-    a clustered result, else val_prob's."""
-    if getattr(result, "clustering", None) is not None:
-        return _clustered_test(measure, result, low, high, alpha)
-    sev = _survival(result)
-    if sev is not None:
-        est, se = _survival_measure(sev, measure)
-        return _tost_result(measure, est, se, low, high, "identity", _level(alpha, sev.alpha), sev.n,
-                            _SURVIVAL_METHOD[measure])
-    vp = _as_valprob(result)
-    return _tost_result(measure, getattr(vp, measure), getattr(vp, f"{measure}_se"), low, high, "identity",
-                        _level(alpha, vp.alpha), vp.n - vp.n_infinite_logit, _VALPROB_METHOD[measure])
+    """TOST of CITL, the slope or O/E (``measure``) within (low, high), on the measure the result supplies."""
+    m = recalibration_measure(measure, result)
+    return _tost_result(measure, m.estimate, m.se, low, high, m.scale, _level(alpha, m.alpha), m.n, m.method,
+                        df=m.df)
 
 
 def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResult:
@@ -595,48 +665,26 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
     (0.9886, True)
     """
     low, high = _check_limits(within, "within", positive=True)
-    if result is not None and probs is None and y is None:
-        sev = _survival(result)
-        if sev is not None:  # Kaplan-Meier 1 - S(t) over the mean risk, Greenwood standard error
-            return _tost_result("oe", sev.oe, sev.oe_se, low, high, "log", _level(alpha, sev.alpha), sev.n,
-                                f"O/E at t = {fmt(sev.horizon)}: Kaplan-Meier 1 - S(t) = {sev.observed:.6g} over "
-                                f"the mean risk {sev.expected:.6g}; log-scale interval, se(log O/E) = Greenwood "
-                                "se of S(t) / (1 - S(t)) (survival_calibration).")
     if result is not None:
         if probs is not None or y is not None:
             raise ValueError("give result or probs= and y=, not both")
-        data = getattr(result, "data", None)
-        if data is None or getattr(result, "mode", None) not in ("binary", "top1"):
-            raise ValueError("oe_test needs a binary or top-1 CalibrationResult holding its rows (computed in "
-                             "memory), or probs= and y=")
-        if getattr(result, "weighting", None) is not None:
-            raise ValueError("oe_test is for unweighted rows; this result is weighted")
-        if getattr(result, "clustering", None) is not None:
-            return _clustered_test("oe", result, low, high, alpha)
-        p, yy = data.z[:, 0], np.rint(data.y[:, 0])
-        default = result.alpha
-    else:
-        if probs is None or y is None:
-            raise ValueError("give result, or both probs= and y=")
-        p = np.asarray(probs, dtype=float).ravel()
-        yy = np.asarray(y, dtype=float).ravel()
-        if p.shape != yy.shape:
-            raise ValueError(f"probs and y must have the same length, got {p.size} and {yy.size}")
-        if p.size == 0 or not np.all(np.isfinite(p)) or p.min() < 0 or p.max() > 1:
-            raise ValueError("probs must be non-empty and in [0, 1]")
-        if not np.all((yy == 0) | (yy == 1)):
-            raise ValueError("y must hold 0/1 outcomes")
-        default = 0.05
-    alpha = _level(alpha, default)
-    n = p.size
-    observed, expected = float(yy.sum()), float(p.sum())
-    if observed == 0 or expected == 0:
-        raise ValueError(f"O/E needs at least one event and a positive expected count (O = {observed:g}, "
-                         f"E = {expected:g})")
-    se = float(log_oe_se(observed, n))
-    return _tost_result("oe", observed / expected, se, low, high, "log", alpha, n,
-                        f"O/E = {observed:g} / {expected:.6g}; log-scale interval, se(log O/E) = "
-                        "sqrt((1 - O/n) / O) (Debray et al. 2017; Riley et al. 2021).")
+        return _recalibration_test("oe", result, low, high, alpha)
+    if probs is None or y is None:
+        raise ValueError("give result, or both probs= and y=")
+    p = np.asarray(probs, dtype=float).ravel()
+    yy = np.asarray(y, dtype=float).ravel()
+    if p.shape != yy.shape:
+        raise ValueError(f"probs and y must have the same length, got {p.size} and {yy.size}")
+    if p.size == 0 or not np.all(np.isfinite(p)) or p.min() < 0 or p.max() > 1:
+        raise ValueError("probs must be non-empty and in [0, 1]")
+    if not np.all((yy == 0) | (yy == 1)):
+        raise ValueError("y must hold 0/1 outcomes")
+    return _oe_rows_test(p, yy, low, high, alpha)
+
+
+def _oe_rows_test(p, yy, low: float, high: float, alpha) -> EquivalenceTestResult:
+    m = rows_oe_measure(p, yy, 0.05)
+    return _tost_result("oe", m.estimate, m.se, low, high, "log", _level(alpha, m.alpha), m.n, m.method)
 
 
 # ----------------------------------------------------------------------------- the plan's criteria
@@ -704,20 +752,35 @@ class AcceptanceEvaluation:
 
 def _not_evaluable_reason(key: str, result) -> str:
     """Why ``result`` cannot be tested on criterion ``key`` before running the test ('' when it can be tried)."""
-    mode = getattr(result, "mode", None)
     if key == "ece_below":
         if not hasattr(result, "sigma0_sq"):
             return f"the margin test needs a calib_ci result, got {type(result).__name__}"
         return ""
-    what = {"citl_within": "CITL", "slope_within": "the calibration slope", "oe_within": "O/E"}[key]
+    kind = getattr(result, "kind", None)
+    if kind is None:
+        return applicability_reason(key, getattr(result, "mode", None), getattr(result, "data", None) is not None)
+    return kind.acceptance_reason(key)
+
+
+#: The measure each recalibration criterion tests, in words.
+CRITERION_MEASURES = {"citl_within": "CITL", "slope_within": "the calibration slope", "oe_within": "O/E"}
+
+
+def applicability_reason(key: str, mode, has_rows: bool, weighted: bool = False) -> str:
+    """Why a result of target ``mode`` cannot be tested on the recalibration criterion ``key`` ('' when it can).
+
+    CITL and the slope need a binary outcome, O/E a binary or top-1 target;
+    each needs the rows and unweighted rows.
+    """
+    what = CRITERION_MEASURES[key]
     allowed = ("binary", "top1") if key == "oe_within" else ("binary",)
     if mode not in allowed:
         target = {"top1": "top-1", "topk": "top-k", "full": "full calibration"}.get(mode, str(mode))
         needs = "a binary or top-1 target" if key == "oe_within" else "a binary outcome (one probability column)"
         return f"{what} is defined for {needs}; this result's target is {target}"
-    if getattr(result, "data", None) is None:
+    if not has_rows:
         return f"{what} needs the rows, and this result does not hold them (it was computed from a stream)"
-    if getattr(result, "weighting", None) is not None:
+    if weighted:
         return f"the test of {what} is for unweighted rows; this result is weighted"
     return ""
 
@@ -768,7 +831,8 @@ def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, pr
     alpha = _level(alpha, getattr(result, "alpha", 0.05))
     order = ([primary] if primary else []) + [key for key in criteria if key != primary]
     rows, tests = [], []
-    robust = "cluster-robust " if getattr(result, "clustering", None) is not None else ""
+    kind = getattr(result, "kind", None)
+    robust = "" if kind is None else kind.acceptance_interval_words()
     for key in order:
         limit = criteria[key]
         row = {"criterion": key, "label": criterion_text(key, limit), "primary": key == primary,
@@ -803,24 +867,21 @@ def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, pr
         rows.append(row)
         tests.append(test)
     table = pd.DataFrame(rows)
-    sentence = _acceptance_sentence(table, model, alpha) + _clustered_sentence(table, result)
+    sentence = _acceptance_sentence(table, model, alpha) + _kind_sentence(table, kind)
     return AcceptanceEvaluation(table=table, sentence=sentence, alpha=alpha, primary=primary, model=model,
                                 tests=tuple(tests))
 
 
-def _clustered_sentence(table: pd.DataFrame, result) -> str:
-    """For a clustered result whose CITL, slope or O/E was tested: that they are the cluster-robust ones."""
-    clustering = getattr(result, "clustering", None)
-    tested = table["criterion"].isin(["citl_within", "slope_within", "oe_within"]) & (table["verdict"] != NOT_EVALUABLE)
-    if clustering is None or not tested.any():
+def _kind_sentence(table: pd.DataFrame, kind) -> str:
+    """What the kind of the result says of the recalibration measures that were tested ('' for most kinds)."""
+    tested = table["criterion"].isin(list(CRITERION_MEASURES)) & (table["verdict"] != NOT_EVALUABLE)
+    if kind is None or not tested.any():
         return ""
-    names = {"citl_within": "CITL", "slope_within": "the calibration slope", "oe_within": "O/E"}
-    words = [names[key] for key in table["criterion"][tested]]
-    return (f" {_join(words)[0].upper()}{_join(words)[1:]} {'is' if len(words) == 1 else 'are'} cluster-robust "
-            f"({clustering.n_clusters} clusters, t with {clustering.n_clusters - 1} degrees of freedom).")
+    return kind.acceptance_sentence([CRITERION_MEASURES[key] for key in table["criterion"][tested]])
 
 
-def _join(words: list) -> str:
+def join_words(words: list) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
@@ -840,8 +901,8 @@ def _acceptance_sentence(table: pd.DataFrame, model: str, alpha: float) -> str:
                 f"alpha = {alpha:g}){tail}.")
     parts = []
     if failed:
-        parts.append(f"it does not meet {_join(failed)}")
+        parts.append(f"it does not meet {join_words(failed)}")
     if unknown:
-        parts.append(f"{_join(unknown)} could not be evaluated")
+        parts.append(f"{join_words(unknown)} could not be evaluated")
     return (f"{model} does not meet all pre-specified acceptance criteria: {', and '.join(parts)} ({len(met)} of "
             f"{total} met at alpha = {alpha:g}){tail}.")

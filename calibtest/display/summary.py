@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from statsmodels.iolib import summary2
 
-from calibtest.display.format import fmt, fmt_p, json_safe, mode_text, p_equals
+from calibtest.display.format import fmt, fmt_p, json_safe, p_equals
 from calibtest.options import check_alpha
 
 __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
@@ -283,21 +283,15 @@ def model_text(formula, y_name, prob_names) -> str:
 
 def result_notes(res, alpha: float | None = None) -> list[str]:
     """Numbered notes for the summary footer (for the interval at level 1 - alpha)."""
-    notes = []
+    kind = res.kind
+    notes = list(kind.notes())
     alpha = res.alpha if alpha is None else alpha
     ci = res.conf_int(alpha)
-    if getattr(res, "weighting", None) is not None:
-        notes += res.weighting.notes()
-    if getattr(res, "clustering", None) is not None:
-        notes += res.clustering.notes()
-    if getattr(res, "survival", None) is not None:
-        notes += res.survival.notes()
     level = f"{100 * (1 - alpha):g}%"
     if res.method != "adjusted":
         notes += resampling_notes(res, alpha)
     elif ci.contains_zero and res.null != "asymptotic":
-        which = null_name(res) if getattr(res, "clustering", None) is not None else res.null
-        notes.append(f"The {which} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
+        notes.append(f"The {kind.null_word()} test does not reject ECE = 0 ({p_equals(res.null_pvalue, 4)}), so 0 "
                      f"belongs to the {level} interval: no evidence of miscalibration at level {alpha:g} "
                      "(this is not evidence that the model is calibrated).")
     elif ci.contains_zero:
@@ -328,13 +322,7 @@ def result_notes(res, alpha: float | None = None) -> list[str]:
     if res.n_dropped:
         notes.append(f"{res.n_dropped} rows with missing values were dropped (missing='drop').")
     notes.append(f"Plug-in (biased) estimate T_m on the same bins: {fmt(res.plugin_estimate)}.")
-    if res.mode == "binary" and getattr(res, "survival", None) is None:
-        notes.append("Binary mode measures calibration of p itself; it equals the paper's K = 2 full "
-                     "calibration error divided by 2.")
-    if res.mode == "full":
-        notes.append(f"Full calibration: the simplex is cut into B^(K-1) = {res.n_bins}^{res.n_classes - 1} "
-                     "equal-volume simplices (edgewise subdivision); only non-empty cells are stored.")
-    return notes
+    return notes + kind.closing_notes()
 
 
 def sparse_cell_notes(res) -> list[str]:
@@ -363,7 +351,7 @@ SPARSE_ADVICE = ("With many rows alone in a cell the interval can cover the binn
 def _settings_table(res, alpha: float) -> dict:
     out = {
         "Model:": model_text(res.formula, res.y_name, res.prob_names),
-        "Mode:": mode_text(res.mode, res.k),
+        "Mode:": res.kind.target_text(),
         "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
         "No. observations:": str(res.n),
         "Bins per dim. (B):": f"{res.n_bins} ({res.n_bins_rule})",
@@ -375,15 +363,7 @@ def _settings_table(res, alpha: float) -> dict:
     }
     if res.method != "adjusted":
         out.update(_resampling_settings(res))
-    surv = getattr(res, "survival", None)
-    if surv is not None:  # a survival outcome: the estimand, the horizon and the censoring
-        out["Mode:"] = surv.target
-        del out["Classes (K):"]  # one risk column P(T <= t)
-        out["Estimand:"] = surv.estimand
-        out["Censored before t:"] = (f"{surv.n_censored} (IPCW, {'Kaplan-Meier' if surv.censoring == 'km' else 'Cox'}"
-                                     " censoring model)" if surv.n_censored else "0 (none: binary 1{T <= t})")
-        out["Events by t:"] = str(surv.n_events)
-    return out
+    return res.kind.settings(out)  # a survival outcome: the estimand, the censoring and the events by t
 
 
 def _resampling_settings(res) -> dict:
@@ -436,14 +416,8 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
     if res.conditional is not None or res.monte_carlo is not None:
         tests = pd.concat([tests, null_rows(res, alpha)])
     smry.add_table(tests, TEST_FORMATS)
-    measures = getattr(getattr(res, "clustering", None), "measures", None)
-    if measures is not None:
-        frame = measures.to_frame(alpha)
-        smry.add_table(pd.DataFrame({"estimate": frame["estimate"].to_numpy(), "std err": frame["se"].to_numpy(),
-                                     "ci lower": frame["ci_lower"].to_numpy(), "ci upper": frame["ci_upper"].to_numpy()},
-                                    index=["CITL (cluster-robust)", "slope (cluster-robust)",
-                                           "O/E (cluster-robust)"], dtype=object),
-                       {"estimate": 4, "std err": 4, "ci lower": 4, "ci upper": 4})
+    for table, formats in res.kind.summary_tables(alpha):  # a clustered result's cluster-robust CITL, slope, O/E
+        smry.add_table(table, formats)
     if evidence is not None and len(evidence.sensitivity):  # a survival evidence has none
         smry.add_table(evidence.sensitivity_table(), {"T": 4, "p-value": fmt_p})
     level = f"{100 * (1 - alpha):g}%"
@@ -452,26 +426,10 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
         name = {"bootstrap": "Percentile bootstrap", "subsampling": "Subsampling", "hulc": "Adaptive HulC"}
         interval_note = (f"{name.get(res.method, res.method)} {level} confidence interval: "
                          f"{ci} for ECE^2, {ci_ece} for ECE.")
-    tests_note = ("Tests of ECE = 0: calibrated regime z0 = n sqrt(w) T / sigma0 (variance sigma0^2; "
-                  f"threshold: the critical value of T at level {alpha:g}); miscalibrated regime "
-                  "T / se with se = sigma1 / sqrt(n) (variance sigma1^2).")
-    if getattr(res, "clustering", None) is not None:
-        tests_note = ("Tests of ECE = 0 (clustered): calibrated regime z0 = T_cl / sqrt(V_0) (the table's "
-                      "sigma0^2 is n^2 w V_0); miscalibrated regime T_cl / se with se = sqrt(V_1 + V_0) (the "
-                      "table's sigma1^2 is n V_1). CITL, slope and O/E: cluster-robust (sandwich) standard errors, "
-                      f"intervals with t quantiles on {res.clustering.n_clusters - 1} degrees of freedom (O/E: on "
-                      "the log scale; the std err is that of log O/E).")
-    elif getattr(res, "approximation", None) is not None and res.approximation.second_order_variance is not None:
-        tests_note = tests_note.replace("se = sigma1 / sqrt(n) (variance sigma1^2)",
-                                        "se = sqrt(sigma1^2 / n + V2) (V2: the second-order variance of T)")
+    tests_note = res.kind.tests_note(alpha)
     head = [verdict_null_note(res, alpha)]
-    if evidence is not None and getattr(evidence, "survival", None) is not None:
-        head.append("The summary opens with the evidence on calibration at the horizon; the conclusion states "
-                    "whether (the IPCW test of ECE(t) = 0) and how much (the IPCW interval).")
-    elif evidence is not None:
-        size = ("sign flips of whole clusters" if getattr(res, "clustering", None) is not None else "exact size")
-        head.append("The summary opens with the evidence on calibration from every test on these rows; the "
-                    f"conclusion states whether (the multi-scale test, {size}) and how much (the interval).")
+    if evidence is not None:  # the evidence of the result's kind (at the horizon for a survival outcome)
+        head.append(res.kind.evidence_opening())
     elif evidence_note:
         head.append(evidence_note)
     tail = [] if evidence is None else evidence.notes()
@@ -488,10 +446,7 @@ def verdict_null_note(res, alpha: float | None = None) -> str:
             f"({verdict} ECE = 0 at level {alpha:g}).")
     if res.null != "asymptotic":
         p_asym = "rejects" if p0 <= alpha else "does not reject"
-        which = ("The asymptotic test (V_0 estimated)" if getattr(res, "weighting", None) is not None
-                 else "The clustered asymptotic test z = T_cl / sqrt(V_0)"
-                 if getattr(res, "clustering", None) is not None else "The paper's asymptotic test")
-        text += f" {which}: z0 = {fmt(z0, 4)}, {p_equals(p0, 4)} ({p_asym})."
+        text += f" {res.kind.asymptotic_name()}: z0 = {fmt(z0, 4)}, {p_equals(p0, 4)} ({p_asym})."
     return text
 
 
@@ -536,59 +491,19 @@ def result_dict(res) -> dict:
         **{key: part(res, name, field) for key, (name, field) in _FLAT_PARTS.items()},
     }
     out["seed"] = None if out["seed"] is None else str(out["seed"])
-    if getattr(res, "weighting", None) is not None:
-        out.update(res.weighting.to_dict())
-    if getattr(res, "clustering", None) is not None:
-        out.update(res.clustering.to_dict())
-    if getattr(res, "survival", None) is not None:
-        out.update(res.survival.to_dict())
+    out.update(res.kind.to_dict())  # the weights', clusters' or survival outcome's keys
     return json_safe(out)
 
 
 # --------------------------------------------------------------------------- the finite-sample nulls
 def null_text(res) -> str:
-    """The null law that decided the interval's test, in words (``res`` a CalibrationResult).
-
-    "exact" only where it is: the conditional Monte Carlo test of unweighted
-    rows has exact size given the predictions; a weighted result's
-    asymptotic test uses the estimated variance V_0.
-    """
-    weighted = getattr(res, "weighting", None) is not None
-    clustering = getattr(res, "clustering", None)
-    if clustering is not None:
-        if res.null == "asymptotic":
-            return "clustered asymptotic (normal limit of T_cl / sqrt(V_0), V_0 from the between-cluster pairs)"
-        return (f"cluster sign-flip ({'all ' if clustering.exact else ''}{clustering.n_patterns} "
-                f"{'' if clustering.exact else 'random '}sign patterns of the {clustering.n_clusters} clusters"
-                f"{', exact' if clustering.exact else ''})")
-    if res.null == "asymptotic" and getattr(res, "censored", False):
-        return "asymptotic (normal limit of T / sqrt(V_0), V_0 estimated from the IPCW rows)"
-    if res.null == "asymptotic":
-        return ("asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)" if weighted
-                else "asymptotic (the paper's normal limit)")
-    if res.null == "conditional":
-        return {"shifted gamma": "conditional (shifted gamma)",
-                "point mass": "conditional (exact: a point mass at T = 0, every prediction 0 or 1 in its bin)"}.get(
-            res.null_method, "conditional (exact Monte Carlo: the shifted gamma is unreliable here)")
-    if weighted and res.weighting.prevalence is not None:
-        return "Monte Carlo (outcomes redrawn given the predictions, the weights following them)"
-    if weighted:
-        return "Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)"
-    return "Monte Carlo (exact conditional)"
+    """The null law that decided the interval's test, in words (written by the result's kind, ``res.kind``)."""
+    return res.kind.null_text()
 
 
 def null_name(res) -> str:
-    """The null that decided the interval's test, in a few words (for sentences such as the conclusion)."""
-    clustering = getattr(res, "clustering", None)
-    if clustering is not None:
-        return ("clustered asymptotic" if res.null == "asymptotic" else
-                f"cluster sign-flip ({clustering.n_patterns} sign patterns)")
-    if res.null == "asymptotic":  # a survival result censored before the horizon: T of the IPCW outcomes
-        return "IPCW asymptotic" if getattr(res, "censored", False) else "asymptotic"
-    if res.null == "conditional":
-        return {"shifted gamma": "conditional (shifted gamma)", "point mass": "conditional (point mass)"}.get(
-            res.null_method, "conditional (exact Monte Carlo)")
-    return f"Monte Carlo ({res.monte_carlo.n_draws} label draws)"
+    """The null that decided the interval's test, in a few words (written by the result's kind, ``res.kind``)."""
+    return res.kind.null_name()
 
 
 def asymptotic_test(res) -> tuple[float, float, float]:
@@ -608,9 +523,7 @@ def null_rows(res, alpha: float | None = None) -> pd.DataFrame:
         rows["conditional: T / sd(T | Z)"] = {"variance": cond.variance, "statistic": cond.zstat,
                                               "p-value": cond.pvalue, "threshold": threshold}
     if mc is not None and mc.pvalue is not None:
-        clustering = getattr(res, "clustering", None)
-        label = (f"cluster sign-flip: {clustering.n_patterns} patterns" if clustering is not None
-                 else f"Monte Carlo: {mc.n_draws} label draws")
+        label = res.kind.draws_label(mc)
         critical = mc.critical_value(alpha)  # inf when no attainable p-value is <= alpha (few clusters): not shown
         rows[label] = {"variance": None, "statistic": None, "p-value": mc.pvalue,
                        "threshold": critical if math.isfinite(critical) else None}
@@ -654,19 +567,11 @@ def null_notes(res, alpha: float | None = None) -> list[str]:
                      "hold their size in finite samples, the asymptotic one may not.")
     if res.conditional is not None and not res.conditional.reliable:
         notes.append(_unreliable_gamma_note(res))
-    cond, mc = res.conditional, res.monte_carlo
+    cond = res.conditional
     if cond is not None and cond.skewness is not None:
         notes.append(f"Conditional null given the predictions: sd(T | Z) = "
                      f"{fmt(cond.variance ** 0.5 if cond.variance else 0.0)}, skewness {fmt(cond.skewness, 3)}.")
-    clustering = getattr(res, "clustering", None)
-    if clustering is not None and clustering.exact:
-        pass  # every sign pattern: nothing random to reproduce
-    elif clustering is not None and mc is not None and mc.seed is not None:
-        notes.append(f"Cluster sign-flip null: {mc.n_draws} random sign patterns, seed {mc.seed} (rng=) "
-                     "reproduces them.")
-    elif mc is not None and mc.seed is not None:
-        notes.append(f"Monte Carlo null: {mc.n_draws} label draws, seed {mc.seed} (rng=) reproduces them.")
-    return notes
+    return notes + res.kind.seed_notes()
 
 
 # --------------------------------------------------------------------------- resampling intervals

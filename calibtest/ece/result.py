@@ -27,6 +27,7 @@ from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
 from calibtest.core.targets import PreparedData
 from calibtest.display.summary import ResultDisplay, build_summary, result_dict, result_notes
+from calibtest.ece.kinds import AnalysisKind, kind_of
 from calibtest.ece.result_parts import (AnalysedRows, Binning, CalibrationTarget, PartField, ResultInterval,
                                         ZeroTest)
 from calibtest.checks.evidence_table import (SENSITIVITY_BINS, EvidenceResult, assemble_clustered_evidence, build_evidence,
@@ -626,6 +627,11 @@ class CalibrationResult(ResultDisplay):
         return self.survival is not None and self.survival.n_censored > 0
 
     @property
+    def kind(self) -> AnalysisKind:
+        """The kind of the analysis (:mod:`calibtest.ece.kinds`): what every consumer reads of it."""
+        return self._memo("kind", lambda: kind_of(self))
+
+    @property
     def n_events(self) -> int | None:
         """Rows with the event: of a survival result, the events (of the cause) at or before the horizon.
 
@@ -634,11 +640,7 @@ class CalibrationResult(ResultDisplay):
         top-1 result holding its rows counts the rows with y = 1 (unweighted,
         case weights or not); None otherwise (bin sums only, top-k, full).
         """
-        if self.survival is not None:
-            return int(self.survival.n_events)
-        if self.mode not in ("binary", "top1") or self.data is None:
-            return None
-        return int(np.count_nonzero(np.rint(self.data.y[:, 0]) == 1.0))
+        return self.kind.events()
 
     @property
     def approximate(self) -> bool:

@@ -357,15 +357,14 @@ class AnalysisPlan:
             add("null", self.null, used_null)
         if result.method != self.method:
             add("method", self.method, result.method)
-        used_k = "full" if result.mode == "full" else (None if result.mode in ("binary", "top1") else result.k)
+        planned = result.kind.planning_inputs()  # what the result's kind says of its target and clusters
+        used_k = planned["k"]
         if used_k != self.k:
             add("k", self.k, used_k if used_k is not None else f"none ({result.mode} target)")
         # a probability matrix implies K; a planned None matches it, not a top-1 column's stated K
-        stated = result.mode == "top1" and len(result.prob_names) == 1
-        if (self.n_classes is not None or stated) and result.n_classes != self.n_classes:
+        if (self.n_classes is not None or planned["n_classes_stated"]) and result.n_classes != self.n_classes:
             add("n_classes", self.n_classes, result.n_classes)
-        clustering = getattr(result, "clustering", None)
-        used_cluster = None if clustering is None else (clustering.name or "given as an array")
+        used_cluster = planned["cluster"]
         if used_cluster != self.cluster:
             add("cluster", self.cluster if self.cluster is not None else "none (rows independent)",
                 used_cluster if used_cluster is not None else "none (rows independent)")

@@ -439,15 +439,15 @@ def plan_check(plan, results, names, shown_tests: set, subgroups=None, reasons=N
 
 
 def _events(res):
-    """The events of a binary result for the plan's sentence (``res.n_events``; None for other results).
+    """The events for the plan's sentence, as the result's kind counts them (``planning_inputs()["events"]``).
 
-    A survival result's are its events (of the cause) at or before the
-    horizon, the count its follow-up table shows, not the sum of its IPCW
-    outcomes; a weighted binary result's are its rows with y = 1.
+    A binary result's rows with y = 1 (weighted or not), a survival
+    result's events (of the cause) at or before the horizon, the count its
+    follow-up table shows, never the sum of its IPCW outcomes; None for
+    the other targets.
     """
-    if getattr(res, "mode", None) != "binary":
-        return None
-    return getattr(res, "n_events", None)
+    kind = getattr(res, "kind", None)
+    return None if kind is None else kind.planning_inputs()["events"]
 
 
 def _slug(text: str) -> str:

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import fmt, fmt_p, mode_description, model_name, p_equals, sha256_file
+from calibtest.display.format import fmt, fmt_p, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
@@ -37,7 +37,6 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           check_report_path, load_metadata, pdf_attachments, plan_check,
                                           reported_tests, write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
-from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.display.summary import asymptotic_test, null_name, null_text
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
@@ -184,9 +183,7 @@ def _settings(res, d: dict) -> dict:
     if hulc_splits is not None:
         method_text += f", {hulc_splits} splits"
     rows = [
-        ("Target (mode)", f"{d['mode']}: {mode_description(d['mode'])}" if getattr(res, "survival", None) is None
-         else f"survival at the horizon t = {fmt(res.survival.horizon)}: calibration of the risk r = P(T ≤ t), "
-              "E[1{T ≤ t} | r] = r"),
+        ("Target (mode)", res.kind.target_description()),
         ("k (coordinates calibrated)", fmt(d["k"])),
         ("K (classes)", "2" if d["n_classes"] is None else fmt(d["n_classes"])),
         ("Model", d["formula"] or f"{d['y_name']} ~ {' + '.join(d['prob_names'])}"),
@@ -198,9 +195,7 @@ def _settings(res, d: dict) -> dict:
         ("Significance level α", f"{fmt(d['alpha'])} (confidence level {_level(d['alpha'])})"),
         ("Interval method", method_text),
     ]
-    # the option's value beside the description, except for clustered rows, whose sign-flip test no option names
-    rows.append(("Null distribution of the test of ECE = 0", null_text(res) if getattr(res, "clustering", None)
-                 is not None else f"{null_text(res)} (null='{res.null}')"))
+    rows.append(("Null distribution of the test of ECE = 0", res.kind.null_setting_text()))
     return _table(["Setting", "Value"], rows)
 
 
@@ -263,28 +258,7 @@ def _estimates(res, d: dict) -> tuple[dict, dict]:
     else:
         role0 = (f"not used: the {null_name(res)} test decides whether 0 belongs to the interval (the "
                  f"asymptotic critical value of T would be {critical})")
-    weighting = getattr(res, "weighting", None)
-    approx = getattr(res, "approximation", None)
-    clustering = getattr(res, "clustering", None)
-    law1 = "√n·(T − ECE²) / σ₁ → N(0, 1)"
-    if clustering is not None:  # T_cl: cluster-robust se, t quantiles on G - 1 df (docs/clusters.md)
-        t_q = f"t_{clustering.n_clusters - 1}"
-        law1 = f"(T_cl − ECE²) / se referred to Student's t with G − 1 = {clustering.n_clusters - 1} df"
-        variance0 = f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ from the pairs of rows of different clusters)"
-        variance1 = f"σ₁² = n·V₁ = {fmt(d['sigma1_sq'])} (influence values summed per cluster)"
-        se1 = f"se = √(V₁ + V₀) = {fmt(se)} (cluster-robust)"
-        if method == "adjusted":
-            role1 = role1.replace("z(", f"{t_q}(")
-    elif weighting is None:
-        variance0 = f"σ₀² = {fmt(d['sigma0_sq'])} (exact)"
-        variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (plug-in)"
-        se1 = (f"se = √(σ₁² / n + V₂) = {fmt(se)} (V₂ = {fmt(approx.second_order_variance)}, the second-order "
-               "variance of T)" if approx is not None and approx.second_order_variance is not None
-               else f"se = σ₁ / √n = {fmt(se)}")
-    else:
-        variance0 = f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ estimated from the weighted rows)"
-        variance1 = f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)"
-        se1 = (f"se = {fmt(se)} (jackknife)" if weighting.prevalence is not None else f"se = σ₁ / √n = {fmt(se)}")
+    law1, variance0, variance1, se1, role1 = res.kind.regime_texts(d, se, role1)
     regime_rows = [
         ("Asymptotic law of T", "n·√w·T / σ₀ → N(0, 1)", law1),
         ("Variance constant", variance0, variance1),
@@ -315,19 +289,8 @@ def _null_test(res, d: dict) -> dict | None:
         rows += [("Statistic", f"z = T / sd(T | Z) = {fmt(cond.zstat, 4)}"),
                  ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} (shifted gamma with the conditional "
                                             "mean, variance and skewness of T)")]
-    elif getattr(res, "clustering", None) is not None:  # the sign-flip null: whole clusters, no label draws
-        cl = res.clustering
-        patterns = ("every sign pattern of the clusters but the identity" if cl.exact else
-                    f"random sign patterns of the {cl.n_clusters} clusters")
-        rows += [("Statistic", f"T_cl = {fmt(d['estimate'])}, against its values T* under {mc.n_draws} "
-                               f"{patterns}" + ("" if mc.seed is None else f" (seed {mc.seed})")),
-                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #T* ≥ T_cl) / (1 + "
-                                            f"{mc.n_draws}))")]
-    else:
-        rows += [("Statistic", f"T = {fmt(d['estimate'])}, against {mc.n_draws} Monte Carlo draws of T under "
-                               "H0" + ("" if mc.seed is None else f" (seed {mc.seed})")),
-                 ("p-value of H0: ECE = 0", f"{fmt_p(d['null_pvalue'])} ((1 + #draws ≥ T) / (1 + "
-                                            f"{mc.n_draws}))")]
+    else:  # label draws, or sign flips of whole clusters
+        rows += res.kind.draw_rows(d, mc)
     rows.append(("Critical value of T at α", fmt(d["threshold"]) if math.isfinite(res.threshold) else
                  f"none: no attainable p-value is at or below α = {fmt(d['alpha'])} (too few draws or patterns)"))
     rows.append(("Role in the interval", "0 belongs to the interval iff p > α" if d["method"] == "adjusted"
@@ -336,7 +299,7 @@ def _null_test(res, d: dict) -> dict | None:
 
 
 def _hosmer_lemeshow(res, groups: int) -> tuple[dict | None, str | None]:
-    if res.mode not in ("binary", "top1") or res.k != 1:
+    if not res.kind.one_column:
         return None, None
     try:
         hl = res.hosmer_lemeshow(groups)
@@ -404,7 +367,7 @@ _VALPROB_ROWS = (
 
 
 def _valprob(res) -> tuple[dict | None, str | None]:
-    if res.mode not in ("binary", "top1") or res.k != 1:
+    if not res.kind.one_column:
         return None, None
     if res.data is None and getattr(res, "stream", None) is None:
         return None, "Validation metrics not computed: the result holds no rows (bin sums only)."
@@ -462,10 +425,7 @@ def _bin_summary(res, d: dict, file_name: str) -> tuple[dict, str]:
                      f"{fmt(w.min(), 4)}, {fmt(float(np.median(w)), 4)}, {fmt(w.max(), 4)}"))
     text = bin_table_csv(t)
     columns = text.split("\n", 1)[0].replace(",", ", ")
-    total = f"{fmt(float(t['contribution'].sum()), 6)} (= {term})"
-    if getattr(res, "clustering", None) is not None:  # the terms are the paper's T, not the clustered T_cl
-        total = (f"{fmt(float(t['contribution'].sum()), 6)} (= the paper's T on these bins, which counts pairs of rows "
-                 f"of one cluster; the clustered estimate T_cl = {fmt(d['estimate'])} leaves them out)")
+    total = f"{fmt(float(t['contribution'].sum()), 6)} (= {res.kind.bins_sum_text(d) or term})"
     rows += [(f"Sum of the bins' terms of {term}", total),
              ("Full bin table", f"{file_name}: {len(t)} rows, columns {columns}"),
              ("SHA-256 of the bin table file", hashlib.sha256(text.encode("utf-8")).hexdigest())]
@@ -521,7 +481,7 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             return
         figs.append({"src": src, "alt": alt, "caption": caption})
 
-    binary = d["mode"] in ("binary", "top1") and d["k"] == 1 and res.data is not None
+    binary = res.kind.one_column and res.data is not None
     if binary:
         add("flexible calibration curve",
             lambda: plotting.flexible_curve_figure([res], [name], alpha=d["alpha"]),
@@ -530,8 +490,7 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             f"spline of logit(p) (4 knots) with its pointwise {level} band, over the diagonal of perfect "
             "calibration [9]. Printed in the panel: the calibration-in-the-large (CITL) a0 (logit P(y = 1) = a0 + "
             "logit(p)) and the calibration slope b (logit P(y = 1) = a + b·logit(p)) with "
-            + ("cluster-robust intervals (t on G − 1 df, as in the evidence table; the band takes the rows as "
-               "independent)" if getattr(res, "clustering", None) is not None else "Wald intervals")
+            + res.kind.recalibration_interval_words()
             + ". The strip underneath shows the predictions of events (up) and non-events (down), each half "
             "scaled to its own largest bin count (the tick labels give the two counts).")
     add("reliability diagram", lambda: plotting.display_reliability_figure([res], [name]),
@@ -549,30 +508,6 @@ def _model_figures(res, name: str, d: dict, ev) -> tuple[list[dict], list[str]]:
             f"{level} adjusted interval ({null_name(res)} null), and the p-value of the single-B test, against the "
             "number of bins B.")
     return figs, notes
-
-
-def survival_censoring_rows(res) -> list[tuple[str, str]]:
-    """The censoring section of a survival result: what ``res.survival`` holds, formatted (nothing computed)."""
-    surv = res.survival
-    t = fmt(surv.horizon)
-    model = ("Kaplan–Meier of the censoring times" if surv.censoring == "km" else
-             f"Cox model of the censoring on {', '.join(surv.covariates)} (Breslow baseline)")
-    follow = (fmt(surv.median_followup, 4) if math.isfinite(surv.median_followup) else
-              "not reached (fewer than half of the rows censored by the end of follow-up)")
-    rows = [("Horizon t (the risk is P(T ≤ t))", t),
-            (f"Events at or before t ({surv.event_name} = 1, {surv.time_name} ≤ t)", fmt(surv.n_events)),
-            ("Censored before t (outcome at t unknown)", fmt(surv.n_censored)),
-            ("Known event-free at t", fmt(surv.n_event_free)),
-            ("Median follow-up (reverse Kaplan–Meier)", follow),
-            ("Kaplan–Meier risk by t, 1 − S(t)", fmt(surv.km_risk, 4))]
-    if surv.n_censored:
-        rows += [("Censoring model of the IPCW weights", model),
-                 ("Largest weight 1 / G(time−) of an event before t", fmt(surv.max_weight, 4)),
-                 ("Standard error", f"{surv.variance}")]
-    else:
-        rows.append(("Censoring before t", "none: the outcome 1{T ≤ t} is binary and every number is that of "
-                                          "the binary analysis"))
-    return rows
 
 
 def _survival_groups_table(sev) -> dict:
@@ -628,33 +563,21 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     estimates, regimes = _estimates(res, d)
     bins_file = bins_file_name(index + 1, name)
     bins, bins_csv = _bin_summary(res, d, bins_file)
-    weighting = weighting_text(res)
-    if weighting is None:
-        hl, hl_note = _hosmer_lemeshow(res, hl_groups)
-        vp, vp_note = _valprob(res)
-        if getattr(res, "clustering", None) is not None and hl is not None:  # the i.i.d. tables overstate
-            hl, hl_note = None, ("The Hosmer–Lemeshow test of independent rows is not shown: these rows are "
-                                 "clustered, and the evidence table gives its design-based version (the F-adjusted "
-                                 "test of Archer, Lemeshow and Hosmer 2007) when there are more clusters than "
-                                 "groups.")
-        if getattr(res, "clustering", None) is not None and vp is not None:
-            vp, vp_note = None, ("The validation metrics of independent rows (rms::val.prob: Wald intervals, "
-                                 "Spiegelhalter's z) are not shown: these rows are clustered, and the evidence "
-                                 "table gives Spiegelhalter's z from cluster sums and CITL, the slope and O/E with "
-                                 "cluster-robust intervals.")
+    kind = res.kind
+    prose = kind.report_prose()
+    left_out = kind.report_omissions(name)  # the parts this kind leaves out, each with the reason
+    hl, hl_note = (None, left_out["hl"]) if "hl" in left_out else _hosmer_lemeshow(res, hl_groups)
+    vp, vp_note = (None, left_out["vp"]) if "vp" in left_out else _valprob(res)
+    if "evidence" in left_out:
+        ev, ev_note = None, left_out["evidence"]
+    else:
         try:
             ev = result_evidence(res, evidence_rng)
             ev_note = None
         except (ValueError, RuntimeError) as exc:
             ev, ev_note = None, f"The evidence table was not computed: {exc}."
-        if getattr(res, "censored", False):
-            figures, figure_notes = _survival_figures(res, name, d, ev) if figure else ([], [])
-        else:
-            figures, figure_notes = _model_figures(res, name, d, ev) if figure else ([], [])
-    else:  # the parts that count unweighted rows are left out, each with the reason
-        ev, hl, vp = None, None, None
-        ev_note, figure_notes, hl_note, vp_note = _weighted_omissions(res, name)
-        figures, figure_notes = _weighted_figures(res, name, d) if figure else ([], [])
+    figures, figure_notes = _FIGURES[kind.report_figures()](res, name, d, ev) if figure else ([], [])
+    substitute = kind.substitute_evidence_rows(d)
     level = _level(d["alpha"])
     interval_verdict, interval_conclusion, _ = res.conclusion()  # the interval and its own test
     null_test = _null_test(res, d)
@@ -668,15 +591,14 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "evidence_table": ({**_evidence_table(ev), "caption": (
             f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
             f"α = {fmt(d['alpha'])} (ECE² in squared probability units).")} if ev is not None else
-            None if weighting is None else {**weighted_evidence_table(res, d), "caption": (
+            None if substitute is None else {**_substitute_evidence_table(substitute, d), "caption": (
                 f"Evidence on the calibration of {name} that supports its weights, at level α = "
                 f"{fmt(d['alpha'])} (ECE² in squared probability units); the rows that treat every row as one "
                 "observation are listed with the reason they are left out.")}),
         "evidence_keys": [] if ev is None else list(ev.table.index),
         "evidence_note": ev_note,
         # a file's or Dask frame's evidence says what needs every row at once and was not computed
-        "evidence_scope": (ev.scope if ev is not None and (res.data is None or res.clustering is not None)
-                           else None),
+        "evidence_scope": ev.scope if ev is not None and kind.evidence_scope_shown() else None,
         "evidence_seed": None if ev is None else ev.seed,
         "sensitivity": None if ev is None or not len(ev.sensitivity) else {**_sensitivity_table(ev), "caption": (
             f"Bin sensitivity of {name}: the interval and the single-B test ({null_name(res)} null) at several "
@@ -718,10 +640,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "level": level,
         "mode": d["mode"],
         "evidence": not d["contains_zero"],
-        "weighting": weighting,
-        "weighting_short": _weighting_short(res),
-        "clustering": clustering_text(res),
-        "clustering_short": _clustering_short(res),
+        **prose,  # weighting, weighting_short, clustering, clustering_short
         "data_rows": data_rows(res, d),
         "subgroups": None,
         "sites": None,
@@ -732,11 +651,12 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
 
 def _survival_context(res, name: str, ev) -> dict | None:
     """The censoring section of a survival result, and the Kaplan–Meier risk groups of its evidence."""
-    if getattr(res, "survival", None) is None:
+    rows = res.kind.censoring_rows()
+    if rows is None:
         return None
     sev = None if ev is None else getattr(ev, "survival", None)
     t = fmt(res.survival.horizon)
-    return {"censoring": {**_table(["Item", "Value"], survival_censoring_rows(res)),
+    return {"censoring": {**_table(["Item", "Value"], rows),
                           "caption": f"Follow-up and censoring of {name} at the horizon t = {t}."},
             "groups": None if sev is None else {**_survival_groups_table(sev), "caption": (
                 f"Kaplan–Meier risk by t = {t} per risk group of {name} (the reliability diagram's points) and "
@@ -755,19 +675,7 @@ def data_rows(res, d: dict) -> list[tuple[str, str]]:
     recorded call (``missing='raise'``, the default, when the call names none).
     """
     n, dropped = int(d["n"]), int(d["n_dropped"])
-    data = getattr(res, "data", None)
-    surv = getattr(res, "survival", None)
-    if surv is not None:  # events by the horizon, as the result holds them
-        rows = [("Rows analysed n; events by the horizon t; censored before t",
-                 f"{fmt(n)}; {fmt(surv.n_events)}; {fmt(surv.n_censored)}")]
-    elif d["mode"] in ("binary", "top1") and data is not None:
-        events = res.n_events
-        what = "events (y = 1)" if d["mode"] == "binary" else "events (top-1 prediction correct)"
-        rows = [("Rows analysed n; " + what + "; event rate",
-                 f"{fmt(n)}; {fmt(events)}; {fmt(events / n, 4)}")]
-    else:
-        rows = [("Rows analysed n", fmt(n) + ("" if data is not None or d["mode"] not in ("binary", "top1")
-                                               else " (events not available: the result holds bin sums only)"))]
+    rows = res.kind.event_rows()  # n and the events: counts of rows (by the horizon for a survival outcome)
     call = getattr(res, "call", None)
     found = _MISSING_OPTION.search(call) if call else None
     rule = found.group(1) if found else ("raise" if call else None)
@@ -778,112 +686,17 @@ def data_rows(res, d: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def clustering_text(res) -> str | None:
-    """The paragraph stating how a clustered result allowed for its clusters (G, sizes, the method, the
-    cluster-robust CITL, slope and O/E, and the warning below the minimum); None without clusters."""
-    c = getattr(res, "clustering", None)
-    if c is None:
-        return None
-    sizes = np.asarray(c.sizes)
-    text = (f"The {fmt(res.n)} rows come from {c.n_clusters} clusters"
-            + (f" (column {c.name})" if c.name else "") + f" of {fmt(int(sizes.min()))} to "
-            f"{fmt(int(sizes.max()))} rows, taken as independent, with rows of one cluster possibly correlated. "
-            "The estimate averages the products of errors over pairs of rows of different clusters, its standard "
-            "error is cluster-robust, the interval uses t quantiles with "
-            f"{c.n_clusters - 1} degrees of freedom, and the test of ECE = 0 is the {null_text(res)} test.")
-    m = c.measures
-    if m is not None:
-        lo_c, hi_c = m.citl_ci()
-        lo_s, hi_s = m.slope_ci()
-        lo_o, hi_o = m.oe_ci()
-        text += (f" Cluster-robust CITL {fmt(m.citl, 3)} ({_level(res.alpha)} CI {fmt(lo_c, 3)} to {fmt(hi_c, 3)}), "
-                 f"slope {fmt(m.slope, 3)} ({fmt(lo_s, 3)} to {fmt(hi_s, 3)}), O/E {fmt(m.oe, 3)} "
-                 f"({fmt(lo_o, 3)} to {fmt(hi_o, 3)}).")
-    if c.few:
-        text += (f" Warning: with only {c.n_clusters} clusters (fewer than {MIN_CLUSTERS}) the clustered interval "
-                 "and test are unreliable; read them as exploratory.")
-    text += (" Every row of the evidence table below allows for the clusters (sign flips of whole clusters, "
-             "cluster-robust intervals, the design-based Hosmer–Lemeshow test); the Hosmer–Lemeshow and val.prob "
-             "tables of independent rows are left out, because they would overstate the evidence for clustered "
-             "rows.")
-    return text
-
-
-def _clustering_short(res) -> str | None:
-    """One clause for the summary: the number of clusters, and the warning below the minimum."""
-    c = getattr(res, "clustering", None)
-    if c is None:
-        return None
-    return (f"Clustered analysis: {c.n_clusters} clusters."
-            + (f" Fewer than {MIN_CLUSTERS} clusters: the clustered interval and test are unreliable." if c.few
-               else ""))
-
-
-def weighting_text(res) -> str | None:
-    """The sentence stating how a weighted result re-weighted its rows (kind, π and π̂, n_eff); None if unweighted."""
-    w = getattr(res, "weighting", None)
-    if w is None:
-        return None
-    parts = []
-    if w.kind != "prevalence":
-        parts.append("The rows were weighted by case weights"
-                     + (f" (column {w.weights_name})" if w.weights_name else " (given as an array)"))
-    if w.prevalence is not None:
-        pi, pi_hat = w.prevalence, w.sample_prevalence
-        text = (f"re-weighted to the population prevalence π = {fmt(pi, 4)} from the sample prevalence "
-                f"π̂ = {fmt(pi_hat, 4)}" + (" (weighted by the case weights)" if parts else "")
-                + f": events weighted by π / π̂ = {fmt(pi / pi_hat, 4)}, non-events by (1 − π) / (1 − π̂) = "
-                f"{fmt((1 - pi) / (1 - pi_hat), 4)}")
-        parts.append(("and " + text) if parts else "The sample was " + text)
-    return (" ".join(parts) + f". Effective sample size (Kish) n_eff = (Σw)² / Σw² = {fmt(w.n_eff, 4)} of "
-            f"n = {res.n} rows. The estimate, the interval and the test are for the population the weights "
-            "describe (the weighted estimator T_w with its influence-function standard error and its "
-            "calibrated-regime variance estimated from the weighted rows)"
-            + ("; because prevalence weights depend on the outcome, the test of ECE = 0 is a Monte Carlo test "
-               "given the predictions." if w.prevalence is not None else "."))
-
-
-def _weighting_short(res) -> str | None:
-    """One clause for the summary: the re-weighting and the effective sample size."""
-    w = getattr(res, "weighting", None)
-    if w is None:
-        return None
-    how = (f"re-weighted to the population prevalence π = {fmt(w.prevalence, 4)} (sample π̂ = "
-           f"{fmt(w.sample_prevalence, 4)})" if w.prevalence is not None else "weighted by case weights")
-    if w.prevalence is not None and w.kind != "prevalence":
-        how = "weighted by case weights and " + how
-    return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {res.n} rows."
-
-
-def weighted_evidence_table(res, d: dict) -> dict:
-    """The evidence rows of a weighted result: its interval and its test, and why the others are left out."""
-    alpha = d["alpha"]
-    iv = _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4)
-    rows = [(f"Weighted interval for ECE² (B = {d['n_bins']}, {d['method']})", "ECE = 0", fmt(d["estimate"], 4),
-             f"{iv} (squared probability units)", "includes 0" if d["contains_zero"] else "excludes 0"),
-            (f"Weighted test of ECE = 0 ({null_name(res)} null)", "ECE = 0", fmt(d["estimate"], 4),
-             p_equals(d['null_pvalue']), "rejects" if d["null_pvalue"] <= alpha else "does not reject")]
-    prevalence = res.weighting.prevalence is not None
-    one_dim = d["mode"] in ("binary", "top1") and d["k"] == 1
-    if one_dim and prevalence:
-        rows.append(("Hosmer–Lemeshow, case-weighted", "calibrated", "—", "not computed",
-                     "no chi-squared reference: prevalence weights depend on the outcome"))
-    elif one_dim:
-        hl = res.hosmer_lemeshow()  # the result's own, computed once
-        rows.append((f"Hosmer–Lemeshow, case-weighted ({hl.groups} groups, df = {hl.df})", "calibrated",
-                     fmt(hl.statistic, 4), p_equals(hl.pvalue), "rejects" if hl.pvalue <= alpha else
-                     "does not reject"))
-    rows.append(("Multi-scale test, Spiegelhalter's z, CITL, slope", "—", "—", "not computed",
-                 "each treats every row as one observation (unweighted)"))
+def _substitute_evidence_table(rows: list, d: dict) -> dict:
+    """The evidence table of a kind without one (a weighted result): the rows it gives."""
     return _table(["Test or measure", "Null hypothesis", "Statistic", "p-value or interval",
-                   f"Verdict at α = {fmt(alpha)}"], rows)
+                   f"Verdict at α = {fmt(d['alpha'])}"], rows)
 
 
-def _weighted_figures(res, name: str, d: dict) -> tuple[list[dict], list[str]]:
+def _weighted_figures(res, name: str, d: dict, ev=None) -> tuple[list[dict], list[str]]:
     """The weighted reliability diagram of a weighted binary or top-1 result (a note otherwise)."""
     from calibtest.reporting import plotting
 
-    if d["mode"] not in ("binary", "top1") or d["k"] != 1:
+    if not res.kind.one_column:
         return [], [f"No figure is drawn for {name}: the weighted reliability diagram is drawn for binary and "
                     "top-1 targets; the bin table lists each bin's sum of weights and its weighted mean prediction "
                     "and outcome."]
@@ -897,23 +710,10 @@ def _weighted_figures(res, name: str, d: dict) -> tuple[list[dict], list[str]]:
                          "of weights, not the row weights their variance needs.")}], []
 
 
-def _weighted_omissions(res, name: str) -> tuple[str, list[str], str | None, str | None]:
-    """Why a weighted result's report leaves out the evidence table, the figures, Hosmer–Lemeshow and val.prob."""
-    evidence = (f"The evidence table (multi-scale test, Hosmer–Lemeshow, Spiegelhalter's z, calibration "
-                f"intercept and slope) is not shown for {name}: those tests treat every row as one observation, "
-                "and this analysis is weighted; the weighted interval and test are the result.")
-    figures = [f"No figures are drawn for {name}: the reliability diagram (row counts and Wilson intervals) and "
-               "the flexible calibration curve (an unweighted logistic fit) describe the unweighted sample, not "
-               "the population the weights describe; the bin table lists each bin's sum of weights and its "
-               "weighted mean prediction and outcome."]
-    one_dim = res.mode in ("binary", "top1") and res.k == 1
-    hl = (f"The Hosmer–Lemeshow test is not shown for {name}: the analysis is weighted"
-          + (", and with prevalence weights its statistic has no chi-squared reference." if
-             res.weighting.prevalence is not None else
-             "; its case-weighted version is in the evidence table.")) if one_dim else None
-    vp = (f"Validation metrics (R's rms::val.prob) are not shown for {name}: their definitions (deviance-based "
-          "D, U and Q, the C statistic, the lowess curve) are for unweighted rows.") if one_dim else None
-    return evidence, figures, hl, vp
+#: The figures of each kind of result (``res.kind.report_figures()``).
+_FIGURES = {"rows": lambda res, name, d, ev: _model_figures(res, name, d, ev),
+            "survival": lambda res, name, d, ev: _survival_figures(res, name, d, ev),
+            "weighted": lambda res, name, d, ev: _weighted_figures(res, name, d, ev)}
 
 
 # --------------------------------------------------------------------------- subgroups
@@ -967,10 +767,10 @@ def subgroup_rows(grouped) -> list[list[str]]:
                      _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
     pooled = grouped.pooled
     d = pooled.to_dict()
-    if getattr(pooled, "survival", None) is not None:  # events by the horizon, not the rounded IPCW outcomes
-        events = fmt(pooled.survival.n_events)
-    else:
-        events = fmt(int(np.rint(pooled.data.y[:, 0]).sum())) if pooled.data is not None else "—"
+    events = pooled.kind.events()  # counted rows (by the horizon for a survival outcome), never IPCW outcomes
+    if events is None and pooled.data is not None:
+        events = int(np.rint(pooled.data.y[:, 0]).sum())
+    events = "—" if events is None else fmt(events)
     rows.append(["all rows (pooled)", fmt(d["n"]), events,
                  fmt(d["n_bins"]), fmt(d["estimate"], 4),
                  _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
@@ -1692,7 +1492,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
     if figures and multi and same_target:
         from calibtest.reporting import plotting
 
-        binary = all(r.mode in ("binary", "top1") and r.k == 1 and r.data is not None for r in results)
+        binary = all(r.kind.one_column and r.data is not None for r in results)
         if binary:
             try:
                 src = _png_data_uri(plotting.flexible_curve_figure(results, names, alpha=results[0].alpha))
@@ -1751,7 +1551,7 @@ def build_context(results, *, comparisons=None, title: str | None = None, purpos
         "uses_hulc": "hulc" in methods,
         "uses_bootstrap": "bootstrap" in methods,
         "uses_subsampling": "subsampling" in methods,
-        "uses_tcal": any(r.mode == "full" for r in results) or any("tcal" in m for m in methods | null_kinds),
+        "uses_tcal": any(r.kind.full_calibration for r in results) or any("tcal" in m for m in methods | null_kinds),
         "uses_conditional_null": bool({str(getattr(r, "null", "asymptotic")) for r in results
                                        if getattr(r, "clustering", None) is None} - {"asymptotic"}),
         "has_clustering": any(getattr(r, "clustering", None) is not None for r in results),
