@@ -29,7 +29,8 @@ from calibtest.streams.evidence import with_stream
 from calibtest.streams.files import open_data_file, stream_file
 from calibtest.streams.multiscale_by import stream_calib_test_by
 from calibtest.streams.multiscale_quantiles import stream_calib_test_scales
-from calibtest.checks.multiscale import CalibrationTestResult, calib_test_clustered, calib_test_rows, check_grid
+from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOptions, calib_test_clustered, calib_test_rows,
+                                         check_grid)
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.ece.build_result import estimate_clustered, estimate_in_memory, estimate_rows
@@ -187,8 +188,9 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     >>> round(res.pvalue, 3), res.scales["n_bins"].tolist()
     (0.827, [2, 4, 8, 16, 32, 64, 76])
     """
-    Design.resolve("calib_test", Inputs(formula, data, y=y, probs=probs, by=by, cluster=cluster),
-                   Settings(n_classes=n_classes, k=k, null=null, chunksize=chunksize, horizon=horizon)).check()
+    design = Design.resolve("calib_test", Inputs(formula, data, y=y, probs=probs, by=by, cluster=cluster),
+                            Settings(n_classes=n_classes, k=k, null=null, chunksize=chunksize,
+                                     horizon=horizon)).check()
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
     if null != "monte-carlo":
@@ -219,23 +221,17 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
-    if prepared.clusters is not None and by is not None:
-        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call,
-                              grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed, combine=combine,
-                              partitions=partitions, spiegelhalter=spiegelhalter, formula=formula,
-                              clusters=prepared.clusters)
-    if prepared.clusters is not None:
-        return calib_test_clustered(target, prepared.clusters.codes, prepared.clusters.n_clusters, grid=grid,
-                                    alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
-                                    partitions=partitions, spiegelhalter=spiegelhalter, formula=formula,
-                                    y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped,
-                                    call_record=call)
-    if by is not None:
-        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
-                              combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, formula=formula)
-    return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
-                           partitions=partitions, spiegelhalter=spiegelhalter, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-                     n_dropped=rows.n_dropped, call_record=call)
+    options = MultiScaleOptions(grid=grid, alpha=alpha, n_draws=R, combine=combine, partitions=partitions,
+                                spiegelhalter=spiegelhalter)
+    if design.grouped:
+        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, options,
+                              rng=rng, seed=seed, formula=formula, clusters=prepared.clusters)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                       n_dropped=rows.n_dropped, call_record=call)
+    if design.clustered:
+        return calib_test_clustered(target, prepared.clusters.codes, prepared.clusters.n_clusters, options, rng=gen,
+                                    seed=seed, **bookkeeping)
+    return calib_test_rows(target, options, rng=gen, seed=seed, **bookkeeping)
 
 
 def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spiegelhalter, **options):
@@ -268,8 +264,8 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
                              **options)
 
 
-def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
-                   partitions, spiegelhalter, formula, clusters=None) -> GroupedResult:
+def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiScaleOptions, *, rng, seed, formula,
+                   clusters=None) -> GroupedResult:
     """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.ece.group_engine`),
     or with ``clusters`` (nested in the groups) :func:`calib_test_clustered` on each group's rows and clusters.
 
@@ -282,19 +278,18 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
         clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])
 
     def analyse(g, label, idx, sub):
-        options = dict(grid=grid, alpha=alpha, n_draws=n_draws, rng=group_rng(rng, seed, g), combine=combine,
-                       partitions=partitions, spiegelhalter=spiegelhalter,
-                       call_record=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
+        own_rng, own_call = group_rng(rng, seed, g), call.with_options(group=label_text(grouping.names, label))
         if clusters is None:
-            return calib_test_rows(sub, **options)
+            return calib_test_rows(sub, options, rng=own_rng, call_record=own_call, **bookkeeping)
         own = clusters.of_rows(idx)
         group_notes.update(few_clusters_note(label, own.n_clusters))
-        return calib_test_clustered(sub, own.codes, own.n_clusters, **options)
+        return calib_test_clustered(sub, own.codes, own.n_clusters, options, rng=own_rng, call_record=own_call,
+                                    **bookkeeping)
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
     return grouped_result(grouping, target, groups, reasons, kind="calib_test",
                           row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
+                          columns=["statistic", "pvalue"], alpha=options.alpha, seed=seed, n_dropped=rows.n_dropped,
                           call_record=call, group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
                           clusters=clusters_text(clusters), **bookkeeping)
 
