@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import integrate, special, stats
 
 from calibtest.core.clustered import cluster_cells, clustered_inference
+from calibtest.inputs.settings import Settings
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
 from calibtest.ece.build_result import estimate_rows
@@ -123,7 +124,7 @@ def run(reps: int):
                 part = partition_rows(target, "auto")
                 if part.n_bins not in cache:
                     cache[part.n_bins] = binned_theta(part.n_bins, a, b)
-                iid = estimate_rows(target, part, alpha=ALPHA, null="auto", rng=rng)
+                iid = estimate_rows(target, part, Settings(alpha=ALPHA, null="auto", rng=rng))
                 cells = cluster_cells(part.inverse, target.u, codes, part.m, G)
                 cl = clustered_inference(cells, target.n, alpha=ALPHA, null="sign-flip", n_draws=999, rng=rng)
                 asy = clustered_inference(cells, target.n, alpha=ALPHA, null="asymptotic")

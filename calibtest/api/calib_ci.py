@@ -23,12 +23,13 @@ from calibtest.ece.group_engine import by_names
 from calibtest.ece.grouped_interval import (GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums,
                               grouped_survival_calib_ci)
 from calibtest.inputs.design import Design
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.rows import is_dask
 from calibtest.options import check_options
 from calibtest.ece.result import CalibrationResult
 from calibtest.ece.survival import survival_calib_ci
 
-__all__ = ["calib_ci", "calib_ci_out_of_core", "grouped_out_of_core"]
+__all__ = ["calib_ci", "analyse", "calib_ci_out_of_core", "grouped_out_of_core"]
 
 
 def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng) -> dict:
@@ -293,83 +294,73 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     check_missing(missing)
     check_options(k=k, n_classes=n_classes, chunksize=chunksize)
     env = resolve_env(eval_env)
-    options = _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples, rng)
-    design = Design.resolve("calib_ci", formula=formula, data=data, y=y, probs=probs, horizon=horizon, time=time, event=event, cause=cause,
-                            n_classes=n_classes, k=k, weights=weights, prevalence=prevalence, cluster=cluster, by=by,
-                            chunksize=chunksize, method=method, null=null)
-    if cluster is not None:
+    inputs = Inputs(formula, data, y=y, probs=probs, weights=weights, by=by, cluster=cluster, time=time, event=event,
+                    censoring_covariates=censoring_covariates)
+    settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha, missing=missing, env=env, null=null,
+                        rng=rng, n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
+                        progress=progress, chunksize=chunksize, prevalence=prevalence, horizon=horizon,
+                        censoring=censoring, cause=cause,
+                        call_options=_recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples,
+                                                       rng))
+    design = Design.resolve("calib_ci", inputs, settings)
+    if design.clustered:
         check_options(cluster=cluster)
-    design.check()
+    return analyse(inputs, design.check(), settings)
+
+
+def analyse(inputs: Inputs, design: Design, settings: Settings) -> CalibrationResult | GroupedCalibrationResult:
+    """:func:`calib_ci` once its options are validated: the analysis its design names.
+
+    Parameters
+    ----------
+    inputs : Inputs
+        The data and the roles of its columns.
+    design : Design
+        The kind of analysis (checked against :data:`calibtest.inputs.design.RULES`).
+    settings : Settings
+        The validated options.
+    """
     if not design.in_memory:
-        if design.grouped:
-            return grouped_out_of_core(formula, data, by=by, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
-                                       n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
-                                       progress=progress, method=method, null=null, call_options=options)
-        return calib_ci_out_of_core(formula, data, env=env, y=y, probs=probs, n_classes=n_classes, k=k,
-                                    n_bins=n_bins, alpha=alpha, missing=missing, chunksize=chunksize,
-                                    progress=progress, method=method, null=null)
+        return (grouped_out_of_core if design.grouped else calib_ci_out_of_core)(inputs, settings)
     if design.survival:
-        res = survival_calib_ci(formula, data, time=time, event=event, probs=probs, horizon=horizon,
-                                censoring=censoring, censoring_covariates=censoring_covariates, env=env,
-                                n_bins=n_bins, alpha=alpha, missing=missing, null=null, rng=rng,
-                                n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
-                                progress=progress, weights=weights, prevalence=prevalence, by=by,
-                                n_classes=n_classes, k=k, cause=cause, call_options=options)
-        return res if by is None else grouped_survival_calib_ci(res, alpha=alpha)
+        res = survival_calib_ci(inputs, design, settings)
+        return grouped_survival_calib_ci(res, alpha=settings.alpha) if design.grouped else res
     if design.grouped:
-        return grouped_calib_ci(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                                alpha=alpha, missing=missing, null=null, rng=rng,
-                                n_null_draws=n_null_draws, method=method, n_resamples=n_resamples,
-                                progress=progress, weights=weights, prevalence=prevalence, call_options=options,
-                                cluster=cluster)
-    return estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                              alpha=alpha, missing=missing, null=null, rng=rng, n_null_draws=n_null_draws,
-                              method=method, n_resamples=n_resamples, progress=progress, call_options=options,
-                              weights=weights, prevalence=prevalence, cluster=cluster)
+        return grouped_calib_ci(inputs, design, settings)
+    return estimate_in_memory(inputs, settings, design)
 
 
 # --------------------------------------------------------------------------- data not in memory
-def _out_of_core_source(formula, data, y, probs, method) -> tuple[bool, str]:
-    """(is a Dask frame, how messages name the source) of a file or Dask ``data`` (its combinations with arrays,
-    a missing formula and resampling methods are refused by the call's :class:`~calibtest.inputs.design.Design`)."""
-    dask = is_dask(data)
-    return dask, f"a Dask {type(data).__name__}" if dask else f"the file {os.fspath(data)!r}"
+def _what(data) -> str:
+    """How messages name a file or a Dask ``data`` (its combinations with arrays, a missing formula and resampling
+    methods are refused by the call's :class:`~calibtest.inputs.design.Design`)."""
+    return f"a Dask {type(data).__name__}" if is_dask(data) else f"the file {os.fspath(data)!r}"
 
 
-def calib_ci_out_of_core(formula, data, *, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
-                         alpha: float = 0.05, missing: str = "raise", chunksize=None, progress=None,
-                         method: str = "adjusted", null: str = "auto"):
+def calib_ci_out_of_core(inputs: Inputs, settings: Settings) -> CalibrationResult:
     """:func:`calibtest.calib_ci` for a file path or a Dask DataFrame.
 
     Parameters
     ----------
-    formula : str
-        Required: it names the columns to read.
-    data : str, os.PathLike or dask.dataframe.DataFrame
-        A ``.csv`` (optionally compressed) or ``.parquet`` file, streamed in
-        chunks of ``chunksize`` rows; or a Dask DataFrame, reduced with Dask.
-    env : patsy.EvalEnvironment
-        The caller's environment for names that are not columns.
-    method : str
-        Only ``"adjusted"``; resampling methods raise a ValueError.
-    Other parameters as in :func:`calibtest.calib_ci`.
+    inputs : Inputs
+        ``formula`` (required: it names the columns to read) and ``data``: a
+        ``.csv`` (optionally compressed) or ``.parquet`` file, streamed in
+        chunks of ``settings.chunksize`` rows; or a Dask DataFrame, reduced with Dask.
+    settings : Settings
+        The validated options; ``env`` is the caller's environment for names
+        that are not columns.
     """
-    dask, what = _out_of_core_source(formula, data, y, probs, method)
-    if dask:
-        res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                            missing=missing, null=null)
+    formula, data = inputs.formula, inputs.data
+    if is_dask(data):
+        res = dask_calib_ci(data, formula, settings)
     else:
-        data = open_data_file(data, formula, env, chunksize)  # read again by res.evidence(), as first read
-        res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                          missing=missing, progress=progress, null=null)
+        data = open_data_file(data, formula, settings.env, settings.chunksize)  # read again by res.evidence()
+        res = stream_file(data, formula, settings)
     # the rows, to be read again by res.evidence() and the summary (binary and top-1 targets)
-    return with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
+    return with_stream(res, data, formula, settings)
 
 
-def grouped_out_of_core(formula, data, *, by, env, y=None, probs=None, n_classes=None, k=None, n_bins="auto",
-                        alpha: float = 0.05, missing: str = "raise", chunksize=None, progress=None,
-                        method: str = "adjusted", null: str = "auto",
-                        call_options: dict | None = None) -> GroupedCalibrationResult:
+def grouped_out_of_core(inputs: Inputs, settings: Settings) -> GroupedCalibrationResult:
     """:func:`calibtest.calib_ci` with ``by=`` for a file path or a Dask DataFrame, streamed by group.
 
     A counting pass (only the ``by`` columns, or with ``missing="drop"`` the
@@ -381,31 +372,30 @@ def grouped_out_of_core(formula, data, *, by, env, y=None, probs=None, n_classes
 
     Parameters
     ----------
-    by : str or list of str
-        Grouping column(s) of the file or frame (several: crossed).
-    Other parameters as in :func:`calib_ci_out_of_core`.
+    inputs : Inputs
+        As in :func:`calib_ci_out_of_core`, with ``by`` the grouping column(s)
+        of the file or frame (several: crossed).
+    settings : Settings
+        As in :func:`calib_ci_out_of_core`.
     """
-    dask, what = _out_of_core_source(formula, data, y, probs, method)
+    formula, data, by, s = inputs.formula, inputs.data, inputs.by, settings
     names = by_names(by)
     if not names:
-        raise OptionError(f"by= must name grouping columns of {what} (a column name or a list of names), not "
-                          "arrays of labels")
+        raise OptionError(f"by= must name grouping columns of {_what(data)} (a column name or a list of names), "
+                          "not arrays of labels")
     if len(set(names)) < len(names):
         twice = next(nm for nm in names if names.count(nm) > 1)
         raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping column once")
-    options = dict(call_options or {})
-    options.update({"by": by, "null": null if null != "auto" else None, "rng": None})
-    if dask:
-        if chunksize is not None:
+    options = s.options(by=by, null=s.null if s.null != "auto" else None, rng=None)
+    if is_dask(data):
+        if s.chunksize is not None:
             raise ValueError("chunksize= applies to files; a Dask DataFrame is processed by partition "
                              "(use ddf.repartition to change their size)")
-        sums = dask_groups(data, formula, names, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                           missing=missing, null=null)
+        sums = dask_groups(data, formula, names, s)
         shown = f"data=<dask DataFrame npartitions={data.npartitions}>"
     else:
-        sums = stream_file_groups(data, formula, names, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                                  missing=missing, chunksize=chunksize, progress=progress, null=null)
+        sums = stream_file_groups(data, formula, names, s)
         shown = f"data={sums.source['name']!r}"
-        options["chunksize"] = chunksize
+        options["chunksize"] = s.chunksize
     call = Call("calib_ci", (repr(formula), shown), options)
-    return grouped_calib_ci_from_sums(sums, formula=formula, alpha=alpha, null=null, call=call)
+    return grouped_calib_ci_from_sums(sums, formula=formula, alpha=s.alpha, null=s.null, call=call)

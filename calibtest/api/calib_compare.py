@@ -41,6 +41,8 @@ from calibtest.core.censoring import censoring_km, ipcw_outcome, km_influence
 from calibtest.core.clustered import cluster_cells, clustered_difference_variance, clustered_statistics
 from calibtest.core.difference_variance import DifferenceVariance, difference_variance
 from calibtest.ece.build_result import estimate_in_memory
+from calibtest.inputs.design import Design
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.formula import parse_formula, resolve_env
 from calibtest.options import OPTIONS, check_options
 from calibtest.ece.result import CalibrationResult, ConfidenceInterval
@@ -623,10 +625,12 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
     if survival is not None:
         if cluster is not None:
             raise ValueError("cluster= is not available with a survival outcome (horizon=)")
-        return [survival_calib_ci(f, data, env=env, n_bins=n_bins, missing=missing, n_classes=n_classes, k=k,
-                                  call_options=options, **survival) for f in formulas]
-    return [estimate_in_memory(f, data, None, None, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                               call_options=options, cluster=cluster) for f in formulas]
+        settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, env=env,
+                            call_options=options, **survival)
+        return [survival_calib_ci(Inputs(f, data), Design.resolve("calib_ci", Inputs(f, data), settings), settings)
+                for f in formulas]
+    settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, env=env, null="asymptotic", call_options=options)
+    return [estimate_in_memory(Inputs(f, data, cluster=cluster), settings) for f in formulas]
 
 
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",

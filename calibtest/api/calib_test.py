@@ -29,7 +29,8 @@ from calibtest.streams.evidence import with_stream
 from calibtest.streams.files import open_data_file, stream_file
 from calibtest.streams.multiscale_by import stream_calib_test_by
 from calibtest.streams.multiscale_quantiles import stream_calib_test_scales
-from calibtest.checks.multiscale import CalibrationTestResult, calib_test_clustered, calib_test_rows, check_grid
+from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOptions, calib_test_clustered, calib_test_rows,
+                                         check_grid)
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.ece.build_result import estimate_clustered, estimate_in_memory, estimate_rows
@@ -37,6 +38,7 @@ from calibtest.inputs.formula import resolve_env
 from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, clusters_text, few_clusters_note,
                                 group_labels, group_rng, grouped_result, grouping_of, label_text)
 from calibtest.inputs.design import Design
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.rows import is_dask, is_out_of_core, prepare_input
 from calibtest.options import OptionError, check_option, check_options
 from calibtest.checks.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
@@ -186,8 +188,9 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     >>> round(res.pvalue, 3), res.scales["n_bins"].tolist()
     (0.827, [2, 4, 8, 16, 32, 64, 76])
     """
-    Design.resolve("calib_test", formula=formula, data=data, y=y, probs=probs, horizon=horizon, n_classes=n_classes,
-                   k=k, cluster=cluster, by=by, chunksize=chunksize, null=null).check()
+    design = Design.resolve("calib_test", Inputs(formula, data, y=y, probs=probs, by=by, cluster=cluster),
+                            Settings(n_classes=n_classes, k=k, null=null, chunksize=chunksize,
+                                     horizon=horizon)).check()
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
     if null != "monte-carlo":
@@ -218,23 +221,17 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
-    if prepared.clusters is not None and by is not None:
-        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call,
-                              grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed, combine=combine,
-                              partitions=partitions, spiegelhalter=spiegelhalter, formula=formula,
-                              clusters=prepared.clusters)
-    if prepared.clusters is not None:
-        return calib_test_clustered(target, prepared.clusters.codes, prepared.clusters.n_clusters, grid=grid,
-                                    alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
-                                    partitions=partitions, spiegelhalter=spiegelhalter, formula=formula,
-                                    y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped,
-                                    call_record=call)
-    if by is not None:
-        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, grid=grid, alpha=alpha, n_draws=R, rng=rng, seed=seed,
-                              combine=combine, partitions=partitions, spiegelhalter=spiegelhalter, formula=formula)
-    return calib_test_rows(target, grid=grid, alpha=alpha, n_draws=R, rng=gen, seed=seed, combine=combine,
-                           partitions=partitions, spiegelhalter=spiegelhalter, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
-                     n_dropped=rows.n_dropped, call_record=call)
+    options = MultiScaleOptions(grid=grid, alpha=alpha, n_draws=R, combine=combine, partitions=partitions,
+                                spiegelhalter=spiegelhalter)
+    if design.grouped:
+        return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, options,
+                              rng=rng, seed=seed, formula=formula, clusters=prepared.clusters)
+    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+                       n_dropped=rows.n_dropped, call_record=call)
+    if design.clustered:
+        return calib_test_clustered(target, prepared.clusters.codes, prepared.clusters.n_clusters, options, rng=gen,
+                                    seed=seed, **bookkeeping)
+    return calib_test_rows(target, options, rng=gen, seed=seed, **bookkeeping)
 
 
 def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spiegelhalter, **options):
@@ -267,8 +264,8 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
                              **options)
 
 
-def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n_draws, rng, seed, combine,
-                   partitions, spiegelhalter, formula, clusters=None) -> GroupedResult:
+def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiScaleOptions, *, rng, seed, formula,
+                   clusters=None) -> GroupedResult:
     """:func:`calib_test` with ``by=``: :func:`calib_test_rows` on each group's rows (:mod:`calibtest.ece.group_engine`),
     or with ``clusters`` (nested in the groups) :func:`calib_test_clustered` on each group's rows and clusters.
 
@@ -281,19 +278,18 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, *, grid, alpha, n
         clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])
 
     def analyse(g, label, idx, sub):
-        options = dict(grid=grid, alpha=alpha, n_draws=n_draws, rng=group_rng(rng, seed, g), combine=combine,
-                       partitions=partitions, spiegelhalter=spiegelhalter,
-                       call_record=call.with_options(group=label_text(grouping.names, label)), **bookkeeping)
+        own_rng, own_call = group_rng(rng, seed, g), call.with_options(group=label_text(grouping.names, label))
         if clusters is None:
-            return calib_test_rows(sub, **options)
+            return calib_test_rows(sub, options, rng=own_rng, call_record=own_call, **bookkeeping)
         own = clusters.of_rows(idx)
         group_notes.update(few_clusters_note(label, own.n_clusters))
-        return calib_test_clustered(sub, own.codes, own.n_clusters, **options)
+        return calib_test_clustered(sub, own.codes, own.n_clusters, options, rng=own_rng, call_record=own_call,
+                                    **bookkeeping)
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
     return grouped_result(grouping, target, groups, reasons, kind="calib_test",
                           row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
+                          columns=["statistic", "pvalue"], alpha=options.alpha, seed=seed, n_dropped=rows.n_dropped,
                           call_record=call, group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
                           clusters=clusters_text(clusters), **bookkeeping)
 
@@ -395,46 +391,46 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
 
     ``print(ev.summary())`` prints the evidence table and its conclusion.
     """
-    Design.resolve("evidence", formula=formula, data=data, y=y, probs=probs, horizon=horizon, n_classes=n_classes,
-                   k=k, cluster=cluster, by=by, chunksize=chunksize, null=null).check()
+    inputs = Inputs(formula, data, y=y, probs=probs, by=by, cluster=cluster)
+    settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, null=null, rng=rng,
+                        chunksize=chunksize, horizon=horizon)
+    design = Design.resolve("evidence", inputs, settings).check()
     alpha = check_alpha(alpha)
     check_null(null, DEFAULT_DRAWS, rng)
     check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)
-    env = resolve_env(eval_env)
-    if is_out_of_core(data):
-        return _evidence_stream(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                                alpha=alpha, null=null, rng=rng, missing=missing, by=by, chunksize=chunksize)
+    settings = settings.replace(alpha=alpha, env=resolve_env(eval_env))
+    if not design.in_memory:
+        return _evidence_stream(inputs, settings)
     gen, seed = resolve_seed(rng)
     sub_rng = gen if seed == "Generator" else seed
-    options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-               "missing": missing if missing != "raise" else None, "null": null,
-               "rng": sub_rng if is_integer(sub_rng) else None}
-    if by is not None:
-        return _evidence_by(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                            alpha=alpha, missing=missing, null=null, rng=rng, options=options, cluster=cluster)
-    if cluster is not None:
-        options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
-        res = estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                                 alpha=alpha, missing=missing, null="auto" if null == "conditional" else null,
-                                 rng=sub_rng, call_options=options, cluster=cluster)
+    settings = settings.replace(call_options={
+        "n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
+        "missing": missing if missing != "raise" else None, "null": null,
+        "rng": sub_rng if is_integer(sub_rng) else None})
+    if design.grouped:
+        return _evidence_by(inputs, design, settings)
+    if design.clustered:
+        res = estimate_in_memory(inputs, settings.replace(
+            null="auto" if null == "conditional" else null, rng=sub_rng,
+            call_options=settings.options(cluster=cluster if isinstance(cluster, str) else "<array>")), design)
         return res.evidence(alpha, rng=sub_rng)
-    res = estimate_in_memory(formula, data, y, probs, env=env, n_classes=n_classes, k=k, n_bins=n_bins,
-                             alpha=alpha, missing=missing, null=null, rng=sub_rng, call_options=options)
+    res = estimate_in_memory(inputs, settings.replace(rng=sub_rng), design)
     return build_evidence(res, alpha, rng=sub_rng)
 
 
-def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alpha, missing, null, rng,
-                 options, cluster=None) -> GroupedResult:
+def _evidence_by(inputs: Inputs, design: Design, settings: Settings) -> GroupedResult:
     """:func:`evidence` with ``by=``: the interval and its evidence on each group's rows (:mod:`calibtest.ece.group_engine`);
     with ``cluster=`` (clusters nested in the groups) the clustered interval and evidence on each group's rows
     and clusters."""
-    gen, seed = resolve_seed(rng)
-    options = {**options, "rng": seed if is_integer(seed) else None, "by": by if by_names(by) else "<array>"}
-    if cluster is not None:
+    s, by, cluster, formula = settings, inputs.by, inputs.cluster, inputs.formula
+    alpha, null, n_bins = s.alpha, s.null, s.n_bins
+    gen, seed = resolve_seed(s.rng)
+    options = s.options(rng=seed if is_integer(seed) else None, by=by if by_names(by) else "<array>")
+    if design.clustered:
         options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
-    prepared = prepare_input("evidence", formula, data, y, probs, eval_env=env, missing=missing,
-                             n_classes=n_classes, k=k, options=options, by=by, group_labels=group_labels,
-                             cluster=cluster)
+    prepared = prepare_input("evidence", formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
+                             missing=s.missing, n_classes=s.n_classes, k=s.k, options=options, by=by,
+                             group_labels=group_labels, cluster=cluster)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
@@ -446,8 +442,8 @@ def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alph
         group_gen = group_rng(gen, seed, g)
         group_call = call.with_options(group=label_text(grouping.names, label))
         if clusters is None:
-            res = estimate_rows(sub, partition_rows(sub, n_bins), alpha=alpha, null=null, rng=group_gen,
-                                call=group_call, **bookkeeping)
+            res = estimate_rows(sub, partition_rows(sub, n_bins), s.replace(rng=group_gen), call=group_call,
+                                **bookkeeping)
             return build_evidence(res, alpha, rng=group_gen)
         own = clusters.of_rows(idx)
         group_notes.update(few_clusters_note(label, own.n_clusters, "interval and test are"))
@@ -469,20 +465,18 @@ def _evidence_by(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alph
                           clusters=clusters_text(clusters), **bookkeeping)
 
 
-def _evidence_stream(formula, data, y, probs, *, env, n_classes, k, n_bins, alpha, null, rng, missing, by,
-                     chunksize) -> EvidenceResult:
+def _evidence_stream(inputs: Inputs, settings: Settings) -> EvidenceResult:
     """:func:`evidence` on a file path or a Dask DataFrame: the streamed interval, then its evidence in passes."""
+    formula, data, rng, alpha = inputs.formula, inputs.data, settings.rng, settings.alpha
     if rng is not None and not is_integer(rng):
         raise TypeError(f"rng must be None or an int seed for a file or Dask DataFrame (the label draws are keyed "
                         f"by the seed and each row's position), got {type(rng).__name__}")
     if is_dask(data):
-        res = dask_calib_ci(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                            missing=missing, null=null)
-    else:
-        data = open_data_file(data, formula, env, chunksize)  # one first read for the interval and the evidence
-        res = stream_file(data, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                          missing=missing, null=null)
-    res = with_stream(res, data, formula, env=env, missing=missing, n_classes=n_classes, k=k, chunksize=chunksize)
+        res = dask_calib_ci(data, formula, settings)
+    else:  # one first read for the interval and the evidence
+        data = open_data_file(data, formula, settings.env, settings.chunksize)
+        res = stream_file(data, formula, settings)
+    res = with_stream(res, data, formula, settings)
     if res.stream is None:
         raise ValueError(f"evidence on a file or Dask DataFrame needs a binary or top-1 target; for "
                          f"{res.mode} the multi-scale test needs the rows in memory: read the columns into a "

@@ -30,6 +30,7 @@ from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, Analyt
                                      logistic_recalibration, planned_censoring, planned_null)
 from calibtest.core.targets import prepare, top_k_classes
 from calibtest.ece.build_result import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import OPTIONS, check_number, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay
 
@@ -257,11 +258,11 @@ class _Planner(AnalyticPlanner):
         m = self.z.shape[0]
         reject = np.empty(n_sim, dtype=bool)
         width = np.empty(n_sim)
+        settings = Settings(n_classes=self.data.n_classes, n_bins=B, alpha=self.alpha, null=self.null)
         for s in range(n_sim):  # each study is one calib_ci call (its data-dependent null)
             idx = gen.integers(0, m, size=n)
             y = (gen.random(n) < self.q[idx, 0]).astype(np.int64)
-            res = estimate_in_memory(None, None, y, self.z[idx, 0], env=None, n_classes=self.data.n_classes,
-                                     n_bins=B, alpha=self.alpha, null=self.null, rng=gen)
+            res = estimate_in_memory(Inputs(y=y, probs=self.z[idx, 0]), settings.replace(rng=gen))
             reject[s] = (not res.contains_zero) if self.margin is None else res.margin_test(self.margin).reject
             width[s] = math.sqrt(res.ci_upper) - math.sqrt(res.ci_lower)
         return reject, width

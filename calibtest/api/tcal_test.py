@@ -61,6 +61,7 @@ from calibtest.inputs.formula import resolve_env
 from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
 from calibtest.inputs.design import Design
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.rows import prepare_input
 from calibtest.options import BIN_COUNT, OptionError, check_option, check_options
 from calibtest.ece.result import TestOfCalibration
@@ -316,7 +317,7 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     >>> bool(res.reject), round(res.pvalue, 2)
     (False, 0.35)
     """
-    Design.resolve("tcal_test", formula=formula, horizon=horizon).check()
+    Design.resolve("tcal_test", Inputs(formula), Settings(horizon=horizon)).check()
     alpha = check_alpha(alpha)
     statistic = check_option("statistic", statistic)
     R = None if n_draws is None else check_option("n_draws", n_draws)

@@ -46,7 +46,7 @@ import pandas as pd
 from scipy import stats as _sps
 
 from calibtest.inputs.validation import DEFAULT_DRAWS
-from calibtest.checks.multiscale import calib_test_clustered
+from calibtest.checks.multiscale import MultiScaleOptions, calib_test_clustered
 from calibtest.core.clustered import cluster_cells, clustered_inference
 from calibtest.core.partition import partition_rows
 from calibtest.display.summary import null_text, part
@@ -213,7 +213,7 @@ def clustered_evidence_parts(res, alpha: float, rng, bins) -> dict:
     seed = "Generator" if isinstance(rng, np.random.Generator) else int(rng)
     book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
             "n_dropped": res.n_dropped}
-    test = calib_test_clustered(data, c.codes, c.n_clusters, alpha=alpha, rng=rng, **book)
+    test = calib_test_clustered(data, c.codes, c.n_clusters, MultiScaleOptions(alpha=alpha), rng=rng, **book)
     sens = _sensitivity(res, alpha, rng, bins)
     iv = res.conf_int(alpha)
     level = f"{100 * (1 - alpha):g}%"

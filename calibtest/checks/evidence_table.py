@@ -96,7 +96,7 @@ from scipy.special import ndtri
 
 from calibtest.display.format import fmt, fmt_p, mode_text, p_equals
 from calibtest.inputs.validation import DEFAULT_DRAWS, DEFAULT_SEED, check_alpha, check_seed, is_integer
-from calibtest.checks.multiscale import CalibrationTestResult, calib_test_rows, smallest_pvalue_text
+from calibtest.checks.multiscale import CalibrationTestResult, MultiScaleOptions, calib_test_rows, smallest_pvalue_text
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, conditional_test, label_classes,
                                         monte_carlo_test)
@@ -870,7 +870,7 @@ def _build_evidence(res, alpha: float, rng) -> EvidenceResult:
     data = res.data
     book = {"formula": res.formula, "y_name": res.y_name, "prob_names": tuple(res.prob_names),
             "n_dropped": res.n_dropped}
-    test = calib_test_rows(data, alpha=alpha, rng=rng, **book)
+    test = calib_test_rows(data, MultiScaleOptions(alpha=alpha), rng=rng, **book)
     hl = vp = None
     if data.z.shape[1] == 1:
         missing = []

@@ -127,7 +127,7 @@ from calibtest.core.targets import PreparedData
 from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text
 
-__all__ = ["CalibrationTestResult", "assemble_result", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
+__all__ = ["CalibrationTestResult", "MultiScaleOptions", "ScaleDraws", "assemble_result", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
 COMBINE = OPTIONS["combine"].choices
 PARTITIONS = OPTIONS["partitions"].choices
@@ -475,22 +475,83 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
 
 
 # --------------------------------------------------------------------------- public function
-def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS,
-                    rng=None, seed=None, combine: str = "max-z", partitions: str = "equal-width",
-                    spiegelhalter: bool | None = None, **bookkeeping) -> CalibrationTestResult:
+@dataclass(frozen=True)
+class MultiScaleOptions:
+    """The options of the multi-scale test that travel together (validated by :func:`calibtest.calib_test`).
+
+    Attributes
+    ----------
+    grid : tuple of int, optional
+        The bin counts; None: :func:`adaptive_grid` (``n_bins="adaptive"``).
+    alpha : float
+    n_draws : int
+        Label draws R.
+    combine : {"max-z", "bonferroni"}
+    partitions : {"equal-width", "equal-mass", "both"}
+    spiegelhalter : bool, optional
+        Spiegelhalter's z as a component: None is True for binary and top-1
+        targets, False otherwise; True on another target raises ValueError.
+    """
+
+    grid: tuple | None = None
+    alpha: float = 0.05
+    n_draws: int = DEFAULT_DRAWS
+    combine: str = "max-z"
+    partitions: str = "equal-width"
+    spiegelhalter: bool | None = None
+
+    def for_target(self, target: PreparedData) -> "MultiScaleOptions":
+        """These options resolved for ``target``: the partitions and Spiegelhalter's z checked, the grid chosen."""
+        grid = self.grid if self.grid is not None else adaptive_grid(target.n,
+                                                                     binned_dimension(target.mode, target.k))
+        return MultiScaleOptions(grid=grid, alpha=self.alpha, n_draws=self.n_draws, combine=self.combine,
+                                 partitions=check_partitions(self.partitions, target.mode),
+                                 spiegelhalter=check_spiegelhalter(self.spiegelhalter, target.mode))
+
+    def scales(self, target: PreparedData) -> tuple[list, list]:
+        """(labels, bins) of the scales of resolved options: (family, B) and each scale's (inverse, m)."""
+        families = [fam for fam in ("equal-width", "equal-mass") if self.partitions in (fam, "both")]
+        labels = [(fam, b) for fam in families for b in self.grid]
+        check_memory(8.0 * len(labels) * self.n_draws, f"n_draws={self.n_draws} at {len(labels)} scale(s)",
+                     "lower n_draws")
+        bins = []  # (inverse, m) per scale: a loop over the few scales
+        if "equal-width" in families:
+            bins += [(p.inverse, p.m) for p in (partition_rows(target, b) for b in self.grid)]
+        if "equal-mass" in families:
+            bins += [equal_mass_bins(target.z[:, 0], b) for b in self.grid]
+        return labels, bins
+
+
+@dataclass(frozen=True)
+class ScaleDraws:
+    """T and its null draws at every scale, the input of :func:`assemble_result`.
+
+    ``statistic`` (L,) and ``null_draws`` (L, R) are T and T*; ``sd`` (L,) sqrt Var(T | Z); ``sign_of(i)``
+    the sign of T on a scale with sd = 0 (+1, -1 or 0); ``spiegelhalter_z`` and ``spiegelhalter_draws`` z_S
+    and z*_S, or None when z_S is not a component; ``n_draws`` R and the ``seed`` recorded.
+    """
+
+    labels: list
+    statistic: np.ndarray
+    null_draws: np.ndarray
+    sd: np.ndarray
+    sign_of: object
+    spiegelhalter_z: float | None
+    spiegelhalter_draws: np.ndarray | None
+    n_draws: int
+    seed: object
+
+
+def calib_test_rows(target: PreparedData, options: MultiScaleOptions = MultiScaleOptions(), *, rng=None, seed=None,
+                    **bookkeeping) -> CalibrationTestResult:
     """The multi-scale test on prepared rows: the engine of :func:`calib_test`, one result built once.
 
     Parameters
     ----------
     target : PreparedData
         Z and U of every row (:func:`calibtest.core.targets.prepare_target`).
-    grid : tuple of int, optional
-        The bin counts; None: :func:`adaptive_grid` (``n_bins="adaptive"``).
-    alpha, n_draws, combine, partitions
-        As in :func:`calib_test` (already validated).
-    spiegelhalter : bool, optional
-        Spiegelhalter's z as a component: None is True for binary and top-1
-        targets, False otherwise; True on another target raises ValueError.
+    options : MultiScaleOptions
+        The grid, alpha, n_draws, combine, partitions and Spiegelhalter's z, as in :func:`calib_test`.
     rng : None, int or numpy.random.Generator
         Seed of the label draws; an int s gives the draws of ``calib_test(..., rng=s)``.
     seed : int or str, optional
@@ -504,40 +565,28 @@ def calib_test_rows(target: PreparedData, *, grid: tuple | None = None, alpha: f
     """
     if seed is None:
         rng, seed = resolve_seed(rng)
-    partitions = check_partitions(partitions, target.mode)
-    spiegelhalter = check_spiegelhalter(spiegelhalter, target.mode)
-    if grid is None:
-        grid = adaptive_grid(target.n, binned_dimension(target.mode, target.k))
-    R = n_draws
-    families = [fam for fam in ("equal-width", "equal-mass") if partitions in (fam, "both")]
-    labels = [(fam, b) for fam in families for b in grid]
-    L = len(labels)
-    check_memory(8.0 * L * R, f"n_draws={R} at {L} scale(s)", "lower n_draws")
-    bins = []  # (inverse, m) per scale: a loop over the few scales
-    if "equal-width" in families:
-        bins += [(p.inverse, p.m) for p in (partition_rows(target, b) for b in grid)]
-    if "equal-mass" in families:
-        bins += [equal_mass_bins(target.z[:, 0], b) for b in grid]
+    options = options.for_target(target)
+    labels, bins = options.scales(target)
     sd = np.array([math.sqrt(conditional_moments(conditional_bin_sums(target.z, inv, m), target.n).variance)
                    for inv, m in bins])
     observed = label_classes(target)
+    spiegelhalter = options.spiegelhalter
     draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], observed, n=target.n,
-                              n_draws=R, rng=seed if is_integer(seed) else rng, complete=target.mode == "full",
-                              spiegelhalter=spiegelhalter)
+                              n_draws=options.n_draws, rng=seed if is_integer(seed) else rng,
+                              complete=target.mode == "full", spiegelhalter=spiegelhalter)
 
     def sign_of(i: int) -> int:  # the point-mass scales (rare): z is the limit of (T - 0) / sd
         return point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode == "full")
 
-    return assemble_result(labels=labels, grid=grid, statistic=draws.statistic, null_draws=draws.null_draws, sd=sd,
-                           sign_of=sign_of, spiegelhalter_z=draws.spiegelhalter if spiegelhalter else None,
-                           spiegelhalter_draws=draws.spiegelhalter_draws if spiegelhalter else None, alpha=alpha,
-                           combine=combine, partitions=partitions, n_draws=R, seed=seed, n=target.n, k=target.k,
-                           n_classes=target.n_classes, mode=target.mode, **bookkeeping)
+    scales = ScaleDraws(labels, draws.statistic, draws.null_draws, sd, sign_of,
+                        draws.spiegelhalter if spiegelhalter else None,
+                        draws.spiegelhalter_draws if spiegelhalter else None, options.n_draws, seed)
+    return assemble_result(scales, options, n=target.n, k=target.k, n_classes=target.n_classes, mode=target.mode,
+                           **bookkeeping)
 
 
-def calib_test_clustered(target: PreparedData, codes: np.ndarray, n_clusters: int, *, grid: tuple | None = None,
-                         alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS, rng=None, seed=None,
-                         combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
+def calib_test_clustered(target: PreparedData, codes: np.ndarray, n_clusters: int,
+                         options: MultiScaleOptions = MultiScaleOptions(), *, rng=None, seed=None,
                          **bookkeeping) -> CalibrationTestResult:
     """The multi-scale test for rows in independent clusters (``calib_test(..., cluster=)``).
 
@@ -556,56 +605,47 @@ def calib_test_clustered(target: PreparedData, codes: np.ndarray, n_clusters: in
         Cluster of each row, 0..G-1.
     n_clusters : int
         G.
-    grid, alpha, n_draws, rng, seed, combine, partitions, spiegelhalter, **bookkeeping
+    options, rng, seed, **bookkeeping
         As in :func:`calib_test_rows`.
     """
     if seed is None:
         rng, seed = resolve_seed(rng)
     elif is_integer(seed):
         rng = np.random.default_rng(seed)
-    partitions = check_partitions(partitions, target.mode)
-    spiegelhalter = check_spiegelhalter(spiegelhalter, target.mode)
-    if grid is None:
-        grid = adaptive_grid(target.n, binned_dimension(target.mode, target.k))
-    families = [fam for fam in ("equal-width", "equal-mass") if partitions in (fam, "both")]
-    labels = [(fam, b) for fam in families for b in grid]
-    check_memory(8.0 * len(labels) * n_draws, f"n_draws={n_draws} at {len(labels)} scale(s)", "lower n_draws")
-    bins = []
-    if "equal-width" in families:
-        bins += [(p.inverse, p.m) for p in (partition_rows(target, b) for b in grid)]
-    if "equal-mass" in families:
-        bins += [equal_mass_bins(target.z[:, 0], b) for b in grid]
+    options = options.for_target(target)
+    labels, bins = options.scales(target)
     cells = [cluster_cells(inv, target.u, codes, m, n_clusters) for inv, m in bins]
     stats = [clustered_statistics(c, target.n) for c in cells]
     flips = [flipped_statistic(c, st.bin_weight) for c, st in zip(cells, stats)]
     sp_obs = None
+    spiegelhalter = options.spiegelhalter
     if spiegelhalter:
         p = target.z[:, 0]
         A = np.bincount(codes, weights=target.u[:, 0] * (1.0 - 2.0 * p), minlength=n_clusters)
         scale = math.sqrt(float(np.sum(A * A)))
         sp_obs = float(A.sum() / scale) if scale > 0 else 0.0
         flips.append(lambda eps: (A @ eps) / scale if scale > 0 else np.zeros(eps.shape[1]))
-    draws, exact = flip_draws(n_clusters, n_draws, rng, flips)
+    draws, exact = flip_draws(n_clusters, options.n_draws, rng, flips)
     statistic = np.array([st.estimate for st in stats])
     sd = np.sqrt([st.null_variance for st in stats])
-    null_draws = draws[:len(stats)]
-    return assemble_result(labels=labels, grid=grid, statistic=statistic, null_draws=null_draws, sd=sd,
-                           sign_of=lambda i: int(np.sign(statistic[i])), spiegelhalter_z=sp_obs,
-                           spiegelhalter_draws=draws[-1] if spiegelhalter else None, alpha=alpha, combine=combine,
-                           partitions=partitions, n_draws=int(draws.shape[1]), seed=None if exact else seed,
-                           n=target.n, k=target.k, n_classes=target.n_classes, mode=target.mode,
+    scales = ScaleDraws(labels, statistic, draws[:len(stats)], sd, lambda i: int(np.sign(statistic[i])), sp_obs,
+                        draws[-1] if spiegelhalter else None, int(draws.shape[1]), None if exact else seed)
+    return assemble_result(scales, options, n=target.n, k=target.k, n_classes=target.n_classes, mode=target.mode,
                            n_clusters=int(n_clusters), cluster_exact=bool(exact), **bookkeeping)
 
 
-def assemble_result(*, labels, grid, statistic, null_draws, sd, sign_of, spiegelhalter_z, spiegelhalter_draws, alpha,
-                    combine, partitions, n_draws, seed, n, k, n_classes, mode, **bookkeeping) -> CalibrationTestResult:
+def assemble_result(scales: ScaleDraws, options: MultiScaleOptions, *, n, k, n_classes, mode,
+                    **bookkeeping) -> CalibrationTestResult:
     """The result of the multi-scale test from T and T* of every scale (rows in memory or a stream).
 
-    ``statistic`` (L,) and ``null_draws`` (L, R) are T and T*; ``sd`` (L,) sqrt Var(T | Z); ``sign_of(i)``
-    the sign of T on a scale with sd = 0 (+1, -1 or 0); ``spiegelhalter_z`` and ``spiegelhalter_draws`` z_S
-    and z*_S, or None when z_S is not a component.
+    ``scales`` holds T, T*, sd and Spiegelhalter's z (:class:`ScaleDraws`); ``options`` the resolved grid,
+    alpha, combination and partitions.
     """
-    R, L = n_draws, len(labels)
+    labels, statistic, null_draws, sd, sign_of = (scales.labels, scales.statistic, scales.null_draws, scales.sd,
+                                                   scales.sign_of)
+    spiegelhalter_z, spiegelhalter_draws = scales.spiegelhalter_z, scales.spiegelhalter_draws
+    alpha, combine, partitions, grid = options.alpha, options.combine, options.partitions, options.grid
+    R, L, seed = scales.n_draws, len(labels), scales.seed
     pos = sd > 0
     with np.errstate(divide="ignore", invalid="ignore"):  # sd = 0: T* = 0 for every label draw, z* := 0
         z_obs = np.where(pos, statistic / np.where(pos, sd, 1.0), 0.0)

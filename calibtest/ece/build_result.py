@@ -43,7 +43,9 @@ from calibtest.core.weighted import (expected_sparse_weight_share, null_studenti
                                      studentized_adjusted_interval, weighted_influence, weighted_null_draws,
                                      weighted_statistics)
 from calibtest.checks.cluster_robust import cluster_robust_measures
+from calibtest.inputs.design import Design
 from calibtest.inputs.rows import Clusters, prepare_input
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.ece.result import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Clustering, Weighting
 
 __all__ = ["result_from_sums", "result_from_stream", "estimate_rows", "estimate_weighted", "check_weighted_options",
@@ -266,9 +268,8 @@ def _null_call(call: Call, null: str, monte_carlo, requested: str) -> Call:
     return call.with_options(**options)
 
 
-def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, null: str = "asymptotic",
-                  rng=None, n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted", n_resamples=None,
-                  progress=None, call: Call | None = None, **extra) -> CalibrationResult:
+def estimate_rows(data: PreparedData, partition: Partition, settings: Settings, *, call: Call | None = None,
+                  **extra) -> CalibrationResult:
     """The whole in-memory estimate: bin sums, the nulls that need the rows, the interval; one result.
 
     Parameters
@@ -277,8 +278,10 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
         Z and U of every row.
     partition : Partition
         The rows' bins, built once by :func:`calibtest.core.partition.partition_rows`.
-    alpha, null, rng, n_null_draws, method, n_resamples, progress
-        As in :func:`calibtest.calib_ci` (already validated).  The Monte Carlo
+    settings : Settings
+        ``alpha``, ``null``, ``rng``, ``n_null_draws``, ``method``,
+        ``n_resamples``, ``progress`` as in :func:`calibtest.calib_ci` (already
+        validated; the other fields are not read).  The Monte Carlo
         null draws first, then the resampling interval: an int seed s gives
         them the independent streams ``default_rng(s)`` and ``default_rng([s, 1])``,
         a Generator is consumed by both in that order.
@@ -290,6 +293,7 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
     -------
     CalibrationResult
     """
+    alpha, null, rng, method = settings.alpha, settings.null, settings.rng, settings.method
     stats = partition.bin_sums(data)
     t = debiased_statistic(stats, stats.n)
     conditional = monte_carlo = resampling = None
@@ -304,10 +308,10 @@ def estimate_rows(data: PreparedData, partition: Partition, *, alpha: float, nul
         conditional = conditional_test(t, conditional_moments(sums, data.n), alpha)
     if null != "asymptotic" and null_law(null, conditional) == "monte carlo":
         monte_carlo = monte_carlo_test(data.z, partition.inverse, label_classes(data), n=data.n,
-                                       n_draws=n_null_draws, rng=rng, complete=data.mode == "full")
+                                       n_draws=settings.n_null_draws, rng=rng, complete=data.mode == "full")
     if method != "adjusted":
         resampling = resampling_interval(binned_rows(partition, data.u), method, alpha=alpha, estimate=t,
-                                         n_resamples=n_resamples, rng=rng, progress=progress)
+                                         n_resamples=settings.n_resamples, rng=rng, progress=settings.progress)
     if call is not None and (null != "asymptotic" or requested != "auto"):  # an explicit null is part of the call
         call = _null_call(call, null, monte_carlo, requested)
     return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
@@ -324,11 +328,9 @@ def _read_only(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alpha: float,
-                      prevalence: float | None = None, weights_name: str | None = None,
-                      sample_prevalence: float | None = None, null: str = "asymptotic", rng=None,
-                      n_null_draws: int = DEFAULT_DRAWS, call: Call | None = None, extra_influence=None,
-                      **extra) -> CalibrationResult:
+def estimate_weighted(data: PreparedData, partition: Partition, weights, settings: Settings, *,
+                      weights_name: str | None = None, sample_prevalence: float | None = None,
+                      call: Call | None = None, extra_influence=None, **extra) -> CalibrationResult:
     """The weighted estimate (case weights and/or prevalence adjustment); one result.
 
     T_w, its influence-function variance and the calibrated-regime variance
@@ -343,15 +345,16 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         The prepared rows and their bins.
     weights : ndarray or None
         Case weights (validated), or None for prevalence weights alone.
-    alpha : float
-    prevalence : float, optional
-        pi: events (binary y = 1, top-1 correct) get weight pi / pi_hat, non-events
-        (1 - pi) / (1 - pi_hat), times the case weights.
+    settings : Settings
+        ``alpha``; ``prevalence`` (optional): pi, events (binary y = 1, top-1
+        correct) get weight pi / pi_hat, non-events (1 - pi) / (1 - pi_hat),
+        times the case weights; ``null``, ``rng`` and ``n_null_draws`` as below
+        (the other fields are not read).
     weights_name : str, optional
         Name of the weights column, for the summary.
     sample_prevalence : float, optional
         pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
-    null : {"auto", "asymptotic", "monte-carlo"}
+    settings.null : {"auto", "asymptotic", "monte-carlo"}
         The requested null; the result stores the one used (``"auto"`` is
         the Monte Carlo null in the binary and top-1 modes, where one
         outcome per row is drawn, and the asymptotic null otherwise).
@@ -370,8 +373,15 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
         Monte Carlo test given the predictions
         (:func:`calibtest.core.weighted.weighted_null_draws`), as is
         ``null="monte-carlo"`` with case weights.
-    rng, n_null_draws
+    settings.rng, settings.n_null_draws
         Seed and number R of the Monte Carlo label draws.
+    call : Call, optional
+    extra_influence : callable, optional
+        ``extra_influence(inverse, u, w)``: influence values added to those of
+        T_w in sigma_{1,w}^2 (the estimated censoring distribution of IPCW
+        rows, :mod:`calibtest.ece.survival`); case weights only.
+    **extra
+        Bookkeeping fields of the result.
 
     Notes
     -----
@@ -388,14 +398,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, *, alph
     in ``weighting.interval_multipliers``.  With case weights alone (weights
     independent of the outcome given the prediction) T_w is unbiased given
     the weights and keeps the influence-function standard error.
-    call : Call, optional
-    extra_influence : callable, optional
-        ``extra_influence(inverse, u, w)``: influence values added to those of
-        T_w in sigma_{1,w}^2 (the estimated censoring distribution of IPCW
-        rows, :mod:`calibtest.ece.survival`); case weights only.
-    **extra
-        Bookkeeping fields of the result.
     """
+    alpha, prevalence, null, rng = settings.alpha, settings.prevalence, settings.null, settings.rng
+    n_null_draws = settings.n_null_draws
     base = weights
     pi_hat = None
     if prevalence is not None:
@@ -654,42 +659,47 @@ def check_weighted_options(null: str, method: str) -> None:
                          "resampling intervals assume unweighted rows")
 
 
-def estimate_in_memory(formula, data, y, probs, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
-                       missing: str = "raise", null: str = "asymptotic", rng=None, n_null_draws: int = DEFAULT_DRAWS,
-                       method: str = "adjusted", n_resamples=None, progress=None,
-                       call_options: dict | None = None, weights=None,
-                       prevalence: float | None = None, cluster=None) -> CalibrationResult:
+def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None = None) -> CalibrationResult:
     """:func:`calibtest.calib_ci` on rows in memory: read them, prepare the target, bin once, estimate.
 
-    The options are those of :func:`calibtest.calib_ci`, already validated;
-    ``env`` is the evaluation environment object of the formula and
-    ``call_options`` the options the recorded call shows.  ``weights`` (a
-    column name or an array) and ``prevalence`` select the weighted estimate
-    (:func:`estimate_weighted`), which supports only the adjusted interval
-    and the asymptotic null; ``cluster`` (a column name or an array) the
-    clustered estimate (:func:`estimate_clustered`).
+    Parameters
+    ----------
+    inputs : Inputs
+        The data and the columns (or arrays) of its roles: ``weights`` and
+        ``cluster`` as given to :func:`calibtest.calib_ci`.
+    settings : Settings
+        The validated options of :func:`calibtest.calib_ci`: ``env`` is the
+        evaluation environment object of the formula and ``call_options`` the
+        options the recorded call shows.
+    design : Design, optional
+        The kind of analysis (default: resolved from ``inputs`` and
+        ``settings``).  A weighting (case weights, a prevalence) selects the
+        weighted estimate (:func:`estimate_weighted`), which supports only the
+        adjusted interval and the asymptotic and Monte Carlo nulls; clusters
+        the clustered estimate (:func:`estimate_clustered`).
     """
-    options = dict(call_options or {})
-    if cluster is not None:
-        check_clustered_options(method, weights, prevalence)
+    design = Design.resolve("calib_ci", inputs, settings) if design is None else design
+    s, null = settings, settings.null
+    options = dict(s.call_options)
+    if design.clustered:
+        check_clustered_options(s.method, inputs.weights, s.prevalence)
         clustered_null(null)
         if null != "auto":
             options["null"] = null
-    if weights is not None or prevalence is not None:
-        options.update({"weights": None, "prevalence": prevalence})  # the weights' name filled in below
-    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes,
-                             k=k, weights=weights, options=options, cluster=cluster)
-    rows, target, w, w_name, call = prepared.rows, prepared.target, prepared.weights, prepared.weights_name, \
-        prepared.call
-    partition = partition_rows(target, n_bins)
-    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
+    if design.weighting is not None:
+        options.update({"weights": None, "prevalence": s.prevalence})  # the weights' name filled in below
+    prepared = prepare_input("calib_ci", inputs.formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
+                             missing=s.missing, n_classes=s.n_classes, k=s.k, weights=inputs.weights,
+                             options=options, cluster=inputs.cluster)
+    rows, target, call = prepared.rows, prepared.target, prepared.call
+    partition = partition_rows(target, s.n_bins)
+    bookkeeping = dict(formula=inputs.formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
-    if prepared.clusters is not None:
-        return estimate_clustered(target, partition, prepared.clusters, alpha=alpha, null=null, rng=rng,
-                                  n_null_draws=n_null_draws, call=call, **bookkeeping)
-    if w is not None or prevalence is not None:
-        check_weighted_options(null, method)
-        return estimate_weighted(target, partition, w, alpha=alpha, prevalence=prevalence, weights_name=w_name,
-                                 null=null, rng=rng, n_null_draws=n_null_draws, call=call, **bookkeeping)
-    return estimate_rows(target, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
-                         method=method, n_resamples=n_resamples, progress=progress, call=call, **bookkeeping)
+    if design.clustered:
+        return estimate_clustered(target, partition, prepared.clusters, alpha=s.alpha, null=null, rng=s.rng,
+                                  n_null_draws=s.n_null_draws, call=call, **bookkeeping)
+    if design.weighting is not None:
+        check_weighted_options(null, s.method)
+        return estimate_weighted(target, partition, prepared.weights, s, weights_name=prepared.weights_name,
+                                 call=call, **bookkeeping)
+    return estimate_rows(target, partition, s, call=call, **bookkeeping)

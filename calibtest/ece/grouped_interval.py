@@ -81,7 +81,7 @@ import pandas as pd
 from scipy import stats as _sps
 
 from calibtest.display.format import fmt, json_safe, mode_text, p_equals
-from calibtest.inputs.validation import DEFAULT_DRAWS, check_choice, resolve_seed
+from calibtest.inputs.validation import check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
@@ -93,7 +93,9 @@ from calibtest.ece.build_result import (check_weighted_options, estimate_cluster
 from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
                                 few_clusters_note, global_test, group_rng, group_labels, group_table,
                                 grouping_from_counts, grouping_of, holm, label_text)
+from calibtest.inputs.design import Design
 from calibtest.inputs.rows import prepare_input
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.ece.result import CalibrationResult
 from calibtest.display.summary import CalibSummary, model_text, short_name
@@ -578,20 +580,22 @@ _COLUMNS = ["n_bins", "estimate", "ece", "ci_lower", "ci_upper", "ece_ci_lower",
             "pvalue", "null", *MEASURE_COLUMNS]
 
 
-def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None, n_bins="auto",
-                     alpha: float = 0.05, missing: str = "raise", null: str | None = None, rng=None,
-                     n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted", n_resamples=None, progress=None,
-                     weights=None, prevalence=None, global_method: str = "bonferroni",
-                     call_options: dict | None = None, cluster=None) -> GroupedCalibrationResult:
+def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
+                     global_method: str = "bonferroni") -> GroupedCalibrationResult:
     """:func:`calibtest.calib_ci` with ``by=``: one result per group (see the module docstring).
 
     Parameters
     ----------
-    by : str, list of str, array_like or list of arrays
-        Grouping column(s) of ``data`` (several: crossed, every combination of
-        the levels listed, empty ones with the reason) or arrays of labels
-        (:func:`calibtest.ece.group_engine.make_grouping`).
-    null : {"asymptotic", "conditional", "monte-carlo"} or None
+    inputs : Inputs
+        The data, with ``by``: grouping column(s) of ``data`` (several:
+        crossed, every combination of the levels listed, empty ones with the
+        reason) or arrays of labels (:func:`calibtest.ece.group_engine.make_grouping`);
+        ``weights`` and ``cluster`` as below.
+    design : Design
+        The kind of analysis: weighted (case weights or a prevalence), clustered or neither.
+    settings : Settings
+        The options of :func:`calibtest.calib_ci` (already validated).
+    settings.null : {"auto", "asymptotic", "conditional", "monte-carlo"} or None
         Null of every group's interval and test, as in :func:`calibtest.calib_ci`;
         None is ``"conditional"`` (for weighted rows ``"auto"``: the Monte
         Carlo null in the binary and top-1 modes, else the asymptotic one).  Groups
@@ -602,7 +606,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         the null.
     global_method : {"bonferroni", "fisher", "stouffer"}
         Combination of the per-group p-values (module docstring).
-    cluster : str or array_like, optional
+    inputs.cluster : str or array_like, optional
         Clusters nested in the groups (e.g. ``by="country"``,
         ``cluster="site"``): every group's result is the clustered one
         (:func:`calibtest.ece.build_result.estimate_clustered` on the group's rows
@@ -614,30 +618,27 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         ``cluster=`` the same partition, e.g. both the site) an
         :class:`OptionError` points to ``by=`` alone and ``meta_analysis()``.
         A cluster in two groups is a :class:`DataError`.
-    Other parameters as in :func:`calibtest.calib_ci` (already validated).
 
     Returns
     -------
     GroupedCalibrationResult
     """
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
-    if cluster is not None:
-        return _grouped_clustered(formula, data, y, probs, by=by, env=env, n_classes=n_classes, k=k,
-                                  n_bins=n_bins, alpha=alpha, missing=missing, null="auto" if null is None else null,
-                                  rng=rng, n_null_draws=n_null_draws, global_method=global_method,
-                                  call_options=call_options, cluster=cluster)
-    weighted = weights is not None or prevalence is not None
+    s, null, by = settings, settings.null, inputs.by
+    if design.clustered:
+        return _grouped_clustered(inputs, s.replace(null="auto" if null is None else null), global_method)
+    weighted = design.weighting is not None
     if null is None:
         null = "auto" if weighted else "conditional"
     if weighted:
-        check_weighted_options(null, method)
+        check_weighted_options(null, s.method)
+    rng, n_bins, n_null_draws, prevalence, alpha = s.rng, s.n_bins, s.n_null_draws, s.prevalence, s.alpha
     _, seed = resolve_seed(rng)
-    options = dict(call_options or {})
-    options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
-                    "rng": seed if seed != "Generator" else None})  # the seed of any Monte Carlo null used
-    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing,
-                             n_classes=n_classes, k=k, weights=weights, by=by, group_labels=group_labels,
-                             options=options)
+    options = s.options(by=by if by_names(by) else "<array>", null=null if null != "asymptotic" else None,
+                        rng=seed if seed != "Generator" else None)  # the seed of any Monte Carlo null used
+    prepared = prepare_input("calib_ci", inputs.formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
+                             missing=s.missing, n_classes=s.n_classes, k=s.k, weights=inputs.weights, by=by,
+                             group_labels=group_labels, options=options)
     rows, target, call, w_all, w_name = (prepared.rows, prepared.target, prepared.call, prepared.weights,
                                          prepared.weights_name)
     grouping = grouping_of(prepared.group_names, prepared.group_values)
@@ -646,16 +647,14 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
         if target.mode not in ("binary", "top1"):
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
-    bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+    bookkeeping = dict(formula=inputs.formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
     def one(sub, part, sub_w, group_null, gen, sub_call):
+        own = s.replace(null=group_null, rng=gen)
         if weighted:
-            return estimate_weighted(sub, part, sub_w, alpha=alpha, prevalence=prevalence, weights_name=w_name,
-                                     sample_prevalence=pi_hat, null=group_null, rng=gen,
-                                     n_null_draws=n_null_draws, call=sub_call, **bookkeeping)
-        return estimate_rows(sub, part, alpha=alpha, null=group_null, rng=gen, n_null_draws=n_null_draws,
-                             method=method, n_resamples=n_resamples, progress=progress, call=sub_call,
-                             **bookkeeping)
+            return estimate_weighted(sub, part, sub_w, own, weights_name=w_name, sample_prevalence=pi_hat,
+                                     call=sub_call, **bookkeeping)
+        return estimate_rows(sub, part, own, call=sub_call, **bookkeeping)
 
     group_notes, variances = {}, {}
 
@@ -692,7 +691,7 @@ def grouped_calib_ci(formula, data, y, probs, *, by, env, n_classes=None, k=None
     add_measure_notes(table, group_notes)
     return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=seed, mode=target.mode,
-                           k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
+                           k=target.k, n_classes=target.n_classes, formula=inputs.formula, y_name=rows.y_name,
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
 
 
@@ -759,11 +758,11 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
         the survival result of all rows.
     """
     global_method = check_choice(global_method, "global_method", GLOBAL_METHODS)
-    settings, bookkeeping, call = dict(rows.settings), rows.bookkeeping, rows.call
-    rng, weights = settings.pop("rng"), settings.pop("weights")
+    settings, bookkeeping, call = rows.settings, rows.bookkeeping, rows.call
+    rng, weights = settings.rng, rows.weights
     _, seed = resolve_seed(rng)
     grouping = grouping_of(rows.group_names, rows.group_values)
-    cause, horizon = settings["cause"], settings["horizon"]
+    cause, horizon = settings.cause, settings.horizon
     event = rows.event == (1.0 if cause is None else float(cause))
     target = prepare_target((event & (rows.time <= horizon)).astype(np.float64), rows.risk,
                             y_name=bookkeeping["y_name"], prob_names=list(bookkeeping["prob_names"]))
@@ -775,7 +774,7 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
         if sub_w is not None and not (sub_w > 0).any():
             raise ValueError("every weight is zero")
         res = rows.fit_rows(idx, call=call.with_options(group=label_text(grouping.names, label)),
-                            bookkeeping={**bookkeeping, "n_dropped": 0}, rng=group_rng(rng, seed, g), weights=sub_w)
+                            bookkeeping={**bookkeeping, "n_dropped": 0}, rng=group_rng(rng, seed, g))
         if sub.n < MIN_GROUP_ROWS or events < MIN_GROUP_EVENTS:
             group_notes[label] = (f"small group ({sub.n} rows, {events} events by the horizon): the asymptotic "
                                   "approximations are unreliable here; read its interval and test with care.")
@@ -784,12 +783,12 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
 
     groups, reasons = analyse_groups(grouping, target, analyse)
     pooled = rows.fit_rows(call=call.with_options(by=None), bookkeeping=bookkeeping,
-                           rng=group_rng(rng, seed, len(grouping)), weights=weights)
+                           rng=group_rng(rng, seed, len(grouping)))
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
                         _COLUMNS, events=True)
     return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
-                           global_method=global_method, alpha=alpha, null=settings["null"], seed=seed,
+                           global_method=global_method, alpha=alpha, null=settings.null, seed=seed,
                            mode="binary", k=1, n_classes=None, pooled_measures={}, call_record=call, **bookkeeping)
 
 
@@ -808,17 +807,17 @@ def _clustered_row(res: CalibrationResult) -> dict:
     return {**_row(res), **_clustered_measures(res)}
 
 
-def _grouped_clustered(formula, data, y, probs, *, by, env, n_classes, k, n_bins, alpha, missing, null, rng,
-                       n_null_draws, global_method, call_options, cluster) -> GroupedCalibrationResult:
+def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -> GroupedCalibrationResult:
     """:func:`grouped_calib_ci` with clusters nested in the groups (see its ``cluster`` parameter)."""
+    s, by, cluster, formula = settings, inputs.by, inputs.cluster, inputs.formula
+    rng, null, n_bins, alpha, n_null_draws = s.rng, s.null, s.n_bins, s.alpha, s.n_null_draws
     _, seed = resolve_seed(rng)
-    options = dict(call_options or {})
-    options.update({"by": by if by_names(by) else "<array>", "null": null if null != "asymptotic" else None,
-                    "rng": seed if seed != "Generator" else None,
-                    "cluster": cluster if isinstance(cluster, str) else "<array>"})
-    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing,
-                             n_classes=n_classes, k=k, by=by, group_labels=group_labels, options=options,
-                             cluster=cluster)
+    options = s.options(by=by if by_names(by) else "<array>", null=null if null != "asymptotic" else None,
+                        rng=seed if seed != "Generator" else None,
+                        cluster=cluster if isinstance(cluster, str) else "<array>")
+    prepared = prepare_input("calib_ci", formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
+                             missing=s.missing, n_classes=s.n_classes, k=s.k, by=by, group_labels=group_labels,
+                             options=options, cluster=cluster)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])

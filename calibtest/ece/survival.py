@@ -42,13 +42,14 @@ every number (the default conditional null included) equals binary
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from calibtest.display.format import Call, record_call
-from calibtest.inputs.validation import DEFAULT_DRAWS, DataError, OptionError
+from calibtest.inputs.validation import DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
 from calibtest.core.censoring import (SurvivalData, censoring_km, competing_rows, cox_breslow, cox_influence,
@@ -63,7 +64,9 @@ from calibtest.core.weighted import weighted_null_variance
 from calibtest.ece.build_result import estimate_rows, estimate_weighted
 from calibtest.inputs.formula import column_values, surv_arguments
 from calibtest.ece.group_engine import by_names, group_labels
+from calibtest.inputs.design import Design
 from calibtest.inputs.rows import prepare_input
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import check_options
 from calibtest.ece.result import Approximation, CalibrationResult
 
@@ -247,39 +250,29 @@ def _refuse(null: str, method: str, weights, n_classes, k, prevalence) -> None:
     del null  # checked once the censoring before the horizon is known
 
 
-def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horizon, censoring: str = "km",
-                      censoring_covariates=None, env, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
-                      null: str = "auto", rng=None, n_null_draws: int = DEFAULT_DRAWS, method: str = "adjusted",
-                      n_resamples=None, progress=None, weights=None, prevalence=None, by=None, n_classes=None,
-                      k=None, cause=None, call_options: dict | None = None):
+def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
     """:func:`calibtest.calib_ci` with a survival outcome at ``horizon`` (see the module docstring).
 
     Parameters
     ----------
-    formula : str or None
-        ``"Surv(time, event) ~ risk"``.
-    data : DataFrame or dict, optional
-    time, event, probs : array_like, optional
-        Array input instead of a formula.
-    horizon : float
-        The horizon t > 0 (validated).
-    censoring : {"km", "cox"}
-        The censoring model of the IPCW weights.
-    censoring_covariates : list of str or array_like, optional
-        The Cox censoring model's covariates (``censoring="cox"``).
-    env : patsy.EvalEnvironment
-        The caller's environment.
-    cause : int, optional
-        Competing risks: the event holds codes 0 (censored), 1, 2, ... and
-        the risk is the cumulative incidence of ``cause`` by the horizon.
-        Rows of a competing event before t have outcome 0 and are not
-        censorings of G (Aalen-Johansen weights; ``docs/survival.md``).
-    by : optional
-        Subgroups (as in :func:`calibtest.calib_ci`): the validated rows and
-        group labels are returned as a :class:`SurvivalInput`, which
-        :func:`calibtest.ece.grouped_interval.grouped_survival_calib_ci` analyses group by
-        group.
-    Other parameters as in :func:`calibtest.calib_ci` (validated by it).
+    inputs : Inputs
+        ``formula`` (``"Surv(time, event) ~ risk"``) with ``data``, or the
+        arrays ``time``, ``event`` and ``probs``; ``weights`` (case weights),
+        ``by`` (subgroups, as in :func:`calibtest.calib_ci`: the validated rows
+        and group labels are returned as a :class:`SurvivalInput`, which
+        :func:`calibtest.ece.grouped_interval.grouped_survival_calib_ci`
+        analyses group by group) and ``censoring_covariates`` (the Cox
+        censoring model's covariates, ``censoring="cox"``).
+    design : Design
+        The kind of analysis (a survival outcome; grouped or not, weighted or not).
+    settings : Settings
+        The options of :func:`calibtest.calib_ci` (validated by it); ``horizon``
+        (t > 0), ``censoring`` (``"km"`` or ``"cox"``, the censoring model of
+        the IPCW weights) and ``cause`` (competing risks: the event holds codes
+        0 (censored), 1, 2, ... and the risk is the cumulative incidence of
+        ``cause`` by the horizon; rows of a competing event before t have
+        outcome 0 and are not censorings of G, Aalen-Johansen weights,
+        ``docs/survival.md``) are checked here; ``env`` is the caller's environment.
 
     Returns
     -------
@@ -290,64 +283,58 @@ def survival_calib_ci(formula, data, *, time=None, event=None, probs=None, horiz
     OptionError, DataError, TypeError
         Unsupported options, unusable times, events, risks or horizon.
     """
-    opts = check_options(horizon=horizon, censoring=censoring, cause=cause)
-    horizon, censoring, cause = opts["horizon"], opts["censoring"], opts["cause"]
-    if horizon is None:
+    s = settings
+    opts = check_options(horizon=s.horizon, censoring=s.censoring, cause=s.cause)
+    s = s.replace(horizon=opts["horizon"], censoring=opts["censoring"], cause=opts["cause"])
+    if s.horizon is None:
         raise OptionError("a survival outcome needs horizon=, the time t of the risk P(T <= t)")
-    _refuse(null, method, weights, n_classes, k, prevalence)
-    if censoring == "km" and censoring_covariates is not None:
+    _refuse(s.null, s.method, inputs.weights, s.n_classes, s.k, s.prevalence)
+    formula, data, by, covariate_spec = inputs.formula, inputs.data, inputs.by, inputs.censoring_covariates
+    if s.censoring == "km" and covariate_spec is not None:
         raise OptionError("censoring_covariates= is used by censoring='cox'; the Kaplan-Meier censoring "
                           "distribution (censoring='km') takes no covariates")
-    options = dict(call_options or {})
-    options.update({"horizon": horizon, "censoring": censoring if censoring != "km" else None,
-                    "censoring_covariates": (list(censoring_covariates) if isinstance(censoring_covariates,
-                                                                                    (list, tuple)) else
-                                             None if censoring_covariates is None else "<array>")})
-    if cause is not None:
-        options["cause"] = cause
-    if by is not None:
+    options = s.options(horizon=s.horizon, censoring=s.censoring if s.censoring != "km" else None,
+                        censoring_covariates=(list(covariate_spec) if isinstance(covariate_spec, (list, tuple)) else
+                                              None if covariate_spec is None else "<array>"))
+    if s.cause is not None:
+        options["cause"] = s.cause
+    if design.grouped:
         options["by"] = by if by_names(by) else "<array>"
     if formula is not None:
-        if time is not None or event is not None or probs is not None:
+        if inputs.time is not None or inputs.event is not None or inputs.probs is not None:
             raise OptionError("give either a formula 'Surv(time, event) ~ risk' with data, or time=, event= and "
                               "probs=, not both")
         y = None
     else:
-        if time is None or event is None or probs is None:
+        if inputs.time is None or inputs.event is None or inputs.probs is None:
             raise OptionError("a survival outcome needs a formula 'Surv(time, event) ~ risk' with data=, or all "
                               "of time=, event= and probs=")
-        y = _survival_columns(time, event)
-    prepared = prepare_input("calib_ci", formula, data, y, probs, eval_env=env, missing=missing, target=False,
-                             single_column=True, survival=True, by=by, weights=weights,
-                             group_labels=group_labels if by is not None else None)
+        y = _survival_columns(inputs.time, inputs.event)
+    prepared = prepare_input("calib_ci", formula, data, y, inputs.probs, eval_env=s.env, missing=s.missing,
+                             target=False, single_column=True, survival=True, by=by, weights=inputs.weights,
+                             group_labels=group_labels if design.grouped else None)
     rows = prepared.rows
     covariates, cov_names = (None, ())
-    if censoring == "cox":
-        covariates, cov_names = _covariates(censoring_covariates, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
+    if s.censoring == "cox":
+        covariates, cov_names = _covariates(covariate_spec, data, rows.kept, rows.y.shape[0] + rows.n_dropped)
     if formula is not None:
-        time_name, event_name = surv_arguments(rows.y_name) or ("time", "event")
+        names = surv_arguments(rows.y_name) or ("time", "event")
         call = record_call("calib_ci", formula, data, rows.y, rows.probs, options)
     else:
-        time_name, event_name = "time", "event"
+        names = ("time", "event")
         n_in = rows.y.shape[0] + rows.n_dropped
         call = Call("calib_ci", (f"time=<array n={n_in}>", f"event=<array n={n_in}>",
                                  f"probs=<array shape={(n_in,)}>"), options)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),
                        n_dropped=rows.n_dropped)
-    settings = dict(horizon=horizon, censoring=censoring, cov_names=cov_names, n_bins=n_bins, alpha=alpha, null=null,
-                    rng=rng, n_null_draws=n_null_draws, method=method, n_resamples=n_resamples, progress=progress,
-                    time_name=time_name, event_name=event_name, cause=cause, weights=prepared.weights,
-                    weights_name=prepared.weights_name)
-    if cause is None:
-        t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], horizon, time_name, event_name)
+    if s.cause is None:
+        t_obs, ev = survival_rows(rows.y[:, 0], rows.y[:, 1], s.horizon, *names)
     else:
-        t_obs, ev = competing_rows(rows.y[:, 0], rows.y[:, 1], horizon, cause, time_name, event_name)
-    risk = rows.probs.reshape(-1)
-    rows_in = SurvivalInput(t_obs, ev, risk, covariates, call, settings, bookkeeping, prepared.group_names,
+        t_obs, ev = competing_rows(rows.y[:, 0], rows.y[:, 1], s.horizon, s.cause, *names)
+    rows_in = SurvivalInput(t_obs, ev, rows.probs.reshape(-1), covariates, prepared.weights, call, s, bookkeeping,
+                            SurvivalNames(*names, cov_names, prepared.weights_name), prepared.group_names,
                             prepared.group_values)
-    if by is not None:
-        return rows_in
-    return survival_rows_result(t_obs, ev, risk, covariates, call=call, bookkeeping=bookkeeping, **settings)
+    return rows_in if design.grouped else survival_rows_result(rows_in)
 
 
 def _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping) -> tuple:
@@ -371,8 +358,7 @@ def _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping) -> tuple
     return event, observed, binary, partition_rows(binary, n_bins)
 
 
-def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins, alpha, null, rng, n_null_draws,
-                       time_name, event_name, cause, call, bookkeeping, weights, weights_name) -> CalibrationResult:
+def _survival_weighted(rows: "SurvivalInput") -> CalibrationResult:
     r"""The case-weighted survival result: T_w of the IPCW rows with the weighted Kaplan-Meier G.
 
     Y~_i = 1{X_i <= t, cause} / G_w(X_i-), G_w the Kaplan-Meier of the
@@ -383,18 +369,20 @@ def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins
     a_i = 2 mu_b (n w_i / W) Y~_i, the derivative of n T_w in Y~_i.  Without
     censoring before t the result is the weighted binary one of 1{T <= t}.
     """
-    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping)
+    t_obs, ev, risk, weights, s = rows.time, rows.event, rows.risk, rows.weights, rows.settings
+    horizon, null = s.horizon, s.null
+    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, s.cause, s.n_bins,
+                                                       rows.bookkeeping)
     km = censoring_km(t_obs, observed, weights)
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon) & (weights > 0)))
-    build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
-                 cause=cause)
+    build = rows.names.build(s, km)
     if not censored_before:  # the weighted binary call, its null resolution ("auto": Monte Carlo) included
         survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0,
                                       variance="is that of the weighted binary outcome", **build)
-        return estimate_weighted(binary, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
-                                 rng=rng, n_null_draws=n_null_draws, call=call, survival=survival, **bookkeeping)
+        return estimate_weighted(binary, partition, weights, s, weights_name=rows.names.weights, call=rows.call,
+                                 survival=survival, **rows.bookkeeping)
     null = "asymptotic" if null == "auto" else null  # no Bernoulli labels to draw for rows censored before t
-    if censoring != "km":
+    if s.censoring != "km":
         raise OptionError("weights= with censoring before the horizon takes the weighted Kaplan-Meier censoring "
                           "distribution (censoring='km'); a weighted Cox model of the censoring is not available")
     if null != "asymptotic":
@@ -415,9 +403,23 @@ def _survival_weighted(t_obs, ev, risk, *, horizon, censoring, cov_names, n_bins
     survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
                                   variance=_VARIANCE["km weighted"], **build)
     target = PreparedData(z=binary.z, u=(y_tilde - risk)[:, None], mode="binary", k=1, n_classes=None)
-    return estimate_weighted(target, partition, weights, alpha=alpha, weights_name=weights_name, null=null,
-                             rng=rng, n_null_draws=n_null_draws, call=call, extra_influence=censoring_term,
-                             survival=survival, **bookkeeping)
+    return estimate_weighted(target, partition, weights, s.replace(null=null), weights_name=rows.names.weights,
+                             call=rows.call, extra_influence=censoring_term, survival=survival, **rows.bookkeeping)
+
+
+@dataclass(frozen=True)
+class SurvivalNames:
+    """How a survival result names its columns: the time, the event, the Cox covariates and the case weights."""
+
+    time: str
+    event: str
+    covariates: tuple
+    weights: str | None
+
+    def build(self, settings: Settings, km) -> dict:
+        """The keywords of :meth:`~calibtest.core.censoring.SurvivalData.build` that do not depend on the rows."""
+        return dict(censoring=settings.censoring, covariates=self.covariates, km=km, time_name=self.time,
+                    event_name=self.event, cause=settings.cause)
 
 
 @dataclass(frozen=True)
@@ -430,10 +432,16 @@ class SurvivalInput:
         Times, events (codes with ``cause``) and risks of the kept rows.
     covariates : ndarray or None
         The Cox censoring model's covariates of the kept rows.
+    weights : ndarray or None
+        The case weights of the kept rows.
     call : Call
         The recorded call.
-    settings, bookkeeping : dict
-        Keyword arguments of :func:`survival_rows_result`.
+    settings : Settings
+        The call's options (``horizon``, ``censoring`` and ``cause`` checked).
+    bookkeeping : dict
+        Bookkeeping fields of the result.
+    names : SurvivalNames
+        The names of the time, event, covariate and weight columns.
     group_names, group_values : list
         The grouping columns' names and labels (``by=``).
     """
@@ -442,33 +450,33 @@ class SurvivalInput:
     event: np.ndarray
     risk: np.ndarray
     covariates: np.ndarray | None
+    weights: np.ndarray | None
     call: Call
-    settings: dict
+    settings: Settings
     bookkeeping: dict
+    names: SurvivalNames
     group_names: list
     group_values: list
 
-    def fit_rows(self, idx=None, *, call: Call | None = None, bookkeeping: dict | None = None, rng=None,
-                 weights=None) -> CalibrationResult:
+    def fit_rows(self, idx=None, *, call: Call | None = None, bookkeeping: dict | None = None,
+                 rng=None) -> CalibrationResult:
         """The survival result of the rows ``idx`` (all rows when None): :func:`survival_rows_result` on them.
 
         The censoring distribution is estimated from those rows alone (with
         ``by=``, each group its own).  ``call``, ``bookkeeping`` and ``rng``
-        replace the stored ones (a group's label, its row count, its seed);
-        ``weights`` are the case weights of the rows ``idx``.
+        replace the stored ones (a group's label, its row count, its seed).
         """
-        settings = {key: value for key, value in self.settings.items() if key not in ("rng", "weights")}
         pick = slice(None) if idx is None else idx
-        covariates = None if self.covariates is None else self.covariates[pick]
-        return survival_rows_result(self.time[pick], self.event[pick], self.risk[pick], covariates,
-                                    call=self.call if call is None else call,
-                                    bookkeeping=self.bookkeeping if bookkeeping is None else bookkeeping,
-                                    rng=self.settings["rng"] if rng is None else rng, weights=weights, **settings)
+        subset = dataclasses.replace(
+            self, time=self.time[pick], event=self.event[pick], risk=self.risk[pick],
+            covariates=None if self.covariates is None else self.covariates[pick],
+            weights=None if self.weights is None else self.weights[pick],
+            call=self.call if call is None else call, bookkeeping=self.bookkeeping if bookkeeping is None else bookkeeping,
+            settings=self.settings if rng is None else self.settings.replace(rng=rng))
+        return survival_rows_result(subset)
 
 
-def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov_names, n_bins, alpha, null, rng,
-                         n_null_draws, method, n_resamples, progress, time_name, event_name, cause, call,
-                         bookkeeping, weights=None, weights_name=None) -> CalibrationResult:
+def survival_rows_result(rows: SurvivalInput) -> CalibrationResult:
     """The survival result of validated rows: times, events (or codes with ``cause``), risks, covariates.
 
     The censoring distribution (Kaplan-Meier or Cox) is estimated from
@@ -481,22 +489,18 @@ def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov
     (:func:`calibtest.core.censoring.weighted_km_influence`) added to T_w's
     (:func:`_survival_weighted`).
     """
-    if weights is not None:
-        return _survival_weighted(t_obs, ev, risk, horizon=horizon, censoring=censoring, cov_names=cov_names,
-                                  n_bins=n_bins, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
-                                  time_name=time_name, event_name=event_name, cause=cause, call=call,
-                                  bookkeeping=bookkeeping, weights=weights, weights_name=weights_name)
-    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, cause, n_bins, bookkeeping)
+    if rows.weights is not None:
+        return _survival_weighted(rows)
+    t_obs, ev, risk, s, bookkeeping = rows.time, rows.event, rows.risk, rows.settings, rows.bookkeeping
+    horizon, censoring, null = s.horizon, s.censoring, s.null
+    event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, s.cause, s.n_bins, bookkeeping)
     km = censoring_km(t_obs, observed)
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon)))
-    build = dict(censoring=censoring, covariates=cov_names, km=km, time_name=time_name, event_name=event_name,
-                 cause=cause)
+    build = rows.names.build(s, km)
     if not censored_before:  # Y~ = 1{T <= t}: the binary path, every number identical
         survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0, variance="is that of the binary outcome",
                                       **build)
-        return estimate_rows(binary, partition, alpha=alpha, null=null, rng=rng, n_null_draws=n_null_draws,
-                             method=method, n_resamples=n_resamples, progress=progress, call=call,
-                             survival=survival, **bookkeeping)
+        return estimate_rows(binary, partition, s, call=rows.call, survival=survival, **bookkeeping)
     if null not in ("auto", "asymptotic"):
         raise OptionError(f"null={null!r} draws or conditions on Bernoulli outcomes, which rows censored before the "
                           "horizon do not have; with censoring the test of calibration at t is the asymptotic one "
@@ -505,12 +509,12 @@ def survival_rows_result(t_obs, ev, risk, covariates, *, horizon, censoring, cov
         g_before = km.before(t_obs)
         influence = lambda a: km_influence(km, observed, a)  # noqa: E731
     else:
-        g_before, influence = cox_censoring_before(t_obs, observed, covariates)
+        g_before, influence = cox_censoring_before(t_obs, observed, rows.covariates)
     y_tilde = ipcw_outcome(t_obs, event, horizon, g_before)
     cases = y_tilde > 0
     survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
                                   variance=_VARIANCE[censoring], **build)
     u = (y_tilde - risk)[:, None]
     target = PreparedData(z=binary.z, u=u, mode="binary", k=1, n_classes=None)
-    return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=alpha,
-                             call=call, **bookkeeping)
+    return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=s.alpha,
+                             call=rows.call, **bookkeeping)

@@ -7,15 +7,16 @@ with ``k=``; otherwise the probability columns decide), its weighting (case
 ``weights=`` or a ``prevalence=``), whether rows are clustered (``cluster=``)
 or grouped (``by=``), where the rows come from (memory, a file, a Dask frame),
 and the interval method and null asked for.  :meth:`Design.resolve` builds it
-from the front door's arguments, before any row is read; :meth:`Design.check`
-refuses a combination the package does not support, with the reason, from
+from the front door's :class:`~calibtest.inputs.settings.Inputs` and
+:class:`~calibtest.inputs.settings.Settings`, before any row is read;
+:meth:`Design.check` refuses a combination the package does not support, with the reason, from
 the one table :data:`RULES`.
 
 The same table writes the table of combinations in the documentation
 (:func:`combinations_markdown`, ``docs/combinations.md``) and the command
 line's help (:func:`combinations_text`), so a refusal, the docs and ``--help``
-cannot disagree.  This module imports only the standard library and
-:mod:`calibtest.options`.
+cannot disagree.  This module imports only the standard library,
+:mod:`calibtest.options` and :mod:`calibtest.inputs.settings`.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import SURVIVAL_REFUSAL, OptionError
 
 __all__ = ["Design", "Rule", "RULES", "combinations_markdown", "combinations_text", "source_of"]
@@ -106,26 +108,34 @@ class Design:
     formula: bool = True
 
     @classmethod
-    def resolve(cls, analysis: str, *, formula=None, data=None, y=None, probs=None, horizon=None, time=None,
-                event=None, cause=None, n_classes=None, k=None, weights=None, prevalence=None, cluster=None,
-                by=None, chunksize=None, method: str = "adjusted", null: str = "auto") -> "Design":
-        """The design of a call from its arguments (nothing is read; options are checked elsewhere).
+    def resolve(cls, analysis: str, inputs: Inputs = Inputs(), settings: Settings = Settings()) -> "Design":
+        """The design of a call from its data and options (nothing is read; options are checked elsewhere).
 
         A survival outcome is ``horizon=``, ``time=``/``event=`` or a formula whose outcome is ``Surv(...)``.
+
+        Parameters
+        ----------
+        analysis : str
+            The front door.
+        inputs : Inputs
+            The call's data and the roles of its columns.
+        settings : Settings
+            The call's options.
         """
-        survival = horizon is not None or time is not None or event is not None or _surv_formula(formula)
-        outcome = ("competing risks" if cause is not None else "survival") if survival else "classification"
-        if n_classes is not None:
+        i, s = inputs, settings
+        survival = s.horizon is not None or i.time is not None or i.event is not None or _surv_formula(i.formula)
+        outcome = ("competing risks" if s.cause is not None else "survival") if survival else "classification"
+        if s.n_classes is not None:
             target = "top-1"
-        elif k is not None:
-            target = "full" if k == "full" else "top-k"
+        elif s.k is not None:
+            target = "full" if s.k == "full" else "top-k"
         else:
             target = None
-        weighting = "weights" if weights is not None else "prevalence" if prevalence is not None else None
+        weighting = "weights" if i.weights is not None else "prevalence" if s.prevalence is not None else None
         return cls(analysis=analysis, outcome=outcome, target=target, weighting=weighting,
-                   clustered=cluster is not None, grouped=by is not None, source=source_of(data),
-                   chunked=chunksize is not None, method=method, null=null,
-                   arrays=any(a is not None for a in (y, probs, time, event)), formula=formula is not None)
+                   clustered=i.cluster is not None, grouped=i.by is not None, source=source_of(i.data),
+                   chunked=s.chunksize is not None, method=s.method, null=s.null,
+                   arrays=any(a is not None for a in (i.y, i.probs, i.time, i.event)), formula=i.formula is not None)
 
     @property
     def label(self) -> str:

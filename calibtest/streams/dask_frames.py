@@ -31,6 +31,7 @@ import warnings
 from calibtest.display.format import Call
 from calibtest.streams.accumulator import BinAccumulator
 from calibtest.inputs.formula import check_formula_names, formula_columns, freeze_env, thaw_env
+from calibtest.inputs.settings import Settings
 from calibtest.inputs.rows import read_rows
 from calibtest.options import DEFAULT_CHUNKSIZE
 from calibtest.ece.result import CalibrationResult
@@ -124,8 +125,8 @@ def _add(*counts: int) -> int:
     return sum(counts)
 
 
-def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha=0.05,
-                         missing: str = "raise", split_every: int = SPLIT_EVERY, null: str = "auto") -> BinAccumulator:
+def dask_bin_accumulator(ddf, formula: str, settings: Settings, *,
+                         split_every: int = SPLIT_EVERY) -> BinAccumulator:
     """Per-bin sums of a Dask DataFrame, computed on its scheduler.
 
     Parameters
@@ -133,20 +134,18 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
     ddf : dask.dataframe.DataFrame
     formula : str
         Only the columns it names are loaded.
-    env : patsy.EvalEnvironment
-        The caller's environment; the variables the formula uses travel to
-        the workers (:func:`calibtest.inputs.formula.freeze_env`).
-    n_classes, k, n_bins, alpha, missing
-        As in :func:`calibtest.calib_ci`.  ``n_bins="auto"`` first computes n:
-        ``len(ddf)`` (with ``missing="raise"``; Dask reads Parquet row counts
-        from metadata), or a counting pass over the partitions
-        (``missing="drop"``).
+    settings : Settings
+        The call's options: ``env`` (the caller's environment; the variables
+        the formula uses travel to the workers,
+        :func:`calibtest.inputs.formula.freeze_env`), ``n_classes``, ``k``,
+        ``n_bins``, ``alpha``, ``missing`` as in :func:`calibtest.calib_ci`
+        (``n_bins="auto"`` first computes n: ``len(ddf)`` with
+        ``missing="raise"``, Dask reading Parquet row counts from metadata, or
+        a counting pass over the partitions with ``missing="drop"``), and
+        ``null``, which decides (with the target) whether the per-bin sums of
+        the conditional moments are accumulated (:class:`~calibtest.BinAccumulator`).
     split_every : int
         Fan-in of the reduction tree.
-    null : {"auto", "asymptotic", "conditional"}
-        As in :func:`calibtest.calib_ci`; decides (with the target) whether the
-        per-bin sums of the conditional moments are accumulated
-        (:class:`~calibtest.BinAccumulator`).
 
     Returns
     -------
@@ -160,6 +159,7 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
         rows (:func:`warn_one_partition`): it is read by one task.
     """
     dask, dd = _import_dask()
+    env, n_bins, missing = settings.env, settings.n_bins, settings.missing
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"Dask input must be a dask.dataframe.DataFrame, got {type(ddf).__name__}")
     if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
@@ -178,8 +178,8 @@ def dask_bin_accumulator(ddf, formula: str, *, env, n_classes=None, k=None, n_bi
             n_rows = int(_tree(counts, _add, split_every).compute())
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
-    template = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
-                              missing=missing, eval_env=thaw_env(namespace), null=null)
+    template = BinAccumulator(formula, n_classes=settings.n_classes, k=settings.k, n_bins=n_bins, n_rows=n_rows,
+                              alpha=settings.alpha, missing=missing, eval_env=thaw_env(namespace), null=settings.null)
     leaves = [dask.delayed(_partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
     if not leaves:
         return template
@@ -207,8 +207,7 @@ def dask_source(ddf, columns, n_rows_read: int, passes: int | None = None) -> di
     return source
 
 
-def dask_calib_ci(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha=0.05,
-                  missing: str = "raise", null: str = "auto") -> CalibrationResult:
+def dask_calib_ci(ddf, formula: str, settings: Settings) -> CalibrationResult:
     """:func:`calibtest.calib_ci` on a Dask DataFrame (see :func:`dask_bin_accumulator`).
 
     The null (``null="auto"`` included) and its p-value are those of the rows
@@ -216,10 +215,10 @@ def dask_calib_ci(ddf, formula: str, *, env, n_classes=None, k=None, n_bins="aut
     ``result.source`` records ``format="dask"``, the number of partitions, the
     columns read and the scheduler used.
     """
-    acc = dask_bin_accumulator(ddf, formula, env=env, n_classes=n_classes, k=k, n_bins=n_bins, alpha=alpha,
-                               missing=missing, null=null)
+    acc = dask_bin_accumulator(ddf, formula, settings)
     source = dask_source(ddf, formula_columns(formula, list(ddf.columns)), acc.n_seen)
-    options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
-               "missing": missing if missing != "raise" else None, "null": null if null != "auto" else None}
+    s = settings
+    options = {"n_classes": s.n_classes, "k": s.k, "n_bins": s.n_bins, "alpha": s.alpha,
+               "missing": s.missing if s.missing != "raise" else None, "null": s.null if s.null != "auto" else None}
     call = Call("calib_ci", (repr(formula), f"data=<dask DataFrame npartitions={ddf.npartitions}>"), options)
     return acc.result(call=call, source=source)

@@ -200,15 +200,18 @@ class StreamedRows:
         return out
 
 
-def with_stream(res, data, formula: str, *, env, missing: str, n_classes, k, chunksize=None):
+def with_stream(res, data, formula: str, settings):
     """``res`` holding its rows as :class:`StreamedRows` (binary and top-1 targets; others unchanged).
 
     ``data`` is the :class:`~calibtest.streams.files.DataFile` the interval was read from (its later passes
-    refuse a file changed since that first read), a file path (opened now) or a Dask frame.
+    refuse a file changed since that first read), a file path (opened now) or a Dask frame; ``settings``
+    (:class:`~calibtest.inputs.settings.Settings`) gives the environment, ``missing``, the target and the
+    chunk size of those passes.
     """
     if res.mode not in ("binary", "top1"):
         return res
-    return res.with_parts(stream=StreamedRows(data, formula, env, missing, n_classes, k, chunksize))
+    s = settings
+    return res.with_parts(stream=StreamedRows(data, formula, s.env, s.missing, s.n_classes, s.k, s.chunksize))
 
 
 def _chunk_rows(formula, chunk, env, missing, n_classes, k) -> tuple:

@@ -29,6 +29,7 @@ from calibtest.display.format import Call, sha256_file
 from calibtest.options import DEFAULT_CHUNKSIZE, DataError, check_option
 from calibtest.streams.accumulator import BinAccumulator
 from calibtest.inputs.formula import check_formula_names, formula_columns
+from calibtest.inputs.settings import Settings
 from calibtest.inputs.rows import read_rows
 from calibtest.ece.result import CalibrationResult
 
@@ -510,9 +511,7 @@ def open_data_file(path, formula: str, env, chunksize) -> DataFile:
     return DataFile(path, chunksize, fmt, stat0, reader)
 
 
-def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto", alpha: float = 0.05,
-                missing: str = "raise", chunksize: int | None = None, progress=None,
-                null: str = "auto") -> CalibrationResult:
+def stream_file(path, formula: str, settings: Settings) -> CalibrationResult:
     """:func:`calibtest.calib_ci` on a CSV or Parquet file, read in chunks.
 
     Parameters
@@ -522,23 +521,20 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         or the file already opened by :func:`open_data_file`.
     formula : str
         As in :func:`calibtest.calib_ci`; only the columns it names are read.
-    env : patsy.EvalEnvironment
-        Where names that are not columns are looked up.
-    n_classes, k, n_bins, alpha, missing
-        As in :func:`calibtest.calib_ci`.  ``n_bins="auto"`` needs the number
+    settings : Settings
+        The call's options.  ``env``: where names that are not columns are
+        looked up.  ``n_classes``, ``k``, ``n_bins``, ``alpha``, ``missing``
+        as in :func:`calibtest.calib_ci`; ``n_bins="auto"`` needs the number
         of usable rows n before binning: a Parquet file with
         ``missing="raise"`` gives it in its metadata (one pass); otherwise a
-        first pass counts the rows (two passes; an integer ``n_bins`` avoids it).
-    chunksize : int, optional
-        Rows per chunk (default :data:`DEFAULT_CHUNKSIZE`); working memory is
-        proportional to it.
-    progress : bool or None
-        Progress bar (tqdm) on stderr: None shows it only in an interactive
-        terminal outside CI, False never, True always.
-    null : {"auto", "asymptotic", "conditional"}
-        As in :func:`calibtest.calib_ci`: the same null and p-value as the
-        rows in memory, from the per-bin sums of the conditional moments
-        accumulated in the same pass (see :class:`~calibtest.BinAccumulator`).
+        first pass counts the rows (two passes; an integer ``n_bins`` avoids
+        it).  ``chunksize``: rows per chunk (default
+        :data:`DEFAULT_CHUNKSIZE`; working memory is proportional to it).
+        ``progress``: a progress bar (tqdm) on stderr: None shows it only in
+        an interactive terminal outside CI, False never, True always.
+        ``null`` as in :func:`calibtest.calib_ci`: the same null and p-value
+        as the rows in memory, from the per-bin sums of the conditional
+        moments accumulated in the same pass (see :class:`~calibtest.BinAccumulator`).
 
     Returns
     -------
@@ -548,7 +544,9 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
         ``size_bytes``, ``modified``, ``sha256``, ``columns``, ``chunksize``,
         ``n_chunks``, ``n_rows_read``, ``passes``}.
     """
-    file = open_data_file(path, formula, env, chunksize)
+    s = settings
+    env, n_bins, missing = s.env, s.n_bins, s.missing
+    file = open_data_file(path, formula, env, s.chunksize)
     columns = formula_columns(formula, file.columns)
     n_rows = None
     if isinstance(n_bins, str) and n_bins == "auto":
@@ -558,12 +556,12 @@ def stream_file(path, formula: str, *, env, n_classes=None, k=None, n_bins="auto
             n_rows = _count_usable(file, columns, formula, env, missing)
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
-    acc = BinAccumulator(formula, n_classes=n_classes, k=k, n_bins=n_bins, n_rows=n_rows, alpha=alpha,
-                         missing=missing, eval_env=env, null=null)
-    each_chunk(file, columns, acc.update, digest=True, progress=progress)
+    acc = BinAccumulator(formula, n_classes=s.n_classes, k=s.k, n_bins=n_bins, n_rows=n_rows, alpha=s.alpha,
+                         missing=missing, eval_env=env, null=s.null)
+    each_chunk(file, columns, acc.update, digest=True, progress=s.progress)
     call = Call("calib_ci", (repr(formula), f"data={file.name!r}"),
-                {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": alpha,
+                {"n_classes": s.n_classes, "k": s.k, "n_bins": n_bins, "alpha": s.alpha,
                  "missing": missing if missing != "raise" else None,
                  "chunksize": file.chunksize if file.chunksize != DEFAULT_CHUNKSIZE else None,
-                 "null": null if null != "auto" else None})
+                 "null": s.null if s.null != "auto" else None})
     return acc.result(call=call, source=file.source(columns))

@@ -36,6 +36,7 @@ from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.ece.build_result import keeps_null_sums
 from calibtest.inputs.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
+from calibtest.inputs.settings import Settings
 from calibtest.ece.group_engine import check_group_labels, group_labels, levels, subset_rows
 from calibtest.inputs.rows import read_rows
 
@@ -366,15 +367,14 @@ def open_grouped_file(path, formula: str, by: list, env, chunksize) -> tuple:
     return file, fcols + [b for b in by if b not in fcols]
 
 
-def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
-                       missing: str = "raise", chunksize: int | None = None, progress=None,
-                       null: str = "auto") -> GroupSums:
+def stream_file_groups(path, formula: str, by: list, settings: Settings) -> GroupSums:
     """Per-group sums of a CSV or Parquet file read in chunks (a counting pass first under ``"auto"``).
 
     Parameters as in :func:`calibtest.streams.files.stream_file`, with
     ``by`` the grouping columns (read with the formula's columns).
     """
-    file, columns = open_grouped_file(path, formula, by, env, chunksize)
+    env, n_bins, missing = settings.env, settings.n_bins, settings.missing
+    file, columns = open_grouped_file(path, formula, by, env, settings.chunksize)
     group_rows = n_rows = None
     if isinstance(n_bins, str) and n_bins == "auto":
         count_cols = columns if missing == "drop" else list(dict.fromkeys(by))
@@ -384,9 +384,9 @@ def stream_file_groups(path, formula: str, by: list, *, env, n_classes=None, k=N
         n_rows = int(sum(group_rows.values()))
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
-    acc = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=n_classes, k=k,
-                             n_bins=n_bins, missing=missing, null=null, eval_env=env)
-    each_chunk(file, columns, acc.update, digest=True, progress=progress)
+    acc = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=settings.n_classes,
+                             k=settings.k, n_bins=n_bins, missing=missing, null=settings.null, eval_env=env)
+    each_chunk(file, columns, acc.update, digest=True, progress=settings.progress)
     return acc.sums(file.source(columns))
 
 
@@ -435,11 +435,11 @@ def dask_group_frame(ddf, formula: str, by: list, env):
     return ddf[fcols + [b for b in by if b not in fcols]], freeze_env(formula, env, fcols)
 
 
-def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_bins="auto",
-                missing: str = "raise", null: str = "auto", split_every: int = 8) -> GroupSums:
+def dask_groups(ddf, formula: str, by: list, settings: Settings, *, split_every: int = 8) -> GroupSums:
     """Per-group sums of a Dask DataFrame: a counting reduction (under ``"auto"``), then one binning reduction."""
     dask, _ = _import_dask()
-    ddf, namespace = dask_group_frame(ddf, formula, by, env)
+    n_bins, missing = settings.n_bins, settings.missing
+    ddf, namespace = dask_group_frame(ddf, formula, by, settings.env)
     group_rows = n_rows = None
     if isinstance(n_bins, str) and n_bins == "auto":
         frame = ddf if missing == "drop" else ddf[list(dict.fromkeys(by))]
@@ -449,8 +449,9 @@ def dask_groups(ddf, formula: str, by: list, *, env, n_classes=None, k=None, n_b
         n_rows = int(sum(group_rows.values()))
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
-    template = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=n_classes, k=k,
-                                  n_bins=n_bins, missing=missing, null=null, eval_env=thaw_env(namespace))
+    template = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=settings.n_classes,
+                                  k=settings.k, n_bins=n_bins, missing=missing, null=settings.null,
+                                  eval_env=thaw_env(namespace))
     for b in by:  # a categorical column's categories, unused ones too, as pandas has them in memory
         dtype = ddf[b].dtype
         if isinstance(dtype, pd.CategoricalDtype) and getattr(ddf[b].cat, "known", False):

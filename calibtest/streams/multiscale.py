@@ -37,7 +37,8 @@ from calibtest.inputs.validation import DEFAULT_DRAWS
 from calibtest.streams.accumulator import _prepare_rows
 from calibtest.streams.dask_frames import _import_dask, _partition_usable, _tree, dask_source, in_partition
 from calibtest.streams.files import DataFile, _count_usable, each_chunk, open_data_file
-from calibtest.checks.multiscale import CalibrationTestResult, adaptive_grid, assemble_result, check_grid
+from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOptions, ScaleDraws, adaptive_grid, assemble_result,
+                                         check_grid)
 from calibtest.core.binning import cube_indices
 from calibtest.core.counter_draws import DrawSums
 from calibtest.core.conditional import (conditional_moments, conditional_sum_columns,
@@ -200,11 +201,10 @@ class CalibTestAccumulator:
         bookkeeping.setdefault("prob_names", prob_names)
         bookkeeping.setdefault("n_dropped", self.n_dropped)
         bookkeeping.setdefault("formula", self.formula)
-        return assemble_result(labels=self._scale_labels(), grid=self.grid, statistic=t_obs,
-                               null_draws=t_draws, sd=sd, sign_of=sign_of, spiegelhalter_z=sp_z,
-                               spiegelhalter_draws=sp_draws, alpha=self.alpha, combine=self.combine,
-                               partitions=self._partitions_name(), n_draws=self.R, seed=self.seed, n=n, k=k,
-                               n_classes=n_classes, mode=mode, **bookkeeping)
+        scales = ScaleDraws(self._scale_labels(), t_obs, t_draws, sd, sign_of, sp_z, sp_draws, self.R, self.seed)
+        options = MultiScaleOptions(grid=self.grid, alpha=self.alpha, combine=self.combine,
+                                    partitions=self._partitions_name())
+        return assemble_result(scales, options, n=n, k=k, n_classes=n_classes, mode=mode, **bookkeeping)
 
     def _scale_labels(self) -> list:
         """(family, B) of each scale, in the order of the draws' partitions."""

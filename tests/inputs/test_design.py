@@ -16,6 +16,7 @@ import pytest
 import calibtest as ct
 from calibtest.inputs.design import (LABELS, RULES, SURVIVAL_WAY_OUT, Design, combinations_markdown, combinations_text,
                                      source_of)
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import OptionError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -128,16 +129,17 @@ def test_the_survival_refusal_is_the_command_lines_too():
 
 
 def test_a_supported_design_passes_and_is_described():
-    design = Design.resolve("calib_ci", data=pd.DataFrame(), horizon=5.0, cause=1, weights="w", by="site")
+    design = Design.resolve("calib_ci", Inputs(data=pd.DataFrame(), weights="w", by="site"),
+                            Settings(horizon=5.0, cause=1))
     assert design.check() is design
     assert design.outcome == "competing risks" and design.survival and design.grouped
     assert design.describe() == "competing risks, case-weighted, grouped, rows in memory"
-    assert Design.resolve("calib_ci", k="full").target == "full"
-    assert Design.resolve("calib_ci", k=2).target == "top-k"
-    assert Design.resolve("calib_ci", n_classes=10).target == "top-1"
+    assert Design.resolve("calib_ci", settings=Settings(k="full")).target == "full"
+    assert Design.resolve("calib_ci", settings=Settings(k=2)).target == "top-k"
+    assert Design.resolve("calib_ci", settings=Settings(n_classes=10)).target == "top-1"
     assert Design.resolve("calib_ci").target is None
-    assert Design.resolve("calib_test", formula="Surv(t, e) ~ r").survival
-    assert not Design.resolve("calib_test", formula="y ~ p").survival
+    assert Design.resolve("calib_test", Inputs(formula="Surv(t, e) ~ r")).survival
+    assert not Design.resolve("calib_test", Inputs(formula="y ~ p")).survival
 
 
 def test_the_source_is_read_without_importing_dask(tmp_path):

@@ -91,7 +91,6 @@ def test_threaded_scheduler_and_partition_errors():
 
 
 def test_bootstrap_on_a_dask_frame_is_refused():
-    from calibtest.api.calib_ci import calib_ci_out_of_core
     ddf = dd.from_pandas(frame(100), npartitions=2)
-    with pytest.raises(ValueError, match="needs in-memory data .* a Dask DataFrame"):
-        calib_ci_out_of_core("correct ~ conf", ddf, env=None, method="bootstrap")
+    with pytest.raises(ValueError, match="needs in-memory data .* a file or a Dask frame"):
+        ct.calib_ci("correct ~ conf", data=ddf, method="bootstrap")

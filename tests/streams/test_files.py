@@ -12,7 +12,6 @@ import pytest
 
 import calibtest as ct
 from calibtest.streams import files as filestream
-from calibtest.api.calib_ci import calib_ci_out_of_core
 from calibtest.streams.accumulator import BinAccumulator
 from calibtest.options import DataError
 from scale_helpers import assert_same_result
@@ -173,7 +172,7 @@ def test_error_messages_name_file_rows_and_columns(tmp_path, files):
 def test_resampling_methods_need_in_memory_data(files, method):
     _, paths = files
     with pytest.raises(ValueError, match=f"method='{method}' resamples rows and needs in-memory data"):
-        calib_ci_out_of_core("correct ~ conf", paths["parquet"], env=None, n_classes=10, method=method)
+        ct.calib_ci("correct ~ conf", data=paths["parquet"], n_classes=10, method=method)
     import inspect
     if "method" in inspect.signature(ct.calib_ci).parameters:  # once calib_ci has method= (resampling branch)
         with pytest.raises(ValueError, match="needs in-memory data"):
