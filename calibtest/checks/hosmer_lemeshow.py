@@ -42,6 +42,7 @@ from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
 from calibtest.inputs.design import Design
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.display.format import fmt, fmt_p
 from calibtest.inputs.validation import OptionTypeError, is_integer
 from calibtest.core.binstats import bin_sums, debiased_statistic, plugin_statistic
@@ -270,7 +271,7 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     >>> round(stat, 2), round(pvalue, 3)
     (8.62, 0.569)
     """
-    Design.resolve("hosmer_lemeshow", formula=formula, horizon=horizon).check()
+    Design.resolve("hosmer_lemeshow", Inputs(formula), Settings(horizon=horizon)).check()
     if not (formula is None or isinstance(formula, str)):  # the earlier form hosmer_lemeshow(result, groups)
         if data is not None:
             groups = data

@@ -39,6 +39,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from calibtest.inputs.design import Design
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.display.format import fmt
 from calibtest.core.recalibration import oe_measures
 from calibtest.inputs.validation import OptionTypeError, check_alpha, check_missing, is_integer
@@ -609,7 +610,7 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     >>> round(r.slope, 3), round(r.citl, 3)
     (0.963, -0.02)
     """
-    Design.resolve("val_prob", formula=formula, horizon=horizon).check()
+    Design.resolve("val_prob", Inputs(formula), Settings(horizon=horizon)).check()
     if weights is not None:
         raise ValueError("val_prob does not take weights: its statistics (R val.prob's deviance-based D, U, Q "
                          "and R2, the C index, the lowess Emax/E90/Eavg) have no weighted definition in val.prob "
