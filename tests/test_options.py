@@ -251,7 +251,8 @@ def test_every_entry_point_reads_through_prepare_input(monkeypatch):
         calls.append(function)
         return real(function, *args, **kwargs)
 
-    for name in ("estimation", "tcal", "goodness_of_fit", "valprob", "evidence_suite", "groups"):
+    for name in ("ece.build_result", "api.tcal_test", "checks.hosmer_lemeshow", "checks.val_prob", "api.calib_test",
+                 "ece.grouped_interval"):
         monkeypatch.setattr(importlib.import_module(f"calibtest.{name}"), "prepare_input", spy)
     df = ct.load_demo().sample(400, random_state=0)
     grouped = df.assign(g=np.arange(len(df)) % 2)

@@ -192,7 +192,7 @@ def test_edges_study_smoke():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[3] / "vignettes" / "edges_coverage.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "vignettes" / "edges_coverage.py"
     spec = importlib.util.spec_from_file_location("edges_coverage", path)
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
