@@ -52,6 +52,7 @@ def test_errors_are_reported_not_raised(csv, capsys):
     assert "calibtest: error: file not found" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_console_script_demo():
     out = subprocess.run([sys.executable, "-m", "calibtest.cli", "demo"], capture_output=True, text=True,
                          check=True).stdout
@@ -144,6 +145,7 @@ def test_compare_shared_options_reach_calib_compare(two_models, capsys):
     assert (out["estimate"], out["se"], out["pvalue"]) == (ref.estimate, ref.se, ref.pvalue)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_compare_full_calibration_is_a_one_line_error(two_models):
     path, df = two_models
     fa, fb = "label ~ a0 + a1 + a2 + a3", "label ~ b0 + b1 + b2 + b3"
@@ -262,6 +264,7 @@ def _text(path):
     return re.sub(r"\s+", " ", " ".join(t.chunks))
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_report_several_models_with_labels_comparison_metadata_and_plan(two_col, tmp_path, capsys):
     path, df = two_col
     meta = tmp_path / "meta.json"
@@ -423,6 +426,7 @@ def test_every_subcommand_reads_parquet_as_csv(two_models, tmp_path, capsys, arg
     assert outs[0] == outs[1]
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_report_reads_parquet(two_col, tmp_path, capsys):
     path, df = two_col
     df = df.assign(grp=np.where(df["p"] > df["p"].median(), "high", "low"))

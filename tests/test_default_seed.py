@@ -66,6 +66,7 @@ def default_runs():
     return _run("default"), _run("default")
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_default_rng_gives_the_same_pvalues_in_two_processes(default_runs):
     first, second = default_runs
     assert first.keys() == second.keys() and len(first) == 9
@@ -73,6 +74,7 @@ def test_default_rng_gives_the_same_pvalues_in_two_processes(default_runs):
         assert first[kind] == second[kind], kind
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_the_recorded_seed_is_the_one_used(default_runs):
     first, _ = default_runs
     for kind, values in first.items():

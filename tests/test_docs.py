@@ -46,6 +46,7 @@ def _stub_names() -> set[str]:
 
 
 @pytest.mark.parametrize("name", _modules())
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_docstring_examples_run(name, monkeypatch, tmp_path):
     """Every docstring example of the package runs and prints what it shows (doctest)."""
     monkeypatch.chdir(tmp_path)  # an example that writes a file writes it here
@@ -93,8 +94,10 @@ def test_the_docs_build_command_is_documented_and_run_in_ci():
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     for where, text in (("README.md", readme), ("docs/index.md", index), (".ci/run", ci)):
         assert BUILD_COMMAND in text, f"{where} does not give the docs build command"
-    # CI: the README's test command first, then the docs build and mypy
-    assert ci.index("python -m pytest -q") < ci.index(BUILD_COMMAND) < ci.index("python -m mypy")
+    # CI: the README's quick test command first, then the tests marked slow, the docs build and mypy
+    quick = re.search(r"pip install -q \"\.\[dev\]\" && (python -m pytest -q -m \"not slow\")", readme).group(1)
+    assert ci.index(quick) < ci.index("python -m pytest -q -m slow") < ci.index(BUILD_COMMAND) \
+        < ci.index("python -m mypy")
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     docs_extra = {re.match(r"[\w-]+", requirement).group(0).lower()
                   for requirement in project["optional-dependencies"]["docs"]}
@@ -156,6 +159,7 @@ def test_license_is_an_spdx_expression():
     assert not any(c.startswith("License ::") for c in project.get("classifiers", []))  # PEP 639: not both
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_wheel_ships_the_typing_marker_without_a_license_warning(tmp_path):
     pytest.importorskip("build")
     out = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(REPO)],

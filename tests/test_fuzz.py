@@ -112,6 +112,7 @@ def test_tcal_never_fails_otherwise(data, opts):
 
 @SETTINGS
 @given(inputs(), inputs(), st.sampled_from([None, True, False]))
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_compare_never_fails_otherwise(a, b, paired):
     try:
         ra = ct.calib_ci(y=a[0], probs=a[1])

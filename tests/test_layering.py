@@ -22,6 +22,7 @@ def graph():
     return read_graph(ROOT)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_the_graph_is_read(graph):
     # The reader sees module-level and deferred imports (a reader that saw nothing would pass every test below).
     edges, every = graph.edges(), graph.edges(deferred=True)

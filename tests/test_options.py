@@ -175,6 +175,7 @@ def _run(argv, **kwargs):
     return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd=ROOT, **kwargs)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_closed_pipe_ends_quietly():
     """`calibtest demo | head -2`: no BrokenPipeError traceback, status 141 (128 + SIGPIPE)."""
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -51,6 +51,7 @@ def test_light_statements_load_no_heavy_dependency(statement):
     assert heavy_modules_after(statement) == []
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_using_a_public_name_loads_its_dependencies():
     # The check above can fail: the first use of a name does import numpy and pandas.
     loaded = heavy_modules_after("from calibtest import calib_ci")
@@ -130,6 +131,7 @@ def test_version_is_the_package_metadata():
     assert package_version() == expected
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_no_public_name_shadows_a_module():
     # a public function named like its own submodule would be replaced by the module as soon as the
     # module is imported (the import system binds it on the package): no name of __all__ is a submodule

@@ -47,6 +47,7 @@ def test_pyproject_lists_every_package_and_ships_the_templates():
     assert "*.css" in config["package-data"]["calibtest.templates"]
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_an_organisations_title_page_replaces_the_builtin_one(tmp_path, result):
     builtin = _text(render_html(result, title="Appendix B"))
     (tmp_path / "title_page.html").write_text(

@@ -44,6 +44,7 @@ def test_clustered_notes_name_the_sign_flip_test_not_label_draws(clustered):
     assert "(monte-carlo, sign flips of whole clusters)" in flat
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_clustered_report_tables_state_the_clustered_se_and_sign_flips(clustered):
     from calibtest.reporting.html import build_context, fmt
 
@@ -265,6 +266,7 @@ def test_survival_report_methods_leave_out_the_binary_evidence_paragraph():
     assert "labels redrawn from the predictions" in " ".join(render_html([binary], figures=False).split())
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_forest_figures_may_print_taller_than_other_figures():
     from pathlib import Path
 

@@ -285,6 +285,7 @@ def test_adaptive_detects_miscalibration():
     assert res.reject and res.pvalue <= 0.05
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_adaptive_rejects_at_alpha_001_over_many_scales():
     rng = np.random.default_rng(21)
     n = 2000

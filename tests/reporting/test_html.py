@@ -348,6 +348,7 @@ def test_multi_model_report_with_comparisons(demo):
     assert "not adjusted for multiplicity" in text
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_real_calib_compare_if_available(demo):
     if not hasattr(ct, "calib_compare"):
         pytest.skip("calibtest.calib_compare is not on this branch")
@@ -358,6 +359,7 @@ def test_real_calib_compare_if_available(demo):
     assert fmt(d["estimate"]) in text and fmt(d["pvalue"], 4) in text
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_pdf_text_has_estimate_and_interval(tmp_path):
     pytest.importorskip("pypdf")
     _weasyprint_or_skip()
@@ -394,6 +396,7 @@ def test_bad_arguments(tmp_path, demo_result):
         report(demo_result, tmp_path / "x.html", comparisons=[object()])
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_top_level_function_and_method_write_the_same_report(tmp_path, miscalibrated):
     a = ct.report(miscalibrated, tmp_path / "a.html", title="Same")
     b = miscalibrated.report(tmp_path / "b.html", title="Same")
@@ -401,6 +404,7 @@ def test_top_level_function_and_method_write_the_same_report(tmp_path, miscalibr
     assert strip.sub("", a.read_text()) == strip.sub("", b.read_text())
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_report_records_file_hash_and_command(tmp_path, demo, monkeypatch, capsys):
     csv = tmp_path / "demo data.csv"
     demo.to_csv(csv, index=False)
@@ -638,6 +642,7 @@ def test_every_new_field_is_escaped(tmp_path, demo_result):
             or 'content="&lt;script&gt;alert(&quot;author&quot;)&lt;/script&gt;"' in html)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_toc_links_and_consecutive_numbering(demo):
     df = demo.assign(q=np.clip(demo["p"] * 1.25, 0.001, 0.999))
     a, b = ct.calib_ci("y ~ p", data=df), ct.calib_ci("y ~ q", data=df)
@@ -744,6 +749,7 @@ def test_deviation_reasons_in_the_table_and_the_statement(tmp_path, demo_result)
         render_html(demo_result, figures=False, deviation_reasons={"alpha": "x"})
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_deviation_reason(tmp_path, demo, capsys):
     csv = tmp_path / "d.csv"
     demo.to_csv(csv, index=False)
@@ -788,6 +794,7 @@ def full_pdf(tmp_path_factory, demo):
     return out, (a, b, cmp, plan)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_pdf_metadata_attachments_and_pdfa(full_pdf):
     import json as _json
     from pypdf import PdfReader
@@ -815,6 +822,7 @@ def test_pdf_metadata_attachments_and_pdfa(full_pdf):
     assert reader.trailer["/Root"]["/OutputIntents"][0]["/S"] == "/GTS_PDFA1"  # the sRGB output intent
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_pdf_running_header_footer_and_toc_page_numbers(full_pdf):
     from pypdf import PdfReader
     path, _ = full_pdf
@@ -1045,6 +1053,7 @@ def test_report_missing_rows_dropped_and_direction():
     assert text.count(direction) >= 2  # the evidence conclusion and the validation metrics
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_pdf_software_table_names_weasyprint(tmp_path):
     pytest.importorskip("pypdf")
     weasyprint = _weasyprint_or_skip()

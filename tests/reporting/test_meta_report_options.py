@@ -34,6 +34,7 @@ def test_sites_section_uses_the_method(method, hk):
         build_context(grouped, figures=False, meta_method="ML")
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_report_meta_method(tmp_path, capsys):
     from calibtest.cli import main
 

@@ -230,6 +230,7 @@ def test_display_figure_of_a_file_result_draws_display_bins_and_rows_per_interva
     assert "bin sums" not in display_bins_caption(in_memory)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_report_of_file_and_dask_results_uses_display_bins(rows, csv_path):
     from calibtest.reporting.html import build_context
 
@@ -244,6 +245,7 @@ def test_report_of_file_and_dask_results_uses_display_bins(rows, csv_path):
         assert "occupied bins" not in fig["caption"]
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_report_overlay_of_file_results_uses_display_bins(rows, tmp_path):
     from calibtest.reporting.html import build_context
 

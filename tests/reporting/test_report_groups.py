@@ -125,6 +125,7 @@ def _interval(cell: str) -> tuple[float, float]:
     return _number(lo), _number(hi)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_subgroup_table_equals_to_frame(grouped, grouped_html):
     doc = parse(grouped_html)
     rows = _caption_table(doc, grouped_html, "Calibration of risk score within the subgroups of site")
@@ -328,6 +329,7 @@ def _run(argv):
     return cli.main([str(a) for a in argv])
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_report_by_weights_prevalence(tmp_path, data, capsys):
     csv = tmp_path / "d.csv"
     data.assign(site=data["site"].replace({EVIL: "east"})).to_csv(csv, index=False)
@@ -421,6 +423,7 @@ def test_references_of_the_subgroup_and_weighting_methods(data, grouped):
     assert "Holm, S." not in plain and "Kish, L." not in plain
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_two_models_by_site_with_comparison(tmp_path, data):
     csv = tmp_path / "d.csv"
     data.assign(site=data["site"].replace({EVIL: "east"}), q=np.clip(data["p"] * 1.2, 0.001, 0.999)).to_csv(

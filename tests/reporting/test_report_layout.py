@@ -315,6 +315,7 @@ class _Text(HTMLParser):
             self.parts.append(data)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_weighted_reports_have_no_glued_words():
     """The summary of a weighted result appends the re-weighting to the conclusion: with a space."""
     from calibtest.reporting.html import render_html

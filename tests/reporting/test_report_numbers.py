@@ -701,6 +701,7 @@ def test_prevalence_weighted_report_numbers(prevalence_weighted):
     assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "finite-sample test"]
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_grouped_report_numbers(grouped, site_data):
     res, html = grouped
     errors, seen = check_report(html, {"risk score": res}, frame=site_data)
@@ -717,6 +718,7 @@ def test_survival_report_numbers(survival):
     assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "follow-up", "risk groups"]
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_two_model_report_numbers(two_models):
     (a, b, cmp), html = two_models
     assert cmp.to_dict()["estimate_a"] == a.estimate and cmp.to_dict()["estimate_b"] == b.estimate

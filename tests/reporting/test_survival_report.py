@@ -124,6 +124,7 @@ def test_acceptance_criteria_come_from_the_survival_evidence(censored):
     assert "IPCW" in str(mt.summary())
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_report_formats_what_the_result_holds(censored, tmp_path):
     _, res = censored
     html = open(res.report(tmp_path / "surv.html"), encoding="utf-8").read()
@@ -144,6 +145,7 @@ def test_report_formats_what_the_result_holds(censored, tmp_path):
     assert "Survival outcomes are analysed" not in binary and "Follow-up and censoring" not in binary
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_report_of_an_uncensored_survival_result_says_the_outcome_is_binary(tmp_path):
     time, event, risk = simulate(600, 6, censoring=None)
     res = ct.calib_ci(time=time, event=event, probs=risk, horizon=HORIZON)
@@ -271,6 +273,7 @@ def test_plan_sentence_counts_the_events_by_the_horizon_not_the_ipcw_outcomes(su
     assert res.n_events == by_hand
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_weighted_binary_plan_sentence_counts_the_rows_with_y_1(tmp_path):
     demo = ct.load_demo()
     weights = np.random.default_rng(2).uniform(0.5, 2.0, len(demo))

@@ -213,6 +213,7 @@ def _mc_check(h):
 
 @pytest.mark.parametrize("setting", [1, 2])
 @pytest.mark.parametrize("beta", [0.0, 0.5, 0.9, 2.0])
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_monte_carlo_settings_1_2(setting, beta):
     d = GENERATORS[setting](N_MC, beta, rng=20240 + setting)
     z1 = d.probs[:, 0]
@@ -230,6 +231,7 @@ def test_monte_carlo_settings_1_2(setting, beta):
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.05, 0.1])
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_monte_carlo_setting3_from_labels(beta):
     """Top-2 and top-1 ECE^2 estimated from the labels, without the known gap.
 

@@ -43,6 +43,7 @@ def client():
     cluster.close()
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_local_cluster_equals_in_memory(parquet_dir, client):
     df, path = parquet_dir
     ddf = dd.read_parquet(path)
@@ -90,6 +91,7 @@ def test_threaded_scheduler_and_partition_errors():
         ct.calib_ci("correct ~ conf", data=ddf, chunksize=10)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_bootstrap_on_a_dask_frame_is_refused():
     ddf = dd.from_pandas(frame(100), npartitions=2)
     with pytest.raises(ValueError, match="needs in-memory data .* a file or a Dask frame"):

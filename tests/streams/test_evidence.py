@@ -220,6 +220,7 @@ def test_hosmer_lemeshow_and_val_prob_of_a_file_result(miscalibrated):
     assert math.isnan(vp.auc) and math.isnan(vp.loess_ici)  # need every row at once: said in the scope
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_report_streams_with_chunksize(miscalibrated, tmp_path):
     import html
     import re

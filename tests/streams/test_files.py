@@ -311,6 +311,7 @@ def _sources(out) -> list:
 @pytest.mark.parametrize("changed", [True, False], ids=["changed", "unchanged"])
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("name", list(_PASSES))
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_every_streamed_pass_refuses_a_file_changed_mid_read(tmp_path, name, fmt, changed):
     rng = np.random.default_rng(3)
     p = rng.uniform(0.05, 0.95, 3000)

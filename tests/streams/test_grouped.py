@@ -76,6 +76,7 @@ def _small_group_consistent(streamed, frame, formula, label="d", **kw):
 
 
 @pytest.mark.parametrize("chunksize", [97, 1000, 10**6])
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_csv_binary_matches_memory_for_every_chunk_size(tmp_path, chunksize):
     df = _frame()
     path = tmp_path / "d.csv"
@@ -111,6 +112,7 @@ def test_parquet_unused_categorical_level_kept(tmp_path):
 
 
 @pytest.mark.parametrize("npartitions", [1, 3, 7])
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_dask_matches_memory_for_every_partitioning(npartitions):
     dd = pytest.importorskip("dask.dataframe")
     df = _frame(seed=11)
@@ -196,6 +198,7 @@ def test_refusals(tmp_path):
         ct.calib_ci("y ~ p", data=str(path), by="site")
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_cli_ci_by_streams_csv_and_parquet(tmp_path, capsys):
     import json
     from calibtest.cli import main

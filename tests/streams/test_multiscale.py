@@ -241,6 +241,7 @@ def test_observed_labels_equal_to_a_draw_give_its_statistic_exactly():
 
 
 @pytest.mark.parametrize("design", ["binary Beta(2, 5)", "top-1 Beta(20, 1)"])
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_size_smoke_multiscale_on_the_new_stream(design):
     """calib_test (adaptive grid + Spiegelhalter, R = 99) on 300 calibrated data sets of n = 200.
 

@@ -59,12 +59,14 @@ def data(tmp_path_factory):
 
 
 @pytest.mark.parametrize("chunksize", [333, 5000])
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_csv_equals_memory(data, chunksize):
     df, path, ref = data
     assert_same_grouped(ct.calib_test("y ~ p", data=path / "g.csv", by="site", rng=5, chunksize=chunksize), ref)
     assert ref.to_frame().loc["east", "pvalue"] <= 0.05  # the miscalibrated site is found
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_parquet_and_dask_equal_memory(data):
     df, path, ref = data
     assert_same_grouped(ct.calib_test("y ~ p", data=str(path / "g.parquet"), by="site", rng=5), ref)
@@ -73,6 +75,7 @@ def test_parquet_and_dask_equal_memory(data):
                                           rng=5), ref)
 
 
+@pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
 def test_crossed_groups_missing_rows_and_an_int_grid(tmp_path):
     df = _frame(1500, seed=4)
     df.loc[[3, 50, 700], "p"] = np.nan
