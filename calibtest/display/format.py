@@ -83,11 +83,14 @@ def json_safe(v):
     return v
 
 
-def model_name(formula: str | None, prob_names=(), default: str = "model") -> str:
-    """A model's display name: the right-hand side of its formula, else its probability columns.
+def model_name(formula: str | None, prob_names=(), default: str = "model", name: str | None = None) -> str:
+    """A model's display name: ``name`` if given, else the right-hand side of its formula, else its columns.
 
     Array input without column names (``probs``, ``probs[:, 0]``, ...) is shown as ``probs``.
+    ``name`` is the name a caller gave the model (a result's ``model_label``).
     """
+    if name:
+        return str(name)
     if formula and "~" in formula:
         return formula.split("~", 1)[1].strip()
     names = [str(nm) for nm in prob_names or ()]

@@ -399,7 +399,8 @@ class CalibrationResult(ResultDisplay):
         B (``n_bins``, ``n_bins_rule``), the cell volume, the occupied and
         single-row cells, the bin rule, the bin sums and the partition.
     target : CalibrationTarget
-        ``mode``, ``k``, ``n_classes``, ``formula``, ``y_name``, ``prob_names``.
+        ``mode``, ``k``, ``n_classes``, ``formula``, ``y_name``, ``prob_names``,
+        ``model_label``.
     rows : AnalysedRows
         ``n``, ``n_dropped``, and the rows (``data``, ``source``, ``stream``).
     call_record : Call or None
@@ -447,6 +448,7 @@ class CalibrationResult(ResultDisplay):
     ``bin_stats``, ``partition``                  ``binning.stats``, ``binning.partition``
     ``mode``, ``k``, ``n_classes``                ``target.mode``, ``target.k``, ``target.n_classes``
     ``formula``, ``y_name``, ``prob_names``       ``target.formula``, ``target.y_name``, ``target.prob_names``
+    ``model_label``                               ``target.name``
     ``n``, ``n_dropped``                          ``rows.n``, ``rows.n_dropped``
     ``data``, ``source``, ``stream``              ``rows.data``, ``rows.source``, ``rows.stream``
     ============================================  ==========================================
@@ -508,6 +510,7 @@ class CalibrationResult(ResultDisplay):
     formula = PartField["str | None"]("target", "formula")
     y_name = PartField[str]("target", "y_name")
     prob_names = PartField[tuple]("target", "prob_names")
+    model_label = PartField["str | None"]("target", "name")
     n = PartField[int]("rows", "n")
     n_dropped = PartField[int]("rows", "n_dropped")
     data = PartField["PreparedData | None"]("rows", "data")

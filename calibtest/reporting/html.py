@@ -81,7 +81,7 @@ def _level(alpha: float) -> str:
 
 
 def _model_name(res, index: int) -> str:
-    return model_name(res.formula, res.prob_names, f"model {index + 1}")
+    return model_name(res.formula, res.prob_names, f"model {index + 1}", getattr(res, "model_label", None))
 
 
 def _n_coordinates(res) -> int:
