@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
     raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
                       "pip install \"calibtest[sklearn]\"") from exc
 
-from calibtest.display.format import fmt_p
+from calibtest.display.format import fmt_interval, fmt_p, interval_verdict
 from calibtest.inputs.validation import check_alpha
 from calibtest.api.calib_ci import calib_ci
 from calibtest.checks.evidence_table import figure_verdict, short_verdict
@@ -682,7 +682,8 @@ class CrossValidatedCalibration(ResultDisplay):
     folds : pandas.DataFrame
         One row per fold: ``n``, ``estimate`` (T of ECE^2), ``lower`` and
         ``upper`` (its interval), ``ece``, ``ece_lower``, ``ece_upper``,
-        ``pvalue`` (the test of ECE = 0) and ``verdict``.
+        ``lower_open`` (the interval is ``(0, upper]``: it excludes 0 although
+        its lower end is 0), ``pvalue`` (the test of ECE = 0) and ``verdict``.
     fold_results : tuple of CalibrationResult
         The result of each test fold.
     out_of_fold : CalibrationResult
@@ -742,14 +743,16 @@ class CrossValidatedCalibration(ResultDisplay):
         if res.mode == "binary":
             settings["Positive class:"] = self.pos_label
         s.add_settings(settings)
-        table = self.folds[["n", "n_bins", "ece", "ece_lower", "ece_upper", "pvalue"]].copy()
-        oof = pd.DataFrame([{"n": res.n, "n_bins": res.n_bins, "ece": res.ece,
-                             "ece_lower": res.conf_int(scale="ece").lower, "ece_upper": res.conf_int(scale="ece").upper,
-                             "pvalue": res.null_pvalue}], index=["out of fold"])
-        table.index = [f"fold {i + 1}" for i in range(len(table))]
-        table = pd.concat([table, oof]).rename(columns={"n_bins": "B", "ece_lower": "ECE lower",
-                                                        "ece_upper": "ECE upper", "ece": "ECE", "pvalue": "p-value"})
-        s.add_table(table, {"n": 0, "B": 0, "ECE": 4, "ECE lower": 4, "ECE upper": 4, "p-value": fmt_p})
+        rows = [*self.fold_results, res]
+        intervals = [r.conf_int(scale="ece") for r in rows]
+        table = pd.DataFrame({"n": [r.n for r in rows], "B": [r.n_bins for r in rows], "ECE": [r.ece for r in rows],
+                              f"{level} CI for ECE": [fmt_interval(iv.lower, iv.upper, iv.lower_open)
+                                                      for iv in intervals],
+                              "verdict": [interval_verdict(iv.contains_zero) for iv in intervals],
+                              "p-value": [r.null_pvalue for r in rows]},
+                             index=[f"fold {i + 1}" for i in range(len(self.fold_results))] + ["out of fold"],
+                             dtype=object)
+        s.add_table(table, {"n": 0, "B": 0, "ECE": 4, "p-value": fmt_p})
         s.add_settings({"Out of fold:": res.conclusion()[1]})
         s.add_notes([
             f"Each fold's interval ({level}) is that of calib_ci on its test rows, predicted by the model fitted "
@@ -821,7 +824,8 @@ def _fold_row(res: CalibrationResult) -> dict:
     iv = res.conf_int()
     ece = res.conf_int(scale="ece")
     return {"n": res.n, "n_bins": res.n_bins, "estimate": res.estimate, "lower": iv.lower, "upper": iv.upper,
-            "ece": res.ece, "ece_lower": ece.lower, "ece_upper": ece.upper, "pvalue": res.null_pvalue,
+            "ece": res.ece, "ece_lower": ece.lower, "ece_upper": ece.upper, "lower_open": ece.lower_open,
+            "pvalue": res.null_pvalue,
             "verdict": short_verdict(res)}
 
 

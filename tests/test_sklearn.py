@@ -591,3 +591,26 @@ def test_comparison_summary_never_prints_p_value_zero():
     three = ct.calib_compare([good, bad, ct.calib_ci(y=y, probs=p ** 3)], paired=True)
     table = str(three.summary())
     assert "< 1e-300" in table
+
+
+def test_cross_validation_table_shows_open_intervals_with_their_verdicts():
+    from calibtest.display.format import fmt
+
+    X, y = make_classification(n_samples=900, random_state=4, flip_y=0.15)
+    for seed in range(30):  # a split with a fold that rejects while its lower end is 0
+        cvr = cross_validate_calibration(LogisticRegression(C=30), X, y, cv=KFold(3, shuffle=True, random_state=seed))
+        if any(r.null_pvalue <= r.alpha and r.conf_int(scale="ece").lower == 0 for r in cvr.fold_results):
+            break
+    else:
+        pytest.fail("no fold open at 0 in 30 splits")
+    lines = str(cvr.summary()).splitlines()
+    for i, r in enumerate([*cvr.fold_results, cvr.out_of_fold]):
+        label = f"fold {i + 1}" if i < len(cvr.fold_results) else "out of fold"
+        line = next(x for x in lines if x.startswith(label + " "))
+        rejects = r.null_pvalue <= r.alpha
+        lo, hi = np.sqrt(r.ci_lower), np.sqrt(r.ci_upper)
+        opened = "(" if rejects and lo == 0 else "["
+        assert f"{opened}{fmt(lo, 4)}, {fmt(hi, 4)}]" in line
+        assert ("excludes 0" if rejects else "contains 0") in line
+    assert list(cvr.folds["lower_open"]) == [bool(r.null_pvalue <= r.alpha and r.ci_lower == 0)
+                                            for r in cvr.fold_results]

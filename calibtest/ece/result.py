@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import Call
+from calibtest.display.format import Call, fmt_interval
 from calibtest.inputs.validation import OptionError, check_alpha, check_bool, check_choice, check_seed
 from calibtest.checks.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.checks.multiscale import TestOfCalibration
@@ -134,8 +134,7 @@ class ConfidenceInterval:
         return (self.lower, self.upper)[i]
 
     def __str__(self) -> str:
-        left = "(" if self.lower_open else "["
-        return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+        return fmt_interval(self.lower, self.upper, self.lower_open, 6)
 
 
 @dataclass(frozen=True)
@@ -802,7 +801,7 @@ class CalibrationResult(ResultDisplay):
 
         What a summary opens with when there is no evidence table (weighted
         results, bin sums, ``summary(evidence=False)``); with the evidence,
-        ``res.evidence().conclusion`` is the conclusion from every test.  Both
+        ``res.evidence().conclusion()`` is the conclusion from every test.  Both
         are written by :func:`calibtest.checks.evidence_table.conclude`.
         """
         return conclude(self, alpha)
