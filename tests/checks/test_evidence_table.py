@@ -483,7 +483,7 @@ def test_conclusion_is_a_method_on_every_result_and_the_string_attribute_warns()
 
 
 # --------------------------------------------------------------------------- issue 37: certain refutations
-def _llm_run(seed: int = 3):
+def _llm_run(seed: int = 31):
     """300 questions, overconfident by 0.03 below 1.0, 2 wrong answers among 121 given at confidence exactly 1.0."""
     rng = np.random.default_rng(seed)
     conf = np.concatenate([np.ones(121), rng.uniform(0.5, 0.99, 179)])
@@ -511,7 +511,8 @@ def test_wrong_answers_at_confidence_one_refute_calibration(tmp_path):
     assert ev.verdict == "evidence" and "impossible" in ev.reasons
     assert ev.table.loc["calib_ci", "pvalue"] == res.null_pvalue and ev.table.loc["calib_ci", "verdict"] == "contains 0"
     assert ev.conclusion().startswith("Calibration is refuted: " + sentence)
-    assert np.isinf(ev.hl.statistic) and "hl_impossible" in ev.reasons and "hl_sparse" not in ev.reasons
+    assert np.isinf(ev.hl.statistic) and "hl_impossible" in ev.reasons
+    assert "hl_sparse" not in ev.reasons  # on the code before, these rows gave "hl_sparse" and verdict "mixed"
     assert "chi-squared reference is unreliable" not in ev.conclusion()
     assert "Hosmer-Lemeshow is infinite because of the impossible rows" in ev.conclusion()
     shown = " ".join(str(ev.summary()).split())
