@@ -116,7 +116,8 @@ from calibtest.display.summary import CalibSummary, ResultDisplay, model_text, n
 from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidence, result_survival_evidence
 from calibtest.checks.val_prob import ValProbResult, val_prob
 
-__all__ = ["ImpossibleOutcomes", "impossible_outcomes", "EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
+__all__ = ["ImpossibleOutcomes", "impossible_outcomes",
+           "EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
            "conclude", "result_conclusion", "ConfidenceDirection", "confidence_direction", "short_verdict",
            "figure_verdict", "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
            "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
@@ -623,7 +624,8 @@ def figure_verdict(res, alpha: float | None = None, sep: str = "\n") -> str:
     """
     alpha = res.alpha if alpha is None else alpha
     iv = res.conf_int(alpha, scale="ece")
-    return (f"ECE {fmt(res.ece, 3)}, {100 * (1 - alpha):g}% CI {fmt_interval(iv.lower, iv.upper, iv.lower_open, 3)}{sep}"
+    shown = fmt_interval(iv.lower, iv.upper, iv.lower_open, 3)
+    return (f"ECE {fmt(res.ece, 3)}, {100 * (1 - alpha):g}% CI {shown}{sep}"
             f"{short_verdict(res, alpha)}")
 
 

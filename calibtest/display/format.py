@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data", "sha256_file", "ConclusionText",
+__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data",
+           "sha256_file", "ConclusionText",
            "fmt_interval", "interval_verdict"]
 
 #: Each calibration target: a short name (summaries) and a sentence (reports).

@@ -317,7 +317,8 @@ def plot_reliability(result, ax=None, *, n_bins=None, overlay: Sequence | None =
                          + ", ".join(f"{m} (k={k})" for m, k in sorted(modes, key=str)))
     n_coords = dims.pop()
     if labels is None:
-        labels = [model_name(r.formula, r.prob_names, f"model {i + 1}", getattr(r, "model_label", None)) for i, r in enumerate(results)]
+        labels = [model_name(r.formula, r.prob_names, f"model {i + 1}", getattr(r, "model_label", None))
+                  for i, r in enumerate(results)]
     elif len(labels) != len(results):
         raise ValueError(f"labels must have one name per result ({len(results)}), got {len(labels)}")
     if colors is None:
@@ -368,7 +369,8 @@ _MARKERS = "osD^vP*X"
 
 def _labels_for(results, labels) -> list[str]:
     if labels is None:
-        return [model_name(r.formula, r.prob_names, f"model {i + 1}", getattr(r, "model_label", None)) for i, r in enumerate(results)]
+        return [model_name(r.formula, r.prob_names, f"model {i + 1}", getattr(r, "model_label", None))
+                for i, r in enumerate(results)]
     if isinstance(labels, str):
         labels = [labels]
     labels = list(labels)
