@@ -28,7 +28,9 @@ it is imported by this module only, and ``import calibtest`` does not load it.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import numbers
 import warnings
 from dataclasses import dataclass
 from typing import cast
@@ -49,12 +51,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
     raise ImportError("calibtest.sklearn needs scikit-learn >= 1.4 (make_scorer with response_method): "
                       "pip install \"calibtest[sklearn]\"") from exc
 
-from calibtest.display.format import fmt_p
+from calibtest.display.format import fmt_interval, fmt_p, interval_verdict
 from calibtest.inputs.validation import check_alpha
 from calibtest.api.calib_ci import calib_ci
 from calibtest.checks.evidence_table import figure_verdict, short_verdict
-from calibtest.options import check_option
-from calibtest.reporting.plotting import display_bins
+from calibtest.options import OptionError, check_option
+from calibtest.reporting.plotting import curve_bins
 from calibtest.ece.result import CalibrationResult
 from calibtest.display.summary import CalibSummary, ResultDisplay
 
@@ -282,6 +284,16 @@ def ece_score(y_true, y_prob, *, sample_weight=None, pos_label=None, labels=None
     return float(res.estimate if squared else res.ece)
 
 
+_scorer = make_scorer(ece_score, response_method="predict_proba", greater_is_better=False)
+
+
+class _ECEScorer(type(_scorer)):  # type: ignore[misc]  # scikit-learn's scorer class: its repr and sign unchanged
+    """``-ece_score`` with ``-0.0`` returned as ``0.0`` (a fold whose ECE estimate is 0 printed as ``-0.``)."""
+
+    def _score(self, *args, **kwargs):
+        return super()._score(*args, **kwargs) + 0.0  # -0.0 + 0.0 == 0.0; every other value unchanged
+
+
 #: A scorer for ``cross_val_score``, ``cross_validate`` and ``GridSearchCV``: ``-ece_score`` on
 #: ``predict_proba`` (scikit-learn maximises scores, so the sign is flipped: closer to 0 is better).
 #: Labels other than {0, 1} or {-1, 1} need ``make_scorer(ece_score, response_method="predict_proba",
@@ -296,19 +308,75 @@ def ece_score(y_true, y_prob, *, sample_weight=None, pos_label=None, labels=None
 #: >>> X, y = make_classification(n_samples=2000, random_state=0)
 #: >>> cross_val_score(LogisticRegression(), X, y, cv=3, scoring=ece_scorer).round(4)
 #: array([-0.0304, -0.0422, -0.065 ])
-ece_scorer = make_scorer(ece_score, response_method="predict_proba", greater_is_better=False)
+ece_scorer = _ECEScorer.__new__(_ECEScorer)
+ece_scorer.__dict__.update(vars(_scorer))
+del _scorer
 
 
 # --------------------------------------------------------------------------- the display
+#: Marks a deprecated keyword that was not passed.
+_UNSET = object()
+
+#: The display's strategies (those of :func:`sklearn.calibration.calibration_curve`).
+STRATEGIES = ("uniform", "quantile")
+
+
+def _errorbar_keywords() -> frozenset:
+    """The keyword arguments :meth:`matplotlib.axes.Axes.errorbar` takes: its parameters and Line2D's properties."""
+    from matplotlib.artist import ArtistInspector
+    from matplotlib.axes import Axes
+    from matplotlib.lines import Line2D
+
+    named = set(inspect.signature(Axes.errorbar).parameters) - {"self", "x", "y", "xerr", "yerr", "data", "kwargs"}
+    lines = ArtistInspector(Line2D)
+    aliases = {alias for names in lines.aliasd.values() for alias in names}
+    return frozenset(named | set(lines.get_setters()) | aliases)
+
+
+def _check_plot_kwargs(method: str, kwargs: dict) -> None:
+    """Refuse, by name and before anything is computed or drawn, a keyword that Axes.errorbar does not take."""
+    unknown = sorted(set(kwargs) - _errorbar_keywords())
+    if unknown:
+        raise TypeError(f"{method}() got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(map(repr, unknown))}: the keywords other than the display's own are passed "
+                        "to matplotlib's Axes.errorbar (its parameters and Line2D's properties; yerr and xerr are "
+                        "the display's)")
+
+
+def _display_options(method: str, n_bins, strategy, ece_bins, display_bins, kwargs) -> tuple[int, str, object]:
+    """(n_bins, strategy, ece_bins) checked, with the deprecated ``display_bins`` and ``n_bins="auto"`` mapped."""
+    _check_plot_kwargs(method, kwargs)
+    if isinstance(n_bins, str) and n_bins == "auto":  # the former meaning of n_bins: the estimator's B
+        warnings.warn(f"{method}(n_bins='auto'): n_bins now counts the display bins, as in scikit-learn's "
+                      "CalibrationDisplay; the estimator's bins are ece_bins= (n_bins='auto' is read as "
+                      "ece_bins='auto', n_bins=5)", FutureWarning, stacklevel=3)
+        n_bins, ece_bins = 5, "auto"
+    if display_bins is not _UNSET:
+        if n_bins != 5 or strategy != "uniform":
+            raise TypeError(f"{method}(): pass n_bins= and strategy= (display_bins is their deprecated former "
+                            "name), not both")
+        warnings.warn(f"{method}(display_bins=...) is deprecated and will be removed: use n_bins= and strategy= "
+                      "as in scikit-learn's CalibrationDisplay (display_bins=k is n_bins=k, strategy='uniform'; "
+                      "display_bins=None is n_bins=10, strategy='quantile')", FutureWarning, stacklevel=3)
+        n_bins, strategy = (10, "quantile") if display_bins is None else (display_bins, "uniform")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 1:
+        raise OptionError(f"n_bins must be an integer >= 1 (the display bins), got {n_bins!r}")
+    if strategy not in STRATEGIES:
+        raise OptionError(f"strategy must be 'uniform' or 'quantile' (as in scikit-learn's calibration_curve), "
+                          f"got {strategy!r}")
+    return int(n_bins), strategy, ece_bins
+
+
 class CalibrationErrorDisplay:
     """Reliability diagram with Wilson intervals, the ECE interval and the verdict (scikit-learn's Display API).
 
     Use :meth:`from_estimator` or :meth:`from_predictions`; the constructor
     takes the computed values, as :class:`sklearn.calibration.CalibrationDisplay`
-    does.  The points are *display bins* (deciles of the predictions, or
-    ``display_bins`` equal-width intervals): mean prediction against observed
-    frequency, with a Wilson interval; the estimator's bins (B, often
-    hundreds) are in ``result_.bin_table()``.
+    does.  The points are *display bins*, ``n_bins`` and ``strategy`` as in
+    :func:`sklearn.calibration.calibration_curve` (the same ``prob_true`` and
+    ``prob_pred``): mean prediction against observed frequency, with a Wilson
+    interval.  The estimator of the ECE bins the same rows separately, into
+    ``ece_bins`` bins (B, often dozens; ``result_.bin_table()``).
 
     Parameters
     ----------
@@ -351,7 +419,8 @@ class CalibrationErrorDisplay:
     >>> X, y = make_classification(n_samples=2000, random_state=0)
     >>> X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
     >>> clf = LogisticRegression().fit(X_train, y_train)
-    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test, ax=Figure().subplots())
+    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test, n_bins=10, strategy="quantile",
+    ...                                               ax=Figure().subplots())
     >>> disp.counts.tolist()  # deciles of the predictions
     [100, 100, 100, 100, 100, 100, 100, 100, 100, 100]
     >>> print(disp.verdict_text())
@@ -393,7 +462,9 @@ class CalibrationErrorDisplay:
         ref_line : bool
             Draw the diagonal of perfect calibration (once per Axes).
         **kwargs
-            Passed to :meth:`matplotlib.axes.Axes.errorbar`.
+            Passed to :meth:`matplotlib.axes.Axes.errorbar` (its parameters
+            and the properties of a Line2D); another name raises ``TypeError``
+            before anything is drawn.
 
         Returns
         -------
@@ -419,6 +490,7 @@ class CalibrationErrorDisplay:
         >>> again.ax_ is not ax
         True
         """
+        _check_plot_kwargs("plot", kwargs)
         if ax is None:
             import matplotlib.pyplot as plt
 
@@ -430,7 +502,10 @@ class CalibrationErrorDisplay:
         yerr = np.maximum(np.vstack([self.prob_true - self.lower, self.upper - self.prob_true]), 0.0)
         label = (f"{name}\n" if name else "") + self.verdict_text()
         style = {"fmt": "s-", "markersize": 4, "linewidth": 1, "elinewidth": 0.8, "capsize": 2, "label": label}
-        style.update(kwargs)
+        from matplotlib.cbook import normalize_kwargs
+        from matplotlib.lines import Line2D
+
+        style.update(normalize_kwargs(kwargs, Line2D))  # lw= replaces the default linewidth, not clashes with it
         self.errorbar_ = ax.errorbar(self.prob_pred, self.prob_true, yerr=yerr, **style)
         self.line_ = self.errorbar_.lines[0]
         top1 = self.result_.mode == "top1"
@@ -445,21 +520,22 @@ class CalibrationErrorDisplay:
         return self
 
     @classmethod
-    def _from_target(cls, target: _Target, *, sample_weight, n_bins, display_bins_, alpha, name, ax, ref_line,
+    def _from_target(cls, target: _Target, *, sample_weight, n_bins, strategy, ece_bins, alpha, name, ax, ref_line,
                      null, rng, kwargs):
-        res = _calib(target, sample_weight, n_bins=n_bins, alpha=alpha, null=null, rng=rng)
-        shown = check_option("display_bins", display_bins_, "display_bins")
+        res = _calib(target, sample_weight, n_bins=ece_bins, alpha=alpha, null=null, rng=rng)
+        if name is not None:  # the Display's name goes with its result into comparisons and reports
+            res = res.with_parts(target=dataclasses.replace(res.target, name=str(name)))
         z, y = target.confidence, target.outcome
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        pts = display_bins(z, y, n_bins=shown, alpha=res.alpha, weights=w)
+        pts = curve_bins(z, y, n_bins=n_bins, strategy=strategy, alpha=res.alpha, weights=w)
         disp = cls(pts["observed"], pts["pred"], z, lower=pts["lower"], upper=pts["upper"], counts=pts["count"],
                    result=res, estimator_name=name, pos_label=target.pos_label)
         return disp.plot(ax=ax, ref_line=ref_line, **kwargs)
 
     @classmethod
-    def from_estimator(cls, estimator, X, y, *, pos_label=None, sample_weight=None, n_bins="auto",
-                       display_bins=None, alpha: float = 0.05, null: str = "auto", rng=None, name=None, ax=None,
-                       ref_line=True, **kwargs):
+    def from_estimator(cls, estimator, X, y, *, n_bins=5, strategy="uniform", pos_label=None, name=None, ax=None,
+                       ref_line=True, sample_weight=None, ece_bins="auto", alpha: float = 0.05, null: str = "auto",
+                       rng=None, display_bins=_UNSET, **kwargs):
         """Reliability display of a fitted classifier on ``X, y``, with the ECE interval and the verdict.
 
         Parameters
@@ -479,10 +555,17 @@ class CalibrationErrorDisplay:
             Case weights of the rows (the weighted interval of
             :func:`calibtest.calib_ci`, ``weights=``; the display bins show
             weighted means with Kish's effective size).
-        n_bins : int or "auto"
-            Bins B of the estimator of the ECE (not of the display).
-        display_bins : int, optional
-            None (default): deciles of the predictions; 2 to 15: equal-width bins.
+        n_bins : int
+            Number of display bins, as in
+            :class:`sklearn.calibration.CalibrationDisplay` (default 5).
+        strategy : {"uniform", "quantile"}
+            How the display bins are cut, as in
+            :func:`sklearn.calibration.calibration_curve`: equal widths of
+            [0, 1], or equal counts (quantiles of the predictions).
+        ece_bins : int or "auto"
+            Bins B of the estimator of the ECE (``n_bins`` of
+            :func:`calibtest.calib_ci`; ``"auto"``: the rule of
+            ``docs/conventions.md``).  The display bins do not change it.
         alpha : float
             Level of the interval, the test and the Wilson intervals.
         null, rng
@@ -492,12 +575,24 @@ class CalibrationErrorDisplay:
         ax : matplotlib Axes, optional
         ref_line : bool
             Draw the diagonal.
+        display_bins : int or None
+            Deprecated: ``display_bins=k`` is ``n_bins=k`` (``strategy="uniform"``),
+            ``display_bins=None`` is ``n_bins=10, strategy="quantile"``.
         **kwargs
-            Passed to :meth:`matplotlib.axes.Axes.errorbar`.
+            Passed to :meth:`matplotlib.axes.Axes.errorbar`; a name it does
+            not take raises ``TypeError`` before anything is computed.
 
         Returns
         -------
         CalibrationErrorDisplay
+
+        Raises
+        ------
+        TypeError
+            An unknown keyword argument (named).
+        ValueError
+            ``n_bins`` not an integer >= 1, ``strategy`` other than
+            ``"uniform"`` or ``"quantile"``.
 
         Examples
         --------
@@ -507,25 +602,28 @@ class CalibrationErrorDisplay:
         >>> from calibtest.sklearn import CalibrationErrorDisplay
         >>> X, y = make_classification(n_samples=2000, random_state=0)
         >>> clf = LogisticRegression().fit(X[:1000], y[:1000])
-        >>> disp = CalibrationErrorDisplay.from_estimator(clf, X[1000:], y[1000:], display_bins=5,
+        >>> disp = CalibrationErrorDisplay.from_estimator(clf, X[1000:], y[1000:], n_bins=5,
         ...                                               ax=Figure().subplots())
-        >>> disp.result_.n, int(disp.counts.sum())
-        (1000, 1000)
+        >>> disp.result_.n, int(disp.counts.sum()), len(disp.prob_true)
+        (1000, 1000, 5)
         >>> disp.ax_.get_xlabel()
         'mean predicted probability (positive class: 1)'
         """
+        n_bins, strategy, ece_bins = _display_options("from_estimator", n_bins, strategy, ece_bins, display_bins,
+                                                      kwargs)
         probs, classes = _estimator_probs(estimator, X)
         if probs.ndim == 2 and probs.shape[1] == 2 and pos_label is None:
             pos_label = classes[1]
         target = calibration_target(y, probs, pos_label=pos_label, labels=classes)
         name = type(estimator).__name__ if name is None else name
-        return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, display_bins_=display_bins,
-                                alpha=alpha, name=name, ax=ax, ref_line=ref_line, null=null, rng=rng, kwargs=kwargs)
+        return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, strategy=strategy,
+                                ece_bins=ece_bins, alpha=alpha, name=name, ax=ax, ref_line=ref_line, null=null,
+                                rng=rng, kwargs=kwargs)
 
     @classmethod
-    def from_predictions(cls, y_true, y_prob, *, pos_label=None, labels=None, sample_weight=None, n_bins="auto",
-                         display_bins=None, alpha: float = 0.05, null: str = "auto", rng=None, name=None, ax=None,
-                         ref_line=True, **kwargs):
+    def from_predictions(cls, y_true, y_prob, *, n_bins=5, strategy="uniform", pos_label=None, name=None, ax=None,
+                         ref_line=True, labels=None, sample_weight=None, ece_bins="auto", alpha: float = 0.05,
+                         null: str = "auto", rng=None, display_bins=_UNSET, **kwargs):
         """Reliability display of predicted probabilities, with the ECE interval and the verdict.
 
         Parameters
@@ -551,7 +649,7 @@ class CalibrationErrorDisplay:
 
         Examples
         --------
-        String labels with ``pos_label``, five equal-width display bins:
+        String labels with ``pos_label``, five equal-width display bins (scikit-learn's default):
 
         >>> import numpy as np
         >>> from matplotlib.figure import Figure
@@ -559,16 +657,19 @@ class CalibrationErrorDisplay:
         >>> rng = np.random.default_rng(0)
         >>> p = rng.uniform(size=1000)
         >>> y = np.where(rng.uniform(size=1000) < p, "yes", "no")
-        >>> disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="yes", display_bins=5,
+        >>> disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="yes", n_bins=5,
         ...                                                 ax=Figure().subplots())
         >>> disp.prob_pred.round(2).tolist()
         [0.11, 0.31, 0.5, 0.7, 0.9]
         >>> disp.result_.n
         1000
         """
+        n_bins, strategy, ece_bins = _display_options("from_predictions", n_bins, strategy, ece_bins, display_bins,
+                                                      kwargs)
         target = calibration_target(y_true, y_prob, pos_label=pos_label, labels=labels)
-        return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, display_bins_=display_bins,
-                                alpha=alpha, name=name, ax=ax, ref_line=ref_line, null=null, rng=rng, kwargs=kwargs)
+        return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, strategy=strategy,
+                                ece_bins=ece_bins, alpha=alpha, name=name, ax=ax, ref_line=ref_line, null=null,
+                                rng=rng, kwargs=kwargs)
 
 
 # --------------------------------------------------------------------------- cross-validation
@@ -581,7 +682,8 @@ class CrossValidatedCalibration(ResultDisplay):
     folds : pandas.DataFrame
         One row per fold: ``n``, ``estimate`` (T of ECE^2), ``lower`` and
         ``upper`` (its interval), ``ece``, ``ece_lower``, ``ece_upper``,
-        ``pvalue`` (the test of ECE = 0) and ``verdict``.
+        ``lower_open`` (the interval is ``(0, upper]``: it excludes 0 although
+        its lower end is 0), ``pvalue`` (the test of ECE = 0) and ``verdict``.
     fold_results : tuple of CalibrationResult
         The result of each test fold.
     out_of_fold : CalibrationResult
@@ -641,14 +743,16 @@ class CrossValidatedCalibration(ResultDisplay):
         if res.mode == "binary":
             settings["Positive class:"] = self.pos_label
         s.add_settings(settings)
-        table = self.folds[["n", "n_bins", "ece", "ece_lower", "ece_upper", "pvalue"]].copy()
-        oof = pd.DataFrame([{"n": res.n, "n_bins": res.n_bins, "ece": res.ece,
-                             "ece_lower": res.conf_int(scale="ece").lower, "ece_upper": res.conf_int(scale="ece").upper,
-                             "pvalue": res.null_pvalue}], index=["out of fold"])
-        table.index = [f"fold {i + 1}" for i in range(len(table))]
-        table = pd.concat([table, oof]).rename(columns={"n_bins": "B", "ece_lower": "ECE lower",
-                                                        "ece_upper": "ECE upper", "ece": "ECE", "pvalue": "p-value"})
-        s.add_table(table, {"n": 0, "B": 0, "ECE": 4, "ECE lower": 4, "ECE upper": 4, "p-value": fmt_p})
+        rows = [*self.fold_results, res]
+        intervals = [r.conf_int(scale="ece") for r in rows]
+        table = pd.DataFrame({"n": [r.n for r in rows], "B": [r.n_bins for r in rows], "ECE": [r.ece for r in rows],
+                              f"{level} CI for ECE": [fmt_interval(iv.lower, iv.upper, iv.lower_open)
+                                                      for iv in intervals],
+                              "verdict": [interval_verdict(iv.contains_zero) for iv in intervals],
+                              "p-value": [r.null_pvalue for r in rows]},
+                             index=[f"fold {i + 1}" for i in range(len(self.fold_results))] + ["out of fold"],
+                             dtype=object)
+        s.add_table(table, {"n": 0, "B": 0, "ECE": 4, "p-value": fmt_p})
         s.add_settings({"Out of fold:": res.conclusion()[1]})
         s.add_notes([
             f"Each fold's interval ({level}) is that of calib_ci on its test rows, predicted by the model fitted "
@@ -720,7 +824,8 @@ def _fold_row(res: CalibrationResult) -> dict:
     iv = res.conf_int()
     ece = res.conf_int(scale="ece")
     return {"n": res.n, "n_bins": res.n_bins, "estimate": res.estimate, "lower": iv.lower, "upper": iv.upper,
-            "ece": res.ece, "ece_lower": ece.lower, "ece_upper": ece.upper, "pvalue": res.null_pvalue,
+            "ece": res.ece, "ece_lower": ece.lower, "ece_upper": ece.upper, "lower_open": ece.lower_open,
+            "pvalue": res.null_pvalue,
             "verdict": short_verdict(res)}
 
 

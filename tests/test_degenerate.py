@@ -213,7 +213,7 @@ def test_evidence_has_no_nan_and_no_warning(right):
         ev = ct.evidence("y ~ p", data=df, rng=3)
         text = str(ev.summary())
         html = ev._repr_html_() if hasattr(ev, "_repr_html_") else ""
-    for shown in (text, ev.conclusion, html):
+    for shown in (text, ev.conclusion(), html):
         assert "nan" not in shown.lower().replace("nans", "")
         assert "inf%" not in shown
     table = ev.table

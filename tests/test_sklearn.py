@@ -75,34 +75,81 @@ def _wilson(events, n, alpha):
 
 
 # --------------------------------------------------------------------------- against calibration_curve
-def test_display_bins_match_calibration_curve_quantile_and_uniform():
+@pytest.mark.parametrize("n_bins, strategy", [(5, "uniform"), (10, "uniform"), (7, "quantile"),
+                                              (10, "quantile"), (1, "uniform")])
+def test_display_curve_is_calibration_curve_with_the_same_n_bins_and_strategy(n_bins, strategy):
     rng = np.random.default_rng(3)
-    n = 1000  # (n - 1) * g / 10 is never an integer: no decile edge is a prediction
+    n = 1000
     p = rng.beta(2, 3, n)
+    p[:50] = np.round(p[:50], 1)  # predictions on the uniform edges and ties at the quantiles
     y = (rng.random(n) < p**1.2).astype(int)
-    disp = CalibrationErrorDisplay.from_predictions(y, p)
-    true_q, pred_q = calibration_curve(y, p, n_bins=10, strategy="quantile")
-    np.testing.assert_allclose(disp.prob_true, true_q, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(disp.prob_pred, pred_q, rtol=1e-14)
-    edges = np.percentile(p, np.linspace(0, 100, 11))
-    assert not np.isin(edges[1:-1], p).any()  # the definitions coincide on these rows
-    np.testing.assert_array_equal(disp.counts, np.histogram(p, bins=edges)[0])
-    disp5 = CalibrationErrorDisplay.from_predictions(y, p, display_bins=5)
-    true_u, pred_u = calibration_curve(y, p, n_bins=5, strategy="uniform")
-    np.testing.assert_allclose(disp5.prob_true, true_u, atol=1e-15)
-    np.testing.assert_allclose(disp5.prob_pred, pred_u, rtol=1e-14)
-    counts = np.histogram(p, bins=np.linspace(0, 1, 6))[0]
-    np.testing.assert_array_equal(disp5.counts, counts[counts > 0])
-    lo, hi = _wilson(np.rint(disp5.prob_true * disp5.counts), disp5.counts, 0.05)
-    np.testing.assert_allclose(disp5.lower, lo, atol=1e-12)
-    np.testing.assert_allclose(disp5.upper, hi, atol=1e-12)
+    disp = CalibrationErrorDisplay.from_predictions(y, p, n_bins=n_bins, strategy=strategy)
+    true_c, pred_c = calibration_curve(y, p, n_bins=n_bins, strategy=strategy)
+    np.testing.assert_array_equal(disp.prob_true, true_c)
+    np.testing.assert_array_equal(disp.prob_pred, pred_c)
+    edges = np.percentile(p, np.linspace(0, 100, n_bins + 1)) if strategy == "quantile" else np.linspace(0, 1,
+                                                                                                   n_bins + 1)
+    counts = np.array([np.sum((p >= lo) & (p <= hi) if k == 0 else (p > lo) & (p <= hi))
+                       for k, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))])  # an edge value: the bin below
+    np.testing.assert_array_equal(disp.counts, counts[counts > 0])
+    lo, hi = _wilson(np.rint(disp.prob_true * disp.counts), disp.counts, 0.05)
+    np.testing.assert_allclose(disp.lower, lo, atol=1e-12)
+    np.testing.assert_allclose(disp.upper, hi, atol=1e-12)
+    assert len(disp.line_.get_xdata()) == len(true_c)
+
+
+def test_n_bins_is_the_displayed_curve_and_ece_bins_the_estimators():
+    X, y = make_classification(n_samples=2000, random_state=0)
+    from sklearn.naive_bayes import GaussianNB
+    nb = GaussianNB().fit(X[:1000], y[:1000])
+    default = CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:])
+    five = CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:], n_bins=5)
+    p = nb.predict_proba(X[1000:])[:, 1]
+    assert len(five.prob_true) == len(calibration_curve(y[1000:], p, n_bins=5)[0]) == 5
+    assert len(default.prob_true) == 5  # scikit-learn's default: n_bins=5, strategy="uniform"
+    ref = ct.calib_ci(y=y[1000:], probs=p)
+    assert five.result_.ece == default.result_.ece == ref.ece  # the display bins leave the estimator alone
+    at40 = CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:], ece_bins=40)
+    assert at40.result_.n_bins == 40 and at40.result_.ece == ct.calib_ci(y=y[1000:], probs=p, n_bins=40).ece
+    with pytest.warns(FutureWarning, match="display_bins"):
+        old = CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:], display_bins=8)
+    np.testing.assert_array_equal(old.prob_true, calibration_curve(y[1000:], p, n_bins=8)[0])
+    with pytest.warns(FutureWarning, match="display_bins"):
+        old = CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:], display_bins=None)
+    np.testing.assert_array_equal(old.prob_pred, calibration_curve(y[1000:], p, n_bins=10, strategy="quantile")[1])
+    with pytest.warns(FutureWarning, match="ece_bins"):
+        auto = CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:], n_bins="auto")
+    assert auto.result_.ece == ref.ece and len(auto.prob_true) == 5
+    with pytest.raises(TypeError, match="not both"):
+        CalibrationErrorDisplay.from_estimator(nb, X[1000:], y[1000:], n_bins=8, display_bins=8)
+
+
+def test_unknown_keywords_are_refused_by_name_before_plotting():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=200)
+    y = (rng.random(200) < p).astype(int)
+    ax = plt.figure().subplots()
+    for bad in ({"strateg": "quantile"}, {"yerr": 0.1}, {"colour": "red", "nbins": 3}):
+        with pytest.raises(TypeError) as err:
+            CalibrationErrorDisplay.from_predictions(y, p, ax=ax, **bad)
+        assert all(repr(key) in str(err.value) for key in bad)
+    assert not ax.lines and not ax.containers  # nothing drawn
+    with pytest.raises(ValueError, match="strategy must be 'uniform' or 'quantile'"):
+        CalibrationErrorDisplay.from_predictions(y, p, strategy="kmeans")
+    for bad_bins in (0, 2.5, True):
+        with pytest.raises(ValueError, match="n_bins must be an integer >= 1"):
+            CalibrationErrorDisplay.from_predictions(y, p, n_bins=bad_bins)
+    disp = CalibrationErrorDisplay.from_predictions(y, p, ax=ax, color="red", lw=2, capsize=4)  # errorbar's own
+    assert disp.line_.get_color() == "red" and disp.line_.get_linewidth() == 2
+    with pytest.raises(TypeError, match="'strategy'"):
+        disp.plot(ax=ax, strategy="quantile")
 
 
 def test_string_labels_and_pos_label_match_calibration_curve():
     rng = np.random.default_rng(5)
     p = rng.uniform(0, 1, 1000)
     y = np.where(rng.random(1000) < p, "sick", "well")
-    disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="sick", display_bins=10)
+    disp = CalibrationErrorDisplay.from_predictions(y, p, pos_label="sick", n_bins=10)
     true_u, pred_u = calibration_curve(y, p, n_bins=10, pos_label="sick")
     np.testing.assert_allclose(disp.prob_true, true_u, atol=1e-15)
     np.testing.assert_allclose(disp.prob_pred, pred_u, rtol=1e-14)
@@ -121,7 +168,7 @@ def test_top1_display_matches_calibration_curve_of_correctness(multiclass_data):
     P = clf.predict_proba(Xte)
     conf = P.max(axis=1)
     correct = (clf.classes_[P.argmax(axis=1)] == yte).astype(int)
-    disp = CalibrationErrorDisplay.from_estimator(clf, Xte, yte, display_bins=10)
+    disp = CalibrationErrorDisplay.from_estimator(clf, Xte, yte, n_bins=10)
     true_u, pred_u = calibration_curve(correct, conf, n_bins=10)
     np.testing.assert_allclose(disp.prob_true, true_u, atol=1e-15)
     np.testing.assert_allclose(disp.prob_pred, pred_u, rtol=1e-14)
@@ -199,7 +246,7 @@ def test_sample_weight_gives_the_weighted_interval_and_weighted_points():
     p = rng.uniform(0.05, 0.95, n)
     y = (rng.random(n) < p).astype(int)
     w = rng.gamma(2.0, 1.0, n)
-    disp = CalibrationErrorDisplay.from_predictions(y, p, sample_weight=w, display_bins=5)
+    disp = CalibrationErrorDisplay.from_predictions(y, p, sample_weight=w, n_bins=5)
     ref = ct.calib_ci(y=y, probs=p, weights=w)
     assert disp.result_.weighting is not None and disp.result_.estimate == ref.estimate
     frame = pd.DataFrame({"g": np.minimum(np.floor(p * 5), 4).astype(int), "p": p, "y": y, "w": w})
@@ -211,8 +258,8 @@ def test_sample_weight_gives_the_weighted_interval_and_weighted_points():
     lo, hi = _wilson(g["obs"].to_numpy() * g["neff"].to_numpy(), g["neff"].to_numpy(), 0.05)
     np.testing.assert_allclose(disp.lower, lo, atol=1e-12)
     # unit weights: the unweighted points and Wilson intervals
-    unit = CalibrationErrorDisplay.from_predictions(y, p, sample_weight=np.ones(n), display_bins=5)
-    plain = CalibrationErrorDisplay.from_predictions(y, p, display_bins=5)
+    unit = CalibrationErrorDisplay.from_predictions(y, p, sample_weight=np.ones(n), n_bins=5)
+    plain = CalibrationErrorDisplay.from_predictions(y, p, n_bins=5)
     np.testing.assert_allclose(unit.prob_true, plain.prob_true, atol=1e-15)
     np.testing.assert_allclose(unit.lower, plain.lower, atol=1e-12)
     assert ece_score(y, p, sample_weight=w, squared=True) == ref.estimate
@@ -413,8 +460,8 @@ def test_bad_inputs_raise_errors_naming_the_argument(binary_data):
     from sklearn.svm import LinearSVC
     with pytest.raises(TypeError, match="predict_proba"):
         CalibrationErrorDisplay.from_estimator(LinearSVC().fit(Xtr, ytr), Xte, yte)
-    with pytest.raises(ValueError, match="display_bins must be between 2 and 15"):
-        CalibrationErrorDisplay.from_predictions(yte, p, display_bins=40)
+    with pytest.raises(ValueError, match="n_bins must be an integer >= 1"):
+        CalibrationErrorDisplay.from_predictions(yte, p, n_bins=-3)
     with pytest.raises(TypeError, match="CalibrationResult"):
         CalibrationErrorDisplay([0.5], [0.5], p, lower=[0.4], upper=[0.6], counts=[10], result="no")
     t = calibration_target(["b", "a", "c", "a"], np.eye(3)[[1, 0, 2, 0]] * 0.7 + 0.1, labels=["a", "b", "c"])
@@ -481,3 +528,89 @@ def test_the_api_reference_documents_every_public_name_of_calibtest_sklearn():
     members = re.search(r"\.\. automodule:: calibtest\.sklearn\n\s+:members: ([^\n]+)", text)
     assert members is not None
     assert {m.strip() for m in members.group(1).split(",")} == set(mod.__all__)
+
+
+# --------------------------------------------------------------------------- issue 37: names, signs, p-values
+def test_scorer_gives_zero_not_negative_zero():
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = make_classification(n_samples=600, random_state=0)
+    scores = cross_val_score(LogisticRegression(), X, y, cv=5, scoring=ece_scorer)
+    eces = []
+    for train, test in StratifiedKFold(5).split(X, y):  # cross_val_score's folds for a classifier, cv=5
+        p = LogisticRegression().fit(X[train], y[train]).predict_proba(X[test])[:, 1]
+        eces.append(ct.calib_ci(y=y[test], probs=p).ece)
+    n_zero = sum(e == 0 for e in eces)
+    assert n_zero >= 2  # the folds this checks
+    np.testing.assert_array_equal(scores, -np.array(eces) + 0.0)
+    assert (scores[np.signbit(scores)] < 0).all()  # only true negatives carry the sign bit
+    assert np.count_nonzero((scores == 0) & ~np.signbit(scores)) == n_zero
+    assert "-0. " not in repr(scores) and "-0.]" not in repr(scores) and "-0.," not in repr(scores)
+
+
+def test_display_name_is_carried_into_comparisons_summaries_and_reports(tmp_path):
+    from sklearn.datasets import load_digits
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=600, random_state=0)
+    models = {"naive Bayes": GaussianNB(), "logistic C=1": LogisticRegression(max_iter=2000),
+              "logistic C=0.01": LogisticRegression(C=0.01, max_iter=2000),
+              "logistic C=100": LogisticRegression(C=100, max_iter=2000)}
+    ax = plt.figure().subplots()
+    displays = [CalibrationErrorDisplay.from_estimator(m.fit(X_tr, y_tr), X_te, y_te, name=nm, ax=ax)
+                for nm, m in models.items()]
+    results = [d.result_ for d in displays]
+    assert [r.model_label for r in results] == list(models)
+    cmp = ct.calib_compare(results, paired=True)
+    assert tuple(cmp.names) == tuple(models)
+    text = str(cmp.summary())
+    assert all(nm in text for nm in models) and "A: 0 + 1" not in text
+    import re
+    assert re.search(r"Model:\s+naive Bayes \(y ~ 0 \+ 1", str(results[0].summary(evidence=False)))
+    page = ct.report(results, tmp_path / "r.html").read_text()
+    assert all(nm in page for nm in models)
+    plain = ct.calib_ci(y=(GaussianNB().fit(X_tr, y_tr).predict(X_te) == y_te).astype(int),
+                        probs=GaussianNB().fit(X_tr, y_tr).predict_proba(X_te).max(axis=1), n_classes=10)
+    assert results[0].estimate == plain.estimate  # the name changes no number
+
+
+def test_comparison_summary_never_prints_p_value_zero():
+    rng = np.random.default_rng(0)
+    n = 20000
+    p = rng.uniform(size=n)
+    y = (rng.random(n) < p).astype(int)
+    good = ct.calib_ci(y=y, probs=p)
+    bad = ct.calib_ci(y=y, probs=np.clip(p + 0.4, 0, 1))
+    cmp = ct.calib_compare(good, bad, paired=True)
+    assert cmp.pvalue == 0.0  # underflowed: the case the display must not print as 0
+    text = str(cmp.summary())
+    row = next(line for line in text.splitlines() if line.startswith("Delta"))
+    assert "< 1e-300" in row and " 0 " not in row.replace("< 1e-300", "")
+    assert "p<1e-300" in repr(cmp)
+    three = ct.calib_compare([good, bad, ct.calib_ci(y=y, probs=p ** 3)], paired=True)
+    table = str(three.summary())
+    assert "< 1e-300" in table
+
+
+def test_cross_validation_table_shows_open_intervals_with_their_verdicts():
+    from calibtest.display.format import fmt
+
+    X, y = make_classification(n_samples=900, random_state=4, flip_y=0.15)
+    for seed in range(30):  # a split with a fold that rejects while its lower end is 0
+        cvr = cross_validate_calibration(LogisticRegression(C=30), X, y, cv=KFold(3, shuffle=True, random_state=seed))
+        if any(r.null_pvalue <= r.alpha and r.conf_int(scale="ece").lower == 0 for r in cvr.fold_results):
+            break
+    else:
+        pytest.fail("no fold open at 0 in 30 splits")
+    lines = str(cvr.summary()).splitlines()
+    for i, r in enumerate([*cvr.fold_results, cvr.out_of_fold]):
+        label = f"fold {i + 1}" if i < len(cvr.fold_results) else "out of fold"
+        line = next(x for x in lines if x.startswith(label + " "))
+        rejects = r.null_pvalue <= r.alpha
+        lo, hi = np.sqrt(r.ci_lower), np.sqrt(r.ci_upper)
+        opened = "(" if rejects and lo == 0 else "["
+        assert f"{opened}{fmt(lo, 4)}, {fmt(hi, 4)}]" in line
+        assert ("excludes 0" if rejects else "contains 0") in line
+    assert list(cvr.folds["lower_open"]) == [bool(r.null_pvalue <= r.alpha and r.ci_lower == 0)
+                                            for r in cvr.fold_results]

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import special as _special
 
-from calibtest.display.format import fmt, model_name, p_equals
+from calibtest.display.format import fmt, fmt_p, model_name, p_equals
 from calibtest.inputs.validation import check_alpha, check_missing
 from calibtest.core.censoring import censoring_km, ipcw_outcome, km_influence
 from calibtest.core.clustered import cluster_cells, clustered_difference_variance, clustered_statistics
@@ -267,7 +267,7 @@ class ComparisonResult(ResultDisplay):
              "z": [None, None, self.statistic], "p-value": [None, None, self.pvalue],
              "ci lower": [None, None, ci.lower], "ci upper": [None, None, ci.upper]},
             index=["ECE_A^2 (model A)", "ECE_B^2 (model B)", "Delta = A - B"], dtype=object)
-        smry.add_table(table, {"estimate": 6, "std err": 6, "z": 4, "p-value": 4, "ci lower": 6,
+        smry.add_table(table, {"estimate": 6, "std err": 6, "z": 4, "p-value": fmt_p, "ci lower": 6,
                                "ci upper": 6})
         parts = pd.DataFrame(
             {"std err": [self.se_first_order, self.se_second_order, self.se_first_order_plugin]},
@@ -294,7 +294,7 @@ class ComparisonResult(ResultDisplay):
     def _repr_parts(self) -> list[str]:
         return [f"{short_name(self.name_a)} vs {short_name(self.name_b)} "
                 f"({'paired' if self.paired else 'unpaired'}, mode={self.mode}): Delta={self.estimate:.6g}",
-                f"se={self.se:.4g}", f"z={self.statistic:.4g}", f"p={self.pvalue:.4g}"]
+                f"se={self.se:.4g}", f"z={self.statistic:.4g}", p_equals(self.pvalue).replace(" ", "")]
 
 
 def _one_se(res):
@@ -380,7 +380,7 @@ class PairwiseComparisonResult(ResultDisplay):
             "p (Holm)": list(self.table["pvalue_holm"]), "reject": [bool(v) for v in reject]},
             index=[f"{number[a]} - {number[b]}" for a, b in zip(self.table["model_a"], self.table["model_b"])],
             dtype=object)
-        smry.add_table(shown, {"Delta": 6, "std err": 6, "z": 4, "p-value": 4, "p (Holm)": 4})
+        smry.add_table(shown, {"Delta": 6, "std err": 6, "z": 4, "p-value": fmt_p, "p (Holm)": fmt_p})
         smry.add_notes([f"{len(self.comparisons)} comparisons of {len(self.names)} models (rows: model a - "
                         f"model b, numbered as above); p-values adjusted by Holm's step-down method, "
                         f"family-wise error rate {alpha:g} (alternative: {self.alternative})."])
@@ -589,7 +589,7 @@ def _names(results, names) -> list[str]:
             raise ValueError(f"names must be distinct, got {names}")
         return names
     letters = [chr(ord("A") + i) if i < 26 else f"M{i + 1}" for i in range(len(results))]
-    out = [model_name(r.formula, r.prob_names, letter) if isinstance(r, CalibrationResult) else letter
+    out = [model_name(r.formula, r.prob_names, letter, r.model_label) if isinstance(r, CalibrationResult) else letter
            for r, letter in zip(results, letters)]
     if len(set(out)) != len(out):
         out = [f"{letter}: {name}" for letter, name in zip(letters, out)]

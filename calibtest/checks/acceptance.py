@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import fmt, fmt_p, p_equals
+from calibtest.display.format import ConclusionText, fmt, fmt_p, p_equals
 from calibtest.inputs.validation import OptionError, OptionTypeError, check_alpha, is_bool
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
@@ -150,8 +150,14 @@ class MarginTestResult(ResultDisplay):
     target: str | None = None
 
     @property
-    def conclusion(self) -> str:
-        """One sentence: whether ECE < margin was shown, with the bound."""
+    def conclusion(self) -> ConclusionText:
+        """Call it, ``m.conclusion()``: one sentence, whether ECE < margin was shown, with the bound.
+
+        A method, as on every result (reading it as a string still works, with a ``FutureWarning``).
+        """
+        return ConclusionText(self._conclusion())
+
+    def _conclusion(self) -> str:
         level = f"{100 * (1 - self.alpha):g}%"
         if self.reject:
             return (f"ECE is below the margin {fmt(self.margin, 4)}: its one-sided {level} upper confidence bound "
@@ -190,12 +196,12 @@ class MarginTestResult(ResultDisplay):
                               "z": [self.statistic], "p-value": [self.pvalue],
                               "ECE < margin": ["yes" if self.reject else "no"]}, index=["ECE"], dtype=object)
         s.add_table(table, {"estimate": 4, "upper bound": 4, "margin": 4, "z": 3, "p-value": fmt_p})
-        s.add_text(self.conclusion)
+        s.add_text(self.conclusion())
         s.add_notes(self.notes())
         return s
 
     def _dict(self) -> dict:
-        out = {**asdict(self), "conclusion": self.conclusion}
+        out = {**asdict(self), "conclusion": self.conclusion()}
         if self.target is None:
             del out["target"]
         return out
@@ -332,8 +338,14 @@ class EquivalenceTestResult(ResultDisplay):
         return self._LABELS[self.measure]
 
     @property
-    def conclusion(self) -> str:
-        """One sentence: whether the measure was shown within its limits, with the interval."""
+    def conclusion(self) -> ConclusionText:
+        """Call it, ``r.conclusion()``: one sentence, whether the measure was shown within its limits.
+
+        A method, as on every result (reading it as a string still works, with a ``FutureWarning``).
+        """
+        return ConclusionText(self._conclusion())
+
+    def _conclusion(self) -> str:
         level = f"{100 * (1 - 2 * self.alpha):g}%"
         lim = f"({fmt(self.lower_limit, 4)}, {fmt(self.upper_limit, 4)})"
         iv = f"[{fmt(self.ci_lower, 4)}, {fmt(self.ci_upper, 4)}]"
@@ -360,14 +372,14 @@ class EquivalenceTestResult(ResultDisplay):
                              index=[self.label], dtype=object)
         s.add_table(table, {"estimate": 4, "ci lower": 4, "ci upper": 4, "p (lower)": fmt_p, "p (upper)": fmt_p,
                             "p": fmt_p})
-        s.add_text(self.conclusion)
+        s.add_text(self.conclusion())
         s.add_notes([f"TOST (Schuirmann 1987) at level {fmt(self.alpha)}: H0: theta <= l or theta >= u; rejects "
                      f"iff the {100 * (1 - 2 * self.alpha):g}% interval lies inside (l, u); p = max of the two "
                      "one-sided p-values.", self.method])
         return s
 
     def _dict(self) -> dict:
-        return {**asdict(self), "conclusion": self.conclusion}
+        return {**asdict(self), "conclusion": self.conclusion()}
 
 
 def _tost_result(measure, est, se, low, high, scale, alpha, n, method, df=None) -> EquivalenceTestResult:

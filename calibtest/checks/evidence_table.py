@@ -32,7 +32,7 @@ Rows in independent clusters (``cluster=``) get the same table with every
 row in its clustered version, built by :mod:`calibtest.checks.evidence_clustered`
 and concluded by :func:`conclude`.
 
-Conclusion rules (:attr:`EvidenceResult.conclusion`)
+Conclusion rules (:meth:`EvidenceResult.conclusion`)
 -----------------------------------------------------
 1. *Whether*: from the multi-scale test (exact size given the predictions).
    It rejects -> "evidence of miscalibration".  It does not reject and no
@@ -66,6 +66,14 @@ Conclusion rules (:attr:`EvidenceResult.conclusion`)
      shape".
    * ``"bins"``: the single-scale verdict changes with B in the
      bin-sensitivity table -> "the single-B verdict depends on the bin count".
+   * ``"impossible"``: some rows are impossible under calibration (an event
+     at a stated risk of 0, a non-event at a stated risk of 1, a wrong answer
+     at a top-1 confidence of 1.0, a class of probability 0 that occurs;
+     :func:`impossible_outcomes`) -> the conclusion opens "Calibration is
+     refuted", with their count, and the verdict is "evidence" whatever the
+     tests say; the interval and the tests are unchanged.  With it an
+     infinite Hosmer-Lemeshow statistic is explained by those rows
+     (``"hl_impossible"``), not dismissed as ``"hl_sparse"``.
    * ``"point_mass"``: the multi-scale statistic is +inf (a component whose
      null law is a point mass, predictions exactly 0 or 1, and labels that
      contradict them; its p-value is then 1/(R + 1)) -> says so; the
@@ -94,7 +102,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from calibtest.display.format import fmt, fmt_p, mode_text, p_equals
+from calibtest.display.format import ConclusionText, fmt, fmt_interval, fmt_p, mode_text, p_equals
 from calibtest.inputs.validation import DEFAULT_DRAWS, DEFAULT_SEED, check_alpha, check_seed, is_integer
 from calibtest.checks.multiscale import CalibrationTestResult, MultiScaleOptions, calib_test_rows, smallest_pvalue_text
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
@@ -108,7 +116,8 @@ from calibtest.display.summary import CalibSummary, ResultDisplay, model_text, n
 from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidence, result_survival_evidence
 from calibtest.checks.val_prob import ValProbResult, val_prob
 
-__all__ = ["EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
+__all__ = ["ImpossibleOutcomes", "impossible_outcomes",
+           "EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
            "conclude", "result_conclusion", "ConfidenceDirection", "confidence_direction", "short_verdict",
            "figure_verdict", "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
            "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
@@ -141,8 +150,99 @@ def _verdict(reject: bool, interval: bool = False) -> str:
 
 
 def _iv(lo, hi, digits: int = 4, lower_open: bool = False) -> str:
-    """``[lo, hi]``, or ``(0, hi]`` when 0 is excluded but the lower bound reaches it."""
-    return f"{'(' if lower_open else '['}{fmt(lo, digits)}, {fmt(hi, digits)}]"
+    """``[lo, hi]``, or ``(0, hi]`` when 0 is excluded but the lower bound reaches it (:func:`fmt_interval`)."""
+    return fmt_interval(lo, hi, lower_open, digits)
+
+
+@dataclass(frozen=True)
+class ImpossibleOutcomes:
+    """Outcomes of stated probability 0: each is impossible under calibration, so one refutes it outright.
+
+    Under calibration P(Y_j = 1 | Z) = Z_j, so an outcome whose stated
+    probability is 0 never occurs: an event at a stated risk of 0, a
+    non-event at a stated risk of 1, a wrong answer at a top-1 confidence of
+    1.0, a class of probability 0 that occurs.  One such row refutes
+    calibration whatever the bins, the level or n; the interval and the
+    tests, which average over bins, are not changed by this rule.
+
+    Attributes
+    ----------
+    mode : str
+        The target (``"binary"``, ``"top1"``, ``"topk"``, ``"full"``).
+    at_zero : int
+        Rows whose outcome had stated probability 0 in some coordinate
+        (binary: events at p = 0; top-k and full: a class of probability 0
+        that occurs).
+    at_one : int
+        Rows with a coordinate of stated probability 1 whose outcome did not
+        occur (binary: non-events at p = 1; top-1: wrong answers at
+        confidence 1.0).
+    rows : ndarray of int
+        Their row numbers (0-based, in the analysed rows).
+    """
+
+    mode: str
+    at_zero: int
+    at_one: int
+    rows: np.ndarray = field(repr=False)
+
+    @property
+    def count(self) -> int:
+        """Rows impossible under calibration."""
+        return int(self.rows.size)
+
+    def description(self) -> str:
+        """What was counted, in words: ``"2 wrong answers at stated confidence 1.0"``."""
+        def n_of(k, one, many):
+            return f"{k} {one if k == 1 else many}"
+        if self.mode == "top1":
+            parts = [n_of(self.at_one, "wrong answer", "wrong answers") + " at stated confidence 1.0"]
+        elif self.mode == "binary":
+            parts = [n_of(self.at_zero, "event", "events") + " at a stated risk of 0",
+                     n_of(self.at_one, "non-event", "non-events") + " at a stated risk of 1"]
+            parts = [t for t, k in zip(parts, (self.at_zero, self.at_one)) if k]
+        else:
+            parts = [n_of(self.count, "row whose class", "rows whose class") + " had stated probability 0"]
+        return " and ".join(parts)
+
+    def sentence(self) -> str:
+        """``"2 wrong answers at stated confidence 1.0: impossible under calibration"``."""
+        return f"{self.description()}: impossible under calibration"
+
+
+def impossible_outcomes(res) -> ImpossibleOutcomes | None:
+    """Count the rows of ``res`` that are impossible under calibration (:class:`ImpossibleOutcomes`).
+
+    A row is impossible when, in some coordinate j of its prediction vector,
+    the outcome indicator is 1 where Z_j = 0, or 0 where Z_j = 1 (exact
+    comparisons: a stated probability of 0.999 is not 1).  Top-1: the
+    indicator of a correct answer at confidence 1.0.
+
+    Returns
+    -------
+    ImpossibleOutcomes or None
+        None when there is none, when the rows are not in memory (bin sums
+        of a file or a Dask frame), or for a survival outcome (its outcome by
+        the horizon is unknown for rows censored before it).
+    """
+    data = getattr(res, "data", None)
+    if data is None or getattr(res, "survival", None) is not None:
+        return None
+    z = np.asarray(data.z, dtype=np.float64)
+    event = np.asarray(data.y, dtype=np.float64) > 0.5  # y = u + z, 0/1 up to rounding
+    at_zero = (event & (z == 0.0)).any(axis=1)
+    at_one = (~event & (z == 1.0)).any(axis=1)
+    rows = np.flatnonzero(at_zero | at_one)
+    if rows.size == 0:
+        return None
+    return ImpossibleOutcomes(mode=res.mode, at_zero=int(at_zero.sum()), at_one=int(at_one.sum()), rows=rows)
+
+
+def _refutation(res, impossible: ImpossibleOutcomes) -> str:
+    """The sentence that opens a conclusion when some rows are impossible under calibration."""
+    return (f"Calibration is refuted: {impossible.sentence()} (an outcome of stated probability 0 never occurs "
+            "under calibration, whatever the bins, the level or n). The interval and the tests are computed as "
+            "usual and are unchanged by this: they measure the miscalibration averaged over bins.")
 
 
 def evidence_seed(res):
@@ -180,12 +280,18 @@ class EvidenceResult(ResultDisplay):
         ``reject`` varies with B.
     verdict : str
         ``"evidence"``, ``"mixed"`` or ``"no evidence"`` (rule 1 of :mod:`calibtest.checks.evidence_table`).
-    conclusion : str
-        The conclusion in plain words: whether (the multi-scale test) and how
-        much (the interval) in its first sentence, then the disagreements.
+    conclusion : ConclusionText
+        Call it, ``ev.conclusion()``, for the conclusion in plain words:
+        whether (the multi-scale test) and how much (the interval) in its
+        first sentence, then the disagreements (a method, as on every result;
+        reading it as a string still works, with a ``FutureWarning``).
     reasons : tuple of str
         Keys of the disagreement rules that fired (``"smooth"``, ``"hl_sparse"``,
-        ``"spread"``, ``"level"``, ``"logit_linear"``, ``"bins"``, ``"point_mass"``).
+        ``"spread"``, ``"level"``, ``"logit_linear"``, ``"bins"``, ``"point_mass"``, ``"impossible"``,
+        ``"hl_impossible"``).
+    impossible : ImpossibleOutcomes or None
+        The rows impossible under calibration (a property, counted from the
+        interval's rows), shown in the summary; None when there is none.
     alpha : float
     n, k, n_classes, mode, formula, y_name, prob_names, n_dropped
         The data (as in :class:`~calibtest.CalibrationResult`).
@@ -239,6 +345,16 @@ class EvidenceResult(ResultDisplay):
     design_hl: object | None = field(default=None, repr=False)  # clustered rows: the design-based HL test
 
     @property
+    def impossible(self) -> ImpossibleOutcomes | None:
+        """The rows impossible under calibration (:func:`impossible_outcomes` of the interval's rows), or None."""
+        return None if self.interval is None else impossible_outcomes(self.interval)
+
+    def __post_init__(self):
+        # conclusion is a method on every result: the text is kept as a callable string (ConclusionText), so
+        # ev.conclusion() gives it and the former string attribute still reads, with a FutureWarning
+        object.__setattr__(self, "conclusion", ConclusionText(str.__str__(self.conclusion)))
+
+    @property
     def source(self) -> dict | None:
         """The data source of the interval (``interval.source``): for a file or a Dask frame, as in
         ``CalibrationResult.source``; None for rows in memory."""
@@ -264,6 +380,8 @@ class EvidenceResult(ResultDisplay):
                     "Alpha:": fmt(self.alpha),
                     "Seed:": "Generator" if self.seed == "Generator" else fmt(self.seed),
                     "Verdict:": self.verdict}
+        if self.impossible is not None:
+            settings["Impossible rows:"] = self.impossible.sentence()
         if self.survival is not None:  # no label draws; the horizon instead of the classes
             del settings["Seed:"], settings["Classes (K):"]
             settings["Mode:"] = f"survival at the horizon t = {fmt(self.survival.horizon)}"
@@ -299,7 +417,7 @@ class EvidenceResult(ResultDisplay):
     def add_tables(self, smry: CalibSummary) -> None:
         """Add the evidence table and the conclusion to ``smry`` (a result's summary opens with them)."""
         smry.add_table(self.evidence_table(), {"statistic": 4, "p-value": fmt_p})
-        smry.add_settings({"Conclusion:": self.conclusion})
+        smry.add_settings({"Conclusion:": self.conclusion()})
 
     def notes(self) -> list[str]:
         """The footer notes: the null hypothesis of each row, the scope, the bin-sensitivity table."""
@@ -332,7 +450,9 @@ class EvidenceResult(ResultDisplay):
         return notes
 
     def _dict(self) -> dict:
-        out = {"verdict": self.verdict, "conclusion": self.conclusion, "reasons": list(self.reasons),
+        impossible = self.impossible
+        out = {"verdict": self.verdict, "conclusion": self.conclusion(), "reasons": list(self.reasons),
+               "impossible_rows": 0 if impossible is None else impossible.count,
                "alpha": self.alpha, "n": self.n, "k": self.k, "n_classes": self.n_classes, "mode": self.mode,
                "null": self.null, "seed": None if self.seed is None else str(self.seed), "formula": self.formula,
                "y_name": self.y_name, "prob_names": list(self.prob_names), "n_dropped": self.n_dropped,
@@ -422,6 +542,14 @@ class ConfidenceDirection:
     word: str | None
     alpha: float
 
+    def level_sentence(self) -> str:
+        """The difference without a direction word, for a conclusion of no evidence (a word would read as a verdict)."""
+        level = f"{100 * (1 - self.alpha):g}%"
+        side = "below" if self.difference < 0 else "above"
+        return (f"The accuracy {fmt(self.accuracy, 3)} is {side} the mean confidence {fmt(self.mean_confidence, 3)} "
+                f"(difference {fmt(self.difference, 3)}, {level} CI [{fmt(self.lower, 3)}, {fmt(self.upper, 3)}], "
+                "excludes 0): a shift in level that the test of ECE = 0 above does not confirm at this B.")
+
     def sentence(self) -> str:
         """The direction in one sentence (the summary's conclusion and the display show it)."""
         level = f"{100 * (1 - self.alpha):g}%"
@@ -478,10 +606,14 @@ def short_verdict(res, alpha: float | None = None) -> str:
     miscalibration"``: the verdict of :func:`conclude` without the evidence
     (the interval and its own test) and the word of :func:`confidence_direction`.
     """
+    impossible = impossible_outcomes(res)
+    if impossible is not None:
+        return f"calibration refuted: {impossible.description()}"
     verdict = conclude(res, alpha)[0]
-    text = "evidence of miscalibration" if verdict == "evidence" else "no evidence of miscalibration"
     direction = confidence_direction(res, alpha)
-    return text + (f" ({direction.word})" if direction is not None and direction.word else "")
+    if verdict != "evidence":  # a direction word beside "no evidence" would read as a finding
+        return "no evidence of miscalibration"
+    return "evidence of miscalibration" + (f" ({direction.word})" if direction is not None and direction.word else "")
 
 
 def figure_verdict(res, alpha: float | None = None, sep: str = "\n") -> str:
@@ -492,8 +624,8 @@ def figure_verdict(res, alpha: float | None = None, sep: str = "\n") -> str:
     """
     alpha = res.alpha if alpha is None else alpha
     iv = res.conf_int(alpha, scale="ece")
-    low = f"{'(' if iv.lower_open else '['}{fmt(iv.lower, 3)}"
-    return (f"ECE {fmt(res.ece, 3)}, {100 * (1 - alpha):g}% CI {low}, {fmt(iv.upper, 3)}]{sep}"
+    shown = fmt_interval(iv.lower, iv.upper, iv.lower_open, 3)
+    return (f"ECE {fmt(res.ece, 3)}, {100 * (1 - alpha):g}% CI {shown}{sep}"
             f"{short_verdict(res, alpha)}")
 
 
@@ -505,7 +637,7 @@ def _p_text(pvalue: float, n_draws: int | None, draws: str = "label draws") -> s
 def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> tuple[str, str, tuple]:
     """(verdict, conclusion, reasons): the one function that writes the conclusion of a result.
 
-    The summary, :attr:`EvidenceResult.conclusion` and the report all show
+    The summary, :meth:`EvidenceResult.conclusion` and the report all show
     what it writes.
 
     Parameters
@@ -544,7 +676,10 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
                                            res, evidence["hl"], evidence["vp"], alpha)
     direction = confidence_direction(res, alpha)
     if direction is not None and direction.word is not None:  # a top-1 result whose evidence shows a direction
-        text = f"{text} {direction.sentence()}"
+        text = f"{text} {direction.sentence() if verdict != 'no evidence' else direction.level_sentence()}"
+    impossible = impossible_outcomes(res)
+    if impossible is not None:  # certain: it decides the verdict, whatever the tests say
+        verdict, text, reasons = "evidence", f"{_refutation(res, impossible)} {text}", (*reasons, "impossible")
     clustering = getattr(res, "clustering", None)
     if clustering is not None:  # the clustered evidence (calibtest.checks.evidence_clustered): say what it allows for
         text += (f" Every test and interval here allows for correlation of the rows within each of the "
@@ -556,7 +691,7 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
 
 def result_conclusion(res, alpha: float | None = None, evidence: EvidenceResult | None = None) -> str:
     """The conclusion a summary of ``res`` shows: the evidence's, else that of the interval and its test."""
-    return evidence.conclusion if evidence is not None else conclude(res, alpha)[1]
+    return evidence.conclusion() if evidence is not None else conclude(res, alpha)[1]
 
 
 def _conclude_interval(res, alpha: float) -> tuple[str, str, tuple]:
@@ -634,7 +769,15 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
                          f"smooth and the interval's B = {ci.n_bins} is large for n = {ci.n} (the test's "
                          f"strongest component is {strongest}); the interval's upper bound is the "
                          f"answer to how much, at B = {ci.n_bins}.")
-    if hl is not None:
+    impossible = impossible_outcomes(ci)
+    if hl is not None and impossible is not None and math.isinf(hl.statistic):
+        reasons.append("hl_impossible")
+        n_zero = int(np.count_nonzero(np.isinf(hl.table["chi2"].to_numpy(float))))
+        sentences.append(f"Hosmer-Lemeshow is infinite because of the impossible rows: {n_zero} of its "
+                         f"{hl.groups} groups expect{'s' if n_zero == 1 else ''} no events or no non-events and "
+                         f"observe{'s' if n_zero == 1 else ''} some, which a calibrated model never gives; its "
+                         "rejection is certain, not an artefact of its chi-squared reference.")
+    elif hl is not None:
         n_small, share = _hl_sparse(hl)
         if (rej["hosmer_lemeshow"] and n_small
                 and not any(said[k] for k in ("calib_test", "calib_ci", "spiegelhalter", "citl", "slope"))):

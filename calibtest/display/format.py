@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 
-__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data", "sha256_file"]
+__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data",
+           "sha256_file", "ConclusionText",
+           "fmt_interval", "interval_verdict"]
 
 #: Each calibration target: a short name (summaries) and a sentence (reports).
 MODES = {
@@ -50,11 +53,97 @@ def fmt(x, digits: int = 6) -> str:
     return f"{x:.{digits}g}"
 
 
+def fmt_interval(lower, upper, lower_open: bool = False, digits: int = 4) -> str:
+    """An interval as every table and sentence shows it: ``[l, u]``, or ``(0, u]`` when it is open at 0.
+
+    The one writer of an interval's text (``docs/conventions.md``, "The
+    interval"): a set that excludes 0 although its lower end is 0 is
+    ``(0, u]``, so that a table never shows a rejecting interval as if it
+    held 0.  Missing ends (None, NaN) give ``"—"``.
+
+    Examples
+    --------
+    >>> fmt_interval(0.0, 0.1146, lower_open=True)
+    '(0, 0.1146]'
+    >>> fmt_interval(0.0, 0.1146)
+    '[0, 0.1146]'
+    """
+    if lower is None or upper is None or (isinstance(lower, float) and math.isnan(lower)):
+        return "—"
+    return f"{'(' if lower_open else '['}{fmt(lower, digits)}, {fmt(upper, digits)}]"
+
+
+def interval_verdict(contains_zero: bool) -> str:
+    """The verdict shown beside an interval of ECE^2 or ECE: ``"contains 0"`` or ``"excludes 0"``."""
+    return "contains 0" if contains_zero else "excludes 0"
+
+
 def fmt_p(p, digits: int = 4) -> str:
     """A p-value for display: :func:`fmt`, or ``"< 1e-300"`` when it underflowed to 0."""
     if p is not None and p == 0:
         return "< 1e-300"
     return fmt(p, digits)
+
+
+def _warn_conclusion_text() -> None:
+    warnings.warn("reading `conclusion` as a string is deprecated: call it, `res.conclusion()`, as on every "
+                  "result (a method everywhere)", FutureWarning, stacklevel=3)
+
+
+def _warning(name: str):
+    plain = getattr(str, name)
+
+    def method(self, *args, **kwargs):
+        _warn_conclusion_text()
+        return plain(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+class ConclusionText(str):
+    """A result's conclusion: call it (``res.conclusion()``) for the text; reading it as a string is deprecated.
+
+    ``conclusion`` is a method on every result; results where it used to be
+    a string attribute or property (``EvidenceResult``, the acceptance
+    results) return this, so ``res.conclusion()`` gives the plain string and
+    the former ``res.conclusion`` still works as a string, with a
+    ``FutureWarning`` when it is used as one (printed, formatted, compared,
+    searched, concatenated, or a string method called).
+
+    Examples
+    --------
+    >>> text = ConclusionText("No evidence of miscalibration.")
+    >>> text()
+    'No evidence of miscalibration.'
+    >>> type(text()).__name__
+    'str'
+    """
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        """The conclusion as a plain string."""
+        return str.__str__(self)
+
+    def __getattribute__(self, name):
+        if not name.startswith("_") and name in _STR_METHODS:
+            _warn_conclusion_text()
+        return str.__getattribute__(self, name)
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+    def __repr__(self) -> str:
+        return str.__repr__(self)
+
+
+_STR_METHODS = frozenset(name for name in dir(str) if not name.startswith("_"))
+for _name in ("__str__", "__format__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__",
+              "__add__", "__radd__", "__mod__", "__mul__", "__len__", "__getitem__", "__iter__"):
+    if hasattr(str, _name):
+        setattr(ConclusionText, _name, _warning(_name))
+del _name
 
 
 def p_equals(p, digits: int = 4) -> str:
@@ -83,11 +172,14 @@ def json_safe(v):
     return v
 
 
-def model_name(formula: str | None, prob_names=(), default: str = "model") -> str:
-    """A model's display name: the right-hand side of its formula, else its probability columns.
+def model_name(formula: str | None, prob_names=(), default: str = "model", name: str | None = None) -> str:
+    """A model's display name: ``name`` if given, else the right-hand side of its formula, else its columns.
 
     Array input without column names (``probs``, ``probs[:, 0]``, ...) is shown as ``probs``.
+    ``name`` is the name a caller gave the model (a result's ``model_label``).
     """
+    if name:
+        return str(name)
     if formula and "~" in formula:
         return formula.split("~", 1)[1].strip()
     names = [str(nm) for nm in prob_names or ()]

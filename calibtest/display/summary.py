@@ -276,9 +276,10 @@ def short_name(text, width: int = 24) -> str:
     return _clip(str(text), width)
 
 
-def model_text(formula, y_name, prob_names) -> str:
-    """The model as shown in a summary: the formula, or ``y ~ p1 + p2``."""
-    return formula if formula else f"{y_name} ~ {' + '.join(map(str, prob_names)) or 'probs'}"
+def model_text(formula, y_name, prob_names, name: str | None = None) -> str:
+    """The model as shown in a summary: the formula, or ``y ~ p1 + p2``; ``name (formula)`` when named."""
+    text = formula if formula else f"{y_name} ~ {' + '.join(map(str, prob_names)) or 'probs'}"
+    return f"{name} ({text})" if name else text
 
 
 def result_notes(res, alpha: float | None = None) -> list[str]:
@@ -350,7 +351,7 @@ SPARSE_ADVICE = ("With many rows alone in a cell the interval can cover the binn
 
 def _settings_table(res, alpha: float) -> dict:
     out = {
-        "Model:": model_text(res.formula, res.y_name, res.prob_names),
+        "Model:": model_text(res.formula, res.y_name, res.prob_names, getattr(res, "model_label", None)),
         "Mode:": res.kind.target_text(),
         "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
         "No. observations:": str(res.n),

@@ -80,7 +80,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest.display.format import fmt, json_safe, mode_text, p_equals
+from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, mode_text, p_equals
 from calibtest.inputs.validation import check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
@@ -408,21 +408,24 @@ class GroupedCalibrationResult(GroupedResult):
         smry = CalibSummary()
         smry.add_title("Calibration within subgroups: debiased l2-ECE per group")
         smry.add_settings(self._settings())
-        cols = ["n", "events", "n_bins", "ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "pvalue_holm"]
-        tab = self.table[cols].astype(object)
+        cols = ["n", "events", "n_bins", "ece", "interval", "verdict", "pvalue", "pvalue_holm"]
+        tab = self.table[["n", "events", "n_bins", "ece", "pvalue", "pvalue_holm"]].astype(object)
+        tab.insert(4, "interval", [_interval_cell(self.groups.get(g)) for g in self.table.index])
+        tab.insert(5, "verdict", [_verdict_cell(self.groups.get(g)) for g in self.table.index])
         tab.index = [", ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in tab.index]
         pooled = self.pooled
-        ci = pooled.conf_int(scale="ece")
         events = _events(pooled) if pooled.data is not None else int(self.table["events"].sum())
-        pooled_row = pd.DataFrame([[pooled.n, events, pooled.n_bins, pooled.ece, ci.lower, ci.upper,
-                                    pooled.null_pvalue, None]], columns=cols, index=["(pooled)"], dtype=object)
+        pooled_row = pd.DataFrame([[pooled.n, events, pooled.n_bins, pooled.ece, _interval_cell(pooled),
+                                    _verdict_cell(pooled), pooled.null_pvalue, None]], columns=cols,
+                                  index=["(pooled)"], dtype=object)
         tab = pd.concat([tab, pooled_row])
         tab.index = [short_name(i, 16) for i in tab.index]
         tab = tab.where(tab.notna(), None)
-        smry.add_table(tab.rename(columns={"ece_ci_lower": "lower", "ece_ci_upper": "upper",
-                                           "pvalue_holm": "p (Holm)", "pvalue": "p"}),
-                       {"n": 8, "events": 8, "n_bins": 4, "ece": 4, "lower": 4, "upper": 4, "p": 3,
-                        "p (Holm)": 3})
+        level = f"{100 * (1 - self.alpha):g}%"
+        p3 = lambda p: fmt_p(p, 3)  # noqa: E731
+        smry.add_table(tab.rename(columns={"interval": f"{level} CI", "pvalue_holm": "p (Holm)", "pvalue": "p",
+                                           "n_bins": "B"}),
+                       {"n": 8, "events": 8, "B": 4, "ece": 4, "p": p3, "p (Holm)": p3})
         measures = self._measures_frame()
         if measures is not None:
             smry.add_table(measures)
@@ -566,6 +569,19 @@ def add_measure_notes(table: pd.DataFrame, group_notes: dict) -> None:
         text = f"{missing.replace('citl', 'CITL')} not estimable: {UNESTIMABLE_MEASURE}."
         group_notes[label] = f"{group_notes[label]} {text}" if group_notes.get(label) else text
         table.at[label, "note"] = group_notes[label]
+
+
+def _interval_cell(res) -> str | None:
+    """A group's ECE interval as the tables show it (``(0, u]`` when open at 0), None without a result."""
+    if res is None:
+        return None
+    iv = res.conf_int(scale="ece")
+    return fmt_interval(iv.lower, iv.upper, iv.lower_open, 3)
+
+
+def _verdict_cell(res) -> str | None:
+    """``"excludes 0"`` or ``"contains 0"`` beside a group's interval, None without a result."""
+    return None if res is None else interval_verdict(res.conf_int(scale="ece").contains_zero)
 
 
 def _row(res: CalibrationResult) -> dict:

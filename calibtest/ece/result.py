@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import Call
+from calibtest.display.format import Call, fmt_interval
 from calibtest.inputs.validation import OptionError, check_alpha, check_bool, check_choice, check_seed
 from calibtest.checks.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.checks.multiscale import TestOfCalibration
@@ -135,8 +135,7 @@ class ConfidenceInterval:
         return (self.lower, self.upper)[i]
 
     def __str__(self) -> str:
-        left = "(" if self.lower_open else "["
-        return f"{left}{self.lower:.6g}, {self.upper:.6g}]"
+        return fmt_interval(self.lower, self.upper, self.lower_open, 6)
 
 
 @dataclass(frozen=True)
@@ -400,7 +399,8 @@ class CalibrationResult(ResultDisplay):
         B (``n_bins``, ``n_bins_rule``), the cell volume, the occupied and
         single-row cells, the bin rule, the bin sums and the partition.
     target : CalibrationTarget
-        ``mode``, ``k``, ``n_classes``, ``formula``, ``y_name``, ``prob_names``.
+        ``mode``, ``k``, ``n_classes``, ``formula``, ``y_name``, ``prob_names``,
+        ``model_label``.
     rows : AnalysedRows
         ``n``, ``n_dropped``, and the rows (``data``, ``source``, ``stream``).
     call_record : Call or None
@@ -448,6 +448,7 @@ class CalibrationResult(ResultDisplay):
     ``bin_stats``, ``partition``                  ``binning.stats``, ``binning.partition``
     ``mode``, ``k``, ``n_classes``                ``target.mode``, ``target.k``, ``target.n_classes``
     ``formula``, ``y_name``, ``prob_names``       ``target.formula``, ``target.y_name``, ``target.prob_names``
+    ``model_label``                               ``target.name``
     ``n``, ``n_dropped``                          ``rows.n``, ``rows.n_dropped``
     ``data``, ``source``, ``stream``              ``rows.data``, ``rows.source``, ``rows.stream``
     ============================================  ==========================================
@@ -509,6 +510,7 @@ class CalibrationResult(ResultDisplay):
     formula = PartField["str | None"]("target", "formula")
     y_name = PartField[str]("target", "y_name")
     prob_names = PartField[tuple]("target", "prob_names")
+    model_label = PartField["str | None"]("target", "name")
     n = PartField[int]("rows", "n")
     n_dropped = PartField[int]("rows", "n_dropped")
     data = PartField["PreparedData | None"]("rows", "data")
@@ -801,7 +803,7 @@ class CalibrationResult(ResultDisplay):
 
         What a summary opens with when there is no evidence table (weighted
         results, bin sums, ``summary(evidence=False)``); with the evidence,
-        ``res.evidence().conclusion`` is the conclusion from every test.  Both
+        ``res.evidence().conclusion()`` is the conclusion from every test.  Both
         are written by :func:`calibtest.checks.evidence_table.conclude`.
         """
         return conclude(self, alpha)

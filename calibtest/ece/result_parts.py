@@ -220,6 +220,10 @@ class CalibrationTarget:
         Name of the outcome (``y_name``).
     prob_names : tuple of str
         Names of the probability columns (``prob_names``).
+    name : str or None
+        The model's name given by the caller (``model_label``; a scikit-learn
+        Display's ``name``): comparisons, figures and reports show it in place
+        of the name made of ``formula`` or ``prob_names``.
     """
 
     mode: str
@@ -228,6 +232,7 @@ class CalibrationTarget:
     formula: str | None = None
     y_name: str = "y"
     prob_names: tuple = ()
+    name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import fmt, fmt_p, model_name, p_equals, sha256_file
+from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
@@ -37,6 +37,7 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
                                           check_report_path, load_metadata, pdf_attachments, plan_check,
                                           reported_tests, write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
+from calibtest.checks.evidence_table import impossible_outcomes
 from calibtest.display.summary import asymptotic_test, null_name, null_text
 
 __all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
@@ -72,7 +73,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence]) -> dict:
 
 
 def _interval_text(lower: float, upper: float, lower_open: bool, digits: int = 6) -> str:
-    return f"{'(' if lower_open else '['}{fmt(lower, digits)}, {fmt(upper, digits)}]"
+    return fmt_interval(lower, upper, lower_open, digits)
 
 
 def _level(alpha: float) -> str:
@@ -80,7 +81,7 @@ def _level(alpha: float) -> str:
 
 
 def _model_name(res, index: int) -> str:
-    return model_name(res.formula, res.prob_names, f"model {index + 1}")
+    return model_name(res.formula, res.prob_names, f"model {index + 1}", getattr(res, "model_label", None))
 
 
 def _n_coordinates(res) -> int:
@@ -586,7 +587,7 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "heading": f"{name} ({d['formula']})" if d["formula"] and d["formula"] != name else name,
         "anchor": f"model-{index + 1}",
         "conclusion": interval_conclusion,
-        "evidence_conclusion": ev.conclusion if ev is not None else None,
+        "evidence_conclusion": ev.conclusion() if ev is not None else None,
         "evidence_verdict": ev.verdict if ev is not None else interval_verdict,
         "evidence_table": ({**_evidence_table(ev), "caption": (
             f"Evidence on the calibration of {name}: every test on the same {d['n']} rows, at level "
@@ -683,6 +684,9 @@ def data_rows(res, d: dict) -> list[tuple[str, str]]:
            "raise": "a missing value stops the analysis (missing='raise'), so none were present"}.get(
         rule, "the rule was not recorded (no Python call)" if rule is None else f"missing='{rule}'")
     rows.append(("Missing data", f"{fmt(n + dropped)} rows read, {fmt(dropped)} dropped, {fmt(n)} analysed; {how}"))
+    impossible = impossible_outcomes(res)
+    if impossible is not None:  # certain refutations, counted from the rows
+        rows.append(("Impossible under calibration", f"{impossible.sentence()}: calibration is refuted"))
     return rows
 
 
@@ -750,7 +754,8 @@ def subgroup_rows(grouped) -> list[list[str]]:
     """The rows of the report's subgroup table, formatted from ``grouped.to_frame()``, then the pooled row.
 
     Columns: group, n, events, B, T (ECE²), interval for ECE², ECE, interval
-    for ECE, p-value, Holm-adjusted p-value; 4 significant digits.
+    for ECE (``(0, u]`` when open at 0), its verdict (``contains 0`` or
+    ``excludes 0``), p-value, Holm-adjusted p-value; 4 significant digits.
     """
     frame = grouped.to_frame()
     rows = []
@@ -758,13 +763,13 @@ def subgroup_rows(grouped) -> list[list[str]]:
         res = grouped.groups.get(label)
         if res is None:
             rows.append([_group_text(label), _cell(r["n"]), _cell(r["events"]), "—", "not analysed", "—", "—", "—",
-                         "—", "—"])
+                         "—", "—", "—"])
             continue
-        lower_open = bool(res.conf_int().lower_open)
+        iv = res.conf_int()
         rows.append([_group_text(label), _cell(r["n"]), _cell(r["events"]), _cell(r["n_bins"]),
-                     _cell(r["estimate"], 4), _interval_text(r["ci_lower"], r["ci_upper"], lower_open, 4),
-                     _cell(r["ece"], 4), _interval_text(r["ece_ci_lower"], r["ece_ci_upper"], lower_open, 4),
-                     _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
+                     _cell(r["estimate"], 4), _interval_text(r["ci_lower"], r["ci_upper"], iv.lower_open, 4),
+                     _cell(r["ece"], 4), _interval_text(r["ece_ci_lower"], r["ece_ci_upper"], iv.lower_open, 4),
+                     interval_verdict(iv.contains_zero), _cell(r["pvalue"], p=True), _cell(r["pvalue_holm"], p=True)])
     pooled = grouped.pooled
     d = pooled.to_dict()
     events = pooled.kind.events()  # counted rows (by the horizon for a survival outcome), never IPCW outcomes
@@ -775,7 +780,7 @@ def subgroup_rows(grouped) -> list[list[str]]:
                  fmt(d["n_bins"]), fmt(d["estimate"], 4),
                  _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
                  _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
-                 fmt_p(d["null_pvalue"]), "—"])
+                 interval_verdict(pooled.conf_int().contains_zero), fmt_p(d["null_pvalue"]), "—"])
     return rows
 
 
@@ -852,7 +857,7 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
     analysed = int(frame["estimate"].notna().sum())
     alpha = grouped.alpha
     table = {**_table([f"Group ({', '.join(grouped.by)})", "n", "events", "B", "T (ECE²)", f"{level} CI for ECE²",
-                       "ECE", f"{level} CI for ECE", "p (ECE = 0)", "p (Holm)"], subgroup_rows(grouped)),
+                       "ECE", f"{level} CI for ECE", "verdict", "p (ECE = 0)", "p (Holm)"], subgroup_rows(grouped)),
              "caption": (f"Calibration of {name} within the subgroups of {by}: the debiased estimate T of ECE² "
                          "(squared probability units) and the ECE (probability units) with the adjusted "
                          f"{level} interval of each group on its own B bins, the p-value of the test of ECE = 0 in "
@@ -1102,8 +1107,8 @@ def _overview(results, names) -> dict:
         rows.append((name, d["mode"], fmt(d["n"]), fmt(d["n_bins"]), fmt(d["estimate"], 4),
                      _interval_text(d["ci_lower"], d["ci_upper"], d["ci_lower_open"], 4), fmt(d["ece"], 4),
                      _interval_text(d["ece_ci_lower"], d["ece_ci_upper"], d["ci_lower_open"], 4),
-                     fmt_p(d["null_pvalue"], 3)))
-    headers = ["Model", "target", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE", "p (ECE = 0)"]
+                     interval_verdict(res.conf_int().contains_zero), fmt_p(d["null_pvalue"], 3)))
+    headers = ["Model", "target", "n", "B", "T (ECE²)", "CI for ECE²", "ECE", "CI for ECE", "verdict", "p (ECE = 0)"]
     caption = ("The models at a glance (4 significant digits): ECE² in squared probability units, ECE in "
                "probability units, intervals at each model's confidence level.")
     if len(rows) <= 5:  # transposed, so that the intervals fit the page width

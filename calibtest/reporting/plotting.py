@@ -30,7 +30,7 @@ from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
 
 __all__ = ["plot_reliability", "coordinate_columns", "reliability_points", "flexible_curve_figure",
-           "display_reliability_figure", "display_bins", "display_bins_from_sums", "display_points",
+           "display_reliability_figure", "display_bins", "curve_bins", "display_bins_from_sums", "display_points",
            "display_bins_caption", "bin_sensitivity_figure", "prediction_strip_figure"]
 
 #: Height of the count strip relative to the panel it sits under.
@@ -317,7 +317,8 @@ def plot_reliability(result, ax=None, *, n_bins=None, overlay: Sequence | None =
                          + ", ".join(f"{m} (k={k})" for m, k in sorted(modes, key=str)))
     n_coords = dims.pop()
     if labels is None:
-        labels = [model_name(r.formula, r.prob_names, f"model {i + 1}") for i, r in enumerate(results)]
+        labels = [model_name(r.formula, r.prob_names, f"model {i + 1}", getattr(r, "model_label", None))
+                  for i, r in enumerate(results)]
     elif len(labels) != len(results):
         raise ValueError(f"labels must have one name per result ({len(results)}), got {len(labels)}")
     if colors is None:
@@ -368,7 +369,8 @@ _MARKERS = "osD^vP*X"
 
 def _labels_for(results, labels) -> list[str]:
     if labels is None:
-        return [model_name(r.formula, r.prob_names, f"model {i + 1}") for i, r in enumerate(results)]
+        return [model_name(r.formula, r.prob_names, f"model {i + 1}", getattr(r, "model_label", None))
+                for i, r in enumerate(results)]
     if isinstance(labels, str):
         labels = [labels]
     labels = list(labels)
@@ -662,8 +664,6 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05, weights=None) -> dict:
         bin edges, empty bins included) and ``bin_count`` (rows per bin, one
         per interval of ``edges``); with weights also ``n_effective``.
     """
-    from statsmodels.stats.proportion import proportion_confint
-
     z = np.asarray(z, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if n_bins is None:
@@ -674,6 +674,13 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05, weights=None) -> dict:
         nb = int(n_bins)
         edges = np.linspace(0.0, 1.0, nb + 1)
         key = np.minimum(cube_indices(z[:, None], nb)[:, 0], nb - 1)
+    return _bin_points(key, nb, edges, z, y, alpha, weights)
+
+
+def _bin_points(key, nb: int, edges, z, y, alpha: float, weights=None) -> dict:
+    """The points of display bins given each row's bin ``key`` (0 to ``nb - 1``): see :func:`display_bins`."""
+    from statsmodels.stats.proportion import proportion_confint
+
     count = np.bincount(key, minlength=nb)
     events = np.rint(np.bincount(key, weights=y, minlength=nb)).astype(np.int64)
     if weights is not None:
@@ -694,6 +701,47 @@ def display_bins(z, y, n_bins=None, alpha: float = 0.05, weights=None) -> dict:
     return {"pred": sum_pred / count, "observed": events / count, "count": count, "events": events,
             "lower": np.asarray(lower, dtype=float), "upper": np.asarray(upper, dtype=float), "edges": edges,
             "bin_count": np.bincount(key, minlength=nb)}
+
+
+def curve_bins(z, y, n_bins: int = 5, strategy: str = "uniform", alpha: float = 0.05, weights=None) -> dict:
+    """Display bins by the rule of :func:`sklearn.calibration.calibration_curve`, with Wilson intervals.
+
+    The bins of scikit-learn's reliability curve (and of
+    :class:`sklearn.calibration.CalibrationDisplay`): ``strategy="uniform"``
+    cuts [0, 1] into ``n_bins`` equal-width intervals, ``"quantile"`` at the
+    ``n_bins``-quantiles of ``z`` (``np.percentile``); a prediction on an
+    inner edge goes to the bin below it (``np.searchsorted(edges[1:-1], z)``),
+    and empty bins are dropped, so ``pred`` and ``observed`` are the
+    ``prob_pred`` and ``prob_true`` of ``calibration_curve(y, z, n_bins=n_bins,
+    strategy=strategy)``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n,)
+        Predictions (probabilities in [0, 1]).
+    y : ndarray, shape (n,)
+        0/1 outcomes.
+    n_bins : int
+        Number of bins (at least 1).
+    strategy : {"uniform", "quantile"}
+    alpha : float
+        The Wilson intervals have level ``1 - alpha``.
+    weights : ndarray, shape (n,), optional
+        Case weights, as in :func:`display_bins`.
+
+    Returns
+    -------
+    dict of ndarray
+        As :func:`display_bins`.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if strategy == "quantile":
+        edges = np.percentile(z, np.linspace(0, 1, n_bins + 1) * 100)
+    else:
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+    key = np.searchsorted(edges[1:-1], z)
+    return _bin_points(key, n_bins, edges, z, y, alpha, weights)
 
 
 def display_bins_from_sums(key, count, sum_pred, sum_obs, n_fine: int, n_bins=None, alpha: float = 0.05) -> dict:

@@ -555,7 +555,7 @@ def test_smallest_possible_pvalue_is_named():
     assert "the smallest p-value 199 label draws can give" in " ".join(str(res.summary()).split())
     ev = ct.evidence(y=y, probs=p ** 2, rng=1)
     assert ev.test.pvalue == 1 / (ev.test.n_draws + 1)
-    assert f"the smallest p-value {ev.test.n_draws} label draws can give" in ev.conclusion
+    assert f"the smallest p-value {ev.test.n_draws} label draws can give" in ev.conclusion()
     # a p-value above the floor says nothing of the kind
     calm = ct.calib_test(y=y, probs=p, rng=1, n_draws=199)
     assert calm.pvalue > 1 / 200 and "smallest p-value" not in " ".join(str(calm.summary()).split())

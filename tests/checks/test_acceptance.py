@@ -163,7 +163,7 @@ def test_margin_result_display(result):
     text = str(m.summary())
     assert "upper bound" in text and "Notes:" in text
     d = m.to_dict()
-    assert d["upper"] == m.upper and d["reject"] == m.reject and d["conclusion"] == m.conclusion
+    assert d["upper"] == m.upper and d["reject"] == m.reject and d["conclusion"] == m.conclusion()
     assert repr(m).startswith("<MarginTestResult margin=0.05")
     assert "<table" in m._repr_html_()
     with pytest.raises(ValueError, match="level"):
@@ -262,7 +262,7 @@ def test_tost_display(binary_rows):
     p, y = binary_rows
     r = ct.slope_test(ct.val_prob(y=y, probs=p), (0.8, 1.25))
     assert "Calibration slope" in str(r.summary())
-    assert r.to_dict()["conclusion"] == r.conclusion
+    assert r.to_dict()["conclusion"] == r.conclusion()
 
 
 # ----------------------------------------------------------------------------- planning

@@ -136,8 +136,8 @@ def test_evidence_with_cluster_has_every_row_clustered():
     dhl = design_hosmer_lemeshow(y, p, codes, 12)
     assert ev.table.loc["hosmer_lemeshow", "statistic"] == dhl.statistic and ev.design_hl is not None
     assert ev.hl is None and ev.valprob is None
-    assert "correlation of the rows within each of the 12 clusters" in ev.conclusion
-    assert "Direction:" in ev.conclusion and m.direction() in ev.conclusion
+    assert "correlation of the rows within each of the 12 clusters" in ev.conclusion()
+    assert "Direction:" in ev.conclusion() and m.direction() in ev.conclusion()
     # the result's evidence is the same object (computed once), and its summary opens with it
     assert res.evidence() is res.evidence()
     text = str(res.summary())
@@ -163,7 +163,7 @@ def test_clustered_sensitivity_rows_are_the_clustered_interval_at_each_b():
     assert ev.table.loc["spiegelhalter", "pvalue"] == pytest.approx(exact, rel=1e-12)
     # 8 clusters: fewer than the 11 the design-based HL needs, said in the scope
     assert "hosmer_lemeshow" not in ev.table.index and "at least 11 clusters" in ev.scope
-    assert "exploratory" in ev.conclusion
+    assert "exploratory" in ev.conclusion()
 
 
 def test_evidence_cluster_refusals():

@@ -62,9 +62,9 @@ def test_squared_predictions_evidence(squared):
     _, _, ev = squared
     assert ev.table.loc["calib_test", "reject"]
     assert ev.verdict == "evidence"
-    assert ev.conclusion.startswith("Evidence of miscalibration")
-    assert "multi-scale test rejects" in ev.conclusion
-    first = ev.conclusion.split("; how much: ")  # whether and how much in one sentence
+    assert ev.conclusion().startswith("Evidence of miscalibration")
+    assert "multi-scale test rejects" in ev.conclusion()
+    first = ev.conclusion().split("; how much: ")  # whether and how much in one sentence
     assert len(first) == 2 and "interval for ECE^2" in first[1].split(". ")[0]
 
 
@@ -72,12 +72,12 @@ def test_calibrated_no_evidence_and_upper_bound(calibrated):
     _, _, ev = calibrated
     assert ev.verdict == "no evidence"
     assert not any(ev.table["reject"])
-    assert ev.conclusion.startswith("No evidence of miscalibration")
-    assert "does not show that the model is calibrated" in ev.conclusion
+    assert ev.conclusion().startswith("No evidence of miscalibration")
+    assert "does not show that the model is calibrated" in ev.conclusion()
     upper = ev.table.loc["calib_ci", "upper"]
     # a bound at a confidence level, not a certainty
-    assert f"the upper confidence limit (one-sided 97.5%) for ECE^2 is {ct.display.format.fmt(upper, 4)}" in ev.conclusion
-    assert "at most" not in ev.conclusion
+    assert f"the upper confidence limit (one-sided 97.5%) for ECE^2 is {ct.display.format.fmt(upper, 4)}" in ev.conclusion()
+    assert "at most" not in ev.conclusion()
     assert ev.reasons == ()
 
 
@@ -85,14 +85,14 @@ def test_rule_smooth(smooth):
     _, _, ev = smooth
     assert "smooth" in ev.reasons
     assert ev.table.loc["calib_test", "reject"] and not ev.table.loc["calib_ci", "reject"]
-    assert "the miscalibration is smooth and the interval's B = 35 is large for n = 472" in ev.conclusion
+    assert "the miscalibration is smooth and the interval's B = 35 is large for n = 472" in ev.conclusion()
 
 
 def test_rule_bins(smooth):
     _, _, ev = smooth
     assert ev.sensitivity_flag and "bins" in ev.reasons
     assert ev.sensitivity["reject"].nunique() == 2
-    assert "depends on the bin count" in ev.conclusion
+    assert "depends on the bin count" in ev.conclusion()
     assert "The verdict changes with B." in str(ev.summary())
     open_rows = ev.sensitivity[ev.sensitivity["lower_open"]]  # 0 excluded, lower bound at 0: (0, upper]
     assert all(open_rows["reject"]) and all("(0, " in str(ev.summary()) for _ in open_rows.index)
@@ -104,22 +104,22 @@ def test_rule_hl_sparse(hl_sparse):
     assert ev.verdict == "mixed"
     t = ev.hl.table
     assert (np.minimum(t["expected"], t["n"] - t["expected"]) < 5).any()
-    assert "driven by groups with tiny expected counts" in ev.conclusion
+    assert "driven by groups with tiny expected counts" in ev.conclusion()
 
 
 def test_rule_spread(spread):
     _, _, ev = spread
     assert "spread" in ev.reasons
     assert ev.table.loc["slope", "reject"] and not ev.table.loc["citl", "reject"]
-    assert "the slope detects spread (over-confidence), not level" in ev.conclusion
-    assert "Direction: the predictions are too extreme (slope = " in ev.conclusion
+    assert "the slope detects spread (over-confidence), not level" in ev.conclusion()
+    assert "Direction: the predictions are too extreme (slope = " in ev.conclusion()
 
 
 def test_rule_level(level):
     _, _, ev = level
     assert "level" in ev.reasons and "spread" not in ev.reasons
-    assert "off in level, not in spread" in ev.conclusion
-    assert "Direction: the predictions are too low on average (CITL = " in ev.conclusion
+    assert "off in level, not in spread" in ev.conclusion()
+    assert "Direction: the predictions are too low on average (CITL = " in ev.conclusion()
 
 
 def test_rules_do_not_fire_on_squared(squared):
@@ -255,7 +255,7 @@ def test_result_evidence_equals_direct_calls_and_is_deterministic(null):
     again = res.evidence()
     pd.testing.assert_frame_equal(ev.table, again.table)
     pd.testing.assert_frame_equal(ev.sensitivity, again.sensitivity)
-    assert ev.conclusion == again.conclusion and ev.null == null
+    assert ev.conclusion() == again.conclusion() and ev.null == null
 
 
 def test_result_evidence_seed_without_rng():
@@ -277,7 +277,7 @@ def test_result_evidence_at_another_alpha():
     assert ev.alpha == 0.2 and (ev.table.loc["calib_ci", "lower"], ev.table.loc["calib_ci", "upper"]) == \
         (iv.lower, iv.upper)
     assert ev.table.loc["calib_test", "reject"] == (ev.table.loc["calib_test", "pvalue"] <= 0.2)
-    assert "level 0.2" in ev.conclusion and "80% interval" in ev.conclusion
+    assert "level 0.2" in ev.conclusion() and "80% interval" in ev.conclusion()
 
 
 def test_squared_predictions_of_a_logistic_model():
@@ -296,8 +296,8 @@ def test_squared_predictions_of_a_logistic_model():
     res = ct.calib_ci(y=y_val, probs=q)
     ev = res.evidence()
     assert ev.table.loc["calib_test", "reject"]
-    assert ev.verdict == "evidence" and ev.conclusion.startswith("Evidence of miscalibration")
-    assert "no evidence" not in ev.conclusion.lower()
+    assert ev.verdict == "evidence" and ev.conclusion().startswith("Evidence of miscalibration")
+    assert "no evidence" not in ev.conclusion().lower()
     # the calibration slope and CITL see it too: squaring makes predictions too low and too spread
     assert ev.valprob.citl > 0 and ev.table.loc["citl", "reject"]
     text = str(res.summary())
@@ -312,7 +312,7 @@ def test_interval_without_zero_exclusion_is_explained_as_smooth(smooth):
     ev = res.evidence()
     assert res.contains_zero and ev.table.loc["calib_test", "reject"]
     assert ev.verdict == "evidence" and "smooth" in ev.reasons
-    assert not ev.conclusion.startswith("No evidence")
+    assert not ev.conclusion().startswith("No evidence")
 
 
 @pytest.mark.parametrize("k", [2, "full"])
@@ -352,8 +352,8 @@ def test_rule_logit_linear():
     ev = ct.evidence(y=y, probs=expit(L), rng=1)
     assert not ev.table.loc["calib_test", "reject"] and ev.table.loc["citl", "reject"]
     assert ev.verdict == "mixed" and "logit_linear" in ev.reasons
-    assert ev.conclusion.startswith("Mixed evidence") and "CITL rejects" in ev.conclusion
-    assert f"level a0 = {ct.display.format.fmt(ev.valprob.citl, 3)}" in ev.conclusion
+    assert ev.conclusion().startswith("Mixed evidence") and "CITL rejects" in ev.conclusion()
+    assert f"level a0 = {ct.display.format.fmt(ev.valprob.citl, 3)}" in ev.conclusion()
 
 
 def test_evidence_exists_when_val_prob_cannot_be_computed():
@@ -390,7 +390,7 @@ def test_smooth_rule_names_spiegelhalter_when_it_is_the_strongest_component():
     assert ev.test.spiegelhalter_z == pytest.approx(zs, rel=1e-10)
     assert abs(zs) > ev.test.scales["z"].max() and ev.table.loc["calib_test", "reject"]
     assert "smooth" in ev.reasons
-    assert f"strongest component is Spiegelhalter's z, |z_S| = {abs(zs):.3g}" in ev.conclusion
+    assert f"strongest component is Spiegelhalter's z, |z_S| = {abs(zs):.3g}" in ev.conclusion()
     assert "Spiegelhalter's z (statistic: max of z_B and |z_S|)" in ev.table.loc["calib_test", "null"]
     assert ev.table.loc["calib_test", "statistic"] == pytest.approx(abs(zs), rel=1e-10)
 
@@ -446,5 +446,133 @@ def test_direction_every_pattern(transform, words):
 def test_direction_sentence_is_in_the_evidence_conclusion(squared):
     y, q, ev = squared
     vp = ct.val_prob(y=y, probs=q)
-    assert vp.direction() in ev.conclusion
-    assert "too low on average" in ev.conclusion and "too extreme" in ev.conclusion  # p squared
+    assert vp.direction() in ev.conclusion()
+    assert "too low on average" in ev.conclusion() and "too extreme" in ev.conclusion()  # p squared
+
+
+def test_conclusion_is_a_method_on_every_result_and_the_string_attribute_warns():
+    """Issue 37: EvidenceResult.conclusion was a str, CalibrationResult.conclusion() a method."""
+    import warnings
+
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.05, 0.95, 400)
+    y = (rng.random(400) < p).astype(int)
+    res = ct.calib_ci(y=y, probs=p)
+    ev = res.evidence()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # calling it never warns
+        text = ev.conclusion()
+        assert type(text) is str
+        assert " ".join(res.conclusion()[1].split()) in " ".join(str(res.summary(evidence=False)).split())
+        assert ev.to_dict()["conclusion"] == text
+        shown = " ".join(str(ev.summary()).split())
+        assert " ".join(text.split()[:8]) in shown
+    with pytest.warns(FutureWarning, match=r"res\.conclusion\(\)"):
+        assert ev.conclusion.startswith(text[:20])  # the former string attribute: still a string, with a warning
+    with pytest.warns(FutureWarning):
+        assert f"{ev.conclusion}" == text
+    with pytest.warns(FutureWarning):
+        assert ev.conclusion == text
+    margin = res.margin_test(0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert type(margin.conclusion()) is str
+        assert " ".join(margin.conclusion().split()) in " ".join(str(margin.summary()).split())
+    with pytest.warns(FutureWarning):
+        assert "margin" in margin.conclusion
+
+
+# --------------------------------------------------------------------------- issue 37: certain refutations
+def _llm_run(seed: int = 31):
+    """300 questions, overconfident by 0.03 below 1.0, 2 wrong answers among 121 given at confidence exactly 1.0."""
+    rng = np.random.default_rng(seed)
+    conf = np.concatenate([np.ones(121), rng.uniform(0.5, 0.99, 179)])
+    correct = np.concatenate([np.r_[np.zeros(2), np.ones(119)], rng.random(179) < conf[121:] - 0.03]).astype(int)
+    return conf, correct
+
+
+def test_wrong_answers_at_confidence_one_refute_calibration(tmp_path):
+    from calibtest.checks.evidence_table import impossible_outcomes, short_verdict
+
+    conf, correct = _llm_run()
+    n_wrong_at_one = int(np.sum((conf == 1.0) & (correct == 0)))  # counted from the rows
+    assert n_wrong_at_one == 2
+    res = ct.calib_ci(y=correct, probs=conf, n_classes=4)
+    found = impossible_outcomes(res)
+    assert found.count == found.at_one == n_wrong_at_one and found.at_zero == 0
+    assert sorted(found.rows.tolist()) == np.flatnonzero((conf == 1.0) & (correct == 0)).tolist()
+    sentence = "2 wrong answers at stated confidence 1.0: impossible under calibration"
+    verdict, text, _ = res.conclusion()
+    assert verdict == "evidence" and text.startswith("Calibration is refuted: " + sentence)
+    assert "unchanged" in text
+    # the interval's statistics are those of the rows, as before: no evidence at its own level
+    assert res.null_pvalue > res.alpha and res.conf_int().contains_zero
+    ev = res.evidence()
+    assert ev.verdict == "evidence" and "impossible" in ev.reasons
+    assert ev.table.loc["calib_ci", "pvalue"] == res.null_pvalue and ev.table.loc["calib_ci", "verdict"] == "contains 0"
+    assert ev.conclusion().startswith("Calibration is refuted: " + sentence)
+    assert np.isinf(ev.hl.statistic) and "hl_impossible" in ev.reasons
+    assert "hl_sparse" not in ev.reasons  # on the code before, these rows gave "hl_sparse" and verdict "mixed"
+    assert "chi-squared reference is unreliable" not in ev.conclusion()
+    assert "Hosmer-Lemeshow is infinite because of the impossible rows" in ev.conclusion()
+    shown = " ".join(str(ev.summary()).split())
+    assert "Impossible rows: " + sentence in shown
+    assert ("Calibration is refuted: " + sentence) in " ".join(str(res.summary()).split())
+    assert ev.to_dict()["impossible_rows"] == n_wrong_at_one
+    assert short_verdict(res) == "calibration refuted: 2 wrong answers at stated confidence 1.0"
+    page = ct.report([res], tmp_path / "r.html").read_text()
+    assert "Impossible under calibration" in page and sentence in page
+
+
+def test_impossible_binary_rows_are_counted_and_absent_ones_say_nothing():
+    from calibtest.checks.evidence_table import impossible_outcomes
+
+    rng = np.random.default_rng(8)
+    p = rng.uniform(0.05, 0.95, 600)
+    y = (rng.random(600) < p).astype(int)
+    assert impossible_outcomes(ct.calib_ci(y=y, probs=p)) is None
+    assert not ct.calib_ci(y=y, probs=p).conclusion()[1].startswith("Calibration is refuted")
+    p[:40] = np.repeat([0.0, 1.0], 20)
+    y[:40] = rng.integers(0, 2, 40)
+    at_zero = int(np.sum((p == 0) & (y == 1)))
+    at_one = int(np.sum((p == 1) & (y == 0)))
+    assert at_zero > 1 and at_one > 1
+    found = impossible_outcomes(ct.calib_ci(y=y, probs=p))
+    assert (found.at_zero, found.at_one, found.count) == (at_zero, at_one, at_zero + at_one)
+    assert found.sentence() == (f"{at_zero} events at a stated risk of 0 and {at_one} non-events at a stated risk "
+                                "of 1: impossible under calibration")
+
+
+def test_a_class_of_probability_zero_that_occurs_refutes_full_calibration():
+    from calibtest.checks.evidence_table import impossible_outcomes
+
+    rng = np.random.default_rng(4)
+    P = rng.dirichlet(np.ones(3), 500)
+    y = np.array([rng.choice(3, p=row) for row in P])
+    P[:5] = [0.0, 0.4, 0.6]  # class 0 has probability 0 ...
+    y[:5] = [0, 0, 1, 2, 0]  # ... and occurs 3 times
+    expected = int(np.sum(P[np.arange(500), y] == 0))  # rows whose observed class had stated probability 0
+    res = ct.calib_ci(y=y, probs=P, k="full")
+    found = impossible_outcomes(res)
+    assert found.count == expected == 3
+    assert found.sentence() == "3 rows whose class had stated probability 0: impossible under calibration"
+    assert res.conclusion()[0] == "evidence"
+
+
+def test_no_direction_word_beside_no_evidence():
+    """A top-1 model whose accuracy exceeds its confidence (Wald CI by hand) while the ECE test does not reject."""
+    from calibtest.checks.evidence_table import short_verdict
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    conf = rng.uniform(0.4, 0.9, 1500)
+    correct = (rng.random(1500) < conf + 0.04).astype(int)
+    res = ct.calib_ci(y=correct, probs=conf, n_classes=5)
+    u = correct - conf
+    half = stats.norm.isf(0.025) * u.std() / np.sqrt(u.size)
+    assert u.mean() - half > 0  # the direction test: underconfident
+    assert res.null_pvalue > 0.05 and res.conclusion()[0] == "no evidence"
+    assert short_verdict(res) == "no evidence of miscalibration"
+    text = res.conclusion()[1]
+    assert "underconfident" not in text and "overconfident" not in text
+    assert "is above the mean confidence" in text

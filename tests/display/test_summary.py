@@ -203,7 +203,7 @@ def test_summary_opens_with_the_evidence_table(binary_res):
                                                                                                   "pvalue"]
     assert first["statistic"].iloc[2] == ct.hosmer_lemeshow(y=y, probs=q).statistic
     conclusion = s.tables[1]
-    assert conclusion["key"].iloc[0] == "Conclusion:" and conclusion["value"].iloc[0] == ev.conclusion
+    assert conclusion["key"].iloc[0] == "Conclusion:" and conclusion["value"].iloc[0] == ev.conclusion()
     # the bin-sensitivity table follows the tests table
     assert list(s.tables[-1]["T"]) == list(ev.sensitivity["T"])
 
@@ -297,7 +297,7 @@ def test_summary_display_and_report_compute_the_evidence_once(binary_res, counte
     assert res.evidence() is ev
     model = ctx["models"][0]
     # the report shows the evidence, HL and val_prob the summary computed, and the one conclusion
-    assert model["evidence_conclusion"] == ev.conclusion
+    assert model["evidence_conclusion"] == ev.conclusion()
     assert model["hl"]["test"]["rows"][0][1] == fmt(ev.hl.statistic)
     assert res.hosmer_lemeshow() is ev.hl
     # another level, or another seed, is another evidence; a Generator's draws are never kept

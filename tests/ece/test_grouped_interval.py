@@ -345,7 +345,7 @@ def test_each_group_is_the_function_on_its_rows_with_the_seed_rule(kind, small):
         gen = np.random.default_rng([1, i])
         if kind == "evidence":
             ref = ct.evidence("y ~ p", sub, rng=gen, missing="drop")
-            assert res.groups[site].conclusion == ref.conclusion
+            assert res.groups[site].conclusion() == ref.conclusion()
             assert res.to_frame().loc[site, "pvalue"] == ref.test.pvalue
         else:
             ref = getattr(ct, kind)("y ~ p", sub, rng=gen, n_draws=99, missing="drop")
@@ -462,3 +462,28 @@ def test_tiny_groups_with_separated_outcomes_leave_the_slope_empty_with_a_note()
     grp = sub[sub.g == 306]
     out = calibration_measures_rows(grp.p.to_numpy(), grp.y.to_numpy(float), 0.05)
     assert np.isnan(out["slope"]) and np.isnan(out["slope_se"]) and np.isfinite(out["oe"])
+
+
+def test_summary_table_shows_an_open_interval_as_open_with_its_verdict():
+    """Issue 37: the text table showed a rejecting pooled row as "0 ... 0.08475" with no verdict."""
+    from calibtest.display.format import fmt
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    site = rng.choice(list("ABC"), n)
+    p = rng.uniform(0.05, 0.95, n)
+    y = (rng.random(n) < np.where(site == "C", np.clip(p + 0.12, 0, 1), p)).astype(int)
+    res = ct.calib_ci("y ~ p", pd.DataFrame({"y": y, "p": p, "site": site}), by="site")
+    lines = str(res.summary()).splitlines()
+    rows = {**{g: res.groups[g] for g in "ABC"}, "(pooled)": res.pooled}
+    n_open = 0
+    for label, r in rows.items():
+        line = next(x for x in lines if x.startswith(label + " "))
+        rejects = r.null_pvalue <= r.alpha  # the test decides whether 0 belongs to the adjusted interval
+        lo, hi = np.sqrt(r.ci_lower), np.sqrt(r.ci_upper)
+        is_open = rejects and lo == 0.0
+        n_open += is_open
+        expected = f"{'(' if is_open else '['}{fmt(lo, 3)}, {fmt(hi, 3)}]"
+        assert expected in line, (expected, line)
+        assert ("excludes 0" if rejects else "contains 0") in line
+    assert n_open >= 1  # the case this checks: a rejecting interval whose lower end is 0

@@ -281,7 +281,7 @@ def test_topk_report_has_one_panel_per_coordinate():
     text = doc.body_text
     assert "display bins" in text and "Bin sensitivity of probs" in text
     ev = res.evidence()
-    assert "Table 1. Evidence on the calibration" in text and ev.conclusion.split(":")[0] in text
+    assert "Table 1. Evidence on the calibration" in text and ev.conclusion().split(":")[0] in text
     assert "Hosmer" not in text.split("Methods")[0]  # HL and val.prob only for 1-dim targets
     # the linked bin table has the bin index, edges and means of both coordinates
     _, bins = bins_csv(render_html(res))

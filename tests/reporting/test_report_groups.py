@@ -131,7 +131,7 @@ def test_subgroup_table_equals_to_frame(grouped, grouped_html):
     rows = _caption_table(doc, grouped_html, "Calibration of risk score within the subgroups of site")
     header, body = rows[0], rows[1:]
     assert header == ["Group (site)", "n", "events", "B", "T (ECE²)", "95% CI for ECE²", "ECE", "95% CI for ECE",
-                      "p (ECE = 0)", "p (Holm)"]
+                      "verdict", "p (ECE = 0)", "p (Holm)"]
     frame = grouped.to_frame()
     assert [r[0] for r in body[:-1]] == [str(i) for i in frame.index]
     for row, (label, rec) in zip(body, frame.iterrows()):
@@ -140,15 +140,17 @@ def test_subgroup_table_equals_to_frame(grouped, grouped_html):
         assert _interval(row[5]) == pytest.approx((rec["ci_lower"], rec["ci_upper"]), rel=5e-4, abs=1e-12)
         assert _number(row[6]) == pytest.approx(rec["ece"], rel=5e-4, abs=1e-12)
         assert _interval(row[7]) == pytest.approx((rec["ece_ci_lower"], rec["ece_ci_upper"]), rel=5e-4, abs=1e-12)
-        assert _number(row[8]) == pytest.approx(rec["pvalue"], rel=5e-4)
-        assert _number(row[9]) == pytest.approx(rec["pvalue_holm"], rel=5e-4)
+        assert row[8] == ("contains 0" if rec["contains_zero"] else "excludes 0")
+        assert row[7].startswith("(") == (not rec["contains_zero"] and rec["ece_ci_lower"] == 0)  # open at 0
+        assert _number(row[9]) == pytest.approx(rec["pvalue"], rel=5e-4)
+        assert _number(row[10]) == pytest.approx(rec["pvalue_holm"], rel=5e-4)
     # Holm over the analysed groups, recomputed by hand: sorted p times (G - rank), running maximum, capped at 1
     p = frame["pvalue"].to_numpy(float)
     order = np.argsort(p)
     adj = np.minimum(1.0, np.maximum.accumulate(p[order] * (len(p) - np.arange(len(p)))))
     holm = np.empty_like(adj)
     holm[order] = adj
-    assert [_number(r[9]) for r in body[:-1]] == pytest.approx(holm, rel=5e-4)
+    assert [_number(r[10]) for r in body[:-1]] == pytest.approx(holm, rel=5e-4)
     pooled = body[-1]
     assert pooled[0] == "all rows (pooled)" and int(pooled[1]) == grouped.pooled.n
     assert int(pooled[2]) == int(grouped.pooled.data.y[:, 0].sum())

@@ -67,12 +67,12 @@ def test_conclusion_follows_the_table_and_states_the_direction(censored):
     rej = ev.table["reject"].astype(bool)
     expected = ("evidence" if rej["calib_ci"] else "mixed" if rej.drop("calib_ci").any() else "no evidence")
     assert ev.verdict == expected
-    assert ev.survival.direction() in ev.conclusion
-    assert str(res.summary()).count(ev.conclusion.split(": ")[0]) == 1  # the summary opens with it
+    assert ev.survival.direction() in ev.conclusion()
+    assert str(res.summary()).count(ev.conclusion().split(": ")[0]) == 1  # the summary opens with it
     # too high risks (cumulative hazard halved in truth): the level is off, and the conclusion says which way
     time, event, risk = simulate(3000, 4, scale=0.5)
     over = ct.calib_ci(time=time, event=event, probs=risk, horizon=HORIZON).evidence()
-    assert over.verdict in ("evidence", "mixed") and "too high on average" in over.conclusion
+    assert over.verdict in ("evidence", "mixed") and "too high on average" in over.conclusion()
     assert over.table.loc["observed_expected", "reject"] and over.table.loc["observed_expected", "statistic"] < 1
 
 
@@ -98,7 +98,7 @@ def test_without_censoring_before_t_the_evidence_stays_binary():
     ev = res.evidence()
     assert list(ev.table.index) == list(binary.table.index) and "calib_test" in ev.table.index
     assert ev.table["statistic"].tolist() == binary.table["statistic"].tolist()
-    assert ev.conclusion == binary.conclusion
+    assert ev.conclusion() == binary.conclusion()
 
 
 def test_acceptance_criteria_come_from_the_survival_evidence(censored):

@@ -45,7 +45,7 @@ def assert_same_evidence(es, ev):
         for i, (a, b) in enumerate(zip(es.sensitivity[col], ev.sensitivity[col])):
             _close(a, b, f"sensitivity.{col}[{i}]")
     assert (es.verdict, es.reasons, es.sensitivity_flag) == (ev.verdict, ev.reasons, ev.sensitivity_flag)
-    assert es.conclusion == ev.conclusion
+    assert es.conclusion() == ev.conclusion()
     assert (es.n, es.mode, es.n_dropped, es.seed) == (ev.n, ev.mode, ev.n_dropped, ev.seed)
     assert es.test.pvalue == ev.test.pvalue and list(es.test.n_bins) == list(ev.test.n_bins)
     np.testing.assert_allclose(es.test.scales["z"], ev.test.scales["z"], rtol=TOL, atol=TOL)
@@ -234,7 +234,7 @@ def test_cli_report_streams_with_chunksize(miscalibrated, tmp_path):
                  "--seed", "7"]) == 0
     text = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(out.read_text(encoding="utf-8"))).split())
     # the report writes ECE^2 as ECE²; its conclusion is the streamed evidence's, word for word
-    assert ev.conclusion.replace("^2", "²") in text and NOT_STREAMED in text
+    assert ev.conclusion().replace("^2", "²") in text and NOT_STREAMED in text
 
 
 def test_predictions_exactly_0_and_1_are_left_out_of_the_fits_as_in_memory(tmp_path):
