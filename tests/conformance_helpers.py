@@ -229,6 +229,7 @@ def read_grouped_summary_text(text: str, labels: list[str]) -> Printed:
     the pooled row, the Null and Mode settings."""
     rows = {}
     for line in text.splitlines():
+        line = re.sub(r"\b(contains|excludes) 0\b", "", line)  # the verdict column beside the interval
         head = line.split("  ")[0].strip()
         if head in labels + ["(pooled)"] and len(numbers_in(line[len(head) + 1:])) >= 7 and head not in rows:
             rows[head] = numbers_in(line[len(head) + 1:])

@@ -268,8 +268,9 @@ def _report_groups(html: str, labels: list[str]) -> dict:
     for row in rows:
         if row[0] in labels:
             lo, hi = re.findall(r"-?\d[\d.e-]*", row[7])[-2:]
+            assert row[8] in ("contains 0", "excludes 0"), row  # the interval's verdict beside it
             out[row[0]] = {"n": row[1], "events": row[2], "ece": row[6], "ece_ci_lower": lo, "ece_ci_upper": hi,
-                           "pvalue": row[8]}
+                           "pvalue": row[9]}
     return out
 
 
