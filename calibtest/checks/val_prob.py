@@ -518,9 +518,8 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
         is in :func:`calibtest.calib_ci` and :func:`calibtest.hosmer_lemeshow`.
 
     horizon : None
-        Not taken: a survival outcome (``horizon=`` or a ``Surv(...)`` formula) is refused with the reason
-        (rows censored before the horizon have no binary outcome); use
-        ``calib_ci("Surv(time, event) ~ risk", data=..., horizon=t)`` and its evidence.
+        Refused with the reason, as a ``Surv(...)`` formula is: val.prob's statistics need a binary outcome for
+        every row.
 
     Returns
     -------
