@@ -226,28 +226,42 @@ def _bisect(f, lo, hi, iterations: int = 60):
     return lo, hi
 
 
-def _citl_root(coef: np.ndarray, c, sign: float) -> np.ndarray:
-    """The theta where ``log K+ = c`` (sign 1) or ``log K- = c`` (sign -1) for s = 2: a root of the quadratic
-    ``(C4/4) theta^2 - (sign C1/2 + C3/2) theta + (sign C0/2 + C2/4 - c) = 0``, the one of the monotone branch."""
-    qa = coef[..., 4] / 4.0
-    qb = -(sign * coef[..., 1] + coef[..., 3]) / 2.0
-    qc = sign * coef[..., 0] / 2.0 + coef[..., 2] / 4.0 - c
+def _root(qa, qb, qc, decreasing: bool):
+    """The root of the concave quadratic ``qa x^2 + qb x + qc`` (qa <= 0) on its decreasing branch (the larger
+    root) or its increasing branch (the smaller); the form ``2 qc / (-qb +- disc)`` also serves qa = 0."""
     disc = np.sqrt(np.maximum(qb * qb - 4.0 * qa * qc, 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        # qa <= 0: log K+ decreases right of the vertex (the larger root, 2 qc / (-qb + disc)), log K- increases
-        # left of it (the smaller, 2 qc / (-qb - disc)); this form of the roots also serves qa = 0
-        root = 2.0 * qc / (-qb + sign * disc)
-    return root
+        return 2.0 * qc / ((-qb + disc) if decreasing else (-qb - disc))
+
+
+def _citl_root(coef: np.ndarray, c, sign: float) -> np.ndarray:
+    """The theta where ``log K+ = c`` (sign 1, decreasing in theta) or ``log K- = c`` (sign -1, increasing), s = 2:
+    ``(C4/4) theta^2 - (sign C1/2 + C3/2) theta + (sign C0/2 + C2/4 - c) = 0``."""
+    return _root(coef[..., 4] / 4.0, -(sign * coef[..., 1] + coef[..., 3]) / 2.0,
+                 sign * coef[..., 0] / 2.0 + coef[..., 2] / 4.0 - c, sign > 0)
+
+
+def _oe_root(coef: np.ndarray, c, sign: float) -> np.ndarray:
+    """The same for O/E, s = max(1, theta): a quadratic in theta on [0, 1] (s = 1),
+    ``C4 theta^2 - (sign C1 + 2 C3) theta + (sign C0 + C2 - c)``, and in v = 1/theta on [1, inf)
+    (s = theta), ``C2 v^2 + (sign C0 - 2 C3) v + (C4 - sign C1 - c)``, where the monotone direction flips."""
+    low = _root(coef[..., 4], -(sign * coef[..., 1] + 2.0 * coef[..., 3]), sign * coef[..., 0] + coef[..., 2] - c,
+                sign > 0)
+    v = _root(coef[..., 2], sign * coef[..., 0] - 2.0 * coef[..., 3], coef[..., 4] - sign * coef[..., 1] - c,
+              sign < 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((low >= 0.0) & (low <= 1.0), low, 1.0 / v)
 
 
 def cs_interval(coef: np.ndarray, alpha, kind: str, lo, hi) -> tuple[np.ndarray, np.ndarray]:
     """The confidence set ``{theta in [lo, hi]: log K+ < log(2/alpha) and log K- < log(2/alpha)}`` (an interval).
 
     ``K = (K+ + K-)/2 >= 1/alpha`` whenever either side reaches 2/alpha, so the set
-    contains the hedged-capital set of Waudby-Smith and Ramdas.  For CITL
-    (s = 2) log K+- are quadratics in theta and the endpoints are their roots;
-    for O/E (s = max(1, theta)) they are found by bisection.  Endpoints are rounded
-    outwards.  Vectorised over the leading axes of ``coef`` (bins) with
+    contains the hedged-capital set of Waudby-Smith and Ramdas.  log K+- are
+    quadratics in theta (CITL, s = 2; O/E on [0, 1]) or in 1/theta (O/E on
+    [1, inf), s = theta), and the endpoints are their roots on the monotone
+    branch (:func:`_bisect` is the slow check in the tests).  Endpoints are
+    rounded outwards.  Vectorised over the leading axes of ``coef`` (bins) with
     ``alpha``, ``lo``, ``hi`` broadcast.
     """
     coef = np.asarray(coef, dtype=np.float64)
@@ -256,11 +270,9 @@ def cs_interval(coef: np.ndarray, alpha, kind: str, lo, hi) -> tuple[np.ndarray,
     hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), coef.shape[:-1])
     plus = lambda th: cs_log_capital(th, coef, kind)[0] - c
     minus = lambda th: c - cs_log_capital(th, coef, kind)[1]  # decreasing
-    if kind == "citl":
-        low_in = np.nextafter(_citl_root(coef, c, 1.0), -np.inf)
-        up_in = np.nextafter(_citl_root(coef, c, -1.0), np.inf)
-    else:
-        low_in, up_in = _bisect(plus, lo, hi)[0], _bisect(minus, lo, hi)[1]
+    root = _citl_root if kind == "citl" else _oe_root
+    low_in = np.nextafter(root(coef, c, 1.0), -np.inf)
+    up_in = np.nextafter(root(coef, c, -1.0), np.inf)
     low = np.where(plus(lo) < 0, lo, np.where(plus(hi) >= 0, hi, np.clip(low_in, lo, hi)))
     up = np.where(minus(hi) >= 0, hi, np.where(minus(lo) < 0, lo, np.clip(up_in, lo, hi)))
     return low, up

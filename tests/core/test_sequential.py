@@ -214,3 +214,22 @@ def test_ra_threshold_reaches_its_arl():
     se = runs.std() / math.sqrt(runs.size)
     assert runs.mean() >= 50.0 - 3 * se - 50.0 * 0.15  # the level grid is coarse: within 15% and noise
     assert arl >= 50.0
+
+
+@pytest.mark.parametrize("kind, lo, hi, ratio", [("citl", -1.0, 1.0, None), ("oe", 0.0, 1e3, 0.7),
+                                                 ("oe", 0.0, 1e3, 1.6), ("oe", 0.0, 1e3, 1.0)])
+def test_closed_form_endpoints_equal_bisection(kind, lo, hi, ratio):
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.05, 0.6, 3000)
+    y = (rng.random(3000) < p * (ratio or 1.0) + (0.03 if ratio is None else 0.0)).astype(float)
+    s = sq.cs_sums(y - p, 1.0) if kind == "citl" else sq.cs_sums(y, p)
+    for lam in (0.02, 0.2, 0.5):
+        coef = np.concatenate([lam * s[:2], float(sq.psi(lam)) * s[2:]])
+        low, up = sq.cs_interval(coef, 0.05, kind, lo, hi)
+        c = math.log(2 / 0.05)
+        plus = lambda th: sq.cs_log_capital(th, coef, kind)[0] - c
+        minus = lambda th: c - sq.cs_log_capital(th, coef, kind)[1]
+        slow_low = sq._bisect(plus, lo, hi)[0] if plus(lo) >= 0 else lo
+        slow_up = sq._bisect(minus, lo, hi)[1] if minus(hi) < 0 else hi
+        assert float(low) == pytest.approx(float(slow_low), abs=1e-9)
+        assert float(up) == pytest.approx(float(slow_up), abs=1e-9)
