@@ -339,26 +339,41 @@ def _first_crossings(pool: np.ndarray, levels: np.ndarray, n_paths: int, max_ste
     return first
 
 
-def ra_threshold(pool: np.ndarray, arl: float, rng, n_paths: int = 500, n_levels: int = 48) -> tuple[float, float]:
+def ra_threshold(pool: np.ndarray, arl: float, rng, n_paths: int = 500, n_levels: int = 32,
+                 refinements: int = 2) -> tuple[float, float]:
     """Threshold h of a one-sided batch CUSUM with simulated in-control average run length ``>= arl``.
 
     Paths of the CUSUM of batch scores resampled from ``pool`` (in-control
-    batch scores, :func:`ra_batch_pool`) are run up to ``20 * arl`` steps; the
+    batch scores, :func:`ra_batch_pool`) are run up to ``10 * arl`` steps; the
     run length of a path that did not cross is counted as that cap (so the ARL is
     underestimated and h errs high).  h is the smallest of ``n_levels`` levels
-    whose estimated ARL is >= arl, the levels' range doubled until one is.
+    whose estimated ARL is >= arl: the levels' range is doubled until one is,
+    then the grid is refined ``refinements`` times between that level and the
+    one below it (fresh paths each time).
 
     Returns
     -------
     (h, the estimated ARL at h)
     """
     top = max(float(np.abs(pool).max()), 1e-9)
-    max_steps = int(np.ceil(20 * arl))
+    max_steps = int(np.ceil(10 * arl))
+    low, found = 0.0, None
     for _ in range(40):  # doubling the range of levels: a handful of passes
-        levels = np.linspace(0.0, top, n_levels + 1)[1:]
+        levels = np.linspace(low, top, n_levels + 1)[1:]
         arls = _first_crossings(pool, levels, n_paths, max_steps, rng).mean(axis=0)
         ok = np.flatnonzero(arls >= arl)
         if ok.size:
-            return float(levels[ok[0]]), float(arls[ok[0]])
-        top *= 2.0
-    raise RuntimeError("no CUSUM threshold reached the requested average run length")
+            found = (levels, arls, ok[0])
+            break
+        low, top = top, 2.0 * top
+    if found is None:
+        raise RuntimeError("no CUSUM threshold reached the requested average run length")
+    for _ in range(refinements):
+        levels, arls, i = found
+        below = levels[i - 1] if i > 0 else low
+        fine = np.linspace(below, levels[i], n_levels + 1)[1:]
+        fine_arls = _first_crossings(pool, fine, n_paths, max_steps, rng).mean(axis=0)
+        ok = np.flatnonzero(fine_arls >= arl)
+        found = (fine, fine_arls, ok[0]) if ok.size else found
+    levels, arls, i = found
+    return float(levels[i]), float(arls[i])

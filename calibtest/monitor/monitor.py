@@ -17,7 +17,11 @@ from calibtest.monitor.state import (FORMAT, FORMAT_VERSION, LOOK_FIELDS, Monito
 from calibtest.options import (DEFAULT_SEED, DataError, OptionError, OptionTypeError, check_alpha, check_count,
                                check_missing, check_option, is_integer)
 
-__all__ = ["CalibrationMonitor"]
+__all__ = ["CalibrationMonitor", "MAX_ARL"]
+
+#: Largest in-control average run length (looks) a monitor takes: its RA-CUSUM threshold is simulated over
+#: paths of 10 * 2 * arl looks (about 20 s at the maximum on one core).
+MAX_ARL = 10_000
 
 
 def _check_scales(scales) -> tuple:
@@ -53,8 +57,9 @@ def _settings(formula, n_classes, alpha, scales, n_bins, margin, plan, arl, forg
     alpha = check_alpha(plan.alpha if plan is not None and alpha is None else (0.05 if alpha is None else alpha))
     margin = _margin_of(plan, margin)
     arl = 1.0 / alpha if arl is None else _check_positive(arl, "arl")
-    if arl < 1:
-        raise OptionError(f"arl must be >= 1 (looks), got {arl}")
+    if not 1 <= arl <= MAX_ARL:
+        raise OptionError(f"arl must be between 1 and {MAX_ARL} looks (the RA-CUSUM's threshold is simulated "
+                          f"over 10 * arl looks), got {arl}")
     return MonitorSettings(
         formula=formula, n_classes=check_option("n_classes", n_classes), alpha=alpha, scales=_check_scales(scales),
         n_bins=check_count(n_bins, "n_bins"), margin=None if margin is None else _check_positive(margin, "margin"),
