@@ -22,10 +22,10 @@ def _mark(ax, res):
 
 
 def _log_panel(ax, x, values, threshold, label, res, ylabel):
-    ax.plot(x, np.maximum(values, 1e-300), label=label, color="tab:blue")
-    ax.axhline(threshold, color="black", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
-    ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
+    """log10 of a statistic (clipped to [1e-300, 1e300]) against log10 of its threshold."""
+    ax.plot(x, np.log10(np.clip(values, 1e-300, 1e300)), label=label, color="tab:blue")
+    ax.axhline(np.log10(threshold), color="black", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+    ax.set_ylabel(f"log10 {ylabel}")
     _mark(ax, res)
     ax.legend(fontsize=7, loc="upper left")
 
