@@ -241,3 +241,15 @@ def test_dask_frame_equals_memory():
     b = ct.CalibrationMonitor("y ~ p")
     b.update(df)
     pd.testing.assert_frame_equal(a.result().looks, b.result().looks, rtol=1e-12)
+
+
+@pytest.mark.parametrize("options, error, match", [
+    (dict(alpha=1.5), OptionError, "alpha"), (dict(arl=0.5), OptionError, "arl"),
+    (dict(arl=1e6), OptionError, "arl"), (dict(forget=1.0), OptionError, "forget"),
+    (dict(odds_ratio="2"), TypeError, "odds_ratio"), (dict(scales=[2, 2]), OptionError, "scales"),
+    (dict(n_bins=0), OptionError, "n_bins"), (dict(margin=-0.1), OptionError, "margin"),
+    (dict(model=3), TypeError, "model"),
+])
+def test_options_are_checked_by_name(options, error, match):
+    with pytest.raises(error, match=match):
+        ct.CalibrationMonitor(**options)

@@ -15,7 +15,7 @@ from calibtest.monitor.result import MonitorResult
 from calibtest.monitor.state import (FORMAT, FORMAT_VERSION, LOOK_FIELDS, MonitorSettings, add_stats, close_look,
                                      new_state, state_from_json, state_to_json)
 from calibtest.options import (DEFAULT_SEED, DataError, OptionError, OptionTypeError, check_alpha, check_count,
-                               check_missing, check_option, is_integer)
+                               check_missing, check_number, check_option)
 
 __all__ = ["CalibrationMonitor", "MAX_ARL"]
 
@@ -34,8 +34,8 @@ def _check_scales(scales) -> tuple:
 
 
 def _check_positive(value, name: str, upper: float | None = None) -> float:
-    value = check_option("beta", value, name) if not isinstance(value, bool) else None
-    if value is None or not value > 0 or (upper is not None and not value < upper):
+    value = check_number(value, name)
+    if not value > 0 or (upper is not None and not value < upper):
         raise OptionError(f"{name} must be > 0" + (f" and < {upper:g}" if upper else "") + f", got {value!r}")
     return value
 
