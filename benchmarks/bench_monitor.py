@@ -98,8 +98,10 @@ def files(lines, rows, n_files):
     rate = rows / wall
     lines.append(f"{rows:,} rows in {n_files} Parquet files of {per:,}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
                  f"{rate:,.0f} rows/s; state file after {n_files} looks: {size:,} bytes")
-    lines.append(f"extrapolated: 10^8 rows in 1,000 batches at this rate: {1e8 / rate:.0f} s (target < 60 s on 2 "
-                 f"cores); machine load average {os.getloadavg()[0]:.1f}")
+    lines.append(f"extrapolated: 10^8 rows in 1,000 batches at this wall-clock rate: {1e8 / rate:.0f} s; from the "
+                 f"CPU time: {1e8 / rows * cpu:.0f} s of one core, {1e8 / rows * cpu / 2:.0f} s on 2 cores with the "
+                 f"batches' parts on two workers (merge) (target < 60 s on 2 cores); machine load average "
+                 f"{os.getloadavg()[0]:.1f}")
 
 
 def main(rows, n_files):

@@ -313,17 +313,22 @@ def cusum_path(scores: np.ndarray, start: float = 0.0) -> np.ndarray:
 
 def ra_batch_pool(p_ref: np.ndarray, odds_ratio: float, rng, n_pool: int = 2000,
                   max_draws: int = 4_000_000) -> np.ndarray:
-    """``n_pool`` in-control batch scores ``sum_i W_i`` with y_i ~ Bernoulli(p_i) drawn for the rows ``p_ref``.
+    """``n_pool`` in-control batch scores ``sum_i W_i`` of batches like the rows ``p_ref``.
 
-    The events of each draw are counted in blocks of rows (at most ``max_draws``
-    uniform numbers at once); score = events * log R - sum log(1 - p + R p).
+    Each simulated batch has ``len(p_ref)`` rows whose predictions are drawn with
+    replacement from ``p_ref`` (the case mix varies from batch to batch as it does in
+    a stream, which a fixed set of predictions would hide) and y_i ~ Bernoulli(p_i);
+    its score is ``sum_i y_i log R - log(1 - p_i + R p_i)``.  Rows are drawn in
+    blocks of at most ``max_draws`` numbers.
     """
     p_ref = np.asarray(p_ref, dtype=np.float64)
-    events = np.zeros(n_pool)
+    n = p_ref.size
+    scores = np.zeros(n_pool)
     step = max(1, max_draws // n_pool)
-    for s in range(0, p_ref.size, step):  # a loop over blocks of rows, each block vectorised
-        events += (rng.random((n_pool, min(step, p_ref.size - s))) < p_ref[s:s + step]).sum(axis=1)
-    return events * np.log(odds_ratio) - np.log1p((odds_ratio - 1.0) * p_ref).sum()
+    for s in range(0, n, step):  # a loop over blocks of rows, each block vectorised
+        pp = p_ref[rng.integers(0, n, (n_pool, min(step, n - s)))]
+        scores += ra_scores(pp, rng.random(pp.shape) < pp, odds_ratio).sum(axis=1)
+    return scores
 
 
 def _first_crossings(pool: np.ndarray, levels: np.ndarray, n_paths: int, max_steps: int, rng) -> np.ndarray:

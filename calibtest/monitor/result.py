@@ -158,7 +158,7 @@ class MonitorResult(ResultDisplay):
                      f"simultaneously with probability >= {1 - st['alpha']:g} when the rows are i.i.d.; the ECE "
                      "bound is for the binned ECE at B (a lower bound on the true l2-ECE).")
         notes.append(f"Detector and RA-CUSUM: in-control average run length >= {fmt(st['arl'])} looks "
-                     "(RA-CUSUM: simulated from the first batch's predictions).")
+                     "(RA-CUSUM: simulated from batches resampled from the first batch's predictions).")
         return notes
 
     def plot(self, ax=None):

@@ -208,7 +208,12 @@ def test_ra_threshold_reaches_its_arl():
     rng = np.random.default_rng(9)
     p = rng.beta(2, 8, 300)
     pool = sq.ra_batch_pool(p, 2.0, rng, n_pool=1000)
-    np.testing.assert_allclose(pool.mean(), np.sum(p * np.log(2) - np.log1p(p)), atol=4 * pool.std() / 30)
+    # mean and variance of a batch score with predictions resampled from p: n E[W] and n Var[W] of one row
+    w1, w0 = np.log(2) - np.log1p(p), -np.log1p(p)
+    mean_row = np.mean(p * w1 + (1 - p) * w0)
+    var_row = np.mean(p * w1 ** 2 + (1 - p) * w0 ** 2) - mean_row ** 2
+    np.testing.assert_allclose(pool.mean(), p.size * mean_row, atol=4 * math.sqrt(p.size * var_row / 1000))
+    np.testing.assert_allclose(pool.var(), p.size * var_row, rtol=0.15)
     h, arl = sq.ra_threshold(pool, 50.0, rng, n_paths=400)
     runs = sq._first_crossings(pool, np.array([h]), 2000, 5000, np.random.default_rng(10))[:, 0]
     se = runs.std() / math.sqrt(runs.size)
