@@ -73,6 +73,8 @@ _EXPORTS = {
     "oe_test": "calibtest.checks.acceptance",
     "MarginTestResult": "calibtest.checks.acceptance",
     "EquivalenceTestResult": "calibtest.checks.acceptance",
+    "CalibrationMonitor": "calibtest.monitor.monitor",
+    "MonitorResult": "calibtest.monitor.result",
 }
 
 #: Public subpackages and modules reached as attributes (``calibtest.simulation``).

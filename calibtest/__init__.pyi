@@ -3,6 +3,8 @@ from calibtest import datasets, simulation
 from calibtest.checks.acceptance import (EquivalenceTestResult, MarginTestResult, citl_test, margin_test, oe_test,
                                   slope_test)
 from calibtest.streams.accumulator import BinAccumulator
+from calibtest.monitor.monitor import CalibrationMonitor
+from calibtest.monitor.result import MonitorResult
 from calibtest.streams.multiscale import CalibTestAccumulator
 from calibtest.checks.multiscale import CalibrationTestResult
 from calibtest.api.calib_compare import ComparisonResult, PairwiseComparisonResult, calib_compare
@@ -71,6 +73,8 @@ __all__ = [
     "oe_test",
     "MarginTestResult",
     "EquivalenceTestResult",
+    "CalibrationMonitor",
+    "MonitorResult",
     "datasets",
     "simulation",
     "__version__",

@@ -1,4 +1,4 @@
-"""Command-line interface: ``calibtest ci | test | report | plan | tcal | compare | sample-size | demo`` and ``calibtest --version``.
+"""Command-line interface: ``calibtest ci | test | report | plan | tcal | compare | sample-size | monitor | demo`` and ``calibtest --version``.
 
 One parser.  The options that several subcommands take (``--formula``,
 ``--n-classes``, ``--k``, ``--bins``, ``--alpha``, ``--missing``, ``--json``)
@@ -44,7 +44,7 @@ __all__ = ["main", "build_parser", "report_command", "EXIT_STATUSES"]
 
 #: Exit status of the command line for each kind of outcome.
 EXIT_STATUSES = {"success": 0, "data or file error": EXIT_DATA, "usage (option) error": EXIT_USAGE,
-                 "output pipe closed": 141}
+                 "monitor alarm": 3, "output pipe closed": 141}
 
 _EPILOG = ("exit status: 0 success; 1 an error in the data or the files (a missing column, missing values, "
            "an undecodable file); 2 a usage error (an unknown or invalid option, or options that do not go "
@@ -666,6 +666,153 @@ def _add_compare_parser(sub, shared) -> None:
     cmp.set_defaults(func=_cmd_compare)
 
 
+# ----------------------------------------------------------------------------- monitor
+_MONITOR_EPILOG = ("exit status: 0 no alarm; 3 an alarm: the e-process has crossed 1/alpha (at any look so far) or "
+                   "the change detector is in alarm at the last batch; 1 an error in the data or the files; 2 a "
+                   "usage error.  On an error the state file is left as it was.")
+
+
+def _batch_files(paths) -> list:
+    """The CSV/Parquet files named, a folder standing for the data files in it; sorted by name."""
+    from pathlib import Path
+
+    from calibtest.streams.files import file_format
+
+    files = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            files += [f for f in path.iterdir() if f.is_file() and _is_data_file(f)]
+        elif path.is_file():
+            file_format(path, None)
+            files.append(path)
+        else:
+            _fail(f"file not found: {given}")
+    if not files:
+        _fail("no batch files (.csv or .parquet) in " + ", ".join(map(str, paths)))
+    return sorted(set(files), key=lambda f: (f.name, str(f)))
+
+
+def _is_data_file(path) -> bool:
+    from calibtest.streams.files import file_format
+
+    try:
+        file_format(path, None)
+    except ValueError:
+        return False
+    return True
+
+
+def _file_time(path, column: str):
+    """A batch file's time stamp: the latest value of ``column`` in it."""
+    import pandas as pd
+
+    from calibtest.streams.files import file_format
+
+    if file_format(path, None) == "csv":
+        values = pd.read_csv(path, usecols=[column])[column]
+    else:
+        import pyarrow.parquet as pq
+        values = pq.read_table(path, columns=[column]).to_pandas()[column]
+    if values.isna().all():
+        _fail(f"{path.name}: the time column {column!r} holds no value")
+    values = values.dropna()
+    return values.max() if values.dtype.kind in "iufM" else pd.to_datetime(values).max()
+
+
+def _monitor_state(args):
+    from calibtest.monitor.monitor import CalibrationMonitor
+
+    fresh = CalibrationMonitor(args.formula, n_classes=args.n_classes, alpha=args.alpha, n_bins=args.bins,
+                               margin=args.margin, arl=args.arl, odds_ratio=args.odds_ratio, model=args.model,
+                               rng=args.seed, eval_env=formula_namespace(), missing=args.missing,
+                               chunksize=args.chunksize)
+    if not os.path.exists(args.state):
+        return fresh, None
+    mon = CalibrationMonitor.load(args.state, like=fresh, eval_env=formula_namespace())
+    with open(args.state, encoding="utf-8") as fh:
+        last_file = json.load(fh).get("cli", {}).get("last_file")
+    return mon, last_file
+
+
+def _look_line(name: str, rec: dict) -> str:
+    flags = [w for w, on in (("ALARM", rec["alarm"]), ("CHANGE", rec["detector_alarm"]),
+                             ("RA-CUSUM", rec["ra_alarm"])) if on]
+    ece = "" if rec["ece_below"] is None else (" <margin" if rec["ece_below"] else " >=margin")
+    return (f"look {rec['look']} {name} n={rec['n']} E={rec['e_value']:.4g} p={rec['p_value']:.4g} "
+            f"CITL=[{rec['citl_lower']:.4g}, {rec['citl_upper']:.4g}] O/E=[{rec['oe_lower']:.4g}, "
+            f"{rec['oe_upper']:.4g}] ECE<={rec['ece_upper']:.4g}{ece} detector={rec['detector']:.4g} "
+            f"change_look={rec['change_look']} RA+={rec['ra_up']:.3g} RA-={rec['ra_down']:.3g}"
+            + (" " + " ".join(flags) if flags else ""))
+
+
+def _cmd_monitor(args) -> int:
+    files = _batch_files(args.paths)
+    mon, last_file = _monitor_state(args)
+    if args.time:
+        stamped = sorted(((_file_time(f, args.time), f) for f in files), key=lambda tf: tf[0])
+        last = mon.result().looks["time"].iloc[-1] if mon.result().n_looks else None
+        todo = [(t, f) for t, f in stamped if last is None or _after(t, last)]
+    else:
+        todo = [(None, f) for f in files if last_file is None or f.name > last_file]
+    for f in files:
+        if f not in {g for _, g in todo}:
+            print(f"skip {f.name} (already in the state)")
+    record = None
+    for stamp, f in todo:
+        record = mon.update(str(f), time=stamp)
+        print(_look_line(f.name, record))
+    state = mon.to_json()
+    state["cli"] = {"last_file": todo[-1][1].name if todo else last_file}
+    tmp = args.state + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(state, fh, separators=(",", ":"))
+    os.replace(tmp, args.state)
+    res = mon.result()
+    if args.json:
+        print(json.dumps(res.to_dict()))
+    alarm = res.alarm or res.detector_alarm
+    return EXIT_STATUSES["monitor alarm"] if alarm else 0
+
+
+def _after(stamp, last) -> bool:
+    from calibtest.monitor.batches import time_value
+    import pandas as pd
+
+    value = time_value(stamp)
+    if isinstance(value, (int, float)):
+        return value > last
+    return pd.Timestamp(value) > pd.Timestamp(last)
+
+
+def _add_monitor_parser(sub, shared) -> None:
+    from calibtest.options import BIN_COUNT
+
+    mo = sub.add_parser("monitor", help="monitor calibration batch by batch (anytime-valid alarms; state in a file)",
+                        n_formulas=1, parents=[shared["one_formula"], shared["json"]], epilog=_MONITOR_EPILOG)
+    mo.add_argument("paths", nargs="+", metavar="DIR_OR_FILES",
+                    help="batch files (CSV or Parquet), or folders of them; processed in time order: by file name, "
+                         "or by --time")
+    mo.add_argument("--state", required=True, metavar="STATE.json",
+                    help="the monitor's state file: read when it exists (its settings must match), written after "
+                         "the batches (files already in it are skipped)")
+    mo.add_argument("--time", default=None, metavar="COLUMN",
+                    help="column holding each batch's time (the batch's time stamp is its latest value)")
+    OPTIONS["n_classes"].add_to(mo)
+    OPTIONS["alpha"].add_to(mo)
+    BIN_COUNT.add_to(mo, "--bins", default=10, help="bins B of the binned ECE whose upper bound is reported "
+                                                   "(default 10)")
+    OPTIONS["margin"].add_to(mo, help="ECE margin delta: report when the ECE bound falls below it")
+    mo.add_argument("--arl", type=float, default=None, help="in-control average run length, in batches, of the "
+                                                            "change detector and the RA-CUSUM (default 1/alpha)")
+    mo.add_argument("--odds-ratio", type=float, default=2.0, help="odds ratio R_A of the RA-CUSUM (default 2)")
+    mo.add_argument("--model", default=None, help="identifier of the deployed model, stored in the state file")
+    OPTIONS["rng"].add_to(mo, help="seed of the RA-CUSUM's simulated threshold (default 0)")
+    OPTIONS["chunksize"].add_to(mo)
+    OPTIONS["missing"].add_to(mo)
+    mo.set_defaults(func=_cmd_monitor)
+
+
 # ----------------------------------------------------------------------------- demo
 def _cmd_demo(args) -> int:
     from calibtest.datasets import load_demo
@@ -696,6 +843,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_parser(sub, shared)
     _add_sample_size_parser(sub, shared)
     _add_plan_parser(sub, shared)
+    _add_monitor_parser(sub, shared)
     return parser
 
 

@@ -28,7 +28,8 @@ LAYERS = [
     ("ece", ["calibtest.ece"]),
     ("streams", ["calibtest.streams"]),
     ("api", ["calibtest.api"]),
-    ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation", "calibtest.sklearn"]),
+    ("reporting and simulation", ["calibtest.reporting", "calibtest.simulation", "calibtest.sklearn",
+                                  "calibtest.monitor"]),
     ("surface", ["calibtest.cli", "calibtest"]),
 ]
 

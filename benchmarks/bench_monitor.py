@@ -1,0 +1,123 @@
+"""Benchmark of ``calibtest.CalibrationMonitor``: update cost per row, memory against stream length, state size.
+
+* Update cost: one ``update(y=, probs=)`` of a calibrated binary batch (p ~ Beta(2, 5)) at 10^3 ... 10^6 rows,
+  CPU time (``time.process_time``, little affected by other jobs) per row, best of 3 (after a first look,
+  which also simulates the RA-CUSUM thresholds: timed apart).
+* Memory: the monitor's state (its JSON) after 10, 100 and 1,000 looks, with the default ``history=1000`` and
+  with ``history=10``; and the peak ``tracemalloc`` of one 10^5-row look after 10 and after 1,000 looks
+  (the same: no row is kept).
+* State file size after 10, 100, 1,000 looks (history 1000 and 10).
+* Files: Parquet batches streamed by ``update(path)`` (``--rows`` rows in ``--files`` files), rows per second,
+  and the extrapolated time of the issue's target (10^8 rows in 1,000 batches).
+
+Run: ``PYTHONPATH=. python benchmarks/bench_monitor.py [--rows 2000000 --files 20]`` (writes
+``benchmarks/results/bench_monitor.txt``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import calibtest as ct
+
+OUT = Path(__file__).with_name("results") / "bench_monitor.txt"
+
+
+def batch(rng, n):
+    p = rng.beta(2, 5, n)
+    return (rng.random(n) < p).astype(np.int8), p
+
+
+def update_cost(lines):
+    rng = np.random.default_rng(0)
+    mon = ct.CalibrationMonitor()
+    y, p = batch(rng, 1000)
+    t0 = time.process_time()
+    mon.update(y=y, probs=p)
+    lines.append(f"first look (1,000 rows, RA-CUSUM thresholds simulated): {time.process_time() - t0:.2f} s CPU")
+    lines.append("rows per look | CPU s per look (best of 3) | CPU ns per row")
+    for n in (10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6):
+        y, p = batch(rng, n)
+        best = min(_timed(mon, y, p) for _ in range(3))
+        lines.append(f"{n:>13,} | {best:.4f} | {best / n * 1e9:.0f}")
+
+
+def _timed(mon, y, p):
+    t0 = time.process_time()
+    mon.update(y=y, probs=p)
+    return time.process_time() - t0
+
+
+def memory(lines):
+    rng = np.random.default_rng(1)
+    lines.append("looks | state JSON bytes (history 1000) | (history 10) | peak tracemalloc of a 10^5-row look")
+    mons = {1000: ct.CalibrationMonitor(history=1000), 10: ct.CalibrationMonitor(history=10)}
+    done = 0
+    for looks in (10, 100, 1000):
+        for _ in range(looks - done):
+            y, p = batch(rng, 100)
+            for m in mons.values():
+                m.update(y=y, probs=p)
+        done = looks
+        y, p = batch(rng, 10 ** 5)
+        probe = mons[10].copy()
+        tracemalloc.start()
+        probe.update(y=y, probs=p)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        sizes = [len(json.dumps(m.to_json(), separators=(",", ":"))) for m in mons.values()]
+        lines.append(f"{looks:>5} | {sizes[0]:,} | {sizes[1]:,} | {peak / 2 ** 20:.1f} MiB")
+
+
+def files(lines, rows, n_files):
+    rng = np.random.default_rng(2)
+    per = rows // n_files
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i in range(n_files):
+            y, p = batch(rng, per)
+            path = Path(tmp) / f"batch{i:04d}.parquet"
+            pd.DataFrame({"y": y, "p": p}).to_parquet(path)
+            paths.append(path)
+        mon = ct.CalibrationMonitor("y ~ p")
+        t0, c0 = time.perf_counter(), time.process_time()
+        for path in paths:
+            mon.update(path)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        state = Path(tmp) / "state.json"
+        mon.save(state)
+        size = state.stat().st_size
+    rate = rows / wall
+    lines.append(f"{rows:,} rows in {n_files} Parquet files of {per:,}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
+                 f"{rate:,.0f} rows/s; state file after {n_files} looks: {size:,} bytes")
+    lines.append(f"extrapolated: 10^8 rows in 1,000 batches at this wall-clock rate: {1e8 / rate:.0f} s; from the "
+                 f"CPU time: {1e8 / rows * cpu:.0f} s of one core, {1e8 / rows * cpu / 2:.0f} s on 2 cores with the "
+                 f"batches' parts on two workers (merge) (target < 60 s on 2 cores); machine load average "
+                 f"{os.getloadavg()[0]:.1f}")
+
+
+def main(rows, n_files):
+    lines = ["# bench_monitor: CalibrationMonitor", ""]
+    for part in (update_cost, memory):
+        part(lines)
+        lines.append("")
+    files(lines, rows, n_files)
+    text = "\n".join(lines) + "\n"
+    OUT.write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--files", type=int, default=20)
+    args = parser.parse_args()
+    main(args.rows, args.files)

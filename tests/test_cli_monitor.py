@@ -1,0 +1,74 @@
+"""``calibtest monitor``: batches in time order, the state file kept, one line per batch, exit status 3 on alarm."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calibtest as ct
+from calibtest.cli import EXIT_STATUSES, main
+
+
+def _write_days(folder, days, shift_from=None, n=800, seed=1, fmt="csv"):
+    rng = np.random.default_rng(seed)
+    folder.mkdir(exist_ok=True)
+    frames = []
+    for d in range(days):
+        p = rng.uniform(0.05, 0.95, n)
+        q = np.clip(p + (0.15 if shift_from is not None and d >= shift_from else 0.0), 0, 1)
+        df = pd.DataFrame({"y": (rng.random(n) < q).astype(int), "p": p, "day": d})
+        # names out of time order on purpose for --time: z.. for early days
+        name = f"day{d:02d}.{fmt}"
+        df.to_csv(folder / name, index=False) if fmt == "csv" else df.to_parquet(folder / name)
+        frames.append(df)
+    return frames
+
+
+def test_monitor_matches_python_and_keeps_state(tmp_path, capsys):
+    frames = _write_days(tmp_path / "d", 6)
+    state = str(tmp_path / "s.json")
+    status = main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", state, "--model", "m"])
+    assert status == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 6 and lines[0].startswith("look 1 day00.csv n=800")
+    mon = ct.CalibrationMonitor("y ~ p", model="m")
+    for df in frames:
+        mon.update(df)
+    saved = ct.CalibrationMonitor.load(state)
+    pd.testing.assert_frame_equal(saved.result().looks, mon.result().looks)
+    # a second run skips what is in the state and adds nothing
+    assert main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", state, "--model", "m"]) == 0
+    assert capsys.readouterr().out.count("skip") == 6
+
+
+def test_alarm_exit_status_and_time_column(tmp_path, capsys):
+    _write_days(tmp_path / "d", 10, shift_from=5, fmt="parquet")
+    state = str(tmp_path / "s.json")
+    status = main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", state, "--time", "day",
+                   "--arl", "100"])
+    out = capsys.readouterr().out
+    assert status == EXIT_STATUSES["monitor alarm"] == 3
+    assert "ALARM" in out and "look 10" in out
+    assert ct.CalibrationMonitor.load(state).result().looks["time"].tolist() == list(range(10))
+
+
+def test_refusals_leave_the_state_file_as_it_was(tmp_path, capsys):
+    _write_days(tmp_path / "d", 3)
+    state = tmp_path / "s.json"
+    assert main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", str(state)]) == 0
+    before = state.read_bytes()
+    assert main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", str(state), "--alpha",
+                 "0.1"]) == 1
+    assert "another model or monitoring plan" in capsys.readouterr().err
+    bad = tmp_path / "e"
+    bad.mkdir()
+    pd.DataFrame({"y": [0, 1], "p": [0.5, 1.5]}).to_csv(bad / "day99.csv", index=False)
+    assert main(["monitor", str(bad), "--formula", "y ~ p", "--state", str(state)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("calibtest: error:") and "[0, 1]" in err and len(err.strip().splitlines()) == 1
+    assert state.read_bytes() == before
+    state.write_text(json.dumps({**json.loads(before), "version": 7}))
+    assert main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", str(state)]) == 1
+    assert "version 7" in capsys.readouterr().err
