@@ -407,6 +407,7 @@ CHECK_FUNCTIONS = {
     "reporting/document.py:check_text": "data: text a UTF-8 file can hold",
     "reporting/document.py:check_report_text": "data: text a UTF-8 file can hold",
     "reporting/document.py:_check_revisions": "data: a report's revision history",
+    "sklearn.py:_check_plot_kwargs": "keyword arguments for matplotlib, refused by name before plotting",
     "reporting/document.py:check_report_path": "data: a report's path, each folder as the OS resolves it",
     "reporting/document.py:check_deviation_reasons": "data: reasons keyed by the plan's options",
     # single-option checks not yet folded into the table: in files other developers were editing (issue 23)
