@@ -207,8 +207,10 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                                   rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
                                   missing=missing, eval_env=eval_env, by=by, **extra)
     gen, seed = resolve_seed(rng)
-    prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
-                             n_classes=n_classes, k=k, options=
+    prepared = prepare_input("calib_test", Inputs(formula=formula, data=data, y=y, probs=probs, by=by,
+                                                  cluster=cluster),
+                             Settings(env=resolve_env(eval_env), missing=missing, n_classes=n_classes, k=k),
+                             options=
                        {"n_classes": n_classes, "k": k, "n_bins": None if grid is None else list(grid),
                         "alpha": alpha, "n_draws": None if R == DEFAULT_DRAWS else R,
                         "combine": None if combine == "max-z" else combine,
@@ -217,7 +219,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None,
                         "by": None if by is None else (by if by_names(by) else "<array>")},
-                             by=by, group_labels=group_labels, cluster=cluster)
+                             group_labels=group_labels)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
@@ -428,9 +430,8 @@ def _evidence_by(inputs: Inputs, design: Design, settings: Settings) -> GroupedR
     options = s.options(rng=seed if is_integer(seed) else None, by=by if by_names(by) else "<array>")
     if design.clustered:
         options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
-    prepared = prepare_input("evidence", formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, options=options, by=by,
-                             group_labels=group_labels, cluster=cluster)
+    prepared = prepare_input("evidence", inputs.replace(weights=None), s, options=options,
+                             group_labels=group_labels)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))

@@ -336,12 +336,12 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
                              "sequence of bin counts")
         scales, first = None, n_bins
     prepared = prepare_input(
-        "tcal_test", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes, k=k,
-        options={"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha, "n_draws": R,
+        "tcal_test", Inputs(formula=formula, data=data, y=y, probs=probs, by=by),
+        Settings(env=env, missing=missing, n_classes=n_classes, k=k), options={"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha, "n_draws": R,
                  "statistic": statistic, "missing": missing if missing != "raise" else None,
                  "rng": seed if is_integer(seed) else None,
                  "by": None if by is None else (by if by_names(by) else "<array>")},
-        by=by, group_labels=group_labels)
+        group_labels=group_labels)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     options = dict(scales=scales, first=first, adaptive=adaptive, alpha=alpha, n_draws=R, statistic=statistic,
                    progress=progress, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))

@@ -688,9 +688,7 @@ def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None
             options["null"] = null
     if design.weighting is not None:
         options.update({"weights": None, "prevalence": s.prevalence})  # the weights' name filled in below
-    prepared = prepare_input("calib_ci", inputs.formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, weights=inputs.weights,
-                             options=options, cluster=inputs.cluster)
+    prepared = prepare_input("calib_ci", inputs.replace(by=None), s, options=options)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     partition = partition_rows(target, s.n_bins)
     bookkeeping = dict(formula=inputs.formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),

@@ -652,9 +652,8 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     _, seed = resolve_seed(rng)
     options = s.options(by=by if by_names(by) else "<array>", null=null if null != "asymptotic" else None,
                         rng=seed if seed != "Generator" else None)  # the seed of any Monte Carlo null used
-    prepared = prepare_input("calib_ci", inputs.formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, weights=inputs.weights, by=by,
-                             group_labels=group_labels, options=options)
+    prepared = prepare_input("calib_ci", inputs.replace(cluster=None), s, group_labels=group_labels,
+                             options=options)
     rows, target, call, w_all, w_name = (prepared.rows, prepared.target, prepared.call, prepared.weights,
                                          prepared.weights_name)
     grouping = grouping_of(prepared.group_names, prepared.group_values)
@@ -831,9 +830,8 @@ def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -
     options = s.options(by=by if by_names(by) else "<array>", null=null if null != "asymptotic" else None,
                         rng=seed if seed != "Generator" else None,
                         cluster=cluster if isinstance(cluster, str) else "<array>")
-    prepared = prepare_input("calib_ci", formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, by=by, group_labels=group_labels,
-                             options=options, cluster=cluster)
+    prepared = prepare_input("calib_ci", inputs.replace(weights=None), s, group_labels=group_labels,
+                             options=options)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])

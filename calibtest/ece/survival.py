@@ -310,9 +310,10 @@ def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
             raise OptionError("a survival outcome needs a formula 'Surv(time, event) ~ risk' with data=, or all "
                               "of time=, event= and probs=")
         y = _survival_columns(inputs.time, inputs.event)
-    prepared = prepare_input("calib_ci", formula, data, y, inputs.probs, eval_env=s.env, missing=s.missing,
-                             target=False, single_column=True, survival=True, by=by, weights=inputs.weights,
-                             group_labels=group_labels if design.grouped else None)
+    prepared = prepare_input("calib_ci", Inputs(formula=formula, data=data, y=y, probs=inputs.probs,
+                                                weights=inputs.weights, by=by),
+                             Settings(env=s.env, missing=s.missing), target=False, single_column=True,
+                             survival=True, group_labels=group_labels if design.grouped else None)
     rows = prepared.rows
     covariates, cov_names = (None, ())
     if s.censoring == "cox":
