@@ -249,8 +249,8 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
     if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
         spiegelhalter = False  # an int B: the single-scale test
     if partitions != "equal-width":  # exact quantile edges in a few passes, then the draws
-        return stream_calib_test_scales(data, formula, env=resolve_env(eval_env), partitions=partitions,
-                                        n_bins=n_bins, spiegelhalter=spiegelhalter, **options)
+        return stream_calib_test_scales(data, formula, *_stream_bundles(options, resolve_env(eval_env), n_bins,
+                                                                        partitions, spiegelhalter))
     if by is not None:
         names = by_names(by)
         if not names:
@@ -260,10 +260,19 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
             twice = next(nm for nm in names if names.count(nm) > 1)
             raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping "
                               "column once")
-        return stream_calib_test_by(data, formula, names, env=resolve_env(eval_env), n_bins=n_bins,
-                                    spiegelhalter=spiegelhalter, **options)
+        return stream_calib_test_by(data, formula, names, *_stream_bundles(options, resolve_env(eval_env), n_bins,
+                                                                           partitions, spiegelhalter))
     return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
                              **options)
+
+
+def _stream_bundles(options: dict, env, n_bins, partitions: str, spiegelhalter) -> tuple:
+    """(Settings, MultiScaleOptions) of a streamed :func:`calib_test` from the keywords it hands on."""
+    settings = Settings(env=env, chunksize=options.get("chunksize"), n_bins=n_bins, missing=options["missing"],
+                        n_classes=options["n_classes"], k=options["k"], rng=options["rng"])
+    return settings, MultiScaleOptions(alpha=options["alpha"], n_draws=options["n_draws"],
+                                       combine=options["combine"], partitions=partitions,
+                                       spiegelhalter=spiegelhalter)
 
 
 def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiScaleOptions, *, rng, seed, formula,
