@@ -35,7 +35,7 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.ece.build_result import estimate_clustered, estimate_in_memory, estimate_rows
 from calibtest.inputs.formula import resolve_env
-from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, clusters_text, few_clusters_note,
+from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutcomes, analyse_groups, by_names, clusters_text, few_clusters_note,
                                 group_labels, group_rng, grouped_result, grouping_of, label_text)
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
@@ -298,11 +298,12 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiSca
                                     **bookkeeping)
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
-    return grouped_result(grouping, target, groups, reasons, kind="calib_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=options.alpha, seed=seed, n_dropped=rows.n_dropped,
-                          call_record=call, group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
-                          clusters=clusters_text(clusters), **bookkeeping)
+    kept_notes = {lb: nt for lb, nt in group_notes.items() if groups[lb]}
+    return grouped_result(grouping, target, GroupOutcomes(groups, reasons, kept_notes),
+                          GroupAnalysis("calib_test", lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                                        ["statistic", "pvalue"], options.alpha), seed=seed,
+                          n_dropped=rows.n_dropped, call_record=call, clusters=clusters_text(clusters),
+                          **bookkeeping)
 
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
@@ -468,10 +469,10 @@ def _evidence_by(inputs: Inputs, design: Design, settings: Settings) -> GroupedR
                 "pvalue": ev.test.pvalue, "verdict": ev.verdict}
 
     groups, reasons = analyse_groups(grouping, target, analyse)
-    return grouped_result(grouping, target, groups, reasons, kind="evidence", row=row,
-                          columns=["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"], alpha=alpha,
-                          seed=seed, n_dropped=rows.n_dropped, call_record=call,
-                          group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
+    kept_notes = {lb: nt for lb, nt in group_notes.items() if groups[lb]}
+    return grouped_result(grouping, target, GroupOutcomes(groups, reasons, kept_notes),
+                          GroupAnalysis("evidence", row, ["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"],
+                                        alpha), seed=seed, n_dropped=rows.n_dropped, call_record=call,
                           clusters=clusters_text(clusters), **bookkeeping)
 
 

@@ -58,7 +58,7 @@ from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.core.tcal import _mc_decision, adaptive_scales, check_draws, default_draws, tcal_statistic_threshold
 from calibtest.inputs.formula import resolve_env
-from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
+from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutcomes, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
@@ -354,9 +354,9 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
                          call_record=call.with_options(group=label_text(grouping.names, label)))
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
-    return grouped_result(grouping, target, groups, reasons, kind="tcal_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
+    return grouped_result(grouping, target, GroupOutcomes(groups, reasons),
+                          GroupAnalysis("tcal_test", lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                                        ["statistic", "pvalue"], alpha), seed=seed, n_dropped=rows.n_dropped,
                           call_record=call, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
 

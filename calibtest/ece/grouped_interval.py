@@ -90,7 +90,7 @@ from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
 from calibtest.ece.build_result import (check_weighted_options, estimate_clustered, estimate_rows, estimate_weighted,
                                   result_from_stream)
-from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
+from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, GroupOutcomes, analyse_counted_groups, analyse_groups, by_names,
                                 few_clusters_note, global_test, group_rng, group_labels, group_table,
                                 grouping_from_counts, grouping_of, holm, label_text)
 from calibtest.inputs.design import Design
@@ -704,7 +704,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _row, _COLUMNS,
                         events=True)
     add_measure_notes(table, group_notes)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=seed, mode=target.mode,
                            k=target.k, n_classes=target.n_classes, formula=inputs.formula, y_name=rows.y_name,
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
@@ -802,7 +802,7 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
                         _COLUMNS, events=True)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=settings.null, seed=seed,
                            mode="binary", k=1, n_classes=None, pooled_measures={}, call_record=call, **bookkeeping)
 
@@ -856,18 +856,19 @@ def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _clustered_row,
                         _COLUMNS, events=True)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=pooled.null, seed=seed, mode=target.mode,
                            k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call,
                            pooled_measures=_clustered_measures(pooled))
 
 
-def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, variances: dict,
-                    pooled: CalibrationResult, table: pd.DataFrame, *, global_method: str, null: str,
-                    pooled_measures: dict | None = None, **fields) -> GroupedCalibrationResult:
+def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: CalibrationResult,
+                    table: pd.DataFrame, *, global_method: str, null: str, pooled_measures: dict | None = None,
+                    **fields) -> GroupedCalibrationResult:
     """The grouped result from the per-group results: the global and heterogeneity tests across them."""
-    group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
+    groups, reasons = outcomes.groups, outcomes.reasons
+    group_notes = {lb: note for lb, note in outcomes.notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
     table.insert(table.columns.get_loc("estimate") + 1, "estimate_se",
                  [math.sqrt(variances[lb].unrestricted) if groups[lb] is not None and lb in variances else math.nan
@@ -993,7 +994,7 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
                 for col, value in _oe_of_sums(sums.stats[label], alpha).items():
                     table.loc[label, col] = value
         pooled_measures = _oe_of_sums(sums.pooled, alpha)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=None, mode=mode, k=k,
                            n_classes=n_classes, n_dropped=sums.n_dropped, call_record=call, source=sums.source,
                            pooled_measures=pooled_measures, **bookkeeping)

@@ -35,7 +35,7 @@ from calibtest.core.counter_draws import DrawSums
 from calibtest.core.targets import PreparedData
 from calibtest.inputs.formula import thaw_env
 from calibtest.inputs.settings import Settings
-from calibtest.ece.group_engine import (GroupedResult, analyse_counted_groups, group_labels, grouped_result,
+from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutcomes, analyse_counted_groups, group_labels, grouped_result,
                                 grouping_from_counts, label_text, levels)
 from calibtest.inputs.rows import read_rows
 
@@ -172,9 +172,9 @@ def stream_calib_test_by(data, formula: str, by: list, settings: Settings,
 
     groups, reasons = analyse_counted_groups(grouping, [None] * len(grouping), mode, analyse, single_class=False)
     shape = PreparedData(np.empty((0, 1)), np.empty((0, 1)), mode, k_, n_classes_)
-    return grouped_result(grouping, shape, groups, reasons, kind="calib_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=n_dropped,
+    return grouped_result(grouping, shape, GroupOutcomes(groups, reasons),
+                          GroupAnalysis("calib_test", lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                                        ["statistic", "pvalue"], alpha), seed=seed, n_dropped=n_dropped,
                           call_record=call, source=source(), **book)
 
 
