@@ -98,6 +98,7 @@ from calibtest.inputs.rows import prepare_input
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.ece.result import CalibrationResult
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget
 from calibtest.display.summary import CalibSummary, model_text, short_name
 from calibtest.core.targets import prepare_target
 
@@ -972,7 +973,7 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
                                   "with the Monte Carlo null, whose label draws need the rows, which a stream does "
                                   "not keep; its test and the p-value it gives the global test use the paper's "
                                   "asymptotic null (conservative there) and its interval is approximate.")
-        res = result_from_stream(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, n_bins_rule=rule,
+        res = result_from_stream(stats, CalibrationTarget(mode, k, n_classes), BinChoice(n_bins, rule),
                                  alpha=alpha, null=group_null,
                                  call=None if call is None else call.with_options(
                                      group=label_text(grouping.names, label)), **bookkeeping)
@@ -980,8 +981,8 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
         return res
 
     groups, reasons = analyse_counted_groups(grouping, events if binary else [None] * len(events), mode, analyse)
-    pooled = result_from_stream(sums.pooled, mode=mode, k=k, n_classes=n_classes, n_bins=sums.pooled_bins[0],
-                                n_bins_rule=sums.pooled_bins[1], alpha=alpha, null=null,
+    pooled = result_from_stream(sums.pooled, CalibrationTarget(mode, k, n_classes), BinChoice(*sums.pooled_bins),
+                                alpha=alpha, null=null,
                                 call=None if call is None else call.with_options(by=None), source=sums.source,
                                 **bookkeeping)
     table = group_table(grouping, None, groups, reasons,

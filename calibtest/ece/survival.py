@@ -69,6 +69,7 @@ from calibtest.inputs.rows import prepare_input
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import check_options
 from calibtest.ece.result import Approximation, CalibrationResult
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget, NullChoice
 
 __all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence",
            "survival_rows_result", "SurvivalInput"]
@@ -227,9 +228,9 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
                                                second_order_variance=None)
     return CalibrationResult.from_estimates(
-        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=target.mode,
-        k=target.k, n_classes=None, alpha=alpha, null="asymptotic", approximation=approximation, call_record=call,
-        data=target, partition=partition, bin_rule=partition.bin_rule, survival=survival, **extra)
+        stats, estimates, bins=BinChoice(partition.n_bins, partition.n_bins_rule, partition.bin_rule, partition),
+        target=CalibrationTarget(target.mode, target.k, None), null=NullChoice("asymptotic"), alpha=alpha,
+        approximation=approximation, call_record=call, data=target, survival=survival, **extra)
 
 
 def _refuse(null: str, method: str, weights, n_classes, k, prevalence) -> None:
