@@ -38,7 +38,7 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, binned_dimension, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, resampling_interval
 from calibtest.core.targets import PreparedData
-from calibtest.core.weighted import (expected_sparse_weight_share, null_studentized_multipliers,
+from calibtest.core.weighted import (NullLabels, expected_sparse_weight_share, null_studentized_multipliers,
                                      prevalence_event_prob, prevalence_weights, sparse_bins,
                                      studentized_adjusted_interval, weighted_influence, weighted_null_draws,
                                      weighted_statistics)
@@ -452,8 +452,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
             a, b = prevalence / pi_hat, (1.0 - prevalence) / (1.0 - pi_hat)
             w_event, w_non = a * case, b * case
             q = prevalence_event_prob(data.z[:, 0], a, b)
-        draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
-                                    rng=gen, m=partition.m, jackknife=jackknife, return_variance=jackknife)
+        draws = weighted_null_draws(data.z[:, 0], partition.inverse, NullLabels(w_event, w_non, q),
+                                    n_draws=n_null_draws, rng=gen, m=partition.m, jackknife=jackknife,
+                                    return_variance=jackknife)
         if jackknife:
             draws, draw_var = draws
             multipliers = null_studentized_multipliers(draws, draw_var, alpha)
