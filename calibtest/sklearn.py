@@ -520,9 +520,11 @@ class CalibrationErrorDisplay:
         return self
 
     @classmethod
-    def _from_target(cls, target: _Target, *, sample_weight, n_bins, strategy, ece_bins, alpha, name, ax, ref_line,
-                     null, rng, kwargs):
-        res = _calib(target, sample_weight, n_bins=ece_bins, alpha=alpha, null=null, rng=rng)
+    def _from_target(cls, target: _Target, sample_weight, ece_options: dict, *, n_bins, strategy, name, ax,
+                     ref_line, kwargs):
+        """The display of ``target``: ``calib_ci`` with ``ece_options`` (its ``n_bins``, ``alpha``, ``null``,
+        ``rng``), the curve's ``n_bins`` bins by ``strategy``, drawn on ``ax`` with ``kwargs``."""
+        res = _calib(target, sample_weight, **ece_options)
         if name is not None:  # the Display's name goes with its result into comparisons and reports
             res = res.with_parts(target=dataclasses.replace(res.target, name=str(name)))
         z, y = target.confidence, target.outcome
@@ -616,9 +618,8 @@ class CalibrationErrorDisplay:
             pos_label = classes[1]
         target = calibration_target(y, probs, pos_label=pos_label, labels=classes)
         name = type(estimator).__name__ if name is None else name
-        return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, strategy=strategy,
-                                ece_bins=ece_bins, alpha=alpha, name=name, ax=ax, ref_line=ref_line, null=null,
-                                rng=rng, kwargs=kwargs)
+        return cls._from_target(target, sample_weight, dict(n_bins=ece_bins, alpha=alpha, null=null, rng=rng),
+                                n_bins=n_bins, strategy=strategy, name=name, ax=ax, ref_line=ref_line, kwargs=kwargs)
 
     @classmethod
     def from_predictions(cls, y_true, y_prob, *, n_bins=5, strategy="uniform", pos_label=None, name=None, ax=None,
@@ -667,9 +668,8 @@ class CalibrationErrorDisplay:
         n_bins, strategy, ece_bins = _display_options("from_predictions", n_bins, strategy, ece_bins, display_bins,
                                                       kwargs)
         target = calibration_target(y_true, y_prob, pos_label=pos_label, labels=labels)
-        return cls._from_target(target, sample_weight=sample_weight, n_bins=n_bins, strategy=strategy,
-                                ece_bins=ece_bins, alpha=alpha, name=name, ax=ax, ref_line=ref_line, null=null,
-                                rng=rng, kwargs=kwargs)
+        return cls._from_target(target, sample_weight, dict(n_bins=ece_bins, alpha=alpha, null=null, rng=rng),
+                                n_bins=n_bins, strategy=strategy, name=name, ax=ax, ref_line=ref_line, kwargs=kwargs)
 
 
 # --------------------------------------------------------------------------- cross-validation

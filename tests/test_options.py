@@ -278,14 +278,18 @@ def test_prepare_input_aligns_groups_and_weights_with_kept_rows():
                        "g": ["a", "b", "a", "b", "b"]})
     from calibtest.ece.group_engine import group_labels
 
-    prepared = inputs.prepare_input("calib_ci", "y ~ p", df, None, None, missing="drop", weights="w", by="g",
+    from calibtest.inputs.formula import resolve_env
+    from calibtest.inputs.settings import Inputs, Settings
+
+    settings = Settings(env=resolve_env(0), missing="drop")
+    prepared = inputs.prepare_input("calib_ci", Inputs("y ~ p", df, weights="w", by="g"), settings,
                                     group_labels=group_labels, options={"weights": None})
     assert prepared.rows.n_dropped == 1
     np.testing.assert_array_equal(prepared.weights, [1.0, 3.0, 4.0, 5.0])
     assert prepared.group_names == ["g"] and list(prepared.group_values[0]) == ["a", "a", "b", "b"]
     assert prepared.call.options["weights"] == "w" and prepared.target.n == 4
     with pytest.raises(OptionError, match="does not take by="):
-        inputs.prepare_input("tcal_test", "y ~ p", df, None, None, missing="drop", by="g")
+        inputs.prepare_input("tcal_test", Inputs("y ~ p", df, by="g"), settings)
 
 
 def test_version_matches_the_package_and_imports_nothing_heavy():

@@ -36,6 +36,7 @@ from calibtest.core.partition import binned_dimension, cell_geometry, partition_
 from calibtest.core.simplex import simplex_groups
 from calibtest.core.targets import prepare_target
 from calibtest.ece.build_result import result_from_sums
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget
 
 ALPHA = 0.1
 #: Draws of Z for the Monte Carlo integrals of the true and binned ECE^2.
@@ -142,8 +143,8 @@ def replicate(rng, target, K, k, conc, miscal, n):
     iv0 = adjusted_interval(t0, math.sqrt(s1 / n), threshold(ALPHA, s0, n, w), ALPHA)
     # after: the package
     part = partition_rows(data, "auto")
-    res = result_from_sums(part.bin_sums(data), mode=data.mode, k=data.k, n_classes=data.n_classes,
-                           n_bins=part.n_bins, n_bins_rule="auto", alpha=ALPHA)
+    res = result_from_sums(part.bin_sums(data), CalibrationTarget(data.mode, data.k, data.n_classes),
+                           BinChoice(part.n_bins, "auto"), alpha=ALPHA)
     tt = truth(target, K, k, conc, miscal)
     tb0, tb = truth(target, K, k, conc, miscal, b0), truth(target, K, k, conc, miscal, part.n_bins)
     lo0 = 0.0 if iv0.contains_zero else iv0.lower
@@ -168,7 +169,7 @@ def replicate_flagged(rng, K, miscal, n):
     data = prepare_target(y, P, k="full")
     B = auto_n_bins(n, K - 1)
     part = partition_rows(data, B)
-    res = result_from_sums(part.bin_sums(data), mode="full", k=K, n_classes=K, n_bins=B, n_bins_rule="user",
+    res = result_from_sums(part.bin_sums(data), CalibrationTarget("full", K, K), BinChoice(B, "user"),
                            alpha=ALPHA)
     tb, tt = truth("full", K, K, 1.0, miscal, B), truth("full", K, K, 1.0, miscal)
     return {"B": B, "singleton": res.approximation.singleton_fraction, "approximate": res.approximate,

@@ -35,7 +35,7 @@ from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
 from calibtest.ece.build_result import estimate_clustered, estimate_in_memory, estimate_rows
 from calibtest.inputs.formula import resolve_env
-from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, clusters_text, few_clusters_note,
+from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutcomes, analyse_groups, by_names, clusters_text, few_clusters_note,
                                 group_labels, group_rng, grouped_result, grouping_of, label_text)
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
@@ -207,8 +207,10 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                                   rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
                                   missing=missing, eval_env=eval_env, by=by, **extra)
     gen, seed = resolve_seed(rng)
-    prepared = prepare_input("calib_test", formula, data, y, probs, eval_env=resolve_env(eval_env), missing=missing,
-                             n_classes=n_classes, k=k, options=
+    prepared = prepare_input("calib_test", Inputs(formula=formula, data=data, y=y, probs=probs, by=by,
+                                                  cluster=cluster),
+                             Settings(env=resolve_env(eval_env), missing=missing, n_classes=n_classes, k=k),
+                             options=
                        {"n_classes": n_classes, "k": k, "n_bins": None if grid is None else list(grid),
                         "alpha": alpha, "n_draws": None if R == DEFAULT_DRAWS else R,
                         "combine": None if combine == "max-z" else combine,
@@ -217,7 +219,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None,
                         "by": None if by is None else (by if by_names(by) else "<array>")},
-                             by=by, group_labels=group_labels, cluster=cluster)
+                             group_labels=group_labels)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
@@ -247,8 +249,8 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
     if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
         spiegelhalter = False  # an int B: the single-scale test
     if partitions != "equal-width":  # exact quantile edges in a few passes, then the draws
-        return stream_calib_test_scales(data, formula, env=resolve_env(eval_env), partitions=partitions,
-                                        n_bins=n_bins, spiegelhalter=spiegelhalter, **options)
+        return stream_calib_test_scales(data, formula, *_stream_bundles(options, resolve_env(eval_env), n_bins,
+                                                                        partitions, spiegelhalter))
     if by is not None:
         names = by_names(by)
         if not names:
@@ -258,10 +260,19 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
             twice = next(nm for nm in names if names.count(nm) > 1)
             raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping "
                               "column once")
-        return stream_calib_test_by(data, formula, names, env=resolve_env(eval_env), n_bins=n_bins,
-                                    spiegelhalter=spiegelhalter, **options)
+        return stream_calib_test_by(data, formula, names, *_stream_bundles(options, resolve_env(eval_env), n_bins,
+                                                                           partitions, spiegelhalter))
     return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
                              **options)
+
+
+def _stream_bundles(options: dict, env, n_bins, partitions: str, spiegelhalter) -> tuple:
+    """(Settings, MultiScaleOptions) of a streamed :func:`calib_test` from the keywords it hands on."""
+    settings = Settings(env=env, chunksize=options.get("chunksize"), n_bins=n_bins, missing=options["missing"],
+                        n_classes=options["n_classes"], k=options["k"], rng=options["rng"])
+    return settings, MultiScaleOptions(alpha=options["alpha"], n_draws=options["n_draws"],
+                                       combine=options["combine"], partitions=partitions,
+                                       spiegelhalter=spiegelhalter)
 
 
 def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiScaleOptions, *, rng, seed, formula,
@@ -287,11 +298,12 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiSca
                                     **bookkeeping)
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
-    return grouped_result(grouping, target, groups, reasons, kind="calib_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=options.alpha, seed=seed, n_dropped=rows.n_dropped,
-                          call_record=call, group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
-                          clusters=clusters_text(clusters), **bookkeeping)
+    kept_notes = {lb: nt for lb, nt in group_notes.items() if groups[lb]}
+    return grouped_result(grouping, target, GroupOutcomes(groups, reasons, kept_notes),
+                          GroupAnalysis("calib_test", lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                                        ["statistic", "pvalue"], options.alpha), seed=seed,
+                          n_dropped=rows.n_dropped, call_record=call, clusters=clusters_text(clusters),
+                          **bookkeeping)
 
 
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
@@ -428,9 +440,8 @@ def _evidence_by(inputs: Inputs, design: Design, settings: Settings) -> GroupedR
     options = s.options(rng=seed if is_integer(seed) else None, by=by if by_names(by) else "<array>")
     if design.clustered:
         options["cluster"] = cluster if isinstance(cluster, str) else "<array>"
-    prepared = prepare_input("evidence", formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, options=options, by=by,
-                             group_labels=group_labels, cluster=cluster)
+    prepared = prepare_input("evidence", inputs.replace(weights=None), s, options=options,
+                             group_labels=group_labels)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     bookkeeping = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
@@ -458,10 +469,10 @@ def _evidence_by(inputs: Inputs, design: Design, settings: Settings) -> GroupedR
                 "pvalue": ev.test.pvalue, "verdict": ev.verdict}
 
     groups, reasons = analyse_groups(grouping, target, analyse)
-    return grouped_result(grouping, target, groups, reasons, kind="evidence", row=row,
-                          columns=["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"], alpha=alpha,
-                          seed=seed, n_dropped=rows.n_dropped, call_record=call,
-                          group_notes={lb: nt for lb, nt in group_notes.items() if groups[lb]},
+    kept_notes = {lb: nt for lb, nt in group_notes.items() if groups[lb]}
+    return grouped_result(grouping, target, GroupOutcomes(groups, reasons, kept_notes),
+                          GroupAnalysis("evidence", row, ["ece", "ece_ci_lower", "ece_ci_upper", "pvalue", "verdict"],
+                                        alpha), seed=seed, n_dropped=rows.n_dropped, call_record=call,
                           clusters=clusters_text(clusters), **bookkeeping)
 
 

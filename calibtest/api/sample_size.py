@@ -143,8 +143,24 @@ def _summary_stats(x: np.ndarray) -> dict:
             "median": float(qs[2]), "q75": float(qs[3]), "q95": float(qs[4])}
 
 
-def _population(probs, calibration, intercept, slope, k, n_classes):
+@dataclass(frozen=True)
+class _Anticipated:
+    """The anticipated population of a plan: the predictions, the alternative (``calibration`` or a logistic
+    recalibration by ``intercept`` and ``slope``) and the calibration target (``k``, ``n_classes``), as given
+    to :func:`calib_power` and :func:`calib_sample_size`."""
+
+    probs: object
+    calibration: object
+    intercept: object
+    slope: object
+    k: object
+    n_classes: object
+
+
+def _population(anticipated: _Anticipated):
     """``(z, q, prepared data, miscalibration dict)`` of the prediction sample and the alternative."""
+    a = anticipated
+    probs, calibration, intercept, slope, k, n_classes = a.probs, a.calibration, a.intercept, a.slope, a.k, a.n_classes
     intercept = check_number(intercept, "intercept")
     slope = check_number(slope, "slope")
     if calibration is not None:
@@ -432,15 +448,14 @@ def _frame(rows: list[dict], simulated: bool) -> pd.DataFrame:
     return df[keep]
 
 
-def _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null, method, margin=None,
-            censored_fraction=None):
+def _common(anticipated: _Anticipated, alpha, n_bins, null, method, margin=None, censored_fraction=None):
     alpha = check_alpha(alpha)
     margin = check_option("margin", margin)
     method = check_option("study_method", method, "method")
     censored_fraction = check_option("censored_fraction", censored_fraction)
     if n_bins != "auto":
         resolve_n_bins(n_bins, 100, 1)  # type and range check
-    z, q, data, form = _population(probs, calibration, intercept, slope, k, n_classes)
+    z, q, data, form = _population(anticipated)
     asked, null = null, _resolve_null(null, data.k)
     if censored_fraction is None:
         planner = _Planner(z, q, data, n_bins, alpha, null, margin)
@@ -591,8 +606,8 @@ def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: fl
     array([0.13, 0.2 , 0.36])
     """
     ns, scalar = _check_n_array(n)
-    planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method, margin, censored_fraction)
+    planner, inputs, method = _common(_Anticipated(probs, calibration, intercept, slope, k, n_classes), alpha,
+                                      n_bins, null, method, margin, censored_fraction)
     mc = None
     if method == "analytic":
         rows = planner.analytic_many(ns)  # every n at once (bins, count laws and quadrature batched)
@@ -848,8 +863,8 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     if n_max <= n_min:
         raise OptionError(f"n_max must be larger than n_min, got n_min={n_min}, n_max={n_max}")
     n_grid = check_count(n_grid, "n_grid", 3)
-    planner, inputs, method = _common(probs, calibration, intercept, slope, alpha, n_bins, k, n_classes, null,
-                                      method, margin, censored_fraction)
+    planner, inputs, method = _common(_Anticipated(probs, calibration, intercept, slope, k, n_classes), alpha,
+                                      n_bins, null, method, margin, censored_fraction)
     if power is not None and value <= planner.alpha:
         raise OptionError(f"power must exceed alpha = {planner.alpha:g}, got {value}")
     col = "power" if target == "power" else "expected_width"

@@ -56,9 +56,10 @@ from calibtest.display.format import fmt, mode_text
 from calibtest.inputs.validation import check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData
-from calibtest.core.tcal import _mc_decision, adaptive_scales, check_draws, default_draws, tcal_statistic_threshold
+from calibtest.core.tcal import (DrawRun, _mc_decision, adaptive_scales, check_draws, default_draws,
+                                 tcal_statistic_threshold)
 from calibtest.inputs.formula import resolve_env
-from calibtest.ece.group_engine import (GroupedResult, analyse_groups, by_names, group_labels, group_rng, grouped_result,
+from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutcomes, analyse_groups, by_names, group_labels, group_rng, grouped_result,
                                 grouping_of, label_text)
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
@@ -336,32 +337,61 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
                              "sequence of bin counts")
         scales, first = None, n_bins
     prepared = prepare_input(
-        "tcal_test", formula, data, y, probs, eval_env=env, missing=missing, n_classes=n_classes, k=k,
+        "tcal_test", Inputs(formula=formula, data=data, y=y, probs=probs, by=by),
+        Settings(env=env, missing=missing, n_classes=n_classes, k=k),
         options={"n_classes": n_classes, "k": k, "n_bins": first, "alpha": alpha, "n_draws": R,
                  "statistic": statistic, "missing": missing if missing != "raise" else None,
                  "rng": seed if is_integer(seed) else None,
                  "by": None if by is None else (by if by_names(by) else "<array>")},
-        by=by, group_labels=group_labels)
+        group_labels=group_labels)
     rows, target, call = prepared.rows, prepared.target, prepared.call
-    options = dict(scales=scales, first=first, adaptive=adaptive, alpha=alpha, n_draws=R, statistic=statistic,
-                   progress=progress, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
+    options = TCalOptions(scales=scales, first=first, adaptive=adaptive, alpha=alpha, n_draws=R,
+                          statistic=statistic, progress=progress)
+    names = dict(formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
     if by is None:
-        return tcal_rows(target, rng=gen, seed=seed, n_dropped=rows.n_dropped, call_record=call, **options)
+        return tcal_rows(target, options, rng=gen, seed=seed, n_dropped=rows.n_dropped, call_record=call, **names)
     grouping = grouping_of(prepared.group_names, prepared.group_values)
 
     def analyse(g, label, idx, sub):
-        return tcal_rows(sub, rng=group_rng(gen, seed, g), seed="Generator", **options,
+        return tcal_rows(sub, options, rng=group_rng(gen, seed, g), seed="Generator", **names,
                          call_record=call.with_options(group=label_text(grouping.names, label)))
 
     groups, reasons = analyse_groups(grouping, target, analyse, single_class=False)
-    return grouped_result(grouping, target, groups, reasons, kind="tcal_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=rows.n_dropped,
+    return grouped_result(grouping, target, GroupOutcomes(groups, reasons),
+                          GroupAnalysis("tcal_test", lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                                        ["statistic", "pvalue"], alpha), seed=seed, n_dropped=rows.n_dropped,
                           call_record=call, formula=formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
 
 
-def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: float, n_draws: int | None,
-              statistic: str, rng, seed, call_record=None, progress: bool | None = None,
+@dataclass(frozen=True)
+class TCalOptions:
+    """The options of the T-Cal test that travel together (validated by :func:`tcal_test`).
+
+    Attributes
+    ----------
+    scales : tuple of int or None
+        The bin counts (None: ``first`` alone, or the adaptive grid).
+    first : int or "auto"
+        The bin count of the first scale.
+    adaptive : bool
+    alpha : float
+    n_draws : int or None
+        R (None: :func:`calibtest.core.tcal.default_draws`).
+    statistic : {"tcal", "debiased"}
+    progress : bool or None
+        As in :func:`tcal_test`.
+    """
+
+    scales: tuple | None
+    first: object
+    adaptive: bool
+    alpha: float
+    n_draws: int | None
+    statistic: str
+    progress: bool | None = None
+
+
+def tcal_rows(target: PreparedData, options: TCalOptions, *, rng, seed, call_record=None,
               **bookkeeping) -> TCalResult:
     """The T-Cal test on prepared rows: the engine of :func:`tcal_test`, one result built once.
 
@@ -369,21 +399,15 @@ def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: flo
     ----------
     target : PreparedData
         Z and U of every row.
-    scales : tuple of int or None
-        The bin counts (None: ``first`` alone, or the adaptive grid).
-    first : int or "auto"
-        The bin count of the first scale.
-    adaptive, alpha, statistic
-        As in :func:`tcal_test` (already validated).
-    n_draws : int or None
-        R (None: :func:`calibtest.core.tcal.default_draws`).
+    options : TCalOptions
+        The scales, level, draws, statistic and progress bar.
     rng : numpy.random.Generator
         The draws' source; ``seed`` is recorded.
     call_record, **bookkeeping
         ``formula``, ``y_name``, ``prob_names``, ``n_dropped``.
-    progress : bool or None
-        As in :func:`tcal_test`.
     """
+    scales, first, adaptive, alpha, n_draws, statistic = (options.scales, options.first, options.adaptive,
+                                                          options.alpha, options.n_draws, options.statistic)
     partition = partition_rows(target, first)
     if scales is None:
         scales = adaptive_scales(target.n, binned_dimension(target.mode, target.k)) if adaptive \
@@ -396,7 +420,8 @@ def tcal_rows(target: PreparedData, *, scales, first, adaptive: bool, alpha: flo
                  "and scale)", "lower n_draws: the Monte Carlo p-value's resolution is 1 / (n_draws + 1)")
     bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
     core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=rng,
-                                    full=target.mode == "full", statistic=statistic, progress=progress)
+                                    full=target.mode == "full", statistic=statistic,
+                                    run=DrawRun(progress=options.progress))
     stats = core.statistic
     best = int(np.argmin(core.pvalue))
     reject = bool(np.any(stats > core.threshold))

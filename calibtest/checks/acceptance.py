@@ -382,7 +382,11 @@ class EquivalenceTestResult(ResultDisplay):
         return {**asdict(self), "conclusion": self.conclusion()}
 
 
-def _tost_result(measure, est, se, low, high, scale, alpha, n, method, df=None) -> EquivalenceTestResult:
+def _tost_result(measure: str, m: "RecalibrationMeasure", low: float, high: float,
+                 alpha: float) -> EquivalenceTestResult:
+    """TOST of ``measure`` within (low, high) at level ``alpha`` on the estimate, standard error, scale, row
+    count, method and degrees of freedom of ``m``."""
+    est, se, scale, n, method, df = m.estimate, m.se, m.scale, m.n, m.method, m.df
     if scale == "log":
         tb = tost(math.log(est) if est > 0 else -math.inf, se, math.log(low), math.log(high), alpha, df)
         lo_ci, hi_ci = math.exp(tb.lower_ci), math.exp(tb.upper_ci)
@@ -560,8 +564,7 @@ def recalibration_measure(measure: str, result) -> RecalibrationMeasure:
 def _recalibration_test(measure: str, result, low: float, high: float, alpha) -> EquivalenceTestResult:
     """TOST of CITL, the slope or O/E (``measure``) within (low, high), on the measure the result supplies."""
     m = recalibration_measure(measure, result)
-    return _tost_result(measure, m.estimate, m.se, low, high, m.scale, _level(alpha, m.alpha), m.n, m.method,
-                        df=m.df)
+    return _tost_result(measure, m, low, high, _level(alpha, m.alpha))
 
 
 def citl_test(result, within, alpha: float | None = None) -> EquivalenceTestResult:
@@ -696,7 +699,7 @@ def oe_test(result=None, within=None, alpha: float | None = None, *, probs=None,
 
 def _oe_rows_test(p, yy, low: float, high: float, alpha) -> EquivalenceTestResult:
     m = rows_oe_measure(p, yy, 0.05)
-    return _tost_result("oe", m.estimate, m.se, low, high, "log", _level(alpha, m.alpha), m.n, m.method)
+    return _tost_result("oe", m, low, high, _level(alpha, m.alpha))  # m: log scale, the normal (df None)
 
 
 # ----------------------------------------------------------------------------- the plan's criteria

@@ -278,8 +278,10 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
         return _from_result(formula, groups, validation)
     validation = check_option("validation", validation)
     check_option("hl_groups", groups, "groups")
-    prepared = prepare_input("hosmer_lemeshow", formula, data, y, probs, eval_env=resolve_env(eval_env),
-                             missing=missing, n_classes=n_classes, weights=weights, single_column=True)
+    prepared = prepare_input("hosmer_lemeshow", Inputs(formula=formula, data=data, y=y, probs=probs,
+                                                       weights=weights),
+                             Settings(env=resolve_env(eval_env), missing=missing, n_classes=n_classes),
+                             single_column=True)
     rows, target, w = prepared.rows, prepared.target, prepared.weights
     partition = partition_rows(target, n_bins)
     return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, validation,

@@ -624,7 +624,8 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     env = resolve_env(eval_env)
     if formula is None and y is not None and probs is not None and data is None:
         as_1d_float(probs, "probs")
-    rows = prepare_input("val_prob", formula, data, y, probs, eval_env=env, missing=missing, target=False).rows
+    rows = prepare_input("val_prob", Inputs(formula=formula, data=data, y=y, probs=probs),
+                         Settings(env=env, missing=missing), target=False).rows
     p = rows.probs
     if p.ndim != 1:
         if p.shape[1] != 1:

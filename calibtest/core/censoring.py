@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["CensoringKM", "censoring_km", "ipcw_outcome", "km_influence", "survival_rows",
-           "SurvivalData", "event_km_risk", "cox_breslow", "cox_survival_before", "cox_influence",
+           "SurvivalData", "SurvivalOutcome", "event_km_risk", "cox_breslow", "cox_survival_before", "cox_influence",
            "competing_rows", "aalen_johansen_cif", "weighted_km_influence"]
 
 
@@ -433,6 +433,32 @@ def _read_only(values: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class SurvivalOutcome:
+    """How a survival outcome is read, whatever its rows: the horizon, the censoring model, the names, the cause.
+
+    Attributes
+    ----------
+    horizon : float
+        The horizon t.
+    censoring : {"km", "cox"}
+        The censoring model.
+    covariates : tuple of str
+        The Cox censoring model's covariates (empty for Kaplan-Meier).
+    time_name, event_name : str
+        The columns of the times and the events.
+    cause : int or None
+        Competing risks: the cause of interest.
+    """
+
+    horizon: float
+    censoring: str = "km"
+    covariates: tuple = ()
+    time_name: str = "time"
+    event_name: str = "event"
+    cause: int | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class SurvivalData:
     """The survival outcome of a result at its horizon, and how censoring was handled.
@@ -487,9 +513,18 @@ class SurvivalData:
     cause: int | None = None
 
     @classmethod
-    def build(cls, time, event, horizon, *, censoring, covariates, km: CensoringKM, max_weight: float,
-              variance: str, time_name: str, event_name: str, cause: int | None = None) -> "SurvivalData":
-        """The survival part of a result (counts before the horizon, follow-up, KM risk or cause's CIF)."""
+    def build(cls, time, event, outcome: "SurvivalOutcome", *, km: CensoringKM, max_weight: float,
+              variance: str) -> "SurvivalData":
+        """The survival part of a result (counts before the horizon, follow-up, KM risk or cause's CIF).
+
+        ``outcome`` gives the horizon, the censoring model, its covariates, the
+        names and the cause; ``km`` the censoring's Kaplan-Meier (the median
+        follow-up), ``max_weight`` the largest IPCW weight and ``variance``
+        how the standard error was computed, in words.
+        """
+        horizon, cause = outcome.horizon, outcome.cause
+        censoring, covariates = outcome.censoring, outcome.covariates
+        time_name, event_name = outcome.time_name, outcome.event_name
         before = time < horizon
         code = 1 if cause is None else cause
         risk = event_km_risk(km, horizon) if cause is None else aalen_johansen_cif(time, event, cause, horizon)

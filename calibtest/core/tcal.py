@@ -45,7 +45,7 @@ from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
 from calibtest.core.resampling import BLOCK_ELEMENTS, _want_progress, multiset_statistics
 
-__all__ = ["TCalCore", "tcal_statistic_threshold", "adaptive_scales", "STATISTICS", "tcal_statistic",
+__all__ = ["TCalCore", "DrawRun", "tcal_statistic_threshold", "adaptive_scales", "STATISTICS", "tcal_statistic",
            "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
 
 #: The statistics of T-Cal: the authors' (divide by c_b) and calib_ci's debiased one (c_b - 1).
@@ -320,9 +320,28 @@ def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.nd
     return threshold, pvalue
 
 
+@dataclass(frozen=True)
+class DrawRun:
+    """How the resamples of :func:`tcal_statistic_threshold` are run; neither option changes its output.
+
+    Attributes
+    ----------
+    block_size : int, optional
+        Resamples processed together (default: about 2^15 / n); it changes
+        memory use only.
+    progress : bool, optional
+        Progress bar (tqdm) over the resamples on stderr: None (default)
+        shows one only for long runs (R n >= 5 10^7 draws) in an interactive
+        terminal outside CI (as ``calib_ci``'s resampling methods do), True
+        always (a warning if tqdm is missing), False never.
+    """
+
+    block_size: int | None = None
+    progress: bool | None = None
+
+
 def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None,
-                             full: bool = False, block_size: int | None = None,
-                             statistic: str = "tcal", progress: bool | None = None) -> TCalCore:
+                             full: bool = False, statistic: str = "tcal", run: DrawRun = DrawRun()) -> TCalCore:
     """Statistic and consistency-resampling threshold (array-level T-Cal core).
 
     Parameters
@@ -347,17 +366,10 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
     full : bool
         ``z`` rows are complete probability vectors (no "none" outcome; rows
         are renormalised to sum to 1 for the label draws).
-    block_size : int, optional
-        Resamples processed together (default: about 2^15 / n); it changes
-        memory use only, not the output.
     statistic : {"tcal", "debiased"}
         The authors' statistic (divisor c_b) or the debiased T (c_b - 1).
-    progress : bool, optional
-        Progress bar (tqdm) over the resamples on stderr: None (default)
-        shows one only for long runs (R n >= 5 10^7 draws) in an interactive
-        terminal outside CI (as ``calib_ci``'s resampling methods do), True
-        always (a warning if tqdm is missing), False never.  It does not
-        change the output.
+    run : DrawRun
+        The block size and the progress bar (neither changes the output).
 
     Returns
     -------
@@ -376,6 +388,7 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
     if bins.min() < 0:
         raise ValueError("bins must be non-negative bin numbers")
     statistic = check_option("statistic", statistic)
+    progress = run.progress
     check_option("progress", progress)
     smallest = float(np.min(np.asarray(alpha, dtype=float)))
     R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
@@ -387,7 +400,7 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
     observed = np.array([stat_fn(bin_sums(b, np.arange(m)[:, None], u, z), n)
                          for b, m in zip(bins, sizes)])
     tables = _pair_tables(z, full, bins, sizes)
-    D = block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
+    D = run.block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
     draws = np.empty((len(sizes), R))
     buffers = _DrawBuffers(D, n)
     bar = None

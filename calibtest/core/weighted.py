@@ -122,7 +122,7 @@ from scipy import stats as _sps
 
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 
-__all__ = ["WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
+__all__ = ["NullLabels", "WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
            "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
            "prevalence_weights", "kish_n_eff", "jackknife_statistic", "expected_sparse_weight_share",
            "null_studentized_multipliers", "studentized_adjusted_interval"]
@@ -718,8 +718,24 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
         jackknife_variance=jvar)
 
 
-def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.ndarray,
-                        weight_nonevent: np.ndarray, event_prob: np.ndarray, *, n_draws: int, rng,
+@dataclass(frozen=True, eq=False)
+class NullLabels:
+    """The law of the labels under H0 given the predictions, and the weight each label brings.
+
+    Row i is an event with probability ``event_prob[i]``, weighted ``weight_event[i]``
+    as an event and ``weight_nonevent[i]`` otherwise (see :func:`weighted_null_draws`).
+
+    Attributes
+    ----------
+    weight_event, weight_nonevent, event_prob : ndarray, shape (n,)
+    """
+
+    weight_event: np.ndarray
+    weight_nonevent: np.ndarray
+    event_prob: np.ndarray
+
+
+def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, labels: NullLabels, *, n_draws: int, rng,
                         m: int | None = None, max_cells: int = 20_000_000, jackknife: bool = False,
                         return_variance: bool = False):
     """T_w of ``n_draws`` label vectors drawn under H0 given the predictions (binary and top-1 rows).
@@ -743,7 +759,8 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
     z : ndarray, shape (n,)
         The binned prediction (p, or the top-1 confidence).
     inverse : ndarray of intp, shape (n,)
-    weight_event, weight_nonevent, event_prob : ndarray, shape (n,)
+    labels : NullLabels
+        ``weight_event``, ``weight_nonevent`` and ``event_prob`` of each row.
     n_draws : int
     rng : numpy.random.Generator
     m : int, optional
@@ -762,7 +779,8 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, weight_event: np.nda
     """
     n = z.shape[0]
     m = int(inverse.max()) + 1 if m is None else m
-    weight_event, weight_nonevent = normalised_weights(weight_event, weight_nonevent)
+    event_prob = labels.event_prob
+    weight_event, weight_nonevent = normalised_weights(labels.weight_event, labels.weight_nonevent)
     several = np.bincount(inverse, minlength=m) > 1  # bins of one row hold no pair
     out = np.empty(n_draws)
     out_var = np.empty(n_draws)

@@ -38,7 +38,7 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import Partition, binned_dimension, cell_geometry, partition_rows
 from calibtest.core.resampling import binned_rows, resampling_interval
 from calibtest.core.targets import PreparedData
-from calibtest.core.weighted import (expected_sparse_weight_share, null_studentized_multipliers,
+from calibtest.core.weighted import (NullLabels, expected_sparse_weight_share, null_studentized_multipliers,
                                      prevalence_event_prob, prevalence_weights, sparse_bins,
                                      studentized_adjusted_interval, weighted_influence, weighted_null_draws,
                                      weighted_statistics)
@@ -47,6 +47,7 @@ from calibtest.inputs.design import Design
 from calibtest.inputs.rows import Clusters, prepare_input
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.ece.result import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Clustering, Weighting
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget, NullChoice
 
 __all__ = ["result_from_sums", "result_from_stream", "estimate_rows", "estimate_weighted", "check_weighted_options",
            "estimate_clustered", "check_clustered_options", "clustered_null",
@@ -70,28 +71,28 @@ PREVALENCE_SPARSE_SHARE = 0.005
 CONDITIONAL_BY_DEFAULT_MAX_DIM = 4
 
 
-def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int, n_bins_rule: str,
-                     alpha: float, null: str = "asymptotic", conditional=None, monte_carlo=None,
-                     resampling=None, call: Call | None = None, **extra) -> CalibrationResult:
+def result_from_sums(stats: BinStats, target: CalibrationTarget, bins: BinChoice, *, alpha: float,
+                     null: NullChoice = NullChoice(), resampling=None, call: Call | None = None,
+                     **extra) -> CalibrationResult:
     """T, sigma1^2, the test of H0: calibrated and the interval, from bin sums; the result built once.
 
     Parameters
     ----------
     stats : BinStats
         Per-bin sums of the rows.
-    mode, k, n_classes : str, int, int or None
-        Calibration target.
-    n_bins, n_bins_rule : int, str
-        B and how it was chosen; with the target they give the cell volume w
-        and sigma0^2 (:func:`calibtest.core.partition.cell_geometry`).
+    target : CalibrationTarget
+        Calibration target (mode, k, n_classes).
+    bins : BinChoice
+        B and how it was chosen (and the rows' cells); with the target they
+        give the cell volume w and sigma0^2
+        (:func:`calibtest.core.partition.cell_geometry`).
     alpha : float
         Significance level (already validated).
-    null : {"asymptotic", "conditional", "monte-carlo"}
-        The null law that decides the test and whether 0 joins the interval.
-    conditional : ConditionalTest, optional
-        The conditional test given the predictions (required by ``null="conditional"``).
-    monte_carlo : MonteCarloTest, optional
-        The Monte Carlo test (required by ``null="monte-carlo"``).
+    null : NullChoice
+        The null law that decides the test and whether 0 joins the interval
+        (``"asymptotic"``, ``"conditional"``, ``"monte-carlo"``), with the
+        conditional test (required by ``"conditional"``) and the Monte Carlo
+        test (required by ``"monte-carlo"``).
     resampling : ResamplingInterval, optional
         A resampling interval, which then replaces the adjusted interval
         (intersected with [0, inf), the parameter space of ECE^2).
@@ -105,18 +106,18 @@ def result_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: i
     The estimates are those of :func:`calibtest.core.estimates.estimates_from_sums`;
     the sparse-cell flags those of :meth:`calibtest.ece.result.Approximation.sparse_cells`.
     """
-    estimates = estimates_from_sums(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, alpha=alpha,
-                                    null=null, conditional=conditional, monte_carlo=monte_carlo)
-    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=mode, k=k,
+    estimates = estimates_from_sums(stats, mode=target.mode, k=target.k, n_classes=target.n_classes,
+                                    n_bins=bins.n_bins, alpha=alpha, null=null.null, conditional=null.conditional,
+                                    monte_carlo=null.monte_carlo)
+    approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
                                                second_order_variance=estimates.second_order_variance)
     return CalibrationResult.from_estimates(
-        stats, estimates, n_bins=n_bins, n_bins_rule=n_bins_rule, mode=mode, k=k, n_classes=n_classes, alpha=alpha,
-        null=null, resampling=resampling, conditional=conditional, monte_carlo=monte_carlo, call_record=call,
-        approximation=approximation, **extra)
+        stats, estimates, bins=bins, target=target, null=null, alpha=alpha, resampling=resampling,
+        call_record=call, approximation=approximation, **extra)
 
 
-def result_from_stream(stats: BinStats, *, mode: str, k: int, n_classes, n_bins: int, n_bins_rule: str,
-                       alpha: float, null: str = "auto", call: Call | None = None, **extra) -> CalibrationResult:
+def result_from_stream(stats: BinStats, target: CalibrationTarget, bins: BinChoice, *, alpha: float,
+                       null: str = "auto", call: Call | None = None, **extra) -> CalibrationResult:
     """The result of bin sums accumulated from a stream (a file, a Dask frame, a :class:`~calibtest.BinAccumulator`).
 
     As :func:`result_from_sums`, with what a stream resolves from its sums
@@ -129,21 +130,21 @@ def result_from_stream(stats: BinStats, *, mode: str, k: int, n_classes, n_bins:
     ----------
     stats : BinStats
         The merged bin sums, with ``null_sums`` when :func:`keeps_null_sums`.
-    mode, k, n_classes, n_bins, n_bins_rule, alpha, call, **extra
-        As in :func:`result_from_sums`.
+    target, bins, alpha, call, **extra
+        As in :func:`result_from_sums` (the rule of ``bins`` is found here).
     null : {"auto", "asymptotic", "conditional"}
         The requested null.
     """
+    mode, k, n_bins = target.mode, target.k, bins.n_bins
     null, conditional = streamed_null(stats, null, stats.dim, alpha)
-    bin_rule = fixed_rule(n_bins_rule, n_bins, stats.n, binned_dimension(mode, k), stats.count)
-    estimates = estimates_from_sums(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, alpha=alpha,
+    bin_rule = fixed_rule(bins.n_bins_rule, n_bins, stats.n, binned_dimension(mode, k), stats.count)
+    estimates = estimates_from_sums(stats, mode=mode, k=k, n_classes=target.n_classes, n_bins=n_bins, alpha=alpha,
                                     null=null, conditional=conditional)
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=mode, k=k,
                                                second_order_variance=estimates.second_order_variance)
     return CalibrationResult.from_estimates(
-        stats, estimates, n_bins=n_bins, n_bins_rule=n_bins_rule, mode=mode, k=k, n_classes=n_classes, alpha=alpha,
-        null=null, conditional=conditional, call_record=call, approximation=approximation, bin_rule=bin_rule,
-        **extra)
+        stats, estimates, bins=BinChoice(n_bins, bins.n_bins_rule, rule=bin_rule), target=target,
+        null=NullChoice(null, conditional), alpha=alpha, call_record=call, approximation=approximation, **extra)
 
 
 def resolve_null(null: str, d: int, m: int) -> str:
@@ -314,11 +315,10 @@ def estimate_rows(data: PreparedData, partition: Partition, settings: Settings, 
                                          n_resamples=settings.n_resamples, rng=rng, progress=settings.progress)
     if call is not None and (null != "asymptotic" or requested != "auto"):  # an explicit null is part of the call
         call = _null_call(call, null, monte_carlo, requested)
-    return result_from_sums(stats, mode=data.mode, k=data.k, n_classes=data.n_classes, n_bins=partition.n_bins,
-                            n_bins_rule=partition.n_bins_rule, alpha=alpha, null=null, conditional=conditional,
-                            monte_carlo=monte_carlo, resampling=resampling, call=call, data=data,
-                            partition=partition, bin_rule=partition.bin_rule,
-                            **extra)
+    return result_from_sums(stats, CalibrationTarget(data.mode, data.k, data.n_classes),
+                            BinChoice(partition.n_bins, partition.n_bins_rule, partition.bin_rule, partition),
+                            alpha=alpha, null=NullChoice(null, conditional, monte_carlo), resampling=resampling,
+                            call=call, data=data, **extra)
 
 
 def _read_only(values: np.ndarray) -> np.ndarray:
@@ -452,8 +452,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
             a, b = prevalence / pi_hat, (1.0 - prevalence) / (1.0 - pi_hat)
             w_event, w_non = a * case, b * case
             q = prevalence_event_prob(data.z[:, 0], a, b)
-        draws = weighted_null_draws(data.z[:, 0], partition.inverse, w_event, w_non, q, n_draws=n_null_draws,
-                                    rng=gen, m=partition.m, jackknife=jackknife, return_variance=jackknife)
+        draws = weighted_null_draws(data.z[:, 0], partition.inverse, NullLabels(w_event, w_non, q),
+                                    n_draws=n_null_draws, rng=gen, m=partition.m, jackknife=jackknife,
+                                    return_variance=jackknife)
         if jackknife:
             draws, draw_var = draws
             multipliers = null_studentized_multipliers(draws, draw_var, alpha)
@@ -493,11 +494,11 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
                           singleton_fraction=singleton_fraction(stats.count))
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=data.mode, k=data.k,
                                                second_order_variance=None, more_reasons=more_reasons)
+    bin_rule = partition.bin_rule if prevalence is not None and partition.n_bins_rule == "auto" else None
     return CalibrationResult.from_estimates(
-        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=data.mode, k=data.k,
-        n_classes=data.n_classes, alpha=alpha, null=null, approximation=approximation, call_record=call, data=data,
-        partition=partition, weighting=weighting, monte_carlo=monte_carlo,
-        bin_rule=partition.bin_rule if prevalence is not None and partition.n_bins_rule == "auto" else None, **extra)
+        stats, estimates, bins=BinChoice(partition.n_bins, partition.n_bins_rule, bin_rule, partition),
+        target=CalibrationTarget(data.mode, data.k, data.n_classes), null=NullChoice(null, monte_carlo=monte_carlo),
+        alpha=alpha, approximation=approximation, call_record=call, data=data, weighting=weighting, **extra)
 
 
 def prevalence_partition(data: PreparedData, partition: Partition, weight_event: np.ndarray,
@@ -645,10 +646,10 @@ def estimate_clustered(data: PreparedData, partition: Partition, clusters: Clust
             and call.options.get("rng") is None:
         call = call.with_options(rng=monte_carlo.seed)
     return CalibrationResult.from_estimates(
-        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=data.mode, k=data.k,
-        n_classes=data.n_classes, alpha=alpha, null="asymptotic" if kind == "asymptotic" else "monte-carlo",
-        approximation=approximation, call_record=call, data=data, partition=partition, clustering=clustering,
-        monte_carlo=monte_carlo, bin_rule=partition.bin_rule, **extra)
+        stats, estimates, bins=BinChoice(partition.n_bins, partition.n_bins_rule, partition.bin_rule, partition),
+        target=CalibrationTarget(data.mode, data.k, data.n_classes),
+        null=NullChoice("asymptotic" if kind == "asymptotic" else "monte-carlo", monte_carlo=monte_carlo),
+        alpha=alpha, approximation=approximation, call_record=call, data=data, clustering=clustering, **extra)
 
 
 def check_weighted_options(null: str, method: str) -> None:
@@ -688,9 +689,7 @@ def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None
             options["null"] = null
     if design.weighting is not None:
         options.update({"weights": None, "prevalence": s.prevalence})  # the weights' name filled in below
-    prepared = prepare_input("calib_ci", inputs.formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, weights=inputs.weights,
-                             options=options, cluster=inputs.cluster)
+    prepared = prepare_input("calib_ci", inputs.replace(by=None), s, options=options)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     partition = partition_rows(target, s.n_bins)
     bookkeeping = dict(formula=inputs.formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names),

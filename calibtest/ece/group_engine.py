@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -56,7 +56,7 @@ from calibtest.display.summary import CalibSummary, ResultDisplay, model_text, s
 __all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels",
            "by_names", "skip_reason", "skip_reason_counts", "subset_rows", "analyse_groups",
            "analyse_counted_groups", "check_group_labels", "grouping_index", "grouping_from_counts", "group_table",
-           "grouped_result", "group_rng",
+           "grouped_result", "GroupOutcomes", "GroupAnalysis", "group_rng",
            "label_text", "global_test", "global_text", "holm"]
 
 #: How the per-group p-values are combined into the global test.
@@ -665,15 +665,62 @@ def few_clusters_note(label, n_clusters: int, what: str = "test is") -> dict:
     return {label: f"only {n_clusters} clusters (fewer than {MIN_CLUSTERS}): its clustered {what} exploratory."}
 
 
-def grouped_result(grouping: Grouping, target: PreparedData, groups: dict, reasons: dict, *, kind: str, row,
-                   columns: list, alpha: float, seed, group_notes: dict | None = None, events: bool = False,
-                   global_method: str = "bonferroni", **bookkeeping) -> GroupedResult:
-    """A :class:`GroupedResult` of ``kind`` from the per-group results (table, Holm, global test)."""
-    group_notes = dict(group_notes or {})
-    table = group_table(grouping, target, groups, reasons, group_notes, row, columns, events=events)
+@dataclass(frozen=True, eq=False)
+class GroupOutcomes:
+    """What the analysis of each group gave, the three travelling together.
+
+    Attributes
+    ----------
+    groups : dict
+        Each group's result, None where the group was not analysed.
+    reasons : dict
+        Why each group left out was not analysed.
+    notes : dict
+        Notes on analysed groups (e.g. few clusters).
+    """
+
+    groups: dict
+    reasons: dict
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupAnalysis:
+    """How a grouped result of per-group tests is tabulated and combined.
+
+    Attributes
+    ----------
+    kind : str
+        The public function (``"calib_test"``, ``"tcal_test"``, ``"evidence"``).
+    row : callable
+        ``row(result) -> dict`` of a group's entries in ``columns``.
+    columns : list of str
+        The table's columns read from ``row``.
+    alpha : float
+        Significance level.
+    events : bool or list
+        As in :func:`group_table`.
+    global_method : str
+        One of :data:`GLOBAL_METHODS`.
+    """
+
+    kind: str
+    row: Callable
+    columns: list
+    alpha: float
+    events: Any = False
+    global_method: str = "bonferroni"
+
+
+def grouped_result(grouping: Grouping, target: PreparedData, outcomes: GroupOutcomes, analysis: GroupAnalysis, *,
+                   seed, **bookkeeping) -> GroupedResult:
+    """A :class:`GroupedResult` of ``analysis.kind`` from the per-group results (table, Holm, global test)."""
+    groups, reasons, group_notes = outcomes.groups, outcomes.reasons, dict(outcomes.notes or {})
+    table = group_table(grouping, target, groups, reasons, group_notes, analysis.row, analysis.columns,
+                        events=analysis.events)
     p = table["pvalue"].to_numpy(float)
-    gstat, gp = global_test(p[np.isfinite(p)], global_method)
+    gstat, gp = global_test(p[np.isfinite(p)], analysis.global_method)
     return GroupedResult(by=grouping.names, groups=groups, reasons=reasons, group_notes=group_notes, table=table,
-                         global_statistic=gstat, global_pvalue=gp, global_method=global_method, alpha=alpha,
-                         kind=kind, seed=seed, mode=target.mode, k=target.k, n_classes=target.n_classes,
-                         **bookkeeping)
+                         global_statistic=gstat, global_pvalue=gp, global_method=analysis.global_method,
+                         alpha=analysis.alpha, kind=analysis.kind, seed=seed, mode=target.mode, k=target.k,
+                         n_classes=target.n_classes, **bookkeeping)

@@ -90,7 +90,7 @@ from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
 from calibtest.ece.build_result import (check_weighted_options, estimate_clustered, estimate_rows, estimate_weighted,
                                   result_from_stream)
-from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, analyse_counted_groups, analyse_groups, by_names,
+from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, GroupOutcomes, analyse_counted_groups, analyse_groups, by_names,
                                 few_clusters_note, global_test, group_rng, group_labels, group_table,
                                 grouping_from_counts, grouping_of, holm, label_text)
 from calibtest.inputs.design import Design
@@ -98,6 +98,7 @@ from calibtest.inputs.rows import prepare_input
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
 from calibtest.ece.result import CalibrationResult
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget
 from calibtest.display.summary import CalibSummary, model_text, short_name
 from calibtest.core.targets import prepare_target
 
@@ -652,9 +653,8 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     _, seed = resolve_seed(rng)
     options = s.options(by=by if by_names(by) else "<array>", null=null if null != "asymptotic" else None,
                         rng=seed if seed != "Generator" else None)  # the seed of any Monte Carlo null used
-    prepared = prepare_input("calib_ci", inputs.formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, weights=inputs.weights, by=by,
-                             group_labels=group_labels, options=options)
+    prepared = prepare_input("calib_ci", inputs.replace(cluster=None), s, group_labels=group_labels,
+                             options=options)
     rows, target, call, w_all, w_name = (prepared.rows, prepared.target, prepared.call, prepared.weights,
                                          prepared.weights_name)
     grouping = grouping_of(prepared.group_names, prepared.group_values)
@@ -705,7 +705,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _row, _COLUMNS,
                         events=True)
     add_measure_notes(table, group_notes)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=seed, mode=target.mode,
                            k=target.k, n_classes=target.n_classes, formula=inputs.formula, y_name=rows.y_name,
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call)
@@ -803,7 +803,7 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
                         _COLUMNS, events=True)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=settings.null, seed=seed,
                            mode="binary", k=1, n_classes=None, pooled_measures={}, call_record=call, **bookkeeping)
 
@@ -831,9 +831,8 @@ def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -
     options = s.options(by=by if by_names(by) else "<array>", null=null if null != "asymptotic" else None,
                         rng=seed if seed != "Generator" else None,
                         cluster=cluster if isinstance(cluster, str) else "<array>")
-    prepared = prepare_input("calib_ci", formula, inputs.data, inputs.y, inputs.probs, eval_env=s.env,
-                             missing=s.missing, n_classes=s.n_classes, k=s.k, by=by, group_labels=group_labels,
-                             options=options, cluster=cluster)
+    prepared = prepare_input("calib_ci", inputs.replace(weights=None), s, group_labels=group_labels,
+                             options=options)
     rows, target, call, clusters = prepared.rows, prepared.target, prepared.call, prepared.clusters
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     clusters.refuse_one_per_group([grouping.rows(g) for g in range(len(grouping))])
@@ -858,18 +857,19 @@ def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _clustered_row,
                         _COLUMNS, events=True)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=pooled.null, seed=seed, mode=target.mode,
                            k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
                            prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call,
                            pooled_measures=_clustered_measures(pooled))
 
 
-def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, variances: dict,
-                    pooled: CalibrationResult, table: pd.DataFrame, *, global_method: str, null: str,
-                    pooled_measures: dict | None = None, **fields) -> GroupedCalibrationResult:
+def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: CalibrationResult,
+                    table: pd.DataFrame, *, global_method: str, null: str, pooled_measures: dict | None = None,
+                    **fields) -> GroupedCalibrationResult:
     """The grouped result from the per-group results: the global and heterogeneity tests across them."""
-    group_notes = {lb: note for lb, note in group_notes.items() if groups[lb] is not None}
+    groups, reasons = outcomes.groups, outcomes.reasons
+    group_notes = {lb: note for lb, note in outcomes.notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
     table.insert(table.columns.get_loc("estimate") + 1, "estimate_se",
                  [math.sqrt(variances[lb].unrestricted) if groups[lb] is not None and lb in variances else math.nan
@@ -973,7 +973,7 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
                                   "with the Monte Carlo null, whose label draws need the rows, which a stream does "
                                   "not keep; its test and the p-value it gives the global test use the paper's "
                                   "asymptotic null (conservative there) and its interval is approximate.")
-        res = result_from_stream(stats, mode=mode, k=k, n_classes=n_classes, n_bins=n_bins, n_bins_rule=rule,
+        res = result_from_stream(stats, CalibrationTarget(mode, k, n_classes), BinChoice(n_bins, rule),
                                  alpha=alpha, null=group_null,
                                  call=None if call is None else call.with_options(
                                      group=label_text(grouping.names, label)), **bookkeeping)
@@ -981,8 +981,8 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
         return res
 
     groups, reasons = analyse_counted_groups(grouping, events if binary else [None] * len(events), mode, analyse)
-    pooled = result_from_stream(sums.pooled, mode=mode, k=k, n_classes=n_classes, n_bins=sums.pooled_bins[0],
-                                n_bins_rule=sums.pooled_bins[1], alpha=alpha, null=null,
+    pooled = result_from_stream(sums.pooled, CalibrationTarget(mode, k, n_classes), BinChoice(*sums.pooled_bins),
+                                alpha=alpha, null=null,
                                 call=None if call is None else call.with_options(by=None), source=sums.source,
                                 **bookkeeping)
     table = group_table(grouping, None, groups, reasons,
@@ -995,7 +995,7 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
                 for col, value in _oe_of_sums(sums.stats[label], alpha).items():
                     table.loc[label, col] = value
         pooled_measures = _oe_of_sums(sums.pooled, alpha)
-    return _grouped_result(grouping, groups, reasons, group_notes, variances, pooled, table,
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=null, seed=None, mode=mode, k=k,
                            n_classes=n_classes, n_dropped=sums.n_dropped, call_record=call, source=sums.source,
                            pooled_measures=pooled_measures, **bookkeeping)

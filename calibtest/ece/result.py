@@ -15,21 +15,19 @@ from calibtest.checks.acceptance import AcceptanceEvaluation, MarginTestResult, 
 from calibtest.checks.multiscale import TestOfCalibration
 from calibtest.checks.cluster_robust import ClusterRobustMeasures
 from calibtest.checks.evidence_clustered import clustered_evidence_parts
-from calibtest.core.binning import MAX_SINGLETON_FRACTION, BinRule
+from calibtest.core.binning import MAX_SINGLETON_FRACTION
 from calibtest.core.binstats import BinStats
 from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
 from calibtest.core.censoring import SurvivalData
-from calibtest.core.conditional import ConditionalTest, MonteCarloTest
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 from calibtest.core.null import AsymptoticTest, threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
-from calibtest.core.targets import PreparedData
 from calibtest.display.summary import ResultDisplay, build_summary, result_dict, result_notes
 from calibtest.ece.kinds import AnalysisKind, kind_of
-from calibtest.ece.result_parts import (AnalysedRows, Binning, CalibrationTarget, PartField, ResultInterval,
-                                        ZeroTest)
+from calibtest.ece.result_parts import (AnalysedRows, BinChoice, Binning, CalibrationTarget, NullChoice, PartField,
+                                        ResultInterval, ZeroTest)
 from calibtest.checks.evidence_table import (SENSITIVITY_BINS, EvidenceResult, assemble_clustered_evidence, build_evidence,
                                       build_survival_evidence, conclude, evidence_seed, figure_verdict,
                                       result_conclusion, result_hosmer_lemeshow, result_val_prob)
@@ -528,13 +526,9 @@ class CalibrationResult(ResultDisplay):
         return math.sqrt(self.estimate_pos)
 
     @classmethod
-    def from_estimates(cls, stats: BinStats, estimates: Estimates, *, n_bins: int, n_bins_rule: str, mode: str,
-                       k: int, n_classes, alpha: float, null: str, resampling: ResamplingInterval | None = None,
-                       conditional: ConditionalTest | None = None, monte_carlo: MonteCarloTest | None = None,
-                       bin_rule: BinRule | None = None, partition: Partition | None = None,
-                       formula: str | None = None, y_name: str = "y", prob_names: tuple = (), n_dropped: int = 0,
-                       data: PreparedData | None = None, source: dict | None = None, stream: object | None = None,
-                       **optional) -> "CalibrationResult":
+    def from_estimates(cls, stats: BinStats, estimates: Estimates, *, bins: BinChoice, target: CalibrationTarget,
+                       null: NullChoice, alpha: float, resampling: ResamplingInterval | None = None,
+                       **fields) -> "CalibrationResult":
         """The one constructor of a result, used by every path (rows in memory, weighted, streamed, Dask).
 
         The estimation paths compute the statistics; this fills in what
@@ -553,25 +547,30 @@ class CalibrationResult(ResultDisplay):
             ``(zstat, pvalue, threshold)`` and how it was computed, the adjusted
             interval with its zero rule, and the asymptotic test kept next to a
             finite-sample null (:func:`calibtest.core.estimates.estimates_from_sums`).
-        n_bins, n_bins_rule, mode, k, n_classes, alpha
-            Binning, target and level.
-        null : {"asymptotic", "conditional", "monte-carlo"}
-            The null that decided the test (never ``"auto"``).
+        bins : BinChoice
+            B, how it was chosen and the rows' cells (the :class:`Binning`
+            is made of it with ``stats`` and the cell volume).
+        target : CalibrationTarget
+            The calibration target (mode, k, n_classes); the model's names
+            ``formula``, ``y_name`` and ``prob_names`` given in ``fields``
+            replace its own.
+        null : NullChoice
+            The null that decided the test (never ``"auto"``) and the tests
+            given the predictions (:class:`ZeroTest`).
+        alpha : float
+            Level.
         resampling : ResamplingInterval, optional
             A resampling interval, which then replaces the adjusted one
             (intersected with [0, inf)).
-        conditional, monte_carlo : optional
-            The tests given the predictions (:class:`ZeroTest`).
-        bin_rule, partition : optional
-            How B was chosen and the rows' cells (:class:`Binning`).
-        formula, y_name, prob_names : optional
-            The model's names (:class:`CalibrationTarget`).
-        n_dropped, data, source, stream : optional
-            The rows (:class:`AnalysedRows`).
-        **optional
-            The result's other fields: ``call_record``, ``approximation``,
+        **fields
+            ``formula``, ``y_name``, ``prob_names`` (:class:`CalibrationTarget`);
+            ``n_dropped``, ``data``, ``source``, ``stream`` (:class:`AnalysedRows`);
+            and the result's other fields: ``call_record``, ``approximation``,
             ``weighting``, ``clustering``, ``survival``.
         """
+        names = {name: fields.pop(name) for name in ("formula", "y_name", "prob_names") if name in fields}
+        rows = {name: fields.pop(name) for name in ("n_dropped", "data", "source", "stream") if name in fields}
+        null, conditional, monte_carlo = null.null, null.conditional, null.monte_carlo
         if null not in ("asymptotic", "conditional", "monte-carlo"):
             raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")
         asymptotic = estimates.asymptotic
@@ -583,13 +582,9 @@ class CalibrationResult(ResultDisplay):
                                threshold=threshold, sigma0_sq=estimates.sigma0_sq,
                                asymptotic=None if asymptotic is None else AsymptoticTest(*asymptotic),
                                conditional=conditional, monte_carlo=monte_carlo),
-            binning=Binning(n_bins=n_bins, n_bins_rule=n_bins_rule, volume=estimates.bin_volume,
-                            n_occupied=int(stats.count.size), n_singleton=int((stats.count < 2).sum()),
-                            rule=bin_rule, stats=stats, partition=partition),
-            target=CalibrationTarget(mode=mode, k=k, n_classes=n_classes, formula=formula, y_name=y_name,
-                                     prob_names=prob_names),
-            rows=AnalysedRows(n=stats.n, n_dropped=n_dropped, data=data, source=source, stream=stream),
-            **optional)
+            binning=bins.binning(stats, estimates.bin_volume),
+            target=dataclasses.replace(target, **names) if names else target,
+            rows=AnalysedRows(n=stats.n, **rows), **fields)
 
     def with_parts(self, **changes) -> "CalibrationResult":
         """A copy of the result with some fields changed (a new result, with nothing computed yet).

@@ -10,6 +10,12 @@ alpha) as fields and groups the rest by what it describes, as scipy's
 * :class:`CalibrationTarget`: which probabilities of which outcome are assessed;
 * :class:`AnalysedRows`: the rows that were analysed and where they came from.
 
+Two small bundles carry what a result's builder
+(:meth:`~calibtest.ece.result.CalibrationResult.from_estimates`) is given
+before the parts exist: :class:`BinChoice` (B and how it was chosen, from
+which it makes the :class:`Binning` with the bin sums) and :class:`NullChoice`
+(the null that decided the test, with the finite-sample tests computed).
+
 Every field of a part keeps its flat name on the result (``res.ci_lower`` is
 ``res.ci.lower``, ``res.null_pvalue`` is ``res.zero_test.pvalue``), read
 through :class:`PartField`.
@@ -28,7 +34,8 @@ if TYPE_CHECKING:  # annotations only
     from calibtest.core.resampling import ResamplingInterval
     from calibtest.core.targets import PreparedData
 
-__all__ = ["ResultInterval", "ZeroTest", "Binning", "CalibrationTarget", "AnalysedRows", "PartField"]
+__all__ = ["ResultInterval", "ZeroTest", "Binning", "CalibrationTarget", "AnalysedRows", "PartField", "BinChoice",
+           "NullChoice"]
 
 T = TypeVar("T")
 
@@ -261,3 +268,50 @@ class AnalysedRows:
     source: dict | None = field(default=None, repr=False)
     #: ``calibtest.streams.evidence.StreamedRows`` (typed loosely: the streams layer sits above this one).
     stream: object | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class BinChoice:
+    """B and how it was chosen: what a result's :class:`Binning` is made of, with the bin sums.
+
+    Attributes
+    ----------
+    n_bins : int
+        Bins per dimension B.
+    n_bins_rule : {"auto", "user"}
+        How B was given.
+    rule : BinRule or None
+        How B was chosen, with the rule's inputs.
+    partition : Partition or None
+        The row-to-cell assignment, rows in memory only.
+    """
+
+    n_bins: int
+    n_bins_rule: str
+    rule: BinRule | None = field(default=None, repr=False)
+    partition: Partition | None = field(default=None, repr=False)
+
+    def binning(self, stats: BinStats, volume: float) -> Binning:
+        """The :class:`Binning` of these bins with the sums ``stats`` and the cell volume w."""
+        return Binning(n_bins=self.n_bins, n_bins_rule=self.n_bins_rule, volume=volume,
+                       n_occupied=int(stats.count.size), n_singleton=int((stats.count < 2).sum()),
+                       rule=self.rule, stats=stats, partition=self.partition)
+
+
+@dataclass(frozen=True)
+class NullChoice:
+    """The null that decides a result's test, with the finite-sample tests computed beside it.
+
+    Attributes
+    ----------
+    null : {"asymptotic", "conditional", "monte-carlo"} (``"auto"`` before a stream resolves it)
+        The null law.
+    conditional : ConditionalTest or None
+        The conditional test given the predictions (required by ``null="conditional"``).
+    monte_carlo : MonteCarloTest or None
+        The Monte Carlo test (required by ``null="monte-carlo"``).
+    """
+
+    null: str = "asymptotic"
+    conditional: ConditionalTest | None = field(default=None, repr=False)
+    monte_carlo: MonteCarloTest | None = field(default=None, repr=False)

@@ -52,8 +52,8 @@ from calibtest.display.format import Call, record_call
 from calibtest.inputs.validation import DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
-from calibtest.core.censoring import (SurvivalData, censoring_km, competing_rows, cox_breslow, cox_influence,
-                                      cox_survival_before, ipcw_outcome, km_influence, survival_rows,
+from calibtest.core.censoring import (SurvivalData, SurvivalOutcome, censoring_km, competing_rows, cox_breslow,
+                                      cox_influence, cox_survival_before, ipcw_outcome, km_influence, survival_rows,
                                       weighted_km_influence)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
@@ -69,6 +69,7 @@ from calibtest.inputs.rows import prepare_input
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import check_options
 from calibtest.ece.result import Approximation, CalibrationResult
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget, NullChoice
 
 __all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ipcw_influence",
            "survival_rows_result", "SurvivalInput"]
@@ -227,9 +228,9 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
                                                second_order_variance=None)
     return CalibrationResult.from_estimates(
-        stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=target.mode,
-        k=target.k, n_classes=None, alpha=alpha, null="asymptotic", approximation=approximation, call_record=call,
-        data=target, partition=partition, bin_rule=partition.bin_rule, survival=survival, **extra)
+        stats, estimates, bins=BinChoice(partition.n_bins, partition.n_bins_rule, partition.bin_rule, partition),
+        target=CalibrationTarget(target.mode, target.k, None), null=NullChoice("asymptotic"), alpha=alpha,
+        approximation=approximation, call_record=call, data=target, survival=survival, **extra)
 
 
 def _refuse(null: str, method: str, weights, n_classes, k, prevalence) -> None:
@@ -310,9 +311,10 @@ def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
             raise OptionError("a survival outcome needs a formula 'Surv(time, event) ~ risk' with data=, or all "
                               "of time=, event= and probs=")
         y = _survival_columns(inputs.time, inputs.event)
-    prepared = prepare_input("calib_ci", formula, data, y, inputs.probs, eval_env=s.env, missing=s.missing,
-                             target=False, single_column=True, survival=True, by=by, weights=inputs.weights,
-                             group_labels=group_labels if design.grouped else None)
+    prepared = prepare_input("calib_ci", Inputs(formula=formula, data=data, y=y, probs=inputs.probs,
+                                                weights=inputs.weights, by=by),
+                             Settings(env=s.env, missing=s.missing), target=False, single_column=True,
+                             survival=True, group_labels=group_labels if design.grouped else None)
     rows = prepared.rows
     covariates, cov_names = (None, ())
     if s.censoring == "cox":
@@ -375,10 +377,10 @@ def _survival_weighted(rows: "SurvivalInput") -> CalibrationResult:
                                                        rows.bookkeeping)
     km = censoring_km(t_obs, observed, weights)
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon) & (weights > 0)))
-    build = rows.names.build(s, km)
+    outcome = rows.names.outcome(s)
     if not censored_before:  # the weighted binary call, its null resolution ("auto": Monte Carlo) included
-        survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0,
-                                      variance="is that of the weighted binary outcome", **build)
+        survival = SurvivalData.build(t_obs, ev, outcome, km=km, max_weight=1.0,
+                                      variance="is that of the weighted binary outcome")
         return estimate_weighted(binary, partition, weights, s, weights_name=rows.names.weights, call=rows.call,
                                  survival=survival, **rows.bookkeeping)
     null = "asymptotic" if null == "auto" else null  # no Bernoulli labels to draw for rows censored before t
@@ -400,8 +402,8 @@ def _survival_weighted(rows: "SurvivalInput") -> CalibrationResult:
         return weighted_km_influence(km, observed, w, a)
 
     cases = y_tilde > 0
-    survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
-                                  variance=_VARIANCE["km weighted"], **build)
+    survival = SurvivalData.build(t_obs, ev, outcome, km=km, max_weight=float(y_tilde[cases].max()),
+                                  variance=_VARIANCE["km weighted"])
     target = PreparedData(z=binary.z, u=(y_tilde - risk)[:, None], mode="binary", k=1, n_classes=None)
     return estimate_weighted(target, partition, weights, s.replace(null=null), weights_name=rows.names.weights,
                              call=rows.call, extra_influence=censoring_term, survival=survival, **rows.bookkeeping)
@@ -416,10 +418,10 @@ class SurvivalNames:
     covariates: tuple
     weights: str | None
 
-    def build(self, settings: Settings, km) -> dict:
-        """The keywords of :meth:`~calibtest.core.censoring.SurvivalData.build` that do not depend on the rows."""
-        return dict(censoring=settings.censoring, covariates=self.covariates, km=km, time_name=self.time,
-                    event_name=self.event, cause=settings.cause)
+    def outcome(self, settings: Settings) -> SurvivalOutcome:
+        """What :meth:`~calibtest.core.censoring.SurvivalData.build` reads of the outcome, whatever the rows."""
+        return SurvivalOutcome(horizon=settings.horizon, censoring=settings.censoring, covariates=self.covariates,
+                               time_name=self.time, event_name=self.event, cause=settings.cause)
 
 
 @dataclass(frozen=True)
@@ -496,10 +498,10 @@ def survival_rows_result(rows: SurvivalInput) -> CalibrationResult:
     event, observed, binary, partition = _horizon_rows(t_obs, ev, risk, horizon, s.cause, s.n_bins, bookkeeping)
     km = censoring_km(t_obs, observed)
     censored_before = bool(np.any((observed == 0.0) & (t_obs < horizon)))
-    build = rows.names.build(s, km)
+    outcome = rows.names.outcome(s)
     if not censored_before:  # Y~ = 1{T <= t}: the binary path, every number identical
-        survival = SurvivalData.build(t_obs, ev, horizon, max_weight=1.0, variance="is that of the binary outcome",
-                                      **build)
+        survival = SurvivalData.build(t_obs, ev, outcome, km=km, max_weight=1.0,
+                                      variance="is that of the binary outcome")
         return estimate_rows(binary, partition, s, call=rows.call, survival=survival, **bookkeeping)
     if null not in ("auto", "asymptotic"):
         raise OptionError(f"null={null!r} draws or conditions on Bernoulli outcomes, which rows censored before the "
@@ -512,8 +514,8 @@ def survival_rows_result(rows: SurvivalInput) -> CalibrationResult:
         g_before, influence = cox_censoring_before(t_obs, observed, rows.covariates)
     y_tilde = ipcw_outcome(t_obs, event, horizon, g_before)
     cases = y_tilde > 0
-    survival = SurvivalData.build(t_obs, ev, horizon, max_weight=float(y_tilde[cases].max()),
-                                  variance=_VARIANCE[censoring], **build)
+    survival = SurvivalData.build(t_obs, ev, outcome, km=km, max_weight=float(y_tilde[cases].max()),
+                                  variance=_VARIANCE[censoring])
     u = (y_tilde - risk)[:, None]
     target = PreparedData(z=binary.z, u=u, mode="binary", k=1, n_classes=None)
     return estimate_censored(target, partition, survival, y_tilde, censoring_influence=influence, alpha=s.alpha,

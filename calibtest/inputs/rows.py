@@ -21,6 +21,7 @@ from calibtest.inputs.validation import DataError, OptionError, check_missing, c
 from calibtest.options import check_option
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.inputs.formula import column_values, parse_formula, resolve_env
+from calibtest.inputs.settings import Inputs, Settings
 
 __all__ = ["Rows", "read_rows", "resolve_weights", "array_input", "missing_mask", "is_dask",
            "is_out_of_core", "PreparedInput", "prepare_input", "Clusters", "resolve_clusters"]
@@ -311,9 +312,8 @@ class PreparedInput:
     clusters: Clusters | None = None
 
 
-def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing: str = "raise",
-                  n_classes=None, k=None, weights=None, by=None, group_labels=None, options: dict | None = None,
-                  target: bool = True, single_column: bool = False, cluster=None,
+def prepare_input(function: str, inputs: Inputs, settings: Settings, *, group_labels=None,
+                  options: dict | None = None, target: bool = True, single_column: bool = False,
                   survival: bool = False) -> PreparedInput:
     """Data or arrays -> validated rows, the calibration target, weights, group labels and the recorded call.
 
@@ -321,18 +321,21 @@ def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing
     ----------
     function : str
         The public function (named in messages and in the recorded call).
-    formula, data, y, probs, n_classes, k, weights, by, missing, cluster
-        As in :func:`calibtest.calib_ci` (``missing`` checked here; ``cluster``
-        read and checked by :func:`resolve_clusters`, against the groups of ``by``).
+    inputs : Inputs
+        The rows and their roles: ``formula``, ``data``, ``y``, ``probs``,
+        ``weights``, ``by`` and ``cluster`` are read (as in
+        :func:`calibtest.calib_ci`; ``cluster`` read and checked by
+        :func:`resolve_clusters`, against the groups of ``by``).
+    settings : Settings
+        ``missing`` (checked here), ``n_classes``, ``k`` and ``env``: where
+        formula names that are not columns are looked up (an int counts
+        frames above the caller of ``function``; a resolved environment is
+        used as it is; None for arrays, resolved by the caller).
     group_labels : callable, optional
         ``group_labels(by, data, n_input) -> (names, values)``, the grouping
         engine's reading of ``by=`` (:func:`calibtest.ece.group_engine.group_labels`);
         needed with ``by``.  The labels are aligned with the kept rows here,
         so group counts are taken after ``missing="drop"``.
-    eval_env : int, dict or patsy.EvalEnvironment
-        Where formula names that are not columns are looked up; an int counts
-        frames above the caller of ``function`` (a resolved environment is
-        used as it is).
     options : dict, optional
         The options the recorded call shows (None: no call is recorded).  A
         ``"weights"`` entry is filled with the weights' column name (or
@@ -351,9 +354,11 @@ def prepare_input(function: str, formula, data, y, probs, *, eval_env=0, missing
     OptionError, OptionTypeError, DataError, TypeError
         For invalid options, unusable rows or columns, non-numeric data.
     """
+    formula, data, weights, by, cluster = inputs.formula, inputs.data, inputs.weights, inputs.by, inputs.cluster
+    missing, n_classes, k = settings.missing, settings.n_classes, settings.k
     check_missing(missing)
-    env = None if eval_env is None else resolve_env(eval_env, 1)  # None: array input, resolved by the caller
-    rows = read_rows(formula, data, y, probs, env, missing, survival)
+    env = None if settings.env is None else resolve_env(settings.env, 1)  # None: array input, resolved by the caller
+    rows = read_rows(formula, data, inputs.y, inputs.probs, env, missing, survival)
     probs_arr = rows.probs
     if single_column:
         if probs_arr.ndim != 1 and probs_arr.shape[1] != 1:

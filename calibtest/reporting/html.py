@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Sequence
@@ -40,7 +41,7 @@ from calibtest.reporting.plotting import FIGURE_DPI
 from calibtest.checks.evidence_table import impossible_outcomes
 from calibtest.display.summary import asymptotic_test, null_name, null_text
 
-__all__ = ["report", "render_html", "build_context", "reliability_figure", "figure_size",
+__all__ = ["report", "render_html", "build_context", "ReportOptions", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
            "FIGURE_DPI", "METADATA_FIELDS", "NOT_STATED"]
 
@@ -1449,19 +1450,61 @@ def _as_comparisons(comparisons) -> list:
     return comparisons
 
 
-def build_context(results, *, comparisons=None, title: str | None = None, purpose: str | None = None,
-                  labels: Sequence[str] | None = None, source=None, command: str | None = None,
-                  hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
-                  figures: bool = True, generated: datetime | None = None,
-                  deviation_reasons: dict | None = None, meta_method: str = "REML",
-                  hartung_knapp: bool = False) -> dict:
+@dataclass(frozen=True)
+class ReportOptions:
+    """What :func:`report` passes through to the report's context: its keywords other than the results,
+    the path and the templates (see :func:`report`).
+
+    Attributes
+    ----------
+    comparisons, title, purpose, labels, source, command, hl_groups, metadata, plan, rng,
+    deviation_reasons, meta_method, hartung_knapp
+        As in :func:`report`.
+    figures : bool
+        False skips the (slowest) figure rendering.
+    generated : datetime or None
+        The report's time (None: now).
+    """
+
+    comparisons: object = None
+    title: str | None = None
+    purpose: str | None = None
+    labels: Sequence[str] | None = None
+    source: object = None
+    command: str | None = None
+    hl_groups: int = 10
+    metadata: dict | None = None
+    plan: object = None
+    rng: object = None
+    figures: bool = True
+    generated: datetime | None = None
+    deviation_reasons: dict | None = None
+    meta_method: str = "REML"
+    hartung_knapp: bool = False
+
+
+def build_context(results, options: ReportOptions | None = None, **keywords) -> dict:
     """The template context: strings, lists and ``to_dict()`` values only.
 
-    Parameters are those of :func:`report`; ``figures=False`` skips the
-    (slowest) figure rendering.
+    Parameters
+    ----------
+    results
+        As in :func:`report`.
+    options : ReportOptions, optional
+        The report's options; without it, ``ReportOptions(**keywords)``
+        (the keywords of :func:`report`, and ``figures``, ``generated``).
     """
-    meta_method = check_option("meta_method", meta_method)
-    hartung_knapp = check_option("hartung_knapp", hartung_knapp)
+    if options is None:
+        options = ReportOptions(**keywords)
+    elif keywords:
+        raise TypeError("give build_context a ReportOptions or its fields as keywords, not both")
+    o = options
+    comparisons, title, purpose, labels, source, command = (o.comparisons, o.title, o.purpose, o.labels, o.source,
+                                                            o.command)
+    hl_groups, metadata, plan, rng, figures, generated = o.hl_groups, o.metadata, o.plan, o.rng, o.figures, o.generated
+    deviation_reasons = o.deviation_reasons
+    meta_method = check_option("meta_method", o.meta_method)
+    hartung_knapp = check_option("hartung_knapp", o.hartung_knapp)
     items = _as_result_list(results)
     results = [r.pooled if _is_grouped(r) else r for r in items]  # a subgroup analysis: its pooled result
     meta = check_metadata(metadata)
@@ -1866,10 +1909,10 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
                                                       ("hartung_knapp", hartung_knapp)))
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
     check_report_text(title=title, purpose=purpose, command=command, labels=labels)
-    ctx = build_context(results, comparisons=comparisons, title=title, purpose=purpose, labels=labels,
-                        source=source, command=command, hl_groups=hl_groups, metadata=metadata, plan=plan,
-                        rng=rng, deviation_reasons=deviation_reasons, meta_method=meta_method,
-                        hartung_knapp=hartung_knapp)
+    ctx = build_context(results, ReportOptions(
+        comparisons=comparisons, title=title, purpose=purpose, labels=labels, source=source, command=command,
+        hl_groups=hl_groups, metadata=metadata, plan=plan, rng=rng, deviation_reasons=deviation_reasons,
+        meta_method=meta_method, hartung_knapp=hartung_knapp))
     if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
         ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
     html = _render(ctx, pdf=weasyprint is not None, templates=templates)

@@ -40,6 +40,7 @@ from calibtest.ece.build_result import keeps_null_sums, result_from_stream
 from calibtest.inputs.formula import freeze_env, resolve_env, thaw_env
 from calibtest.inputs.rows import read_rows
 from calibtest.ece.result import CalibrationResult
+from calibtest.ece.result_parts import BinChoice, CalibrationTarget
 
 __all__ = ["BinAccumulator"]
 
@@ -378,7 +379,7 @@ class BinAccumulator:
                        "null": None if requested == "auto" else requested}
             call = Call("BinAccumulator", (repr(self.formula),) if self.formula else (), options)
         return result_from_stream(
-            stats, mode=mode, k=k, n_classes=n_classes, n_bins=self.n_bins, n_bins_rule=self.n_bins_rule,
+            stats, CalibrationTarget(mode, k, n_classes), BinChoice(self.n_bins, self.n_bins_rule),
             alpha=alpha, null=requested, call=call, formula=self.formula, y_name=y_name, prob_names=prob_names,
             n_dropped=self.n_dropped, source=source)
 

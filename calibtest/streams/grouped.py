@@ -177,16 +177,18 @@ class GroupedAccumulator:
         group's B under ``n_bins="auto"``; None with an integer ``n_bins``.
     n_rows : int or None
         All usable rows (the pooled B under ``"auto"``).
-    n_classes, k, n_bins, missing, null, eval_env
-        As in :class:`~calibtest.BinAccumulator`.
+    settings : Settings
+        ``n_classes``, ``k``, ``n_bins``, ``missing``, ``null`` and ``env``
+        (the formula's environment, resolved), as in :class:`~calibtest.BinAccumulator`.
     """
 
-    def __init__(self, formula: str, by: list, *, group_rows: dict | None, n_rows: int | None, n_classes=None,
-                 k=None, n_bins="auto", missing: str = "raise", null: str = "auto", eval_env=0):
+    def __init__(self, formula: str, by: list, settings: Settings, *, group_rows: dict | None,
+                 n_rows: int | None):
         self.formula, self.by = formula, list(by)
         self.group_rows, self.n_rows = group_rows, n_rows
-        self.n_classes, self.k, self.n_bins, self.missing, self.null = n_classes, k, n_bins, missing, null
-        self._env = resolve_env(eval_env)
+        self.n_classes, self.k, self.n_bins = settings.n_classes, settings.k, settings.n_bins
+        self.missing, self.null = settings.missing, settings.null
+        self._env = resolve_env(settings.env)
         self.target = None
         self.n_dropped = self.n_seen = 0
         self.parts: dict = {}       # label -> list of (BinStats, fourth BinStats)
@@ -384,8 +386,7 @@ def stream_file_groups(path, formula: str, by: list, settings: Settings) -> Grou
         n_rows = int(sum(group_rows.values()))
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
-    acc = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=settings.n_classes,
-                             k=settings.k, n_bins=n_bins, missing=missing, null=settings.null, eval_env=env)
+    acc = GroupedAccumulator(formula, by, settings, group_rows=group_rows, n_rows=n_rows)
     each_chunk(file, columns, acc.update, digest=True, progress=settings.progress)
     return acc.sums(file.source(columns))
 
@@ -449,9 +450,8 @@ def dask_groups(ddf, formula: str, by: list, settings: Settings, *, split_every:
         n_rows = int(sum(group_rows.values()))
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
-    template = GroupedAccumulator(formula, by, group_rows=group_rows, n_rows=n_rows, n_classes=settings.n_classes,
-                                  k=settings.k, n_bins=n_bins, missing=missing, null=settings.null,
-                                  eval_env=thaw_env(namespace))
+    template = GroupedAccumulator(formula, by, settings.replace(env=thaw_env(namespace)), group_rows=group_rows,
+                                  n_rows=n_rows)
     for b in by:  # a categorical column's categories, unused ones too, as pandas has them in memory
         dtype = ddf[b].dtype
         if isinstance(dtype, pd.CategoricalDtype) and getattr(ddf[b].cat, "known", False):

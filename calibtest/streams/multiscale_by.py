@@ -29,12 +29,13 @@ from calibtest.streams.multiscale import CalibTestAccumulator
 from calibtest.streams.dask_frames import _import_dask, dask_source, in_partition
 from calibtest.streams.files import DataFile, each_chunk
 from calibtest.streams.grouped import _chunk_groups, count_groups, dask_group_frame, open_grouped_file
-from calibtest.checks.multiscale import adaptive_grid, check_grid
+from calibtest.checks.multiscale import MultiScaleOptions, adaptive_grid, check_grid
 from calibtest.core.conditional import counter_key
 from calibtest.core.counter_draws import DrawSums
 from calibtest.core.targets import PreparedData
 from calibtest.inputs.formula import thaw_env
-from calibtest.ece.group_engine import (GroupedResult, analyse_counted_groups, group_labels, grouped_result,
+from calibtest.inputs.settings import Settings
+from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutcomes, analyse_counted_groups, group_labels, grouped_result,
                                 grouping_from_counts, label_text, levels)
 from calibtest.inputs.rows import read_rows
 
@@ -116,26 +117,34 @@ def _level_lists(by: list, totals: Counter, categories) -> list:
     return out
 
 
-def stream_calib_test_by(data, formula: str, by: list, *, env, chunksize: int | None = None, n_bins="adaptive",
-                         missing: str = "raise", n_classes=None, k=None, alpha: float = 0.05, n_draws: int,
-                         rng=None, combine: str = "max-z", spiegelhalter=None) -> GroupedResult:
+def stream_calib_test_by(data, formula: str, by: list, settings: Settings,
+                         test: MultiScaleOptions) -> GroupedResult:
     """:func:`calibtest.calib_test` with ``by=`` on a CSV/Parquet file path or a Dask DataFrame (see the module).
 
     Parameters
     ----------
+    data, formula
+        As in :func:`calibtest.streams.multiscale.stream_calib_test`.
     by : list of str
         The grouping columns (several: crossed).
-    rng : None or int
-        The seed s (None: the default seed 0, recorded); group number g draws from ``default_rng([s, g])``.
-    Other parameters as in :func:`calibtest.streams.multiscale.stream_calib_test`.
+    settings : Settings
+        ``env``, ``chunksize``, ``n_bins`` (as given), ``missing``,
+        ``n_classes``, ``k`` and ``rng``: the seed s (None: the default seed
+        0, recorded); group number g draws from ``default_rng([s, g])``.
+    test : MultiScaleOptions
+        ``alpha``, ``n_draws``, ``combine`` and ``spiegelhalter`` (its
+        ``grid`` is read from ``settings.n_bins``).
     """
+    env, chunksize, n_bins, missing, rng = (settings.env, settings.chunksize, settings.n_bins, settings.missing,
+                                            settings.rng)
+    alpha = test.alpha
     if rng is not None and not (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
         raise TypeError(f"rng must be None or an int seed on a file or Dask DataFrame (the label draws are keyed "
                         f"by it), got {type(rng).__name__}")
     seed = resolve_seed(rng)[1]
     grid = check_grid(n_bins)
-    options = dict(n_classes=n_classes, k=k, alpha=alpha, n_draws=n_draws, combine=combine,
-                   spiegelhalter=spiegelhalter)
+    options = dict(n_classes=settings.n_classes, k=settings.k, alpha=alpha, n_draws=test.n_draws,
+                   combine=test.combine, spiegelhalter=test.spiegelhalter)
     if isinstance(data, (str, os.PathLike, DataFile)):
         run, name, source = _file_runner(data, formula, by, env, chunksize, missing)
     else:
@@ -163,9 +172,9 @@ def stream_calib_test_by(data, formula: str, by: list, *, env, chunksize: int | 
 
     groups, reasons = analyse_counted_groups(grouping, [None] * len(grouping), mode, analyse, single_class=False)
     shape = PreparedData(np.empty((0, 1)), np.empty((0, 1)), mode, k_, n_classes_)
-    return grouped_result(grouping, shape, groups, reasons, kind="calib_test",
-                          row=lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
-                          columns=["statistic", "pvalue"], alpha=alpha, seed=seed, n_dropped=n_dropped,
+    return grouped_result(grouping, shape, GroupOutcomes(groups, reasons),
+                          GroupAnalysis("calib_test", lambda res: {"statistic": res.statistic, "pvalue": res.pvalue},
+                                        ["statistic", "pvalue"], alpha), seed=seed, n_dropped=n_dropped,
                           call_record=call, source=source(), **book)
 
 

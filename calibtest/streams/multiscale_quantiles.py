@@ -23,9 +23,10 @@ import numpy as np
 from calibtest.display.format import Call
 from calibtest.streams.multiscale import CalibTestAccumulator
 from calibtest.streams.evidence import StreamedRows, _add, _Select
-from calibtest.checks.multiscale import CalibrationTestResult, adaptive_grid, check_grid
+from calibtest.checks.multiscale import CalibrationTestResult, MultiScaleOptions, adaptive_grid, check_grid
 from calibtest.core.binning import cube_indices
 from calibtest.core.conditional import counter_key
+from calibtest.inputs.settings import Settings
 
 __all__ = ["linear_quantiles", "stream_calib_test_scales"]
 
@@ -88,15 +89,26 @@ def _scales_step(scales, partitions, options, p, y, start, index):
     return acc.update(y=np.rint(y), probs=p)
 
 
-def stream_calib_test_scales(data, formula: str, *, env, partitions: str, chunksize: int | None = None,
-                             n_bins="adaptive", missing: str = "raise", n_classes=None, k=None, alpha: float = 0.05,
-                             n_draws: int, rng=None, combine: str = "max-z",
-                             spiegelhalter=None) -> CalibrationTestResult:
+def stream_calib_test_scales(data, formula: str, settings: Settings,
+                             test: MultiScaleOptions) -> CalibrationTestResult:
     """:func:`calibtest.calib_test` with ``partitions="equal-mass"`` or ``"both"`` on a file path or a Dask frame.
 
-    See the module docstring; the other parameters as in
-    :func:`calibtest.streams.multiscale.stream_calib_test`.
+    See the module docstring.
+
+    Parameters
+    ----------
+    data, formula
+        As in :func:`calibtest.streams.multiscale.stream_calib_test`.
+    settings : Settings
+        ``env``, ``chunksize``, ``n_bins`` (as given: ``"adaptive"``, a bin
+        count or a list), ``missing``, ``n_classes``, ``k`` and ``rng``.
+    test : MultiScaleOptions
+        ``alpha``, ``n_draws``, ``combine``, ``partitions`` and
+        ``spiegelhalter`` (its ``grid`` is read from ``settings.n_bins``).
     """
+    env, chunksize, n_bins, missing, rng = (settings.env, settings.chunksize, settings.n_bins, settings.missing,
+                                            settings.rng)
+    n_classes, k, partitions = settings.n_classes, settings.k, test.partitions
     if rng is not None and not (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
         raise TypeError(f"rng must be None or an int seed on a file or Dask DataFrame (the label draws are keyed "
                         f"by it), got {type(rng).__name__}")
@@ -120,8 +132,8 @@ def stream_calib_test_scales(data, formula: str, *, env, partitions: str, chunks
     scales = [(fam, b, None if fam == "equal-width" else linear_quantiles(values_at, n, qs[b]))
               for fam in families for b in grid]
     key_seed = counter_key(rng)[1] if rng is None else int(rng)  # one seed for every chunk
-    options = dict(n_classes=n_classes, k=k, alpha=alpha, n_draws=n_draws, rng=key_seed, combine=combine,
-                   spiegelhalter=spiegelhalter)
+    options = dict(n_classes=n_classes, k=k, alpha=test.alpha, n_draws=test.n_draws, rng=key_seed,
+                   combine=test.combine, spiegelhalter=test.spiegelhalter)
     acc = rows.run(lambda p, y, s, i: _scales_step(scales, partitions, options, p, y, s, i),
                    lambda a, b: a.merge(b), digest=True)
     y_name, prob_names = rows.names

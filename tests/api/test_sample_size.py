@@ -164,7 +164,7 @@ def test_topk_moments_match_simulation():
                           null="asymptotic")
     assert an.inputs.mode == "topk"
     assert an.n_bins == auto_n_bins(800, 2)
-    z, q, data, _ = pl._population(P, None, 0.0, 0.7, 2, None)
+    z, q, data, _ = pl._population(pl._Anticipated(P, None, 0.0, 0.7, 2, None))
     pb = pw.population_bins(z, q, an.n_bins)
     t, _ = pw.simulate_studies(z, q, pb.inverse, pb.pi.size, 800, 3000, np.random.default_rng(4), want_sigma1=False)
     assert t.mean() == pytest.approx(an.t_mean, abs=4 * t.std() / math.sqrt(t.size))
@@ -443,8 +443,8 @@ def test_stacked_grid_equals_the_one_n_functions(beta_probs, kw):
     """analytic_grid (all n stacked, reduceat sums, binomial recurrence) against the one-n engines of core.power."""
     margin = kw.pop("margin", None)
     probs = beta_probs if "k" not in kw else np.random.default_rng(4).dirichlet(np.full(4, 0.7), 3000)
-    planner = pl._common(probs, None, kw.get("intercept", 0.0), kw.get("slope", 1.0), 0.05, "auto", kw.get("k", 1),
-                         None, kw.get("null"), "analytic", margin)[0]
+    anticipated = pl._Anticipated(probs, None, kw.get("intercept", 0.0), kw.get("slope", 1.0), kw.get("k", 1), None)
+    planner = pl._common(anticipated, 0.05, "auto", kw.get("null"), "analytic", margin)[0]
     ns = [60, 137, 500, 1999, 20000, 300000]
     pbs = [planner.bins(planner.B(n)) for n in ns]
     for n, pb, g in zip(ns, pbs, pw.analytic_grid(ns, pbs)):

@@ -195,7 +195,7 @@ def test_draws_do_not_depend_on_block_size(multiclass):
     P, labels = multiclass
     bins = ct.calib_ci(y=labels, probs=P, k="full", n_bins=3).partition.inverse
     core = [tcal.tcal_statistic_threshold(P, np.eye(4)[labels] - P, bins, n_draws=70, rng=11, full=True,
-                                          block_size=bs).null_draws for bs in (1, 13, 70)]
+                                          run=tcal.DrawRun(block_size=bs)).null_draws for bs in (1, 13, 70)]
     assert np.array_equal(core[0], core[1]) and np.array_equal(core[0], core[2])
 
 

@@ -274,7 +274,7 @@ def test_margin_power_formula(binary_rows):
     p, _ = binary_rows
     n = 3000
     res = ct.calib_power(n, probs=p, margin=0.05)
-    planner, _, _ = pl._common(p, None, 0.0, 1.0, 0.05, "auto", 1, None, None, "analytic", 0.05)
+    planner, _, _ = pl._common(pl._Anticipated(p, None, 0.0, 1.0, 1, None), 0.05, "auto", None, "analytic", 0.05)
     pb = planner.bins(planner.B(n))
     mean, var = pw.t_moments(n, pb)
     skew = pw.t_skewness(n, pb, var)

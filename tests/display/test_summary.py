@@ -350,12 +350,13 @@ def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monke
     from calibtest.streams.accumulator import BinAccumulator
     from calibtest.core.estimates import Estimates
     from calibtest.ece.result import CalibrationResult
+    from calibtest.ece.result_parts import BinChoice, CalibrationTarget, NullChoice
     y, q, _ = binary_res
     built = []
     original = CalibrationResult.from_estimates.__func__
 
     def counting(cls, *args, **kwargs):
-        built.append(kwargs["null"])
+        built.append(kwargs["null"].null)
         return original(cls, *args, **kwargs)
     monkeypatch.setattr(CalibrationResult, "from_estimates", classmethod(counting))
     frame = pd.DataFrame({"y": y, "q": q, "w": np.linspace(0.5, 2.0, y.size)})
@@ -375,5 +376,5 @@ def test_every_path_builds_its_result_with_the_one_constructor(binary_res, monke
         estimates = Estimates(estimate=0.0, plugin_estimate=0.0, sigma1_sq=0.0, sigma0_sq=1.0, se=0.0,
                               bin_volume=0.5, test=(0.0, 1.0, 0.0), interval=None, null_method="normal",
                               asymptotic=None, singleton_fraction=0.0)
-        original(CalibrationResult, None, estimates, n_bins=2, n_bins_rule="user", mode="binary", k=1,
-                 n_classes=None, alpha=0.05, null="auto")
+        original(CalibrationResult, None, estimates, bins=BinChoice(2, "user"),
+                 target=CalibrationTarget("binary", 1, None), alpha=0.05, null=NullChoice("auto"))

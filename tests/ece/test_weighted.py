@@ -9,7 +9,7 @@ import pytest
 
 import calibtest as ct
 from calibtest.core.difference_variance import second_order_var_single
-from calibtest.core.weighted import (jackknife_statistic, kish_n_eff, prevalence_event_prob, prevalence_weights,
+from calibtest.core.weighted import (NullLabels, jackknife_statistic, kish_n_eff, prevalence_event_prob, prevalence_weights,
                                      weighted_null_draws, weighted_statistics)
 
 
@@ -139,8 +139,8 @@ def test_jackknife_null_draws_are_the_statistic_of_each_draw():
     inverse = np.minimum((z * m).astype(int), m - 1)
     w_event, w_non = np.full(n, 0.1), np.full(n, 1.9)
     q = prevalence_event_prob(z, 0.1, 1.9)
-    draws = weighted_null_draws(z, inverse, w_event, w_non, q, n_draws=6, rng=np.random.default_rng(2), m=m,
-                                jackknife=True, max_cells=16 * n)
+    draws = weighted_null_draws(z, inverse, NullLabels(w_event, w_non, q), n_draws=6, rng=np.random.default_rng(2),
+                                m=m, jackknife=True, max_cells=16 * n)
     y = np.random.default_rng(2).random((6, n)) < q   # the same labels, drawn again
     for k in range(6):  # each draw against the single-set computation
         w = np.where(y[k], 0.1, 1.9)
@@ -238,7 +238,7 @@ def test_weighted_null_draws_reduce_to_the_statistic():
     y = (rng.random(n) < z).astype(float)
     w = rng.lognormal(size=n)
     _, inverse = np.unique(np.floor(z * 10), return_inverse=True)
-    draws = weighted_null_draws(z, inverse, w, w, y, n_draws=7, rng=rng, max_cells=3 * n)
+    draws = weighted_null_draws(z, inverse, NullLabels(w, w, y), n_draws=7, rng=rng, max_cells=3 * n)
     t = weighted_statistics(inverse, (y - z)[:, None], w).estimate
     np.testing.assert_allclose(draws, t, rtol=1e-12)
 
@@ -589,7 +589,8 @@ def test_null_draws_of_a_dominated_bin_are_the_statistic_of_each_draw():
     inverse, u, w = _dominated(0, 1e14)
     z = np.random.default_rng(1).uniform(0.05, 0.95, w.size)
     y = (u[:, 0] > 0).astype(float)  # event probabilities 0/1: every draw is these labels
-    draws = weighted_null_draws(z, inverse, w, w, y, n_draws=3, rng=np.random.default_rng(0), max_cells=2 * w.size)
+    draws = weighted_null_draws(z, inverse, NullLabels(w, w, y), n_draws=3, rng=np.random.default_rng(0),
+                                max_cells=2 * w.size)
     _close(draws, exact_weighted(inverse, (y - z)[:, None], w)[0])
 
 
