@@ -116,14 +116,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import Call, fmt, mode_text
+from calibtest.display.format import Call, fmt
 from calibtest.inputs.validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.clustered import cluster_cells, clustered_statistics, flip_draws, flipped_statistic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text
 
@@ -399,7 +399,7 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     smry.add_title("Multi-scale test of calibration (cluster sign-flip)" if clustered else
                    "Multi-scale test of calibration (conditional Monte Carlo)")
     smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
-                       "Mode:": mode_text(res.mode, res.k),
+                       "Mode:": Target(res.mode).text(res.k),
                        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
                        "No. observations:": str(res.n),
                        **({"Clusters (G):": str(res.n_clusters),

@@ -80,11 +80,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, mode_text, p_equals
+from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, p_equals
 from calibtest.inputs.validation import check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
@@ -390,7 +390,7 @@ class GroupedCalibrationResult(GroupedResult):
     def _settings(self) -> dict:
         return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
                 "Mode:": ("survival at a horizon (binary 1{T <= t})" if getattr(self.pooled, "survival", None)
-                          is not None else mode_text(self.mode, self.k)), "Groups by:": " x ".join(self.by),
+                          is not None else Target(self.mode).text(self.k)), "Groups by:": " x ".join(self.by),
                 "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
                 "Alpha:": fmt(self.alpha), "Null:": self.null}
 
