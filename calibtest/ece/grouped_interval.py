@@ -308,7 +308,7 @@ class GroupedCalibrationResult(GroupedResult):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
                           alpha=self.alpha if alpha is None else alpha,
-                          clustered=getattr(self.pooled, "clustering", None) is not None)
+                          clustered=self.pooled.kind.clustered)
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -353,8 +353,8 @@ class GroupedCalibrationResult(GroupedResult):
         """Notes of the summary footer."""
         notes = self._global_notes() + [self.heterogeneity_text()]
         used = set(self.table["null"].dropna())
-        clustering = getattr(self.pooled, "clustering", None)
-        if clustering is not None:  # clusters nested in the groups: every group's numbers are the clustered ones
+        if self.pooled.kind.clustered:  # clusters nested in the groups: every group's numbers are the clustered ones
+            clustering = self.pooled.clustering
             what = f"column {clustering.name!r}" if clustering.name else "given as an array"
             notes.append(f"Clustered rows ({clustering.n_clusters} clusters, {what}, nested in the groups): each "
                          "group's interval and test are the clustered ones on its own clusters (T_cl, a "
@@ -545,7 +545,7 @@ def calibration_measures(res: CalibrationResult) -> dict:
     the table) for weighted rows, several probability columns and streamed
     groups (whose rows were not kept).
     """
-    if res.data is None or res.data.z.shape[1] != 1 or res.weighting is not None:
+    if res.data is None or res.data.z.shape[1] != 1 or res.kind.weighted:
         return {}
     return calibration_measures_rows(res.data.z[:, 0], np.rint(res.data.y[:, 0]), res.alpha)
 
@@ -643,7 +643,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     s, null, by = settings, settings.null, inputs.by
     if design.clustered:
         return _grouped_clustered(inputs, s.replace(null="auto" if null is None else null), global_method)
-    weighted = design.weighting is not None
+    weighted = design.weighted
     if null is None:
         null = "auto" if weighted else "conditional"
     if weighted:
@@ -660,7 +660,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     pi_hat = None
     if prevalence is not None:  # the design's sampling fractions: the whole sample's prevalence
-        if target.mode not in ("binary", "top1"):
+        if not target.mode.one_dimensional:
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
     bookkeeping = dict(formula=inputs.formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
@@ -724,7 +724,7 @@ def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None)
     """
     if weights is not None:
         return estimate_variance(res, weights)
-    if res.survival.n_censored == 0:
+    if not res.kind.censored:
         return estimate_variance(res)
     return estimate_variance(res, np.ones(res.n))
 
@@ -953,7 +953,7 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
     mode, k, n_classes, y_name, prob_names = sums.target
     grouping = grouping_from_counts(sums.names, sums.level_lists, sums.counts)
     events = [int(sums.events.get(lb, 0)) for lb in grouping.labels]
-    binary = mode in ("binary", "top1") or sums.pooled.dim == 1
+    binary = Target(mode).one_dimensional or sums.pooled.dim == 1
     bookkeeping = dict(formula=formula, y_name=y_name, prob_names=tuple(prob_names))
     group_notes, variances = {}, {}
 
