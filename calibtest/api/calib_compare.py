@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import special as _special
 
+from calibtest.checks.evidence_table import kind_flag
 from calibtest.display.format import fmt, fmt_p, model_name, p_equals
 from calibtest.inputs.validation import check_alpha, check_missing
 from calibtest.core.censoring import censoring_km, ipcw_outcome, km_influence
@@ -182,9 +183,9 @@ class ComparisonResult(ResultDisplay):
         else:
             notes.append(f"Unpaired comparison ({self.pairing}): independent evaluation sets, "
                          "Var = Var(T_A) + Var(T_B).")
-        if self.result_a is not None and self.result_a.kind.clustered:
+        if kind_flag(self.result_a, "clustered"):
             notes.append(f"Clustered rows ({self.result_a.clustering.n_clusters} clusters in A"
-                         + ("" if self.result_b is None or not self.result_b.kind.clustered else
+                         + ("" if not kind_flag(self.result_b, "clustered") else
                             f", {self.result_b.clustering.n_clusters} in B")
                          + "): each estimate is T_cl (pairs of rows of different clusters); the first order is the "
                          "cluster-robust variance of the cluster sums of the influence values (G / (G - 1)), the "
@@ -276,7 +277,7 @@ class ComparisonResult(ResultDisplay):
         side = {"two-sided": "two-sided", "greater": "one-sided (H1: Delta > 0)",
                 "less": "one-sided (H1: Delta < 0)"}[self.alternative]
         one = ("cluster-robust sqrt(V_1 + V_0) of calib_ci(cluster=)"
-               if getattr(self.result_a, "clustering", None) is not None else "sigma1 / sqrt(n) of calib_ci")
+               if kind_flag(self.result_a, "clustered") else "sigma1 / sqrt(n) of calib_ci")
         level = (f"{100 * (1 - alpha):g}% {side} normal interval for Delta: {ci}. The std err of "
                  f"ECE_A^2 and ECE_B^2 are the one-model {one}.")
         smry.add_notes([level] + self.notes())
@@ -480,17 +481,9 @@ def _survival_variance(a: CalibrationResult, b: CalibrationResult, paired: bool)
 
 
 def _check_compatible(a: CalibrationResult, b: CalibrationResult):
-    refusal = a.kind.comparison_refusal(b.kind)
+    refusal = a.kind.comparison_refusal(b.kind)  # survival or not, weighted, clustered or not, the same target
     if refusal is not None:
         raise ValueError(refusal)
-    if a.mode is not b.mode:
-        raise ValueError(f"the two results have different modes ({a.mode!r} and {b.mode!r}); "
-                         "compare calibration errors of the same target")
-    if a.k != b.k:
-        raise ValueError(f"the two results have different k ({a.k} and {b.k}); compare the same top-k target")
-    if a.n_classes != b.n_classes:
-        raise ValueError(f"the two results have different numbers of classes (n_classes = {a.n_classes} and "
-                         f"{b.n_classes})")
 
 
 def _clustered_variance(a, b, paired: bool) -> tuple[float, float]:
@@ -584,10 +577,10 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
                 labels = np.asarray(cluster)
                 cluster = labels[~mask] if labels.shape == mask.shape else labels
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": 0.05}  # as calib_ci records them
-    if survival is not None:  # the front door's survival keywords: one design for every formula
-        settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, env=env,
-                            call_options=options, **survival)
-        design = Design.resolve("calib_ci", Inputs(formulas[0], data, cluster=cluster), settings)
+    settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, env=env, call_options=options,
+                        **(survival or {}))
+    design = Design.resolve("calib_ci", Inputs(formulas[0], data, cluster=cluster), settings)
+    if design.survival:  # one design for every formula; survival_calib_ci refuses cluster= with the table's reason
         return [survival_calib_ci(Inputs(f, data), design, settings) for f in formulas]
     settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, env=env, null="asymptotic", call_options=options)
     return [estimate_in_memory(Inputs(f, data, cluster=cluster), settings) for f in formulas]

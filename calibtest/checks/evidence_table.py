@@ -118,7 +118,7 @@ from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidenc
 from calibtest.checks.val_prob import ValProbResult, val_prob
 
 __all__ = ["ImpossibleOutcomes", "impossible_outcomes",
-           "EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
+           "EvidenceResult", "kind_flag", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
            "conclude", "result_conclusion", "ConfidenceDirection", "confidence_direction", "short_verdict",
            "figure_verdict", "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
            "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
@@ -228,7 +228,7 @@ def impossible_outcomes(res) -> ImpossibleOutcomes | None:
         the horizon is unknown for rows censored before it).
     """
     data = getattr(res, "data", None)
-    if data is None or getattr(res, "survival", None) is not None:
+    if data is None or kind_flag(res, "survival_outcome"):
         return None
     z = np.asarray(data.z, dtype=np.float64)
     event = np.asarray(data.y, dtype=np.float64) > 0.5  # y = u + z, 0/1 up to rounding
@@ -564,14 +564,10 @@ class ConfidenceDirection:
                 f"{fmt(self.mean_confidence, 3)} ({ci}, excludes 0).")
 
 
-def _weighted(res) -> bool:
-    """A CalibrationResult of weighted rows (other results have no kind: unweighted)."""
-    return bool(getattr(getattr(res, "kind", None), "weighted", False))
-
-
-def _clustered(res) -> bool:
-    """A CalibrationResult of clustered rows (other results have no kind: independent rows)."""
-    return bool(getattr(getattr(res, "kind", None), "clustered", False))
+def kind_flag(res, flag: str) -> bool:
+    """A flag of the kind of ``res`` (``"weighted"``, ``"clustered"``, ``"survival_outcome"``, ``"censored"``,
+    :class:`calibtest.ece.kinds.AnalysisKind`), False for an object without a kind (not a CalibrationResult)."""
+    return bool(getattr(getattr(res, "kind", None), flag, False))
 
 
 def confidence_direction(res, alpha: float | None = None) -> ConfidenceDirection | None:
@@ -596,7 +592,7 @@ def confidence_direction(res, alpha: float | None = None) -> ConfidenceDirection
         have CITL and the slope; top-k and full calibration have no single
         confidence).
     """
-    if not Target(res.mode).top1 or res.k != 1 or res.bin_stats is None or _weighted(res):
+    if not Target(res.mode).top1 or res.k != 1 or res.bin_stats is None or kind_flag(res, "weighted"):
         return None
     alpha = res.alpha if alpha is None else alpha
     stats = res.bin_stats
@@ -692,7 +688,7 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
     impossible = impossible_outcomes(res)
     if impossible is not None:  # certain: it decides the verdict, whatever the tests say
         verdict, text, reasons = "evidence", f"{_refutation(res, impossible)} {text}", (*reasons, "impossible")
-    if _clustered(res):  # the clustered evidence (calibtest.checks.evidence_clustered): say what it allows for
+    if kind_flag(res, "clustered"):  # the clustered evidence (calibtest.checks.evidence_clustered): say what it allows for
         clustering = res.clustering
         text += (f" Every test and interval here allows for correlation of the rows within each of the "
                  f"{clustering.n_clusters} clusters (clusters independent)"

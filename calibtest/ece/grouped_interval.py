@@ -80,6 +80,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
+from calibtest.checks.evidence_table import kind_flag
 from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, p_equals
 from calibtest.inputs.validation import check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
@@ -308,7 +309,7 @@ class GroupedCalibrationResult(GroupedResult):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
                           alpha=self.alpha if alpha is None else alpha,
-                          clustered=self.pooled.kind.clustered)
+                          clustered=kind_flag(self.pooled, "clustered"))
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -345,15 +346,15 @@ class GroupedCalibrationResult(GroupedResult):
             return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
         return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
                 f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} "
-                + ("(variances: each group's cluster-robust se^2 of T_cl)." if getattr(self.pooled, "clustering", None)
-                   is not None else "(variances at the pooled ECE^2 of H0: second-order plus the first-order part "
+                + ("(variances: each group's cluster-robust se^2 of T_cl)." if kind_flag(self.pooled, "clustered")
+                   else "(variances at the pooled ECE^2 of H0: second-order plus the first-order part "
                    "at that ECE^2, valid also when every group is calibrated)."))
 
     def notes(self) -> list[str]:
         """Notes of the summary footer."""
         notes = self._global_notes() + [self.heterogeneity_text()]
         used = set(self.table["null"].dropna())
-        if self.pooled.kind.clustered:  # clusters nested in the groups: every group's numbers are the clustered ones
+        if kind_flag(self.pooled, "clustered"):  # clusters nested in the groups: every group's numbers are the clustered ones
             clustering = self.pooled.clustering
             what = f"column {clustering.name!r}" if clustering.name else "given as an array"
             notes.append(f"Clustered rows ({clustering.n_clusters} clusters, {what}, nested in the groups): each "
@@ -389,8 +390,8 @@ class GroupedCalibrationResult(GroupedResult):
 
     def _settings(self) -> dict:
         return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
-                "Mode:": ("survival at a horizon (binary 1{T <= t})" if getattr(self.pooled, "survival", None)
-                          is not None else Target(self.mode).text(self.k)), "Groups by:": " x ".join(self.by),
+                "Mode:": ("survival at a horizon (binary 1{T <= t})" if kind_flag(self.pooled, "survival_outcome")
+                          else Target(self.mode).text(self.k)), "Groups by:": " x ".join(self.by),
                 "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
                 "Alpha:": fmt(self.alpha), "Null:": self.null}
 
@@ -435,7 +436,7 @@ class GroupedCalibrationResult(GroupedResult):
         if measures is not None:
             lead.append(f"CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
                         f"slope (1) and O/E (observed / expected events, 1) with their {level} "
-                        f"{'cluster-robust' if getattr(self.pooled, 'clustering', None) is not None else 'Wald'} "
+                        f"{'cluster-robust' if kind_flag(self.pooled, 'clustered') else 'Wald'} "
                         "intervals: "
                         "each group judged by every measure.")
         smry.add_notes(lead + self.notes() + self._meta_notes())
@@ -497,7 +498,7 @@ class GroupedCalibrationResult(GroupedResult):
 
 def _events(res: CalibrationResult) -> int:
     """Rows whose (first) outcome indicator is 1 (a survival result: its events by the horizon, not IPCW outcomes)."""
-    if getattr(res, "survival", None) is not None:
+    if res.kind.survival_outcome:
         return int(res.survival.n_events)
     return int(np.rint(res.data.y[:, 0]).sum()) if res.data is not None else -1
 
@@ -888,7 +889,7 @@ def _grouped_result(grouping, groups: dict, reasons: dict, group_notes: dict, va
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
         pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
         meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
-                        clustered=getattr(pooled, "clustering", None) is not None), **fields)
+                        clustered=kind_flag(pooled, "clustered")), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:

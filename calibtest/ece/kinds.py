@@ -138,6 +138,14 @@ class AnalysisKind:
         if self.clustered != other.clustered:
             return ("compare two clustered results (calib_ci(..., cluster=)) or two unclustered ones, not one of "
                     "each")
+        if a.mode is not b.mode:
+            return (f"the two results have different modes ({a.mode!r} and {b.mode!r}); compare calibration errors "
+                    "of the same target")
+        if a.k != b.k:
+            return f"the two results have different k ({a.k} and {b.k}); compare the same top-k target"
+        if a.n_classes != b.n_classes:
+            return (f"the two results have different numbers of classes (n_classes = {a.n_classes} and "
+                    f"{b.n_classes})")
         return None
 
     def shares_rows(self, other: "AnalysisKind") -> tuple[bool, str]:
