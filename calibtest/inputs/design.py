@@ -153,6 +153,13 @@ class Design:
         return self.weighting is not None
 
     @property
+    def needs_rows(self) -> bool:
+        """The analysis needs every row in memory: case weights or a prevalence, clusters, a survival outcome, a
+        resampling method or the Monte Carlo null (what the table refuses on files and Dask frames)."""
+        return (self.weighted or self.clustered or self.survival or self.method != "adjusted"
+                or self.null == "monte-carlo")
+
+    @property
     def in_memory(self) -> bool:
         """True when the rows are in memory."""
         return self.source == "memory"
