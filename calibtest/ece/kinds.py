@@ -506,7 +506,7 @@ class WeightedKind(AnalysisKind):
         return "The asymptotic test (V_0 estimated)"
 
     def notes(self) -> list[str]:
-        return self.res.weighting.notes()
+        return self.res.weighting.notes(self.res.n)
 
     def to_dict(self) -> dict:
         return self.res.weighting.to_dict()
@@ -523,25 +523,9 @@ class WeightedKind(AnalysisKind):
                 "weighting_short": self._weighting_clause()}
 
     def _weighting_paragraph(self) -> str:
-        """How the rows were re-weighted (kind, π and π̂, n_eff), and for which population the numbers hold."""
-        w, n = self.res.weighting, self.res.n
-        parts = []
-        if w.kind != "prevalence":
-            parts.append("The rows were weighted by case weights"
-                         + (f" (column {w.weights_name})" if w.weights_name else " (given as an array)"))
-        if w.prevalence is not None:
-            pi, pi_hat = w.prevalence, w.sample_prevalence
-            text = (f"re-weighted to the population prevalence π = {fmt(pi, 4)} from the sample prevalence "
-                    f"π̂ = {fmt(pi_hat, 4)}" + (" (weighted by the case weights)" if parts else "")
-                    + f": events weighted by π / π̂ = {fmt(pi / pi_hat, 4)}, non-events by (1 − π) / (1 − π̂) = "
-                    f"{fmt((1 - pi) / (1 - pi_hat), 4)}")
-            parts.append(("and " + text) if parts else "The sample was " + text)
-        return (" ".join(parts) + f". Effective sample size (Kish) n_eff = (Σw)² / Σw² = {fmt(w.n_eff, 4)} of "
-                f"n = {n} rows. The estimate, the interval and the test are for the population the weights "
-                "describe (the weighted estimator T_w with its influence-function standard error and its "
-                "calibrated-regime variance estimated from the weighted rows)"
-                + ("; because prevalence weights depend on the outcome, the test of ECE = 0 is a Monte Carlo test "
-                   "given the predictions." if w.prevalence is not None else "."))
+        """How the rows were re-weighted (kind, pi and pi_hat, n_eff), and for which population the numbers hold:
+        the summary's note (:meth:`~calibtest.ece.result.Weighting.description`), one wording for both."""
+        return self.res.weighting.description(self.res.n)
 
     def _weighting_clause(self) -> str:
         """One clause for the summary of findings: the re-weighting and the effective sample size."""
@@ -733,16 +717,11 @@ class ClusteredKind(AnalysisKind):
                 "clustering_short": self._clustering_clause()}
 
     def _clustering_paragraph(self) -> str:
-        """How the clusters were allowed for (G, sizes, the method, the cluster-robust CITL, slope and O/E, and
-        the warning below the minimum)."""
+        """How the clusters were allowed for: the summary's notes (:meth:`~calibtest.ece.result.Clustering.notes`,
+        one wording for both), with the cluster-robust CITL, slope and O/E and what the evidence table allows for."""
         res, c = self.res, self.clustering
-        sizes = np.asarray(c.sizes)
-        text = (f"The {fmt(res.n)} rows come from {c.n_clusters} clusters"
-                + (f" (column {c.name})" if c.name else "") + f" of {fmt(int(sizes.min()))} to "
-                f"{fmt(int(sizes.max()))} rows, taken as independent, with rows of one cluster possibly correlated. "
-                "The estimate averages the products of errors over pairs of rows of different clusters, its "
-                "standard error is cluster-robust, the interval uses t quantiles with "
-                f"{c.n_clusters - 1} degrees of freedom, and the test of ECE = 0 is the {self.null_text()} test.")
+        notes = c.notes()
+        text = notes[0]
         m = c.measures
         if m is not None:
             lo_c, hi_c = m.citl_ci()
@@ -751,9 +730,7 @@ class ClusteredKind(AnalysisKind):
             text += (f" Cluster-robust CITL {fmt(m.citl, 3)} ({_level(res.alpha)} CI {fmt(lo_c, 3)} to "
                      f"{fmt(hi_c, 3)}), slope {fmt(m.slope, 3)} ({fmt(lo_s, 3)} to {fmt(hi_s, 3)}), O/E "
                      f"{fmt(m.oe, 3)} ({fmt(lo_o, 3)} to {fmt(hi_o, 3)}).")
-        if c.few:
-            text += (f" Warning: with only {c.n_clusters} clusters (fewer than {MIN_CLUSTERS}) the clustered "
-                     "interval and test are unreliable; read them as exploratory.")
+        text = " ".join([text, *notes[1:]])  # the warning below the minimum number of clusters
         return text + (" Every row of the evidence table below allows for the clusters (sign flips of whole "
                        "clusters, cluster-robust intervals, the design-based Hosmer–Lemeshow test); the "
                        "Hosmer–Lemeshow and val.prob tables of independent rows are left out, because they would "

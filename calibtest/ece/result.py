@@ -205,19 +205,22 @@ class Weighting:
     interval_multipliers: tuple | None = None
     case_weights: np.ndarray | None = field(default=None, repr=False)
 
-    def notes(self) -> list[str]:
-        """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
+    def description(self, n: int | None = None) -> str:
+        """How the rows were weighted and for which population the numbers hold, with pi, pi_hat and n_eff (of
+        ``n`` rows when given): the summary's first note and the report's paragraph, in one wording."""
+        parts = []
+        if self.kind != "prevalence":
+            parts.append("weighted by case weights"
+                         + (f" (column {self.weights_name})" if self.weights_name else " (given as an array)"))
         if self.prevalence is not None:
-            head = (f"The sample was re-weighted to a population prevalence pi = {self.prevalence:.4g} (sample "
-                    f"prevalence pi_hat = {self.sample_prevalence:.4g}; events weighted by pi / pi_hat, "
-                    "non-events by (1 - pi) / (1 - pi_hat))")
-            if self.kind != "prevalence":
-                head += ", on top of the case weights"
-        else:
-            head = "The rows were weighted by case weights" + (
-                f" (column {self.weights_name!r})" if self.weights_name else "")
-        return [head + f": the estimate, interval and test are for the population the weights describe. "
-                f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
+            pi, pi_hat = self.prevalence, self.sample_prevalence
+            parts.append(f"re-weighted to a population prevalence pi = {pi:.4g} (sample prevalence pi_hat = "
+                         f"{pi_hat:.4g}" + (", weighted by the case weights" if parts else "")
+                         + f"; events weighted by pi / pi_hat = {pi / pi_hat:.4g}, non-events by (1 - pi) / "
+                         f"(1 - pi_hat) = {(1 - pi) / (1 - pi_hat):.4g})")
+        return ("The rows were " + " and ".join(parts) + ": the estimate, interval and test are for the population "
+                f"the weights describe. Effective sample size (Kish) n_eff = (sum w)^2 / sum w^2 = {self.n_eff:.4g}"
+                + ("" if n is None else f" of n = {n} rows") + ". The weighted estimator T_w, its "
                 "influence-function standard error and the calibrated-regime variance V_0 estimated from "
                 "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
                 + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
@@ -226,7 +229,11 @@ class Weighting:
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
                    "population-calibrated model, the weights following them." if self.prevalence is not None
-                   else "")] + ([
+                   else ""))
+
+    def notes(self, n: int | None = None) -> list[str]:
+        """Summary notes: :meth:`description` and, when much of the weight lies in sparse bins, a warning."""
+        return [self.description(n)] + ([
             f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
             f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): "
             + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
@@ -309,13 +316,15 @@ class Clustering:
                 f"{self.n_patterns} random sign patterns")
 
     def notes(self) -> list[str]:
-        """Summary notes: the clusters, how the interval and test allow for them, and a warning when few."""
+        """The clusters, how the interval and test allow for them, and a warning when few: the summary's notes and
+        the report's paragraph, in one wording."""
         sizes = np.asarray(self.sizes)
-        what = f"column {self.name!r}" if self.name else "given as an array"
+        what = f"column {self.name}" if self.name else "given as an array"
         null = (f"the cluster sign-flip test ({self._patterns_text()})"
                 if self.null == "sign-flip" else "the asymptotic test z = T_cl / sqrt(V_0)")
-        notes = [f"{self.n_clusters} clusters ({what}; {int(sizes.min())} to {int(sizes.max())} rows, median "
-                 f"{float(np.median(sizes)):g}), assumed independent, rows within a cluster possibly correlated: "
+        notes = [f"The {int(sizes.sum())} rows come from {self.n_clusters} clusters ({what}; {int(sizes.min())} to "
+                 f"{int(sizes.max())} rows, median {float(np.median(sizes)):g}), assumed independent, rows within a "
+                 "cluster possibly correlated: "
                  "the estimate T_cl averages U_i.U_j over pairs of rows of different clusters (the paper's T "
                  f"on these bins, {self.iid_estimate:.4g}, also counts pairs within a cluster), its standard error "
                  "sqrt(V_1 + V_0) is cluster-robust (cluster-summed influence values plus the between-cluster "

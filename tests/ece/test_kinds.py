@@ -91,7 +91,8 @@ def test_weighted_rows_count_rows_not_weights(demo):
     assert res.kind.null_text() == ("Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)"
                                     if res.null == "monte-carlo" else res.kind.null_text())
     assert res.null in res.kind.null_setting_text()
-    assert res.kind.notes() == res.weighting.notes()
+    assert res.kind.notes() == res.weighting.notes(res.n)
+    assert res.kind.report_prose()["weighting"] == res.kind.notes()[0]  # one wording: the summary's and the report's
     reasons = res.kind.recalibration()
     assert all(isinstance(reasons[m], str) and "weighted" in reasons[m] for m in ("citl", "slope", "oe"))
     assert res.kind.report_prose()["weighting"].startswith("The rows were weighted by case weights")
@@ -110,6 +111,9 @@ def test_clustered_recalibration_is_the_cluster_robust_measures(clustered_frame)
     assert kind.null_name() == f"cluster sign-flip ({res.clustering.n_patterns} sign patterns)"
     assert "24 clusters" in kind.null_text() and res.null == "monte-carlo"
     assert kind.planning_inputs()["cluster"] == "site"
+    paragraph = kind.report_prose()["clustering"]  # one wording: the summary's note, then the report's additions
+    assert paragraph.startswith(res.clustering.notes()[0] + " Cluster-robust CITL")
+    assert res.clustering.notes()[0].startswith(f"The {len(clustered_frame)} rows come from 24 clusters")
     evaluation = res.acceptance({"citl_within": 0.5, "oe_within": (0.8, 1.25)})
     assert set(evaluation.table["verdict"]) <= {"met", "not met"}  # evaluable, on the cluster-robust numbers
     assert evaluation.table["estimate"].tolist() == [cm.citl, cm.oe]
