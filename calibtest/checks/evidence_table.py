@@ -347,6 +347,12 @@ class EvidenceResult(ResultDisplay):
     design_hl: object | None = field(default=None, repr=False)  # clustered rows: the design-based HL test
 
     @property
+    def at_horizon(self) -> bool:
+        """The evidence on a survival outcome at a horizon (its ``survival`` part): no label draws, the horizon in
+        place of the classes, the survival notes."""
+        return self.survival is not None
+
+    @property
     def impossible(self) -> ImpossibleOutcomes | None:
         """The rows impossible under calibration (:func:`impossible_outcomes` of the interval's rows), or None."""
         return None if self.interval is None else impossible_outcomes(self.interval)
@@ -384,7 +390,7 @@ class EvidenceResult(ResultDisplay):
                     "Verdict:": self.verdict}
         if self.impossible is not None:
             settings["Impossible rows:"] = self.impossible.sentence()
-        if self.survival is not None:  # no label draws; the horizon instead of the classes
+        if self.at_horizon:  # no label draws; the horizon instead of the classes
             del settings["Seed:"], settings["Classes (K):"]
             settings["Mode:"] = f"survival at the horizon t = {fmt(self.survival.horizon)}"
         smry.add_settings(settings)
@@ -428,7 +434,7 @@ class EvidenceResult(ResultDisplay):
         if self.scope:
             notes.append(self.scope)
         if self.test is None:  # a survival result with rows censored before the horizon
-            return notes + ([] if self.survival is None else self.survival.notes()) + (
+            return notes + (self.survival.notes() if self.at_horizon else []) + (
                 [f"{self.n_dropped} rows with missing values were dropped (missing='drop')."] if self.n_dropped
                 else [])
         if self.test.n_clusters is not None:
@@ -464,7 +470,7 @@ class EvidenceResult(ResultDisplay):
                 out[f"{key}_{col}"] = row[col]
         for col in self.sensitivity.columns:
             out[f"sensitivity_{col}"] = self.sensitivity[col].tolist()
-        if self.survival is not None:
+        if self.at_horizon:
             out["horizon"] = self.survival.horizon
         return out
 

@@ -498,7 +498,7 @@ class WeightedKind(AnalysisKind):
         return "asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)"
 
     def _monte_carlo_text(self) -> str:
-        if self.res.weighting.prevalence is not None:
+        if self.res.weighting.reweighted:
             return "Monte Carlo (outcomes redrawn given the predictions, the weights following them)"
         return "Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)"
 
@@ -512,7 +512,7 @@ class WeightedKind(AnalysisKind):
         return self.res.weighting.to_dict()
 
     def regime_texts(self, d: dict, se: float, role1: str) -> tuple[str, str, str, str, str]:
-        prevalence = self.res.weighting.prevalence is not None
+        prevalence = self.res.weighting.reweighted
         return ("√n·(T − ECE²) / σ₁ → N(0, 1)",
                 f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ estimated from the weighted rows)",
                 f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)",
@@ -531,8 +531,8 @@ class WeightedKind(AnalysisKind):
         """One clause for the summary of findings: the re-weighting and the effective sample size."""
         w = self.res.weighting
         how = (f"re-weighted to the population prevalence π = {fmt(w.prevalence, 4)} (sample π̂ = "
-               f"{fmt(w.sample_prevalence, 4)})" if w.prevalence is not None else "weighted by case weights")
-        if w.prevalence is not None and w.kind != "prevalence":
+               f"{fmt(w.sample_prevalence, 4)})" if w.reweighted else "weighted by case weights")
+        if w.reweighted and w.kind != "prevalence":
             how = "weighted by case weights and " + how
         return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {self.res.n} rows."
 
@@ -543,7 +543,7 @@ class WeightedKind(AnalysisKind):
                     "and this analysis is weighted; the weighted interval and test are the result.")
         hl = (f"The Hosmer–Lemeshow test is not shown for {name}: the analysis is weighted"
               + (", and with prevalence weights its statistic has no chi-squared reference." if
-                 self.res.weighting.prevalence is not None else
+                 self.res.weighting.reweighted else
                  "; its case-weighted version is in the evidence table.")) if self.one_column else None
         vp = (f"Validation metrics (R's rms::val.prob) are not shown for {name}: their definitions (deviance-based "
               "D, U and Q, the C statistic, the lowess curve) are for unweighted rows.") if self.one_column else None
@@ -561,7 +561,7 @@ class WeightedKind(AnalysisKind):
                  f"{iv} (squared probability units)", "includes 0" if d["contains_zero"] else "excludes 0"),
                 (f"Weighted test of ECE = 0 ({self.null_name()} null)", "ECE = 0", fmt(d["estimate"], 4),
                  p_equals(d['null_pvalue']), "rejects" if d["null_pvalue"] <= alpha else "does not reject")]
-        if self.one_column and res.weighting.prevalence is not None:
+        if self.one_column and res.weighting.reweighted:
             rows.append(("Hosmer–Lemeshow, case-weighted", "calibrated", "—", "not computed",
                          "no chi-squared reference: prevalence weights depend on the outcome"))
         elif self.one_column:

@@ -205,6 +205,11 @@ class Weighting:
     interval_multipliers: tuple | None = None
     case_weights: np.ndarray | None = field(default=None, repr=False)
 
+    @property
+    def reweighted(self) -> bool:
+        """Re-weighted to a prevalence (``prevalence=``): the weights depend on the outcome."""
+        return self.prevalence is not None
+
     def description(self, n: int | None = None) -> str:
         """How the rows were weighted and for which population the numbers hold, with pi, pi_hat and n_eff (of
         ``n`` rows when given): the summary's first note and the report's paragraph, in one wording."""
@@ -212,7 +217,7 @@ class Weighting:
         if self.kind != "prevalence":
             parts.append("weighted by case weights"
                          + (f" (column {self.weights_name})" if self.weights_name else " (given as an array)"))
-        if self.prevalence is not None:
+        if self.reweighted:
             pi, pi_hat = self.prevalence, self.sample_prevalence
             parts.append(f"re-weighted to a population prevalence pi = {pi:.4g} (sample prevalence pi_hat = "
                          f"{pi_hat:.4g}" + (", weighted by the case weights" if parts else "")
@@ -225,10 +230,10 @@ class Weighting:
                 "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
                 + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
                    "the interval's lower end from the studentized Monte Carlo null draws)."
-                   if self.prevalence is not None else ".")
+                   if self.reweighted else ".")
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
-                   "population-calibrated model, the weights following them." if self.prevalence is not None
+                   "population-calibrated model, the weights following them." if self.reweighted
                    else ""))
 
     def notes(self, n: int | None = None) -> list[str]:
@@ -239,7 +244,7 @@ class Weighting:
             + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
                "removes most of their upward bias and the Monte Carlo null sets the interval's lower end, but "
                "coverage of a small ECE is only approximate in this regime (docs/populations.md); fewer bins "
-               "(n_bins=) or more rows make it firmer." if self.prevalence is not None else
+               "(n_bins=) or more rows make it firmer." if self.reweighted else
                "there the bin ratios rest on few effective rows and their standard error is less reliable; "
                "use fewer bins (n_bins=) or more rows (docs/populations.md).")] if self.sparse_weight_share > 0.01
             else [])

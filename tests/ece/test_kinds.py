@@ -167,10 +167,8 @@ CONSUMERS = consumers()
 #: Functions outside the deciders that still test the kind, with the number of tests and why (this list must
 #: shrink; a new kind test anywhere in the package fails the test below).
 ALLOWED = {
-    "checks/evidence_table.py:_summary": (1, "the evidence table's own optional survival part (an EvidenceResult "
-                                             "has no kind object): its horizon replaces the classes"),
-    "checks/evidence_table.py:notes": (1, "the evidence table's own optional survival part: its notes"),
-    "checks/evidence_table.py:_dict": (1, "the evidence table's own optional survival part: its horizon key"),
+    "checks/evidence_table.py:at_horizon": (1, "the evidence table's own optional survival part (an EvidenceResult "
+                                               "has no kind object), asked once by its summary, notes and dict"),
     "reporting/html.py:build_context": (2, "the report's paragraphs shown once for several results; the function "
                                            "is being reshaped by the parameter-list work of issue 33 and is left "
                                            "to it"),
