@@ -36,7 +36,8 @@ import re
 import shlex
 import sys
 
-from calibtest.inputs.design import combinations_text
+from calibtest.inputs.design import Design, combinations_text
+from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import (DEFAULT_CHUNKSIZE, EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError,
                                OptionError, OptionTypeError, survival_refusal)
 
@@ -222,10 +223,8 @@ def _survival_options(args) -> dict:
 
 def _refuse_survival(args, command: str) -> None:
     """Refuse a survival outcome (``--horizon`` or a ``Surv(...)`` formula) where the subcommand has none."""
-    from calibtest.inputs.formula import is_survival_formula
-
     formulas = args.formula if isinstance(args.formula, list) else [args.formula]
-    if getattr(args, "horizon", None) is not None or any(is_survival_formula(f) for f in formulas):
+    if any(_design(args, "calib_ci", formula).survival for formula in formulas):
         raise survival_refusal(command, ci="'calibtest ci --horizon T --formula \"Surv(time, event) ~ risk\"'",
                                report="'calibtest report --horizon T'")
 
@@ -251,12 +250,23 @@ def _population_options(args) -> dict:
 _CI_ROW_OPTIONS = "--weights, --prevalence, --cluster, --horizon, a resampling --method or --null monte-carlo"
 
 
+def _design(args, analysis: str, formula=None) -> Design:
+    """The design of the command line's analysis (``formula``: one of its formulas, default ``--formula``), as the
+    front door ``analysis`` resolves it from the same options."""
+    formula = args.formula if formula is None else formula
+    by = getattr(args, "by", None)
+    inputs = Inputs(formula if isinstance(formula, str) else None, getattr(args, "file", None),
+                    weights=getattr(args, "weights", None), by=(by or None), cluster=getattr(args, "cluster", None))
+    settings = Settings(horizon=getattr(args, "horizon", None), prevalence=getattr(args, "prevalence", None),
+                        method=getattr(args, "method", "adjusted"), null=getattr(args, "null", "auto"))
+    return Design.resolve(analysis, inputs, settings)
+
+
 def _ci_needs_rows(args) -> bool:
-    """Whether ``ci``'s options need the rows in memory (see :data:`_CI_ROW_OPTIONS`); otherwise the file is
-    streamed, ``--by`` included (per-group bin sums): only the per-bin sums are kept, so memory is bounded by the
-    chunk size, not the file."""
-    return args.weights is not None or args.prevalence is not None or args.cluster is not None \
-        or args.horizon is not None or args.method != "adjusted" or args.null == "monte-carlo"
+    """Whether ``ci``'s options need the rows in memory (see :data:`_CI_ROW_OPTIONS`: the design's
+    ``needs_rows``); otherwise the file is streamed, ``--by`` included (per-group bin sums): only the per-bin sums
+    are kept, so memory is bounded by the chunk size, not the file."""
+    return _design(args, "calib_ci").needs_rows
 
 
 def _cmd_ci(args) -> int:
@@ -494,7 +504,8 @@ def _cmd_report(args) -> int:
     if reasons and plan is None:
         raise OptionError("--deviation-reason needs --plan: without a plan there is nothing to deviate from")
     streamed = args.chunksize is not None
-    if streamed and (args.compare or args.by or args.weights is not None or args.prevalence is not None):
+    design = _design(args, "calib_ci", args.formula[0] if isinstance(args.formula, list) else args.formula)
+    if streamed and (args.compare or design.grouped or design.weighted):
         raise OptionError("--chunksize streams the file, and --compare, --by, --weights and --prevalence need "
                           "its rows in memory: leave out --chunksize, or those options")
     df, chunks = _read_input(args, stream=streamed)

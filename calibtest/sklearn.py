@@ -508,7 +508,7 @@ class CalibrationErrorDisplay:
         style.update(normalize_kwargs(kwargs, Line2D))  # lw= replaces the default linewidth, not clashes with it
         self.errorbar_ = ax.errorbar(self.prob_pred, self.prob_true, yerr=yerr, **style)
         self.line_ = self.errorbar_.lines[0]
-        top1 = self.result_.mode == "top1"
+        top1 = self.result_.mode.top1
         info = f" (positive class: {self.pos_label})" if self.pos_label is not None and not top1 else ""
         level = f"{100 * (1 - self.result_.alpha):g}%"
         ax.set(xlabel="top-1 confidence" if top1 else f"mean predicted probability{info}",
@@ -738,9 +738,9 @@ class CrossValidatedCalibration(ResultDisplay):
         level = f"{100 * (1 - self.alpha):g}%"
         s = CalibSummary()
         s.add_title(f"Cross-validated calibration of {self.estimator_name}: {len(self.fold_results)} folds")
-        settings = {"Target:": "binary" if res.mode == "binary" else f"top-1 of {res.n_classes} classes",
+        settings = {"Target:": "binary" if res.mode.binary else f"top-1 of {res.n_classes} classes",
                     "No. observations:": res.n, "Level:": level}
-        if res.mode == "binary":
+        if res.mode.binary:
             settings["Positive class:"] = self.pos_label
         s.add_settings(settings)
         rows = [*self.fold_results, res]

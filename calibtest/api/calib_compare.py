@@ -35,11 +35,13 @@ import numpy as np
 import pandas as pd
 from scipy import special as _special
 
+from calibtest.checks.evidence_table import kind_flag
 from calibtest.display.format import fmt, fmt_p, model_name, p_equals
 from calibtest.inputs.validation import check_alpha, check_missing
 from calibtest.core.censoring import censoring_km, ipcw_outcome, km_influence
 from calibtest.core.clustered import cluster_cells, clustered_difference_variance, clustered_statistics
 from calibtest.core.difference_variance import DifferenceVariance, difference_variance
+from calibtest.core.targets import Target
 from calibtest.ece.build_result import estimate_in_memory
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
@@ -181,10 +183,9 @@ class ComparisonResult(ResultDisplay):
         else:
             notes.append(f"Unpaired comparison ({self.pairing}): independent evaluation sets, "
                          "Var = Var(T_A) + Var(T_B).")
-        clustering = None if self.result_a is None else self.result_a.clustering
-        if clustering is not None:
-            notes.append(f"Clustered rows ({clustering.n_clusters} clusters in A"
-                         + ("" if self.result_b is None or self.result_b.clustering is None else
+        if kind_flag(self.result_a, "clustered"):
+            notes.append(f"Clustered rows ({self.result_a.clustering.n_clusters} clusters in A"
+                         + ("" if not kind_flag(self.result_b, "clustered") else
                             f", {self.result_b.clustering.n_clusters} in B")
                          + "): each estimate is T_cl (pairs of rows of different clusters); the first order is the "
                          "cluster-robust variance of the cluster sums of the influence values (G / (G - 1)), the "
@@ -252,7 +253,7 @@ class ComparisonResult(ResultDisplay):
         smry.add_title("Comparison of calibration errors: Delta = ECE_A^2 - ECE_B^2")
         settings = {
             "Model A:": self.name_a, "Model B:": self.name_b,
-            "Mode:": self.mode + (f" (k = {self.k})" if self.mode == "topk" else ""),
+            "Mode:": str(self.mode) + (f" (k = {self.k})" if Target(self.mode).topk else ""),
             "Classes (K):": "2" if self.n_classes is None else str(self.n_classes),
             "No. obs. A:": str(self.n_a), "No. obs. B:": str(self.n_b),
             "Bins A / B:": f"{self.n_bins_a} / {self.n_bins_b}",
@@ -276,7 +277,7 @@ class ComparisonResult(ResultDisplay):
         side = {"two-sided": "two-sided", "greater": "one-sided (H1: Delta > 0)",
                 "less": "one-sided (H1: Delta < 0)"}[self.alternative]
         one = ("cluster-robust sqrt(V_1 + V_0) of calib_ci(cluster=)"
-               if getattr(self.result_a, "clustering", None) is not None else "sigma1 / sqrt(n) of calib_ci")
+               if kind_flag(self.result_a, "clustered") else "sigma1 / sqrt(n) of calib_ci")
         level = (f"{100 * (1 - alpha):g}% {side} normal interval for Delta: {ci}. The std err of "
                  f"ECE_A^2 and ECE_B^2 are the one-model {one}.")
         smry.add_notes([level] + self.notes())
@@ -400,7 +401,6 @@ class PairwiseComparisonResult(ResultDisplay):
 
 
 _VARIANCES = OPTIONS["variance"].choices
-_CUBE_MODES = ("binary", "top1", "topk")
 
 
 def _rows(res: CalibrationResult, which: str):
@@ -411,13 +411,10 @@ def _rows(res: CalibrationResult, which: str):
     if res.data is None or res.partition is None:
         raise ValueError(f"{which} holds no row-level data (result.data is None); calib_compare needs the "
                          "rows, so pass a result of calib_ci computed in memory")
-    if res.mode not in _CUBE_MODES:
-        raise ValueError(f"{which}: calib_compare supports the modes {_CUBE_MODES}, got {res.mode!r}")
+    if not res.mode.cube:
+        raise ValueError(f"{which}: calib_compare supports the modes {tuple(t.value for t in Target if t.cube)}, "
+                         f"got {res.mode!r}")
     return res.partition.inverse, res.data.u
-
-
-def _outcomes(res: CalibrationResult) -> np.ndarray:
-    return np.rint(res.data.u[:, 0] + res.data.z[:, 0])
 
 
 def _decide_pairing(a: CalibrationResult, b: CalibrationResult, paired) -> tuple[bool, str]:
@@ -432,30 +429,7 @@ def _decide_pairing(a: CalibrationResult, b: CalibrationResult, paired) -> tuple
         return False, "caller"
     if not same_n:
         return False, "different n"
-    if a.survival is not None:
-        if _same_follow_up(a, b):
-            return True, "identical times and events"
-        return False, "times or events differ"
-    if a.mode == "binary":
-        if np.array_equal(_outcomes(a), _outcomes(b)):
-            return True, "identical outcomes"
-        return False, "outcomes differ"
-    raise ValueError(
-        f"cannot tell whether two {a.mode} results with the same n = {a.n} share their rows: they hold only "
-        "each model's own correctness indicators, which differ between models on the same rows. Pass "
-        "paired=True (same rows, same order) or paired=False (independent evaluation sets), or use the "
-        "formula form calib_compare('y ~ p_a', 'y ~ p_b', data=df), which is paired")
-
-
-def _same_follow_up(a: CalibrationResult, b: CalibrationResult) -> bool:
-    """Whether two survival results hold the same times and events, row by row."""
-    return bool(np.array_equal(a.survival.time, b.survival.time) and np.array_equal(a.survival.event,
-                                                                                  b.survival.event))
-
-
-def _censored(res: CalibrationResult) -> bool:
-    """A survival result with rows censored before its horizon (an IPCW result, not the binary one)."""
-    return res.survival is not None and res.survival.n_censored > 0
+    return a.kind.shares_rows(b.kind)  # survival: the same times and events; binary: the same outcomes
 
 
 def survival_influence(res: CalibrationResult) -> np.ndarray:
@@ -494,7 +468,7 @@ def _survival_variance(a: CalibrationResult, b: CalibrationResult, paired: bool)
     difference's censoring term is phi(a^A - a^B)), or unpaired
     sigma1_A^2 / n_A + sigma1_B^2 / n_B.
     """
-    if paired and not _same_follow_up(a, b):
+    if paired and not a.kind.same_follow_up(b.kind):
         raise ValueError("a paired comparison of survival results needs the same times and events row by row (the "
                          "same patients in the same order)")
     var = difference_variance(a.partition.inverse, a.data.u, b.partition.inverse, b.data.u, paired=paired)
@@ -507,28 +481,9 @@ def _survival_variance(a: CalibrationResult, b: CalibrationResult, paired: bool)
 
 
 def _check_compatible(a: CalibrationResult, b: CalibrationResult):
-    if (a.survival is None) != (b.survival is None):
-        raise ValueError("compare two survival results (calib_ci(..., horizon=)) or two results without one, not "
-                         "one of each")
-    if a.survival is not None:
-        if a.survival.horizon != b.survival.horizon or a.survival.cause != b.survival.cause:
-            raise ValueError(f"the two survival results have different horizons or causes (t = "
-                             f"{a.survival.horizon:g} and {b.survival.horizon:g}); compare risks by the same "
-                             "horizon of the same event")
-    if a.weighting is not None or b.weighting is not None:
-        raise ValueError("calib_compare takes unweighted results: the difference variance of weighted "
-                         "estimates (weights=, prevalence=) is not implemented")
-    if (a.clustering is None) != (b.clustering is None):
-        raise ValueError("compare two clustered results (calib_ci(..., cluster=)) or two unclustered ones, not one "
-                         "of each")
-    if a.mode != b.mode:
-        raise ValueError(f"the two results have different modes ({a.mode!r} and {b.mode!r}); "
-                         "compare calibration errors of the same target")
-    if a.k != b.k:
-        raise ValueError(f"the two results have different k ({a.k} and {b.k}); compare the same top-k target")
-    if a.n_classes != b.n_classes:
-        raise ValueError(f"the two results have different numbers of classes (n_classes = {a.n_classes} and "
-                         f"{b.n_classes})")
+    refusal = a.kind.comparison_refusal(b.kind)  # survival or not, weighted, clustered or not, the same target
+    if refusal is not None:
+        raise ValueError(refusal)
 
 
 def _clustered_variance(a, b, paired: bool) -> tuple[float, float]:
@@ -553,10 +508,10 @@ def _clustered_variance(a, b, paired: bool) -> tuple[float, float]:
 def _compare_two(a, b, *, paired, pairing, alpha, alternative, variance, names) -> ComparisonResult:
     inv_a, u_a = _rows(a, "a")
     inv_b, u_b = _rows(b, "b")
-    if a.clustering is not None:
+    if a.kind.clustered:
         v1, v2 = _clustered_variance(a, b, paired)
         var = None
-    elif _censored(a) or _censored(b):
+    elif a.kind.censored or b.kind.censored:
         var = _survival_variance(a, b, paired)
         v1, v2 = var.first_order(variance), var.second_order
     else:
@@ -622,13 +577,11 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
                 labels = np.asarray(cluster)
                 cluster = labels[~mask] if labels.shape == mask.shape else labels
     options = {"n_classes": n_classes, "k": k, "n_bins": n_bins, "alpha": 0.05}  # as calib_ci records them
-    if survival is not None:
-        if cluster is not None:
-            raise ValueError("cluster= is not available with a survival outcome (horizon=)")
-        settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, env=env,
-                            call_options=options, **survival)
-        return [survival_calib_ci(Inputs(f, data), Design.resolve("calib_ci", Inputs(f, data), settings), settings)
-                for f in formulas]
+    settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, env=env, call_options=options,
+                        **(survival or {}))
+    design = Design.resolve("calib_ci", Inputs(formulas[0], data, cluster=cluster), settings)
+    if design.survival:  # one design for every formula; survival_calib_ci refuses cluster= with the table's reason
+        return [survival_calib_ci(Inputs(f, data), design, settings) for f in formulas]
     settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, env=env, null="asymptotic", call_options=options)
     return [estimate_in_memory(Inputs(f, data, cluster=cluster), settings) for f in formulas]
 

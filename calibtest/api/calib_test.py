@@ -199,11 +199,11 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     combine, partitions, R = (check_option(name, value) for name, value in
                               (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
-    if cluster is not None:
+    if design.clustered:
         check_options(cluster=cluster)
     if is_out_of_core(data):
         extra = {} if chunksize is None else {"chunksize": chunksize}
-        return _calib_test_stream(formula, data, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
+        return _calib_test_stream(formula, data, design, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
                                   rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
                                   missing=missing, eval_env=eval_env, by=by, **extra)
     gen, seed = resolve_seed(rng)
@@ -218,7 +218,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                         "spiegelhalter": None if spiegelhalter is None else bool(spiegelhalter),
                         "missing": missing if missing != "raise" else None,
                         "rng": seed if is_integer(seed) else None,
-                        "by": None if by is None else (by if by_names(by) else "<array>")},
+                        "by": (by if by_names(by) else "<array>") if design.grouped else None},
                              group_labels=group_labels)
     rows, target, call = prepared.rows, prepared.target, prepared.call
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
@@ -236,12 +236,14 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     return calib_test_rows(target, options, rng=gen, seed=seed, **bookkeeping)
 
 
-def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spiegelhalter, **options):
-    """:func:`calib_test` on a file path or a Dask DataFrame (:mod:`calibtest.streams.multiscale`)."""
+def _calib_test_stream(formula, data, design: Design, *, partitions, by, eval_env, n_bins, spiegelhalter,
+                       **options):
+    """:func:`calib_test` on a file path or a Dask DataFrame (:mod:`calibtest.streams.multiscale`); ``design`` is
+    the call's (grouped or not)."""
     if formula is None:
         raise TypeError("calib_test on a file path or Dask DataFrame needs a formula naming its columns, "
                         "e.g. 'y ~ p'")
-    if partitions != "equal-width" and by is not None:
+    if partitions != "equal-width" and design.grouped:
         raise OptionError(f"partitions={partitions!r} with by= is not available on a file or Dask DataFrame (each "
                           "group's equal-mass bins need the quantiles of its predictions): use "
                           "partitions='equal-width' with by=, or test each group's rows (a file per group, or "
@@ -251,7 +253,7 @@ def _calib_test_stream(formula, data, *, partitions, by, eval_env, n_bins, spieg
     if partitions != "equal-width":  # exact quantile edges in a few passes, then the draws
         return stream_calib_test_scales(data, formula, *_stream_bundles(options, resolve_env(eval_env), n_bins,
                                                                         partitions, spiegelhalter))
-    if by is not None:
+    if design.grouped:
         names = by_names(by)
         if not names:
             raise OptionError("by= on a file or Dask DataFrame must name its grouping columns (a column name or "

@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import fmt, mode_text
+from calibtest.display.format import fmt
 from calibtest.inputs.validation import check_alpha, check_memory, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.core.tcal import (DrawRun, _mc_decision, adaptive_scales, check_draws, default_draws,
                                  tcal_statistic_threshold)
 from calibtest.inputs.formula import resolve_env
@@ -205,7 +205,7 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
     smry = CalibSummary()
     smry.add_title("T-Cal test of calibration (consistency resampling)")
     smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
-                       "Mode:": mode_text(res.mode, res.k),
+                       "Mode:": Target(res.mode).text(res.k),
                        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
                        "No. observations:": str(res.n),
                        "Resamples (R):": f"{res.n_draws} (auto)" if res.draws_auto else str(res.n_draws),

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from calibtest.core.targets import Target
 from calibtest.display.format import ConclusionText, fmt, fmt_p, p_equals
 from calibtest.inputs.validation import OptionError, OptionTypeError, check_alpha, is_bool
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
@@ -788,9 +789,9 @@ def applicability_reason(key: str, mode, has_rows: bool, weighted: bool = False)
     each needs the rows and unweighted rows.
     """
     what = CRITERION_MEASURES[key]
-    allowed = ("binary", "top1") if key == "oe_within" else ("binary",)
-    if mode not in allowed:
-        target = {"top1": "top-1", "topk": "top-k", "full": "full calibration"}.get(mode, str(mode))
+    target = Target(mode)
+    if not (target.one_dimensional if key == "oe_within" else target.has_recalibration_measures):
+        target = {"top1": "top-1", "topk": "top-k", "full": "full calibration"}.get(target.value)
         needs = "a binary or top-1 target" if key == "oe_within" else "a binary outcome (one probability column)"
         return f"{what} is defined for {needs}; this result's target is {target}"
     if not has_rows:

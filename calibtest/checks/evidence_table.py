@@ -102,7 +102,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from calibtest.display.format import ConclusionText, fmt, fmt_interval, fmt_p, mode_text, p_equals
+from calibtest.display.format import ConclusionText, fmt, fmt_interval, fmt_p, p_equals
 from calibtest.inputs.validation import DEFAULT_DRAWS, DEFAULT_SEED, check_alpha, check_seed, is_integer
 from calibtest.checks.multiscale import CalibrationTestResult, MultiScaleOptions, calib_test_rows, smallest_pvalue_text
 from calibtest.core.binstats import debiased_statistic, sigma1_sq, sigma1_sq_quadratic
@@ -111,13 +111,14 @@ from calibtest.core.conditional import (conditional_bin_sums, conditional_moment
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
+from calibtest.core.targets import Target
 from calibtest.checks.hosmer_lemeshow import HosmerLemeshowResult, _from_result
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text, null_name, null_text, part
 from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidence, result_survival_evidence
 from calibtest.checks.val_prob import ValProbResult, val_prob
 
 __all__ = ["ImpossibleOutcomes", "impossible_outcomes",
-           "EvidenceResult", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
+           "EvidenceResult", "kind_flag", "build_evidence", "assemble_evidence", "assemble_clustered_evidence", "evidence_seed",
            "conclude", "result_conclusion", "ConfidenceDirection", "confidence_direction", "short_verdict",
            "figure_verdict", "result_hosmer_lemeshow", "result_val_prob", "build_survival_evidence",
            "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS", "SURVIVAL_EVIDENCE_ROWS", "EVIDENCE_SEED"]
@@ -195,9 +196,10 @@ class ImpossibleOutcomes:
         """What was counted, in words: ``"2 wrong answers at stated confidence 1.0"``."""
         def n_of(k, one, many):
             return f"{k} {one if k == 1 else many}"
-        if self.mode == "top1":
+        target = Target(self.mode)
+        if target.top1:
             parts = [n_of(self.at_one, "wrong answer", "wrong answers") + " at stated confidence 1.0"]
-        elif self.mode == "binary":
+        elif target.binary:
             parts = [n_of(self.at_zero, "event", "events") + " at a stated risk of 0",
                      n_of(self.at_one, "non-event", "non-events") + " at a stated risk of 1"]
             parts = [t for t, k in zip(parts, (self.at_zero, self.at_one)) if k]
@@ -226,7 +228,7 @@ def impossible_outcomes(res) -> ImpossibleOutcomes | None:
         the horizon is unknown for rows censored before it).
     """
     data = getattr(res, "data", None)
-    if data is None or getattr(res, "survival", None) is not None:
+    if data is None or kind_flag(res, "survival_outcome"):
         return None
     z = np.asarray(data.z, dtype=np.float64)
     event = np.asarray(data.y, dtype=np.float64) > 0.5  # y = u + z, 0/1 up to rounding
@@ -345,6 +347,12 @@ class EvidenceResult(ResultDisplay):
     design_hl: object | None = field(default=None, repr=False)  # clustered rows: the design-based HL test
 
     @property
+    def at_horizon(self) -> bool:
+        """The evidence on a survival outcome at a horizon (its ``survival`` part): no label draws, the horizon in
+        place of the classes, the survival notes."""
+        return self.survival is not None
+
+    @property
     def impossible(self) -> ImpossibleOutcomes | None:
         """The rows impossible under calibration (:func:`impossible_outcomes` of the interval's rows), or None."""
         return None if self.interval is None else impossible_outcomes(self.interval)
@@ -375,14 +383,14 @@ class EvidenceResult(ResultDisplay):
         smry = CalibSummary()
         smry.add_title("Evidence on calibration: all tests on the same rows")
         settings = {"Model:": model_text(self.formula, self.y_name, self.prob_names),
-                    "Mode:": mode_text(self.mode, self.k), "No. observations:": str(self.n),
+                    "Mode:": Target(self.mode).text(self.k), "No. observations:": str(self.n),
                     "Classes (K):": "2" if self.n_classes is None else str(self.n_classes),
                     "Alpha:": fmt(self.alpha),
                     "Seed:": "Generator" if self.seed == "Generator" else fmt(self.seed),
                     "Verdict:": self.verdict}
         if self.impossible is not None:
             settings["Impossible rows:"] = self.impossible.sentence()
-        if self.survival is not None:  # no label draws; the horizon instead of the classes
+        if self.at_horizon:  # no label draws; the horizon instead of the classes
             del settings["Seed:"], settings["Classes (K):"]
             settings["Mode:"] = f"survival at the horizon t = {fmt(self.survival.horizon)}"
         smry.add_settings(settings)
@@ -426,7 +434,7 @@ class EvidenceResult(ResultDisplay):
         if self.scope:
             notes.append(self.scope)
         if self.test is None:  # a survival result with rows censored before the horizon
-            return notes + ([] if self.survival is None else self.survival.notes()) + (
+            return notes + (self.survival.notes() if self.at_horizon else []) + (
                 [f"{self.n_dropped} rows with missing values were dropped (missing='drop')."] if self.n_dropped
                 else [])
         if self.test.n_clusters is not None:
@@ -462,7 +470,7 @@ class EvidenceResult(ResultDisplay):
                 out[f"{key}_{col}"] = row[col]
         for col in self.sensitivity.columns:
             out[f"sensitivity_{col}"] = self.sensitivity[col].tolist()
-        if self.survival is not None:
+        if self.at_horizon:
             out["horizon"] = self.survival.horizon
         return out
 
@@ -562,6 +570,12 @@ class ConfidenceDirection:
                 f"{fmt(self.mean_confidence, 3)} ({ci}, excludes 0).")
 
 
+def kind_flag(res, flag: str) -> bool:
+    """A flag of the kind of ``res`` (``"weighted"``, ``"clustered"``, ``"survival_outcome"``, ``"censored"``,
+    :class:`calibtest.ece.kinds.AnalysisKind`), False for an object without a kind (not a CalibrationResult)."""
+    return bool(getattr(getattr(res, "kind", None), flag, False))
+
+
 def confidence_direction(res, alpha: float | None = None) -> ConfidenceDirection | None:
     """Whether a top-1 result is overconfident or underconfident: the one function that writes those words.
 
@@ -584,7 +598,7 @@ def confidence_direction(res, alpha: float | None = None) -> ConfidenceDirection
         have CITL and the slope; top-k and full calibration have no single
         confidence).
     """
-    if res.mode != "top1" or res.k != 1 or res.bin_stats is None or getattr(res, "weighting", None) is not None:
+    if not Target(res.mode).top1 or res.k != 1 or res.bin_stats is None or kind_flag(res, "weighted"):
         return None
     alpha = res.alpha if alpha is None else alpha
     stats = res.bin_stats
@@ -680,8 +694,8 @@ def conclude(res, alpha: float | None = None, evidence: dict | None = None) -> t
     impossible = impossible_outcomes(res)
     if impossible is not None:  # certain: it decides the verdict, whatever the tests say
         verdict, text, reasons = "evidence", f"{_refutation(res, impossible)} {text}", (*reasons, "impossible")
-    clustering = getattr(res, "clustering", None)
-    if clustering is not None:  # the clustered evidence (calibtest.checks.evidence_clustered): say what it allows for
+    if kind_flag(res, "clustered"):  # the clustered evidence (calibtest.checks.evidence_clustered): say what it allows for
+        clustering = res.clustering
         text += (f" Every test and interval here allows for correlation of the rows within each of the "
                  f"{clustering.n_clusters} clusters (clusters independent)"
                  + (f"; with only {clustering.n_clusters} clusters read them as exploratory." if clustering.few
@@ -877,7 +891,7 @@ def _single_scale(data, n_bins: int, alpha: float, null: str, rng, n_draws: int)
     stats = part.bin_sums(data)
     n = stats.n
     t = debiased_statistic(stats, n)
-    s1 = sigma1_sq_quadratic(stats) if data.mode == "full" else sigma1_sq(stats, n)
+    s1 = sigma1_sq_quadratic(stats) if data.mode.full_calibration else sigma1_sq(stats, n)
     volume, sigma0_sq = cell_geometry(data.mode, data.k, data.n_classes, part.n_bins)
     _, pvalue = null_test(t, n, volume, sigma0_sq)
     threshold = null_threshold(alpha, sigma0_sq, n, volume)
@@ -887,7 +901,7 @@ def _single_scale(data, n_bins: int, alpha: float, null: str, rng, n_draws: int)
             pvalue = cond.pvalue
         else:
             pvalue = monte_carlo_test(data.z, part.inverse, label_classes(data), n=data.n, n_draws=n_draws,
-                                      rng=rng, complete=data.mode == "full").pvalue
+                                      rng=rng, complete=data.mode.full_calibration).pvalue
         threshold = math.inf if pvalue > alpha else -math.inf
     iv = adjusted_interval(t, math.sqrt(s1 / n), threshold, alpha)
     return {"n_bins": int(part.n_bins), "T": float(t), "lower": float(iv.lower), "upper": float(iv.upper),
@@ -1028,7 +1042,7 @@ def _build_evidence(res, alpha: float, rng) -> EvidenceResult:
         scope = " ".join(missing)
     else:
         scope = (f"Hosmer-Lemeshow, Spiegelhalter's z, CITL and the calibration slope apply to one probability "
-                 f"column (binary or top-1); for {mode_text(res.mode, res.k)} the evidence is the multi-scale "
+                 f"column (binary or top-1); for {Target(res.mode).text(res.k)} the evidence is the multi-scale "
                  "test and the interval.")
     return assemble_evidence(res, alpha, seed, test=test, hl=hl, vp=vp, sens=_sensitivity(res, alpha, rng),
                              scope=scope)

@@ -294,9 +294,9 @@ def _from_result(result, groups: int, validation: str = "external") -> HosmerLem
     validation = check_option("validation", validation)
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
-    weighting = getattr(result, "weighting", None)
     weights = partition = None
-    if weighting is not None:
+    if getattr(getattr(result, "kind", None), "weighted", False):
+        weighting = result.weighting
         if weighting.case_weights is None:
             raise ValueError("this result is weighted by prevalence: its weights depend on the outcome, so the "
                              "Hosmer-Lemeshow statistic has no chi-squared reference")
@@ -310,7 +310,7 @@ def _from_result(result, groups: int, validation: str = "external") -> HosmerLem
 def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, weights=None, partition=None,
                      **bookkeeping) -> HosmerLemeshowResult:
     """The test on the rows ``data`` of a 1-dim target; ``stats`` are their sums on the B cubes."""
-    if data.k != 1 or data.mode not in ("binary", "top1"):
+    if data.k != 1 or not data.mode.one_dimensional:
         raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
     if not is_integer(groups):
         raise OptionTypeError(f"groups must be an integer, got {groups!r}")
@@ -348,7 +348,8 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
     estimates = dict(plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
                      plugin_estimate_groups=plugin_statistic(gstats, n),
                      debiased_estimate_groups=debiased_statistic(gstats, n))
-    if weights is not None:
+    weighted = weights is not None  # case weights of the rows (None: unweighted)
+    if weighted:
         w_g = np.bincount(inverse, weights=weights, minlength=groups)
         w2_g = np.bincount(inverse, weights=weights * weights, minlength=groups)
         obs = np.bincount(inverse, weights=weights * y, minlength=groups)
@@ -375,4 +376,4 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
         statistic=statistic, pvalue=p_ext if external else p_dev,
         df=groups if external else groups - 2, pvalue_df_groups=p_ext, pvalue_df_groups_minus_2=p_dev,
         validation=validation, groups=groups, table=table, **estimates, n=n, n_bins=n_bins, mode=data.mode,
-        weighted=weights is not None, **bookkeeping)
+        weighted=weighted, **bookkeeping)

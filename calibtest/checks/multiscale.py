@@ -116,14 +116,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calibtest.display.format import Call, fmt, mode_text
+from calibtest.display.format import Call, fmt
 from calibtest.inputs.validation import DEFAULT_DRAWS, check_memory, is_integer, resolve_seed
 from calibtest.core.binning import auto_n_bins
 from calibtest.core.clustered import cluster_cells, clustered_statistics, flip_draws, flipped_statistic
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text
 
@@ -187,7 +187,7 @@ def check_partitions(partitions: str, mode: str) -> str:
     the table of options (``partitions``); this adds its interplay with the target.
     """
     partitions = check_option("partitions", partitions)
-    if mode not in ("binary", "top1") and partitions != "equal-width":
+    if not Target(mode).one_dimensional and partitions != "equal-width":
         raise OptionError(f"partitions={partitions!r} needs a 1-dim prediction (binary or top-1 target); the "
                          f"{mode} target bins a vector in dimension >= 2, where quantiles do not define bins: "
                          f"use partitions='equal-width' (the default)")
@@ -202,7 +202,7 @@ def check_spiegelhalter(spiegelhalter: bool | None, mode: str) -> bool:
     The value itself is checked by the table of options (``spiegelhalter``).
     """
     spiegelhalter = check_option("spiegelhalter", spiegelhalter)
-    one_dim = mode in ("binary", "top1")
+    one_dim = Target(mode).one_dimensional
     if spiegelhalter is None:
         return one_dim
     if spiegelhalter and not one_dim:
@@ -399,7 +399,7 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     smry.add_title("Multi-scale test of calibration (cluster sign-flip)" if clustered else
                    "Multi-scale test of calibration (conditional Monte Carlo)")
     smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
-                       "Mode:": mode_text(res.mode, res.k),
+                       "Mode:": Target(res.mode).text(res.k),
                        "Classes (K):": "2" if res.n_classes is None else str(res.n_classes),
                        "No. observations:": str(res.n),
                        **({"Clusters (G):": str(res.n_clusters),
@@ -573,10 +573,10 @@ def calib_test_rows(target: PreparedData, options: MultiScaleOptions = MultiScal
     spiegelhalter = options.spiegelhalter
     draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], observed, n=target.n,
                               n_draws=options.n_draws, rng=seed if is_integer(seed) else rng,
-                              complete=target.mode == "full", spiegelhalter=spiegelhalter)
+                              complete=target.mode.full_calibration, spiegelhalter=spiegelhalter)
 
     def sign_of(i: int) -> int:  # the point-mass scales (rare): z is the limit of (T - 0) / sd
-        return point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode == "full")
+        return point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=target.mode.full_calibration)
 
     scales = ScaleDraws(labels, draws.statistic, draws.null_draws, sd, sign_of,
                         draws.spiegelhalter if spiegelhalter else None,

@@ -686,7 +686,7 @@ def result_survival_evidence(res, alpha: float | None = None) -> SurvivalEvidenc
         For a result without a survival outcome or without its rows, and when
         the survival evidence cannot be computed (its message says why).
     """
-    if getattr(res, "survival", None) is None or res.data is None:
+    if not getattr(getattr(res, "kind", None), "survival_outcome", False) or res.data is None:
         raise ValueError("the survival evidence needs a survival result (horizon=) holding its rows")
     alpha = res.alpha if alpha is None else check_alpha(alpha)
     surv = res.survival

@@ -12,6 +12,7 @@ Three targets (``docs/conventions.md``, "Calibration targets"):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import Enum
 
 import numpy as np
 
@@ -20,11 +21,95 @@ from calibtest.options import OPTIONS, OptionError, check_option, is_integer
 #: The ``k`` of top-k mode: the table's ``k`` option without ``'full'`` (full mode is prepared apart) and None.
 _TOP_K = replace(OPTIONS["k"], choices=(), nullable=False)
 
-__all__ = ["PreparedData", "prepare", "prepare_full", "is_full_request", "prepare_target",
+__all__ = ["Target", "PreparedData", "prepare", "prepare_full", "is_full_request", "prepare_target",
            "ROW_SUM_TOL"]
 
 #: Rows of a probability matrix must sum to 1 within this absolute tolerance.
 ROW_SUM_TOL = 1e-6
+
+
+class Target(str, Enum):
+    """The calibration target of an analysis: what a consumer asks of it, decided here and nowhere else.
+
+    A ``str`` (it equals ``"binary"``, ``"top1"``, ``"topk"`` or ``"full"``,
+    and prints, formats, hashes and serialises to JSON as that string), so
+    every text and ``to_dict()`` stays what it was; consumers ask its
+    properties (:attr:`one_dimensional`, :attr:`full_calibration`, ...) in
+    place of comparing strings.
+    """
+
+    BINARY = "binary"
+    TOP1 = "top1"
+    TOPK = "topk"
+    FULL = "full"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    @property
+    def binary(self) -> bool:
+        """p = P(y = 1) of a binary outcome: the target of CITL, the calibration slope and val.prob."""
+        return self is Target.BINARY
+
+    @property
+    def top1(self) -> bool:
+        """The top-1 confidence of a K-class prediction (a binary outcome: the prediction is correct)."""
+        return self is Target.TOP1
+
+    @property
+    def topk(self) -> bool:
+        """The sorted top-k probabilities (1 < k < K)."""
+        return self is Target.TOPK
+
+    @property
+    def full_calibration(self) -> bool:
+        """The whole probability vector (k = K): the simplex partition, the complete label law of each row."""
+        return self is Target.FULL
+
+    @property
+    def one_dimensional(self) -> bool:
+        """One probability of a binary event (binary or top-1): the tests of binary outcomes apply (O/E, the
+        Hosmer-Lemeshow test, the multi-scale test, label draws of one Bernoulli per row)."""
+        return self in (Target.BINARY, Target.TOP1)
+
+    @property
+    def cube(self) -> bool:
+        """Binned on the unit cube (binary, top-1, top-k), not on the simplex."""
+        return self is not Target.FULL
+
+    @property
+    def has_recalibration_measures(self) -> bool:
+        """CITL and the calibration slope exist (a binary outcome modelled by p)."""
+        return self is Target.BINARY
+
+    def text(self, k: int | None = None) -> str:
+        """The target's short name (summaries), with ``(k = ...)`` for top-k."""
+        return _TARGET_WORDS[self][0] + (f" (k = {k})" if self is Target.TOPK else "")
+
+    @property
+    def description(self) -> str:
+        """The sentence describing the target (reports)."""
+        return _TARGET_WORDS[self][1]
+
+    @property
+    def event_words(self) -> str:
+        """What an event of the target is, in words (binary and top-1)."""
+        return "events (y = 1)" if self is Target.BINARY else "events (top-1 prediction correct)"
+
+
+#: Each calibration target: a short name (summaries) and a sentence (reports).
+_TARGET_WORDS = {
+    Target.BINARY: ("binary (E[y | p] = p)", "calibration of p = P(y = 1): E[y | p] = p"),
+    Target.TOP1: ("top-1 confidence", "confidence calibration: P(correct | confidence) = confidence"),
+    Target.TOPK: ("top-1-to-k", "top-1-to-k calibration of the sorted top-k probability vector"),
+    Target.FULL: ("full (canonical, k = K)", "full (canonical) calibration of the whole probability vector"),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,8 +122,8 @@ class PreparedData:
         The binned prediction vector (p, the confidence, or the sorted top-k).
     u : ndarray, shape (n, d)
         U = Y - Z.
-    mode : str
-        ``binary``, ``top1`` or ``topk``.
+    mode : Target
+        ``binary``, ``top1``, ``topk`` or ``full`` (a string given is made a :class:`Target`).
     k : int
         Dimension d of the binned vector (1 for binary and top-1).
     n_classes : int or None
@@ -47,9 +132,12 @@ class PreparedData:
 
     z: np.ndarray
     u: np.ndarray
-    mode: str
+    mode: Target
     k: int
     n_classes: int | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Target(self.mode))
 
     @property
     def n(self) -> int:

@@ -1,4 +1,4 @@
-"""Display helpers shared by every result type: numbers, JSON, mode names, model names, calls, hashes.
+"""Display helpers shared by every result type: numbers, JSON, model names, calls, hashes.
 
 Results store exact numbers; these helpers round only when something is
 rendered (summaries, reports, the CLI).  This module imports only numpy and
@@ -14,27 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-__all__ = ["fmt", "fmt_p", "json_safe", "MODES", "mode_text", "mode_description", "model_name", "Call", "record_call", "describe_data",
+__all__ = ["fmt", "fmt_p", "json_safe", "model_name", "Call", "record_call", "describe_data",
            "sha256_file", "ConclusionText",
            "fmt_interval", "interval_verdict"]
-
-#: Each calibration target: a short name (summaries) and a sentence (reports).
-MODES = {
-    "binary": ("binary (E[y | p] = p)", "calibration of p = P(y = 1): E[y | p] = p"),
-    "top1": ("top-1 confidence", "confidence calibration: P(correct | confidence) = confidence"),
-    "topk": ("top-1-to-k", "top-1-to-k calibration of the sorted top-k probability vector"),
-    "full": ("full (canonical, k = K)", "full (canonical) calibration of the whole probability vector"),
-}
-
-
-def mode_text(mode: str, k: int | None = None) -> str:
-    """The short name of a target, with ``(k = ...)`` for top-k."""
-    return MODES[mode][0] + (f" (k = {k})" if mode == "topk" else "") if mode in MODES else mode
-
-
-def mode_description(mode: str) -> str:
-    """The sentence describing a target (reports)."""
-    return MODES[mode][1] if mode in MODES else mode
 
 
 def fmt(x, digits: int = 6) -> str:

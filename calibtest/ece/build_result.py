@@ -309,7 +309,7 @@ def estimate_rows(data: PreparedData, partition: Partition, settings: Settings, 
         conditional = conditional_test(t, conditional_moments(sums, data.n), alpha)
     if null != "asymptotic" and null_law(null, conditional) == "monte carlo":
         monte_carlo = monte_carlo_test(data.z, partition.inverse, label_classes(data), n=data.n,
-                                       n_draws=settings.n_null_draws, rng=rng, complete=data.mode == "full")
+                                       n_draws=settings.n_null_draws, rng=rng, complete=data.mode.full_calibration)
     if method != "adjusted":
         resampling = resampling_interval(binned_rows(partition, data.u), method, alpha=alpha, estimate=t,
                                          n_resamples=settings.n_resamples, rng=rng, progress=settings.progress)
@@ -403,8 +403,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
     n_null_draws = settings.n_null_draws
     base = weights
     pi_hat = None
-    if prevalence is not None:
-        if data.mode not in ("binary", "top1"):
+    reweighted = prevalence is not None  # the one test of the weighting: outcome-dependent (prevalence) weights
+    if reweighted:
+        if not data.mode.one_dimensional:
             raise ValueError(f"prevalence= applies to the binary and top-1 modes (an event is y = 1, or a "
                              f"correct top-1 prediction), not to mode {data.mode!r}")
         events = np.rint(data.y[:, 0]) == 1
@@ -413,9 +414,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
         case = np.ones(data.n) if base is None else base
         partition = prevalence_partition(data, partition, a_w * case, b_w * case,
                                          prevalence_event_prob(data.z[:, 0], a_w, b_w))
-    kind = ("case weights" if prevalence is None else
+    kind = ("case weights" if not reweighted else
             "prevalence" if base is None else "case weights and prevalence")
-    jackknife = prevalence is not None   # outcome-dependent weights: the ratio T_w is biased, see below
+    jackknife = reweighted   # outcome-dependent weights: the ratio T_w is biased, see below
     ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife)
     n = data.n
     stats = partition.bin_sums(data)
@@ -439,13 +440,13 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
     p_normal = pvalue
     monte_carlo, null_method, multipliers = None, "normal", None
     threshold_rule = math.inf if no_error else threshold  # 0 joins the interval iff the test does not reject
-    if null == "monte-carlo" or prevalence is not None or (null == "auto" and data.z.shape[1] == 1):
+    if null == "monte-carlo" or reweighted or (null == "auto" and data.z.shape[1] == 1):
         if data.z.shape[1] != 1:
             raise ValueError(f"the weighted Monte Carlo null draws one outcome per row (binary and top-1 "
                              f"modes), not mode {data.mode!r}; use null='asymptotic' with case weights")
         gen, seed = resolve_seed(rng)
         case = np.ones(n) if base is None else base
-        if prevalence is None:
+        if not reweighted:
             w_event = w_non = case
             q = data.z[:, 0]
         else:
@@ -481,9 +482,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
                           mean_outcome=(sum_wz + sum_wu) / pos,
                           sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
                           interval_multipliers=multipliers,
-                          case_weights=None if prevalence is not None else _read_only(weights))
+                          case_weights=None if reweighted else _read_only(weights))
     more_reasons = ()
-    if prevalence is not None and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
+    if reweighted and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
         more_reasons = (f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective "
                         f"size (sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g}: with prevalence weights the "
                         "interval's coverage of a small ECE is approximate there (measured in "
@@ -494,7 +495,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
                           singleton_fraction=singleton_fraction(stats.count))
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=data.mode, k=data.k,
                                                second_order_variance=None, more_reasons=more_reasons)
-    bin_rule = partition.bin_rule if prevalence is not None and partition.n_bins_rule == "auto" else None
+    bin_rule = partition.bin_rule if reweighted and partition.n_bins_rule == "auto" else None
     return CalibrationResult.from_estimates(
         stats, estimates, bins=BinChoice(partition.n_bins, partition.n_bins_rule, bin_rule, partition),
         target=CalibrationTarget(data.mode, data.k, data.n_classes), null=NullChoice(null, monte_carlo=monte_carlo),
@@ -573,12 +574,13 @@ def clustered_null(null: str) -> str:
     return "asymptotic" if null == "asymptotic" else "sign-flip"
 
 
-def check_clustered_options(method: str, weights, prevalence) -> None:
-    """Refuse what the clustered estimate does not support: resampling intervals, weights, prevalence."""
+def check_clustered_options(method: str, weighted: bool) -> None:
+    """Refuse what the clustered estimate does not support: resampling intervals, weights or a prevalence
+    (``weighted``: the design's weighting)."""
     if method != "adjusted":
         raise OptionError(f"cluster= supports method='adjusted' (the cluster-robust adjusted interval), not "
                           f"method={method!r}: the resampling baselines resample independent rows")
-    if weights is not None or prevalence is not None:
+    if weighted:
         raise OptionError("cluster= cannot be combined with weights= or prevalence= (a weighted clustered "
                           "estimator is not implemented)")
 
@@ -631,7 +633,7 @@ def estimate_clustered(data: PreparedData, partition: Partition, clusters: Clust
                           asymptotic=None if kind == "asymptotic" else (inference.zstat, inference.asymptotic_pvalue),
                           singleton_fraction=singleton_fraction(stats.count))
     measures = None
-    if data.mode in ("binary", "top1"):
+    if data.mode.one_dimensional:
         measures = cluster_robust_measures(data.y[:, 0], data.z[:, 0], clusters.codes, alpha)
     clustering = Clustering(name=clusters.name, n_clusters=G, sizes=clusters.sizes,
                             linear_variance=st.linear_variance, null_variance=st.null_variance, null=kind,
@@ -683,11 +685,11 @@ def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None
     s, null = settings, settings.null
     options = dict(s.call_options)
     if design.clustered:
-        check_clustered_options(s.method, inputs.weights, s.prevalence)
+        check_clustered_options(s.method, design.weighted)
         clustered_null(null)
         if null != "auto":
             options["null"] = null
-    if design.weighting is not None:
+    if design.weighted:
         options.update({"weights": None, "prevalence": s.prevalence})  # the weights' name filled in below
     prepared = prepare_input("calib_ci", inputs.replace(by=None), s, options=options)
     rows, target, call = prepared.rows, prepared.target, prepared.call
@@ -697,7 +699,7 @@ def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None
     if design.clustered:
         return estimate_clustered(target, partition, prepared.clusters, alpha=s.alpha, null=null, rng=s.rng,
                                   n_null_draws=s.n_null_draws, call=call, **bookkeeping)
-    if design.weighting is not None:
+    if design.weighted:
         check_weighted_options(null, s.method)
         return estimate_weighted(target, partition, prepared.weights, s, weights_name=prepared.weights_name,
                                  call=call, **bookkeeping)

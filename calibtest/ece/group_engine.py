@@ -50,7 +50,7 @@ from statsmodels.stats.multitest import multipletests
 from calibtest.display.format import Call, fmt, json_safe, p_equals
 from calibtest.inputs.validation import OptionError, row_values
 from calibtest.core.clustered import MIN_CLUSTERS
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text, short_name
 
 __all__ = ["GLOBAL_METHODS", "Grouping", "GroupedResult", "make_grouping", "grouping_of", "group_labels", "levels",
@@ -261,7 +261,7 @@ def subset_rows(target: PreparedData, idx: np.ndarray) -> PreparedData:
 
 def _events(sub: PreparedData) -> int | None:
     """Rows whose (first) outcome indicator is 1 (binary and top-1 targets; None for the others)."""
-    if sub.z.shape[1] == 1 or sub.mode in ("binary", "top1"):
+    if sub.z.shape[1] == 1 or sub.mode.one_dimensional:
         return int(np.rint(sub.y[:, 0]).sum())
     return None
 
@@ -276,7 +276,7 @@ def skip_reason(sub: PreparedData, single_class: bool = True) -> str | None:
     return skip_reason_counts(sub.n, _events(sub) if sub.n else None, sub.mode, single_class)
 
 
-def skip_reason_counts(n: int, events: int | None, mode: str, single_class: bool = True) -> str | None:
+def skip_reason_counts(n: int, events: int | None, mode: Target, single_class: bool = True) -> str | None:
     """:func:`skip_reason` from a group's row and event counts (``events`` None: not a binary or top-1 target)."""
     if n == 0:
         return "no rows"
@@ -284,7 +284,7 @@ def skip_reason_counts(n: int, events: int | None, mode: str, single_class: bool
         return "a single row"
     if single_class and events is not None and events in (0, n):
         outcome = "1" if events else "0"
-        what = "correct" if mode == "top1" else "outcome"
+        what = "correct" if Target(mode).top1 else "outcome"
         return (f"a single outcome class: every {what} is {outcome} in {n} rows, so the group's "
                 "calibration cannot be separated from its predictions' level")
     return None

@@ -80,11 +80,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, mode_text, p_equals
+from calibtest.checks.evidence_table import kind_flag
+from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, p_equals
 from calibtest.inputs.validation import check_choice, resolve_seed
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
@@ -309,7 +310,7 @@ class GroupedCalibrationResult(GroupedResult):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
                           alpha=self.alpha if alpha is None else alpha,
-                          clustered=getattr(self.pooled, "clustering", None) is not None)
+                          clustered=kind_flag(self.pooled, "clustered"))
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -346,16 +347,16 @@ class GroupedCalibrationResult(GroupedResult):
             return f"Heterogeneity (equal ECE^2 in every group): not computed, {self.heterogeneity_note}."
         return (f"Heterogeneity (equal ECE^2 in every group): Cochran's Q = {fmt(self.heterogeneity_statistic, 4)} "
                 f"on {self.heterogeneity_df} df, {p_equals(self.heterogeneity_pvalue, 4)} "
-                + ("(variances: each group's cluster-robust se^2 of T_cl)." if getattr(self.pooled, "clustering", None)
-                   is not None else "(variances at the pooled ECE^2 of H0: second-order plus the first-order part "
+                + ("(variances: each group's cluster-robust se^2 of T_cl)." if kind_flag(self.pooled, "clustered")
+                   else "(variances at the pooled ECE^2 of H0: second-order plus the first-order part "
                    "at that ECE^2, valid also when every group is calibrated)."))
 
     def notes(self) -> list[str]:
         """Notes of the summary footer."""
         notes = self._global_notes() + [self.heterogeneity_text()]
         used = set(self.table["null"].dropna())
-        clustering = getattr(self.pooled, "clustering", None)
-        if clustering is not None:  # clusters nested in the groups: every group's numbers are the clustered ones
+        if kind_flag(self.pooled, "clustered"):  # clusters nested in the groups: every group's numbers are the clustered ones
+            clustering = self.pooled.clustering
             what = f"column {clustering.name!r}" if clustering.name else "given as an array"
             notes.append(f"Clustered rows ({clustering.n_clusters} clusters, {what}, nested in the groups): each "
                          "group's interval and test are the clustered ones on its own clusters (T_cl, a "
@@ -390,8 +391,8 @@ class GroupedCalibrationResult(GroupedResult):
 
     def _settings(self) -> dict:
         return {"Model:": model_text(self.formula, self.y_name, self.prob_names),
-                "Mode:": ("survival at a horizon (binary 1{T <= t})" if getattr(self.pooled, "survival", None)
-                          is not None else mode_text(self.mode, self.k)), "Groups by:": " x ".join(self.by),
+                "Mode:": ("survival at a horizon (binary 1{T <= t})" if kind_flag(self.pooled, "survival_outcome")
+                          else Target(self.mode).text(self.k)), "Groups by:": " x ".join(self.by),
                 "Groups:": f"{self.n_analysed} analysed of {self.n_groups}",
                 "Alpha:": fmt(self.alpha), "Null:": self.null}
 
@@ -436,7 +437,7 @@ class GroupedCalibrationResult(GroupedResult):
         if measures is not None:
             lead.append(f"CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
                         f"slope (1) and O/E (observed / expected events, 1) with their {level} "
-                        f"{'cluster-robust' if getattr(self.pooled, 'clustering', None) is not None else 'Wald'} "
+                        f"{'cluster-robust' if kind_flag(self.pooled, 'clustered') else 'Wald'} "
                         "intervals: "
                         "each group judged by every measure.")
         smry.add_notes(lead + self.notes() + self._meta_notes())
@@ -498,7 +499,7 @@ class GroupedCalibrationResult(GroupedResult):
 
 def _events(res: CalibrationResult) -> int:
     """Rows whose (first) outcome indicator is 1 (a survival result: its events by the horizon, not IPCW outcomes)."""
-    if getattr(res, "survival", None) is not None:
+    if res.kind.survival_outcome:
         return int(res.survival.n_events)
     return int(np.rint(res.data.y[:, 0]).sum()) if res.data is not None else -1
 
@@ -546,7 +547,7 @@ def calibration_measures(res: CalibrationResult) -> dict:
     the table) for weighted rows, several probability columns and streamed
     groups (whose rows were not kept).
     """
-    if res.data is None or res.data.z.shape[1] != 1 or res.weighting is not None:
+    if res.data is None or res.data.z.shape[1] != 1 or res.kind.weighted:
         return {}
     return calibration_measures_rows(res.data.z[:, 0], np.rint(res.data.y[:, 0]), res.alpha)
 
@@ -644,7 +645,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     s, null, by = settings, settings.null, inputs.by
     if design.clustered:
         return _grouped_clustered(inputs, s.replace(null="auto" if null is None else null), global_method)
-    weighted = design.weighting is not None
+    weighted = design.weighted
     if null is None:
         null = "auto" if weighted else "conditional"
     if weighted:
@@ -660,7 +661,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     pi_hat = None
     if prevalence is not None:  # the design's sampling fractions: the whole sample's prevalence
-        if target.mode not in ("binary", "top1"):
+        if not target.mode.one_dimensional:
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
     bookkeeping = dict(formula=inputs.formula, y_name=rows.y_name, prob_names=tuple(rows.prob_names))
@@ -724,7 +725,7 @@ def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None)
     """
     if weights is not None:
         return estimate_variance(res, weights)
-    if res.survival.n_censored == 0:
+    if not res.kind.censored:
         return estimate_variance(res)
     return estimate_variance(res, np.ones(res.n))
 
@@ -888,7 +889,7 @@ def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: 
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
         pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
         meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
-                        clustered=getattr(pooled, "clustering", None) is not None), **fields)
+                        clustered=kind_flag(pooled, "clustered")), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:
@@ -953,7 +954,7 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
     mode, k, n_classes, y_name, prob_names = sums.target
     grouping = grouping_from_counts(sums.names, sums.level_lists, sums.counts)
     events = [int(sums.events.get(lb, 0)) for lb in grouping.labels]
-    binary = mode in ("binary", "top1") or sums.pooled.dim == 1
+    binary = Target(mode).one_dimensional or sums.pooled.dim == 1
     bookkeeping = dict(formula=formula, y_name=y_name, prob_names=tuple(prob_names))
     group_notes, variances = {}, {}
 

@@ -34,9 +34,14 @@ import pandas as pd
 from calibtest.checks.acceptance import (OE_NEEDS, RecalibrationMeasure, applicability_reason, clustered_measure,
                                          join_words, paper_null_variance, rows_oe_measure, rows_valprob, survival_measure,
                                          valprob_measure, valprob_needs)
+from calibtest.checks.evidence_clustered import clustered_evidence_parts
+from calibtest.checks.evidence_table import (SENSITIVITY_BINS, assemble_clustered_evidence, build_evidence,
+                                             build_survival_evidence, evidence_seed)
 from calibtest.checks.survival_calibration import result_survival_evidence
-from calibtest.core.clustered import MIN_CLUSTERS
-from calibtest.display.format import fmt, fmt_p, mode_description, mode_text, p_equals
+from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
+from calibtest.core.intervals import adjusted_interval
+from calibtest.inputs.validation import OptionError, check_alpha, check_seed
+from calibtest.display.format import fmt, fmt_p, p_equals
 
 __all__ = ["AnalysisKind", "RowsKind", "WeightedKind", "ClusteredKind", "SurvivalKind", "kind_of",
            "RECALIBRATION_MEASURES"]
@@ -71,9 +76,96 @@ class AnalysisKind:
 
     #: A short name of the kind ("rows", "weighted", "clustered", "survival").
     name = "rows"
+    #: Rows weighted by case weights or a prevalence (``weights=``, ``prevalence=``).
+    weighted = False
+    #: Rows correlated within clusters (``cluster=``).
+    clustered = False
+    #: A survival outcome at a horizon (``horizon=``).
+    survival_outcome = False
+    #: Rows censored before the horizon (IPCW outcomes).
+    censored = False
 
     def __init__(self, res) -> None:
         self.res = res
+
+    # ------------------------------------------------------------------ the interval and the evidence
+    def interval(self, threshold: float, alpha: float):
+        """The adjusted interval of the result's T and se at level ``alpha`` with the zero rule's ``threshold``."""
+        return adjusted_interval(self.res.estimate, self.res.se, threshold, alpha)
+
+    def evidence(self, alpha: float | None, rng):
+        """The evidence table of the result's rows (see ``CalibrationResult.evidence``)."""
+        return build_evidence(self.res, alpha, rng)
+
+    def summary_evidence(self, alpha: float | None) -> tuple:
+        """(the evidence the summary shows, or None and the reason it is not shown)."""
+        res = self.res
+        if res.data is None and res.stream is None:
+            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
+                          "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "
+                          "or a Dask DataFrame), so the summary shows the interval and its test only.")
+        try:
+            return build_evidence(res, alpha), None
+        except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
+            return None, f"The evidence table was not computed: {exc}."
+        except (ValueError, OSError) as exc:
+            if res.data is not None:
+                raise
+            # the file was moved or changed since the interval was computed: said, not hidden
+            return None, f"The evidence table was not computed from the file or Dask DataFrame: {exc}."
+
+    def refuse_reliability_plot(self) -> None:
+        """Raise ValueError where the reliability diagram (counts of rows, Wilson intervals) does not apply."""
+
+    def repr_head(self) -> str:
+        """The first part of the result's repr: the target, n, B and the estimate."""
+        res = self.res
+        return f"mode={res.mode} k={res.k} n={res.n} B={res.n_bins}: ECE^2={res.estimate:.6g}"
+
+    # ------------------------------------------------------------------ comparing two results
+    def comparison_refusal(self, other: "AnalysisKind") -> str | None:
+        """Why this result cannot be compared with ``other`` (calib_compare), or None."""
+        a, b = self.res, other.res
+        if self.survival_outcome != other.survival_outcome:
+            return ("compare two survival results (calib_ci(..., horizon=)) or two results without one, not one of "
+                    "each")
+        if self.survival_outcome and (a.survival.horizon != b.survival.horizon or a.survival.cause != b.survival.cause):
+            return (f"the two survival results have different horizons or causes (t = {a.survival.horizon:g} and "
+                    f"{b.survival.horizon:g}); compare risks by the same horizon of the same event")
+        if self.weighted or other.weighted:
+            return ("calib_compare takes unweighted results: the difference variance of weighted estimates "
+                    "(weights=, prevalence=) is not implemented")
+        if self.clustered != other.clustered:
+            return ("compare two clustered results (calib_ci(..., cluster=)) or two unclustered ones, not one of "
+                    "each")
+        if a.mode is not b.mode:
+            return (f"the two results have different modes ({a.mode!r} and {b.mode!r}); compare calibration errors "
+                    "of the same target")
+        if a.k != b.k:
+            return f"the two results have different k ({a.k} and {b.k}); compare the same top-k target"
+        if a.n_classes != b.n_classes:
+            return (f"the two results have different numbers of classes (n_classes = {a.n_classes} and "
+                    f"{b.n_classes})")
+        return None
+
+    def shares_rows(self, other: "AnalysisKind") -> tuple[bool, str]:
+        """(paired, reason): whether two results of equal n hold the same rows, as calib_compare decides it.
+
+        Raises
+        ------
+        ValueError
+            Where the results cannot tell (top-1, top-k, full: each holds its own correctness indicators).
+        """
+        a, b = self.res, other.res
+        if a.mode.binary:
+            if np.array_equal(np.rint(a.data.u[:, 0] + a.data.z[:, 0]), np.rint(b.data.u[:, 0] + b.data.z[:, 0])):
+                return True, "identical outcomes"
+            return False, "outcomes differ"
+        raise ValueError(
+            f"cannot tell whether two {a.mode} results with the same n = {a.n} share their rows: they hold only "
+            "each model's own correctness indicators, which differ between models on the same rows. Pass "
+            "paired=True (same rows, same order) or paired=False (independent evaluation sets), or use the "
+            "formula form calib_compare('y ~ p_a', 'y ~ p_b', data=df), which is paired")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self.res.mode} target, n={self.res.n}>"
@@ -82,16 +174,16 @@ class AnalysisKind:
     @property
     def one_column(self) -> bool:
         """One probability column is assessed (a binary or top-1 target): the tests of binary outcomes apply."""
-        return self.res.mode in ("binary", "top1") and self.res.k == 1
+        return self.res.mode.one_dimensional and self.res.k == 1
 
     @property
     def full_calibration(self) -> bool:
         """The whole probability vector is assessed (the simplex partition)."""
-        return self.res.mode == "full"
+        return self.res.mode.full_calibration
 
     def target_text(self) -> str:
         """The calibration target in a few words (the summary's "Mode:")."""
-        return mode_text(self.res.mode, self.res.k)
+        return self.res.mode.text(self.res.k)
 
     def stated_target(self) -> str | None:
         """The target in words where the mode does not name it (None: the mode names it)."""
@@ -99,7 +191,7 @@ class AnalysisKind:
 
     def target_description(self) -> str:
         """The target in a sentence (the report's settings)."""
-        return f"{self.res.mode}: {mode_description(self.res.mode)}"
+        return f"{self.res.mode}: {self.res.mode.description}"
 
     def events(self) -> int | None:
         """Rows with the event, counted (never a sum of weights): y = 1, or a correct top-1 prediction.
@@ -108,7 +200,7 @@ class AnalysisKind:
         single event (top-k, full).
         """
         res = self.res
-        if res.mode not in ("binary", "top1") or res.data is None:
+        if not res.mode.one_dimensional or res.data is None:
             return None
         return int(np.count_nonzero(np.rint(res.data.y[:, 0]) == 1.0))
 
@@ -116,11 +208,11 @@ class AnalysisKind:
         """The report's first "Model and data" row: n, the events and the event rate."""
         res = self.res
         n = int(res.n)
-        if res.mode in ("binary", "top1") and res.data is not None:
+        if res.mode.one_dimensional and res.data is not None:
             events = self.events()
-            what = "events (y = 1)" if res.mode == "binary" else "events (top-1 prediction correct)"
-            return [("Rows analysed n; " + what + "; event rate", f"{fmt(n)}; {fmt(events)}; {fmt(events / n, 4)}")]
-        return [("Rows analysed n", fmt(n) + ("" if res.data is not None or res.mode not in ("binary", "top1")
+            return [("Rows analysed n; " + res.mode.event_words + "; event rate",
+                     f"{fmt(n)}; {fmt(events)}; {fmt(events / n, 4)}")]
+        return [("Rows analysed n", fmt(n) + ("" if res.data is not None or not res.mode.one_dimensional
                                               else " (events not available: the result holds bin sums only)"))]
 
     # ------------------------------------------------------------------ recalibration: O/E, CITL, slope
@@ -134,11 +226,11 @@ class AnalysisKind:
         """
         res = self.res
         if measure == "oe":
-            if res.data is None or res.mode not in ("binary", "top1"):
+            if res.data is None or not res.mode.one_dimensional:
                 raise ValueError(OE_NEEDS)
             self._refuse_unweighted("oe_test is for unweighted rows; this result is weighted")
             return self._oe(res.data.z[:, 0], np.rint(res.data.y[:, 0]))
-        if res.mode == "binary" and res.data is not None:
+        if res.mode.has_recalibration_measures and res.data is not None:
             self._refuse_unweighted("CITL and slope tests are for unweighted rows; this result is weighted")
             return valprob_measure(measure, rows_valprob(res.data.y[:, 0], res.data.z[:, 0], res.alpha))
         raise valprob_needs(res)
@@ -262,10 +354,10 @@ class AnalysisKind:
     def closing_notes(self) -> list[str]:
         """The summary notes about the target, last among the notes."""
         res = self.res
-        if res.mode == "binary":
+        if res.mode.binary:
             return ["Binary mode measures calibration of p itself; it equals the paper's K = 2 full "
                     "calibration error divided by 2."]
-        if res.mode == "full":
+        if res.mode.full_calibration:
             return [f"Full calibration: the simplex is cut into B^(K-1) = {res.n_bins}^{res.n_classes - 1} "
                     "equal-volume simplices (edgewise subdivision); only non-empty cells are stored."]
         return []
@@ -360,9 +452,9 @@ class AnalysisKind:
         outcome).
         """
         res = self.res
-        return {"n": int(res.n), "events": self.events() if res.mode == "binary" else None,
-                "k": "full" if res.mode == "full" else (None if res.mode in ("binary", "top1") else res.k),
-                "n_classes_stated": res.mode == "top1" and len(res.prob_names) == 1,
+        return {"n": int(res.n), "events": self.events() if res.mode.binary else None,
+                "k": "full" if res.mode.full_calibration else (None if res.mode.one_dimensional else res.k),
+                "n_classes_stated": res.mode.top1 and len(res.prob_names) == 1,
                 "cluster": None, "censored_fraction": None}
 
 
@@ -376,6 +468,21 @@ class WeightedKind(AnalysisKind):
     """Rows weighted by case weights or re-weighted to a prevalence (``weights=``, ``prevalence=``)."""
 
     name = "weighted"
+    weighted = True
+
+    def evidence(self, alpha: float | None, rng):
+        raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
+                         "prevalence=): its interval and test are the weighted ones in summary()")
+
+    def summary_evidence(self, alpha: float | None) -> tuple:
+        return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
+                      "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
+                      "weighted interval and its test only.")
+
+    def refuse_reliability_plot(self) -> None:
+        raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
+                         "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
+                         "of each bin (mean_pred_weighted, mean_outcome_weighted)")
 
     def _refuse_unweighted(self, message: str) -> None:
         raise ValueError(message)
@@ -391,7 +498,7 @@ class WeightedKind(AnalysisKind):
         return "asymptotic (normal limit of T_w / sqrt(V_0), V_0 estimated from the weighted rows)"
 
     def _monte_carlo_text(self) -> str:
-        if self.res.weighting.prevalence is not None:
+        if self.res.weighting.reweighted:
             return "Monte Carlo (outcomes redrawn given the predictions, the weights following them)"
         return "Monte Carlo (outcomes redrawn given the predictions, the case weights fixed)"
 
@@ -399,13 +506,13 @@ class WeightedKind(AnalysisKind):
         return "The asymptotic test (V_0 estimated)"
 
     def notes(self) -> list[str]:
-        return self.res.weighting.notes()
+        return self.res.weighting.notes(self.res.n)
 
     def to_dict(self) -> dict:
         return self.res.weighting.to_dict()
 
     def regime_texts(self, d: dict, se: float, role1: str) -> tuple[str, str, str, str, str]:
-        prevalence = self.res.weighting.prevalence is not None
+        prevalence = self.res.weighting.reweighted
         return ("√n·(T − ECE²) / σ₁ → N(0, 1)",
                 f"σ₀² = n²·w·V₀ = {fmt(d['sigma0_sq'])} (V₀ estimated from the weighted rows)",
                 f"σ₁² = {fmt(d['sigma1_sq'])} (influence function of T_w)",
@@ -416,32 +523,16 @@ class WeightedKind(AnalysisKind):
                 "weighting_short": self._weighting_clause()}
 
     def _weighting_paragraph(self) -> str:
-        """How the rows were re-weighted (kind, π and π̂, n_eff), and for which population the numbers hold."""
-        w, n = self.res.weighting, self.res.n
-        parts = []
-        if w.kind != "prevalence":
-            parts.append("The rows were weighted by case weights"
-                         + (f" (column {w.weights_name})" if w.weights_name else " (given as an array)"))
-        if w.prevalence is not None:
-            pi, pi_hat = w.prevalence, w.sample_prevalence
-            text = (f"re-weighted to the population prevalence π = {fmt(pi, 4)} from the sample prevalence "
-                    f"π̂ = {fmt(pi_hat, 4)}" + (" (weighted by the case weights)" if parts else "")
-                    + f": events weighted by π / π̂ = {fmt(pi / pi_hat, 4)}, non-events by (1 − π) / (1 − π̂) = "
-                    f"{fmt((1 - pi) / (1 - pi_hat), 4)}")
-            parts.append(("and " + text) if parts else "The sample was " + text)
-        return (" ".join(parts) + f". Effective sample size (Kish) n_eff = (Σw)² / Σw² = {fmt(w.n_eff, 4)} of "
-                f"n = {n} rows. The estimate, the interval and the test are for the population the weights "
-                "describe (the weighted estimator T_w with its influence-function standard error and its "
-                "calibrated-regime variance estimated from the weighted rows)"
-                + ("; because prevalence weights depend on the outcome, the test of ECE = 0 is a Monte Carlo test "
-                   "given the predictions." if w.prevalence is not None else "."))
+        """How the rows were re-weighted (kind, pi and pi_hat, n_eff), and for which population the numbers hold:
+        the summary's note (:meth:`~calibtest.ece.result.Weighting.description`), one wording for both."""
+        return self.res.weighting.description(self.res.n)
 
     def _weighting_clause(self) -> str:
         """One clause for the summary of findings: the re-weighting and the effective sample size."""
         w = self.res.weighting
         how = (f"re-weighted to the population prevalence π = {fmt(w.prevalence, 4)} (sample π̂ = "
-               f"{fmt(w.sample_prevalence, 4)})" if w.prevalence is not None else "weighted by case weights")
-        if w.prevalence is not None and w.kind != "prevalence":
+               f"{fmt(w.sample_prevalence, 4)})" if w.reweighted else "weighted by case weights")
+        if w.reweighted and w.kind != "prevalence":
             how = "weighted by case weights and " + how
         return f"Weighted analysis: {how}, effective sample size {fmt(w.n_eff, 4)} of {self.res.n} rows."
 
@@ -452,7 +543,7 @@ class WeightedKind(AnalysisKind):
                     "and this analysis is weighted; the weighted interval and test are the result.")
         hl = (f"The Hosmer–Lemeshow test is not shown for {name}: the analysis is weighted"
               + (", and with prevalence weights its statistic has no chi-squared reference." if
-                 self.res.weighting.prevalence is not None else
+                 self.res.weighting.reweighted else
                  "; its case-weighted version is in the evidence table.")) if self.one_column else None
         vp = (f"Validation metrics (R's rms::val.prob) are not shown for {name}: their definitions (deviance-based "
               "D, U and Q, the C statistic, the lowess curve) are for unweighted rows.") if self.one_column else None
@@ -470,7 +561,7 @@ class WeightedKind(AnalysisKind):
                  f"{iv} (squared probability units)", "includes 0" if d["contains_zero"] else "excludes 0"),
                 (f"Weighted test of ECE = 0 ({self.null_name()} null)", "ECE = 0", fmt(d["estimate"], 4),
                  p_equals(d['null_pvalue']), "rejects" if d["null_pvalue"] <= alpha else "does not reject")]
-        if self.one_column and res.weighting.prevalence is not None:
+        if self.one_column and res.weighting.reweighted:
             rows.append(("Hosmer–Lemeshow, case-weighted", "calibrated", "—", "not computed",
                          "no chi-squared reference: prevalence weights depend on the outcome"))
         elif self.one_column:
@@ -487,15 +578,43 @@ class ClusteredKind(AnalysisKind):
     """Rows correlated within clusters (``cluster=``): T_cl, cluster-robust errors, the sign-flip null."""
 
     name = "clustered"
+    clustered = True
 
     @property
     def clustering(self):
         return self.res.clustering
 
+    def interval(self, threshold: float, alpha: float):
+        """The interval with t quantiles on G - 1 degrees of freedom."""
+        return t_adjusted_interval(self.res.estimate, self.res.se, threshold, alpha, self.clustering.n_clusters)
+
+    def evidence(self, alpha: float | None, rng):
+        """Every row of the evidence in its clustered version (:mod:`calibtest.checks.evidence_clustered`), kept
+        per level and integer seed.
+
+        As :func:`calibtest.checks.evidence_table.build_evidence` for independent rows: ``rng=None`` is the
+        result's recorded seed, so the summary, the notebook display and the report share one object; a
+        ``numpy.random.Generator`` draws anew at every call.
+        """
+        res = self.res
+        alpha = res.alpha if alpha is None else check_alpha(alpha)
+        rng = evidence_seed(res) if rng is None else check_seed(rng)
+
+        def build(seed):
+            return assemble_clustered_evidence(res, alpha, clustered_evidence_parts(res, alpha, seed,
+                                                                                    SENSITIVITY_BINS))
+
+        if isinstance(rng, np.random.Generator):
+            return build(rng)
+        return res._memo(("evidence", alpha, int(rng)), lambda: build(int(rng)))
+
+    def summary_evidence(self, alpha: float | None) -> tuple:
+        return self.evidence(alpha, None), None
+
     def recalibration_measure(self, measure: str) -> RecalibrationMeasure:
         """The cluster-robust CITL, slope and O/E (``clustering.measures``: t with G - 1 degrees of freedom)."""
         res = self.res
-        if measure == "oe" and (res.data is None or res.mode not in ("binary", "top1")):
+        if measure == "oe" and (res.data is None or not res.mode.one_dimensional):
             raise ValueError(OE_NEEDS)
         return clustered_measure(measure, res)
 
@@ -598,16 +717,11 @@ class ClusteredKind(AnalysisKind):
                 "clustering_short": self._clustering_clause()}
 
     def _clustering_paragraph(self) -> str:
-        """How the clusters were allowed for (G, sizes, the method, the cluster-robust CITL, slope and O/E, and
-        the warning below the minimum)."""
+        """How the clusters were allowed for: the summary's notes (:meth:`~calibtest.ece.result.Clustering.notes`,
+        one wording for both), with the cluster-robust CITL, slope and O/E and what the evidence table allows for."""
         res, c = self.res, self.clustering
-        sizes = np.asarray(c.sizes)
-        text = (f"The {fmt(res.n)} rows come from {c.n_clusters} clusters"
-                + (f" (column {c.name})" if c.name else "") + f" of {fmt(int(sizes.min()))} to "
-                f"{fmt(int(sizes.max()))} rows, taken as independent, with rows of one cluster possibly correlated. "
-                "The estimate averages the products of errors over pairs of rows of different clusters, its "
-                "standard error is cluster-robust, the interval uses t quantiles with "
-                f"{c.n_clusters - 1} degrees of freedom, and the test of ECE = 0 is the {self.null_text()} test.")
+        notes = c.notes()
+        text = notes[0]
         m = c.measures
         if m is not None:
             lo_c, hi_c = m.citl_ci()
@@ -616,9 +730,7 @@ class ClusteredKind(AnalysisKind):
             text += (f" Cluster-robust CITL {fmt(m.citl, 3)} ({_level(res.alpha)} CI {fmt(lo_c, 3)} to "
                      f"{fmt(hi_c, 3)}), slope {fmt(m.slope, 3)} ({fmt(lo_s, 3)} to {fmt(hi_s, 3)}), O/E "
                      f"{fmt(m.oe, 3)} ({fmt(lo_o, 3)} to {fmt(hi_o, 3)}).")
-        if c.few:
-            text += (f" Warning: with only {c.n_clusters} clusters (fewer than {MIN_CLUSTERS}) the clustered "
-                     "interval and test are unreliable; read them as exploratory.")
+        text = " ".join([text, *notes[1:]])  # the warning below the minimum number of clusters
         return text + (" Every row of the evidence table below allows for the clusters (sign flips of whole "
                        "clusters, cluster-robust intervals, the design-based Hosmer–Lemeshow test); the "
                        "Hosmer–Lemeshow and val.prob tables of independent rows are left out, because they would "
@@ -664,17 +776,55 @@ class SurvivalKind(AnalysisKind):
     """
 
     name = "survival"
+    survival_outcome = True
 
     def __init__(self, res, rows: AnalysisKind) -> None:
         super().__init__(res)
         self.rows = rows
+        self.weighted = rows.weighted
+
+    def evidence(self, alpha: float | None, rng):
+        """With censoring before the horizon, the IPCW interval and the survival rows (no label draws: ``rng`` is
+        not used); without, the rows' evidence (the outcome 1{T <= t} is binary)."""
+        if self.censored and not self.weighted:
+            return build_survival_evidence(self.res, alpha)
+        return self.rows.evidence(alpha, rng)
+
+    def summary_evidence(self, alpha: float | None) -> tuple:
+        if self.censored and not self.weighted:
+            return build_survival_evidence(self.res, alpha), None
+        return self.rows.summary_evidence(alpha)
+
+    def refuse_reliability_plot(self) -> None:
+        self.rows.refuse_reliability_plot()
+        if self.censored:
+            raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
+                             "survival result are censored before the horizon: the Kaplan-Meier reliability "
+                             "diagram at the horizon is calibtest.reporting.survival_plot.plot_survival_calibration("
+                             "res.evidence().survival), and bin_table() lists each bin's IPCW estimate of P(T <= t) "
+                             "(mean_outcome)")
+
+    def repr_head(self) -> str:
+        res = self.res
+        return f"survival at t={self.survival.horizon:g} n={res.n} B={res.n_bins}: ECE^2(t)={res.estimate:.6g}"
+
+    def shares_rows(self, other: AnalysisKind) -> tuple[bool, str]:
+        """Paired when the two results hold the same times and events, row by row."""
+        if self.same_follow_up(other):
+            return True, "identical times and events"
+        return False, "times or events differ"
+
+    def same_follow_up(self, other: AnalysisKind) -> bool:
+        """Whether two survival results hold the same times and events, row by row."""
+        a, b = self.survival, other.res.survival
+        return bool(np.array_equal(a.time, b.time) and np.array_equal(a.event, b.event))
 
     @property
     def survival(self):
         return self.res.survival
 
     @property
-    def censored(self) -> bool:
+    def censored(self) -> bool:  # type: ignore[override]
         """Rows censored before the horizon (the outcomes are IPCW-weighted)."""
         return self.survival.n_censored > 0
 
@@ -709,7 +859,7 @@ class SurvivalKind(AnalysisKind):
 
     def margin_null_variance(self) -> tuple[float, str]:
         res = self.res
-        if self.censored and not isinstance(self.rows, WeightedKind):  # sigma0_sq = n^2 w V_0 of the IPCW rows
+        if self.censored and not self.weighted:  # sigma0_sq = n^2 w V_0 of the IPCW rows
             return float(res.sigma0_sq / (res.n ** 2 * res.bin_volume)), "V_0 of the IPCW rows"
         return self.rows.margin_null_variance()
 

@@ -93,6 +93,7 @@ from scipy import stats as _sps
 from scipy.optimize import brentq as _brentq
 from statsmodels.stats.meta_analysis import combine_effects
 
+from calibtest.checks.evidence_table import kind_flag
 from calibtest.display.format import fmt
 from calibtest.options import OptionError, check_alpha, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay
@@ -537,7 +538,7 @@ def meta_analysis(grouped, measures=None, *, method: str = "REML", hartung_knapp
     """
     return pool_sites(grouped.to_frame(), grouped.by, measures, method=method, hartung_knapp=hartung_knapp,
                       alpha=grouped.alpha if alpha is None else alpha,
-                      clustered=getattr(grouped.pooled, "clustering", None) is not None)
+                      clustered=kind_flag(grouped.pooled, "clustered"))
 
 
 def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", hartung_knapp: bool = False,

@@ -4,36 +4,32 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
 from calibtest.display.format import Call, fmt_interval
-from calibtest.inputs.validation import OptionError, check_alpha, check_bool, check_choice, check_seed
+from calibtest.inputs.validation import check_alpha, check_bool, check_choice
 from calibtest.checks.acceptance import AcceptanceEvaluation, MarginTestResult, evaluate_acceptance, margin_test as _margin_test
 from calibtest.checks.multiscale import TestOfCalibration
 from calibtest.checks.cluster_robust import ClusterRobustMeasures
-from calibtest.checks.evidence_clustered import clustered_evidence_parts
 from calibtest.core.binning import MAX_SINGLETON_FRACTION
 from calibtest.core.binstats import BinStats
-from calibtest.core.clustered import MIN_CLUSTERS, t_adjusted_interval
+from calibtest.core.clustered import MIN_CLUSTERS
 from calibtest.core.censoring import SurvivalData
 from calibtest.core.estimates import Estimates
-from calibtest.core.intervals import AdjustedInterval, adjusted_interval
+from calibtest.core.intervals import AdjustedInterval
 from calibtest.core.null import AsymptoticTest, threshold as null_threshold
 from calibtest.core.resampling import ResamplingInterval, clip_interval
 from calibtest.core.simplex import cell_barycentres, decode_order
+from calibtest.core.targets import Target
 from calibtest.display.summary import ResultDisplay, build_summary, result_dict, result_notes
 from calibtest.ece.kinds import AnalysisKind, kind_of
 from calibtest.ece.result_parts import (AnalysedRows, BinChoice, Binning, CalibrationTarget, NullChoice, PartField,
                                         ResultInterval, ZeroTest)
-from calibtest.checks.evidence_table import (SENSITIVITY_BINS, EvidenceResult, assemble_clustered_evidence, build_evidence,
-                                      build_survival_evidence, conclude, evidence_seed, figure_verdict,
-                                      result_conclusion, result_hosmer_lemeshow, result_val_prob)
-
-if TYPE_CHECKING:  # annotations only
-    from calibtest.core.partition import Partition
+from calibtest.checks.evidence_table import (EvidenceResult, conclude, figure_verdict, result_conclusion,
+                                             result_hosmer_lemeshow, result_val_prob)
 
 __all__ = ["CalibrationResult", "ConfidenceInterval", "TestOfCalibration", "raw_interval", "Approximation", "Weighting",
            "ResultInterval", "ZeroTest", "Binning", "CalibrationTarget", "AnalysedRows"]
@@ -72,7 +68,7 @@ class Approximation:
     second_order_variance: float | None = None
 
     @classmethod
-    def sparse_cells(cls, singleton_fraction: float, *, mode: str, k: int, second_order_variance: float | None,
+    def sparse_cells(cls, singleton_fraction: float, *, mode: Target, k: int, second_order_variance: float | None,
                      more_reasons: tuple = ()) -> "Approximation":
         """The sparse-cell diagnostics of a result: flagged when the interval's coverage is only approximate.
 
@@ -89,7 +85,7 @@ class Approximation:
             reasons.append(f"{100 * frac:.3g}% of the rows sit alone in their cell (more than "
                            f"{100 * MAX_SINGLETON_FRACTION:.3g}%): T cannot use them and is biased down by their "
                            "share of the binned ECE^2")
-        if mode == "full" and k >= 3 and second_order_variance is None and frac < 1.0:
+        if Target(mode).full_calibration and k >= 3 and second_order_variance is None and frac < 1.0:
             reasons.append("the standard error lacks the second-order variance of T (the bin sums lack those of "
                            "z z^T), which is not negligible when the simplex cells hold few rows")
         reasons.extend(more_reasons)
@@ -205,34 +201,46 @@ class Weighting:
     interval_multipliers: tuple | None = None
     case_weights: np.ndarray | None = field(default=None, repr=False)
 
-    def notes(self) -> list[str]:
-        """Summary notes: that the sample was re-weighted, with pi, pi_hat and n_eff."""
-        if self.prevalence is not None:
-            head = (f"The sample was re-weighted to a population prevalence pi = {self.prevalence:.4g} (sample "
-                    f"prevalence pi_hat = {self.sample_prevalence:.4g}; events weighted by pi / pi_hat, "
-                    "non-events by (1 - pi) / (1 - pi_hat))")
-            if self.kind != "prevalence":
-                head += ", on top of the case weights"
-        else:
-            head = "The rows were weighted by case weights" + (
-                f" (column {self.weights_name!r})" if self.weights_name else "")
-        return [head + f": the estimate, interval and test are for the population the weights describe. "
-                f"Effective sample size (Kish) {self.n_eff:.4g}. The weighted estimator T_w, its "
+    @property
+    def reweighted(self) -> bool:
+        """Re-weighted to a prevalence (``prevalence=``): the weights depend on the outcome."""
+        return self.prevalence is not None
+
+    def description(self, n: int | None = None) -> str:
+        """How the rows were weighted and for which population the numbers hold, with pi, pi_hat and n_eff (of
+        ``n`` rows when given): the summary's first note and the report's paragraph, in one wording."""
+        parts = []
+        if self.kind != "prevalence":
+            parts.append("weighted by case weights"
+                         + (f" (column {self.weights_name})" if self.weights_name else " (given as an array)"))
+        if self.reweighted:
+            pi, pi_hat = self.prevalence, self.sample_prevalence
+            parts.append(f"re-weighted to a population prevalence pi = {pi:.4g} (sample prevalence pi_hat = "
+                         f"{pi_hat:.4g}" + (", weighted by the case weights" if parts else "")
+                         + f"; events weighted by pi / pi_hat = {pi / pi_hat:.4g}, non-events by (1 - pi) / "
+                         f"(1 - pi_hat) = {(1 - pi) / (1 - pi_hat):.4g})")
+        return ("The rows were " + " and ".join(parts) + ": the estimate, interval and test are for the population "
+                f"the weights describe. Effective sample size (Kish) n_eff = (sum w)^2 / sum w^2 = {self.n_eff:.4g}"
+                + ("" if n is None else f" of n = {n} rows") + ". The weighted estimator T_w, its "
                 "influence-function standard error and the calibrated-regime variance V_0 estimated from "
                 "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
                 + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
                    "the interval's lower end from the studentized Monte Carlo null draws)."
-                   if self.prevalence is not None else ".")
+                   if self.reweighted else ".")
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
-                   "population-calibrated model, the weights following them." if self.prevalence is not None
-                   else "")] + ([
+                   "population-calibrated model, the weights following them." if self.reweighted
+                   else ""))
+
+    def notes(self, n: int | None = None) -> list[str]:
+        """Summary notes: :meth:`description` and, when much of the weight lies in sparse bins, a warning."""
+        return [self.description(n)] + ([
             f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
             f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): "
             + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
                "removes most of their upward bias and the Monte Carlo null sets the interval's lower end, but "
                "coverage of a small ECE is only approximate in this regime (docs/populations.md); fewer bins "
-               "(n_bins=) or more rows make it firmer." if self.prevalence is not None else
+               "(n_bins=) or more rows make it firmer." if self.reweighted else
                "there the bin ratios rest on few effective rows and their standard error is less reliable; "
                "use fewer bins (n_bins=) or more rows (docs/populations.md).")] if self.sparse_weight_share > 0.01
             else [])
@@ -309,13 +317,15 @@ class Clustering:
                 f"{self.n_patterns} random sign patterns")
 
     def notes(self) -> list[str]:
-        """Summary notes: the clusters, how the interval and test allow for them, and a warning when few."""
+        """The clusters, how the interval and test allow for them, and a warning when few: the summary's notes and
+        the report's paragraph, in one wording."""
         sizes = np.asarray(self.sizes)
-        what = f"column {self.name!r}" if self.name else "given as an array"
+        what = f"column {self.name}" if self.name else "given as an array"
         null = (f"the cluster sign-flip test ({self._patterns_text()})"
                 if self.null == "sign-flip" else "the asymptotic test z = T_cl / sqrt(V_0)")
-        notes = [f"{self.n_clusters} clusters ({what}; {int(sizes.min())} to {int(sizes.max())} rows, median "
-                 f"{float(np.median(sizes)):g}), assumed independent, rows within a cluster possibly correlated: "
+        notes = [f"The {int(sizes.sum())} rows come from {self.n_clusters} clusters ({what}; {int(sizes.min())} to "
+                 f"{int(sizes.max())} rows, median {float(np.median(sizes)):g}), assumed independent, rows within a "
+                 "cluster possibly correlated: "
                  "the estimate T_cl averages U_i.U_j over pairs of rows of different clusters (the paper's T "
                  f"on these bins, {self.iid_estimate:.4g}, also counts pairs within a cluster), its standard error "
                  "sqrt(V_1 + V_0) is cluster-robust (cluster-summed influence values plus the between-cluster "
@@ -341,25 +351,6 @@ class Clustering:
         if self.measures is not None:
             out.update({f"cluster_robust_{k}": v for k, v in self.measures.to_dict().items()})
         return out
-
-
-def _clustered_evidence(res, alpha: float | None = None, rng=None) -> EvidenceResult:
-    """The clustered evidence of ``res`` (:mod:`calibtest.checks.evidence_clustered`), kept per level and integer seed.
-
-    As :func:`calibtest.checks.evidence_table.build_evidence` for independent rows:
-    ``rng=None`` is the result's recorded seed, so the summary, the notebook
-    display and the report share one object; a ``numpy.random.Generator``
-    draws anew at every call.
-    """
-    alpha = res.alpha if alpha is None else check_alpha(alpha)
-    rng = evidence_seed(res) if rng is None else check_seed(rng)
-
-    def build(seed):
-        return assemble_clustered_evidence(res, alpha, clustered_evidence_parts(res, alpha, seed, SENSITIVITY_BINS))
-
-    if isinstance(rng, np.random.Generator):
-        return build(rng)
-    return res._memo(("evidence", alpha, int(rng)), lambda: build(int(rng)))
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -621,7 +612,7 @@ class CalibrationResult(ResultDisplay):
     @property
     def censored(self) -> bool:
         """A survival result with rows censored before the horizon (its outcomes are IPCW-weighted)."""
-        return self.survival is not None and self.survival.n_censored > 0
+        return self.kind.censored
 
     @property
     def kind(self) -> AnalysisKind:
@@ -675,9 +666,7 @@ class CalibrationResult(ResultDisplay):
         threshold = null_threshold(alpha, self.sigma0_sq, self.n, self.bin_volume)
         if self.null != "asymptotic":  # zero joins iff the chosen null's test does not reject
             threshold = math.inf if self.null_pvalue > alpha else -math.inf
-        if self.clustering is not None:
-            return t_adjusted_interval(self.estimate, self.se, threshold, alpha, self.clustering.n_clusters)
-        return adjusted_interval(self.estimate, self.se, threshold, alpha)
+        return self.kind.interval(threshold, alpha)
 
     def asymptotic_threshold(self, alpha: float | None = None) -> float:
         """The paper's calibrated-regime critical value of T, z_alpha sigma0 / (n sqrt(w)), at ``alpha``."""
@@ -858,14 +847,7 @@ class CalibrationResult(ResultDisplay):
             computed in passes over them, and what cannot be is said in the
             evidence's ``scope``.
         """
-        if self.weighting is not None:
-            raise ValueError("the evidence tests the unweighted rows; this result is weighted (weights= or "
-                             "prevalence=): its interval and test are the weighted ones in summary()")
-        if self.clustering is not None:  # every row in its clustered version (calibtest.checks.evidence_clustered)
-            return _clustered_evidence(self, alpha, rng)
-        if self.censored:  # the IPCW interval and the survival rows (no label draws: rng is not used)
-            return build_survival_evidence(self, alpha)
-        return build_evidence(self, alpha, rng)
+        return self.kind.evidence(alpha, rng)  # clustered, survival, weighted: calibtest.ece.kinds
 
     # ----------------------------------------------------------------- output
     def _summary(self, alpha: float | None):
@@ -900,28 +882,8 @@ class CalibrationResult(ResultDisplay):
                              conclusion=result_conclusion(self, alpha, shown))
 
     def _summary_evidence(self, alpha: float | None) -> tuple[EvidenceResult | None, str | None]:
-        """(the evidence the summary shows, or None and the reason it is not shown)."""
-        if self.weighting is not None:
-            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) tests the unweighted "
-                          "rows; this result is weighted (weights= or prevalence=), so the summary shows the "
-                          "weighted interval and its test only.")
-        if self.clustering is not None:
-            return _clustered_evidence(self, alpha), None
-        if self.censored:  # the IPCW interval and the classical survival evidence at the horizon
-            return build_survival_evidence(self, alpha), None
-        if self.data is None and self.stream is None:
-            return None, ("The evidence table (multi-scale test, Hosmer-Lemeshow, val_prob) needs the rows; this "
-                          "result holds only bin sums (a BinAccumulator, or a top-k or full target from a file "
-                          "or a Dask DataFrame), so the summary shows the interval and its test only.")
-        try:
-            return build_evidence(self, alpha), None
-        except OptionError as exc:  # a step over the memory limit (many classes and bins): said, not hidden
-            return None, f"The evidence table was not computed: {exc}."
-        except (ValueError, OSError) as exc:
-            if self.data is not None:
-                raise
-            # the file was moved or changed since the interval was computed: said, not hidden
-            return None, f"The evidence table was not computed from the file or Dask DataFrame: {exc}."
+        """(the evidence the summary shows, or None and the reason it is not shown): the kind's."""
+        return self.kind.summary_evidence(alpha)
 
     def notes(self) -> list[str]:
         """Plain-text notes shown in the summary footer."""
@@ -939,16 +901,7 @@ class CalibrationResult(ResultDisplay):
         :func:`calibtest.reporting.plotting.plot_reliability` (returns the Axes, or an
         array of Axes with one panel per coordinate for top-k/full modes).
         """
-        if self.weighting is not None:
-            raise ValueError("the reliability diagram shows counts of rows and Wilson intervals, which do not "
-                             "apply to weighted rows; bin_table() lists the weighted mean prediction and outcome "
-                             "of each bin (mean_pred_weighted, mean_outcome_weighted)")
-        if self.censored:
-            raise ValueError("the reliability diagram's Wilson intervals assume binary outcomes; rows of this "
-                             "survival result are censored before the horizon: the Kaplan-Meier reliability "
-                             "diagram at the horizon is calibtest.reporting.survival_plot.plot_survival_calibration("
-                             "res.evidence().survival), and bin_table() lists each bin's IPCW estimate of P(T <= t) "
-                             "(mean_outcome)")
+        self.kind.refuse_reliability_plot()  # weighted rows, censored survival rows
         from calibtest.reporting.plotting import plot_reliability
         return plot_reliability(self, ax=ax, **kwargs)
 
@@ -958,12 +911,8 @@ class CalibrationResult(ResultDisplay):
         return report(self, path, **kwargs)
 
     def _repr_parts(self) -> list[str]:
-        if self.survival is not None:
-            return [f"survival at t={self.survival.horizon:g} n={self.n} B={self.n_bins}: "
-                    f"ECE^2(t)={self.estimate:.6g}", f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}",
-                    f"p(ECE=0)={self.null_pvalue:.4g}"]
-        return [f"mode={self.mode} k={self.k} n={self.n} B={self.n_bins}: ECE^2={self.estimate:.6g}",
-                f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}", f"p(ECE=0)={self.null_pvalue:.4g}"]
+        return [self.kind.repr_head(), f"{100 * (1 - self.alpha):g}% CI {self.conf_int()}",
+                f"p(ECE=0)={self.null_pvalue:.4g}"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1000,7 +949,7 @@ def bin_table(result) -> pd.DataFrame:
     stats = result.bin_stats
     if stats is None:
         raise ValueError("this result holds no bin sums")
-    if result.mode == "full":
+    if result.mode.full_calibration:
         return _simplex_bin_table(result)
     B = result.n_bins
     c = stats.count
@@ -1020,7 +969,7 @@ def bin_table(result) -> pd.DataFrame:
     num = np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) - stats.sum_sq
     with np.errstate(divide="ignore", invalid="ignore"):
         contrib = np.where(c >= 2, num / (result.n * (c - 1.0)), 0.0)
-    if result.weighting is not None:  # weighted result: weighted means, the terms of T_w
+    if result.kind.weighted:  # weighted result: weighted means, the terms of T_w
         wt = result.weighting
         table["weight"] = wt.weight_sum
         for j in range(d):

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from calibtest.core.targets import Target
+
 if TYPE_CHECKING:  # annotations only
     from calibtest.core.binning import BinRule
     from calibtest.core.binstats import BinStats
@@ -215,8 +217,9 @@ class CalibrationTarget:
 
     Attributes
     ----------
-    mode : {"binary", "top1", "topk", "full"}
-        The calibration target (``mode``).
+    mode : Target
+        The calibration target (``mode``): ``"binary"``, ``"top1"``, ``"topk"`` or ``"full"`` (a string given is
+        made a :class:`~calibtest.core.targets.Target`).
     k : int
         Coordinates of the top-k target (1 for binary and top-1) (``k``).
     n_classes : int or None
@@ -233,13 +236,16 @@ class CalibrationTarget:
         of the name made of ``formula`` or ``prob_names``.
     """
 
-    mode: str
+    mode: Target
     k: int
     n_classes: int | None
     formula: str | None = None
     y_name: str = "y"
     prob_names: tuple = ()
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Target(self.mode))
 
 
 @dataclass(frozen=True)

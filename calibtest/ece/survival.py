@@ -233,24 +233,6 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
         approximation=approximation, call_record=call, data=target, survival=survival, **extra)
 
 
-def _refuse(null: str, method: str, weights, n_classes, k, prevalence) -> None:
-    """Options a survival outcome does not take (yet), refused with the reason."""
-    if prevalence is not None:
-        raise OptionError("prevalence= cannot be combined with a survival outcome (horizon=): it reweights events "
-                          "and non-events, whose status at t is unknown for rows censored before t; give case "
-                          "weights (weights=) instead")
-    if weights is not None and null == "conditional":
-        raise OptionError("weights= with a survival outcome (horizon=) takes null='auto' or 'asymptotic'")
-    if n_classes is not None or k is not None:
-        raise OptionError("a survival outcome (horizon=) takes one risk column P(T <= t); n_classes= and k= do "
-                          "not apply")
-    if method != "adjusted":
-        raise OptionError(f"method={method!r} is not available with a survival outcome (horizon=): the "
-                          "resampling baselines would resample the IPCW outcomes with the censoring distribution "
-                          "held fixed; use method='adjusted'")
-    del null  # checked once the censoring before the horizon is known
-
-
 def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
     """:func:`calibtest.calib_ci` with a survival outcome at ``horizon`` (see the module docstring).
 
@@ -289,7 +271,7 @@ def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
     s = s.replace(horizon=opts["horizon"], censoring=opts["censoring"], cause=opts["cause"])
     if s.horizon is None:
         raise OptionError("a survival outcome needs horizon=, the time t of the risk P(T <= t)")
-    _refuse(s.null, s.method, inputs.weights, s.n_classes, s.k, s.prevalence)
+    design.check()  # the options a survival outcome does not take: prevalence=, n_classes=/k=, cluster=, ...
     formula, data, by, covariate_spec = inputs.formula, inputs.data, inputs.by, inputs.censoring_covariates
     if s.censoring == "km" and covariate_spec is not None:
         raise OptionError("censoring_covariates= is used by censoring='cox'; the Kaplan-Meier censoring "

@@ -148,6 +148,18 @@ class Design:
         return self.outcome != "classification"
 
     @property
+    def weighted(self) -> bool:
+        """True with case weights or a prevalence (``weights=``, ``prevalence=``)."""
+        return self.weighting is not None
+
+    @property
+    def needs_rows(self) -> bool:
+        """The analysis needs every row in memory: case weights or a prevalence, clusters, a survival outcome, a
+        resampling method or the Monte Carlo null (what the table refuses on files and Dask frames)."""
+        return (self.weighted or self.clustered or self.survival or self.method != "adjusted"
+                or self.null == "monte-carlo")
+
+    @property
     def in_memory(self) -> bool:
         """True when the rows are in memory."""
         return self.source == "memory"
@@ -248,7 +260,7 @@ RULES: tuple[Rule, ...] = (
          "cluster= supports method='adjusted' (the cluster-robust adjusted interval), not method={method!r}: "
          "the resampling baselines resample independent rows", ("calib_ci",)),
     Rule("cluster= with weights= or prevalence=",
-         lambda d: d.clustered and d.weighting is not None,
+         lambda d: d.clustered and d.weighted,
          "cluster= cannot be combined with weights= or prevalence= (a weighted clustered estimator is not "
          "implemented)", ("calib_ci",)),
     Rule("cluster= with null='conditional'",
@@ -257,7 +269,7 @@ RULES: tuple[Rule, ...] = (
          "correlation within clusters; with cluster= use null='auto' (the cluster sign-flip test), 'monte-carlo' "
          "(the same) or 'asymptotic' (z = T_cl / sqrt(V_0))", ("calib_ci",)),
     Rule("weights= or prevalence= with a file or a Dask frame",
-         lambda d: d.weighting is not None and not d.in_memory,
+         lambda d: d.weighted and not d.in_memory,
          f"weights= and prevalence= need the rows in memory {_IN_MEMORY}; for a file or a Dask frame, read the "
          "columns needed into pandas", ("calib_ci",)),
     Rule("by= with a file or a Dask frame in evidence",

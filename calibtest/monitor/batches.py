@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibtest.inputs.formula import freeze_env, thaw_env
+from calibtest.inputs.formula import thaw_env
 from calibtest.inputs.rows import is_dask, read_rows
 from calibtest.monitor.state import MonitorSettings, add_stats, batch_stats
 from calibtest.options import DataError, OptionError, OptionTypeError

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from calibtest.display.format import fmt, fmt_p
+from calibtest.display.format import fmt
 from calibtest.display.summary import CalibSummary, ResultDisplay
 
 __all__ = ["MonitorResult"]

@@ -29,6 +29,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from calibtest.checks.evidence_table import kind_flag
+from calibtest.core.targets import Target
 from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
@@ -389,7 +391,7 @@ def _valprob(res) -> tuple[dict | None, str | None]:
     table = _table(["Statistic", "Value", f"{level} CI (Wald; O/E on the log scale)", "Definition"], rows)
     note = (f"n = {vd['n']} rows, {vd['n_events']} events"
             + ("; for the top-1 target p is the confidence and y the indicator that the top class is correct"
-               if res.mode == "top1" else "") + "."
+               if Target(res.mode).top1 else "") + "."
             + (f" {vd['n_infinite_logit']} rows have p exactly 0 or 1 (infinite logit) and, as in R's val.prob, "
                "are left out of the logistic fits: Intercept, Slope, calibration-in-the-large, C (ROC) val.prob's, "
                f"Dxy, R2, D, U and Q use the other {vd['n'] - vd['n_infinite_logit']} rows; the exact C, Brier, "
@@ -929,7 +931,7 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
                     f"are neither too extreme nor too modest) and O/E (observed over expected events; 1), with "
                     f"their {level} "
                     + ("cluster-robust intervals (t on each group's clusters - 1 df)"
-                       if getattr(grouped.pooled, "clustering", None) is not None else "Wald intervals")
+                       if kind_flag(grouped.pooled, "clustered") else "Wald intervals")
                     + "; the last row is all rows together (4 significant digits). "
                     "An ECE of 0 beside a CITL or O/E interval that excludes its null is a group whose mean risk "
                     "is off by less than its binned test can see.")}
@@ -1389,7 +1391,7 @@ def limitation_of_null(results, names) -> str:
                 "regime (se = σ₁/√n)" if method == "adjusted" else
                 f"the {method} interval is asymptotically valid")
     def clustered(r):
-        return getattr(r, "clustering", None) is not None
+        return kind_flag(r, "clustered")
 
     finite = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic" and not clustered(r)]
     flips = [(nm, r) for nm, r in zip(names, results) if r.null != "asymptotic" and clustered(r)]

@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from calibtest.core.targets import Target
 from calibtest.display.format import model_name
 from calibtest.options import OPTIONS, check_option
 from calibtest.core.binning import cube_indices
@@ -60,9 +61,6 @@ def coordinate_columns(table) -> list[tuple[str, str]]:
     return pairs
 
 
-_CUBE_MODES = ("binary", "top1", "topk")
-
-
 def _marginal_intervals(result, coordinate: int):
     """(interval index, count, sum of predictions, sum of outcomes) per non-empty interval of coordinate j.
 
@@ -79,7 +77,7 @@ def _marginal_intervals(result, coordinate: int):
     table = result.bin_table()
     pred_col, obs_col = coordinate_columns(table)[coordinate]
     count = table["count"].to_numpy(np.float64)
-    if result.mode in _CUBE_MODES:
+    if Target(result.mode).cube:
         key = np.array([k[coordinate] for k in table["bin"]], dtype=np.int64)
         sum_pred = count * table[pred_col].to_numpy(np.float64)
         sum_obs = count * table[obs_col].to_numpy(np.float64)
@@ -165,7 +163,7 @@ def _strip_counts(points: dict, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
 def _panel_title(result, coordinate: int, n_coords: int) -> str:
     if n_coords == 1:
         return ""
-    if result.mode == "topk":
+    if Target(result.mode).topk:
         return f"rank {coordinate + 1} of the sorted top-{result.k}"
     names = tuple(getattr(result, "prob_names", ()) or ())
     if len(names) == n_coords:
@@ -384,7 +382,7 @@ def _labels_for(results, labels) -> list[str]:
 
 def _binary_rows(res, label: str) -> tuple[np.ndarray, np.ndarray]:
     """(p, y) of a binary or top-1 result whose rows are in memory."""
-    if res.mode not in ("binary", "top1"):
+    if not Target(res.mode).one_dimensional:
         raise ValueError(f"results: {label!r} is a {res.mode} result; this figure needs a binary or top-1 "
                          "result (one probability per row)")
     if res.data is None:
@@ -870,7 +868,7 @@ def display_bins_caption(results, n_bins=None) -> str:
     bs = sorted({int(r.n_bins) for r in results})
     b_text = ", ".join(map(str, bs))
     levels = sorted({f"{100 * (1 - r.alpha):g}%" for r in results})
-    if all(r.mode == "full" for r in results):
+    if all(Target(r.mode).full_calibration for r in results):
         grid = f"the simplex cut into equal-volume cells with B = {b_text} subdivisions per edge"
     else:
         grid = f"B = {b_text} equal-width bins per coordinate"
@@ -1213,9 +1211,9 @@ def weighted_reliability_figure(result, label: str | None = None):
     ValueError
         If the result is not weighted or not one-dimensional (binary, top-1).
     """
-    if getattr(result, "weighting", None) is None:
+    if not getattr(getattr(result, "kind", None), "weighted", False):
         raise ValueError("the weighted reliability diagram needs a weighted result")
-    if result.mode not in ("binary", "top1") or result.k != 1:
+    if not result.mode.one_dimensional or result.k != 1:
         raise ValueError("the weighted reliability diagram is drawn for binary and top-1 results")
     table = result.bin_table()
     weight = table["weight"].to_numpy(float)

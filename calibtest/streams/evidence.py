@@ -208,7 +208,7 @@ def with_stream(res, data, formula: str, settings):
     (:class:`~calibtest.inputs.settings.Settings`) gives the environment, ``missing``, the target and the
     chunk size of those passes.
     """
-    if res.mode not in ("binary", "top1"):
+    if not res.mode.one_dimensional:
         return res
     s = settings
     return res.with_parts(stream=StreamedRows(data, formula, s.env, s.missing, s.n_classes, s.k, s.chunksize))
@@ -681,7 +681,7 @@ def streamed_evidence(rows: StreamedRows, res, alpha: float, rng):
     rng : None or int
         Seed of the multi-scale test's label draws (None: :func:`~calibtest.checks.evidence_table.evidence_seed`).
     """
-    if res.mode not in ("binary", "top1"):
+    if not res.mode.one_dimensional:
         raise ValueError(f"the evidence on a file or Dask DataFrame needs a binary or top-1 target; for "
                          f"{res.mode} the multi-scale test needs the rows in memory: read the columns into a "
                          "pandas DataFrame")

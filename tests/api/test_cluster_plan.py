@@ -65,5 +65,5 @@ def test_cli_plan_and_report_use_the_planned_cluster(tmp_path, capsys):
     out = tmp_path / "r.html"
     assert main(["report", str(data), "--formula", "y ~ p", "--plan", str(plan_path), "-o", str(out)]) == 0
     html = out.read_text(encoding="utf-8")
-    assert "from 8 clusters (column site)" in html and "multi-scale test (clustered)" in html
+    assert "come from 8 clusters (column site;" in html and "multi-scale test (clustered)" in html
     capsys.readouterr()

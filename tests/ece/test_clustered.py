@@ -348,6 +348,6 @@ def test_report_states_the_clusters_and_warns_below_the_minimum(tmp_path):
     path = tmp_path / "r.html"
     res.report(path)
     html = path.read_text(encoding="utf-8")
-    assert "Clustered rows." in html and "from 5 clusters (column site)" in html
-    assert "Warning: with only 5 clusters (fewer than 20)" in html
+    assert "Clustered rows." in html and f"The {len(df)} rows come from 5 clusters (column site;" in html
+    assert "Only 5 clusters (fewer than 20): the clustered interval and test are unreliable" in html
     assert "Clustered analysis: 5 clusters." in html

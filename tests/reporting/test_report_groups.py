@@ -287,8 +287,9 @@ def test_weighted_reports_state_pi_pi_hat_and_n_eff(data):
     pi_hat = y.mean()
     w = np.where(y == 1, pi / pi_hat, (1 - pi) / (1 - pi_hat))
     text = doc.body
-    for needle in (f"π = {pi:.4g}", f"π̂ = {pi_hat:.4g}", f"n_eff = (Σw)² / Σw² = {_kish(w):.4g} of n = {len(y)}",
-                   f"π / π̂ = {pi / pi_hat:.4g}", f"(1 − π) / (1 − π̂) = {(1 - pi) / (1 - pi_hat):.4g}"):
+    for needle in (f"pi = {pi:.4g}", f"pi_hat = {pi_hat:.4g}",
+                   f"n_eff = (sum w)^2 / sum w^2 = {_kish(w):.4g} of n = {len(y)}",
+                   f"pi / pi_hat = {pi / pi_hat:.4g}", f"(1 - pi) / (1 - pi_hat) = {(1 - pi) / (1 - pi_hat):.4g}"):
         model_data = text.split("Model and data", 2)[2].split("Analysis plan")[0]
         assert needle in model_data, needle  # in the "Model and data" section
         assert text.count(needle) >= 2, needle  # and in the model section
@@ -311,7 +312,7 @@ def test_weighted_reports_state_pi_pi_hat_and_n_eff(data):
     cw = ct.calib_ci("y ~ p", data=data, weights="w")
     text = parse(render_html(cw, figures=False)).body
     assert "case weights (column w)" in text
-    assert f"n_eff = (Σw)² / Σw² = {_kish(data['w'].to_numpy()):.4g}" in text
+    assert f"n_eff = (sum w)^2 / sum w^2 = {_kish(data['w'].to_numpy()):.4g}" in text
     assert "π" not in text.split("Model and data", 2)[2].split("Analysis plan")[0]
 
 
@@ -346,7 +347,7 @@ def test_cli_report_by_weights_prevalence(tmp_path, data, capsys):
     out = tmp_path / "w.html"
     assert _run(["report", csv, "--formula", "y ~ p", "--prevalence", "0.1", "--seed", "4", "-o", out]) == 0
     text = parse(out.read_text(encoding="utf-8")).body
-    assert f"π̂ = {data['y'].mean():.4g}" in text and "--prevalence 0.1" in text
+    assert f"pi_hat = {data['y'].mean():.4g}" in text and "--prevalence 0.1" in text
     out = tmp_path / "cw.html"
     assert _run(["report", csv, "--formula", "y ~ p", "--weights", "w", "-o", out]) == 0
     assert "case weights (column w)" in parse(out.read_text(encoding="utf-8")).body
