@@ -734,7 +734,7 @@ def _file_time(path, column: str):
 def _monitor_state(args):
     from calibtest.monitor.monitor import CalibrationMonitor
 
-    fresh = CalibrationMonitor(args.formula, n_classes=args.n_classes, alpha=args.alpha, n_bins=args.bins,
+    fresh = CalibrationMonitor(args.formula, n_classes=args.n_classes, alpha=args.alpha, n_bins=args.ece_bins,
                                margin=args.margin, arl=args.arl, odds_ratio=args.odds_ratio, model=args.model,
                                rng=args.seed, eval_env=formula_namespace(), missing=args.missing,
                                chunksize=args.chunksize)
@@ -811,8 +811,7 @@ def _add_monitor_parser(sub, shared) -> None:
                     help="column holding each batch's time (the batch's time stamp is its latest value)")
     OPTIONS["n_classes"].add_to(mo)
     OPTIONS["alpha"].add_to(mo)
-    BIN_COUNT.add_to(mo, "--bins", default=10, help="bins B of the binned ECE whose upper bound is reported "
-                                                   "(default 10)")
+    OPTIONS["ece_bins"].add_to(mo)
     OPTIONS["margin"].add_to(mo, help="ECE margin delta: report when the ECE bound falls below it")
     mo.add_argument("--arl", type=float, default=None, help="in-control average run length, in batches, of the "
                                                             "change detector and the RA-CUSUM (default 1/alpha)")

@@ -414,6 +414,7 @@ _OPTIONS = (
            minimum=2),
     Option("adaptive", "flag", False, "adaptive T-Cal over dyadic bin counts"),
     Option("hl_groups", "count", 10, "groups g of the Hosmer-Lemeshow test", minimum=3),
+    Option("ece_bins", "count", 10, "bins B of the binned ECE whose upper bound a monitor reports", minimum=1),
     Option("validation", "choice", "external", "Hosmer-Lemeshow degrees of freedom: external (df = g) or "
            "development (df = g - 2)", choices=("external", "development")),
     Option("combine", "choice", "max-z", "how the multi-scale test combines its scales",

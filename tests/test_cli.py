@@ -189,12 +189,12 @@ def test_shared_options_have_one_help_text_everywhere():
     assert takes == {"ci": set(SHARED), "report": set(SHARED) - {"--json"}, "tcal": set(SHARED),
                      "compare": set(SHARED), "sample-size": set(SHARED), "demo": set(),
                      "plan": {"--alpha", "--k", "--n-classes", "--bins"},
-                     "test": set(SHARED) - {"--k"}, "monitor": set(SHARED) - {"--k"}}
-    # --bins of plan (alias of --n-bins) and test (the scales) take 'adaptive', monitor's is the ECE bound's B:
-    # their own help
+                     "test": set(SHARED) - {"--k"}, "monitor": set(SHARED) - {"--k", "--bins"}}
+    # --bins of plan (alias of --n-bins) and test (the scales) take 'adaptive': their own help (a monitor's B of
+    # the ECE bound is --ece-bins, an option of its own)
     for option in SHARED:
         helps = {name: a.help for name, p in subs.items() for a in p._actions if option in a.option_strings
-                 and not (name in ("plan", "test", "monitor") and option == "--bins")}
+                 and not (name in ("plan", "test") and option == "--bins")}
         assert len(set(helps.values())) == 1, (option, helps)
         assert all(h and h.strip() for h in helps.values()), option
 
