@@ -21,8 +21,11 @@ paper's debiased T on these U is unbiased for the binned ECE^2(t) given G
 **Interval.**  The influence function of T is psi_i = 2 mu_b U_i - ||mu_b||^2
 (the paper's sigma1^2 is its variance) plus, for the Kaplan-Meier G, the
 influence of G-hat (:func:`calibtest.core.censoring.km_influence` with
-a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) and
-se = sigma1 / sqrt(n).  With the Cox G the influence of its coefficients
+a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) with the bin
+moments of psi^2 taken unbiased (U-statistics over distinct rows: the plug-in
+overstates them by the fourth moment of the IPCW outcomes, large under heavy
+censoring), and se = sqrt(sigma1^2 / n + V_0), V_0 the second-order variance
+of T (:func:`calibtest.core.censoring.ipcw_first_order_variance`).  With the Cox G the influence of its coefficients
 and of its Breslow baseline hazard takes the place of the Kaplan-Meier term
 (:func:`calibtest.core.censoring.cox_influence`).
 
@@ -52,8 +55,8 @@ from calibtest.inputs.validation import DEFAULT_DRAWS, DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
 from calibtest.core.censoring import (SurvivalData, censoring_km, competing_rows, cox_breslow, cox_influence,
-                                      cox_survival_before, ipcw_outcome, km_influence, survival_rows,
-                                      weighted_km_influence)
+                                      cox_survival_before, ipcw_first_order_variance, ipcw_outcome,
+                                      km_influence, survival_rows, weighted_km_influence)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
@@ -71,9 +74,11 @@ __all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ip
            "survival_rows_result", "SurvivalInput"]
 
 #: How the standard error accounts for the censoring weights, by censoring model.
-_VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
-             "cox": "is the influence-function one, including the influence of the Cox model's coefficients and "
-                    "Breslow baseline hazard",
+_VARIANCE = {"km": "is sqrt(sigma1^2 / n + V_0): the influence-function variance with unbiased bin moments, "
+                   "including the influence of the Kaplan-Meier estimate of G, plus the second-order variance of T",
+             "cox": "is sqrt(sigma1^2 / n + V_0): the influence-function variance with unbiased bin moments, "
+                    "including the influence of the Cox model's coefficients and Breslow baseline hazard, plus the "
+                    "second-order variance of T",
              "km weighted": "is the influence-function one of the weighted estimate, including the influence of "
                             "the weighted Kaplan-Meier estimate of G"}
 
@@ -207,14 +212,14 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     t = debiased_statistic(stats, n)
     plugin = plugin_statistic(stats, n)
     influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, censoring_influence)
-    s1 = float(np.mean(influence * influence))
+    s1 = ipcw_first_order_variance(partition.inverse, target.u[:, 0], partition.m, influence, t)
     v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
     volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
     s0 = n * n * volume * v0
     if not s0 > 0:
         raise DataError("the calibrated-regime variance of the IPCW rows is 0 (no bin holds two rows with "
                         "non-zero errors); use fewer bins or more rows")
-    se = math.sqrt(s1 / n)
+    se = math.sqrt(s1 / n + v0)
     zstat, pvalue = null_test(t, n, volume, s0)
     threshold = null_threshold(alpha, s0, n, volume)
     iv = adjusted_interval(t, se, threshold, alpha)
@@ -222,7 +227,7 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
                           test=(zstat, pvalue, threshold), interval=iv, null_method="normal", asymptotic=None,
                           singleton_fraction=singleton_fraction(stats.count))
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
-                                               second_order_variance=None)
+                                               second_order_variance=v0)
     return CalibrationResult.from_estimates(
         stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=target.mode,
         k=target.k, n_classes=None, alpha=alpha, null="asymptotic", approximation=approximation, call_record=call,
