@@ -274,6 +274,8 @@ def ipcw_first_order_variance(inverse: np.ndarray, u: np.ndarray, m: int, influe
     influence of the estimated G); its mean square is the plug-in sigma_1^2.  The plug-in
     mean((psi - mean psi)^2) is replaced by sum_b Psi_b / n - T^2 (:func:`unbiased_psi_square_sums`),
     the cross term and phi's square kept: sigma_1^2 = max(mean(IF^2) - var(psi) + sum_b Psi_b / n - T^2, 0).
+    The noise of mu-hat_b in the cross term and in phi is left in: it moved the variance by 1-3% at 73%
+    censored before t.
     """
     n = u.shape[0]
     count = np.bincount(inverse, minlength=m).astype(np.float64)
@@ -542,6 +544,14 @@ class SurvivalData:
         then holds the codes: 0 censored, other positive codes competing
         events; ``n_events`` counts the cause and ``km_risk`` is its
         Aalen-Johansen cumulative incidence by the horizon); None: one event type.
+    sigma1_sq_unbiased : float or None
+        With censoring before t: the first-order variance constant of the
+        standard error, sigma1^2 with unbiased bin moments
+        (:func:`ipcw_first_order_variance`); the result's ``sigma1_sq`` stays
+        the plug-in mean(IF^2).  None without censoring before t.
+    second_order_variance : float or None
+        With censoring before t: V_0, the second-order variance of T added in
+        the standard error, se = sqrt(sigma1_sq_unbiased / n + V_0).
     """
 
     time: np.ndarray = field(repr=False)
@@ -559,6 +569,8 @@ class SurvivalData:
     time_name: str = "time"
     event_name: str = "event"
     cause: int | None = None
+    sigma1_sq_unbiased: float | None = None
+    second_order_variance: float | None = None
 
     @classmethod
     def build(cls, time, event, horizon, *, censoring, covariates, km: CensoringKM, max_weight: float,
@@ -619,4 +631,6 @@ class SurvivalData:
                 "n_event_free_at_horizon": self.n_event_free,
                 "median_followup": None if math.isnan(self.median_followup) else self.median_followup,
                 "km_risk_at_horizon": self.km_risk, "max_ipcw_weight": self.max_weight,
-                "survival_variance": self.variance, **({} if self.cause is None else {"cause": self.cause})}
+                "survival_variance": self.variance, **({} if self.cause is None else {"cause": self.cause}),
+                **({} if self.sigma1_sq_unbiased is None else {"sigma1_sq_unbiased": self.sigma1_sq_unbiased,
+                                                                "second_order_variance": self.second_order_variance})}

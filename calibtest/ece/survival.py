@@ -24,8 +24,11 @@ influence of G-hat (:func:`calibtest.core.censoring.km_influence` with
 a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) with the bin
 moments of psi^2 taken unbiased (U-statistics over distinct rows: the plug-in
 overstates them by the fourth moment of the IPCW outcomes, large under heavy
-censoring), and se = sqrt(sigma1^2 / n + V_0), V_0 the second-order variance
-of T (:func:`calibtest.core.censoring.ipcw_first_order_variance`).  With the Cox G the influence of its coefficients
+censoring), and se = sqrt(sigma1_U^2 / n + V_0), V_0 the second-order variance
+of T (:func:`calibtest.core.censoring.ipcw_first_order_variance`; both kept on
+``result.survival``).  The result's ``sigma1_sq`` is the plug-in
+mean(IF^2), the input of ``calib_compare`` and of the grouped heterogeneity
+test, which correct it themselves.  With the Cox G the influence of its coefficients
 and of its Breslow baseline hazard takes the place of the Kaplan-Meier term
 (:func:`calibtest.core.censoring.cox_influence`).
 
@@ -46,7 +49,7 @@ every number (the default conditional null included) equals binary
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -74,11 +77,12 @@ __all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ip
            "survival_rows_result", "SurvivalInput"]
 
 #: How the standard error accounts for the censoring weights, by censoring model.
-_VARIANCE = {"km": "is sqrt(sigma1^2 / n + V_0): the influence-function variance with unbiased bin moments, "
-                   "including the influence of the Kaplan-Meier estimate of G, plus the second-order variance of T",
-             "cox": "is sqrt(sigma1^2 / n + V_0): the influence-function variance with unbiased bin moments, "
-                    "including the influence of the Cox model's coefficients and Breslow baseline hazard, plus the "
-                    "second-order variance of T",
+_VARIANCE = {"km": "is sqrt(sigma1_U^2 / n + V_0): the influence-function variance with unbiased bin moments "
+                   "(sigma1_U^2; sigma1^2 is the plug-in), including the influence of the Kaplan-Meier estimate of "
+                   "G, plus the second-order variance V_0 of T",
+             "cox": "is sqrt(sigma1_U^2 / n + V_0): the influence-function variance with unbiased bin moments "
+                    "(sigma1_U^2; sigma1^2 is the plug-in), including the influence of the Cox model's "
+                    "coefficients and Breslow baseline hazard, plus the second-order variance V_0 of T",
              "km weighted": "is the influence-function one of the weighted estimate, including the influence of "
                             "the weighted Kaplan-Meier estimate of G"}
 
@@ -212,14 +216,16 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     t = debiased_statistic(stats, n)
     plugin = plugin_statistic(stats, n)
     influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, censoring_influence)
-    s1 = ipcw_first_order_variance(partition.inverse, target.u[:, 0], partition.m, influence, t)
+    s1 = float(np.mean(influence * influence))  # the plug-in sigma1^2 the result reports (its consumers' input)
+    s1_unbiased = ipcw_first_order_variance(partition.inverse, target.u[:, 0], partition.m, influence, t)
     v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
     volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
     s0 = n * n * volume * v0
     if not s0 > 0:
         raise DataError("the calibrated-regime variance of the IPCW rows is 0 (no bin holds two rows with "
                         "non-zero errors); use fewer bins or more rows")
-    se = math.sqrt(s1 / n + v0)
+    se = math.sqrt(s1_unbiased / n + v0)
+    survival = replace(survival, sigma1_sq_unbiased=s1_unbiased, second_order_variance=v0)
     zstat, pvalue = null_test(t, n, volume, s0)
     threshold = null_threshold(alpha, s0, n, volume)
     iv = adjusted_interval(t, se, threshold, alpha)
@@ -227,7 +233,7 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
                           test=(zstat, pvalue, threshold), interval=iv, null_method="normal", asymptotic=None,
                           singleton_fraction=singleton_fraction(stats.count))
     approximation = Approximation.sparse_cells(estimates.singleton_fraction, mode=target.mode, k=target.k,
-                                               second_order_variance=v0)
+                                               second_order_variance=None)
     return CalibrationResult.from_estimates(
         stats, estimates, n_bins=partition.n_bins, n_bins_rule=partition.n_bins_rule, mode=target.mode,
         k=target.k, n_classes=None, alpha=alpha, null="asymptotic", approximation=approximation, call_record=call,

@@ -180,9 +180,10 @@ def test_influence_function_matches_the_jackknife_with_the_km_term():
     plug_psi = 2 * mu * u - mu * mu
     unbiased = unbiased_psi_square_sums(res.partition.inverse, u, res.partition.m).sum()  # checked by loops below
     sigma1 = np.mean(with_km ** 2) - np.var(plug_psi) + unbiased / n - res.estimate ** 2
-    assert res.sigma1_sq == pytest.approx(sigma1, rel=1e-9)
+    assert res.sigma1_sq == pytest.approx(np.mean(with_km ** 2), rel=1e-12)  # the plug-in, as before
+    assert res.survival.sigma1_sq_unbiased == pytest.approx(sigma1, rel=1e-9)
+    assert res.survival.second_order_variance == pytest.approx(v0, rel=1e-12)
     assert res.se ** 2 == pytest.approx(sigma1 / n + v0, rel=1e-9)
-    assert res.approximation.second_order_variance == pytest.approx(v0, rel=1e-12)
 
 
 def test_unbiased_psi_square_sums_match_loops_over_distinct_rows():
