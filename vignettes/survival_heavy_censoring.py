@@ -33,7 +33,11 @@ the true risk F: calibrated, ``over`` (+0.5 on the logit), ``extreme`` (slope
 * ``exp-indep60``: the design of ``survival_coverage.py`` (exponential times,
   H0(s) = 0.1 s, beta = 0.8, t = 5) with independent exponential censoring,
   60% censored before t (the designs where coverage and size must hold);
-* ``exp-light30``: the same, 30% censored.
+* ``exp-light30``: the same, 30% censored;
+* ``exp-dep30-cox``: the same event times, censoring hazard 0.09 e^x (about
+  30% censored before t, the patients at high risk leave early), analysed
+  with the Cox model of the censoring on x (``censoring="cox"``), as the
+  survival vignette's ``dep30`` design.
 
 A study whose follow-up ends before t (the horizon is then refused) is
 drawn again; the count is the ``redrawn`` column of the CSV.
@@ -106,13 +110,14 @@ def draw_times(design, rng, x):
 
 
 DESIGNS = {  # name: (F, horizon, censoring sampler)
-    "loglogistic-unif73": (f_loglogistic, 1.0, lambda rng, n: rng.uniform(0, 1.15, n)),
-    "loglogistic-unif77": (f_loglogistic, 1.0, lambda rng, n: rng.uniform(0, 1.08, n)),
-    "loglogistic-unif83": (f_loglogistic, 1.0, lambda rng, n: rng.uniform(0, 1.02, n)),
-    "gompertz-exp75": (f_gompertz, 1.0, lambda rng, n: rng.exponential(1 / 2.0, n)),
-    "weibull-unif77": (f_weibull, 1.0, lambda rng, n: rng.uniform(0, 1.1, n)),
-    "exp-indep60": (f_exponential, 5.0, lambda rng, n: rng.exponential(1 / 0.3, n)),
-    "exp-light30": (f_exponential, 5.0, lambda rng, n: rng.exponential(1 / 0.1, n)),
+    "loglogistic-unif73": (f_loglogistic, 1.0, lambda rng, x: rng.uniform(0, 1.15, x.size)),
+    "loglogistic-unif77": (f_loglogistic, 1.0, lambda rng, x: rng.uniform(0, 1.08, x.size)),
+    "loglogistic-unif83": (f_loglogistic, 1.0, lambda rng, x: rng.uniform(0, 1.02, x.size)),
+    "gompertz-exp75": (f_gompertz, 1.0, lambda rng, x: rng.exponential(1 / 2.0, x.size)),
+    "weibull-unif77": (f_weibull, 1.0, lambda rng, x: rng.uniform(0, 1.1, x.size)),
+    "exp-indep60": (f_exponential, 5.0, lambda rng, x: rng.exponential(1 / 0.3, x.size)),
+    "exp-light30": (f_exponential, 5.0, lambda rng, x: rng.exponential(1 / 0.1, x.size)),
+    "exp-dep30-cox": (f_exponential, 5.0, lambda rng, x: rng.exponential(1 / (0.09 * np.exp(x)))),
 }
 
 
@@ -153,10 +158,10 @@ def simulate(design, rng, n, model):
     f, horizon, cens = DESIGNS[design]
     x = rng.normal(size=n)
     t = draw_times(design, rng, x)
-    c = cens(rng, n)
+    c = cens(rng, x)
     time_, event = np.minimum(t, c), (t <= c).astype(float)
     F = np.clip(f(x, horizon), 1e-12, 1 - 1e-12)
-    return time_, event, risk_of(F, model), horizon
+    return time_, event, risk_of(F, model), horizon, x
 
 
 def covers(lower, upper, open_, value):
@@ -176,11 +181,12 @@ def cell(rng, design, n, model, value, studies):
     est, se_old, se_new, cov_old, cov_new, rej, cens = [], [], [], [], [], [], []
     redrawn = 0
     for _ in range(studies):
-        time_, event, risk, horizon = simulate(design, rng, n, model)
+        time_, event, risk, horizon, x = simulate(design, rng, n, model)
         while time_.max() < horizon:  # no follow-up beyond t (possible at 83% censored, n = 300): redraw
             redrawn += 1
-            time_, event, risk, horizon = simulate(design, rng, n, model)
-        res = ct.calib_ci(time=time_, event=event, probs=risk, horizon=horizon, n_bins=B, alpha=ALPHA)
+            time_, event, risk, horizon, x = simulate(design, rng, n, model)
+        cox = {"censoring": "cox", "censoring_covariates": x} if design.endswith("cox") else {}
+        res = ct.calib_ci(time=time_, event=event, probs=risk, horizon=horizon, n_bins=B, alpha=ALPHA, **cox)
         old = math.sqrt(res.sigma1_sq / res.n)
         iv = adjusted_interval(res.estimate, old, res.threshold, ALPHA)
         est.append(res.estimate)
@@ -209,7 +215,7 @@ def plan():
         for n in (300, 1000, 3000):
             out += [(design, n, m) for m in MODELS]
     out += [("loglogistic-unif83", n, m) for n in (300, 1000) for m in MODELS]
-    for design in ("exp-indep60", "exp-light30"):
+    for design in ("exp-indep60", "exp-light30", "exp-dep30-cox"):
         out += [(design, n, m) for n in (300, 1000) for m in MODELS]
     return out
 

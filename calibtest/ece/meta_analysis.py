@@ -366,19 +366,20 @@ def ece_site_variances(groups: dict, labels) -> tuple[np.ndarray, np.ndarray] | 
     """(V_2,g, r_g) of the sites ``labels`` from their results, or None when one is weighted or clustered.
 
     V_2,g is the second-order variance of the site's T and r_g = sigma_1^2 / (n T_plugin) its first-order
-    variance per unit of ECE^2 (0 when the plug-in estimate is 0), from
-    :func:`calibtest.ece.grouped_interval.estimate_variance`.
+    variance per unit of ECE^2 (0 when the plug-in estimate is 0): the parts of
+    :func:`calibtest.ece.grouped_interval.estimate_variance` for unweighted rows.
     """
-    from calibtest.ece.grouped_interval import estimate_variance
+    from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
     v2, rate = [], []
     for label in labels:
         res = groups.get(label)
         if res is None or getattr(res, "weighting", None) is not None or getattr(res, "clustering", None) \
                 is not None or getattr(res, "data", None) is None or getattr(res, "partition", None) is None:
             return None
-        parts = estimate_variance(res)
-        v2.append(parts.second_order)
-        rate.append(parts.first_order / parts.plugin if parts.plugin > 0 else 0.0)
+        inverse, u = res.partition.inverse, res.data.u
+        v2.append(second_order_var_single(inverse, u))
+        plugin = res.plugin_estimate
+        rate.append(first_order_var_single(inverse, u) / plugin if plugin > 0 else 0.0)
     v2 = np.array(v2)
     return (v2, np.array(rate)) if np.all(v2 > 0) else None
 
