@@ -156,16 +156,16 @@ def main() -> None:
                      f"{s['T_J_sd']:.2e} | {s['T_R_sd']:.2e} | {s['se_J_over_sd']:.2f} |")
         if name in ("overspread", "vignette"):
             bias, se = per_bin.mean(0), per_bin.std(0, ddof=1) / math.sqrt(len(per_bin))
-            sparse = kb.mean(0) < 5 if name == "overspread" else kb.mean(0) < 5
+            sparse = kb.mean(0) < 5
             # the up-weighted class: controls at prevalence < 0.5 (weight (1 - pi) / 0.5 > pi / 0.5)
             attribution.append(f"* `{name}`: bins whose mean number of controls (the up-weighted class) is below 5 "
                                f"carry {bias[sparse].sum():+.2e} of the total bias {bias.sum():+.2e} of T_J "
                                f"(they hold {100 * cb.mean(0)[sparse].sum() / (cb.mean(0).sum()):.0f}% of the cases "
                                f"and {100 * kb.mean(0)[sparse].sum() / kb.mean(0).sum():.1f}% of the controls); "
-                               "largest bins by bias / s.e.: " + ", ".join(
+                               "the three bins of largest bias: " + ", ".join(
                                    f"bin {b} ({cb.mean(0)[b]:.1f} cases, {kb.mean(0)[b]:.1f} controls, bias "
                                    f"{bias[b]:+.1e}, {bias[b] / se[b]:+.1f} s.e.)"
-                                   for b in np.argsort(-np.abs(bias / np.maximum(se, 1e-300)))[:3]))
+                                   for b in np.argsort(-np.abs(np.where(se > 0, bias, 0.0)))[:3]))
         print(name, f"{time.time() - start:.0f} s", flush=True)
     lines += ["", "Bias % is of the true binned ECE^2; bias / MC s.e. is the mean error over its Monte Carlo s.e.", "",
               "## Where the bias lives", ""] + attribution + [

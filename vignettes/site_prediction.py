@@ -76,6 +76,9 @@ def replicate(rng, K, tau, shift):
     y = rng.binomial(1, 1.0 / (1.0 + np.exp(-(x + shift + u[site]))))
     grouped = ct.calib_ci(y=y, probs=1.0 / (1.0 + np.exp(-x)), by=site, null="asymptotic")
     meta = grouped.meta_analysis(["ece", "log_oe"], alpha=ALPHA)
+    if "ece" not in meta.pooled or "log_oe" not in meta.pooled:  # not pooled (the reason is printed)
+        print("not pooled:", meta.left_out_measures, flush=True)
+        return None
     ece, oe = meta["ece"], meta["log_oe"]
     # Riley's interval of the same fit: the "before"
     half = stats.t(ece.k - 2).isf(ALPHA / 2) * math.sqrt(ece.tau2 + ece.se ** 2)
@@ -94,8 +97,10 @@ def replicate(rng, K, tau, shift):
 
 def cell(rng, K, tau, shift, reps):
     rows = [replicate(rng, K, tau, shift) for _ in range(reps)]
-    df = pd.DataFrame(rows)
-    out = {"K": K, "tau": tau, "shift": shift, "reps": reps}
+    skipped = sum(r is None for r in rows)
+    df = pd.DataFrame([r for r in rows if r is not None])
+    reps -= skipped
+    out = {"K": K, "tau": tau, "shift": shift, "reps": reps, "not_pooled": skipped}
     for col in ("cover_before", "cover_after", "cover_oe"):
         out[col] = df[col].mean()
         out[col + "_se"] = df[col].std(ddof=1) / math.sqrt(reps)
@@ -112,7 +117,8 @@ def write_md(df: pd.DataFrame, seconds: float) -> None:
              f"Written by `vignettes/site_prediction.py` (seeded; {seconds / 60:.1f} minutes on one shared core). "
              "Design and the two intervals in the script's docstring. 90% intervals; each replicate scores "
              f"{NEW_SITES} new sites; Monte Carlo s.e. in parentheses (sd of the replicates' coverages over "
-             "sqrt(R)); R is modest, for a shared machine.", "",
+             "sqrt(R)); R is modest, for a shared machine; replicates whose ECE^2 could not be pooled (REML not converging) "
+             f"are left out: {int(df.not_pooled.sum())} in all.", "",
              "| K sites | tau (logit) | common shift | R | ECE^2 coverage before (Riley) | after (gamma) | "
              "misses below / above, before | after | median width before | after | REML tau^2 (median) | "
              "true variance of a site's ECE^2 | log O/E coverage (Riley, unchanged) |",
