@@ -144,8 +144,8 @@ def write_md(df: pd.DataFrame, seconds: float) -> None:
               f"{het.above_after.min():.3f}-{het.above_after.max():.3f} above).",
               "", "## Where the method still loses", "",
               "* **The target is not met at 8 sites**: with tau = 0.4 the 90% interval covers about 0.83-0.87 "
-              "(this run's row, and 0.866 (0.014) and 0.871 (0.014) in two earlier runs of 150 replicates with "
-              "other seeds during development), 0.865-0.89 at 20 sites; the gain over Riley's is small there while "
+              "(this run's row, and 0.871 (0.014) in a development run of 150 replicates with another seed), "
+              "0.865-0.89 at 20 sites (0.891 (0.012) in a development run of 80); the gain over Riley's is small there while "
               "the interval is 1.5-1.6 times as wide. The lower end is too high about 6% of the time (sites "
               "with an ECE^2 near 0, where the fitted gamma's shape is above the true one of about 0.5): a "
               "calibrated (parametric-bootstrap) predictive, or a law with more mass at 0, is the next step.",
