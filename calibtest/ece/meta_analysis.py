@@ -370,17 +370,18 @@ def ece_site_variances(groups: dict, labels) -> tuple[np.ndarray, np.ndarray] | 
     :func:`calibtest.ece.grouped_interval.estimate_variance` for unweighted rows.
     """
     from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
-    v2, rate = [], []
+    second: list[float] = []
+    rate: list[float] = []
     for label in labels:
         res = groups.get(label)
         if res is None or getattr(res, "weighting", None) is not None or getattr(res, "clustering", None) \
                 is not None or getattr(res, "data", None) is None or getattr(res, "partition", None) is None:
             return None
         inverse, u = res.partition.inverse, res.data.u
-        v2.append(second_order_var_single(inverse, u))
+        second.append(second_order_var_single(inverse, u))
         plugin = res.plugin_estimate
         rate.append(first_order_var_single(inverse, u) / plugin if plugin > 0 else 0.0)
-    v2 = np.array(v2)
+    v2 = np.array(second)
     return (v2, np.array(rate)) if np.all(v2 > 0) else None
 
 
