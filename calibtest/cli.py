@@ -797,7 +797,6 @@ def _after(stamp, last) -> bool:
 
 
 def _add_monitor_parser(sub, shared) -> None:
-    from calibtest.options import BIN_COUNT
 
     mo = sub.add_parser("monitor", help="monitor calibration batch by batch (anytime-valid alarms; state in a file)",
                         n_formulas=1, parents=[shared["one_formula"], shared["json"]], epilog=_MONITOR_EPILOG)

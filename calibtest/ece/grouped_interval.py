@@ -310,7 +310,7 @@ class GroupedCalibrationResult(GroupedResult):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
                           alpha=self.alpha if alpha is None else alpha,
-                          clustered=kind_flag(self.pooled, "clustered"))
+                          clustered=kind_flag(self.pooled, "clustered"), groups=self.groups)
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -889,7 +889,7 @@ def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: 
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
         pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
         meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
-                        clustered=kind_flag(pooled, "clustered")), **fields)
+                        clustered=kind_flag(pooled, "clustered"), groups=groups), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:

@@ -370,6 +370,10 @@ class AnalysisKind:
         """Tables the kind adds to the summary (a frame and its formats)."""
         return []
 
+    def se_words(self) -> str:
+        """The standard error of T the adjusted interval uses, in the report's symbols."""
+        return "se = σ₁/√n"
+
     def tests_note(self, alpha: float) -> str:
         """The summary note defining the two tests of the tests table."""
         note = ("Tests of ECE = 0: calibrated regime z0 = n sqrt(w) T / sigma0 (variance sigma0^2; "
@@ -794,6 +798,24 @@ class SurvivalKind(AnalysisKind):
         if self.censored and not self.weighted:
             return build_survival_evidence(self.res, alpha), None
         return self.rows.summary_evidence(alpha)
+
+    def _unbiased_se(self) -> bool:
+        """Whether se = sqrt(sigma1_U^2 / n + V_0) (unweighted IPCW rows, Kaplan-Meier censoring weights)."""
+        return self.censored and getattr(self.res.survival, "second_order_variance", None) is not None
+
+    def se_words(self) -> str:
+        if self._unbiased_se():
+            return ("se = √(σ₁,U²/n + V₀), with σ₁,U² the first-order variance of the IPCW rows from unbiased "
+                    "bin sums and V₀ the second-order variance of T")
+        return self.rows.se_words()
+
+    def tests_note(self, alpha: float) -> str:
+        note = self.rows.tests_note(alpha)
+        if self._unbiased_se():
+            note = note.replace("se = sigma1 / sqrt(n) (variance sigma1^2)",
+                                "se = sqrt(sigma1_U^2 / n + V0) (sigma1_U^2: the first-order variance of the IPCW "
+                                "rows from unbiased bin sums; V0: the second-order variance of T)")
+        return note
 
     def refuse_reliability_plot(self) -> None:
         self.rows.refuse_reliability_plot()

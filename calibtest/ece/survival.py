@@ -21,8 +21,17 @@ paper's debiased T on these U is unbiased for the binned ECE^2(t) given G
 **Interval.**  The influence function of T is psi_i = 2 mu_b U_i - ||mu_b||^2
 (the paper's sigma1^2 is its variance) plus, for the Kaplan-Meier G, the
 influence of G-hat (:func:`calibtest.core.censoring.km_influence` with
-a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) and
-se = sigma1 / sqrt(n).  With the Cox G the influence of its coefficients
+a_i = 2 mu_b Y~_i); sigma1^2 = mean((psi - mean psi + phi)^2) with the bin
+moments of psi^2 taken unbiased (U-statistics over distinct rows: the plug-in
+overstates them by the fourth moment of the IPCW outcomes, large under heavy
+censoring), and se = sqrt(sigma1_U^2 / n + V_0), V_0 the second-order variance
+of T (:func:`calibtest.core.censoring.ipcw_first_order_variance`; both kept on
+``result.survival``).  With the Cox G the se stays sqrt(sigma1^2 / n) with
+the plug-in: there the corrected form was too small (sd(T) / se 1.1-1.46 at
+30% dependent censoring; the plug-in's 1.0-1.34 already is), a defect of the
+Cox term left open.  The result's ``sigma1_sq`` is the plug-in
+mean(IF^2), the input of ``calib_compare`` and of the grouped heterogeneity
+test, which correct it themselves.  With the Cox G the influence of its coefficients
 and of its Breslow baseline hazard takes the place of the Kaplan-Meier term
 (:func:`calibtest.core.censoring.cox_influence`).
 
@@ -44,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,8 +62,8 @@ from calibtest.inputs.validation import DataError, OptionError
 from calibtest.core.binning import singleton_fraction
 from calibtest.core.binstats import debiased_statistic, plugin_statistic
 from calibtest.core.censoring import (SurvivalData, SurvivalOutcome, censoring_km, competing_rows, cox_breslow,
-                                      cox_influence, cox_survival_before, ipcw_outcome, km_influence, survival_rows,
-                                      weighted_km_influence)
+                                      cox_influence, cox_survival_before, ipcw_first_order_variance, ipcw_outcome,
+                                      km_influence, survival_rows, weighted_km_influence)
 from calibtest.core.estimates import Estimates
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
@@ -75,7 +84,9 @@ __all__ = ["survival_calib_ci", "estimate_censored", "cox_censoring_before", "ip
            "survival_rows_result", "SurvivalInput"]
 
 #: How the standard error accounts for the censoring weights, by censoring model.
-_VARIANCE = {"km": "is the influence-function one, including the influence of the Kaplan-Meier estimate of G",
+_VARIANCE = {"km": "is sqrt(sigma1_U^2 / n + V_0): the influence-function variance with unbiased bin moments "
+                   "(sigma1_U^2; sigma1^2 is the plug-in), including the influence of the Kaplan-Meier estimate of "
+                   "G, plus the second-order variance V_0 of T",
              "cox": "is the influence-function one, including the influence of the Cox model's coefficients and "
                     "Breslow baseline hazard",
              "km weighted": "is the influence-function one of the weighted estimate, including the influence of "
@@ -211,14 +222,19 @@ def estimate_censored(target: PreparedData, partition, survival: SurvivalData, y
     t = debiased_statistic(stats, n)
     plugin = plugin_statistic(stats, n)
     influence = ipcw_influence(partition.inverse, partition.m, target.u[:, 0], y_tilde, censoring_influence)
-    s1 = float(np.mean(influence * influence))
+    s1 = float(np.mean(influence * influence))  # the plug-in sigma1^2 the result reports (its consumers' input)
     v0 = weighted_null_variance(partition.inverse, target.u, np.ones(n), partition.m)
     volume, _ = cell_geometry(target.mode, target.k, target.n_classes, partition.n_bins)
     s0 = n * n * volume * v0
     if not s0 > 0:
         raise DataError("the calibrated-regime variance of the IPCW rows is 0 (no bin holds two rows with "
                         "non-zero errors); use fewer bins or more rows")
-    se = math.sqrt(s1 / n)
+    if survival.censoring == "km":  # Kaplan-Meier G: unbiased bin moments plus V_0 (module docstring)
+        s1_unbiased = ipcw_first_order_variance(partition.inverse, target.u[:, 0], partition.m, influence, t)
+        se = math.sqrt(s1_unbiased / n + v0)
+        survival = replace(survival, sigma1_sq_unbiased=s1_unbiased, second_order_variance=v0)
+    else:  # Cox G: the plug-in (the corrected form made its se too small: vignettes/survival_heavy_censoring.md)
+        se = math.sqrt(s1 / n)
     zstat, pvalue = null_test(t, n, volume, s0)
     threshold = null_threshold(alpha, s0, n, volume)
     iv = adjusted_interval(t, se, threshold, alpha)

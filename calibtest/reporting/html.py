@@ -1387,8 +1387,9 @@ def _toc(ctx: dict) -> list[dict]:
 def limitation_of_null(results, names) -> str:
     """The Limitations bullet on the test and the interval, consistent with the null each result used."""
     def method_words(method):
-        return ("the upper end of the adjusted interval uses the normal approximation of T in the miscalibrated "
-                "regime (se = σ₁/√n)" if method == "adjusted" else
+        se = "; ".join(sorted({r.kind.se_words() for r in results if r.method == "adjusted"}))
+        return (f"the upper end of the adjusted interval uses the normal approximation of T in the miscalibrated "
+                f"regime ({se})" if method == "adjusted" else
                 f"the {method} interval is asymptotically valid")
     def clustered(r):
         return kind_flag(r, "clustered")

@@ -116,10 +116,11 @@ def test_acceptance_criteria_come_from_the_survival_evidence(censored):
     assert math.isclose(table.loc["oe_within", "ci_lower"], sev.oe * math.exp(-z * sev.oe_se), rel_tol=1e-12)
     assert (table["verdict"] != "not evaluable").all()
     assert ct.oe_test(sev, (0.8, 1.25)).ci_upper == ct.oe_test(res, (0.8, 1.25)).ci_upper
-    # the margin test on ECE(t): the IPCW standard error with the IPCW V_0 as its floor, by hand
+    # the margin test on ECE(t): the IPCW standard error (sigma1_U^2 / n + V_0) with the IPCW V_0 as its floor
     mt = res.margin_test(0.1)
     v0 = res.sigma0_sq / (res.n ** 2 * res.bin_volume)
-    se = math.sqrt(max(res.sigma1_sq / res.n, v0))
+    assert res.se ** 2 == pytest.approx(res.survival.sigma1_sq_unbiased / res.n + v0, rel=1e-12)
+    se = math.sqrt(max(res.se ** 2, v0))
     assert math.isclose(mt.upper, math.sqrt(max(res.estimate, 0.0) + z * se), rel_tol=1e-12)
     assert "IPCW" in str(mt.summary())
 
