@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).with_name("sphinxext")))  # the gallery's image scraper
 
 import calibtest  # noqa: E402  (the source tree's package, before an installed one)
 
@@ -31,11 +32,12 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx_gallery.gen_gallery",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_build", "**/.ipynb_checkpoints", "gallery"]
 templates_path = ["_templates"]
 
 # MyST: $...$ maths, heading anchors for the pages' #section links, ```{directive} blocks.
@@ -53,7 +55,30 @@ numpydoc_validation_checks: set[str] = set()
 
 html_theme = "alabaster"
 html_title = f"calibtest {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["calibtest.css"]      # wide tables scroll inside their column
+#: Files copied as they are to the site's top level: the HTML reports the gallery writes (``gallery/plot_report.py``).
+html_extra_path = [str(Path(__file__).with_name("_reports").relative_to(Path(__file__).parent))]
+Path(__file__).with_name("_reports").mkdir(exist_ok=True)
+
+
+
+
+sphinx_gallery_conf = {
+    "examples_dirs": "gallery",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",       # run every example (their names start with plot_)
+    "image_scrapers": ("matplotlib", "gallery_scraper.unmanaged_figures"),
+    "remove_config_comments": True,
+    "download_all_examples": False,
+    "reset_modules": ("matplotlib",),
+    "matplotlib_animations": False,
+    "min_reported_time": 1,
+    "show_memory": False,
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,
+    "plot_gallery": "True",
+}
 
 
 _AUTOSUMMARY_ENTRY = re.compile(r"^\s{3,}(~?calibtest\.)?([A-Za-z_][\w.]*)\s*$")
