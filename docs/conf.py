@@ -57,9 +57,6 @@ html_theme = "alabaster"
 html_title = f"calibtest {release}"
 html_static_path = ["_static"]
 html_css_files = ["calibtest.css"]      # wide tables scroll inside their column
-#: Files copied as they are to the site's top level: the HTML reports the gallery writes (``gallery/plot_report.py``).
-html_extra_path = [str(Path(__file__).with_name("_reports").relative_to(Path(__file__).parent))]
-Path(__file__).with_name("_reports").mkdir(exist_ok=True)
 
 
 
@@ -152,7 +149,19 @@ def _complete_user_guide(app, docname: str, source: list[str]) -> None:
         source[0] += "\n```{toctree}\n:maxdepth: 1\n\n" + "\n".join(extra) + "\n```\n"
 
 
+def _copy_gallery_reports(app, exception) -> None:
+    """Put the HTML reports the gallery's examples write (``gallery/plot_report.py``) beside their pages."""
+    if exception is not None or app.builder.format != "html":
+        return
+    import shutil
+    target = Path(app.outdir) / "auto_examples"
+    target.mkdir(parents=True, exist_ok=True)
+    for report in Path(__file__).with_name("gallery").glob("*.html"):
+        shutil.copy2(report, target / report.name)
+
+
 def setup(app):
+    app.connect("build-finished", _copy_gallery_reports)
     app.connect("builder-inited", _check_api_reference)
     app.connect("builder-inited", _write_example_pages)
     app.connect("source-read", _complete_user_guide)
