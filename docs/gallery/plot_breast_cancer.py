@@ -49,7 +49,7 @@ print(sentence)
 # -----------------------
 # Observed proportions at display bins (deciles of risk) with Wilson intervals, over a strip of the
 # predictions; the title repeats the ECE, its interval and the verdict.
-ax = res.plot_reliability()
+ax_reliability = res.plot_reliability()
 
 # %%
 # The figures of a report

@@ -36,7 +36,7 @@ print(res.summary())
 
 # %%
 # Its reliability diagram at display bins (deciles of confidence):
-ax = res.plot_reliability()
+ax_reliability = res.plot_reliability()
 
 # %%
 # A certain refutation

@@ -51,7 +51,7 @@ print(grouped.summary())
 
 # %%
 # The forest plot of the per-hospital intervals for the ECE, the pooled interval as a diamond:
-ax = plot_forest(grouped)
+ax_forest = plot_forest(grouped)
 
 # %%
 # ... and of the calibration-in-the-large of each hospital:

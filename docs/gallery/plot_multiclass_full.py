@@ -40,7 +40,7 @@ print(full_nb.summary())
 # %%
 # The reliability diagram of full calibration has one panel per class: the predicted probability
 # of class j against the frequency of class j.
-ax = full_nb.plot_reliability()
+ax_full = full_nb.plot_reliability()
 
 # %%
 # The logistic regression, for comparison, with its top-1 calibration beside its full calibration:

@@ -48,7 +48,7 @@ print(sev.summary())
 
 # %%
 # Observed (Kaplan-Meier) risk by 5 years in groups of predicted risk, against the predicted risk:
-ax = plot_survival_calibration(sev)
+ax_survival = plot_survival_calibration(sev)
 
 # %%
 # The same for the true risks: a calibrated model, for comparison.
