@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).with_name("sphinxext")))  # the gallery's image scraper
+sys.path.insert(0, str(Path(__file__).with_name("sphinxext")))  # the gallery's image scraper and order
 
 import calibtest  # noqa: E402  (the source tree's package, before an installed one)
 
@@ -60,6 +60,8 @@ numpydoc_validation_checks: set[str] = set()
 
 html_theme = "alabaster"
 html_title = f"calibtest {release}"
+# A wider page than alabaster's 940 px, so that the 78-column summaries of the gallery fit without scrolling.
+html_theme_options = {"page_width": "1160px", "sidebar_width": "230px"}
 html_static_path = ["_static"]
 html_css_files = ["calibtest.css"]      # wide tables scroll inside their column
 
@@ -70,7 +72,8 @@ sphinx_gallery_conf = {
     "examples_dirs": "gallery",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",       # run every example (their names start with plot_)
-    "image_scrapers": ("gallery_scraper.unmanaged_figures", "matplotlib"),
+    "image_scrapers": ("calibtest_gallery.unmanaged_figures", "matplotlib"),
+    "within_subsection_order": "calibtest_gallery.ExampleOrder",
     "remove_config_comments": True,
     "download_all_examples": False,
     "reset_modules": ("matplotlib",),

@@ -49,3 +49,30 @@ def unmanaged_figures(block, block_vars, gallery_conf):
         folder = Path(block_vars["image_path_iterator"].image_path).parent
         figure.savefig(folder / f"{stem}-{name}.png", dpi=100)
     return figure_rst(images, gallery_conf["src_dir"])
+
+
+#: The gallery's order: from a first model to a study's report (a new example not listed goes last).
+EXAMPLE_ORDER = (
+    "plot_breast_cancer.py",
+    "plot_sklearn.py",
+    "plot_llm_confidence.py",
+    "plot_multiclass_full.py",
+    "plot_survival_horizon.py",
+    "plot_multicentre.py",
+    "plot_planning.py",
+    "plot_report.py",
+)
+
+
+class ExampleOrder:
+    """sphinx-gallery's ``within_subsection_order``: the examples in the order of :data:`EXAMPLE_ORDER`."""
+
+    def __init__(self, src_dir):
+        self.src_dir = src_dir
+
+    def __call__(self, filename: str):
+        name = Path(filename).name
+        return (EXAMPLE_ORDER.index(name), name) if name in EXAMPLE_ORDER else (len(EXAMPLE_ORDER), name)
+
+    def __repr__(self) -> str:  # sphinx-gallery and Sphinx's configuration cache compare it
+        return f"{type(self).__name__}()"
