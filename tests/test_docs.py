@@ -209,6 +209,10 @@ def test_each_example_has_a_title_and_downloads_nothing(example):
     assert doc and re.match(r"[^\n]+\n=+\n", doc), f"{example} has no title (a docstring with an === underline)"
     title, underline = doc.splitlines()[:2]
     assert len(underline) >= len(title)
+    # the code fits the page's code box at 1200 px without scrolling (the prose is wrapped by the browser)
+    body = source.splitlines()[ast.parse(source).body[0].end_lineno:]
+    wide = [line for line in body if len(line) > 80 and not line.startswith("#")]
+    assert not wide, f"{example}: code lines longer than 80 characters: {wide}"
     # the site builds without a network: the data ship with a package or are simulated
     assert not re.search(r"fetch_|get_rdataset|urlopen|requests\.|https?://", source), f"{example} downloads data"
 

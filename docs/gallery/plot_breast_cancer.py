@@ -24,10 +24,14 @@ import calibtest as ct
 
 X, y = load_breast_cancer(return_X_y=True)
 y = 1 - y  # scikit-learn codes malignant as 0: make the event (malignant) 1
-X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0, stratify=y)
-model = make_pipeline(StandardScaler(), LogisticRegression(C=100, max_iter=5000)).fit(X_train, y_train)
+X_train, X_test, y_train, y_test = train_test_split(
+    X, y, test_size=0.5, random_state=0, stratify=y)
+model = make_pipeline(StandardScaler(),
+                      LogisticRegression(C=100, max_iter=5000))
+model.fit(X_train, y_train)
 p = model.predict_proba(X_test)[:, 1]
-print(f"{len(y_test)} validation rows, {y_test.sum()} malignant; mean predicted risk {p.mean():.3f}")
+print(f"{len(y_test)} validation rows, {y_test.sum()} malignant; "
+      f"mean predicted risk {p.mean():.3f}")
 
 # %%
 # The interval and the test
@@ -58,8 +62,9 @@ ax_reliability = res.plot_reliability()
 # :class:`matplotlib.figure.Figure` of its own (not registered with pyplot): ``fig.savefig(...)``
 # writes it. The flexible calibration curve (a restricted cubic spline of logit p, with its
 # pointwise 95% band, the calibration intercept and slope):
-from calibtest.reporting.plotting import (bin_sensitivity_figure, display_reliability_figure,
-                                          flexible_curve_figure, prediction_strip_figure)
+from calibtest.reporting.plotting import (
+    bin_sensitivity_figure, display_reliability_figure, flexible_curve_figure,
+    prediction_strip_figure)
 
 fig_flexible = flexible_curve_figure(res, ["logistic regression"])
 

@@ -22,8 +22,9 @@ import calibtest as ct
 
 rng = np.random.default_rng(7)
 n, K = 2000, 4
-confidence = rng.choice([0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99], size=n, p=[.05, .1, .15, .2, .2, .15, .15])
-correct = (rng.random(n) < confidence - 0.03).astype(int)   # 3 points overconfident
+levels = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
+confidence = rng.choice(levels, size=n, p=[.05, .1, .15, .2, .2, .15, .15])
+correct = (rng.random(n) < confidence - 0.03).astype(int)  # overconfident
 print(f"mean confidence {confidence.mean():.3f}, accuracy {correct.mean():.3f}")
 
 # %%

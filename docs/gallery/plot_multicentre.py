@@ -30,12 +30,14 @@ from calibtest.reporting.forest import plot_forest, plot_meta_forest
 rng = np.random.default_rng(11)
 sizes = rng.integers(250, 800, size=8)
 site = np.repeat([f"hospital {chr(65 + i)}" for i in range(8)], sizes)
-shift = dict(zip(np.unique(site), rng.normal(0.0, 0.35, 8)))     # each hospital's baseline
+shift = dict(zip(np.unique(site), rng.normal(0.0, 0.35, 8)))  # baselines
 logit_p = rng.normal(-1.2, 1.0, len(site))
 p = 1 / (1 + np.exp(-logit_p))
 true = 1 / (1 + np.exp(-(logit_p + np.vectorize(shift.get)(site))))
-df = pd.DataFrame({"y": (rng.random(len(site)) < true).astype(int), "p": p, "site": site})
-print(df.groupby("site").agg(n=("y", "size"), events=("y", "sum"), mean_p=("p", "mean")).round(3))
+y = (rng.random(len(site)) < true).astype(int)
+df = pd.DataFrame({"y": y, "p": p, "site": site})
+by_site = df.groupby("site")
+print(by_site.agg(n=("y", "size"), events=("y", "sum"), mean_p=("p", "mean")))
 
 # %%
 # The population of hospitals: ``cluster=``

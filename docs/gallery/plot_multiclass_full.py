@@ -24,9 +24,10 @@ import calibtest as ct
 
 X, y = load_wine(return_X_y=True)
 P_nb = cross_val_predict(GaussianNB(), X, y, cv=5, method="predict_proba")
-P_lr = cross_val_predict(make_pipeline(StandardScaler(), LogisticRegression(C=0.1)), X, y, cv=5,
-                         method="predict_proba")
-print(P_nb.shape, "largest probabilities above 0.99:", (P_nb.max(axis=1) > 0.99).mean().round(2))
+logistic = make_pipeline(StandardScaler(), LogisticRegression(C=0.1))
+P_lr = cross_val_predict(logistic, X, y, cv=5, method="predict_proba")
+print(P_nb.shape, "share of rows with a probability above 0.99:",
+      (P_nb.max(axis=1) > 0.99).mean().round(2))
 
 # %%
 # Full calibration: ``k="full"``
@@ -46,5 +47,8 @@ ax_full = full_nb.plot_reliability()
 # The logistic regression, for comparison, with its top-1 calibration beside its full calibration:
 full_lr = ct.calib_ci(y=y, probs=P_lr, k="full", rng=0)
 top1_lr = ct.calib_ci(y=y, probs=P_lr, k=1, rng=0)
-for name, r in (("naive Bayes, full", full_nb), ("logistic, full", full_lr), ("logistic, top-1", top1_lr)):
-    print(f"{name:18s} ECE {r.ece:.3f}  95% CI for ECE {r.conf_int(scale='ece')}  {r.conclusion()[0]}")
+results = {"naive Bayes, full": full_nb, "logistic, full": full_lr,
+           "logistic, top-1": top1_lr}
+for name, r in results.items():
+    interval = r.conf_int(scale="ece")
+    print(f"{name:18s} ECE {r.ece:.3f}, 95% CI {interval}: {r.conclusion()[0]}")

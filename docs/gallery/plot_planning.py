@@ -38,11 +38,14 @@ fig_power = ss.plot()
 # ``calib_power`` for a few study sizes, and for a milder miscalibration (slope 0.9):
 for slope in (0.8, 0.9):
     print(f"slope {slope}:")
-    print(ct.calib_power([500, 1000, 2000, 4000], probs=dev_preds, slope=slope).frame())
+    power = ct.calib_power([500, 1000, 2000, 4000], probs=dev_preds,
+                           slope=slope)
+    print(power.frame())
 
 # %%
 # Precision instead of power
 # --------------------------
 # The n for an expected width of the interval for the ECE of at most 0.03 when the model is
 # miscalibrated by an intercept of 0.3:
-print(ct.calib_sample_size(probs=dev_preds, intercept=0.3, ci_width=0.03).summary())
+precision = ct.calib_sample_size(probs=dev_preds, intercept=0.3, ci_width=0.03)
+print(precision.summary())

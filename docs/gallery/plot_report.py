@@ -20,7 +20,8 @@ import calibtest as ct
 
 df = ct.load_demo()
 logit = np.log(df["p"] / (1 - df["p"]))
-df["p_shrunk"] = 1 / (1 + np.exp(-(logit.mean() + 0.5 * (logit - logit.mean()))))
+shrunk = logit.mean() + 0.5 * (logit - logit.mean())
+df["p_shrunk"] = 1 / (1 + np.exp(-shrunk))
 res_a = ct.calib_ci("y ~ p", data=df, rng=0)
 res_b = ct.calib_ci("y ~ p_shrunk", data=df, rng=0)
 cmp = ct.calib_compare(res_a, res_b, names=["original", "shrunk"])
@@ -30,8 +31,9 @@ print(cmp.summary())
 # The report
 # ----------
 # One call; ``labels`` name the models and ``comparisons`` adds the paired comparison.
-path = ct.report([res_a, res_b], "calibration_report.html", labels=["original", "shrunk"],
-                 comparisons=[cmp], title="Calibration of two risk models on the demo data", rng=0)
+path = ct.report([res_a, res_b], "calibration_report.html",
+                 labels=["original", "shrunk"], comparisons=[cmp],
+                 title="Calibration of two risk models on the demo data", rng=0)
 print(path.name, f"{path.stat().st_size / 1e6:.1f} MB")
 
 # %%

@@ -17,10 +17,13 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from calibtest.sklearn import CalibrationErrorDisplay, cross_validate_calibration, ece_score
+from calibtest.sklearn import (CalibrationErrorDisplay,
+                               cross_validate_calibration, ece_score)
 
-X, y = make_classification(n_samples=6000, n_features=12, n_informative=6, n_classes=3, random_state=0)
-X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=2000, random_state=0)
+X, y = make_classification(n_samples=6000, n_features=12, n_informative=6,
+                           n_classes=3, random_state=0)
+X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=2000,
+                                                    random_state=0)
 hgb = HistGradientBoostingClassifier(random_state=0).fit(X_train, y_train)
 lr = LogisticRegression(max_iter=1000).fit(X_train, y_train)
 
@@ -41,7 +44,8 @@ print(f"ece_score: {ece_score(y_test, hgb.predict_proba(X_test)):.4f}")
 
 # %%
 # Equal-count bins, as ``CalibrationDisplay(strategy="quantile")``:
-disp_quantile = CalibrationErrorDisplay.from_estimator(hgb, X_test, y_test, n_bins=10, strategy="quantile")
+disp_quantile = CalibrationErrorDisplay.from_estimator(
+    hgb, X_test, y_test, n_bins=10, strategy="quantile")
 
 # %%
 # The result's own reliability diagram
@@ -54,5 +58,6 @@ ax_result = disp.result_.plot_reliability()
 # Cross-validation with intervals
 # -------------------------------
 # An interval per test fold and one for the out-of-fold predictions:
-cv = cross_validate_calibration(HistGradientBoostingClassifier(random_state=0), X, y, cv=5)
+cv = cross_validate_calibration(HistGradientBoostingClassifier(random_state=0),
+                                X, y, cv=5)
 print(cv.summary())

@@ -24,15 +24,16 @@ from calibtest.reporting.survival_plot import plot_survival_calibration
 
 rng = np.random.default_rng(3)
 n, horizon = 1500, 5.0
-lp = rng.normal(0.0, 0.8, n)                                  # the true linear predictor
-scale, shape = 12.0, 1.3                                     # Weibull baseline
+lp = rng.normal(0.0, 0.8, n)  # the true linear predictor
+scale, shape = 12.0, 1.3      # Weibull baseline
 event_time = scale * (-np.log(rng.random(n)) / np.exp(lp)) ** (1 / shape)
 censor_time = rng.uniform(1.0, 9.0, n)
 time = np.minimum(event_time, censor_time)
 event = (event_time <= censor_time).astype(int)
 true_risk = 1 - np.exp(-(horizon / scale) ** shape * np.exp(lp))
-risk = 1 - np.exp(-(horizon / scale) ** shape * np.exp(lp / 0.7))  # the model: too extreme
-print(f"{event.sum()} events, {(time < horizon).mean() - event[time < horizon].mean():.0%} censored before 5 years")
+risk = 1 - np.exp(-(horizon / scale) ** shape * np.exp(lp / 0.7))  # too extreme
+censored_early = ((time < horizon) & (event == 0)).mean()
+print(f"{event.sum()} events, {censored_early:.0%} censored before 5 years")
 
 # %%
 # The interval at the horizon
@@ -52,4 +53,5 @@ ax_survival = plot_survival_calibration(sev)
 
 # %%
 # The same for the true risks: a calibrated model, for comparison.
-ax_true = plot_survival_calibration(ct.survival_calibration(time, event, true_risk, horizon))
+sev_true = ct.survival_calibration(time, event, true_risk, horizon)
+ax_true = plot_survival_calibration(sev_true)
