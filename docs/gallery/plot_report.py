@@ -28,6 +28,14 @@ cmp = ct.calib_compare(res_a, res_b, names=["original", "shrunk"])
 print(cmp.summary())
 
 # %%
+# The report's figures are those of :mod:`calibtest.reporting.plotting`; for example the two models'
+# reliability diagrams at display bins, overlaid, with the caption the report prints under them:
+from calibtest.reporting.plotting import display_bins_caption, display_reliability_figure
+
+fig_models = display_reliability_figure([res_a, res_b], ["original", "shrunk"])
+print(display_bins_caption([res_a, res_b]))
+
+# %%
 # The report
 # ----------
 # One call; ``labels`` name the models and ``comparisons`` adds the paired comparison.
