@@ -30,7 +30,8 @@ print(cmp.summary())
 # %%
 # The report's figures are those of :mod:`calibtest.reporting.plotting`; for example the two models'
 # reliability diagrams at display bins, overlaid, with the caption the report prints under them:
-from calibtest.reporting.plotting import display_bins_caption, display_reliability_figure
+from calibtest.reporting.plotting import (display_bins_caption,
+                                          display_reliability_figure)
 
 fig_models = display_reliability_figure([res_a, res_b], ["original", "shrunk"])
 print(display_bins_caption([res_a, res_b]))
