@@ -195,9 +195,10 @@ def test_the_gallery_lists_every_example_in_its_order():
     examples = sorted(path.name for path in GALLERY.glob("plot_*.py"))
     assert sorted(_gallery_module().EXAMPLE_ORDER) == examples
     # the topics: a real data set of a package, an LLM, full calibration, survival, several
-    # centres, planning, a report, scikit-learn
+    # centres, planning, a report, scikit-learn, monitoring over time
     assert {"plot_breast_cancer.py", "plot_llm_confidence.py", "plot_multiclass_full.py", "plot_survival_horizon.py",
-            "plot_multicentre.py", "plot_planning.py", "plot_report.py", "plot_sklearn.py"} <= set(examples)
+            "plot_multicentre.py", "plot_planning.py", "plot_report.py", "plot_sklearn.py",
+            "plot_monitoring.py"} <= set(examples)
     order = _gallery_module().ExampleOrder(str(GALLERY))
     assert sorted(["plot_new.py", *examples], key=order)[-1] == "plot_new.py"  # an unlisted example goes last
 

@@ -61,6 +61,7 @@ EXAMPLE_ORDER = (
     "plot_multicentre.py",
     "plot_planning.py",
     "plot_report.py",
+    "plot_monitoring.py",
 )
 
 
