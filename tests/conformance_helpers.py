@@ -190,8 +190,8 @@ def flat(text: str) -> str:
 # ----------------------------------------------------------------------------------------------------- summary
 def _summary_line(text: str, label: str) -> list[str] | None:
     for line in text.splitlines():
-        if line.startswith(label):
-            return numbers_in(line[len(label):])
+        if line.startswith(label):  # the verdict beside the interval is words, not a number
+            return numbers_in(re.sub(r"\b(contains|excludes) 0\b", "", line[len(label):]))
     return None
 
 

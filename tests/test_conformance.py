@@ -376,7 +376,8 @@ def _bump(match) -> str:
 
 NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 MUTATIONS = {  # (kind, consumer, check): (pattern, replacement) applied to what the consumer prints
-    ("binary", "summary", "numbers"): (rf"(?<=ECE\^2 \(T\)           ){NUM}", _bump),
+    ("binary", "summary", "numbers"): (rf"(ECE\^2 \(T\)\s+)({NUM})",
+                                       lambda m: m.group(1) + _bump(re.match(NUM, m.group(2)))),
     ("binary", "summary", "pvalue"): (rf"(?<=p = ){NUM}", _bump),
     ("binary", "summary", "null"): (r"null='conditional'", "null='asymptotic'"),
     ("survival", "summary", "events"): (rf"(?<=Events by t:       ){NUM}", _bump),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from statsmodels.iolib import summary2
 
-from calibtest.display.format import fmt, fmt_p, json_safe, p_equals
+from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, json_safe, p_equals
 from calibtest.options import check_alpha
 
 __all__ = ["CalibSummary", "ResultDisplay", "WIDTH", "latex_escape", "wrap_note", "short_name", "model_text", "build_summary", "result_dict", "result_notes", "null_rows", "null_notes",
@@ -402,11 +402,14 @@ def build_summary(res, alpha=None, evidence=None, evidence_note: str | None = No
     elif conclusion:
         smry.add_settings({"Conclusion:": conclusion})
     smry.add_settings(_settings_table(res, alpha))
+    # the interval as every table shows it: (0, u] when it is open at 0, with its verdict beside it
     est = pd.DataFrame(
         {"estimate": [res.estimate, res.ece], "std err": [res.se, None],
-         "ci lower": [ci.lower, ci_ece.lower], "ci upper": [ci.upper, ci_ece.upper]},
+         "interval": [fmt_interval(ci.lower, ci.upper, ci.lower_open, 6),
+                      fmt_interval(ci_ece.lower, ci_ece.upper, ci_ece.lower_open, 6)],
+         "verdict": [interval_verdict(ci.contains_zero)] * 2},
         index=["ECE^2 (T)", "ECE (sqrt T+)"], dtype=object)
-    smry.add_table(est, {"estimate": 6, "std err": 6, "ci lower": 6, "ci upper": 6})
+    smry.add_table(est, {"estimate": 6, "std err": 6})
     z0, p0, _ = asymptotic_test(res)
     tests = pd.DataFrame(
         {"variance": [res.sigma0_sq, res.sigma1_sq],

@@ -175,7 +175,11 @@ def test_summary_at_another_alpha_is_consistent():
 def test_summary_numbers_equal_the_attributes(res):
     text = str(res.summary())
     est = _row(text, "ECE^2 (T)")
-    assert est == [fmt(res.estimate), fmt(res.se), fmt(res.ci_lower), fmt(res.ci_upper)]
+    # the interval in one cell, as every table shows it ((0, u] when open at 0), and its verdict beside it
+    opening = "(" if res.ci_lower_open else "["
+    verdict = ["contains", "0"] if res.contains_zero else ["excludes", "0"]
+    assert est == [fmt(res.estimate), fmt(res.se), f"{opening}{fmt(res.ci_lower)},", f"{fmt(res.ci_upper)}]",
+                   *verdict]
     cal = _row(text, "calibrated: z0")
     # the row is the paper's test whatever the null: z0 = n sqrt(w) T / sigma0, p = 1 - Phi(z0)
     z0 = res.n * math.sqrt(res.bin_volume) * res.estimate / math.sqrt(res.sigma0_sq)
