@@ -169,9 +169,6 @@ CONSUMERS = consumers()
 ALLOWED = {
     "checks/evidence_table.py:at_horizon": (1, "the evidence table's own optional survival part (an EvidenceResult "
                                                "has no kind object), asked once by its summary, notes and dict"),
-    "reporting/html.py:build_context": (2, "the report's paragraphs shown once for several results; the function "
-                                           "is being reshaped by the parameter-list work of issue 33 and is left "
-                                           "to it"),
     "monitor/batches.py:check": (1, "not a kind decision: the refusal of a batch whose target differs from the "
                                     "one the monitor follows (two targets compared for equality, in its message)"),
     "monitor/monitor.py:_target": (1, "not a kind decision: the monitor's JSON state holds no target (mode None) "
