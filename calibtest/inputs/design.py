@@ -158,6 +158,11 @@ class Design:
         return self.weighting is not None
 
     @property
+    def case_weighted(self) -> bool:
+        """True with case weights (``weights=``), a prevalence besides them or not."""
+        return self.weighting == "weights"
+
+    @property
     def needs_rows(self) -> bool:
         """The analysis needs every row in memory: case weights or a prevalence, clusters, a survival outcome, a
         resampling method or the Monte Carlo null (what the table refuses on files and Dask frames)."""
