@@ -787,7 +787,7 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
 
     def analyse(g, label, idx, sub):
         events = int(np.rint(sub.y[:, 0]).sum())
-        sub_w = None if weights is None else weights[idx]
+        sub_w = weights[idx] if rows.design.case_weighted else None
         if sub_w is not None and not (sub_w > 0).any():
             raise ValueError("every weight is zero")
         res = rows.fit_rows(idx, call=call.with_options(group=label_text(grouping.names, label)),
