@@ -171,6 +171,7 @@ def test_a_prevalence_is_recorded_besides_case_weights(frame):
     assert (both.weighting, both.reweighted) == ("weights", True)
     assert (alone.weighting, alone.reweighted) == ("prevalence", True)
     assert (weights.weighting, weights.reweighted) == ("weights", False)
+    assert both.case_weighted and weights.case_weighted and not alone.case_weighted
     res_both = ct.calib_ci("y ~ p", data=frame, weights="w", prevalence=0.3, rng=1)
     res_w = ct.calib_ci("y ~ p", data=frame, weights="w", rng=1)
     assert res_both.weighting.reweighted and res_both.weighting.kind == "case weights and prevalence"
