@@ -721,9 +721,9 @@ def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None)
     influence values include the estimated censoring distribution's, less
     the plug-in bias 2 V_0(shift 0), plus the second-order part V_0, both
     from the IPCW rows (the weighted formulas of :mod:`calibtest.core.weighted`,
-    with w = 1 for unweighted rows).
+    with w = 1 for unweighted rows).  ``weights`` are those of a case-weighted result (``res.kind.weighted``).
     """
-    if weights is not None:
+    if res.kind.weighted:
         return estimate_variance(res, weights)
     if not res.kind.censored:
         return estimate_variance(res)
