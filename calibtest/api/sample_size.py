@@ -28,7 +28,7 @@ from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume
 from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, CensoredPlanner,
                                      logistic_recalibration, planned_censoring, planned_null)
-from calibtest.core.targets import prepare, top_k_classes
+from calibtest.core.targets import Target, prepare, top_k_classes
 from calibtest.ece.build_result import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import OPTIONS, check_number, check_option
@@ -392,7 +392,7 @@ def _settings(inputs: PlanningInputs, method: str, mc) -> dict:
     what = (f"logistic: intercept {mis['intercept']:g}, slope {mis['slope']:g}" if mis["form"] == "logistic"
             else f"callable {mis['name']}")
     outcome = inputs.mode + (f" (K = {inputs.n_classes})" if inputs.n_classes else "") + \
-        (f", k = {inputs.k}" if inputs.mode == "topk" else "")
+        (f", k = {inputs.k}" if Target(inputs.mode).topk else "")
     if inputs.censoring is not None:
         outcome = "survival at a horizon (the risk P(T <= t))"
     ps = inputs.prediction_summary
@@ -460,7 +460,7 @@ def _common(anticipated: _Anticipated, alpha, n_bins, null, method, margin=None,
     if censored_fraction is None:
         planner = _Planner(z, q, data, n_bins, alpha, null, margin)
         return planner, _inputs(data, z, q, form, alpha, null), method
-    if data.mode != "binary":
+    if not data.mode.binary:
         raise ValueError("censored_fraction= plans a survival study at a horizon, whose risk is one probability "
                          f"column (binary), not mode {data.mode!r}")
     if margin is not None:

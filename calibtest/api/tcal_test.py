@@ -420,7 +420,7 @@ def tcal_rows(target: PreparedData, options: TCalOptions, *, rng, seed, call_rec
                  "and scale)", "lower n_draws: the Monte Carlo p-value's resolution is 1 / (n_draws + 1)")
     bins = np.stack([(partition if b == partition.n_bins else partition_rows(target, b)).inverse for b in scales])
     core = tcal_statistic_threshold(target.z, target.u, bins, alpha=level, n_draws=R, rng=rng,
-                                    full=target.mode == "full", statistic=statistic,
+                                    full=target.mode.full_calibration, statistic=statistic,
                                     run=DrawRun(progress=options.progress))
     stats = core.statistic
     best = int(np.argmin(core.pvalue))

@@ -330,7 +330,8 @@ def _read_only(values: np.ndarray) -> np.ndarray:
 
 def estimate_weighted(data: PreparedData, partition: Partition, weights, settings: Settings, *,
                       weights_name: str | None = None, sample_prevalence: float | None = None,
-                      call: Call | None = None, extra_influence=None, **extra) -> CalibrationResult:
+                      reweighted: bool = False, call: Call | None = None, extra_influence=None,
+                      **extra) -> CalibrationResult:
     """The weighted estimate (case weights and/or prevalence adjustment); one result.
 
     T_w, its influence-function variance and the calibrated-regime variance
@@ -354,6 +355,9 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
         Name of the weights column, for the summary.
     sample_prevalence : float, optional
         pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
+    reweighted : bool, default False
+        The design's ``reweighted`` (:class:`~calibtest.inputs.design.Design`): ``settings.prevalence`` is
+        applied (outcome-dependent weights).  False on a survival outcome, whose design refuses ``prevalence=``.
     settings.null : {"auto", "asymptotic", "monte-carlo"}
         The requested null; the result stores the one used (``"auto"`` is
         the Monte Carlo null in the binary and top-1 modes, where one
@@ -403,7 +407,6 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
     n_null_draws = settings.n_null_draws
     base = weights
     pi_hat = None
-    reweighted = prevalence is not None  # the one test of the weighting: outcome-dependent (prevalence) weights
     if reweighted:
         if not data.mode.one_dimensional:
             raise ValueError(f"prevalence= applies to the binary and top-1 modes (an event is y = 1, or a "
@@ -482,7 +485,7 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
                           mean_outcome=(sum_wz + sum_wu) / pos,
                           sparse_weight_share=float(W_b[sparse].sum() / W_b.sum()),
                           interval_multipliers=multipliers,
-                          case_weights=None if reweighted else _read_only(weights))
+                          case_weights=None if reweighted else _read_only(weights), reweighted=reweighted)
     more_reasons = ()
     if reweighted and weighting.sparse_weight_share > SPARSE_WEIGHT_SHARE:
         more_reasons = (f"{100 * weighting.sparse_weight_share:.3g}% of the weight lies in bins whose effective "
@@ -702,5 +705,5 @@ def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None
     if design.weighted:
         check_weighted_options(null, s.method)
         return estimate_weighted(target, partition, prepared.weights, s, weights_name=prepared.weights_name,
-                                 call=call, **bookkeeping)
+                                 reweighted=design.reweighted, call=call, **bookkeeping)
     return estimate_rows(target, partition, s, call=call, **bookkeeping)

@@ -660,7 +660,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
                                          prepared.weights_name)
     grouping = grouping_of(prepared.group_names, prepared.group_values)
     pi_hat = None
-    if prevalence is not None:  # the design's sampling fractions: the whole sample's prevalence
+    if design.reweighted:  # the design's sampling fractions: the whole sample's prevalence
         if not target.mode.one_dimensional:
             raise ValueError(f"prevalence= applies to the binary and top-1 modes, not to mode {target.mode!r}")
         pi_hat = prevalence_weights(np.rint(target.y[:, 0]) == 1, prevalence, w_all)[1]
@@ -670,7 +670,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
         own = s.replace(null=group_null, rng=gen)
         if weighted:
             return estimate_weighted(sub, part, sub_w, own, weights_name=w_name, sample_prevalence=pi_hat,
-                                     call=sub_call, **bookkeeping)
+                                     reweighted=design.reweighted, call=sub_call, **bookkeeping)
         return estimate_rows(sub, part, own, call=sub_call, **bookkeeping)
 
     group_notes, variances = {}, {}
@@ -695,8 +695,8 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
             group_notes[label] = note
         res = one(sub, partition_rows(sub, n_bins), sub_w, group_null, group_rng(rng, seed, g),
                   call.with_options(group=label_text(grouping.names, label)))
-        variances[label] = estimate_variance(res, _final_weights(sub, sub_w, prevalence, pi_hat)
-                                             if weighted else None)
+        final = _final_weights(sub, sub_w, prevalence, pi_hat) if design.reweighted else sub_w
+        variances[label] = estimate_variance(res, final if weighted else None)
         return res
 
     groups, reasons = analyse_groups(grouping, target, analyse)
@@ -721,9 +721,9 @@ def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None)
     influence values include the estimated censoring distribution's, less
     the plug-in bias 2 V_0(shift 0), plus the second-order part V_0, both
     from the IPCW rows (the weighted formulas of :mod:`calibtest.core.weighted`,
-    with w = 1 for unweighted rows).
+    with w = 1 for unweighted rows).  ``weights`` are those of a case-weighted result (``res.kind.weighted``).
     """
-    if weights is not None:
+    if res.kind.weighted:
         return estimate_variance(res, weights)
     if not res.kind.censored:
         return estimate_variance(res)
@@ -787,7 +787,7 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
 
     def analyse(g, label, idx, sub):
         events = int(np.rint(sub.y[:, 0]).sum())
-        sub_w = None if weights is None else weights[idx]
+        sub_w = weights[idx] if rows.design.case_weighted else None
         if sub_w is not None and not (sub_w > 0).any():
             raise ValueError("every weight is zero")
         res = rows.fit_rows(idx, call=call.with_options(group=label_text(grouping.names, label)),
@@ -1009,8 +1009,7 @@ def _oe_of_sums(stats: BinStats, alpha: float) -> dict:
 
 
 def _final_weights(sub: PreparedData, sub_w, prevalence, pi_hat) -> np.ndarray:
-    """The weights the weighted estimate of a group used (case weights times prevalence factors)."""
-    if prevalence is None:
-        return sub_w
+    """The weights the weighted estimate of a group re-weighted to a prevalence used (case weights times
+    prevalence factors)."""
     events = np.rint(sub.y[:, 0]) == 1
     return prevalence_weights(events, prevalence, sub_w, pi_hat)[0]

@@ -180,6 +180,9 @@ class Weighting:
         The case weights of the analysed rows (``weights=``; None with
         ``prevalence=``, whose weights depend on the outcome): what the
         case-weighted Hosmer–Lemeshow test of ``res.hosmer_lemeshow()`` needs.
+    reweighted : bool
+        Re-weighted to a prevalence (``prevalence=``): the weights depend on the outcome (the
+        :class:`~calibtest.inputs.design.Design`'s ``reweighted``, recorded by the estimate).
     interval_multipliers : tuple of float or None
         With ``prevalence=``: (k_a, k_h), the quantiles of the studentized
         Monte Carlo null draws that replace z_a and z_h at the lower end of
@@ -200,11 +203,7 @@ class Weighting:
     sparse_weight_share: float = 0.0
     interval_multipliers: tuple | None = None
     case_weights: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def reweighted(self) -> bool:
-        """Re-weighted to a prevalence (``prevalence=``): the weights depend on the outcome."""
-        return self.prevalence is not None
+    reweighted: bool = field(default=False, repr=False)
 
     def description(self, n: int | None = None) -> str:
         """How the rows were weighted and for which population the numbers hold, with pi, pi_hat and n_eff (of

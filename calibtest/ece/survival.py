@@ -333,7 +333,7 @@ def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
         t_obs, ev = competing_rows(rows.y[:, 0], rows.y[:, 1], s.horizon, s.cause, *names)
     rows_in = SurvivalInput(t_obs, ev, rows.probs.reshape(-1), covariates, prepared.weights, call, s, bookkeeping,
                             SurvivalNames(*names, cov_names, prepared.weights_name), prepared.group_names,
-                            prepared.group_values)
+                            prepared.group_values, design=design)
     return rows_in if design.grouped else survival_rows_result(rows_in)
 
 
@@ -444,6 +444,8 @@ class SurvivalInput:
         The names of the time, event, covariate and weight columns.
     group_names, group_values : list
         The grouping columns' names and labels (``by=``).
+    design : Design
+        The call's design: whether the rows carry case weights (``case_weighted``).
     """
 
     time: np.ndarray
@@ -457,6 +459,7 @@ class SurvivalInput:
     names: SurvivalNames
     group_names: list
     group_values: list
+    design: Design
 
     def fit_rows(self, idx=None, *, call: Call | None = None, bookkeeping: dict | None = None,
                  rng=None) -> CalibrationResult:
@@ -470,7 +473,7 @@ class SurvivalInput:
         subset = dataclasses.replace(
             self, time=self.time[pick], event=self.event[pick], risk=self.risk[pick],
             covariates=None if self.covariates is None else self.covariates[pick],
-            weights=None if self.weights is None else self.weights[pick],
+            weights=self.weights[pick] if self.design.case_weighted else None,
             call=self.call if call is None else call, bookkeeping=self.bookkeeping if bookkeeping is None else bookkeeping,
             settings=self.settings if rng is None else self.settings.replace(rng=rng))
         return survival_rows_result(subset)
@@ -489,7 +492,7 @@ def survival_rows_result(rows: SurvivalInput) -> CalibrationResult:
     (:func:`calibtest.core.censoring.weighted_km_influence`) added to T_w's
     (:func:`_survival_weighted`).
     """
-    if rows.weights is not None:
+    if rows.design.case_weighted:
         return _survival_weighted(rows)
     t_obs, ev, risk, s, bookkeeping = rows.time, rows.event, rows.risk, rows.settings, rows.bookkeeping
     horizon, censoring, null = s.horizon, s.censoring, s.null

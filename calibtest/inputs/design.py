@@ -80,6 +80,9 @@ class Design:
         columns decide (one column: binary; a matrix: top-1).
     weighting : {None, "weights", "prevalence"}
         Case weights or a prevalence to reweight events and non-events to.
+    reweighted : bool
+        ``prevalence=`` given: events and non-events re-weighted to it, with or without case weights (the
+        weights then depend on the outcome).
     clustered, grouped : bool
         ``cluster=`` and ``by=`` given.
     source : {"memory", "file", "dask"}
@@ -98,6 +101,7 @@ class Design:
     outcome: str = "classification"
     target: str | None = None
     weighting: str | None = None
+    reweighted: bool = False
     clustered: bool = False
     grouped: bool = False
     source: str = "memory"
@@ -133,6 +137,7 @@ class Design:
             target = None
         weighting = "weights" if i.weights is not None else "prevalence" if s.prevalence is not None else None
         return cls(analysis=analysis, outcome=outcome, target=target, weighting=weighting,
+                   reweighted=s.prevalence is not None,
                    clustered=i.cluster is not None, grouped=i.by is not None, source=source_of(i.data),
                    chunked=s.chunksize is not None, method=s.method, null=s.null,
                    arrays=any(a is not None for a in (i.y, i.probs, i.time, i.event)), formula=i.formula is not None)
@@ -151,6 +156,11 @@ class Design:
     def weighted(self) -> bool:
         """True with case weights or a prevalence (``weights=``, ``prevalence=``)."""
         return self.weighting is not None
+
+    @property
+    def case_weighted(self) -> bool:
+        """True with case weights (``weights=``), a prevalence besides them or not."""
+        return self.weighting == "weights"
 
     @property
     def needs_rows(self) -> bool:

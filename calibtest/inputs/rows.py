@@ -20,6 +20,7 @@ from calibtest.display.format import Call, record_call
 from calibtest.inputs.validation import DataError, OptionError, check_missing, check_weights, row_values
 from calibtest.options import check_option
 from calibtest.core.targets import PreparedData, prepare_target
+from calibtest.inputs.design import Design
 from calibtest.inputs.formula import column_values, parse_formula, resolve_env
 from calibtest.inputs.settings import Inputs, Settings
 
@@ -157,9 +158,8 @@ def is_out_of_core(data) -> bool:
 
 
 def resolve_weights(weights, data, rows) -> tuple:
-    """(weights of the kept rows as float64, column name or None) from ``weights=``; (None, None) without."""
-    if weights is None:
-        return None, None
+    """(weights of the kept rows as float64, column name or None) from ``weights=`` (given: the caller asks the
+    design, :attr:`calibtest.inputs.design.Design.case_weighted`)."""
     n_input = rows.y.shape[0] + rows.n_dropped
     values = check_weights(row_values(weights, data, n_input, "weights"))
     if rows.kept is not None:
@@ -236,9 +236,9 @@ def resolve_clusters(cluster, data, rows: Rows, group_values=()) -> Clusters | N
     ------
     DataError
         For the cases above, an unknown column or a length other than the data's.
+
+    ``cluster`` is given: the caller asks the design (:attr:`calibtest.inputs.design.Design.clustered`).
     """
-    if cluster is None:
-        return None
     check_option("cluster", cluster)
     n_input = rows.y.shape[0] + rows.n_dropped
     values = row_values(cluster, data, n_input, "cluster")
@@ -369,21 +369,23 @@ def prepare_input(function: str, inputs: Inputs, settings: Settings, *, group_la
         prepared = prepare_target(rows.y, probs_arr, n_classes=n_classes, k=k, class_names=rows.class_names,
                                   y_name=rows.y_name, prob_names=rows.prob_names) if not single_column else \
             prepare_target(rows.y, probs_arr, n_classes=n_classes, y_name=rows.y_name, prob_names=rows.prob_names)
-    w, w_name = resolve_weights(weights, data, rows)
+    design = Design.resolve(function, inputs, settings)
+    w, w_name = resolve_weights(weights, data, rows) if design.case_weighted else (None, None)
     names, values = [], []
-    if by is not None:
+    if design.grouped:
         if group_labels is None:
             raise OptionError(f"{function} does not take by=")
         names, values = group_labels(by, data, rows.y.shape[0] + rows.n_dropped)
         if rows.kept is not None:
             values = [v[rows.kept] for v in values]
-    clusters = resolve_clusters(cluster, data, rows, [_named(v, nm) for nm, v in zip(names, values)])
+    clusters = resolve_clusters(cluster, data, rows, [_named(v, nm) for nm, v in zip(names, values)]) \
+        if design.clustered else None
     call = None
     if options is not None:
         options = dict(options)
-        if weights is not None:
+        if design.case_weighted:
             options["weights"] = w_name if w_name else "<array>"
-        if cluster is not None:
+        if design.clustered:
             options["cluster"] = clusters.name if clusters.name else "<array>"
         call = record_call(function, formula, data, rows.y, rows.probs, options)
     return PreparedInput(rows, prepared, w, w_name, list(names), list(values), call, clusters)

@@ -74,9 +74,7 @@ def check_weights(weights, name: str = "weights") -> np.ndarray:
 
 
 def check_prevalence(prevalence, name: str = "prevalence"):
-    """A population prevalence in the open interval (0, 1), or None."""
-    if prevalence is None:
-        return None
+    """A population prevalence in the open interval (0, 1), or None (the option is nullable)."""
     return check_option("prevalence", prevalence, name)
 
 

@@ -71,7 +71,7 @@ class Reader:
                                  class_names=rows.class_names, y_name=rows.y_name, prob_names=rows.prob_names)
         except ValueError as exc:
             raise DataError(str(exc)) from None
-        if prep.mode == "topk":  # pragma: no cover - k is fixed to 1 above
+        if prep.mode.topk:  # pragma: no cover - k is fixed to 1 above
             raise OptionError("top-k monitoring (k > 1) is not supported")
         classes = tuple(map(str, rows.prob_names)) if rows.probs.ndim == 2 else None
         target = Target(prep.mode, prep.n_classes, classes)

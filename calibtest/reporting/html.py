@@ -1604,8 +1604,8 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
         "uses_subsampling": "subsampling" in methods,
         "uses_tcal": any(r.kind.full_calibration for r in results) or any("tcal" in m for m in methods | null_kinds),
         "uses_conditional_null": bool({str(getattr(r, "null", "asymptotic")) for r in results
-                                       if getattr(r, "clustering", None) is None} - {"asymptotic"}),
-        "has_clustering": any(getattr(r, "clustering", None) is not None for r in results),
+                                       if not r.kind.clustered} - {"asymptotic"}),
+        "has_clustering": any(r.kind.clustered for r in results),
         "limitation_null": limitation_of_null(results, names),
         "has_hl": any(m["hl"] is not None for m in models),
         "has_valprob": any(m["valprob"] is not None for m in models),

@@ -33,7 +33,7 @@ from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
 from calibtest.core.conditional import conditional_memory, conditional_sum_columns
 from calibtest.core.partition import binned_dimension, partition_rows
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 from calibtest.ece.build_result import keeps_null_sums
 from calibtest.inputs.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
 from calibtest.inputs.settings import Settings
@@ -271,7 +271,7 @@ class GroupedAccumulator:
         """(B, rule) for n rows of the target, as :func:`calibtest.core.partition.partition_rows` resolves it."""
         mode, k = self.target[0], self.target[1]
         d = binned_dimension(mode, k)
-        return resolve_n_bins(self.n_bins, max(int(n), 2), d, factorial(d) if mode == "full" else 1)
+        return resolve_n_bins(self.n_bins, max(int(n), 2), d, factorial(d) if Target(mode).full_calibration else 1)
 
     def _pooled_bins(self) -> tuple[int, str]:
         return self._resolve(self.n_rows if isinstance(self.n_bins, str) else 2)

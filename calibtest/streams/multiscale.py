@@ -128,7 +128,7 @@ class CalibTestAccumulator:
         prepared = _prepare_rows(rows.y, rows.probs, n_classes=self.n_classes, k=self.k,
                                  class_names=rows.class_names, y_name=rows.y_name, prob_names=rows.prob_names)
         target = (prepared.mode, prepared.k, prepared.n_classes, rows.y_name, tuple(rows.prob_names))
-        if prepared.mode not in ("binary", "top1"):
+        if not prepared.mode.one_dimensional:
             raise ValueError(f"calib_test on a stream supports binary and top-1 targets; the {prepared.mode} "
                              "target has no 1-dim label draws: read the rows into memory")
         if self.target is None:

@@ -173,19 +173,10 @@ ALLOWED = {
     "monitor/monitor.py:_target": (1, "the monitor's target from its options (top-1 with n_classes)"),
     "checks/evidence_table.py:at_horizon": (1, "the evidence table's own optional survival part (an EvidenceResult "
                                                "has no kind object), asked once by its summary, notes and dict"),
-    "reporting/html.py:build_context": (2, "the report's paragraphs shown once for several results; the function "
-                                           "is being reshaped by the parameter-list work of issue 33 and is left "
-                                           "to it"),
-    "api/sample_size.py:_settings": (1, "a plan's inputs (PlanningInputs, not a result): k shown for top-k; the "
-                                        "module is being reshaped by the parameter-list work of issue 33"),
-    "api/sample_size.py:_common": (1, "the planned target: a binary plan only; the function is being reshaped "
-                                      "by the parameter-list work of issue 33"),
-    "api/tcal_test.py:tcal_rows": (1, "the simplex flag of T-Cal's engine; the function is being reshaped by the "
-                                      "parameter-list work of issue 33 (target.mode.full_calibration once merged)"),
-    "streams/grouped.py:_resolve": (1, "the simplex factor of the automatic B of a streamed group; streams/ is "
-                                       "being reshaped by the parameter-list work of issue 33"),
-    "streams/multiscale.py:update": (1, "the streamed multi-scale test's refusal of targets other than binary and "
-                                        "top-1; streams/ is being reshaped by the parameter-list work of issue 33"),
+    "monitor/batches.py:check": (1, "not a kind decision: the refusal of a batch whose target differs from the "
+                                    "one the monitor follows (two targets compared for equality, in its message)"),
+    "monitor/monitor.py:_target": (1, "not a kind decision: the monitor's JSON state holds no target (mode None) "
+                                      "before its first batch"),
 }
 
 _KIND_PARTS = {"weighting", "clustering", "survival"}

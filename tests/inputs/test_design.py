@@ -160,3 +160,20 @@ def test_the_cli_help_lists_the_refused_combinations(capsys):
         main(["ci", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert " ".join(combinations_text("calib_ci").split()) in out
+
+
+def test_a_prevalence_is_recorded_besides_case_weights(frame):
+    """``reweighted``: prevalence= given, alone or with case weights (``weighting`` names the weights first); the
+    weighted result records the design's decision, and only its prevalence-weighted one is the jackknife."""
+    both = Design.resolve("calib_ci", Inputs(formula="y ~ p", data=frame, weights="w"), Settings(prevalence=0.3))
+    alone = Design.resolve("calib_ci", Inputs(formula="y ~ p", data=frame), Settings(prevalence=0.3))
+    weights = Design.resolve("calib_ci", Inputs(formula="y ~ p", data=frame, weights="w"), Settings())
+    assert (both.weighting, both.reweighted) == ("weights", True)
+    assert (alone.weighting, alone.reweighted) == ("prevalence", True)
+    assert (weights.weighting, weights.reweighted) == ("weights", False)
+    assert both.case_weighted and weights.case_weighted and not alone.case_weighted
+    res_both = ct.calib_ci("y ~ p", data=frame, weights="w", prevalence=0.3, rng=1)
+    res_w = ct.calib_ci("y ~ p", data=frame, weights="w", rng=1)
+    assert res_both.weighting.reweighted and res_both.weighting.kind == "case weights and prevalence"
+    assert not res_w.weighting.reweighted and res_w.weighting.kind == "case weights"
+    assert res_w.weighting.case_weights is not None and res_both.weighting.case_weights is None
