@@ -46,7 +46,7 @@ from calibtest.core.binning import auto_n_bins
 from calibtest.core.difference_variance import first_order_var_single, second_order_var_single
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import prepare_target
-from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, weighted_null_draws,
+from calibtest.core.weighted import (NullLabels, prevalence_event_prob, prevalence_weights, weighted_null_draws,
                                      weighted_statistics)
 from calibtest.ece.build_result import prevalence_partition
 from calibtest.ece.grouped_interval import heterogeneity_test
@@ -173,8 +173,8 @@ def weighted_cell(design: str, n: int, draws: int):
         out = {"p_asymptotic": float(stats.norm.sf(ws.estimate / math.sqrt(ws.null_variance))),
                "n_eff": ws.n_eff, "estimate": ws.estimate, "null_variance": ws.null_variance}
         if draws:
-            d = weighted_null_draws(data.z[:, 0], part.inverse, w, w, data.z[:, 0], n_draws=draws, rng=rng,
-                                    m=part.m)
+            d = weighted_null_draws(data.z[:, 0], part.inverse, NullLabels(w, w, data.z[:, 0]), n_draws=draws,
+                                    rng=rng, m=part.m)
             out["p_monte_carlo"] = float((1 + np.sum(d >= ws.estimate)) / (1 + draws))
         return out
     return run

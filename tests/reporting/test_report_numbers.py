@@ -484,11 +484,11 @@ def subgroup_spec(grouped, frame):
         return [[], [V(r["n"], "n")], [V(events, "events")], [V(r["n_bins"], "n_bins")],
                 [V(r["estimate"], "estimate")], [V(r["ci_lower"], "ci_lower"), V(r["ci_upper"], "ci_upper")],
                 [V(r["ece"], "ece")], [V(r["ece_ci_lower"], "ece_ci_lower"), V(r["ece_ci_upper"], "ece_ci_upper")],
-                [V(pvalue, "pvalue")], [] if holm is None else [V(holm, "pvalue_holm")]]
+                [C("0")], [V(pvalue, "pvalue")], [] if holm is None else [V(holm, "pvalue_holm")]]
 
     analysed = sum(r["estimate"] is not None for r in g["groups"])
     mapping = {"caption": [level(g["alpha"]), C("0"), V(analysed, "groups analysed"), C("4")],
-               "header": [[]] * 5 + [[level(g["alpha"])], [], [level(g["alpha"])], [C("0")], []]}
+               "header": [[]] * 5 + [[level(g["alpha"])], [], [level(g["alpha"])], [], [C("0")], []]}
     for r in g["groups"]:
         label = r["group"].split("=", 1)[1] if r["group"].startswith(by + "=") else r["group"]
         mapping[NUMBER.sub("#", label)] = cells(r, r["pvalue"], r["pvalue_holm"], r["events"])
