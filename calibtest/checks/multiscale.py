@@ -111,6 +111,7 @@ scales and was the more powerful in every power setting of the study.
 from __future__ import annotations
 
 import math
+from typing import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -510,15 +511,17 @@ class MultiScaleOptions:
 
     def scales(self, target: PreparedData) -> tuple[list, list]:
         """(labels, bins) of the scales of resolved options: (family, B) and each scale's (inverse, m)."""
+        grid = self.grid
+        assert grid is not None, "the options are resolved for a target (for_target) first"
         families = [fam for fam in ("equal-width", "equal-mass") if self.partitions in (fam, "both")]
-        labels = [(fam, b) for fam in families for b in self.grid]
+        labels = [(fam, b) for fam in families for b in grid]
         check_memory(8.0 * len(labels) * self.n_draws, f"n_draws={self.n_draws} at {len(labels)} scale(s)",
                      "lower n_draws")
         bins = []  # (inverse, m) per scale: a loop over the few scales
         if "equal-width" in families:
-            bins += [(p.inverse, p.m) for p in (partition_rows(target, b) for b in self.grid)]
+            bins += [(p.inverse, p.m) for p in (partition_rows(target, b) for b in grid)]
         if "equal-mass" in families:
-            bins += [equal_mass_bins(target.z[:, 0], b) for b in self.grid]
+            bins += [equal_mass_bins(target.z[:, 0], b) for b in grid]
         return labels, bins
 
 
@@ -535,11 +538,11 @@ class ScaleDraws:
     statistic: np.ndarray
     null_draws: np.ndarray
     sd: np.ndarray
-    sign_of: object
+    sign_of: Callable[[int], int]
     spiegelhalter_z: float | None
     spiegelhalter_draws: np.ndarray | None
     n_draws: int
-    seed: object
+    seed: int | str | None
 
 
 def calib_test_rows(target: PreparedData, options: MultiScaleOptions = MultiScaleOptions(), *, rng=None, seed=None,
@@ -570,7 +573,7 @@ def calib_test_rows(target: PreparedData, options: MultiScaleOptions = MultiScal
     sd = np.array([math.sqrt(conditional_moments(conditional_bin_sums(target.z, inv, m), target.n).variance)
                    for inv, m in bins])
     observed = label_classes(target)
-    spiegelhalter = options.spiegelhalter
+    spiegelhalter = bool(options.spiegelhalter)  # resolved for the target by for_target
     draws = monte_carlo_draws(target.z, [inv for inv, _ in bins], observed, n=target.n,
                               n_draws=options.n_draws, rng=seed if is_integer(seed) else rng,
                               complete=target.mode.full_calibration, spiegelhalter=spiegelhalter)
@@ -645,18 +648,20 @@ def assemble_result(scales: ScaleDraws, options: MultiScaleOptions, *, n, k, n_c
                                                    scales.sign_of)
     spiegelhalter_z, spiegelhalter_draws = scales.spiegelhalter_z, scales.spiegelhalter_draws
     alpha, combine, partitions, grid = options.alpha, options.combine, options.partitions, options.grid
+    assert grid is not None, "the options are resolved for a target (for_target) first"
     R, L, seed = scales.n_draws, len(labels), scales.seed
     pos = sd > 0
     with np.errstate(divide="ignore", invalid="ignore"):  # sd = 0: T* = 0 for every label draw, z* := 0
         z_obs = np.where(pos, statistic / np.where(pos, sd, 1.0), 0.0)
         z_null = np.where(pos[:, None], null_draws / np.where(pos, sd, 1.0)[:, None], 0.0)
     for i in np.flatnonzero(~pos):  # the point-mass scales (rare): z is the limit of (T - 0) / sd
-        sign = sign_of(i)
+        sign = sign_of(int(i))
         z_obs[i] = sign * math.inf if sign else 0.0
     p_scale = np.array([_pvalue(z_obs[i], z_null[i]) for i in range(L)])
     m_obs, m_null, p_all = float(z_obs.max()), z_null.max(axis=0), p_scale
     sp_z = p_sp = sp_null = None
     if spiegelhalter_z is not None:  # |z_S| joins the max, on the same draws
+        assert spiegelhalter_draws is not None, "Spiegelhalter's z comes with its draws"
         sp_z, sp_null = float(spiegelhalter_z), spiegelhalter_draws
         p_sp = _pvalue(abs(sp_z), np.abs(sp_null))
         m_obs, m_null = max(m_obs, abs(sp_z)), np.maximum(m_null, np.abs(sp_null))

@@ -326,7 +326,7 @@ def _prepare_one_column(y, p, n_classes, k, y_name, prob_names) -> PreparedData:
                 "probabilities of the outcome, omit n_classes (binary mode)")
         mode = "top1"
     z = p[:, None]
-    return PreparedData(z=z, u=yy[:, None] - z, mode=mode, k=1,
+    return PreparedData(z=z, u=yy[:, None] - z, mode=Target(mode), k=1,
                         n_classes=None if n_classes is None else int(n_classes))
 
 
@@ -348,7 +348,7 @@ def _prepare_matrix(y, P, n_classes, k, class_names, y_name, prob_names) -> Prep
     order = top_k_classes(P, k)
     z = np.take_along_axis(P, order, axis=1)
     yk = (order == codes[:, None]).astype(np.float64)
-    return PreparedData(z=z, u=yk - z, mode="top1" if k == 1 else "topk", k=k, n_classes=K)
+    return PreparedData(z=z, u=yk - z, mode=Target.TOP1 if k == 1 else Target.TOPK, k=k, n_classes=K)
 
 
 def is_full_request(k, probs: np.ndarray) -> bool:
@@ -404,7 +404,7 @@ def prepare_full(y, probs, *, n_classes=None, class_names=None, y_name: str = "y
     names = list(class_names) if class_names is not None else list(range(K))
     codes = _class_codes(y, n, names, y_name)
     onehot = (codes[:, None] == np.arange(K)[None, :]).astype(np.float64)
-    return PreparedData(z=P, u=onehot - P, mode="full", k=K, n_classes=K)
+    return PreparedData(z=P, u=onehot - P, mode=Target.FULL, k=K, n_classes=K)
 
 
 def prepare_target(y, probs, *, n_classes=None, k=None, class_names=None, y_name: str = "y",
