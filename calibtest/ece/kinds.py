@@ -924,7 +924,13 @@ class SurvivalKind(AnalysisKind):
         return {**self.rows.to_dict(), **self.survival.to_dict()}
 
     def regime_texts(self, d: dict, se: float, role1: str) -> tuple[str, str, str, str, str]:
-        return self.rows.regime_texts(d, se, role1)
+        law, s0, s1, se1, role = self.rows.regime_texts(d, se, role1)
+        if self._unbiased_se():  # the standard error the interval uses, with its own parts' values
+            surv = self.survival
+            se1 = (f"se = √(σ₁,U² / n + V₀) = {fmt(se)} (σ₁,U² = {fmt(surv.sigma1_sq_unbiased)} from unbiased "
+                   f"bin sums of the IPCW rows; V₀ = {fmt(surv.second_order_variance)}, the second-order "
+                   "variance of T)")
+        return law, s0, s1, se1, role
 
     def report_prose(self) -> dict:
         return self.rows.report_prose()
