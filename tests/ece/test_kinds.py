@@ -167,10 +167,6 @@ CONSUMERS = consumers()
 #: Functions outside the deciders that still test the kind, with the number of tests and why (this list must
 #: shrink; a new kind test anywhere in the package fails the test below).
 ALLOWED = {
-    "monitor/batches.py:check": (1, "a monitor batch's target against the monitor's (binary or top-1), before any "
-                                    "result exists"),
-    "monitor/batches.py:rows": (1, "a monitor batch's rows read for its target (binary or top-1)"),
-    "monitor/monitor.py:_target": (1, "the monitor's target from its options (top-1 with n_classes)"),
     "checks/evidence_table.py:at_horizon": (1, "the evidence table's own optional survival part (an EvidenceResult "
                                                "has no kind object), asked once by its summary, notes and dict"),
     "monitor/batches.py:check": (1, "not a kind decision: the refusal of a batch whose target differs from the "
