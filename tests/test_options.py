@@ -314,7 +314,7 @@ def _xy():
     (lambda y, p: ct.calib_ci(y=y, probs=p, k=0), OptionError, "k must be >= 1, got 0"),
     (lambda y, p: ct.calib_ci(y=y, probs=p, n_classes=1.5), OptionTypeError, "n_classes must be an integer"),
     (lambda y, p: ct.calib_ci(y=y, probs=p, chunksize=0), OptionError, "chunksize must be >= 1"),
-    (lambda y, p: ct.calib_test(y=y, probs=p, null="auto"), OptionError, "null must be 'monte-carlo'"),
+    (lambda y, p: ct.calib_test(y=y, probs=p, null="exact"), OptionError, "null must be one of"),
     (lambda y, p: ct.calib_test(y=y, probs=p, combine="fisher"), OptionError, "combine must be one of"),
     (lambda y, p: ct.calib_test(y=y, probs=p, spiegelhalter="yes"), OptionTypeError, "spiegelhalter must be"),
     (lambda y, p: ct.tcal_test(y=y, probs=p, adaptive="yes"), OptionTypeError, "adaptive must be True or False"),

@@ -200,7 +200,8 @@ def _covariance(sums: CellSums, thin_only: bool) -> np.ndarray:
             vb, qb = np.bincount(inv, weights=v), np.bincount(inv, weights=q2)
             bi, bj = cells // (bins[:, j].max() + 1), cells % (bins[:, j].max() + 1)
             ok = (ci[bi] >= 2) & (cj[bj] >= 2)
-            out[i, j] = out[j, i] = 2.0 / n ** 2 * float(np.sum(((vb * vb - qb) / ((ci[bi] - 1) * (cj[bj] - 1)))[ok]))
+            den = np.where(ok, (ci[bi] - 1) * (cj[bj] - 1), 1.0)
+            out[i, j] = out[j, i] = 2.0 / n ** 2 * float(np.sum(np.where(ok, (vb * vb - qb) / den, 0.0)))
     return out
 
 
