@@ -312,10 +312,7 @@ def _add_test_parser(sub, shared) -> None:
     OPTIONS["alpha"].add_to(te)
     OPTIONS["rng"].add_to(te, help="seed of the label draws (default: 0, recorded in the output)")
     OPTIONS["n_draws"].add_to(te, "--n-draws", "--draws", dest="n_draws")
-    te.add_argument("--null", dest="test_null", choices=("auto", "monte-carlo", "gaussian"), default="auto",
-                    help="null law of the scales: auto (default: the Gaussian null of the cell sums at n >= 10^6 "
-                         "when the cells are filled, else the label draws), monte-carlo (every row's label drawn, "
-                         "exact size) or gaussian")
+    OPTIONS["test_null"].add_to(te, "--null", "--test-null", dest="test_null")
     OPTIONS["chunksize"].add_to(te, help="stream the file in chunks of this many rows (default "
                                          f"{DEFAULT_CHUNKSIZE}; the p-value does not depend on it)")
     OPTIONS["missing"].add_to(te)

@@ -382,6 +382,7 @@ CHECK_FUNCTIONS = {
     # interplay of several arguments (the value itself is checked by the table first)
     "checks/multiscale.py:check_partitions": "partitions against the target's mode (equal-mass needs 1-dim)",
     "checks/multiscale.py:check_spiegelhalter": "spiegelhalter against the target's mode (None resolved by it)",
+    "checks/multiscale.py:check_test_null": "null='gaussian' against the target's mode (1-dim label sums)",
     "checks/multiscale.py:check_grid": "the list form of n_bins (each entry BIN_COUNT, a single value 'scales'): "
                                       "not empty, sorted without repeats",
     "core/targets.py:check_k": "k < K, the number of probability columns",

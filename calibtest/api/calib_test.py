@@ -29,7 +29,7 @@ from calibtest.streams.evidence import with_stream
 from calibtest.streams.files import open_data_file, stream_file
 from calibtest.streams.multiscale_by import stream_calib_test_by
 from calibtest.streams.multiscale_quantiles import stream_calib_test_scales
-from calibtest.checks.multiscale import (TEST_NULLS, CalibrationTestResult, MultiScaleOptions, calib_test_clustered, calib_test_rows,
+from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOptions, calib_test_clustered, calib_test_rows,
                                          check_grid)
 from calibtest.core.partition import partition_rows
 from calibtest.core.targets import PreparedData
@@ -201,10 +201,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                                      horizon=horizon)).check()
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
-    if null not in TEST_NULLS:
-        raise OptionError(f"null must be one of {', '.join(map(repr, TEST_NULLS))} for the multi-scale test "
-                          f"('auto': the Gaussian null of the cell sums at n >= 10^6 when the cells are filled, "
-                          f"else the conditional Monte Carlo), got {null!r}")
+    null = check_option("test_null", null, "null")
     combine, partitions, R = (check_option(name, value) for name, value in
                               (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)

@@ -125,6 +125,7 @@ from calibtest.core.conditional import (conditional_bin_sums, conditional_moment
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.gaussian_null import CellSums, choose_null, gaussian_draws
 from calibtest.core.conditional import counter_key
+from calibtest.core import gaussian_null
 from calibtest.core.progress import progress_bar
 from calibtest.core.targets import PreparedData
 from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
@@ -134,7 +135,7 @@ __all__ = ["CalibrationTestResult", "MultiScaleOptions", "ScaleDraws", "assemble
 
 COMBINE = OPTIONS["combine"].choices
 #: The null laws of the multi-scale test (``calib_test(null=)``).
-TEST_NULLS = ("auto", "monte-carlo", "gaussian")
+TEST_NULLS = OPTIONS["test_null"].choices
 PARTITIONS = OPTIONS["partitions"].choices
 
 
@@ -561,9 +562,7 @@ class ScaleDraws:
 
 def check_test_null(null: str, mode: str) -> str:
     """``null=`` of the multi-scale test: "auto", "monte-carlo" or "gaussian" (binary and top-1 targets only)."""
-    if null not in TEST_NULLS:
-        raise OptionError(f"null must be one of {', '.join(map(repr, TEST_NULLS))} for the multi-scale test, "
-                          f"got {null!r}")
+    null = check_option("test_null", null, "null")
     if null == "gaussian" and mode not in ("binary", "top1"):
         raise OptionError(f"null='gaussian' needs a 1-dim prediction (binary or top-1 target); the {mode} target "
                           "has no 1-dim label sums: use null='monte-carlo' or 'auto'")
@@ -580,7 +579,7 @@ def _gaussian_scales(target: PreparedData, options: "MultiScaleOptions", labels,
         return None
     key = counter_key(seed if is_integer(seed) else rng)[0]
     with progress_bar(options.n_draws, "Gaussian null (thin cells)", unit="draw",
-                      show=None if sums.thin_rows * options.n_draws > 2e8 else False) as bar:
+                      work=float(sums.thin_rows) * options.n_draws, min_work=gaussian_null.PROGRESS_MIN_DRAWS) as bar:
         g = gaussian_draws(sums, key, options.n_draws, bar)
     observed = label_classes(target)
 

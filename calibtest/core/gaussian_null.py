@@ -77,6 +77,9 @@ THICK_VARIANCE = 30.0
 #: Largest number of random rows in thin cells (drawn exactly, R per row) for ``null="auto"``.
 MAX_THIN_ROWS = 200_000
 
+#: Thin rows x draws from which the exact draws of the thin cells show a progress bar (about 2 s).
+PROGRESS_MIN_DRAWS = 2e8
+
 #: Columns of the per-cell sums.
 _COLS = ("count", "v", "v2", "vq", "vqq", "x", "u2", "xq")
 

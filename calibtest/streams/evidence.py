@@ -175,7 +175,7 @@ class StreamedRows:
                 walk["start"] += p.size
                 walk["index"] += 1
 
-        each_chunk(self.data, self.columns, handle, digest=digest)
+        each_chunk(self.data, self.columns, handle, digest=digest, progress=None)
         self.n_dropped = walk["dropped"]
         return walk["out"]
 

@@ -15,7 +15,7 @@ import dataclasses
 import datetime as _dt
 import os
 import re
-import sys
+import sys  # noqa: F401  (the bar writes to sys.stderr; tests replace it through this module)
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager

@@ -41,7 +41,8 @@ from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOption
                                          check_grid, check_test_null)
 from calibtest.core.binning import cube_indices
 from calibtest.core.counter_draws import DrawSums
-from calibtest.core.gaussian_null import GAUSSIAN_MIN_ROWS, MAX_THIN_ROWS, CellSums, choose_null, gaussian_draws
+from calibtest.core.gaussian_null import MAX_THIN_ROWS, CellSums, choose_null, gaussian_draws
+from calibtest.core import gaussian_null
 from calibtest.core.progress import progress_bar
 from calibtest.core.conditional import (conditional_moments, conditional_sum_columns,
                                         conditional_sums_from_columns, counter_key, label_classes)
@@ -108,7 +109,7 @@ class CalibTestAccumulator:
         self.start = int(start)
         self.widths = self._widths()
         self.null = check_test_null(null, "binary")
-        gaussian = null == "gaussian" or (null == "auto" and n_rows is not None and int(n_rows) >= GAUSSIAN_MIN_ROWS)
+        gaussian = null == "gaussian" or (null == "auto" and n_rows is not None and int(n_rows) >= gaussian_null.GAUSSIAN_MIN_ROWS)
         self.cells = CellSums(self.widths) if gaussian else None  # the Gaussian null's sums instead of draws
         self.draws = DrawSums(self.key, self.widths, self.R if self.cells is None else 1, block=block)
         self.null_cols = [np.zeros((w, 4)) for w in self.widths]
@@ -239,7 +240,7 @@ class CalibTestAccumulator:
             raise ValueError(f"{self.cells.thin_rows} rows sit in thin cells, more than the Gaussian null's "
                              f"{MAX_THIN_ROWS}: use null='monte-carlo'")
         with progress_bar(self.R, "Gaussian null (thin cells)", unit="draw",
-                          show=None if self.cells.thin_rows * self.R > 2e8 else False) as bar:
+                          work=float(self.cells.thin_rows) * self.R, min_work=gaussian_null.PROGRESS_MIN_DRAWS) as bar:
             g = gaussian_draws(self.cells, self.key, self.R, bar)
         tol = 1e-9 / self.n
         spiegelhalter = self.spiegelhalter is not False
