@@ -63,6 +63,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 
 __all__ = ["GAUSSIAN_MIN_ROWS", "THICK_VARIANCE", "MAX_THIN_ROWS", "CellSums", "GaussianDraws", "choose_null",
@@ -229,24 +230,29 @@ def _thin_draws(sums: CellSums, occ_index: np.ndarray, C: int, key: np.ndarray, 
     """Exact label sums of the thin cells' rows, per draw: (sum U*, sum U*^2, sum U* q), each (R, C).
 
     The thin rows are taken in reading order (their positions increase) and their uniforms come from one
-    generator seeded by the key, draw after draw, so rows in memory and a stream read in any chunks
-    consume the same uniforms.
+    generator seeded by the key, in blocks of draws fixed by the number of thin rows, so rows in memory and
+    a stream read in any chunks consume the same uniforms.
     """
     out = [np.zeros((R, C)) for _ in range(3)]
     if not sums.thin_rows:
         return out
     order = np.argsort(sums.pos, kind="stable")
     p, col = sums.p[order], occ_index[sums.cell[order]]
-    by_cell = np.argsort(col, kind="stable")
-    cells, starts = np.unique(col[by_cell], return_index=True)
-    q = (1.0 - 2.0 * p)[by_cell]
+    q = 1.0 - 2.0 * p
+    cells = np.unique(col)
+    member = csr_matrix((np.ones(p.size), (np.searchsorted(cells, col), np.arange(p.size))),
+                        shape=(cells.size, p.size))
+    weighted = csr_matrix((q, (np.searchsorted(cells, col), np.arange(p.size))), shape=(cells.size, p.size))
+    base = [member @ p, member @ (p * p), weighted @ p]  # sum p, sum p^2, sum p q per cell
     gen = np.random.default_rng([int(key[2]), int(key[3]), 0x7431])
     step = max(1, (1 << 22) // p.size)
-    for r0 in range(0, R, step):  # blocks of draws bound the memory; the uniforms' order does not depend on it
+    for r0 in range(0, R, step):  # blocks of draws bound the memory; they depend on the thin rows' count only
         r1 = min(R, r0 + step)
-        u = ((gen.random((r1 - r0, p.size)) < p) - p)[:, by_cell]
-        for j, w in enumerate((u, u * u, u * q)):
-            out[j][r0:r1, cells] = np.add.reduceat(w, starts, axis=1)
+        y = (gen.random((p.size, r1 - r0)) < p[:, None]).astype(np.float64)  # (rows, draws)
+        sy, syq = (member @ y).T, (weighted @ y).T  # sum y and sum y q per cell and draw
+        out[0][r0:r1, cells] = sy - base[0]  # sum (y - p)
+        out[1][r0:r1, cells] = syq + base[1]  # sum (y - p)^2 = sum y (1 - 2p) + sum p^2
+        out[2][r0:r1, cells] = syq - base[2]  # sum (y - p) q
         progress.update(r1 - r0) if progress is not None else None
     return out
 

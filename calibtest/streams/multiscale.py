@@ -144,16 +144,15 @@ class CalibTestAccumulator:
         z = prepared.z
         p = z[:, 0]
         inverses = self._inverses(p, z)
+        if self.cells is not None:  # the Gaussian null: the cell sums hold T, sd and Spiegelhalter's z
+            self.cells.add(self.start + self.cells.n, p, inverses, label_classes(prepared) == 0)
+            self.draws.n += p.size
+            return self
         for cols, inv, w in zip(self.null_cols, inverses, self.widths):  # a loop over the few scales
             cols += conditional_sum_columns(z, inv, w)
         q = 1.0 - 2.0 * p
         self.sp += (float(p @ q), float((q * q) @ (p * (1.0 - p))))
         # chunks of draw_chunk_rows(bins) rows from the chunk's first row, in groups (bounded memory)
-        if self.cells is not None:
-            self.cells.add(self.start + self.cells.n, p, inverses, label_classes(prepared) == 0)
-            self.draws.count += np.concatenate([np.bincount(inv, minlength=w) for inv, w in zip(inverses, self.widths)])
-            self.draws.n += p.size
-            return self
         self.draws.add(self.start + self.draws.n, p, inverses, label_classes(prepared) == 0)
         return self
 
@@ -173,7 +172,6 @@ class CalibTestAccumulator:
             raise ValueError("merge needs accumulators with the same null")
         if self.cells is not None:
             self.cells.merge(other.cells)
-            self.draws.count += other.draws.count
             self.draws.n += other.draws.n
         else:
             self.draws.merge(other.draws)
