@@ -64,6 +64,18 @@ p-value = (1 + #{max_B z*_B >= max_B z_B}) / (R + 1): under H0 the observed
 labels and the R draws are exchangeable given the predictions, so
 P(p <= alpha) <= alpha exactly, for every n (no asymptotics).
 
+Gaussian null (``null="gaussian"``, or ``"auto"`` at n >= 10^6 when at most
+200,000 random rows sit in thin cells; binary and top-1 targets).  R draws
+of the label sums of the cells of the scales' common refinement instead of
+R label vectors: normal with their exact conditional moments where a cell
+holds sum p(1 - p) >= 30, from Bernoulli(p) labels for the rows of the other
+cells (:mod:`calibtest.core.gaussian_null`).  The T*_B of each draw are
+computed from those sums, so the chi-square shape of the coarse scales and
+the dependence between the scales are kept; the cost is one pass over the
+rows plus R x (thin rows), not R x n.  Its size is approximate, measured in
+``vignettes/multiscale_gaussian_null.md``; the result's ``null`` names the
+null used.
+
 Grid.  n_bins="adaptive": B = 2, 4, 8, ... (doubling) below the automatic B
 of ``calib_ci``, then the automatic B itself; about log2(B_auto) scales (6 at
 n = 472).  Doubling covers every bandwidth between the coarsest binning and
@@ -301,7 +313,8 @@ class CalibrationTestResult(TestOfCalibration):
         +-inf or 0, see the module docstring), ``pvalue`` (per-scale Monte
         Carlo p-value, unadjusted).
     null : str
-        ``"monte-carlo"``.
+        ``"monte-carlo"`` (label draws over every row) or ``"gaussian"`` (the Gaussian null of the cell
+        sums, :mod:`calibtest.core.gaussian_null`).
     combine : str
         ``"max-z"`` or ``"bonferroni"``.
     pvalue_max_z, pvalue_bonferroni : float
