@@ -71,6 +71,28 @@ def size_rows(n: int, reps: int, null: str) -> list[str]:
     return rows
 
 
+def _max_draws(res) -> np.ndarray:
+    """The combined statistic of every draw: max(max_B z*_B, |z*_S|)."""
+    return np.maximum(res.null_draws.max(axis=0), np.abs(res.spiegelhalter_draws))
+
+
+def conditional_size_rows(n: int, exact_draws: int, gaussian_draws: int) -> list[str]:
+    """The size given the predictions, free of the data sets' noise: the Gaussian null's critical values
+    (``gaussian_draws`` draws) against ``exact_draws`` label draws of the exact null on the same predictions."""
+    rows = []
+    for design in DESIGNS:  # a loop over the three designs
+        y, p = _data(design, n, 3)
+        gauss = _max_draws(ct.calib_test(y=y, probs=p, null="gaussian", rng=5, n_draws=gaussian_draws))
+        exact = _max_draws(ct.calib_test(y=y, probs=p, null="monte-carlo", rng=6, n_draws=exact_draws))
+        cells = []
+        for a in (0.05, 0.10):
+            crit = float(np.quantile(gauss, 1 - a))
+            size, se = float(np.mean(exact >= crit)), math.sqrt(a * (1 - a) / exact_draws)
+            cells.append(f"{size:.4f} (s.e. {se:.4f}; {'within' if abs(size - a) <= 3 * se else 'OUTSIDE'} 3 s.e.)")
+        rows.append(f"| {design} | {n:,} | {cells[0]} | {cells[1]} |")
+    return rows
+
+
 def agreement_rows(n: int, reps: int) -> list[str]:
     rows = []
     for design in DESIGNS:  # a loop over the three designs
@@ -128,6 +150,8 @@ def main(argv=None) -> None:
     ap.add_argument("--big-reps", type=int, default=60, help="calibrated data sets per design at n = 10^6")
     ap.add_argument("--agree", type=int, default=30, help="data sets per design and model for the agreement")
     ap.add_argument("--agree-big", type=int, default=8, help="the same at n = 10^6")
+    ap.add_argument("--exact-draws", type=int, default=4000, help="label draws of the exact null (size given p)")
+    ap.add_argument("--gauss-draws", type=int, default=20000, help="draws of the Gaussian null (size given p)")
     args = ap.parse_args(argv)
     t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()
     md = ["# The Gaussian null of the multi-scale test", "",
@@ -141,6 +165,14 @@ def main(argv=None) -> None:
           "|---|---|---|---|---|---|---|"]
     md += size_rows(100_000, args.reps, "gaussian")
     md += size_rows(1_000_000, args.big_reps, "auto")
+    md += ["", "### Size given the predictions (no data-set noise)", "",
+           f"On one draw of the predictions per design: the critical values of the Gaussian null's max "
+           f"statistic ({args.gauss_draws:,} draws) against {args.exact_draws:,} label draws of the exact "
+           "null (the rate at which the exact null exceeds them; s.e. sqrt(a(1 - a)/draws), the Gaussian "
+           "quantile's own error not included).", "",
+           "| design | n | size at 0.05 | size at 0.10 |", "|---|---|---|---|"]
+    md += conditional_size_rows(100_000, args.exact_draws, args.gauss_draws)
+    md += conditional_size_rows(1_000_000, args.exact_draws, args.gauss_draws)
     md += ["", "## 2. The p-value against the 999-draw Monte Carlo p-value (same data sets)", "",
            "s.e. = sqrt(2 p(1 - p) / 1000): two independent p-values of 999 draws.", "",
            "| design | n | labels | data sets | mean abs diff | max abs diff | 95th pct of abs diff / s.e. | "
