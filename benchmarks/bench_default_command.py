@@ -93,8 +93,9 @@ def main(argv=None) -> None:
                     res = json.loads(out)
                     text = f"null={res['null']} p={res['pvalue']:.4g} reject={res['reject']}"
                 else:
-                    verdict = [ln for ln in out.splitlines() if "Multi-scale test:" in ln or "calib_test" in ln]
-                    text = (verdict[0].strip()[:60] if verdict else "")
+                    row = [ln for ln in out.splitlines() if ln.startswith("multi-scale test")]
+                    null = "gaussian" if "Gaussian null of the cell sums" in out else "monte-carlo"
+                    text = f"null={null} " + (" ".join(row[0].split()[2:]) if row else "")
                 lines.append(f"{name:<44}{n:>10}{wall:>9.2f}{cpu:>9.2f}  {load0:>5.2f} / {load1:<9.2f} {text}")
                 print(lines[-1], flush=True)
     OUT.write_text("\n".join(lines) + "\n")

@@ -66,7 +66,11 @@ class CalibTestAccumulator:
     n_bins : "adaptive", int or sequence of int
         The grid.  ``"adaptive"`` needs ``n_rows``.
     n_rows : int, optional
-        The number of usable rows of the whole stream (for ``n_bins="adaptive"``).
+        The number of usable rows of the whole stream (for ``n_bins="adaptive"``, and for ``null="auto"``,
+        which takes the Gaussian null only when it says n >= 10^6).
+    null : {"auto", "monte-carlo", "gaussian"}
+        As in :func:`calibtest.calib_test`; the Gaussian null keeps the cell sums of
+        :mod:`calibtest.core.gaussian_null` instead of the draws' sums.
     rng : None or int
         The seed of the counter-based label stream (None: the default seed 0, recorded).
     eval_env : int or patsy.EvalEnvironment
@@ -284,19 +288,23 @@ def _file_test(path, formula, *, env, chunksize, n_bins, missing, **options):
     file = open_data_file(path, formula, env, chunksize)
     columns = formula_columns(formula, file.columns)
     n_rows = None
+    metadata = file.fmt == "parquet" and missing == "raise"  # n without a pass
     if check_grid(n_bins) is None:
-        n_rows = file.reader.num_rows if file.fmt == "parquet" and missing == "raise" else \
-            _count_usable(file, columns, formula, env, missing)
+        n_rows = file.reader.num_rows if metadata else _count_usable(file, columns, formula, env, missing)
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
+    elif metadata and options.get("null", "auto") == "auto":  # null="auto" chooses by n (a CSV keeps the draws)
+        n_rows = file.reader.num_rows
     acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
     each_chunk(file, columns, acc.update, digest=True, progress=None)
     if not acc.gaussian_usable:  # too many rows in thin cells for the Gaussian null: the label draws
         options["null"] = "monte-carlo"
         acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
         each_chunk(file, columns, acc.update, digest=True, progress=None)
+    null = options.get("null", "auto")
     return acc.result(call_record=_stream_call(formula, file.name, {"n_bins": None if n_bins == "adaptive"
-                                                                     else n_bins, "rng": acc.seed}),
+                                                                     else n_bins, "rng": acc.seed,
+                                                                     "null": None if null == "auto" else null}),
                       source=file.source(columns))
 
 

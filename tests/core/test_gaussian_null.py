@@ -151,3 +151,20 @@ def test_gaussian_refused_where_it_does_not_apply():
         ct.calib_test(y=y, probs=probs, k="full", null="gaussian")
     with pytest.raises(ValueError, match="null must be one of"):
         ct.calib_test(y=y, probs=probs, null="normal")
+
+
+def test_auto_on_a_parquet_file_chooses_as_rows_in_memory(tmp_path, monkeypatch):
+    """null="auto" takes n from the Parquet metadata, with the adaptive grid or a given one."""
+    rng = np.random.default_rng(11)
+    n = 6000
+    p = rng.beta(2, 5, n)
+    df = pd.DataFrame({"y": (rng.uniform(size=n) < p).astype(float), "p": p})
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    monkeypatch.setattr(gn, "GAUSSIAN_MIN_ROWS", 5000)
+    for n_bins in ("adaptive", [3, 9]):
+        mem = ct.calib_test("y ~ p", data=df, n_bins=n_bins, rng=2)
+        fil = ct.calib_test("y ~ p", data=str(path), n_bins=n_bins, rng=2, chunksize=2500)
+        assert mem.null == fil.null == "gaussian" and mem.pvalue == fil.pvalue
+    monkeypatch.setattr(gn, "GAUSSIAN_MIN_ROWS", 6001)
+    assert ct.calib_test("y ~ p", data=str(path), rng=2).null == "monte-carlo"
