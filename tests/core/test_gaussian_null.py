@@ -168,3 +168,15 @@ def test_auto_on_a_parquet_file_chooses_as_rows_in_memory(tmp_path, monkeypatch)
         assert mem.null == fil.null == "gaussian" and mem.pvalue == fil.pvalue
     monkeypatch.setattr(gn, "GAUSSIAN_MIN_ROWS", 6001)
     assert ct.calib_test("y ~ p", data=str(path), rng=2).null == "monte-carlo"
+
+
+def test_dask_frame_equals_rows_in_memory():
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(12)
+    n = 20_000
+    p = rng.beta(2, 5, n)
+    df = pd.DataFrame({"y": (rng.uniform(size=n) < p).astype(float), "p": p})
+    mem = ct.calib_test("y ~ p", data=df, null="gaussian", rng=4)
+    das = ct.calib_test("y ~ p", data=dd.from_pandas(df, npartitions=5), null="gaussian", rng=4)
+    assert das.null == "gaussian" and das.pvalue == mem.pvalue
+    np.testing.assert_allclose(das.null_draws, mem.null_draws, rtol=1e-9, atol=1e-12)
