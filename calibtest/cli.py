@@ -308,7 +308,7 @@ def _cmd_test(args) -> int:
     path, stream = _read_input(args, stream=True)
     res = calib_test(args.formula, data=path, n_classes=args.n_classes, alpha=args.alpha, n_bins=args.scales,
                      n_draws=args.n_draws, rng=args.seed, missing=args.missing, eval_env=formula_namespace(),
-                     **stream)
+                     null=args.test_null, **stream)
     return _print_result(res, args.json)
 
 
@@ -322,6 +322,7 @@ def _add_test_parser(sub, shared) -> None:
     OPTIONS["alpha"].add_to(te)
     OPTIONS["rng"].add_to(te, help="seed of the label draws (default: 0, recorded in the output)")
     OPTIONS["n_draws"].add_to(te, "--n-draws", "--draws", dest="n_draws")
+    OPTIONS["test_null"].add_to(te, "--null", "--test-null", dest="test_null")
     OPTIONS["chunksize"].add_to(te, help="stream the file in chunks of this many rows (default "
                                          f"{DEFAULT_CHUNKSIZE}; the p-value does not depend on it)")
     OPTIONS["missing"].add_to(te)

@@ -421,6 +421,9 @@ _OPTIONS = (
            choices=("max-z", "bonferroni")),
     Option("partitions", "choice", "equal-width", "bins of the multi-scale test",
            choices=("equal-width", "equal-mass", "both")),
+    Option("test_null", "choice", "auto", "null law of the multi-scale test's scales (auto: the Gaussian null of "
+           "the cell label sums at n >= 10^6 when few rows sit in thin cells, else monte-carlo, every row's label "
+           "drawn)", choices=("auto", "monte-carlo", "gaussian")),
     Option("alternative", "choice", "two-sided", "alternative hypothesis on Delta = ECE_A^2 - ECE_B^2 "
            "(greater: model A worse calibrated)", choices=("two-sided", "less", "greater")),
     Option("variance", "choice", "corrected", "variance estimate of a comparison (plugin is conservative near "

@@ -318,7 +318,7 @@ def _xy():
     (lambda y, p: ct.calib_ci(y=y, probs=p, k=0), OptionError, "k must be >= 1, got 0"),
     (lambda y, p: ct.calib_ci(y=y, probs=p, n_classes=1.5), OptionTypeError, "n_classes must be an integer"),
     (lambda y, p: ct.calib_ci(y=y, probs=p, chunksize=0), OptionError, "chunksize must be >= 1"),
-    (lambda y, p: ct.calib_test(y=y, probs=p, null="auto"), OptionError, "null must be 'monte-carlo'"),
+    (lambda y, p: ct.calib_test(y=y, probs=p, null="exact"), OptionError, "null must be one of"),
     (lambda y, p: ct.calib_test(y=y, probs=p, combine="fisher"), OptionError, "combine must be one of"),
     (lambda y, p: ct.calib_test(y=y, probs=p, spiegelhalter="yes"), OptionTypeError, "spiegelhalter must be"),
     (lambda y, p: ct.tcal_test(y=y, probs=p, adaptive="yes"), OptionTypeError, "adaptive must be True or False"),
@@ -386,6 +386,7 @@ CHECK_FUNCTIONS = {
     # interplay of several arguments (the value itself is checked by the table first)
     "checks/multiscale.py:check_partitions": "partitions against the target's mode (equal-mass needs 1-dim)",
     "checks/multiscale.py:check_spiegelhalter": "spiegelhalter against the target's mode (None resolved by it)",
+    "checks/multiscale.py:check_test_null": "null='gaussian' against the target's mode (1-dim label sums)",
     "checks/multiscale.py:check_grid": "the list form of n_bins (each entry BIN_COUNT, a single value 'scales'): "
                                       "not empty, sorted without repeats",
     "core/targets.py:check_k": "k < K, the number of probability columns",

@@ -47,7 +47,7 @@ __all__ = ["calib_test", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROW
 
 
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
-               k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "monte-carlo", n_draws: int = DEFAULT_DRAWS,
+               k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "auto", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
                missing: str = "raise", eval_env: int = 0, by=None,
                chunksize: int | None = None, cluster=None, horizon=None) -> CalibrationTestResult | GroupedResult:
@@ -93,8 +93,16 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         the single-scale Monte Carlo test at B (the p-value of
         ``calib_ci(..., n_bins=B, null="monte-carlo")`` for the same seed).
         A sequence: that grid.
-    null : {"monte-carlo"}
-        Null distribution: the conditional Monte Carlo (the only one).
+    null : {"auto", "monte-carlo", "gaussian"}
+        Null law of the scales.  ``"monte-carlo"``: the conditional Monte
+        Carlo over every row (exact size).  ``"gaussian"`` (binary and top-1):
+        the label sums of the cells holding sum p(1 - p) >= 30 drawn as
+        normals with their exact moments, the rows of the other cells drawn
+        exactly (:mod:`calibtest.core.gaussian_null`; seconds at 3e7 rows).
+        ``"auto"`` (default): the Gaussian null at n >= 10^6 when at most
+        200,000 rows are in thin cells, else the Monte Carlo null; the
+        result's ``null`` names the one used
+        (``vignettes/multiscale_gaussian_null.md`` measures its size).
     n_draws : int
         R, the label draws (default 999, so that (R + 1) alpha is an integer at alpha = 0.01, 0.05
         and 0.10); the p-value's resolution is 1 / (R + 1).
@@ -193,9 +201,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
                                      horizon=horizon)).check()
     alpha = check_alpha(alpha)
     grid = check_grid(n_bins)
-    if null != "monte-carlo":
-        raise OptionError(f"null must be 'monte-carlo' (the conditional Monte Carlo gives the joint law of the "
-                          f"scales), got {null!r}")
+    null = check_option("test_null", null, "null")
     combine, partitions, R = (check_option(name, value) for name, value in
                               (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
@@ -205,14 +211,15 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
         extra = {} if chunksize is None else {"chunksize": chunksize}
         return _calib_test_stream(formula, data, design, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
                                   rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
-                                  missing=missing, eval_env=eval_env, by=by, **extra)
+                                  missing=missing, eval_env=eval_env, by=by, null=null, **extra)
     gen, seed = resolve_seed(rng)
     prepared = prepare_input("calib_test", Inputs(formula=formula, data=data, y=y, probs=probs, by=by,
                                                   cluster=cluster),
                              Settings(env=resolve_env(eval_env), missing=missing, n_classes=n_classes, k=k),
                              options=
                        {"n_classes": n_classes, "k": k, "n_bins": None if grid is None else list(grid),
-                        "alpha": alpha, "n_draws": None if R == DEFAULT_DRAWS else R,
+                        "alpha": alpha, "null": None if null == "auto" else null,
+                        "n_draws": None if R == DEFAULT_DRAWS else R,
                         "combine": None if combine == "max-z" else combine,
                         "partitions": None if partitions == "equal-width" else partitions,
                         "spiegelhalter": None if spiegelhalter is None else bool(spiegelhalter),
@@ -224,7 +231,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     if spiegelhalter is None and grid is not None and np.ndim(n_bins) == 0:
         spiegelhalter = False  # an int B: the single-scale test of calib_ci
     options = MultiScaleOptions(grid=grid, alpha=alpha, n_draws=R, combine=combine, partitions=partitions,
-                                spiegelhalter=spiegelhalter)
+                                spiegelhalter=spiegelhalter, null=null)
     if design.grouped:
         return _calib_test_by(grouping_of(prepared.group_names, prepared.group_values), rows, target, call, options,
                               rng=rng, seed=seed, formula=formula, clusters=prepared.clusters)
@@ -237,9 +244,13 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
 
 
 def _calib_test_stream(formula, data, design: Design, *, partitions, by, eval_env, n_bins, spiegelhalter,
-                       **options):
+                       null="auto", **options):
     """:func:`calib_test` on a file path or a Dask DataFrame (:mod:`calibtest.streams.multiscale`); ``design`` is
-    the call's (grouped or not)."""
+    the call's (grouped or not); the Gaussian null only on the equal-width scales without ``by=`` (the other
+    streams draw labels)."""
+    if null == "gaussian" and (partitions != "equal-width" or design.grouped):
+        raise OptionError("null='gaussian' on a file or Dask DataFrame is available for the equal-width scales "
+                          "without by=; use null='monte-carlo' or 'auto', or read the rows into memory")
     if formula is None:
         raise TypeError("calib_test on a file path or Dask DataFrame needs a formula naming its columns, "
                         "e.g. 'y ~ p'")
@@ -265,7 +276,7 @@ def _calib_test_stream(formula, data, design: Design, *, partitions, by, eval_en
         return stream_calib_test_by(data, formula, names, *_stream_bundles(options, resolve_env(eval_env), n_bins,
                                                                            partitions, spiegelhalter))
     return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
-                             **options)
+                             null=null, **options)
 
 
 def _stream_bundles(options: dict, env, n_bins, partitions: str, spiegelhalter) -> tuple:

@@ -26,6 +26,7 @@ from calibtest.core.binning import resolve_n_bins
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume
+from calibtest.core.progress import progress_bar
 from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, CensoredPlanner,
                                      logistic_recalibration, planned_censoring, planned_null)
 from calibtest.core.targets import Target, prepare, top_k_classes
@@ -38,6 +39,10 @@ __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult"
            "MonteCarloPower", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS", "default_null"]
 
 METHODS = OPTIONS["study_method"].choices
+
+#: Rows x studies of one simulated n from which a progress bar is shown (the calib_ci studies take about
+#: 2 s per 10^6 rows' worth).
+SIMULATION_PROGRESS_ROWS = 1e6
 
 
 def default_null() -> str:
@@ -250,6 +255,12 @@ class _Planner(AnalyticPlanner):
         n = int(n)
         res = self.analytic(n)
         pb = self.bins(res["n_bins"])
+        with progress_bar(n_sim, f"simulated studies at n = {n}", unit="study", work=float(n) * n_sim,
+                          min_work=SIMULATION_PROGRESS_ROWS) as bar:
+            return self._simulated(n, n_sim, gen, res, pb, bar)
+
+    def _simulated(self, n: int, n_sim: int, gen, res: dict, pb, bar) -> dict:
+        """:meth:`simulate` at one n, advancing ``bar`` by the studies done."""
         if self.null == "asymptotic":
             t, s1 = _pw.simulate_studies(self.z, self.q, pb.inverse, pb.pi.size, n, n_sim, gen)
             thr = res["threshold"]
@@ -259,14 +270,15 @@ class _Planner(AnalyticPlanner):
                 v0 = self.s0 / (n * n * bin_volume(pb.n_bins, self.d))
                 reject = np.asarray(margin_bound(t, np.sqrt(s1 / n), v0, self.margin, self.alpha).reject)
             width = np.sqrt(ci.upper) - np.sqrt(np.where(ci.contains_zero, 0.0, ci.lower))
+            bar.update(n_sim)
         else:
-            reject, width = self._simulate_calib_ci(n, n_sim, gen, res["n_bins"])
+            reject, width = self._simulate_calib_ci(n, n_sim, gen, res["n_bins"], bar)
         p = float(reject.mean())
         res.update(power=p, expected_width=float(width.mean()), power_se=math.sqrt(p * (1 - p) / n_sim),
                    width_se=float(width.std(ddof=1) / math.sqrt(n_sim)) if n_sim > 1 else float("nan"))
         return res
 
-    def _simulate_calib_ci(self, n, n_sim, gen, B):
+    def _simulate_calib_ci(self, n, n_sim, gen, B, bar=None):
         """Studies analysed one at a time by calib_ci (the data-dependent nulls)."""
         if self.d != 1:
             raise ValueError(f"method='simulation' with null={self.null!r} supports binary and top-1 targets; "
@@ -281,6 +293,8 @@ class _Planner(AnalyticPlanner):
             res = estimate_in_memory(Inputs(y=y, probs=self.z[idx, 0]), settings.replace(rng=gen))
             reject[s] = (not res.contains_zero) if self.margin is None else res.margin_test(self.margin).reject
             width[s] = math.sqrt(res.ci_upper) - math.sqrt(res.ci_lower)
+            if bar is not None:
+                bar.update()
         return reject, width
 
 

@@ -441,10 +441,13 @@ class EvidenceResult(ResultDisplay):
             notes.append(f"Multi-scale test: {self.test.n_draws} sign patterns of whole clusters"
                          + (" (every one)" if self.test.cluster_exact else f", seed {self.seed}") + ".")
         else:
-            notes.append(f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}; Hosmer-Lemeshow "
+            draws = (f"{self.test.n_draws} draws of the Gaussian null of the cell sums (null='gaussian', chosen "
+                     "at n >= 10^6 with filled cells)" if self.test.null == "gaussian" else
+                     f"{self.test.n_draws} label draws")
+            notes.append(f"Multi-scale test: {draws}, seed {self.seed}; Hosmer-Lemeshow "
                          "is referred to chi2 with df = g (external validation: the predictions were not fitted "
                          "on these rows; df = g - 2 holds for development data)." if self.hl is not None else
-                         f"Multi-scale test: {self.test.n_draws} label draws, seed {self.seed}.")
+                         f"Multi-scale test: {draws}, seed {self.seed}.")
         notes.append(f"Bin sensitivity: the single-scale test and adjusted interval at each B with the "
                      f"interval's null ({self.null}"
                      + (", sign flips of whole clusters"

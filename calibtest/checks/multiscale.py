@@ -64,6 +64,18 @@ p-value = (1 + #{max_B z*_B >= max_B z_B}) / (R + 1): under H0 the observed
 labels and the R draws are exchangeable given the predictions, so
 P(p <= alpha) <= alpha exactly, for every n (no asymptotics).
 
+Gaussian null (``null="gaussian"``, or ``"auto"`` at n >= 10^6 when at most
+200,000 random rows sit in thin cells; binary and top-1 targets).  R draws
+of the label sums of the cells of the scales' common refinement instead of
+R label vectors: normal with their exact conditional moments where a cell
+holds sum p(1 - p) >= 30, from Bernoulli(p) labels for the rows of the other
+cells (:mod:`calibtest.core.gaussian_null`).  The T*_B of each draw are
+computed from those sums, so the chi-square shape of the coarse scales and
+the dependence between the scales are kept; the cost is one pass over the
+rows plus R x (thin rows), not R x n.  Its size is approximate, measured in
+``vignettes/multiscale_gaussian_null.md``; the result's ``null`` names the
+null used.
+
 Grid.  n_bins="adaptive": B = 2, 4, 8, ... (doubling) below the automatic B
 of ``calib_ci``, then the automatic B itself; about log2(B_auto) scales (6 at
 n = 472).  Doubling covers every bandwidth between the coarsest binning and
@@ -124,6 +136,10 @@ from calibtest.core.clustered import cluster_cells, clustered_statistics, flip_d
 from calibtest.core.conditional import (conditional_bin_sums, conditional_moments, label_classes, monte_carlo_draws,
                                         point_mass_sign)
 from calibtest.core.partition import binned_dimension, partition_rows
+from calibtest.core.gaussian_null import CellSums, choose_null, gaussian_draws
+from calibtest.core.conditional import counter_key
+from calibtest.core import gaussian_null
+from calibtest.core.progress import progress_bar
 from calibtest.core.targets import PreparedData, Target
 from calibtest.options import BIN_COUNT, OPTIONS, OptionError, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text
@@ -131,6 +147,8 @@ from calibtest.display.summary import CalibSummary, ResultDisplay, model_text
 __all__ = ["CalibrationTestResult", "MultiScaleOptions", "ScaleDraws", "assemble_result", "check_grid", "adaptive_grid", "calib_test_rows", "equal_mass_bins", "TestOfCalibration"]
 
 COMBINE = OPTIONS["combine"].choices
+#: The null laws of the multi-scale test (``calib_test(null=)``).
+TEST_NULLS = OPTIONS["test_null"].choices
 PARTITIONS = OPTIONS["partitions"].choices
 
 
@@ -296,7 +314,8 @@ class CalibrationTestResult(TestOfCalibration):
         +-inf or 0, see the module docstring), ``pvalue`` (per-scale Monte
         Carlo p-value, unadjusted).
     null : str
-        ``"monte-carlo"``.
+        ``"monte-carlo"`` (label draws over every row) or ``"gaussian"`` (the Gaussian null of the cell
+        sums, :mod:`calibtest.core.gaussian_null`).
     combine : str
         ``"max-z"`` or ``"bonferroni"``.
     pvalue_max_z, pvalue_bonferroni : float
@@ -397,7 +416,9 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     reject = res.pvalue <= alpha
     smry = CalibSummary()
     clustered = res.n_clusters is not None
+    gaussian = res.null == "gaussian"
     smry.add_title("Multi-scale test of calibration (cluster sign-flip)" if clustered else
+                   "Multi-scale test of calibration (Gaussian null)" if gaussian else
                    "Multi-scale test of calibration (conditional Monte Carlo)")
     smry.add_settings({"Model:": model_text(res.formula, res.y_name, res.prob_names),
                        "Mode:": Target(res.mode).text(res.k),
@@ -405,7 +426,8 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
                        "No. observations:": str(res.n),
                        **({"Clusters (G):": str(res.n_clusters),
                            "Sign patterns (R):": str(res.n_draws) + (" (every one)" if res.cluster_exact else "")}
-                          if clustered else {"Label draws (R):": str(res.n_draws)}),
+                          if clustered else {"Null draws (R):" if gaussian else "Label draws (R):": str(res.n_draws)}),
+                       **({"Null:": "gaussian (cell sums)"} if gaussian else {}),
                        "Partitions:": res.partitions,
                        "Combination:": _combination_text(res),
                        "Statistic:": fmt(res.statistic, 4), "P-value:": fmt(res.pvalue, 4),
@@ -423,13 +445,19 @@ def _build_summary(res: CalibrationTestResult, alpha: float | None = None):
     if clustered:  # the null sd of T_cl is sqrt(V_0), not a conditional sd given the predictions
         table = table.rename(columns={"sd(T | Z)": "sqrt(V_0)"})
     smry.add_table(table, {"T": 5, "sd(T | Z)": 4, "sqrt(V_0)": 4, "z": 4, "p-value": 4})
-    draws = "sign patterns" if clustered else "label draws"
+    draws = "sign patterns" if clustered else ("null draws" if gaussian else "label draws")
     vectors = ("R sign patterns of whole clusters (a randomization test over clusters)" if clustered else
                "R label vectors drawn from the predictions")
     exact = "" if clustered else ": exact size given the predictions"
+    if gaussian:
+        vectors = ("R draws of the label sums of the cells of the scales' common refinement, normal with their "
+                   "exact conditional moments where a cell holds sum p(1 - p) >= 30, from Bernoulli(p) labels "
+                   "elsewhere")
+        exact = (": size within Monte Carlo error of the exact null where measured "
+                 "(vignettes/multiscale_gaussian_null.md); null='monte-carlo' draws every row's label")
     verdict = "rejects" if reject else "does not reject"
     floor = smallest_pvalue_text(res.pvalue, res.n_draws,
-                                 "label draws" if res.n_clusters is None else "sign patterns")
+                                 draws)
     floor = f"; {floor}: no draw reached the observed statistic" if floor else ""
     notes = [f"The test {verdict} H0: calibrated at level {alpha:g} (p-value {fmt(res.pvalue, 4)}{floor})."
              + ("" if reject else " This is not evidence that the model is calibrated.")]
@@ -500,6 +528,7 @@ class MultiScaleOptions:
     combine: str = "max-z"
     partitions: str = "equal-width"
     spiegelhalter: bool | None = None
+    null: str = "auto"
 
     def for_target(self, target: PreparedData) -> "MultiScaleOptions":
         """These options resolved for ``target``: the partitions and Spiegelhalter's z checked, the grid chosen."""
@@ -507,7 +536,8 @@ class MultiScaleOptions:
                                                                      binned_dimension(target.mode, target.k))
         return MultiScaleOptions(grid=grid, alpha=self.alpha, n_draws=self.n_draws, combine=self.combine,
                                  partitions=check_partitions(self.partitions, target.mode),
-                                 spiegelhalter=check_spiegelhalter(self.spiegelhalter, target.mode))
+                                 spiegelhalter=check_spiegelhalter(self.spiegelhalter, target.mode),
+                                 null=check_test_null(self.null, target.mode))
 
     def scales(self, target: PreparedData) -> tuple[list, list]:
         """(labels, bins) of the scales of resolved options: (family, B) and each scale's (inverse, m)."""
@@ -543,6 +573,38 @@ class ScaleDraws:
     spiegelhalter_draws: np.ndarray | None
     n_draws: int
     seed: int | str | None
+    null: str = "monte-carlo"
+
+
+def check_test_null(null: str, mode: str) -> str:
+    """``null=`` of the multi-scale test: "auto", "monte-carlo" or "gaussian" (binary and top-1 targets only)."""
+    null = check_option("test_null", null, "null")
+    if null == "gaussian" and not Target(mode).one_dimensional:
+        raise OptionError(f"null='gaussian' needs a 1-dim prediction (binary or top-1 target); the {mode} target "
+                          "has no 1-dim label sums: use null='monte-carlo' or 'auto'")
+    return null
+
+
+def _gaussian_scales(target: PreparedData, options: "MultiScaleOptions", labels, bins, rng, seed):
+    """The ScaleDraws of the Gaussian null, or None when ``null="auto"`` keeps the Monte Carlo null."""
+    if options.null == "monte-carlo" or not target.mode.one_dimensional:
+        return None
+    sums = CellSums([m for _, m in bins]).add(0, target.z[:, 0], [inv for inv, _ in bins],
+                                              label_classes(target) == 0)
+    if options.null == "auto" and choose_null(target.n, sums.thin_rows) != "gaussian":
+        return None
+    key = counter_key(seed if is_integer(seed) else rng)[0]
+    with progress_bar(options.n_draws, "Gaussian null (thin cells)", unit="draw",
+                      work=float(sums.thin_rows) * options.n_draws, min_work=gaussian_null.PROGRESS_MIN_DRAWS) as bar:
+        g = gaussian_draws(sums, key, options.n_draws, bar)
+    observed = label_classes(target)
+
+    def sign_of(i: int) -> int:
+        return point_mass_sign(target.z, bins[i][0], observed, n=target.n, complete=False)
+
+    sp = options.spiegelhalter
+    return ScaleDraws(labels, g.statistic, g.null_draws, g.sd, sign_of, g.spiegelhalter if sp else None,
+                      g.spiegelhalter_draws if sp else None, options.n_draws, seed, null="gaussian")
 
 
 def calib_test_rows(target: PreparedData, options: MultiScaleOptions = MultiScaleOptions(), *, rng=None, seed=None,
@@ -570,6 +632,10 @@ def calib_test_rows(target: PreparedData, options: MultiScaleOptions = MultiScal
         rng, seed = resolve_seed(rng)
     options = options.for_target(target)
     labels, bins = options.scales(target)
+    gaussian = _gaussian_scales(target, options, labels, bins, rng, seed)
+    if gaussian is not None:
+        return assemble_result(gaussian, options, n=target.n, k=target.k, n_classes=target.n_classes,
+                               mode=target.mode, **bookkeeping)
     sd = np.array([math.sqrt(conditional_moments(conditional_bin_sums(target.z, inv, m), target.n).variance)
                    for inv, m in bins])
     observed = label_classes(target)
@@ -649,7 +715,7 @@ def assemble_result(scales: ScaleDraws, options: MultiScaleOptions, *, n, k, n_c
     spiegelhalter_z, spiegelhalter_draws = scales.spiegelhalter_z, scales.spiegelhalter_draws
     alpha, combine, partitions, grid = options.alpha, options.combine, options.partitions, options.grid
     assert grid is not None, "the options are resolved for a target (for_target) first"
-    R, L, seed = scales.n_draws, len(labels), scales.seed
+    R, L, seed, null = scales.n_draws, len(labels), scales.seed, scales.null
     pos = sd > 0
     with np.errstate(divide="ignore", invalid="ignore"):  # sd = 0: T* = 0 for every label draw, z* := 0
         z_obs = np.where(pos, statistic / np.where(pos, sd, 1.0), 0.0)
@@ -675,7 +741,7 @@ def assemble_result(scales: ScaleDraws, options: MultiScaleOptions, *, n, k, n_c
                            "T": statistic, "sd": sd, "z": z_obs, "pvalue": p_scale})
     return CalibrationTestResult(
         statistic=statistic_, pvalue=float(pvalue), reject=bool(pvalue <= alpha), alpha=alpha, n_bins=tuple(grid),
-        scales=scales, null="monte-carlo", combine=combine, pvalue_max_z=float(p_max), pvalue_bonferroni=p_bonf,
+        scales=scales, null=null, combine=combine, pvalue_max_z=float(p_max), pvalue_bonferroni=p_bonf,
         n_draws=R, seed=seed, n=n, k=k, n_classes=n_classes, mode=mode,
         null_draws=z_null, partitions=partitions, spiegelhalter_z=sp_z, pvalue_spiegelhalter=p_sp,
         spiegelhalter_draws=sp_null, **bookkeeping)

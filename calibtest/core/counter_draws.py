@@ -68,6 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.sparse import csr_matrix
+from calibtest.core.progress import progress_bar
 
 __all__ = ["DRAW_ROWS", "DRAW_THREADS", "DrawSums", "counter_bytes", "counter_draw_sums", "counter_labels",
            "counter_words", "draw_chunk_rows", "tie_uniforms"]
@@ -95,6 +96,9 @@ DRAW_GROUP_ROWS = 1 << 20
 #: arithmetic on any thread).
 DRAW_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
                          os.cpu_count() or 1))
+
+#: Rows x draws of one :meth:`DrawSums.add` from which a progress bar is shown (about 2 s on two cores).
+PROGRESS_MIN_LABELS = 1e9
 
 _THREAD_MIN_LABELS = 1 << 23  # rows x draws of a group below which one thread does the draws
 
@@ -412,9 +416,12 @@ class DrawSums:
         ids = [np.asarray(inv) for inv in inverses]
         y = None if y is None else np.asarray(y).astype(bool)
         group = max(1, DRAW_GROUP_ROWS // self.rows) * self.rows  # whole chunks
-        for g0 in range(0, p.size, group):  # groups of rows bound the memory
-            g1 = min(g0 + group, p.size)
-            self._add_group(start + g0, p[g0:g1], [idx[g0:g1] for idx in ids], None if y is None else y[g0:g1])
+        with progress_bar(p.size, "label draws", unit="rows", unit_scale=True, work=float(p.size) * self.R,
+                          min_work=PROGRESS_MIN_LABELS) as bar:
+            for g0 in range(0, p.size, group):  # groups of rows bound the memory
+                g1 = min(g0 + group, p.size)
+                self._add_group(start + g0, p[g0:g1], [idx[g0:g1] for idx in ids], None if y is None else y[g0:g1])
+                bar.update(g1 - g0)
         return self
 
     def _add_group(self, start: int, p, ids, y) -> None:

@@ -78,14 +78,12 @@ References
 from __future__ import annotations
 
 import math
-import os
-import sys
-import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from calibtest.core.progress import make_bar, want_progress
 from calibtest.options import DEFAULT_SEED, RESAMPLING_METHODS, check_count, check_seed
 from calibtest.core.arrays import read_only
 
@@ -323,25 +321,9 @@ def _block_size(block_size, n_resamples: int, size: int) -> int:
 
 
 def _want_progress(progress, elements: int) -> bool:
-    """Progress bar only for long runs in an interactive terminal, never in CI."""
-    if progress is False:
-        return False
-    if progress is None:
-        if elements < _PROGRESS_MIN_ELEMENTS or os.environ.get("CI"):
-            return False
-        try:
-            if not sys.stderr.isatty():
-                return False
-        except (AttributeError, ValueError):
-            return False
-    try:
-        import tqdm  # noqa: F401
-    except ImportError:
-        if progress:
-            warnings.warn("progress=True needs tqdm (pip install 'calibtest[progress]'); no progress bar shown",
-                          stacklevel=3)
-        return False
-    return True
+    """Progress bar only for long runs in an interactive terminal or notebook, never in CI
+    (:func:`calibtest.core.progress.want_progress`)."""
+    return want_progress(progress, elements, _PROGRESS_MIN_ELEMENTS)
 
 
 def _blocked(rows: BinnedRows, n_resamples: int, size: int, make_idx, rng, block_size, progress,
@@ -352,8 +334,7 @@ def _blocked(rows: BinnedRows, n_resamples: int, size: int, make_idx, rng, block
     starts = range(0, n_resamples, blk)
     bar = None
     if _want_progress(progress, n_resamples * size):
-        from tqdm.auto import tqdm
-        bar = tqdm(total=n_resamples, desc=desc, unit="resample", file=sys.stderr)
+        bar = make_bar(n_resamples, desc, unit="resample")
     try:
         for start in starts:  # loop over blocks, not resamples
             stop = min(start + blk, n_resamples)

@@ -36,11 +36,11 @@ References
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from calibtest.core.progress import make_bar
 from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
 from calibtest.core.resampling import BLOCK_ELEMENTS, _want_progress, multiset_statistics
@@ -405,8 +405,7 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
     buffers = _DrawBuffers(D, n)
     bar = None
     if _want_progress(progress, R * n):
-        from tqdm.auto import tqdm
-        bar = tqdm(total=R, desc="T-Cal resamples", unit="resample", file=sys.stderr)
+        bar = make_bar(R, "T-Cal resamples", unit="resample")
     try:
         for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
             size = min(D, R - start)

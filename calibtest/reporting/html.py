@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest.checks.evidence_table import kind_flag
+from calibtest.core.progress import progress_bar
 from calibtest.core.targets import Target
 from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, model_name, p_equals, sha256_file
 from calibtest._version import package_version
@@ -1912,19 +1913,25 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
                                                       ("hartung_knapp", hartung_knapp)))
     weasyprint = _import_weasyprint() if suffix == ".pdf" else None
     check_report_text(title=title, purpose=purpose, command=command, labels=labels)
-    ctx = build_context(results, ReportOptions(
-        comparisons=comparisons, title=title, purpose=purpose, labels=labels, source=source, command=command,
-        hl_groups=hl_groups, metadata=metadata, plan=plan, rng=rng, deviation_reasons=deviation_reasons,
-        meta_method=meta_method, hartung_knapp=hartung_knapp))
-    if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
-        ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
-    html = _render(ctx, pdf=weasyprint is not None, templates=templates)
-    write_pdf = None
-    if weasyprint is not None:
-        attachments = [weasyprint.Attachment(string=text, name=name, description=desc)
-                       for name, text, desc in ctx["_attachments"]]
+    # three steps (the evidence and figures of every result, the HTML, the file): a bar on a terminal or notebook
+    with progress_bar(3, f"report {path.name}", unit="step") as bar:
+        ctx = build_context(results, ReportOptions(
+            comparisons=comparisons, title=title, purpose=purpose, labels=labels, source=source, command=command,
+            hl_groups=hl_groups, metadata=metadata, plan=plan, rng=rng, deviation_reasons=deviation_reasons,
+            meta_method=meta_method, hartung_knapp=hartung_knapp))
+        bar.update()
+        if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
+            ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
+        html = _render(ctx, pdf=weasyprint is not None, templates=templates)
+        bar.update()
+        write_pdf = None
+        if weasyprint is not None:
+            attachments = [weasyprint.Attachment(string=text, name=name, description=desc)
+                           for name, text, desc in ctx["_attachments"]]
 
-        def write_pdf(source, target):
-            weasyprint.HTML(string=source, base_url=None).write_pdf(
-                target, pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
-    return write_report_file(path, html, write_pdf)
+            def write_pdf(source, target):
+                weasyprint.HTML(string=source, base_url=None).write_pdf(
+                    target, pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
+        written = write_report_file(path, html, write_pdf)
+        bar.update()
+    return written

@@ -35,8 +35,6 @@ see the same data sets.
 from __future__ import annotations
 
 import math
-import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -44,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest import simulation as sim
+from calibtest.core.progress import make_bar, want_progress
 from calibtest.inputs.validation import check_alpha
 from calibtest.options import BIN_COUNT, check_option
 from calibtest.core.binstats import debiased_statistic, sigma1_sq
@@ -213,15 +212,8 @@ def _check_grid(settings, betas, n_bins, n):
 
 
 def _want_bar(progress) -> bool:
-    if progress is False:
-        return False
-    if progress is None and (os.environ.get("CI") or not sys.stderr.isatty()):
-        return False
-    try:
-        import tqdm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """The package's rule (:func:`calibtest.core.progress.want_progress`)."""
+    return want_progress(progress)
 
 
 def simulate_intervals(*, settings=(1, 2, 3), betas=None, n: int = 100, n_bins=None, n_datasets: int = 1000,
@@ -286,8 +278,7 @@ def simulate_intervals(*, settings=(1, 2, 3), betas=None, n: int = 100, n_bins=N
                                    targets[s], alpha, methods, int(n_resamples), int(tcal_draws), int(seed)))
     bar = None
     if _want_bar(progress):
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(tasks), desc="study", unit="task", file=sys.stderr)
+        bar = make_bar(len(tasks), "study", unit="task")
     try:
         if n_jobs == 1:
             chunks = []

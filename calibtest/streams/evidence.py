@@ -37,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +58,10 @@ from calibtest.inputs.rows import read_rows
 from calibtest.checks.val_prob import ValProbResult, _LazyParts, _observed_expected_part
 
 __all__ = ["StreamedRows", "with_stream", "streamed_evidence", "streamed_hosmer_lemeshow", "NOT_STREAMED", "COLLECT_MAX", "HL_GROUPS"]
+
+#: Chunks whose step of a pass runs at once (threads; 2 on the 2-core machines the figures were measured on).
+PASS_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
+                          (os.cpu_count() or 1)))
 
 #: The one sentence a streamed evidence result, its summary and docs/scale.md give for what is not computed.
 NOT_STREAMED = ("Computed from the stream in passes over the rows (file or Dask frame): every row of the table "
@@ -163,19 +169,35 @@ class StreamedRows:
         return dask_source(self.data, self.columns, self.n_usable + self.n_dropped, passes=self.passes)
 
     def _run_file(self, step, combine, digest: bool = False):
+        """The pass over a file: chunks read and parsed in order on this thread, ``step`` run on up to
+        :data:`PASS_THREADS` chunks at once (numpy releases the GIL), the parts combined in chunk order (the
+        Dask passes run the same pure steps on workers), so the sums are those of one thread."""
         walk = {"out": None, "start": 0, "index": 0, "dropped": 0}
+        pending: deque = deque()
 
-        def handle(chunk) -> None:  # the usable rows of a chunk are numbered after the previous chunks'
-            p, y, names, n_drop = _chunk_rows(self.formula, chunk, self.env, self.missing, self.n_classes, self.k)
-            walk["dropped"] += n_drop
-            self.names = names or self.names
-            if p.size:
-                part = step(p, y, walk["start"], walk["index"])
+        def collect(limit: int) -> None:  # combine the oldest parts, in order, until ``limit`` are pending
+            while len(pending) > limit:
+                part = pending.popleft().result()
                 walk["out"] = part if walk["out"] is None else combine(walk["out"], part)
-                walk["start"] += p.size
-                walk["index"] += 1
 
-        each_chunk(self.data, self.columns, handle, digest=digest)
+        with ThreadPoolExecutor(max_workers=PASS_THREADS) as pool:
+            def handle(chunk) -> None:  # the usable rows of a chunk are numbered after the previous chunks'
+                p, y, names, n_drop = _chunk_rows(self.formula, chunk, self.env, self.missing, self.n_classes,
+                                                  self.k)
+                walk["dropped"] += n_drop
+                self.names = names or self.names
+                if p.size:
+                    pending.append(pool.submit(step, p, y, walk["start"], walk["index"]))
+                    walk["start"] += p.size
+                    walk["index"] += 1
+                    collect(PASS_THREADS)
+
+            try:
+                each_chunk(self.data, self.columns, handle, digest=digest, progress=None)
+                collect(0)
+            finally:
+                for fut in pending:
+                    fut.cancel()
         self.n_dropped = walk["dropped"]
         return walk["out"]
 

@@ -15,7 +15,7 @@ import dataclasses
 import datetime as _dt
 import os
 import re
-import sys
+import sys  # noqa: F401  (the bar writes to sys.stderr; tests replace it through this module)
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -26,6 +26,7 @@ import numpy as np
 
 
 from calibtest.display.format import Call, sha256_file
+from calibtest.core.progress import make_bar, want_progress
 from calibtest.options import DEFAULT_CHUNKSIZE, DataError, check_option
 from calibtest.streams.accumulator import BinAccumulator
 from calibtest.inputs.formula import check_formula_names, formula_columns
@@ -252,29 +253,19 @@ class _ParquetReader:
 
 
 def _progress_bar(progress, total, desc: str):
-    """A tqdm bar on stderr, or None.
+    """A tqdm bar on stderr over the rows of a pass, or None (the rule of :func:`calibtest.core.progress.want_progress`).
 
-    ``progress=None`` (default): only when stderr is an interactive terminal,
-    the ``CI`` environment variable is unset and tqdm is installed;
+    ``progress=None`` (default): only on a terminal or in a notebook, outside CI, with tqdm installed;
     ``True``: always (tqdm required); ``False``: never.
     """
-    if progress is None:
-        if not sys.stderr.isatty() or os.environ.get("CI"):
-            return None
+    if progress is True:
         try:
-            from tqdm import tqdm
-        except ImportError:
-            return None
-    elif progress is True:
-        try:
-            from tqdm import tqdm
+            import tqdm  # noqa: F401
         except ImportError as exc:
             raise ImportError("progress=True needs tqdm: pip install 'calibtest[progress]'") from exc
-    elif progress is False:
+    if not want_progress(progress):
         return None
-    else:
-        raise TypeError(f"progress must be True, False or None, got {progress!r}")
-    return tqdm(total=total, unit="rows", unit_scale=True, desc=desc, file=sys.stderr)
+    return make_bar(total, desc, unit="rows", unit_scale=True)
 
 
 def _with_rows(exc: Exception, name: str, start: int, stop: int) -> Exception:

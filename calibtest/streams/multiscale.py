@@ -38,9 +38,12 @@ from calibtest.streams.accumulator import _prepare_rows
 from calibtest.streams.dask_frames import _import_dask, _partition_usable, _tree, dask_source, in_partition
 from calibtest.streams.files import DataFile, _count_usable, each_chunk, open_data_file
 from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOptions, ScaleDraws, adaptive_grid, assemble_result,
-                                         check_grid)
+                                         check_grid, check_test_null)
 from calibtest.core.binning import cube_indices
 from calibtest.core.counter_draws import DrawSums
+from calibtest.core.gaussian_null import MAX_THIN_ROWS, CellSums, choose_null, gaussian_draws
+from calibtest.core import gaussian_null
+from calibtest.core.progress import progress_bar
 from calibtest.core.conditional import (conditional_moments, conditional_sum_columns,
                                         conditional_sums_from_columns, counter_key, label_classes)
 from calibtest.inputs.formula import check_formula_names, formula_columns, freeze_env, resolve_env, thaw_env
@@ -63,7 +66,11 @@ class CalibTestAccumulator:
     n_bins : "adaptive", int or sequence of int
         The grid.  ``"adaptive"`` needs ``n_rows``.
     n_rows : int, optional
-        The number of usable rows of the whole stream (for ``n_bins="adaptive"``).
+        The number of usable rows of the whole stream (for ``n_bins="adaptive"``, and for ``null="auto"``,
+        which takes the Gaussian null only when it says n >= 10^6).
+    null : {"auto", "monte-carlo", "gaussian"}
+        As in :func:`calibtest.calib_test`; the Gaussian null keeps the cell sums of
+        :mod:`calibtest.core.gaussian_null` instead of the draws' sums.
     rng : None or int
         The seed of the counter-based label stream (None: the default seed 0, recorded).
     eval_env : int or patsy.EvalEnvironment
@@ -83,7 +90,7 @@ class CalibTestAccumulator:
     def __init__(self, formula: str | None = None, *, n_classes: int | None = None, k=None, n_bins="adaptive",
                  n_rows: int | None = None, alpha: float = 0.05, n_draws: int = DEFAULT_DRAWS, rng=None,
                  combine: str = "max-z", spiegelhalter: bool | None = None, missing: str = "raise",
-                 eval_env=0, block: int = 128, start: int = 0):
+                 eval_env=0, block: int = 128, start: int = 0, null: str = "auto"):
         self.formula, self.n_classes, self.k, self.alpha, self.missing = formula, n_classes, k, alpha, missing
         self.R = check_option("n_draws", n_draws)
         self.combine = check_option("combine", combine)
@@ -105,7 +112,10 @@ class CalibTestAccumulator:
         self.block = block
         self.start = int(start)
         self.widths = self._widths()
-        self.draws = DrawSums(self.key, self.widths, self.R, block=block)
+        self.null = check_test_null(null, "binary")
+        gaussian = null == "gaussian" or (null == "auto" and n_rows is not None and int(n_rows) >= gaussian_null.GAUSSIAN_MIN_ROWS)
+        self.cells = CellSums(self.widths) if gaussian else None  # the Gaussian null's sums instead of draws
+        self.draws = DrawSums(self.key, self.widths, self.R if self.cells is None else 1, block=block)
         self.null_cols = [np.zeros((w, 4)) for w in self.widths]
         self.sp = np.zeros(2)  # sum p (1 - 2p), sum (1 - 2p)^2 p (1 - p)
         self.target = None
@@ -138,6 +148,10 @@ class CalibTestAccumulator:
         z = prepared.z
         p = z[:, 0]
         inverses = self._inverses(p, z)
+        if self.cells is not None:  # the Gaussian null: the cell sums hold T, sd and Spiegelhalter's z
+            self.cells.add(self.start + self.cells.n, p, inverses, label_classes(prepared) == 0)
+            self.draws.n += p.size
+            return self
         for cols, inv, w in zip(self.null_cols, inverses, self.widths):  # a loop over the few scales
             cols += conditional_sum_columns(z, inv, w)
         q = 1.0 - 2.0 * p
@@ -158,7 +172,13 @@ class CalibTestAccumulator:
             self.target = other.target
         elif other.target is not None and other.target != self.target:
             raise ValueError(f"chunk target {other.target} differs from the stream's {self.target}")
-        self.draws.merge(other.draws)
+        if (self.cells is None) != (other.cells is None):
+            raise ValueError("merge needs accumulators with the same null")
+        if self.cells is not None:
+            self.cells.merge(other.cells)
+            self.draws.n += other.draws.n
+        else:
+            self.draws.merge(other.draws)
         for mine, theirs in zip(self.null_cols, other.null_cols):
             mine += theirs
         self.sp += other.sp
@@ -175,6 +195,15 @@ class CalibTestAccumulator:
         if n < 2 or self.target is None:
             raise ValueError(f"need at least n = 2 rows, got {n}")
         mode, k, n_classes, y_name, prob_names = self.target
+        bookkeeping.setdefault("y_name", y_name)
+        bookkeeping.setdefault("prob_names", prob_names)
+        bookkeeping.setdefault("n_dropped", self.n_dropped)
+        bookkeeping.setdefault("formula", self.formula)
+        options = MultiScaleOptions(grid=self.grid, alpha=self.alpha, combine=self.combine,
+                                    partitions=self._partitions_name())
+        if self.cells is not None:
+            scales = self._gaussian_scales()
+            return assemble_result(scales, options, n=n, k=k, n_classes=n_classes, mode=mode, **bookkeeping)
         t_obs, t_draws, wq_obs, wq_draws = self.draws.statistics(n)
         sd = np.empty(len(self.null_cols))
         offsets = self.draws.offsets
@@ -197,14 +226,33 @@ class CalibTestAccumulator:
             else:  # every p in {0, 1/2, 1}: the numerator counts labels of probability 0
                 num = wq_obs - center
                 sp_z, sp_draws = (math.inf if num > 0.5 else 0.0), np.zeros(self.R)
-        bookkeeping.setdefault("y_name", y_name)
-        bookkeeping.setdefault("prob_names", prob_names)
-        bookkeeping.setdefault("n_dropped", self.n_dropped)
-        bookkeeping.setdefault("formula", self.formula)
         scales = ScaleDraws(self._scale_labels(), t_obs, t_draws, sd, sign_of, sp_z, sp_draws, self.R, self.seed)
-        options = MultiScaleOptions(grid=self.grid, alpha=self.alpha, combine=self.combine,
-                                    partitions=self._partitions_name())
         return assemble_result(scales, options, n=n, k=k, n_classes=n_classes, mode=mode, **bookkeeping)
+
+    @property
+    def gaussian_usable(self) -> bool:
+        """False when ``null="auto"`` took the Gaussian sums but too many rows sit in thin cells (the Monte
+        Carlo null is then needed: :func:`stream_calib_test` reads the file again)."""
+        return self.cells is None or self.null == "gaussian" or \
+            choose_null(self.cells.n, self.cells.thin_rows) == "gaussian"
+
+    def _gaussian_scales(self) -> ScaleDraws:
+        """T, sd and the draws of the Gaussian null (:mod:`calibtest.core.gaussian_null`)."""
+        if not self.gaussian_usable:
+            raise ValueError(f"{self.cells.thin_rows} rows sit in thin cells, more than the Gaussian null's "
+                             f"{MAX_THIN_ROWS}: use null='monte-carlo'")
+        with progress_bar(self.R, "Gaussian null (thin cells)", unit="draw",
+                          work=float(self.cells.thin_rows) * self.R, min_work=gaussian_null.PROGRESS_MIN_DRAWS) as bar:
+            g = gaussian_draws(self.cells, self.key, self.R, bar)
+        tol = 1e-9 / self.n
+        spiegelhalter = self.spiegelhalter is not False
+
+        def sign_of(i: int) -> int:
+            return 1 if g.statistic[i] > tol else (-1 if g.statistic[i] < -tol else 0)
+
+        return ScaleDraws(self._scale_labels(), g.statistic, g.null_draws, g.sd, sign_of,
+                          g.spiegelhalter if spiegelhalter else None, g.spiegelhalter_draws if spiegelhalter else None,
+                          self.R, self.seed, null="gaussian")
 
     def _scale_labels(self) -> list:
         """(family, B) of each scale, in the order of the draws' partitions."""
@@ -240,15 +288,23 @@ def _file_test(path, formula, *, env, chunksize, n_bins, missing, **options):
     file = open_data_file(path, formula, env, chunksize)
     columns = formula_columns(formula, file.columns)
     n_rows = None
+    metadata = file.fmt == "parquet" and missing == "raise"  # n without a pass
     if check_grid(n_bins) is None:
-        n_rows = file.reader.num_rows if file.fmt == "parquet" and missing == "raise" else \
-            _count_usable(file, columns, formula, env, missing)
+        n_rows = file.reader.num_rows if metadata else _count_usable(file, columns, formula, env, missing)
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in {file.name}")
+    elif metadata and options.get("null", "auto") == "auto":  # null="auto" chooses by n (a CSV keeps the draws)
+        n_rows = file.reader.num_rows
     acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
-    each_chunk(file, columns, acc.update, digest=True)
+    each_chunk(file, columns, acc.update, digest=True, progress=None)
+    if not acc.gaussian_usable:  # too many rows in thin cells for the Gaussian null: the label draws
+        options["null"] = "monte-carlo"
+        acc = CalibTestAccumulator(formula, n_bins=n_bins, n_rows=n_rows, missing=missing, eval_env=env, **options)
+        each_chunk(file, columns, acc.update, digest=True, progress=None)
+    null = options.get("null", "auto")
     return acc.result(call_record=_stream_call(formula, file.name, {"n_bins": None if n_bins == "adaptive"
-                                                                     else n_bins, "rng": acc.seed}),
+                                                                     else n_bins, "rng": acc.seed,
+                                                                     "null": None if null == "auto" else null}),
                       source=file.source(columns))
 
 
@@ -290,14 +346,20 @@ def _dask_test(ddf, formula, *, env, n_bins, missing, split_every: int = 8, **op
     rng = options.pop("rng", None)
     seed = counter_key(rng)[1] if rng is None else rng  # one seed for every partition
     grid = check_grid(n_bins)
-    settings = dict(options, rng=seed, n_bins=adaptive_grid(n_rows, 1) if grid is None else grid)
+    settings = dict(options, rng=seed, n_bins=adaptive_grid(n_rows, 1) if grid is None else grid, n_rows=n_rows)
     starts = np.concatenate(([0], np.cumsum(counts)))[:-1]
-    # a task per run of split_every consecutive partitions: an accumulator holds R x bins sums (about 200 MB
-    # at n = 10^8), so fewer of them are built, shipped and merged, two at a time
-    leaves = [dask.delayed(_partition_test)(formula, namespace, missing, settings, i, int(starts[i]),
-                                            *parts[i:i + split_every])
-              for i in range(0, len(parts), split_every)]
-    acc = _tree(leaves, _merge_in_order, 2).compute()
+
+    def reduce(settings):
+        # a task per run of split_every consecutive partitions: an accumulator holds R x bins sums (about 200 MB
+        # at n = 10^8), so fewer of them are built, shipped and merged, two at a time
+        leaves = [dask.delayed(_partition_test)(formula, namespace, missing, settings, i, int(starts[i]),
+                                                *parts[i:i + split_every])
+                  for i in range(0, len(parts), split_every)]
+        return _tree(leaves, _merge_in_order, 2).compute()
+
+    acc = reduce(settings)
+    if not acc.gaussian_usable:  # too many rows in thin cells for the Gaussian null: the label draws
+        acc = reduce(dict(settings, null="monte-carlo"))
     return acc.result(call_record=_stream_call(formula, "<Dask DataFrame>", {"n_bins": None if n_bins == "adaptive"
                                                                               else n_bins, "rng": seed}),
                       source=dask_source(ddf, columns, acc.n + acc.n_dropped, passes=2))
