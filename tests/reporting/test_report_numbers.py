@@ -368,12 +368,16 @@ def regimes_spec(res):
     sigma0, se = math.sqrt(d["sigma0_sq"]), d["se"]
     z0 = n * math.sqrt(w) * t / sigma0
     critical0 = norm.ppf(1 - alpha) * sigma0 / (n * math.sqrt(w))
+    s1u, v0 = d.get("sigma1_sq_unbiased"), d.get("second_order_variance")
+    # a censored survival result's se is sqrt(sigma1_U^2 / n + V0), printed with its two parts
+    se_cell = [V(se, "se")] if v0 is None else [V(math.sqrt(s1u / n + v0), "√(σ₁,U² / n + V₀)"),
+                                                V(s1u, "sigma1_sq_unbiased"), V(v0, "second_order_variance")]
     return lambda key: _lookup({
         "caption": [] if d["null"] == "asymptotic" else null_numbers(d) + [C("0")],  # "... whether 0 belongs"
         "header": [[], [C("0")], [C("0")]],
         "Asymptotic law of T": [[], [C("0"), C("1")], [C("0"), C("1")]],
         "Variance constant": [[], [V(d["sigma0_sq"], "sigma0_sq")], [V(d["sigma1_sq"], "sigma1_sq")]],
-        "Standard error of T": [[], [V(sigma0 / (n * math.sqrt(w)), "σ₀ / (n·√w)")], [V(se, "se")]],
+        "Standard error of T": [[], [V(sigma0 / (n * math.sqrt(w)), "σ₀ / (n·√w)")], se_cell],
         "Statistic": [[], [V(z0, "z₀ = n·√w·T / σ₀")], [V(t / se, "T / se")]],
         "p-value of H0: ECE = #": [[C("0")], [V(norm.sf(z0), "1 − Φ(z₀)"), C("1")], []],
         "Role in the interval": [[], null_numbers(d) + [C("0"), C("1"), V(critical0, "z(1−α)·σ₀ / (n·√w)")],
