@@ -178,19 +178,23 @@ class ImpossibleOutcomes:
         Rows with a coordinate of stated probability 1 whose outcome did not
         occur (binary: non-events at p = 1; top-1: wrong answers at
         confidence 1.0).
-    rows : ndarray of int
-        Their row numbers (0-based, in the analysed rows).
+    rows : ndarray of int or None
+        Their row numbers (0-based, in the analysed rows); None for a file or
+        a Dask frame, counted as it went by.
+    n_rows : int or None
+        How many rows, when their numbers are not kept.
     """
 
     mode: str
     at_zero: int
     at_one: int
-    rows: np.ndarray = field(repr=False)
+    rows: np.ndarray | None = field(repr=False)
+    n_rows: int | None = None
 
     @property
     def count(self) -> int:
         """Rows impossible under calibration."""
-        return int(self.rows.size)
+        return int(self.rows.size) if self.rows is not None else int(self.n_rows or 0)
 
     def description(self) -> str:
         """What was counted, in words: ``"2 wrong answers at stated confidence 1.0"``."""
@@ -212,28 +216,71 @@ class ImpossibleOutcomes:
         return f"{self.description()}: impossible under calibration"
 
 
+def impossible_counts(data) -> tuple[int, int, int]:
+    """(events at a stated probability 0, non-events at 1, rows with either) of prepared rows (exact comparisons).
+
+    Additive over chunks of rows: a stream adds the counts of its chunks
+    (:class:`calibtest.streams.accumulator.BinAccumulator`).
+    """
+    at_zero, at_one = _impossible_masks(data)
+    return int(at_zero.sum()), int(at_one.sum()), int((at_zero | at_one).sum())
+
+
+def _impossible_masks(data) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: an outcome of stated probability 0 occurred; an outcome of stated probability 1 did not."""
+    z = np.asarray(data.z, dtype=np.float64)
+    event = np.asarray(data.y, dtype=np.float64) > 0.5  # y = u + z, 0/1 up to rounding
+    return (event & (z == 0.0)).any(axis=1), (~event & (z == 1.0)).any(axis=1)
+
+
 def impossible_outcomes(res) -> ImpossibleOutcomes | None:
     """Count the rows of ``res`` that are impossible under calibration (:class:`ImpossibleOutcomes`).
 
     A row is impossible when, in some coordinate j of its prediction vector,
     the outcome indicator is 1 where Z_j = 0, or 0 where Z_j = 1 (exact
     comparisons: a stated probability of 0.999 is not 1).  Top-1: the
-    indicator of a correct answer at confidence 1.0.
+    indicator of a correct answer at confidence 1.0.  Rows in memory are
+    counted here; a file or a Dask frame was counted as its chunks went by
+    (the result's ``rows.impossible``; the row numbers are then not known).
+
+    A survival outcome at horizon t counts the rows whose outcome by t is
+    known: an event (of the cause) by t at a stated risk of 0, and a row
+    known to be free of it by t (followed beyond t, or a competing event by
+    t) at a stated risk of 1; a row censored before t is not counted.
 
     Returns
     -------
     ImpossibleOutcomes or None
-        None when there is none, when the rows are not in memory (bin sums
-        of a file or a Dask frame), or for a survival outcome (its outcome by
-        the horizon is unknown for rows censored before it).
+        None when there is none.
     """
     data = getattr(res, "data", None)
-    if data is None or kind_flag(res, "survival_outcome"):
+    if kind_flag(res, "survival_outcome"):
+        return _impossible_survival(res, data)
+    if data is None:
+        counts = getattr(getattr(res, "rows", None), "impossible", None)
+        if not counts or not counts[2]:
+            return None
+        return ImpossibleOutcomes(mode=res.mode, at_zero=counts[0], at_one=counts[1], rows=None, n_rows=counts[2])
+    at_zero, at_one = _impossible_masks(data)
+    rows = np.flatnonzero(at_zero | at_one)
+    if rows.size == 0:
         return None
-    z = np.asarray(data.z, dtype=np.float64)
-    event = np.asarray(data.y, dtype=np.float64) > 0.5  # y = u + z, 0/1 up to rounding
-    at_zero = (event & (z == 0.0)).any(axis=1)
-    at_one = (~event & (z == 1.0)).any(axis=1)
+    return ImpossibleOutcomes(mode=res.mode, at_zero=int(at_zero.sum()), at_one=int(at_one.sum()), rows=rows)
+
+
+def _impossible_survival(res, data) -> ImpossibleOutcomes | None:
+    """The impossible rows of a survival result whose outcome by the horizon is known (see
+    :func:`impossible_outcomes`)."""
+    surv = getattr(res, "survival", None)
+    if surv is None or data is None:
+        return None
+    time, event, t = np.asarray(surv.time), np.asarray(surv.event), surv.horizon
+    cause = 1 if surv.cause is None else surv.cause
+    risk = np.asarray(data.z, dtype=np.float64)[:, 0]
+    by_t = time <= t
+    at_zero = by_t & (event == cause) & (risk == 0.0)
+    free = (~by_t) | (by_t & (event != 0) & (event != cause))  # followed beyond t, or a competing event by t
+    at_one = free & (risk == 1.0)
     rows = np.flatnonzero(at_zero | at_one)
     if rows.size == 0:
         return None

@@ -559,7 +559,8 @@ class CalibrationResult(ResultDisplay):
             ``weighting``, ``clustering``, ``survival``.
         """
         names = {name: fields.pop(name) for name in ("formula", "y_name", "prob_names") if name in fields}
-        rows = {name: fields.pop(name) for name in ("n_dropped", "data", "source", "stream") if name in fields}
+        rows = {name: fields.pop(name) for name in ("n_dropped", "data", "source", "stream", "impossible")
+                if name in fields}
         null, conditional, monte_carlo = null.null, null.conditional, null.monte_carlo
         if null not in ("asymptotic", "conditional", "monte-carlo"):
             raise ValueError(f"a result stores the null it used (asymptotic, conditional or monte-carlo), got {null!r}")

@@ -266,6 +266,10 @@ class AnalysedRows:
         For a binary or top-1 result of a file or a Dask frame: its rows, to be
         read again in passes by the evidence (:mod:`calibtest.streams.evidence`)
         (``stream``).
+    impossible : tuple of int or None
+        For rows not held in memory (a file, a Dask frame, an accumulator): the
+        rows impossible under calibration counted as they went by, (events at a
+        stated probability 0, non-events at 1, rows with either).
     """
 
     n: int
@@ -274,6 +278,7 @@ class AnalysedRows:
     source: dict | None = field(default=None, repr=False)
     #: ``calibtest.streams.evidence.StreamedRows`` (typed loosely: the streams layer sits above this one).
     stream: object | None = field(default=None, repr=False)
+    impossible: tuple | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

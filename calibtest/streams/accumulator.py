@@ -37,6 +37,7 @@ from calibtest.core.conditional import conditional_memory, conditional_sum_colum
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.ece.build_result import keeps_null_sums, result_from_stream
+from calibtest.checks.evidence_table import impossible_counts
 from calibtest.inputs.formula import freeze_env, resolve_env, thaw_env
 from calibtest.inputs.rows import read_rows
 from calibtest.ece.result import CalibrationResult
@@ -188,6 +189,7 @@ class BinAccumulator:
         self._env = None if formula is None else resolve_env(eval_env)
         self.n_dropped = 0
         self.n_seen = 0
+        self.impossible = (0, 0, 0)  # events at Z_j = 0, non-events at Z_j = 1, rows with either (exact)
         self._target = None  # (mode, k, n_classes, y_name, prob_names), fixed by the first rows
         self._parts: list[tuple[int, BinStats]] = []
 
@@ -215,6 +217,7 @@ class BinAccumulator:
         new.__dict__.update(self.__dict__)
         new.n_dropped = 0
         new.n_seen = 0
+        new.impossible = (0, 0, 0)
         new._target = None
         new._parts = []
         if new.n_bins_rule == "auto":
@@ -256,6 +259,7 @@ class BinAccumulator:
             if self.n_bins is None:
                 self.n_bins = resolve_n_bins("auto", self.n_rows, binned_dimension(prepared.mode, prepared.k))[0]
             self._push(0, self._chunk_sums(prepared))
+            self.impossible = tuple(a + b for a, b in zip(self._impossible(), impossible_counts(prepared)))
         self.n_dropped += rows.n_dropped
         self.n_seen += int(rows.probs.shape[0]) + rows.n_dropped
         return self
@@ -270,6 +274,10 @@ class BinAccumulator:
         check_memory(conditional_memory(d, part.m), f"the conditional moments of T for {d} binned coordinates "
                      f"and {part.m} bins", "use fewer coordinates (a smaller k) or fewer bins, or null='asymptotic'")
         return dataclasses.replace(stats, null_sums=conditional_sum_columns(prepared.z, part.inverse, part.m))
+
+    def _impossible(self) -> tuple:
+        """The counts of impossible rows so far (an accumulator pickled before they were kept has none)."""
+        return getattr(self, "impossible", (0, 0, 0))
 
     def _check_target(self, target: tuple) -> None:
         if self._target is None:
@@ -321,6 +329,7 @@ class BinAccumulator:
                 out.n_bins = acc.n_bins
             out.n_dropped += acc.n_dropped
             out.n_seen += acc.n_seen
+            out.impossible = tuple(a + b for a, b in zip(out._impossible(), acc._impossible()))
         stats = [s for acc in accs for _, s in acc._parts]
         if stats:
             out._parts = [(max(lev for acc in accs for lev, _ in acc._parts), merge_stats(stats))]
@@ -381,7 +390,7 @@ class BinAccumulator:
         return result_from_stream(
             stats, CalibrationTarget(mode, k, n_classes), BinChoice(self.n_bins, self.n_bins_rule),
             alpha=alpha, null=requested, call=call, formula=self.formula, y_name=y_name, prob_names=prob_names,
-            n_dropped=self.n_dropped, source=source)
+            n_dropped=self.n_dropped, source=source, impossible=self._impossible())
 
     def __repr__(self) -> str:
         target = "no rows yet" if self._target is None else f"mode={self._target[0]} k={self._target[1]}"

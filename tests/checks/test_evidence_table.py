@@ -491,6 +491,51 @@ def _llm_run(seed: int = 31):
     return conf, correct
 
 
+@pytest.mark.parametrize("source", ["csv", "parquet", "dask"])
+def test_a_file_or_dask_frame_counts_its_impossible_rows_as_it_goes_by(tmp_path, source):
+    # A file or a Dask frame is not held in memory: its impossible rows are counted chunk by chunk (partition by
+    # partition) and merged; the counts equal those of the rows in memory, counted here from the data.
+    from calibtest.checks.evidence_table import impossible_outcomes
+    conf, correct = _llm_run()
+    frame = pd.DataFrame({"correct": correct, "confidence": conf})
+    expected = int(np.sum((conf == 1.0) & (correct == 0)))
+    if source == "dask":
+        dd = pytest.importorskip("dask.dataframe")
+        data, extra = dd.from_pandas(frame, npartitions=3), {}
+    else:
+        data = tmp_path / f"llm.{source}"
+        frame.to_csv(data, index=False) if source == "csv" else frame.to_parquet(data)
+        data, extra = str(data), {"chunksize": 70}
+    res = ct.calib_ci("correct ~ confidence", data=data, n_classes=4, **extra)
+    assert res.data is None  # bin sums only
+    found = impossible_outcomes(res)
+    assert found.count == found.at_one == expected and found.at_zero == 0 and found.rows is None
+    assert ("Calibration is refuted: 2 wrong answers at stated confidence 1.0") in " ".join(str(res.summary()).split())
+
+
+def test_a_survival_outcome_known_by_the_horizon_counts_its_impossible_rows():
+    # An event by t at a stated risk of 0, or a row followed event-free beyond t at a risk of 1, is impossible
+    # under calibration; a row censored before t is not counted (its outcome by t is unknown).
+    from calibtest.checks.evidence_table import impossible_outcomes
+    g = np.random.default_rng(5)
+    n, horizon = 600, 5.0
+    risk = g.beta(2, 5, n)
+    t, c = g.exponential(-horizon / np.log(1 - risk)), g.exponential(6.0, n)
+    df = pd.DataFrame({"time": np.minimum(t, c), "event": (t <= c).astype(int), "risk": risk})
+    assert impossible_outcomes(ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=horizon)) is None
+    events_by_t = np.flatnonzero((df.time <= horizon) & (df.event == 1))
+    censored_before_t = np.flatnonzero((df.time <= horizon) & (df.event == 0))
+    followed_beyond_t = np.flatnonzero(df.time > horizon)
+    df.loc[events_by_t[:2], "risk"] = 0.0
+    df.loc[followed_beyond_t[:1], "risk"] = 1.0
+    df.loc[censored_before_t[:3], "risk"] = 1.0  # unknown outcome by t: not counted
+    res = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=horizon)
+    found = impossible_outcomes(res)
+    assert (found.at_zero, found.at_one, found.count) == (2, 1, 3)
+    text = " ".join(str(res.summary()).split())
+    assert "Calibration is refuted: 2 events at a stated risk of 0 and 1 non-event at a stated risk of 1" in text
+
+
 def test_wrong_answers_at_confidence_one_refute_calibration(tmp_path):
     from calibtest.checks.evidence_table import impossible_outcomes, short_verdict
 
