@@ -15,13 +15,13 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 import calibtest as ct
+from report_helpers import tables
 
 H = 5.0  # the horizon of every survival kind
 SEED = 7  # the rng= of every kind (its Monte Carlo numbers are then the same in each consumer's own call)
@@ -243,52 +243,6 @@ def read_grouped_summary_text(text: str, labels: list[str]) -> Printed:
 
 
 # ----------------------------------------------------------------------------------------------------- HTML
-class _Tables(HTMLParser):
-    """Every <table>: its caption text and its rows of whitespace-collapsed cell texts."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.tables: list[dict] = []
-        self._table = self._cell = None
-        self._caption = False
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "table":
-            self._table = {"caption": "", "rows": []}
-            self.tables.append(self._table)
-        elif self._table is None:
-            return
-        elif tag == "caption":
-            self._caption = True
-        elif tag == "tr":
-            self._table["rows"].append([])
-        elif tag in ("td", "th"):
-            self._cell = ""
-
-    def handle_endtag(self, tag):
-        if tag == "caption":
-            self._caption = False
-        elif tag in ("td", "th") and self._cell is not None:
-            self._table["rows"][-1].append(flat(self._cell))
-            self._cell = None
-        elif tag == "table":
-            self._table = None
-
-    def handle_data(self, data):
-        if self._table is not None and self._caption:
-            self._table["caption"] += data
-        elif self._table is not None and self._cell is not None:
-            self._cell += data
-
-
-def tables(html: str) -> list[tuple[str, list[list[str]]]]:
-    """(caption without its "Table N. " label, rows) of every table of a report."""
-    parser = _Tables()
-    parser.feed(html)
-    parser.close()
-    return [(re.sub(r"^Table \d+\.\s*", "", flat(t["caption"])), t["rows"]) for t in parser.tables]
-
-
 def visible_text(html: str) -> str:
     """The text a reader of the HTML sees (no scripts, styles or tags), whitespace collapsed."""
     body = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
