@@ -247,6 +247,11 @@ class GroupedCalibrationResult(GroupedResult):
     meta : MetaAnalysisResult
         The random-effects meta-analysis of the groups' measures with the
         defaults of :meth:`meta_analysis` (REML, Wald interval), computed once.
+    measure_reasons : dict
+        ``"log_oe"``, ``"citl"``, ``"slope"`` -> {group label: why the analysed
+        group has no such measure}, as its kind says (survival groups:
+        competing risks, weighted rows, a risk of 0 or 1); the notes and the
+        meta-analysis say it.
     mode, k, n_classes, formula, y_name, prob_names, call_record
         Bookkeeping.
     """
@@ -262,6 +267,7 @@ class GroupedCalibrationResult(GroupedResult):
     source: dict | None = None
     pooled_measures: dict = field(default_factory=dict)
     meta: MetaAnalysisResult | None = field(default=None, repr=False)
+    measure_reasons: dict = field(default_factory=dict, repr=False)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per group (a copy), indexed by the group labels (named by ``by``).
@@ -310,7 +316,8 @@ class GroupedCalibrationResult(GroupedResult):
             return self.meta
         return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
                           alpha=self.alpha if alpha is None else alpha,
-                          clustered=kind_flag(self.pooled, "clustered"), groups=self.groups)
+                          clustered=kind_flag(self.pooled, "clustered"), groups=self.groups,
+                          words=self.pooled.kind.recalibration_words(), site_reasons=self.measure_reasons)
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -380,8 +387,8 @@ class GroupedCalibrationResult(GroupedResult):
             what = "risk P(T <= t)" if sv.cause is None else f"cumulative incidence of cause {sv.cause} by t"
             notes.append(f"Survival outcome at horizon t = {sv.horizon:g} (the {what}): each group's censoring "
                          "distribution is estimated from its own rows, so the groups' estimates are independent; "
-                         "'events' counts events by t. CITL, slope and O/E of 0/1 outcomes do not apply to the "
-                         "weighted rows (see the survival evidence).")
+                         "'events' counts events by t.")
+        notes += self._measure_reason_notes()
         notes += self._group_notes()
         notes.append("Each group has its own bins (B in the table); the pooled row is all rows together.")
         below = self.pooled_ece_text()
@@ -435,13 +442,31 @@ class GroupedCalibrationResult(GroupedResult):
         level = f"{100 * (1 - self.alpha):g}%"
         lead = [f"ECE with its adjusted {level} interval (Algorithm 1) in each group; p tests ECE = 0."]
         if measures is not None:
-            lead.append(f"CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
-                        f"slope (1) and O/E (observed / expected events, 1) with their {level} "
+            lead.append(f"{self.pooled.kind.recalibration_words()['summary']} with their {level} "
                         f"{'cluster-robust' if kind_flag(self.pooled, 'clustered') else 'Wald'} "
                         "intervals: "
                         "each group judged by every measure.")
         smry.add_notes(lead + self.notes() + self._meta_notes())
         return smry
+
+    def _measure_reason_notes(self) -> list[str]:
+        """Why analysed groups have no O/E, CITL or slope: one note per reason, naming the measures and groups."""
+        by_reason: dict = {}
+        for m, reasons in self.measure_reasons.items():
+            for label, why in reasons.items():
+                by_reason.setdefault(why, ([], []))
+                names, labels = by_reason[why]
+                if MEASURES[m][0] not in names:
+                    names.append(MEASURES[m][0])
+                if label not in labels:
+                    labels.append(label)
+        notes = []
+        for why, (names, labels) in by_reason.items():
+            which = ("every analysed group" if len(labels) == self.n_analysed else
+                     "group" + ("s " if len(labels) > 1 else " ") + ", ".join(self.label_text(lb) for lb in labels))
+            names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+            notes.append(f"{names} of {which}: not computed, {why}.")
+        return notes
 
     def _meta_notes(self) -> list[str]:
         """The summary's pointer to the meta-analysis across the groups (its pooled O/E, or ECE)."""
@@ -730,12 +755,41 @@ def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None)
     return estimate_variance(res, np.ones(res.n))
 
 
-def _survival_row(res: CalibrationResult) -> dict:
-    """A survival group's row: the ECE columns (CITL, slope and O/E of 0/1 outcomes do not apply to IPCW rows)."""
+#: The table's columns of each measure a kind supplies: (estimate, s.e., lower, upper); the meta-analysis's name.
+_KIND_COLUMNS = {"citl": (("citl", "citl_se", "citl_ci_lower", "citl_ci_upper"), "citl"),
+                 "slope": (("slope", "slope_se", "slope_ci_lower", "slope_ci_upper"), "slope"),
+                 "oe": (("oe", "log_oe_se", "oe_ci_lower", "oe_ci_upper"), "log_oe")}
+
+
+def kind_measure_columns(measures: dict, alpha: float) -> tuple[dict, dict]:
+    """The :data:`MEASURE_COLUMNS` of a kind's O/E, CITL and slope, and why any is missing.
+
+    ``measures`` is :meth:`calibtest.ece.kinds.AnalysisKind.site_recalibration`
+    (measure -> :class:`~calibtest.checks.acceptance.RecalibrationMeasure` or
+    the reason it does not exist).  Returns (columns, reasons): each measure's
+    estimate, standard error (of log(O/E) for O/E) and interval at level
+    1 - ``alpha`` (``measure.interval(alpha)``: Wald, on the log scale for
+    O/E), and meta-analysis measure name -> reason for those missing.
+    """
+    columns, reasons = {}, {}
+    for measure, ((est, se, lo, hi), meta_name) in _KIND_COLUMNS.items():
+        m = measures.get(measure)
+        if isinstance(m, str) or m is None:
+            reasons[meta_name] = m or f"no {measure}"
+            continue
+        lower, upper = m.interval(alpha)
+        columns.update({est: float(m.estimate), se: float(m.se), lo: float(lower), hi: float(upper)})
+    return columns, reasons
+
+
+def _survival_row(res: CalibrationResult, measures: dict) -> dict:
+    """A survival group's row: the ECE columns and the measures its kind supplies (:func:`kind_measure_columns`
+    of ``measures``)."""
     ci = res.conf_int(scale="ece")
     p, null = finite_sample_pvalue(res)
     return dict(n_bins=res.n_bins, estimate=res.estimate, ece=res.ece, ci_lower=res.ci_lower, ci_upper=res.ci_upper,
-                ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null)
+                ece_ci_lower=ci.lower, ece_ci_upper=ci.upper, contains_zero=res.contains_zero, pvalue=p, null=null,
+                **kind_measure_columns(measures, res.alpha)[0])
 
 
 def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
@@ -801,12 +855,20 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
     groups, reasons = analyse_groups(grouping, target, analyse)
     pooled = rows.fit_rows(call=call.with_options(by=None), bookkeeping=bookkeeping,
                            rng=group_rng(rng, seed, len(grouping)))
+    # every group's O/E, CITL and slope as its kind gives them, one estimand across the groups (pooled.kind)
+    measures = {id(res): res.kind.site_recalibration(pooled.kind) for res in groups.values() if res is not None}
+    measure_reasons: dict = {}
+    for label, res in groups.items():
+        for name, why in (kind_measure_columns(measures[id(res)], alpha)[1].items() if res is not None else ()):
+            measure_reasons.setdefault(name, {})[label] = why
     table = group_table(grouping, target, groups, reasons,
-                        {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _survival_row,
-                        _COLUMNS, events=True)
+                        {lb: note for lb, note in group_notes.items() if groups[lb] is not None},
+                        lambda res: _survival_row(res, measures[id(res)]), _COLUMNS, events=True)
+    pooled_measures = kind_measure_columns(pooled.kind.site_recalibration(pooled.kind), alpha)[0]
     return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
                            global_method=global_method, alpha=alpha, null=settings.null, seed=seed,
-                           mode="binary", k=1, n_classes=None, pooled_measures={}, call_record=call, **bookkeeping)
+                           mode="binary", k=1, n_classes=None, pooled_measures=pooled_measures,
+                           measure_reasons=measure_reasons, call_record=call, **bookkeeping)
 
 
 def _clustered_measures(res: CalibrationResult) -> dict:
@@ -867,8 +929,9 @@ def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -
 
 def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: CalibrationResult,
                     table: pd.DataFrame, *, global_method: str, null: str, pooled_measures: dict | None = None,
-                    **fields) -> GroupedCalibrationResult:
-    """The grouped result from the per-group results: the global and heterogeneity tests across them."""
+                    measure_reasons: dict | None = None, **fields) -> GroupedCalibrationResult:
+    """The grouped result from the per-group results: the global and heterogeneity tests across them
+    (``measure_reasons``: as :attr:`GroupedCalibrationResult.measure_reasons`)."""
     groups, reasons = outcomes.groups, outcomes.reasons
     group_notes = {lb: note for lb, note in outcomes.notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
@@ -889,7 +952,9 @@ def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: 
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
         pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
         meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
-                        clustered=kind_flag(pooled, "clustered"), groups=groups), **fields)
+                        clustered=kind_flag(pooled, "clustered"), groups=groups,
+                        words=pooled.kind.recalibration_words(), site_reasons=measure_reasons),
+        measure_reasons=dict(measure_reasons or {}), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:

@@ -244,6 +244,10 @@ class AnalysisKind:
     def recalibration(self) -> dict:
         """O/E, CITL and slope, each a :class:`~calibtest.checks.acceptance.RecalibrationMeasure` or the reason
         (a string) it does not exist for this kind; ``measure.interval(alpha)`` gives its interval."""
+        return self._measures(self.recalibration_measure)
+
+    def _measures(self, one) -> dict:
+        """:meth:`recalibration` with ``one(measure)`` giving each measure (the acceptance reasons first)."""
         out = {}
         for measure in RECALIBRATION_MEASURES:
             reason = self.acceptance_reason(_CRITERIA[measure])
@@ -251,10 +255,37 @@ class AnalysisKind:
                 out[measure] = reason
                 continue
             try:
-                out[measure] = self.recalibration_measure(measure)
+                out[measure] = one(measure)
             except (ValueError, TypeError) as exc:
                 out[measure] = str(exc)
         return out
+
+    # ------------------------------------------------------------------ sites: calib_ci(by=) and its meta-analysis
+    def site_recalibration(self, together: "AnalysisKind") -> dict:
+        """O/E, CITL and slope of this result as one site (group) of ``calib_ci(by=)``, as :meth:`recalibration`.
+
+        ``together`` is the kind of all the sites' rows together (the grouped
+        result's pooled result): every site's measures are then one estimand,
+        which the meta-analysis across the sites can pool.
+        """
+        return self.recalibration()
+
+    def recalibration_words(self) -> dict:
+        """How this kind's CITL, slope and O/E are defined, in words, for the tables of sites and their pooling.
+
+        Keys: ``citl_scale`` (the scale of CITL, "logit"), ``summary`` (the
+        three measures in one clause of the grouped summary), ``report`` (the
+        same in the report's caption) and ``pooling`` (how the meta-analysis
+        pools them, a sentence; None: its own words for rows, Wald or
+        cluster-robust).
+        """
+        return {"citl_scale": "logit",
+                "summary": ("CITL (intercept with logit p as offset; 0 when calibrated in the large), calibration "
+                            "slope (1) and O/E (observed / expected events, 1)"),
+                "report": ("the calibration-in-the-large (CITL: the intercept with logit p as offset; 0 when the "
+                           "mean risk is right), the calibration slope (1 when the risks are neither too extreme "
+                           "nor too modest) and O/E (observed over expected events; 1)"),
+                "pooling": None}
 
     # ------------------------------------------------------------------ acceptance
     def acceptance_reason(self, key: str) -> str:
@@ -771,6 +802,12 @@ class ClusteredKind(AnalysisKind):
                 "independent)")
 
 
+#: Why the sites of a weighted survival analysis have no O/E, CITL or slope.
+_WEIGHTED_SITES = ("the rows are weighted (weights=), and the Kaplan-Meier O/E and the Cox and logistic fits of "
+                   "CITL and slope count each row once (the weighted interval and test of the ECE at t are the "
+                   "analysis)")
+
+
 class SurvivalKind(AnalysisKind):
     """A survival outcome at a horizon (``horizon=``), around the kind of its rows (weighted or not).
 
@@ -873,8 +910,51 @@ class SurvivalKind(AnalysisKind):
         """With censoring before the horizon, the survival evidence's CITL, slope and Kaplan–Meier O/E at t;
         without, the outcome 1{T <= t} is binary and the rows' measures apply."""
         if self.censored:
-            return survival_measure(measure, result_survival_evidence(self.res))
+            return self._horizon_measure(measure)
         return self.rows.recalibration_measure(measure)
+
+    def _horizon_measure(self, measure: str) -> RecalibrationMeasure:
+        """CITL, the slope or the Kaplan–Meier O/E at t of the survival evidence (``survival_calibration``).
+
+        Raises
+        ------
+        ValueError
+            With competing risks (the Kaplan–Meier and Cox fits would count the competing events as
+            censorings), or where the survival evidence has no such measure, with the reason.
+        """
+        cause = self.survival.cause
+        if cause is not None:
+            raise ValueError(f"with competing risks (cause={cause!r}) the Kaplan-Meier O/E and Crowson et al.'s "
+                             "Cox CITL and slope at t would count the competing events as censorings, so they do "
+                             f"not estimate the cumulative incidence of cause {cause!r} (the ECE at t, with "
+                             "Aalen-Johansen weights, does)")
+        return survival_measure(measure, result_survival_evidence(self.res))
+
+    def site_recalibration(self, together: AnalysisKind) -> dict:
+        """The measures at the horizon (:meth:`recalibration_measure` with censoring) when the sites together are
+        censored before t, for every site, censored or not, so that every site's CITL and slope are Crowson et
+        al.'s (a site without censoring has the binary O/E exactly); the rows' measures when no site is."""
+        if self.weighted:  # one reason for the three, said once
+            return dict.fromkeys(RECALIBRATION_MEASURES, _WEIGHTED_SITES)
+        if together.censored:
+            return self._measures(self._horizon_measure)
+        return self.recalibration()
+
+    def recalibration_words(self) -> dict:
+        if not self.censored:
+            return self.rows.recalibration_words()
+        return {"citl_scale": "log cumulative hazard",
+                "summary": ("CITL at t (log of the events by t over the predicted cumulative hazards, Crowson et "
+                            "al. 2016; 0 when calibrated in the large), calibration slope at t (Cox, on cloglog "
+                            "risk; 1) and O/E at t (Kaplan-Meier 1 - S(t) over the mean risk; 1)"),
+                "report": ("the calibration-in-the-large at t (CITL: the log of the events by t over the "
+                           "predicted cumulative hazards, Crowson et al. 2016; 0 when the mean risk is right), the "
+                           "calibration slope at t (the Cox slope on cloglog risk; 1 when the risks are neither too "
+                           "extreme nor too modest) and O/E at t (the Kaplan–Meier risk 1 − S(t) over the mean "
+                           "predicted risk; 1)"),
+                "pooling": ("O/E at t is pooled as log(O/E) with s.e. Greenwood se of S(t) / (1 - S(t)) (the "
+                            "Kaplan-Meier O/E); CITL at t (Crowson et al.'s intercept, log cumulative hazard "
+                            "scale) with Breslow's s.e. and the Cox slope on cloglog risk with its Wald s.e.; ")}
 
     def acceptance_reason(self, key: str) -> str:
         return self.rows.acceptance_reason(key)

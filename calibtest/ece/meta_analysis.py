@@ -454,12 +454,15 @@ def random_effects(y, v, *, method: str = "REML", hartung_knapp: bool = False, a
 
 
 # --------------------------------------------------------------------------- the sites of a grouped result
-def site_estimates(table: pd.DataFrame, measure: str) -> tuple[pd.Series, pd.Series, dict]:
+def site_estimates(table: pd.DataFrame, measure: str, reasons: dict | None = None
+                   ) -> tuple[pd.Series, pd.Series, dict]:
     """Each group's estimate and variance of ``measure`` from a grouped result's table, and the groups left out.
 
     ``table`` is :meth:`calibtest.ece.grouped_interval.GroupedCalibrationResult.to_frame`.
     Returns (y, v, left_out) with ``left_out`` mapping a group label to why
-    it has no estimate (not analysed, no events, a zero variance).
+    it has no estimate (not analysed, no events, a zero variance, or the
+    reason in ``reasons``, group label -> why an analysed group has no
+    estimate of the measure).
     """
     if measure == "log_oe":
         with np.errstate(divide="ignore"):
@@ -475,8 +478,9 @@ def site_estimates(table: pd.DataFrame, measure: str) -> tuple[pd.Series, pd.Ser
         if not analysed:
             left_out[label] = "not analysed"
         elif not (np.isfinite(yi) and np.isfinite(vi)):
-            left_out[label] = ("no events, so log(O/E) is not finite" if measure == "log_oe" else
-                               f"no estimate of the {MEASURES[measure][0]}")
+            left_out[label] = ((reasons or {}).get(label) or
+                               ("no events, so log(O/E) is not finite" if measure == "log_oe" else
+                                f"no estimate of the {MEASURES[measure][0]}"))
         elif vi <= 0:
             left_out[label] = f"its {MEASURES[measure][0]} estimate has zero variance"
     keep = [label not in left_out for label in table.index]
@@ -506,6 +510,13 @@ class MetaAnalysisResult(ResultDisplay):
     clustered : bool
         The sites' estimates are clustered ones (``calib_ci(by=, cluster=)``):
         cluster-robust variances, T_cl for the ECE.
+    citl_scale : str
+        The scale of the sites' CITL: ``"logit"``, or ``"log cumulative
+        hazard"`` for survival sites at a horizon (Crowson et al.'s intercept).
+    measures_text : str or None
+        How the sites' O/E, CITL and slope were estimated and are pooled, in
+        words, supplied by the kind of the analysis (None: binary rows, Wald
+        or cluster-robust).
     """
 
     by: tuple
@@ -517,6 +528,8 @@ class MetaAnalysisResult(ResultDisplay):
     alpha: float
     n_sites: int
     clustered: bool = False
+    citl_scale: str = "logit"
+    measures_text: str | None = None
 
     @property
     def measures(self) -> tuple:
@@ -535,7 +548,7 @@ class MetaAnalysisResult(ResultDisplay):
         """
         rows = [self.pooled[m].row(natural) for m in self.measures]
         frame = pd.DataFrame(rows, index=pd.Index(self.measures, name="measure"))
-        frame.insert(0, "scale", [MEASURES[m][2] if natural else MEASURES[m][1] for m in self.measures])
+        frame.insert(0, "scale", [MEASURES[m][2] if natural else self.pooled[m].scale for m in self.measures])
         return frame
 
     def summary_frame(self) -> pd.DataFrame:
@@ -566,8 +579,9 @@ class MetaAnalysisResult(ResultDisplay):
                   "rows of each site are clustered); the ECE as the clustered debiased ECE^2 estimate T_cl of each "
                   "site (its own bins) with its cluster-robust variance, reported as ECE = sqrt(max(ECE^2, 0)). "
                   if self.clustered else
-                  "O/E is pooled as log(O/E) with s.e. sqrt((1 - O/n) / O); CITL and slope with their Wald s.e.; "
-                  "the ECE as the debiased ECE^2 estimate T of each site (its own bins) with its first- plus "
+                  (self.measures_text or "O/E is pooled as log(O/E) with s.e. sqrt((1 - O/n) / O); CITL and slope "
+                                         "with their Wald s.e.; ")
+                  + "the ECE as the debiased ECE^2 estimate T of each site (its own bins) with its first- plus "
                   "second-order variance, reported as ECE = sqrt(max(ECE^2, 0)). ")
                  + "The pooled ECE is the typical site's calibration error, not the ECE of the pooled rows.",
                  "I^2: share of the variance of the site estimates due to between-site heterogeneity "
@@ -603,7 +617,7 @@ class MetaAnalysisResult(ResultDisplay):
     def _dict(self) -> dict:
         return {"by": list(self.by), "method": self.method, "hartung_knapp": self.hartung_knapp,
                 "alpha": self.alpha, "n_sites": self.n_sites,
-                "measures": {m: {"scale": MEASURES[m][1], **self.pooled[m].row(),
+                "measures": {m: {"scale": self.pooled[m].scale, **self.pooled[m].row(),
                                  "natural": self.pooled[m].row(natural=True),
                                  "sites": [_label(lb) for lb in self.pooled[m].labels]}
                              for m in self.measures},
@@ -672,17 +686,23 @@ def meta_analysis(grouped, measures=None, *, method: str = "REML", hartung_knapp
     return pool_sites(grouped.to_frame(), grouped.by, measures, method=method, hartung_knapp=hartung_knapp,
                       alpha=grouped.alpha if alpha is None else alpha,
                       clustered=kind_flag(grouped.pooled, "clustered"),
-                      groups=getattr(grouped, "groups", None))
+                      groups=getattr(grouped, "groups", None), words=grouped.pooled.kind.recalibration_words(),
+                      site_reasons=getattr(grouped, "measure_reasons", None))
 
 
 def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", hartung_knapp: bool = False,
-               alpha: float = 0.05, clustered: bool = False, groups: dict | None = None) -> MetaAnalysisResult:
+               alpha: float = 0.05, clustered: bool = False, groups: dict | None = None, words: dict | None = None,
+               site_reasons: dict | None = None) -> MetaAnalysisResult:
     """:func:`meta_analysis` on a grouped result's table (``to_frame()``) and its grouping variables ``by``.
 
     ``clustered``: the table's estimates and standard errors are the clustered ones (said in the notes).
     ``groups``: the sites' results (label -> result), whose variance parts give the ECE^2's prediction
     interval its within-site variances V_2,g + r_g theta (:func:`ece_site_variances`); without them
     (or for weighted or clustered sites) V_2,g = v_g and r_g = 0.
+    ``words``: how the sites' CITL, slope and O/E are defined, from the kind of the analysis
+    (:meth:`calibtest.ece.kinds.AnalysisKind.recalibration_words`: the scale of CITL and the notes' sentence;
+    None: binary rows).  ``site_reasons``: measure (``"log_oe"``, ``"citl"``, ``"slope"``) -> {group label: why
+    the analysed group has no estimate}, said where the group is left out.
 
     A measure whose pooling fails (REML not converging) is left out with the reason.
     """
@@ -697,19 +717,21 @@ def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", 
     hartung_knapp = check_option("hartung_knapp", hartung_knapp)
     alpha = check_alpha(alpha)
     pooled, left_out, left_measures = {}, {}, {}
+    citl_scale = "logit" if words is None else words["citl_scale"]
     for m in MEASURES:
         if m not in measures:
             continue
-        y, v, left = site_estimates(table, m)
+        y, v, left = site_estimates(table, m, (site_reasons or {}).get(m))
         left_out[m] = left
         if y.size < 2:
             left_measures[m] = (f"it needs at least two sites with an estimate and {y.size} of the "
-                                f"{len(table)} sites has one")
+                                f"{len(table)} sites has one"
+                                + (_common_reason(left, (site_reasons or {}).get(m)) if y.size == 0 else ""))
             continue
         try:
             pooled[m] = random_effects(y.to_numpy(), v.to_numpy(), method=method, hartung_knapp=hartung_knapp,
                                        alpha=alpha, null=1.0 if m == "slope" else 0.0, measure=m,
-                                       scale=MEASURES[m][1], labels=list(y.index))
+                                       scale=_scale(m, citl_scale), labels=list(y.index))
         except ValueError as exc:
             left_measures[m] = str(exc)
             continue
@@ -717,4 +739,19 @@ def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", 
             pooled[m] = _with_gamma_interval(pooled[m], groups)
     return MetaAnalysisResult(by=tuple(by), pooled=pooled, left_out=left_out,
                               left_out_measures=left_measures, method=method, hartung_knapp=hartung_knapp,
-                              alpha=alpha, n_sites=len(table), clustered=clustered)
+                              alpha=alpha, n_sites=len(table), clustered=clustered, citl_scale=citl_scale,
+                              measures_text=None if words is None else words["pooling"])
+
+
+def _scale(measure: str, citl_scale: str) -> str:
+    """The scale a measure is pooled on, in words (CITL on its own scale: logit, or log cumulative hazard)."""
+    return f"CITL ({citl_scale} scale)" if measure == "citl" else MEASURES[measure][1]
+
+
+def _common_reason(left: dict, reasons: dict | None) -> str:
+    """``" (every analysed site: why)"`` when every analysed site left out has the one reason ``reasons`` gives it,
+    else ''."""
+    given = {why for label, why in left.items() if why != "not analysed"}
+    if len(given) != 1 or not reasons or not given <= set(reasons.values()):
+        return ""
+    return f" (every analysed site: {given.pop()})"
