@@ -130,6 +130,14 @@ def forest_rows(grouped, measure: str = "ece") -> list[dict]:
     return rows
 
 
+def _measure_name(grouped, measure: str) -> str:
+    """The axis label of a measure; CITL on the scale of the result's kind (logit, or log cumulative hazard at a
+    horizon)."""
+    if measure == "citl":
+        return f"CITL ({grouped.pooled.kind.recalibration_words()['citl_scale']} scale)"
+    return FOREST_MEASURES[measure][0]
+
+
 def _title(grouped, measure: str = "ece") -> str:
     by = " x ".join(grouped.by).replace("$", r"\$")
     if grouped.n_analysed == 0:
@@ -137,7 +145,8 @@ def _title(grouped, measure: str = "ece") -> str:
     else:
         tests = f"global p = {grouped.global_pvalue:.3g}"
     if measure != "ece":
-        return f"{FOREST_MEASURES[measure][0].capitalize()} by {by}\n{tests} (ECE = 0 in every group)"
+        name = _measure_name(grouped, measure)
+        return f"{name[0].upper()}{name[1:]} by {by}\n{tests} (ECE = 0 in every group)"
     if getattr(grouped, "kind", "calib_ci") == "calib_ci":
         het = "heterogeneity not computed" if getattr(grouped, "heterogeneity_note", None) is not None \
             else f"heterogeneity p = {grouped.heterogeneity_pvalue:.3g}"
@@ -191,7 +200,8 @@ def plot_forest(grouped, ax=None, *, measure: str = "ece", color="C0", pooled_co
     # long labels wrap (at most LABEL_WIDTH characters a line); a "$" in a label is text, not math
     ax.set_yticklabels([textwrap.fill(r["label"], LABEL_WIDTH).replace("$", r"\$") for r in rows])
     if measure != "ece":
-        name, null, log = FOREST_MEASURES[measure]
+        _, null, log = FOREST_MEASURES[measure]
+        name = _measure_name(grouped, measure)
         ax.axvline(null, color="grey", linewidth=0.8, linestyle=":")
         if log:
             _plain_log_axis(ax)
@@ -301,10 +311,10 @@ def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pool
     ax.set_yticklabels([textwrap.fill(r["label"], LABEL_WIDTH).replace("$", r"\$") for r in rows])
     level = f"{100 * (1 - meta.alpha):g}%"
     if compact:
-        ax.set_xlabel(f"{name}{' (logit)' if measure == 'citl' else ''}")
+        ax.set_xlabel(f"{name}{f' ({meta.citl_scale})' if measure == 'citl' else ''}")
         ax.set_title(f"{name}\n$I^2$ = {100 * re.i2:.0f}%, $\\tau^2$ = {re.tau2:.2g}", loc="left", fontsize=7.5)
         return ax
-    ax.set_xlabel(f"{name} ({'logit scale, ' if measure == 'citl' else ''}{level} intervals)")
+    ax.set_xlabel(f"{name} ({f'{meta.citl_scale} scale, ' if measure == 'citl' else ''}{level} intervals)")
     ax.set_title(f"{name} across sites\n$\\tau^2$ = {re.tau2:.2g}, $I^2$ = {100 * re.i2:.0f}%, "
                  f"Q: p = {re.q_pvalue:.2g}", fontsize="medium", loc="left")
     return ax

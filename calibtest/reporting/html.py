@@ -927,10 +927,8 @@ def _subgroup_context(grouped, name: str, index: int, figure: bool) -> dict:
         **_table([f"Group ({', '.join(grouped.by)})", "n", "ECE", "p (ECE = 0)", f"CITL {level} CI",
                   f"slope {level} CI", f"O/E {level} CI"], measure_rows),
         "caption": (f"Every subgroup of {by} judged by every measure, for {name}: the ECE and the p-value of its "
-                    "test (as in the table above) beside the calibration-in-the-large (CITL: the intercept with "
-                    "logit p as offset; 0 when the mean risk is right), the calibration slope (1 when the risks "
-                    f"are neither too extreme nor too modest) and O/E (observed over expected events; 1), with "
-                    f"their {level} "
+                    f"test (as in the table above) beside {grouped.pooled.kind.recalibration_words()['report']}, "
+                    f"with their {level} "
                     + ("cluster-robust intervals (t on each group's clusters - 1 df)"
                        if kind_flag(grouped.pooled, "clustered") else "Wald intervals")
                     + "; the last row is all rows together (4 significant digits). "
@@ -979,7 +977,7 @@ def _sites_context(grouped, name: str, index: int, figure: bool, meta_method: st
     meta = grouped.meta_analysis(method=meta_method, hartung_knapp=hartung_knapp)
     by = " × ".join(grouped.by)
     level = _level(meta.alpha)
-    labels = {"log_oe": "O/E", "citl": "CITL (logit scale)", "slope": "Calibration slope", "ece": "ECE"}
+    labels = {"log_oe": "O/E", "citl": f"CITL ({meta.citl_scale} scale)", "slope": "Calibration slope", "ece": "ECE"}
     rows = []
     for m in meta.measures:
         re = meta.pooled[m]

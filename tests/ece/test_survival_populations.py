@@ -141,7 +141,11 @@ def test_by_protocol_global_and_heterogeneity_tests():
     assert res.heterogeneity_df == 2
     text = str(res.summary())
     assert "censoring" in text and "estimated from its own rows" in text
-    assert frame["citl"].isna().all()  # the 0/1 measures do not apply to IPCW rows
+    # the measures at the horizon (Crowson et al.'s CITL, the Kaplan-Meier O/E), not those of 0/1 outcomes
+    for lv in labels:
+        sub = df[df.g == lv]
+        sev = ct.survival_calibration(sub.time.to_numpy(), sub.event.to_numpy(), sub.risk.to_numpy(), H)
+        assert (frame.loc[lv, "citl"], frame.loc[lv, "oe"]) == (sev.citl, sev.oe)
     res.to_dict()
     import matplotlib
     matplotlib.use("Agg")
