@@ -1,10 +1,12 @@
 """Survival outcomes beyond one model on one population: by= (censoring within each group), competing risks
 (cause=, Aalen-Johansen weights), calib_compare of two risks at a horizon, and planning with censoring."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 import calibtest as ct
 from calibtest.api.calib_compare import survival_influence
@@ -502,3 +504,115 @@ def test_competing_risks_carry_over_to_compare_and_by():
                         cause=1)
     assert grouped.groups["low"].estimate == alone.estimate
     assert "cumulative incidence of cause 1" in str(grouped.summary())
+
+
+# --------------------------------------------------------------------------- survival sites: O/E, CITL and slope
+GBSG_T = 1826.25  # five years, in days
+GBSG = pd.read_csv(Path(__file__).resolve().parents[1] / "reference" / "gbsg_sites.csv")
+
+# Written by tests/reference/gbsg_sites.R (R 4.2.2, survival 3.5.3, metafor 3.8.1): each grade's O/E at t
+# (Kaplan-Meier, Greenwood se of log O/E), CITL (log H_0(t) of coxph(Surv(th, dh) ~ offset(cll)), its se) and
+# slope (coxph(Surv(th, dh) ~ cll), ties = "breslow"), and for each measure
+#   m <- rma(yi, sei = se, method = "REML", control = list(threshold = 1e-12, maxiter = 1000))
+#   half <- qt(0.975, m$k - 2) * sqrt(m$tau2 + m$se^2)   # Riley et al.'s prediction interval
+R_SITES = {"I": dict(oe=0.62063910549530821, log_oe_se=0.220017580120512063, citl=-0.639912431459463638,
+                     citl_se=0.257577314164383953, slope=0.42398846224377013, slope_se=0.56193706459960624),
+           "II": dict(oe=1.04158576094787625, log_oe_se=0.053718731045914930, citl=0.072769890979568014,
+                      citl_se=0.083419491886325678, slope=0.89377306779495025, slope_se=0.11783606624801178),
+           "III": dict(oe=0.96441498217076416, log_oe_se=0.085663037945125448, citl=-0.033513679588276266,
+                       citl_se=0.143747711172485360, slope=1.17585203331958366, slope_se=0.22805375139686418)}
+# (estimate, se, ci.lb, ci.ub, tau2, pi lower, pi upper) of rma
+R_POOLED = {"log_oe": (-0.072911643225632622, 0.10730295483628778, -0.28322157013948468, 0.13739828368821941,
+                       0.022555036652901029, -2.4181948398829896, 2.2723715534317241),
+            "citl": (-0.1378264501758624, 0.1898486011152179, -0.50992287087700017, 0.2342699705252754,
+                     0.081916415211705951, -4.5017910397195182, 4.2261381393677935),
+            "slope": (0.93546209070802677, 0.10291636116331745, 0.73374972940800787, 1.1371744520080458,
+                      2.5026178268221118e-13, -0.37221426495063159, 2.243138446366685)}
+
+
+@pytest.fixture(scope="module")
+def gbsg_sites():
+    return ct.calib_ci("Surv(time, cens) ~ risk", data=GBSG, horizon=GBSG_T, by="tgrade")
+
+
+def test_each_survival_site_has_the_measures_of_its_rows_alone(gbsg_sites):
+    """Each grade's O/E, CITL and slope at t (and their intervals) are those of the ungrouped survival call on the
+    grade's rows alone, of survival_calibration on them, and of R's survival package."""
+    frame = gbsg_sites.to_frame()
+    z = float(sps.norm.isf(0.025))
+    for site, ref in R_SITES.items():
+        rows = GBSG[GBSG.tgrade == site].reset_index(drop=True)
+        alone = ct.calib_ci("Surv(time, cens) ~ risk", data=rows, horizon=GBSG_T).kind.recalibration()
+        sev = ct.survival_calibration(rows.time.to_numpy(), rows.cens.to_numpy(), rows.risk.to_numpy(), GBSG_T)
+        r = frame.loc[site]
+        assert (r["oe"], r["log_oe_se"]) == (alone["oe"].estimate, alone["oe"].se) == (sev.oe, sev.oe_se)
+        assert (r["citl"], r["citl_se"]) == (alone["citl"].estimate, alone["citl"].se) == (sev.citl, sev.citl_se)
+        assert (r["slope"], r["slope_se"]) == (alone["slope"].estimate, alone["slope"].se) == (sev.slope,
+                                                                                               sev.slope_se)
+        assert (r["oe_ci_lower"], r["oe_ci_upper"]) == pytest.approx(
+            (ref["oe"] * math.exp(-z * ref["log_oe_se"]), ref["oe"] * math.exp(z * ref["log_oe_se"])), rel=1e-9)
+        assert (r["citl_ci_lower"], r["slope_ci_upper"]) == pytest.approx(
+            (ref["citl"] - z * ref["citl_se"], ref["slope"] + z * ref["slope_se"]), rel=1e-9)
+        for col, value in ref.items():
+            assert r[col] == pytest.approx(value, rel=1e-9), (site, col)
+    pooled = ct.survival_calibration(GBSG.time.to_numpy(), GBSG.cens.to_numpy(), GBSG.risk.to_numpy(), GBSG_T)
+    assert (gbsg_sites.pooled_measures["oe"], gbsg_sites.pooled_measures["citl"]) == (pooled.oe, pooled.citl)
+
+
+def test_survival_sites_are_pooled_as_metafor_pools_them(gbsg_sites):
+    meta = gbsg_sites.meta
+    assert meta is gbsg_sites.meta_analysis() and meta.method == "REML"
+    for m, (b, se, lo, hi, tau2, pi_lo, pi_hi) in R_POOLED.items():
+        re = meta[m]
+        assert re.k == 3
+        assert (re.estimate, re.se, re.ci_lower, re.ci_upper, re.pi_lower, re.pi_upper) == pytest.approx(
+            (b, se, lo, hi, pi_lo, pi_hi), abs=1e-8), m
+        assert re.tau2 == pytest.approx(tau2, abs=1e-8), m
+    # the sites' inputs are the table's, on the pooled scales
+    frame = gbsg_sites.to_frame()
+    assert meta["log_oe"].y == pytest.approx(np.log(frame["oe"].to_numpy(float)), rel=1e-15)
+    assert meta["citl"].scale == "CITL (log cumulative hazard scale)"
+    assert meta.to_frame(natural=True).loc["log_oe", "estimate"] == pytest.approx(math.exp(R_POOLED["log_oe"][0]),
+                                                                                  rel=1e-8)
+    text = str(gbsg_sites.summary()) + str(meta.summary())
+    assert "not pooled" not in text and "0 of the 3 sites" not in text
+    assert "Kaplan-Meier" in text and "Crowson" in text
+
+
+def test_a_site_without_censoring_before_t_is_measured_at_the_horizon_like_the_others():
+    """Every site's CITL and slope are one estimand (Crowson et al.'s, at t) when the sites together are censored
+    before t; a site without censoring has them too, and its Kaplan-Meier O/E is the binary O/E exactly."""
+    df = _frame()
+    full = df.g == "mid"
+    df.loc[full & (df.event == 0) & (df.time < H), "time"] = H + 1.0  # the mid site followed to beyond t
+    res = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=H, by="g")
+    mid = df[full]
+    assert not res.groups["mid"].kind.censored and res.groups["low"].kind.censored
+    sev = ct.survival_calibration(mid.time.to_numpy(), mid.event.to_numpy(), mid.risk.to_numpy(), H)
+    r = res.to_frame().loc["mid"]
+    assert (r["citl"], r["slope"], r["oe"], r["log_oe_se"]) == (sev.citl, sev.slope, sev.oe, sev.oe_se)
+    y = ((mid.event == 1) & (mid.time <= H)).to_numpy(float)
+    o, n = y.sum(), y.size
+    assert r["oe"] == pytest.approx(o / mid.risk.sum(), rel=1e-12)
+    assert r["log_oe_se"] == pytest.approx(math.sqrt((1 - o / n) / o), rel=1e-12)  # Greenwood = binomial here
+    assert res.meta["citl"].k == 3
+
+
+def test_competing_risk_and_weighted_sites_say_why_they_have_no_measures():
+    time, event, risk, x = simulate(600, 44, causes=True)
+    df = pd.DataFrame({"time": time, "status": event, "a": risk, "w": np.random.default_rng(1).uniform(.5, 2, 600),
+                       "g": np.where(x < -0.5, "low", np.where(x < 0.5, "mid", "high"))})
+    competing = ct.calib_ci("Surv(time, status) ~ a", data=df, horizon=H, cause=1, by="g")
+    weighted = ct.calib_ci("Surv(time, status) ~ a", data=df.assign(status=(df.status > 0).astype(int)),
+                           horizon=H, weights="w", by="g")
+    for res, words in ((competing, "competing risks (cause=1)"), (weighted, "the rows are weighted")):
+        frame = res.to_frame()
+        assert res.n_analysed == 3 and np.isfinite(frame["estimate"]).all()  # the ECE at t of every group
+        assert frame[["oe", "citl", "slope"]].isna().all().all()
+        assert set(res.measure_reasons) == {"log_oe", "citl", "slope"}
+        notes = [n for n in res.notes() if words in n]
+        assert len(notes) == 1 and notes[0].startswith("CITL, calibration slope and O/E of every analysed group")
+        assert words in res.meta.left_out_measures["log_oe"] and "ece" in res.meta.pooled
+    # the ungrouped competing-risk result gives the same reason to its acceptance criteria
+    alone = ct.calib_ci("Surv(time, status) ~ a", data=df, horizon=H, cause=1)
+    assert "competing risks (cause=1)" in alone.kind.recalibration()["oe"]

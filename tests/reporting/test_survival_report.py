@@ -377,3 +377,38 @@ def test_cli_and_python_refusals_share_the_explanation(censored, tmp_path, capsy
         ct.calib_test("Surv(time, event) ~ risk", data=df)
     common = str(survival_refusal("X", ci="A", report="B")).split("X", 1)[1].split("A")[0]
     assert common in err and common in str(python.value)
+
+
+def test_report_of_survival_sites_pools_their_oe_citl_and_slope(tmp_path):
+    """calib_ci(by=) with a survival outcome: the report's table of measures, its meta-analysis and its forest
+    plots show each site's O/E, CITL and slope at t and their pooled values (none is left out), with CITL on
+    its log cumulative hazard scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pathlib import Path
+
+    from report_helpers import tables
+
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "reference" / "gbsg_sites.csv")
+    grouped = ct.calib_ci("Surv(time, cens) ~ risk", data=df, horizon=1826.25, by="tgrade")
+    html = open(ct.report(grouped, tmp_path / "sites.html"), encoding="utf-8").read()
+    text = _page_text(tmp_path / "sites.html")
+    assert "0 of the 3 sites" not in text and "not pooled" not in text
+    shown = dict(tables(html))
+    sites = next(rows for caption, rows in shown.items() if caption.startswith("Calibration of risk across"))
+    meta = grouped.meta
+    pooled_oe = meta.pooled["log_oe"].row(natural=True)
+    by_measure = {row[0]: row for row in sites}
+    assert by_measure["O/E"][2] == fmt(pooled_oe["estimate"], 4)
+    assert by_measure["CITL (log cumulative hazard scale)"][2] == fmt(meta.pooled["citl"].estimate, 4)
+    assert by_measure["Calibration slope"][2] == fmt(meta.pooled["slope"].estimate, 4)
+    measures = next(rows for caption, rows in shown.items() if caption.startswith("Every subgroup of tgrade"))
+    frame = grouped.to_frame()
+    for row in measures[1:4]:
+        assert row[6].startswith(fmt(frame.loc[row[0], "oe"], 4) + " [")
+        assert row[4].startswith(fmt(frame.loc[row[0], "citl"], 4) + " [")
+    assert "Crowson" in text and f"pooled O/E {fmt(pooled_oe['estimate'], 3)}" in text
+    ax = grouped.plot_forest(measure="citl")
+    assert ax.get_xlabel().startswith("CITL (log cumulative hazard scale)")
+    assert meta.plot_forest("citl").get_xlabel().startswith("CITL (log cumulative hazard scale")
