@@ -285,7 +285,9 @@ class GroupedCalibrationResult(GroupedResult):
         measure (:data:`MEASURE_COLUMNS`): ``citl``, ``slope`` and ``oe`` with
         their s.e. (``citl_se``, ``slope_se``, ``log_oe_se`` of log(O/E)) and
         Wald intervals (``*_ci_lower``, ``*_ci_upper``), missing for weighted
-        rows and several probability columns; streamed groups have O/E only.
+        rows and several probability columns; streamed groups have O/E only;
+        survival groups have the Kaplan-Meier O/E and Crowson et al.'s CITL
+        and slope at the horizon (:func:`grouped_survival_calib_ci`).
         """
         return self.table.copy()
 
@@ -811,9 +813,20 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
     estimated censoring distribution.  Small groups (fewer than
     :data:`MIN_GROUP_ROWS` rows or :data:`MIN_GROUP_EVENTS` events by t)
     get a note: the Monte Carlo null of binary groups draws Bernoulli
-    labels, which rows censored before t do not have.  CITL, slope and O/E
-    of 0/1 outcomes are not computed (the survival evidence is
-    :mod:`calibtest.checks.survival_calibration`).
+    labels, which rows censored before t do not have.
+
+    Each group's O/E, CITL and slope are read from its kind
+    (:meth:`calibtest.ece.kinds.AnalysisKind.site_recalibration`, with the
+    pooled result's kind): with censoring before t in the rows together, the
+    measures at the horizon of
+    :func:`calibtest.checks.survival_calibration.survival_evidence` on the
+    group's rows (Kaplan-Meier O/E = (1 - S(t)) / mean risk with
+    se(log O/E) = Greenwood se of S(t) / (1 - S(t)); Crowson et al.'s CITL
+    log H_0(t) with Breslow's se; the Cox slope on cloglog risk), for every
+    group, so that they are one estimand; without, the binary measures of
+    1{T <= t}.  They fill :data:`MEASURE_COLUMNS` and ``pooled_measures``,
+    and the meta-analysis pools them.  Weighted groups and competing risks
+    have none; ``measure_reasons`` and the notes say why.
 
     Parameters
     ----------

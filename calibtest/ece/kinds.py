@@ -13,7 +13,9 @@ Each kind supplies, through one protocol (the methods of
 :class:`AnalysisKind`), what the consumers need: the target in words
 (:meth:`~AnalysisKind.target_text`), its events
 (:meth:`~AnalysisKind.events`), its O/E, CITL and slope with intervals
-(:meth:`~AnalysisKind.recalibration`), the null it used in words and its
+(:meth:`~AnalysisKind.recalibration`; as one site of ``calib_ci(by=)``,
+:meth:`~AnalysisKind.site_recalibration`, in words
+:meth:`~AnalysisKind.recalibration_words`), the null it used in words and its
 seed (:meth:`~AnalysisKind.null_text`, :meth:`~AnalysisKind.null_name`,
 :meth:`~AnalysisKind.null_seed`), its summary notes and rows
 (:meth:`~AnalysisKind.notes`, :meth:`~AnalysisKind.settings`), its report

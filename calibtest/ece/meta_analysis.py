@@ -24,6 +24,12 @@ ece       T_g, the debiased estimate of     the first- plus second-order varianc
           ECE^2 on the site's own bins      (the heterogeneity test's, ``calibtest.ece.grouped_interval``)
 ========= ================================= ===========================================
 
+Survival sites (``calib_ci(..., horizon=t, by=)``) pool the measures at the
+horizon their kind supplies: log(O/E) with O the Kaplan-Meier 1 - S(t) and
+v_g = Var_Greenwood(S(t)) / (1 - S(t))^2, Crowson et al.'s CITL log H_0(t)
+(log cumulative hazard scale, ``citl_scale``) with Breslow's variance and
+the Cox slope on cloglog(risk) with its Wald variance.
+
 The ECE is pooled on the ECE^2 scale: T_g is unbiased for the site's binned
 ECE^2 and approximately normal when the site is miscalibrated, while
 sqrt(T_g+) is neither (it is biased and piles up at 0).  The pooled ECE^2,
