@@ -981,9 +981,9 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     (5208, 0.8)
     """
     if power is not None and ci_width is not None or (power is None and ci_width is None and precision is None):
-        raise ValueError("give exactly one of power= and ci_width=, or precision= (with or without one of them)")
+        raise OptionError("give exactly one of power= and ci_width=, or precision= (with or without one of them)")
     if margin is not None and power is None:
-        raise ValueError("margin= plans a margin test: give power= (the probability that the upper bound falls "
+        raise OptionError("margin= plans a margin test: give power= (the probability that the upper bound falls "
                          "below the margin), not ci_width=")
     if power is not None:
         target, value = "power", check_number(power, "power")
