@@ -950,6 +950,24 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         (:func:`calibtest.core.planning.ipcw_inflation`), and n rows are
         planned as an uncensored study of n / kappa rows at the bins of n
         (analytic method, default null; ``inputs.censoring`` records kappa).
+        With ``margin`` the survival result's margin test is planned: T and
+        the bound's plug-in standard error of the n / kappa uncensored rows,
+        its floor the V_0 the survival result estimates from its n IPCW rows.
+    precision : dict, optional
+        Target standard errors ``{measure: se}`` of ``"oe"`` (ln O/E),
+        ``"citl"``, ``"slope"`` and ``"c"`` (binary outcome): each measure's
+        size by Riley et al. (2021), n = ceil(s1^2 / se^2) with
+        s1^2 = (1 - phi) / phi (O/E), 1 / E[w] (CITL),
+        E[w] / (E[w] E[w L^2] - E[w L]^2) (slope; L = logit p, w = p (1 - p)
+        at the anticipated calibration) and Newcombe's formula for C
+        (:mod:`calibtest.core.precision`).  n is the largest of these and of
+        the ECE target's size; ``power``/``ci_width`` may then be omitted.
+        The sizes are in ``res.precision``.
+    acceptance : dict, optional
+        Acceptance criteria as :func:`calibtest.plan` takes them: the share of
+        ``n_sim`` studies of the chosen n (seed ``rng``), each analysed by
+        :func:`calibtest.calib_ci` and its acceptance criteria, that meets
+        them all (``res.acceptance_power``, with its Monte Carlo s.e.).
 
     Returns
     -------
