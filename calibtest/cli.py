@@ -361,8 +361,26 @@ def _cmd_sample_size(args) -> int:
     res = calib_sample_size(probs=probs, intercept=args.intercept, slope=args.slope, power=args.power,
                             ci_width=args.ci_width, alpha=args.alpha, n_bins=args.bins,
                             k=1 if args.k is None else args.k, n_classes=args.n_classes, method=args.method,
-                            n_sim=args.n_sim, rng=args.seed, censored_fraction=args.censored_fraction)
+                            n_sim=args.n_sim, rng=args.seed, censored_fraction=args.censored_fraction,
+                            margin=args.margin, precision=_precision_targets(args.precision),
+                            acceptance=args.acceptance)
     return _print_result(res, args.json)
+
+
+def _precision_targets(items) -> dict | None:
+    """``--precision MEASURE=SE`` options as ``{measure: standard error}`` (None when none is given)."""
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise OptionError(f"--precision must be MEASURE=SE (measure one of oe, citl, slope, c), got {item!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise OptionError(f"--precision {key.strip()}: the standard error must be a number, got {value!r}") from None
+    return out
 
 
 def _add_sample_size_parser(sub, shared) -> None:
@@ -371,10 +389,20 @@ def _add_sample_size_parser(sub, shared) -> None:
                         epilog=_EPILOG)
     ss.add_argument("file", help='CSV or Parquet file whose predictions stand for the study population (formula '
                                  '"~ p"; read whole into memory)')
-    target = ss.add_mutually_exclusive_group(required=True)
-    target.add_argument("--power", type=float, default=None, help="target power of the test of calibration")
+    target = ss.add_mutually_exclusive_group()
+    target.add_argument("--power", type=float, default=None,
+                        help="target power of the test of calibration (with --margin: of the margin test)")
     target.add_argument("--ci-width", type=float, default=None,
                         help="target expected width of the ECE-scale interval")
+    OPTIONS["margin"].add_to(ss, help="plan the margin test of H0: ECE >= MARGIN instead: n at which the ECE's upper "
+                                      "bound falls below MARGIN with probability --power (calibrated model unless "
+                                      "--intercept/--slope)")
+    ss.add_argument("--precision", action="append", default=None, metavar="MEASURE=SE",
+                    help="target standard error of a measure (repeat for several): oe (of ln O/E), citl, slope, c; "
+                         "n is the largest of the sizes (Riley et al. 2021) and the --power/--ci-width one")
+    OPTIONS["acceptance"].add_to(ss, dest="acceptance", help="acceptance criterion KEY=VALUE (repeat for several; as plan --accept): "
+                                          "the simulated power of the criteria taken together at n (--n-sim studies, "
+                                          "--seed)")
     ss.add_argument("--intercept", type=float, default=0.0,
                     help="anticipated calibration intercept: E[y|p] = expit(a + b logit p) (default 0)")
     ss.add_argument("--slope", type=float, default=1.0, help="anticipated calibration slope b (default 1)")
@@ -861,7 +889,8 @@ def build_parser() -> argparse.ArgumentParser:
 _SPELLINGS = {**{name: OPTIONS[name].cli for name in (
     "n_bins", "n_classes", "n_resamples", "n_draws", "n_null_draws", "rng", "alpha", "missing", "method", "null",
     "k", "chunksize", "prevalence", "n_sim", "alternative", "variance", "horizon", "censoring",
-    "censoring_covariates", "cause", "cluster", "censored_fraction")}, "formula": "--formula"}
+    "censoring_covariates", "cause", "cluster", "censored_fraction", "margin")}, "formula": "--formula",
+    "power": "--power", "ci_width": "--ci-width", "precision": "--precision"}
 
 
 def cli_spelling(message: str) -> str:

@@ -555,3 +555,28 @@ def test_calib_test_refuses_chunksize_on_rows_in_memory(binary_file):
     _, df = binary_file
     with pytest.raises(ValueError, match="chunksize= applies only to data given as a file path"):
         ct.calib_test("y ~ p", data=df, chunksize=100, rng=1)
+
+
+def test_sample_size_margin_precision_and_their_errors(tmp_path, capsys):
+    """--margin (with --censored-fraction), --precision and --accept give calib_sample_size's n; bad values one line."""
+    import json as _json
+
+    from calibtest.cli import main
+    p = np.random.default_rng(0).beta(2, 5, 2000)
+    path = tmp_path / "preds.csv"
+    pd.DataFrame({"p": p}).to_csv(path, index=False)
+    assert main(["sample-size", str(path), "--formula", "~ p", "--power", "0.8", "--margin", "0.05",
+                 "--censored-fraction", "0.4", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    api = ct.calib_sample_size(probs=p, power=0.8, margin=0.05, censored_fraction=0.4)
+    assert out["n"] == api.n and out["margin"] == 0.05
+    assert main(["sample-size", str(path), "--formula", "~ p", "--slope", "0.8", "--precision", "slope=0.1",
+                 "--precision", "oe=0.1", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["n"] == ct.calib_sample_size(probs=p, slope=0.8, precision={"slope": 0.1, "oe": 0.1}).n
+    for bad, words in ((["--ci-width", "0.05", "--margin", "0.05"], "--margin plans a margin test: give --power"),
+                       (["--precision", "slope"], "--precision must be MEASURE=SE"),
+                       (["--precision", "auc=0.1"], "unknown measures"), ([], "--power and --ci-width, or --precision")):
+        assert main(["sample-size", str(path), "--formula", "~ p", *bad]) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1

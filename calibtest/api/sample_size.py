@@ -26,19 +26,28 @@ from calibtest.core.binning import resolve_n_bins
 from calibtest.core.intervals import adjusted_interval
 from calibtest.core.margin import margin_bound
 from calibtest.core.null import bin_volume
+from calibtest.core.precision import PRECISION_MEASURES, anticipated_precision, precision_size
 from calibtest.core.progress import progress_bar
 from calibtest.core.planning import (MAX_SKEWNESS, SMALL_N, SPARSE_LIMIT, AnalyticPlanner, CensoredPlanner,
                                      logistic_recalibration, planned_censoring, planned_null)
 from calibtest.core.targets import Target, prepare, top_k_classes
 from calibtest.ece.build_result import CONDITIONAL_BY_DEFAULT_MAX_DIM, estimate_in_memory
 from calibtest.inputs.settings import Inputs, Settings
-from calibtest.options import OPTIONS, check_number, check_option
+from calibtest.options import OPTIONS, check_criteria, check_number, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay
 
 __all__ = ["calib_power", "calib_sample_size", "PowerResult", "SampleSizeResult", "PlanningInputs",
-           "MonteCarloPower", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS", "default_null"]
+           "MonteCarloPower", "AcceptancePower", "SPARSE_LIMIT", "SMALL_N", "MAX_SKEWNESS", "default_null"]
 
 METHODS = OPTIONS["study_method"].choices
+
+#: The measures of ``precision=`` in words.
+_MEASURE_WORDS = {"oe": "ln(O/E)", "citl": "CITL", "slope": "calibration slope", "c": "C statistic"}
+#: How the precision sizes are computed (a note of the summary).
+PRECISION_NOTE = ("Precision targets (Riley et al. 2021): n = ceil(s1^2 / se^2) with s1^2 = (1 - phi) / phi for "
+                  "ln(O/E), 1 / E[p (1 - p)] for CITL and E[w] / (E[w] E[w L^2] - E[w L]^2) for the slope (L the "
+                  "linear predictor logit(p), w = p (1 - p) at the anticipated calibration); Newcombe's standard error "
+                  "for C; phi the anticipated outcome proportion.")
 
 #: Rows x studies of one simulated n from which a progress bar is shown (the calib_ci studies take about
 #: 2 s per 10^6 rows' worth).
@@ -122,6 +131,41 @@ class MonteCarloPower:
     power_se: object
     width_se: object
     seed: object
+
+
+@dataclass(frozen=True)
+class AcceptancePower:
+    """Simulated power of a plan's acceptance criteria taken together at the planned n.
+
+    Attributes
+    ----------
+    n : int
+        The study size simulated.
+    criteria : dict
+        The acceptance criteria (canonical form, :func:`calibtest.options.check_criteria`).
+    power : float
+        P(every criterion met) over the simulated studies.
+    power_se : float
+        sqrt(power (1 - power) / n_sim).
+    met : dict
+        Per criterion, the share of studies meeting it.
+    n_sim : int
+    seed : int or str
+        The seed (``rng=seed`` reproduces the run).
+    """
+
+    n: int
+    criteria: dict
+    power: float
+    power_se: float
+    met: dict
+    n_sim: int
+    seed: object
+
+    def as_dict(self) -> dict:
+        return {"n": self.n, "criteria": {k: list(v) if isinstance(v, tuple) else v for k, v in self.criteria.items()},
+                "power": self.power, "power_se": self.power_se, "met": dict(self.met), "n_sim": self.n_sim,
+                "seed": self.seed}
 
 
 def _check_n_array(n, name: str = "n"):
@@ -477,9 +521,6 @@ def _common(anticipated: _Anticipated, alpha, n_bins, null, method, margin=None,
     if not data.mode.binary:
         raise ValueError("censored_fraction= plans a survival study at a horizon, whose risk is one probability "
                          f"column (binary), not mode {data.mode!r}")
-    if margin is not None:
-        raise ValueError("margin= with censored_fraction= is not available: the margin test of a survival "
-                         "result is not planned yet")
     if asked not in (None, "auto", "asymptotic"):
         raise OptionError(f"null={asked!r} with censored_fraction= is not available: rows censored before the "
                           "horizon have no binary label, and the survival test is the IPCW asymptotic one "
@@ -491,11 +532,70 @@ def _common(anticipated: _Anticipated, alpha, n_bins, null, method, margin=None,
     if q.max() >= 1.0:
         raise ValueError("with censored_fraction= the anticipated risks by the horizon must be below 1 (an "
                          "exponential event time cannot reach a risk of 1)")
-    planner = CensoredPlanner(z, q, data.mode, data.n_classes, data.k, n_bins, alpha, censored_fraction)
+    planner = CensoredPlanner(z, q, data.mode, data.n_classes, data.k, n_bins, alpha, censored_fraction, margin)
     inputs = dataclasses.replace(_inputs(data, z, q, form, alpha, null),
                                  censoring={"censored_fraction": censored_fraction, "kappa": planner.kappa,
                                             "model": "exponential event and censoring times, G known"})
     return planner, inputs, method
+
+
+def _recalibration_population(planner, inputs: PlanningInputs, what: str):
+    """``(z, q)`` of one probability column (binary, no censoring): what the CITL, slope, O/E and C plans need."""
+    if not Target(inputs.mode).has_recalibration_measures or inputs.censoring is not None:
+        outcome = "a survival outcome" if inputs.censoring is not None else f"mode {inputs.mode!r}"
+        raise OptionError(f"{what} plans a binary outcome (one probability column, no censoring), not {outcome}")
+    return planner.z[:, 0], planner.q[:, 0]
+
+
+def _precision_table(planner, inputs: PlanningInputs, precision) -> pd.DataFrame:
+    """One row per measure of ``precision`` (``{measure: target standard error}``): anticipated value, n, se at n.
+
+    The closed forms of :mod:`calibtest.core.precision` (Riley et al. 2021).
+    """
+    if not isinstance(precision, dict) or not precision:
+        raise OptionTypeError(f"precision must be a non-empty dict {{measure: target standard error}} with measures "
+                              f"among {list(PRECISION_MEASURES)}, got {precision!r}")
+    unknown = [m for m in precision if m not in PRECISION_MEASURES]
+    if unknown:
+        raise OptionError(f"precision has unknown measures {unknown}; allowed: {list(PRECISION_MEASURES)}")
+    z, q = _recalibration_population(planner, inputs, "precision=")
+    rows = []
+    for measure in (m for m in PRECISION_MEASURES if m in precision):
+        se = check_number(precision[measure], f"precision[{measure!r}]")
+        if not se > 0.0:
+            raise OptionError(f"precision[{measure!r}] must be a standard error > 0, got {se}")
+        if measure in ("citl", "slope") and (z.min() <= 0.0 or z.max() >= 1.0):
+            raise OptionError(f"precision[{measure!r}] needs predictions strictly inside (0, 1) (their logit is "
+                              "the linear predictor)")
+        prec = anticipated_precision(z, q, measure)
+        n = precision_size(prec, se)
+        rows.append({"measure": measure, "anticipated": prec.value, "target_se": se, "n": n, "se_at_n": prec.se(n),
+                     "outcome_proportion": prec.outcome_proportion})
+    return pd.DataFrame(rows)
+
+
+def _acceptance_power(planner, inputs: PlanningInputs, criteria, n: int, n_sim: int, rng) -> AcceptancePower:
+    """The share of ``n_sim`` simulated studies of n rows that meet every criterion (each analysed by calib_ci and
+    :meth:`~calibtest.ece.result.CalibrationResult.acceptance` at the plan's alpha, null and ``n_bins``)."""
+    criteria = check_criteria(criteria, "acceptance")
+    z, q = _recalibration_population(planner, inputs, "acceptance=")
+    n_sim = check_option("n_sim", n_sim)
+    gen, seed = resolve_seed(rng)
+    settings = Settings(n_bins=planner.n_bins, alpha=planner.alpha, null=planner.null)
+    met = np.zeros((n_sim, len(criteria)), dtype=bool)
+    with progress_bar(n_sim, f"acceptance criteria at n = {n}", unit="study", work=float(n) * n_sim,
+                      min_work=SIMULATION_PROGRESS_ROWS) as bar:
+        for s in range(n_sim):
+            idx = gen.integers(0, z.size, size=n)
+            y = (gen.random(n) < q[idx]).astype(np.int64)
+            res = estimate_in_memory(Inputs(y=y, probs=z[idx]), settings.replace(rng=gen))
+            table = res.acceptance(criteria, alpha=planner.alpha).table.set_index("criterion")
+            met[s] = (table.loc[list(criteria), "verdict"] == "met").to_numpy()
+            bar.update()
+    every = met.all(axis=1)
+    p = float(every.mean())
+    return AcceptancePower(n=int(n), criteria=criteria, power=p, power_se=math.sqrt(p * (1 - p) / n_sim),
+                           met={key: float(v) for key, v in zip(criteria, met.mean(axis=0))}, n_sim=n_sim, seed=seed)
 
 
 def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, alpha: float = 0.05,
@@ -708,6 +808,11 @@ class SampleSizeResult(ResultDisplay):
     #: with a logistic anticipated calibration, the binned predictions (read-only); None otherwise.
     n_bins_rule: object = field(default="auto", compare=False)
     predictions: object = field(default=None, compare=False, repr=False)
+    #: With ``precision=``: one row per measure (``measure``, ``anticipated`` value, ``target_se``, its ``n``,
+    #: ``se_at_n`` (at that n), ``outcome_proportion``); None otherwise.
+    precision: pd.DataFrame | None = field(default=None, compare=False)
+    #: With ``acceptance=``: the simulated power of the criteria taken together at n.
+    acceptance_power: AcceptancePower | None = None
 
     def _repr_parts(self):
         return [f"n={self.n}", f"target={self.target} {self.target_value:g}",
@@ -716,15 +821,28 @@ class SampleSizeResult(ResultDisplay):
     def _summary(self, alpha):
         s = CalibSummary()
         s.add_title("Sample size for a calibration validation study")
-        what = (f"expected ECE-scale interval width <= {self.target_value:g}" if self.target != "power" else
+        what = ("standard errors of " + ", ".join(_MEASURE_WORDS[m] for m in self.precision["measure"])
+                if self.target == "precision" else
+                f"expected ECE-scale interval width <= {self.target_value:g}" if self.target != "power" else
                 f"power {self.target_value:g} to reject H0: calibrated" if self.margin is None else
                 f"power {self.target_value:g} to show ECE < {self.margin:g} (margin test)")
         s.add_settings({"Target:": what, **_settings(self.inputs, self.method, self.monte_carlo)})
         row = pd.DataFrame({"n": [self.n], "n_bins": [self.n_bins], "power": [self.achieved_power],
                             "expected_width": [self.expected_width], "ece_binned": [math.sqrt(self.ece_sq_binned)]})
         s.add_table(row, formats={"power": 3, "expected_width": 3, "ece_binned": 3}, index=False)
+        if self.precision is not None:
+            table = self.precision.assign(measure=[_MEASURE_WORDS[m] for m in self.precision["measure"]])
+            s.add_table(table[["measure", "anticipated", "target_se", "n", "se_at_n"]],
+                        formats={"anticipated": 3, "target_se": 3, "se_at_n": 4}, index=False)
         notes = [self.rule] + _notes(self.inputs, np.array([self.reliable]), "analytic" if
                                      self.method == "analytic" else "simulation", self.margin)
+        if self.precision is not None:
+            notes.append(PRECISION_NOTE)
+        if self.acceptance_power is not None:
+            ap = self.acceptance_power
+            each = ", ".join(f"{key} {share:.3f}" for key, share in ap.met.items())
+            notes.append(f"Acceptance criteria taken together at n = {ap.n}: all met in {ap.power:.3f} of {ap.n_sim} "
+                         f"simulated studies (Monte Carlo s.e. {ap.power_se:.3f}; seed {ap.seed}); each: {each}.")
         s.add_notes(notes)
         return s
 
@@ -737,7 +855,9 @@ class SampleSizeResult(ResultDisplay):
                 "rule": self.rule, "inputs": self.inputs.as_dict(),
                 "n_sim": None if self.monte_carlo is None else self.monte_carlo.n_sim,
                 "seed": None if self.monte_carlo is None else self.monte_carlo.seed,
-                "curve": {c: self.curve[c].tolist() for c in ("n", "n_bins", "power", "expected_width", "source")}}
+                "curve": {c: self.curve[c].tolist() for c in ("n", "n_bins", "power", "expected_width", "source")},
+                **({} if self.precision is None else {"precision": self.precision.to_dict(orient="records")}),
+                **({} if self.acceptance_power is None else {"acceptance_power": self.acceptance_power.as_dict()})}
 
     def plot(self, ax=None):
         """Power and expected ECE-scale width against n, the target and the chosen n marked.
@@ -774,7 +894,8 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
                       ci_width=None, alpha: float = 0.05, n_bins="auto", k: int = 1, n_classes: int | None = None,
                       null: str | None = None, method: str = "analytic", n_min: int = 50, n_max: int = 10**6,
                       n_grid: int = 200, n_sim: int = 1000, rng=None, margin: float | None = None,
-                      censored_fraction: float | None = None) -> SampleSizeResult:
+                      censored_fraction: float | None = None, precision: dict | None = None,
+                      acceptance: dict | None = None) -> SampleSizeResult:
     """Smallest validation-study size that reaches a target power or expected interval width.
 
     Exactly one target: ``power`` (probability that the test of H0: calibrated
@@ -829,6 +950,24 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         (:func:`calibtest.core.planning.ipcw_inflation`), and n rows are
         planned as an uncensored study of n / kappa rows at the bins of n
         (analytic method, default null; ``inputs.censoring`` records kappa).
+        With ``margin`` the survival result's margin test is planned: T and
+        the bound's plug-in standard error of the n / kappa uncensored rows,
+        its floor the V_0 the survival result estimates from its n IPCW rows.
+    precision : dict, optional
+        Target standard errors ``{measure: se}`` of ``"oe"`` (ln O/E),
+        ``"citl"``, ``"slope"`` and ``"c"`` (binary outcome): each measure's
+        size by Riley et al. (2021), n = ceil(s1^2 / se^2) with
+        s1^2 = (1 - phi) / phi (O/E), 1 / E[w] (CITL),
+        E[w] / (E[w] E[w L^2] - E[w L]^2) (slope; L = logit p, w = p (1 - p)
+        at the anticipated calibration) and Newcombe's formula for C
+        (:mod:`calibtest.core.precision`).  n is the largest of these and of
+        the ECE target's size; ``power``/``ci_width`` may then be omitted.
+        The sizes are in ``res.precision``.
+    acceptance : dict, optional
+        Acceptance criteria as :func:`calibtest.plan` takes them: the share of
+        ``n_sim`` studies of the chosen n (seed ``rng``), each analysed by
+        :func:`calibtest.calib_ci` and its acceptance criteria, that meets
+        them all (``res.acceptance_power``, with its Monte Carlo s.e.).
 
     Returns
     -------
@@ -859,19 +998,21 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
     >>> ss.n, round(ss.achieved_power, 2)
     (5208, 0.8)
     """
-    if (power is None) == (ci_width is None):
-        raise ValueError("give exactly one of power= and ci_width=")
+    if power is not None and ci_width is not None or (power is None and ci_width is None and precision is None):
+        raise OptionError("give exactly one of power= and ci_width=, or precision= (with or without one of them)")
     if margin is not None and power is None:
-        raise ValueError("margin= plans a margin test: give power= (the probability that the upper bound falls "
+        raise OptionError("margin= plans a margin test: give power= (the probability that the upper bound falls "
                          "below the margin), not ci_width=")
     if power is not None:
         target, value = "power", check_number(power, "power")
         if not 0.0 < value < 1.0:
             raise OptionError(f"power must be in (0, 1), got {value}")
-    else:
+    elif ci_width is not None:
         target, value = "ci_width", check_number(ci_width, "ci_width")
         if not value > 0.0:
             raise OptionError(f"ci_width must be > 0, got {value}")
+    else:
+        target, value = "precision", math.nan
     n_min = check_count(n_min, "n_min", 2)
     n_max = check_count(n_max, "n_max", 2)
     if n_max <= n_min:
@@ -881,6 +1022,19 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
                                       n_bins, null, method, margin, censored_fraction)
     if power is not None and value <= planner.alpha:
         raise OptionError(f"power must exceed alpha = {planner.alpha:g}, got {value}")
+    one_column = np.asarray(probs).ndim == 1 or (np.asarray(probs).ndim == 2 and np.asarray(probs).shape[1] == 1)
+    table = None if precision is None else _precision_table(planner, inputs, precision)
+    if acceptance is not None:
+        _recalibration_population(planner, inputs, "acceptance=")
+        check_criteria(acceptance, "acceptance")
+    if target == "precision":
+        n_star = int(table["n"].max())
+        at = planner.analytic(n_star)
+        curve = pd.DataFrame([{**at, "source": "analytic"}])
+        rule = "n is the largest of the precision targets' sizes (one per measure: the precision table)."
+        chosen = _Chosen(target, value, method, n_star, at, rule, curve, None, bool(at["reliable"]), table,
+                         _acceptance_at(planner, inputs, acceptance, n_star, n_sim, rng))
+        return _sample_size_result(planner, inputs, chosen, n_bins, one_column)
     col = "power" if target == "power" else "expected_width"
     grid = np.unique(np.round(np.geomspace(n_min, n_max, n_grid)).astype(np.int64))
     cache: dict[int, dict] = {}
@@ -965,18 +1119,54 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         curve = pd.concat([curve, sims[curve.columns.intersection(sims.columns).tolist() + ["power_se", "width_se"]]],
                           ignore_index=True)
     curve = curve.sort_values(["source", "n"], kind="stable").reset_index(drop=True)
-    reliable = bool(analytic(n_star)["reliable"])
+    if table is not None and int(table["n"].max()) > n_star:
+        n_star = int(table["n"].max())
+        at = analytic(n_star)
+        rule += (f" The precision targets need more rows: n = {n_star}, the largest of their sizes (the precision "
+                 "table); power and expected width are the analytic ones there.")
+    chosen = _Chosen(target, value, method, n_star, at, rule, curve, mc, bool(analytic(n_star)["reliable"]), table,
+                     _acceptance_at(planner, inputs, acceptance, n_star, n_sim, rng))
+    return _sample_size_result(planner, inputs, chosen, n_bins, one_column)
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The n a sample-size search chose and how: the target, the power row ``at`` there, the rule, the curve,
+    the Monte Carlo part, the reliability flag, the precision table and the simulated acceptance power."""
+
+    target: str
+    value: float
+    method: str
+    n: int
+    at: dict
+    rule: str
+    curve: pd.DataFrame
+    mc: MonteCarloPower | None
+    reliable: bool
+    precision: pd.DataFrame | None
+    acceptance_power: AcceptancePower | None
+
+
+def _acceptance_at(planner, inputs, acceptance, n, n_sim, rng):
+    return None if acceptance is None else _acceptance_power(planner, inputs, acceptance, n, n_sim, rng)
+
+
+def _sample_size_result(planner, inputs: PlanningInputs, chosen: _Chosen, n_bins, one_column: bool) -> SampleSizeResult:
+    """The :class:`SampleSizeResult` of a search (``one_column``: the predictions were one column, kept for a plan
+    when the anticipated calibration is logistic)."""
+    c = chosen
     keep = None
-    if np.asarray(probs).ndim == 1 or (np.asarray(probs).ndim == 2 and np.asarray(probs).shape[1] == 1):
-        if inputs.miscalibration["form"] == "logistic":
-            keep = planner.z[:, 0].copy()
-            keep.setflags(write=False)
-    if method == "analytic" and not reliable:
-        warnings.warn(f"the analytic sample size n = {n_star} is in the range where the analytic approximation is "
+    if one_column and inputs.miscalibration["form"] == "logistic":
+        keep = planner.z[:, 0].copy()
+        keep.setflags(write=False)
+    if c.method == "analytic" and not c.reliable:
+        warnings.warn(f"the analytic sample size n = {c.n} is in the range where the analytic approximation is "
                       f"unreliable (n < {SMALL_N} or sparse bins); check it with method='simulation'",
-                      UserWarning, stacklevel=2)
-    return SampleSizeResult(n=int(n_star), target=target, target_value=value, achieved_power=float(at["power"]),
+                      UserWarning, stacklevel=3)
+    at = c.at
+    return SampleSizeResult(n=int(c.n), target=c.target, target_value=c.value, achieved_power=float(at["power"]),
                             expected_width=float(at["expected_width"]), n_bins=int(at["n_bins"]),
-                            ece_sq_binned=float(at["ece_sq_binned"]), method=method, reliable=reliable, rule=rule,
-                            curve=curve, inputs=inputs, monte_carlo=mc, margin=planner.margin,
-                            n_bins_rule=n_bins, predictions=keep)
+                            ece_sq_binned=float(at["ece_sq_binned"]), method=c.method, reliable=c.reliable,
+                            rule=c.rule, curve=c.curve, inputs=inputs, monte_carlo=c.mc, margin=planner.margin,
+                            n_bins_rule=n_bins, predictions=keep, precision=c.precision,
+                            acceptance_power=c.acceptance_power)

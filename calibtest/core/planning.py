@@ -144,6 +144,30 @@ class AnalyticPlanner:
         elementwise versions of the same functions, so every value equals
         :meth:`analytic`'s (``tests/api/test_sample_size.py`` checks it).
         """
+        rows, parts = self._moments(ns)
+        if not rows:
+            return rows
+        ns = [row["n"] for row in rows]
+        mean, var, skew, s1_hat = (np.array([p[j] for p in parts]) for j in range(4))
+        if self.null == "asymptotic":
+            thr = np.array([p[4][0] for p in parts])
+        else:
+            thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
+        power: np.ndarray | list[float]
+        if self.margin is None:
+            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        else:
+            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5][0], self.margin, self.alpha, p[5][1])
+                     for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
+        width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
+        for row, t_, p_, w_ in zip(rows, thr, power, width):
+            row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
+        return rows
+
+    def _moments(self, ns) -> tuple[list[dict], list[tuple]]:
+        """``(rows, parts)`` at every n: the rows without power, width and threshold, and per n the tuple
+        ``(E T, Var T, skewness, E sigma1_hat^2, (threshold, null variance, null skewness), margin floor)``,
+        the margin floor ``(V0, plug-in slope)`` or None without a margin."""
         ns = [int(v) for v in ns]
         Bs = {n: self.B(n) for n in ns}
         missing = sorted(set(Bs.values()) - set(self._bins))
@@ -169,23 +193,7 @@ class AnalyticPlanner:
                          "threshold": None, "t_mean": mean, "t_sd": math.sqrt(var), "t_skewness": skew,
                          "sparse_share": sparse,
                          "reliable": bool(n >= SMALL_N and sparse <= SPARSE_LIMIT and skew <= MAX_SKEWNESS)})
-        if not rows:
-            return rows
-        mean, var, skew, s1_hat = (np.array([p[j] for p in parts]) for j in range(4))
-        if self.null == "asymptotic":
-            thr = np.array([p[4][0] for p in parts])
-        else:
-            thr = _pw.shifted_gamma_isf_many(self.alpha, [p[4][1] for p in parts], [p[4][2] for p in parts])
-        power: np.ndarray | list[float]
-        if self.margin is None:
-            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
-        else:
-            power = [_pw.margin_power(m_, v_, g_, s_ / n, p[5][0], self.margin, self.alpha, p[5][1])
-                     for m_, v_, g_, s_, n, p in zip(mean, var, skew, s1_hat, ns, parts)]
-        width = _pw.expected_width_many(mean, var, s1_hat, np.array(ns, dtype=float), thr, self.alpha)
-        for row, t_, p_, w_ in zip(rows, thr, power, width):
-            row.update(power=float(p_), expected_width=float(w_), threshold=float(t_))
-        return rows
+        return rows, parts
 
 
 class CensoredPlanner(AnalyticPlanner):
@@ -211,8 +219,8 @@ class CensoredPlanner(AnalyticPlanner):
         The share of patients censored before the horizon in the absence of events.
     """
 
-    def __init__(self, z, q, mode, n_classes, k, n_bins, alpha, censored_fraction: float):
-        super().__init__(z, q, mode, n_classes, k, n_bins, alpha, "asymptotic")
+    def __init__(self, z, q, mode, n_classes, k, n_bins, alpha, censored_fraction: float, margin=None):
+        super().__init__(z, q, mode, n_classes, k, n_bins, alpha, "asymptotic", margin)
         self.censored_fraction = censored_fraction
         self.kappa = ipcw_inflation(q[:, 0], censored_fraction)
         # E[U^2 | z] = Var(Y~ | q) + (q - z)^2 of each population point
@@ -234,17 +242,29 @@ class CensoredPlanner(AnalyticPlanner):
         return float(2.0 * np.sum(e2 * m2 * m2) / (n * n))
 
     def analytic_many(self, ns) -> list[dict]:
+        """The uncensored plan at n / kappa rows, with the survival test's threshold z_alpha sqrt(V_0) at n.
+
+        With a margin, the power is that of the survival result's margin test
+        (:func:`calibtest.core.power.margin_power`): T's law and the plug-in
+        E sigma1_hat^2 / (n / kappa) with its slope on T are those of the
+        n / kappa uncensored rows, and the floor is V_0, the null variance
+        the survival result estimates from its n IPCW rows (:meth:`null_variance`).
+        """
         ns = [int(v) for v in ns]
         effective = [max(2, int(round(n / self.kappa))) for n in ns]
-        rows = super().analytic_many(effective)
+        rows, parts = self._moments(effective)
         if not rows:
             return rows
-        thr = np.array([ndtri(1.0 - self.alpha) * math.sqrt(self.null_variance(n, self.bins(r["n_bins"])))
-                        for n, r in zip(ns, rows)])
+        v0 = np.array([self.null_variance(n, self.bins(r["n_bins"])) for n, r in zip(ns, rows)])
+        thr = ndtri(1.0 - self.alpha) * np.sqrt(v0)
         mean = np.array([r["t_mean"] for r in rows])
         var = np.array([r["t_sd"] ** 2 for r in rows])
         skew = np.array([r["t_skewness"] for r in rows])
-        power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        if self.margin is None:
+            power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
+        else:
+            power = [_pw.margin_power(p[0], p[1], p[2], p[3] / n_eff, v, self.margin, self.alpha, p[5][1])
+                     for p, n_eff, v in zip(parts, effective, v0)]
         width = _pw.expected_width_many(mean, var, np.array([r["sigma1_sq"] for r in rows]),
                                         np.array(effective, dtype=float), thr, self.alpha)
         for row, n, n_eff, t_, p_, w_ in zip(rows, ns, effective, thr, power, width):

@@ -632,7 +632,7 @@ def planned_curve(record: dict, ns) -> dict:
     q = logistic_recalibration(z[:, 0], args["intercept"], args["slope"])[:, None]
     shared = (z, q, data.mode, data.n_classes, data.k, args["n_bins"], args["alpha"])
     planner = (AnalyticPlanner(*shared, args["null"], args["margin"]) if args["censored_fraction"] is None else
-               CensoredPlanner(*shared, args["censored_fraction"]))
+               CensoredPlanner(*shared, args["censored_fraction"], args["margin"]))
     rows = planner.analytic_many([int(v) for v in ns])
     return {key: np.array([r[key] for r in rows]) for key in ("n", "power", "expected_width")}
 
