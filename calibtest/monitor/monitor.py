@@ -183,11 +183,10 @@ class CalibrationMonitor:
         return self._close(self._state, stats, stamp, target)
 
     def _target(self) -> Target | None:
-        mode = self._state["mode"]
-        if mode is None:
+        if not self._state["looks"]:  # no batch yet: the first one sets the target
             return None
         classes = self._state["classes"]
-        return Target(mode, self._state["n_classes"], None if classes is None else tuple(classes))
+        return Target(self._state["mode"], self._state["n_classes"], None if classes is None else tuple(classes))
 
     def _close(self, before: dict, stats: dict, stamp, target: Target, replace: bool = False) -> dict:
         after, record = close_look(self.settings, before, stats, stamp)
