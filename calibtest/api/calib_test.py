@@ -20,6 +20,8 @@ interval) and explains disagreements.  The rules are in
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 import numpy as np
 
 from calibtest.inputs.validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
@@ -207,11 +209,12 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
     if design.clustered:
         check_options(cluster=cluster)
-    if is_out_of_core(data):
-        extra = {} if chunksize is None else {"chunksize": chunksize}
-        return _calib_test_stream(formula, data, design, n_classes=n_classes, k=k, alpha=alpha, n_bins=n_bins, n_draws=R,
-                                  rng=rng, combine=combine, partitions=partitions, spiegelhalter=spiegelhalter,
-                                  missing=missing, eval_env=eval_env, by=by, null=null, **extra)
+    if is_out_of_core(data):  # the caller's namespace is captured here, where the user called
+        return _calib_test_stream(Inputs(formula, data, by=by), design,
+                                  Settings(env=resolve_env(eval_env), chunksize=chunksize, n_bins=n_bins,
+                                           missing=missing, n_classes=n_classes, k=k, rng=rng),
+                                  MultiScaleOptions(alpha=alpha, n_draws=R, combine=combine, partitions=partitions,
+                                                    spiegelhalter=spiegelhalter, null=null))
     gen, seed = resolve_seed(rng)
     prepared = prepare_input("calib_test", Inputs(formula=formula, data=data, y=y, probs=probs, by=by,
                                                   cluster=cluster),
@@ -243,12 +246,13 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     return calib_test_rows(target, options, rng=gen, seed=seed, **bookkeeping)
 
 
-def _calib_test_stream(formula, data, design: Design, *, partitions, by, eval_env, n_bins, spiegelhalter,
-                       null="auto", **options):
+def _calib_test_stream(inputs: Inputs, design: Design, settings: Settings,
+                       options: MultiScaleOptions) -> CalibrationTestResult | GroupedResult:
     """:func:`calib_test` on a file path or a Dask DataFrame (:mod:`calibtest.streams.multiscale`); ``design`` is
     the call's (grouped or not); the Gaussian null only on the equal-width scales without ``by=`` (the other
     streams draw labels)."""
-    if null == "gaussian" and (partitions != "equal-width" or design.grouped):
+    formula, data, n_bins, partitions = inputs.formula, inputs.data, settings.n_bins, options.partitions
+    if options.null == "gaussian" and (partitions != "equal-width" or design.grouped):
         raise OptionError("null='gaussian' on a file or Dask DataFrame is available for the equal-width scales "
                           "without by=; use null='monte-carlo' or 'auto', or read the rows into memory")
     if formula is None:
@@ -259,33 +263,31 @@ def _calib_test_stream(formula, data, design: Design, *, partitions, by, eval_en
                           "group's equal-mass bins need the quantiles of its predictions): use "
                           "partitions='equal-width' with by=, or test each group's rows (a file per group, or "
                           "the Dask frame filtered to the group) with partitions={partitions!r}")
-    if spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
-        spiegelhalter = False  # an int B: the single-scale test
+    if options.spiegelhalter is None and np.ndim(n_bins) == 0 and n_bins != "adaptive":
+        options = replace(options, spiegelhalter=False)  # an int B: the single-scale test
+    bundles = (settings, replace(options, null="auto"))
     if partitions != "equal-width":  # exact quantile edges in a few passes, then the draws
-        return stream_calib_test_scales(data, formula, *_stream_bundles(options, resolve_env(eval_env), n_bins,
-                                                                        partitions, spiegelhalter))
+        return stream_calib_test_scales(data, formula, *bundles)
     if design.grouped:
-        names = by_names(by)
-        if not names:
-            raise OptionError("by= on a file or Dask DataFrame must name its grouping columns (a column name or "
-                              "a list of names), not arrays of labels")
-        if len(set(names)) < len(names):
-            twice = next(nm for nm in names if names.count(nm) > 1)
-            raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping "
-                              "column once")
-        return stream_calib_test_by(data, formula, names, *_stream_bundles(options, resolve_env(eval_env), n_bins,
-                                                                           partitions, spiegelhalter))
-    return stream_calib_test(data, formula, env=resolve_env(eval_env), n_bins=n_bins, spiegelhalter=spiegelhalter,
-                             null=null, **options)
+        return stream_calib_test_by(data, formula, _by_columns(inputs.by), *bundles)
+    s = settings
+    return stream_calib_test(data, formula, env=s.env, chunksize=s.chunksize, n_bins=n_bins, missing=s.missing,
+                             n_classes=s.n_classes, k=s.k, rng=s.rng, alpha=options.alpha, n_draws=options.n_draws,
+                             combine=options.combine, spiegelhalter=options.spiegelhalter,
+                             null=options.null)
 
 
-def _stream_bundles(options: dict, env, n_bins, partitions: str, spiegelhalter) -> tuple:
-    """(Settings, MultiScaleOptions) of a streamed :func:`calib_test` from the keywords it hands on."""
-    settings = Settings(env=env, chunksize=options.get("chunksize"), n_bins=n_bins, missing=options["missing"],
-                        n_classes=options["n_classes"], k=options["k"], rng=options["rng"])
-    return settings, MultiScaleOptions(alpha=options["alpha"], n_draws=options["n_draws"],
-                                       combine=options["combine"], partitions=partitions,
-                                       spiegelhalter=spiegelhalter)
+def _by_columns(by) -> list:
+    """The grouping columns of a streamed ``by=``: names, each once."""
+    names = by_names(by)
+    if not names:
+        raise OptionError("by= on a file or Dask DataFrame must name its grouping columns (a column name or "
+                          "a list of names), not arrays of labels")
+    if len(set(names)) < len(names):
+        twice = next(nm for nm in names if names.count(nm) > 1)
+        raise OptionError(f"by lists the grouping column {twice!r} more than once; give each grouping "
+                          "column once")
+    return names
 
 
 def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiScaleOptions, *, rng, seed, formula,

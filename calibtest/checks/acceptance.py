@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from calibtest.core.targets import Target
-from calibtest.display.format import ConclusionText, fmt, fmt_p, p_equals
+from calibtest.display.format import conclusion_property, fmt, fmt_p, p_equals
 from calibtest.inputs.validation import OptionError, OptionTypeError, check_alpha, is_bool
 from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
@@ -150,13 +150,7 @@ class MarginTestResult(ResultDisplay):
     method: str
     target: str | None = None
 
-    @property
-    def conclusion(self) -> ConclusionText:
-        """Call it, ``m.conclusion()``: one sentence, whether ECE < margin was shown, with the bound.
-
-        A method, as on every result (reading it as a string still works, with a ``FutureWarning``).
-        """
-        return ConclusionText(self._conclusion())
+    conclusion = conclusion_property("Call it, ``m.conclusion()``: one sentence, whether ECE < margin was shown, with the bound.")
 
     def _conclusion(self) -> str:
         level = f"{100 * (1 - self.alpha):g}%"
@@ -338,13 +332,7 @@ class EquivalenceTestResult(ResultDisplay):
     def label(self) -> str:
         return self._LABELS[self.measure]
 
-    @property
-    def conclusion(self) -> ConclusionText:
-        """Call it, ``r.conclusion()``: one sentence, whether the measure was shown within its limits.
-
-        A method, as on every result (reading it as a string still works, with a ``FutureWarning``).
-        """
-        return ConclusionText(self._conclusion())
+    conclusion = conclusion_property("Call it, ``r.conclusion()``: one sentence, whether the measure was shown within its limits.")
 
     def _conclusion(self) -> str:
         level = f"{100 * (1 - 2 * self.alpha):g}%"

@@ -271,7 +271,7 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     >>> round(stat, 2), round(pvalue, 3)
     (8.62, 0.569)
     """
-    Design.resolve("hosmer_lemeshow", Inputs(formula), Settings(horizon=horizon)).check()
+    design = Design.resolve("hosmer_lemeshow", Inputs(formula, weights=weights), Settings(horizon=horizon)).check()
     if not (formula is None or isinstance(formula, str)):  # the earlier form hosmer_lemeshow(result, groups)
         if data is not None:
             groups = data
@@ -285,7 +285,7 @@ def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int 
     rows, target, w = prepared.rows, prepared.target, prepared.weights
     partition = partition_rows(target, n_bins)
     return _hosmer_lemeshow(target, partition.bin_sums(target), partition.n_bins, groups, validation,
-                            formula=formula, weights=w, partition=partition,
+                            formula=formula, weights=w, weighted=design.weighted, partition=partition,
                             y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped)
 
 
@@ -295,20 +295,22 @@ def _from_result(result, groups: int, validation: str = "external") -> HosmerLem
     if result.data is None:
         raise ValueError("hosmer_lemeshow needs the rows; this result was computed from bin sums only")
     weights = partition = None
-    if getattr(getattr(result, "kind", None), "weighted", False):
+    weighted = getattr(getattr(result, "kind", None), "weighted", False)
+    if weighted:
         weighting = result.weighting
         if weighting.case_weights is None:
             raise ValueError("this result is weighted by prevalence: its weights depend on the outcome, so the "
                              "Hosmer-Lemeshow statistic has no chi-squared reference")
         weights, partition = weighting.case_weights, result.partition
     return _hosmer_lemeshow(result.data, result.bin_stats, result.n_bins, groups, validation, weights=weights,
+                            weighted=weighted,
                             partition=partition, formula=result.formula,
                             y_name=result.y_name, prob_names=tuple(result.prob_names),
                             n_dropped=result.n_dropped)
 
 
 def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, weights=None, partition=None,
-                     **bookkeeping) -> HosmerLemeshowResult:
+                     weighted: bool = False, **bookkeeping) -> HosmerLemeshowResult:
     """The test on the rows ``data`` of a 1-dim target; ``stats`` are their sums on the B cubes."""
     if data.k != 1 or not data.mode.one_dimensional:
         raise ValueError("hosmer_lemeshow needs a 1-dim mode (binary or top-1)")
@@ -348,8 +350,7 @@ def _hosmer_lemeshow(data, stats, n_bins: int, groups: int, validation: str, wei
     estimates = dict(plugin_estimate=plugin_statistic(stats, n), debiased_estimate=debiased_statistic(stats, n),
                      plugin_estimate_groups=plugin_statistic(gstats, n),
                      debiased_estimate_groups=debiased_statistic(gstats, n))
-    weighted = weights is not None  # case weights of the rows (None: unweighted)
-    if weighted:
+    if weighted:  # case weights of the rows (the design's or the result's kind)
         w_g = np.bincount(inverse, weights=weights, minlength=groups)
         w2_g = np.bincount(inverse, weights=weights * weights, minlength=groups)
         obs = np.bincount(inverse, weights=weights * y, minlength=groups)

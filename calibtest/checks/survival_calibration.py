@@ -94,7 +94,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from calibtest.display.format import fmt, fmt_p
-from calibtest.inputs.validation import DataError, check_alpha, check_count
+from calibtest.inputs.validation import DataError, check_alpha, check_count, finite_vector
 from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_groups, kaplan_meier_at, time_order
 from calibtest.checks.flexible_calibration import harrell_knots, rcs_basis
 from calibtest.options import check_number, check_option
@@ -118,36 +118,22 @@ GRID_SIZE = 101
 
 
 # --------------------------------------------------------------------------- input
-def _numeric(values, name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.dtype.kind not in "iuf" or arr.dtype.kind == "b":
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if arr.ndim != 1:
-        raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        kind = "missing (NaN)" if np.isnan(arr[bad]).any() else "infinite"
-        raise DataError(f"{name} has {int(bad.sum())} {kind} values (first at row {int(np.flatnonzero(bad)[0])})")
-    return arr
-
-
 def _survival_arrays(time, event, risk, horizon):
     """(time, event as bool, risk, horizon) checked: the data errors name the argument."""
-    time = _numeric(time, "time")
+    time = finite_vector(time, "time")
     ev = np.asarray(event)
     if ev.dtype.kind == "b":
         event = ev.astype(bool)
         if event.ndim != 1:
             raise DataError(f"event must be one-dimensional, got shape {event.shape}")
     else:
-        ev = _numeric(ev, "event")
+        ev = finite_vector(ev, "event")
         codes = np.unique(ev)
         if not np.isin(codes, (0.0, 1.0)).all():
             other = [fmt(c) for c in codes if c not in (0.0, 1.0)][:5]
             raise DataError(f"event must be coded 0 (censored) or 1 (event); found {', '.join(other)}")
         event = ev == 1.0
-    risk = _numeric(risk, "risk")
+    risk = finite_vector(risk, "risk")
     if not (time.size == event.size == risk.size):
         raise DataError(f"time, event and risk must have the same length, got {time.size}, {event.size} and "
                         f"{risk.size}")

@@ -609,12 +609,7 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
     >>> round(r.slope, 3), round(r.citl, 3)
     (0.963, -0.02)
     """
-    Design.resolve("val_prob", Inputs(formula), Settings(horizon=horizon)).check()
-    if weights is not None:
-        raise ValueError("val_prob does not take weights: its statistics (R val.prob's deviance-based D, U, Q "
-                         "and R2, the C index, the lowess Emax/E90/Eavg) have no weighted definition in val.prob "
-                         "to match; use calib_ci(..., weights=) or hosmer_lemeshow(..., weights=) for weighted "
-                         "calibration, or calib_ci(..., prevalence=) for an enriched sample")
+    Design.resolve("val_prob", Inputs(formula, weights=weights), Settings(horizon=horizon)).check()
     if formula is not None and not isinstance(formula, str):  # earlier form val_prob(p, y)
         if y is not None or probs is not None:
             raise ValueError("give val_prob(p, y) positionally, or y= and probs=, not both")

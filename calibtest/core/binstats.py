@@ -17,10 +17,19 @@ from calibtest.options import check_memory
 from calibtest.core.arrays import read_only
 from calibtest.core.binning import group_keys
 
-__all__ = ["BinStats", "bin_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
+__all__ = ["BinStats", "bin_sums", "column_sums", "merge_stats", "debiased_statistic", "plugin_statistic", "sigma1_sq",
            "sigma1_sq_quadratic", "sparse_bin_sums", "second_order_variance",
            "second_order_sums", "second_order_from_sums"]
 
+
+
+def column_sums(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Per-bin sums of each column of ``values`` (n, p) -> (m, p): ``np.bincount`` per column (a loop over the
+    p columns only)."""
+    out = np.empty((m, values.shape[1]))
+    for j in range(values.shape[1]):
+        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=m)
+    return out
 
 @dataclass(frozen=True, eq=False)
 class BinStats:

@@ -50,18 +50,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibtest.core.binning import group_keys
+from calibtest.core.binstats import column_sums
 
 __all__ = ["influence_values", "pair_sums_single", "second_order_var_single",
            "second_order_var_paired", "first_order_var_paired", "first_order_var_single",
            "DifferenceVariance", "difference_variance"]
-
-
-def _bin_columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
-    """Per-bin sums of each column of ``values`` (n, p) -> (m, p); loops over the p columns."""
-    out = np.empty((m, values.shape[1]))
-    for j in range(values.shape[1]):
-        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=m)
-    return out
 
 
 def influence_values(inverse: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -72,7 +65,7 @@ def influence_values(inverse: np.ndarray, u: np.ndarray) -> np.ndarray:
     """
     m = int(inverse.max()) + 1
     count = np.bincount(inverse, minlength=m).astype(np.float64)
-    mu = _bin_columns(inverse, u, m) / count[:, None]
+    mu = column_sums(inverse, u, m) / count[:, None]
     mu_i = mu[inverse]
     return np.einsum("ij,ij->i", mu_i, mu_i) + 2.0 * np.einsum("ij,ij->i", mu_i, u - mu_i)
 
@@ -99,7 +92,7 @@ def _distinct_pair_sums(cells: np.ndarray, m: int, u: np.ndarray, v: np.ndarray)
 
     Equals ||sum_i u_i v_i^T||_F^2 - sum_i ||u_i||^2 ||v_i||^2 (exact algebra).
     """
-    W = _bin_columns(cells, _outer_flat(u, v), m)
+    W = column_sums(cells, _outer_flat(u, v), m)
     diag = np.bincount(cells, weights=np.einsum("ij,ij->i", u, u) * np.einsum("ij,ij->i", v, v),
                        minlength=m)
     return np.einsum("cj,cj->c", W, W) - diag

@@ -28,6 +28,7 @@ from calibtest.core.conditional import ConditionalTest, MonteCarloTest, null_law
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry
+from calibtest.core.targets import Target
 
 __all__ = ["Estimates", "estimates_from_sums"]
 
@@ -111,11 +112,12 @@ def estimates_from_sums(stats: BinStats, *, mode: str, k: int, n_classes, n_bins
     null_method = null_law(null, conditional)
     n = stats.n
     second_order = None
-    if mode == "full" and k >= 3 and stats.sum_zz is not None:
+    full = Target.of(mode).full_calibration
+    if full and k >= 3 and stats.sum_zz is not None:
         # V2, the second-order part of Var(T | Z) (core.binstats.second_order_variance): se^2 = sigma1^2/n + V2
         second_order = second_order_from_sums(stats.count, stats.sum_z, stats.sum_zz, stats.sum_tr, n)
     t = debiased_statistic(stats, n)
-    s1 = sigma1_sq_quadratic(stats) if mode == "full" else sigma1_sq(stats, n)
+    s1 = sigma1_sq_quadratic(stats) if full else sigma1_sq(stats, n)
     plugin = plugin_statistic(stats, n)
     se = math.sqrt(s1 / n + (second_order or 0.0))
     volume, sigma0_sq = cell_geometry(mode, k, n_classes, n_bins)

@@ -29,6 +29,8 @@ from math import factorial
 import numpy as np
 from scipy import stats as _sps
 
+from calibtest.core.targets import Target
+
 __all__ = ["AsymptoticTest", "sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact",
            "threshold"]
 
@@ -87,19 +89,12 @@ def sigma0_sq_exact(mode: str, n_classes: int | None = None, k: int = 1) -> Frac
     k : int
         Dimension of the top-k vector (``topk``).
     """
-    if mode == "binary":
-        return 2 * _g_integral_scaled_simplex(1, Fraction(1))
-    if mode == "full":  # k = K: the whole simplex (sigma0_sq_full_exact)
+    target = Target.of(mode)
+    if target.full_calibration:  # k = K: the whole simplex (sigma0_sq_full_exact)
         if n_classes is None:
             raise ValueError("n_classes is required for full calibration")
         return sigma0_sq_full_exact(n_classes)
-    if mode == "top1":
-        k = 1
-    elif mode != "topk":
-        raise ValueError(f"unknown mode {mode!r}")
-    if n_classes is None:
-        raise ValueError("n_classes is required for the top-1 and top-k modes")
-    lower = Fraction(k, n_classes)
+    k, lower = target.sorted_support(n_classes, k)
     outer = _g_integral_scaled_simplex(k, Fraction(1))
     inner = _g_integral_scaled_simplex(k, lower)
     return 2 * (outer - inner) / factorial(k)

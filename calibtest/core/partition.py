@@ -40,7 +40,7 @@ from calibtest.core.binning import (BinRule, cube_indices, fixed_rule, group_key
 from calibtest.core.binstats import BinStats, bin_sums, second_order_sums, sparse_bin_sums
 from calibtest.core.null import bin_volume, sigma0_sq, sigma0_sq_full
 from calibtest.core.simplex import simplex_cell_volume, simplex_groups
-from calibtest.core.targets import PreparedData
+from calibtest.core.targets import PreparedData, Target
 
 __all__ = ["Partition", "partition_rows", "binned_dimension", "cell_geometry", "MAX_SIMPLEX_DIMENSION"]
 
@@ -134,12 +134,12 @@ class Partition:
 
 def binned_dimension(mode: str, k: int) -> int:
     """Dimension d of the binned space: K - 1 on the simplex (full calibration), k on the cube."""
-    return k - 1 if mode == "full" else k
+    return Target.of(mode).binned_dimension(k)
 
 
 def cell_geometry(mode: str, k: int, n_classes, n_bins: int) -> tuple[float, float]:
     """``(w, sigma0^2)``: the cell volume and the calibrated-regime constant of a target's partition."""
-    if mode == "full":
+    if Target.of(mode).full_calibration:
         volume, s0 = simplex_cell_volume(n_bins, k), sigma0_sq_full(k)
     else:
         volume, s0 = bin_volume(n_bins, k), sigma0_sq(mode, n_classes, k)
@@ -151,7 +151,7 @@ def cell_geometry(mode: str, k: int, n_classes, n_bins: int) -> tuple[float, flo
 
 
 def _row_keys(data: PreparedData, B: int):
-    if data.mode == "full":
+    if Target.of(data.mode).full_calibration:
         return simplex_groups(data.z, B)
     return group_keys(cube_indices(data.z, B), B + 1)
 
@@ -173,13 +173,14 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
     -------
     Partition
     """
-    d = binned_dimension(data.mode, data.k)
-    if data.mode == "full" and d > MAX_SIMPLEX_DIMENSION:
+    target = Target.of(data.mode)
+    d = target.binned_dimension(data.k)
+    if target.full_calibration and d > MAX_SIMPLEX_DIMENSION:
         raise ValueError(f"full calibration supports at most K = {MAX_SIMPLEX_DIMENSION + 1} classes: a "
                          f"simplex cell is keyed by the order of K - 1 fractional parts, (K - 1)! values, "
                          f"which int64 keys hold only up to K = {MAX_SIMPLEX_DIMENSION + 1}; got K = {data.k}. "
                          "Use top-k calibration (k < K) or group the classes")
-    B, rule = resolve_n_bins(n_bins, data.n, d, factorial(d) if data.mode == "full" else 1)
+    B, rule = resolve_n_bins(n_bins, data.n, d, factorial(d) if target.full_calibration else 1)
     binned: dict[int, tuple] = {}
 
     def counts_at(b: int) -> np.ndarray:  # keeps only the last B binned, the one the scan returns
@@ -195,6 +196,6 @@ def partition_rows(data: PreparedData, n_bins="auto") -> Partition:
         inverse, keys, counts = _occupied(*_row_keys(data, B))
         bin_rule = fixed_rule(rule, B, data.n, d, counts)
     volume, s0 = cell_geometry(data.mode, data.k, data.n_classes, B)
-    return Partition(kind="simplex" if data.mode == "full" else "cube", n_bins=B, n_bins_rule=rule, dim=d,
+    return Partition(kind="simplex" if target.full_calibration else "cube", n_bins=B, n_bins_rule=rule, dim=d,
                      inverse=inverse, keys=read_only(keys), counts=read_only(counts), volume=volume,
                      sigma0_sq=s0, bin_rule=bin_rule)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
+from fractions import Fraction
 
 import numpy as np
 
@@ -87,6 +88,35 @@ class Target(str, Enum):
     def has_recalibration_measures(self) -> bool:
         """CITL and the calibration slope exist (a binary outcome modelled by p)."""
         return self is Target.BINARY
+
+    @classmethod
+    def of(cls, mode: "str | Target") -> "Target":
+        """The target named ``mode`` (a ``Target`` or its string); ``ValueError`` naming it otherwise."""
+        try:
+            return cls(mode)
+        except ValueError:
+            raise ValueError(f"unknown mode {mode!r}") from None
+
+    def sorted_support(self, n_classes: int | None, k: int = 1) -> "tuple[int, Fraction]":
+        """``(d, lower)``: the target's vector lives on {z_1 >= ... >= z_d >= 0, lower <= sum z <= 1}.
+
+        The truncated Weyl chamber Delta(K, k) of the paper's eq. (5): binary
+        d = 1, lower = 0 (the whole of [0, 1]); top-1 d = 1, lower = 1/K;
+        top-k d = k, lower = k/K.  Full calibration lives on the simplex
+        instead (``ValueError``).
+        """
+        if self is Target.FULL:
+            raise ValueError("full calibration lives on the simplex, not on a truncated Weyl chamber")
+        if self is Target.BINARY:
+            return 1, Fraction(0)
+        if n_classes is None:
+            raise ValueError("n_classes is required for the top-1 and top-k modes")
+        d = 1 if self is Target.TOP1 else k
+        return d, Fraction(d, n_classes)
+
+    def binned_dimension(self, k: int) -> int:
+        """Dimension d of the binned space: K - 1 on the simplex (full calibration, k = K), k on the cube."""
+        return k - 1 if self is Target.FULL else k
 
     def text(self, k: int | None = None) -> str:
         """The target's short name (summaries), with ``(k = ...)`` for top-k."""

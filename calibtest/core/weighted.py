@@ -120,20 +120,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
+from calibtest.core.binstats import column_sums
 from calibtest.core.intervals import AdjustedInterval, adjusted_interval
 
 __all__ = ["NullLabels", "WeightedStatistics", "weighted_statistics", "weighted_influence", "weighted_null_variance",
            "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
            "prevalence_weights", "kish_n_eff", "jackknife_statistic", "expected_sparse_weight_share",
            "null_studentized_multipliers", "studentized_adjusted_interval"]
-
-
-def _columns(inverse: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
-    """Per-bin sums of each column of ``values`` (n, p) -> (m, p); loops over the p columns only."""
-    out = np.empty((m, values.shape[1]))
-    for j in range(values.shape[1]):
-        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=m)
-    return out
 
 
 def normalised_weights(*weights: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -301,7 +294,7 @@ class WeightedStatistics:
 def _bin_parts(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int):
     W_b = np.bincount(inverse, weights=w, minlength=m)
     P_b = np.bincount(inverse, weights=w * w, minlength=m)
-    S_b = _columns(inverse, u * w[:, None], m)
+    S_b = column_sums(inverse, u * w[:, None], m)
     Q_b = np.bincount(inverse, weights=w * w * np.einsum("ij,ij->i", u, u), minlength=m)
     return W_b, P_b, S_b, Q_b
 
@@ -393,10 +386,10 @@ def _top_row_form(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size: int, can
     p = wr / rest[c]
     p2 = p * p
     uu = np.einsum("ij,ij->i", ur, ur)
-    S = _columns(c, ur * p[:, None], size)[bins]
+    S = column_sums(c, ur * p[:, None], size)[bins]
     P = np.bincount(c, weights=p2, minlength=size)[bins]
     Q = np.bincount(c, weights=p2 * uu, minlength=size)[bins]
-    M = _columns(c, (ur[:, :, None] * ur[:, None, :]).reshape(-1, d * d) * p2[:, None], size)[bins]
+    M = column_sums(c, (ur[:, :, None] * ur[:, None, :]).reshape(-1, d * d) * p2[:, None], size)[bins]
     F = np.bincount(c, weights=(p2 * uu) ** 2, minlength=size)[bins]
     ua = u_top[bins]
     sc = rest[bins] / w_top[bins]
@@ -451,7 +444,7 @@ def _leave_one_out_top_rows(cell: np.ndarray, u: np.ndarray, w: np.ndarray, size
     cr, wrr, urr = c[rest_rows], wr[rest_rows], ur[rest_rows]
     O2 = np.bincount(cr, weights=wrr, minlength=size)
     p = wrr / O2[cr]  # shares of the rest's weight: their squares neither underflow nor overflow
-    S2 = _columns(cr, urr * p[:, None], size)
+    S2 = column_sums(cr, urr * p[:, None], size)
     Q2 = np.bincount(cr, weights=p * p * np.einsum("ij,ij->i", urr, urr), minlength=size)
     P2 = np.bincount(cr, weights=p * p, minlength=size)
     b, wi, ui, ri = cell[rows], w[rows], u[rows], role[rows]
@@ -538,7 +531,7 @@ def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: n
     n = cell.shape[0] // r
     W_b = np.bincount(cell, weights=w, minlength=size)
     P_b = np.bincount(cell, weights=w * w, minlength=size)
-    S_b = _columns(cell, wu, size)
+    S_b = column_sums(cell, wu, size)
     Q_b = np.bincount(cell, weights=w2uu, minlength=size)
     D = W_b * W_b - P_b
     keep = _keep(D, W_b)
@@ -608,7 +601,7 @@ def weighted_influence(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int
     n = u.shape[0]
     (w,) = normalised_weights(w)
     W_b = np.bincount(inverse, weights=w, minlength=m)
-    S_b = _columns(inverse, u * w[:, None], m)
+    S_b = column_sums(inverse, u * w[:, None], m)
     pos = W_b > 0
     mu = np.zeros_like(S_b)
     mu[pos] = S_b[pos] / W_b[pos, None]
@@ -634,7 +627,7 @@ def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m:
     P_b = np.bincount(inverse, weights=w * w, minlength=m)
     w2 = w * w
     outer = (u[:, :, None] * u[:, None, :]).reshape(u.shape[0], d * d) * w2[:, None]
-    M = _columns(inverse, outer, m)
+    M = column_sums(inverse, outer, m)
     sq = w2 * np.einsum("ij,ij->i", u, u)
     pairs = np.einsum("bj,bj->b", M, M) - np.bincount(inverse, weights=sq * sq, minlength=m)
     W = W_b.sum()

@@ -15,7 +15,7 @@ import numpy as np
 
 
 __all__ = ["fmt", "fmt_p", "json_safe", "model_name", "Call", "record_call", "describe_data",
-           "sha256_file", "ConclusionText",
+           "sha256_file", "ConclusionText", "conclusion_property",
            "fmt_interval", "interval_verdict"]
 
 
@@ -118,6 +118,15 @@ class ConclusionText(str):
 
     def __repr__(self) -> str:
         return str.__repr__(self)
+
+
+def conclusion_property(summary: str) -> property:
+    """The ``conclusion`` of a result whose sentence is written by its ``_conclusion()``: a
+    :class:`ConclusionText`, so that ``r.conclusion()`` is the text (and reading it as a string still works,
+    with a ``FutureWarning``); ``summary`` is the property's first line."""
+    return property(lambda self: ConclusionText(self._conclusion()),
+                    doc=f"{summary}\n\nA method, as on every result (reading it as a string still works, with a "
+                        "``FutureWarning``).")
 
 
 _STR_METHODS = frozenset(name for name in dir(str) if not name.startswith("_"))

@@ -191,17 +191,19 @@ class VarianceParts:
         return max(self.first_order - self.bias, 0.0) + self.second_order
 
 
-def estimate_variance(res: CalibrationResult, weights: np.ndarray | None = None) -> VarianceParts:
-    """The parts of one group's variance: second-order, plug-in first-order, plug-in estimate (module docstring).
-
-    ``weights`` are the row weights a weighted result used (case weights times
-    the prevalence factors).
-    """
+def weighted_variance(res: CalibrationResult, weights: np.ndarray) -> VarianceParts:
+    """:func:`estimate_variance` of a weighted group: ``weights`` are the row weights its result used (case
+    weights times the prevalence factors), in the weighted formulas of :mod:`calibtest.core.weighted`."""
     inv, u, m = res.partition.inverse, res.data.u, res.partition.m
-    if weights is not None:
-        return VarianceParts(second_order=weighted_null_variance(inv, u, weights, m),
-                             first_order=res.sigma1_sq / res.n, plugin=res.plugin_estimate,
-                             bias=2.0 * weighted_null_variance(inv, u, weights, m, shift=0.0))
+    return VarianceParts(second_order=weighted_null_variance(inv, u, weights, m),
+                         first_order=res.sigma1_sq / res.n, plugin=res.plugin_estimate,
+                         bias=2.0 * weighted_null_variance(inv, u, weights, m, shift=0.0))
+
+
+def estimate_variance(res: CalibrationResult) -> VarianceParts:
+    """The parts of one group's variance: second-order, plug-in first-order, plug-in estimate (module docstring),
+    for unweighted rows (:func:`weighted_variance` for weighted ones)."""
+    inv, u = res.partition.inverse, res.data.u
     return VarianceParts(second_order=second_order_var_single(inv, u), first_order=first_order_var_single(inv, u),
                          plugin=res.plugin_estimate, bias=2.0 * second_order_var_single(inv, u, shift=0.0))
 
@@ -723,7 +725,7 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
         res = one(sub, partition_rows(sub, n_bins), sub_w, group_null, group_rng(rng, seed, g),
                   call.with_options(group=label_text(grouping.names, label)))
         final = _final_weights(sub, sub_w, prevalence, pi_hat) if design.reweighted else sub_w
-        variances[label] = estimate_variance(res, final if weighted else None)
+        variances[label] = weighted_variance(res, final) if weighted else estimate_variance(res)
         return res
 
     groups, reasons = analyse_groups(grouping, target, analyse)
@@ -751,10 +753,10 @@ def survival_variance(res: CalibrationResult, weights: np.ndarray | None = None)
     with w = 1 for unweighted rows).  ``weights`` are those of a case-weighted result (``res.kind.weighted``).
     """
     if res.kind.weighted:
-        return estimate_variance(res, weights)
+        return weighted_variance(res, weights)
     if not res.kind.censored:
         return estimate_variance(res)
-    return estimate_variance(res, np.ones(res.n))
+    return weighted_variance(res, np.ones(res.n))
 
 
 #: The table's columns of each measure a kind supplies: (estimate, s.e., lower, upper); the meta-analysis's name.

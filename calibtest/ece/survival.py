@@ -285,9 +285,7 @@ def survival_calib_ci(inputs: Inputs, design: Design, settings: Settings):
     s = settings
     opts = check_options(horizon=s.horizon, censoring=s.censoring, cause=s.cause)
     s = s.replace(horizon=opts["horizon"], censoring=opts["censoring"], cause=opts["cause"])
-    if s.horizon is None:
-        raise OptionError("a survival outcome needs horizon=, the time t of the risk P(T <= t)")
-    design.check()  # the options a survival outcome does not take: prevalence=, n_classes=/k=, cluster=, ...
+    design.check()  # horizon= given; the options a survival outcome does not take: prevalence=, cluster=, ...
     formula, data, by, covariate_spec = inputs.formula, inputs.data, inputs.by, inputs.censoring_covariates
     if s.censoring == "km" and covariate_spec is not None:
         raise OptionError("censoring_covariates= is used by censoring='cox'; the Kaplan-Meier censoring "

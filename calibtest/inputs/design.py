@@ -110,6 +110,7 @@ class Design:
     null: str = "auto"
     arrays: bool = False
     formula: bool = True
+    horizon: bool = False
 
     @classmethod
     def resolve(cls, analysis: str, inputs: Inputs = Inputs(), settings: Settings = Settings()) -> "Design":
@@ -140,7 +141,8 @@ class Design:
                    reweighted=s.prevalence is not None,
                    clustered=i.cluster is not None, grouped=i.by is not None, source=source_of(i.data),
                    chunked=s.chunksize is not None, method=s.method, null=s.null,
-                   arrays=any(a is not None for a in (i.y, i.probs, i.time, i.event)), formula=i.formula is not None)
+                   arrays=any(a is not None for a in (i.y, i.probs, i.time, i.event)), formula=i.formula is not None,
+                   horizon=s.horizon is not None)
 
     @property
     def label(self) -> str:
@@ -229,6 +231,15 @@ _IN_MEMORY = "(a DataFrame or arrays)"
 RULES: tuple[Rule, ...] = (
     Rule("a survival outcome (horizon= or a Surv(...) formula) in a test of binary labels",
          lambda d: d.survival, SURVIVAL_REFUSAL, ("calib_test", "evidence", "tcal_test", "hosmer_lemeshow", "val_prob")),
+    Rule("a survival outcome without horizon=",
+         lambda d: d.survival and not d.horizon,
+         "a survival outcome needs horizon=, the time t of the risk P(T <= t)", ("calib_ci",)),
+    Rule("weights= in val_prob",
+         lambda d: d.weighted,
+         "val_prob does not take weights: its statistics (R val.prob's deviance-based D, U, Q and R2, the C index, "
+         "the lowess Emax/E90/Eavg) have no weighted definition in val.prob to match; use calib_ci(..., weights=) "
+         "or hosmer_lemeshow(..., weights=) for weighted calibration, or calib_ci(..., prevalence=) for an "
+         "enriched sample", ("val_prob",)),
     Rule("a survival outcome (horizon=) with a file or a Dask frame",
          lambda d: d.survival and not d.in_memory,
          f"a survival outcome (horizon=) needs the rows in memory {_IN_MEMORY}; read the formula's columns of the "

@@ -265,8 +265,7 @@ class AnalysisPlan:
     def options(self) -> dict:
         """The planned options as text (option name -> value), in the order of :func:`plan`."""
         out = {name: _text(getattr(self, name)) for name in PLAN_OPTIONS if name != "cluster"}
-        if self.cluster is not None:  # shown when planned (a plan without it keeps its rows)
-            out["cluster"] = self.cluster
+        out.update(_given(cluster=self.cluster))  # shown when planned (a plan without it keeps its rows)
         if self.primary is not None:
             out["primary"] = criterion_text(self.primary, self.acceptance[self.primary])
         return out
@@ -366,14 +365,23 @@ class AnalysisPlan:
             add("n_classes", self.n_classes, result.n_classes)
         used_cluster = planned["cluster"]
         if used_cluster != self.cluster:
-            add("cluster", self.cluster if self.cluster is not None else "none (rows independent)",
-                used_cluster if used_cluster is not None else "none (rows independent)")
+            add("cluster", _cluster_text(self.cluster), _cluster_text(used_cluster))
         return tuple(out)
+
+
+def _given(**fields) -> dict:
+    """The fields that are set (not None)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _cluster_text(cluster) -> str:
+    """A planned or used cluster column as the plan check shows it."""
+    return str(cluster) if cluster else "none (rows independent)"
 
 
 def _optional_fields(acceptance, primary, cluster=None) -> dict:
     """The optional fields as JSON values (pairs as lists); absent when not set."""
-    out = {} if cluster is None else {"cluster": cluster}
+    out = _given(cluster=cluster)
     if acceptance is not None:
         out["acceptance"] = {key: list(value) if isinstance(value, tuple) else value
                              for key, value in acceptance.items()}

@@ -22,7 +22,7 @@ from calibtest.options import (DEFAULT_DRAWS, DEFAULT_NULL, DEFAULT_SEED, MAX_BY
                                check_choice, check_count, check_memory, check_method, check_missing, check_null,
                                check_option, check_seed, format_bytes, is_bool, is_integer)
 
-__all__ = ["OptionError", "OptionTypeError", "DataError", "is_bool", "is_integer", "check_alpha", "check_count",
+__all__ = ["OptionError", "OptionTypeError", "DataError", "is_bool", "is_integer", "check_alpha", "check_count", "finite_vector",
            "check_seed", "resolve_seed", "check_bool", "check_choice",
            "check_missing", "check_null", "check_method", "MISSING_OPTIONS", "NULLS", "DEFAULT_NULL", "METHODS", "row_values",
            "DEFAULT_DRAWS", "DEFAULT_SEED",
@@ -45,6 +45,29 @@ def resolve_seed(rng):
     return np.random.default_rng(int(rng)), int(rng)
 
 
+def finite_vector(values, name: str) -> np.ndarray:
+    """``values`` as a one-dimensional float64 array of finite numbers.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric (or boolean) values.
+    DataError (a ValueError)
+        More than one dimension, or NaN or infinite values (naming ``name``, the count and the first row).
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.ndim != 1:
+        raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        kind = "missing (NaN)" if np.isnan(arr[bad]).any() else "infinite"
+        raise DataError(f"{name} has {int(bad.sum())} {kind} values (first at row {int(np.flatnonzero(bad)[0])})")
+    return arr
+
+
 def check_weights(weights, name: str = "weights") -> np.ndarray:
     """Case weights as a float64 array: one-dimensional, finite, non-negative, not all zero.
 
@@ -55,16 +78,7 @@ def check_weights(weights, name: str = "weights") -> np.ndarray:
     DataError (a ValueError)
         NaN, infinite or negative weights, or all weights zero (naming ``name``).
     """
-    arr = np.asarray(weights)
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if arr.ndim != 1:
-        raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise DataError(f"{name} must be finite: {int(bad.sum())} values are NaN or infinite "
-                         f"(first at row {int(np.flatnonzero(bad)[0])})")
+    arr = finite_vector(weights, name)
     if (arr < 0).any():
         raise DataError(f"{name} must be non-negative: {int((arr < 0).sum())} values are negative "
                          f"(first at row {int(np.flatnonzero(arr < 0)[0])})")

@@ -35,17 +35,14 @@ class Target:
 
     def check(self, other: "Target | None") -> None:
         """Refuse this batch (a :class:`DataError`) when it is another target or set of classes than ``other``."""
-        if other is None:
-            return
-        if self.mode != other.mode:
-            raise DataError(f"this batch is a {self.mode} target, but the monitor follows a {other.mode} target; "
-                            "a monitor follows one target")
-        if self.n_classes != other.n_classes or self.classes != other.classes:
-            raise DataError(f"this batch has another set of classes ({self.describe()}) than the monitor "
-                            f"({other.describe()})")
+        if other is not None and self != other:
+            raise DataError(f"this batch is {self.describe()}, but the monitor follows {other.describe()}: a "
+                            "monitor follows one target and one set of classes")
 
     def describe(self) -> str:
-        return f"K = {self.n_classes}" + (f", columns {list(self.classes)}" if self.classes else "")
+        """The target in words: its mode, K and the probability columns' names."""
+        return (f"a {self.mode} target" + (f", K = {self.n_classes}" if self.n_classes is not None else "")
+                + (f", columns {list(self.classes)}" if self.classes else ""))
 
 
 @dataclass(frozen=True)

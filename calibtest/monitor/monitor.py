@@ -49,23 +49,30 @@ def _margin_of(plan, margin):
     return plan_margin if margin is None else margin
 
 
-def _settings(formula, n_classes, alpha, scales, n_bins, margin, plan, arl, forget, odds_ratio, rng, model):
+def _checked_formula(formula):
     if formula is not None and not isinstance(formula, str):
         raise OptionTypeError(f"formula must be a string such as 'y ~ p', got {type(formula).__name__}")
+    return formula
+
+
+def _checked_model(model):
     if model is not None and not isinstance(model, str):
         raise OptionTypeError(f"model must be a string identifying the deployed model, got {model!r}")
-    alpha = check_alpha(plan.alpha if plan is not None and alpha is None else (0.05 if alpha is None else alpha))
-    margin = _margin_of(plan, margin)
+    return model
+
+
+def _checked_alpha(alpha, plan) -> float:
+    """``alpha``, else the plan's, else 0.05."""
+    return check_alpha(plan.alpha if plan is not None and alpha is None else (0.05 if alpha is None else alpha))
+
+
+def _checked_arl(arl, alpha: float) -> float:
+    """The RA-CUSUM's in-control average run length in looks (default 1 / alpha)."""
     arl = 1.0 / alpha if arl is None else _check_positive(arl, "arl")
     if not 1 <= arl <= MAX_ARL:
         raise OptionError(f"arl must be between 1 and {MAX_ARL} looks (the RA-CUSUM's threshold is simulated "
                           f"over 10 * arl looks), got {arl}")
-    return MonitorSettings(
-        formula=formula, n_classes=check_option("n_classes", n_classes), alpha=alpha, scales=_check_scales(scales),
-        n_bins=check_count(n_bins, "n_bins"), margin=None if margin is None else _check_positive(margin, "margin"),
-        arl=float(arl), forget=_check_positive(forget, "forget", 1.0), odds_ratio=_check_positive(odds_ratio,
-                                                                                                 "odds_ratio"),
-        seed=DEFAULT_SEED if rng is None else check_option("rng", rng), model=model)
+    return float(arl)
 
 
 class CalibrationMonitor:
@@ -145,8 +152,13 @@ class CalibrationMonitor:
     def __init__(self, formula=None, *, n_classes=None, alpha=None, scales=DEFAULT_SCALES, n_bins=10, margin=None,
                  plan=None, arl=None, forget=0.8, odds_ratio=2.0, model=None, rng=None, eval_env=0,
                  missing="raise", chunksize=None, history=1000):
-        self.settings = _settings(formula, n_classes, alpha, scales, n_bins, margin, plan, arl, forget,
-                                  odds_ratio, rng, model)
+        alpha, margin = _checked_alpha(alpha, plan), _margin_of(plan, margin)
+        self.settings = MonitorSettings(
+            formula=_checked_formula(formula), n_classes=check_option("n_classes", n_classes), alpha=alpha,
+            scales=_check_scales(scales), n_bins=check_count(n_bins, "n_bins"),
+            margin=None if margin is None else _check_positive(margin, "margin"), arl=_checked_arl(arl, alpha),
+            forget=_check_positive(forget, "forget", 1.0), odds_ratio=_check_positive(odds_ratio, "odds_ratio"),
+            seed=DEFAULT_SEED if rng is None else check_option("rng", rng), model=_checked_model(model))
         env = resolve_env(eval_env, depth=0) if formula is not None else None
         self._reader = Reader(self.settings, freeze_env(formula, env) if formula is not None else {},
                               check_missing(missing))
@@ -183,11 +195,10 @@ class CalibrationMonitor:
         return self._close(self._state, stats, stamp, target)
 
     def _target(self) -> Target | None:
-        mode = self._state["mode"]
-        if mode is None:
+        if not self._state["looks"]:  # no batch yet: the first one sets the target
             return None
         classes = self._state["classes"]
-        return Target(mode, self._state["n_classes"], None if classes is None else tuple(classes))
+        return Target(self._state["mode"], self._state["n_classes"], None if classes is None else tuple(classes))
 
     def _close(self, before: dict, stats: dict, stamp, target: Target, replace: bool = False) -> dict:
         after, record = close_look(self.settings, before, stats, stamp)

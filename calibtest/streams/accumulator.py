@@ -211,7 +211,7 @@ class BinAccumulator:
         return (self.formula, self.n_bins_rule, self.n_rows, self.n_classes, self.k, self.missing,
                 self.n_bins if self.n_bins_rule == "user" else None, self.null)
 
-    def _spawn(self) -> "BinAccumulator":
+    def spawn(self) -> "BinAccumulator":
         """An empty accumulator with the same settings and environment."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
@@ -322,7 +322,7 @@ class BinAccumulator:
                 raise ValueError("cannot merge accumulators with different settings "
                                  "(formula, n_bins, n_rows, n_classes, k, missing, null): "
                                  f"{other._settings()} vs {first._settings()}")
-        out = first._spawn()
+        out = first.spawn()
         for acc in accs:
             if acc._target is not None:
                 out._check_target(acc._target)

@@ -89,13 +89,19 @@ def in_partition(exc: Exception, index: int) -> Exception:
     return kind(f"Dask partition {index}: {exc}")
 
 
-def _partition_sums(template: BinAccumulator, part, index: int) -> BinAccumulator:
-    """Bin one partition (runs on a worker)."""
-    acc = template._spawn()
+def on_partition(index: int, fn, *args):
+    """``fn(*args)`` on Dask partition number ``index`` (on a worker): a ValueError or TypeError names it."""
     try:
-        acc.update(part)
+        return fn(*args)
     except (ValueError, TypeError) as exc:
         raise in_partition(exc, index) from exc
+
+
+def partition_sums(template, part, index: int):
+    """The sums of one partition: an empty copy of the accumulator ``template`` (a :class:`BinAccumulator` or
+    a grouped one) updated with the partition's rows (runs on a worker)."""
+    acc = template.spawn()
+    on_partition(index, acc.update, part)
     return acc
 
 
@@ -105,10 +111,7 @@ def _merge(*accs: BinAccumulator) -> BinAccumulator:
 
 def _partition_usable(formula: str, namespace: dict, missing: str, part, index: int) -> int:
     """Rows of one partition that survive the missing-value rule."""
-    try:
-        rows = read_rows(formula, part, None, None, thaw_env(namespace), missing)
-    except (ValueError, TypeError) as exc:
-        raise in_partition(exc, index) from exc
+    rows = on_partition(index, read_rows, formula, part, None, None, thaw_env(namespace), missing)
     return int(rows.probs.shape[0])
 
 
@@ -180,7 +183,7 @@ def dask_bin_accumulator(ddf, formula: str, settings: Settings, *,
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
     template = BinAccumulator(formula, n_classes=settings.n_classes, k=settings.k, n_bins=n_bins, n_rows=n_rows,
                               alpha=settings.alpha, missing=missing, eval_env=thaw_env(namespace), null=settings.null)
-    leaves = [dask.delayed(_partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
+    leaves = [dask.delayed(partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
     if not leaves:
         return template
     acc = _tree(leaves, _merge, split_every).compute()

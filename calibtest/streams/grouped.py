@@ -27,7 +27,7 @@ import pandas as pd
 
 from calibtest.inputs.validation import check_memory
 from calibtest.streams.accumulator import _prepare_rows
-from calibtest.streams.dask_frames import _import_dask, _scheduler_name, _tree, in_partition
+from calibtest.streams.dask_frames import _import_dask, _scheduler_name, _tree, on_partition, partition_sums
 from calibtest.streams.files import each_chunk, open_data_file
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
@@ -392,19 +392,7 @@ def stream_file_groups(path, formula: str, by: list, settings: Settings) -> Grou
 
 
 def _partition_counts(formula, namespace, by, missing, part, index):
-    try:
-        return count_groups(part, formula, by, thaw_env(namespace), missing)
-    except (ValueError, TypeError) as exc:
-        raise in_partition(exc, index) from exc
-
-
-def _partition_groups(template: GroupedAccumulator, part, index: int) -> GroupedAccumulator:
-    acc = template.spawn()
-    try:
-        acc.update(part)
-    except (ValueError, TypeError) as exc:
-        raise in_partition(exc, index) from exc
-    return acc
+    return on_partition(index, count_groups, part, formula, by, thaw_env(namespace), missing)
 
 
 def _merge_groups(*accs):
@@ -457,7 +445,7 @@ def dask_groups(ddf, formula: str, by: list, settings: Settings, *, split_every:
         if isinstance(dtype, pd.CategoricalDtype) and getattr(ddf[b].cat, "known", False):
             template.categories = template.categories or [None] * len(by)
             template.categories[by.index(b)] = list(dtype.categories)
-    leaves = [dask.delayed(_partition_groups)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
+    leaves = [dask.delayed(partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
     acc = _tree(leaves, _merge_groups, split_every).compute() if leaves else template
     if template.categories is not None:
         acc.categories = template.categories

@@ -26,7 +26,7 @@ import pandas as pd
 from calibtest.display.format import Call
 from calibtest.inputs.validation import resolve_seed
 from calibtest.streams.multiscale import CalibTestAccumulator
-from calibtest.streams.dask_frames import _import_dask, dask_source, in_partition
+from calibtest.streams.dask_frames import _import_dask, dask_source, on_partition
 from calibtest.streams.files import DataFile, each_chunk
 from calibtest.streams.grouped import _chunk_groups, count_groups, dask_group_frame, open_grouped_file
 from calibtest.checks.multiscale import MultiScaleOptions, adaptive_grid, check_grid
@@ -208,17 +208,11 @@ def _file_runner(path, formula, by, env, chunksize, missing):
 
 
 def _partition_count(formula, namespace, by, missing, part, index):
-    try:
-        return count_groups(part, formula, by, thaw_env(namespace), missing)
-    except (ValueError, TypeError) as exc:
-        raise in_partition(exc, index) from exc
+    return on_partition(index, count_groups, part, formula, by, thaw_env(namespace), missing)
 
 
 def _partition_sums(formula, namespace, by, missing, settings, offsets, part, index):
-    try:
-        return _chunk_sums(part, formula, by, thaw_env(namespace), missing, settings, offsets)
-    except (ValueError, TypeError) as exc:
-        raise in_partition(exc, index) from exc
+    return on_partition(index, _chunk_sums, part, formula, by, thaw_env(namespace), missing, settings, offsets)
 
 
 def _dask_runner(ddf, formula, by, env, missing):

@@ -559,3 +559,20 @@ def test_smallest_possible_pvalue_is_named():
     # a p-value above the floor says nothing of the kind
     calm = ct.calib_test(y=y, probs=p, rng=1, n_draws=199)
     assert calm.pvalue > 1 / 200 and "smallest p-value" not in " ".join(str(calm.summary()).split())
+
+
+def test_a_streamed_test_sees_the_callers_functions(tmp_path):
+    # The formula's names are looked up where the user called calib_test, for every streamed pass (the equal-mass
+    # scales and by= had looked one frame too low and refused a local function as a missing column).
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.05, 0.95, 2000)
+    path = tmp_path / "rows.csv"
+    pd.DataFrame({"y": rng.binomial(1, p), "p": p, "g": rng.integers(0, 2, 2000)}).to_csv(path, index=False)
+
+    def same(x):
+        return x
+
+    for options in ({}, {"partitions": "both"}, {"by": "g"}):
+        local = ct.calib_test("y ~ same(p)", data=path, rng=1, **options)
+        plain = ct.calib_test("y ~ p", data=path, rng=1, **options)
+        assert local.to_frame().equals(plain.to_frame()) if options.get("by") else local.pvalue == plain.pvalue

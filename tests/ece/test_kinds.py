@@ -169,10 +169,6 @@ CONSUMERS = consumers()
 ALLOWED = {
     "checks/evidence_table.py:at_horizon": (1, "the evidence table's own optional survival part (an EvidenceResult "
                                                "has no kind object), asked once by its summary, notes and dict"),
-    "monitor/batches.py:check": (1, "not a kind decision: the refusal of a batch whose target differs from the "
-                                    "one the monitor follows (two targets compared for equality, in its message)"),
-    "monitor/monitor.py:_target": (1, "not a kind decision: the monitor's JSON state holds no target (mode None) "
-                                      "before its first batch"),
 }
 
 _KIND_PARTS = {"weighting", "clustering", "survival"}

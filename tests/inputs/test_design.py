@@ -66,6 +66,9 @@ def _calls(frame, csv):
             lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, n_classes=3, **surv),
         ("a survival outcome (horizon=) with a resampling method", "calib_ci"):
             lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame, method="bootstrap", n_resamples=20, **surv),
+        ("a survival outcome without horizon=", "calib_ci"):
+            lambda: ct.calib_ci("Surv(time, event) ~ p", data=frame),
+        ("weights= in val_prob", "val_prob"): lambda: ct.val_prob("y ~ p", data=frame, weights="w"),
         ("chunksize= with rows in memory", "calib_ci"): lambda: ct.calib_ci("y ~ p", data=frame, chunksize=100),
         ("chunksize= with rows in memory", "calib_test"): lambda: ct.calib_test("y ~ p", data=frame, chunksize=100),
         ("chunksize= with rows in memory", "evidence"): lambda: ct.evidence("y ~ p", data=frame, chunksize=100),

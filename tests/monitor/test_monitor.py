@@ -111,9 +111,9 @@ def test_another_set_of_classes_is_refused():
     mon.update(y=P3.argmax(1), probs=pd.DataFrame(P3, columns=["a", "b", "c"]))
     before = _state_text(mon)
     P4 = rng.dirichlet(np.ones(4), 50)
-    with pytest.raises(DataError, match="another set of classes"):
+    with pytest.raises(DataError, match="follows one target and one set of classes"):
         mon.update(y=P4.argmax(1), probs=pd.DataFrame(P4, columns=["a", "b", "c", "d"]))
-    with pytest.raises(DataError, match="another set of classes"):
+    with pytest.raises(DataError, match="follows one target and one set of classes"):
         mon.update(y=P3.argmax(1), probs=pd.DataFrame(P3, columns=["a", "b", "x"]))
     assert _state_text(mon) == before
 
