@@ -941,15 +941,9 @@ def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope:
         ``docs/acceptance.md``.
 
     censored_fraction : float, optional
-        Plan a survival study at a horizon (``calib_ci(..., horizon=)``):
-        ``probs`` are the risks by the horizon and the calibration curve gives
-        the true risks q; a share ``censored_fraction`` of the patients is
-        anticipated to be censored before the horizon in the absence of events
-        (exponential censoring; exponential event times given the risk).  The
-        IPCW outcomes inflate the label variance by kappa
-        (:func:`calibtest.core.planning.ipcw_inflation`), and n rows are
-        planned as an uncensored study of n / kappa rows at the bins of n
-        (analytic method, default null; ``inputs.censoring`` records kappa).
+        Plan a survival study at a horizon, as in :func:`calib_power`: n rows
+        are planned as an uncensored study of n / kappa rows, kappa the IPCW
+        variance inflation (``inputs.censoring`` records it).
         With ``margin`` the survival result's margin test is planned: T and
         the bound's plug-in standard error of the n / kappa uncensored rows,
         its floor the V_0 the survival result estimates from its n IPCW rows.

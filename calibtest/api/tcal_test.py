@@ -284,21 +284,13 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
         environment variable is set; True: always (a warning if tqdm is not
         installed); False: never.  It does not change the result.
     by : str, list of str or array_like, optional
-        Subgroups (a column of ``data``, several columns crossed, or one label
-        per row): the test is run on each group's rows (after
-        ``missing="drop"``) and a :class:`~calibtest.ece.group_engine.GroupedResult`
-        is returned: ``groups`` (label -> result), ``to_frame()`` (indexed by
-        the labels: ``n``, ``statistic``, ``pvalue``, ``pvalue_holm`` (Holm
-        over the groups), ``note``), ``summary()``, ``global_pvalue`` (the
-        Bonferroni min-p test of calibration in every group) and
-        ``plot_forest()``.  Group number g (in the table's order, empty
-        groups counted) draws from ``numpy.random.default_rng([s, g])``, s the
-        seed (:mod:`calibtest.ece.group_engine`).
+        Subgroups, as in :func:`calibtest.calib_test`: the test on each
+        group's rows, in a :class:`~calibtest.ece.group_engine.GroupedResult`
+        (Holm-adjusted p-values, the Bonferroni min-p ``global_pvalue``);
+        group g draws from ``numpy.random.default_rng([s, g])``, s the seed.
     horizon : None
-        Not taken: the test resamples binary labels, which rows censored
-        before a horizon do not have.  Given (or with a ``Surv(...)``
-        formula) it raises ``OptionError`` naming the survival analysis
-        to use instead, ``calib_ci(..., horizon=t)``.
+        Not taken, as in :func:`calibtest.calib_test` (binary labels are
+        resampled); given, an ``OptionError`` names the survival analysis.
 
     Returns
     -------

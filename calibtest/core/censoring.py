@@ -461,14 +461,8 @@ def competing_rows(time: np.ndarray, event: np.ndarray, horizon: float, cause: i
                    event_name: str = "event") -> tuple[np.ndarray, np.ndarray]:
     """Validated float64 times and event codes of a competing-risks outcome (0 censored, k > 0 cause k).
 
-    Raises
-    ------
-    TypeError
-        Non-numeric times or events.
-    ValueError
-        Event codes that are not non-negative integers, a ``cause`` absent
-        from the codes, and the checks of :func:`survival_rows` on the events
-        of ``cause``.
+    Raises the errors of :func:`survival_rows` (on the events of ``cause``), and a ``ValueError`` for event codes
+    that are not non-negative integers or a ``cause`` absent from the codes.
     """
     if event.dtype.kind not in "biuf":
         raise TypeError(f"{event_name} must be numeric, got dtype {event.dtype}")

@@ -626,12 +626,7 @@ def planned_curve(record: dict, ns) -> dict:
     (:class:`calibtest.core.planning.AnalyticPlanner`, or
     :class:`~calibtest.core.planning.CensoredPlanner` for a survival study
     with its anticipated censored fraction), without the estimation layer.
-
-    Raises
-    ------
-    DataError
-        When the plan does not hold the predictions or the anticipated
-        calibration is not logistic.
+    Raises the ``DataError`` of :func:`power_arguments`.
     """
     args = power_arguments(record)
     p = args["probs"]

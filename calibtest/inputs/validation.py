@@ -64,7 +64,8 @@ def finite_vector(values, name: str) -> np.ndarray:
     bad = ~np.isfinite(arr)
     if bad.any():
         kind = "missing (NaN)" if np.isnan(arr[bad]).any() else "infinite"
-        raise DataError(f"{name} has {int(bad.sum())} {kind} values (first at row {int(np.flatnonzero(bad)[0])})")
+        raise DataError(f"{name} has {int(bad.sum())} {kind} values (first at row {int(np.flatnonzero(bad)[0])}); "
+                        "it must be finite")
     return arr
 
 

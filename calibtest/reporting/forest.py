@@ -56,6 +56,15 @@ FOREST_MEASURES = {
 LABEL_WIDTH = 36
 
 
+def _axes(ax, n_rows: int):
+    """``ax``, or new axes on a figure whose height fits ``n_rows`` rows of a forest plot."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.figure(figsize=(6.4, 1.2 + 0.35 * n_rows), layout="constrained").add_subplot()
+
+
 def _has_intervals(grouped) -> bool:
     """Rows of ECE intervals (``calib_ci``, ``evidence``) rather than p-values (the tests)."""
     return getattr(grouped, "kind", "calib_ci") in ("calib_ci", "evidence")
@@ -174,11 +183,7 @@ def plot_forest(grouped, ax=None, *, measure: str = "ece", color="C0", pooled_co
     matplotlib.axes.Axes
     """
     rows = forest_rows(grouped, measure)
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        fig = plt.figure(figsize=(6.4, 1.2 + 0.35 * len(rows)), layout="constrained")
-        ax = fig.add_subplot()
+    ax = _axes(ax, len(rows))
     intervals = _has_intervals(grouped)
     y = np.arange(len(rows))[::-1].astype(float)
     for yi, row in zip(y, rows):
@@ -285,11 +290,7 @@ def plot_meta_forest(meta, measure: str = "log_oe", ax=None, *, color="C0", pool
     matplotlib.axes.Axes
     """
     rows = meta_forest_rows(meta, measure)
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        fig = plt.figure(figsize=(6.4, 1.2 + 0.35 * len(rows)), layout="constrained")
-        ax = fig.add_subplot()
+    ax = _axes(ax, len(rows))
     name, null, log = _META_AXES[measure]
     y = np.arange(len(rows))[::-1].astype(float)
     for yi, row in zip(y, rows):

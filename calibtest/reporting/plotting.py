@@ -715,10 +715,8 @@ def curve_bins(z, y, n_bins: int = 5, strategy: str = "uniform", alpha: float = 
 
     Parameters
     ----------
-    z : ndarray, shape (n,)
-        Predictions (probabilities in [0, 1]).
-    y : ndarray, shape (n,)
-        0/1 outcomes.
+    z, y : ndarray, shape (n,)
+        Predictions and 0/1 outcomes, as in :func:`display_bins`.
     n_bins : int
         Number of bins (at least 1).
     strategy : {"uniform", "quantile"}
