@@ -44,3 +44,10 @@ def slow_estimates(z: np.ndarray, u: np.ndarray, B: int):
         second += c / n * float(mu @ mu)
         cross += c / n * float(mu @ cov @ mu)
     return t, t_m, first - second**2 + 4 * cross, len(bins)
+
+
+@pytest.fixture(scope="session")
+def dd():
+    """``dask.dataframe``, imported by the tests that ask for it (so collecting the suite does not import Dask);
+    they are skipped where Dask is not installed."""
+    return pytest.importorskip("dask.dataframe")

@@ -6,7 +6,6 @@ from importlib.resources import files
 import numpy as np
 import pandas as pd
 import pytest
-import statsmodels.api as sm
 
 from calibtest.data import make_demo
 from calibtest.datasets import load_demo
@@ -32,6 +31,8 @@ def assert_demo_values_match(regenerated: pd.DataFrame, shipped: pd.DataFrame, a
 
 
 def test_load_demo_shape_and_types():
+    import statsmodels.api as sm
+
     df = load_demo()
     assert list(df.columns) == ["y", "p"]
     assert df["y"].dtype == np.int64 and df["p"].dtype == np.float64
@@ -48,6 +49,8 @@ def test_demo_file_is_small():
 
 def test_demo_outcomes_are_the_validation_half_of_fair():
     # Independent re-derivation of the split and outcome from the source data.
+    import statsmodels.api as sm
+
     raw = sm.datasets.fair.load_pandas().data
     n = len(raw)
     perm = np.random.default_rng(make_demo.SEED).permutation(n)
@@ -58,6 +61,8 @@ def test_demo_outcomes_are_the_validation_half_of_fair():
 
 def test_demo_probabilities_match_an_independent_irls_fit():
     # Refit the same model by hand (patsy design + numpy IRLS), not via make_demo.
+    import statsmodels.api as sm
+
     import patsy
 
     raw = sm.datasets.fair.load_pandas().data

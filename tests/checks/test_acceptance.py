@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-import statsmodels.api as sm
 from scipy import stats
 from scipy.special import expit, logit
 
@@ -188,6 +187,8 @@ def _hand_tost(est, se, lo, hi, alpha):
 
 
 def test_citl_against_statsmodels_logit(binary_rows):
+    import statsmodels.api as sm
+
     p, y = binary_rows
     lp = logit(p)
     fit = sm.Logit(y, np.ones((p.size, 1)), offset=lp).fit(disp=0, tol=1e-12)
@@ -203,6 +204,8 @@ def test_citl_against_statsmodels_logit(binary_rows):
 
 
 def test_slope_against_statsmodels_logit(binary_rows, result):
+    import statsmodels.api as sm
+
     p, y = binary_rows
     fit = sm.Logit(y, sm.add_constant(logit(p))).fit(disp=0, tol=1e-12)
     est, se = float(fit.params[1]), float(fit.bse[1])

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import patsy
 import pytest
-import statsmodels.api as sm
 from scipy import stats
 from scipy.special import expit, logit
 
@@ -112,6 +111,8 @@ def test_harrell_knots_quantiles():
 
 def test_same_curve_as_patsy_natural_spline_with_the_same_knots(demo):
     """patsy's cr() with Harrell's knots spans the same natural cubic splines: same fitted curve."""
+    import statsmodels.api as sm
+
     p, y = demo["p"].to_numpy(), demo["y"].to_numpy()
     grid = np.linspace(0.05, 0.9, 25)
     fc = flexible_calibration(p, y, grid=grid)

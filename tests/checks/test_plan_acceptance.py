@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 
 import numpy as np
 import pytest
-import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from scipy.special import logit
 from scipy.stats import norm
@@ -31,6 +30,8 @@ CRITERIA = {"ece_below": 0.05, "citl_within": 0.2, "slope_within": (0.8, 1.25), 
 @pytest.fixture(scope="module")
 def fair():
     """The issue's study: statsmodels' fair data, a logistic model fitted on one half, validated on the other."""
+    import statsmodels.api as sm
+
     d = sm.datasets.fair.load_pandas().data
     d["affair"] = (d["affairs"] > 0).astype(int)
     idx = np.random.default_rng(0).permutation(len(d))
@@ -123,6 +124,8 @@ def test_cli_bad_accept_values_give_one_line_errors(tmp_path, capsys, argv, word
 # ----------------------------------------------------------------------------- the verdicts
 def _independent(fair, alpha):
     """CITL, slope (statsmodels) and O/E (counts), each with its (1 - 2 alpha) interval."""
+    import statsmodels.api as sm
+
     y, p = fair["y"], fair["p"]
     lp = logit(p)
     z = norm.ppf(1 - alpha)

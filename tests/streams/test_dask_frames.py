@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from importlib.util import find_spec
 
 import numpy as np
 import pandas as pd
@@ -10,9 +11,8 @@ import pytest
 import calibtest as ct
 from scale_helpers import assert_same_result
 
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
-pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.skipif(any(find_spec(m) is None for m in ("dask", "distributed", "pyarrow")),
+                                reason="needs dask, distributed and pyarrow")
 
 
 def frame(n: int = 4000, seed: int = 1) -> pd.DataFrame:
@@ -26,7 +26,7 @@ def frame(n: int = 4000, seed: int = 1) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def parquet_dir(tmp_path_factory):
+def parquet_dir(dd, tmp_path_factory):
     df = frame()
     path = tmp_path_factory.mktemp("dask") / "preds"
     dd.from_pandas(df, npartitions=7).to_parquet(path)
@@ -35,6 +35,8 @@ def parquet_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client():
+    import distributed
+
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                        dashboard_address=None, silence_logs=logging.ERROR)
     cl = distributed.Client(cluster)
@@ -44,11 +46,13 @@ def client():
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
-def test_local_cluster_equals_in_memory(parquet_dir, client):
+def test_local_cluster_equals_in_memory(dd, parquet_dir, client):
     df, path = parquet_dir
     ddf = dd.read_parquet(path)
     assert ddf.npartitions == 7
     ref = ct.calib_ci("correct ~ conf", data=df, n_classes=5, missing="drop")
+    import distributed
+
     with distributed.get_task_stream(client) as stream:  # auto B: a counting pass, then the binning
         res = ct.calib_ci("correct ~ conf", data=ddf, n_classes=5, missing="drop")
     assert_same_result(res, ref)
@@ -65,7 +69,7 @@ def _task_prefix(key) -> str:
     return key_split(key)
 
 
-def test_local_cluster_ships_formula_variables(parquet_dir, client):
+def test_local_cluster_ships_formula_variables(dd, parquet_dir, client):
     df, path = parquet_dir
     shrink = lambda x: 0.2 + 0.8 * x  # noqa: E731 - a closure the workers must receive by value
     ref = ct.calib_ci("correct ~ shrink(conf)", data=df, n_classes=5, n_bins=12, missing="drop")
@@ -74,7 +78,7 @@ def test_local_cluster_ships_formula_variables(parquet_dir, client):
     assert_same_result(res, ref)
 
 
-def test_threaded_scheduler_and_partition_errors():
+def test_threaded_scheduler_and_partition_errors(dd):
     df = frame(600).dropna()
     ddf = dd.from_pandas(df, npartitions=20)
     ref = ct.calib_ci("correct ~ conf", data=df, n_classes=5)
@@ -92,7 +96,7 @@ def test_threaded_scheduler_and_partition_errors():
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
-def test_bootstrap_on_a_dask_frame_is_refused():
+def test_bootstrap_on_a_dask_frame_is_refused(dd):
     ddf = dd.from_pandas(frame(100), npartitions=2)
     with pytest.raises(ValueError, match="needs in-memory data .* a file or a Dask frame"):
         ct.calib_ci("correct ~ conf", data=ddf, method="bootstrap")

@@ -16,7 +16,6 @@ import calibtest as ct
 from calibtest.streams import evidence as evidence_stream
 from calibtest.streams.evidence import NOT_STREAMED, _Select
 
-dd = pytest.importorskip("dask.dataframe")
 
 TOL = 1e-8
 VP_FIELDS = ("n", "n_events", "n_infinite_logit", "brier", "intercept", "slope", "intercept_se", "slope_se",
@@ -94,7 +93,7 @@ def test_parquet_equals_memory(miscalibrated):
 
 
 @pytest.mark.parametrize("npartitions", [1, 3])
-def test_dask_equals_memory(miscalibrated, npartitions):
+def test_dask_equals_memory(dd, miscalibrated, npartitions):
     df, _, ev = miscalibrated
     assert_same_evidence(ct.evidence("y ~ p", data=dd.from_pandas(df, npartitions=npartitions), rng=7), ev)
 
@@ -110,7 +109,7 @@ def test_result_evidence_and_summary_of_a_file_result(miscalibrated):
     assert "Hosmer-Lemeshow" in text and "not computed, as they need every row at once" in text
 
 
-def test_ties_split_by_group_boundaries_follow_the_row_order(tmp_path):
+def test_ties_split_by_group_boundaries_follow_the_row_order(dd, tmp_path):
     # predictions rounded to 2 digits: most HL group boundaries fall inside a run of tied predictions, which
     # the stable sort of the rows in memory splits by row position; missing outcomes are dropped first
     df = _frame(n=3001, seed=5, digits=2, nan=17)

@@ -11,7 +11,6 @@ import pytest
 
 import calibtest as ct
 
-dd = pytest.importorskip("dask.dataframe")
 
 
 def _frame(n=2400, seed=1):
@@ -67,7 +66,7 @@ def test_csv_equals_memory(data, chunksize):
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
-def test_parquet_and_dask_equal_memory(data):
+def test_parquet_and_dask_equal_memory(dd, data):
     df, path, ref = data
     assert_same_grouped(ct.calib_test("y ~ p", data=str(path / "g.parquet"), by="site", rng=5), ref)
     for npartitions in (1, 3):
@@ -76,7 +75,7 @@ def test_parquet_and_dask_equal_memory(data):
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
-def test_crossed_groups_missing_rows_and_an_int_grid(tmp_path):
+def test_crossed_groups_missing_rows_and_an_int_grid(dd, tmp_path):
     df = _frame(1500, seed=4)
     df.loc[[3, 50, 700], "p"] = np.nan
     df.to_csv(tmp_path / "x.csv", index=False)
@@ -89,7 +88,7 @@ def test_crossed_groups_missing_rows_and_an_int_grid(tmp_path):
                                           rng=2, missing="drop", **kw), ref)
 
 
-def test_categorical_levels_unused_too():
+def test_categorical_levels_unused_too(dd):
     df = _frame(900, seed=6)
     df["site"] = pd.Categorical(df["site"], categories=["west", "south", "north", "east", "nowhere"])
     ref = ct.calib_test("y ~ p", data=df, by="site", rng=3)

@@ -12,7 +12,6 @@ import pytest
 import calibtest as ct
 from calibtest.streams.multiscale_quantiles import linear_quantiles
 
-dd = pytest.importorskip("dask.dataframe")
 
 
 @pytest.mark.parametrize("n", [2, 3, 7, 100, 1001, 65537])
@@ -49,7 +48,7 @@ def assert_same_test(res, ref):
 
 
 @pytest.mark.parametrize("partitions", ["equal-mass", "both"])
-def test_file_and_dask_equal_memory(tmp_path, partitions):
+def test_file_and_dask_equal_memory(dd, tmp_path, partitions):
     df = _frame(2500, 1, digits=2)  # tied predictions: edges on ties, bins merged
     df.loc[[3, 40], "p"] = np.nan
     df.to_csv(tmp_path / "e.csv", index=False)
