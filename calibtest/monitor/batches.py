@@ -21,6 +21,7 @@ from calibtest.inputs.rows import is_dask, read_rows
 from calibtest.monitor.state import MonitorSettings, add_stats, batch_stats
 from calibtest.options import DataError, OptionError, OptionTypeError
 from calibtest.streams.accumulator import _prepare_rows
+from calibtest.streams.dask_frames import compute
 
 __all__ = ["Target", "Reader", "read_batch", "time_value", "check_time_order"]
 
@@ -118,7 +119,7 @@ def _dask_parts(reader: Reader, state: dict, ddf) -> list:
     if reader.settings.formula is None:
         raise OptionError("a Dask frame needs a formula: make the monitor with CalibrationMonitor('y ~ p', ...)")
     tasks = [dask.delayed(_part)(reader, state, part) for part in ddf.to_delayed()]
-    return list(dask.compute(*tasks))
+    return list(compute(*tasks, desc="Dask: batch sums"))
 
 
 def read_batch(reader: Reader, state: dict, data=None, y=None, probs=None, chunksize=None):

@@ -28,6 +28,7 @@ import os
 import sys
 import warnings
 
+from calibtest.core.progress import in_notebook, make_bar, want_progress
 from calibtest.display.format import Call
 from calibtest.streams.accumulator import BinAccumulator
 from calibtest.inputs.formula import check_formula_names, formula_columns, freeze_env, thaw_env
@@ -178,7 +179,8 @@ def dask_bin_accumulator(ddf, formula: str, settings: Settings, *,
         else:
             counts = [dask.delayed(_partition_usable)(formula, namespace, missing, part, i)
                       for i, part in enumerate(ddf.to_delayed())]
-            n_rows = int(_tree(counts, _add, split_every).compute())
+            n_rows = int(compute(_tree(counts, _add, split_every), desc="Dask: counting rows",
+                                 progress=settings.progress)[0])
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
     template = BinAccumulator(formula, n_classes=settings.n_classes, k=settings.k, n_bins=n_bins, n_rows=n_rows,
@@ -186,9 +188,46 @@ def dask_bin_accumulator(ddf, formula: str, settings: Settings, *,
     leaves = [dask.delayed(partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
     if not leaves:
         return template
-    acc = _tree(leaves, _merge, split_every).compute()
+    acc = compute(_tree(leaves, _merge, split_every), desc="Dask: bin sums", progress=settings.progress)[0]
     warn_one_partition(len(leaves), acc.n_seen)
     return acc
+
+
+def _default_client():
+    """The distributed client in use, or None (a local scheduler, or distributed not installed)."""
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def compute(*graphs, desc: str, progress=None) -> tuple:
+    """``dask.compute(*graphs)``: one pass over a frame, with a progress bar over its tasks.
+
+    The bar follows the rule of :mod:`calibtest.core.progress` (``progress=None``: only on an interactive
+    terminal or in a notebook, never under ``CI``).  A local scheduler drives tqdm's Dask callback; with a
+    distributed client the bar counts the pass's futures as they complete.  The results are those of
+    ``dask.compute``.
+    """
+    import dask
+
+    if not want_progress(progress):
+        return dask.compute(*graphs)
+    client = _default_client()
+    if client is None:
+        from tqdm.auto import tqdm as notebook_tqdm
+        from tqdm.dask import TqdmCallback
+
+        with TqdmCallback(desc=desc, file=sys.stderr, **({"tqdm_class": notebook_tqdm} if in_notebook() else {})):
+            return dask.compute(*graphs)
+    from distributed import as_completed
+
+    futures = client.compute(list(graphs))
+    with make_bar(len(futures), desc, unit="task") as bar:
+        for _ in as_completed(futures):
+            bar.update()
+    return tuple(client.gather(futures))
 
 
 def _scheduler_name() -> str:

@@ -48,7 +48,7 @@ from scipy import stats as sps
 from calibtest.inputs.validation import DEFAULT_DRAWS, is_integer
 from calibtest.streams.accumulator import BinAccumulator, _prepare_rows
 from calibtest.streams.multiscale import stream_calib_test
-from calibtest.streams.dask_frames import _import_dask, _partition_usable, dask_source, in_partition
+from calibtest.streams.dask_frames import _import_dask, _partition_usable, compute, dask_source, in_partition
 from calibtest.streams.files import DataFile, each_chunk, open_data_file
 from calibtest.core.binstats import bin_sums, debiased_statistic, merge_stats, plugin_statistic
 from calibtest.checks.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assemble_evidence, evidence_seed
@@ -206,8 +206,8 @@ class StreamedRows:
         namespace = freeze_env(self.formula, self.env, self.columns)
         parts = self.data[self.columns].to_delayed()
         if self._starts is None:
-            counts = dask.compute(*[dask.delayed(_partition_usable)(self.formula, namespace, self.missing, part, i)
-                                    for i, part in enumerate(parts)])
+            counts = compute(*[dask.delayed(_partition_usable)(self.formula, namespace, self.missing, part, i)
+                               for i, part in enumerate(parts)], desc="Dask: counting rows")
             self._starts = [int(s) for s in np.concatenate(([0], np.cumsum(counts)))[:-1]]
             self.n_usable, self.passes = int(np.sum(counts)), self.passes + 1
         self.passes += 1
@@ -215,7 +215,7 @@ class StreamedRows:
                                                step, part, i, start)
                  for i, (part, start) in enumerate(zip(parts, self._starts))]
         out, self.n_dropped = None, 0
-        for names, n_drop, part in dask.compute(*tasks):  # small sums, combined in order on the client
+        for names, n_drop, part in compute(*tasks, desc=f"Dask: evidence pass {self.passes}"):  # combined in order
             self.names, self.n_dropped = names or self.names, self.n_dropped + n_drop
             if part is not None:
                 out = part if out is None else combine(out, part)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from calibtest.inputs.validation import check_memory
 from calibtest.streams.accumulator import _prepare_rows
-from calibtest.streams.dask_frames import _import_dask, _scheduler_name, _tree, on_partition, partition_sums
+from calibtest.streams.dask_frames import _import_dask, _scheduler_name, _tree, compute, on_partition, partition_sums
 from calibtest.streams.files import each_chunk, open_data_file
 from calibtest.core.binning import resolve_n_bins
 from calibtest.core.binstats import BinStats, bin_sums, merge_stats
@@ -434,7 +434,8 @@ def dask_groups(ddf, formula: str, by: list, settings: Settings, *, split_every:
         frame = ddf if missing == "drop" else ddf[list(dict.fromkeys(by))]
         leaves = [dask.delayed(_partition_counts)(formula, namespace, by, missing, part, i)
                   for i, part in enumerate(frame.to_delayed())]
-        group_rows = _tree(leaves, _merge_count_results, split_every).compute()[0] if leaves else Counter()
+        group_rows = compute(_tree(leaves, _merge_count_results, split_every), desc="Dask: counting groups",
+                             progress=settings.progress)[0][0] if leaves else Counter()
         n_rows = int(sum(group_rows.values()))
         if n_rows < 2:
             raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
@@ -446,7 +447,8 @@ def dask_groups(ddf, formula: str, by: list, settings: Settings, *, split_every:
             template.categories = template.categories or [None] * len(by)
             template.categories[by.index(b)] = list(dtype.categories)
     leaves = [dask.delayed(partition_sums)(template, part, i) for i, part in enumerate(ddf.to_delayed())]
-    acc = _tree(leaves, _merge_groups, split_every).compute() if leaves else template
+    acc = compute(_tree(leaves, _merge_groups, split_every), desc="Dask: bin sums by group",
+                  progress=settings.progress)[0] if leaves else template
     if template.categories is not None:
         acc.categories = template.categories
     source = {"format": "dask", "npartitions": int(ddf.npartitions), "columns": list(ddf.columns),

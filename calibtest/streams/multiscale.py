@@ -35,7 +35,7 @@ import numpy as np
 from calibtest.display.format import Call
 from calibtest.inputs.validation import DEFAULT_DRAWS
 from calibtest.streams.accumulator import _prepare_rows
-from calibtest.streams.dask_frames import _import_dask, _partition_usable, _tree, dask_source, in_partition
+from calibtest.streams.dask_frames import _import_dask, _partition_usable, _tree, compute, dask_source, in_partition
 from calibtest.streams.files import DataFile, _count_usable, each_chunk, open_data_file
 from calibtest.checks.multiscale import (CalibrationTestResult, MultiScaleOptions, ScaleDraws, adaptive_grid, assemble_result,
                                          check_grid, check_test_null)
@@ -338,8 +338,8 @@ def _dask_test(ddf, formula, *, env, n_bins, missing, split_every: int = 8, **op
     ddf = ddf[columns]
     namespace = freeze_env(formula, env, columns)
     parts = ddf.to_delayed()
-    counts = dask.compute(*[dask.delayed(_partition_usable)(formula, namespace, missing, part, i)
-                            for i, part in enumerate(parts)])
+    counts = compute(*[dask.delayed(_partition_usable)(formula, namespace, missing, part, i)
+                       for i, part in enumerate(parts)], desc="Dask: counting rows")
     n_rows = int(sum(counts))
     if n_rows < 2:
         raise ValueError(f"need at least n = 2 rows, got {n_rows} in the Dask DataFrame")
@@ -355,7 +355,7 @@ def _dask_test(ddf, formula, *, env, n_bins, missing, split_every: int = 8, **op
         leaves = [dask.delayed(_partition_test)(formula, namespace, missing, settings, i, int(starts[i]),
                                                 *parts[i:i + split_every])
                   for i in range(0, len(parts), split_every)]
-        return _tree(leaves, _merge_in_order, 2).compute()
+        return compute(_tree(leaves, _merge_in_order, 2), desc="Dask: label draws")[0]
 
     acc = reduce(settings)
     if not acc.gaussian_usable:  # too many rows in thin cells for the Gaussian null: the label draws

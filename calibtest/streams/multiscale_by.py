@@ -26,7 +26,7 @@ import pandas as pd
 from calibtest.display.format import Call
 from calibtest.inputs.validation import resolve_seed
 from calibtest.streams.multiscale import CalibTestAccumulator
-from calibtest.streams.dask_frames import _import_dask, dask_source, on_partition
+from calibtest.streams.dask_frames import _import_dask, compute, dask_source, on_partition
 from calibtest.streams.files import DataFile, each_chunk
 from calibtest.streams.grouped import _chunk_groups, count_groups, dask_group_frame, open_grouped_file
 from calibtest.checks.multiscale import MultiScaleOptions, adaptive_grid, check_grid
@@ -226,8 +226,8 @@ def _dask_runner(ddf, formula, by, env, missing):
     def run(what, state):
         parts = frame.to_delayed()
         if what == "count":
-            results = dask.compute(*[dask.delayed(_partition_count)(formula, namespace, by, missing, part, i)
-                                     for i, part in enumerate(parts)])
+            results = compute(*[dask.delayed(_partition_count)(formula, namespace, by, missing, part, i)
+                                for i, part in enumerate(parts)], desc="Dask: counting groups")
             categories = next((c for _, c, _ in results if c is not None), None)
             if any(c is not None for c in known):  # a categorical column's categories, unused ones too
                 categories = [kn if kn is not None else (categories or [None] * len(by))[j]
@@ -235,9 +235,8 @@ def _dask_runner(ddf, formula, by, env, missing):
             n_read.append(sum(n for _, _, n in results))
             return [c for c, _, _ in results], categories
         settings, offsets = state
-        results = dask.compute(*[dask.delayed(_partition_sums)(formula, namespace, by, missing, settings,
-                                                               offsets[i], part, i)
-                                 for i, part in enumerate(parts)])
+        results = compute(*[dask.delayed(_partition_sums)(formula, namespace, by, missing, settings, offsets[i], part, i)
+                            for i, part in enumerate(parts)], desc="Dask: label draws by group")
         out, dropped = {}, 0
         for part, n_drop in results:  # in partition order: each group's rows follow the ones merged before
             _merge_into(out, part)

@@ -100,3 +100,17 @@ def test_bootstrap_on_a_dask_frame_is_refused(dd):
     ddf = dd.from_pandas(frame(100), npartitions=2)
     with pytest.raises(ValueError, match="needs in-memory data .* a file or a Dask frame"):
         ct.calib_ci("correct ~ conf", data=ddf, method="bootstrap")
+
+
+def test_a_dask_pass_shows_its_progress_only_when_asked(dd, capsys):
+    # One progress helper (calibtest.core.progress): progress=True draws a bar over the pass's tasks on stderr;
+    # the default draws none outside a terminal; the numbers are the same either way.
+    pytest.importorskip("tqdm")
+    df = frame(400)
+    ddf = dd.from_pandas(df, npartitions=4)
+    quiet = ct.calib_ci("correct ~ conf", data=ddf, n_classes=5, missing="drop")
+    assert capsys.readouterr().err == ""
+    shown = ct.calib_ci("correct ~ conf", data=ddf, n_classes=5, missing="drop", progress=True)
+    err = capsys.readouterr().err
+    assert "Dask: counting rows" in err and "Dask: bin sums" in err and "100%" in err
+    assert shown.estimate == quiet.estimate and shown.ci_upper == quiet.ci_upper
