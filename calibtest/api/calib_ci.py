@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from calibtest.inputs.validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionError, check_alpha, check_method, check_missing,
-                                   check_null, check_prevalence, is_integer)
+from calibtest.inputs.validation import (DEFAULT_DRAWS, DEFAULT_NULL, OptionError, check_method,
+                                   check_null, is_integer)
 from calibtest.streams.dask_frames import dask_calib_ci
 from calibtest.streams.evidence import with_stream
 from calibtest.streams.files import open_data_file, stream_file
@@ -23,9 +23,9 @@ from calibtest.ece.group_engine import by_names
 from calibtest.ece.grouped_interval import (GroupedCalibrationResult, grouped_calib_ci, grouped_calib_ci_from_sums,
                               grouped_survival_calib_ci)
 from calibtest.inputs.design import Design
+from calibtest.inputs.front_door import bound_options
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.rows import is_dask
-from calibtest.options import check_options
 from calibtest.ece.result import CalibrationResult
 from calibtest.ece.survival import survival_calib_ci
 
@@ -40,6 +40,7 @@ def _recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples,
             "rng": rng if is_integer(rng) else None}
 
 
+@bound_options("calib_ci", censoring_covariates=None)
 def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
              k: int | None = None, n_bins="auto", alpha: float = 0.05, missing: str = "raise",
              eval_env=0, method: str = "adjusted", n_resamples: int | None = None,
@@ -287,12 +288,8 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     ``print(res.summary())`` prints the evidence table, the conclusion, the
     interval and the notes.
     """
-    alpha = check_alpha(alpha)
-    prevalence = check_prevalence(prevalence)
-    check_null(null, n_null_draws, rng)
-    check_method(method, n_resamples, rng, progress)
-    check_missing(missing)
-    check_options(k=k, n_classes=n_classes, chunksize=chunksize)
+    check_null(null, n_null_draws, rng)  # the table's options are checked by @bound_options; these combinations
+    check_method(method, n_resamples, rng, progress)  # here
     env = resolve_env(eval_env)
     inputs = Inputs(formula, data, y=y, probs=probs, weights=weights, by=by, cluster=cluster, time=time, event=event,
                     censoring_covariates=censoring_covariates)
@@ -302,10 +299,7 @@ def calib_ci(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
                         censoring=censoring, cause=cause,
                         call_options=_recorded_options(n_classes, k, n_bins, alpha, missing, method, n_resamples,
                                                        rng))
-    design = Design.resolve("calib_ci", inputs, settings)
-    if design.clustered:
-        check_options(cluster=cluster)
-    return analyse(inputs, design.check(), settings)
+    return analyse(inputs, Design.resolve("calib_ci", inputs, settings).check(), settings)
 
 
 def analyse(inputs: Inputs, design: Design, settings: Settings) -> CalibrationResult | GroupedCalibrationResult:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import special as _special
 
+from calibtest.inputs.front_door import bound_options
 from calibtest.checks.evidence_table import kind_flag
 from calibtest.display.format import fmt, fmt_p, model_name, p_equals
 from calibtest.inputs.validation import check_alpha, check_missing
@@ -46,7 +47,7 @@ from calibtest.ece.build_result import estimate_in_memory
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.formula import parse_formula, resolve_env
-from calibtest.options import OPTIONS, check_options
+from calibtest.options import OPTIONS
 from calibtest.ece.result import CalibrationResult, ConfidenceInterval
 from calibtest.ece.survival import ipcw_influence, survival_calib_ci
 from calibtest.display.summary import CalibSummary, ResultDisplay, short_name
@@ -586,6 +587,7 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
     return [estimate_in_memory(Inputs(f, data, cluster=cluster), settings) for f in formulas]
 
 
+@bound_options("calib_compare")
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
                   missing: str = "raise", eval_env=0, cluster=None, horizon=None, censoring: str = "km",
@@ -679,8 +681,6 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
     ``calib_compare([r1, r2, r3]).table`` compares three or more results
     pairwise; ``print(cmp.summary())`` prints the comparison.
     """
-    alpha = check_alpha(alpha)
-    check_options(paired=paired, alternative=alternative, variance=variance)
     if b is None:
         if not isinstance(a, (list, tuple)):
             raise TypeError("give two models (a, b), or a list of models as a with b=None")

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from calibtest.inputs.validation import DEFAULT_DRAWS, check_alpha, check_null, is_integer, resolve_seed
+from calibtest.inputs.front_door import bound_options
+from calibtest.inputs.validation import DEFAULT_DRAWS, check_null, is_integer, resolve_seed
 from calibtest.streams.multiscale import stream_calib_test
 from calibtest.streams.dask_frames import dask_calib_ci
 from calibtest.streams.evidence import with_stream
@@ -42,12 +43,13 @@ from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutco
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.rows import is_dask, is_out_of_core, prepare_input
-from calibtest.options import OptionError, check_option, check_options
+from calibtest.options import OptionError
 from calibtest.checks.evidence_table import HL_MIN_EXPECTED, ROWS, SENSITIVITY_BINS, EvidenceResult, build_evidence
 
 __all__ = ["calib_test", "evidence", "SENSITIVITY_BINS", "HL_MIN_EXPECTED", "ROWS"]
 
 
+@bound_options("calib_test", null="test_null", n_bins=None)
 def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
                k=None, alpha: float = 0.05, n_bins="adaptive", null: str = "auto", n_draws: int = DEFAULT_DRAWS,
                rng=None, combine: str = "max-z", partitions: str = "equal-width", spiegelhalter: bool | None = None,
@@ -201,14 +203,7 @@ def calib_test(formula: str | None = None, data=None, *, y=None, probs=None, n_c
     design = Design.resolve("calib_test", Inputs(formula, data, y=y, probs=probs, by=by, cluster=cluster),
                             Settings(n_classes=n_classes, k=k, null=null, chunksize=chunksize,
                                      horizon=horizon)).check()
-    alpha = check_alpha(alpha)
-    grid = check_grid(n_bins)
-    null = check_option("test_null", null, "null")
-    combine, partitions, R = (check_option(name, value) for name, value in
-                              (("combine", combine), ("partitions", partitions), ("n_draws", n_draws)))
-    check_options(spiegelhalter=spiegelhalter, k=k, n_classes=n_classes, missing=missing, chunksize=chunksize)
-    if design.clustered:
-        check_options(cluster=cluster)
+    grid, R = check_grid(n_bins), n_draws  # the table's options are checked by @bound_options
     if is_out_of_core(data):  # the caller's namespace is captured here, where the user called
         return _calib_test_stream(Inputs(formula, data, by=by), design,
                                   Settings(env=resolve_env(eval_env), chunksize=chunksize, n_bins=n_bins,
@@ -321,6 +316,7 @@ def _calib_test_by(grouping, rows, target: PreparedData, call, options: MultiSca
                           **bookkeeping)
 
 
+@bound_options("evidence")
 def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None, k=None,
              n_bins="auto", alpha: float = 0.05, null: str = "conditional", rng=None, missing: str = "raise",
              eval_env=0, by=None, chunksize: int | None = None, cluster=None,
@@ -422,9 +418,7 @@ def evidence(formula: str | None = None, data=None, *, y=None, probs=None, n_cla
     settings = Settings(n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, null=null, rng=rng,
                         chunksize=chunksize, horizon=horizon)
     design = Design.resolve("evidence", inputs, settings).check()
-    alpha = check_alpha(alpha)
-    check_null(null, DEFAULT_DRAWS, rng)
-    check_options(k=k, n_classes=n_classes, missing=missing, chunksize=chunksize, cluster=cluster)
+    check_null(null, DEFAULT_DRAWS, rng)  # the combination; the table's options are checked by @bound_options
     settings = settings.replace(alpha=alpha, env=resolve_env(eval_env))
     if not design.in_memory:
         return _evidence_stream(inputs, settings)

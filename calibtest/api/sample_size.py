@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from calibtest.inputs.front_door import bound_options
 from calibtest.inputs.validation import DEFAULT_NULL, NULLS, OptionError, OptionTypeError, check_alpha, check_choice, check_count, \
     resolve_seed, is_bool
 from calibtest.core import power as _pw
@@ -598,6 +599,7 @@ def _acceptance_power(planner, inputs: PlanningInputs, criteria, n: int, n_sim: 
                            met={key: float(v) for key, v in zip(criteria, met.mean(axis=0))}, n_sim=n_sim, seed=seed)
 
 
+@bound_options("calib_power", method="study_method", null=None)
 def calib_power(n, *, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, alpha: float = 0.05,
                 n_bins="auto", k: int = 1, n_classes: int | None = None, null: str | None = None,
                 method: str = "analytic", n_sim: int = 1000, rng=None, margin: float | None = None,
@@ -890,6 +892,7 @@ def _meets(values, target: str, value: float):
     return values >= value if target == "power" else values <= value
 
 
+@bound_options("calib_sample_size", method="study_method", null=None)
 def calib_sample_size(*, probs, calibration=None, intercept: float = 0.0, slope: float = 1.0, power=None,
                       ci_width=None, alpha: float = 0.05, n_bins="auto", k: int = 1, n_classes: int | None = None,
                       null: str | None = None, method: str = "analytic", n_min: int = 50, n_max: int = 10**6,

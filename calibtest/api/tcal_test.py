@@ -52,8 +52,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from calibtest.inputs.front_door import bound_options
 from calibtest.display.format import fmt
-from calibtest.inputs.validation import check_alpha, check_memory, is_integer, resolve_seed
+from calibtest.inputs.validation import check_memory, is_integer, resolve_seed
 from calibtest.core.partition import binned_dimension, partition_rows
 from calibtest.core.targets import PreparedData, Target
 from calibtest.core.tcal import (DrawRun, _mc_decision, adaptive_scales, check_draws, default_draws,
@@ -64,7 +65,7 @@ from calibtest.ece.group_engine import (GroupAnalysis, GroupedResult, GroupOutco
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.inputs.rows import prepare_input
-from calibtest.options import BIN_COUNT, OptionError, check_option, check_options
+from calibtest.options import BIN_COUNT, OptionError, check_option
 from calibtest.ece.result import TestOfCalibration
 from calibtest.display.summary import CalibSummary, model_text
 
@@ -235,6 +236,7 @@ def _build_summary(res: TCalResult, alpha: float | None = None):
 
 
 # --------------------------------------------------------------------------- public function
+@bound_options("tcal_test", n_bins=None, n_draws=None)
 def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_classes: int | None = None,
               k=None, n_bins="auto", alpha: float = 0.05, n_draws: int | None = None, adaptive: bool = False,
               rng=None, statistic: str = "tcal", missing: str = "raise", eval_env: int = 0, by=None,
@@ -311,11 +313,8 @@ def tcal_test(formula: str | None = None, data=None, *, y=None, probs=None, n_cl
     (False, 0.35)
     """
     Design.resolve("tcal_test", Inputs(formula), Settings(horizon=horizon)).check()
-    alpha = check_alpha(alpha)
-    statistic = check_option("statistic", statistic)
-    R = None if n_draws is None else check_option("n_draws", n_draws)
+    R = None if n_draws is None else check_option("n_draws", n_draws)  # None: automatic (not in the table)
     gen, seed = resolve_seed(rng)
-    check_options(k=k, n_classes=n_classes, missing=missing, adaptive=adaptive, progress=progress)
     env = resolve_env(eval_env)
     if isinstance(n_bins, (list, tuple, np.ndarray)):
         scales = tuple(BIN_COUNT.check(b, "n_bins") for b in n_bins)  # each a bin count of the table

@@ -41,6 +41,7 @@ import pandas as pd
 from scipy import stats as _sps
 from statsmodels.stats.diagnostic_gen import test_chisquare_binning
 
+from calibtest.inputs.front_door import bound_options
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.display.format import fmt, fmt_p
@@ -191,6 +192,7 @@ class HosmerLemeshowResult(ResultDisplay):
 _DF_TEXT = {"external": "g", "development": "g - 2"}
 
 
+@bound_options("hosmer_lemeshow", groups="hl_groups")
 def hosmer_lemeshow(formula=None, data=None, *, y=None, probs=None, groups: int = 10,
                     validation: str = "external", n_classes: int | None = None, n_bins="auto",
                     missing: str = "raise", eval_env=0, weights=None, horizon=None) -> HosmerLemeshowResult:

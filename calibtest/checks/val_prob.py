@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from calibtest.inputs.front_door import bound_options
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.display.format import fmt
@@ -476,6 +477,7 @@ def _auc(score: np.ndarray, y: np.ndarray) -> float:
     return float(u) / (pos.size * neg.size)
 
 
+@bound_options("val_prob")
 def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05, missing: str = "raise",
              eval_env=0, weights=None, horizon=None) -> ValProbResult:
     """Validation statistics of predicted probabilities, with R ``rms::val.prob``'s definitions.
