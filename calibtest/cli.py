@@ -707,10 +707,10 @@ def _add_compare_parser(sub, shared) -> None:
 
 
 # ----------------------------------------------------------------------------- monitor
-_MONITOR_EPILOG = ("e.g. calibtest monitor batches/ --formula 'y ~ p' --state s.json --model risk-v2 --report "
-                   "monitoring.html; exit status: 0 no alarm; 3 an alarm: the e-process has crossed 1/alpha (at "
-                   "any look so far) or the change detector is in alarm at the last batch; 1 an error in the data or the files; 2 a "
-                   "usage error.  On an error the state file is left as it was.")
+_MONITOR_EPILOG = ("e.g. calibtest monitor batches/ --formula 'y ~ p' --state s.json --model risk-v2 "
+                   "--report monitoring.html; exit status: 0 no alarm; 3 an alarm: the e-process has crossed "
+                   "1/alpha (at any look so far) or the change detector is in alarm at the last batch; 1 an error "
+                   "in the data or the files; 2 a usage error.  On an error the state file is left as it was.")
 
 
 def _batch_files(paths) -> list:

@@ -264,8 +264,8 @@ def _numbered(ctx: dict) -> None:
 
 
 def _toc() -> list[dict]:
-    entries = [("summary", "Summary of findings"), ("plan", "Monitoring plan"), ("over-time", "The statistics over time"),
-               ("alarms", "Alarms"), ("guarantee", "The guarantee"), ("methods", "Methods"),
+    entries = [("summary", "Summary of findings"), ("plan", "Monitoring plan"),
+               ("over-time", "The statistics over time"), ("alarms", "Alarms"), ("guarantee", "The guarantee"), ("methods", "Methods"),
                ("software", "Software and reproducibility"), ("references", "References"),
                ("revision-history", "Revision history"), ("approval", "Approval")]
     return [{"anchor": a, "number": str(i), "title": t} for i, (a, t) in enumerate(entries, 1)]
