@@ -1703,8 +1703,10 @@ def _template_error(exc, templates) -> Exception:
 _TYPESET = (("ECE^2", "ECE²"), ("Delta compares", "Δ compares"))
 
 
-def _render(ctx: dict, pdf: bool = False, templates=None) -> str:
+def _render(ctx: dict, pdf: bool = False, templates=None, name: str = "report.html") -> str:
     """The report's HTML; ``pdf=True`` for the document WeasyPrint lays out (files named as attachments).
+
+    ``name``: the template (``report.html``; ``monitor_report.html`` for a monitor's report).
 
     ``templates``: an organisation's folder of templates, used before the
     built-in ones.  Sentences shared with the console summaries write ECE^2
@@ -1713,7 +1715,7 @@ def _render(ctx: dict, pdf: bool = False, templates=None) -> str:
     import jinja2
 
     try:
-        html = _template_environment(templates).get_template("report.html").render(**ctx, pdf=pdf)
+        html = _template_environment(templates).get_template(name).render(**ctx, pdf=pdf)
     except jinja2.TemplateError as exc:
         raise _template_error(exc, templates) from exc
     for plain, typeset in _TYPESET:  # a loop over the two notations
@@ -1733,6 +1735,29 @@ def _import_weasyprint():
     except (ImportError, OSError) as exc:  # OSError: WeasyPrint present but Pango missing
         raise ImportError(_PDF_HINT + f" [{type(exc).__name__}: {exc}]") from exc
     return weasyprint
+
+
+def pdf_writer(weasyprint, attachments):
+    """``write_pdf(html, target)`` of :func:`calibtest.reporting.document.write_report_file`: a PDF/A-3b with the
+    ``(name, text, description)`` attachments; None when ``weasyprint`` is None (an HTML report)."""
+    if weasyprint is None:
+        return None
+    files = [weasyprint.Attachment(string=text, name=name, description=desc) for name, text, desc in attachments]
+
+    def write_pdf(source, target):
+        weasyprint.HTML(string=source, base_url=None).write_pdf(
+            target, pdf_variant="pdf/a-3b", attachments=files, uncompressed_pdf=False)
+    return write_pdf
+
+
+def _monitor_report(monitor, path, keywords: dict, unused: dict) -> Path:
+    """:func:`report` of a ``CalibrationMonitor`` or ``MonitorResult`` (``report_kind == "monitor"``): its own
+    ``report()``, the monitoring report of :mod:`calibtest.reporting.monitor_report`."""
+    given = sorted(k for k, v in unused.items() if v is not None)
+    if given:
+        raise OptionError(f"{', '.join(given)}: not options of a monitoring report (report() of a "
+                          "CalibrationMonitor or MonitorResult takes title, purpose, command, metadata, templates)")
+    return monitor.report(path, **keywords)
 
 
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
@@ -1757,7 +1782,11 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
 
     Parameters
     ----------
-    results : CalibrationResult, GroupedCalibrationResult, or a list of them
+    results : CalibrationResult, GroupedCalibrationResult, or a list of them; or a CalibrationMonitor or MonitorResult
+        A monitor (or its result) gets its monitoring report
+        (:func:`calibtest.reporting.monitor_report.monitor_report`: plan,
+        looks, alarms, guarantee), which takes ``title``, ``purpose``,
+        ``command``, ``metadata`` and ``templates``.
         The models to report (each gets its own section; several are also
         summarised in one table and, when they share a target, in one
         overlaid figure).  A subgroup analysis (``calib_ci(..., by=...)``) is
@@ -1902,6 +1931,11 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
 
     ``"report.pdf"`` writes the PDF (``pip install "calibtest[pdf]"``).
     """
+    if getattr(results, "report_kind", None) == "monitor":  # a monitor's report: its own document
+        return _monitor_report(results, path, {"title": title, "purpose": purpose, "command": command,
+                                               "metadata": metadata, "templates": templates},
+                               {"comparisons": comparisons, "labels": labels, "source": source, "plan": plan,
+                                "rng": rng, "deviation_reasons": deviation_reasons})
     path = check_report_path(path)
     suffix = path.suffix.lower()
     # the options of `calibtest report` that are in the table of options, checked as the command line checks them
@@ -1922,14 +1956,6 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
             ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
         html = _render(ctx, pdf=weasyprint is not None, templates=templates)
         bar.update()
-        write_pdf = None
-        if weasyprint is not None:
-            attachments = [weasyprint.Attachment(string=text, name=name, description=desc)
-                           for name, text, desc in ctx["_attachments"]]
-
-            def write_pdf(source, target):
-                weasyprint.HTML(string=source, base_url=None).write_pdf(
-                    target, pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
-        written = write_report_file(path, html, write_pdf)
+        written = write_report_file(path, html, pdf_writer(weasyprint, ctx["_attachments"]))
         bar.update()
     return written
