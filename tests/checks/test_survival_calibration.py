@@ -245,14 +245,14 @@ def test_a_calibrated_model_is_not_rejected_and_a_miscalibrated_one_is():
     assert abs(good.slope - 1) < 3 * good.slope_se and abs(good.citl) < 3 * good.citl_se
     assert abs(math.log(good.oe)) < 3 * good.oe_se and good.curve.ici < 0.01
     bad = survival_evidence(*_sim(20000, 1, scale=1.4, shift=0.6))  # too extreme and too high
-    assert bad.rows()["reject"].all()
+    assert bad.rows()["reject"].drop("auc").all() and not bad.rows().loc["auc", "reject"]  # AUC tests nothing
     assert bad.slope < 1 and bad.citl < 0 and bad.oe < 1
     # too extreme but right on average: the slope, the curve and GND see it, O/E and the intercept do not
     assert bad.direction().startswith("Direction: the risks by t are too high on average (CITL = ")
     assert "and too extreme (slope = " in bad.direction()
     spread = survival_evidence(*_sim(20000, 1, scale=1.4, shift=0.3))
     assert spread.rows()["reject"].to_dict() == {"observed_expected": False, "citl": False, "slope": True,
-                                                 "flexible": True, "gnd": True}
+                                                 "flexible": True, "gnd": True, "auc": False}
     assert spread.direction().startswith("Direction: the risks by t are too extreme (slope = ")
     assert "neither the level" in good.direction()
 
@@ -267,7 +267,7 @@ def test_too_few_distinct_risks_leave_the_curve_out_with_a_reason():
     one = survival_evidence(time, event, np.full(300, 0.3), horizon, n_groups=2)
     assert one.slope is None and one.curve is None and one.citl is not None
     assert one.scope.startswith("The calibration slope was not computed: a covariate of the Cox model is constant")
-    assert tuple(one.rows().index) == ("observed_expected", "citl", "gnd")
+    assert tuple(one.rows().index) == ("observed_expected", "citl", "gnd", "auc")
 
 
 def test_rows_have_the_shape_of_the_evidence_table(results):
@@ -350,7 +350,7 @@ def test_risks_of_exactly_zero_or_one_leave_the_regressions_out():
     ev = survival_evidence(time, event, risk, horizon)
     assert ev.citl is None and ev.slope is None and ev.curve is None
     assert "exactly 0 or 1" in ev.scope
-    assert tuple(ev.rows().index) == ("observed_expected", "gnd")
+    assert tuple(ev.rows().index) == ("observed_expected", "gnd", "auc")
     assert np.isnan(ev.to_frame().loc["slope", "estimate"])
     assert "exactly 0 or 1" in str(ev.summary())
 
