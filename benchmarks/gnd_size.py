@@ -9,6 +9,7 @@ the share in which the row is marked unreliable (``SurvivalEvidence.gnd_unreliab
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -22,13 +23,15 @@ DESIGNS = (("n = 300, heavy censoring", 300, 5.8, False),
            ("n = 3000, 30% censoring, monthly ties", 3000, 14.0, True),
            ("n = 3000, 30% censoring", 3000, 14.0, False),
            ("n = 300, light censoring", 300, 60.0, False),
-           ("n = 3000, light censoring", 3000, 60.0, False))
+           ("n = 3000, light censoring", 3000, 60.0, False),
+           ("n = 3000, very light censoring", 3000, 200.0, False),
+           ("n = 3000, no censoring", 3000, math.inf, False))
 
 
 def simulate(n: int, u: float, ties: bool, rng, horizon: float = 5.0, shape: float = 1.5):
     r = rng.uniform(0.05, 0.6, n)
     t = horizon * (rng.exponential(size=n) / -np.log1p(-r)) ** (1 / shape)
-    c = rng.uniform(0, u, n)
+    c = rng.uniform(0, u, n) if math.isfinite(u) else np.full(n, np.inf)
     time_, event = np.minimum(t, c), t <= c
     if ties:  # months, rounded up: the horizon 5 years is month 60
         return np.ceil(time_ * 12), event, r, horizon * 12

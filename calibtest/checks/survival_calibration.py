@@ -116,7 +116,7 @@ MIN_GROUP_EVENTS = 5
 
 #: Share of the rows censored before the horizon above which the GND row is marked unreliable: its size
 #: at a calibrated model was measured well above alpha there (``docs/survival.md``, ``benchmarks/gnd_size.py``).
-GND_CENSORING_LIMIT = 0.2
+GND_CENSORING_LIMIT = 0.05
 
 #: Knots of the flexible curve's restricted cubic spline (Austin et al. 2020 use 3).
 N_KNOTS = 3

@@ -423,6 +423,13 @@ class AnalysisKind:
         """Which figures the report draws: ``"rows"``, ``"weighted"`` or ``"survival"``."""
         return "rows"
 
+    def report_references(self) -> tuple[str, ...]:
+        """The keys of the references the report's Methods cite for this result (``reporting.html.REFERENCES``):
+        the interval, T-Cal and the HulC, and for binary outcomes Hosmer–Lemeshow, val.prob, Spiegelhalter,
+        the ICI, Wilson's interval of the display-bin reliability diagram and the calibration hierarchy."""
+        return ("sun", "lee", "kuchibhotla", "hosmer", "harrell", "spiegelhalter", "austin_steyerberg", "wilson",
+                "van_calster")
+
     def substitute_evidence_rows(self, d: dict) -> list | None:
         """Rows the report shows in place of an evidence table the kind does not have (None: no such table)."""
         return None
@@ -944,6 +951,20 @@ class SurvivalKind(AnalysisKind):
 
     def substitute_evidence_rows(self, d: dict) -> list | None:
         return self.rows.substitute_evidence_rows(d)
+
+    def report_references(self) -> tuple[str, ...]:
+        """With censoring before the horizon: the interval's sources, the IPCW weights (Gerds & Schumacher) and
+        those of the survival evidence (Crowson et al.'s intercept and slope, Austin et al.'s flexible curve,
+        D'Agostino & Nam's and Demler et al.'s GND with Greenwood's variance, Uno et al.'s AUC with Blanche et
+        al.'s standard error), not the binary tests' nor Wilson's interval (the evidence and the reliability
+        diagram are those at the horizon); weighted rows keep their own evidence and add the IPCW source;
+        without censoring before t the outcome is binary and the rows' references apply."""
+        if not self.censored:
+            return self.rows.report_references()
+        if self.weighted:
+            return (*self.rows.report_references(), "gerds")
+        return ("sun", "lee", "kuchibhotla", "gerds", "crowson", "austin_harrell", "dagostino", "demler", "greenwood",
+                "uno", "blanche")
 
     def censoring_rows(self) -> list[tuple[str, str]]:
         """The follow-up and censoring of the rows at the horizon: what ``res.survival`` holds, formatted."""

@@ -43,6 +43,79 @@ from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering
 from calibtest.reporting.plotting import FIGURE_DPI
 from calibtest.checks.evidence_table import impossible_outcomes
 from calibtest.display.summary import asymptotic_test, null_name, null_text
+from calibtest.checks.survival_calibration import GND_CENSORING_LIMIT, MIN_GROUP_EVENTS
+
+
+#: The report's references, by the key its templates cite (``{{ ref.KEY }}``); a report lists those its
+#: results' kinds name (``res.kind.report_references()``) and its subgroup and weighting paragraphs cite, in
+#: this order, numbered from 1.
+REFERENCES = {
+    "sun": "Sun, Y., Chaudhari, P., Barnett, I. J. and Dobriban, E. (2024). A Confidence Interval for the ℓ2 "
+           "Expected Calibration Error. arXiv preprint arXiv:2408.08998. https://doi.org/10.48550/arXiv.2408.08998",
+    "lee": "Lee, D., Huang, X., Hassani, H. and Dobriban, E. (2023). T-Cal: An optimal test for the calibration of "
+           "predictive models. Journal of Machine Learning Research 24(335), 1–72.",
+    "kuchibhotla": "Kuchibhotla, A. K., Balakrishnan, S. and Wasserman, L. (2024). The HulC: confidence regions from "
+                   "convex hulls. Journal of the Royal Statistical Society Series B 86(3), 586–622. "
+                   "https://doi.org/10.1093/jrsssb/qkad134",
+    "hosmer": "Hosmer, D. W. and Lemeshow, S. (1980). Goodness of fit tests for the multiple logistic regression "
+              "model. Communications in Statistics – Theory and Methods 9(10), 1043–1069. "
+              "https://doi.org/10.1080/03610928008827941",
+    "harrell": "Harrell, F. E. (2015). Regression Modeling Strategies, 2nd ed. Springer, Cham. "
+               "https://doi.org/10.1007/978-3-319-19425-7; R package rms, function val.prob.",
+    "spiegelhalter": "Spiegelhalter, D. J. (1986). Probabilistic prediction in patient management and clinical "
+                     "trials. Statistics in Medicine 5(5), 421–433. https://doi.org/10.1002/sim.4780050506",
+    "austin_steyerberg": "Austin, P. C. and Steyerberg, E. W. (2019). The Integrated Calibration Index (ICI) and "
+                         "related metrics for quantifying the calibration of logistic regression models. Statistics "
+                         "in Medicine 38(21), 4051–4065. https://doi.org/10.1002/sim.8281",
+    "wilson": "Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference. "
+              "Journal of the American Statistical Association 22(158), 209–212. "
+              "https://doi.org/10.1080/01621459.1927.10502953",
+    "van_calster": "Van Calster, B., Nieboer, D., Vergouwe, Y., De Cock, B., Pencina, M. J. and Steyerberg, E. W. "
+                   "(2016). A calibration hierarchy for risk models was defined: from utopia to empirical data. "
+                   "Journal of Clinical Epidemiology 74, 167–176. https://doi.org/10.1016/j.jclinepi.2015.12.005",
+    "gerds": "Gerds, T. A. and Schumacher, M. (2006). Consistent estimation of the expected Brier score in general "
+             "survival models with right-censored event times. Biometrical Journal 48(6), 1029–1040. "
+             "https://doi.org/10.1002/bimj.200610301",
+    "crowson": "Crowson, C. S., Atkinson, E. J. and Therneau, T. M. (2016). Assessing calibration of prognostic "
+               "risk scores. Statistical Methods in Medical Research 25(4), 1692–1706. "
+               "https://doi.org/10.1177/0962280213497434",
+    "austin_harrell": "Austin, P. C., Harrell, F. E. and van Klaveren, D. (2020). Graphical calibration curves and "
+                      "the integrated calibration index (ICI) for survival models. Statistics in Medicine 39(21), "
+                      "2714–2742. https://doi.org/10.1002/sim.8570",
+    "dagostino": "D'Agostino, R. B. and Nam, B.-H. (2003). Evaluation of the performance of survival analysis "
+                 "models: discrimination and calibration measures. Handbook of Statistics 23, 1–25. "
+                 "https://doi.org/10.1016/S0169-7161(03)23001-7",
+    "demler": "Demler, O. V., Paynter, N. P. and Cook, N. R. (2015). Tests of calibration and goodness-of-fit in "
+              "the survival setting. Statistics in Medicine 34(10), 1659–1680. https://doi.org/10.1002/sim.6428",
+    "greenwood": "Greenwood, M. (1926). The natural duration of cancer. Reports on Public Health and Medical "
+                 "Subjects 33. His Majesty's Stationery Office, London.",
+    "uno": "Uno, H., Cai, T., Tian, L. and Wei, L. J. (2007). Evaluating prediction rules for t-year survivors with "
+           "censored regression models. Journal of the American Statistical Association 102(478), 527–537. "
+           "https://doi.org/10.1198/016214507000000149",
+    "blanche": "Blanche, P., Dartigues, J.-F. and Jacqmin-Gadda, H. (2013). Estimating and comparing time-dependent "
+               "areas under receiver operating characteristic curves for censored event times with competing "
+               "risks. Statistics in Medicine 32(30), 5381–5397. https://doi.org/10.1002/sim.5958",
+    "holm": "Holm, S. (1979). A simple sequentially rejective multiple test procedure. Scandinavian Journal of "
+            "Statistics 6(2), 65–70.",
+    "cochran": "Cochran, W. G. (1954). The combination of estimates from different experiments. Biometrics 10(1), "
+               "101–129. https://doi.org/10.2307/3001666",
+    "riley": "Riley, R. D., Higgins, J. P. T. and Deeks, J. J. (2011). Interpretation of random effects "
+             "meta-analyses. BMJ 342, d549. https://doi.org/10.1136/bmj.d549",
+    "debray": "Debray, T. P. A., Damen, J. A. A. G., Snell, K. I. E. et al. (2017). A guide to systematic review and "
+              "meta-analysis of prediction model performance. BMJ 356, i6460. https://doi.org/10.1136/bmj.i6460",
+    "viechtbauer": "Viechtbauer, W. (2010). Conducting meta-analyses in R with the metafor package. Journal of "
+                   "Statistical Software 36(3), 1–48. https://doi.org/10.18637/jss.v036.i03",
+    "kish": "Kish, L. (1965). Survey Sampling. John Wiley & Sons, New York.",
+}
+
+
+def report_references(results, subgroups: bool, weighting: bool) -> list[str]:
+    """The keys of :data:`REFERENCES` a report cites, in the order of :data:`REFERENCES`: those its results'
+    kinds name, and the subgroup and weighting paragraphs' sources."""
+    keys = {k for r in results for k in r.kind.report_references()}
+    keys |= {"holm", "cochran", "riley", "debray", "viechtbauer"} if subgroups else set()
+    keys |= {"kish"} if weighting else set()
+    return [k for k in REFERENCES if k in keys]
 
 __all__ = ["report", "render_html", "build_context", "ReportOptions", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
@@ -1620,10 +1693,17 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
         "has_subgroups": bool(subgroup_models),
         "has_weighting": any(m["weighting"] for m in models),
         "has_survival": any(m["survival"] for m in models),
+        # Wilson's display-bin reliability diagram: every kind but one whose diagram is that at the horizon
+        "gnd_rule": (f"marked unreliable and never counted in the conclusion when more than "
+                     f"{100 * GND_CENSORING_LIMIT:g}% of the rows are censored before t, when more than one event "
+                     f"falls on one time by t, or when a group has fewer than {MIN_GROUP_EVENTS} events by t (its "
+                     "size at a calibrated model was measured well above α there)"),
+        "has_display_bins": any(r.kind.report_figures() != "survival" for r in results),
         "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
-    extra = (["holm", "cochran", "riley", "debray", "viechtbauer"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
-    ctx["ref"] = {key: str(10 + i) for i, key in enumerate(extra)}  # after the nine fixed references
+    cited = report_references(results, ctx["has_subgroups"], ctx["has_weighting"])
+    ctx["ref"] = {key: str(i) for i, key in enumerate(cited, 1)}
+    ctx["references"] = [REFERENCES[key] for key in cited]
     _number(ctx)
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}

@@ -29,6 +29,7 @@ from scipy.stats import chi2, norm
 
 import calibtest as ct
 from calibtest.display.format import fmt
+from calibtest.checks.survival_calibration import GND_CENSORING_LIMIT, MIN_GROUP_EVENTS
 from report_helpers import tables
 
 # a number as the report prints it (fmt: "%g"); not the digit of a name such as a0, z_B, R2, E90 or chi2
@@ -152,8 +153,25 @@ def survival_evidence_spec(res):
         "CITL #% CI": row("citl", [level(e["alpha"])], [C("0")]),
         "slope #% CI": row("slope", [level(e["alpha"])], [C("1")]),
         "flexible curve ICI": row("flexible", [], [V(sev.curve.wald, "Wald chi2"), V(sev.curve.df, "df")]),
-        "Greenwood-Nam-D'Agostino": row("gnd", [], [V(len(sev.groups), "groups"), V(sev.gnd_df, "gnd_df")]),
+        "Greenwood-Nam-D'Agostino": row("gnd", [], [V(len(sev.groups), "groups"), V(sev.gnd_df, "gnd_df"),
+                                                    *_gnd_unreliable_numbers(sev)]),
+        "AUC(t) #% CI": [[level(e["alpha"])], [], [V(e["auc_statistic"], "auc_statistic")],
+                         [V(e["auc_lower"], "auc_lower"), V(e["auc_upper"], "auc_upper")], []],
     }, key)
+
+
+def _gnd_unreliable_numbers(sev) -> list:
+    """The numbers of the reason the GND row is unreliable, in the order the null text gives them."""
+    out = []
+    share = sev.n_censored / sev.n
+    if share > GND_CENSORING_LIMIT:
+        out += [V(round(100 * share), "censored %"), V(100 * GND_CENSORING_LIMIT, "limit %")]
+    if sev.max_tied_events > 1:
+        out.append(V(sev.max_tied_events, "tied events"))
+    few = int((sev.groups["events"] < MIN_GROUP_EVENTS).sum())
+    if few:
+        out += [V(few, "sparse groups"), V(MIN_GROUP_EVENTS, "events")]
+    return out
 
 
 def follow_up_spec(res):
