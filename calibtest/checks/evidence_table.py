@@ -522,6 +522,7 @@ class EvidenceResult(ResultDisplay):
             out[f"sensitivity_{col}"] = self.sensitivity[col].tolist()
         if self.at_horizon:
             out["horizon"] = self.survival.horizon
+            out["survival"] = self.survival.to_dict()  # every survival measure: E50, E90, Emax, AUC, the groups
         return out
 
     def _repr_parts(self) -> list[str]:

@@ -727,6 +727,25 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     return ctx
 
 
+def _survival_curve_table(sev, name: str, t: str) -> dict | None:
+    """The flexible calibration curve at the horizon in numbers: ICI, E50, E90, Emax and its Wald test (None when
+    the survival evidence or the curve was not computed)."""
+    curve = None if sev is None else sev.curve
+    if curve is None:
+        return None
+    rows = [("ICI (mean |observed − predicted risk|)", fmt(curve.ici, 4)),
+            ("E50 (median |observed − predicted risk|)", fmt(curve.e50, 4)),
+            ("E90 (90th percentile)", fmt(curve.e90, 4)),
+            ("Emax (largest)", fmt(curve.emax, 4)),
+            ("Wald test that the curve is the identity", f"chi² = {fmt(curve.wald, 4)}, df = {curve.df}, "
+                                                         f"{p_equals(curve.pvalue)}")]
+    return {**_table(["Measure", "Value"], rows),
+            "caption": (f"Flexible calibration curve of {name} at t = {t} (Cox model on a restricted cubic spline of "
+                        f"cloglog(risk), {len(curve.knots)} knots; observed risk by t from Breslow's baseline): the absolute "
+                        "differences between the curve and the predicted risks over the rows, in probability "
+                        "units.")}
+
+
 def _survival_context(res, name: str, ev) -> dict | None:
     """The censoring section of a survival result, and the Kaplan–Meier risk groups of its evidence."""
     rows = res.kind.censoring_rows()
@@ -734,7 +753,8 @@ def _survival_context(res, name: str, ev) -> dict | None:
         return None
     sev = None if ev is None else getattr(ev, "survival", None)
     t = fmt(res.survival.horizon)
-    return {"censoring": {**_table(["Item", "Value"], rows),
+    return {"curve": _survival_curve_table(sev, name, t),
+            "censoring": {**_table(["Item", "Value"], rows),
                           "caption": f"Follow-up and censoring of {name} at the horizon t = {t}."},
             "groups": None if sev is None else {**_survival_groups_table(sev), "caption": (
                 f"Kaplan–Meier risk by t = {t} per risk group of {name} (the reliability diagram's points) and "
@@ -1415,6 +1435,8 @@ def _number(ctx: dict) -> None:
             f(fig)
         if m["survival"] and m["survival"]["groups"]:
             t(m["survival"]["groups"])
+        if m["survival"] and m["survival"]["curve"]:
+            t(m["survival"]["curve"])
         if m["sensitivity"]:
             t(m["sensitivity"])
         t(m["provenance"])

@@ -160,6 +160,23 @@ def survival_evidence_spec(res):
     }, key)
 
 
+def survival_curve_spec(res):
+    """The flexible calibration curve at the horizon: ``res.evidence().to_dict()`` (ICI, E50, E90, Emax, the Wald
+    statistic) and the curve's df, knots and p-value (``res.evidence().survival.curve``)."""
+    e = res.evidence().to_dict()["survival"]
+    curve = res.evidence().survival.curve
+    return lambda key: _lookup({
+        "caption": [V(res.survival.horizon, "horizon"), V(len(curve.knots), "knots")],
+        "header": [[], []],
+        "ICI (mean |observed − predicted risk|)": [[], [V(e["flexible_estimate"], "ICI")]],
+        "E50 (median |observed − predicted risk|)": [[], [V(e["e50"], "e50")]],
+        "E90 (#th percentile)": [[C("90")], [V(e["e90"], "e90")]],
+        "Emax (largest)": [[], [V(e["emax"], "emax")]],
+        "Wald test that the curve is the identity": [[], [V(e["flexible_wald"], "flexible_wald"),
+                                                          V(curve.df, "df"), V(curve.pvalue, "pvalue")]],
+    }, key)
+
+
 def _gnd_unreliable_numbers(sev) -> list:
     """The numbers of the reason the GND row is unreliable, in the order the null text gives them."""
     out = []
@@ -501,6 +518,7 @@ CAPTIONS = [
     ("acceptance", r"Acceptance criteria of the analysis plan(?: for (?P<name>.+?))?, each tested at"),
     ("follow-up", r"Follow-up and censoring of (?P<name>.+?) at the horizon t = "),
     ("risk groups", r"Kaplan–Meier risk by t = \S+ per risk group of (?P<name>.+?) \(the reliability"),
+    ("survival curve", r"Flexible calibration curve of (?P<name>.+?) at t = "),
 ]
 
 
@@ -540,7 +558,7 @@ def check_report(html: str, results: dict, comparisons: dict | None = None, fram
             else:
                 spec = {"estimate": estimate_spec, "regimes": regimes_spec, "finite-sample test": finite_sample_spec,
                         "validation metrics": valprob_spec, "follow-up": follow_up_spec,
-                        "risk groups": risk_groups_spec}[kind](res)
+                        "risk groups": risk_groups_spec, "survival curve": survival_curve_spec}[kind](res)
         table = f"{kind} of {name}"
         unnamed = caption if m.start("name") < 0 else caption[:m.start("name")] + "…" + caption[m.end("name"):]
         errors += check_cell(f"{table} [caption]", unnamed, spec("caption"))
@@ -687,7 +705,8 @@ def test_survival_report_numbers(survival):
     errors, seen = check_report(html, {"risk": res})
     assert errors == []
     # no finite-sample table (asymptotic IPCW null), no val_prob (binary outcomes only)
-    assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "follow-up", "risk groups"]
+    assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "follow-up", "risk groups",
+                                          "survival curve"]
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)
