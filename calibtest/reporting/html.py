@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import math
 import os
 import platform
@@ -37,6 +38,7 @@ from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
+                                          result_file_name, result_record,
                                           check_deviation_reasons, check_metadata, check_report_text,
                                           check_report_path, load_metadata, pdf_attachments, plan_check,
                                           reported_tests, write_report_file)
@@ -713,6 +715,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "bins_coordinates": _coordinate_words(d["mode"]),
         "bins_csv": bins_csv,
         "bins_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(bins_csv.encode("utf-8")).decode("ascii"),
+        "evidence_record": None if ev is None else ev.to_dict(),
+        "verdict": interval_verdict if ev is None else ev.verdict,
         "figures": figures,
         "figure_notes": figure_notes,
         "level": level,
@@ -1394,7 +1398,8 @@ def _acceptance_context(plan, results, names) -> dict | None:
                              f"tested at alpha = {fmt(ev.alpha)}: the ECE margin by the margin test (met when the "
                              "one-sided upper confidence bound is below the margin), CITL, slope and O/E by two "
                              "one-sided tests (met when the interval lies inside the limits).")}
-        models.append({"name": name, "sentence": ev.sentence, "table": table, "all_met": ev.all_met})
+        models.append({"name": name, "sentence": ev.sentence, "table": table, "all_met": ev.all_met,
+                       "record": ev.to_dict()})
     primary = (f" The primary criterion is {criterion_text(plan.primary, plan.acceptance[plan.primary])}; the "
                "others are secondary." if plan.primary else " Every criterion is co-primary.")
     intro = (f"The analysis plan (SHA-256 {plan.sha256[:16]}…) fixed {len(plan.acceptance)} acceptance "
@@ -1734,8 +1739,16 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
             (["figures"] if m["figures"] or m["figure_notes"] else []) + \
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
+    accepted = {a["name"]: a["record"] for a in (ctx["acceptance"] or {}).get("models", ())}
+    records = []
+    for i, (m, item) in enumerate(zip(models, items), 1):  # the machine-readable result, linked and attached
+        record = result_record(item, m["evidence_record"], m["verdict"], accepted.get(m["name"]))
+        records.append(json.dumps(record, indent=1))
+        m["result_file"] = result_file_name(i, m["name"], _is_grouped(item))
+        m["result_href"] = "data:application/json;charset=utf-8;base64," + base64.b64encode(
+            records[-1].encode("utf-8")).decode("ascii")
     ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan,
-                                          [(m["bins_file"], m["bins_csv"]) for m in models])
+                                          [(m["bins_file"], m["bins_csv"]) for m in models], records)
     return ctx
 
 
