@@ -895,6 +895,7 @@ def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, al
     said = dict.fromkeys(SURVIVAL_EVIDENCE_ROWS, False) | rej  # rows not computed count as not rejecting
     names = {k: table.loc[k, "name"] for k in shown}
     others = [k for k in keys if k != "calib_ci" and rej[k]]
+    ignored = sev is not None and "gnd" in shown and "gnd" not in keys and sev.gnd_pvalue <= alpha
     test = f"the IPCW test of ECE(t) = 0 at t = {fmt(sev.horizon if sev else ci.survival.horizon)}"
     p_test = _p_text(ci.null_pvalue, None)
     how_much = _how_much(ci, alpha)
@@ -908,7 +909,8 @@ def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, al
                  f"how much: {how_much}.")
     else:
         verdict = "no evidence"
-        first = (f"No evidence of miscalibration at level {alpha:g}: no test rejects ({test}: {p_test}), and "
+        first = (f"No evidence of miscalibration at level {alpha:g}: no test {'counted ' if ignored else ''}rejects "
+                 f"({test}: {p_test}), and "
                  f"{how_much}; this does not show that the model is calibrated.")
     sentences, reasons = [first], []
     if said["slope"] and not said["citl"] and "citl" in keys:
@@ -927,7 +929,7 @@ def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, al
                          f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one departure linear in "
                          "cloglog(risk), where they are more powerful than a test against departures of every "
                          "shape; take their intervals as the size of that departure.")
-    if sev is not None and "gnd" in shown and "gnd" not in keys and sev.gnd_pvalue <= alpha:
+    if ignored:
         sentences.append(f"The Greenwood-Nam-D'Agostino test has p = {fmt_p(sev.gnd_pvalue)} but is not counted: "
                          f"it is unreliable here ({sev.gnd_unreliable}).")
     if len(set(rej.values())) > 1:

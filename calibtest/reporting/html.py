@@ -1721,8 +1721,9 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
         "has_weighting": any(m["weighting"] for m in models),
         "has_survival": any(m["survival"] for m in models),
         # Wilson's display-bin reliability diagram: every kind but one whose diagram is that at the horizon
-        "gnd_rule": (f"marked unreliable and never counted in the conclusion when more than "
-                     f"{100 * GND_CENSORING_LIMIT:g}% of the rows are censored before t, when more than one event "
+        "gnd_rule": ("marked unreliable and never counted in the conclusion when "
+                     + (f"more than {100 * GND_CENSORING_LIMIT:g}% of the rows are" if GND_CENSORING_LIMIT > 0 else
+                        "any row is") + " censored before t, when more than one event "
                      f"falls on one time by t, or when a group has fewer than {MIN_GROUP_EVENTS} events by t (its "
                      "size at a calibrated model was measured well above α there)"),
         "has_display_bins": any(r.kind.report_figures() != "survival" for r in results),

@@ -417,3 +417,40 @@ def test_size_of_the_regression_rows_under_calibration():
 
 def test_result_type():
     assert isinstance(survival_evidence(*_sim(300, 2)), SurvivalEvidence)
+
+
+# --------------------------------------------------------------------------- GND marked unreliable
+def test_gnd_is_unreliable_with_censoring_ties_or_sparse_groups_and_reliable_otherwise():
+    from calibtest.checks.survival_calibration import GND_CENSORING_LIMIT, MIN_GROUP_EVENTS
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    r = rng.uniform(0.2, 0.6, n)
+    t = 5.0 * rng.exponential(size=n) / -np.log1p(-r)
+    clean = survival_evidence(t, np.ones(n), r, 5.0)  # no censoring, continuous times, >= 5 events a group
+    assert clean.n_censored == 0 and clean.max_tied_events == 1
+    assert (clean.groups["events"] >= MIN_GROUP_EVENTS).all()
+    assert clean.gnd_unreliable == "" and "gnd" in clean.decisive_rows()
+    assert clean.rows().loc["gnd", "verdict"] in ("rejects", "does not reject")
+    # censoring before t: the count is the reason
+    c = rng.uniform(0, 40, n)
+    cens = survival_evidence(np.minimum(t, c), (t <= c).astype(float), r, 5.0)
+    share = cens.n_censored / n
+    assert share > GND_CENSORING_LIMIT
+    assert f"{cens.n_censored} of the {n} rows are censored before t" in cens.gnd_unreliable
+    assert "gnd" not in cens.decisive_rows() and cens.rows().loc["gnd", "verdict"] == "unreliable"
+    # tied event times: the largest number of events at one time, counted here by numpy
+    months = np.ceil(t * 12) / 12
+    tied = survival_evidence(months, np.ones(n), r, 5.0)
+    _, counts = np.unique(months[months <= 5.0], return_counts=True)
+    assert tied.max_tied_events == counts.max() > 1
+    assert f"up to {counts.max()} events share one time by t" in tied.gnd_unreliable
+    # a sparse group: low risks, few events in the lowest group
+    low = rng.uniform(0.001, 0.02, 400)
+    tl = 5.0 * rng.exponential(size=400) / -np.log1p(-low)
+    tl[:40] = np.linspace(0.1, 4.9, 40)  # some events by t in every run
+    sparse = survival_evidence(tl, np.ones(400), low, 5.0)
+    few = int((sparse.groups["events"] < MIN_GROUP_EVENTS).sum())
+    assert few > 0 and f"{few} risk group" in sparse.gnd_unreliable
+    # AUC is never decisive
+    assert "auc" not in clean.decisive_rows() and clean.rows().loc["auc", "verdict"] == "not a test"

@@ -182,7 +182,8 @@ def _gnd_unreliable_numbers(sev) -> list:
     out = []
     share = sev.n_censored / sev.n
     if share > GND_CENSORING_LIMIT:
-        out += [V(round(100 * share), "censored %"), V(100 * GND_CENSORING_LIMIT, "limit %")]
+        out += [V(sev.n_censored, "censored"), V(sev.n, "n")]
+        out += [V(100 * GND_CENSORING_LIMIT, "limit %")] if GND_CENSORING_LIMIT > 0 else []
     if sev.max_tied_events > 1:
         out.append(V(sev.max_tied_events, "tied events"))
     few = int((sev.groups["events"] < MIN_GROUP_EVENTS).sum())
