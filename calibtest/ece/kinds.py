@@ -266,6 +266,13 @@ class AnalysisKind:
         """What acceptance criteria read: criterion -> the measure it tests, or the reason it cannot."""
         return {_CRITERIA[m]: value for m, value in self.recalibration().items()}
 
+    def acceptance_quantity(self, key: str) -> str:
+        """The measure an acceptance criterion (``key`` of ``ACCEPTANCE_CRITERIA``) limits, named with its scale."""
+        return {"ece_below": "ECE (probability units)",
+                "citl_within": "CITL (logit scale: intercept of the logistic model with offset logit(p))",
+                "slope_within": "Calibration slope (coefficient of logit(p) in the logistic model)",
+                "oe_within": "O/E (observed over expected events, a ratio)"}[key]
+
     def margin_null_variance(self) -> tuple[float, str]:
         """``(V0, source)``: the calibrated-regime variance of T the margin test uses as its floor."""
         return paper_null_variance(self.res)
@@ -885,6 +892,18 @@ class SurvivalKind(AnalysisKind):
 
     def acceptance_reason(self, key: str) -> str:
         return self.rows.acceptance_reason(key)
+
+    def acceptance_quantity(self, key: str) -> str:
+        """With censoring before the horizon the measures at t of the survival evidence, each with its scale (CITL
+        is log(O/E) of the cumulative hazard); without, the rows' measures of the outcome 1{T ≤ t}."""
+        t = f"t = {fmt(self.survival.horizon)}"
+        if not self.censored:
+            return f"{self.rows.acceptance_quantity(key)} of 1{{T ≤ t}} at {t}"
+        return {"ece_below": f"ECE(t) at {t} (probability units, IPCW)",
+                "citl_within": (f"CITL at {t} (log(O/E) of the cumulative hazard: log of the events by t over the "
+                                "expected, the Poisson intercept of Crowson et al.)"),
+                "slope_within": f"Calibration slope at {t} (Cox coefficient of cloglog(risk))",
+                "oe_within": f"O/E at {t} (Kaplan–Meier risk by t over the mean predicted risk, a ratio)"}[key]
 
     def margin_null_variance(self) -> tuple[float, str]:
         res = self.res

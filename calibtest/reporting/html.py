@@ -1376,7 +1376,7 @@ def _acceptance_context(plan, results, names) -> dict | None:
                             model=f"Model {name}" if multi else "The model")
         rows = []
         for row in ev.table.to_dict(orient="records"):
-            head = ACCEPTANCE_LABELS[row["criterion"]].removesuffix(" below").removesuffix(" within")
+            head = row["quantity"]  # the measure with its scale, as the result's kind names it
             limit = (f"< {fmt(row['upper_limit'], 4)}" if row["criterion"] == "ece_below" else
                      f"within ({fmt(row['lower_limit'], 4)}, {fmt(row['upper_limit'], 4)})")
             if row["verdict"] == ev.NOT_EVALUABLE:

@@ -301,10 +301,11 @@ def acceptance_spec(res, alpha: float = 0.05):
     m = res.margin_test(ACCEPTANCE["ece_below"], alpha).to_dict()
     vp = res.val_prob()
     p, y = res.data.z[:, 0], np.rint(res.data.y[:, 0])
-    tests = {"CITL": ct.citl_test(vp, ACCEPTANCE["citl_within"], alpha).to_dict(),
-             "Calibration slope": ct.slope_test(vp, ACCEPTANCE["slope_within"], alpha).to_dict(),
-             "O/E": ct.oe_test(within=ACCEPTANCE["oe_within"], alpha=alpha, probs=p, y=y).to_dict()}
-    rows = {"ECE (primary)": [[], [V(m["margin"], "margin")], [V(m["estimate"], "ECE")],
+    named = res.kind.acceptance_quantity  # each criterion's measure with its scale
+    tests = {named("citl_within"): ct.citl_test(vp, ACCEPTANCE["citl_within"], alpha).to_dict(),
+             named("slope_within"): ct.slope_test(vp, ACCEPTANCE["slope_within"], alpha).to_dict(),
+             named("oe_within"): ct.oe_test(within=ACCEPTANCE["oe_within"], alpha=alpha, probs=p, y=y).to_dict()}
+    rows = {f"{named('ece_below')} (primary)": [[], [V(m["margin"], "margin")], [V(m["estimate"], "ECE")],
                               [V(m["upper"], "upper bound"), level(alpha)], [], [V(m["pvalue"], "p")], []]}
     for label, t in tests.items():
         rows[label] = [[], [V(t["lower_limit"], "lower"), V(t["upper_limit"], "upper")], [V(t["estimate"], "estimate")],

@@ -377,3 +377,18 @@ def test_cli_and_python_refusals_share_the_explanation(censored, tmp_path, capsy
         ct.calib_test("Surv(time, event) ~ risk", data=df)
     common = str(survival_refusal("X", ci="A", report="B")).split("X", 1)[1].split("A")[0]
     assert common in err and common in str(python.value)
+
+
+def test_acceptance_criteria_are_named_with_their_scale_at_the_horizon(censored, tmp_path):
+    """CITL of a survival result censored before t is log(O/E) of the cumulative hazard at t: the acceptance
+    table says so, and the binary names (logit scale) are not used."""
+    _, res = censored
+    plan = ct.plan(tmp_path / "p.json", acceptance={"citl_within": (-0.2, 0.2), "oe_within": (0.8, 1.25)})
+    ev = res.acceptance(plan.acceptance, alpha=plan.alpha)
+    quantity = dict(zip(ev.table["criterion"], ev.table["quantity"]))
+    t = fmt(HORIZON)
+    assert quantity["citl_within"].startswith(f"CITL at t = {t} (log(O/E) of the cumulative hazard")
+    assert quantity["oe_within"].startswith(f"O/E at t = {t} (Kaplan–Meier risk by t")
+    assert "logit" not in " ".join(quantity.values())
+    html = ct.report(res, tmp_path / "r.html", plan=plan).read_text(encoding="utf-8")
+    assert quantity["citl_within"] in html.replace("&#39;", "'")
