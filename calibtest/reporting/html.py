@@ -1585,6 +1585,56 @@ class ReportOptions:
     deviation_reasons: dict | None = None
     meta_method: str = "REML"
     hartung_knapp: bool = False
+    horizon_unit: str | None = None
+
+
+def check_horizon_unit(unit) -> str | None:
+    """``horizon_unit`` checked: None, or a non-empty string naming the unit of the survival times ("days")."""
+    if unit is None:
+        return None
+    if not isinstance(unit, str):
+        raise OptionTypeError(f"horizon_unit must be a string naming the unit of the follow-up times, such as "
+                              f"'days', got {type(unit).__name__} {unit!r}")
+    if not unit.strip():
+        raise OptionError("horizon_unit must name the unit of the follow-up times (such as 'days'), got an empty "
+                          "string")
+    return unit.strip()
+
+
+#: Keys of a model's context that hold data, not prose: the horizon's unit is not written into them.
+_DATA_KEYS = frozenset({"src", "bins_csv", "bins_href", "result_href", "evidence_record", "anchor", "id"})
+
+
+def _with_horizon_unit(value, pattern: re.Pattern, replacement: str):
+    """``value`` (a context's strings, lists and dicts) with every "t = <horizon>" followed by the unit."""
+    if isinstance(value, str):
+        return pattern.sub(replacement, value)
+    if isinstance(value, list):
+        return [_with_horizon_unit(v, pattern, replacement) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_with_horizon_unit(v, pattern, replacement) for v in value)
+    if isinstance(value, dict):
+        return {k: v if k in _DATA_KEYS else _with_horizon_unit(v, pattern, replacement) for k, v in value.items()}
+    return value
+
+
+def _apply_horizon_unit(ctx: dict, results, unit: str | None) -> None:
+    """The horizon printed with its unit in the prose and tables of each survival model ("t = 1826.25 days")."""
+    if unit is None:
+        return
+    accepted = {a["name"]: a for a in (ctx["acceptance"] or {}).get("models", ())}
+    for m, res in zip(ctx["models"], results):
+        if not res.kind.survival_outcome:
+            continue
+        h = fmt(res.survival.horizon)
+        pattern = re.compile(rf"\bt = {re.escape(h)}(?!\w|\.\d)")
+        m.update(_with_horizon_unit({k: v for k, v in m.items()}, pattern, f"t = {h} {unit}"))
+        for row in (m["survival"] or {}).get("censoring", {}).get("rows", ()):
+            if row[0].startswith("Horizon t") and row[1] == h:
+                row[1] = f"{h} {unit}"
+        if m["name"] in accepted:
+            accepted[m["name"]].update(_with_horizon_unit(dict(accepted[m["name"]]), pattern, f"t = {h} {unit}"))
+        m["horizon_unit"] = unit
 
 
 def build_context(results, options: ReportOptions | None = None, **keywords) -> dict:
@@ -1607,6 +1657,7 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
                                                             o.command)
     hl_groups, metadata, plan, rng, figures, generated = o.hl_groups, o.metadata, o.plan, o.rng, o.figures, o.generated
     deviation_reasons = o.deviation_reasons
+    horizon_unit = check_horizon_unit(o.horizon_unit)
     meta_method = check_option("meta_method", o.meta_method)
     hartung_knapp = check_option("hartung_knapp", o.hartung_knapp)
     items = _as_result_list(results)
@@ -1741,9 +1792,12 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
     accepted = {a["name"]: a["record"] for a in (ctx["acceptance"] or {}).get("models", ())}
+    _apply_horizon_unit(ctx, results, horizon_unit)
     records = []
     for i, (m, item) in enumerate(zip(models, items), 1):  # the machine-readable result, linked and attached
         record = result_record(item, m["evidence_record"], m["verdict"], accepted.get(m["name"]))
+        if m.get("horizon_unit"):
+            record["horizon_unit"] = m["horizon_unit"]
         records.append(json.dumps(record, indent=1))
         m["result_file"] = result_file_name(i, m["name"], _is_grouped(item))
         m["result_href"] = "data:application/json;charset=utf-8;base64," + base64.b64encode(
@@ -1857,7 +1911,7 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
            hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
            deviation_reasons: dict | None = None, templates=None, meta_method: str = "REML",
-           hartung_knapp: bool = False) -> Path:
+           hartung_knapp: bool = False, horizon_unit: str | None = None) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -1937,6 +1991,11 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     hartung_knapp : bool
         The Hartung-Knapp interval (t on k - 1 df) of that section's pooled
         estimates instead of the Wald one.
+    horizon_unit : str, optional
+        The unit of the follow-up times of survival results (e.g. ``"days"``):
+        the report prints the horizon with it ("t = 1826.25 days") in every
+        section of a survival model, and the model's machine-readable result
+        records it.  A non-string is refused.
 
     Returns
     -------
@@ -2034,7 +2093,7 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         ctx = build_context(results, ReportOptions(
             comparisons=comparisons, title=title, purpose=purpose, labels=labels, source=source, command=command,
             hl_groups=hl_groups, metadata=metadata, plan=plan, rng=rng, deviation_reasons=deviation_reasons,
-            meta_method=meta_method, hartung_knapp=hartung_knapp))
+            meta_method=meta_method, hartung_knapp=hartung_knapp, horizon_unit=horizon_unit))
         bar.update()
         if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
             ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])

@@ -392,3 +392,25 @@ def test_acceptance_criteria_are_named_with_their_scale_at_the_horizon(censored,
     assert "logit" not in " ".join(quantity.values())
     html = ct.report(res, tmp_path / "r.html", plan=plan).read_text(encoding="utf-8")
     assert quantity["citl_within"] in html.replace("&#39;", "'")
+
+
+def test_the_horizon_is_printed_with_its_unit(censored, tmp_path):
+    from calibtest.options import OptionError, OptionTypeError
+    from calibtest.reporting.html import render_html
+
+    _, res = censored
+    t = fmt(HORIZON)
+    plain = render_html(res, figures=False)
+    days = render_html(res, figures=False, horizon_unit="days")
+    assert f"t = {t} days" not in plain and "days" not in plain
+    # every "t = 5" of the plain report carries the unit, and nothing else changed in those places
+    assert plain.count(f"t = {t}") == days.count(f"t = {t} days") > 3
+    assert f"<td>{t} days</td>" in days  # the follow-up table's horizon
+    path = ct.report(res, tmp_path / "r.html", horizon_unit="weeks")
+    assert f"t = {t} weeks" in path.read_text(encoding="utf-8")
+    for bad, error in ((7, OptionTypeError), (["days"], OptionTypeError), ("  ", OptionError)):
+        with pytest.raises(error, match="horizon_unit"):
+            render_html(res, figures=False, horizon_unit=bad)
+    # a binary result has no horizon: the unit changes nothing there
+    binary = ct.calib_ci("y ~ p", data=ct.load_demo())
+    assert "days" not in render_html(binary, figures=False, horizon_unit="days")
