@@ -1,0 +1,163 @@
+"""Is the prevalence estimate's bias the fixed case/control counts? (issue 35, point 7): a measurement.
+
+``calib_ci(y=, probs=, prevalence=pi)`` reports the delete-one jackknife T_J of
+the weighted pair ratio T_w (``calibtest.core.weighted``).  Case-control data
+have fixed numbers of cases and controls (stratified sampling), while the
+pair sums of T_w and the delete-one jackknife are the i.i.d. (multinomial)
+constructions.  Two places where that matters, and what each is worth:
+
+* the pair sums: under fixed counts E[sum_{i != j} v_i v_j] misses
+  sum_h n_h ||m_h||^2 (``calibtest.core.weighted.stratified_pair_terms``, whose
+  docstring has the algebra, checked by exact enumeration in
+  ``tests/core/test_weighted.py``); ``T_J + strata`` adds the difference
+  T_s - T_w of the ratio with the unbiased (stratified) pair sums to T_J;
+* the jackknife: deleting a row with the weights held fixed moves the
+  reweighted prevalence off pi; ``SJ`` recomputes the weights on each deletion
+  (case weights pi / (n_1 - 1) after deleting a case) and uses the stratified
+  jackknife T - sum_h (n_h - 1)(mean_{i in h} T^(-i) - T) (Jones 1974; Rao and
+  Wu 1985), on T_w and on the stratified ratio T_s (``SJ strata``).
+
+The truth is the population's binned ECE^2 at the B the package chose
+(``prevalence_partition``), by quadrature (``prevalence_bias.binned_terms``).
+Designs (cases and controls drawn i.i.d. from the population, 500 + 500):
+``overspread`` (prevalence 0.1, logit r ~ N(mu, 1), p = expit(mu + 1.5 (logit r - mu)));
+``vignette`` (prevalence 0.05, sd 1.5, p = expit(logit r - 0.5): the design of
+``vignettes/populations.py``); ``spread05`` (prevalence 0.05, sd 1.5,
+p = expit(1.2 + 1.4 logit r): the design of ``vignettes/population_tests.py``).
+R = 2000 data sets per design; Monte Carlo s.e. of a mean bias = sd / sqrt(R).
+
+Run: ``nice -n 10 python vignettes/prevalence_strata.py`` (about 3 minutes on
+one shared core; seeded).  Writes ``prevalence_strata.md``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import numpy as np
+from scipy import special
+
+from calibtest.core.partition import partition_rows
+from calibtest.core.targets import prepare_target
+from calibtest.core.weighted import (prevalence_event_prob, prevalence_weights, stratified_pair_terms,
+                                     weighted_statistics)
+from calibtest.ece.build_result import prevalence_partition
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from prevalence_bias import binned_terms, population_mu  # noqa: E402
+
+REPS = int(os.environ.get("PREV_STRATA_REPS", 2000))
+DESIGNS = {"overspread": (0.1, 1.0, 1.5, 0.0), "vignette": (0.05, 1.5, 1.0, -0.5), "spread05": (0.05, 1.5, None, None)}
+
+
+def model_of(name, mu):
+    _, _, slope, shift = DESIGNS[name]
+    if slope is None:
+        return lambda r: special.expit(1.2 + 1.4 * special.logit(r))
+    return lambda r: special.expit(mu + shift + slope * (special.logit(r) - mu))
+
+
+def stratified_ratio(inverse, u, w, events, m):
+    """T_s: T_w with the stratified (unbiased under fixed counts) pair sums."""
+    W_b = np.bincount(inverse, w, m)
+    S_b = np.bincount(inverse, w * u[:, 0], m)
+    num = S_b ** 2 - np.bincount(inverse, (w * u[:, 0]) ** 2, m)
+    den = W_b ** 2 - np.bincount(inverse, w * w, m)
+    extra_num, extra_den = stratified_pair_terms(inverse, w, u, events, m)
+    num, den = num + extra_num, den + extra_den
+    ratio = np.divide(num, den, out=np.zeros(m), where=den > 1e-12 * np.maximum(W_b * W_b, 1e-300))
+    return float(np.sum(W_b * ratio) / W_b.sum())
+
+
+def _t_of_class_sums(N, S, Q, n, prev, strata):
+    """T from per-stratum bin sums (..., 2, m) (stratum 0: events) with weights pi / n_1, (1 - pi) / n_0."""
+    c = np.stack([prev / n[..., 0], (1 - prev) / n[..., 1]], -1)[..., None]
+    W, P = (c * N).sum(-2), (c * c * N).sum(-2)
+    num, den = (c * S).sum(-2) ** 2 - (c * c * Q).sum(-2), W ** 2 - P
+    if strata:
+        num = num + (c * c * (S ** 2 - Q) / (n[..., None] - 1)).sum(-2)
+        den = den + (c * c * (N ** 2 - N) / (n[..., None] - 1)).sum(-2)
+    R = np.divide(num, den, out=np.zeros_like(num), where=den > 1e-12 * np.maximum(W * W, 1e-300))
+    return (W * R).sum(-1) / W.sum(-1)
+
+
+def stratified_jackknife(inverse, u, events, m, prev, strata):
+    """T - sum_h (n_h - 1)(mean_{i in h} T^(-i) - T), the weights recomputed on each deletion (all rows at once)."""
+    cls = np.where(events, 0, 1)
+    N, S, Q = (np.zeros((2, m)) for _ in range(3))
+    for h in (0, 1):
+        s = cls == h
+        N[h], S[h], Q[h] = (np.bincount(inverse[s], minlength=m), np.bincount(inverse[s], u[s], m),
+                            np.bincount(inverse[s], u[s] ** 2, m))
+    n = np.array([events.sum(), (~events).sum()], float)
+    T = _t_of_class_sums(N, S, Q, n, prev, strata)
+    k, r = u.size, np.arange(u.size)
+    Nl, Sl, Ql = (np.broadcast_to(a, (k, 2, m)).copy() for a in (N, S, Q))
+    Nl[r, cls, inverse] -= 1
+    Sl[r, cls, inverse] -= u
+    Ql[r, cls, inverse] -= u ** 2
+    nl = np.broadcast_to(n, (k, 2)).copy()
+    nl[r, cls] -= 1
+    Tl = _t_of_class_sums(Nl, Sl, Ql, nl, prev, strata)
+    return T - sum((n[h] - 1) * (Tl[cls == h].mean() - T) for h in (0, 1))
+
+
+def run(name, reps, ncase=500):
+    prev, sd = DESIGNS[name][:2]
+    mu = population_mu(prev, sd)
+    model = model_of(name, mu)
+    rng = np.random.default_rng([35, 7, len(name), ncase])
+    cache, rows = {}, []
+    for _ in range(reps):
+        x = rng.standard_normal(int(3 * ncase / prev))
+        r = special.expit(mu + sd * x)
+        y = rng.random(x.size) < r
+        idx = np.concatenate([np.flatnonzero(y)[:ncase], np.flatnonzero(~y)[:ncase]])
+        p, yy = model(r[idx]), y[idx].astype(int)
+        data = prepare_target(yy, p)
+        w, pi_hat = prevalence_weights(yy == 1, prev)
+        a, b = prev / pi_hat, (1 - prev) / (1 - pi_hat)
+        part = prevalence_partition(data, partition_rows(data, "auto"), np.full(p.size, a), np.full(p.size, b),
+                                    prevalence_event_prob(p, a, b))
+        if part.n_bins not in cache:
+            cache[part.n_bins] = float(binned_terms(mu, sd, model, part.n_bins).sum())
+        ws = weighted_statistics(part.inverse, data.u, w, part.m, jackknife=True)
+        ev = yy == 1
+        t_s = stratified_ratio(part.inverse, data.u, w, ev, part.m)
+        rows.append((cache[part.n_bins], part.n_bins, ws.ratio_estimate, ws.estimate,
+                     ws.estimate + t_s - ws.ratio_estimate,
+                     stratified_jackknife(part.inverse, data.u[:, 0], ev, part.m, prev, False),
+                     stratified_jackknife(part.inverse, data.u[:, 0], ev, part.m, prev, True)))
+    return np.array(rows)
+
+
+def main() -> None:
+    start = time.time()
+    labels = ["T_w", "T_J (package)", "T_J + strata", "SJ", "SJ strata"]
+    lines = ["# The prevalence estimate under fixed case/control counts (issue 35, point 7)", "",
+             f"Written by `vignettes/prevalence_strata.py` (seeded; R = {REPS} data sets per design, 500 cases + "
+             "500 controls; the estimators and designs in the script's docstring). Each cell: mean, bias in % of "
+             "the true binned ECE^2 at the B used, and bias / its Monte Carlo s.e.", "",
+             "| design | B (median, range) | true binned ECE^2 | " + " | ".join(labels) + " |",
+             "|---|---|---|" + "---|" * len(labels)]
+    for name in DESIGNS:
+        A = run(name, REPS)
+        truth = A[:, 0]
+        cells = []
+        for j in range(2, 2 + len(labels)):
+            d = A[:, j] - truth
+            cells.append(f"{A[:, j].mean():.3e} ({100 * d.mean() / truth.mean():+.1f}%, "
+                         f"{d.mean() / (d.std(ddof=1) / math.sqrt(len(d))):+.1f})")
+        lines.append(f"| {name} | {int(np.median(A[:, 1]))} ({int(A[:, 1].min())}-{int(A[:, 1].max())}) | "
+                     f"{truth.mean():.3e} | " + " | ".join(cells) + " |")
+        print(name, f"{time.time() - start:.0f} s", flush=True)
+    lines += ["", f"({time.time() - start:.0f} s.)", ""]
+    with open(os.path.join(HERE, "prevalence_strata.md"), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
