@@ -246,7 +246,11 @@ def main() -> None:
                      f"bias on `overspread`; iterating it (T_JJ, second table) moves the bias {jj_text}.",
                      f"* A stricter automatic B (second table; bias over its Monte Carlo s.e.: {rule_text}) shrinks "
                      "the bias with the number of bins but changes the estimand (a coarser binned ECE^2).",
-                     "* **The candidate fix is the iterated jackknife T_JJ** (second table, against T_J on the same data sets). It is not adopted in this change: as computed here it costs O(n^2) (the n sets of n - 1 rows; about 0.2 s per data set of 1000 rows, infeasible for the 10^5-row samples the package takes), its standard error and the coverage of an interval built on it are not derived or measured, and the Monte Carlo null would have to draw it too.",
+                     "* **The candidate fix is the iterated jackknife T_JJ** (second table, against T_J on the "
+                     "same data sets). It is not adopted in this change: as computed here it costs O(n^2) (the n "
+                     "sets of n - 1 rows; about 0.2 s per data set of 1000 rows, infeasible for the 10^5-row samples "
+                     "the package takes), its standard error and the coverage of an interval built on it are not "
+                     "derived or measured, and the Monte Carlo null would have to draw it too.",
                      "* So the package keeps T_J. It is within 3 Monte Carlo s.e. of the truth on "
                      + (", ".join(f"`{n}`" for n in within) or "none of the designs") + "; elsewhere it misses by the "
                      "percentages of the first table (the interval's coverage is measured in `population_tests.md`). "

@@ -134,7 +134,8 @@ def write_md(df: pd.DataFrame, seconds: float) -> None:
              "REML tau^2 (median) | true variance of a site's ECE^2 | log O/E coverage (Riley, unchanged) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in df.iterrows():
-        lines.append(f"| {int(r.K)} | {r.tau} | {r['shift']} | {int(r.reps)} | {f(r.cover_before, r.cover_before_se)} | "
+        lines.append(f"| {int(r.K)} | {r.tau} | {r['shift']} | {int(r.reps)} | "
+                     f"{f(r.cover_before, r.cover_before_se)} | "
                      f"{f(r.cover_flat, r.cover_flat_se)} | {f(r.cover_after, r.cover_after_se)} | "
                      f"{r.below_before:.3f} / {r.above_before:.3f} | {r.below_after:.3f} / {r.above_after:.3f} | "
                      f"{r.width_before:.4f} | {r.width_flat:.4f} | {r.width_after:.4f} | "
@@ -168,7 +169,8 @@ def write_md(df: pd.DataFrame, seconds: float) -> None:
                            for _, r in low.iterrows()) or "none") + "; below it by more than 3 Monte Carlo s.e.: "
               + (", ".join(f"K = {int(r.K)}, tau = {r.tau}" for _, r in far.iterrows()) or "none")
               + ". Not shown to reach 0.87 (within 2 s.e. of it): "
-              + (", ".join(f"K = {int(r.K)}, tau = {r.tau}, shift = {r['shift']}" for _, r in near.iterrows()) or "none")
+              + (", ".join(f"K = {int(r.K)}, tau = {r.tau}, shift = {r['shift']}" for _, r in near.iterrows())
+                 or "none")
               + ": at R = 100-200 the margin over the target is of the order of the Monte Carlo error. With 5 "
               "sites the shape of the gamma law is barely identified.",
               f"* The upper tail is still short: the gamma interval misses above more often than the nominal 0.05 in "

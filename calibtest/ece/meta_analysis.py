@@ -84,7 +84,7 @@ grid (kappa from 0.03, a very skewed law, to 1000, nearly a common value):
 uniform on the square root of the coefficient of variation c = 1 / sqrt(kappa)
 of the sites' ECE^2.  A flat prior on log kappa puts most of its mass on
 nearly common values, which a few noisy sites cannot rule out: its 90%
-interval covered 0.86 of new sites at 8 sites with tau = 0.4 on the logit
+interval covered 0.84-0.86 of new sites at 8 sites with tau = 0.4 on the logit
 scale.  The power 1/4 is chosen by measurement, between that prior and the
 one uniform on c itself (power 1/2, the analogue of a uniform prior on a
 between-groups standard deviation for few groups, Gelman [6]), which covered
