@@ -707,9 +707,10 @@ def _add_compare_parser(sub, shared) -> None:
 
 
 # ----------------------------------------------------------------------------- monitor
-_MONITOR_EPILOG = ("exit status: 0 no alarm; 3 an alarm: the e-process has crossed 1/alpha (at any look so far) or "
-                   "the change detector is in alarm at the last batch; 1 an error in the data or the files; 2 a "
-                   "usage error.  On an error the state file is left as it was.")
+_MONITOR_EPILOG = ("e.g. calibtest monitor batches/ --formula 'y ~ p' --state s.json --model risk-v2 "
+                   "--report monitoring.html; exit status: 0 no alarm; 3 an alarm: the e-process has crossed "
+                   "1/alpha (at any look so far) or the change detector is in alarm at the last batch; 1 an error "
+                   "in the data or the files; 2 a usage error.  On an error the state file is left as it was.")
 
 
 def _batch_files(paths) -> list:
@@ -786,7 +787,37 @@ def _look_line(name: str, rec: dict) -> str:
             + (" " + " ".join(flags) if flags else ""))
 
 
+def _monitor_report_inputs(args):
+    """``--report``'s path and ``--metadata``, checked before any batch is read (a bad one changes nothing)."""
+    from calibtest.reporting.document import check_report_path, load_metadata
+
+    if args.report is None:
+        if args.metadata is not None or args.title is not None:
+            raise OptionError("--metadata and --title are for the report: give --report PATH too")
+        return None
+    check_report_path(args.report, "--report")
+    if args.report.lower().endswith(".pdf"):
+        from calibtest.reporting.html import _import_weasyprint
+        try:
+            _import_weasyprint()
+        except ImportError as exc:
+            _fail(str(exc))
+    return load_metadata(args.metadata) if args.metadata is not None else None
+
+
+def monitor_command(args) -> str:
+    """The command line of a ``calibtest monitor`` run, as its report shows it."""
+    parts = ["calibtest", "monitor", *map(str, args.paths), "--formula", args.formula, "--state", args.state]
+    for option in ("time", "n_classes", "alpha", "ece_bins", "margin", "arl", "odds_ratio", "model", "seed",
+                   "chunksize", "report", "metadata", "title"):
+        value = getattr(args, option)
+        if value is not None:
+            parts += ["--" + option.replace("_", "-"), str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
 def _cmd_monitor(args) -> int:
+    metadata = _monitor_report_inputs(args)
     files = _batch_files(args.paths)
     mon, last_file = _monitor_state(args)
     if args.time:
@@ -811,6 +842,11 @@ def _cmd_monitor(args) -> int:
     res = mon.result()
     if args.json:
         print(json.dumps(res.to_dict()))
+    if args.report is not None:
+        from calibtest.reporting.monitor_report import monitor_report
+
+        path = monitor_report(res, args.report, title=args.title, metadata=metadata, command=monitor_command(args))
+        print(f"calibtest: wrote {path}")
     alarm = res.alarm or res.detector_alarm
     return EXIT_STATUSES["monitor alarm"] if alarm else 0
 
@@ -848,6 +884,13 @@ def _add_monitor_parser(sub, shared) -> None:
     OPTIONS["rng"].add_to(mo, help="seed of the RA-CUSUM's simulated threshold (default 0)")
     OPTIONS["chunksize"].add_to(mo)
     OPTIONS["missing"].add_to(mo)
+    mo.add_argument("--report", default=None, metavar="PATH",
+                    help="write the monitoring report after the batches: .html, or .pdf (needs calibtest[pdf]): "
+                         "the plan, the statistics over time, every look, the alarms and the guarantee; a path "
+                         "that cannot be written is refused before any batch is read")
+    mo.add_argument("--metadata", default=None, metavar="FILE",
+                    help="document control of the report (.json or .toml, as for 'calibtest report')")
+    mo.add_argument("--title", default=None, help="the report's title")
     mo.set_defaults(func=_cmd_monitor)
 
 

@@ -72,3 +72,29 @@ def test_refusals_leave_the_state_file_as_it_was(tmp_path, capsys):
     state.write_text(json.dumps({**json.loads(before), "version": 7}))
     assert main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", str(state)]) == 1
     assert "version 7" in capsys.readouterr().err
+
+
+def test_report_option_writes_the_monitoring_report(tmp_path, capsys):
+    from report_helpers import tables
+
+    _write_days(tmp_path / "d", 8, shift_from=4, fmt="parquet")
+    state, out = str(tmp_path / "s.json"), tmp_path / "mon.html"
+    status = main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", state, "--time", "day",
+                   "--model", "m<1>", "--report", str(out), "--title", "Daily monitoring"])
+    assert status == EXIT_STATUSES["monitor alarm"]
+    assert f"calibtest: wrote {out}" in capsys.readouterr().out
+    html = out.read_text(encoding="utf-8")
+    res = ct.CalibrationMonitor.load(state).result()
+    looks = [rows for caption, rows in tables(html) if caption.startswith("The looks")][0]
+    assert [int(r[0]) for r in looks[1:]] == res.looks["look"].tolist() == list(range(1, 9))
+    assert [float(r[3]) for r in looks[1:]] == pytest.approx(res.looks["e_value"].tolist(), rel=5.01e-6)
+    assert "Daily monitoring" in html and "m&lt;1&gt;" in html and "--report" in html
+
+
+def test_report_path_refused_before_any_batch(tmp_path, capsys):
+    _write_days(tmp_path / "d", 2)
+    state = tmp_path / "s.json"
+    status = main(["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--state", str(state), "--report",
+                   str(tmp_path / "r.txt")])
+    assert status == 2 and "--report must end in .html" in capsys.readouterr().err
+    assert not state.exists() and not (tmp_path / "r.txt").exists()

@@ -419,6 +419,7 @@ CHECK_FUNCTIONS = {
     "sklearn.py:_check_plot_kwargs": "keyword arguments for matplotlib, refused by name before plotting",
     "reporting/document.py:check_report_path": "data: a report's path, each folder as the OS resolves it",
     "reporting/document.py:check_deviation_reasons": "data: reasons keyed by the plan's options",
+    "reporting/html.py:check_horizon_unit": "free text: the unit of a survival result's follow-up times in a report",
     # single-option checks not yet folded into the table: in files other developers were editing (issue 23)
 }
 

@@ -36,7 +36,7 @@ import pandas as pd
 from calibtest.core.targets import Target
 from calibtest.display.format import conclusion_property, fmt, fmt_p, p_equals
 from calibtest.inputs.validation import OptionError, OptionTypeError, check_alpha, is_bool
-from calibtest.options import ACCEPTANCE_CRITERIA, check_criteria, check_number, check_option, criterion_text
+from calibtest.options import ACCEPTANCE_CRITERIA, ACCEPTANCE_LABELS, check_criteria, check_number, check_option, criterion_text
 from calibtest.core.margin import log_oe_se, margin_bound, tost
 from calibtest.display.summary import CalibSummary, ResultDisplay
 from calibtest.checks.survival_calibration import SurvivalEvidence
@@ -705,7 +705,9 @@ class AcceptanceEvaluation:
     table : pandas.DataFrame
         One row per criterion, in the plan's order (the primary first):
         ``criterion`` (key), ``label`` (the criterion and its limit in
-        words), ``primary`` (bool), ``lower_limit``, ``upper_limit`` (NaN
+        words), ``quantity`` (the measure it limits with its scale, as the
+        result's kind names it: for a survival result censored before the
+        horizon, CITL is log(O/E) of the cumulative hazard at t), ``primary`` (bool), ``lower_limit``, ``upper_limit`` (NaN
         where one-sided), ``estimate``, ``ci_lower``, ``ci_upper`` (the bound
         or interval that decides the test; ``ci_lower`` is NaN for the
         one-sided bound of the margin test), ``interval`` (which interval, in
@@ -839,7 +841,9 @@ def evaluate_acceptance(result, acceptance: dict, alpha: float | None = None, pr
     robust = "" if kind is None else kind.acceptance_interval_words()
     for key in order:
         limit = criteria[key]
-        row = {"criterion": key, "label": criterion_text(key, limit), "primary": key == primary,
+        quantity = (kind.acceptance_quantity(key) if kind is not None else
+                    ACCEPTANCE_LABELS[key].removesuffix(" below").removesuffix(" within"))
+        row = {"criterion": key, "label": criterion_text(key, limit), "quantity": quantity, "primary": key == primary,
                "lower_limit": math.nan if key == "ece_below" else float(limit[0]),
                "upper_limit": float(limit) if key == "ece_below" else float(limit[1]),
                "estimate": math.nan, "ci_lower": math.nan, "ci_upper": math.nan, "interval": "",

@@ -522,6 +522,7 @@ class EvidenceResult(ResultDisplay):
             out[f"sensitivity_{col}"] = self.sensitivity[col].tolist()
         if self.at_horizon:
             out["horizon"] = self.survival.horizon
+            out["survival"] = self.survival.to_dict()  # every survival measure: E50, E90, Emax, AUC, the groups
         return out
 
     def _repr_parts(self) -> list[str]:
@@ -886,11 +887,15 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
 
 def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, alpha: float):
     """(verdict, conclusion, reasons) of a survival result censored before t (:func:`build_survival_evidence`)."""
-    keys = list(table.index)
+    shown = list(table.index)
+    # the rows the conclusion may rest on: not AUC (no test), not an unreliable GND (its size under censoring)
+    decisive = ("calib_ci", *sev.decisive_rows()) if sev is not None else ("calib_ci",)
+    keys = [k for k in shown if k in decisive]
     rej = {k: bool(table.loc[k, "reject"]) for k in keys}
     said = dict.fromkeys(SURVIVAL_EVIDENCE_ROWS, False) | rej  # rows not computed count as not rejecting
-    names = {k: table.loc[k, "name"] for k in keys}
+    names = {k: table.loc[k, "name"] for k in shown}
     others = [k for k in keys if k != "calib_ci" and rej[k]]
+    ignored = sev is not None and "gnd" in shown and "gnd" not in keys and sev.gnd_pvalue <= alpha
     test = f"the IPCW test of ECE(t) = 0 at t = {fmt(sev.horizon if sev else ci.survival.horizon)}"
     p_test = _p_text(ci.null_pvalue, None)
     how_much = _how_much(ci, alpha)
@@ -904,7 +909,8 @@ def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, al
                  f"how much: {how_much}.")
     else:
         verdict = "no evidence"
-        first = (f"No evidence of miscalibration at level {alpha:g}: no test rejects ({test}: {p_test}), and "
+        first = (f"No evidence of miscalibration at level {alpha:g}: no test {'counted ' if ignored else ''}rejects "
+                 f"({test}: {p_test}), and "
                  f"{how_much}; this does not show that the model is calibrated.")
     sentences, reasons = [first], []
     if said["slope"] and not said["citl"] and "citl" in keys:
@@ -923,6 +929,9 @@ def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, al
                          f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one departure linear in "
                          "cloglog(risk), where they are more powerful than a test against departures of every "
                          "shape; take their intervals as the size of that departure.")
+    if ignored:
+        sentences.append(f"The Greenwood-Nam-D'Agostino test has p = {fmt_p(sev.gnd_pvalue)} but is not counted: "
+                         f"it is unreliable here ({sev.gnd_unreliable}).")
     if len(set(rej.values())) > 1:
         yes = [names[k] for k in keys if rej[k]]
         no = [names[k] for k in keys if not rej[k]]
@@ -1208,7 +1217,7 @@ def _build_survival_evidence(res, alpha: float) -> EvidenceResult:
         sev = result_survival_evidence(res, alpha)
     except ValueError as exc:  # e.g. fewer rows than risk groups: said in the scope
         sev = None
-        scope += f" The survival evidence (O/E, CITL, slope, flexible curve, GND) was not computed: {exc}."
+        scope += f" The survival evidence (O/E, CITL, slope, flexible curve, GND, AUC) was not computed: {exc}."
     records = [{"name": f"ECE^2(t) {level} CI, B = {res.n_bins}",
                 "null": f"ECE^2(t) = 0 at B = {res.n_bins}, tested with the {null_text(res)} null (statistic: the "
                         "debiased T of the IPCW rows)", "statistic": float(res.estimate),

@@ -95,6 +95,7 @@ from scipy import stats as sps
 
 from calibtest.display.format import fmt, fmt_p
 from calibtest.inputs.validation import DataError, check_alpha, check_count, finite_vector
+from calibtest.core.time_auc import time_auc
 from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_groups, kaplan_meier_at, time_order
 from calibtest.checks.flexible_calibration import harrell_knots, rcs_basis
 from calibtest.options import check_number, check_option
@@ -102,13 +103,22 @@ from calibtest.display.summary import CalibSummary, ResultDisplay
 
 __all__ = ["SurvivalEvidence", "SurvivalCurve", "survival_evidence", "survival_calibration",
            "result_survival_evidence", "SURVIVAL_ROWS",
-           "MIN_GROUP_EVENTS"]
+           "MIN_GROUP_EVENTS", "DESCRIPTIVE_ROWS", "GND_CENSORING_LIMIT"]
 
 #: Row keys of :meth:`SurvivalEvidence.rows`, in order.
-SURVIVAL_ROWS = ("observed_expected", "citl", "slope", "flexible", "gnd")
+SURVIVAL_ROWS = ("observed_expected", "citl", "slope", "flexible", "gnd", "auc")
+
+#: Rows that describe but do not test calibration: never decisive in the conclusion.
+DESCRIPTIVE_ROWS = ("auc",)
 
 #: Events by the horizon below which a GND group is flagged (Demler et al. 2015 collapse such groups).
 MIN_GROUP_EVENTS = 5
+
+#: Share of the rows censored before the horizon above which the GND row is marked unreliable: 0, any
+#: censoring before t.  Its size at a calibrated model (alpha = 0.05) was measured at 0.075 with 2% of the rows
+#: censored before t (n = 3000), 0.077 with 7%, 0.075 with 30%, 0.118 with 74% and 0.317 with 74% at n = 300
+#: (``docs/survival.md``, ``benchmarks/gnd_size.py``).
+GND_CENSORING_LIMIT = 0.0
 
 #: Knots of the flexible curve's restricted cubic spline (Austin et al. 2020 use 3).
 N_KNOTS = 3
@@ -256,6 +266,38 @@ class SurvivalEvidence(ResultDisplay):
     gnd_pvalue: float = math.nan
     validation: str = "external"
     scope: str = ""
+    max_tied_events: int = 1
+    auc: float = math.nan
+    auc_se: float = math.nan
+
+    def decisive_rows(self) -> tuple:
+        """The keys of :meth:`rows` on which the conclusion may rest: not AUC (discrimination, not a test of
+        calibration), and not GND when :attr:`gnd_unreliable` gives a reason."""
+        return tuple(k for k in SURVIVAL_ROWS if k not in DESCRIPTIVE_ROWS and not (k == "gnd" and
+                                                                                 self.gnd_unreliable))
+
+    @property
+    def gnd_unreliable(self) -> str:
+        """Why the GND row's chi-squared reference cannot be trusted here ("" when it can).
+
+        Its size at a calibrated model exceeds alpha under censoring and with tied event times (measured in
+        ``docs/survival.md``): the row is marked unreliable when the share of rows censored before t
+        exceeds :data:`GND_CENSORING_LIMIT` (0: any row censored before t), when more than one event falls
+        on one time by t, or when a risk group has fewer than :data:`MIN_GROUP_EVENTS` events by t; the
+        conclusion then never rests on it.
+        """
+        reasons = []
+        share = self.n_censored / self.n
+        if share > GND_CENSORING_LIMIT:
+            reasons.append(f"{self.n_censored} of the {self.n} rows are censored before t"
+                           + (f" (more than {100 * GND_CENSORING_LIMIT:g}%)" if GND_CENSORING_LIMIT > 0 else ""))
+        if self.max_tied_events > 1:
+            reasons.append(f"up to {self.max_tied_events} events share one time by t (tied event times)")
+        few = int((self.groups["events"] < MIN_GROUP_EVENTS).sum())
+        if few:
+            reasons.append(f"{few} risk group{'s have' if few > 1 else ' has'} fewer than {MIN_GROUP_EVENTS} "
+                           "events by t")
+        return "; ".join(reasons)
 
     # ----------------------------------------------------------------- numbers
     def conf_int(self, alpha: float | None = None) -> pd.DataFrame:
@@ -265,7 +307,9 @@ class SurvivalEvidence(ResultDisplay):
         -------
         pandas.DataFrame
             Index ``observed_expected``, ``citl``, ``slope`` (the last two
-            NaN when not computed); columns ``lower``, ``upper``.
+            NaN when not computed) and ``auc`` (Wald, ``AUC +/- z se``, as
+            riskRegression's ``Score``; NaN without a case or a control);
+            columns ``lower``, ``upper``.
         """
         alpha = self.alpha if alpha is None else check_alpha(alpha)
         z = sps.norm.isf(alpha / 2)
@@ -274,7 +318,8 @@ class SurvivalEvidence(ResultDisplay):
                 "citl": ((self.citl - z * self.citl_se, self.citl + z * self.citl_se) if self.citl is not None
                          else (nan, nan)),
                 "slope": ((self.slope - z * self.slope_se, self.slope + z * self.slope_se)
-                          if self.slope is not None else (nan, nan))}
+                          if self.slope is not None else (nan, nan)),
+                "auc": (self.auc - z * self.auc_se, self.auc + z * self.auc_se)}
         return pd.DataFrame(rows, index=["lower", "upper"]).T
 
     def direction(self, alpha: float | None = None) -> str:
@@ -328,14 +373,15 @@ class SurvivalEvidence(ResultDisplay):
                 "citl": None if self.citl is None else two(self.citl / self.citl_se),
                 "slope": None if self.slope is None else two((self.slope - 1.0) / self.slope_se),
                 "flexible": None if self.curve is None else self.curve.pvalue,
-                "gnd": self.gnd_pvalue}
+                "gnd": self.gnd_pvalue, "auc": None}
 
     def to_frame(self) -> pd.DataFrame:
         """Every measure as numbers: ``estimate``, ``se``, ``lower``, ``upper``, ``null_value``, ``pvalue``.
 
         One row per key of :data:`SURVIVAL_ROWS` (O/E's ``se`` is that of
         log(O/E); the flexible row's estimate is ICI and its p-value the Wald
-        test's; GND's estimate is its statistic).  Rows not computed hold NaN.
+        test's; GND's estimate is its statistic; AUC has no null value and no
+        p-value: it measures discrimination).  Rows not computed hold NaN.
         """
         ci = self.conf_int()
         pv = self._pvalues()
@@ -348,6 +394,7 @@ class SurvivalEvidence(ResultDisplay):
             "slope": (val(self.slope), val(self.slope_se), ci.loc["slope", "lower"], ci.loc["slope", "upper"], 1.0),
             "flexible": (nan if self.curve is None else self.curve.ici, nan, nan, nan, 0.0),
             "gnd": (self.gnd_statistic, nan, nan, nan, nan),
+            "auc": (self.auc, self.auc_se, ci.loc["auc", "lower"], ci.loc["auc", "upper"], nan),
         }
         out = pd.DataFrame(table, index=["estimate", "se", "lower", "upper", "null_value"]).T
         out["pvalue"] = [val(pv[k]) for k in out.index]
@@ -363,7 +410,10 @@ class SurvivalEvidence(ResultDisplay):
             ``null`` (the null hypothesis in words), ``statistic``, ``pvalue``,
             ``lower``, ``upper`` (None without an interval), ``reject`` (bool:
             the interval excludes the null value, or the p-value is at most
-            alpha) and ``verdict`` (``"rejects"`` or ``"does not reject"``).
+            alpha; False for AUC, which tests nothing) and ``verdict``
+            (``"rejects"`` or ``"does not reject"``; ``"unreliable"`` for GND
+            when :attr:`gnd_unreliable` gives a reason, whatever its p-value;
+            ``"not a test"`` for AUC).
         """
         level = f"{100 * (1 - self.alpha):g}%"
         t = fmt(self.horizon)
@@ -386,15 +436,27 @@ class SurvivalEvidence(ResultDisplay):
                                    f"is the identity (Wald chi2 = {fmt(self.curve.wald, 4)}, df = "
                                    f"{self.curve.df}; statistic: ICI)", self.curve.ici, self.curve.pvalue,
                                    None, None, None)
+        unreliable = self.gnd_unreliable
         records["gnd"] = ("Greenwood-Nam-D'Agostino", f"observed = expected risk by t in each of the "
-                          f"{len(self.groups)} risk groups (chi2, df = {self.gnd_df})", self.gnd_statistic,
-                          self.gnd_pvalue, None, None, None)
+                          f"{len(self.groups)} risk groups (chi2, df = {self.gnd_df})"
+                          + (f"; unreliable here ({unreliable}): not counted in the conclusion" if unreliable
+                             else ""), self.gnd_statistic, self.gnd_pvalue, None, None, None)
+        if math.isfinite(self.auc):
+            records["auc"] = (f"AUC(t) {level} CI", "none: discrimination, not calibration "
+                              "(Uno's IPCW AUC at t: events by t against rows event-free after t; Wald interval, "
+                              "influence-function se)", self.auc, None, *ci.loc["auc"], None)
         out = []
         for key, (name, null, stat, p, lo, hi, null_value) in records.items():
-            reject = (not (lo <= null_value <= hi)) if null_value is not None else bool(p <= self.alpha)
+            if key in DESCRIPTIVE_ROWS:
+                reject, verdict = False, "not a test"
+            else:
+                reject = (not (lo <= null_value <= hi)) if null_value is not None else bool(p <= self.alpha)
+                verdict = "rejects" if reject else "does not reject"
+                if key == "gnd" and unreliable:
+                    verdict = "unreliable"
             out.append({"name": name, "null": null, "statistic": float(stat), "pvalue": None if p is None else
                         float(p), "lower": None if lo is None else float(lo), "upper": None if hi is None else
-                        float(hi), "reject": bool(reject), "verdict": "rejects" if reject else "does not reject"})
+                        float(hi), "reject": bool(reject), "verdict": verdict})
         return pd.DataFrame(out, index=list(records), dtype=object)
 
     # ----------------------------------------------------------------- display
@@ -416,6 +478,16 @@ class SurvivalEvidence(ResultDisplay):
                     "development data" if self.validation == "external" else
                     "G - 1, development data (D'Agostino & Nam)")
                  + "); a group without an event by t adds 0."]
+        if self.gnd_unreliable:
+            notes.append(f"GND is unreliable here ({self.gnd_unreliable}): its size at a calibrated model was "
+                         "measured well above alpha under censoring and tied times (docs/survival.md), so the "
+                         "conclusion does not rest on it.")
+        if math.isfinite(self.auc):
+            notes.append(f"AUC(t) (discrimination, not calibration): Uno's IPCW cumulative/dynamic AUC at t, cases "
+                         f"the {self.n_events} events by t weighted by 1 / G(T-), controls the rows event-free "
+                         "after t (G: Kaplan-Meier of the censoring); a tied risk counts 1/2; se = sd of the "
+                         "influence function (Blanche et al. 2013, including the estimated G) / sqrt(n); Wald "
+                         f"interval. AUC = {fmt(self.auc, 4)} (se {fmt(self.auc_se, 4)}).")
         flat = self.groups.index[self.groups["se"] == 0].tolist()
         if flat:
             notes.append(f"Risk group{'s' if len(flat) > 1 else ''} {', '.join(map(str, flat))} "
@@ -467,6 +539,7 @@ class SurvivalEvidence(ResultDisplay):
             for col in frame.columns:
                 out[f"{key}_{col}"] = float(row[col])
         out["gnd_df"] = self.gnd_df
+        out["gnd_unreliable"] = self.gnd_unreliable
         out["validation"] = self.validation
         if self.curve is not None:
             out.update({"e50": self.curve.e50, "e90": self.curve.e90, "emax": self.curve.emax,
@@ -515,6 +588,12 @@ def _flexible_curve(t_h, ev_h, risk, cll, horizon, order) -> SurvivalCurve:
                          wald=wald, df=df, pvalue=float(sps.chi2.sf(wald, df)), ici=float(diff.mean()),
                          e50=float(np.median(diff)), e90=float(np.quantile(diff, 0.9)), emax=float(diff.max()),
                          grid=pd.DataFrame({"risk": grid, "observed": grid_obs}))
+
+
+def _max_tied_events(t_h: np.ndarray, ev_h: np.ndarray) -> int:
+    """The largest number of events by the horizon at one follow-up time."""
+    _, counts = np.unique(t_h[ev_h], return_counts=True)
+    return int(counts.max())
 
 
 def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
@@ -645,12 +724,14 @@ def survival_evidence(time, event, risk, horizon, *, alpha=0.05, n_groups=10,
             curve = _flexible_curve(t_h, ev_h, risk, cll, horizon, order)
         except ValueError as exc:
             missing.append(f"The flexible calibration curve was not computed: {exc}.")
+    auc = time_auc(time, event, risk, horizon)  # 6. discrimination at t (the controls: time > t)
     return SurvivalEvidence(
         horizon=horizon, alpha=alpha, n=n, n_events=int(ev_h.sum()),
         n_censored=int((~event & (time < horizon)).sum()), observed=observed, observed_se=observed_se,
         expected=expected, oe=oe, oe_se=oe_se, citl=citl, citl_se=citl_se, slope=slope, slope_se=slope_se,
         curve=curve, groups=groups, gnd_statistic=gnd, gnd_df=df, gnd_pvalue=float(sps.chi2.sf(gnd, df)),
-        validation=validation, scope=" ".join(missing))
+        validation=validation, scope=" ".join(missing), max_tied_events=_max_tied_events(t_h, ev_h),
+        auc=auc.auc, auc_se=auc.se)
 
 
 #: The public name of :func:`survival_evidence` (``calibtest.survival_calibration``; the package's public names

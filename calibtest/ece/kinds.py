@@ -299,6 +299,13 @@ class AnalysisKind:
         """What acceptance criteria read: criterion -> the measure it tests, or the reason it cannot."""
         return {_CRITERIA[m]: value for m, value in self.recalibration().items()}
 
+    def acceptance_quantity(self, key: str) -> str:
+        """The measure an acceptance criterion (``key`` of ``ACCEPTANCE_CRITERIA``) limits, named with its scale."""
+        return {"ece_below": "ECE (probability units)",
+                "citl_within": "CITL (logit scale: intercept of the logistic model with offset logit(p))",
+                "slope_within": "Calibration slope (coefficient of logit(p) in the logistic model)",
+                "oe_within": "O/E (observed over expected events, a ratio)"}[key]
+
     def margin_null_variance(self) -> tuple[float, str]:
         """``(V0, source)``: the calibrated-regime variance of T the margin test uses as its floor."""
         return paper_null_variance(self.res)
@@ -455,6 +462,13 @@ class AnalysisKind:
     def report_figures(self) -> str:
         """Which figures the report draws: ``"rows"``, ``"weighted"`` or ``"survival"``."""
         return "rows"
+
+    def report_references(self) -> tuple[str, ...]:
+        """The keys of the references the report's Methods cite for this result (``reporting.html.REFERENCES``):
+        the interval, T-Cal and the HulC, and for binary outcomes Hosmer–Lemeshow, val.prob, Spiegelhalter,
+        the ICI, Wilson's interval of the display-bin reliability diagram and the calibration hierarchy."""
+        return ("sun", "lee", "kuchibhotla", "hosmer", "harrell", "spiegelhalter", "austin_steyerberg", "wilson",
+                "van_calster")
 
     def substitute_evidence_rows(self, d: dict) -> list | None:
         """Rows the report shows in place of an evidence table the kind does not have (None: no such table)."""
@@ -961,6 +975,18 @@ class SurvivalKind(AnalysisKind):
     def acceptance_reason(self, key: str) -> str:
         return self.rows.acceptance_reason(key)
 
+    def acceptance_quantity(self, key: str) -> str:
+        """With censoring before the horizon the measures at t of the survival evidence, each with its scale (CITL
+        is log(O/E) of the cumulative hazard); without, the rows' measures of the outcome 1{T ≤ t}."""
+        t = f"t = {fmt(self.survival.horizon)}"
+        if not self.censored:
+            return f"{self.rows.acceptance_quantity(key)} of 1{{T ≤ t}} at {t}"
+        return {"ece_below": f"ECE(t) at {t} (probability units, IPCW)",
+                "citl_within": (f"CITL at {t} (log(O/E) of the cumulative hazard: log of the events by t over the "
+                                "expected, the Poisson intercept of Crowson et al.)"),
+                "slope_within": f"Calibration slope at {t} (Cox coefficient of cloglog(risk))",
+                "oe_within": f"O/E at {t} (Kaplan–Meier risk by t over the mean predicted risk, a ratio)"}[key]
+
     def margin_null_variance(self) -> tuple[float, str]:
         res = self.res
         if self.censored and not self.weighted:  # sigma0_sq = n^2 w V_0 of the IPCW rows
@@ -1026,6 +1052,20 @@ class SurvivalKind(AnalysisKind):
 
     def substitute_evidence_rows(self, d: dict) -> list | None:
         return self.rows.substitute_evidence_rows(d)
+
+    def report_references(self) -> tuple[str, ...]:
+        """With censoring before the horizon: the interval's sources, the IPCW weights (Gerds & Schumacher) and
+        those of the survival evidence (Crowson et al.'s intercept and slope, Austin et al.'s flexible curve,
+        D'Agostino & Nam's and Demler et al.'s GND with Greenwood's variance, Uno et al.'s AUC with Blanche et
+        al.'s standard error), not the binary tests' nor Wilson's interval (the evidence and the reliability
+        diagram are those at the horizon); weighted rows keep their own evidence and add the IPCW source;
+        without censoring before t the outcome is binary and the rows' references apply."""
+        if not self.censored:
+            return self.rows.report_references()
+        if self.weighted:
+            return (*self.rows.report_references(), "gerds")
+        return ("sun", "lee", "kuchibhotla", "gerds", "crowson", "austin_harrell", "dagostino", "demler", "greenwood",
+                "uno", "blanche")
 
     def censoring_rows(self) -> list[tuple[str, str]]:
         """The follow-up and censoring of the rows at the horizon: what ``res.survival`` holds, formatted."""

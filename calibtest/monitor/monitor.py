@@ -149,6 +149,9 @@ class CalibrationMonitor:
     False
     """
 
+    #: What :func:`calibtest.report` writes for it: the monitoring report.
+    report_kind = "monitor"
+
     def __init__(self, formula=None, *, n_classes=None, alpha=None, scales=DEFAULT_SCALES, n_bins=10, margin=None,
                  plan=None, arl=None, forget=0.8, odds_ratio=2.0, model=None, rng=None, eval_env=0,
                  missing="raise", chunksize=None, history=1000):
@@ -272,6 +275,10 @@ class CalibrationMonitor:
 
     def plot(self, ax=None):
         return self.result().plot(ax=ax)
+
+    def report(self, path, **kwargs):
+        """:meth:`MonitorResult.report` of :meth:`result`: the monitoring report (HTML or PDF)."""
+        return self.result().report(path, **kwargs)
 
     def _repr_html_(self) -> str:
         return self.result()._repr_html_()

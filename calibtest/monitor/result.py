@@ -62,6 +62,9 @@ class MonitorResult(ResultDisplay):
     ra_arls: tuple | None
     version: str = field(default="")
 
+    #: What :func:`calibtest.report` writes for it: the monitoring report.
+    report_kind = "monitor"
+
     # ------------------------------------------------------------------ the latest look
     def _last(self, name: str):
         return None if self.looks.empty else self.looks[name].iloc[-1]
@@ -160,6 +163,20 @@ class MonitorResult(ResultDisplay):
         notes.append(f"Detector and RA-CUSUM: in-control average run length >= {fmt(st['arl'])} looks "
                      "(RA-CUSUM: simulated from batches resampled from the first batch's predictions).")
         return notes
+
+    def report(self, path, **kwargs):
+        """Write the monitoring report (HTML, or PDF with WeasyPrint): plan, looks, alarms, guarantee.
+
+        The keywords (``title``, ``purpose``, ``command``, ``metadata``, ``templates``) are those of
+        :func:`calibtest.reporting.monitor_report.monitor_report`.
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
+        """
+        from calibtest.reporting.monitor_report import monitor_report
+        return monitor_report(self, path, **kwargs)
 
     def plot(self, ax=None):
         """The statistics over time against their thresholds, alarms and the estimated change time marked.

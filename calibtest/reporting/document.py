@@ -23,7 +23,7 @@ from calibtest.inputs.validation import DataError, OptionError, OptionTypeError
 from calibtest.inputs.plan import PLAN_OPTIONS, AnalysisPlan, Deviation, is_calculation, planned_vs_achieved
 
 __all__ = ["METADATA_FIELDS", "NOT_STATED", "check_metadata", "load_metadata", "Numbering", "plan_check",
-           "reported_tests", "pdf_attachments", "bins_file_name", "bin_table_csv", "check_deviation_reasons",
+           "reported_tests", "pdf_attachments", "bins_file_name", "result_file_name", "result_record", "bin_table_csv", "check_deviation_reasons",
            "check_text", "check_report_text", "check_report_path", "REPORT_SUFFIXES", "write_report_file"]
 
 #: Document-control fields of ``report(..., metadata=...)`` and their labels, in the order shown.
@@ -479,7 +479,27 @@ def bin_table_csv(table) -> str:
     return out.to_csv(index=False, lineterminator="\n")
 
 
-def pdf_attachments(results, names, comparisons, plan, bin_tables) -> list[tuple[str, str, str]]:
+def result_file_name(index: int, name: str, grouped: bool = False) -> str:
+    """File name of the machine-readable result of the ``index``-th model (1-based) of a report."""
+    return f"result-{index}-{_slug(name)}{'-subgroups' if grouped else ''}.json"
+
+
+def result_record(res, evidence: dict | None, verdict: str, acceptance: dict | None) -> dict:
+    """The machine-readable result a report attaches: ``res.to_dict()`` with what the report concludes from it.
+
+    Keys beside those of ``to_dict()``: ``evidence`` (the evidence table's
+    ``to_dict()``: every row's statistic, p-value, interval, reject and
+    verdict, the conclusion, and for a survival result censored before the
+    horizon the whole survival evidence under ``survival``; None when the
+    report shows no evidence table), ``acceptance`` (the plan's criteria
+    evaluated on this result, ``AcceptanceEvaluation.to_dict()``; None without
+    a plan) and ``verdict`` (the evidence's verdict, or the interval's when
+    there is no evidence table).
+    """
+    return json_safe({**res.to_dict(), "evidence": evidence, "acceptance": acceptance, "verdict": verdict})
+
+
+def pdf_attachments(results, names, comparisons, plan, bin_tables, records=None) -> list[tuple[str, str, str]]:
     """``(file name, text, description)`` of every result's ``to_dict()`` and bin table, each comparison and the plan.
 
     ``bin_tables`` holds, per result, the ``(file name, CSV text)`` of its
@@ -487,15 +507,19 @@ def pdf_attachments(results, names, comparisons, plan, bin_tables) -> list[tuple
     :func:`bin_table_csv`; of the pooled result for a subgroup analysis).  A
     subgroup analysis (``GroupedCalibrationResult``) is attached whole: its
     ``to_dict()`` holds the per-group rows, the tests across groups and the
-    pooled result.
+    pooled result.  ``records`` holds, per result, the file's text when
+    the report made one (the JSON of :func:`result_record`); else that of ``to_dict()``.
     """
     out = []
-    for i, (res, name, (bins_name, bins_text)) in enumerate(zip(results, names, bin_tables), 1):
+    records = [None] * len(results) if records is None else records
+    for i, (res, name, (bins_name, bins_text), record) in enumerate(zip(results, names, bin_tables, records), 1):
         grouped = hasattr(res, "groups") and hasattr(res, "pooled")
         kind = "subgroup analysis (per-group results, global and heterogeneity tests, pooled result)" \
             if grouped else "calibration result"
-        out.append((f"result-{i}-{_slug(name)}{'-subgroups' if grouped else ''}.json",
-                    json.dumps(json_safe(res.to_dict()), indent=1), f"to_dict() of the {kind} of {name}"))
+        extra = "" if record is None else ", with its evidence table, acceptance criteria and verdict"
+        out.append((result_file_name(i, name, grouped),
+                    json.dumps(json_safe(res.to_dict()), indent=1) if record is None else record,
+                    f"to_dict() of the {kind} of {name}{extra}"))
         out.append((bins_name, bins_text,
                     f"bin table of {name}{' (pooled)' if grouped else ''}: one row per occupied bin of the estimator"))
     for i, cmp in enumerate(comparisons, 1):

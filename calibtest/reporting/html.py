@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import math
 import os
 import platform
@@ -37,12 +38,86 @@ from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
 from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
+                                          result_file_name, result_record,
                                           check_deviation_reasons, check_metadata, check_report_text,
                                           check_report_path, load_metadata, pdf_attachments, plan_check,
                                           reported_tests, write_report_file)
 from calibtest.reporting.plotting import FIGURE_DPI
 from calibtest.checks.evidence_table import impossible_outcomes
 from calibtest.display.summary import asymptotic_test, null_name, null_text
+from calibtest.checks.survival_calibration import GND_CENSORING_LIMIT, MIN_GROUP_EVENTS
+
+
+#: The report's references, by the key its templates cite (``{{ ref.KEY }}``); a report lists those its
+#: results' kinds name (``res.kind.report_references()``) and its subgroup and weighting paragraphs cite, in
+#: this order, numbered from 1.
+REFERENCES = {
+    "sun": "Sun, Y., Chaudhari, P., Barnett, I. J. and Dobriban, E. (2024). A Confidence Interval for the ℓ2 "
+           "Expected Calibration Error. arXiv preprint arXiv:2408.08998. https://doi.org/10.48550/arXiv.2408.08998",
+    "lee": "Lee, D., Huang, X., Hassani, H. and Dobriban, E. (2023). T-Cal: An optimal test for the calibration of "
+           "predictive models. Journal of Machine Learning Research 24(335), 1–72.",
+    "kuchibhotla": "Kuchibhotla, A. K., Balakrishnan, S. and Wasserman, L. (2024). The HulC: confidence regions from "
+                   "convex hulls. Journal of the Royal Statistical Society Series B 86(3), 586–622. "
+                   "https://doi.org/10.1093/jrsssb/qkad134",
+    "hosmer": "Hosmer, D. W. and Lemeshow, S. (1980). Goodness of fit tests for the multiple logistic regression "
+              "model. Communications in Statistics – Theory and Methods 9(10), 1043–1069. "
+              "https://doi.org/10.1080/03610928008827941",
+    "harrell": "Harrell, F. E. (2015). Regression Modeling Strategies, 2nd ed. Springer, Cham. "
+               "https://doi.org/10.1007/978-3-319-19425-7; R package rms, function val.prob.",
+    "spiegelhalter": "Spiegelhalter, D. J. (1986). Probabilistic prediction in patient management and clinical "
+                     "trials. Statistics in Medicine 5(5), 421–433. https://doi.org/10.1002/sim.4780050506",
+    "austin_steyerberg": "Austin, P. C. and Steyerberg, E. W. (2019). The Integrated Calibration Index (ICI) and "
+                         "related metrics for quantifying the calibration of logistic regression models. Statistics "
+                         "in Medicine 38(21), 4051–4065. https://doi.org/10.1002/sim.8281",
+    "wilson": "Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference. "
+              "Journal of the American Statistical Association 22(158), 209–212. "
+              "https://doi.org/10.1080/01621459.1927.10502953",
+    "van_calster": "Van Calster, B., Nieboer, D., Vergouwe, Y., De Cock, B., Pencina, M. J. and Steyerberg, E. W. "
+                   "(2016). A calibration hierarchy for risk models was defined: from utopia to empirical data. "
+                   "Journal of Clinical Epidemiology 74, 167–176. https://doi.org/10.1016/j.jclinepi.2015.12.005",
+    "gerds": "Gerds, T. A. and Schumacher, M. (2006). Consistent estimation of the expected Brier score in general "
+             "survival models with right-censored event times. Biometrical Journal 48(6), 1029–1040. "
+             "https://doi.org/10.1002/bimj.200610301",
+    "crowson": "Crowson, C. S., Atkinson, E. J. and Therneau, T. M. (2016). Assessing calibration of prognostic "
+               "risk scores. Statistical Methods in Medical Research 25(4), 1692–1706. "
+               "https://doi.org/10.1177/0962280213497434",
+    "austin_harrell": "Austin, P. C., Harrell, F. E. and van Klaveren, D. (2020). Graphical calibration curves and "
+                      "the integrated calibration index (ICI) for survival models. Statistics in Medicine 39(21), "
+                      "2714–2742. https://doi.org/10.1002/sim.8570",
+    "dagostino": "D'Agostino, R. B. and Nam, B.-H. (2003). Evaluation of the performance of survival analysis "
+                 "models: discrimination and calibration measures. Handbook of Statistics 23, 1–25. "
+                 "https://doi.org/10.1016/S0169-7161(03)23001-7",
+    "demler": "Demler, O. V., Paynter, N. P. and Cook, N. R. (2015). Tests of calibration and goodness-of-fit in "
+              "the survival setting. Statistics in Medicine 34(10), 1659–1680. https://doi.org/10.1002/sim.6428",
+    "greenwood": "Greenwood, M. (1926). The natural duration of cancer. Reports on Public Health and Medical "
+                 "Subjects 33. His Majesty's Stationery Office, London.",
+    "uno": "Uno, H., Cai, T., Tian, L. and Wei, L. J. (2007). Evaluating prediction rules for t-year survivors with "
+           "censored regression models. Journal of the American Statistical Association 102(478), 527–537. "
+           "https://doi.org/10.1198/016214507000000149",
+    "blanche": "Blanche, P., Dartigues, J.-F. and Jacqmin-Gadda, H. (2013). Estimating and comparing time-dependent "
+               "areas under receiver operating characteristic curves for censored event times with competing "
+               "risks. Statistics in Medicine 32(30), 5381–5397. https://doi.org/10.1002/sim.5958",
+    "holm": "Holm, S. (1979). A simple sequentially rejective multiple test procedure. Scandinavian Journal of "
+            "Statistics 6(2), 65–70.",
+    "cochran": "Cochran, W. G. (1954). The combination of estimates from different experiments. Biometrics 10(1), "
+               "101–129. https://doi.org/10.2307/3001666",
+    "riley": "Riley, R. D., Higgins, J. P. T. and Deeks, J. J. (2011). Interpretation of random effects "
+             "meta-analyses. BMJ 342, d549. https://doi.org/10.1136/bmj.d549",
+    "debray": "Debray, T. P. A., Damen, J. A. A. G., Snell, K. I. E. et al. (2017). A guide to systematic review and "
+              "meta-analysis of prediction model performance. BMJ 356, i6460. https://doi.org/10.1136/bmj.i6460",
+    "viechtbauer": "Viechtbauer, W. (2010). Conducting meta-analyses in R with the metafor package. Journal of "
+                   "Statistical Software 36(3), 1–48. https://doi.org/10.18637/jss.v036.i03",
+    "kish": "Kish, L. (1965). Survey Sampling. John Wiley & Sons, New York.",
+}
+
+
+def report_references(results, subgroups: bool, weighting: bool) -> list[str]:
+    """The keys of :data:`REFERENCES` a report cites, in the order of :data:`REFERENCES`: those its results'
+    kinds name, and the subgroup and weighting paragraphs' sources."""
+    keys = {k for r in results for k in r.kind.report_references()}
+    keys |= {"holm", "cochran", "riley", "debray", "viechtbauer"} if subgroups else set()
+    keys |= {"kish"} if weighting else set()
+    return [k for k in REFERENCES if k in keys]
 
 __all__ = ["report", "render_html", "build_context", "ReportOptions", "reliability_figure", "figure_size",
            "file_provenance", "load_metadata", "check_metadata", "result_evidence", "pdf_attachments",
@@ -640,6 +715,8 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
         "bins_coordinates": _coordinate_words(d["mode"]),
         "bins_csv": bins_csv,
         "bins_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(bins_csv.encode("utf-8")).decode("ascii"),
+        "evidence_record": None if ev is None else ev.to_dict(),
+        "verdict": interval_verdict if ev is None else ev.verdict,
         "figures": figures,
         "figure_notes": figure_notes,
         "level": level,
@@ -654,6 +731,25 @@ def _model_context(res, name: str, index: int, *, source, command, hl_groups: in
     return ctx
 
 
+def _survival_curve_table(sev, name: str, t: str) -> dict | None:
+    """The flexible calibration curve at the horizon in numbers: ICI, E50, E90, Emax and its Wald test (None when
+    the survival evidence or the curve was not computed)."""
+    curve = None if sev is None else sev.curve
+    if curve is None:
+        return None
+    rows = [("ICI (mean |observed − predicted risk|)", fmt(curve.ici, 4)),
+            ("E50 (median |observed − predicted risk|)", fmt(curve.e50, 4)),
+            ("E90 (90th percentile)", fmt(curve.e90, 4)),
+            ("Emax (largest)", fmt(curve.emax, 4)),
+            ("Wald test that the curve is the identity", f"chi² = {fmt(curve.wald, 4)}, df = {curve.df}, "
+                                                         f"{p_equals(curve.pvalue)}")]
+    return {**_table(["Measure", "Value"], rows),
+            "caption": (f"Flexible calibration curve of {name} at t = {t} (Cox model on a restricted cubic spline of "
+                        f"cloglog(risk), {len(curve.knots)} knots; observed risk by t from Breslow's baseline): the absolute "
+                        "differences between the curve and the predicted risks over the rows, in probability "
+                        "units.")}
+
+
 def _survival_context(res, name: str, ev) -> dict | None:
     """The censoring section of a survival result, and the Kaplan–Meier risk groups of its evidence."""
     rows = res.kind.censoring_rows()
@@ -661,7 +757,8 @@ def _survival_context(res, name: str, ev) -> dict | None:
         return None
     sev = None if ev is None else getattr(ev, "survival", None)
     t = fmt(res.survival.horizon)
-    return {"censoring": {**_table(["Item", "Value"], rows),
+    return {"curve": _survival_curve_table(sev, name, t),
+            "censoring": {**_table(["Item", "Value"], rows),
                           "caption": f"Follow-up and censoring of {name} at the horizon t = {t}."},
             "groups": None if sev is None else {**_survival_groups_table(sev), "caption": (
                 f"Kaplan–Meier risk by t = {t} per risk group of {name} (the reliability diagram's points) and "
@@ -1277,7 +1374,7 @@ def _acceptance_context(plan, results, names) -> dict | None:
                             model=f"Model {name}" if multi else "The model")
         rows = []
         for row in ev.table.to_dict(orient="records"):
-            head = ACCEPTANCE_LABELS[row["criterion"]].removesuffix(" below").removesuffix(" within")
+            head = row["quantity"]  # the measure with its scale, as the result's kind names it
             limit = (f"< {fmt(row['upper_limit'], 4)}" if row["criterion"] == "ece_below" else
                      f"within ({fmt(row['lower_limit'], 4)}, {fmt(row['upper_limit'], 4)})")
             if row["verdict"] == ev.NOT_EVALUABLE:
@@ -1299,7 +1396,8 @@ def _acceptance_context(plan, results, names) -> dict | None:
                              f"tested at alpha = {fmt(ev.alpha)}: the ECE margin by the margin test (met when the "
                              "one-sided upper confidence bound is below the margin), CITL, slope and O/E by two "
                              "one-sided tests (met when the interval lies inside the limits).")}
-        models.append({"name": name, "sentence": ev.sentence, "table": table, "all_met": ev.all_met})
+        models.append({"name": name, "sentence": ev.sentence, "table": table, "all_met": ev.all_met,
+                       "record": ev.to_dict()})
     primary = (f" The primary criterion is {criterion_text(plan.primary, plan.acceptance[plan.primary])}; the "
                "others are secondary." if plan.primary else " Every criterion is co-primary.")
     intro = (f"The analysis plan (SHA-256 {plan.sha256[:16]}…) fixed {len(plan.acceptance)} acceptance "
@@ -1340,6 +1438,8 @@ def _number(ctx: dict) -> None:
             f(fig)
         if m["survival"] and m["survival"]["groups"]:
             t(m["survival"]["groups"])
+        if m["survival"] and m["survival"]["curve"]:
+            t(m["survival"]["curve"])
         if m["sensitivity"]:
             t(m["sensitivity"])
         t(m["provenance"])
@@ -1483,6 +1583,56 @@ class ReportOptions:
     deviation_reasons: dict | None = None
     meta_method: str = "REML"
     hartung_knapp: bool = False
+    horizon_unit: str | None = None
+
+
+def check_horizon_unit(unit) -> str | None:
+    """``horizon_unit`` checked: None, or a non-empty string naming the unit of the survival times ("days")."""
+    if unit is None:
+        return None
+    if not isinstance(unit, str):
+        raise OptionTypeError(f"horizon_unit must be a string naming the unit of the follow-up times, such as "
+                              f"'days', got {type(unit).__name__} {unit!r}")
+    if not unit.strip():
+        raise OptionError("horizon_unit must name the unit of the follow-up times (such as 'days'), got an empty "
+                          "string")
+    return unit.strip()
+
+
+#: Keys of a model's context that hold data, not prose: the horizon's unit is not written into them.
+_DATA_KEYS = frozenset({"src", "bins_csv", "bins_href", "result_href", "evidence_record", "anchor", "id"})
+
+
+def _with_horizon_unit(value, pattern: re.Pattern, replacement: str):
+    """``value`` (a context's strings, lists and dicts) with every "t = <horizon>" followed by the unit."""
+    if isinstance(value, str):
+        return pattern.sub(replacement, value)
+    if isinstance(value, list):
+        return [_with_horizon_unit(v, pattern, replacement) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_with_horizon_unit(v, pattern, replacement) for v in value)
+    if isinstance(value, dict):
+        return {k: v if k in _DATA_KEYS else _with_horizon_unit(v, pattern, replacement) for k, v in value.items()}
+    return value
+
+
+def _apply_horizon_unit(ctx: dict, results, unit: str | None) -> None:
+    """The horizon printed with its unit in the prose and tables of each survival model ("t = 1826.25 days")."""
+    if unit is None:
+        return
+    accepted = {a["name"]: a for a in (ctx["acceptance"] or {}).get("models", ())}
+    for m, res in zip(ctx["models"], results):
+        if not res.kind.survival_outcome:
+            continue
+        h = fmt(res.survival.horizon)
+        pattern = re.compile(rf"\bt = {re.escape(h)}(?!\w|\.\d)")
+        m.update(_with_horizon_unit({k: v for k, v in m.items()}, pattern, f"t = {h} {unit}"))
+        for row in (m["survival"] or {}).get("censoring", {}).get("rows", ()):
+            if row[0].startswith("Horizon t") and row[1] == h:
+                row[1] = f"{h} {unit}"
+        if m["name"] in accepted:
+            accepted[m["name"]].update(_with_horizon_unit(dict(accepted[m["name"]]), pattern, f"t = {h} {unit}"))
+        m["horizon_unit"] = unit
 
 
 def build_context(results, options: ReportOptions | None = None, **keywords) -> dict:
@@ -1505,6 +1655,7 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
                                                             o.command)
     hl_groups, metadata, plan, rng, figures, generated = o.hl_groups, o.metadata, o.plan, o.rng, o.figures, o.generated
     deviation_reasons = o.deviation_reasons
+    horizon_unit = check_horizon_unit(o.horizon_unit)
     meta_method = check_option("meta_method", o.meta_method)
     hartung_knapp = check_option("hartung_knapp", o.hartung_knapp)
     items = _as_result_list(results)
@@ -1618,10 +1769,18 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
         "has_subgroups": bool(subgroup_models),
         "has_weighting": any(m["weighting"] for m in models),
         "has_survival": any(m["survival"] for m in models),
+        # Wilson's display-bin reliability diagram: every kind but one whose diagram is that at the horizon
+        "gnd_rule": ("marked unreliable and never counted in the conclusion when "
+                     + (f"more than {100 * GND_CENSORING_LIMIT:g}% of the rows are" if GND_CENSORING_LIMIT > 0 else
+                        "any row is") + " censored before t, when more than one event "
+                     f"falls on one time by t, or when a group has fewer than {MIN_GROUP_EVENTS} events by t (its "
+                     "size at a calibrated model was measured well above α there)"),
+        "has_display_bins": any(r.kind.report_figures() != "survival" for r in results),
         "global_methods": sorted({item.global_method for item in items if _is_grouped(item)}),
     }
-    extra = (["holm", "cochran", "riley", "debray", "viechtbauer"] if ctx["has_subgroups"] else []) + (["kish"] if ctx["has_weighting"] else [])
-    ctx["ref"] = {key: str(10 + i) for i, key in enumerate(extra)}  # after the nine fixed references
+    cited = report_references(results, ctx["has_subgroups"], ctx["has_weighting"])
+    ctx["ref"] = {key: str(i) for i, key in enumerate(cited, 1)}
+    ctx["references"] = [REFERENCES[key] for key in cited]
     _number(ctx)
     ctx["toc"] = _toc(ctx)
     ctx["section_number"] = {e["anchor"]: e["number"] for e in ctx["toc"]}
@@ -1630,8 +1789,19 @@ def build_context(results, options: ReportOptions | None = None, **keywords) -> 
             (["figures"] if m["figures"] or m["figure_notes"] else []) + \
             ["provenance"] + (["hl"] if m["hl"] else []) + (["valprob"] if m["valprob"] else []) + ["notes", "bins"]
         m["sub"] = {key: f"{ctx['section_number'][m['anchor']]}.{i}" for i, key in enumerate(shown, 1)}
+    accepted = {a["name"]: a["record"] for a in (ctx["acceptance"] or {}).get("models", ())}
+    _apply_horizon_unit(ctx, results, horizon_unit)
+    records = []
+    for i, (m, item) in enumerate(zip(models, items), 1):  # the machine-readable result, linked and attached
+        record = result_record(item, m["evidence_record"], m["verdict"], accepted.get(m["name"]))
+        if m.get("horizon_unit"):
+            record["horizon_unit"] = m["horizon_unit"]
+        records.append(json.dumps(record, indent=1))
+        m["result_file"] = result_file_name(i, m["name"], _is_grouped(item))
+        m["result_href"] = "data:application/json;charset=utf-8;base64," + base64.b64encode(
+            records[-1].encode("utf-8")).decode("ascii")
     ctx["_attachments"] = pdf_attachments(items, names, comparisons, plan,
-                                          [(m["bins_file"], m["bins_csv"]) for m in models])
+                                          [(m["bins_file"], m["bins_csv"]) for m in models], records)
     return ctx
 
 
@@ -1703,8 +1873,10 @@ def _template_error(exc, templates) -> Exception:
 _TYPESET = (("ECE^2", "ECE²"), ("Delta compares", "Δ compares"))
 
 
-def _render(ctx: dict, pdf: bool = False, templates=None) -> str:
+def _render(ctx: dict, pdf: bool = False, templates=None, name: str = "report.html") -> str:
     """The report's HTML; ``pdf=True`` for the document WeasyPrint lays out (files named as attachments).
+
+    ``name``: the template (``report.html``; ``monitor_report.html`` for a monitor's report).
 
     ``templates``: an organisation's folder of templates, used before the
     built-in ones.  Sentences shared with the console summaries write ECE^2
@@ -1713,7 +1885,7 @@ def _render(ctx: dict, pdf: bool = False, templates=None) -> str:
     import jinja2
 
     try:
-        html = _template_environment(templates).get_template("report.html").render(**ctx, pdf=pdf)
+        html = _template_environment(templates).get_template(name).render(**ctx, pdf=pdf)
     except jinja2.TemplateError as exc:
         raise _template_error(exc, templates) from exc
     for plain, typeset in _TYPESET:  # a loop over the two notations
@@ -1735,11 +1907,34 @@ def _import_weasyprint():
     return weasyprint
 
 
+def pdf_writer(weasyprint, attachments):
+    """``write_pdf(html, target)`` of :func:`calibtest.reporting.document.write_report_file`: a PDF/A-3b with the
+    ``(name, text, description)`` attachments; None when ``weasyprint`` is None (an HTML report)."""
+    if weasyprint is None:
+        return None
+    files = [weasyprint.Attachment(string=text, name=name, description=desc) for name, text, desc in attachments]
+
+    def write_pdf(source, target):
+        weasyprint.HTML(string=source, base_url=None).write_pdf(
+            target, pdf_variant="pdf/a-3b", attachments=files, uncompressed_pdf=False)
+    return write_pdf
+
+
+def _monitor_report(monitor, path, keywords: dict, unused: dict) -> Path:
+    """:func:`report` of a ``CalibrationMonitor`` or ``MonitorResult`` (``report_kind == "monitor"``): its own
+    ``report()``, the monitoring report of :mod:`calibtest.reporting.monitor_report`."""
+    given = sorted(k for k, v in unused.items() if v is not None)
+    if given:
+        raise OptionError(f"{', '.join(given)}: not options of a monitoring report (report() of a "
+                          "CalibrationMonitor or MonitorResult takes title, purpose, command, metadata, templates)")
+    return monitor.report(path, **keywords)
+
+
 def report(results, path, *, comparisons=None, title: str | None = None, purpose: str | None = None,
            labels: Sequence[str] | None = None, source=None, command: str | None = None,
            hl_groups: int = 10, metadata: dict | None = None, plan=None, rng=None,
            deviation_reasons: dict | None = None, templates=None, meta_method: str = "REML",
-           hartung_knapp: bool = False) -> Path:
+           hartung_knapp: bool = False, horizon_unit: str | None = None) -> Path:
     """Write a validation report of one or more calibration results as HTML or PDF.
 
     The report is a controlled document: a title block with document id,
@@ -1757,7 +1952,11 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
 
     Parameters
     ----------
-    results : CalibrationResult, GroupedCalibrationResult, or a list of them
+    results : CalibrationResult, GroupedCalibrationResult, or a list of them; or a CalibrationMonitor or MonitorResult
+        A monitor (or its result) gets its monitoring report
+        (:func:`calibtest.reporting.monitor_report.monitor_report`: plan,
+        looks, alarms, guarantee), which takes ``title``, ``purpose``,
+        ``command``, ``metadata`` and ``templates``.
         The models to report (each gets its own section; several are also
         summarised in one table and, when they share a target, in one
         overlaid figure).  A subgroup analysis (``calib_ci(..., by=...)``) is
@@ -1819,6 +2018,11 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
     hartung_knapp : bool
         The Hartung-Knapp interval (t on k - 1 df) of that section's pooled
         estimates instead of the Wald one.
+    horizon_unit : str, optional
+        The unit of the follow-up times of survival results (e.g. ``"days"``):
+        the report prints the horizon with it ("t = 1826.25 days") in every
+        section of a survival model, and the model's machine-readable result
+        records it.  A non-string is refused.
 
     Returns
     -------
@@ -1902,6 +2106,11 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
 
     ``"report.pdf"`` writes the PDF (``pip install "calibtest[pdf]"``).
     """
+    if getattr(results, "report_kind", None) == "monitor":  # a monitor's report: its own document
+        return _monitor_report(results, path, {"title": title, "purpose": purpose, "command": command,
+                                               "metadata": metadata, "templates": templates},
+                               {"comparisons": comparisons, "labels": labels, "source": source, "plan": plan,
+                                "rng": rng, "deviation_reasons": deviation_reasons})
     path = check_report_path(path)
     suffix = path.suffix.lower()
     # the options of `calibtest report` that are in the table of options, checked as the command line checks them
@@ -1916,20 +2125,12 @@ def report(results, path, *, comparisons=None, title: str | None = None, purpose
         ctx = build_context(results, ReportOptions(
             comparisons=comparisons, title=title, purpose=purpose, labels=labels, source=source, command=command,
             hl_groups=hl_groups, metadata=metadata, plan=plan, rng=rng, deviation_reasons=deviation_reasons,
-            meta_method=meta_method, hartung_knapp=hartung_knapp))
+            meta_method=meta_method, hartung_knapp=hartung_knapp, horizon_unit=horizon_unit))
         bar.update()
         if weasyprint is not None:  # the PDF's maker is part of the software that produced the document
             ctx["versions"]["rows"].insert(-2, ["WeasyPrint (made this PDF)", str(weasyprint.__version__)])
         html = _render(ctx, pdf=weasyprint is not None, templates=templates)
         bar.update()
-        write_pdf = None
-        if weasyprint is not None:
-            attachments = [weasyprint.Attachment(string=text, name=name, description=desc)
-                           for name, text, desc in ctx["_attachments"]]
-
-            def write_pdf(source, target):
-                weasyprint.HTML(string=source, base_url=None).write_pdf(
-                    target, pdf_variant="pdf/a-3b", attachments=attachments, uncompressed_pdf=False)
-        written = write_report_file(path, html, write_pdf)
+        written = write_report_file(path, html, pdf_writer(weasyprint, ctx["_attachments"]))
         bar.update()
     return written

@@ -621,3 +621,29 @@ def test_no_direction_word_beside_no_evidence():
     text = res.conclusion()[1]
     assert "underconfident" not in text and "overconfident" not in text
     assert "is above the mean confidence" in text
+
+
+def test_an_unreliable_gnd_never_decides_the_survival_conclusion():
+    """Calibrated risks, 74% censored before t, n = 300 (the GND's size there was 0.32): a data set where GND
+    rejects and no other row does concludes "no evidence", and says why GND is not counted."""
+    import calibtest as ct
+
+    found = None
+    for seed in range(60):  # the first calibrated data set in which the GND row rejects and nothing else does
+        rng = np.random.default_rng(seed)
+        r = rng.uniform(0.05, 0.6, 300)
+        t = 5.0 * (rng.exponential(size=300) / -np.log1p(-r)) ** (1 / 1.5)
+        c = rng.uniform(0, 5.8, 300)
+        res = ct.calib_ci(time=np.minimum(t, c), event=(t <= c).astype(float), probs=r, horizon=5.0)
+        ev = res.evidence()
+        rej = ev.table["reject"].astype(bool)
+        if rej["gnd"] and not rej.drop("gnd").any():
+            found = ev
+            break
+    assert found is not None, "no data set where only GND rejects among the first 60"
+    sev = found.survival
+    assert sev.gnd_pvalue <= found.alpha and sev.gnd_unreliable
+    assert found.verdict == "no evidence"
+    assert "The Greenwood-Nam-D'Agostino test has p = " in found.conclusion()
+    assert f"it is unreliable here ({sev.gnd_unreliable})" in found.conclusion()
+    assert found.conclusion().startswith("No evidence of miscalibration at level 0.05: no test counted rejects")

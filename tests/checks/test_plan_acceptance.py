@@ -230,7 +230,10 @@ def test_report_opens_with_the_acceptance_table(fair_result, fair_report):
     rows = _table_rows(page, "Acceptance criteria of the analysis plan")
     ev = evaluate_acceptance(fair_result, CRITERIA, alpha=0.05, primary="ece_below")
     t = ev.table
-    assert [r[0] for r in rows] == ["ECE (primary)", "CITL", "Calibration slope", "O/E"]
+    assert [r[0] for r in rows] == ["ECE (probability units) (primary)",
+                                    "CITL (logit scale: intercept of the logistic model with offset logit(p))",
+                                    "Calibration slope (coefficient of logit(p) in the logistic model)",
+                                    "O/E (observed over expected events, a ratio)"]  # each named with its scale
     assert [r[1] for r in rows] == ["< 0.05", "within (-0.2, 0.2)", "within (0.8, 1.25)", "within (0.8, 1.25)"]
     assert [r[4] for r in rows] == ["margin_test", "citl_test", "slope_test", "oe_test"]
     for row, (_, expect) in zip(rows, t.iterrows()):
@@ -257,7 +260,8 @@ def test_report_states_a_criterion_that_is_not_evaluable(tmp_path):
     ct.plan(tmp_path / "p.json", k=2, acceptance={"ece_below": 0.5, "slope_within": (0.8, 1.25)}, created=WHEN)
     page = ct.report(res, tmp_path / "r.html", plan=tmp_path / "p.json").read_text(encoding="utf-8")
     rows = _table_rows(page, "Acceptance criteria of the analysis plan")
-    assert rows[1][0] == "Calibration slope" and rows[1][2] == "—"
+    assert rows[1][0] == res.kind.acceptance_quantity("slope_within") and rows[1][2] == "—"
+    assert rows[1][0].startswith("Calibration slope (")
     assert rows[1][6].startswith("not evaluable: the calibration slope is defined for a binary outcome")
     assert "could not be evaluated" in _text(page)
 

@@ -245,14 +245,14 @@ def test_a_calibrated_model_is_not_rejected_and_a_miscalibrated_one_is():
     assert abs(good.slope - 1) < 3 * good.slope_se and abs(good.citl) < 3 * good.citl_se
     assert abs(math.log(good.oe)) < 3 * good.oe_se and good.curve.ici < 0.01
     bad = survival_evidence(*_sim(20000, 1, scale=1.4, shift=0.6))  # too extreme and too high
-    assert bad.rows()["reject"].all()
+    assert bad.rows()["reject"].drop("auc").all() and not bad.rows().loc["auc", "reject"]  # AUC tests nothing
     assert bad.slope < 1 and bad.citl < 0 and bad.oe < 1
     # too extreme but right on average: the slope, the curve and GND see it, O/E and the intercept do not
     assert bad.direction().startswith("Direction: the risks by t are too high on average (CITL = ")
     assert "and too extreme (slope = " in bad.direction()
     spread = survival_evidence(*_sim(20000, 1, scale=1.4, shift=0.3))
     assert spread.rows()["reject"].to_dict() == {"observed_expected": False, "citl": False, "slope": True,
-                                                 "flexible": True, "gnd": True}
+                                                 "flexible": True, "gnd": True, "auc": False}
     assert spread.direction().startswith("Direction: the risks by t are too extreme (slope = ")
     assert "neither the level" in good.direction()
 
@@ -267,7 +267,7 @@ def test_too_few_distinct_risks_leave_the_curve_out_with_a_reason():
     one = survival_evidence(time, event, np.full(300, 0.3), horizon, n_groups=2)
     assert one.slope is None and one.curve is None and one.citl is not None
     assert one.scope.startswith("The calibration slope was not computed: a covariate of the Cox model is constant")
-    assert tuple(one.rows().index) == ("observed_expected", "citl", "gnd")
+    assert tuple(one.rows().index) == ("observed_expected", "citl", "gnd", "auc")
 
 
 def test_rows_have_the_shape_of_the_evidence_table(results):
@@ -350,7 +350,7 @@ def test_risks_of_exactly_zero_or_one_leave_the_regressions_out():
     ev = survival_evidence(time, event, risk, horizon)
     assert ev.citl is None and ev.slope is None and ev.curve is None
     assert "exactly 0 or 1" in ev.scope
-    assert tuple(ev.rows().index) == ("observed_expected", "gnd")
+    assert tuple(ev.rows().index) == ("observed_expected", "gnd", "auc")
     assert np.isnan(ev.to_frame().loc["slope", "estimate"])
     assert "exactly 0 or 1" in str(ev.summary())
 
@@ -417,3 +417,40 @@ def test_size_of_the_regression_rows_under_calibration():
 
 def test_result_type():
     assert isinstance(survival_evidence(*_sim(300, 2)), SurvivalEvidence)
+
+
+# --------------------------------------------------------------------------- GND marked unreliable
+def test_gnd_is_unreliable_with_censoring_ties_or_sparse_groups_and_reliable_otherwise():
+    from calibtest.checks.survival_calibration import GND_CENSORING_LIMIT, MIN_GROUP_EVENTS
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    r = rng.uniform(0.2, 0.6, n)
+    t = 5.0 * rng.exponential(size=n) / -np.log1p(-r)
+    clean = survival_evidence(t, np.ones(n), r, 5.0)  # no censoring, continuous times, >= 5 events a group
+    assert clean.n_censored == 0 and clean.max_tied_events == 1
+    assert (clean.groups["events"] >= MIN_GROUP_EVENTS).all()
+    assert clean.gnd_unreliable == "" and "gnd" in clean.decisive_rows()
+    assert clean.rows().loc["gnd", "verdict"] in ("rejects", "does not reject")
+    # censoring before t: the count is the reason
+    c = rng.uniform(0, 40, n)
+    cens = survival_evidence(np.minimum(t, c), (t <= c).astype(float), r, 5.0)
+    share = cens.n_censored / n
+    assert share > GND_CENSORING_LIMIT
+    assert f"{cens.n_censored} of the {n} rows are censored before t" in cens.gnd_unreliable
+    assert "gnd" not in cens.decisive_rows() and cens.rows().loc["gnd", "verdict"] == "unreliable"
+    # tied event times: the largest number of events at one time, counted here by numpy
+    months = np.ceil(t * 12) / 12
+    tied = survival_evidence(months, np.ones(n), r, 5.0)
+    _, counts = np.unique(months[months <= 5.0], return_counts=True)
+    assert tied.max_tied_events == counts.max() > 1
+    assert f"up to {counts.max()} events share one time by t" in tied.gnd_unreliable
+    # a sparse group: low risks, few events in the lowest group
+    low = rng.uniform(0.001, 0.02, 400)
+    tl = 5.0 * rng.exponential(size=400) / -np.log1p(-low)
+    tl[:40] = np.linspace(0.1, 4.9, 40)  # some events by t in every run
+    sparse = survival_evidence(tl, np.ones(400), low, 5.0)
+    few = int((sparse.groups["events"] < MIN_GROUP_EVENTS).sum())
+    assert few > 0 and f"{few} risk group" in sparse.gnd_unreliable
+    # AUC is never decisive
+    assert "auc" not in clean.decisive_rows() and clean.rows().loc["auc", "verdict"] == "not a test"

@@ -378,12 +378,29 @@ def test_gamma_prediction_interval_quantiles_by_sampling_the_posterior():
     m0 = max(y.mean(), math.sqrt(v2.mean()))
     log_means = np.linspace(math.log(m0) - 5, math.log(m0) + 2.5, _N_LOG_MEANS)
     lp = _gamma_log_posterior(y, v2, r, log_means)
-    post = np.exp(lp - lp.max()).ravel()
+    # the prior: uniform on s = sqrt(c), c = kappa^(-1/2) the coefficient of variation, s = kappa^(-1/4); a cell
+    # of width h in log kappa holds the prior mass |ds/dlog kappa| h = s h / 4, proportional to kappa^(-1/4)
+    post = (np.exp(lp - lp.max()) * np.exp(-0.25 * _LOG_SHAPES)[None, :]).ravel()
     pick = rng.choice(post.size, size=400_000, p=post / post.sum())
     mean, kappa = np.exp(log_means)[pick // _LOG_SHAPES.size], np.exp(_LOG_SHAPES)[pick % _LOG_SHAPES.size]
     draws = rng.gamma(kappa, mean / kappa)
     assert np.mean(draws < lo) == pytest.approx(0.05, abs=0.0015)  # 3.3 binomial s.e.
     assert np.mean(draws > hi) == pytest.approx(0.05, abs=0.0015)
+
+
+def test_gamma_prediction_interval_prior_on_the_coefficient_of_variation_reaches_higher():
+    """The prior uniform on sqrt of the coefficient of variation puts more mass on skewed laws (small kappa) than
+    the flat prior on log kappa, so on the same sites its upper end is higher; shape_prior_power=0 is the flat
+    prior, and 1/2 (uniform on the coefficient of variation) higher still."""
+    from calibtest.ece.meta_analysis import SHAPE_PRIOR_POWER, gamma_prediction_interval
+    assert SHAPE_PRIOR_POWER == 0.25
+    rng = np.random.default_rng(7)
+    y, v2, r = _synthetic_sites(rng, 8, 0.5)
+    flat = gamma_prediction_interval(y, v2, r, 0.1, shape_prior_power=0.0)
+    cv = gamma_prediction_interval(y, v2, r, 0.1)
+    assert cv[1] > flat[1] * 1.01
+    assert gamma_prediction_interval(y, v2, r, 0.1, shape_prior_power=0.5)[1] > cv[1] * 1.01
+    assert cv == gamma_prediction_interval(y, v2, r, 0.1, shape_prior_power=0.25)
 
 
 def test_grouped_meta_analysis_uses_the_gamma_interval_for_the_ece(grouped):

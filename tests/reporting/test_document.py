@@ -13,6 +13,7 @@ import calibtest as ct
 from calibtest.reporting import document, report
 from calibtest.options import OptionError, OptionTypeError
 from calibtest.reporting.document import check_metadata, write_report_file
+from calibtest.reporting.html import render_html
 
 OLD = b"<html>the report approved last week</html>\n"
 
@@ -227,3 +228,75 @@ def test_report_path_through_an_existing_folder_and_dotdot_is_written(tmp_path, 
     (tmp_path / "sub").mkdir()
     out = report(small_result, os.path.join("sub", "..", "r.html"))  # the OS accepts it: ./r.html
     assert (tmp_path / "r.html").read_bytes() == out.read_bytes() and _listing(tmp_path) == ["r.html", "sub"]
+
+
+# --------------------------------------------------------------------------- the machine-readable result
+ACCEPTANCE = {"ece_below": 0.1, "citl_within": [-0.2, 0.2], "slope_within": [0.8, 1.25], "oe_within": [0.8, 1.25]}
+
+
+def _embedded_record(html: str) -> dict:
+    """The JSON the report links as result-1-*.json (a base64 data URI), parsed."""
+    import base64
+    import json
+
+    links = re.findall(r'download="(result-1-[^"]+\.json)" href="data:application/json;charset=utf-8;base64,'
+                       r'([^"]+)"', html)
+    assert len(links) == 1, links
+    return json.loads(base64.b64decode(links[0][1]).decode("utf-8"))
+
+
+def _same(a, b) -> bool:
+    """JSON value a equals the Python value b (NaN and None alike)."""
+    if b is None or (isinstance(b, float) and np.isnan(b)):
+        return a is None
+    return a == b
+
+
+def _check_record(record: dict, res, acceptance_plan):
+    ev = res.evidence()
+    assert record["verdict"] == ev.verdict
+    table = record["evidence"]
+    assert table["rows"] == list(ev.table.index) and table["conclusion"] == ev.conclusion()
+    for key, row in ev.table.iterrows():  # every row of the evidence table, from the result's own table
+        for col in ("statistic", "pvalue", "lower", "upper", "reject", "verdict"):
+            assert _same(table[f"{key}_{col}"], row[col]), (key, col)
+    acc = res.acceptance(acceptance_plan.acceptance, alpha=acceptance_plan.alpha, primary=acceptance_plan.primary,
+                         model="The model")
+    got = record["acceptance"]
+    assert [r["criterion"] for r in got["criteria"]] == list(acc.table["criterion"])
+    for r, (_, row) in zip(got["criteria"], acc.table.iterrows()):
+        for col in ("estimate", "ci_lower", "ci_upper", "pvalue", "verdict", "lower_limit", "upper_limit"):
+            assert _same(r[col], row[col]), (r["criterion"], col)
+    assert record["estimate"] == res.estimate and record["ci_upper"] == res.conf_int().upper  # to_dict() kept
+
+
+def test_the_embedded_result_holds_the_evidence_acceptance_and_verdict_binary(tmp_path):
+    df = ct.load_demo()
+    res = ct.calib_ci("y ~ p", data=df)
+    plan = ct.plan(tmp_path / "plan.json", acceptance=ACCEPTANCE)
+    html = render_html(res, plan=plan, figures=False)
+    record = _embedded_record(html)
+    assert "survival" not in record["evidence"]
+    _check_record(record, res, plan)
+
+
+def test_the_embedded_result_holds_the_survival_evidence(tmp_path):
+    rng = np.random.default_rng(11)
+    n = 800
+    risk = rng.uniform(0.05, 0.6, n)
+    t = rng.exponential(5 / -np.log1p(-risk))
+    c = rng.uniform(0, 12, n)
+    df = pd.DataFrame({"time": np.minimum(t, c), "event": (t <= c).astype(int), "risk": risk})
+    res = ct.calib_ci("Surv(time, event) ~ risk", data=df, horizon=5.0)
+    assert res.censored
+    plan = ct.plan(tmp_path / "plan.json", acceptance=ACCEPTANCE)
+    html = render_html(res, plan=plan, figures=False)
+    record = _embedded_record(html)
+    _check_record(record, res, plan)
+    sev = res.evidence().survival
+    surv = record["evidence"]["survival"]
+    assert (surv["e50"], surv["e90"], surv["emax"]) == (sev.curve.e50, sev.curve.e90, sev.curve.emax)
+    assert surv["flexible_estimate"] == sev.curve.ici and surv["auc_estimate"] == sev.auc
+    assert surv["auc_se"] == sev.auc_se and surv["gnd_unreliable"] == sev.gnd_unreliable
+    assert surv["groups_observed"] == sev.groups["observed"].tolist()
+    assert {"auc", "gnd", "observed_expected"} <= set(record["evidence"]["rows"])

@@ -253,7 +253,10 @@ def test_grouped_among_several_results_and_attachment(data, grouped):
     assert names == ["result-1-fixed-bins.json", "result-1-fixed-bins-bins.csv", "result-2-by-site-subgroups.json",
                      "result-2-by-site-bins.csv"]
     attached = json.loads(ctx["_attachments"][2][1])
-    assert attached == json.loads(json.dumps(json_safe(grouped.to_dict())))
+    own = json.loads(json.dumps(json_safe(grouped.to_dict())))
+    assert {k: attached[k] for k in own} == own  # to_dict() whole, with the report's conclusions beside it
+    assert set(attached) - set(own) == {"evidence", "acceptance", "verdict"}
+    assert attached["verdict"] == grouped.pooled.evidence().verdict
     assert attached["pooled"]["n"] == grouped.pooled.n and len(attached["groups"]) == 3
 
 

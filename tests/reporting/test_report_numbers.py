@@ -29,6 +29,7 @@ from scipy.stats import chi2, norm
 
 import calibtest as ct
 from calibtest.display.format import fmt
+from calibtest.checks.survival_calibration import GND_CENSORING_LIMIT, MIN_GROUP_EVENTS
 from report_helpers import tables
 
 # a number as the report prints it (fmt: "%g"); not the digit of a name such as a0, z_B, R2, E90 or chi2
@@ -152,8 +153,43 @@ def survival_evidence_spec(res):
         "CITL #% CI": row("citl", [level(e["alpha"])], [C("0")]),
         "slope #% CI": row("slope", [level(e["alpha"])], [C("1")]),
         "flexible curve ICI": row("flexible", [], [V(sev.curve.wald, "Wald chi2"), V(sev.curve.df, "df")]),
-        "Greenwood-Nam-D'Agostino": row("gnd", [], [V(len(sev.groups), "groups"), V(sev.gnd_df, "gnd_df")]),
+        "Greenwood-Nam-D'Agostino": row("gnd", [], [V(len(sev.groups), "groups"), V(sev.gnd_df, "gnd_df"),
+                                                    *_gnd_unreliable_numbers(sev)]),
+        "AUC(t) #% CI": [[level(e["alpha"])], [], [V(e["auc_statistic"], "auc_statistic")],
+                         [V(e["auc_lower"], "auc_lower"), V(e["auc_upper"], "auc_upper")], []],
     }, key)
+
+
+def survival_curve_spec(res):
+    """The flexible calibration curve at the horizon: ``res.evidence().to_dict()`` (ICI, E50, E90, Emax, the Wald
+    statistic) and the curve's df, knots and p-value (``res.evidence().survival.curve``)."""
+    e = res.evidence().to_dict()["survival"]
+    curve = res.evidence().survival.curve
+    return lambda key: _lookup({
+        "caption": [V(res.survival.horizon, "horizon"), V(len(curve.knots), "knots")],
+        "header": [[], []],
+        "ICI (mean |observed − predicted risk|)": [[], [V(e["flexible_estimate"], "ICI")]],
+        "E50 (median |observed − predicted risk|)": [[], [V(e["e50"], "e50")]],
+        "E90 (#th percentile)": [[C("90")], [V(e["e90"], "e90")]],
+        "Emax (largest)": [[], [V(e["emax"], "emax")]],
+        "Wald test that the curve is the identity": [[], [V(e["flexible_wald"], "flexible_wald"),
+                                                          V(curve.df, "df"), V(curve.pvalue, "pvalue")]],
+    }, key)
+
+
+def _gnd_unreliable_numbers(sev) -> list:
+    """The numbers of the reason the GND row is unreliable, in the order the null text gives them."""
+    out = []
+    share = sev.n_censored / sev.n
+    if share > GND_CENSORING_LIMIT:
+        out += [V(sev.n_censored, "censored"), V(sev.n, "n")]
+        out += [V(100 * GND_CENSORING_LIMIT, "limit %")] if GND_CENSORING_LIMIT > 0 else []
+    if sev.max_tied_events > 1:
+        out.append(V(sev.max_tied_events, "tied events"))
+    few = int((sev.groups["events"] < MIN_GROUP_EVENTS).sum())
+    if few:
+        out += [V(few, "sparse groups"), V(MIN_GROUP_EVENTS, "events")]
+    return out
 
 
 def follow_up_spec(res):
@@ -265,10 +301,11 @@ def acceptance_spec(res, alpha: float = 0.05):
     m = res.margin_test(ACCEPTANCE["ece_below"], alpha).to_dict()
     vp = res.val_prob()
     p, y = res.data.z[:, 0], np.rint(res.data.y[:, 0])
-    tests = {"CITL": ct.citl_test(vp, ACCEPTANCE["citl_within"], alpha).to_dict(),
-             "Calibration slope": ct.slope_test(vp, ACCEPTANCE["slope_within"], alpha).to_dict(),
-             "O/E": ct.oe_test(within=ACCEPTANCE["oe_within"], alpha=alpha, probs=p, y=y).to_dict()}
-    rows = {"ECE (primary)": [[], [V(m["margin"], "margin")], [V(m["estimate"], "ECE")],
+    named = res.kind.acceptance_quantity  # each criterion's measure with its scale
+    tests = {named("citl_within"): ct.citl_test(vp, ACCEPTANCE["citl_within"], alpha).to_dict(),
+             named("slope_within"): ct.slope_test(vp, ACCEPTANCE["slope_within"], alpha).to_dict(),
+             named("oe_within"): ct.oe_test(within=ACCEPTANCE["oe_within"], alpha=alpha, probs=p, y=y).to_dict()}
+    rows = {f"{named('ece_below')} (primary)": [[], [V(m["margin"], "margin")], [V(m["estimate"], "ECE")],
                               [V(m["upper"], "upper bound"), level(alpha)], [], [V(m["pvalue"], "p")], []]}
     for label, t in tests.items():
         rows[label] = [[], [V(t["lower_limit"], "lower"), V(t["upper_limit"], "upper")], [V(t["estimate"], "estimate")],
@@ -483,6 +520,7 @@ CAPTIONS = [
     ("acceptance", r"Acceptance criteria of the analysis plan(?: for (?P<name>.+?))?, each tested at"),
     ("follow-up", r"Follow-up and censoring of (?P<name>.+?) at the horizon t = "),
     ("risk groups", r"Kaplan–Meier risk by t = \S+ per risk group of (?P<name>.+?) \(the reliability"),
+    ("survival curve", r"Flexible calibration curve of (?P<name>.+?) at t = "),
 ]
 
 
@@ -522,7 +560,7 @@ def check_report(html: str, results: dict, comparisons: dict | None = None, fram
             else:
                 spec = {"estimate": estimate_spec, "regimes": regimes_spec, "finite-sample test": finite_sample_spec,
                         "validation metrics": valprob_spec, "follow-up": follow_up_spec,
-                        "risk groups": risk_groups_spec}[kind](res)
+                        "risk groups": risk_groups_spec, "survival curve": survival_curve_spec}[kind](res)
         table = f"{kind} of {name}"
         unnamed = caption if m.start("name") < 0 else caption[:m.start("name")] + "…" + caption[m.end("name"):]
         errors += check_cell(f"{table} [caption]", unnamed, spec("caption"))
@@ -669,7 +707,8 @@ def test_survival_report_numbers(survival):
     errors, seen = check_report(html, {"risk": res})
     assert errors == []
     # no finite-sample table (asymptotic IPCW null), no val_prob (binary outcomes only)
-    assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "follow-up", "risk groups"]
+    assert [kind for kind, _ in seen] == ["evidence", "estimate", "regimes", "follow-up", "risk groups",
+                                          "survival curve"]
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)

@@ -412,3 +412,40 @@ def test_report_of_survival_sites_pools_their_oe_citl_and_slope(tmp_path):
     ax = grouped.plot_forest(measure="citl")
     assert ax.get_xlabel().startswith("CITL (log cumulative hazard scale)")
     assert meta.plot_forest("citl").get_xlabel().startswith("CITL (log cumulative hazard scale")
+
+
+def test_acceptance_criteria_are_named_with_their_scale_at_the_horizon(censored, tmp_path):
+    """CITL of a survival result censored before t is log(O/E) of the cumulative hazard at t: the acceptance
+    table says so, and the binary names (logit scale) are not used."""
+    _, res = censored
+    plan = ct.plan(tmp_path / "p.json", acceptance={"citl_within": (-0.2, 0.2), "oe_within": (0.8, 1.25)})
+    ev = res.acceptance(plan.acceptance, alpha=plan.alpha)
+    quantity = dict(zip(ev.table["criterion"], ev.table["quantity"]))
+    t = fmt(HORIZON)
+    assert quantity["citl_within"].startswith(f"CITL at t = {t} (log(O/E) of the cumulative hazard")
+    assert quantity["oe_within"].startswith(f"O/E at t = {t} (Kaplan–Meier risk by t")
+    assert "logit" not in " ".join(quantity.values())
+    html = ct.report(res, tmp_path / "r.html", plan=plan).read_text(encoding="utf-8")
+    assert quantity["citl_within"] in html.replace("&#39;", "'")
+
+
+def test_the_horizon_is_printed_with_its_unit(censored, tmp_path):
+    from calibtest.options import OptionError, OptionTypeError
+    from calibtest.reporting.html import render_html
+
+    _, res = censored
+    t = fmt(HORIZON)
+    plain = render_html(res, figures=False)
+    days = render_html(res, figures=False, horizon_unit="days")
+    assert f"t = {t} days" not in plain and "days" not in plain
+    # every "t = 5" of the plain report carries the unit, and nothing else changed in those places
+    assert plain.count(f"t = {t}") == days.count(f"t = {t} days") > 3
+    assert f"<td>{t} days</td>" in days  # the follow-up table's horizon
+    path = ct.report(res, tmp_path / "r.html", horizon_unit="weeks")
+    assert f"t = {t} weeks" in path.read_text(encoding="utf-8")
+    for bad, error in ((7, OptionTypeError), (["days"], OptionTypeError), ("  ", OptionError)):
+        with pytest.raises(error, match="horizon_unit"):
+            render_html(res, figures=False, horizon_unit=bad)
+    # a binary result has no horizon: the unit changes nothing there
+    binary = ct.calib_ci("y ~ p", data=ct.load_demo())
+    assert "days" not in render_html(binary, figures=False, horizon_unit="days")
