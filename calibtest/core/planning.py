@@ -263,8 +263,8 @@ class CensoredPlanner(AnalyticPlanner):
         if self.margin is None:
             power = _pw.shifted_gamma_sf_many(thr - mean, var, skew)
         else:
-            power = [_pw.margin_power(p[0], p[1], p[2], p[3] / n_eff, v, self.margin, self.alpha, p[5][1])
-                     for p, n_eff, v in zip(parts, effective, v0)]
+            power = np.array([_pw.margin_power(p[0], p[1], p[2], p[3] / n_eff, v, self.margin, self.alpha, p[5][1])
+                              for p, n_eff, v in zip(parts, effective, v0)])
         width = _pw.expected_width_many(mean, var, np.array([r["sigma1_sq"] for r in rows]),
                                         np.array(effective, dtype=float), thr, self.alpha)
         for row, n, n_eff, t_, p_, w_ in zip(rows, ns, effective, thr, power, width):
