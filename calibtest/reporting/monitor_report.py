@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from calibtest.display.format import fmt, json_safe
 from calibtest.options import OptionTypeError, check_option
@@ -26,8 +26,9 @@ from calibtest.reporting.document import (Numbering, check_metadata, check_repor
 from calibtest.reporting.html import (_document_control, _import_weasyprint, _png_data_uri, _render, _table,
                                       _versions, pdf_writer)
 
-if TYPE_CHECKING:
-    from calibtest.monitor.result import MonitorResult
+#: The type of a monitor's result (``calibtest.monitor.result.MonitorResult``), named here without importing it:
+#: the monitor imports this module when a report is asked for, so this module does not import it back.
+MonitorResult = Any
 
 __all__ = ["monitor_report", "monitor_context", "MonitorReportOptions", "as_monitor_result", "JSON_FILE"]
 
