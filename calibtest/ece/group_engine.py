@@ -677,11 +677,18 @@ class GroupOutcomes:
         Why each group left out was not analysed.
     notes : dict
         Notes on analysed groups (e.g. few clusters).
+    pooled_measures : dict, optional
+        The pooled rows' O/E, CITL and slope columns where the kind computes them apart (None: from the
+        pooled result).
+    measure_reasons : dict
+        Measure -> {group label: why the analysed group has no estimate of it}.
     """
 
     groups: dict
     reasons: dict
     notes: dict = field(default_factory=dict)
+    pooled_measures: dict | None = None
+    measure_reasons: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)

@@ -97,7 +97,7 @@ from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, GroupOutc
 from calibtest.inputs.design import Design
 from calibtest.inputs.rows import prepare_input
 from calibtest.inputs.settings import Inputs, Settings
-from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, pool_sites
+from calibtest.ece.meta_analysis import MEASURES, MetaAnalysisResult, Sites, pool_sites
 from calibtest.ece.result import CalibrationResult
 from calibtest.ece.result_parts import BinChoice, CalibrationTarget
 from calibtest.display.summary import CalibSummary, model_text, short_name
@@ -318,10 +318,8 @@ class GroupedCalibrationResult(GroupedResult):
         if (self.meta is not None and measures is None and method == "REML" and hartung_knapp is False
                 and alpha in (None, self.alpha)):
             return self.meta
-        return pool_sites(self.table, self.by, measures, method=method, hartung_knapp=hartung_knapp,
-                          alpha=self.alpha if alpha is None else alpha,
-                          clustered=kind_flag(self.pooled, "clustered"), groups=self.groups,
-                          words=self.pooled.kind.recalibration_words(), site_reasons=self.measure_reasons)
+        return pool_sites(Sites.of(self.table, self.by, self.pooled, self.groups, self.measure_reasons), measures,
+                          method=method, hartung_knapp=hartung_knapp, alpha=self.alpha if alpha is None else alpha)
 
     def pooled_ece_text(self) -> str | None:
         """Why the pooled ECE is below every group's, in one sentence (None when it is not, or fewer than 2 groups).
@@ -880,10 +878,9 @@ def grouped_survival_calib_ci(rows, *, alpha: float = 0.05,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None},
                         lambda res: _survival_row(res, measures[id(res)]), _COLUMNS, events=True)
     pooled_measures = kind_measure_columns(pooled.kind.site_recalibration(pooled.kind), alpha)[0]
-    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
-                           global_method=global_method, alpha=alpha, null=settings.null, seed=seed,
-                           mode="binary", k=1, n_classes=None, pooled_measures=pooled_measures,
-                           measure_reasons=measure_reasons, call_record=call, **bookkeeping)
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes, pooled_measures, measure_reasons),
+                           variances, pooled, table, global_method=global_method, alpha=alpha, null=settings.null,
+                           seed=seed, mode="binary", k=1, n_classes=None, call_record=call, **bookkeeping)
 
 
 def _clustered_measures(res: CalibrationResult) -> dict:
@@ -935,18 +932,17 @@ def _grouped_clustered(inputs: Inputs, settings: Settings, global_method: str) -
     table = group_table(grouping, target, groups, reasons,
                         {lb: note for lb, note in group_notes.items() if groups[lb] is not None}, _clustered_row,
                         _COLUMNS, events=True)
-    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
-                           global_method=global_method, alpha=alpha, null=pooled.null, seed=seed, mode=target.mode,
-                           k=target.k, n_classes=target.n_classes, formula=formula, y_name=rows.y_name,
-                           prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped, call_record=call,
-                           pooled_measures=_clustered_measures(pooled))
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes, _clustered_measures(pooled)),
+                           variances, pooled, table, global_method=global_method, alpha=alpha, null=pooled.null,
+                           seed=seed, mode=target.mode, k=target.k, n_classes=target.n_classes, formula=formula,
+                           y_name=rows.y_name, prob_names=tuple(rows.prob_names), n_dropped=rows.n_dropped,
+                           call_record=call)
 
 
 def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: CalibrationResult,
-                    table: pd.DataFrame, *, global_method: str, null: str, pooled_measures: dict | None = None,
-                    measure_reasons: dict | None = None, **fields) -> GroupedCalibrationResult:
+                    table: pd.DataFrame, *, global_method: str, null: str, **fields) -> GroupedCalibrationResult:
     """The grouped result from the per-group results: the global and heterogeneity tests across them
-    (``measure_reasons``: as :attr:`GroupedCalibrationResult.measure_reasons`)."""
+    (``outcomes.measure_reasons``: as :attr:`GroupedCalibrationResult.measure_reasons`)."""
     groups, reasons = outcomes.groups, outcomes.reasons
     group_notes = {lb: note for lb, note in outcomes.notes.items() if groups[lb] is not None}
     table["n_bins"] = table["n_bins"].astype("Int64")
@@ -965,11 +961,11 @@ def _grouped_result(grouping, outcomes: GroupOutcomes, variances: dict, pooled: 
         global_statistic=gstat, global_pvalue=gp, global_method=global_method, heterogeneity_statistic=q,
         heterogeneity_pvalue=qp, heterogeneity_df=None if het_note else df, heterogeneity_pooled=qpooled,
         heterogeneity_note=het_note, null=pooled.null if null == "auto" else null,
-        pooled_measures=pooled_measures if pooled_measures is not None else calibration_measures(pooled),
-        meta=pool_sites(table, grouping.names, alpha=fields["alpha"],
-                        clustered=kind_flag(pooled, "clustered"), groups=groups,
-                        words=pooled.kind.recalibration_words(), site_reasons=measure_reasons),
-        measure_reasons=dict(measure_reasons or {}), **fields)
+        pooled_measures=(outcomes.pooled_measures if outcomes.pooled_measures is not None
+                         else calibration_measures(pooled)),
+        meta=pool_sites(Sites.of(table, grouping.names, pooled, groups, outcomes.measure_reasons),
+                        alpha=fields["alpha"]),
+        measure_reasons=dict(outcomes.measure_reasons), **fields)
 
 
 def variance_from_sums(stats: BinStats, fourth: np.ndarray) -> VarianceParts:
@@ -1076,10 +1072,10 @@ def grouped_calib_ci_from_sums(sums, *, formula: str, alpha: float = 0.05, null:
                 for col, value in _oe_of_sums(sums.stats[label], alpha).items():
                     table.loc[label, col] = value
         pooled_measures = _oe_of_sums(sums.pooled, alpha)
-    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes), variances, pooled, table,
-                           global_method=global_method, alpha=alpha, null=null, seed=None, mode=mode, k=k,
-                           n_classes=n_classes, n_dropped=sums.n_dropped, call_record=call, source=sums.source,
-                           pooled_measures=pooled_measures, **bookkeeping)
+    return _grouped_result(grouping, GroupOutcomes(groups, reasons, group_notes, pooled_measures), variances,
+                           pooled, table, global_method=global_method, alpha=alpha, null=null, seed=None, mode=mode,
+                           k=k, n_classes=n_classes, n_dropped=sums.n_dropped, call_record=call,
+                           source=sums.source, **bookkeeping)
 
 
 def _oe_of_sums(stats: BinStats, alpha: float) -> dict:

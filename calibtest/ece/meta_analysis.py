@@ -141,7 +141,7 @@ from calibtest.display.format import fmt
 from calibtest.options import OptionError, check_alpha, check_option
 from calibtest.display.summary import CalibSummary, ResultDisplay
 
-__all__ = ["MEASURES", "META_METHODS", "RandomEffects", "MetaAnalysisResult", "random_effects", "meta_analysis", "pool_sites",
+__all__ = ["MEASURES", "META_METHODS", "RandomEffects", "MetaAnalysisResult", "random_effects", "meta_analysis", "pool_sites", "Sites",
            "site_estimates", "gamma_prediction_interval", "ece_site_variances"]
 
 #: The measures pooled across sites: name -> (label, scale pooled, label on the reported scale, null value
@@ -710,29 +710,59 @@ def meta_analysis(grouped, measures=None, *, method: str = "REML", hartung_knapp
         A measure with fewer than two sites that have an estimate is not
         pooled; the result says why.
     """
-    return pool_sites(grouped.to_frame(), grouped.by, measures, method=method, hartung_knapp=hartung_knapp,
-                      alpha=grouped.alpha if alpha is None else alpha,
-                      clustered=kind_flag(grouped.pooled, "clustered"),
-                      groups=getattr(grouped, "groups", None), words=grouped.pooled.kind.recalibration_words(),
-                      site_reasons=getattr(grouped, "measure_reasons", None))
+    sites = Sites.of(grouped.to_frame(), grouped.by, grouped.pooled, getattr(grouped, "groups", None),
+                     getattr(grouped, "measure_reasons", None))
+    return pool_sites(sites, measures, method=method, hartung_knapp=hartung_knapp,
+                      alpha=grouped.alpha if alpha is None else alpha)
 
 
-def pool_sites(table: pd.DataFrame, by, measures=None, *, method: str = "REML", hartung_knapp: bool = False,
-               alpha: float = 0.05, clustered: bool = False, groups: dict | None = None, words: dict | None = None,
-               site_reasons: dict | None = None) -> MetaAnalysisResult:
-    """:func:`meta_analysis` on a grouped result's table (``to_frame()``) and its grouping variables ``by``.
+@dataclass(frozen=True)
+class Sites:
+    """The sites a meta-analysis pools.
 
-    ``clustered``: the table's estimates and standard errors are the clustered ones (said in the notes).
-    ``groups``: the sites' results (label -> result), whose variance parts give the ECE^2's prediction
-    interval its within-site variances V_2,g + r_g theta (:func:`ece_site_variances`); without them
-    (or for weighted or clustered sites) V_2,g = v_g and r_g = 0.
-    ``words``: how the sites' CITL, slope and O/E are defined, from the kind of the analysis
-    (:meth:`calibtest.ece.kinds.AnalysisKind.recalibration_words`: the scale of CITL and the notes' sentence;
-    None: binary rows).  ``site_reasons``: measure (``"log_oe"``, ``"citl"``, ``"slope"``) -> {group label: why
-    the analysed group has no estimate}, said where the group is left out.
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        A grouped result's table (``to_frame()``), a row per site.
+    by : tuple
+        The grouping variables.
+    groups : dict, optional
+        The sites' results (label -> result), whose variance parts give the ECE^2's prediction interval its
+        within-site variances V_2,g + r_g theta (:func:`ece_site_variances`); without them (or for weighted or
+        clustered sites) V_2,g = v_g and r_g = 0.
+    clustered : bool
+        The table's estimates and standard errors are the clustered ones (said in the notes).
+    words : dict, optional
+        How the sites' CITL, slope and O/E are defined, from the kind of the analysis
+        (:meth:`calibtest.ece.kinds.AnalysisKind.recalibration_words`: the scale of CITL and the notes'
+        sentence; None: binary rows).
+    reasons : dict, optional
+        Measure (``"log_oe"``, ``"citl"``, ``"slope"``) -> {group label: why the analysed group has no
+        estimate}, said where the group is left out.
+    """
+
+    table: pd.DataFrame
+    by: tuple
+    groups: dict | None = None
+    clustered: bool = False
+    words: dict | None = None
+    reasons: dict | None = None
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, by, pooled, groups: dict | None = None, reasons: dict | None = None) -> "Sites":
+        """The sites of a grouped result's ``table``, their clustering and words read from the kind of the pooled
+        result ``pooled``."""
+        return cls(table, by, groups, kind_flag(pooled, "clustered"), pooled.kind.recalibration_words(), reasons)
+
+
+def pool_sites(sites: Sites, measures=None, *, method: str = "REML", hartung_knapp: bool = False,
+               alpha: float = 0.05) -> MetaAnalysisResult:
+    """:func:`meta_analysis` of the ``sites`` (:class:`Sites`).
 
     A measure whose pooling fails (REML not converging) is left out with the reason.
     """
+    table, by, clustered, groups, words = sites.table, sites.by, sites.clustered, sites.groups, sites.words
+    site_reasons = sites.reasons
     if measures is None:
         measures = tuple(MEASURES)
     elif isinstance(measures, str):

@@ -416,8 +416,8 @@ def test_grouped_meta_analysis_uses_the_gamma_interval_for_the_ece(grouped):
     half = stats.t(oe.k - 2).isf(oe.alpha / 2) * math.sqrt(oe.tau2 + oe.se ** 2)
     assert_allclose([oe.pi_lower, oe.pi_upper], [oe.estimate - half, oe.estimate + half], rtol=1e-12)
     # a table alone (no site results): the sites' own variances, r = 0
-    from calibtest.ece.meta_analysis import pool_sites
-    alone = pool_sites(grouped.to_frame(), grouped.by)["ece"]
+    from calibtest.ece.meta_analysis import Sites, pool_sites
+    alone = pool_sites(Sites(grouped.to_frame(), grouped.by))["ece"]
     assert alone.pi_upper == gamma_prediction_interval(ece.y, ece.v, np.zeros(ece.k), ece.alpha)[1]
 
 
