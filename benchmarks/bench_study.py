@@ -86,11 +86,48 @@ def time_methods(repeats: int = 20) -> float:
     return mean_cpu
 
 
-def full_study(n_datasets: int, n_jobs: int, rerun: bool) -> None:
-    """The vignette's n = 1000 study (its cache is shared: ``vignettes/results/study_n1000*.csv``)."""
+#: The two runs of the vignette's n = 1000 study: the interval methods on settings 1-3, then T-Cal
+#: (with the adjusted test of full calibration on the same data sets) on settings 1-2.
+RUNS = {"interval methods": ((1, 2, 3), ("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected",
+                                          "adjusted_full")),
+        "T-Cal": ((1, 2), ("adjusted_full", "tcal"))}
+
+
+def time_grid(per_beta: int) -> dict:
+    """CPU per data set of each run of the study, over its whole beta grid: ``per_beta`` data sets
+    (numbers 0, 1, ...) at every beta of every setting, each run as the study runs it (data, bins,
+    every method of the run); returns the extrapolated minutes of each run on 2 idle cores."""
+    print(f"\nThe study's runs on a sample of its grid: {per_beta} data set(s) at each of the 21 betas of each "
+          "setting, CPU ms per data set")
+    minutes = {}
+    for name, (settings, methods) in RUNS.items():
+        cpu, count = 0.0, 0
+        for s in settings:
+            for beta in sim.paper_betas(s):
+                beta = float(beta)
+                task = _Task(s, study.beta_key(beta), beta, 0, per_beta, 1000, study.PAPER_BINS[1000][s],
+                             study.PAPER_TARGETS[s], 0.1, methods, 500, 1000, 0)
+                c0 = time.process_time()
+                for i in range(per_beta):
+                    _one_dataset(task, i)
+                cpu += time.process_time() - c0
+                count += per_beta
+        per_set = cpu / count * 1e3
+        minutes[name] = len(settings) * 21 * 1000 * per_set / 1e3 / 2 / 60
+        print(f"{name:>17}: {per_set:6.2f} ms per data set -> {len(settings) * 21 * 1000:,} data sets on 2 idle "
+              f"cores: about {minutes[name]:.1f} min")
+    print(f"{'all':>17}: about {sum(minutes.values()):.1f} min on 2 idle cores")
+    return minutes
+
+
+def full_study(n_datasets: int, n_jobs: int, rerun: bool, results: Path | None = None) -> None:
+    """The vignette's n = 1000 study (its cache is shared: ``vignettes/results/study_n1000*.csv``,
+    or ``results`` when given)."""
     import sys
     sys.path.insert(0, str(ROOT / "vignettes"))
     import simulation_study as vignette
+    if results is not None:
+        vignette.RESULTS = results
 
     methods = ("adjusted", "bootstrap", "subsampling", "hulc", "subsampling_reflected", "adjusted_full")
     print(f"\nWhole n = 1000 study: 3 settings x 21 betas x {n_datasets} data sets, methods {methods}, "
@@ -113,12 +150,17 @@ def main() -> None:
     parser.add_argument("--datasets", type=int, default=1000, help="data sets per beta in --full")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes in --full")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--grid", type=int, default=3, help="data sets per beta in the grid sample (0: none)")
     parser.add_argument("--rerun", action="store_true", help="recompute even when the vignette cache matches")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="folder for the --full results instead of the vignette's cache (vignettes/results)")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     time_methods(args.repeats)
+    if args.grid:
+        time_grid(args.grid)
     if args.full:
-        full_study(args.datasets, args.jobs, args.rerun)
+        full_study(args.datasets, args.jobs, args.rerun, args.results)
 
 
 if __name__ == "__main__":

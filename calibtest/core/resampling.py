@@ -258,10 +258,16 @@ def resample_statistic(rows: BinnedRows, idx: np.ndarray) -> np.ndarray:
     One combined (resample, bin) key ``r * m + bin`` and ``d + 2`` bincounts
     for the whole matrix; no loop over resamples (see :func:`multiset_statistics`).
     """
-    return multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, rows._sq, idx)[0]
+    return multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, _squares(rows._cols, rows._sq), idx)[0]
 
 
-def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, *,
+def _squares(cols, sq: np.ndarray) -> np.ndarray | None:
+    """``sq``, or None when U has one column: ||U||^2 = U^2 is then squared after the gather
+    (:func:`multiset_statistics`), which is cheaper than a second gather and gives the same doubles."""
+    return None if len(cols) == 1 else sq
+
+
+def multiset_statistics(inverses, sizes, cols, sq: np.ndarray | None, idx: np.ndarray, *,
                         pair_divisor_offset: float = 1.0) -> np.ndarray:
     """T of each row multiset of an index matrix, on one or several binnings of the rows.
 
@@ -273,8 +279,10 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, 
         m_l, the number of bins of each binning.
     cols : sequence of d ndarrays, shape (N,)
         The columns of U, one value per row.
-    sq : ndarray, shape (N,)
-        ||U||^2 of each row.
+    sq : ndarray, shape (N,), or None
+        ||U||^2 of each row; None when d = 1, for the square of the one
+        column (``einsum("ij,ij->i", u, u)`` of one column is that square
+        exactly, so the result is the same to the last bit).
     idx : ndarray of int, shape (R, s)
         Row numbers of R multisets of size s.
     pair_divisor_offset : float
@@ -291,20 +299,28 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, 
     -----
     The weights U[idx] and ||U[idx]||^2 are gathered once and shared by the
     binnings; each binning adds one key ``r * m + bin`` and ``d + 2``
-    bincounts.  No loop over multisets, rows or bins.
+    bincounts.  No loop over multisets, rows or bins.  Every index lies in
+    0..N-1, so the gathers use ``np.take(..., mode="clip")`` (no bounds
+    buffering; the same values as fancy indexing).
     """
     R, s = idx.shape
     flat = idx.ravel()
-    w_sq = sq[flat]
-    w_cols = [col[flat] for col in cols]  # loop over the d columns of U
+    w_cols = [np.take(col, flat, mode="clip") for col in cols]  # loop over the d columns of U
+    if sq is None:
+        if len(cols) != 1:
+            raise ValueError(f"sq=None needs U with one column, got {len(cols)}")
+        w_sq = w_cols[0] * w_cols[0]
+    else:
+        w_sq = np.take(sq, flat, mode="clip")
     out = np.empty((len(sizes), R))
     for l, (inverse, m) in enumerate(zip(inverses, sizes)):  # loop over the few binnings
-        key = inverse[idx]
+        key = np.take(inverse, idx, mode="clip")
         key += (np.arange(R, dtype=np.intp) * m)[:, None]
         key = key.ravel()
         size = R * m
         count = np.bincount(key, minlength=size)
-        num = -np.bincount(key, weights=w_sq, minlength=size)
+        num = np.bincount(key, weights=w_sq, minlength=size)
+        np.negative(num, out=num)
         for w in w_cols:
             s_j = np.bincount(key, weights=w, minlength=size)
             num += s_j * s_j
@@ -366,19 +382,19 @@ def _subsample_idx(n: int, size: int):
     """
     def make(rng, count):
         u = np.ascontiguousarray(rng.random((count, size)).T)  # row i: the i-th draw of every subsample
-        chosen = np.zeros(count * n, dtype=bool)
         base = np.arange(count, dtype=np.intp) * n
-        out = np.empty((size, count), dtype=np.intp)
+        steps = np.arange(n - size + 1, n + 1, dtype=np.float64)[:, None]  # j + 1 of each position
+        u *= steps  # every position at once: u (j + 1) < j + 1 after rounding, so floor <= j
+        t = u.astype(np.intp)
+        t += base
+        last = base + steps.astype(np.intp) - 1  # base + j, taken when t was chosen before
+        chosen = np.zeros(count * n, dtype=bool)
         for i in range(size):  # loop over positions within a subsample
-            j = n - size + i
-            ui = u[i]
-            ui *= j + 1  # < j + 1 after rounding, so floor(ui) <= j
-            t = ui.astype(np.intp)
-            t += base
-            t = np.where(chosen[t], base + j, t)
-            chosen[t] = True
-            np.subtract(t, base, out=out[i])
-        return out.T
+            ti = t[i]
+            np.copyto(ti, last[i], where=np.take(chosen, ti, mode="clip"))
+            chosen[ti] = True
+        t -= base
+        return t.T
     return make
 
 

@@ -43,9 +43,9 @@ import numpy as np
 from calibtest.core.progress import make_bar
 from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
-from calibtest.core.resampling import BLOCK_ELEMENTS, _want_progress, multiset_statistics
+from calibtest.core.resampling import BLOCK_ELEMENTS, _squares, _want_progress, multiset_statistics
 
-__all__ = ["TCalCore", "DrawRun", "tcal_statistic_threshold", "adaptive_scales", "STATISTICS", "tcal_statistic",
+__all__ = ["TCalCore", "DrawRun", "tcal_statistic_threshold", "tcal_reject", "adaptive_scales", "STATISTICS", "tcal_statistic",
            "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
 
 #: The statistics of T-Cal: the authors' (divide by c_b) and calib_ci's debiased one (c_b - 1).
@@ -305,16 +305,21 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "
     same with the divisor c_b (``statistic="tcal"``).  No loop over data sets,
     rows or bins.
     """
-    return multiset_statistics(tables.bins, tables.sizes, tables.cols, tables.sq, pairs,
+    return multiset_statistics(tables.bins, tables.sizes, tables.cols, _squares(tables.cols, tables.sq), pairs,
                                pair_divisor_offset=0.0 if statistic == "tcal" else 1.0)
+
+
+def _ranks(alpha, L: int, R: int) -> np.ndarray:
+    """k_l = floor(alpha_l (R + 1)) per scale: the threshold is the k_l-th largest of R draws (none when 0)."""
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (L,))
+    return np.floor(alpha * (R + 1) + 1e-9).astype(np.int64)
 
 
 def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
     """Threshold and p-value of the Monte Carlo test, per scale (rows of ``draws``)."""
     L, R = draws.shape
-    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (L,))
     pvalue = (1.0 + (draws >= statistic[:, None]).sum(axis=1)) / (R + 1.0)
-    j = np.floor(alpha * (R + 1) + 1e-9).astype(np.int64) - 1
+    j = _ranks(alpha, L, R) - 1
     ordered = np.sort(draws, axis=1)
     threshold = np.where(j >= 0, ordered[np.arange(L), np.clip(R - 1 - j, 0, R - 1)], np.inf)
     return threshold, pvalue
@@ -377,47 +382,118 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
         ``statistic``, ``threshold``, ``pvalue`` (arrays of length L) and
         ``null_draws`` (L, R).
     """
-    z = np.asarray(z, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    if z.ndim != 2 or u.shape != z.shape:
-        raise ValueError(f"z and u must be arrays of the same shape (n, d), got {z.shape} and {u.shape}")
-    n = z.shape[0]
-    bins = np.atleast_2d(np.asarray(bins))
-    if bins.shape[1] != n or bins.dtype.kind not in "iu":
-        raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
-    if bins.min() < 0:
-        raise ValueError("bins must be non-negative bin numbers")
-    statistic = check_option("statistic", statistic)
-    progress = run.progress
-    check_option("progress", progress)
-    smallest = float(np.min(np.asarray(alpha, dtype=float)))
-    R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
-    gen = _as_rng(rng)
-    bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
-    sizes = [int(b.max()) + 1 for b in bins]
-    # the observed statistic (the debiased one exactly as calib_ci computes it)
-    stat_fn = tcal_statistic if statistic == "tcal" else debiased_statistic
-    observed = np.array([stat_fn(bin_sums(b, np.arange(m)[:, None], u, z), n)
-                         for b, m in zip(bins, sizes)])
-    tables = _pair_tables(z, full, bins, sizes)
-    D = run.block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
-    draws = np.empty((len(sizes), R))
-    buffers = _DrawBuffers(D, n)
+    null = _NullDraws(z, u, bins, alpha=alpha, n_draws=n_draws, rng=rng, full=full, statistic=statistic,
+                      progress=run.progress)
+    R, D = null.R, run.block_size or null.block
+    draws = np.empty((len(null.sizes), R))
     bar = None
-    if _want_progress(progress, R * n):
+    if _want_progress(run.progress, R * null.n):
         bar = make_bar(R, "T-Cal resamples", unit="resample")
     try:
         for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
             size = min(D, R - start)
-            draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables, buffers), tables,
-                                                             statistic)
+            draws[:, start:start + size] = null.next(size)
             if bar is not None:
                 bar.update(size)
     finally:
         if bar is not None:
             bar.close()
-    threshold, pvalue = _mc_decision(observed, draws, alpha)
-    return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
+    threshold, pvalue = _mc_decision(null.observed, draws, alpha)
+    return TCalCore(statistic=null.observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
+
+
+class _NullDraws:
+    """The checked inputs, observed statistics and consistency resamples of one T-Cal test.
+
+    ``next(size)`` gives the statistics of the next ``size`` resamples, shape
+    (L, size); resample r always uses the r-th run of n doubles of the
+    generator, so the draws do not depend on how they are split into blocks.
+    """
+
+    def __init__(self, z, u, bins, *, alpha, n_draws, rng, full: bool, statistic: str, progress=None):
+        z = np.asarray(z, dtype=np.float64)
+        u = np.asarray(u, dtype=np.float64)
+        if z.ndim != 2 or u.shape != z.shape:
+            raise ValueError(f"z and u must be arrays of the same shape (n, d), got {z.shape} and {u.shape}")
+        n = z.shape[0]
+        bins = np.atleast_2d(np.asarray(bins))
+        if bins.shape[1] != n or bins.dtype.kind not in "iu":
+            raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
+        if bins.min() < 0:
+            raise ValueError("bins must be non-negative bin numbers")
+        self.statistic = check_option("statistic", statistic)
+        check_option("progress", progress)
+        smallest = float(np.min(np.asarray(alpha, dtype=float)))
+        self.R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
+        self.gen = _as_rng(rng)
+        bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
+        self.sizes = [int(b.max()) + 1 for b in bins]
+        # the observed statistic (the debiased one exactly as calib_ci computes it)
+        stat_fn = tcal_statistic if self.statistic == "tcal" else debiased_statistic
+        self.observed = np.array([stat_fn(bin_sums(b, np.arange(m)[:, None], u, z), n)
+                                  for b, m in zip(bins, self.sizes)])
+        self.tables = _pair_tables(z, full, bins, self.sizes)
+        self.n = n
+        self.block = max(1, min(self.R, BLOCK_ELEMENTS // max(n, 1)))
+        self._buffers: _DrawBuffers | None = None
+
+    def next(self, size: int) -> np.ndarray:
+        """Statistics (L, size) of the next ``size`` resamples."""
+        if self._buffers is None or self._buffers.u.shape[0] < size:
+            self._buffers = _DrawBuffers(size, self.n)
+        return _block_statistics(_draw_pairs(self.gen, size, self.n, self.tables, self._buffers), self.tables,
+                                 self.statistic)
+
+
+def tcal_reject(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None, full: bool = False,
+                statistic: str = "tcal", block_size: int | None = None) -> tuple[bool, int]:
+    """Whether T-Cal rejects at some scale, drawing resamples only until that is decided.
+
+    The decision of :func:`tcal_statistic_threshold` with the same arguments
+    (``any(statistic > threshold)``), without its threshold and p-value.  With
+    R draws and k_l = floor(alpha_l (R + 1)), scale l rejects if and only if
+    fewer than k_l draws reach its statistic: ``e_l = #{T*_lr >= T_l} < k_l``
+    (T_l > the k_l-th largest draw).  After r draws with e_l(r) such draws,
+
+    * scale l cannot reject once e_l(r) >= k_l (e_l only grows);
+    * scale l rejects whatever follows once e_l(r) + (R - r) < k_l,
+
+    so the draws stop when one scale is sure to reject or every scale is sure
+    not to.  Draw r uses the same doubles of the stream as in
+    :func:`tcal_statistic_threshold`, so the decision is the same; the
+    generator is left after the last draw made.  Each block is at most as
+    long as the fewest draws that could settle an undecided scale, so no
+    draw beyond the deciding block is made.
+
+    Parameters
+    ----------
+    z, u, bins, alpha, n_draws, rng, full, statistic
+        As in :func:`tcal_statistic_threshold`.
+    block_size : int, optional
+        Most resamples per block (default about 2^15 / n); it does not change the decision.
+
+    Returns
+    -------
+    reject : bool
+    draws : int
+        Resamples drawn (at most R).
+    """
+    null = _NullDraws(z, u, bins, alpha=alpha, n_draws=n_draws, rng=rng, full=full, statistic=statistic)
+    R, D = null.R, block_size or null.block
+    k = _ranks(alpha, len(null.sizes), R)
+    seen = np.zeros(len(null.sizes), dtype=np.int64)  # e_l(r)
+    r = 0
+    while True:
+        left = R - r
+        if np.any(seen + left < k):  # a scale rejects whatever the remaining draws
+            return True, r
+        open_ = seen < k
+        if not np.any(open_):  # no scale can reject
+            return False, r
+        settle = np.minimum(k - seen, seen + left - k + 1)[open_].min()  # draws that could settle a scale
+        size = int(min(D, settle))
+        seen += (null.next(size) >= null.observed[:, None]).sum(axis=1)
+        r += size
 
 
 # --------------------------------------------------------------------------- scales
