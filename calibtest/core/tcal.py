@@ -43,7 +43,7 @@ import numpy as np
 from calibtest.core.progress import make_bar
 from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
-from calibtest.core.resampling import BLOCK_ELEMENTS, _squares, _want_progress, multiset_statistics
+from calibtest.core.resampling import BLOCK_ELEMENTS, GatherWork, _squares, _want_progress, multiset_statistics
 
 __all__ = ["TCalCore", "DrawRun", "tcal_statistic_threshold", "tcal_reject", "adaptive_scales", "STATISTICS", "tcal_statistic",
            "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
@@ -199,6 +199,10 @@ class _PairTables:
     ----------
     prob, alias : ndarray, shape (n * c,)
         Alias tables: pair p is kept with probability prob[p], else replaced by alias[p].
+    choice : ndarray, shape (2 n c,)
+        The pair drawn from cell f and coin k (1: kept, 0: not): entry 2 f + k,
+        i.e. ``choice[2 f] = alias[f]`` and ``choice[2 f + 1] = f`` (one gather
+        in place of a gather of ``alias`` and a masked copy).
     cols : tuple of ndarray, shape (n * c,)
         Coordinates of U* = onehot(label) - z_row; in full mode expressed in an
         orthonormal basis of the sum-zero hyperplane (K - 1 coordinates, the
@@ -215,6 +219,7 @@ class _PairTables:
 
     prob: np.ndarray
     alias: np.ndarray
+    choice: np.ndarray
     cols: tuple
     sq: np.ndarray
     c: int
@@ -235,7 +240,8 @@ def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
         u = u @ _helmert(d)
     cols = tuple(np.ascontiguousarray(u[:, j]) for j in range(u.shape[1]))
     pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), c) for b in bins]  # loop over the few scales
-    return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
+    choice = np.column_stack([alias_pair, np.arange(n * c)]).ravel()
+    return _PairTables(prob=prob, alias=alias_pair, choice=choice, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
                        bins=tuple(pair_bins), sizes=tuple(sizes))
 
 
@@ -243,12 +249,15 @@ class _DrawBuffers:
     """Work arrays of :func:`_draw_pairs` for blocks of up to ``size`` resamples of ``n`` rows, reused block
     after block (a fresh array per block costs more in page faults than the arithmetic on it)."""
 
-    def __init__(self, size: int, n: int):
+    def __init__(self, size: int, n: int, d: int = 1):
         self.u = np.empty((size, n))
         self.cell = np.empty((size, n), dtype=np.intp)
         self.prob = np.empty((size, n))
         self.keep = np.empty((size, n), dtype=bool)
         self.pairs = np.empty((size, n), dtype=np.intp)
+        # the statistics' gathers reuse the arrays that are free once the pairs are drawn
+        self.gather = GatherWork(size * n, d, cols=[self.u.reshape(-1)], sq=self.prob.reshape(-1),
+                                 key=self.cell.reshape(-1))
 
     def first(self, size: int) -> tuple:
         """The buffers' first ``size`` rows (contiguous views)."""
@@ -262,7 +271,8 @@ def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables
     One uniform u per copy gives both the row and the label: x = u * n * c,
     f = floor(x) is a uniform (row, column) cell of the alias table and
     V = x - f its uniform coin (exact up to a relative error n c / 2^53); the
-    pair is f if V < prob[f], else alias[f].  Copy r of a block always uses
+    pair is f if V < prob[f], else alias[f], read as ``choice[2 f + (V < prob[f])]``.
+    Copy r of a block always uses
     the r-th run of n doubles of the stream, so the draws do not depend on the
     block size.  With ``buffers`` every step writes into them (the result is a
     view of ``buffers.pairs``, overwritten by the next block); the numbers are
@@ -276,8 +286,9 @@ def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables
     np.subtract(x, f, out=x)
     np.take(tables.prob, f, out=prob, mode="clip")  # f < n c always: "clip" only avoids take's buffering
     np.less(x, prob, out=keep)
-    np.take(tables.alias, f, out=pairs, mode="clip")
-    np.copyto(pairs, f, where=keep)
+    np.add(f, f, out=f)
+    np.add(f, keep, out=f)                      # 2 f + (V < prob[f])
+    np.take(tables.choice, f, out=pairs, mode="clip")
     return pairs
 
 
@@ -286,7 +297,8 @@ def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     return np.divmod(pairs, c)
 
 
-def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "debiased") -> np.ndarray:
+def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "debiased",
+                      work: GatherWork | None = None) -> np.ndarray:
     """The statistic of each resampled data set in a block, at each scale: shape (L, D).
 
     Parameters
@@ -295,6 +307,9 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "
         (row, label) pair number of each copy (from :func:`_draw_pairs`).
     tables : _PairTables
         With the bin of every pair at each scale.
+    statistic : {"debiased", "tcal"}
+    work : GatherWork, optional
+        Work arrays for the gathers (``_DrawBuffers.gather``); the result is the same.
 
     Notes
     -----
@@ -306,7 +321,7 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "
     rows or bins.
     """
     return multiset_statistics(tables.bins, tables.sizes, tables.cols, _squares(tables.cols, tables.sq), pairs,
-                               pair_divisor_offset=0.0 if statistic == "tcal" else 1.0)
+                               pair_divisor_offset=0.0 if statistic == "tcal" else 1.0, work=work)
 
 
 def _ranks(alpha, L: int, R: int) -> np.ndarray:
@@ -440,9 +455,9 @@ class _NullDraws:
     def next(self, size: int) -> np.ndarray:
         """Statistics (L, size) of the next ``size`` resamples."""
         if self._buffers is None or self._buffers.u.shape[0] < size:
-            self._buffers = _DrawBuffers(size, self.n)
-        return _block_statistics(_draw_pairs(self.gen, size, self.n, self.tables, self._buffers), self.tables,
-                                 self.statistic)
+            self._buffers = _DrawBuffers(size, self.n, len(self.tables.cols))
+        pairs = _draw_pairs(self.gen, size, self.n, self.tables, self._buffers)
+        return _block_statistics(pairs, self.tables, self.statistic, self._buffers.gather)
 
 
 def tcal_reject(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None, full: bool = False,
@@ -480,19 +495,20 @@ def tcal_reject(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None,
     """
     null = _NullDraws(z, u, bins, alpha=alpha, n_draws=n_draws, rng=rng, full=full, statistic=statistic)
     R, D = null.R, block_size or null.block
-    k = _ranks(alpha, len(null.sizes), R)
-    seen = np.zeros(len(null.sizes), dtype=np.int64)  # e_l(r)
+    k = [int(v) for v in _ranks(alpha, len(null.sizes), R)]
+    seen = [0] * len(k)  # e_l(r), as Python ints: the loop runs once per block on a few scales
     r = 0
     while True:
         left = R - r
-        if np.any(seen + left < k):  # a scale rejects whatever the remaining draws
+        if any(e + left < k_l for e, k_l in zip(seen, k)):  # a scale rejects whatever the remaining draws
             return True, r
-        open_ = seen < k
-        if not np.any(open_):  # no scale can reject
+        open_ = [(e, k_l) for e, k_l in zip(seen, k) if e < k_l]
+        if not open_:  # no scale can reject
             return False, r
-        settle = np.minimum(k - seen, seen + left - k + 1)[open_].min()  # draws that could settle a scale
-        size = int(min(D, settle))
-        seen += (null.next(size) >= null.observed[:, None]).sum(axis=1)
+        settle = min(min(k_l - e, e + left - k_l + 1) for e, k_l in open_)  # draws that could settle a scale
+        size = min(D, settle)
+        hits = np.count_nonzero(null.next(size) >= null.observed[:, None], axis=1)
+        seen = [e + int(h) for e, h in zip(seen, hits)]
         r += size
 
 
