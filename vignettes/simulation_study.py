@@ -111,7 +111,8 @@ def main_study(n: int, n_datasets: int, jobs: int, rerun: bool):
         # the adjusted test on exactly T-Cal's data sets, for a paired comparison
         tc["method"] = tc["method"].replace({"adjusted_full": "adjusted_full_paired"})
         df = pd.concat([df, tc], ignore_index=True)
-        meta = dict(meta, tcal_datasets=n_tcal, tcal_wall_seconds=meta_t["wall_seconds"])
+        meta = dict(meta, tcal_datasets=n_tcal, tcal_wall_seconds=meta_t["wall_seconds"],
+                    tcal_cpu_seconds=meta_t.get("cpu_seconds"))
     return df, meta
 
 
