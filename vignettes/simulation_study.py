@@ -111,7 +111,8 @@ def main_study(n: int, n_datasets: int, jobs: int, rerun: bool):
         # the adjusted test on exactly T-Cal's data sets, for a paired comparison
         tc["method"] = tc["method"].replace({"adjusted_full": "adjusted_full_paired"})
         df = pd.concat([df, tc], ignore_index=True)
-        meta = dict(meta, tcal_datasets=n_tcal, tcal_wall_seconds=meta_t["wall_seconds"])
+        meta = dict(meta, tcal_datasets=n_tcal, tcal_wall_seconds=meta_t["wall_seconds"],
+                    tcal_cpu_seconds=meta_t.get("cpu_seconds"))
     return df, meta
 
 
@@ -392,7 +393,10 @@ def write_markdown(results: dict, metas: dict, bins: pd.DataFrame, path: Path) -
                   + (f"; CPU time {cpu / 60:.1f} min, i.e. about {cpu / 120:.1f} min of wall time on 2 idle "
                      "cores" if cpu else "") + "."
                   + (f" T-Cal (1000 Monte Carlo draws, {meta['tcal_datasets']} data sets per beta, settings 1-2): "
-                     f"{meta['tcal_wall_seconds'] / 60:.1f} min wall." if "tcal_datasets" in meta else ""), "",
+                     f"{meta['tcal_wall_seconds'] / 60:.1f} min wall." if "tcal_datasets" in meta else "")
+                  + f" These are the times of the run that computed these results (calibtest {meta.get('calibtest')}); "
+                  "the current code gives the same numbers (the same random streams), faster: "
+                  "`benchmarks/bench_study.py` measures its time (`benchmarks/README.md`).", "",
                   f"![coverage](coverage_n{n}.png)", "", f"![length](length_n{n}.png)", "",
                   f"![power](power_n{n}.png)", "", "### The paper's claims", ""]
         lines += [f"* {c}" for c in claims(df, n)]

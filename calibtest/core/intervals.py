@@ -5,12 +5,13 @@ code serves one result and a simulation study of thousands of data sets.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as _sps
 
-__all__ = ["AdjustedInterval", "adjusted_interval"]
+__all__ = ["AdjustedInterval", "adjusted_interval", "normal_isf"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,13 @@ class AdjustedInterval:
     contains_zero: bool
     lower_open: bool
     branch: int
+
+
+@functools.lru_cache(maxsize=256)
+def normal_isf(p: float) -> float:
+    """z_p = Phi^-1(1 - p), ``scipy.stats.norm.isf(p)`` as a float, cached per p (the same double;
+    a simulation study asks for the same few levels on every data set)."""
+    return float(_sps.norm.isf(p))
 
 
 def adjusted_interval(estimate, se, threshold, alpha, *, multipliers=None):
@@ -73,8 +81,8 @@ def adjusted_interval(estimate, se, threshold, alpha, *, multipliers=None):
     t_pos = np.maximum(np.asarray(estimate, dtype=float), 0.0)
     se = np.asarray(se, dtype=float)
     if multipliers is None:
-        z_h = _sps.norm.isf(alpha / 2.0)
-        multipliers = (z_h, z_h, _sps.norm.isf(alpha))
+        z_h = normal_isf(alpha / 2.0)
+        multipliers = (z_h, z_h, normal_isf(alpha))
     k_upper, k_h, k_a = multipliers
     upper = t_pos + k_upper * se
     symmetric = t_pos - k_h * se

@@ -29,6 +29,7 @@ from math import factorial
 import numpy as np
 from scipy import stats as _sps
 
+from calibtest.core.intervals import normal_isf
 from calibtest.core.targets import Target
 
 __all__ = ["AsymptoticTest", "sigma0_sq", "sigma0_sq_exact", "bin_volume", "null_test", "sigma0_sq_full", "sigma0_sq_full_exact",
@@ -184,4 +185,4 @@ def threshold(alpha: float, sigma0_sq_value: float, n: int, volume: float) -> fl
     Zero joins the adjusted interval iff T+ is below it (Algorithm 1, step 4;
     the calibrated-regime limit with the variance of the paper's eq. (12)).
     """
-    return float(_sps.norm.isf(alpha) * math.sqrt(sigma0_sq_value) / (n * math.sqrt(volume)))
+    return float(normal_isf(alpha) * math.sqrt(sigma0_sq_value) / (n * math.sqrt(volume)))

@@ -91,6 +91,7 @@ __all__ = [
     "METHODS",
     "DEFAULT_N_RESAMPLES",
     "BinnedRows",
+    "GatherWork",
     "ResamplingInterval",
     "bootstrap_estimates",
     "subsample_estimates",
@@ -258,11 +259,44 @@ def resample_statistic(rows: BinnedRows, idx: np.ndarray) -> np.ndarray:
     One combined (resample, bin) key ``r * m + bin`` and ``d + 2`` bincounts
     for the whole matrix; no loop over resamples (see :func:`multiset_statistics`).
     """
-    return multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, rows._sq, idx)[0]
+    return multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, _squares(rows._cols, rows._sq), idx)[0]
 
 
-def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, *,
-                        pair_divisor_offset: float = 1.0) -> np.ndarray:
+def _squares(cols, sq: np.ndarray) -> np.ndarray | None:
+    """``sq``, or None when U has one column: ||U||^2 = U^2 is then squared after the gather
+    (:func:`multiset_statistics`), which is cheaper than a second gather and gives the same doubles."""
+    return None if len(cols) == 1 else sq
+
+
+class GatherWork:
+    """Work arrays of :func:`multiset_statistics` for index matrices of up to ``size`` entries.
+
+    ``cols`` (float64, one per column of U), ``sq`` (float64) and ``key``
+    (intp) receive the gathered columns, the gathered ||U||^2 and the
+    (multiset, bin) keys, block after block, so that a loop over blocks
+    allocates nothing (and memory stays in the CPU cache).  Any of them may be
+    views of a caller's arrays that are free while the statistics are computed.
+    """
+
+    def __init__(self, size: int, d: int, *, cols=None, sq=None, key=None):
+        given = list(cols or [])
+        self.cols = given + [np.empty(size) for _ in range(d - len(given))]
+        self.sq = np.empty(size) if sq is None else sq
+        self.key = np.empty(size, dtype=np.intp) if key is None else key
+
+
+def _take(table: np.ndarray, index: np.ndarray, buffer: np.ndarray | None) -> np.ndarray:
+    """``table[index]`` (flat), into the first ``index.size`` entries of ``buffer`` when given.
+
+    Every index lies in the table, so ``mode="clip"`` only spares ``np.take`` its bounds buffering;
+    the values are those of fancy indexing.
+    """
+    out = None if buffer is None else buffer[:index.size]
+    return np.take(table, index, out=out, mode="clip")
+
+
+def multiset_statistics(inverses, sizes, cols, sq: np.ndarray | None, idx: np.ndarray, *,
+                        pair_divisor_offset: float = 1.0, work: GatherWork | None = None) -> np.ndarray:
     """T of each row multiset of an index matrix, on one or several binnings of the rows.
 
     Parameters
@@ -273,13 +307,17 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, 
         m_l, the number of bins of each binning.
     cols : sequence of d ndarrays, shape (N,)
         The columns of U, one value per row.
-    sq : ndarray, shape (N,)
-        ||U||^2 of each row.
+    sq : ndarray, shape (N,), or None
+        ||U||^2 of each row; None when d = 1, for the square of the one
+        column (``einsum("ij,ij->i", u, u)`` of one column is that square
+        exactly, so the result is the same to the last bit).
     idx : ndarray of int, shape (R, s)
         Row numbers of R multisets of size s.
     pair_divisor_offset : float
         o in the divisor c_rb - o of each bin's pair sum: 1 gives the paper's
         debiased T (default), 0 gives T-Cal's statistic (divisor c_rb).
+    work : GatherWork, optional
+        Work arrays of at least R s entries (the result is the same).
 
     Returns
     -------
@@ -294,17 +332,24 @@ def multiset_statistics(inverses, sizes, cols, sq: np.ndarray, idx: np.ndarray, 
     bincounts.  No loop over multisets, rows or bins.
     """
     R, s = idx.shape
-    flat = idx.ravel()
-    w_sq = sq[flat]
-    w_cols = [col[flat] for col in cols]  # loop over the d columns of U
+    flat = idx.reshape(-1)
+    bufs = work.cols if work is not None else [None] * len(cols)
+    w_cols = [_take(col, flat, buf) for col, buf in zip(cols, bufs)]  # loop over the d columns of U
+    if sq is None:
+        if len(cols) != 1:
+            raise ValueError(f"sq=None needs U with one column, got {len(cols)}")
+        w_sq = np.multiply(w_cols[0], w_cols[0], out=None if work is None else work.sq[:flat.size])
+    else:
+        w_sq = _take(sq, flat, None if work is None else work.sq)
     out = np.empty((len(sizes), R))
     for l, (inverse, m) in enumerate(zip(inverses, sizes)):  # loop over the few binnings
-        key = inverse[idx]
-        key += (np.arange(R, dtype=np.intp) * m)[:, None]
-        key = key.ravel()
+        key = _take(inverse, flat, None if work is None else work.key)
+        grid = key.reshape(R, s)
+        np.add(grid, (np.arange(R, dtype=np.intp) * m)[:, None], out=grid)
         size = R * m
         count = np.bincount(key, minlength=size)
-        num = -np.bincount(key, weights=w_sq, minlength=size)
+        num = np.bincount(key, weights=w_sq, minlength=size)
+        np.negative(num, out=num)
         for w in w_cols:
             s_j = np.bincount(key, weights=w, minlength=size)
             num += s_j * s_j
@@ -332,13 +377,16 @@ def _blocked(rows: BinnedRows, n_resamples: int, size: int, make_idx, rng, block
     blk = _block_size(block_size, n_resamples, size)
     out = np.empty(n_resamples)
     starts = range(0, n_resamples, blk)
+    work = GatherWork(blk * size, rows.dim)
     bar = None
     if _want_progress(progress, n_resamples * size):
         bar = make_bar(n_resamples, desc, unit="resample")
     try:
         for start in starts:  # loop over blocks, not resamples
             stop = min(start + blk, n_resamples)
-            out[start:stop] = resample_statistic(rows, make_idx(rng, stop - start))
+            out[start:stop] = multiset_statistics([rows.inverse], [rows.n_groups], rows._cols,
+                                                  _squares(rows._cols, rows._sq), make_idx(rng, stop - start),
+                                                  work=work)[0]
             if bar is not None:
                 bar.update(stop - start)
     finally:
@@ -356,29 +404,54 @@ def _bootstrap_idx(n: int):
     return make
 
 
-def _subsample_idx(n: int, size: int):
-    """Floyd's algorithm (Bentley and Floyd 1987), vectorised across subsamples.
+def _position_type(size: int):
+    """The smallest of int8, int16 and intp that holds the positions 0..size (the first-position matrix
+    of :func:`_subsample_idx` is then as small as it can be)."""
+    return next(t for t in (np.int8, np.int16, np.intp) if size <= np.iinfo(t).max)
 
-    For j = n - s, ..., n - 1 (step i = j - n + s) draw ``t = floor(u_i (j + 1))``
-    in 0..j; keep t unless it was chosen before, else keep j.  Every s-subset of
-    0..n-1 is equally likely.  A (count, n) boolean matrix records the chosen
-    rows, so each step is O(count); the loop runs over the s positions.
+
+def _subsample_idx(n: int, size: int):
+    """Floyd's algorithm (Bentley and Floyd 1987), vectorised across subsamples and positions.
+
+    For j = n - s, ..., n - 1 (position i = j - n + s) draw ``t_i = floor(u_i (j + 1))``
+    in 0..j; pick t_i unless it was picked before, else pick j.  Every s-subset
+    of 0..n-1 is equally likely.  With P_i the picks before position i, t_i is
+    in P_i exactly when
+
+    * t_i equals an earlier draw t_k (k < i): t_k is in P_(k+1) either way; or
+    * t_i = j_k for the position k = t_i - (n - s) < i, and j_k was picked
+      (t_k collided),
+
+    so the collisions C satisfy ``C_i = dup_i or (0 <= t_i - (n - s) < i and C_(t_i - (n - s)))``:
+    ``dup`` comes from the first position of every value in every subsample
+    (one ``np.minimum.at`` on a (count, n) matrix), and C by iterating that rule
+    from ``C = dup``, which settles after as many rounds as the longest chain
+    of such references (each points to an earlier position).  The picks,
+    ``where(C, j, t)`` in position order, are those of the sequential
+    algorithm, with no loop over positions.
     """
+    j0 = n - size
+    pos_type = _position_type(size)
+
     def make(rng, count):
-        u = np.ascontiguousarray(rng.random((count, size)).T)  # row i: the i-th draw of every subsample
-        chosen = np.zeros(count * n, dtype=bool)
-        base = np.arange(count, dtype=np.intp) * n
-        out = np.empty((size, count), dtype=np.intp)
-        for i in range(size):  # loop over positions within a subsample
-            j = n - size + i
-            ui = u[i]
-            ui *= j + 1  # < j + 1 after rounding, so floor(ui) <= j
-            t = ui.astype(np.intp)
-            t += base
-            t = np.where(chosen[t], base + j, t)
-            chosen[t] = True
-            np.subtract(t, base, out=out[i])
-        return out.T
+        u = rng.random((count, size))
+        u *= np.arange(j0 + 1, n + 1, dtype=np.float64)  # j + 1: u (j + 1) < j + 1 after rounding, so t <= j
+        t = u.astype(np.intp)
+        pos = np.arange(size, dtype=pos_type)
+        key = t + (np.arange(count, dtype=np.intp) * n)[:, None]
+        first = np.full(count * n, size, dtype=pos_type)
+        np.minimum.at(first, key.ravel(), np.broadcast_to(pos, (count, size)).ravel())
+        collided = (np.take(first, key, mode="clip") != pos).ravel()  # dup, then C
+        ref = t - j0  # the position whose j equals t
+        linked = np.flatnonzero(((ref >= 0) & (ref < pos)).ravel())  # the few draws that may point back
+        source = linked - linked % size + ref.ravel()[linked]  # flat index of the position referred to
+        dup = collided[linked]
+        while True:  # a few rounds: the length of the longest chain of references
+            step = dup | collided[source]
+            if np.array_equal(step, collided[linked]):
+                break
+            collided[linked] = step
+        return np.where(collided.reshape(count, size), j0 + pos.astype(np.intp), t)
     return make
 
 
@@ -409,8 +482,9 @@ def subsample_estimates(rows: BinnedRows, size: int, n_resamples: int = DEFAULT_
     size = check_count(size, "size", 1)
     if size > rows.n:
         raise ValueError(f"subsample size {size} exceeds the number of rows {rows.n}")
-    if block_size is None:  # the (block, n) boolean matrix of Floyd's algorithm stays below 256 KB
-        block_size = max(1, min(n_resamples, BLOCK_ELEMENTS // size, 8 * BLOCK_ELEMENTS // rows.n))
+    if block_size is None:  # 2^14 draws per block, and the (block, n) matrix of first positions below 512 KB
+        first_bytes = rows.n * np.dtype(_position_type(size)).itemsize
+        block_size = max(1, min(n_resamples, BLOCK_ELEMENTS // (2 * size), 16 * BLOCK_ELEMENTS // first_bytes))
     return _blocked(rows, n_resamples, size, _subsample_idx(rows.n, size), gen, block_size, progress,
                     "subsampling")
 

@@ -43,9 +43,9 @@ import numpy as np
 from calibtest.core.progress import make_bar
 from calibtest.options import OPTIONS, OptionError, check_option, check_seed
 from calibtest.core.binstats import BinStats, bin_sums, debiased_statistic
-from calibtest.core.resampling import BLOCK_ELEMENTS, _want_progress, multiset_statistics
+from calibtest.core.resampling import BLOCK_ELEMENTS, GatherWork, _squares, _want_progress, multiset_statistics
 
-__all__ = ["TCalCore", "DrawRun", "tcal_statistic_threshold", "adaptive_scales", "STATISTICS", "tcal_statistic",
+__all__ = ["TCalCore", "DrawRun", "tcal_statistic_threshold", "tcal_reject", "adaptive_scales", "STATISTICS", "tcal_statistic",
            "min_draws", "default_draws", "DEFAULT_DRAWS", "DRAWS_MARGIN"]
 
 #: The statistics of T-Cal: the authors' (divide by c_b) and calib_ci's debiased one (c_b - 1).
@@ -199,6 +199,10 @@ class _PairTables:
     ----------
     prob, alias : ndarray, shape (n * c,)
         Alias tables: pair p is kept with probability prob[p], else replaced by alias[p].
+    choice : ndarray, shape (2 n c,)
+        The pair drawn from cell f and coin k (1: kept, 0: not): entry 2 f + k,
+        i.e. ``choice[2 f] = alias[f]`` and ``choice[2 f + 1] = f`` (one gather
+        in place of a gather of ``alias`` and a masked copy).
     cols : tuple of ndarray, shape (n * c,)
         Coordinates of U* = onehot(label) - z_row; in full mode expressed in an
         orthonormal basis of the sum-zero hyperplane (K - 1 coordinates, the
@@ -215,6 +219,7 @@ class _PairTables:
 
     prob: np.ndarray
     alias: np.ndarray
+    choice: np.ndarray
     cols: tuple
     sq: np.ndarray
     c: int
@@ -235,7 +240,8 @@ def _pair_tables(z: np.ndarray, full: bool, bins, sizes) -> _PairTables:
         u = u @ _helmert(d)
     cols = tuple(np.ascontiguousarray(u[:, j]) for j in range(u.shape[1]))
     pair_bins = [np.repeat(np.asarray(b, dtype=np.intp), c) for b in bins]  # loop over the few scales
-    return _PairTables(prob=prob, alias=alias_pair, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
+    choice = np.column_stack([alias_pair, np.arange(n * c)]).ravel()
+    return _PairTables(prob=prob, alias=alias_pair, choice=choice, cols=cols, sq=np.einsum("ij,ij->i", u, u), c=c,
                        bins=tuple(pair_bins), sizes=tuple(sizes))
 
 
@@ -243,12 +249,15 @@ class _DrawBuffers:
     """Work arrays of :func:`_draw_pairs` for blocks of up to ``size`` resamples of ``n`` rows, reused block
     after block (a fresh array per block costs more in page faults than the arithmetic on it)."""
 
-    def __init__(self, size: int, n: int):
+    def __init__(self, size: int, n: int, d: int = 1):
         self.u = np.empty((size, n))
         self.cell = np.empty((size, n), dtype=np.intp)
         self.prob = np.empty((size, n))
         self.keep = np.empty((size, n), dtype=bool)
         self.pairs = np.empty((size, n), dtype=np.intp)
+        # the statistics' gathers reuse the arrays that are free once the pairs are drawn
+        self.gather = GatherWork(size * n, d, cols=[self.u.reshape(-1)], sq=self.prob.reshape(-1),
+                                 key=self.cell.reshape(-1))
 
     def first(self, size: int) -> tuple:
         """The buffers' first ``size`` rows (contiguous views)."""
@@ -262,7 +271,8 @@ def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables
     One uniform u per copy gives both the row and the label: x = u * n * c,
     f = floor(x) is a uniform (row, column) cell of the alias table and
     V = x - f its uniform coin (exact up to a relative error n c / 2^53); the
-    pair is f if V < prob[f], else alias[f].  Copy r of a block always uses
+    pair is f if V < prob[f], else alias[f], read as ``choice[2 f + (V < prob[f])]``.
+    Copy r of a block always uses
     the r-th run of n doubles of the stream, so the draws do not depend on the
     block size.  With ``buffers`` every step writes into them (the result is a
     view of ``buffers.pairs``, overwritten by the next block); the numbers are
@@ -276,8 +286,9 @@ def _draw_pairs(gen: np.random.Generator, size: int, n: int, tables: _PairTables
     np.subtract(x, f, out=x)
     np.take(tables.prob, f, out=prob, mode="clip")  # f < n c always: "clip" only avoids take's buffering
     np.less(x, prob, out=keep)
-    np.take(tables.alias, f, out=pairs, mode="clip")
-    np.copyto(pairs, f, where=keep)
+    np.add(f, f, out=f)
+    np.add(f, keep, out=f)                      # 2 f + (V < prob[f])
+    np.take(tables.choice, f, out=pairs, mode="clip")
     return pairs
 
 
@@ -286,7 +297,8 @@ def _pair_rows(pairs: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     return np.divmod(pairs, c)
 
 
-def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "debiased") -> np.ndarray:
+def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "debiased",
+                      work: GatherWork | None = None) -> np.ndarray:
     """The statistic of each resampled data set in a block, at each scale: shape (L, D).
 
     Parameters
@@ -295,6 +307,9 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "
         (row, label) pair number of each copy (from :func:`_draw_pairs`).
     tables : _PairTables
         With the bin of every pair at each scale.
+    statistic : {"debiased", "tcal"}
+    work : GatherWork, optional
+        Work arrays for the gathers (``_DrawBuffers.gather``); the result is the same.
 
     Notes
     -----
@@ -305,16 +320,21 @@ def _block_statistics(pairs: np.ndarray, tables: _PairTables, statistic: str = "
     same with the divisor c_b (``statistic="tcal"``).  No loop over data sets,
     rows or bins.
     """
-    return multiset_statistics(tables.bins, tables.sizes, tables.cols, tables.sq, pairs,
-                               pair_divisor_offset=0.0 if statistic == "tcal" else 1.0)
+    return multiset_statistics(tables.bins, tables.sizes, tables.cols, _squares(tables.cols, tables.sq), pairs,
+                               pair_divisor_offset=0.0 if statistic == "tcal" else 1.0, work=work)
+
+
+def _ranks(alpha, L: int, R: int) -> np.ndarray:
+    """k_l = floor(alpha_l (R + 1)) per scale: the threshold is the k_l-th largest of R draws (none when 0)."""
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (L,))
+    return np.floor(alpha * (R + 1) + 1e-9).astype(np.int64)
 
 
 def _mc_decision(statistic: np.ndarray, draws: np.ndarray, alpha) -> tuple[np.ndarray, np.ndarray]:
     """Threshold and p-value of the Monte Carlo test, per scale (rows of ``draws``)."""
     L, R = draws.shape
-    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (L,))
     pvalue = (1.0 + (draws >= statistic[:, None]).sum(axis=1)) / (R + 1.0)
-    j = np.floor(alpha * (R + 1) + 1e-9).astype(np.int64) - 1
+    j = _ranks(alpha, L, R) - 1
     ordered = np.sort(draws, axis=1)
     threshold = np.where(j >= 0, ordered[np.arange(L), np.clip(R - 1 - j, 0, R - 1)], np.inf)
     return threshold, pvalue
@@ -377,47 +397,119 @@ def tcal_statistic_threshold(z, u, bins, *, alpha=0.05, n_draws: int | None = No
         ``statistic``, ``threshold``, ``pvalue`` (arrays of length L) and
         ``null_draws`` (L, R).
     """
-    z = np.asarray(z, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    if z.ndim != 2 or u.shape != z.shape:
-        raise ValueError(f"z and u must be arrays of the same shape (n, d), got {z.shape} and {u.shape}")
-    n = z.shape[0]
-    bins = np.atleast_2d(np.asarray(bins))
-    if bins.shape[1] != n or bins.dtype.kind not in "iu":
-        raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
-    if bins.min() < 0:
-        raise ValueError("bins must be non-negative bin numbers")
-    statistic = check_option("statistic", statistic)
-    progress = run.progress
-    check_option("progress", progress)
-    smallest = float(np.min(np.asarray(alpha, dtype=float)))
-    R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
-    gen = _as_rng(rng)
-    bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
-    sizes = [int(b.max()) + 1 for b in bins]
-    # the observed statistic (the debiased one exactly as calib_ci computes it)
-    stat_fn = tcal_statistic if statistic == "tcal" else debiased_statistic
-    observed = np.array([stat_fn(bin_sums(b, np.arange(m)[:, None], u, z), n)
-                         for b, m in zip(bins, sizes)])
-    tables = _pair_tables(z, full, bins, sizes)
-    D = run.block_size or max(1, min(R, BLOCK_ELEMENTS // max(n, 1)))
-    draws = np.empty((len(sizes), R))
-    buffers = _DrawBuffers(D, n)
+    null = _NullDraws(z, u, bins, alpha=alpha, n_draws=n_draws, rng=rng, full=full, statistic=statistic,
+                      progress=run.progress)
+    R, D = null.R, run.block_size or null.block
+    draws = np.empty((len(null.sizes), R))
     bar = None
-    if _want_progress(progress, R * n):
+    if _want_progress(run.progress, R * null.n):
         bar = make_bar(R, "T-Cal resamples", unit="resample")
     try:
         for start in range(0, R, D):  # loop over blocks of resamples, not single resamples
             size = min(D, R - start)
-            draws[:, start:start + size] = _block_statistics(_draw_pairs(gen, size, n, tables, buffers), tables,
-                                                             statistic)
+            draws[:, start:start + size] = null.next(size)
             if bar is not None:
                 bar.update(size)
     finally:
         if bar is not None:
             bar.close()
-    threshold, pvalue = _mc_decision(observed, draws, alpha)
-    return TCalCore(statistic=observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
+    threshold, pvalue = _mc_decision(null.observed, draws, alpha)
+    return TCalCore(statistic=null.observed, threshold=threshold, pvalue=pvalue, null_draws=draws)
+
+
+class _NullDraws:
+    """The checked inputs, observed statistics and consistency resamples of one T-Cal test.
+
+    ``next(size)`` gives the statistics of the next ``size`` resamples, shape
+    (L, size); resample r always uses the r-th run of n doubles of the
+    generator, so the draws do not depend on how they are split into blocks.
+    """
+
+    def __init__(self, z, u, bins, *, alpha, n_draws, rng, full: bool, statistic: str, progress=None):
+        z = np.asarray(z, dtype=np.float64)
+        u = np.asarray(u, dtype=np.float64)
+        if z.ndim != 2 or u.shape != z.shape:
+            raise ValueError(f"z and u must be arrays of the same shape (n, d), got {z.shape} and {u.shape}")
+        n = z.shape[0]
+        bins = np.atleast_2d(np.asarray(bins))
+        if bins.shape[1] != n or bins.dtype.kind not in "iu":
+            raise ValueError(f"bins must be integer bin numbers of shape (n,) or (L, n) with n = {n}")
+        if bins.min() < 0:
+            raise ValueError("bins must be non-negative bin numbers")
+        self.statistic = check_option("statistic", statistic)
+        check_option("progress", progress)
+        smallest = float(np.min(np.asarray(alpha, dtype=float)))
+        self.R = check_draws(default_draws(smallest) if n_draws is None else n_draws, smallest)
+        self.gen = _as_rng(rng)
+        bins = [np.unique(b, return_inverse=True)[1].ravel() for b in bins]  # dense 0..m-1
+        self.sizes = [int(b.max()) + 1 for b in bins]
+        # the observed statistic (the debiased one exactly as calib_ci computes it)
+        stat_fn = tcal_statistic if self.statistic == "tcal" else debiased_statistic
+        self.observed = np.array([stat_fn(bin_sums(b, np.arange(m)[:, None], u, z), n)
+                                  for b, m in zip(bins, self.sizes)])
+        self.tables = _pair_tables(z, full, bins, self.sizes)
+        self.n = n
+        self.block = max(1, min(self.R, BLOCK_ELEMENTS // max(n, 1)))
+        self._buffers: _DrawBuffers | None = None
+
+    def next(self, size: int) -> np.ndarray:
+        """Statistics (L, size) of the next ``size`` resamples."""
+        if self._buffers is None or self._buffers.u.shape[0] < size:
+            self._buffers = _DrawBuffers(size, self.n, len(self.tables.cols))
+        pairs = _draw_pairs(self.gen, size, self.n, self.tables, self._buffers)
+        return _block_statistics(pairs, self.tables, self.statistic, self._buffers.gather)
+
+
+def tcal_reject(z, u, bins, *, alpha=0.05, n_draws: int | None = None, rng=None, full: bool = False,
+                statistic: str = "tcal", block_size: int | None = None) -> tuple[bool, int]:
+    """Whether T-Cal rejects at some scale, drawing resamples only until that is decided.
+
+    The decision of :func:`tcal_statistic_threshold` with the same arguments
+    (``any(statistic > threshold)``), without its threshold and p-value.  With
+    R draws and k_l = floor(alpha_l (R + 1)), scale l rejects if and only if
+    fewer than k_l draws reach its statistic: ``e_l = #{T*_lr >= T_l} < k_l``
+    (T_l > the k_l-th largest draw).  After r draws with e_l(r) such draws,
+
+    * scale l cannot reject once e_l(r) >= k_l (e_l only grows);
+    * scale l rejects whatever follows once e_l(r) + (R - r) < k_l,
+
+    so the draws stop when one scale is sure to reject or every scale is sure
+    not to.  Draw r uses the same doubles of the stream as in
+    :func:`tcal_statistic_threshold`, so the decision is the same; the
+    generator is left after the last draw made.  Each block is at most as
+    long as the fewest draws that could settle an undecided scale, so no
+    draw beyond the deciding block is made.
+
+    Parameters
+    ----------
+    z, u, bins, alpha, n_draws, rng, full, statistic
+        As in :func:`tcal_statistic_threshold`.
+    block_size : int, optional
+        Most resamples per block (default about 2^15 / n); it does not change the decision.
+
+    Returns
+    -------
+    reject : bool
+    draws : int
+        Resamples drawn (at most R).
+    """
+    null = _NullDraws(z, u, bins, alpha=alpha, n_draws=n_draws, rng=rng, full=full, statistic=statistic)
+    R, D = null.R, block_size or null.block
+    k = [int(v) for v in _ranks(alpha, len(null.sizes), R)]
+    seen = [0] * len(k)  # e_l(r), as Python ints: the loop runs once per block on a few scales
+    r = 0
+    while True:
+        left = R - r
+        if any(e + left < k_l for e, k_l in zip(seen, k)):  # a scale rejects whatever the remaining draws
+            return True, r
+        open_ = [(e, k_l) for e, k_l in zip(seen, k) if e < k_l]
+        if not open_:  # no scale can reject
+            return False, r
+        settle = min(min(k_l - e, e + left - k_l + 1) for e, k_l in open_)  # draws that could settle a scale
+        size = min(D, settle)
+        hits = np.count_nonzero(null.next(size) >= null.observed[:, None], axis=1)
+        seen = [e + int(h) for e, h in zip(seen, hits)]
+        r += size
 
 
 # --------------------------------------------------------------------------- scales

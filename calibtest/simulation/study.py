@@ -50,8 +50,8 @@ from calibtest.core.intervals import adjusted_interval
 from calibtest.core.null import threshold as null_threshold
 from calibtest.core.partition import partition_rows
 from calibtest.core.resampling import DEFAULT_N_RESAMPLES, binned_rows, resampling_interval, subsampling_interval
-from calibtest.core.targets import prepare
-from calibtest.api.tcal_test import tcal_test
+from calibtest.core.targets import prepare, prepare_full
+from calibtest.core.tcal import tcal_reject
 
 __all__ = [
     "INTERVAL_METHODS",
@@ -173,11 +173,17 @@ def _tcal_reject(data, task: _Task, gen) -> bool:
     uses the debiased statistic (divisor c_b - 1, as ``calib_ci``) and an
     explicit number of draws, so that its published numbers reproduce
     (``tcal_test``'s defaults are now T-Cal's own statistic and
-    max(3000, ...) draws).
+    max(3000, ...) draws).  The decision is that of
+    ``tcal_test(y=labels, probs=probs, k="full", n_bins=B, n_draws=R,
+    statistic="debiased", rng=gen).reject``, from its engine
+    (:func:`calibtest.core.tcal.tcal_reject`), which stops drawing once the
+    decision is known: only the decision is recorded.
     """
-    res = tcal_test(y=data.labels, probs=data.probs, k="full", alpha=task.alpha, rng=gen, n_bins=task.n_bins,
-                    n_draws=task.tcal_draws, statistic="debiased")
-    return bool(res.reject)
+    target = prepare_full(data.labels, data.probs)
+    bins = partition_rows(target, task.n_bins).inverse
+    reject, _ = tcal_reject(target.z, target.u, bins, alpha=task.alpha, n_draws=task.tcal_draws, rng=gen,
+                            full=target.mode.full_calibration, statistic="debiased")
+    return reject
 
 
 def _adjusted(partition, stats, alpha: float):

@@ -133,3 +133,12 @@ def test_scale_argument():
     res = ct.calib_ci(y=A_Y, probs=A_P, n_bins=2)
     with pytest.raises(ValueError, match="scale"):
         res.conf_int(scale="log")
+
+
+def test_normal_isf_is_scipys_quantile():
+    from calibtest.core.intervals import normal_isf
+    for p in (0.1, 0.05, 0.025, 1e-6, 0.5, 0.9):
+        assert normal_isf(p) == float(stats.norm.isf(p))
+        assert normal_isf(p) == normal_isf(p)   # cached: the same double again
+    # R: print(qnorm(0.05, lower.tail = FALSE), digits = 17) -> 1.6448536269514726
+    assert normal_isf(0.05) == pytest.approx(1.6448536269514726, rel=1e-15)

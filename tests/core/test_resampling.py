@@ -442,3 +442,42 @@ def test_monte_carlo_null_and_bootstrap_use_separate_streams_of_one_seed():
     mc = monte_carlo_test(plain.data.z, plain.partition.inverse, label_classes(plain.data), n=plain.n,
                           n_draws=200, rng=np.random.default_rng(5))
     assert mc.pvalue == both.monte_carlo.pvalue
+
+
+@pytest.mark.parametrize("n, size", [(5, 2), (7, 7), (10, 1), (50, 40), (1000, 31), (1000, 100), (300, 200)])
+def test_vectorised_floyd_picks_the_sequential_rows_in_order(n, size):
+    # every subsample of a block: the rows (in position order) of Floyd's loop with a Python list,
+    # from the same doubles; large size / n has chains of collisions (t_i = an earlier j that was picked)
+    count = 60
+    idx = rs._subsample_idx(n, size)(np.random.default_rng(n + size), count)
+    gen = np.random.default_rng(n + size)
+    expected = np.array([slow_floyd(gen, n, size) for _ in range(count)])
+    assert idx.shape == (count, size) and np.array_equal(idx, expected)
+
+
+def test_subsample_block_size_does_not_change_estimates_with_collisions():
+    prep, rows = _rows_top1(n=60)
+    ref = rs.subsample_estimates(rows, 45, 40, 5, block_size=40)
+    for block in (1, 7, None):
+        assert np.array_equal(rs.subsample_estimates(rows, 45, 40, 5, block_size=block), ref)
+
+
+def test_multiset_statistics_square_and_work_arrays_give_the_same_doubles():
+    # one column: sq=None squares the gathered column; the work arrays only hold the gathers
+    idx = np.random.default_rng(2).integers(0, 40, (9, 40))
+    for maker in (_rows_top1, _rows_top2):
+        prep, rows = maker()
+        plain = rs.multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, rows._sq, idx)
+        work = rs.GatherWork(idx.size + 5, rows.dim)
+        assert np.array_equal(rs.multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, rows._sq, idx,
+                                                     work=work), plain)
+        if rows.dim == 1:
+            assert np.array_equal(rows._sq, rows._cols[0] ** 2)
+            assert np.array_equal(rs.multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, None, idx),
+                                  plain)
+        else:
+            with pytest.raises(ValueError, match="one column"):
+                rs.multiset_statistics([rows.inverse], [rows.n_groups], rows._cols, None, idx)
+        # and T by its pair-sum definition
+        for r in range(idx.shape[0]):
+            assert plain[0, r] == pytest.approx(slow_T(rows.inverse, rows.u, list(idx[r])), rel=1e-12, abs=1e-15)
