@@ -11,11 +11,13 @@ add), ``binned_starts`` fits the same two models to the cells (each cell's
 rows at their mean L; statsmodels' binomial GLM on the cell counts), whose
 estimates differ from the rows' maximum-likelihood estimates by O(h^2) for
 cells of width h (about 1e-6 here), and ``fit_logistic_newton`` finishes on
-the rows with statsmodels' ``Logit`` by Newton-Raphson from there: two steps
-(one to the estimate, one that confirms it), the standard errors from the
-information at the estimate.  The estimates and standard errors are those of
-statsmodels' converged fit from the default start (``fit_logistic_glm``) to
-1e-12 or better (``tests/checks/test_logistic_fits.py``).
+the rows with statsmodels' ``Logit`` by Newton-Raphson from there: one step,
+confirmed by the next step computed from the score and information
+statsmodels returns at the estimate, the standard errors from that
+information.  The estimates and standard errors are those of
+statsmodels' converged fit to 1e-10 (``tests/checks/test_logistic_fits.py``);
+``fit_logistic_glm``'s standard errors, IRLS's weights at the iterate before
+its estimate, can differ from them by about 1e-8 (relative).
 """
 from __future__ import annotations
 
