@@ -62,8 +62,9 @@ def _run(args: list, root: Path = ROOT) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(root), CI="1")  # no progress bar in the timed runs
+    # run in ``root``: ``python -m`` puts the working directory first on sys.path, before PYTHONPATH
     out = subprocess.run([sys.executable, "-m", "calibtest.cli", *args], capture_output=True, text=True, env=env,
-                         check=True).stdout
+                         check=True, cwd=str(root)).stdout
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
