@@ -14,6 +14,11 @@ wall and CPU time of
 * ``val_prob`` alone on the same rows, after the summary (statsmodels
   imported): what the evidence reads, then every statistic (``to_dict()``,
   which computes the C indexes, deviances and lowess errors it defers),
+* val_prob's two logistic fits (the slope's joint fit and CITL) as val_prob
+  makes them (the fits to the rows binned on logit(p), then statsmodels'
+  ``Logit`` by Newton from there) and as it made them before (statsmodels'
+  GLM by IRLS from (0, 1) and 0), with the largest difference of their
+  estimates and the largest relative difference of their standard errors,
 
 and whether building the report's context (without the figures) after the
 summary ran the multi-scale test again (it is counted by wrapping the
@@ -100,15 +105,44 @@ def main() -> list[str]:
     rows.append(("val_prob alone (what evidence reads)", wall5, cpu5))
     wall6, cpu6, _ = timed(vp.to_dict)
     rows.append(("  + its other statistics (to_dict)", wall6, cpu6))
+    fit_rows, agreement = _fits(p, y)
+    rows += fit_rows
     lines.append(f"{'step':<38}{'wall s':>10}{'CPU s':>10}")
     lines += [f"{name:<38}{w:>10.3f}{c:>10.3f}" for name, w, c in rows]
     lines.append("")
     lines.append(f"second summary() identical to the first: {second == first}")
+    lines.append(agreement)
     lines.append(f"multi-scale test runs: {before} by the summaries and _repr_html_, "
                  f"{len(runs) - before} by the report's context (reran the test: {len(runs) > before})")
     lines.append(f"targets: second summary() < 0.05 s: {wall2 < 0.05}; _repr_html_ < 0.05 s: {wall3 < 0.05}; "
                  f"first summary() <= calib_test + 0.5 s ({wall_test + 0.5:.3f} s): {wall_first <= wall_test + 0.5}")
     return lines
+
+
+def _fits(p: np.ndarray, y: np.ndarray) -> tuple[list, str]:
+    """Timed rows of val_prob's two logistic fits now and before, and their agreement in words."""
+    from calibtest.checks import logistic_fits as lf
+
+    fin = (p > 0.0) & (p < 1.0)
+    yf, logit = y[fin].astype(float), np.log(p[fin] / (1.0 - p[fin]))
+    designs = ((np.column_stack([np.ones(yf.size), logit]), None), (np.ones((yf.size, 1)), logit))
+
+    def now():
+        starts = lf.binned_starts(lf.logit_cell_sums(yf, logit))
+        return [lf.fit_logistic_newton(yf, X, off, start, default)
+                for (X, off), start, default in zip(designs, starts, lf.DEFAULT_STARTS)]
+
+    def before():
+        return [lf.fit_logistic_glm(yf, X, off, default) for (X, off), default in zip(designs, lf.DEFAULT_STARTS)]
+
+    wall_now, cpu_now, new = timed(now)
+    wall_before, cpu_before, old = timed(before)
+    est = max(float(np.max(np.abs(np.asarray(a.params) - np.asarray(b.params)))) for a, b in zip(new, old))
+    se = max(float(np.max(np.abs(np.asarray(a.bse) / np.asarray(b.bse) - 1.0))) for a, b in zip(new, old))
+    rows = [("val_prob's fits: binned start + Newton", wall_now, cpu_now),
+            ("val_prob's fits before: IRLS from 0, 1", wall_before, cpu_before)]
+    return rows, (f"val_prob's fits, binned start + Newton against IRLS from (0, 1) / 0: largest difference of the "
+                  f"estimates {est:.2g}, of the standard errors (relative) {se:.2g}")
 
 
 if __name__ == "__main__":

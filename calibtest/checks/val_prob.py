@@ -46,7 +46,8 @@ from calibtest.core.recalibration import oe_measures
 from calibtest.inputs.validation import OptionTypeError, check_alpha, check_missing, is_integer
 from calibtest.inputs.formula import resolve_env
 from calibtest.inputs.rows import prepare_input
-from calibtest.checks.logistic_fits import as_1d_float, direction_sentence, fit_logistic_glm
+from calibtest.checks.logistic_fits import (DEFAULT_STARTS, as_1d_float, binned_starts, direction_sentence,
+                                           fit_logistic_newton, logit_cell_sums)
 from calibtest.display.summary import CalibSummary, ResultDisplay, model_text
 
 __all__ = ["ValProbResult", "val_prob", "FIELDS", "LAZY_STATISTICS"]
@@ -636,8 +637,10 @@ def val_prob(formula=None, data=None, *, y=None, probs=None, alpha: float = 0.05
 def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     """val_prob on validated arrays.
 
-    The two logistic fits (intercept and slope; CITL) and Spiegelhalter's z,
-    which the evidence table reads, are computed here; the C indexes, the
+    The two logistic fits (intercept and slope; CITL: statsmodels' Newton
+    from the fits to the rows binned on logit(p),
+    :func:`calibtest.checks.logistic_fits.fit_logistic_newton`) and
+    Spiegelhalter's z, which the evidence table reads, are computed here; the C indexes, the
     deviance statistics and the lowess errors (:data:`LAZY_STATISTICS`) on
     first access, by the same code on the same arrays, so that each number is
     the one an eager computation gives.
@@ -647,13 +650,14 @@ def _val_prob(p: np.ndarray, y: np.ndarray, alpha: float) -> ValProbResult:
     pf, yf, logit = _finite_logit_rows(p, y)
     nf = pf.size
 
-    # Joint recalibration fit a + b L (val.prob's lrm.fit(logit[i], y[i])).
-    joint = fit_logistic_glm(yf, np.column_stack([np.ones(nf), logit]), None, np.array([0.0, 1.0]))
+    # Joint recalibration fit a + b L (val.prob's lrm.fit(logit[i], y[i])), from the fit to the rows binned on L.
+    joint_start, citl_start = binned_starts(logit_cell_sums(yf, logit))
+    joint = fit_logistic_newton(yf, np.column_stack([np.ones(nf), logit]), None, joint_start, DEFAULT_STARTS[0])
     a, b = (float(v) for v in joint.params)
     a_se, b_se = (float(v) for v in joint.bse)
     ci = np.asarray(joint.conf_int(alpha=alpha))
     # Calibration in the large: a0 + offset L.
-    citl_fit = fit_logistic_glm(yf, np.ones((nf, 1)), logit, np.array([0.0]))
+    citl_fit = fit_logistic_newton(yf, np.ones((nf, 1)), logit, citl_start, DEFAULT_STARTS[1])
     citl_ci = np.asarray(citl_fit.conf_int(alpha=alpha))[0]
 
     # Spiegelhalter's Z.
@@ -717,7 +721,7 @@ def _likelihood_part(p: np.ndarray, y: np.ndarray, params: np.ndarray) -> dict:
 
     pf, yf, logit = _finite_logit_rows(p, y)
     nf = pf.size
-    model = GLM(yf, np.column_stack([np.ones(nf), logit]), family=Binomial())  # as fit_logistic_glm builds it
+    model = GLM(yf, np.column_stack([np.ones(nf), logit]), family=Binomial())  # the joint fit's GLM
     joint = GLMResults(model, params, None, 1.0)
     dev_null = float(joint.null_deviance)
     dev_p = float(-2.0 * Binomial().loglike(yf, pf))

@@ -7,7 +7,6 @@ same rows (to the rounding of the float sums; the tests compare at 1e-8):
 * the interval: the streamed :func:`calibtest.calib_ci` result itself;
 * the multi-scale test: :func:`calibtest.streams.multiscale.stream_calib_test`
   (counter-based label draws keyed by the seed and each row's position);
-* the bin-sensitivity rows: one :class:`~calibtest.BinAccumulator` per B, in one pass;
 * Hosmer-Lemeshow: the g = 10 groups of the stably sorted predictions are
   found exactly.  A radix selection on the bits of the float64 predictions
   (a 2^16-cell histogram per pass, the cell holding a group's first rank
@@ -20,9 +19,15 @@ same rows (to the rounding of the float sums; the tests compare at 1e-8):
 * Spiegelhalter's z, O/E and Brier: per-row sums;
 * CITL and the calibration slope: Newton-Raphson (IRLS) on the logistic
   likelihood, one pass per step accumulating X'WX, X'(y - mu) and the
-  deviance over the chunks (a step that raises the deviance is halved), from
-  val_prob's starting values, until the step is below 1e-10; the Wald
-  intervals use the information at the estimate.
+  deviance over the chunks (a step that raises the deviance is halved), until
+  the step is below 1e-10; the Wald intervals use the information at the
+  estimate.  The steps start from the same fits to the rows binned on
+  logit(p) (:func:`calibtest.checks.logistic_fits.binned_starts`, from the
+  cell sums of the first pass), within about 1e-6 of the estimates, so two
+  passes of steps suffice (the second confirms the estimate), run with the
+  passes of the Hosmer-Lemeshow selection;
+* the bin-sensitivity rows: one :class:`~calibtest.BinAccumulator` per B, in
+  the first pass.
 
 Not streamed, and said in one sentence in the result (:data:`NOT_STREAMED`):
 val_prob's C index (exact and val.prob's), DeLong's interval, the flexible
@@ -52,6 +57,7 @@ from calibtest.streams.dask_frames import _import_dask, _partition_usable, compu
 from calibtest.streams.files import DataFile, each_chunk, open_data_file
 from calibtest.core.binstats import bin_sums, debiased_statistic, merge_stats, plugin_statistic
 from calibtest.checks.evidence_table import _VALPROB_MISSING, SENSITIVITY_BINS, assemble_evidence, evidence_seed
+from calibtest.checks.logistic_fits import binned_starts, logit_cell_sums
 from calibtest.inputs.formula import formula_columns, freeze_env, thaw_env
 from calibtest.checks.hosmer_lemeshow import HosmerLemeshowResult
 from calibtest.inputs.rows import read_rows
@@ -262,7 +268,8 @@ def _partition_step(formula, namespace, missing, n_classes, k, step, part, index
 
 
 def _add(a: dict, b: dict) -> dict:
-    """Combine two chunks' sums: ``min_``/``max_`` keys by min/max, ``list_`` keys concatenated, else added."""
+    """Combine two chunks' sums: ``min_``/``max_`` keys by min/max, ``list_`` keys concatenated, ``stats_`` and
+    ``accs_`` (bin accumulators) merged, else added."""
     out = {}
     for key, value in a.items():
         other = b[key]
@@ -274,6 +281,8 @@ def _add(a: dict, b: dict) -> dict:
             out[key] = value + other
         elif key.startswith("stats_"):
             out[key] = merge_stats([value, other])
+        elif key.startswith("accs_"):
+            out[key] = _merge_accs(value, other)
         else:
             out[key] = value + other
     return out
@@ -324,6 +333,18 @@ def _val_prob_problem(s: dict) -> str | None:
 
 
 # --------------------------------------------------------------------------- the logistic fits
+def _cell_sums(p: np.ndarray, y: np.ndarray) -> dict:
+    """The first pass's sums for the fits' starting values: rows, events and logit(p) per cell of logit(p).
+
+    :func:`calibtest.checks.logistic_fits.logit_cell_sums` of the rows with
+    0 < p < 1, keys prefixed ``cells_``.
+    """
+    fin = (p > 0.0) & (p < 1.0)
+    pf = p[fin]
+    cells = logit_cell_sums(np.rint(y[fin]), np.log(pf / (1.0 - pf)))
+    return {f"cells_{key}": value for key, value in cells.items()}
+
+
 def _fit_sums(p: np.ndarray, y: np.ndarray, joint: np.ndarray, citl: float) -> dict:
     """X'WX, X'(y - mu) and the log-likelihood of the joint fit a + b L and of CITL a0 + L at the given values."""
     fin = (p > 0.0) & (p < 1.0)
@@ -557,9 +578,12 @@ def _val_prob_result(s: dict, joint, citl, alpha: float, res) -> ValProbResult:
 
 
 # --------------------------------------------------------------------------- the passes
-def _first_step(plan, joint, citl, p, y, start, index) -> dict:
+def _first_step(plan, sensitivity: tuple, p, y, start, index) -> dict:
+    """The first pass: the per-row sums, the selection's first histogram, the cell sums of the fits' starting
+    values and the bin accumulators of the bin-sensitivity rows (``sensitivity``: the bin counts and K)."""
     y = np.rint(y)
-    return {**_row_sums(p, y), **_Select.step(plan, p), **_fit_sums(p, y, joint, citl)}
+    return {**_row_sums(p, y), **_Select.step(plan, p), **_cell_sums(p, y),
+            "accs_sensitivity": _bin_step(*sensitivity, p, y)}
 
 
 def _next_step(plan, joint, citl, fits: bool, p, y, start, index) -> dict:
@@ -569,24 +593,39 @@ def _next_step(plan, joint, citl, fits: bool, p, y, start, index) -> dict:
     return out
 
 
-def _sums_and_fits(rows: StreamedRows, n: int, alpha: float) -> tuple:
-    """The per-row sums, the two logistic fits and the exact HL cut points, over as few passes as they need.
+@dataclass
+class _Passes:
+    """What :func:`_sums_and_fits` finds: the per-row sums, the two logistic fits (``(estimate, se, intervals,
+    log-likelihood)`` or None), the HL order statistics, val_prob's and HL's problems (None: computed), the
+    number of passes and the bin accumulators of the bin-sensitivity rows."""
 
-    Returns (sums, joint fit, CITL fit, HL order statistics, val_prob problem, HL problem, passes).
-    """
+    sums: dict
+    joint: tuple | None
+    citl: tuple | None
+    found: dict
+    vp_problem: str | None
+    hl_problem: str | None
+    passes: int
+    sensitivity: list
+
+
+def _sums_and_fits(rows: StreamedRows, res, alpha: float) -> _Passes:
+    """The per-row sums, the two logistic fits, the exact HL cut points and the bin-sensitivity accumulators of
+    the rows of ``res``, over as few passes as they need (the fits from the first pass's binned fits)."""
+    n = res.n
     hl_problem = None if 3 <= HL_GROUPS <= n else f"groups must be between 3 and n = {n}, got {HL_GROUPS}"
     select = _Select(_group_starts(n, HL_GROUPS)[1:] if hl_problem is None else [])
-    joint, citl = _Newton([0.0, 1.0]), _Newton([0.0])
     plan = select.plan()
-    first = rows.run(lambda p, y, s, i: _first_step(plan, joint.candidate, citl.candidate[0], p, y, s, i), _add)
-    sums = {k: v for k, v in first.items() if not (k.startswith(("hist_", "list_", "j_", "c_")))}
+    sensitivity = (_sensitivity_bins(res), res.n_classes)
+    first = rows.run(lambda p, y, s, i: _first_step(plan, sensitivity, p, y, s, i), _add)
+    sums = {k: v for k, v in first.items() if not (k.startswith(("hist_", "list_", "cells_", "accs_")))}
     vp_problem = _val_prob_problem(sums)
     fits = vp_problem is None
     passes = 1
     counts = select.advance(plan, first)
-    if fits:
-        joint.update(first["j_ll"], first["j_info"], first["j_score"])
-        citl.update(first["c_ll"], first["c_info"], first["c_score"])
+    joint, citl = (_Newton(start) for start in
+                   (binned_starts({k[6:]: v for k, v in first.items() if k.startswith("cells_")}) if fits
+                    else ([0.0, 1.0], [0.0])))
     while not select.done or (fits and not (joint.done and citl.done)):
         if fits and (joint.failed or citl.failed or passes >= _MAX_PASSES):
             vp_problem, fits = "the logistic calibration fit did not converge", False
@@ -602,7 +641,8 @@ def _sums_and_fits(rows: StreamedRows, n: int, alpha: float) -> tuple:
             if not citl.done:
                 citl.update(part["c_ll"], part["c_info"], part["c_score"])
     fitted = (joint.result(alpha), citl.result(alpha)) if fits else (None, None)
-    return sums, fitted[0], fitted[1], select.found, vp_problem, hl_problem, passes
+    return _Passes(sums, fitted[0], fitted[1], select.found, vp_problem, hl_problem, passes,
+                   first["accs_sensitivity"])
 
 
 def _hl_groups(rows: StreamedRows, found: dict, n: int, res, groups_: int = HL_GROUPS
@@ -653,23 +693,26 @@ def streamed_hosmer_lemeshow(rows: StreamedRows, res, groups: int = HL_GROUPS,
     return hl
 
 
-def _sensitivity_rows(rows: StreamedRows, res, alpha: float) -> tuple[pd.DataFrame, list]:
-    """The bin-sensitivity table from one pass of per-B bin sums (the interval's null, from the sums)."""
-    bins = [b for b in SENSITIVITY_BINS if b < res.n_bins]
+def _sensitivity_bins(res) -> list:
+    """The bin counts of the bin-sensitivity rows below the interval's own B."""
+    return [b for b in SENSITIVITY_BINS if b < res.n_bins]
+
+
+def _sensitivity_rows(accs: list, res, alpha: float) -> tuple[pd.DataFrame, list]:
+    """The bin-sensitivity table from the per-B bin sums ``accs`` of the first pass (the interval's null, from
+    the sums)."""
+    bins = _sensitivity_bins(res)
     null = "auto" if res.null == "conditional" else res.null
     notes = []
     out = []
-    if bins:
-        n_classes = res.n_classes
-        accs = rows.run(lambda p, y, s, i: _bin_step(bins, n_classes, p, y), _merge_accs)
-        for b, acc in zip(bins, accs):
-            r = acc.result(alpha, null=null)
-            if r.null != res.null:
-                notes.append(b)
-            iv = r.conf_int(alpha)
-            out.append({"n_bins": int(r.n_bins), "T": float(r.estimate), "lower": float(iv.lower),
-                        "upper": float(iv.upper), "lower_open": bool(iv.lower_open), "pvalue": float(r.null_pvalue),
-                        "reject": bool(not iv.contains_zero)})
+    for b, acc in zip(bins, accs):
+        r = acc.result(alpha, null=null)
+        if r.null != res.null:
+            notes.append(b)
+        iv = r.conf_int(alpha)
+        out.append({"n_bins": int(r.n_bins), "T": float(r.estimate), "lower": float(iv.lower),
+                    "upper": float(iv.upper), "lower_open": bool(iv.lower_open), "pvalue": float(r.null_pvalue),
+                    "reject": bool(not iv.contains_zero)})
     iv = res.conf_int(alpha)
     out.append({"n_bins": int(res.n_bins), "T": float(res.estimate), "lower": float(iv.lower),
                 "upper": float(iv.upper), "lower_open": bool(iv.lower_open), "pvalue": float(res.null_pvalue),
@@ -713,20 +756,19 @@ def streamed_evidence(rows: StreamedRows, res, alpha: float, rng):
     seed = evidence_seed(res) if rng is None else int(rng)
     test = stream_calib_test(rows.again(), rows.formula, n_bins="adaptive", alpha=alpha, n_draws=DEFAULT_DRAWS,
                              rng=seed, combine="max-z", spiegelhalter=None, **rows.stream_options())
-    n = res.n
-    sums, joint, citl, found, vp_problem, hl_problem, _ = _sums_and_fits(rows, n, alpha)
+    found = _sums_and_fits(rows, res, alpha)
     missing = []
     hl = None
-    if hl_problem is None:
-        hl, _ = _hl_groups(rows, found, n, res)
+    if found.hl_problem is None:
+        hl, _ = _hl_groups(rows, found.found, res.n, res)
     else:
-        missing.append(f"Hosmer-Lemeshow was not computed: {hl_problem}.")
+        missing.append(f"Hosmer-Lemeshow was not computed: {found.hl_problem}.")
     vp = None
-    if vp_problem is None:
-        vp = _val_prob_result(sums, joint, citl, alpha, res)
+    if found.vp_problem is None:
+        vp = _val_prob_result(found.sums, found.joint, found.citl, alpha, res)
     else:
-        missing.append(f"{_VALPROB_MISSING}{vp_problem}.")
-    sens, fallback = _sensitivity_rows(rows, res, alpha)
+        missing.append(f"{_VALPROB_MISSING}{found.vp_problem}.")
+    sens, fallback = _sensitivity_rows(found.sensitivity, res, alpha)
     if fallback:
         missing.append(f"Bin sensitivity at B = {', '.join(map(str, fallback))}: the conditional null's skewness "
                        "exceeds 3 there, where rows in memory draw the Monte Carlo null; a stream uses the "

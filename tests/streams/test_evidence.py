@@ -246,3 +246,54 @@ def test_predictions_exactly_0_and_1_are_left_out_of_the_fits_as_in_memory(tmp_p
     es = ct.evidence("y ~ p", data=tmp_path / "z.csv", rng=3, chunksize=300)
     assert es.valprob.n_infinite_logit == 9
     assert_same_evidence(es, ev)
+
+
+def _fits_from_val_probs_start(p: np.ndarray, y: np.ndarray, alpha: float) -> tuple:
+    """The streamed fits as they ran before the binned start: Newton on the sums of every row from val.prob's
+    start (0, 1) and 0, one evaluation per pass; returns (joint result, CITL result, evaluations)."""
+    joint, citl = evidence_stream._Newton([0.0, 1.0]), evidence_stream._Newton([0.0])
+    evaluations = 0
+    while not (joint.done and citl.done) and evaluations < 60:
+        sums = evidence_stream._fit_sums(p, y, joint.candidate, citl.candidate[0])
+        evaluations += 1
+        for fit, key in ((joint, "j"), (citl, "c")):
+            if not fit.done:
+                fit.update(sums[f"{key}_ll"], sums[f"{key}_info"], sums[f"{key}_score"])
+    return joint.result(alpha), citl.result(alpha), evaluations
+
+
+@pytest.mark.parametrize("frame, passes", [(dict(), 3), (dict(digits=2), 2), (dict(n=20_000, power=0.5, seed=11), 3)])
+def test_streamed_citl_and_slope_from_the_binned_start_are_the_fits_from_val_probs_start(tmp_path, monkeypatch,
+                                                                                       frame, passes):
+    """Estimates and standard errors to 1e-10 against the Newton from (0, 1) / 0 (the streamed fits before) and
+    statsmodels' converged GLM.  The passes: the first (sums, cell sums), then the selection's second pass with
+    the first step and a third with the step that confirms the estimate; with p rounded to 2 digits the rows of
+    a cell share one logit, the binned start is the estimate, and its first step confirms it (2 passes)."""
+    import warnings
+
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+
+    df = _frame(**frame)
+    df.to_parquet(tmp_path / "d.parquet", row_group_size=1500)
+    seen = []
+    original = evidence_stream._sums_and_fits
+    monkeypatch.setattr(evidence_stream, "_sums_and_fits", lambda *a: seen.append(original(*a)) or seen[-1])
+    vp = ct.evidence("y ~ p", data=str(tmp_path / "d.parquet"), rng=7).valprob
+    p, y = df["p"].to_numpy(), df["y"].to_numpy()
+    (ab, ab_se, _, _), (a0, a0_se, _, _), evaluations = _fits_from_val_probs_start(p, y, vp.alpha)
+    logit = np.log(p / (1.0 - p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        glm = GLM(y, np.column_stack([np.ones(p.size), logit]), family=Binomial()).fit(
+            tol=1e-14, tol_criterion="params")
+        glm_citl = GLM(y, np.ones((p.size, 1)), family=Binomial(), offset=logit).fit(
+            tol=1e-14, tol_criterion="params")
+    for got, before, converged in (((vp.intercept, vp.slope), ab, glm.params), ((vp.citl,), a0, glm_citl.params)):
+        assert np.array(got) == pytest.approx(before, rel=1e-10, abs=1e-10)
+        assert np.array(got) == pytest.approx(np.asarray(converged), rel=1e-10, abs=1e-10)
+    for got, before, converged in (((vp.intercept_se, vp.slope_se), ab_se, glm.bse), ((vp.citl_se,), a0_se,
+                                                                                       glm_citl.bse)):
+        assert np.array(got) == pytest.approx(before, rel=1e-10)
+        assert np.array(got) == pytest.approx(np.asarray(converged), rel=1e-10)
+    assert seen[0].passes == passes < evaluations  # from (0, 1) the fits alone took `evaluations` passes
