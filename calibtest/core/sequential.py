@@ -62,13 +62,17 @@ applications. Electron. J. Probab. 20(1), 1-22.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from scipy import optimize, special
 
 from calibtest.core.binning import edge_floor
 
 __all__ = ["LAMBDA_MAX", "DEFAULT_SCALES", "psi", "n_cells", "features", "cell_sums", "grapa_bets",
            "log_growth", "log_mean_exp", "eprocess_step", "detector_step", "cs_sums", "cs_bet", "cs_log_capital",
-           "cs_interval", "ece_upper", "bin_bracket", "ra_scores", "cusum_path", "ra_batch_pool", "ra_threshold"]
+           "cs_interval", "ece_upper", "bin_bracket", "ra_scores", "cusum_path", "BatchLaw", "ra_row_law", "ra_batch_law",
+           "cusum_arl", "cusum_threshold", "ra_threshold"]
 
 #: Largest absolute bet: every betting factor 1 + lambda g (y - p) is then >= 1/2 (|g (y - p)| <= 1).
 LAMBDA_MAX = 0.5
@@ -311,74 +315,199 @@ def cusum_path(scores: np.ndarray, start: float = 0.0) -> np.ndarray:
     return np.maximum(np.maximum(start + c, c - np.minimum.accumulate(c, axis=-1)), 0.0)
 
 
-def ra_batch_pool(p_ref: np.ndarray, odds_ratio: float, rng, n_pool: int = 2000,
-                  max_draws: int = 4_000_000) -> np.ndarray:
-    """``n_pool`` in-control batch scores ``sum_i W_i`` of batches like the rows ``p_ref``.
+@dataclass(frozen=True, eq=False)
+class BatchLaw:
+    """In-control law of a batch score ``X = sum_i W_i``, on a lattice or normal.
 
-    Each simulated batch has ``len(p_ref)`` rows whose predictions are drawn with
-    replacement from ``p_ref`` (the case mix varies from batch to batch as it does in
-    a stream, which a fixed set of predictions would hide) and y_i ~ Bernoulli(p_i);
-    its score is ``sum_i y_i log R - log(1 - p_i + R p_i)``.  Rows are drawn in
-    blocks of at most ``max_draws`` numbers.
+    Lattice: ``P(X = delta * (start + k)) = pmf[k]``, k = 0, ..., N - 1; its CDF
+    spreads each atom uniformly over ``delta * (start + k -+ 1/2)`` (adding
+    ``delta^2 / 12`` to the variance), so it is continuous and piecewise linear.
+    Normal (``pmf`` None): ``Phi((x - mean) / sd)``.  ``mean`` and ``sd`` are the
+    exact moments of X (not those of the lattice law).
     """
-    p_ref = np.asarray(p_ref, dtype=np.float64)
-    n = p_ref.size
-    scores = np.zeros(n_pool)
-    step = max(1, max_draws // n_pool)
-    for s in range(0, n, step):  # a loop over blocks of rows, each block vectorised
-        pp = p_ref[rng.integers(0, n, (n_pool, min(step, n - s)))]
-        scores += ra_scores(pp, rng.random(pp.shape) < pp, odds_ratio).sum(axis=1)
-    return scores
+
+    mean: float
+    sd: float
+    delta: float = 0.0
+    start: int = 0
+    pmf: np.ndarray | None = None
+
+    def cdf(self, x) -> np.ndarray:
+        """``P(X <= x)``, vectorised."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.pmf is None:
+            return special.ndtr((x - self.mean) / self.sd)
+        knots = self.delta * (self.start - 0.5 + np.arange(self.pmf.size + 1))
+        return np.interp(x, knots, np.concatenate([[0.0], np.cumsum(self.pmf)]))
 
 
-def _first_crossings(pool: np.ndarray, levels: np.ndarray, n_paths: int, max_steps: int, rng) -> np.ndarray:
-    """Run lengths (paths x levels) of CUSUMs of scores resampled from ``pool``; max_steps + 1 when not crossed."""
-    s = np.zeros(n_paths)
-    first = np.full((n_paths, levels.size), max_steps + 1, dtype=np.int64)
-    for t in range(1, max_steps + 1):  # a loop over simulated batches, vectorised over paths and levels
-        s = np.maximum(0.0, s + pool[rng.integers(0, pool.size, n_paths)])
-        newly = (s[:, None] >= levels) & (first > max_steps)
-        first[newly] = t
-        if t % 64 == 0 and (first <= max_steps).all():
-            break
-    return first
+#: Lattice steps per standard deviation of one row's score (the split of an atom between its two lattice
+#: neighbours adds at most ``delta^2 / 4`` to a row's variance: a relative 1 / (4 * 64^2) = 6e-5).
+RA_STEPS_PER_SD = 64
+#: Largest FFT lattice; a batch law needing more is taken as normal (:func:`ra_batch_law`).
+RA_MAX_GRID = 1 << 22
+#: Mass allowed outside the lattice's window on each side (it would alias into the window).
+RA_TAIL = 1e-15
+#: States of the Markov chain of :func:`cusum_arl` for the final threshold (relative ARL error <= ~1e-3,
+#: measured in tests/core/test_sequential.py and vignettes/ra_cusum_arl.txt).
+RA_STATES = 1024
 
 
-def ra_threshold(pool: np.ndarray, arl: float, rng, n_paths: int = 500, n_levels: int = 32,
-                 refinements: int = 2) -> tuple[float, float]:
-    """Threshold h of a one-sided batch CUSUM with simulated in-control average run length ``>= arl``.
+def ra_row_law(p_ref: np.ndarray, odds_ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """In-control law of one row's score when its prediction is drawn from ``p_ref``: 2n atoms.
 
-    Paths of the CUSUM of batch scores resampled from ``pool`` (in-control
-    batch scores, :func:`ra_batch_pool`) are run up to ``10 * arl`` steps; the
-    run length of a path that did not cross is counted as that cap (so the ARL is
-    underestimated and h errs high).  h is the smallest of ``n_levels`` levels
-    whose estimated ARL is >= arl: the levels' range is doubled until one is,
-    then the grid is refined ``refinements`` times between that level and the
-    one below it (fresh paths each time).
-
-    Returns
-    -------
-    (h, the estimated ARL at h)
+    Values ``log R - log(1 - p_j + R p_j)`` (y = 1) with probability ``p_j / n`` and
+    ``-log(1 - p_j + R p_j)`` (y = 0) with probability ``(1 - p_j) / n``.
     """
-    top = max(float(np.abs(pool).max()), 1e-9)
-    max_steps = int(np.ceil(10 * arl))
-    low, found = 0.0, None
-    for _ in range(40):  # doubling the range of levels: a handful of passes
-        levels = np.linspace(low, top, n_levels + 1)[1:]
-        arls = _first_crossings(pool, levels, n_paths, max_steps, rng).mean(axis=0)
-        ok = np.flatnonzero(arls >= arl)
-        if ok.size:
-            found = (levels, arls, ok[0])
-            break
-        low, top = top, 2.0 * top
-    if found is None:
-        raise RuntimeError("no CUSUM threshold reached the requested average run length")
-    for _ in range(refinements):
-        levels, arls, i = found
-        below = levels[i - 1] if i > 0 else low
-        fine = np.linspace(below, levels[i], n_levels + 1)[1:]
-        fine_arls = _first_crossings(pool, fine, n_paths, max_steps, rng).mean(axis=0)
-        ok = np.flatnonzero(fine_arls >= arl)
-        found = (fine, fine_arls, ok[0]) if ok.size else found
-    levels, arls, i = found
-    return float(levels[i]), float(arls[i])
+    p = np.asarray(p_ref, dtype=np.float64)
+    base = -np.log1p((odds_ratio - 1.0) * p)
+    return np.concatenate([base + np.log(odds_ratio), base]), np.concatenate([p, 1.0 - p]) / p.size
+
+
+def _tail_widths(c: np.ndarray, w: np.ndarray, m: int, tail: float) -> np.ndarray:
+    """Chernoff widths (below, above) of a sum of m iid rows with centred values ``c`` (probabilities ``w``):
+    ``P(X - m mu <= -below) <= tail`` and ``P(X - m mu >= above) <= tail``.
+
+    ``P(X - m mu >= t) <= exp(m K(l) - l t)`` for every l > 0, K the row's centred
+    cumulant generating function, so ``t = min_l (m K(l) - log tail) / l`` (over a
+    geometric grid of l; the lower side with -l), capped by the range of the sum.
+    """
+    span = max(float(np.max(np.abs(c))), 1e-300)
+    lam = np.geomspace(1e-3, 1e3, 61) / span
+    out = []
+    for sign in (-1.0, 1.0):
+        cgf = special.logsumexp(sign * lam[:, None] * c[None, :], b=w[None, :], axis=1)
+        out.append(min(float(np.min((m * cgf - np.log(tail)) / lam)), m * float(np.max(sign * c))))
+    return np.maximum(np.array(out), 0.0)
+
+
+def _row_lattice(v: np.ndarray, w: np.ndarray, delta: float) -> tuple[int, np.ndarray]:
+    """Each atom v split between ``delta floor(v / delta)`` and the next point in proportion to its distance
+    (the mean is kept): the lattice law ``(first index, pmf)``."""
+    u = v / delta
+    f = np.floor(u)
+    frac, f = u - f, f.astype(np.int64)
+    first = int(f.min())
+    return first, np.bincount(np.concatenate([f, f + 1]) - first, np.concatenate([w * (1.0 - frac), w * frac]))
+
+
+def ra_batch_law(p_ref: np.ndarray, odds_ratio: float, m: int | None = None, steps_per_sd: int = RA_STEPS_PER_SD,
+                 max_grid: int = RA_MAX_GRID) -> BatchLaw:
+    """In-control law of the score of a batch of m rows (default ``len(p_ref)``) with predictions drawn from
+    ``p_ref``: the m-fold convolution of the row law (:func:`ra_row_law`) by FFT.
+
+    Each row atom is split between its two lattice neighbours (:func:`_row_lattice`,
+    ``delta = sd(W) / steps_per_sd``; the mean is kept exactly and the variance
+    grows by at most ``delta^2 / 4`` per row).  The characteristic function of the
+    lattice row law on N points, raised to the power m and inverted, is the sum's
+    law modulo N; the window of N points covers the sum's mean -+ its Chernoff
+    widths (:func:`_tail_widths`, at most :data:`RA_TAIL` of the lattice law outside
+    each side), so the aliased mass is below 2e-15.  When N would exceed
+    ``max_grid`` the law is normal with the exact mean ``m E[W]`` and variance
+    ``m Var[W]``; its CDF error is at most ``0.4748 E|W - E W|^3 / (Var[W]^{3/2}
+    sqrt(m))`` (Berry-Esseen, Shevtsova 2011).  A constant score (every
+    prediction 0 or 1) has sd 0 and the normal form.
+    """
+    v, w = ra_row_law(p_ref, odds_ratio)
+    m = np.asarray(p_ref).size if m is None else int(m)
+    mean = float(w @ v)
+    sd = float(np.sqrt(w @ np.square(v - mean)))
+    if sd <= 0.0:
+        return BatchLaw(m * mean, 0.0)
+    delta = sd / steps_per_sd
+    first, row = _row_lattice(v, w, delta)
+    k = first + np.arange(row.size)  # the lattice row law's points, in steps
+    below, above = _tail_widths(k - mean / delta, row, m, RA_TAIL)
+    lo, hi = int(np.floor(m * mean / delta - below)) - 1, int(np.ceil(m * mean / delta + above)) + 1
+    n_grid = 1 << int(np.ceil(np.log2(max(hi - lo + 1, row.size))))
+    if n_grid > max_grid:
+        return BatchLaw(m * mean, float(np.sqrt(m) * sd))
+    circular = np.bincount(k % n_grid, row, n_grid)
+    total = np.fft.irfft(np.fft.rfft(circular) ** m, n_grid)[np.arange(lo, lo + n_grid) % n_grid]
+    total = np.maximum(total, 0.0)
+    return BatchLaw(m * mean, float(np.sqrt(m) * sd), float(delta), lo, total / total.sum())
+
+
+def cusum_arl(cdf, h: float, n_states: int = RA_STATES) -> float:
+    """In-control ARL of ``S_t = max(0, S_{t-1} + X_t)``, S_0 = 0, alarm at ``S_t >= h``: Brook and Evans's
+    Markov chain.
+
+    [0, h) is cut into M = ``n_states`` cells of width ``w = h / (M - 1/2)``, cell i
+    holding S near ``i w`` (cell 0 is [0, w/2), with the atom at 0).  With F the
+    CDF of the iid increment X, ``Q[i, 0] = F((1/2 - i) w)`` and ``Q[i, j] =
+    F((j - i + 1/2) w) - F((j - i - 1/2) w)`` for j >= 1; the expected run lengths
+    L from each cell solve ``(I - Q) L = 1`` and the ARL is ``L[0]``.  The error
+    shrinks like 1 / M^2 for a smooth F.
+
+    Parameters
+    ----------
+    cdf : callable
+        Vectorised CDF of X.
+    h : float
+        Threshold (> 0).
+    n_states : int
+        M.
+    """
+    width = h / (n_states - 0.5)
+    d = np.arange(-(n_states - 1), n_states)
+    band = cdf((d + 0.5) * width) - cdf((d - 0.5) * width)
+    i = np.arange(n_states)
+    q = band[i[None, :] - i[:, None] + n_states - 1]
+    q[:, 0] = cdf((0.5 - i) * width)
+    return float(np.linalg.solve(np.eye(n_states) - q, np.ones(n_states))[0])
+
+
+def cusum_threshold(cdf, arl: float, scale: float, n_states: int = RA_STATES) -> tuple[float, float]:
+    """The threshold h with :func:`cusum_arl` ``= arl``, and the ARL at it.
+
+    The ARL increases with h from ``1 / (1 - F(0))`` (h -> 0+) to infinity (a
+    negative mean increment).  h is bracketed by doubling from ``scale`` (the
+    increment's sd) and found by Brent's method with 256 states, then refined with
+    ``n_states`` by secant steps on ``log ARL(h) - log arl`` (nearly linear in h),
+    starting from the 256-state slope, to a relative ARL error of 1e-7; Brent's
+    method on a bracket if they stall.  When even h -> 0+ gives an ARL >= ``arl``
+    every positive h does: h is then the smallest positive float (the chart alarms
+    when S_t > 0) and the ARL ``1 / P(X > 0)``.
+    """
+    tiny = np.nextafter(0.0, 1.0)
+    above_zero = 1.0 - float(cdf(0.0))
+    floor = 1.0 / above_zero if above_zero > 0.0 else np.inf  # h -> 0+: the first t with X_t > 0
+    if floor >= arl:
+        return float(tiny), float(floor)
+    top = scale
+    while cusum_arl(cdf, top, 256) < arl:  # doubling: a few passes
+        top *= 2.0
+    coarse = optimize.brentq(lambda h: cusum_arl(cdf, h, 256) - arl, top / 2.0 if top > scale else tiny, top,
+                             xtol=1e-9 * top, rtol=1e-12)
+    step = 1e-3 * coarse
+    slope = (np.log(cusum_arl(cdf, coarse + step, 256)) - np.log(arl)) / step
+    h, gap = coarse, np.log(cusum_arl(cdf, coarse, n_states) / arl)
+    for _ in range(8):  # secant steps: two or three in practice
+        if abs(gap) < 1e-7:
+            return float(h), float(arl * np.exp(gap))
+        new_h = max(h - gap / slope, h / 2.0)
+        new_gap = np.log(cusum_arl(cdf, new_h, n_states) / arl)
+        slope = (new_gap - gap) / (new_h - h) if new_h != h and new_gap != gap else slope
+        h, gap = new_h, new_gap
+    fine = lambda x: cusum_arl(cdf, x, n_states) - arl
+    lo, hi = h, h
+    while fine(lo) > 0:
+        lo /= 2.0
+    while fine(hi) < 0:
+        hi *= 2.0
+    h = optimize.brentq(fine, lo, hi, xtol=1e-12 * hi, rtol=1e-12)
+    return float(h), cusum_arl(cdf, h, n_states)
+
+
+def ra_threshold(p_ref: np.ndarray, odds_ratio: float, arl: float) -> tuple[float, float]:
+    """Threshold h of the one-sided risk-adjusted batch CUSUM with in-control ARL ``arl``, and the ARL at h.
+
+    The batch score's law (:func:`ra_batch_law`: batches of ``len(p_ref)`` rows
+    whose predictions are drawn from ``p_ref``, labels y ~ Bernoulli(p)) and the
+    Markov chain's ARL (:func:`cusum_arl`, :func:`cusum_threshold`): deterministic.
+    A constant score (every prediction 0 or 1) never moves the CUSUM: (inf, inf).
+    """
+    law = ra_batch_law(p_ref, odds_ratio)
+    if law.sd == 0.0:
+        return float("inf"), float("inf")
+    return cusum_threshold(law.cdf, arl, law.sd)

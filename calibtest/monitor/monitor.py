@@ -19,8 +19,8 @@ from calibtest.options import (DEFAULT_SEED, DataError, OptionError, OptionTypeE
 
 __all__ = ["CalibrationMonitor", "MAX_ARL"]
 
-#: Largest in-control average run length (looks) a monitor takes: its RA-CUSUM threshold is simulated over
-#: paths of 10 * 2 * arl looks (about 20 s at the maximum on one core).
+#: Largest in-control average run length (looks) a monitor takes (a bound kept from the simulated RA-CUSUM
+#: thresholds of earlier versions, so that every state file stays valid; the computed thresholds need none).
 MAX_ARL = 10_000
 
 
@@ -70,8 +70,7 @@ def _checked_arl(arl, alpha: float) -> float:
     """The RA-CUSUM's in-control average run length in looks (default 1 / alpha)."""
     arl = 1.0 / alpha if arl is None else _check_positive(arl, "arl")
     if not 1 <= arl <= MAX_ARL:
-        raise OptionError(f"arl must be between 1 and {MAX_ARL} looks (the RA-CUSUM's threshold is simulated "
-                          f"over 10 * arl looks), got {arl}")
+        raise OptionError(f"arl must be between 1 and {MAX_ARL} looks, got {arl}")
     return float(arl)
 
 
@@ -97,7 +96,8 @@ class CalibrationMonitor:
       looks, with an estimated change time (the e-CUSUM's argmax start);
     * the **risk-adjusted CUSUM** of Steiner et al. (2000), upper (odds ratio
       ``odds_ratio``) and lower (1 / ``odds_ratio``), on batch sums of its
-      scores, thresholds from a simulated in-control ARL of ``2 * arl`` per chart.
+      scores, thresholds computed (FFT convolution of the batch score's law, Brook-Evans
+      Markov chain) for an in-control ARL of ``2 * arl`` per chart.
 
     See ``docs/monitoring.md`` for the formulas and guarantees.
 
@@ -128,7 +128,8 @@ class CalibrationMonitor:
     model : str, optional
         The deployed model's identifier, stored with the state; a state file of another model is refused.
     rng : int, optional
-        Seed of the RA-CUSUM's simulated threshold (default 0).
+        Recorded with the settings (default 0); unused since the RA-CUSUM's thresholds are computed, not
+        simulated.
     eval_env : int or dict, default 0
         Where the formula's names are looked up (patsy semantics).
     missing : {"raise", "drop"}

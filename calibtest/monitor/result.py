@@ -42,9 +42,9 @@ class MonitorResult(ResultDisplay):
     change_look : int or None
         Estimated change time (a look) at the detector's first alarm.
     ra_thresholds : tuple or None
-        (h_up, h_down) of the RA-CUSUMs, from the simulated in-control ARL.
+        (h_up, h_down) of the RA-CUSUMs, computed for an in-control ARL of 2 * arl looks per chart.
     ra_arls : tuple or None
-        The simulated ARLs at those thresholds (in looks, per one-sided chart).
+        The computed in-control ARLs at those thresholds (in looks, per one-sided chart).
     """
 
     looks: pd.DataFrame
@@ -161,7 +161,7 @@ class MonitorResult(ResultDisplay):
                      f"simultaneously with probability >= {1 - st['alpha']:g} when the rows are i.i.d.; the ECE "
                      "bound is for the binned ECE at B (a lower bound on the true l2-ECE).")
         notes.append(f"Detector and RA-CUSUM: in-control average run length >= {fmt(st['arl'])} looks "
-                     "(RA-CUSUM: simulated from batches resampled from the first batch's predictions).")
+                     "(RA-CUSUM: computed for batches whose predictions are drawn from the first batch's).")
         return notes
 
     def report(self, path, **kwargs):

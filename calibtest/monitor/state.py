@@ -69,7 +69,7 @@ class MonitorSettings:
     odds_ratio : float
         R_A of the risk-adjusted CUSUM (the upper chart tests R_A, the lower 1 / R_A).
     seed : int
-        Seed of the RA-CUSUM's simulated threshold.
+        Recorded for the state format; the RA-CUSUM's thresholds are computed, not simulated, and use no seed.
     model : str or None
         The model's identifier; a state file of another model is refused.
     """
@@ -129,7 +129,7 @@ def batch_stats(settings: MonitorSettings, state: dict, p: np.ndarray, y: np.nda
 
     Every entry is a sum over rows: parts of one batch give statistics that
     :func:`add_stats` adds.  ``p_ref`` (the first batch's predictions, for the
-    RA-CUSUM's simulated threshold) is kept only while no threshold is set.
+    RA-CUSUM's thresholds) is kept only while no threshold is set.
     """
     r = y - p
     cell, g = sq.features(p, settings.scales)
@@ -221,11 +221,9 @@ def _detector(settings, state, stats, look, new) -> dict:
 
 
 def _ra_cusum(settings, state, stats, look, new) -> dict:
-    if state["ra_h"] is None:  # thresholds from the first batch's predictions, seeded, order-free
+    if state["ra_h"] is None:  # thresholds computed from the first batch's predictions, order-free
         p_ref = np.sort(stats["p_ref"])
-        rng = np.random.default_rng([settings.seed, 34])
-        found = [sq.ra_threshold(sq.ra_batch_pool(p_ref, r, rng), 2.0 * settings.arl, rng)
-                 for r in (settings.odds_ratio, 1.0 / settings.odds_ratio)]
+        found = [sq.ra_threshold(p_ref, r, 2.0 * settings.arl) for r in (settings.odds_ratio, 1.0 / settings.odds_ratio)]
         new["ra_h"], new["ra_arl"] = np.array([f[0] for f in found]), np.array([f[1] for f in found])
     else:
         new["ra_h"], new["ra_arl"] = state["ra_h"], state["ra_arl"]

@@ -5,7 +5,10 @@
 * the confidence sequence's capital equals the bound it claims (Fan's inequality, row by row), and the
   sequence covers the truth at every time in a small Monte Carlo (s.e. stated);
 * risk-adjusted CUSUM scores against Steiner et al.'s formula computed by hand; the vectorised CUSUM path
-  against the recursion; the e-detectors against the max over start times.
+  against the recursion; the e-detectors against the max over start times;
+* the RA-CUSUM's batch-score law (FFT convolution) against enumeration of a tiny batch; the Markov-chain ARL
+  against the closed form of a two-point walk and against simulated run lengths; the computed threshold
+  against simulated CUSUM paths.
 """
 from __future__ import annotations
 
@@ -203,22 +206,115 @@ def test_cusum_path_equals_recursion():
     np.testing.assert_allclose(sq.cusum_path(w, start=1.5), slow, atol=1e-10)
 
 
-def test_ra_threshold_reaches_its_arl():
-    """The simulated threshold's ARL, re-estimated on fresh paths, is near the target (s.e. of a mean run length)."""
-    rng = np.random.default_rng(9)
-    p = rng.beta(2, 8, 300)
-    pool = sq.ra_batch_pool(p, 2.0, rng, n_pool=1000)
-    # mean and variance of a batch score with predictions resampled from p: n E[W] and n Var[W] of one row
-    w1, w0 = np.log(2) - np.log1p(p), -np.log1p(p)
-    mean_row = np.mean(p * w1 + (1 - p) * w0)
-    var_row = np.mean(p * w1 ** 2 + (1 - p) * w0 ** 2) - mean_row ** 2
-    np.testing.assert_allclose(pool.mean(), p.size * mean_row, atol=4 * math.sqrt(p.size * var_row / 1000))
-    np.testing.assert_allclose(pool.var(), p.size * var_row, rtol=0.15)
-    h, arl = sq.ra_threshold(pool, 50.0, rng, n_paths=400)
-    runs = sq._first_crossings(pool, np.array([h]), 2000, 5000, np.random.default_rng(10))[:, 0]
+def _enumerated_batch(p_ref, m, odds_ratio):
+    """Every batch of m rows (predictions drawn from p_ref, labels y ~ Bernoulli(p)): scores and probabilities."""
+    values, probs = [], []
+    for preds in itertools.product(p_ref, repeat=m):
+        for labels in itertools.product((0, 1), repeat=m):
+            p, y = np.array(preds), np.array(labels)
+            values.append(sq.ra_scores(p, y, odds_ratio).sum())
+            probs.append(np.prod(np.where(y == 1, p, 1 - p)) / len(p_ref) ** m)
+    return np.array(values), np.array(probs)
+
+
+@pytest.mark.parametrize("odds_ratio", [2.0, 0.5])
+def test_ra_batch_law_fft_against_enumeration(odds_ratio):
+    """The FFT convolution of the lattice row law against direct enumeration of a batch of 3 rows: the exact
+    mean, a variance above the exact one by at most m delta^2 / 4 + delta^2 / 12 (the lattice split and the
+    CDF's spread), and the CDF equal to the exact one away from the atoms (each atom moves at most (m + 1)
+    lattice steps)."""
+    p_ref, m = np.array([0.1, 0.35, 0.8]), 3
+    v, pr = _enumerated_batch(p_ref, m, odds_ratio)
+    mean = pr @ v
+    var = pr @ (v - mean) ** 2
+    law = sq.ra_batch_law(p_ref, odds_ratio, m)
+    x = law.delta * (law.start + np.arange(law.pmf.size))
+    assert law.pmf.sum() == pytest.approx(1.0, abs=1e-12)
+    assert x @ law.pmf == pytest.approx(mean, abs=1e-12)
+    assert law.mean == pytest.approx(mean, abs=1e-12) and law.sd == pytest.approx(math.sqrt(var), rel=1e-12)
+    lattice_var = law.pmf @ (x - mean) ** 2
+    assert var <= lattice_var <= var + m * law.delta ** 2 / 4
+    atoms = np.unique(np.round(v, 12))
+    mids = (atoms[1:] + atoms[:-1]) / 2
+    far = mids[np.diff(atoms) > 2 * (m + 1) * law.delta]
+    assert far.size >= 10
+    exact = np.array([pr[v <= q].sum() for q in far])
+    np.testing.assert_allclose(law.cdf(far), exact, atol=1e-12)
+
+
+def test_ra_batch_law_normal_switch_keeps_the_exact_moments():
+    """Past ``max_grid`` the law is normal with the exact mean and variance (enumeration of 3 rows)."""
+    p_ref = np.array([0.2, 0.6, 0.9])
+    v, pr = _enumerated_batch(p_ref, 3, 2.0)
+    law = sq.ra_batch_law(p_ref, 2.0, 3, max_grid=16)
+    assert law.pmf is None
+    assert law.mean == pytest.approx(pr @ v, abs=1e-12)
+    assert law.sd == pytest.approx(math.sqrt(pr @ (v - pr @ v) ** 2), rel=1e-12)
+    assert law.cdf(law.mean) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("q, levels", [(0.3, 6), (0.45, 9), (0.5, 5)])
+def test_cusum_arl_against_the_closed_form_of_a_two_point_walk(q, levels):
+    """Increments +1 (probability q) and -1: the CUSUM is a walk on 0, 1, ... held at 0, and with cells of
+    width 1 (h = H - 1/2, M = H) the chain is exact.  The expected time t_k from k to k + 1 solves
+    t_0 = 1/q, q t_k = 1 + (1 - q) t_{k-1}, so t_k = (1/q) sum_{j<=k} r^j, r = (1 - q)/q, and
+    ARL = sum_{k<H} t_k = (1/q) [r (r^H - 1)/(r - 1) - H] / (r - 1) (r != 1), H (H + 1) / (2 q) (r = 1)."""
+    cdf = lambda x: np.where(x < -1, 0.0, np.where(x < 1, 1 - q, 1.0))
+    r = (1 - q) / q
+    exact = levels * (levels + 1) / (2 * q) if r == 1 else (r * (r ** levels - 1) / (r - 1) - levels) / (q * (r - 1))
+    assert sq.cusum_arl(cdf, levels - 0.5, n_states=levels) == pytest.approx(exact, rel=1e-12)
+    t, total = 1 / q, 1 / q  # the recursion, the other route
+    for _ in range(1, levels):
+        t = (1 + (1 - q) * t) / q
+        total += t
+    assert exact == pytest.approx(total, rel=1e-12)
+
+
+def test_cusum_arl_against_simulated_run_lengths():
+    """Normal increments N(-0.5, 1), h = 3: the chain's ARL (converged in M: 512 and 2048 states agree to
+    1e-3) against 20,000 simulated run lengths (uncensored: every path runs to its alarm), within 3 s.e."""
+    from scipy.stats import norm
+    cdf = lambda x: norm.cdf(x, -0.5, 1.0)
+    arl = sq.cusum_arl(cdf, 3.0, 2048)
+    assert sq.cusum_arl(cdf, 3.0, 512) == pytest.approx(arl, rel=1e-3)
+    rng = np.random.default_rng(12)
+    s, alive, runs, t = np.zeros(20_000), np.ones(20_000, dtype=bool), np.zeros(20_000), 0
+    while alive.any():  # a loop over steps, vectorised over the paths still running
+        t += 1
+        s[alive] = np.maximum(0.0, s[alive] + rng.normal(-0.5, 1.0, alive.sum()))
+        hit = alive & (s >= 3.0)
+        runs[hit], alive = t, alive & ~hit
     se = runs.std() / math.sqrt(runs.size)
-    assert runs.mean() >= 50.0 - 3 * se - 50.0 * 0.15  # the level grid is coarse: within 15% and noise
-    assert arl >= 50.0
+    assert abs(runs.mean() - arl) < 3 * se, (runs.mean(), se, arl)
+
+
+def test_ra_threshold_reaches_its_arl():
+    """The computed threshold's ARL is the target; re-estimated from 4,000 simulated CUSUM paths of batches
+    drawn as the law says (40 rows, predictions resampled from p_ref), it is within 3 s.e."""
+    rng = np.random.default_rng(9)
+    p = rng.beta(2, 8, 40)
+    h, arl = sq.ra_threshold(p, 2.0, 50.0)
+    assert arl == pytest.approx(50.0, rel=1e-6) and h > 0
+    s, alive, runs, t = np.zeros(4000), np.ones(4000, dtype=bool), np.zeros(4000), 0
+    while alive.any():  # a loop over batches, vectorised over the paths still running
+        t += 1
+        pp = p[rng.integers(0, p.size, (alive.sum(), p.size))]
+        s[alive] = np.maximum(0.0, s[alive] + sq.ra_scores(pp, rng.random(pp.shape) < pp, 2.0).sum(axis=1))
+        hit = alive & (s >= h)
+        runs[hit], alive = t, alive & ~hit
+    se = runs.std() / math.sqrt(runs.size)
+    assert abs(runs.mean() - 50.0) < 3 * se, (runs.mean(), se)
+
+
+def test_ra_threshold_when_no_threshold_reaches_the_target():
+    """Batch scores that are rarely positive: even h -> 0+ gives an ARL 1 / P(X > 0) above the target, so h is
+    the smallest positive float and the ARL that of alarming at any positive batch score; constant scores
+    (every prediction 0 or 1) never move the CUSUM."""
+    p = np.random.default_rng(3).beta(2, 5, 500)
+    h, arl = sq.ra_threshold(p, 2.0, 200.0)
+    law = sq.ra_batch_law(p, 2.0)
+    assert h == np.nextafter(0.0, 1.0) and arl == pytest.approx(1 / (1 - law.cdf(0.0)), rel=1e-12) and arl > 200
+    assert sq.ra_threshold(np.array([0.0, 1.0, 1.0]), 2.0, 200.0) == (math.inf, math.inf)
 
 
 @pytest.mark.parametrize("kind, lo, hi, ratio", [("citl", -1.0, 1.0, None), ("oe", 0.0, 1e3, 0.7),
