@@ -36,7 +36,7 @@ from calibtest.core.targets import Target
 from calibtest.display.format import fmt, fmt_interval, fmt_p, interval_verdict, model_name, p_equals, sha256_file
 from calibtest._version import package_version
 from calibtest.inputs.plan import not_recomputable, planned_curve, sample_size_rows
-from calibtest.options import ACCEPTANCE_LABELS, OptionError, OptionTypeError, check_option, criterion_text
+from calibtest.options import OptionError, OptionTypeError, check_option, criterion_text
 from calibtest.reporting.document import (METADATA_FIELDS, NOT_STATED, Numbering, bin_table_csv, bins_file_name,
                                           result_file_name, result_record,
                                           check_deviation_reasons, check_metadata, check_report_text,
