@@ -595,6 +595,8 @@ class SecondOrderJackknife:
     jackknife: np.ndarray
     contributions: np.ndarray
     variance: np.ndarray
+    jackknife_variance: np.ndarray
+    loo_jackknife_mean: np.ndarray
 
 
 def second_order_jackknife(cell: np.ndarray, event: np.ndarray, u: np.ndarray, v: np.ndarray, m: int,
@@ -749,9 +751,32 @@ def second_order_jackknife(cell: np.ndarray, event: np.ndarray, u: np.ndarray, v
     pair_count = n * (n - 1) / 2.0
     h_b /= pair_count
     h = h_b.reshape(r, m).sum(axis=1)
-    contributions = X / np.repeat(W, m) - (2 * n - 3) * d1_b + (n - 2) ** 2 / 2.0 * h_b
-    return SecondOrderJackknife(ratio=T, first=d1, second=h, estimate=T - (2 * n - 3) * d1 + (n - 2) ** 2 / 2.0 * h,
-                                jackknife=T - (n - 1) * d1, contributions=contributions, variance=variance)
+    # the delete-one values of T_J: T_J^(-i) = T + (n - 1) g_i - (n - 2)/(n - 1) M_i, M_i = sum_{j != i} G(ij) - T
+    per_class = np.bincount(set_i * 2 + k_row, weights=e, minlength=2 * r).reshape(r, 2).T     # (2, r)
+    g_set = np.bincount(set_i, weights=g, minlength=r)
+    M = (n - 2) * g + g_set[set_i] + e * np.where(event, reach[0][set_i], reach[1][set_i])
+    for l in (0, 1):
+        own = (k_row == l).astype(np.float64)
+        gam_l = np.where(event, gam[l, 0][set_i], gam[l, 1][set_i])
+        M += gam_l * (per_class[l][set_i] - own * e)
+        o = 1 - l
+        F = (v[l] ** 2 * (Nl[l] - 2.0) * (sl[l] * sl[l] - ql[l]) + Nl[l] * v[o] ** 2 * (sl[o] * sl[o] - ql[o])
+             + 2.0 * v[0] * v[1] * (Nl[l] - 1.0) * sl[0] * sl[1])       # sum_{j in l, j != i} E_b^(-ij)
+        N2 = Nl - np.array([[l == 0], [l == 1]], dtype=np.float64)
+        W2 = v @ N2
+        four = (nb[b_i] >= 4) & (Nl[l] > 0)
+        x2 = np.where(four, W2 * np.divide(F, _class_weight_pairs(v, N2), out=np.zeros_like(F), where=four),
+                      np.where(nb[b_i] == 3, Nl[l] * W2 * R[b_i], 0.0))
+        c_l = np.where(event, cc[0, l][set_i], cc[1, l][set_i])
+        M += c_l * (x2 - (Xl_sum[l][b_i] - own * Xl) - Nl[l] * Xl + Nl[l] * X[b_i])
+    loo_jack = T[set_i] + (n - 1) * g - (n - 2) / (n - 1) * M
+    loo_mean = np.bincount(set_i, weights=loo_jack, minlength=r) / n
+    variance_jack = (n - 1) / n * np.bincount(set_i, weights=(loo_jack - loo_mean[set_i]) ** 2, minlength=r)
+    estimate = T - 3 * (n - 1) * d1 + (n - 1) * (n - 2) * h
+    contributions = X / np.repeat(W, m) - 3 * (n - 1) * d1_b + (n - 1) * (n - 2) * h_b
+    return SecondOrderJackknife(ratio=T, first=d1, second=h, estimate=estimate, jackknife=T - (n - 1) * d1,
+                                contributions=contributions, variance=variance, jackknife_variance=variance_jack,
+                                loo_jackknife_mean=loo_mean)
 
 
 def jackknife_statistic(cell: np.ndarray, w: np.ndarray, wu: np.ndarray, w2uu: np.ndarray, m: int, r: int = 1):
