@@ -127,7 +127,7 @@ __all__ = ["NullLabels", "WeightedStatistics", "weighted_statistics", "weighted_
            "weighted_null_draws", "prevalence_event_prob", "normalised_weights", "sparse_bins",
            "prevalence_weights", "kish_n_eff", "jackknife_statistic", "expected_sparse_weight_share",
            "null_studentized_multipliers", "studentized_adjusted_interval", "stratified_pair_terms",
-           "second_order_jackknife", "SecondOrderJackknife"]
+           "second_order_jackknife", "SecondOrderJackknife", "class_weights"]
 
 
 def normalised_weights(*weights: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -953,8 +953,29 @@ def weighted_null_variance(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m:
     return float(max(2.0 * np.sum(terms), 0.0))
 
 
+def class_weights(w: np.ndarray, events: np.ndarray) -> np.ndarray:
+    """(v_event, v_nonevent): the one weight of each class (a class without rows gets 1).
+
+    Raises
+    ------
+    ValueError
+        When the weights of a class are not all equal (the closed form of
+        :func:`second_order_jackknife` needs one weight per class).
+    """
+    events = np.asarray(events, dtype=bool)
+    out = np.ones(2)
+    for k, rows in enumerate((events, ~events)):
+        if rows.any():
+            vals = w[rows]
+            if vals.min() != vals.max():
+                raise ValueError("weights: the second-order jackknife needs one weight per class (events, "
+                                 "non-events); these weights vary within a class")
+            out[k] = vals[0]
+    return out
+
+
 def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: int | None = None, *,
-                        jackknife: bool = False) -> WeightedStatistics:
+                        jackknife: int = 0, events: np.ndarray | None = None) -> WeightedStatistics:
     """T_w, the weighted plug-in, sigma_{1,w}^2 and V_0 of weighted rows (see the module docstring).
 
     Parameters
@@ -967,10 +988,14 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
         Non-negative finite weights, not all zero (validated by the caller).
     m : int, optional
         Number of bins (default: ``inverse.max() + 1``).
-    jackknife : bool
-        Report the jackknife-corrected T_J (:func:`jackknife_statistic`) as
+    jackknife : {0, 1, 2}
+        1 (or True): report the jackknife-corrected T_J (:func:`jackknife_statistic`) as
         the estimate, with its jackknife variance; for weights that depend on
         the outcome (prevalence weights), where the ratio T_w is biased.
+        2: the iterated jackknife T_JJ (:func:`second_order_jackknife`), with
+        the jackknife variance of T_J; needs ``events``, and one weight per class.
+    events : ndarray of bool, shape (n,), optional
+        The class of each row (events, non-events), for ``jackknife=2``.
 
     Returns
     -------
@@ -1011,7 +1036,10 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     psi = weighted_influence(inverse, u, w, m)
     ratio, jvar = float(contributions.sum()), None
     estimate = ratio
-    if jackknife:
+    if jackknife == 2:
+        so = second_order_jackknife(inverse, events, u[:, 0], class_weights(w, events), m)
+        estimate, jvar, contributions = float(so.estimate[0]), float(so.jackknife_variance[0]), so.contributions
+    elif jackknife:
         _, jack, contributions, var = jackknife_statistic(
             inverse, w, u * w[:, None], w * w * np.einsum("ij,ij->i", u, u), m)
         estimate, jvar = float(jack[0]), float(var[0])
@@ -1070,9 +1098,11 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, labels: NullLabels, 
     rng : numpy.random.Generator
     m : int, optional
         Number of bins.
-    jackknife : bool
-        Draw the jackknife-corrected T_J instead of T_w (the statistic the
-        test then compares with must be T_J too).
+    jackknife : {0, 1, 2}
+        1 (or True): draw the jackknife-corrected T_J instead of T_w (the statistic the
+        test then compares with must be T_J too); 2: the iterated jackknife
+        T_JJ (:func:`second_order_jackknife`; ``weight_event`` and
+        ``weight_nonevent`` must each be one value), with the jackknife variance of T_J.
     return_variance : bool
         With ``jackknife``, also return the jackknife variance of each draw.
 
@@ -1089,7 +1119,9 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, labels: NullLabels, 
     several = np.bincount(inverse, minlength=m) > 1  # bins of one row hold no pair
     out = np.empty(n_draws)
     out_var = np.empty(n_draws)
-    cells = max_cells // 8 if jackknife else max_cells   # the jackknife holds ~8 more arrays per row
+    cells = max_cells // (32 if jackknife == 2 else 8 if jackknife else 1)   # arrays per row the jackknife holds
+    v = class_weights(np.concatenate([weight_event, weight_nonevent]),
+                      np.arange(2 * n) < n) if jackknife == 2 else None
     block = max(1, min(n_draws, cells // max(n, 1)))
     for start in range(0, n_draws, block):  # blocks of draws, each fully vectorised
         r = min(block, n_draws - start)
@@ -1097,6 +1129,10 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, labels: NullLabels, 
         w = np.where(y, weight_event, weight_nonevent)
         u = y - z
         cell = (np.arange(r)[:, None] * m + inverse).ravel()
+        if jackknife == 2:
+            so = second_order_jackknife(cell, y.ravel(), u.ravel(), v, m, r)
+            out[start:start + r], out_var[start:start + r] = so.estimate, so.jackknife_variance
+            continue
         if jackknife:
             wf, uf = w.ravel(), u.ravel()
             _, out[start:start + r], _, out_var[start:start + r] = jackknife_statistic(

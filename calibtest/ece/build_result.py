@@ -419,8 +419,11 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
                                          prevalence_event_prob(data.z[:, 0], a_w, b_w))
     kind = ("case weights" if not reweighted else
             "prevalence" if base is None else "case weights and prevalence")
-    jackknife = reweighted   # outcome-dependent weights: the ratio T_w is biased, see below
-    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife)
+    # outcome-dependent weights: the ratio T_w is biased, see below; the iterated jackknife needs one weight per
+    # class, i.e. case weights that are all equal (or none)
+    jackknife = 0 if not reweighted else 2 if base is None or np.ptp(base) == 0 else 1
+    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife,
+                             events=events if reweighted else None)
     n = data.n
     stats = partition.bin_sums(data)
     volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)
