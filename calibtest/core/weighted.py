@@ -46,7 +46,13 @@ only its row's bin sums and W, so T_J costs O(n d) from per-bin sums
 U-statistic, whose leave-one-out average is itself, and T_J = T exactly.
 Its standard error is the jackknife one,
 se_J^2 = (n - 1)/n sum_i (T_w^{(-i)} - mean)^2 (the influence-function se
-misses the ratio noise: measured up to 1.7 times too small).
+misses the ratio noise: measured up to 1.7 times too small).  Where bins hold
+O(1) rows of the up-weighted class T_J keeps a bias of 7-8% of the binned
+ECE^2 at 500 + 500 rows; when every row of a class has one weight (prevalence
+weights without varying case weights) the estimate is the iterated jackknife
+T_JJ = n T_J - (n - 1) mean_i T_J^{(-i)}, in closed form in O(n)
+(:func:`second_order_jackknife`), with the jackknife se of T_J,
+(n - 1)/n sum_i (T_J^{(-i)} - mean)^2 (``vignettes/prevalence_second_order.md``).
 
 **Influence function.**  Writing theta_w = sum_b ||A_b||^2 / (B_b C) with
 A_b = E[w U 1_b], B_b = E[w 1_b], C = E[w], the influence value of row i
@@ -579,13 +585,17 @@ class SecondOrderJackknife:
     first, second : ndarray, shape (r,)
         d_1 = mean_i T^(-i) - T_w and h = mean over pairs of T^(-ij) - T^(-i) - T^(-j) + T_w.
     estimate : ndarray, shape (r,)
-        T_2 = T_w - (2n - 3) d_1 + (n - 2)^2 h / 2.
+        The iterated jackknife T_JJ = T_w - 3 (n - 1) d_1 + (n - 1)(n - 2) h.
     jackknife : ndarray, shape (r,)
         T_J = T_w - (n - 1) d_1.
     contributions : ndarray, shape (r * m,)
         Each bin's share of ``estimate``.
     variance : ndarray, shape (r,)
         The delete-one jackknife variance (n - 1)/n sum_i (T^(-i) - mean)^2 of T_w.
+    jackknife_variance : ndarray, shape (r,)
+        The jackknife variance (n - 1)/n sum_i (T_J^(-i) - mean)^2 of T_J (the variance of ``estimate``).
+    loo_jackknife_mean : ndarray, shape (r,)
+        mean_i T_J^(-i).
     """
 
     ratio: np.ndarray
@@ -601,7 +611,7 @@ class SecondOrderJackknife:
 
 def second_order_jackknife(cell: np.ndarray, event: np.ndarray, u: np.ndarray, v: np.ndarray, m: int,
                            r: int = 1) -> SecondOrderJackknife:
-    r"""The second-order (Schucany) jackknife of T_w when every row of a class has one weight (prevalence weights).
+    r"""The iterated jackknife T_JJ of T_w in O(n) when every row of a class has one weight (prevalence weights).
 
     **Definition.**  For a set S of rows deleted, with X_b = W_b R_b
     (R_b = 0 in a bin of fewer than two rows),
@@ -625,7 +635,27 @@ def second_order_jackknife(cell: np.ndarray, event: np.ndarray, u: np.ndarray, v
             = T - (2n - 3)\, d_1 + \frac{(n-2)^2}{2}\, h ,
 
     with \bar G_1 = T + d_1 and \bar G_2 = mean_{i<j} G({i,j}) = T + 2 d_1 + h;
-    the first-order jackknife is T_J = T - (n - 1) d_1.
+    the first-order jackknife is T_J = T - (n - 1) d_1.  The estimate
+    returned is the jackknife iterated once (Quenouille),
+
+    .. math::
+
+        T_{JJ} = n T_J - (n - 1)\,\mathrm{mean}_i T_J^{(-i)}
+               = n^2 T - (n-1)(2n-1) \bar G_1 + (n-1)(n-2) \bar G_2
+               = T - 3 (n - 1)\, d_1 + (n - 1)(n - 2)\, h ,
+
+    T_J^{(-i)} = (n - 1) G({i}) - (n - 2) mean_{j != i} G({i,j}) the jackknife
+    of the n - 1 rows other than i.  For a bias a/n + b/n^2 it leaves
+    b/((n-1)(n-2)) where T_J leaves -b/(n(n-1)) and T_2 nothing; but where
+    bins hold O(1) rows of the up-weighted class the bias is no short series
+    in 1/n, and on the three case-control designs of
+    ``vignettes/prevalence_second_order.md`` T_JJ is within 2 Monte Carlo s.e.
+    of the truth where T_2 misses by 3.5 on one (hence T_JJ; T_2 is the
+    combination of ``ratio``, ``first`` and ``second`` above).  Its variance is
+    the jackknife variance of T_J, (n - 1)/n sum_i (T_J^{(-i)} - mean)^2, with
+    T_J^{(-i)} - T = (n - 1)(G({i}) - T) - (n - 2)/(n - 1) M_i,
+    M_i = sum_{j != i} (G({i,j}) - T), whose per-row sums over j use the same
+    class sums (of the bin without row i).
 
     **Closed form.**  Every row of class k (0: events, 1: non-events) has the
     weight v_k, so a bin is described by its class counts N_k and the power

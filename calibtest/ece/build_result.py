@@ -391,10 +391,13 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
     -----
     With ``prevalence=`` the weights depend on the outcome, so the ratio
     T_w of a bin with few rows of the up-weighted class is biased upward by
-    more than its standard error; the estimate is then the delete-one
-    jackknife T_J of T_w (:func:`calibtest.core.weighted.jackknife_statistic`,
-    closed form from per-bin sums), its standard error the jackknife one, and
-    the Monte Carlo null draws T_J with its jackknife variance.  The lower end
+    more than its standard error; the estimate is then the iterated jackknife
+    T_JJ of T_w (:func:`calibtest.core.weighted.second_order_jackknife`, O(n)
+    from per-class bin sums), its standard error the jackknife se of T_J, and
+    the Monte Carlo null draws T_JJ with that variance.  With case weights
+    that vary within a class (no closed form over pairs of rows) the estimate
+    is the delete-one jackknife T_J
+    (:func:`calibtest.core.weighted.jackknife_statistic`) with its jackknife se.  The lower end
     of the adjusted interval then uses, in place of z_a and z_h, the
     1 - alpha and 1 - alpha/2 quantiles k_a, k_h of the studentized null
     draws T*/se* (at least z_a, z_h;
