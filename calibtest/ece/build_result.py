@@ -391,10 +391,13 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
     -----
     With ``prevalence=`` the weights depend on the outcome, so the ratio
     T_w of a bin with few rows of the up-weighted class is biased upward by
-    more than its standard error; the estimate is then the delete-one
-    jackknife T_J of T_w (:func:`calibtest.core.weighted.jackknife_statistic`,
-    closed form from per-bin sums), its standard error the jackknife one, and
-    the Monte Carlo null draws T_J with its jackknife variance.  The lower end
+    more than its standard error; the estimate is then the iterated jackknife
+    T_JJ of T_w (:func:`calibtest.core.weighted.second_order_jackknife`, O(n)
+    from per-class bin sums), its standard error the jackknife se of T_J, and
+    the Monte Carlo null draws T_JJ with that variance.  With case weights
+    that vary within a class (no closed form over pairs of rows) the estimate
+    is the delete-one jackknife T_J
+    (:func:`calibtest.core.weighted.jackknife_statistic`) with its jackknife se.  The lower end
     of the adjusted interval then uses, in place of z_a and z_h, the
     1 - alpha and 1 - alpha/2 quantiles k_a, k_h of the studentized null
     draws T*/se* (at least z_a, z_h;
@@ -419,8 +422,11 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
                                          prevalence_event_prob(data.z[:, 0], a_w, b_w))
     kind = ("case weights" if not reweighted else
             "prevalence" if base is None else "case weights and prevalence")
-    jackknife = reweighted   # outcome-dependent weights: the ratio T_w is biased, see below
-    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife)
+    # outcome-dependent weights: the ratio T_w is biased, see below; the iterated jackknife needs one weight per
+    # class, i.e. case weights that are all equal (or none)
+    jackknife = 0 if not reweighted else 2 if base is None or np.ptp(base) == 0 else 1
+    ws = weighted_statistics(partition.inverse, data.u, weights, partition.m, jackknife=jackknife,
+                             events=events if reweighted else None)
     n = data.n
     stats = partition.bin_sums(data)
     volume, _ = cell_geometry(data.mode, data.k, data.n_classes, partition.n_bins)

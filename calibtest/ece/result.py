@@ -167,7 +167,8 @@ class Weighting:
         z0 = T_w / sqrt(V_0); ``sigma0_sq`` of the result is n^2 w V_0).
     contributions : ndarray
         Each bin's term of T_w (in the order of ``bin_stats``); with
-        ``prevalence=``, each bin's share of the jackknife estimate T_J.
+        ``prevalence=``, each bin's share of the jackknife estimate (T_JJ, or
+        T_J with case weights that vary within a class).
     weight_sum : ndarray
         Sum of the weights per bin.
     mean_pred, mean_outcome : ndarray, shape (m, d)
@@ -223,8 +224,9 @@ class Weighting:
                 + ("" if n is None else f" of n = {n} rows") + ". The weighted estimator T_w, its "
                 "influence-function standard error and the calibrated-regime variance V_0 estimated from "
                 "the weighted rows (docs/populations.md) replace T, sigma1^2 and sigma0^2"
-                + (" (with prevalence weights: the jackknife estimate T_J and its jackknife standard error, "
-                   "the interval's lower end from the studentized Monte Carlo null draws)."
+                + (" (with prevalence weights: the iterated jackknife estimate T_JJ, or T_J with case weights "
+                   "that vary within a class, and its jackknife standard error, the interval's lower end from "
+                   "the studentized Monte Carlo null draws)."
                    if self.reweighted else ".")
                 + (" Because prevalence weights depend on the outcome, the test of ECE = 0 is the Monte Carlo "
                    "test given the predictions: outcomes redrawn with the sample's event probability of a "
@@ -236,7 +238,7 @@ class Weighting:
         return [self.description(n)] + ([
             f"{100 * self.sparse_weight_share:.3g}% of the weight lies in bins whose effective size "
             f"(sum w)^2 / sum w^2 is below {SPARSE_BIN_NEFF:g} (e.g. few rows of an up-weighted class): "
-            + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate T_J "
+            + ("there the bin ratios rest on a few rows of the up-weighted class; the jackknife estimate "
                "removes most of their upward bias and the Monte Carlo null sets the interval's lower end, but "
                "coverage of a small ECE is only approximate in this regime (docs/populations.md); fewer bins "
                "(n_bins=) or more rows make it firmer." if self.reweighted else

@@ -148,18 +148,25 @@ def test_jackknife_null_draws_are_the_statistic_of_each_draw():
         assert draws[k] == pytest.approx(one, rel=1e-10, abs=1e-15)
 
 
-def test_prevalence_estimate_is_the_jackknife():
+def test_prevalence_estimate_is_the_iterated_jackknife():
+    """T_JJ = n T_J - (n - 1) mean_i T_J^(-i) and se^2 = (n - 1)/n sum_i (T_J^(-i) - mean)^2, each T_J^(-i) the
+    first-order jackknife (``jackknife_statistic``) of the n - 1 other rows: the O(n^2) definition."""
     rng = np.random.default_rng(9)
     n = 600
     p = rng.uniform(0.01, 0.99, n)
     y = (rng.random(n) < p).astype(int)
     res = ct.calib_ci(y=y, probs=p, prevalence=0.2, n_bins=8, n_null_draws=99, rng=1)
     w = np.where(y == 1, 0.2 / y.mean(), 0.8 / (1 - y.mean()))
-    u = (y - p)[:, None]
-    T_J, V_J = jackknife_statistic(res.partition.inverse, w, u * w[:, None], (w * u[:, 0]) ** 2,
-                                   res.partition.m)[1:4:2]
-    assert res.estimate == pytest.approx(T_J[0], rel=1e-12)
-    assert res.se == pytest.approx(np.sqrt(V_J[0]), rel=1e-12)
+    u = y - p
+    inverse, m = res.partition.inverse, res.partition.m
+    T_J = jackknife_statistic(inverse, w, (u * w)[:, None], (w * u) ** 2, m)[1][0]
+    rows = np.broadcast_to(np.arange(n), (n, n))[~np.eye(n, dtype=bool)]   # set i: every row but i
+    cell = np.repeat(np.arange(n), n - 1) * m + inverse[rows]
+    wr, ur = w[rows], u[rows]
+    loo = jackknife_statistic(cell, wr, (wr * ur)[:, None], (wr * ur) ** 2, m, n)[1]
+    # the definition's route multiplies rounding errors by about n^2 (n T_J - (n - 1) mean): 1e-10 here
+    assert res.estimate == pytest.approx(n * T_J - (n - 1) * loo.mean(), rel=1e-8)
+    assert res.se == pytest.approx(np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)), rel=1e-9)
     assert res.weighting.contributions.sum() == pytest.approx(res.estimate, rel=1e-10)
 
 
