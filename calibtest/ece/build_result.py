@@ -49,7 +49,7 @@ from calibtest.inputs.settings import Inputs, Settings
 from calibtest.ece.result import SPARSE_BIN_NEFF, Approximation, CalibrationResult, Clustering, Weighting
 from calibtest.ece.result_parts import BinChoice, CalibrationTarget, NullChoice
 
-__all__ = ["result_from_sums", "result_from_stream", "estimate_rows", "estimate_weighted", "check_weighted_options",
+__all__ = ["result_from_sums", "result_from_stream", "estimate_rows", "estimate_weighted", "RowWeights", "check_weighted_options",
            "estimate_clustered", "check_clustered_options", "clustered_null",
            "prevalence_partition", "PREVALENCE_SPARSE_SHARE",
            "null_law", "resolve_null", "estimate_in_memory", "keeps_null_sums", "streamed_null",
@@ -328,10 +328,32 @@ def _read_only(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def estimate_weighted(data: PreparedData, partition: Partition, weights, settings: Settings, *,
-                      weights_name: str | None = None, sample_prevalence: float | None = None,
-                      reweighted: bool = False, call: Call | None = None, extra_influence=None,
-                      **extra) -> CalibrationResult:
+@dataclasses.dataclass(frozen=True)
+class RowWeights:
+    """The weights of a weighted estimate, as the call gave them.
+
+    Attributes
+    ----------
+    values : ndarray or None
+        Case weights (validated), or None for prevalence weights alone.
+    name : str, optional
+        Name of the weights column, for the summary.
+    reweighted : bool
+        The design's ``reweighted`` (:class:`~calibtest.inputs.design.Design`): the settings' ``prevalence``
+        is applied (outcome-dependent weights).  False on a survival outcome, whose design refuses
+        ``prevalence=``.
+    sample_prevalence : float, optional
+        pi_hat to use (a subgroup uses the whole sample's); default: these rows'.
+    """
+
+    values: np.ndarray | None
+    name: str | None = None
+    reweighted: bool = False
+    sample_prevalence: float | None = None
+
+
+def estimate_weighted(data: PreparedData, partition: Partition, row_weights: RowWeights, settings: Settings, *,
+                      call: Call | None = None, extra_influence=None, **extra) -> CalibrationResult:
     """The weighted estimate (case weights and/or prevalence adjustment); one result.
 
     T_w, its influence-function variance and the calibrated-regime variance
@@ -408,6 +430,8 @@ def estimate_weighted(data: PreparedData, partition: Partition, weights, setting
     """
     alpha, prevalence, null, rng = settings.alpha, settings.prevalence, settings.null, settings.rng
     n_null_draws = settings.n_null_draws
+    weights, weights_name, reweighted = row_weights.values, row_weights.name, row_weights.reweighted
+    sample_prevalence = row_weights.sample_prevalence
     base = weights
     pi_hat = None
     if reweighted:
@@ -710,6 +734,6 @@ def estimate_in_memory(inputs: Inputs, settings: Settings, design: Design | None
                                   n_null_draws=s.n_null_draws, call=call, **bookkeeping)
     if design.weighted:
         check_weighted_options(null, s.method)
-        return estimate_weighted(target, partition, prepared.weights, s, weights_name=prepared.weights_name,
-                                 reweighted=design.reweighted, call=call, **bookkeeping)
+        return estimate_weighted(target, partition, RowWeights(prepared.weights, prepared.weights_name,
+                                                               design.reweighted), s, call=call, **bookkeeping)
     return estimate_rows(target, partition, s, call=call, **bookkeeping)

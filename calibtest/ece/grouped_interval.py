@@ -89,7 +89,7 @@ from calibtest.core.targets import PreparedData, Target
 from calibtest.core.weighted import prevalence_weights, weighted_null_variance
 from calibtest.core.binstats import BinStats
 from calibtest.core.recalibration import calibration_measures_rows, oe_measures
-from calibtest.ece.build_result import (check_weighted_options, estimate_clustered, estimate_rows, estimate_weighted,
+from calibtest.ece.build_result import (RowWeights, check_weighted_options, estimate_clustered, estimate_rows, estimate_weighted,
                                   result_from_stream)
 from calibtest.ece.group_engine import (GLOBAL_METHODS, GroupedResult, GroupOutcomes, analyse_counted_groups, analyse_groups, by_names,
                                 few_clusters_note, global_test, group_rng, group_labels, group_table,
@@ -696,8 +696,8 @@ def grouped_calib_ci(inputs: Inputs, design: Design, settings: Settings, *,
     def one(sub, part, sub_w, group_null, gen, sub_call):
         own = s.replace(null=group_null, rng=gen)
         if weighted:
-            return estimate_weighted(sub, part, sub_w, own, weights_name=w_name, sample_prevalence=pi_hat,
-                                     reweighted=design.reweighted, call=sub_call, **bookkeeping)
+            return estimate_weighted(sub, part, RowWeights(sub_w, w_name, design.reweighted, pi_hat), own,
+                                     call=sub_call, **bookkeeping)
         return estimate_rows(sub, part, own, call=sub_call, **bookkeeping)
 
     group_notes, variances = {}, {}

@@ -70,7 +70,7 @@ from calibtest.core.null import null_test, threshold as null_threshold
 from calibtest.core.partition import cell_geometry, partition_rows
 from calibtest.core.targets import PreparedData, prepare_target
 from calibtest.core.weighted import weighted_null_variance
-from calibtest.ece.build_result import estimate_rows, estimate_weighted
+from calibtest.ece.build_result import RowWeights, estimate_rows, estimate_weighted
 from calibtest.inputs.formula import column_values, surv_arguments
 from calibtest.ece.group_engine import by_names, group_labels
 from calibtest.inputs.design import Design
@@ -377,7 +377,7 @@ def _survival_weighted(rows: "SurvivalInput") -> CalibrationResult:
     if not censored_before:  # the weighted binary call, its null resolution ("auto": Monte Carlo) included
         survival = SurvivalData.build(t_obs, ev, outcome, km=km, max_weight=1.0,
                                       variance="is that of the weighted binary outcome")
-        return estimate_weighted(binary, partition, weights, s, weights_name=rows.names.weights, call=rows.call,
+        return estimate_weighted(binary, partition, RowWeights(weights, rows.names.weights), s, call=rows.call,
                                  survival=survival, **rows.bookkeeping)
     null = "asymptotic" if null == "auto" else null  # no Bernoulli labels to draw for rows censored before t
     if s.censoring != "km":
@@ -401,7 +401,7 @@ def _survival_weighted(rows: "SurvivalInput") -> CalibrationResult:
     survival = SurvivalData.build(t_obs, ev, outcome, km=km, max_weight=float(y_tilde[cases].max()),
                                   variance=_VARIANCE["km weighted"])
     target = PreparedData(z=binary.z, u=(y_tilde - risk)[:, None], mode="binary", k=1, n_classes=None)
-    return estimate_weighted(target, partition, weights, s.replace(null=null), weights_name=rows.names.weights,
+    return estimate_weighted(target, partition, RowWeights(weights, rows.names.weights), s.replace(null=null),
                              call=rows.call, extra_influence=censoring_term, survival=survival, **rows.bookkeeping)
 
 
