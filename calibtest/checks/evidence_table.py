@@ -867,22 +867,32 @@ def _conclude(table: pd.DataFrame, sens: pd.DataFrame, flag: bool, test, ci, hl,
         sentences.append(vp.direction(alpha))
     if vp is not None and not rej["calib_test"] and (rej["citl"] or rej["slope"]):
         reasons.append("logit_linear")
-        which = [names[k] for k in ("citl", "slope") if rej[k]]
-        sentences.append(f"The multi-scale test does not reject while {' and '.join(which)} "
-                         f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one logit-linear "
-                         f"departure (level a0 = {fmt(vp.citl, 3)}, slope b = {fmt(vp.slope, 3)}), where "
-                         "they are more powerful than a test against departures of every shape; take "
-                         "their intervals as the size of that departure.")
+        sentences.append(_one_departure("multi-scale test", [names[k] for k in ("citl", "slope") if rej[k]],
+                                        f"logit-linear departure (level a0 = {fmt(vp.citl, 3)}, slope b = "
+                                        f"{fmt(vp.slope, 3)})"))
     if flag:
         reasons.append("bins")
         at = sens.loc[sens["reject"], "n_bins"].tolist()
         sentences.append(f"The single-B verdict depends on the bin count: the single-scale test rejects at "
                          f"B = {', '.join(map(str, at))} only (bin-sensitivity table).")
-    if len(set(rej.values())) > 1:
-        yes = [names[k] for k in keys if rej[k]]
-        no = [names[k] for k in keys if not rej[k]]
-        sentences.append(f"Rejecting or excluding the null: {', '.join(yes)}; not: {', '.join(no)}.")
+    sentences += _split(rej, keys, names)
     return verdict, " ".join(sentences), tuple(reasons)
+
+
+def _one_departure(test: str, which: list, departure: str) -> str:
+    """The sentence when ``test`` does not reject while CITL and/or the slope (``which``) do."""
+    return (f"The {test} does not reject while {' and '.join(which)} {'does' if len(which) == 1 else 'do'}: "
+            f"CITL and the slope test one {departure}, where they are more powerful than a test against "
+            "departures of every shape; take their intervals as the size of that departure.")
+
+
+def _split(rej: dict, keys, names: dict) -> list[str]:
+    """The sentence naming the rows that reject (or exclude) the null and those that do not, when they differ."""
+    if len(set(rej.values())) <= 1:
+        return []
+    yes = [names[k] for k in keys if rej[k]]
+    no = [names[k] for k in keys if not rej[k]]
+    return [f"Rejecting or excluding the null: {', '.join(yes)}; not: {', '.join(no)}."]
 
 
 def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, alpha: float):
@@ -924,18 +934,12 @@ def _conclude_survival(table: pd.DataFrame, ci, sev: SurvivalEvidence | None, al
         sentences.append(sev.direction(alpha))
     if not rej["calib_ci"] and (said["citl"] or said["slope"]):
         reasons.append("cloglog_linear")
-        which = [names[k] for k in ("citl", "slope") if said[k]]
-        sentences.append(f"The IPCW test does not reject while {' and '.join(which)} "
-                         f"{'does' if len(which) == 1 else 'do'}: CITL and the slope test one departure linear in "
-                         "cloglog(risk), where they are more powerful than a test against departures of every "
-                         "shape; take their intervals as the size of that departure.")
+        sentences.append(_one_departure("IPCW test", [names[k] for k in ("citl", "slope") if said[k]],
+                                        "departure linear in cloglog(risk)"))
     if ignored:
         sentences.append(f"The Greenwood-Nam-D'Agostino test has p = {fmt_p(sev.gnd_pvalue)} but is not counted: "
                          f"it is unreliable here ({sev.gnd_unreliable}).")
-    if len(set(rej.values())) > 1:
-        yes = [names[k] for k in keys if rej[k]]
-        no = [names[k] for k in keys if not rej[k]]
-        sentences.append(f"Rejecting or excluding the null: {', '.join(yes)}; not: {', '.join(no)}.")
+    sentences += _split(rej, keys, names)
     return verdict, " ".join(sentences), tuple(reasons)
 
 
