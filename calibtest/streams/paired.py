@@ -253,7 +253,7 @@ class DifferenceSums:
             s.identical = s.identical and o.identical
         return self
 
-    def check_counts(self) -> None:
+    def refuse_other_rows(self) -> None:
         """Raise a DataError when a bin's rows in this pass differ from the first pass's."""
         for b, s in zip(self.bins, self.models):
             if not np.array_equal(s.count, b.count):
@@ -328,7 +328,7 @@ def _second_pass(file: DataFile, columns, models: _Models, bins, pairs) -> Diffe
             total.add(models.prepared(chunk))
 
     each_chunk(file, columns, handle)
-    total.check_counts()
+    total.refuse_other_rows()
     return total
 
 
@@ -396,7 +396,7 @@ def compare_file(path, formulas, settings: Settings, pairs) -> tuple[list, dict]
             raise ValueError(f"need at least n = 2 rows, got {acc.n} in {file.name}")
         if n_rows is not None and acc.n != n_rows:
             raise ValueError(f"{file.name} held {n_rows} usable rows when counted and {acc.n} when read")
-        _check_cube(acc)
+        _refuse_off_cube(acc)
     bins = [ModelBins.of(acc.bin_stats, acc.n_bins) for acc in accs]
     sums = _second_pass(file, columns, models, bins, pairs)
     results = [_file_result(acc, f, file, columns, s, dropped["own"][i] == dropped["joint"])
@@ -404,7 +404,7 @@ def compare_file(path, formulas, settings: Settings, pairs) -> tuple[list, dict]
     return results, {p: sums.variance(*p, paired=True) for p in pairs}
 
 
-def _check_cube(acc: BinAccumulator) -> None:
+def _refuse_off_cube(acc: BinAccumulator) -> None:
     mode = Target.of(acc._target[0])
     if not mode.cube:
         raise ValueError(f"calib_compare supports the targets binned on the cube (binary, top-1, top-k), got {mode!r}")
