@@ -164,11 +164,21 @@ class _Cells:
 
 
 def _merge_cells(parts) -> tuple[np.ndarray, np.ndarray]:
+    """The union of partials (each with sorted, distinct keys), their sums added cell by cell.
+
+    The keys are united and each partial's sums added at its keys' places
+    (``np.add.at`` is not needed: a partial's keys are distinct), so no
+    concatenation of the sums is made: the merge holds the partials and the result.
+    """
     if len(parts) == 1:
         return parts[0]
-    keys = np.concatenate([k for k, _ in parts])
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    return uniq, column_sums(inverse.reshape(-1), np.concatenate([s for _, s in parts]), uniq.shape[0])
+    keys = parts[0][0]
+    for k, _ in parts[1:]:
+        keys = np.union1d(keys, k)
+    out = np.zeros((keys.shape[0], parts[0][1].shape[1]))
+    for k, sums in parts:
+        out[np.searchsorted(keys, k)] += sums
+    return keys, out
 
 
 def _outer_flat(u: np.ndarray, v: np.ndarray) -> np.ndarray:
