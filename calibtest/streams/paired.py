@@ -416,8 +416,9 @@ def compare_file(path, formulas, settings: Settings, pairs) -> tuple[list, dict]
 
 def _refuse_off_cube(acc: BinAccumulator) -> None:
     mode = Target.of(acc._target[0])
-    if not mode.cube:
-        raise ValueError(f"calib_compare supports the targets binned on the cube (binary, top-1, top-k), got {mode!r}")
+    if not mode.cube:  # the message of the rows in memory (calib_compare's _rows)
+        raise ValueError(f"a: calib_compare supports the modes {tuple(t.value for t in Target if t.cube)}, "
+                         f"got {mode!r}")
 
 
 def _file_result(acc, formula, file: DataFile, columns, s: Settings, same_rows: bool) -> CalibrationResult:
