@@ -25,6 +25,13 @@ Paired means *the same rows in the same order*.  ``paired=None`` decides:
 ``paired=True`` with different ``n`` raises a ``ValueError``; ``paired=True``
 with equal ``n`` is trusted (the outcomes may legitimately differ, e.g. top-1
 ``correct`` of two models on the same images).
+
+Results streamed from files (``calib_ci(..., data=path)``, holding no rows
+but ``res.stream``) are compared by reading their files again
+(:func:`calibtest.streams.paired.streamed_difference`): two results of the
+same file as above, in one pass with both formulas; results of different files
+(or one in memory) as independent sets, ``paired=None`` with equal ``n``
+asking for ``paired=False``.
 """
 from __future__ import annotations
 
@@ -609,7 +616,8 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
     ----------
     a, b : CalibrationResult or str
         Two results of :func:`calibtest.calib_ci` with the same mode, k and
-        number of classes, or two formulas (``"y ~ p_a"``, ``"y ~ p_b"``)
+        number of classes (in memory, or streamed from a file: its rows are
+        read again), or two formulas (``"y ~ p_a"``, ``"y ~ p_b"``)
         evaluated on ``data``.  A list of three or more results (or formulas)
         as ``a`` with ``b=None`` gives all pairwise comparisons.  Formulas are
         evaluated by patsy and can run any Python expression: trusted input

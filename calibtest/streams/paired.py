@@ -140,27 +140,34 @@ class ModelBins:
 
 
 class _Cells:
-    """Sparse per-cell column sums, kept as a binary counter of partials (as :class:`~calibtest.BinAccumulator`)."""
+    """Sparse per-cell column sums: one running total (sorted distinct keys and their sums) that each chunk's
+    sums are merged into.
+
+    Two models' cells fill up quickly (most cells of the cross partition hold rows after a few chunks), so
+    a binary counter of partials, as :class:`~calibtest.BinAccumulator` keeps for bins, would hold about
+    log2(chunks) partials of nearly the full size; one total holds one, plus the chunk's and the merge's.
+    """
 
     def __init__(self):
-        self.parts: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.keys = np.empty(0, dtype=np.int64)
+        self.sums: np.ndarray | None = None
 
     def add(self, keys: np.ndarray, values: np.ndarray) -> None:
         uniq, inverse = np.unique(keys, return_inverse=True)
-        self._push(0, uniq, column_sums(inverse.reshape(-1), values, uniq.shape[0]))
+        self._into(uniq, column_sums(inverse.reshape(-1), values, uniq.shape[0]))
 
-    def _push(self, level, keys, sums) -> None:
-        self.parts.append((level, keys, sums))
-        while len(self.parts) >= 2 and self.parts[-1][0] == self.parts[-2][0]:
-            (lev, k1, s1), (_, k2, s2) = self.parts.pop(), self.parts.pop()
-            keys, sums = _merge_cells([(k2, s2), (k1, s1)])
-            self.parts.append((lev + 1, keys, sums))
+    def _into(self, keys, sums) -> None:
+        if self.sums is None:
+            self.keys, self.sums = keys, sums
+        else:
+            self.keys, self.sums = _merge_cells([(self.keys, self.sums), (keys, sums)])
 
     def extend(self, other: "_Cells") -> None:
-        self.parts = sorted(self.parts + other.parts, key=lambda p: -p[0])
+        if other.sums is not None:
+            self._into(other.keys, other.sums)
 
     def total(self) -> tuple[np.ndarray, np.ndarray]:
-        return _merge_cells([(k, s) for _, k, s in self.parts])
+        return self.keys, self.sums
 
 
 def _merge_cells(parts) -> tuple[np.ndarray, np.ndarray]:
@@ -169,9 +176,17 @@ def _merge_cells(parts) -> tuple[np.ndarray, np.ndarray]:
     The keys are united and each partial's sums added at its keys' places
     (``np.add.at`` is not needed: a partial's keys are distinct), so no
     concatenation of the sums is made: the merge holds the partials and the result.
+    When the keys of the new partial are all among the total's (the cells have
+    filled up), the sums are added in place.
     """
     if len(parts) == 1:
         return parts[0]
+    if len(parts) == 2:
+        (k0, s0), (k1, s1) = parts
+        pos = np.minimum(np.searchsorted(k0, k1), k0.shape[0] - 1)
+        if k0.shape[0] and np.array_equal(k0[pos], k1):  # no new cell: add in place
+            s0[pos] += s1
+            return k0, s0
     keys = parts[0][0]
     for k, _ in parts[1:]:
         keys = np.union1d(keys, k)
