@@ -110,12 +110,12 @@ class ModelBins:
                              "not fit; use fewer bins (n_bins=) or a smaller k, or read the columns into memory")
         strides = (n_bins + 1) ** np.arange(d, dtype=np.int64)
         linear = stats.keys @ strides
-        if np.any(np.diff(linear) <= 0):  # merged bins come in the order of the linear key; make sure
-            raise AssertionError("bin keys out of order")
-        count = stats.count.astype(np.float64)
-        mu = stats.sum_u / count[:, None]
-        frob = np.einsum("bij,bij->b", stats.sum_uu, stats.sum_uu)
-        centre = float(np.sum(np.einsum("bi,bi->b", stats.sum_u, stats.sum_u) / count) / np.sum(count))
+        order = np.argsort(linear, kind="stable")  # the bins' own order already, for sums merged or not
+        linear, count = linear[order], stats.count[order].astype(np.float64)
+        sum_u, sum_uu = stats.sum_u[order], stats.sum_uu[order]
+        mu = sum_u / count[:, None]
+        frob = np.einsum("bij,bij->b", sum_uu, sum_uu)
+        centre = float(np.sum(np.einsum("bi,bi->b", sum_u, sum_u) / count) / np.sum(count))
         return cls(int(n_bins), strides, linear, count, mu, frob, centre)
 
     @property
@@ -319,7 +319,7 @@ class _Models:
     """The formulas read from each chunk and how: the environment, the missing-value rule, the target."""
 
     formulas: tuple
-    env: object
+    envs: tuple  # where each formula's names that are not columns are looked up
     missing: str
     n_classes: object = None
     k: object = None
@@ -329,15 +329,15 @@ class _Models:
         missing counts and the rows dropped."""
         if self.missing != "drop":
             return chunk, None, 0
-        masks = [joint_missing([f], chunk, self.env) for f in self.formulas]
+        masks = [joint_missing([f], chunk, env) for f, env in zip(self.formulas, self.envs)]
         joint = np.logical_or.reduce(masks)
         return (chunk.loc[~joint] if joint.any() else chunk), [int(m.sum()) for m in masks], int(joint.sum())
 
     def prepared(self, chunk) -> list:
         """One PreparedData per formula of the chunk's usable rows (after :meth:`usable`)."""
         out = []
-        for f in self.formulas:
-            rows = read_rows(f, chunk, None, None, self.env, "raise")
+        for f, env in zip(self.formulas, self.envs):
+            rows = read_rows(f, chunk, None, None, env, "raise")
             out.append(_prepare_rows(rows.y, rows.probs, n_classes=self.n_classes, k=self.k,
                                      class_names=rows.class_names, y_name=rows.y_name, prob_names=rows.prob_names))
         return out
@@ -396,7 +396,7 @@ def compare_file(path, formulas, settings: Settings, pairs) -> tuple[list, dict]
     for f in formulas[1:]:
         check_formula_names(f, file.columns, s.env, where=f"file {file.name!r}")
     columns = list(dict.fromkeys(c for f in formulas for c in formula_columns(f, file.columns)))
-    models = _Models(tuple(formulas), s.env, s.missing, s.n_classes, s.k)
+    models = _Models(tuple(formulas), (s.env,) * len(formulas), s.missing, s.n_classes, s.k)
     n_rows = None
     if isinstance(s.n_bins, str) and s.n_bins == "auto":
         n_rows = file.reader.num_rows if file.fmt == "parquet" and s.missing == "raise" else \
@@ -467,7 +467,7 @@ def _single_pass(res, which: str) -> DifferenceSums:
     """One model's own sums from a pass over its stream."""
     file = _stream_file(res, which).again()
     st = res.stream
-    models = _Models((st.formula,), st.env, st.missing, st.n_classes, st.k)
+    models = _Models((st.formula,), (st.env,), st.missing, st.n_classes, st.k)
     return _second_pass(file, st.columns, models, [ModelBins.of(res.bin_stats, res.n_bins)], ())
 
 
@@ -477,7 +477,7 @@ def _joint_pass(a, b) -> DifferenceSums:
     if sa.missing != sb.missing:
         raise ValueError(f"the two results were computed with different missing-value rules ({sa.missing!r} and "
                          f"{sb.missing!r}); a paired comparison needs the same rows")
-    models = _Models((sa.formula, sb.formula), sa.env, sa.missing, sa.n_classes, sa.k)
+    models = _Models((sa.formula, sb.formula), (sa.env, sb.env), sa.missing, sa.n_classes, sa.k)
     columns = list(dict.fromkeys(sa.columns + sb.columns))
     file = sa.data.again()
     bins = [ModelBins.of(r.bin_stats, r.n_bins) for r in (a, b)]

@@ -156,7 +156,7 @@ def test_difference_sums_are_additive(tmp_path):
     """The sums of chunks merged equal the sums of all rows at once (disjoint rows add)."""
     df = _binary(n=1200, seed=8)
     env = resolve_env(0)
-    models = _Models(("y ~ p_a", "y ~ p_b"), env, "raise")
+    models = _Models(("y ~ p_a", "y ~ p_b"), (env, env), "raise")
     accs = [BinAccumulator(f, n_bins=9).update(df) for f in models.formulas]
     bins = [ModelBins.of(a.bin_stats, a.n_bins) for a in accs]
     whole = DifferenceSums(bins, [(0, 1)]).add(models.prepared(df))
