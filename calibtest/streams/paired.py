@@ -160,7 +160,7 @@ class _Cells:
         if self.sums is None:
             self.keys, self.sums = keys, sums
         else:
-            self.keys, self.sums = _merge_cells([(self.keys, self.sums), (keys, sums)])
+            self.keys, self.sums = _merge_cells((self.keys, self.sums), (keys, sums))
 
     def extend(self, other: "_Cells") -> None:
         if other.sums is not None:
@@ -170,30 +170,23 @@ class _Cells:
         return self.keys, self.sums
 
 
-def _merge_cells(parts) -> tuple[np.ndarray, np.ndarray]:
-    """The union of partials (each with sorted, distinct keys), their sums added cell by cell.
+def _merge_cells(total, part) -> tuple[np.ndarray, np.ndarray]:
+    """The running ``total`` (sorted distinct keys, their sums) with a chunk's ``part`` added cell by cell.
 
-    The keys are united and each partial's sums added at its keys' places
-    (``np.add.at`` is not needed: a partial's keys are distinct), so no
-    concatenation of the sums is made: the merge holds the partials and the result.
-    When the keys of the new partial are all among the total's (the cells have
-    filled up), the sums are added in place.
+    The sums of the part's cells already in the total are added in place; its
+    new cells are inserted at their sorted places (``np.insert``, one copy of
+    the total), so a merge holds the total, the part and at most one copy.
     """
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) == 2:
-        (k0, s0), (k1, s1) = parts
-        pos = np.minimum(np.searchsorted(k0, k1), k0.shape[0] - 1)
-        if k0.shape[0] and np.array_equal(k0[pos], k1):  # no new cell: add in place
-            s0[pos] += s1
-            return k0, s0
-    keys = parts[0][0]
-    for k, _ in parts[1:]:
-        keys = np.union1d(keys, k)
-    out = np.zeros((keys.shape[0], parts[0][1].shape[1]))
-    for k, sums in parts:
-        out[np.searchsorted(keys, k)] += sums
-    return keys, out
+    k0, s0 = total
+    k1, s1 = part
+    pos = np.searchsorted(k0, k1)
+    hit = pos < k0.shape[0]
+    hit[hit] = k0[pos[hit]] == k1[hit]
+    s0[pos[hit]] += s1[hit]
+    if hit.all():
+        return k0, s0
+    new = ~hit
+    return np.insert(k0, pos[new], k1[new]), np.insert(s0, pos[new], s1[new], axis=0)
 
 
 def _outer_flat(u: np.ndarray, v: np.ndarray) -> np.ndarray:
