@@ -534,9 +534,9 @@ def _cmd_report(args) -> int:
         raise OptionError("--deviation-reason needs --plan: without a plan there is nothing to deviate from")
     streamed = args.chunksize is not None
     design = _design(args, "calib_ci", args.formula[0] if isinstance(args.formula, list) else args.formula)
-    if streamed and (args.compare or design.grouped or design.weighted):
-        raise OptionError("--chunksize streams the file, and --compare, --by, --weights and --prevalence need "
-                          "its rows in memory: leave out --chunksize, or those options")
+    if streamed and (design.grouped or design.weighted):
+        raise OptionError("--chunksize streams the file, and --by, --weights and --prevalence need its rows in "
+                          "memory: leave out --chunksize, or those options")
     df, chunks = _read_input(args, stream=streamed)
     source = file_provenance(args.file)
     population = _population_options(args)
@@ -606,9 +606,9 @@ def _add_report_parser(sub, shared) -> None:
                                               "estimates across sites")
     OPTIONS["method"].add_to(rep)
     OPTIONS["chunksize"].add_to(rep, help="stream the file in chunks of this many rows instead of reading it whole "
-                                          "(bounded memory): the interval, the evidence table, Hosmer-Lemeshow and "
-                                          "the validation fits are computed in passes over the file (binary and "
-                                          "top-1 targets); the figures and statistics that need every row at once "
+                                          "(bounded memory): the interval, the evidence table, Hosmer-Lemeshow, "
+                                          "the validation fits and the --compare comparisons are computed in "
+                                          "passes over the file (binary and top-1 targets); the figures and statistics that need every row at once "
                                           "(flexible curve, C index, lowess/loess) are left out, as the report says")
     rep.set_defaults(func=_cmd_report)
 
@@ -685,10 +685,10 @@ def _add_tcal_parser(sub, shared) -> None:
 def _cmd_compare(args) -> int:
     from calibtest.api.calib_compare import calib_compare
 
-    df, _ = _read_input(args)
+    path, stream = _read_input(args, stream=True)  # two passes of sums; the rows are never held
     formula_a, formula_b = args.formula
-    res = calib_compare(formula_a, formula_b, data=df, **_model_keywords(args), alternative=args.alternative,
-                        variance=args.variance)
+    res = calib_compare(formula_a, formula_b, data=path, **_model_keywords(args), **stream,
+                        alternative=args.alternative, variance=args.variance)
     return _print_result(res, args.json)
 
 
@@ -697,8 +697,11 @@ def _add_compare_parser(sub, shared) -> None:
                          n_formulas=2, parents=[shared["formula"], shared["model"], shared["json"]],
                          epilog='e.g. calibtest compare preds.csv --formula "y ~ p_old" --formula "y ~ p_new"; '
                                 + _EPILOG)
-    cmp.add_argument("file", help="CSV or Parquet file with the outcomes and both models' predictions (read "
-                                  "whole into memory)")
+    cmp.add_argument("file", help="CSV or Parquet file with the outcomes and both models' predictions; streamed "
+                                  "in chunks of --chunksize rows in two passes (only the formulas' columns are "
+                                  "read): memory does not grow with the rows")
+    OPTIONS["chunksize"].add_to(cmp, help="stream the file in chunks of this many rows (default "
+                                          f"{DEFAULT_CHUNKSIZE}; working memory grows with it)")
     cmp.add_argument("--formula-a", default=None, help="alias: model A, the same as the first --formula")
     cmp.add_argument("--formula-b", default=None, help="alias: model B, the same as the second --formula")
     OPTIONS["alternative"].add_to(cmp)

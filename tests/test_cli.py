@@ -124,10 +124,12 @@ def test_compare_formula_twice_matches_python(two_models, capsys):
     path, df = two_models
     assert main(["compare", str(path), "--formula", "y ~ pa", "--formula", "y ~ pb", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    ref = ct.calib_compare("y ~ pa", "y ~ pb", data=df)
+    ref = ct.calib_compare("y ~ pa", "y ~ pb", data=path)  # the file is streamed, as the command line streams it
+    memory = ct.calib_compare("y ~ pa", "y ~ pb", data=df)
     assert out["name_a"] == "pa" and out["name_b"] == "pb"  # order: first --formula is model A
     for key in ("estimate", "estimate_a", "estimate_b", "se", "statistic", "pvalue", "ci_lower", "ci_upper"):
         assert out[key] == getattr(ref, key), key
+        assert out[key] == pytest.approx(getattr(memory, key), rel=1e-12, abs=1e-15), key  # the rows in memory
     assert out == json.loads(json.dumps(ref.to_dict()))
     # the older spelling gives the same result
     assert main(["compare", str(path), "--formula-a", "y ~ pa", "--formula-b", "y ~ pb", "--json"]) == 0
@@ -140,9 +142,51 @@ def test_compare_shared_options_reach_calib_compare(two_models, capsys):
     assert main(["compare", str(path), "--formula", fa, "--formula", fb, "--k", "2", "--bins", "5",
                  "--alpha", "0.1", "--alternative", "greater", "--variance", "plugin", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    ref = ct.calib_compare(fa, fb, data=df, k=2, n_bins=5, alpha=0.1, alternative="greater", variance="plugin")
-    assert out["mode"] == "topk" and out["k"] == 2 and out["n_bins_a"] == ref.n_bins_a
+    ref = ct.calib_compare(fa, fb, data=path, k=2, n_bins=5, alpha=0.1, alternative="greater", variance="plugin")
+    memory = ct.calib_compare(fa, fb, data=df, k=2, n_bins=5, alpha=0.1, alternative="greater", variance="plugin")
+    assert out["mode"] == "topk" and out["k"] == 2 and out["n_bins_a"] == ref.n_bins_a == memory.n_bins_a
     assert (out["estimate"], out["se"], out["pvalue"]) == (ref.estimate, ref.se, ref.pvalue)
+    assert (out["se"], out["pvalue"]) == pytest.approx((memory.se, memory.pvalue), rel=1e-12)
+
+
+def test_compare_streams_the_file_in_chunks(two_models, capsys, monkeypatch):
+    """calibtest compare never reads the whole file: chunks of --chunksize rows, the same numbers."""
+    import calibtest.streams.files as files
+    path, df = two_models
+    monkeypatch.setattr(files, "read_data_file", lambda *a, **k: pytest.fail("the whole file was read"))
+    seen = []
+    original = files._CsvReader.chunks
+
+    def chunks(self, columns, chunksize):
+        seen.append(chunksize)
+        return original(self, columns, chunksize)
+
+    monkeypatch.setattr(files._CsvReader, "chunks", chunks)
+    assert main(["compare", str(path), "--formula", "y ~ pa", "--formula", "y ~ pb", "--chunksize", "7",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert seen == [7, 7, 7]  # the count for n_bins="auto" (CSV), each model's sums, the variance's sums
+    memory = ct.calib_compare("y ~ pa", "y ~ pb", data=df)
+    for key in ("estimate_a", "estimate_b", "se", "se_first_order_plugin", "se_second_order", "pvalue"):
+        assert out[key] == pytest.approx(getattr(memory, key), rel=1e-12), key
+
+
+def test_report_chunksize_compares_the_models_on_the_file(two_col, tmp_path):
+    """report --chunksize --compare: the comparison section of the streamed report is the in-memory one."""
+    path, _ = two_col
+    sections = []
+    for extra in ([], ["--chunksize", "50"]):
+        out = tmp_path / f"r{len(extra)}.html"
+        assert main(["report", str(path), "--model", "current=y ~ p", "--model", "inflated=y ~ q",
+                     "--compare", "current,inflated", *extra, "-o", str(out)]) == 0
+        html = out.read_text(encoding="utf-8")
+        section = re.search(r'<section id="comparisons">.*?</section>', html, re.S).group(0)
+        text = lambda part: re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", part))  # noqa: E731
+        sentence = re.search(r"At level 0\.05, [^.]*\.\d+[^)]*\)[^.]*\.", text(section)).group(0)
+        # the tables and the conclusion (the in-memory report adds the overlaid curves, drawn from the rows)
+        sections.append([text(t) for t in re.findall(r"<table.*?</table>", section, re.S)] + [sentence])
+    assert "Comparison of current with inflated" in sections[0][0] and "Δ = ECE²(current)" in sections[0][-1]
+    assert sections[1] == sections[0]
 
 
 @pytest.mark.slow  # a long case (subprocess, PDF, wheel or many calls)

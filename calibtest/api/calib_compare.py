@@ -25,6 +25,13 @@ Paired means *the same rows in the same order*.  ``paired=None`` decides:
 ``paired=True`` with different ``n`` raises a ``ValueError``; ``paired=True``
 with equal ``n`` is trusted (the outcomes may legitimately differ, e.g. top-1
 ``correct`` of two models on the same images).
+
+Results streamed from files (``calib_ci(..., data=path)``, holding no rows
+but ``res.stream``) are compared by reading their files again
+(:func:`calibtest.streams.paired.streamed_difference`): two results of the
+same file as above, in one pass with both formulas; results of different files
+(or one in memory) as independent sets, ``paired=None`` with equal ``n``
+asking for ``paired=False``.
 """
 from __future__ import annotations
 
@@ -46,8 +53,16 @@ from calibtest.core.targets import Target
 from calibtest.ece.build_result import estimate_in_memory
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
+<<<<<<< HEAD
 from calibtest.inputs.formula import parse_formula, resolve_env
 from calibtest.options import OPTIONS
+=======
+from calibtest.inputs.formula import resolve_env
+from calibtest.inputs.rows import joint_missing
+from calibtest.inputs.design import source_of
+from calibtest.streams.paired import compare_file, is_streamed, streamed_difference
+from calibtest.options import OPTIONS, OptionError, check_option, check_options
+>>>>>>> bounded
 from calibtest.ece.result import CalibrationResult, ConfidenceInterval
 from calibtest.ece.survival import ipcw_influence, survival_calib_ci
 from calibtest.display.summary import CalibSummary, ResultDisplay, short_name
@@ -410,8 +425,10 @@ def _rows(res: CalibrationResult, which: str):
         raise TypeError(f"{which} must be a CalibrationResult from calib_ci (or a formula string), "
                         f"got {type(res).__name__}")
     if res.data is None or res.partition is None:
-        raise ValueError(f"{which} holds no row-level data (result.data is None); calib_compare needs the "
-                         "rows, so pass a result of calib_ci computed in memory")
+        raise ValueError(f"{which} holds no row-level data (result.data is None, and no file to read them again "
+                         "from); compare results of calib_ci computed in memory or streamed from a binary or top-1 "
+                         "file, or compare the formulas on the file itself: calib_compare('y ~ p_a', 'y ~ p_b', "
+                         "data='preds.parquet') streams it")
     if not res.mode.cube:
         raise ValueError(f"{which}: calib_compare supports the modes {tuple(t.value for t in Target if t.cube)}, "
                          f"got {res.mode!r}")
@@ -506,10 +523,13 @@ def _clustered_variance(a, b, paired: bool) -> tuple[float, float]:
     return clustered_difference_variance(cells[0], stats[0], cells[1], stats[1])
 
 
-def _compare_two(a, b, *, paired, pairing, alpha, alternative, variance, names) -> ComparisonResult:
-    inv_a, u_a = _rows(a, "a")
-    inv_b, u_b = _rows(b, "b")
-    if a.kind.clustered:
+def _compare_two(a, b, *, paired, pairing, alpha, alternative, variance, names, var=None) -> ComparisonResult:
+    """The comparison of two results; ``var``: the variance components already streamed from a file."""
+    if var is None:
+        (inv_a, u_a), (inv_b, u_b) = _rows(a, "a"), _rows(b, "b")
+    if var is not None:
+        v1, v2 = var.first_order(variance), var.second_order
+    elif a.kind.clustered:
         v1, v2 = _clustered_variance(a, b, paired)
         var = None
     elif a.kind.censored or b.kind.censored:
@@ -562,13 +582,7 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
         raise ValueError("the formula form needs data=")
     check_missing(missing)
     if missing == "drop":
-        masks = []
-        for f in formulas:
-            parsed = parse_formula(f, data, env)
-            y_na = np.asarray(pd.isna(parsed.y), dtype=bool)
-            y_na = y_na.any(axis=1) if y_na.ndim == 2 else y_na  # Surv(time, event): either missing
-            masks.append(y_na | np.isnan(parsed.probs).any(axis=1))
-        mask = np.logical_or.reduce(masks)
+        mask = joint_missing(formulas, data, env)
         if mask.any():
             if isinstance(data, pd.DataFrame):
                 data = data.loc[~mask]
@@ -587,24 +601,50 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
     return [estimate_in_memory(Inputs(f, data, cluster=cluster), settings) for f in formulas]
 
 
+<<<<<<< HEAD
 @bound_options("calib_compare")
+=======
+def _stream_formulas(formulas, path, pairs, settings: Settings, cluster=None):
+    """The formula form on a CSV or Parquet file: each model's result and each pair's variance, streamed in two
+    passes (:func:`calibtest.streams.paired.compare_file`); what needs every row at once is refused."""
+    design = Design.resolve("calib_ci", Inputs(formulas[0], path, cluster=cluster), settings)
+    if design.needs_rows:
+        raise OptionError(f"calib_compare on a file streams it, and {design.describe().rsplit(', ', 1)[0]} rows "
+                          "(cluster= or a survival outcome) need every row in memory: read the formulas' columns "
+                          "into a DataFrame, e.g. pd.read_parquet(path, columns=[...]), and pass it as data=")
+    return compare_file(path, formulas, settings, pairs)
+
+
+>>>>>>> bounded
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
                   missing: str = "raise", eval_env=0, cluster=None, horizon=None, censoring: str = "km",
-                  cause=None) -> ComparisonResult | PairwiseComparisonResult:
+                  cause=None, chunksize=None, progress=None) -> ComparisonResult | PairwiseComparisonResult:
     """Test whether two models' l2 calibration errors differ: H0 Delta = ECE_A^2 - ECE_B^2 = 0.
 
     Parameters
     ----------
     a, b : CalibrationResult or str
         Two results of :func:`calibtest.calib_ci` with the same mode, k and
-        number of classes, or two formulas (``"y ~ p_a"``, ``"y ~ p_b"``)
+        number of classes (in memory, or streamed from a file: its rows are
+        read again), or two formulas (``"y ~ p_a"``, ``"y ~ p_b"``)
         evaluated on ``data``.  A list of three or more results (or formulas)
         as ``a`` with ``b=None`` gives all pairwise comparisons.  Formulas are
         evaluated by patsy and can run any Python expression: trusted input
         only.
-    data : DataFrame or dict, optional
+    data : DataFrame, dict, str or os.PathLike, optional
         Data for the formula form (both formulas use the same rows: paired).
+        A path to a ``.csv`` (possibly compressed) or ``.parquet`` file is
+        streamed in chunks, in two passes (a third counts the rows for
+        ``n_bins="auto"`` unless a Parquet file with ``missing="raise"`` gives
+        them): each model's bin sums, then the sums of the difference's
+        variance (the models' influence values, and per cell of the two
+        models' bins the cross products of their residuals;
+        :mod:`calibtest.streams.paired`).  The numbers equal those of the rows
+        in memory up to the order of the floating-point additions; memory is
+        that of one chunk plus the sums (``docs/scale.md``).  Clustered rows
+        and survival outcomes need the rows in memory and are refused on a
+        file.
     paired : bool or None
         Same rows in the same order (True), independent evaluation sets
         (False), or decide from the data (None; see the module docstring).
@@ -647,6 +687,11 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
         influence values, whose Kaplan-Meier censoring term is shared
         (``docs/survival.md``); without it the results are binary ones and
         so is the comparison.
+
+    chunksize : int, optional
+        Rows per chunk of a file (default :data:`~calibtest.options.DEFAULT_CHUNKSIZE`).
+    progress : bool or None
+        A progress bar over the first pass of a file, as in :func:`calibtest.calib_ci`.
 
     Returns
     -------
@@ -692,13 +737,27 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
             raise TypeError("a list of models goes in a alone (b=None)")
         models = [a, b]
     kinds = {isinstance(m, str) for m in models}
+    variances = {}
     if kinds == {True}:
         if paired is False:
             raise ValueError("the formula form evaluates all models on the same rows of data, so it is paired; "
                              "pass paired=None or True")
         surv = None if horizon is None else dict(horizon=horizon, censoring=censoring, cause=cause)
-        results = _fit_formulas(models, data, n_classes=n_classes, k=k, n_bins=n_bins, missing=missing,
-                                env=resolve_env(eval_env), cluster=cluster, survival=surv)
+        pairs = [(0, 1)] if b is not None else list(itertools.combinations(range(len(models)), 2))
+        if source_of(data) == "file":
+            results, variances = _stream_formulas(models, data, pairs, Settings(
+                n_classes=n_classes, k=k, n_bins=n_bins, missing=missing, env=resolve_env(eval_env),
+                chunksize=check_option("chunksize", chunksize), progress=progress,
+                horizon=horizon, censoring=censoring, cause=cause), cluster=cluster)
+        else:
+            if chunksize is not None:
+                raise OptionError("chunksize= reads a file in chunks; it needs data= to be a CSV or Parquet path")
+            if source_of(data) == "dask":
+                raise OptionError("calib_compare does not take a Dask DataFrame: write it to Parquet "
+                                  "(ddf.to_parquet(path)) and pass the path, which is streamed, or pass "
+                                  "ddf[columns].compute()")
+            results = _fit_formulas(models, data, n_classes=n_classes, k=k, n_bins=n_bins, missing=missing,
+                                    env=resolve_env(eval_env), cluster=cluster, survival=surv)
         forced = (True, "formula")
     else:
         if data is not None:
@@ -713,15 +772,21 @@ def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alt
             if not isinstance(m, CalibrationResult):
                 raise TypeError(f"model {i + 1} must be a CalibrationResult or a formula string, "
                                 f"got {type(m).__name__}")
+        if chunksize is not None:
+            raise OptionError("chunksize= reads a file in chunks; results carry their rows (or their file) already")
         results, forced = models, None
     for r in results[1:]:
         _check_compatible(results[0], r)
     labels = _names(results, names)
 
     def one(i, j):
-        pair = forced if forced is not None else _decide_pairing(results[i], results[j], paired)
-        return _compare_two(results[i], results[j], paired=pair[0], pairing=pair[1], alpha=alpha,
-                            alternative=alternative, variance=variance, names=(labels[i], labels[j]))
+        x, y, var = results[i], results[j], variances.get((i, j))
+        if var is None and (is_streamed(x) or is_streamed(y)):  # read the rows again from their file
+            var, pair = streamed_difference(x, y, paired)
+        else:
+            pair = forced if forced is not None else _decide_pairing(x, y, paired)
+        return _compare_two(x, y, paired=pair[0], pairing=pair[1], alpha=alpha, alternative=alternative,
+                            variance=variance, names=(labels[i], labels[j]), var=var)
 
     if len(results) == 2 and b is not None:
         return one(0, 1)

@@ -54,7 +54,8 @@ from calibtest.core.binstats import column_sums
 
 __all__ = ["influence_values", "pair_sums_single", "second_order_var_single",
            "second_order_var_paired", "first_order_var_paired", "first_order_var_single",
-           "DifferenceVariance", "difference_variance"]
+           "DifferenceVariance", "difference_variance",
+           "paired_variance_from_sums", "unpaired_variance_from_sums", "influence_from_means"]
 
 
 def influence_values(inverse: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -66,7 +67,15 @@ def influence_values(inverse: np.ndarray, u: np.ndarray) -> np.ndarray:
     m = int(inverse.max()) + 1
     count = np.bincount(inverse, minlength=m).astype(np.float64)
     mu = column_sums(inverse, u, m) / count[:, None]
-    mu_i = mu[inverse]
+    return influence_from_means(mu[inverse], u)
+
+
+def influence_from_means(mu_i: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """psi_i = ||mu_i||^2 + 2 mu_i^T (U_i - mu_i) given the mean mu_i of U over row i's bin (shape (n, d)).
+
+    The bin means may come from the rows themselves (:func:`influence_values`)
+    or from bin sums accumulated in an earlier pass over a stream.
+    """
     return np.einsum("ij,ij->i", mu_i, mu_i) + 2.0 * np.einsum("ij,ij->i", mu_i, u - mu_i)
 
 
@@ -220,17 +229,61 @@ def difference_variance(inv_a: np.ndarray, u_a: np.ndarray, inv_b: np.ndarray, u
         if u_a.shape != u_b.shape:
             raise ValueError(f"paired rows need equal shapes, got {u_a.shape} and {u_b.shape}")
         plugin = first_order_var_paired(inv_a, u_a, inv_b, u_b)
-        sums = _paired_pair_sums(inv_a, u_a, inv_b, u_b)
-        va, vb, cov = _paired_from_sums(u_a.shape[0], sums, 1.0)
-        ca, cb, ccov = _paired_from_sums(u_a.shape[0], sums, 0.0)
-        second, bias = va + vb - 2.0 * cov, 2.0 * (ca + cb - 2.0 * ccov)
-    else:
-        plugin = first_order_var_single(inv_a, u_a) + first_order_var_single(inv_b, u_b)
-        second = bias = 0.0
-        for inv, u in ((inv_a, u_a), (inv_b, u_b)):
-            count, pairs = pair_sums_single(inv, u)
-            n = u.shape[0]
-            second += 2.0 / n**2 * np.sum(pairs * _inv_count(count, 1.0) ** 2)
-            bias += 4.0 / n**2 * np.sum(pairs * _inv_count(count, 0.0) ** 2)
+        return paired_variance_from_sums(u_a.shape[0], plugin, _paired_pair_sums(inv_a, u_a, inv_b, u_b))
+    plugin = first_order_var_single(inv_a, u_a) + first_order_var_single(inv_b, u_b)
+    return unpaired_variance_from_sums(plugin, [(u.shape[0], *pair_sums_single(inv, u))
+                                                for inv, u in ((inv_a, u_a), (inv_b, u_b))])
+
+
+def paired_variance_from_sums(n: int, plugin: float, sums: tuple) -> DifferenceVariance:
+    """Var(T_A - T_B) on n shared rows from its first-order part and the pair sums.
+
+    Parameters
+    ----------
+    n : int
+        Rows.
+    plugin : float
+        Var_n(psi^A - psi^B) / n.
+    sums : tuple
+        ``(count_a, pairs_a, count_b, pairs_b, keys, pairs_c)``: the counts
+        c_b and distinct-pair sums sum_{i != j in b} (U_i.U_j)^2 of the A-bins
+        and of the B-bins, and for each occupied cell of the cross partition its
+        (A-bin, B-bin) numbers ``keys`` (shape (cells, 2)) and
+        sum_{i != j in cell} (U^A_i.U^A_j)(U^B_i.U^B_j).  These are the same
+        whether the rows are in memory or streamed (additive sums).
+
+    Returns
+    -------
+    DifferenceVariance
+        second order V2 = V2_A + V2_B - 2 cov (weights 1/(c - 1)); bias
+        2 (V2_A + V2_B - 2 cov) with weights 1/c.
+    """
+    va, vb, cov = _paired_from_sums(n, sums, 1.0)
+    ca, cb, ccov = _paired_from_sums(n, sums, 0.0)
+    second, bias = va + vb - 2.0 * cov, 2.0 * (ca + cb - 2.0 * ccov)
     # Rounding can leave sums of squares a hair below zero.
+    return DifferenceVariance(float(plugin), float(max(bias, 0.0)), float(max(second, 0.0)))
+
+
+def unpaired_variance_from_sums(plugin: float, models) -> DifferenceVariance:
+    """Var(T_A - T_B) of independent evaluation sets from its first-order part and each model's pair sums.
+
+    Parameters
+    ----------
+    plugin : float
+        sigma1_A^2 / n_A + sigma1_B^2 / n_B (population variances of the influence values).
+    models : sequence of (n, count, pairs)
+        Each model's rows, its bins' counts c_b and distinct-pair sums
+        sum_{i != j in b} (U_i.U_j)^2.
+
+    Returns
+    -------
+    DifferenceVariance
+        second order sum over models of (2/n^2) sum_b pairs_b / (c_b - 1)^2;
+        bias sum of (4/n^2) sum_b pairs_b / c_b^2.
+    """
+    second = bias = 0.0
+    for n, count, pairs in models:
+        second += 2.0 / n**2 * np.sum(pairs * _inv_count(count, 1.0) ** 2)
+        bias += 4.0 / n**2 * np.sum(pairs * _inv_count(count, 0.0) ** 2)
     return DifferenceVariance(float(plugin), float(max(bias, 0.0)), float(max(second, 0.0)))

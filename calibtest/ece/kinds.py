@@ -150,8 +150,12 @@ class AnalysisKind:
                     f"{b.n_classes})")
         return None
 
-    def shares_rows(self, other: "AnalysisKind") -> tuple[bool, str]:
+    def shares_rows(self, other: "AnalysisKind", identical: bool | None = None) -> tuple[bool, str]:
         """(paired, reason): whether two results of equal n hold the same rows, as calib_compare decides it.
+
+        ``identical``: whether the outcomes y = U + Z agree row by row, found by
+        a pass over a file both results were streamed from (None: compared on
+        the rows the results hold).
 
         Raises
         ------
@@ -160,9 +164,10 @@ class AnalysisKind:
         """
         a, b = self.res, other.res
         if a.mode.binary:
-            if np.array_equal(np.rint(a.data.u[:, 0] + a.data.z[:, 0]), np.rint(b.data.u[:, 0] + b.data.z[:, 0])):
-                return True, "identical outcomes"
-            return False, "outcomes differ"
+            if identical is None:
+                identical = np.array_equal(np.rint(a.data.u[:, 0] + a.data.z[:, 0]),
+                                           np.rint(b.data.u[:, 0] + b.data.z[:, 0]))
+            return (True, "identical outcomes") if identical else (False, "outcomes differ")
         raise ValueError(
             f"cannot tell whether two {a.mode} results with the same n = {a.n} share their rows: they hold only "
             "each model's own correctness indicators, which differ between models on the same rows. Pass "
@@ -883,7 +888,7 @@ class SurvivalKind(AnalysisKind):
         res = self.res
         return f"survival at t={self.survival.horizon:g} n={res.n} B={res.n_bins}: ECE^2(t)={res.estimate:.6g}"
 
-    def shares_rows(self, other: AnalysisKind) -> tuple[bool, str]:
+    def shares_rows(self, other: AnalysisKind, identical: bool | None = None) -> tuple[bool, str]:
         """Paired when the two results hold the same times and events, row by row."""
         if self.same_follow_up(other):
             return True, "identical times and events"

@@ -24,7 +24,7 @@ from calibtest.inputs.design import Design
 from calibtest.inputs.formula import column_values, parse_formula, resolve_env
 from calibtest.inputs.settings import Inputs, Settings
 
-__all__ = ["Rows", "read_rows", "resolve_weights", "array_input", "missing_mask", "is_dask",
+__all__ = ["Rows", "read_rows", "joint_missing", "resolve_weights", "array_input", "missing_mask", "is_dask",
            "is_out_of_core", "PreparedInput", "prepare_input", "Clusters", "resolve_clusters"]
 
 
@@ -145,6 +145,22 @@ def read_rows(formula, data, y, probs, env, missing: str, survival: bool = False
     if n_dropped:
         y_arr, p_arr = y_arr[~mask], p_arr[~mask]
     return Rows(y_arr, p_arr, y_name, list(prob_names), class_names, n_dropped, None if not n_dropped else ~mask)
+
+
+def joint_missing(formulas, data, env) -> np.ndarray:
+    """Rows of ``data`` with a missing outcome or prediction in any of ``formulas`` (boolean mask).
+
+    Several models scored on the same rows (:func:`calibtest.calib_compare`
+    with ``missing="drop"``) drop such a row for every model, so the rows stay
+    shared; a ``Surv(time, event)`` outcome is missing when either is.
+    """
+    masks = []
+    for f in formulas:
+        parsed = parse_formula(f, data, env)
+        y_na = np.asarray(pd.isna(parsed.y), dtype=bool)
+        y_na = y_na.any(axis=1) if y_na.ndim == 2 else y_na  # Surv(time, event): either missing
+        masks.append(y_na | np.isnan(parsed.probs).any(axis=1))
+    return np.logical_or.reduce(masks)
 
 
 def is_dask(data) -> bool:

@@ -298,6 +298,9 @@ _PASSES = {
     "evidence": (lambda d, e: ct.evidence(_F, data=d, chunksize=500, rng=1, eval_env=e), "first"),
     "res.evidence()": (lambda res: res.evidence(rng=1), "after"),
     "res.hosmer_lemeshow()": (lambda res: res.hosmer_lemeshow(), "after"),
+    "calib_compare": (lambda d, e: ct.calib_compare(_F, "y ~ I(touch(p) ** 2)", data=d, chunksize=500,
+                                                    eval_env=e), "first"),
+    "calib_compare(res, res)": (lambda res: ct.calib_compare(res, res, paired=True), "after"),
 }
 
 
@@ -305,6 +308,8 @@ def _sources(out) -> list:
     """The ``source`` records a streamed result holds (its own; an evidence result's test's too)."""
     if isinstance(out, ct.HosmerLemeshowResult):
         return []  # a table of the interval's rows, no result of its own
+    if isinstance(out, ct.ComparisonResult):
+        return [out.result_a.source, out.result_b.source]
     return [out.source] + ([out.test.source] if isinstance(out, ct.EvidenceResult) else [])
 
 
