@@ -53,16 +53,11 @@ from calibtest.core.targets import Target
 from calibtest.ece.build_result import estimate_in_memory
 from calibtest.inputs.design import Design
 from calibtest.inputs.settings import Inputs, Settings
-<<<<<<< HEAD
-from calibtest.inputs.formula import parse_formula, resolve_env
-from calibtest.options import OPTIONS
-=======
 from calibtest.inputs.formula import resolve_env
 from calibtest.inputs.rows import joint_missing
 from calibtest.inputs.design import source_of
 from calibtest.streams.paired import compare_file, is_streamed, streamed_difference
-from calibtest.options import OPTIONS, OptionError, check_option, check_options
->>>>>>> bounded
+from calibtest.options import OPTIONS, OptionError, check_option
 from calibtest.ece.result import CalibrationResult, ConfidenceInterval
 from calibtest.ece.survival import ipcw_influence, survival_calib_ci
 from calibtest.display.summary import CalibSummary, ResultDisplay, short_name
@@ -601,9 +596,6 @@ def _fit_formulas(formulas, data, *, n_classes, k, n_bins, missing, env, cluster
     return [estimate_in_memory(Inputs(f, data, cluster=cluster), settings) for f in formulas]
 
 
-<<<<<<< HEAD
-@bound_options("calib_compare")
-=======
 def _stream_formulas(formulas, path, pairs, settings: Settings, cluster=None):
     """The formula form on a CSV or Parquet file: each model's result and each pair's variance, streamed in two
     passes (:func:`calibtest.streams.paired.compare_file`); what needs every row at once is refused."""
@@ -615,7 +607,7 @@ def _stream_formulas(formulas, path, pairs, settings: Settings, cluster=None):
     return compare_file(path, formulas, settings, pairs)
 
 
->>>>>>> bounded
+@bound_options("calib_compare")
 def calib_compare(a, b=None, *, data=None, paired=None, alpha: float = 0.05, alternative: str = "two-sided",
                   variance: str = "corrected", names=None, n_classes=None, k=None, n_bins="auto",
                   missing: str = "raise", eval_env=0, cluster=None, horizon=None, censoring: str = "km",

@@ -765,7 +765,8 @@ def second_order_jackknife(cell: np.ndarray, event: np.ndarray, u: np.ndarray, v
     # second order: the separable part, per row
     gam = {(k, l): v[l] * cc[k, l] * c[k] for k in (0, 1) for l in (0, 1)}
     reach = [sum(set_counts[l] * gam[k, l] for l in (0, 1)) - gam[k, k] for k in (0, 1)]  # (r,) each
-    h_b = np.bincount(cell, weights=e * np.where(event, reach[0][set_i], reach[1][set_i]), minlength=size)
+    h_b: np.ndarray = np.bincount(cell, weights=e * np.where(event, reach[0][set_i], reach[1][set_i]),
+                                  minlength=size)
     # second order: the pairs within a bin
     Xl_sum = np.bincount(pos, weights=Xl, minlength=2 * size).reshape(size, 2).T   # sum_{i in (b, k)} X^(-i)
     set_b = np.repeat(np.arange(r), m)
@@ -1067,6 +1068,8 @@ def weighted_statistics(inverse: np.ndarray, u: np.ndarray, w: np.ndarray, m: in
     ratio, jvar = float(contributions.sum()), None
     estimate = ratio
     if jackknife == 2:
+        if events is None:
+            raise ValueError("jackknife=2 needs the rows' events (events=)")
         so = second_order_jackknife(inverse, events, u[:, 0], class_weights(w, events), m)
         estimate, jvar, contributions = float(so.estimate[0]), float(so.jackknife_variance[0]), so.contributions
     elif jackknife:
@@ -1159,7 +1162,7 @@ def weighted_null_draws(z: np.ndarray, inverse: np.ndarray, labels: NullLabels, 
         w = np.where(y, weight_event, weight_nonevent)
         u = y - z
         cell = (np.arange(r)[:, None] * m + inverse).ravel()
-        if jackknife == 2:
+        if v is not None:  # jackknife == 2
             so = second_order_jackknife(cell, y.ravel(), u.ravel(), v, m, r)
             out[start:start + r], out_var[start:start + r] = so.estimate, so.jackknife_variance
             continue
