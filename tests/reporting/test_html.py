@@ -654,8 +654,9 @@ def test_toc_links_and_consecutive_numbering(demo):
     hrefs = [v for tag, name, v in doc.attrs if tag == "a" and name == "href"]
     toc = [v[1:] for v in hrefs if v.startswith("#")]
     assert toc and all(t in ids for t in toc)
-    # the only other links are the two models' bin tables, inside the file
-    assert [v.split(",")[0] for v in hrefs if not v.startswith("#")] == ["data:text/csv;charset=utf-8;base64"] * 2
+    # the only other links are each model's machine-readable result and bin table, inside the file
+    assert [v.split(",")[0] for v in hrefs if not v.startswith("#")] == [
+        "data:application/json;charset=utf-8;base64", "data:text/csv;charset=utf-8;base64"] * 2
     sections = [t for t in toc if not t.startswith(("table-", "figure-"))]
     assert sections[:4] == ["summary", "model-and-data", "analysis-plan", "comparisons"]
     assert sections[-6:] == ["methods", "limitations", "software", "references", "revision-history", "approval"]
@@ -813,8 +814,10 @@ def test_pdf_metadata_attachments_and_pdfa(full_pdf):
         assert np.array_equal(attached["count"], res.bin_table()["count"])
         assert attached["contribution"].sum() == pytest.approx(res.estimate, rel=1e-12, abs=1e-15)
         assert name in re.sub(r"\s+", "", " ".join(p.extract_text() for p in reader.pages))
-    assert _json.loads(files["result-1-current-score.json"][0]) == _json.loads(_json.dumps(json_safe(a.to_dict())))
-    assert _json.loads(files["result-2-inflated-score.json"][0]) == _json.loads(_json.dumps(json_safe(b.to_dict())))
+    for res, name in ((a, "result-1-current-score.json"), (b, "result-2-inflated-score.json")):
+        record, own = _json.loads(files[name][0]), _json.loads(_json.dumps(json_safe(res.to_dict())))
+        assert {key: record[key] for key in own} == own  # to_dict(), with the evidence, acceptance and verdict
+        assert record["verdict"] == res.evidence().verdict and "evidence" in record
     assert _json.loads(files["comparison-1.json"][0])["estimate"] == cmp.estimate
     assert _json.loads(files["analysis-plan.json"][0]) == plan.to_dict()
     xmp = reader.trailer["/Root"]["/Metadata"].get_object().get_data().decode("utf-8")
