@@ -8,6 +8,7 @@ Run: ``python benchmarks/bench_core.py``.  Prints median wall times of repeated 
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -25,6 +26,7 @@ def median_time(fn, repeat: int = 7) -> float:
 
 
 def main() -> None:
+    print(f"bench_core: {os.cpu_count()} CPUs, load average (1 min) {os.getloadavg()[0]:.2f}")
     rng = np.random.default_rng(0)
     n, B = 1_000_000, 50
     conf = rng.uniform(0.1, 1.0, size=n)

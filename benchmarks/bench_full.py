@@ -12,6 +12,7 @@ the CPU time is the steadier figure.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -41,6 +42,7 @@ def report(name: str, wall: float, cpu: float, target: float | None = None) -> N
 
 
 def main() -> None:
+    print(f"bench_full: {os.cpu_count()} CPUs, load average (1 min) {os.getloadavg()[0]:.2f}")
     rng = np.random.default_rng(0)
 
     n = 1_000_000

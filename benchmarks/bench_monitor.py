@@ -2,13 +2,16 @@
 
 * Update cost: one ``update(y=, probs=)`` of a calibrated binary batch (p ~ Beta(2, 5)) at 10^3 ... 10^6 rows,
   CPU time (``time.process_time``, little affected by other jobs) per row, best of 3 (after a first look,
-  which also simulates the RA-CUSUM thresholds: timed apart).
+  which also computes the RA-CUSUM thresholds: timed apart).
+* The first look's thresholds: the first update of a 10^5-row batch against the next three, and of a 50-row
+  batch (where the Brook-Evans chain is solved for each chart) with one BLAS thread and with the default
+  BLAS threads (``threadpoolctl``).
 * Memory: the monitor's state (its JSON) after 10, 100 and 1,000 looks, with the default ``history=1000`` and
   with ``history=10``; and the peak ``tracemalloc`` of one 10^5-row look after 10 and after 1,000 looks
   (the same: no row is kept).
 * State file size after 10, 100, 1,000 looks (history 1000 and 10).
 * Files: Parquet batches streamed by ``update(path)`` (``--rows`` rows in ``--files`` files): the first file
-  (which also simulates the RA-CUSUM thresholds) timed apart from the others, rows per CPU second and per wall
+  (which also computes the RA-CUSUM thresholds) timed apart from the others, rows per CPU second and per wall
   second, and the extrapolated time of the issue's target (10^8 rows in 1,000 files of 10^5 rows), with the
   machine's load average.
 
@@ -44,7 +47,7 @@ def update_cost(lines):
     y, p = batch(rng, 1000)
     t0 = time.process_time()
     mon.update(y=y, probs=p)
-    lines.append(f"first look (1,000 rows, RA-CUSUM thresholds simulated): {time.process_time() - t0:.2f} s CPU")
+    lines.append(f"first look (1,000 rows, RA-CUSUM thresholds computed): {time.process_time() - t0:.2f} s CPU")
     lines.append("rows per look | CPU s per look (best of 3) | CPU ns per row")
     for n in (10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6):
         y, p = batch(rng, n)
@@ -56,6 +59,26 @@ def _timed(mon, y, p):
     t0 = time.process_time()
     mon.update(y=y, probs=p)
     return time.process_time() - t0
+
+
+def first_looks(lines):
+    """CPU of a first look (the thresholds are computed from its rows) against the looks after it."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    rng = np.random.default_rng(3)
+    mon = ct.CalibrationMonitor()
+    first = _timed(mon, *batch(rng, 10 ** 5))
+    later = [_timed(mon, *batch(rng, 10 ** 5)) for _ in range(3)]
+    lines.append(f"first look of 100,000 rows: {first:.2f} s CPU (thresholds computed); the next 3 looks "
+                 f"{min(later):.2f}-{max(later):.2f} s CPU")
+    default_threads = max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+    for threads in (1, default_threads):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            mon = ct.CalibrationMonitor()
+            cpu = _timed(mon, *batch(rng, 50))
+        charts = len(mon.result().ra_thresholds)
+        lines.append(f"first look of 50 rows (the chain solved for each of {charts} charts), {threads} BLAS "
+                     f"thread(s): {cpu:.2f} s CPU, {cpu / charts:.2f} s per chart")
 
 
 def memory(lines):
@@ -91,7 +114,7 @@ def files(lines, rows, n_files):
             paths.append(path)
         mon = ct.CalibrationMonitor("y ~ p")
         t0, c0 = time.perf_counter(), time.process_time()
-        mon.update(paths[0])  # the first look also simulates the RA-CUSUM thresholds from its rows
+        mon.update(paths[0])  # the first look also computes the RA-CUSUM thresholds from its rows
         first_wall, first_cpu = time.perf_counter() - t0, time.process_time() - c0
         t0, c0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
         for path in paths[1:]:
@@ -102,8 +125,8 @@ def files(lines, rows, n_files):
         size = state.stat().st_size
     rest = rows - per
     lines.append(f"{rows:,} rows in {n_files} Parquet files of {per:,} rows (binary, y ~ p), one process:")
-    lines.append(f"  first file: {first_wall:.1f} s wall, {first_cpu:.1f} s CPU (of which the RA-CUSUM threshold "
-                 f"simulation from its {per:,} rows is nearly all)")
+    lines.append(f"  first file: {first_wall:.1f} s wall, {first_cpu:.1f} s CPU (the RA-CUSUM thresholds "
+                 f"computed from its {per:,} rows included)")
     lines.append(f"  the other {n_files - 1} files: {wall:.1f} s wall, {cpu:.1f} s CPU: {rest / cpu:,.0f} rows per "
                  f"CPU second, {rest / wall:,.0f} rows per wall second; state file after {n_files} looks: "
                  f"{size:,} bytes")
@@ -117,8 +140,9 @@ def files(lines, rows, n_files):
 
 
 def main(rows, n_files):
-    lines = ["# bench_monitor: CalibrationMonitor", ""]
-    for part in (update_cost, memory):
+    lines = [f"# bench_monitor: CalibrationMonitor; {os.cpu_count()} CPUs, load average (1 min) at the start "
+             f"{os.getloadavg()[0]:.1f}", ""]
+    for part in (update_cost, first_looks, memory):
         part(lines)
         lines.append("")
     files(lines, rows, n_files)

@@ -5,7 +5,10 @@ ways in one process, interleaved, ``--repeat`` times each (best of, CPU and wall
 
 * read: a plain ``pyarrow.parquet.ParquetFile(pre_buffer=False).iter_batches`` of both columns into numpy;
 * memory: ``calib_ci(y=..., probs=..., n_classes=10)`` on the arrays read;
-* stream: ``calib_ci("correct ~ confidence", data=path, n_classes=10)`` (chunks of 10^6).
+* stream: ``calib_ci("correct ~ confidence", data=path, n_classes=10)`` (chunks of 10^6; the default null
+  gathers the conditional null's sums);
+* stream-asymptotic: the same with ``null="asymptotic"`` (no conditional null's sums), for what those sums cost
+  per chunk.
 
 Prints stream / (read + memory) for the CPU and the wall times.  Interleaving and best-of keep the ratio
 meaningful on a shared machine, where single wall times move by 2-10x with the load.
@@ -56,7 +59,9 @@ def main() -> str:
         ct.calib_ci(y=corr[:1000], probs=conf[:1000], n_classes=K)  # imports and first-call costs
         ct.calib_ci(FORMULA, data=str(path), n_classes=K, progress=False)
         steps = {"read": read, "memory": lambda: ct.calib_ci(y=corr, probs=conf, n_classes=K),
-                 "stream": lambda: ct.calib_ci(FORMULA, data=str(path), n_classes=K, progress=False)}
+                 "stream": lambda: ct.calib_ci(FORMULA, data=str(path), n_classes=K, progress=False),
+                 "stream-asymptotic": lambda: ct.calib_ci(FORMULA, data=str(path), n_classes=K, progress=False,
+                                                          null="asymptotic")}
         times: dict[str, list] = {name: [] for name in steps}
         load0 = os.getloadavg()[0]
         for _ in range(args.repeat):  # interleaved repeats
@@ -70,10 +75,14 @@ def main() -> str:
     lines = [f"bench_stream_ratio: {rows:,} top-1 rows (K = {K}) from Parquet, best of {args.repeat} interleaved "
              f"runs; {os.cpu_count()} CPUs, load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"]
     for name, (cpu, wall) in best.items():
-        lines.append(f"{name:7s} CPU {cpu:6.3f} s   wall {wall:6.3f} s")
+        lines.append(f"{name:17s} CPU {cpu:6.3f} s   wall {wall:6.3f} s")
     for i, kind in enumerate(("CPU", "wall")):
         ratio = best["stream"][i] / (best["read"][i] + best["memory"][i])
         lines.append(f"stream / (read + memory), {kind}: {ratio:.2f}x ({'within' if ratio <= 1.25 else 'OVER'} 1.25x)")
+    chunks = -(-rows // 1_000_000)
+    extra = [(best["stream"][i] - best["stream-asymptotic"][i]) / chunks * 1e3 for i in range(2)]
+    lines.append(f"the conditional null's sums: {extra[0]:.1f} ms CPU, {extra[1]:.1f} ms wall per chunk of 10^6 rows "
+                 f"(stream - stream-asymptotic, {chunks} chunks)")
     text = "\n".join(lines) + "\n"
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(text)

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ def best_of(fn, repeat=3):
 
 
 def main():
+    print(f"compare: {os.cpu_count()} CPUs, load average (1 min) {os.getloadavg()[0]:.2f}")
     rng = np.random.default_rng(0)
     print(f"{'mode':>6} {'n':>9} {'calib_ci x2 (s)':>16} {'calib_compare (s)':>18}")
     for n in (10_000, 100_000, 1_000_000):

@@ -14,6 +14,7 @@ Output: benchmarks/tcal_statistic.txt (committed).
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -45,7 +46,8 @@ def main(n_datasets: int = 200, n_draws: int = 1000, B: int = 50, alpha: float =
     p = pd.read_csv(DATA).confidence.to_numpy()
     n = len(p)
     lines = [f"T-Cal statistic comparison on {DATA.name}: n = {n}, B = {B}, alpha = {alpha}, "
-             f"{n_draws} draws per test, {n_datasets} data sets per row",
+             f"{n_draws} draws per test, {n_datasets} data sets per row; {os.cpu_count()} CPUs, load average "
+             f"(1 min) {os.getloadavg()[0]:.2f} at the start",
              f"bins of the data: {int((np.bincount(np.floor(B * p).astype(int)) > 0).sum())} non-empty of {B}"]
     t0 = time.perf_counter()
     for label, shift in (("power, labels at p - 0.02", 0.02), ("size, labels at p (calibrated)", 0.0)):
@@ -70,6 +72,7 @@ def main(n_datasets: int = 200, n_draws: int = 1000, B: int = 50, alpha: float =
         res = ct.tcal_test(y=y, probs=p, rng=1, **kw)
         lines.append(f"timing: {text}: {time.perf_counter() - t:.2f} s (R = {res.n_draws}, "
                      f"{len(res.scales)} scale(s), finite thresholds: {all(map(math.isfinite, res.thresholds))})")
+    lines.append(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
     return "\n".join(lines)
 
 
