@@ -411,20 +411,19 @@ class CalibrationErrorDisplay:
 
     Examples
     --------
+    From predictions already made (:meth:`from_estimator` asks a fitted classifier for them):
+
+    >>> import numpy as np
     >>> from matplotlib.figure import Figure
-    >>> from sklearn.datasets import make_classification
-    >>> from sklearn.linear_model import LogisticRegression
-    >>> from sklearn.model_selection import train_test_split
     >>> from calibtest.sklearn import CalibrationErrorDisplay
-    >>> X, y = make_classification(n_samples=2000, random_state=0)
-    >>> X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
-    >>> clf = LogisticRegression().fit(X_train, y_train)
-    >>> disp = CalibrationErrorDisplay.from_estimator(clf, X_test, y_test, n_bins=10, strategy="quantile",
-    ...                                               ax=Figure().subplots())
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(size=1000)
+    >>> disp = CalibrationErrorDisplay.from_predictions(rng.binomial(1, p), p, n_bins=10, strategy="quantile",
+    ...                                                 ax=Figure().subplots())
     >>> disp.counts.tolist()  # deciles of the predictions
     [100, 100, 100, 100, 100, 100, 100, 100, 100, 100]
     >>> print(disp.verdict_text())
-    ECE 0.0475, 95% CI [0, 0.0681]
+    ECE 0.0187, 95% CI [0, 0.073]
     no evidence of miscalibration
 
     Without ``ax`` the display draws on a new pyplot figure;
