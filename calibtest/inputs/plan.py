@@ -774,12 +774,15 @@ def plan(path, *, alpha: float = PLAN_SCHEMA["alpha"].default, n_bins=PLAN_SCHEM
     -----
     The ``sha256`` field is the SHA-256 of
     ``json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
-    over every field except ``sha256`` itself (see the module docstring).
+    over every field except ``sha256`` itself (see the module docstring): the
+    analysis specified before the data are seen, as TRIPOD asks of a
+    validation [1]_.
 
     References
     ----------
-    .. [1] Sun, Chaudhari, Barnett and Dobriban, "A Confidence Interval for the
-           l2 Expected Calibration Error", arXiv:2408.08998, 2024.
+    .. [1] Collins, Reitsma, Altman and Moons, "Transparent reporting of a
+           multivariable prediction model for individual prognosis or
+           diagnosis (TRIPOD): the TRIPOD statement", BMJ 350 (2015) g7594.
 
     Examples
     --------
