@@ -36,6 +36,7 @@ import re
 import shlex
 import sys
 
+from calibtest.core.progress import progress_bar
 from calibtest.inputs.design import Design, combinations_text
 from calibtest.inputs.settings import Inputs, Settings
 from calibtest.options import (DEFAULT_CHUNKSIZE, EXIT_DATA, EXIT_USAGE, OPTIONS, PLAN_SCHEMA, PLAN_TESTS, DataError,
@@ -44,6 +45,9 @@ from calibtest.options import (DEFAULT_CHUNKSIZE, EXIT_DATA, EXIT_USAGE, OPTIONS
 __all__ = ["main", "build_parser", "report_command", "EXIT_STATUSES"]
 
 #: Exit status of the command line for each kind of outcome.
+#: ``calibtest monitor`` shows a progress bar (on an interactive terminal) from this many batch files.
+MONITOR_PROGRESS_FILES = 20
+
 EXIT_STATUSES = {"success": 0, "data or file error": EXIT_DATA, "usage (option) error": EXIT_USAGE,
                  "monitor alarm": 3, "output pipe closed": 141}
 
@@ -833,9 +837,11 @@ def _cmd_monitor(args) -> int:
         if f not in {g for _, g in todo}:
             print(f"skip {f.name} (already in the state)")
     record = None
-    for stamp, f in todo:
-        record = mon.update(str(f), time=stamp)
-        print(_look_line(f.name, record))
+    with progress_bar(len(todo), "monitor", unit="file", work=len(todo), min_work=MONITOR_PROGRESS_FILES) as bar:
+        for stamp, f in todo:  # a bar on an interactive terminal over many files; each look's line above it
+            record = mon.update(str(f), time=stamp)
+            bar.write(_look_line(f.name, record))
+            bar.update()
     state = mon.to_json()
     state["cli"] = {"last_file": todo[-1][1].name if todo else last_file}
     tmp = args.state + ".tmp"

@@ -98,3 +98,22 @@ def test_report_path_refused_before_any_batch(tmp_path, capsys):
                    str(tmp_path / "r.txt")])
     assert status == 2 and "--report must end in .html" in capsys.readouterr().err
     assert not state.exists() and not (tmp_path / "r.txt").exists()
+
+
+def test_many_files_show_a_bar_on_a_terminal_and_the_same_lines(tmp_path, capsys, monkeypatch):
+    # The one progress helper: over MONITOR_PROGRESS_FILES batch files or more, an interactive terminal gets a
+    # bar on stderr; every look's line is printed as without it, and a non-interactive run shows no bar.
+    pytest.importorskip("tqdm")
+    from calibtest import cli
+    from calibtest.core import progress
+
+    days = cli.MONITOR_PROGRESS_FILES
+    _write_days(tmp_path / "d", days, n=100)
+    args = ["monitor", str(tmp_path / "d"), "--formula", "y ~ p", "--model", "m"]
+    assert main(args + ["--state", str(tmp_path / "a.json")]) == 0
+    quiet = capsys.readouterr()
+    monkeypatch.setattr(progress, "interactive", lambda: True)
+    assert main(args + ["--state", str(tmp_path / "b.json")]) == 0
+    shown = capsys.readouterr()
+    assert quiet.err == "" and "monitor: 100%" in shown.err and f"{days}/{days}" in shown.err
+    assert shown.out == quiet.out and len(quiet.out.splitlines()) >= days

@@ -84,6 +84,10 @@ class _NoBar:
     def update(self, n: int = 1) -> None:
         return None
 
+    def write(self, text: str) -> None:
+        """Print a line on stdout (a shown bar's ``write`` prints it above the bar)."""
+        print(text)
+
     def close(self) -> None:
         return None
 
