@@ -19,7 +19,6 @@ sklearn = pytest.importorskip("sklearn")
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 from scipy import stats  # noqa: E402
 from sklearn.calibration import calibration_curve  # noqa: E402
 from sklearn.datasets import make_classification  # noqa: E402
@@ -39,6 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _close_figures():
+    import matplotlib.pyplot as plt
+
     yield
     plt.close("all")
 
@@ -125,6 +126,8 @@ def test_n_bins_is_the_displayed_curve_and_ece_bins_the_estimators():
 
 
 def test_unknown_keywords_are_refused_by_name_before_plotting():
+    import matplotlib.pyplot as plt
+
     rng = np.random.default_rng(0)
     p = rng.uniform(size=200)
     y = (rng.random(200) < p).astype(int)
@@ -500,6 +503,8 @@ def _public_docs() -> dict[str, str]:
 
 
 def test_every_public_name_has_a_runnable_doctested_example(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
     import doctest
     import re
 
@@ -551,6 +556,8 @@ def test_scorer_gives_zero_not_negative_zero():
 
 
 def test_display_name_is_carried_into_comparisons_summaries_and_reports(tmp_path):
+    import matplotlib.pyplot as plt
+
     from sklearn.datasets import load_digits
     from sklearn.naive_bayes import GaussianNB
 

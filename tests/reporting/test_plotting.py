@@ -13,7 +13,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -45,6 +44,8 @@ def topk_result():
 
 @pytest.fixture(autouse=True)
 def _close_figures():
+    import matplotlib.pyplot as plt
+
     yield
     plt.close("all")
 
@@ -144,6 +145,8 @@ def test_full_mode_panels_group_rows_by_class_if_available():
 
 
 def test_overlay_two_models_and_bad_input(demo):
+    import matplotlib.pyplot as plt
+
     df = demo.assign(q=np.clip(demo["p"] * 1.2, 0, 1))
     a = ct.calib_ci("y ~ p", data=df, n_bins=10)
     b = ct.calib_ci("y ~ q", data=df, n_bins=10)
@@ -167,6 +170,8 @@ def test_overlay_two_models_and_bad_input(demo):
 
 
 def test_given_axes_are_used(demo_result):
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots()
     out = plot_reliability(demo_result, ax=ax)
     assert out is ax
@@ -280,6 +285,8 @@ def _sensitivity_frame():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["demo", "rare", "two"])
 def test_report_figures_keep_legends_off_the_data(case, demo_result, rare_result, second_result):
+    import matplotlib.pyplot as plt
+
     results, labels = {"demo": ([demo_result], ["demo"]), "rare": ([rare_result], ["rare"]),
                        "two": ([demo_result, second_result], ["Model A", "Model B"])}[case]
     n_before = plt.get_fignums()

@@ -11,7 +11,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -24,6 +23,8 @@ from calibtest.reporting.plotting import display_bins, display_points, plot_reli
 
 @pytest.fixture(autouse=True)
 def _close_figures():
+    import matplotlib.pyplot as plt
+
     yield
     plt.close("all")
 
