@@ -11,7 +11,6 @@ implementations: statsmodels' ``SurvfuncRight`` and ``PHReg`` and plain Python l
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import shutil
@@ -19,7 +18,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 from scipy import stats as sps
@@ -30,6 +28,7 @@ from calibtest.core.km_cox import breslow_offset_at, cox_breslow, equal_size_gro
 from calibtest.api.calib_ci import calib_ci
 from calibtest.checks.flexible_calibration import harrell_knots, rcs_basis
 from calibtest.checks.survival_calibration import SURVIVAL_ROWS, SurvivalEvidence, survival_evidence
+from reference_helpers import load_reference, survival_set
 
 REPO = Path(__file__).resolve().parents[2]
 REF_DIR = REPO / "tests" / "reference"
@@ -41,17 +40,11 @@ TOL = 1e-6
 
 
 def _reference() -> dict:
-    if not (REF_JSON.exists() and REF_DATA.exists()):
-        pytest.skip("the R reference file or its data is absent")
-    ref = json.loads(REF_JSON.read_text())
-    assert hashlib.md5(REF_DATA.read_bytes()).hexdigest() == ref["data_md5"], "the data changed since the R run"
-    return ref
+    return load_reference(REF_JSON, REF_DATA)
 
 
 def _data(name: str):
-    d = pd.read_csv(REF_DATA)
-    d = d[d["set"] == name]
-    return d["time"].to_numpy(), d["event"].to_numpy(), d["risk"].to_numpy(), float(d["horizon"].iloc[0])
+    return survival_set(REF_DATA, name)
 
 
 def _sim(n, seed, scale=1.0, shift=0.0, cens=12.0, horizon=5.0):

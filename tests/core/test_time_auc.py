@@ -8,7 +8,6 @@ riskRegression 2022.11.28, prodlim 2019.11.13) on ``tests/reference/survival_evi
 
 ``test_rerun_r_reference`` runs the script again (slow; skipped without Rscript).
 """
-import hashlib
 import json
 import math
 import shutil
@@ -16,10 +15,10 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from calibtest.core.time_auc import time_auc
+from reference_helpers import load_reference, survival_set
 
 REPO = Path(__file__).resolve().parents[2]
 REF_DIR = REPO / "tests" / "reference"
@@ -29,17 +28,12 @@ REF_SCRIPT = REF_DIR / "survival_auc.R"
 
 
 def _reference() -> dict:
-    if not (REF_JSON.exists() and REF_DATA.exists()):
-        pytest.skip("the R reference file or its data is absent")
-    ref = json.loads(REF_JSON.read_text())
-    assert hashlib.md5(REF_DATA.read_bytes()).hexdigest() == ref["data_md5"], "the data changed since the R run"
-    return ref
+    return load_reference(REF_JSON, REF_DATA)
 
 
 def _data(name: str):
-    d = pd.read_csv(REF_DATA)
-    d = d[d["set"] == name]
-    return d["time"].to_numpy(), d["event"].to_numpy() == 1, d["risk"].to_numpy(), float(d["horizon"].iloc[0])
+    time, event, risk, horizon = survival_set(REF_DATA, name)
+    return time, event == 1, risk, horizon
 
 
 def _slow_auc(time, event, risk, horizon):
