@@ -51,6 +51,16 @@ def population_mu(prev: float, sd: float) -> float:
     return float(optimize.brentq(f, -10, 5))
 
 
+def case_control_sample(rng, prev: float, mu: float, sd: float, model, ncase: int):
+    """``(p, y)`` of ``ncase`` cases and ``ncase`` controls: the first of each among 3 ncase / prev people of the
+    population (true risk expit(mu + sd x), x standard normal), with the model's predictions ``model(risk)``."""
+    x = rng.standard_normal(int(3 * ncase / prev))
+    r = special.expit(mu + sd * x)
+    y = rng.random(x.size) < r
+    idx = np.concatenate([np.flatnonzero(y)[:ncase], np.flatnonzero(~y)[:ncase]])
+    return model(r[idx]), y[idx].astype(int)
+
+
 def binned_terms(mu, sd, model, B):
     """Each bin's term P(b) (E[r - p | b])^2 of the population's binned ECE^2 (B equal-width bins of p)."""
     x = np.linspace(-12, 12, 400001)
@@ -90,11 +100,7 @@ def run(name, reps):
     rng = np.random.default_rng([35, len(name)])
     rows, per_bin, cases_b, controls_b, terms = [], [], [], [], {}
     for _ in range(reps):
-        x = rng.standard_normal(int(3 * ncase / prev))
-        r = special.expit(mu + sd * x)
-        y = rng.random(x.size) < r
-        idx = np.concatenate([np.flatnonzero(y)[:ncase], np.flatnonzero(~y)[:ncase]])
-        p, yy = model(r[idx]), y[idx].astype(int)
+        p, yy = case_control_sample(rng, prev, mu, sd, model, ncase)
         data = prepare_target(yy, p)
         part = partition_rows(data, bins)
         B = part.n_bins

@@ -30,7 +30,6 @@ import sys
 import time
 
 import numpy as np
-from scipy import special
 
 import calibtest as ct
 from calibtest.core.partition import partition_rows
@@ -41,7 +40,7 @@ from calibtest.ece.build_result import prevalence_partition
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from prevalence_bias import binned_terms, population_mu  # noqa: E402
+from prevalence_bias import binned_terms, case_control_sample, population_mu  # noqa: E402
 from prevalence_strata import DESIGNS, model_of  # noqa: E402
 
 REPS = int(os.environ.get("PREV_SO_REPS", 2000))
@@ -57,11 +56,7 @@ def run(name, reps, ncase=500):
     rng = np.random.default_rng([35, 7, len(name), ncase])   # the seeds of prevalence_strata.py
     cache, rows = {}, []
     for rep in range(reps):
-        x = rng.standard_normal(int(3 * ncase / prev))
-        r = special.expit(mu + sd * x)
-        y = rng.random(x.size) < r
-        idx = np.concatenate([np.flatnonzero(y)[:ncase], np.flatnonzero(~y)[:ncase]])
-        p, yy = model(r[idx]), y[idx].astype(int)
+        p, yy = case_control_sample(rng, prev, mu, sd, model, ncase)
         data = prepare_target(yy, p)
         _, pi_hat = prevalence_weights(yy == 1, prev)
         a, b = prev / pi_hat, (1 - prev) / (1 - pi_hat)
@@ -127,7 +122,7 @@ def main() -> None:
     lines += se_lines + ["", "## What this shows", "",
                          "* T_JJ is within 3 Monte Carlo s.e. of the truth on "
                          + (", ".join(f"`{n}`" for n in within) or "none of the designs")
-                         + f" (bias / s.e.: " + ", ".join(f"`{n}` {zs[n][3]:+.1f}" for n in DESIGNS)
+                         + " (bias / s.e.: " + ", ".join(f"`{n}` {zs[n][3]:+.1f}" for n in DESIGNS)
                          + "; T_J: " + ", ".join(f"`{n}` {zs[n][1]:+.1f}" for n in DESIGNS) + ").",
                          "* The Schucany extrapolation T_S, exact for a bias a/n + b/n^2, falls between T_J and T_JJ "
                          "(bias / s.e.: " + ", ".join(f"`{n}` {zs[n][2]:+.1f}" for n in DESIGNS) + "): the bias "

@@ -58,7 +58,7 @@ from calibtest.ece.build_result import prevalence_partition
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from prevalence_bias import binned_terms, population_mu  # noqa: E402
+from prevalence_bias import binned_terms, case_control_sample, population_mu  # noqa: E402
 
 REPS = int(os.environ.get("PREV_STRATA_REPS", 2000))
 REPS_JJ = int(os.environ.get("PREV_STRATA_REPS_JJ", 400))
@@ -152,11 +152,7 @@ def run(name, reps, ncase=500):
     rng = np.random.default_rng([35, 7, len(name), ncase])
     cache, rows = {}, []
     for _ in range(reps):
-        x = rng.standard_normal(int(3 * ncase / prev))
-        r = special.expit(mu + sd * x)
-        y = rng.random(x.size) < r
-        idx = np.concatenate([np.flatnonzero(y)[:ncase], np.flatnonzero(~y)[:ncase]])
-        p, yy = model(r[idx]), y[idx].astype(int)
+        p, yy = case_control_sample(rng, prev, mu, sd, model, ncase)
         data = prepare_target(yy, p)
         w, pi_hat = prevalence_weights(yy == 1, prev)
         a, b = prev / pi_hat, (1 - prev) / (1 - pi_hat)
